@@ -1,0 +1,361 @@
+//! Memory accessors, element reads, sharing, zero-copy swap and copy.
+
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use super::Blob;
+use crate::device::DeviceBuffer;
+use crate::element::Element;
+use crate::error::{BlobError, Result};
+use crate::host_buffer::HostBuffer;
+use crate::synced_memory::{DeviceRead, DeviceWrite, Head, HostRead, HostWrite, SyncedMemory};
+
+/// A read guard on a blob's host elements; derefs to `[T]` of `count()`
+/// elements. While it lives, writes to the same memory are refused.
+pub struct CpuRef<'a, T> {
+    guard: HostRead<'a>,
+    len: usize,
+    _t: PhantomData<&'a [T]>,
+}
+
+impl<T: Element> Deref for CpuRef<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        if self.len == 0 {
+            return &[];
+        }
+        &bytemuck::cast_slice(&self.guard)[..self.len]
+    }
+}
+
+/// A write guard on a blob's host elements; derefs to `[T]` of `count()`
+/// elements. While it lives, any other access to the same memory is
+/// refused.
+pub struct CpuMut<'a, T> {
+    guard: HostWrite<'a>,
+    len: usize,
+    _t: PhantomData<&'a mut [T]>,
+}
+
+impl<T: Element> Deref for CpuMut<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        if self.len == 0 {
+            return &[];
+        }
+        &bytemuck::cast_slice(&self.guard)[..self.len]
+    }
+}
+
+impl<T: Element> DerefMut for CpuMut<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        &mut bytemuck::cast_slice_mut(&mut self.guard)[..self.len]
+    }
+}
+
+fn read<T: Element>(mem: &SyncedMemory, count: usize) -> Result<CpuRef<'_, T>> {
+    let guard = if mem.size() == 0 {
+        HostRead::empty()
+    } else {
+        mem.cpu_data()?
+    };
+    Ok(CpuRef {
+        guard,
+        len: count,
+        _t: PhantomData,
+    })
+}
+
+fn write<T: Element>(mem: &SyncedMemory, count: usize) -> Result<CpuMut<'_, T>> {
+    Ok(CpuMut {
+        guard: mem.mutable_cpu_data()?,
+        len: count,
+        _t: PhantomData,
+    })
+}
+
+impl<T: Element> Blob<T> {
+    /// Reads the data on the host, syncing from the device if it is newer
+    /// (Caffe `cpu_data()`).
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[3]).unwrap();
+    /// assert_eq!(&*b.cpu_data().unwrap(), &[0.0, 0.0, 0.0]);
+    /// ```
+    pub fn cpu_data(&self) -> Result<CpuRef<'_, T>> {
+        read(&self.data, self.count)
+    }
+
+    /// Reads the diff on the host (Caffe `cpu_diff()`).
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f64>::new(&[2]).unwrap();
+    /// assert_eq!(&*b.cpu_diff().unwrap(), &[0.0, 0.0]);
+    /// ```
+    pub fn cpu_diff(&self) -> Result<CpuRef<'_, T>> {
+        read(&self.diff, self.count)
+    }
+
+    /// Writes the data on the host; the head moves to CPU (Caffe
+    /// `mutable_cpu_data()`).
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<i32>::new(&[2]).unwrap();
+    /// b.mutable_cpu_data().unwrap().copy_from_slice(&[4, 5]);
+    /// assert_eq!(b.data_at(&[1]), 5);
+    /// ```
+    pub fn mutable_cpu_data(&self) -> Result<CpuMut<'_, T>> {
+        write(&self.data, self.count)
+    }
+
+    /// Writes the diff on the host (Caffe `mutable_cpu_diff()`).
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// b.mutable_cpu_diff().unwrap()[0] = 1.5;
+    /// assert_eq!(b.diff_at(&[0]), 1.5);
+    /// ```
+    pub fn mutable_cpu_diff(&self) -> Result<CpuMut<'_, T>> {
+        write(&self.diff, self.count)
+    }
+
+    /// Reads the data on the device (Caffe `gpu_data()`); an error without
+    /// a device.
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// assert!(b.gpu_data().is_err()); // CPU-only blob
+    /// ```
+    pub fn gpu_data(&self) -> Result<DeviceRead<'_>> {
+        self.data.gpu_data()
+    }
+
+    /// Reads the diff on the device (Caffe `gpu_diff()`).
+    ///
+    /// ```
+    /// assert!(blob_runtime::Blob::<f32>::new(&[2]).unwrap().gpu_diff().is_err());
+    /// ```
+    pub fn gpu_diff(&self) -> Result<DeviceRead<'_>> {
+        self.diff.gpu_data()
+    }
+
+    /// Writes the data on the device (Caffe `mutable_gpu_data()`).
+    ///
+    /// ```
+    /// assert!(blob_runtime::Blob::<f32>::new(&[2]).unwrap().mutable_gpu_data().is_err());
+    /// ```
+    pub fn mutable_gpu_data(&self) -> Result<DeviceWrite<'_>> {
+        self.data.mutable_gpu_data()
+    }
+
+    /// Writes the diff on the device (Caffe `mutable_gpu_diff()`).
+    ///
+    /// ```
+    /// assert!(blob_runtime::Blob::<f32>::new(&[2]).unwrap().mutable_gpu_diff().is_err());
+    /// ```
+    pub fn mutable_gpu_diff(&self) -> Result<DeviceWrite<'_>> {
+        self.diff.mutable_gpu_data()
+    }
+
+    /// One data element (Caffe `data_at`), syncing to the host.
+    ///
+    /// # Panics
+    /// When the index is out of bounds, or the data is borrowed for writing
+    /// elsewhere; the message names index and shape.
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[2, 2]).unwrap();
+    /// b.mutable_cpu_data().unwrap()[3] = 1.0;
+    /// assert_eq!(b.data_at(&[1, 1]), 1.0);
+    /// ```
+    #[track_caller]
+    pub fn data_at(&self, index: &[usize]) -> T {
+        let off = self.offset(index);
+        let data = self.cpu_data().unwrap_or_else(|e| panic!("{e}"));
+        data[off]
+    }
+
+    /// One diff element (Caffe `diff_at`).
+    ///
+    /// # Panics
+    /// As [`data_at`](Self::data_at).
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// assert_eq!(b.diff_at(&[1]), 0.0);
+    /// ```
+    #[track_caller]
+    pub fn diff_at(&self, index: &[usize]) -> T {
+        let off = self.offset(index);
+        let diff = self.cpu_diff().unwrap_or_else(|e| panic!("{e}"));
+        diff[off]
+    }
+
+    /// Makes this blob's data the same memory as `other`'s (Caffe
+    /// `ShareData`); counts must be equal. The memory is reference-counted,
+    /// so either blob may be dropped first, and the run-time borrow flag
+    /// keeps aliasing safe across threads.
+    ///
+    /// ```
+    /// let a = blob_runtime::Blob::<f32>::new(&[2, 3]).unwrap();
+    /// let mut b = blob_runtime::Blob::<f32>::new(&[6]).unwrap();
+    /// b.share_data(&a).unwrap();
+    /// a.mutable_cpu_data().unwrap()[5] = 2.0;
+    /// assert_eq!(b.data_at(&[5]), 2.0);
+    /// ```
+    pub fn share_data(&mut self, other: &Blob<T>) -> Result<()> {
+        self.check_share("share data", other)?;
+        self.data = Arc::clone(&other.data);
+        Ok(())
+    }
+
+    /// Makes this blob's diff the same memory as `other`'s (Caffe
+    /// `ShareDiff`).
+    ///
+    /// ```
+    /// let a = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// let mut b = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// b.share_diff(&a).unwrap();
+    /// assert!(std::sync::Arc::ptr_eq(a.diff(), b.diff()));
+    /// ```
+    pub fn share_diff(&mut self, other: &Blob<T>) -> Result<()> {
+        self.check_share("share diff", other)?;
+        self.diff = Arc::clone(&other.diff);
+        Ok(())
+    }
+
+    fn check_share(&self, op: &'static str, other: &Blob<T>) -> Result<()> {
+        if self.count != other.count {
+            return Err(BlobError::CountMismatch {
+                op,
+                what: format!("source blob of shape {}", other.shape_string()),
+                got: other.count,
+                want: self.count,
+            });
+        }
+        Ok(())
+    }
+
+    /// Swaps `buffer` in as the data without copying (Caffe `set_cpu_data`,
+    /// used for zero-copy batch prefetch) and returns the previous host
+    /// buffer for reuse. `buffer` must hold exactly `count()` elements; if
+    /// the data memory is larger (after a shrinking reshape), data and diff
+    /// are first replaced by memory of exactly that size, so capacity stays
+    /// honest.
+    ///
+    /// ```
+    /// use blob_runtime::{Blob, HostBuffer};
+    /// let mut b = Blob::<f32>::new(&[2])?;
+    /// b.set_cpu_data(HostBuffer::from_slice(&[1.0f32, 2.0])?)?;
+    /// assert_eq!(&*b.cpu_data()?, &[1.0, 2.0]);
+    /// assert!(b.set_cpu_data(HostBuffer::from_slice(&[1.0f32])?).is_err());
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn set_cpu_data(&mut self, buffer: HostBuffer) -> Result<Option<HostBuffer>> {
+        self.prepare_set("set_cpu_data", buffer.len())?;
+        self.data.set_cpu_data(buffer)
+    }
+
+    /// Swaps a device buffer in as the data (Caffe `set_gpu_data`); rules as
+    /// for [`set_cpu_data`](Self::set_cpu_data).
+    ///
+    /// ```
+    /// # #[derive(Debug)] struct B; impl blob_runtime::DeviceBuffer for B {
+    /// #   fn len(&self) -> usize { 8 }
+    /// #   fn as_any(&self) -> &dyn std::any::Any { self }
+    /// #   fn as_any_mut(&mut self) -> &mut dyn std::any::Any { self } }
+    /// let mut b = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// assert!(b.set_gpu_data(Box::new(B)).is_err()); // no device attached
+    /// ```
+    pub fn set_gpu_data(
+        &mut self,
+        buffer: Box<dyn DeviceBuffer>,
+    ) -> Result<Option<Box<dyn DeviceBuffer>>> {
+        self.prepare_set("set_gpu_data", buffer.len())?;
+        self.data.set_gpu_data(buffer)
+    }
+
+    fn prepare_set(&mut self, op: &'static str, bytes: usize) -> Result<()> {
+        let want = self.count * size_of::<T>();
+        if bytes != want {
+            return Err(BlobError::CountMismatch {
+                op,
+                what: "the new buffer (bytes)".into(),
+                got: bytes,
+                want,
+            });
+        }
+        if self.data.size() != want {
+            self.data = self.new_memory(self.count);
+            self.diff = self.new_memory(self.count);
+        }
+        Ok(())
+    }
+
+    /// Copies `source`'s data (or diff, with `copy_diff`) into this blob
+    /// (Caffe `CopyFrom`). Shapes must be equal unless `reshape` is set,
+    /// in which case this blob takes the source's shape. The copy runs on
+    /// the device when the source's newest copy is there, else on the host.
+    ///
+    /// ```
+    /// use blob_runtime::Blob;
+    /// let src = Blob::<f32>::new(&[2, 2])?;
+    /// src.mutable_cpu_data()?.fill(3.0);
+    /// let mut dst = Blob::<f32>::default();
+    /// assert!(dst.copy_from(&src, false, false).is_err());
+    /// dst.copy_from(&src, false, true)?;
+    /// assert_eq!(dst.data_at(&[1, 1]), 3.0);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn copy_from(&mut self, source: &Blob<T>, copy_diff: bool, reshape: bool) -> Result<()> {
+        if source.shape != self.shape || source.count != self.count {
+            if reshape {
+                self.reshape_like(source)?;
+            } else {
+                return Err(BlobError::ShapeMismatch {
+                    op: "copy",
+                    src: source.shape_string(),
+                    dst: self.shape_string(),
+                });
+            }
+        }
+        let (src, dst) = if copy_diff {
+            (&source.diff, &self.diff)
+        } else {
+            (&source.data, &self.data)
+        };
+        if Arc::ptr_eq(src, dst) || self.count == 0 {
+            return Ok(());
+        }
+        let bytes = self.count * size_of::<T>();
+        if src.head() == Head::AtGpu && dst.device().is_some() {
+            let from = src.gpu_data()?;
+            let mut to = dst.mutable_gpu_data()?;
+            let backend = to.backend().clone();
+            backend
+                .copy(bytes, &*from, &mut *to)
+                .map_err(|source| BlobError::Device { op: "copy", source })
+        } else {
+            let from = read::<T>(src, self.count)?;
+            let mut to = write::<T>(dst, self.count)?;
+            blob_kernels::cpu::copy(&from, &mut to);
+            Ok(())
+        }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for CpuRef<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: Element> std::fmt::Debug for CpuMut<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}

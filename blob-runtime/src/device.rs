@@ -1,0 +1,126 @@
+//! The device side of [`crate::SyncedMemory`], as a trait a GPU backend
+//! implements.
+//!
+//! The state machine never names CUDA: it asks a [`DeviceBackend`] to
+//! allocate, transfer and run the few math routines a blob needs (Caffe's
+//! `Update`, `asum`, `sumsq`, `scale`). The CUDA backend lives behind the
+//! `cuda` feature; with no backend attached, GPU accessors return
+//! [`crate::BlobError::NoDevice`].
+
+use std::any::Any;
+use std::fmt::Debug;
+
+use crate::host_buffer::HostBuffer;
+
+/// A failure reported by a device backend, with its own message.
+///
+/// ```
+/// let e = blob_runtime::DeviceError::new("cudaMalloc of 4 GiB failed: out of memory");
+/// assert!(e.to_string().contains("out of memory"));
+/// ```
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct DeviceError(pub String);
+
+impl DeviceError {
+    /// An error with this message.
+    ///
+    /// ```
+    /// assert_eq!(blob_runtime::DeviceError::new("x").0, "x");
+    /// ```
+    pub fn new(msg: impl Into<String>) -> Self {
+        Self(msg.into())
+    }
+}
+
+/// Floating-point precision of a device math call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// `f32`.
+    F32,
+    /// `f64`.
+    F64,
+}
+
+/// A block of device memory owned by a backend.
+///
+/// The backend recognises its own buffers through [`DeviceBuffer::as_any`].
+pub trait DeviceBuffer: Send + Sync + Debug {
+    /// Size in bytes.
+    fn len(&self) -> usize;
+    /// Whether the buffer holds no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// For the backend to downcast to its own buffer type.
+    fn as_any(&self) -> &dyn Any;
+    /// For the backend to downcast to its own buffer type.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// A queue of device work that [`crate::SyncedMemory::async_gpu_push`] enqueues on.
+pub trait DeviceStream: Send + Sync + Debug {
+    /// For the backend to downcast to its own stream type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// What a GPU (or a stand-in) must provide for the runtime.
+///
+/// Math methods take element counts `n`, and scalars as `f64` (exact for
+/// every `f32`); results come back as `f64`.
+pub trait DeviceBackend: Send + Sync + Debug {
+    /// A short name for messages, e.g. `"cuda:0 (NVIDIA H100)"`.
+    fn name(&self) -> String;
+    /// Device memory of `bytes`, zero-filled (Caffe: cudaMalloc + memset).
+    fn alloc_zeroed(&self, bytes: usize) -> Result<Box<dyn DeviceBuffer>, DeviceError>;
+    /// Host memory for a buffer that will be synced with the device: pinned
+    /// where the backend can, zero-filled. The default is ordinary memory.
+    fn alloc_host(&self, bytes: usize) -> Result<HostBuffer, DeviceError> {
+        HostBuffer::zeroed(bytes).map_err(|e| DeviceError::new(e.to_string()))
+    }
+    /// Host to device, complete on return.
+    fn upload(&self, src: &[u8], dst: &mut dyn DeviceBuffer) -> Result<(), DeviceError>;
+    /// Device to host, complete on return.
+    fn download(&self, src: &dyn DeviceBuffer, dst: &mut [u8]) -> Result<(), DeviceError>;
+    /// Host to device, enqueued on `stream`; the caller synchronizes.
+    fn upload_async(
+        &self,
+        src: &[u8],
+        dst: &mut dyn DeviceBuffer,
+        stream: &dyn DeviceStream,
+    ) -> Result<(), DeviceError>;
+    /// Device to device copy of the first `bytes` bytes.
+    fn copy(
+        &self,
+        bytes: usize,
+        src: &dyn DeviceBuffer,
+        dst: &mut dyn DeviceBuffer,
+    ) -> Result<(), DeviceError>;
+    /// `y += alpha x` over `n` elements.
+    fn axpy(
+        &self,
+        p: Precision,
+        n: usize,
+        alpha: f64,
+        x: &dyn DeviceBuffer,
+        y: &mut dyn DeviceBuffer,
+    ) -> Result<(), DeviceError>;
+    /// `x *= alpha` over `n` elements.
+    fn scal(
+        &self,
+        p: Precision,
+        n: usize,
+        alpha: f64,
+        x: &mut dyn DeviceBuffer,
+    ) -> Result<(), DeviceError>;
+    /// Sum of `|x|` over `n` elements.
+    fn asum(&self, p: Precision, n: usize, x: &dyn DeviceBuffer) -> Result<f64, DeviceError>;
+    /// Dot product over `n` elements.
+    fn dot(
+        &self,
+        p: Precision,
+        n: usize,
+        x: &dyn DeviceBuffer,
+        y: &dyn DeviceBuffer,
+    ) -> Result<f64, DeviceError>;
+}

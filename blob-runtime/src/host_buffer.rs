@@ -1,0 +1,189 @@
+//! 64-byte aligned, zero-filled host memory with a matching deallocator.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::fmt;
+use std::ptr::NonNull;
+
+use crate::error::{BlobError, Result};
+
+/// Alignment of every host buffer: a cache line, and enough for AVX-512.
+pub const HOST_ALIGN: usize = 64;
+
+type Release = Box<dyn FnOnce(NonNull<u8>, usize) + Send + Sync>;
+
+/// An owned, 64-byte aligned block of host bytes.
+///
+/// Made zero-filled by [`HostBuffer::zeroed`], or wrapped around memory from
+/// another allocator (pinned CUDA memory) by [`HostBuffer::from_raw_parts`],
+/// in which case that allocator's release function frees it, so memory is
+/// always freed by the allocator that made it (Caffe issue 3053).
+///
+/// ```
+/// use blob_runtime::HostBuffer;
+/// let buf = HostBuffer::zeroed(100).unwrap();
+/// assert_eq!(buf.len(), 100);
+/// assert!(buf.as_bytes().iter().all(|&b| b == 0));
+/// assert_eq!(buf.as_bytes().as_ptr() as usize % 64, 0);
+/// ```
+pub struct HostBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+    release: Option<Release>,
+}
+
+// SAFETY: a HostBuffer uniquely owns its allocation (like a Box<[u8]>), and
+// its release function is itself Send + Sync.
+unsafe impl Send for HostBuffer {}
+// SAFETY: shared access only hands out `&[u8]`; mutation needs `&mut self`.
+unsafe impl Sync for HostBuffer {}
+
+impl HostBuffer {
+    /// Allocates `len` zeroed bytes; an allocation failure is an error, not
+    /// an abort.
+    ///
+    /// ```
+    /// let b = blob_runtime::HostBuffer::zeroed(0).unwrap();
+    /// assert!(b.is_empty());
+    /// ```
+    pub fn zeroed(len: usize) -> Result<Self> {
+        if len == 0 {
+            return Ok(Self {
+                ptr: dangling_aligned(),
+                len: 0,
+                release: None,
+            });
+        }
+        let layout = layout(len)?;
+        // SAFETY: `layout` has a non-zero size (len > 0 checked above).
+        let raw = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or(BlobError::OutOfMemory {
+            op: "allocate",
+            bytes: len,
+        })?;
+        Ok(Self {
+            ptr,
+            len,
+            release: None,
+        })
+    }
+
+    /// A zeroed buffer holding a copy of `bytes`.
+    ///
+    /// ```
+    /// let b = blob_runtime::HostBuffer::from_bytes(&[1, 2, 3]).unwrap();
+    /// assert_eq!(b.as_bytes(), &[1, 2, 3]);
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut b = Self::zeroed(bytes.len())?;
+        b.as_bytes_mut().copy_from_slice(bytes);
+        Ok(b)
+    }
+
+    /// A buffer holding a copy of `values`' bytes, e.g. for
+    /// [`crate::Blob::set_cpu_data`].
+    ///
+    /// ```
+    /// let b = blob_runtime::HostBuffer::from_slice(&[1.0f32, 2.0]).unwrap();
+    /// assert_eq!(b.len(), 8);
+    /// ```
+    pub fn from_slice<T: bytemuck::Pod>(values: &[T]) -> Result<Self> {
+        Self::from_bytes(bytemuck::cast_slice(values))
+    }
+
+    /// Wraps memory from another allocator; `release(ptr, len)` frees it
+    /// when the buffer is dropped.
+    ///
+    /// # Safety
+    /// `ptr` must be 64-byte aligned, valid for reads and writes of `len`
+    /// bytes, initialized, not used elsewhere while this buffer lives, and
+    /// `release` must be the matching way to free it.
+    pub unsafe fn from_raw_parts(
+        ptr: NonNull<u8>,
+        len: usize,
+        release: impl FnOnce(NonNull<u8>, usize) + Send + Sync + 'static,
+    ) -> Self {
+        debug_assert_eq!(ptr.as_ptr() as usize % HOST_ALIGN, 0);
+        Self {
+            ptr,
+            len,
+            release: Some(Box::new(release)),
+        }
+    }
+
+    /// Size in bytes.
+    ///
+    /// ```
+    /// assert_eq!(blob_runtime::HostBuffer::zeroed(3).unwrap().len(), 3);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no bytes.
+    ///
+    /// ```
+    /// assert!(!blob_runtime::HostBuffer::zeroed(3).unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes.
+    ///
+    /// ```
+    /// assert_eq!(blob_runtime::HostBuffer::zeroed(2).unwrap().as_bytes(), &[0, 0]);
+    /// ```
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: ptr is valid for `len` initialized bytes for as long as
+        // self lives (zeroed or caller-guaranteed in from_raw_parts).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The bytes, writable.
+    ///
+    /// ```
+    /// let mut b = blob_runtime::HostBuffer::zeroed(2).unwrap();
+    /// b.as_bytes_mut()[1] = 9;
+    /// assert_eq!(b.as_bytes(), &[0, 9]);
+    /// ```
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in as_bytes, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub(crate) fn as_ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+}
+
+fn dangling_aligned() -> NonNull<u8> {
+    NonNull::new(std::ptr::without_provenance_mut(HOST_ALIGN)).expect("non-zero")
+}
+
+fn layout(len: usize) -> Result<Layout> {
+    Layout::from_size_align(len, HOST_ALIGN).map_err(|_| BlobError::OutOfMemory {
+        op: "allocate",
+        bytes: len,
+    })
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            release(self.ptr, self.len);
+        } else if self.len > 0 {
+            let layout = layout(self.len).expect("layout was valid at allocation");
+            // SAFETY: allocated by alloc_zeroed with this same layout.
+            unsafe { dealloc(self.ptr.as_ptr(), layout) }
+        }
+    }
+}
+
+impl fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostBuffer")
+            .field("len", &self.len)
+            .field("custom_allocator", &self.release.is_some())
+            .finish()
+    }
+}

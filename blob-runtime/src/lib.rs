@@ -1,0 +1,42 @@
+//! The runtime of blobflow: Caffe's `SyncedMemory` and `Blob`, with Caffe's
+//! semantics and Rust's safety.
+//!
+//! - [`SyncedMemory`]: one buffer mirrored between host and device, with
+//!   Caffe's four-state [`Head`] and lazy, zero-filled allocation.
+//! - [`Blob`]: an N-D array of data and diff over two `SyncedMemory`s,
+//!   grow-only reshape, Caffe's shape queries, `update`, `asum`, `sumsq`,
+//!   `scale`, sharing and copying.
+//! - [`DeviceBackend`]: what a GPU provides; the CUDA one is behind the
+//!   `cuda` feature.
+//!
+//! Where blobflow deliberately differs from Caffe: counts are `usize`;
+//! offsets are strictly bounds-checked; capacity is honest after sharing;
+//! zero counts are valid everywhere; every Caffe abort is a [`BlobError`].
+//!
+//! ```
+//! use blob_runtime::{Blob, Head};
+//! let blob = Blob::<f32>::new(&[2, 3])?;
+//! assert_eq!(blob.data_head(), Head::Uninitialized);
+//! blob.mutable_cpu_data()?.fill(2.0);
+//! assert_eq!(blob.asum_data()?, 12.0);
+//! # Ok::<(), blob_runtime::BlobError>(())
+//! ```
+
+mod blob;
+mod device;
+mod element;
+mod error;
+mod host_buffer;
+mod synced_memory;
+
+#[cfg(test)]
+mod stand_in_device;
+#[cfg(test)]
+mod tests;
+
+pub use blob::{Blob, CpuMut, CpuRef, MAX_BLOB_AXES, shape_string};
+pub use device::{DeviceBackend, DeviceBuffer, DeviceError, DeviceStream, Precision};
+pub use element::{Element, MathElement};
+pub use error::{BlobError, Result};
+pub use host_buffer::{HOST_ALIGN, HostBuffer};
+pub use synced_memory::{DeviceRead, DeviceWrite, Head, HostRead, HostWrite, SyncedMemory};

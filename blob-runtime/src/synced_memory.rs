@@ -1,0 +1,652 @@
+//! Caffe's `SyncedMemory`: one logical buffer with a host side, a device
+//! side, and a head saying which side holds the newest bytes.
+//!
+//! Transitions follow Caffe's table exactly (see [`SyncedMemory`]). Each
+//! side is allocated, zero-filled, on first need and then kept.
+//!
+//! Caffe's "const" reads mutate the sync state, so every accessor takes
+//! `&self` and returns a guard. A run-time borrow flag (any number of read
+//! guards, or one write guard) makes aliasing through [`std::sync::Arc`]
+//! shared memory safe from any thread: a conflicting request is an error,
+//! [`BlobError::Borrowed`], never a wait and never undefined behaviour.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::device::{DeviceBackend, DeviceBuffer, DeviceStream};
+use crate::error::{BlobError, Result};
+use crate::host_buffer::HostBuffer;
+
+/// Which side holds the current bytes (Caffe `SyncedMemory::SyncedHead`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Head {
+    /// Nothing allocated or touched yet (`UNINITIALIZED`).
+    Uninitialized,
+    /// The host copy is current, the device copy stale (`HEAD_AT_CPU`).
+    AtCpu,
+    /// The device copy is current, the host copy stale (`HEAD_AT_GPU`).
+    AtGpu,
+    /// Both copies are equal (`SYNCED`).
+    Synced,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Borrow {
+    Free,
+    Read(usize),
+    Write,
+}
+
+/// A device buffer held by raw pointer, so that the guards' references into
+/// it never overlap a live `Box` (which would assert uniqueness).
+struct DevBox(NonNull<dyn DeviceBuffer>);
+
+// SAFETY: DevBox owns a `Box<dyn DeviceBuffer>` and DeviceBuffer is Send.
+unsafe impl Send for DevBox {}
+// SAFETY: DeviceBuffer is Sync; mutation goes through the borrow flag.
+unsafe impl Sync for DevBox {}
+
+impl DevBox {
+    fn new(b: Box<dyn DeviceBuffer>) -> Self {
+        Self(NonNull::from(Box::leak(b)))
+    }
+    fn into_box(self) -> Box<dyn DeviceBuffer> {
+        let p = self.0;
+        std::mem::forget(self);
+        // SAFETY: the pointer came from Box::leak in `new` and is released
+        // exactly once (here or in Drop, never both: `forget` above).
+        unsafe { Box::from_raw(p.as_ptr()) }
+    }
+}
+
+impl Drop for DevBox {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from Box::leak and no guard outlives the
+        // SyncedMemory that owns this DevBox.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+struct State {
+    head: Head,
+    host: Option<HostBuffer>,
+    dev: Option<DevBox>,
+    borrow: Borrow,
+}
+
+/// One buffer of `size` bytes mirrored between host and device (Caffe
+/// `SyncedMemory`).
+///
+/// | call | Uninitialized | AtCpu | AtGpu | Synced |
+/// |---|---|---|---|---|
+/// | [`cpu_data`](Self::cpu_data) | alloc+zero, AtCpu | AtCpu | D2H, Synced | Synced |
+/// | [`mutable_cpu_data`](Self::mutable_cpu_data) | alloc+zero, AtCpu | AtCpu | D2H, AtCpu | AtCpu |
+/// | [`gpu_data`](Self::gpu_data) | dev alloc+zero, AtGpu | H2D, Synced | AtGpu | Synced |
+/// | [`mutable_gpu_data`](Self::mutable_gpu_data) | dev alloc+zero, AtGpu | H2D, AtGpu | AtGpu | AtGpu |
+/// | [`set_cpu_data`](Self::set_cpu_data) | AtCpu | AtCpu | AtCpu | AtCpu |
+/// | [`set_gpu_data`](Self::set_gpu_data) | AtGpu | AtGpu | AtGpu | AtGpu |
+/// | [`async_gpu_push`](Self::async_gpu_push) | error | async H2D, Synced | error | error |
+///
+/// ```
+/// use blob_runtime::{Head, SyncedMemory};
+/// let mem = SyncedMemory::new(10);
+/// assert_eq!(mem.head(), Head::Uninitialized);
+/// mem.mutable_cpu_data().unwrap()[3] = 7;
+/// assert_eq!(mem.head(), Head::AtCpu);
+/// assert_eq!(mem.cpu_data().unwrap()[3], 7);
+/// // No device attached: GPU access is an error, not a panic.
+/// assert!(mem.gpu_data().is_err());
+/// ```
+pub struct SyncedMemory {
+    size: usize,
+    backend: Option<Arc<dyn DeviceBackend>>,
+    state: Mutex<State>,
+}
+
+impl SyncedMemory {
+    /// Memory of `size` bytes with no device side; nothing is allocated until
+    /// first use (Caffe `SyncedMemory(size)`).
+    ///
+    /// ```
+    /// assert_eq!(blob_runtime::SyncedMemory::new(10).size(), 10);
+    /// ```
+    pub fn new(size: usize) -> Self {
+        Self::build(size, None)
+    }
+
+    /// Memory of `size` bytes that can also live on `backend`'s device.
+    /// Host memory is then allocated by the backend (pinned for CUDA).
+    ///
+    /// ```no_run
+    /// # fn get_backend() -> std::sync::Arc<dyn blob_runtime::DeviceBackend> { unimplemented!() }
+    /// let mem = blob_runtime::SyncedMemory::with_device(10, get_backend());
+    /// let dev = mem.gpu_data()?; // device alloc + zero
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn with_device(size: usize, backend: Arc<dyn DeviceBackend>) -> Self {
+        Self::build(size, Some(backend))
+    }
+
+    fn build(size: usize, backend: Option<Arc<dyn DeviceBackend>>) -> Self {
+        Self {
+            size,
+            backend,
+            state: Mutex::new(State {
+                head: Head::Uninitialized,
+                host: None,
+                dev: None,
+                borrow: Borrow::Free,
+            }),
+        }
+    }
+
+    /// Size in bytes (Caffe `size()`).
+    ///
+    /// ```
+    /// assert_eq!(blob_runtime::SyncedMemory::new(3).size(), 3);
+    /// ```
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The current head (Caffe `head()`).
+    ///
+    /// ```
+    /// let m = blob_runtime::SyncedMemory::new(3);
+    /// assert_eq!(m.head(), blob_runtime::Head::Uninitialized);
+    /// ```
+    pub fn head(&self) -> Head {
+        self.lock().head
+    }
+
+    /// The device backend, if this memory has one.
+    ///
+    /// ```
+    /// assert!(blob_runtime::SyncedMemory::new(3).device().is_none());
+    /// ```
+    pub fn device(&self) -> Option<&Arc<dyn DeviceBackend>> {
+        self.backend.as_ref()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is only changed by this module, which leaves it
+        // consistent before any call that could panic; a poisoned lock is
+        // therefore still valid.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn backend(&self, op: &'static str) -> Result<&Arc<dyn DeviceBackend>> {
+        self.backend.as_ref().ok_or(BlobError::NoDevice { op })
+    }
+
+    fn acquire(st: &mut State, op: &'static str, write: bool) -> Result<()> {
+        st.borrow = match (st.borrow, write) {
+            (Borrow::Free, false) => Borrow::Read(1),
+            (Borrow::Read(n), false) => Borrow::Read(n + 1),
+            (Borrow::Free, true) => Borrow::Write,
+            (Borrow::Write, _) => {
+                return Err(BlobError::Borrowed {
+                    op,
+                    held: "a write guard is alive",
+                });
+            }
+            (Borrow::Read(_), true) => {
+                return Err(BlobError::Borrowed {
+                    op,
+                    held: "a read guard is alive",
+                });
+            }
+        };
+        Ok(())
+    }
+
+    fn release(&self) {
+        let mut st = self.lock();
+        st.borrow = match st.borrow {
+            Borrow::Read(n) if n > 1 => Borrow::Read(n - 1),
+            _ => Borrow::Free,
+        };
+    }
+
+    fn ensure_host(&self, st: &mut State, op: &'static str) -> Result<()> {
+        if st.host.is_none() {
+            let buf = match &self.backend {
+                Some(b) => b
+                    .alloc_host(self.size)
+                    .map_err(|source| BlobError::Device { op, source })?,
+                None => HostBuffer::zeroed(self.size)?,
+            };
+            st.host = Some(buf);
+        }
+        Ok(())
+    }
+
+    fn ensure_dev(&self, st: &mut State, op: &'static str) -> Result<()> {
+        if st.dev.is_none() {
+            let b = self.backend(op)?;
+            let buf = b
+                .alloc_zeroed(self.size)
+                .map_err(|source| BlobError::Device { op, source })?;
+            st.dev = Some(DevBox::new(buf));
+        }
+        Ok(())
+    }
+
+    /// Caffe `to_cpu()`.
+    fn to_cpu(&self, st: &mut State, op: &'static str) -> Result<()> {
+        match st.head {
+            Head::Uninitialized => {
+                self.ensure_host(st, op)?;
+                st.head = Head::AtCpu;
+            }
+            Head::AtGpu => {
+                self.ensure_host(st, op)?;
+                let backend = self.backend(op)?;
+                let dev = st
+                    .dev
+                    .as_ref()
+                    .expect("head at GPU implies a device buffer");
+                let host = st.host.as_mut().expect("allocated above");
+                // SAFETY: dev points to a live buffer owned by `st`; no write
+                // guard exists (checked by the caller), so a shared reference
+                // is sound alongside any read guards.
+                let src = unsafe { dev.0.as_ref() };
+                backend
+                    .download(src, host.as_bytes_mut())
+                    .map_err(|source| BlobError::Device { op, source })?;
+                st.head = Head::Synced;
+            }
+            Head::AtCpu | Head::Synced => {}
+        }
+        Ok(())
+    }
+
+    /// Caffe `to_gpu()`.
+    fn to_gpu(&self, st: &mut State, op: &'static str) -> Result<()> {
+        let backend = self.backend(op)?;
+        match st.head {
+            Head::Uninitialized => {
+                self.ensure_dev(st, op)?;
+                st.head = Head::AtGpu;
+            }
+            Head::AtCpu => {
+                self.ensure_dev(st, op)?;
+                let host = st.host.as_ref().expect("head at CPU implies a host buffer");
+                let dev = st.dev.as_mut().expect("allocated above");
+                // SAFETY: head at CPU means no device guard was handed out
+                // since the device copy went stale (device guards need head
+                // AtGpu/Synced, and moving head to CPU needs no borrows), so
+                // this is the only reference to the device buffer.
+                let dst = unsafe { dev.0.as_mut() };
+                backend
+                    .upload(host.as_bytes(), dst)
+                    .map_err(|source| BlobError::Device { op, source })?;
+                st.head = Head::Synced;
+            }
+            Head::AtGpu | Head::Synced => {}
+        }
+        Ok(())
+    }
+
+    fn host_guard_parts(&self, st: &State) -> NonNull<u8> {
+        st.host
+            .as_ref()
+            .expect("to_cpu allocates the host buffer")
+            .as_ptr()
+    }
+
+    /// Reads the host copy, syncing from the device first if the device is
+    /// newer (Caffe `cpu_data()`).
+    ///
+    /// ```
+    /// let m = blob_runtime::SyncedMemory::new(4);
+    /// assert_eq!(&*m.cpu_data().unwrap(), &[0, 0, 0, 0]); // zero-filled
+    /// ```
+    pub fn cpu_data(&self) -> Result<HostRead<'_>> {
+        let op = "cpu_data";
+        let mut st = self.lock();
+        Self::check_not_written(&st, op)?;
+        self.to_cpu(&mut st, op)?;
+        Self::acquire(&mut st, op, false)?;
+        let ptr = self.host_guard_parts(&st);
+        // SAFETY: the host buffer lives as long as self, is never replaced
+        // or freed while a borrow is held (set_*/drop need Borrow::Free),
+        // and no writer exists while Borrow::Read is held.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.size) };
+        Ok(HostRead {
+            mem: Some(self),
+            bytes,
+        })
+    }
+
+    /// Writes the host copy; the head moves to CPU (Caffe
+    /// `mutable_cpu_data()`).
+    ///
+    /// ```
+    /// let m = blob_runtime::SyncedMemory::new(2);
+    /// m.mutable_cpu_data().unwrap().copy_from_slice(&[1, 2]);
+    /// assert_eq!(m.head(), blob_runtime::Head::AtCpu);
+    /// ```
+    pub fn mutable_cpu_data(&self) -> Result<HostWrite<'_>> {
+        let op = "mutable_cpu_data";
+        let mut st = self.lock();
+        Self::check_free(&st, op)?;
+        self.to_cpu(&mut st, op)?;
+        st.head = Head::AtCpu;
+        Self::acquire(&mut st, op, true)?;
+        let ptr = self.host_guard_parts(&st);
+        // SAFETY: as in cpu_data, and Borrow::Write makes this the only
+        // reference to the host bytes until the guard drops.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.size) };
+        Ok(HostWrite { mem: self, bytes })
+    }
+
+    /// Reads the device copy, syncing from the host first if the host is
+    /// newer (Caffe `gpu_data()`).
+    ///
+    /// ```
+    /// let m = blob_runtime::SyncedMemory::new(2);
+    /// let err = m.gpu_data().unwrap_err();
+    /// assert!(err.to_string().contains("no GPU device"));
+    /// ```
+    pub fn gpu_data(&self) -> Result<DeviceRead<'_>> {
+        let op = "gpu_data";
+        let mut st = self.lock();
+        Self::check_not_written(&st, op)?;
+        self.to_gpu(&mut st, op)?;
+        Self::acquire(&mut st, op, false)?;
+        let dev = st.dev.as_ref().expect("to_gpu allocates the device buffer");
+        // SAFETY: the device buffer is neither replaced nor freed while a
+        // borrow is held, and no writer exists while Borrow::Read is held.
+        let buf = unsafe { dev.0.as_ref() };
+        Ok(DeviceRead { mem: self, buf })
+    }
+
+    /// Writes the device copy; the head moves to GPU (Caffe
+    /// `mutable_gpu_data()`).
+    ///
+    /// ```
+    /// let m = blob_runtime::SyncedMemory::new(2);
+    /// assert!(m.mutable_gpu_data().is_err()); // no device attached
+    /// ```
+    pub fn mutable_gpu_data(&self) -> Result<DeviceWrite<'_>> {
+        let op = "mutable_gpu_data";
+        let mut st = self.lock();
+        Self::check_free(&st, op)?;
+        self.to_gpu(&mut st, op)?;
+        st.head = Head::AtGpu;
+        Self::acquire(&mut st, op, true)?;
+        let dev = st.dev.as_mut().expect("to_gpu allocates the device buffer");
+        // SAFETY: Borrow::Write makes this the only reference until the
+        // guard drops; the buffer is not replaced while it is held.
+        let buf = unsafe { dev.0.as_mut() };
+        Ok(DeviceWrite { mem: self, buf })
+    }
+
+    /// Replaces the host buffer with `buffer` without copying; the head moves
+    /// to CPU and the previous host buffer, if any, is handed back for reuse
+    /// (Caffe `set_cpu_data`, used to swap prefetched batches in). Ownership
+    /// moves in, so the memory cannot dangle (Caffe issues 5799, 3357).
+    ///
+    /// ```
+    /// use blob_runtime::{HostBuffer, SyncedMemory};
+    /// let m = SyncedMemory::new(4);
+    /// m.set_cpu_data(HostBuffer::from_bytes(&[1, 2, 3, 4]).unwrap()).unwrap();
+    /// assert_eq!(&*m.cpu_data().unwrap(), &[1, 2, 3, 4]);
+    /// assert!(m.set_cpu_data(HostBuffer::zeroed(3).unwrap()).is_err()); // wrong size
+    /// ```
+    pub fn set_cpu_data(&self, buffer: HostBuffer) -> Result<Option<HostBuffer>> {
+        let op = "set_cpu_data";
+        self.check_size(op, "the new host buffer", buffer.len())?;
+        let mut st = self.lock();
+        Self::check_free(&st, op)?;
+        let old = st.host.replace(buffer);
+        st.head = Head::AtCpu;
+        Ok(old)
+    }
+
+    /// Replaces the device buffer with `buffer` (which must come from this
+    /// memory's backend); the head moves to GPU and the previous device
+    /// buffer, if any, is handed back (Caffe `set_gpu_data`).
+    ///
+    /// ```
+    /// # use blob_runtime::SyncedMemory;
+    /// // Without a device there is nothing to set.
+    /// let m = SyncedMemory::new(4);
+    /// # #[derive(Debug)] struct B; impl blob_runtime::DeviceBuffer for B {
+    /// #   fn len(&self) -> usize { 4 }
+    /// #   fn as_any(&self) -> &dyn std::any::Any { self }
+    /// #   fn as_any_mut(&mut self) -> &mut dyn std::any::Any { self } }
+    /// assert!(m.set_gpu_data(Box::new(B)).is_err());
+    /// ```
+    pub fn set_gpu_data(
+        &self,
+        buffer: Box<dyn DeviceBuffer>,
+    ) -> Result<Option<Box<dyn DeviceBuffer>>> {
+        let op = "set_gpu_data";
+        self.backend(op)?;
+        self.check_size(op, "the new device buffer", buffer.len())?;
+        let mut st = self.lock();
+        Self::check_free(&st, op)?;
+        let old = st.dev.replace(DevBox::new(buffer));
+        st.head = Head::AtGpu;
+        Ok(old.map(DevBox::into_box))
+    }
+
+    /// Starts an asynchronous host-to-device copy on `stream` and marks the
+    /// memory synced at once (Caffe `async_gpu_push`). The head must be at
+    /// CPU. The caller must synchronize the stream before the device copy
+    /// is read, and must not write the host copy until then.
+    ///
+    /// ```
+    /// # #[derive(Debug)] struct S; impl blob_runtime::DeviceStream for S {
+    /// #   fn as_any(&self) -> &dyn std::any::Any { self } }
+    /// let m = blob_runtime::SyncedMemory::new(4);
+    /// // Head is Uninitialized, not at CPU:
+    /// assert!(m.async_gpu_push(&S).is_err());
+    /// ```
+    pub fn async_gpu_push(&self, stream: &dyn DeviceStream) -> Result<()> {
+        let op = "async_gpu_push";
+        let backend = self.backend(op)?;
+        let mut st = self.lock();
+        if st.head != Head::AtCpu {
+            return Err(BlobError::WrongHead { op, head: st.head });
+        }
+        Self::check_free(&st, op)?;
+        self.ensure_dev(&mut st, op)?;
+        let host = st.host.as_ref().expect("head at CPU implies a host buffer");
+        let dev = st.dev.as_ref().expect("allocated above");
+        // SAFETY: Borrow::Free was checked, so no guard references the
+        // device buffer; the lock keeps others out for this call.
+        let dst = unsafe { &mut *dev.0.as_ptr() };
+        backend
+            .upload_async(host.as_bytes(), dst, stream)
+            .map_err(|source| BlobError::Device { op, source })?;
+        st.head = Head::Synced;
+        Ok(())
+    }
+
+    fn check_size(&self, op: &'static str, what: &str, got: usize) -> Result<()> {
+        if got == self.size {
+            Ok(())
+        } else {
+            Err(BlobError::CountMismatch {
+                op,
+                what: format!("{what} (bytes)"),
+                got,
+                want: self.size,
+            })
+        }
+    }
+
+    fn check_free(st: &State, op: &'static str) -> Result<()> {
+        match st.borrow {
+            Borrow::Free => Ok(()),
+            Borrow::Read(_) => Err(BlobError::Borrowed {
+                op,
+                held: "a read guard is alive",
+            }),
+            Borrow::Write => Err(BlobError::Borrowed {
+                op,
+                held: "a write guard is alive",
+            }),
+        }
+    }
+
+    fn check_not_written(st: &State, op: &'static str) -> Result<()> {
+        if st.borrow == Borrow::Write {
+            Err(BlobError::Borrowed {
+                op,
+                held: "a write guard is alive",
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl fmt::Debug for SyncedMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.lock();
+        f.debug_struct("SyncedMemory")
+            .field("size", &self.size)
+            .field("head", &st.head)
+            .field("host_allocated", &st.host.is_some())
+            .field("device_allocated", &st.dev.is_some())
+            .field("device", &self.backend.as_ref().map(|b| b.name()))
+            .finish()
+    }
+}
+
+/// A read guard on host bytes; derefs to `[u8]`.
+pub struct HostRead<'a> {
+    mem: Option<&'a SyncedMemory>,
+    bytes: &'a [u8],
+}
+
+impl HostRead<'_> {
+    /// A guard over no memory at all (for zero-count blobs).
+    pub(crate) fn empty() -> Self {
+        Self {
+            mem: None,
+            bytes: &[],
+        }
+    }
+}
+
+impl Deref for HostRead<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl Drop for HostRead<'_> {
+    fn drop(&mut self) {
+        if let Some(m) = self.mem {
+            m.release();
+        }
+    }
+}
+
+/// A write guard on host bytes; derefs to `[u8]`.
+pub struct HostWrite<'a> {
+    mem: &'a SyncedMemory,
+    bytes: &'a mut [u8],
+}
+
+impl Deref for HostWrite<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl DerefMut for HostWrite<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.bytes
+    }
+}
+
+impl Drop for HostWrite<'_> {
+    fn drop(&mut self) {
+        self.mem.release();
+    }
+}
+
+/// A read guard on the device buffer; derefs to the backend's buffer.
+pub struct DeviceRead<'a> {
+    mem: &'a SyncedMemory,
+    buf: &'a dyn DeviceBuffer,
+}
+
+impl DeviceRead<'_> {
+    /// The backend the buffer belongs to.
+    pub fn backend(&self) -> &Arc<dyn DeviceBackend> {
+        self.mem
+            .backend
+            .as_ref()
+            .expect("device guards need a backend")
+    }
+}
+
+impl<'a> Deref for DeviceRead<'a> {
+    type Target = dyn DeviceBuffer + 'a;
+    fn deref(&self) -> &Self::Target {
+        self.buf
+    }
+}
+
+impl Drop for DeviceRead<'_> {
+    fn drop(&mut self) {
+        self.mem.release();
+    }
+}
+
+/// A write guard on the device buffer; derefs to the backend's buffer.
+pub struct DeviceWrite<'a> {
+    mem: &'a SyncedMemory,
+    buf: &'a mut dyn DeviceBuffer,
+}
+
+impl DeviceWrite<'_> {
+    /// The backend the buffer belongs to.
+    pub fn backend(&self) -> &Arc<dyn DeviceBackend> {
+        self.mem
+            .backend
+            .as_ref()
+            .expect("device guards need a backend")
+    }
+}
+
+impl<'a> Deref for DeviceWrite<'a> {
+    type Target = dyn DeviceBuffer + 'a;
+    fn deref(&self) -> &Self::Target {
+        self.buf
+    }
+}
+
+impl DerefMut for DeviceWrite<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.buf
+    }
+}
+
+impl Drop for DeviceWrite<'_> {
+    fn drop(&mut self) {
+        self.mem.release();
+    }
+}
+
+macro_rules! guard_debug {
+    ($($t:ident),*) => {$(
+        impl fmt::Debug for $t<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($t)).field("bytes", &self.len()).finish()
+            }
+        }
+    )*};
+}
+guard_debug!(HostRead, HostWrite, DeviceRead, DeviceWrite);

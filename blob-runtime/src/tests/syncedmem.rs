@@ -1,0 +1,151 @@
+//! Caffe's test_syncedmem.cpp, with the GPU cases on the stand-in device.
+
+use super::{device_bytes, stand_in};
+use crate::{Head, SyncedMemory};
+
+#[test]
+fn initialization() {
+    let mem = SyncedMemory::new(10);
+    assert_eq!(mem.head(), Head::Uninitialized);
+    assert_eq!(mem.size(), 10);
+    let p = SyncedMemory::new(10 * size_of::<f32>());
+    assert_eq!(p.size(), 40);
+}
+
+#[test]
+fn allocation_cpu_gpu() {
+    let (_, dev) = stand_in();
+    let mem = SyncedMemory::with_device(10, dev);
+    assert_eq!(mem.cpu_data().unwrap().len(), 10);
+    assert_eq!(mem.gpu_data().unwrap().len(), 10);
+    assert_eq!(mem.mutable_cpu_data().unwrap().len(), 10);
+    assert_eq!(mem.mutable_gpu_data().unwrap().len(), 10);
+}
+
+#[test]
+fn allocation_cpu() {
+    let mem = SyncedMemory::new(10);
+    assert_eq!(mem.cpu_data().unwrap().len(), 10);
+    assert_eq!(mem.mutable_cpu_data().unwrap().len(), 10);
+}
+
+#[test]
+fn allocation_gpu() {
+    let (counts, dev) = stand_in();
+    let mem = SyncedMemory::with_device(10, dev);
+    assert!(mem.gpu_data().is_ok());
+    assert!(mem.mutable_gpu_data().is_ok());
+    assert_eq!(counts.allocs(), 1, "device buffer allocated once and kept");
+}
+
+#[test]
+fn cpu_write() {
+    let mem = SyncedMemory::new(10);
+    mem.mutable_cpu_data().unwrap().fill(1);
+    assert_eq!(mem.head(), Head::AtCpu);
+    assert!(mem.cpu_data().unwrap().iter().all(|&b| b == 1));
+    mem.mutable_cpu_data().unwrap().fill(0);
+    assert!(mem.cpu_data().unwrap().iter().all(|&b| b == 0));
+}
+
+#[test]
+fn gpu_read() {
+    let (counts, dev) = stand_in();
+    let mem = SyncedMemory::with_device(10, dev);
+    mem.mutable_cpu_data().unwrap().fill(1);
+    assert_eq!(mem.head(), Head::AtCpu);
+    {
+        let g = mem.gpu_data().unwrap();
+        assert_eq!(mem.head(), Head::Synced);
+        let b = g
+            .as_any()
+            .downcast_ref::<crate::stand_in_device::StandInBuffer>();
+        assert!(b.unwrap().bytes_view().iter().all(|&x| x == 1));
+    }
+    assert_eq!(counts.uploads(), 1);
+    mem.mutable_cpu_data().unwrap().fill(0);
+    assert_eq!(mem.head(), Head::AtCpu);
+    let g = mem.gpu_data().unwrap();
+    assert_eq!(mem.head(), Head::Synced);
+    let b = g
+        .as_any()
+        .downcast_ref::<crate::stand_in_device::StandInBuffer>();
+    assert!(b.unwrap().bytes_view().iter().all(|&x| x == 0));
+    assert_eq!(counts.uploads(), 2);
+}
+
+#[test]
+fn gpu_write() {
+    let (counts, dev) = stand_in();
+    let mem = SyncedMemory::with_device(10, dev);
+    device_bytes(&mut mem.mutable_gpu_data().unwrap()).fill(1);
+    assert_eq!(mem.head(), Head::AtGpu);
+    assert!(mem.cpu_data().unwrap().iter().all(|&b| b == 1));
+    assert_eq!(mem.head(), Head::Synced);
+    device_bytes(&mut mem.mutable_gpu_data().unwrap()).fill(0);
+    assert_eq!(mem.head(), Head::AtGpu);
+    assert!(mem.cpu_data().unwrap().iter().all(|&b| b == 0));
+    assert_eq!(mem.head(), Head::Synced);
+    assert_eq!(counts.downloads(), 2);
+}
+
+#[test]
+fn borrow_rules_refuse_conflicts_instead_of_aliasing() {
+    let mem = SyncedMemory::new(4);
+    let r1 = mem.cpu_data().unwrap();
+    let r2 = mem.cpu_data().unwrap();
+    let err = mem.mutable_cpu_data().expect_err("write while reading");
+    assert!(err.to_string().contains("read guard"), "{err}");
+    drop((r1, r2));
+    let w = mem.mutable_cpu_data().unwrap();
+    assert!(mem.cpu_data().is_err());
+    assert!(
+        mem.set_cpu_data(crate::HostBuffer::zeroed(4).unwrap())
+            .is_err()
+    );
+    drop(w);
+    assert!(mem.cpu_data().is_ok());
+}
+
+#[test]
+fn set_cpu_data_swaps_and_hands_back_the_old_buffer() {
+    let (counts, dev) = stand_in();
+    let mem = SyncedMemory::with_device(4, dev);
+    mem.mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&[1, 2, 3, 4]);
+    let _ = mem.gpu_data().unwrap();
+    let old = mem
+        .set_cpu_data(crate::HostBuffer::from_bytes(&[9, 9, 9, 9]).unwrap())
+        .unwrap()
+        .expect("previous buffer returned");
+    assert_eq!(old.as_bytes(), &[1, 2, 3, 4]);
+    assert_eq!(mem.head(), Head::AtCpu);
+    // The device copy is stale now; a GPU read uploads the new bytes.
+    let before = counts.uploads();
+    let g = mem.gpu_data().unwrap();
+    let b = g
+        .as_any()
+        .downcast_ref::<crate::stand_in_device::StandInBuffer>();
+    assert_eq!(b.unwrap().bytes_view(), &[9, 9, 9, 9]);
+    assert_eq!(counts.uploads(), before + 1);
+}
+
+#[test]
+fn shared_memory_reads_from_many_threads() {
+    let mem = std::sync::Arc::new(SyncedMemory::new(1024));
+    mem.mutable_cpu_data().unwrap().fill(3);
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let m = mem.clone();
+            std::thread::spawn(move || {
+                (0..50)
+                    .map(|_| m.cpu_data().unwrap().iter().map(|&b| b as u64).sum::<u64>())
+                    .sum::<u64>()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), 50 * 3 * 1024);
+    }
+}

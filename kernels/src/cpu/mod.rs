@@ -1,0 +1,27 @@
+//! CPU math: Caffe's `caffe_cpu_*` and `caffe_*` functions on slices.
+//!
+//! One module per math family: [`blas`] (gemm, gemv), [`vector`] (BLAS level
+//! 1: axpy, dot, asum, ...), [`elementwise`] (add, exp, sign, ...) and
+//! [`rng`] (seeded uniform, gaussian, bernoulli). All are re-exported here.
+//!
+//! Slices of mismatched lengths are a caller bug and panic with both lengths,
+//! as `copy_from_slice` does; every function accepts empty slices.
+
+pub mod blas;
+pub mod elementwise;
+pub mod rng;
+pub mod vector;
+
+pub use blas::{Transpose, gemm, gemv};
+pub use elementwise::*;
+pub use rng::{RngError, bernoulli, gaussian, set_seed, uniform};
+pub use vector::*;
+
+#[track_caller]
+#[inline]
+pub(crate) fn check_len(op: &str, what: &str, got: usize, want: usize) {
+    assert!(
+        got == want,
+        "{op}: {what} has {got} elements but {want} were expected"
+    );
+}

@@ -1,0 +1,214 @@
+//! BLAS level 1: axpy, axpby, scal, scale, dot, strided_dot, asum, copy, set.
+//!
+//! Reductions keep 16 independent accumulators per 4096-element block (so
+//! the compiler vectorizes them) and add each block's sum in `f64`, which
+//! keeps `asum`/`dot` of 10^7 `f32` values within 1e-6 of an exact sum.
+
+use super::check_len;
+use crate::Real;
+
+const LANES: usize = 16;
+const BLOCK: usize = 4096;
+
+#[inline(always)]
+fn combine<T: Real>(acc: [T; LANES], tail: T) -> T {
+    // Pairwise: fewer rounding steps than a left fold.
+    let mut v = acc;
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for i in 0..width {
+            v[i] += v[i + width];
+        }
+    }
+    v[0] + tail
+}
+
+#[inline(always)]
+fn block_sum1<T: Real>(x: &[T], f: impl Fn(T) -> T) -> T {
+    let (chunks, tail) = x.as_chunks::<LANES>();
+    let mut acc = [T::ZERO; LANES];
+    for c in chunks {
+        for i in 0..LANES {
+            acc[i] += f(c[i]);
+        }
+    }
+    combine(acc, tail.iter().map(|&v| f(v)).sum())
+}
+
+#[inline(always)]
+fn block_sum2<T: Real>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> T {
+    let (xc, xt) = x.as_chunks::<LANES>();
+    let (yc, yt) = y.as_chunks::<LANES>();
+    let mut acc = [T::ZERO; LANES];
+    for (a, b) in xc.iter().zip(yc) {
+        for i in 0..LANES {
+            acc[i] += f(a[i], b[i]);
+        }
+    }
+    combine(acc, xt.iter().zip(yt).map(|(&a, &b)| f(a, b)).sum())
+}
+
+/// Sum of absolute values (Caffe `caffe_cpu_asum`, BLAS `?asum`).
+///
+/// ```
+/// assert_eq!(blob_kernels::cpu::asum(&[1.0f64, -2.5, 0.5]), 4.0);
+/// ```
+pub fn asum<T: Real>(x: &[T]) -> T {
+    let total: f64 = x
+        .chunks(BLOCK)
+        .map(|b| block_sum1(b, |v| v.abs()).to_f64())
+        .sum();
+    T::from_f64(total)
+}
+
+/// Dot product (Caffe `caffe_cpu_dot`, BLAS `?dot`).
+///
+/// ```
+/// assert_eq!(blob_kernels::cpu::dot(&[1.0f32, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0);
+/// ```
+#[track_caller]
+pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
+    check_len("dot", "y", y.len(), x.len());
+    let total: f64 = x
+        .chunks(BLOCK)
+        .zip(y.chunks(BLOCK))
+        .map(|(a, b)| block_sum2(a, b, |p, q| p * q).to_f64())
+        .sum();
+    T::from_f64(total)
+}
+
+/// Sum of squares, `dot(x, x)` (what Caffe's `sumsq_data` computes).
+///
+/// ```
+/// assert_eq!(blob_kernels::cpu::sumsq(&[3.0f32, 4.0]), 25.0);
+/// ```
+pub fn sumsq<T: Real>(x: &[T]) -> T {
+    let total: f64 = x
+        .chunks(BLOCK)
+        .map(|b| block_sum1(b, |v| v * v).to_f64())
+        .sum();
+    T::from_f64(total)
+}
+
+/// Strided dot product of `n` pairs (Caffe `caffe_cpu_strided_dot`):
+/// `sum(x[i*incx] * y[i*incy])`.
+///
+/// ```
+/// let x = [1.0f32, 0.0, 2.0, 0.0, 3.0];
+/// let y = [1.0f32, 1.0, 1.0];
+/// assert_eq!(blob_kernels::cpu::strided_dot(3, &x, 2, &y, 1), 6.0);
+/// ```
+#[track_caller]
+pub fn strided_dot<T: Real>(n: usize, x: &[T], incx: usize, y: &[T], incy: usize) -> T {
+    if n == 0 {
+        return T::ZERO;
+    }
+    assert!(
+        incx > 0 && incy > 0,
+        "strided_dot: strides must be positive (got {incx}, {incy})"
+    );
+    let need_x = (n - 1) * incx + 1;
+    let need_y = (n - 1) * incy + 1;
+    assert!(
+        x.len() >= need_x && y.len() >= need_y,
+        "strided_dot: {n} elements at strides {incx}, {incy} need {need_x} and {need_y} elements, got {} and {}",
+        x.len(),
+        y.len()
+    );
+    if incx == 1 && incy == 1 {
+        return dot(&x[..n], &y[..n]);
+    }
+    let total: f64 = x
+        .iter()
+        .step_by(incx)
+        .zip(y.iter().step_by(incy))
+        .take(n)
+        .map(|(&a, &b)| (a * b).to_f64())
+        .sum();
+    T::from_f64(total)
+}
+
+/// `y += alpha * x` (Caffe `caffe_axpy`).
+///
+/// ```
+/// let mut y = [1.0f32, 1.0];
+/// blob_kernels::cpu::axpy(-1.0, &[0.5, 2.0], &mut y);
+/// assert_eq!(y, [0.5, -1.0]);
+/// ```
+#[track_caller]
+pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
+    check_len("axpy", "y", y.len(), x.len());
+    for (yi, &xi) in y.iter_mut().zip(x) {
+        *yi += alpha * xi;
+    }
+}
+
+/// `y = alpha * x + beta * y` (Caffe `caffe_cpu_axpby`). As in Caffe's
+/// fallback (`scal` then `axpy`), `beta == 0` still multiplies, so a NaN in
+/// `y` stays NaN.
+///
+/// ```
+/// let mut y = [1.0f64, 2.0];
+/// blob_kernels::cpu::axpby(2.0, &[1.0, 1.0], 0.5, &mut y);
+/// assert_eq!(y, [2.5, 3.0]);
+/// ```
+#[track_caller]
+pub fn axpby<T: Real>(alpha: T, x: &[T], beta: T, y: &mut [T]) {
+    check_len("axpby", "y", y.len(), x.len());
+    for (yi, &xi) in y.iter_mut().zip(x) {
+        *yi = beta * *yi + alpha * xi;
+    }
+}
+
+/// `x *= alpha` (Caffe `caffe_scal`).
+///
+/// ```
+/// let mut x = [1.0f32, -2.0];
+/// blob_kernels::cpu::scal(3.0, &mut x);
+/// assert_eq!(x, [3.0, -6.0]);
+/// ```
+pub fn scal<T: Real>(alpha: T, x: &mut [T]) {
+    for v in x.iter_mut() {
+        *v *= alpha;
+    }
+}
+
+/// `y = alpha * x` (Caffe `caffe_cpu_scale`).
+///
+/// ```
+/// let mut y = [0.0f32; 2];
+/// blob_kernels::cpu::scale(0.5, &[4.0, 8.0], &mut y);
+/// assert_eq!(y, [2.0, 4.0]);
+/// ```
+#[track_caller]
+pub fn scale<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
+    check_len("scale", "y", y.len(), x.len());
+    for (yi, &xi) in y.iter_mut().zip(x) {
+        *yi = alpha * xi;
+    }
+}
+
+/// `y = x` (Caffe `caffe_copy`); any `Copy` element, integers included.
+///
+/// ```
+/// let mut y = [0i32; 3];
+/// blob_kernels::cpu::copy(&[1, 2, 3], &mut y);
+/// assert_eq!(y, [1, 2, 3]);
+/// ```
+#[track_caller]
+pub fn copy<T: Copy>(x: &[T], y: &mut [T]) {
+    check_len("copy", "y", y.len(), x.len());
+    y.copy_from_slice(x);
+}
+
+/// `y[i] = alpha` (Caffe `caffe_set`); any `Copy` element, integers included.
+///
+/// ```
+/// let mut y = [0u32; 3];
+/// blob_kernels::cpu::set(7, &mut y);
+/// assert_eq!(y, [7, 7, 7]);
+/// ```
+pub fn set<T: Copy>(alpha: T, y: &mut [T]) {
+    y.fill(alpha);
+}

@@ -1,0 +1,21 @@
+//! Caffe's `math_functions` for blobflow.
+//!
+//! Every function works on plain slices, so this crate knows nothing of blobs:
+//! the runtime (`blob-runtime`) joins these kernels to its buffers. Semantics
+//! follow Caffe's `caffe_cpu_*` functions (row-major gemm/gemv with BLAS alpha
+//! and beta rules, `sign` giving 0 for ±0 and NaN, ...), with one deliberate
+//! difference: an empty input is always a valid no-op.
+//!
+//! ```
+//! use blob_kernels::cpu;
+//! let x = [1.0f32, -2.0, 3.0];
+//! let mut y = [10.0f32, 10.0, 10.0];
+//! cpu::axpy(2.0, &x, &mut y); // caffe_axpy: y += 2 x
+//! assert_eq!(y, [12.0, 6.0, 16.0]);
+//! assert_eq!(cpu::asum(&x), 6.0);
+//! ```
+
+pub mod cpu;
+mod real;
+
+pub use real::Real;
