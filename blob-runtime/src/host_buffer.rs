@@ -28,6 +28,8 @@ type Release = Box<dyn FnOnce(NonNull<u8>, usize) + Send + Sync>;
 pub struct HostBuffer {
     ptr: NonNull<u8>,
     len: usize,
+    /// Bytes between the allocation's start and `ptr` (own allocations).
+    lead: usize,
     release: Option<Release>,
 }
 
@@ -50,19 +52,26 @@ impl HostBuffer {
             return Ok(Self {
                 ptr: dangling_aligned(),
                 len: 0,
+                lead: 0,
                 release: None,
             });
         }
         let layout = layout(len)?;
         // SAFETY: `layout` has a non-zero size (len > 0 checked above).
         let raw = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or(BlobError::OutOfMemory {
+        let base = NonNull::new(raw).ok_or(BlobError::OutOfMemory {
             op: "allocate",
             bytes: len,
         })?;
+        let lead = base.as_ptr().align_offset(HOST_ALIGN);
+        debug_assert!(lead + len <= layout.size());
+        // SAFETY: `lead < HOST_ALIGN` and the allocation has HOST_ALIGN
+        // spare bytes, so `base + lead .. + len` stays inside it.
+        let ptr = unsafe { base.add(lead) };
         Ok(Self {
             ptr,
             len,
+            lead,
             release: None,
         })
     }
@@ -106,6 +115,7 @@ impl HostBuffer {
         Self {
             ptr,
             len,
+            lead: 0,
             release: Some(Box::new(release)),
         }
     }
@@ -160,11 +170,18 @@ fn dangling_aligned() -> NonNull<u8> {
     NonNull::new(std::ptr::without_provenance_mut(HOST_ALIGN)).expect("non-zero")
 }
 
+/// The allocation behind `len` usable bytes. It asks for 16-byte alignment
+/// plus HOST_ALIGN spare bytes, because the system allocator serves that
+/// with calloc, whose large blocks are fresh zero pages: a 64-byte aligned
+/// request would go through posix_memalign + memset, paying for zeroing
+/// twice on first touch.
 fn layout(len: usize) -> Result<Layout> {
-    Layout::from_size_align(len, HOST_ALIGN).map_err(|_| BlobError::OutOfMemory {
-        op: "allocate",
-        bytes: len,
-    })
+    len.checked_add(HOST_ALIGN)
+        .and_then(|size| Layout::from_size_align(size, 16).ok())
+        .ok_or(BlobError::OutOfMemory {
+            op: "allocate",
+            bytes: len,
+        })
 }
 
 impl Drop for HostBuffer {
@@ -173,8 +190,9 @@ impl Drop for HostBuffer {
             release(self.ptr, self.len);
         } else if self.len > 0 {
             let layout = layout(self.len).expect("layout was valid at allocation");
-            // SAFETY: allocated by alloc_zeroed with this same layout.
-            unsafe { dealloc(self.ptr.as_ptr(), layout) }
+            // SAFETY: `ptr - lead` is the pointer alloc_zeroed returned for
+            // this same layout.
+            unsafe { dealloc(self.ptr.as_ptr().sub(self.lead), layout) }
         }
     }
 }

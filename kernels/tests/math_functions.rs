@@ -1,0 +1,423 @@
+//! Caffe's test_math_functions.cpp (CPU), test_util_blas.cpp and
+//! test_random_number_generator.cpp, plus the edge cases of SPEC §3/§7.
+
+use blob_kernels::Real;
+use blob_kernels::cpu::{self, Transpose};
+
+fn gaussian_data<T: Real>(n: usize) -> Vec<T> {
+    cpu::set_seed(1701);
+    let mut v = vec![T::ZERO; n];
+    cpu::gaussian(T::ZERO, T::ONE, &mut v).unwrap();
+    v
+}
+
+const N: usize = 11 * 17 * 19 * 23;
+
+fn math_functions<T: Real>() {
+    let x = gaussian_data::<T>(N);
+    // asum within 1e-2 relative, against a plain f64 sum.
+    let std_asum: f64 = x.iter().map(|v| v.to_f64().abs()).sum();
+    let asum = cpu::asum(&x).to_f64();
+    assert!(
+        (asum - std_asum).abs() <= 1e-2 * std_asum,
+        "{asum} vs {std_asum}"
+    );
+
+    let mut y = vec![T::ZERO; N];
+    cpu::sign(&x, &mut y);
+    for (a, s) in x.iter().zip(&y) {
+        let want = if *a > T::ZERO {
+            1.0
+        } else if *a < T::ZERO {
+            -1.0
+        } else {
+            0.0
+        };
+        assert_eq!(s.to_f64(), want);
+    }
+    cpu::sgnbit(&x, &mut y);
+    for (a, s) in x.iter().zip(&y) {
+        assert_eq!(s.to_f64(), if a.is_sign_negative() { 1.0 } else { 0.0 });
+    }
+    cpu::fabs(&x, &mut y);
+    for (a, s) in x.iter().zip(&y) {
+        assert_eq!(*s, a.abs());
+    }
+    // Caffe's own scale test uses alpha 0 by accident; use a real one.
+    let alpha = T::from_f64(2.5);
+    cpu::scale(alpha, &x, &mut y);
+    for (a, s) in x.iter().zip(&y) {
+        assert_eq!(*s, alpha * *a);
+    }
+    cpu::copy(&x, &mut y);
+    assert_eq!(x, y);
+}
+
+#[test]
+fn math_functions_f32() {
+    math_functions::<f32>();
+}
+
+#[test]
+fn math_functions_f64() {
+    math_functions::<f64>();
+}
+
+fn gemm_all_cases<T: Real>() {
+    let a: Vec<T> = (1..=6).map(|v| T::from_f64(v as f64)).collect();
+    let b: Vec<T> = (1..=12).map(|v| T::from_f64(v as f64)).collect();
+    let want: Vec<T> = [38., 44., 50., 56., 83., 98., 113., 128.]
+        .iter()
+        .map(|&v| T::from_f64(v))
+        .collect();
+    let at: Vec<T> = [1., 4., 2., 5., 3., 6.]
+        .iter()
+        .map(|&v| T::from_f64(v))
+        .collect();
+    let bt: Vec<T> = [1., 5., 9., 2., 6., 10., 3., 7., 11., 4., 8., 12.]
+        .iter()
+        .map(|&v| T::from_f64(v))
+        .collect();
+    for (ta, tb, a, b) in [
+        (Transpose::No, Transpose::No, &a, &b),
+        (Transpose::Yes, Transpose::No, &at, &b),
+        (Transpose::Yes, Transpose::Yes, &at, &bt),
+        (Transpose::No, Transpose::Yes, &a, &bt),
+    ] {
+        // beta == 0 must not read C: start from NaN.
+        let mut c = vec![T::from_f64(f64::NAN); 8];
+        cpu::gemm(ta, tb, 2, 4, 3, T::ONE, a, b, T::ZERO, &mut c);
+        assert_eq!(c, want, "{ta:?} {tb:?}");
+        // beta == 1 accumulates.
+        cpu::gemm(ta, tb, 2, 4, 3, T::ONE, a, b, T::ONE, &mut c);
+        let twice: Vec<T> = want.iter().map(|&v| v + v).collect();
+        assert_eq!(c, twice, "{ta:?} {tb:?} with beta 1");
+    }
+}
+
+#[test]
+fn gemm_f32() {
+    gemm_all_cases::<f32>();
+}
+
+#[test]
+fn gemm_f64() {
+    gemm_all_cases::<f64>();
+}
+
+#[test]
+fn gemm_large_matches_naive() {
+    let (m, n, k) = (67, 45, 129);
+    cpu::set_seed(3);
+    let mut a = vec![0f64; m * k];
+    let mut b = vec![0f64; k * n];
+    cpu::uniform(-1.0, 1.0, &mut a).unwrap();
+    cpu::uniform(-1.0, 1.0, &mut b).unwrap();
+    let mut c = vec![0f64; m * n];
+    cpu::gemm(
+        Transpose::No,
+        Transpose::No,
+        m,
+        n,
+        k,
+        0.5,
+        &a,
+        &b,
+        0.0,
+        &mut c,
+    );
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum::<f64>() * 0.5;
+            assert!((c[i * n + j] - want).abs() < 1e-12, "C[{i},{j}]");
+        }
+    }
+}
+
+#[test]
+fn gemm_with_zero_k_scales_c() {
+    let mut c = [1.0f32, 2.0];
+    cpu::gemm(
+        Transpose::No,
+        Transpose::No,
+        1,
+        2,
+        0,
+        1.0,
+        &[],
+        &[],
+        3.0,
+        &mut c,
+    );
+    assert_eq!(c, [3.0, 6.0]);
+    let mut c = [f32::NAN; 2];
+    cpu::gemm(
+        Transpose::No,
+        Transpose::No,
+        1,
+        2,
+        0,
+        1.0,
+        &[],
+        &[],
+        0.0,
+        &mut c,
+    );
+    assert_eq!(c, [0.0, 0.0]);
+}
+
+fn gemv_cases<T: Real>() {
+    let a: Vec<T> = (1..=6).map(|v| T::from_f64(v as f64)).collect();
+    let f = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+    let mut y = f(&[f64::NAN, f64::NAN]);
+    cpu::gemv(
+        Transpose::No,
+        2,
+        3,
+        T::ONE,
+        &a,
+        &f(&[1., 2., 3.]),
+        T::ZERO,
+        &mut y,
+    );
+    assert_eq!(y, f(&[14., 32.]));
+    let mut y = f(&[f64::NAN; 3]);
+    cpu::gemv(
+        Transpose::Yes,
+        2,
+        3,
+        T::ONE,
+        &a,
+        &f(&[1., 2.]),
+        T::ZERO,
+        &mut y,
+    );
+    assert_eq!(y, f(&[9., 12., 15.]));
+    let mut y = f(&[1., 1., 1.]);
+    cpu::gemv(
+        Transpose::Yes,
+        2,
+        3,
+        T::from_f64(2.0),
+        &a,
+        &f(&[1., 2.]),
+        T::ONE,
+        &mut y,
+    );
+    assert_eq!(y, f(&[19., 25., 31.]));
+}
+
+#[test]
+fn gemv_f32() {
+    gemv_cases::<f32>();
+}
+
+#[test]
+fn gemv_f64() {
+    gemv_cases::<f64>();
+}
+
+#[test]
+fn empty_inputs_are_no_ops() {
+    let e: [f32; 0] = [];
+    let mut m: [f32; 0] = [];
+    assert_eq!(cpu::asum(&e), 0.0);
+    assert_eq!(cpu::dot(&e, &e), 0.0);
+    assert_eq!(cpu::strided_dot(0, &e, 1, &e, 1), 0.0);
+    cpu::axpy(1.0, &e, &mut m);
+    cpu::axpby(1.0, &e, 2.0, &mut m);
+    cpu::scal(2.0, &mut m);
+    cpu::exp(&e, &mut m);
+    cpu::add(&e, &e, &mut m);
+    cpu::powx(&e, 2.0, &mut m);
+    cpu::gemm(
+        Transpose::No,
+        Transpose::No,
+        0,
+        0,
+        0,
+        1.0,
+        &e,
+        &e,
+        0.0,
+        &mut m,
+    );
+    cpu::gemv(Transpose::No, 0, 0, 1.0, &e, &e, 0.0, &mut m);
+    cpu::uniform(0.0, 1.0, &mut m).unwrap();
+}
+
+#[test]
+fn sign_sgnbit_fabs_special_values() {
+    let x = [
+        0.0f32,
+        -0.0,
+        f32::NAN,
+        -f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-45,
+        -1e-45,
+    ];
+    let mut y = [9.0f32; 8];
+    cpu::sign(&x, &mut y);
+    assert_eq!(&y[..2], &[0.0, 0.0]);
+    assert_eq!(y[2], 0.0, "sign(NaN) = 0");
+    assert_eq!(y[3], 0.0);
+    assert_eq!(&y[4..], &[1.0, -1.0, 1.0, -1.0]);
+    cpu::sgnbit(&x, &mut y);
+    assert_eq!(y, [0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0]);
+    cpu::fabs(&x, &mut y);
+    assert!(y[1] == 0.0 && y[1].is_sign_positive());
+    assert!(y[2].is_nan() && y[3].is_nan() && y[3].is_sign_positive());
+    assert_eq!(y[5], f32::INFINITY);
+}
+
+#[test]
+fn axpby_with_zero_beta_keeps_nan_like_caffe() {
+    let mut y = [f64::NAN, 1.0];
+    cpu::axpby(1.0, &[1.0, 1.0], 0.0, &mut y);
+    assert!(y[0].is_nan());
+    assert_eq!(y[1], 1.0);
+}
+
+#[test]
+fn strided_dot_uses_strides() {
+    let x: Vec<f32> = (0..10).map(|v| v as f32).collect();
+    let y: Vec<f32> = (0..10).map(|v| (v * 10) as f32).collect();
+    // x[0], x[3], x[6] with y[0], y[2], y[4]
+    assert_eq!(
+        cpu::strided_dot(3, &x, 3, &y, 2),
+        0.0 * 0.0 + 3.0 * 20.0 + 6.0 * 40.0
+    );
+}
+
+#[test]
+#[should_panic(expected = "need 7 and 5 elements")]
+fn strided_dot_checks_reach() {
+    cpu::strided_dot(3, &[0.0f32; 6], 3, &[0.0f32; 5], 2);
+}
+
+#[test]
+fn reductions_of_1e7_are_accurate() {
+    let n = 10_000_000;
+    cpu::set_seed(9);
+    let mut x = vec![0f32; n];
+    let mut y = vec![0f32; n];
+    cpu::uniform(-1.0, 1.0, &mut x).unwrap();
+    cpu::uniform(0.0, 2.0, &mut y).unwrap();
+    let asum_ref: f64 = x.iter().map(|&v| (v as f64).abs()).sum();
+    let dot_ref: f64 = x.iter().zip(&y).map(|(&a, &b)| a as f64 * b as f64).sum();
+    let asum = cpu::asum(&x) as f64;
+    let dot = cpu::dot(&x, &y) as f64;
+    assert!(
+        (asum - asum_ref).abs() <= 1e-6 * asum_ref,
+        "asum {asum} vs {asum_ref}"
+    );
+    assert!(
+        (dot - dot_ref).abs() <= 1e-6 * dot_ref.abs(),
+        "dot {dot} vs {dot_ref}"
+    );
+}
+
+#[test]
+fn elementwise_values() {
+    let a = [1.0f64, 4.0, 9.0];
+    let b = [2.0f64, 2.0, 3.0];
+    let mut y = [0.0f64; 3];
+    cpu::sub(&a, &b, &mut y);
+    assert_eq!(y, [-1.0, 2.0, 6.0]);
+    cpu::div(&a, &b, &mut y);
+    assert_eq!(y, [0.5, 2.0, 3.0]);
+    cpu::sqrt(&a, &mut y);
+    assert_eq!(y, [1.0, 2.0, 3.0]);
+    cpu::powx(&a, 0.5, &mut y);
+    assert_eq!(y, [1.0, 2.0, 3.0]);
+    cpu::sqr(&b, &mut y);
+    assert_eq!(y, [4.0, 4.0, 9.0]);
+    cpu::log(&[1.0, std::f64::consts::E, 1.0], &mut y);
+    assert_eq!(y, [0.0, 1.0, 0.0]);
+    let mut z = [1.0f64, 2.0, 3.0];
+    cpu::mul_inplace(&mut z, &b);
+    assert_eq!(z, [2.0, 4.0, 9.0]);
+    cpu::exp_inplace(&mut z[..1]);
+    assert_eq!(z[0], 2.0f64.exp());
+    let mut s = [1i32, 2];
+    cpu::set(0, &mut s);
+    assert_eq!(s, [0, 0]);
+}
+
+// test_random_number_generator.cpp: 10000 samples, seed 1701, the sample
+// mean within 3.8 sigma / sqrt(n) of the true mean.
+const SAMPLES: usize = 10_000;
+const MAX_Z: f64 = 3.8;
+
+fn mean_var(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    (m, v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n)
+}
+
+fn check_mean(sample: &[f64], mu: f64, sigma: f64) {
+    let (m, _) = mean_var(sample);
+    let bound = MAX_Z * sigma / (sample.len() as f64).sqrt();
+    assert!((m - mu).abs() <= bound, "mean {m}, want {mu} +- {bound}");
+}
+
+#[test]
+fn rng_gaussian() {
+    for (mu, sigma) in [(0.0, 1.0), (-2.0, 3.0)] {
+        cpu::set_seed(1701);
+        let mut v = vec![0f32; SAMPLES];
+        cpu::gaussian(mu as f32, sigma as f32, &mut v).unwrap();
+        let s: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+        check_mean(&s, mu, sigma);
+        let (_, var) = mean_var(&s);
+        assert!(
+            (var.sqrt() - sigma).abs() < 0.05 * sigma,
+            "std {}",
+            var.sqrt()
+        );
+    }
+    assert!(cpu::gaussian(0.0f32, -1.0, &mut [0.0]).is_err());
+}
+
+#[test]
+fn rng_uniform() {
+    for (a, b) in [(0.0, 1.0), (-7.3, -2.3)] {
+        cpu::set_seed(1701);
+        let mut v = vec![0f64; SAMPLES];
+        cpu::uniform(a, b, &mut v).unwrap();
+        assert!(v.iter().all(|x| !x.is_nan() && (a..=b).contains(x)));
+        let sigma = (b - a) / 12f64.sqrt();
+        check_mean(&v, (a + b) / 2.0, sigma);
+    }
+    let err = cpu::uniform(2.0f32, 1.0, &mut [0.0]).unwrap_err();
+    assert!(err.to_string().contains("[2, 1]"), "{err}");
+}
+
+#[test]
+fn rng_bernoulli() {
+    for p in [0.3, 0.9] {
+        cpu::set_seed(1701);
+        let mut v = vec![0i32; SAMPLES];
+        cpu::bernoulli(p, &mut v).unwrap();
+        assert!(v.iter().all(|&x| x == 0 || x == 1));
+        let s: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+        check_mean(&s, p, (p * (1.0 - p)).sqrt());
+        let mut u = vec![0u32; SAMPLES];
+        cpu::bernoulli(p, &mut u).unwrap();
+        assert!(u.iter().all(|&x| x <= 1));
+    }
+}
+
+#[test]
+fn rng_is_reproducible_per_seed() {
+    let draw = |seed| {
+        cpu::set_seed(seed);
+        let mut v = [0f32; 16];
+        cpu::gaussian(0.0, 1.0, &mut v).unwrap();
+        v
+    };
+    assert_eq!(draw(5), draw(5));
+    assert_ne!(draw(5), draw(6));
+}
