@@ -20,13 +20,18 @@
 //!
 //! The crates underneath, re-exported here:
 //! - [`runtime`] (`blob-runtime`): `Blob`, `SyncedMemory`, devices, errors;
-//! - [`kernels`] (`blob-kernels`): Caffe's math functions on slices.
+//! - [`kernels`] (`blob-kernels`): Caffe's math functions on slices;
+//! - [`proto`] (`blob-proto`): Caffe's protobuf messages and model files.
+
+pub mod inspect;
 
 pub use blob_kernels as kernels;
+pub use blob_proto as proto;
 pub use blob_runtime as runtime;
 
 pub use blob_runtime::{
-    Blob, BlobError, DeviceBackend, Element, Head, HostBuffer, MathElement, SyncedMemory,
+    Blob, BlobError, CaffeModel, DeviceBackend, Element, Head, HostBuffer, MathElement,
+    SyncedMemory,
 };
 
 /// The README's examples, compiled and run as doctests.
@@ -37,5 +42,7 @@ pub struct ReadmeDoctests;
 /// The names most programs need: `use blobflow::prelude::*;`.
 pub mod prelude {
     pub use blob_kernels::Real;
-    pub use blob_runtime::{Blob, BlobError, Element, Head, HostBuffer, MathElement, SyncedMemory};
+    pub use blob_runtime::{
+        Blob, BlobError, CaffeModel, Element, Head, HostBuffer, MathElement, SyncedMemory,
+    };
 }

@@ -139,6 +139,72 @@ pub enum BlobError {
         /// Size asked for.
         bytes: usize,
     },
+    /// A shape in a file that no blob can have (negative or overflowing).
+    #[error("invalid blob shape {shape:?} in file: {detail}")]
+    InvalidProtoShape {
+        /// The dims as stored.
+        shape: Vec<i64>,
+        /// What is wrong.
+        detail: String,
+    },
+    /// `from_proto` without reshape on a blob whose shape differs.
+    #[error("cannot load blob of shape {src} into {dst}: shape mismatch (reshape not set)")]
+    ProtoShapeMismatch {
+        /// Shape in the file.
+        src: String,
+        /// Shape of the blob.
+        dst: String,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the system said.
+        message: String,
+    },
+    /// A file's bytes are not the message they should be.
+    #[error("{path}: {source}")]
+    Proto {
+        /// The file (or `<bytes>`).
+        path: String,
+        /// What the decoder or encoder found.
+        source: blob_proto::ProtoError,
+    },
+    /// Caffe's "Incompatible number of blobs for layer X".
+    #[error(
+        "Incompatible number of blobs for layer {layer}: the file has {source_count}, the target has {target_count}"
+    )]
+    IncompatibleBlobCount {
+        /// Layer name.
+        layer: String,
+        /// Blobs in the file.
+        source_count: usize,
+        /// Blobs in the target.
+        target_count: usize,
+    },
+    /// Caffe's weight-loading shape mismatch, with Caffe's words.
+    #[error(
+        "Cannot copy param {param} weights from layer '{layer}'; shape mismatch.  Source param shape is {source_shape}; target param shape is {target_shape}. To learn this layer's parameters from scratch rather than copying from a saved net, rename the layer."
+    )]
+    WeightShapeMismatch {
+        /// Layer name.
+        layer: String,
+        /// Blob index within the layer.
+        param: usize,
+        /// Shape in the file.
+        source_shape: String,
+        /// Shape of the target blob.
+        target_shape: String,
+    },
+    /// A layer asked for by name is not in the file.
+    #[error("{path}: no layer named '{layer}'")]
+    LayerNotFound {
+        /// The file.
+        path: String,
+        /// Name asked for.
+        layer: String,
+    },
     /// The device backend failed.
     #[error("{op}: {source}")]
     Device {

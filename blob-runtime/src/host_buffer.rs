@@ -63,6 +63,7 @@ impl HostBuffer {
             op: "allocate",
             bytes: len,
         })?;
+        advise_huge_pages(base.as_ptr(), layout.size());
         let lead = base.as_ptr().align_offset(HOST_ALIGN);
         debug_assert!(lead + len <= layout.size());
         // SAFETY: `lead < HOST_ALIGN` and the allocation has HOST_ALIGN
@@ -164,6 +165,37 @@ impl HostBuffer {
     pub(crate) fn as_ptr(&self) -> NonNull<u8> {
         self.ptr
     }
+}
+
+/// Asks the kernel to back the 2 MiB-aligned middle of a large, still
+/// untouched allocation with huge pages. Where transparent huge pages are
+/// in `madvise` mode, this makes first touch of a big blob several times
+/// faster (one fault per 2 MiB instead of per 4 KiB). Advice only: a kernel
+/// that declines changes nothing but speed.
+pub fn advise_huge_pages(ptr: *mut u8, len: usize) {
+    const HUGE: usize = 2 << 20;
+    if len < 2 * HUGE || cfg!(miri) {
+        return;
+    }
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        let start = ptr.align_offset(HUGE);
+        if start >= len {
+            return;
+        }
+        let span = (len - start) / HUGE * HUGE;
+        if span == 0 {
+            return;
+        }
+        // SAFETY: madvise only changes how the kernel backs pages inside
+        // `ptr .. ptr + len`, an allocation the caller owns; the range is
+        // inside it and page-aligned. No memory is read or written.
+        unsafe {
+            libc::madvise(ptr.add(start).cast(), span, libc::MADV_HUGEPAGE);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = ptr;
 }
 
 fn dangling_aligned() -> NonNull<u8> {

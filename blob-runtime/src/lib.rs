@@ -6,6 +6,8 @@
 //! - [`Blob`]: an N-D array of data and diff over two `SyncedMemory`s,
 //!   grow-only reshape, Caffe's shape queries, `update`, `asum`, `sumsq`,
 //!   `scale`, sharing and copying.
+//! - [`CaffeModel`], [`Blob::from_proto`], [`Blob::to_proto`]: Caffe's
+//!   files, read and written bit-exactly.
 //! - [`DeviceBackend`]: what a GPU provides; the CUDA one is behind the
 //!   `cuda` feature.
 //!
@@ -27,7 +29,9 @@ mod device;
 mod element;
 mod error;
 mod host_buffer;
+mod proto;
 mod synced_memory;
+mod weights;
 
 #[cfg(test)]
 mod stand_in_device;
@@ -39,4 +43,6 @@ pub use device::{DeviceBackend, DeviceBuffer, DeviceError, DeviceStream, Precisi
 pub use element::{Element, MathElement};
 pub use error::{BlobError, Result};
 pub use host_buffer::{HOST_ALIGN, HostBuffer};
+pub use proto::{encode_proto, proto_shape, read_blob_file, write_blob_file};
 pub use synced_memory::{DeviceRead, DeviceWrite, Head, HostRead, HostWrite, SyncedMemory};
+pub use weights::{CaffeModel, CopyReport, read_solver_state, write_solver_state};

@@ -1,1 +1,66 @@
-//! proto
+//! Caffe's protobuf messages, wire-compatible with `caffe.proto`, built
+//! without protoc.
+//!
+//! - [`BlobProto`], [`BlobShape`]: blobs as stored in every Caffe file,
+//!   including NVCaffe's `raw_data`.
+//! - [`NetParameter`], [`LayerParameter`]: `.caffemodel` files in the new,
+//!   V1 and V0 formats; fields blobflow does not model are kept byte for
+//!   byte, so rewriting a model loses nothing.
+//! - [`SolverState`], [`BlobProtoVector`], [`Datum`].
+//! - [`detect_format`]: which of these a file holds.
+//!
+//! Readers accept packed and unpacked repeated scalars, skip unknown fields,
+//! and never allocate more than the input could hold. Writers refuse
+//! messages over 2 GiB - 1 bytes, which Caffe cannot read.
+//!
+//! ```
+//! use blob_proto::{BlobProto, BlobShape};
+//! use prost::Message;
+//! let blob = BlobProto { shape: Some(BlobShape { dim: vec![3] }), data: vec![1.0, 2.0, 3.0], ..Default::default() };
+//! let bytes = blob.encode_to_vec();
+//! assert_eq!(BlobProto::decode(&bytes[..]).unwrap(), blob);
+//! ```
+
+mod blob;
+mod detect;
+mod error;
+mod messages;
+mod net;
+mod view;
+
+pub use blob::{BlobProto, BlobShape, RawDataType};
+pub use detect::{FileFormat, detect_format};
+pub use error::{CAFFE_MAX_MESSAGE_BYTES, ProtoError};
+pub use messages::{BlobProtoVector, Datum, SolverState};
+pub use net::{LayerFormat, LayerParameter, NetFormat, NetParameter, v1_layer_type_name};
+pub use prost::Message;
+pub use view::{BlobProtoRef, BlobProtoView, ScalarRuns};
+
+/// Decodes a message, naming it in the error (`BlobProto: buffer underflow`).
+///
+/// ```
+/// let b: blob_proto::BlobProto = blob_proto::decode_message("BlobProto", &[0x2a, 0x00]).unwrap();
+/// assert!(b.data.is_empty());
+/// assert!(blob_proto::decode_message::<blob_proto::BlobProto>("BlobProto", &[0x2a, 0x09]).is_err());
+/// ```
+pub fn decode_message<M: Message + Default>(
+    what: &'static str,
+    bytes: &[u8],
+) -> Result<M, ProtoError> {
+    M::decode(bytes).map_err(|source| ProtoError::Decode {
+        at: what.into(),
+        source,
+    })
+}
+
+/// Encodes a message, refusing one over 2 GiB - 1 bytes that Caffe could
+/// not read.
+///
+/// ```
+/// let bytes = blob_proto::encode_message("BlobProto", &blob_proto::BlobProto::default()).unwrap();
+/// assert!(bytes.is_empty());
+/// ```
+pub fn encode_message<M: Message>(what: &'static str, msg: &M) -> Result<Vec<u8>, ProtoError> {
+    error::check_writable(what, msg.encoded_len())?;
+    Ok(msg.encode_to_vec())
+}

@@ -1,0 +1,163 @@
+//! `blobflow inspect`: what a Caffe file holds, as a table or as JSON.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use blob_proto::{BlobProto, BlobProtoVector, FileFormat, NetParameter, SolverState};
+use serde_json::{Value, json};
+
+use crate::BlobError;
+
+/// One blob's summary: the shape as stored (legacy fields as
+/// `[num, channels, height, width]`), count, sum of |x| in f64, and the
+/// first five values.
+///
+/// ```
+/// let b = blob_proto::BlobProto { data: vec![-1.0, 2.0], shape: Some(blob_proto::BlobShape { dim: vec![2] }), ..Default::default() };
+/// let s = blobflow::inspect::blob_summary(&b).unwrap();
+/// assert_eq!(s["count"], 2);
+/// assert_eq!(s["sum_abs"], 3.0);
+/// ```
+pub fn blob_summary(blob: &BlobProto) -> Result<Value, blob_proto::ProtoError> {
+    let shape = blob.stored_shape();
+    let count = shape
+        .iter()
+        .try_fold(1i64, |a, &d| if d < 0 { None } else { a.checked_mul(d) });
+    let values = blob.values_f64()?;
+    let sum_abs: f64 = values.iter().map(|v| v.abs()).sum();
+    let first5: Vec<f64> = values.iter().take(5).copied().collect();
+    Ok(json!({
+        "shape": shape,
+        "count": count,
+        "sum_abs": sum_abs,
+        "first5": first5,
+    }))
+}
+
+fn summaries(blobs: &[BlobProto]) -> Result<Vec<Value>, blob_proto::ProtoError> {
+    blobs.iter().map(blob_summary).collect()
+}
+
+/// Reads `path` and describes it as one JSON object:
+/// `{"format", "name", "layers": [{"name", "type", "blobs": [...]}]}` for a
+/// net, `{"format", "blob": {...}}` for a blob, `{"format", "name",
+/// "iter", "history": [...]}` for a solver state, `{"format", "blobs"}`
+/// for a blob vector.
+///
+/// ```no_run
+/// let v = blobflow::inspect::describe("lenet_iter_10000.caffemodel".as_ref())?;
+/// assert_eq!(v["format"], "NetParameter");
+/// # Ok::<(), blobflow::BlobError>(())
+/// ```
+pub fn describe(path: &Path) -> Result<Value, BlobError> {
+    let bytes = std::fs::read(path).map_err(|e| BlobError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let name = path.file_name().and_then(|n| n.to_str());
+    let perr = |source| BlobError::Proto {
+        path: path.display().to_string(),
+        source,
+    };
+    let format = blob_proto::detect_format(&bytes, name).map_err(perr)?;
+    let value = match format {
+        FileFormat::NetParameter | FileFormat::NetParameterV1 => {
+            let net = NetParameter::decode(&bytes).map_err(perr)?;
+            let layers = net
+                .iter_layers()
+                .map(|l| {
+                    Ok(json!({
+                        "name": l.name(),
+                        "type": l.type_name(),
+                        "blobs": summaries(l.blobs())?,
+                    }))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(perr)?;
+            json!({ "format": format.name(), "name": net.name(), "layers": layers })
+        }
+        FileFormat::BlobProto => {
+            let b: BlobProto = blob_proto::decode_message("BlobProto", &bytes).map_err(perr)?;
+            json!({ "format": format.name(), "blob": blob_summary(&b).map_err(perr)? })
+        }
+        FileFormat::BlobProtoVector => {
+            let v: BlobProtoVector =
+                blob_proto::decode_message("BlobProtoVector", &bytes).map_err(perr)?;
+            json!({ "format": format.name(), "blobs": summaries(&v.blobs).map_err(perr)? })
+        }
+        FileFormat::SolverState => {
+            let s: SolverState = blob_proto::decode_message("SolverState", &bytes).map_err(perr)?;
+            json!({
+                "format": format.name(),
+                "name": s.learned_net,
+                "iter": s.iter,
+                "current_step": s.current_step,
+                "history": summaries(&s.history).map_err(perr)?,
+            })
+        }
+    };
+    Ok(value)
+}
+
+fn blob_row(out: &mut String, layer: &str, kind: &str, blob: &Value) {
+    let shape: Vec<String> = blob["shape"]
+        .as_array()
+        .map(|a| a.iter().map(|d| d.to_string()).collect())
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{layer:<24} {kind:<18} {:<20} {:>10} {:>16.6}",
+        if shape.is_empty() {
+            "(scalar)".to_string()
+        } else {
+            shape.join("x")
+        },
+        blob["count"].to_string(),
+        blob["sum_abs"].as_f64().unwrap_or(f64::NAN)
+    );
+}
+
+/// The human-readable table for a [`describe`] value.
+///
+/// ```
+/// let v = serde_json::json!({"format": "BlobProto", "blob": {"shape": [2], "count": 2, "sum_abs": 3.0, "first5": [1.0, -2.0]}});
+/// assert!(blobflow::inspect::table(&v).contains("BlobProto"));
+/// ```
+pub fn table(v: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "format: {}", v["format"].as_str().unwrap_or("?"));
+    if let Some(name) = v["name"].as_str() {
+        let _ = writeln!(out, "name:   {name}");
+    }
+    if let Some(iter) = v["iter"].as_i64() {
+        let _ = writeln!(out, "iter:   {iter}");
+    }
+    let _ = writeln!(
+        out,
+        "{:<24} {:<18} {:<20} {:>10} {:>16}",
+        "layer", "type", "shape", "count", "sum |x|"
+    );
+    let empty = Vec::new();
+    if let Some(layers) = v["layers"].as_array() {
+        for l in layers {
+            let name = l["name"].as_str().unwrap_or("");
+            let kind = l["type"].as_str().unwrap_or("");
+            let blobs = l["blobs"].as_array().unwrap_or(&empty);
+            if blobs.is_empty() {
+                let _ = writeln!(out, "{name:<24} {kind:<18} -");
+            }
+            for b in blobs {
+                blob_row(&mut out, name, kind, b);
+            }
+        }
+    }
+    if v.get("blob").is_some() {
+        blob_row(&mut out, "-", "blob", &v["blob"]);
+    }
+    for key in ["blobs", "history"] {
+        for (i, b) in v[key].as_array().unwrap_or(&empty).iter().enumerate() {
+            blob_row(&mut out, &format!("{key}[{i}]"), "blob", b);
+        }
+    }
+    out
+}

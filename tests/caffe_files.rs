@@ -1,0 +1,490 @@
+//! Real Caffe files against their ground truth (`*.expected.json`), through
+//! the runtime and through `blobflow inspect --json`; round trips; fields
+//! blobflow does not model surviving a rewrite.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use blobflow::prelude::*;
+use blobflow::proto::{BlobProto, BlobShape, LayerParameter, Message, NetParameter};
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+}
+
+fn expected_files() -> Vec<(PathBuf, Value)> {
+    let mut out = Vec::new();
+    let mut stack = vec![fixtures()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Some(name) = p.to_str().and_then(|s| s.strip_suffix(".expected.json")) {
+                let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                out.push((PathBuf::from(name), v));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(out.len() >= 12, "expected-json fixtures: {}", out.len());
+    out
+}
+
+/// Compares one blob summary: shape and count equal, sum_abs within 1e-9
+/// relative, first5 exact.
+fn check_blob(
+    what: &str,
+    want: &Value,
+    got_shape: &[i64],
+    got_count: u64,
+    got_sum: f64,
+    got_first: &[f64],
+) {
+    let shape: Vec<i64> = want["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_i64().unwrap())
+        .collect();
+    assert_eq!(got_shape, shape, "{what}: shape");
+    assert_eq!(got_count, want["count"].as_u64().unwrap(), "{what}: count");
+    let sum = want["sum_abs"].as_f64().unwrap();
+    assert!(
+        (got_sum - sum).abs() <= 1e-9 * sum.abs().max(1e-300),
+        "{what}: sum_abs {got_sum} vs {sum}"
+    );
+    let first: Vec<f64> = want["first5"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(got_first, first, "{what}: first5");
+}
+
+fn check_runtime_blob(what: &str, want: &Value, proto: &BlobProto) {
+    // Through a Blob<f64>, so f32 and f64 files alike compare exactly.
+    let blob = Blob::<f64>::from_proto(proto).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let data = blob.cpu_data().unwrap();
+    let sum: f64 = data.iter().map(|v| v.abs()).sum();
+    let first: Vec<f64> = data.iter().take(5).copied().collect();
+    check_blob(
+        what,
+        want,
+        &proto.stored_shape(),
+        blob.count() as u64,
+        sum,
+        &first,
+    );
+    let diff_count = want["diff_count"].as_u64().unwrap_or(0) as usize;
+    let has_diff = proto.diff.len().max(proto.double_diff.len());
+    assert_eq!(has_diff, diff_count, "{what}: diff count");
+}
+
+#[test]
+fn every_fixture_matches_its_ground_truth_through_the_runtime() {
+    for (path, want) in expected_files() {
+        let what = path.display().to_string();
+        if let Some(layers) = want["layers"].as_array() {
+            let model = CaffeModel::open(&path).unwrap();
+            assert_eq!(model.name(), want["name"].as_str(), "{what}: name");
+            let got: Vec<_> = model.layers().collect();
+            assert_eq!(got.len(), layers.len(), "{what}: layer count");
+            for (l, w) in got.iter().zip(layers) {
+                assert_eq!(l.name(), w["name"].as_str().unwrap(), "{what}");
+                let want_type = w["type"].as_str().unwrap();
+                // V1 types are written "CONVOLUTION(4)" in the ground truth.
+                let want_type = want_type.split('(').next().unwrap();
+                assert_eq!(l.type_name(), want_type, "{what}: {}", l.name());
+                let wb = w["blobs"].as_array().unwrap();
+                assert_eq!(l.blobs().len(), wb.len(), "{what}: {} blobs", l.name());
+                for (i, (b, wb)) in l.blobs().iter().zip(wb).enumerate() {
+                    check_runtime_blob(&format!("{what}: {}[{i}]", l.name()), wb, b);
+                }
+            }
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            let proto: BlobProto = blobflow::proto::decode_message("BlobProto", &bytes).unwrap();
+            check_runtime_blob(&what, &want["blob"], &proto);
+            // And through the file helper, in f32.
+            let b = blobflow::runtime::read_blob_file::<f32>(&path).unwrap();
+            assert_eq!(b.count() as u64, want["blob"]["count"].as_u64().unwrap());
+        }
+    }
+}
+
+fn inspect_json(path: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(["inspect", "--json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn check_inspect_blob(what: &str, want: &Value, got: &Value) {
+    let shape: Vec<i64> = got["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_i64().unwrap())
+        .collect();
+    let first: Vec<f64> = got["first5"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_f64().unwrap())
+        .collect();
+    check_blob(
+        what,
+        want,
+        &shape,
+        got["count"].as_u64().unwrap(),
+        got["sum_abs"].as_f64().unwrap(),
+        &first,
+    );
+}
+
+#[test]
+fn inspect_json_matches_the_ground_truth() {
+    for (path, want) in expected_files() {
+        let what = path.display().to_string();
+        let got = inspect_json(&path);
+        if let Some(layers) = want["layers"].as_array() {
+            let format = want["format"].as_str().unwrap_or("");
+            let want_format = if format.contains("V1") {
+                "NetParameterV1"
+            } else {
+                "NetParameter"
+            };
+            assert_eq!(got["format"], want_format, "{what}");
+            assert_eq!(got["name"], want["name"], "{what}");
+            let gl = got["layers"].as_array().unwrap();
+            assert_eq!(gl.len(), layers.len(), "{what}");
+            for (g, w) in gl.iter().zip(layers) {
+                assert_eq!(g["name"], w["name"], "{what}");
+                for (i, (gb, wb)) in g["blobs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .zip(w["blobs"].as_array().unwrap())
+                    .enumerate()
+                {
+                    check_inspect_blob(&format!("{what}: {}[{i}]", w["name"]), wb, gb);
+                }
+            }
+        } else {
+            assert_eq!(got["format"], "BlobProto", "{what}");
+            check_inspect_blob(&what, &want["blob"], &got["blob"]);
+        }
+    }
+}
+
+#[test]
+fn inspect_reads_solver_states_and_says_what_is_wrong_with_bad_files() {
+    let ss = fixtures().join("caffe-written/net/tiny_net_iter_10.solverstate");
+    let v = inspect_json(&ss);
+    assert_eq!(v["format"], "SolverState");
+    assert_eq!(v["iter"], 10);
+    assert_eq!(v["history"].as_array().unwrap().len(), 4);
+    let dir = tempdir();
+    let bad = dir.join("bad.caffemodel");
+    let mut bytes = std::fs::read(fixtures().join("lenet/lenet_iter_10000.caffemodel")).unwrap();
+    bytes.truncate(1000);
+    std::fs::write(&bad, &bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(["inspect"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.caffemodel") && err.contains("NetParameter"),
+        "{err}"
+    );
+}
+
+fn tempdir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "blobflow-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn blobs_round_trip_in_both_precisions_with_and_without_diff() {
+    fn round<T: MathElement>(write_diff: bool) {
+        let b = Blob::<T>::new(&[2, 3, 4]).unwrap();
+        for (i, v) in b.mutable_cpu_data().unwrap().iter_mut().enumerate() {
+            *v = T::from_f64(i as f64 * 0.5 - 3.0);
+        }
+        for (i, v) in b.mutable_cpu_diff().unwrap().iter_mut().enumerate() {
+            *v = T::from_f64(-(i as f64) * 0.25);
+        }
+        let bytes = b.to_proto(write_diff).unwrap().encode_to_vec();
+        let back = Blob::<T>::from_proto(&BlobProto::decode(&bytes[..]).unwrap()).unwrap();
+        assert_eq!(back.shape(), b.shape());
+        assert_eq!(&*back.cpu_data().unwrap(), &*b.cpu_data().unwrap());
+        if write_diff {
+            assert_eq!(&*back.cpu_diff().unwrap(), &*b.cpu_diff().unwrap());
+        } else {
+            assert_eq!(back.diff_head(), Head::Uninitialized, "no diff in the file");
+        }
+    }
+    round::<f32>(false);
+    round::<f32>(true);
+    round::<f64>(false);
+    round::<f64>(true);
+}
+
+#[test]
+fn caffe_written_blobs_are_rewritten_byte_for_byte_by_to_proto() {
+    // ToProto + serialize of what FromProto read gives Caffe's own bytes.
+    for (name, diff) in [
+        ("blob_1x3x4x5_f32", false),
+        ("blob_1x3x4x5_f32_diff", true),
+        ("blob_2x1x3x1x2_f32", false),
+        ("blob_scalar_f32", false),
+    ] {
+        let path = fixtures().join(format!("caffe-written/{name}.binaryproto"));
+        let bytes = std::fs::read(&path).unwrap();
+        let blob = Blob::<f32>::from_proto(&BlobProto::decode(&bytes[..]).unwrap()).unwrap();
+        assert_eq!(
+            blob.to_proto(diff).unwrap().encode_to_vec(),
+            bytes,
+            "{name}"
+        );
+    }
+    for (name, diff) in [("blob_1x3x4x5_f64", false), ("blob_1x3x4x5_f64_diff", true)] {
+        let path = fixtures().join(format!("caffe-written/{name}.binaryproto"));
+        let bytes = std::fs::read(&path).unwrap();
+        let blob = Blob::<f64>::from_proto(&BlobProto::decode(&bytes[..]).unwrap()).unwrap();
+        assert_eq!(
+            blob.to_proto(diff).unwrap().encode_to_vec(),
+            bytes,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn scalar_blob_reads_as_zero_axes_count_one() {
+    let b = blobflow::runtime::read_blob_file::<f32>(
+        fixtures().join("caffe-written/blob_scalar_f32.binaryproto"),
+    )
+    .unwrap();
+    assert_eq!(b.num_axes(), 0);
+    assert_eq!(b.count(), 1);
+}
+
+#[test]
+fn legacy_shape_equals_matches_caffe() {
+    let path = fixtures().join("caffe-written/blob_legacy_1x1x3x2_f32_diff.binaryproto");
+    let p = BlobProto::decode(&std::fs::read(path).unwrap()[..]).unwrap();
+    // Caffe's test_blob LegacyBlobProtoShapeEquals cases.
+    assert!(Blob::<f32>::new(&[3, 2]).unwrap().shape_equals(&p));
+    assert!(Blob::<f32>::new(&[1, 3, 2]).unwrap().shape_equals(&p));
+    assert!(!Blob::<f32>::new(&[2, 3, 2]).unwrap().shape_equals(&p));
+    let with = |n| BlobProto {
+        num: Some(n),
+        channels: Some(1),
+        height: Some(3),
+        width: Some(2),
+        ..Default::default()
+    };
+    assert!(
+        !Blob::<f32>::new(&[3, 2]).unwrap().shape_equals(&with(0)),
+        "explicit 0 counts"
+    );
+    assert!(!Blob::<f32>::new(&[3, 2]).unwrap().shape_equals(&with(3)));
+    // FromProto with reshape takes exactly [n, c, h, w].
+    let b = Blob::<f32>::from_proto(&p).unwrap();
+    assert_eq!(b.shape(), &[1, 1, 3, 2]);
+    assert_eq!(
+        &*b.cpu_diff().unwrap(),
+        &[-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]
+    );
+    // Without reshape it loads into the right-aligned equal shape.
+    let mut t = Blob::<f32>::new(&[3, 2]).unwrap();
+    t.load_proto(&p, false).unwrap();
+    assert_eq!(t.data_at(&[2, 1]), 6.0);
+    let mut wrong = Blob::<f32>::new(&[6]).unwrap();
+    let err = wrong.load_proto(&p, false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot load blob of shape 1 1 3 2 (6) into 6 (6): shape mismatch (reshape not set)"
+    );
+}
+
+#[test]
+fn weights_load_with_caffe_rules_and_messages() {
+    let v1 = CaffeModel::open(fixtures().join("lenet_v1/lenet_iter_10000.caffemodel")).unwrap();
+    // V1 bias 1x1x1x20 loads into a blob of shape (20); weights 20x1x5x5.
+    let mut conv1 = vec![
+        Blob::<f32>::new(&[20, 1, 5, 5]).unwrap(),
+        Blob::<f32>::new(&[20]).unwrap(),
+    ];
+    v1.copy_layer_into("conv1", &mut conv1).unwrap();
+    assert!((conv1[1].asum_data().unwrap() - 2.206269).abs() < 1e-5);
+    // ip1 in V1 is 1x1x500x800: loads into (500, 800).
+    let mut ip1 = vec![
+        Blob::<f32>::new(&[500, 800]).unwrap(),
+        Blob::<f32>::new(&[500]).unwrap(),
+    ];
+    let mut ip2 = vec![Blob::<f32>::new(&[10, 500]).unwrap()];
+    let err = v1
+        .copy_trained_layers_into(&mut [("ip1", ip1.as_mut_slice()), ("ip2", ip2.as_mut_slice())])
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Incompatible number of blobs for layer ip2: the file has 2, the target has 1"
+    );
+    let mut ip2 = vec![
+        Blob::<f32>::new(&[10, 500]).unwrap(),
+        Blob::<f32>::new(&[10]).unwrap(),
+    ];
+    let mut nope = vec![Blob::<f32>::new(&[1]).unwrap()];
+    let report = v1
+        .copy_trained_layers_into(&mut [
+            ("ip1", ip1.as_mut_slice()),
+            ("ip2", ip2.as_mut_slice()),
+            ("not_in_file", nope.as_mut_slice()),
+        ])
+        .unwrap();
+    assert_eq!(report.copied, ["ip1", "ip2"]);
+    assert!(report.ignored.contains(&"conv1".to_string()));
+    assert_eq!(report.missing, ["not_in_file"]);
+
+    let new = CaffeModel::open(fixtures().join("lenet/lenet_iter_10000.caffemodel")).unwrap();
+    let mut wrong = vec![
+        Blob::<f32>::new(&[20, 1, 5, 4]).unwrap(),
+        Blob::<f32>::new(&[20]).unwrap(),
+    ];
+    let err = new.copy_layer_into("conv1", &mut wrong).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Cannot copy param 0 weights from layer 'conv1'; shape mismatch.  Source param shape is 20 1 5 5 (500); \
+         target param shape is 20 1 5 4 (400). To learn this layer's parameters from scratch rather than copying \
+         from a saved net, rename the layer."
+    );
+    assert!(matches!(
+        new.layer_blobs::<f32>("nope"),
+        Err(BlobError::LayerNotFound { .. })
+    ));
+}
+
+#[test]
+fn rewritten_models_keep_every_field_they_do_not_model() {
+    for file in [
+        "lenet/lenet_iter_10000.caffemodel",
+        "lenet_v1/lenet_iter_10000.caffemodel",
+        "mtcnn_det1/det1.caffemodel",
+    ] {
+        let path = fixtures().join(file);
+        let original = std::fs::read(&path).unwrap();
+        let mut model = CaffeModel::open(&path).unwrap();
+        assert_eq!(
+            model.to_bytes().unwrap(),
+            original,
+            "{file}: unchanged round trip"
+        );
+        // Change the first layer with blobs, write, read back.
+        let name = model
+            .layers()
+            .find(|l| !l.blobs().is_empty())
+            .unwrap()
+            .name()
+            .to_string();
+        let blobs = model.layer_blobs::<f32>(&name).unwrap();
+        let saved = blobs
+            .iter()
+            .map(|b| b.to_proto(false).unwrap())
+            .collect::<Vec<_>>();
+        blobs[0].scale_data(2.0).unwrap();
+        model
+            .set_layer_blobs(&name, &blobs.iter().collect::<Vec<_>>(), false)
+            .unwrap();
+        let changed = model.to_bytes().unwrap();
+        assert_ne!(changed, original);
+        let back = CaffeModel::from_bytes(&changed).unwrap();
+        let b0 = back.layer_blobs::<f32>(&name).unwrap();
+        assert_eq!(
+            b0[0].asum_data().unwrap(),
+            2.0 * Blob::<f32>::from_proto(&saved[0])
+                .unwrap()
+                .asum_data()
+                .unwrap()
+        );
+        // Restoring the blobs as Caffe would write them gives the original
+        // file back: nothing else moved.
+        let mut restored = CaffeModel::from_bytes(&changed).unwrap();
+        let orig_blobs: Vec<Blob<f32>> =
+            saved.iter().map(|p| Blob::from_proto(p).unwrap()).collect();
+        restored
+            .set_layer_blobs(&name, &orig_blobs.iter().collect::<Vec<_>>(), false)
+            .unwrap();
+        if file.starts_with("lenet/") || file.starts_with("mtcnn") {
+            assert_eq!(restored.to_bytes().unwrap(), original, "{file}: restored");
+        }
+    }
+}
+
+#[test]
+fn fork_extension_fields_survive_a_rewrite() {
+    // A layer with an SSD-style extension field 202 and an unknown
+    // top-level field 999, around a real blob.
+    let blob = BlobProto {
+        shape: Some(BlobShape { dim: vec![2] }),
+        data: vec![1.0, 2.0],
+        ..Default::default()
+    };
+    let mut layer = Vec::new();
+    layer.extend([0x0a, 0x02, b'c', b'1']); // name "c1"
+    layer.extend([0x12, 0x04, b'C', b'o', b'n', b'v']); // type "Conv"
+    let body = blob.encode_to_vec();
+    layer.push(0x3a); // blobs (7), length-delimited
+    layer.push(body.len() as u8);
+    layer.extend(&body);
+    let ext: [u8; 7] = [0xd2, 0x0c, 0x04, 0xde, 0xad, 0xbe, 0xef]; // field 202, 4 bytes
+    layer.extend(ext);
+    let mut file = vec![0xa2, 0x06, layer.len() as u8]; // layer (100)
+    file.extend(&layer);
+    let top_unknown = [0xb8, 0x3e, 0x07]; // field 999, varint 7
+    file.extend(top_unknown);
+
+    let mut model = CaffeModel::from_bytes(&file).unwrap();
+    assert_eq!(model.to_bytes().unwrap(), file);
+    let w = Blob::<f32>::new(&[2]).unwrap();
+    w.mutable_cpu_data().unwrap().copy_from_slice(&[5.0, 6.0]);
+    model.set_layer_blobs("c1", &[&w], false).unwrap();
+    let out = model.to_bytes().unwrap();
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    assert!(find(&out, &ext), "field 202 kept byte for byte");
+    assert!(
+        out.ends_with(&top_unknown),
+        "top-level unknown field kept in place"
+    );
+    let back = NetParameter::decode(&out).unwrap();
+    assert_eq!(back.layer("c1").unwrap().blobs()[0].data, [5.0, 6.0]);
+    // And a layer built from scratch can be added.
+    let mut net = back;
+    net.push_layer(LayerParameter::new("new", "ReLU", vec![]));
+    assert_eq!(
+        NetParameter::decode(&net.encode_to_vec().unwrap())
+            .unwrap()
+            .layers()
+            .len(),
+        2
+    );
+}
