@@ -24,6 +24,9 @@
 //! - [`proto`] (`blob-proto`): Caffe's protobuf messages and model files.
 
 pub mod inspect;
+pub mod typed;
+
+pub use blob_macros::blob;
 
 pub use blob_kernels as kernels;
 pub use blob_proto as proto;
@@ -41,6 +44,8 @@ pub struct ReadmeDoctests;
 
 /// The names most programs need: `use blobflow::prelude::*;`.
 pub mod prelude {
+    pub use crate::blob;
+    pub use crate::typed::{Dim, Dyn, TypedBlob};
     pub use blob_kernels::Real;
     pub use blob_runtime::{
         Blob, BlobError, CaffeModel, Element, Head, HostBuffer, MathElement, SyncedMemory,

@@ -31,6 +31,7 @@ mod error;
 mod host_buffer;
 mod proto;
 mod synced_memory;
+pub mod typed;
 mod weights;
 
 #[cfg(test)]

@@ -1,0 +1,103 @@
+//! Typed blobs at run time: constants, dynamic dims checked once, the
+//! conversions to and from dynamic blobs, and that a typed blob is the
+//! runtime blob (same memory, every runtime method).
+
+use blobflow::prelude::*;
+use blobflow::typed::{Shape, TypedBlob};
+
+blob!(pub shape Conv1Out = n: 64, c: 20, h: 24, w: 24);
+blob!(shape Mnist = _, 1, 28, 28);
+
+const OFFSET: usize = <blob!(f32; 64, 20, 24, 24)>::static_offset(&[1, 2, 3, 4]);
+const STRIDE_C: usize = TypedBlob::<f32, Conv1Out>::STRIDES[1];
+
+#[test]
+fn offset_and_strides_are_constants() {
+    // Evaluated at compile time: these are `const` items.
+    assert_eq!(OFFSET, ((20 + 2) * 24 + 3) * 24 + 4);
+    assert_eq!(STRIDE_C, 24 * 24);
+    assert_eq!(TypedBlob::<f32, Conv1Out>::COUNT, 64 * 20 * 24 * 24);
+    assert_eq!(TypedBlob::<f32, Conv1Out>::RANK, 4);
+    assert_eq!(TypedBlob::<f32, Conv1Out>::DIMS, &[64, 20, 24, 24]);
+    assert_eq!(Conv1Out::C, 1);
+    let b = TypedBlob::<f32, Conv1Out>::new().unwrap();
+    assert_eq!(b.offset([1, 2, 3, 4]), OFFSET);
+    assert_eq!(b.offset([1, 2, 3, 4]), b.as_dyn().offset(&[1, 2, 3, 4]));
+}
+
+#[test]
+fn dynamic_dims_are_checked_once_when_made() {
+    let x = TypedBlob::<f32, Mnist>::with_dynamic(10).unwrap();
+    assert_eq!(x.shape(), &[10, 1, 28, 28]);
+    assert_eq!(x.offset([9, 0, 27, 27]), 10 * 784 - 1);
+    let y = TypedBlob::<f32, Mnist>::from_shape(&[3, 1, 28, 28]).unwrap();
+    assert_eq!(y.count(), 3 * 784);
+    let err = TypedBlob::<f32, Mnist>::from_shape(&[3, 3, 28, 28]).unwrap_err();
+    assert!(err.to_string().contains("Mnist (_ 1 28 28)"), "{err}");
+    assert!(
+        <blob!(f32; 2, 3)>::with_dynamic(4).is_err(),
+        "no dynamic dim to fill"
+    );
+}
+
+#[test]
+#[should_panic(expected = "index [10, 0, 0, 0] out of bounds for blob with shape 10 1 28 28")]
+fn a_dynamic_index_out_of_bounds_panics_with_the_shape() {
+    let x = TypedBlob::<f32, Mnist>::with_dynamic(10).unwrap();
+    x.offset([10, 0, 0, 0]);
+}
+
+#[test]
+fn try_into_static_names_both_shapes() {
+    let dynamic = Blob::<f32>::new(&[64, 20, 24, 25]).unwrap();
+    let err = dynamic.try_into_static::<Conv1Out>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot use a blob of shape 64 20 24 25 (768000) as Conv1Out (64 20 24 24): dim 3 is 25, the type says 24"
+    );
+    let ok = Blob::<f32>::new(&[5, 1, 28, 28])
+        .unwrap()
+        .try_into_static::<Mnist>()
+        .unwrap();
+    assert_eq!(ok.shape()[0], 5);
+    assert_eq!(<Mnist as Shape>::describe(), "Mnist (_ 1 28 28)");
+}
+
+#[test]
+fn a_typed_blob_is_the_runtime_blob() {
+    let t = TypedBlob::<f32, Conv1Out>::new().unwrap();
+    t.mutable_cpu_data().unwrap()[7] = 3.0;
+    let mem = std::sync::Arc::as_ptr(t.data());
+    let d = t.into_dyn();
+    assert_eq!(
+        std::sync::Arc::as_ptr(d.data()),
+        mem,
+        "into_dyn moves, never copies"
+    );
+    assert_eq!(d.data_at(&[0, 0, 0, 7]), 3.0);
+    let back = d.try_into_static::<Conv1Out>().unwrap();
+    // Runtime methods through Deref: update, asum, heads, proto.
+    back.mutable_cpu_diff().unwrap()[7] = 1.0;
+    back.update().unwrap();
+    assert_eq!(back.asum_data().unwrap(), 2.0);
+    assert_eq!(back.data_head(), Head::AtCpu);
+    assert_eq!(back.to_proto(false).unwrap().data.len(), back.count());
+}
+
+#[test]
+fn reshape_flatten_and_inner_product_keep_memory_and_values() {
+    let x = <blob!(f32; 2, 2, 3)>::new().unwrap();
+    for (i, v) in x.mutable_cpu_data().unwrap().iter_mut().enumerate() {
+        *v = i as f32;
+    }
+    let mem = std::sync::Arc::as_ptr(x.data());
+    let flat: blob!(f32; 2, 6) = x.flatten().into_shape();
+    assert_eq!(std::sync::Arc::as_ptr(flat.data()), mem);
+    assert_eq!(flat.data_at2::<1, 5>(), 11.0);
+    let w = <blob!(f32; 1, 6)>::new().unwrap();
+    w.mutable_cpu_data().unwrap().fill(1.0);
+    let y = flat.inner_product(&w).unwrap();
+    assert_eq!(&*y.cpu_data().unwrap(), &[15.0, 51.0]);
+    let back: blob!(f32; 12) = flat.reshape();
+    assert_eq!(back.data_at([11]), 11.0);
+}

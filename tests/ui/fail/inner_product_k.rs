@@ -1,0 +1,7 @@
+use blobflow::blob;
+
+fn main() {
+    let x = <blob!(f32; 8, 800)>::new().unwrap();
+    let w = <blob!(f32; 500, 801)>::new().unwrap();
+    let _y = x.inner_product(&w).unwrap();
+}

@@ -1,0 +1,3 @@
+blobflow::blob!(shape Weights = N, 800);
+
+fn main() {}

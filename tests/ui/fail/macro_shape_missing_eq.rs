@@ -1,0 +1,3 @@
+blobflow::blob!(shape Weights 500, 800);
+
+fn main() {}

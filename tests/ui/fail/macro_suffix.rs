@@ -1,0 +1,3 @@
+type T = blobflow::blob!(f32; 64u8, 3);
+
+fn main() {}

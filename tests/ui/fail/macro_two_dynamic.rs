@@ -1,0 +1,3 @@
+type Two = blobflow::blob!(f32; _, 3, _);
+
+fn main() {}
