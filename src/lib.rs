@@ -23,7 +23,11 @@
 //! - [`kernels`] (`blob-kernels`): Caffe's math functions on slices;
 //! - [`proto`] (`blob-proto`): Caffe's protobuf messages and model files.
 
+extern crate self as blobflow;
+
 pub mod inspect;
+pub mod mnist;
+pub mod nn;
 pub mod typed;
 
 pub use blob_macros::blob;

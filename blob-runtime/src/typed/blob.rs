@@ -169,6 +169,31 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         Ok(Self::wrap(Blob::new(shape)?))
     }
 
+    /// Sets the dynamic dim (the batch) to `n` (Caffe `Reshape` of the
+    /// batch: memory only grows); an error if the shape has none.
+    ///
+    /// ```
+    /// # use blob_runtime::typed::{Dyn, Shp, TypedBlob, D};
+    /// # use typenum::U3;
+    /// let mut b = TypedBlob::<f32, Shp<(Dyn, U3), (Dyn, D<3>)>>::with_dynamic(8)?;
+    /// b.set_dynamic(2)?;
+    /// assert_eq!(b.shape(), &[2, 3]);
+    /// assert_eq!(b.capacity(), 24);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn set_dynamic(&mut self, n: usize) -> Result<()> {
+        let Some(axis) = S::Dims::DYNAMIC_AXIS else {
+            return Err(BlobError::Legacy {
+                op: "set_dynamic",
+                shape: S::describe(),
+                detail: "the shape has no dynamic dim".into(),
+            });
+        };
+        let mut dims = self.blob.shape().to_vec();
+        dims[axis] = n;
+        self.blob.reshape(&dims)
+    }
+
     /// The runtime blob, for code that works on any shape. Free: the typed
     /// blob is the runtime blob.
     ///

@@ -1,0 +1,368 @@
+//! Caffe's LeNet (examples/mnist) on typed blobs: conv1 (20, 5x5), max
+//! pool 2x2/2, conv2 (50, 5x5), max pool 2x2/2, ip1 (500), ReLU, ip2 (10),
+//! softmax. Every activation's shape is a type with a dynamic batch.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::blob;
+use crate::nn::filler;
+use crate::nn::layers::{self, Convolution, InnerProduct, MaxPool};
+use crate::proto::{LayerParameter, NetParameter};
+use crate::typed::{FlatOf, InnerProductWith, Shape, TypedBlob};
+use crate::{Blob, BlobError, CaffeModel};
+
+type Result<T> = std::result::Result<T, BlobError>;
+
+blob!(pub shape Digits = n: _, c: 1, h: 28, w: 28);
+blob!(pub shape Conv1Out = _, 20, 24, 24);
+blob!(pub shape Pool1Out = _, 20, 12, 12);
+blob!(pub shape Conv2Out = _, 50, 8, 8);
+blob!(pub shape Pool2Out = _, 50, 4, 4);
+blob!(pub shape Ip1Out = _, 500);
+blob!(pub shape Ip2Out = _, 10);
+blob!(pub shape Ip1Weights = 500, 800);
+blob!(pub shape Ip2Weights = 10, 500);
+
+/// The wiring of the inner products, checked when this crate compiles:
+/// pool2 flattened is (N, 800), which ip1's (500, 800) weights accept, and
+/// ip1's (N, 500) output fits ip2's (10, 500).
+const fn wired<X: InnerProductWith<W>, W: Shape>() {}
+const _: () = wired::<FlatOf<Pool2Out>, Ip1Weights>();
+const _: () = wired::<Ip1Out, Ip2Weights>();
+
+/// Names of the timed stages, in order.
+pub const STAGES: [&str; 8] = [
+    "conv1", "pool1", "conv2", "pool2", "ip1", "relu1", "ip2", "prob",
+];
+
+/// LeNet with its activations and parameters.
+///
+/// ```no_run
+/// let mut net = blobflow::nn::lenet::LeNet::load("lenet_iter_10000.caffemodel", 64)?;
+/// let images = vec![0.0f32; 64 * 28 * 28];
+/// let labels = net.predict(&images)?;
+/// assert_eq!(labels.len(), 64);
+/// # Ok::<(), blobflow::BlobError>(())
+/// ```
+pub struct LeNet {
+    /// conv1: 1 -> 20 channels, 5x5.
+    pub conv1: Convolution,
+    /// pool1: max 2x2, stride 2.
+    pub pool1: MaxPool,
+    /// conv2: 20 -> 50 channels, 5x5.
+    pub conv2: Convolution,
+    /// pool2: max 2x2, stride 2.
+    pub pool2: MaxPool,
+    /// ip1: 800 -> 500.
+    pub ip1: InnerProduct,
+    /// ip2: 500 -> 10.
+    pub ip2: InnerProduct,
+    data: TypedBlob<f32, Digits>,
+    conv1_out: TypedBlob<f32, Conv1Out>,
+    pool1_out: TypedBlob<f32, Pool1Out>,
+    conv2_out: TypedBlob<f32, Conv2Out>,
+    pool2_out: TypedBlob<f32, Pool2Out>,
+    ip1_out: TypedBlob<f32, Ip1Out>,
+    ip2_out: TypedBlob<f32, Ip2Out>,
+    prob: TypedBlob<f32, Ip2Out>,
+    /// Time spent in each of [`STAGES`] since the last reset.
+    pub timings: [Duration; 8],
+}
+
+/// Caffe's learning-rate multipliers for LeNet: 1 for weights, 2 for biases.
+pub const LR_MULTS: [f32; 8] = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0];
+
+impl LeNet {
+    /// LeNet with zero weights for batches of `batch` images.
+    ///
+    /// ```
+    /// let net = blobflow::nn::lenet::LeNet::new(8)?;
+    /// assert_eq!(net.input().shape(), &[8, 1, 28, 28]);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn new(batch: usize) -> Result<Self> {
+        Ok(Self {
+            conv1: Convolution::new(1, 20, 5, 1)?,
+            pool1: MaxPool::new(2, 2),
+            conv2: Convolution::new(20, 50, 5, 1)?,
+            pool2: MaxPool::new(2, 2),
+            ip1: InnerProduct::new(800, 500)?,
+            ip2: InnerProduct::new(500, 10)?,
+            data: TypedBlob::with_dynamic(batch)?,
+            conv1_out: TypedBlob::with_dynamic(batch)?,
+            pool1_out: TypedBlob::with_dynamic(batch)?,
+            conv2_out: TypedBlob::with_dynamic(batch)?,
+            pool2_out: TypedBlob::with_dynamic(batch)?,
+            ip1_out: TypedBlob::with_dynamic(batch)?,
+            ip2_out: TypedBlob::with_dynamic(batch)?,
+            prob: TypedBlob::with_dynamic(batch)?,
+            timings: [Duration::ZERO; 8],
+        })
+    }
+
+    /// LeNet with the weights of a `.caffemodel` (new, V1 or V0 format),
+    /// loaded with Caffe's `CopyTrainedLayersFrom` rules.
+    ///
+    /// ```
+    /// assert!(blobflow::nn::lenet::LeNet::load("/no/such.caffemodel", 1).is_err());
+    /// ```
+    pub fn load(path: impl AsRef<Path>, batch: usize) -> Result<Self> {
+        let mut net = Self::new(batch)?;
+        net.load_weights(&CaffeModel::open(path)?)?;
+        Ok(net)
+    }
+
+    /// Copies conv1, conv2, ip1 and ip2 from a model; every one must be
+    /// there with Caffe's shapes (a legacy 1x1x1xN bias fits (N)).
+    ///
+    /// ```
+    /// let mut net = blobflow::nn::lenet::LeNet::new(1)?;
+    /// let empty = blobflow::CaffeModel::from_net(blobflow::proto::NetParameter::new("x"));
+    /// assert!(net.load_weights(&empty).is_err());
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn load_weights(&mut self, model: &CaffeModel) -> Result<()> {
+        fn load(
+            model: &CaffeModel,
+            name: &str,
+            w: &mut Blob<f32>,
+            b: &mut Blob<f32>,
+        ) -> Result<()> {
+            let mut pair = [std::mem::take(w), std::mem::take(b)];
+            let r = model.copy_layer_into(name, &mut pair);
+            let [nw, nb] = pair;
+            *w = nw;
+            *b = nb;
+            r
+        }
+        load(model, "conv1", &mut self.conv1.weight, &mut self.conv1.bias)?;
+        load(model, "conv2", &mut self.conv2.weight, &mut self.conv2.bias)?;
+        load(model, "ip1", &mut self.ip1.weight, &mut self.ip1.bias)?;
+        load(model, "ip2", &mut self.ip2.weight, &mut self.ip2.bias)
+    }
+
+    /// Caffe's LeNet initialisation: xavier weights, constant 0 biases.
+    ///
+    /// ```
+    /// let mut net = blobflow::nn::lenet::LeNet::new(1)?;
+    /// blobflow::kernels::cpu::set_seed(1701);
+    /// net.init_fillers()?;
+    /// assert!(net.conv1.weight.asum_data()? > 0.0);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn init_fillers(&mut self) -> Result<()> {
+        for (w, b) in [
+            (&self.conv1.weight, &self.conv1.bias),
+            (&self.conv2.weight, &self.conv2.bias),
+            (&self.ip1.weight, &self.ip1.bias),
+            (&self.ip2.weight, &self.ip2.bias),
+        ] {
+            filler::xavier(w)?;
+            filler::constant(b, 0.0)?;
+        }
+        Ok(())
+    }
+
+    /// Changes the batch size (activations only grow).
+    ///
+    /// ```
+    /// let mut net = blobflow::nn::lenet::LeNet::new(4)?;
+    /// net.set_batch(2)?;
+    /// assert_eq!(net.batch(), 2);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn set_batch(&mut self, n: usize) -> Result<()> {
+        self.data.set_dynamic(n)?;
+        self.conv1_out.set_dynamic(n)?;
+        self.pool1_out.set_dynamic(n)?;
+        self.conv2_out.set_dynamic(n)?;
+        self.pool2_out.set_dynamic(n)?;
+        self.ip1_out.set_dynamic(n)?;
+        self.ip2_out.set_dynamic(n)?;
+        self.prob.set_dynamic(n)
+    }
+
+    /// The batch size.
+    ///
+    /// ```
+    /// assert_eq!(blobflow::nn::lenet::LeNet::new(3)?.batch(), 3);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn batch(&self) -> usize {
+        self.data.shape()[0]
+    }
+
+    /// The input blob: write scaled pixels into its data.
+    ///
+    /// ```
+    /// let net = blobflow::nn::lenet::LeNet::new(1)?;
+    /// net.input().mutable_cpu_data()?.fill(0.5);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn input(&self) -> &TypedBlob<f32, Digits> {
+        &self.data
+    }
+
+    /// Class probabilities of the last forward pass, `(N, 10)`.
+    ///
+    /// ```
+    /// let mut net = blobflow::nn::lenet::LeNet::new(1)?;
+    /// net.forward()?;
+    /// assert_eq!(net.prob().shape(), &[1, 10]);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn prob(&self) -> &TypedBlob<f32, Ip2Out> {
+        &self.prob
+    }
+
+    fn timed(&mut self, stage: usize, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let t = Instant::now();
+        let r = f(self);
+        self.timings[stage] += t.elapsed();
+        r
+    }
+
+    /// Forward through ip2 (logits), without the softmax.
+    fn forward_logits(&mut self) -> Result<()> {
+        self.timed(0, |n| n.conv1.forward(&n.data, &n.conv1_out))?;
+        self.timed(1, |n| n.pool1.forward(&n.conv1_out, &n.pool1_out))?;
+        self.timed(2, |n| n.conv2.forward(&n.pool1_out, &n.conv2_out))?;
+        self.timed(3, |n| n.pool2.forward(&n.conv2_out, &n.pool2_out))?;
+        self.timed(4, |n| n.ip1.forward(&n.pool2_out, &n.ip1_out))?;
+        self.timed(5, |n| layers::relu_forward(&n.ip1_out))?;
+        self.timed(6, |n| n.ip2.forward(&n.ip1_out, &n.ip2_out))
+    }
+
+    /// Forward pass of the input to class probabilities.
+    ///
+    /// ```
+    /// let mut net = blobflow::nn::lenet::LeNet::new(2)?;
+    /// net.forward()?;
+    /// // Zero weights: every class equally likely.
+    /// assert!((net.prob().data_at([0, 3]) - 0.1).abs() < 1e-6);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn forward(&mut self) -> Result<()> {
+        self.forward_logits()?;
+        self.timed(7, |n| layers::softmax(&n.ip2_out, &n.prob))
+    }
+
+    /// Classifies a batch of scaled images (`batch * 784` values).
+    ///
+    /// ```
+    /// let mut net = blobflow::nn::lenet::LeNet::new(2)?;
+    /// assert!(net.predict(&[0.0; 5]).is_err());
+    /// assert_eq!(net.predict(&[0.0; 2 * 784])?.len(), 2);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn predict(&mut self, images: &[f32]) -> Result<Vec<u8>> {
+        let per = 28 * 28;
+        if images.is_empty() || !images.len().is_multiple_of(per) {
+            return Err(BlobError::CountMismatch {
+                op: "predict",
+                what: "image values".into(),
+                got: images.len(),
+                want: self.batch() * per,
+            });
+        }
+        let n = images.len() / per;
+        if n != self.batch() {
+            self.set_batch(n)?;
+        }
+        self.data.mutable_cpu_data()?.copy_from_slice(images);
+        self.forward()?;
+        let prob = self.prob.cpu_data()?;
+        Ok(prob
+            .chunks_exact(10)
+            .map(|row| {
+                // First maximum, as Caffe's Accuracy layer ranks.
+                let mut best = 0;
+                for (i, &v) in row.iter().enumerate() {
+                    if v > row[best] {
+                        best = i;
+                    }
+                }
+                best as u8
+            })
+            .collect())
+    }
+
+    /// The learnable blobs in Caffe's order: conv1 w, b, conv2 w, b, ip1
+    /// w, b, ip2 w, b.
+    ///
+    /// ```
+    /// assert_eq!(blobflow::nn::lenet::LeNet::new(1)?.params()[4].shape(), &[500, 800]);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn params(&self) -> [&Blob<f32>; 8] {
+        [
+            &self.conv1.weight,
+            &self.conv1.bias,
+            &self.conv2.weight,
+            &self.conv2.bias,
+            &self.ip1.weight,
+            &self.ip1.bias,
+            &self.ip2.weight,
+            &self.ip2.bias,
+        ]
+    }
+
+    /// Forward with Caffe's `SoftmaxWithLoss` on `labels`, then backward:
+    /// every parameter's diff holds its gradient afterwards (zeroed first).
+    /// Returns the loss.
+    ///
+    /// ```
+    /// let mut net = blobflow::nn::lenet::LeNet::new(2)?;
+    /// let loss = net.forward_backward(&[3, 7])?;
+    /// assert!((loss - 10f32.ln()).abs() < 1e-5);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn forward_backward(&mut self, labels: &[u8]) -> Result<f32> {
+        self.forward_logits()?;
+        let loss = layers::softmax_loss(&self.ip2_out, &self.prob, labels)?;
+        for p in self.params() {
+            p.mutable_cpu_diff()?.fill(0.0);
+        }
+        self.ip2.backward(&self.ip1_out, &self.ip2_out, true)?;
+        layers::relu_backward(&self.ip1_out)?;
+        self.ip1.backward(&self.pool2_out, &self.ip1_out, true)?;
+        self.pool2.backward(&self.conv2_out, &self.pool2_out)?;
+        self.conv2
+            .backward(&self.pool1_out, &self.conv2_out, true)?;
+        self.pool1.backward(&self.conv1_out, &self.pool1_out)?;
+        self.conv1.backward(&self.data, &self.conv1_out, false)?;
+        Ok(loss)
+    }
+
+    /// The net as a `.caffemodel` Caffe reads (layer names and types of
+    /// Caffe's lenet_train_test, with the learned blobs).
+    ///
+    /// ```
+    /// let net = blobflow::nn::lenet::LeNet::new(1)?;
+    /// let model = net.to_caffemodel()?;
+    /// assert_eq!(model.layers().count(), 9);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn to_caffemodel(&self) -> Result<CaffeModel> {
+        let mut net = NetParameter::new("LeNet");
+        let p = self.params();
+        let blobs = |w: &Blob<f32>, b: &Blob<f32>| -> Result<Vec<_>> {
+            Ok(vec![w.to_proto(false)?, b.to_proto(false)?])
+        };
+        for (name, kind, blobs) in [
+            ("mnist", "Data", vec![]),
+            ("conv1", "Convolution", blobs(p[0], p[1])?),
+            ("pool1", "Pooling", vec![]),
+            ("conv2", "Convolution", blobs(p[2], p[3])?),
+            ("pool2", "Pooling", vec![]),
+            ("ip1", "InnerProduct", blobs(p[4], p[5])?),
+            ("relu1", "ReLU", vec![]),
+            ("ip2", "InnerProduct", blobs(p[6], p[7])?),
+            ("loss", "SoftmaxWithLoss", vec![]),
+        ] {
+            net.push_layer(LayerParameter::new(name, kind, blobs));
+        }
+        Ok(CaffeModel::from_net(net))
+    }
+}

