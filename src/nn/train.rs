@@ -1,0 +1,179 @@
+//! Training LeNet as Caffe's `caffe train` does with lenet_solver: batches
+//! taken in order with wrap-around, SGD with Caffe's arithmetic, and
+//! snapshots (`.caffemodel` + `.solverstate`) that Caffe reads and that
+//! resume exactly.
+
+use std::path::{Path, PathBuf};
+
+use crate::mnist::Mnist;
+use crate::nn::lenet::{LR_MULTS, LeNet};
+use crate::nn::solver::SgdSolver;
+use crate::{BlobError, CaffeModel};
+
+type Result<T> = std::result::Result<T, BlobError>;
+
+/// Caffe's MNIST input scale (1/256).
+pub const INPUT_SCALE: f32 = 0.00390625;
+
+/// LeNet, its solver, and the batch being trained on.
+///
+/// ```no_run
+/// use blobflow::{mnist::Mnist, nn::train::Trainer};
+/// let digits = Mnist::open("images.gz", "labels.gz")?;
+/// let mut t = Trainer::new(64, 8000, 1701)?;
+/// for _ in 0..100 {
+///     let loss = t.step(&digits)?;
+/// }
+/// t.snapshot("out", "lenet")?;
+/// # Ok::<(), blobflow::BlobError>(())
+/// ```
+pub struct Trainer {
+    /// The net.
+    pub net: LeNet,
+    /// The solver (its `iter` is the iteration count).
+    pub solver: SgdSolver,
+    /// Images per iteration.
+    pub batch: usize,
+    /// Train on digits `0..train_count`.
+    pub train_count: usize,
+    images: Vec<f32>,
+    labels: Vec<u8>,
+}
+
+impl Trainer {
+    /// A fresh net (xavier weights from `seed`, zero biases) and solver.
+    ///
+    /// ```
+    /// let t = blobflow::nn::train::Trainer::new(8, 100, 1701)?;
+    /// assert_eq!(t.solver.iter, 0);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn new(batch: usize, train_count: usize, seed: u64) -> Result<Self> {
+        let mut net = LeNet::new(batch)?;
+        blob_kernels::cpu::set_seed(seed);
+        net.init_fillers()?;
+        Ok(Self::with_net(net, SgdSolver::lenet(), batch, train_count))
+    }
+
+    fn with_net(net: LeNet, solver: SgdSolver, batch: usize, train_count: usize) -> Self {
+        Self {
+            net,
+            solver,
+            batch,
+            train_count: train_count.max(1),
+            images: vec![0.0; batch * 784],
+            labels: vec![0; batch],
+        }
+    }
+
+    /// Continues from a `.solverstate` and the `.caffemodel` it names
+    /// (looked up beside it), exactly where the snapshot left off.
+    ///
+    /// ```
+    /// assert!(blobflow::nn::train::Trainer::resume("/no/x.solverstate", 64, 8000).is_err());
+    /// ```
+    pub fn resume(solverstate: impl AsRef<Path>, batch: usize, train_count: usize) -> Result<Self> {
+        let path = solverstate.as_ref();
+        let state = crate::runtime::read_solver_state(path)?;
+        let learned = state.learned_net.clone().unwrap_or_default();
+        let file = Path::new(&learned)
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let model_path = path.parent().unwrap_or(Path::new(".")).join(file);
+        let mut net = LeNet::new(batch)?;
+        net.load_weights(&CaffeModel::open(&model_path)?)?;
+        let mut solver = SgdSolver::lenet();
+        solver.restore(&state, &net.params())?;
+        Ok(Self::with_net(net, solver, batch, train_count))
+    }
+
+    /// One iteration on the next batch (digits taken in order, wrapping
+    /// at `train_count`): forward, loss, backward, SGD update. Returns the
+    /// loss before the update.
+    ///
+    /// ```
+    /// let d = blobflow::mnist::Mnist { pixels: vec![0; 4 * 784], labels: vec![0, 1, 2, 3], rows: 28, cols: 28 };
+    /// let mut t = blobflow::nn::train::Trainer::new(2, 4, 1)?;
+    /// let loss = t.step(&d)?;
+    /// assert!(loss > 0.0 && t.solver.iter == 1);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn step(&mut self, data: &Mnist) -> Result<f32> {
+        let n = self.train_count.min(data.len());
+        if n == 0 {
+            return Err(BlobError::CountMismatch {
+                op: "train",
+                what: "digits".into(),
+                got: 0,
+                want: self.batch,
+            });
+        }
+        for j in 0..self.batch {
+            let item = (self.solver.iter * self.batch + j) % n;
+            data.scaled_into(item, INPUT_SCALE, &mut self.images[j * 784..(j + 1) * 784]);
+            self.labels[j] = data.labels[item];
+        }
+        if self.net.batch() != self.batch {
+            self.net.set_batch(self.batch)?;
+        }
+        self.net
+            .input()
+            .mutable_cpu_data()?
+            .copy_from_slice(&self.images);
+        let loss = self.net.forward_backward(&self.labels)?;
+        self.solver.step(&self.net.params(), &LR_MULTS)?;
+        Ok(loss)
+    }
+
+    /// Fraction of `range` classified correctly.
+    ///
+    /// ```
+    /// let d = blobflow::mnist::Mnist { pixels: vec![0; 2 * 784], labels: vec![0, 0], rows: 28, cols: 28 };
+    /// let mut t = blobflow::nn::train::Trainer::new(2, 2, 1)?;
+    /// assert!(t.accuracy(&d, 0..2)? <= 1.0);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn accuracy(&mut self, data: &Mnist, range: std::ops::Range<usize>) -> Result<f64> {
+        let (start, end) = (range.start, range.end.min(data.len()));
+        let chunk = 500;
+        let mut images = vec![0f32; chunk * 784];
+        let mut correct = 0;
+        for s in (start..end).step_by(chunk) {
+            let m = chunk.min(end - s);
+            data.scaled_into(s, INPUT_SCALE, &mut images[..m * 784]);
+            let pred = self.net.predict(&images[..m * 784])?;
+            correct += pred
+                .iter()
+                .zip(&data.labels[s..s + m])
+                .filter(|(p, l)| p == l)
+                .count();
+        }
+        Ok(correct as f64 / (end - start).max(1) as f64)
+    }
+
+    /// Writes `{prefix}_iter_{iter}.caffemodel` and `.solverstate` into
+    /// `dir` (Caffe's snapshot names) and returns their paths.
+    ///
+    /// ```no_run
+    /// # let t = blobflow::nn::train::Trainer::new(8, 100, 1)?;
+    /// let (model, state) = t.snapshot("out", "lenet")?;
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn snapshot(&self, dir: impl AsRef<Path>, prefix: &str) -> Result<(PathBuf, PathBuf)> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| BlobError::Io {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let stem = format!("{prefix}_iter_{}", self.solver.iter);
+        let model = dir.join(format!("{stem}.caffemodel"));
+        let state = dir.join(format!("{stem}.solverstate"));
+        self.net.to_caffemodel()?.save(&model)?;
+        crate::runtime::write_solver_state(
+            &state,
+            &self.solver.state(&format!("{stem}.caffemodel"))?,
+        )?;
+        Ok((model, state))
+    }
+}

