@@ -25,6 +25,8 @@
 //! ```
 
 mod blob;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod device;
 mod element;
 mod error;

@@ -16,6 +16,8 @@
 //! ```
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod real;
 
 pub use real::Real;

@@ -161,6 +161,35 @@ impl<T: Element> Blob<T> {
         self.diff.mutable_gpu_data()
     }
 
+    /// The dims as `i32` on the device (Caffe `gpu_shape()`, which CUDA
+    /// kernels read): a fresh memory synced to the device. An error for a
+    /// blob without a device or with a dim over `i32::MAX`.
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[2, 3]).unwrap();
+    /// assert!(b.gpu_shape().is_err()); // CPU-only blob
+    /// ```
+    pub fn gpu_shape(&self) -> Result<Arc<SyncedMemory>> {
+        let op = "gpu_shape";
+        let device = self.device.clone().ok_or(BlobError::NoDevice { op })?;
+        let dims: Vec<i32> = self
+            .shape
+            .iter()
+            .map(|&d| i32::try_from(d))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| BlobError::InvalidProtoShape {
+                shape: self.shape.iter().map(|&d| d as i64).collect(),
+                detail: "a dim exceeds i32, which the device shape holds".into(),
+            })?;
+        let mem = SyncedMemory::with_device(dims.len() * size_of::<i32>(), device);
+        if !dims.is_empty() {
+            mem.mutable_cpu_data()?
+                .copy_from_slice(bytemuck::cast_slice(&dims));
+        }
+        drop(mem.gpu_data()?);
+        Ok(Arc::new(mem))
+    }
+
     /// One data element (Caffe `data_at`), syncing to the host.
     ///
     /// # Panics

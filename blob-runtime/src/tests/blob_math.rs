@@ -219,3 +219,15 @@ fn copy_from_on_the_device_side() {
     assert_eq!(counts.math_calls(), 1, "device-to-device copy");
     assert_eq!(&*dst.cpu_data().unwrap(), &[1.0, 2.0, 3.0]);
 }
+
+#[test]
+fn gpu_shape_holds_the_dims_on_the_device() {
+    let (counts, dev) = stand_in();
+    let blob = Blob::<f32>::with_device(&[2, 3, 4], dev).unwrap();
+    let shape = blob.gpu_shape().unwrap();
+    assert_eq!(shape.head(), Head::Synced);
+    assert_eq!(counts.uploads(), 1);
+    let g = shape.gpu_data().unwrap();
+    let dims: &[i32] = bytemuck::cast_slice(super::device_view(&g));
+    assert_eq!(dims, &[2, 3, 4]);
+}

@@ -1,0 +1,319 @@
+//! The CUDA device (feature `cuda`): GPU buffers, pinned host memory and
+//! GPU math for [`crate::SyncedMemory`] and [`crate::Blob`].
+//!
+//! ```no_run
+//! use blob_runtime::{Blob, cuda::CudaBackend};
+//! let gpu = CudaBackend::new(0)?; // an error, not a panic, without a GPU
+//! let blob = Blob::<f32>::with_device(&[64, 10], gpu)?;
+//! blob.mutable_cpu_data()?.fill(1.0);
+//! drop(blob.gpu_data()?); // H2D, head SYNCED
+//! blob.scale_data(2.0)?;  // runs on the GPU (cuBLAS scal)
+//! assert_eq!(blob.asum_data()?, 1280.0);
+//! # Ok::<(), blob_runtime::BlobError>(())
+//! ```
+
+use std::any::Any;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use blob_kernels::cuda::{CudaError, Gpu};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
+
+use crate::device::{DeviceBackend, DeviceBuffer, DeviceError, DeviceStream, Precision};
+use crate::error::BlobError;
+use crate::host_buffer::{HOST_ALIGN, HostBuffer};
+
+fn dev_err(e: impl std::fmt::Display) -> DeviceError {
+    DeviceError::new(e.to_string())
+}
+
+fn drv_err(e: impl std::fmt::Debug) -> DeviceError {
+    DeviceError::new(format!("CUDA driver: {e:?}"))
+}
+
+/// A GPU made available to blobs: one context, stream and cuBLAS handle,
+/// the NVRTC-compiled kernels, and pinned host allocation.
+#[derive(Debug)]
+pub struct CudaBackend {
+    gpu: Arc<Gpu>,
+}
+
+impl CudaBackend {
+    /// Opens GPU `ordinal`. Where there is no CUDA driver or no such GPU,
+    /// an error that says so.
+    ///
+    /// ```
+    /// if !blob_kernels::cuda::driver_available() {
+    ///     let err = blob_runtime::cuda::CudaBackend::new(0).unwrap_err();
+    ///     assert!(err.to_string().contains("no CUDA driver"), "{err}");
+    /// }
+    /// ```
+    pub fn new(ordinal: usize) -> Result<Arc<Self>, BlobError> {
+        let gpu = Gpu::new(ordinal).map_err(|e: CudaError| BlobError::Device {
+            op: "open CUDA device",
+            source: dev_err(e),
+        })?;
+        Ok(Arc::new(Self { gpu }))
+    }
+
+    /// The GPU's math, for layers that run their own kernels.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// A new stream for [`crate::SyncedMemory::async_gpu_push`].
+    pub fn new_stream(&self) -> Result<CudaStreamHandle, BlobError> {
+        let s = self
+            .gpu
+            .context()
+            .new_stream()
+            .map_err(|e| BlobError::Device {
+                op: "create stream",
+                source: drv_err(e),
+            })?;
+        Ok(CudaStreamHandle(s))
+    }
+}
+
+/// A CUDA stream for asynchronous pushes; synchronize it before reading
+/// what was pushed.
+#[derive(Debug, Clone)]
+pub struct CudaStreamHandle(pub Arc<CudaStream>);
+
+impl DeviceStream for CudaStreamHandle {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Device memory of a [`CudaBackend`].
+#[derive(Debug)]
+pub struct CudaBuffer {
+    slice: CudaSlice<u8>,
+    len: usize,
+}
+
+impl DeviceBuffer for CudaBuffer {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl CudaBuffer {
+    /// The first `n` elements as `T`.
+    pub fn view<T: bytemuck::Pod>(&self, n: usize) -> Result<CudaView<'_, T>, DeviceError> {
+        // SAFETY: the buffer holds plain bytes and T is Pod, so any bit
+        // pattern is a valid T; transmute checks the length fits.
+        unsafe { self.slice.transmute::<T>(n) }.ok_or_else(|| {
+            DeviceError::new(format!(
+                "{n} elements do not fit a {}-byte buffer",
+                self.len
+            ))
+        })
+    }
+
+    /// The first `n` elements as `T`, writable.
+    pub fn view_mut<T: bytemuck::Pod>(
+        &mut self,
+        n: usize,
+    ) -> Result<CudaViewMut<'_, T>, DeviceError> {
+        let len = self.len;
+        // SAFETY: as in `view`.
+        unsafe { self.slice.transmute_mut::<T>(n) }
+            .ok_or_else(|| DeviceError::new(format!("{n} elements do not fit a {len}-byte buffer")))
+    }
+}
+
+fn mine(b: &dyn DeviceBuffer) -> Result<&CudaBuffer, DeviceError> {
+    b.as_any()
+        .downcast_ref()
+        .ok_or_else(|| DeviceError::new("not a buffer of this CUDA device"))
+}
+
+fn mine_mut(b: &mut dyn DeviceBuffer) -> Result<&mut CudaBuffer, DeviceError> {
+    b.as_any_mut()
+        .downcast_mut()
+        .ok_or_else(|| DeviceError::new("not a buffer of this CUDA device"))
+}
+
+impl DeviceBackend for CudaBackend {
+    fn name(&self) -> String {
+        format!(
+            "cuda:{} ({})",
+            self.gpu.context().ordinal(),
+            self.gpu.name()
+        )
+    }
+
+    fn alloc_zeroed(&self, bytes: usize) -> Result<Box<dyn DeviceBuffer>, DeviceError> {
+        // A zero-byte allocation is not a valid CUDA allocation; keep one
+        // byte and report the length asked for.
+        let slice = self
+            .gpu
+            .stream()
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(drv_err)?;
+        Ok(Box::new(CudaBuffer { slice, len: bytes }))
+    }
+
+    /// Pinned (page-locked) host memory, zero-filled, freed by
+    /// `cuMemFreeHost` with this device's context bound to the freeing
+    /// thread (Caffe issues 3053, 3640).
+    fn alloc_host(&self, bytes: usize) -> Result<HostBuffer, DeviceError> {
+        let ctx = self.gpu.context().clone();
+        ctx.bind_to_thread().map_err(drv_err)?;
+        let size = bytes.max(1);
+        // SAFETY: cuMemHostAlloc returns page-aligned memory of `size`
+        // bytes or an error; the context is bound to this thread.
+        let raw = unsafe {
+            cudarc::driver::result::malloc_host(size, cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)
+        }
+        .map_err(drv_err)?;
+        let ptr = NonNull::new(raw.cast::<u8>())
+            .ok_or_else(|| DeviceError::new("cuMemHostAlloc returned null"))?;
+        if !(ptr.as_ptr() as usize).is_multiple_of(HOST_ALIGN) {
+            return Err(DeviceError::new("pinned memory is not 64-byte aligned"));
+        }
+        // SAFETY: `ptr` is valid for `size >= bytes` bytes, owned here.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, size) };
+        let release = move |p: NonNull<u8>, _len: usize| {
+            if ctx.bind_to_thread().is_ok() {
+                // SAFETY: p came from cuMemHostAlloc in this context and is
+                // freed once, by the HostBuffer that owns it.
+                let _ = unsafe { cudarc::driver::result::free_host(p.as_ptr().cast()) };
+            }
+        };
+        // SAFETY: pinned memory valid for `bytes` bytes, zeroed, 64-byte
+        // aligned (checked), freed only by `release`.
+        Ok(unsafe { HostBuffer::from_raw_parts(ptr, bytes, release) })
+    }
+
+    fn upload(&self, src: &[u8], dst: &mut dyn DeviceBuffer) -> Result<(), DeviceError> {
+        let dst = mine_mut(dst)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let mut view = dst.view_mut::<u8>(src.len())?;
+        let stream = self.gpu.stream();
+        stream.memcpy_htod(src, &mut view).map_err(drv_err)?;
+        // The source is borrowed: the copy must be complete on return.
+        stream.synchronize().map_err(drv_err)
+    }
+
+    fn download(&self, src: &dyn DeviceBuffer, dst: &mut [u8]) -> Result<(), DeviceError> {
+        let src = mine(src)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let view = src.view::<u8>(dst.len())?;
+        let stream = self.gpu.stream();
+        stream.memcpy_dtoh(&view, dst).map_err(drv_err)?;
+        stream.synchronize().map_err(drv_err)
+    }
+
+    fn upload_async(
+        &self,
+        src: &[u8],
+        dst: &mut dyn DeviceBuffer,
+        stream: &dyn DeviceStream,
+    ) -> Result<(), DeviceError> {
+        let s = stream
+            .as_any()
+            .downcast_ref::<CudaStreamHandle>()
+            .ok_or_else(|| DeviceError::new("not a stream of this CUDA device"))?;
+        let dst = mine_mut(dst)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let mut view = dst.view_mut::<u8>(src.len())?;
+        s.0.memcpy_htod(src, &mut view).map_err(drv_err)
+    }
+
+    fn copy(
+        &self,
+        bytes: usize,
+        src: &dyn DeviceBuffer,
+        dst: &mut dyn DeviceBuffer,
+    ) -> Result<(), DeviceError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let src = mine(src)?;
+        let dst = mine_mut(dst)?;
+        let from = src.view::<u8>(bytes)?;
+        let mut to = dst.view_mut::<u8>(bytes)?;
+        self.gpu
+            .stream()
+            .memcpy_dtod(&from, &mut to)
+            .map_err(drv_err)
+    }
+
+    fn axpy(
+        &self,
+        p: Precision,
+        n: usize,
+        alpha: f64,
+        x: &dyn DeviceBuffer,
+        y: &mut dyn DeviceBuffer,
+    ) -> Result<(), DeviceError> {
+        let (x, y) = (mine(x)?, mine_mut(y)?);
+        match p {
+            Precision::F32 => {
+                self.gpu
+                    .axpy(alpha as f32, &x.view::<f32>(n)?, &mut y.view_mut::<f32>(n)?)
+            }
+            Precision::F64 => self
+                .gpu
+                .axpy(alpha, &x.view::<f64>(n)?, &mut y.view_mut::<f64>(n)?),
+        }
+        .map_err(dev_err)
+    }
+
+    fn scal(
+        &self,
+        p: Precision,
+        n: usize,
+        alpha: f64,
+        x: &mut dyn DeviceBuffer,
+    ) -> Result<(), DeviceError> {
+        let x = mine_mut(x)?;
+        match p {
+            Precision::F32 => self.gpu.scal(alpha as f32, &mut x.view_mut::<f32>(n)?),
+            Precision::F64 => self.gpu.scal(alpha, &mut x.view_mut::<f64>(n)?),
+        }
+        .map_err(dev_err)
+    }
+
+    fn asum(&self, p: Precision, n: usize, x: &dyn DeviceBuffer) -> Result<f64, DeviceError> {
+        let x = mine(x)?;
+        match p {
+            Precision::F32 => self.gpu.asum(&x.view::<f32>(n)?).map(f64::from),
+            Precision::F64 => self.gpu.asum(&x.view::<f64>(n)?),
+        }
+        .map_err(dev_err)
+    }
+
+    fn dot(
+        &self,
+        p: Precision,
+        n: usize,
+        x: &dyn DeviceBuffer,
+        y: &dyn DeviceBuffer,
+    ) -> Result<f64, DeviceError> {
+        let (x, y) = (mine(x)?, mine(y)?);
+        match p {
+            Precision::F32 => self
+                .gpu
+                .dot(&x.view::<f32>(n)?, &y.view::<f32>(n)?)
+                .map(f64::from),
+            Precision::F64 => self.gpu.dot(&x.view::<f64>(n)?, &y.view::<f64>(n)?),
+        }
+        .map_err(dev_err)
+    }
+}

@@ -1,0 +1,384 @@
+//! The GPU suite (feature `cuda`): Caffe's test_syncedmem, test_blob,
+//! test_math_functions, test_util_blas and test_random_number_generator,
+//! on a real GPU. On a machine without one, every case is reported as
+//! ignored, with the reason, rather than passing without running.
+
+use std::sync::Arc;
+
+use blobflow::kernels::cpu::{self, Transpose};
+use blobflow::kernels::cuda::{BinaryOp, Gpu, UnaryOp};
+use blobflow::runtime::cuda::CudaBackend;
+use blobflow::{Blob, Head, SyncedMemory};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+type Check = fn(&Arc<CudaBackend>) -> Result<(), Failed>;
+
+fn fail(msg: impl std::fmt::Display) -> Failed {
+    Failed::from(msg.to_string())
+}
+
+fn ensure(cond: bool, msg: impl std::fmt::Display) -> Result<(), Failed> {
+    if cond { Ok(()) } else { Err(fail(msg)) }
+}
+
+fn near(a: f64, b: f64, rel: f64, what: &str) -> Result<(), Failed> {
+    ensure(
+        (a - b).abs() <= rel * b.abs().max(1e-30),
+        format!("{what}: {a} vs {b}"),
+    )
+}
+
+fn syncedmem_gpu_read(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let mem = SyncedMemory::with_device(10, dev.clone());
+    mem.mutable_cpu_data().map_err(fail)?.fill(1);
+    drop(mem.gpu_data().map_err(fail)?);
+    ensure(mem.head() == Head::Synced, "head after gpu_data")?;
+    mem.mutable_cpu_data().map_err(fail)?.fill(0);
+    ensure(mem.head() == Head::AtCpu, "head after mutable_cpu_data")?;
+    drop(mem.gpu_data().map_err(fail)?);
+    // Back through the device: D2H of what H2D sent.
+    drop(mem.mutable_gpu_data().map_err(fail)?);
+    let bytes = mem.cpu_data().map_err(fail)?.to_vec();
+    ensure(bytes == vec![0u8; 10], format!("bytes {bytes:?}"))
+}
+
+fn syncedmem_gpu_write(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let blob = Blob::<f32>::with_device(&[10], dev.clone()).map_err(fail)?;
+    {
+        let mut g = blob.mutable_gpu_data().map_err(fail)?;
+        let buf: &mut blobflow::runtime::cuda::CudaBuffer = g
+            .as_any_mut()
+            .downcast_mut()
+            .ok_or_else(|| fail("buffer"))?;
+        dev.gpu()
+            .set(1.0f32, &mut buf.view_mut::<f32>(10).map_err(fail)?)
+            .map_err(fail)?;
+    }
+    ensure(
+        blob.data_head() == Head::AtGpu,
+        "head after mutable_gpu_data",
+    )?;
+    let v = blob.cpu_data().map_err(fail)?.to_vec();
+    ensure(blob.data_head() == Head::Synced, "head after cpu_data")?;
+    ensure(v == vec![1.0; 10], format!("{v:?}"))
+}
+
+fn blob_math_on_gpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let blob = Blob::<f32>::with_device(&[2, 3, 4, 5], dev.clone()).map_err(fail)?;
+    ensure(blob.sumsq_data().map_err(fail)? == 0.0, "fresh sumsq")?;
+    cpu::set_seed(1701);
+    cpu::uniform(-3.0, 3.0, &mut blob.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+    let want_sumsq: f64 = blob
+        .cpu_data()
+        .map_err(fail)?
+        .iter()
+        .map(|&v| (v as f64) * (v as f64))
+        .sum();
+    let want_asum: f64 = blob
+        .cpu_data()
+        .map_err(fail)?
+        .iter()
+        .map(|&v| (v as f64).abs())
+        .sum();
+    drop(blob.mutable_gpu_data().map_err(fail)?);
+    near(
+        blob.sumsq_data().map_err(fail)? as f64,
+        want_sumsq,
+        1e-6,
+        "sumsq on GPU",
+    )?;
+    near(
+        blob.asum_data().map_err(fail)? as f64,
+        want_asum,
+        1e-6,
+        "asum on GPU",
+    )?;
+    blob.scale_data(3.0).map_err(fail)?;
+    ensure(blob.data_head() == Head::AtGpu, "scale ran on the GPU")?;
+    near(
+        blob.asum_data().map_err(fail)? as f64,
+        3.0 * want_asum,
+        1e-6,
+        "scaled asum",
+    )?;
+    cpu::scale(
+        7.0,
+        &blob.cpu_data().map_err(fail)?,
+        &mut blob.mutable_cpu_diff().map_err(fail)?,
+    );
+    drop(blob.mutable_gpu_diff().map_err(fail)?);
+    near(
+        blob.asum_diff().map_err(fail)? as f64,
+        21.0 * want_asum,
+        1e-6,
+        "asum diff",
+    )?;
+    blob.update().map_err(fail)?;
+    ensure(
+        blob.data_head() == Head::AtGpu,
+        "update leaves the head at GPU",
+    )?;
+    near(
+        blob.asum_data().map_err(fail)? as f64,
+        18.0 * want_asum,
+        1e-5,
+        "after update",
+    )?;
+    let shape = blob.gpu_shape().map_err(fail)?;
+    ensure(shape.head() == Head::Synced, "gpu_shape synced")
+}
+
+fn device_blobs_copy_on_the_device(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let src = Blob::<f64>::with_device(&[1000], dev.clone()).map_err(fail)?;
+    src.mutable_cpu_data()
+        .map_err(fail)?
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, v)| *v = i as f64);
+    drop(src.mutable_gpu_data().map_err(fail)?);
+    let mut dst = Blob::<f64>::with_device(&[1000], dev.clone()).map_err(fail)?;
+    dst.copy_from(&src, false, false).map_err(fail)?;
+    ensure(dst.data_head() == Head::AtGpu, "copied on the device")?;
+    ensure(dst.data_at(&[999]) == 999.0, "copied values")
+}
+
+use blobflow::kernels::cuda::GpuReal;
+use blobflow::kernels::cuda::cudarc::driver::CudaSlice;
+
+fn upload<T: GpuReal>(gpu: &Gpu, v: &[T]) -> Result<CudaSlice<T>, Failed> {
+    gpu.stream()
+        .clone_htod(v)
+        .map_err(|e| fail(format!("{e:?}")))
+}
+
+fn download<T: GpuReal>(gpu: &Gpu, s: &CudaSlice<T>) -> Result<Vec<T>, Failed> {
+    gpu.stream()
+        .clone_dtoh(s)
+        .map_err(|e| fail(format!("{e:?}")))
+}
+
+fn elementwise_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let gpu = dev.gpu();
+    let n = 11 * 17 * 19 * 23;
+    cpu::set_seed(1701);
+    let mut a = vec![0f32; n];
+    let mut b = vec![0f32; n];
+    cpu::gaussian(0.0, 1.0, &mut a).map_err(fail)?;
+    cpu::uniform(0.5, 2.0, &mut b).map_err(fail)?;
+    a[0] = -0.0;
+    a[1] = 0.0;
+    let (ga, gb) = (upload(gpu, &a)?, upload(gpu, &b)?);
+    let mut gy = gpu.stream().alloc_zeros::<f32>(n).map_err(fail)?;
+    let mut want = vec![0f32; n];
+    for (op, cpu_op) in [
+        (UnaryOp::Sign, cpu::sign::<f32> as fn(&[f32], &mut [f32])),
+        (UnaryOp::Sgnbit, cpu::sgnbit::<f32>),
+        (UnaryOp::Fabs, cpu::fabs::<f32>),
+        (UnaryOp::Abs, cpu::abs::<f32>),
+        (UnaryOp::Sqr, cpu::sqr::<f32>),
+    ] {
+        gpu.unary(op, &ga.as_view(), &mut gy.as_view_mut())
+            .map_err(fail)?;
+        cpu_op(&a, &mut want);
+        let got = download(gpu, &gy)?;
+        ensure(got == want, format!("{op:?} differs from the CPU"))?;
+    }
+    for (op, cpu_op) in [
+        (UnaryOp::Exp, cpu::exp::<f32> as fn(&[f32], &mut [f32])),
+        (UnaryOp::Log, cpu::log::<f32>),
+        (UnaryOp::Sqrt, cpu::sqrt::<f32>),
+    ] {
+        gpu.unary(op, &gb.as_view(), &mut gy.as_view_mut())
+            .map_err(fail)?;
+        cpu_op(&b, &mut want);
+        let got = download(gpu, &gy)?;
+        for (g, w) in got.iter().zip(&want) {
+            near(*g as f64, *w as f64, 1e-5, &format!("{op:?}"))?;
+        }
+    }
+    for (op, cpu_op) in [
+        (
+            BinaryOp::Add,
+            cpu::add::<f32> as fn(&[f32], &[f32], &mut [f32]),
+        ),
+        (BinaryOp::Sub, cpu::sub::<f32>),
+        (BinaryOp::Mul, cpu::mul::<f32>),
+        (BinaryOp::Div, cpu::div::<f32>),
+    ] {
+        gpu.binary(op, &ga.as_view(), &gb.as_view(), &mut gy.as_view_mut())
+            .map_err(fail)?;
+        cpu_op(&a, &b, &mut want);
+        ensure(
+            download(gpu, &gy)? == want,
+            format!("{op:?} differs from the CPU"),
+        )?;
+    }
+    let asum = gpu.asum(&ga.as_view()).map_err(fail)?;
+    near(asum as f64, cpu::asum(&a) as f64, 1e-4, "asum")?;
+    let dot = gpu.dot(&ga.as_view(), &gb.as_view()).map_err(fail)?;
+    near(dot as f64, cpu::dot(&a, &b) as f64, 1e-4, "dot")?;
+    gpu.scale(2.5, &ga.as_view(), &mut gy.as_view_mut())
+        .map_err(fail)?;
+    cpu::scale(2.5, &a, &mut want);
+    ensure(download(gpu, &gy)? == want, "scale")?;
+    gpu.set(0.0f32, &mut gy.as_view_mut()).map_err(fail)?;
+    gpu.add_scalar(1.5f32, &mut gy.as_view_mut())
+        .map_err(fail)?;
+    ensure(
+        download(gpu, &gy)?.iter().all(|&v| v == 1.5),
+        "set + add_scalar",
+    )?;
+    // n == 0 is a no-op, not an error.
+    let mut empty = gpu.stream().alloc_zeros::<f32>(1).map_err(fail)?;
+    gpu.set(1.0f32, &mut empty.slice_mut(0..0)).map_err(fail)
+}
+
+fn blas_exact_values(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let gpu = dev.gpu();
+    let a: Vec<f32> = (1..=6).map(|v| v as f32).collect();
+    let at = vec![1.0f32, 4.0, 2.0, 5.0, 3.0, 6.0];
+    let b: Vec<f32> = (1..=12).map(|v| v as f32).collect();
+    let bt = vec![
+        1.0f32, 5.0, 9.0, 2.0, 6.0, 10.0, 3.0, 7.0, 11.0, 4.0, 8.0, 12.0,
+    ];
+    let want = vec![38.0f32, 44.0, 50.0, 56.0, 83.0, 98.0, 113.0, 128.0];
+    for (ta, tb, a, b) in [
+        (Transpose::No, Transpose::No, &a, &b),
+        (Transpose::Yes, Transpose::No, &at, &b),
+        (Transpose::Yes, Transpose::Yes, &at, &bt),
+        (Transpose::No, Transpose::Yes, &a, &bt),
+    ] {
+        let (ga, gb) = (upload(gpu, a)?, upload(gpu, b)?);
+        let mut gc = gpu.stream().alloc_zeros::<f32>(8).map_err(fail)?;
+        gpu.gemm(
+            ta,
+            tb,
+            2,
+            4,
+            3,
+            1.0,
+            &ga.as_view(),
+            &gb.as_view(),
+            0.0,
+            &mut gc.as_view_mut(),
+        )
+        .map_err(fail)?;
+        ensure(download(gpu, &gc)? == want, format!("gemm {ta:?} {tb:?}"))?;
+    }
+    let ga = upload(gpu, &a)?;
+    let gx = upload(gpu, &[1.0f32, 2.0, 3.0])?;
+    let mut gy = gpu.stream().alloc_zeros::<f32>(2).map_err(fail)?;
+    gpu.gemv(
+        Transpose::No,
+        2,
+        3,
+        1.0,
+        &ga.as_view(),
+        &gx.as_view(),
+        0.0,
+        &mut gy.as_view_mut(),
+    )
+    .map_err(fail)?;
+    ensure(download(gpu, &gy)? == vec![14.0, 32.0], "gemv")?;
+    let gx2 = upload(gpu, &[1.0f32, 2.0])?;
+    let mut gy3 = gpu.stream().alloc_zeros::<f32>(3).map_err(fail)?;
+    gpu.gemv(
+        Transpose::Yes,
+        2,
+        3,
+        1.0,
+        &ga.as_view(),
+        &gx2.as_view(),
+        0.0,
+        &mut gy3.as_view_mut(),
+    )
+    .map_err(fail)?;
+    ensure(
+        download(gpu, &gy3)? == vec![9.0, 12.0, 15.0],
+        "gemv transposed",
+    )
+}
+
+fn rng_statistics(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let gpu = dev.gpu();
+    gpu.set_seed(1701).map_err(fail)?;
+    let n = 10_001; // odd: gaussian must handle it
+    let mut y = gpu.stream().alloc_zeros::<f32>(n).map_err(fail)?;
+    gpu.gaussian_f32(-2.0, 3.0, &mut y.as_view_mut())
+        .map_err(fail)?;
+    let v = download(gpu, &y)?;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+    ensure(
+        (mean + 2.0).abs() <= 3.8 * 3.0 / (n as f64).sqrt(),
+        format!("gaussian mean {mean}"),
+    )?;
+    gpu.uniform_f32(-7.3, -2.3, &mut y.as_view_mut())
+        .map_err(fail)?;
+    let v = download(gpu, &y)?;
+    ensure(
+        v.iter().all(|&x| x > -7.3 - 1e-5 && x <= -2.3 + 1e-5),
+        "uniform range",
+    )?;
+    let mut bits = gpu.stream().alloc_zeros::<u32>(n).map_err(fail)?;
+    gpu.bernoulli(0.3, &mut bits.as_view_mut()).map_err(fail)?;
+    let b = gpu
+        .stream()
+        .clone_dtoh(&bits)
+        .map_err(|e| fail(format!("{e:?}")))?;
+    let p = b.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+    ensure(
+        (p - 0.3).abs() <= 3.8 * (0.21f64).sqrt() / (n as f64).sqrt(),
+        format!("bernoulli mean {p}"),
+    )
+}
+
+fn pinned_host_memory_round_trips_from_threads(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    // Made on one thread, freed on others (Caffe issue 3640).
+    let blobs: Vec<Blob<f32>> = (0..8)
+        .map(|_| Blob::<f32>::with_device(&[1 << 16], dev.clone()))
+        .collect::<Result<_, _>>()
+        .map_err(fail)?;
+    for b in &blobs {
+        b.mutable_cpu_data().map_err(fail)?.fill(2.0);
+        drop(b.gpu_data().map_err(fail)?);
+    }
+    std::thread::scope(|s| {
+        for b in blobs {
+            s.spawn(move || drop(b));
+        }
+    });
+    Ok(())
+}
+
+const CHECKS: &[(&str, Check)] = &[
+    ("syncedmem::gpu_read", syncedmem_gpu_read),
+    ("syncedmem::gpu_write", syncedmem_gpu_write),
+    ("blob::math_on_gpu", blob_math_on_gpu),
+    ("blob::copy_on_the_device", device_blobs_copy_on_the_device),
+    ("math::elementwise_match_cpu", elementwise_match_cpu),
+    ("blas::exact_values", blas_exact_values),
+    ("rng::statistics", rng_statistics),
+    (
+        "memory::pinned_from_threads",
+        pinned_host_memory_round_trips_from_threads,
+    ),
+];
+
+fn main() {
+    let args = Arguments::from_args();
+    let backend = CudaBackend::new(0);
+    let trials = CHECKS
+        .iter()
+        .map(|&(name, check)| match &backend {
+            Ok(dev) => {
+                let dev = dev.clone();
+                Trial::test(name, move || check(&dev))
+            }
+            Err(_) => Trial::test(name, || Ok(())).with_ignored_flag(true),
+        })
+        .collect();
+    if let Err(e) = &backend {
+        eprintln!("GPU suite: every case ignored, because {e}");
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
