@@ -9,6 +9,9 @@ use blobflow::prelude::*;
 use blobflow::proto::{BlobProto, BlobShape, LayerParameter, Message, NetParameter};
 use serde_json::Value;
 
+mod common;
+use common::inspect_json;
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
 }
@@ -113,20 +116,6 @@ fn every_fixture_matches_its_ground_truth_through_the_runtime() {
             assert_eq!(b.count() as u64, want["blob"]["count"].as_u64().unwrap());
         }
     }
-}
-
-fn inspect_json(path: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["inspect", "--json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn check_inspect_blob(what: &str, want: &Value, got: &Value) {

@@ -3,10 +3,11 @@
 //! model that `blobflow inspect` reads with LeNet's shapes.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use blobflow::mnist::Mnist;
 use blobflow::nn::train::Trainer;
+
+mod common;
 
 fn digits() -> Mnist {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mnist");
@@ -66,20 +67,7 @@ fn snapshots_are_caffe_files_inspect_reads_with_lenets_shapes() {
     t.step(&data).unwrap();
     let (model, state) = t.snapshot(&dir, "lenet").unwrap();
     assert_eq!(model.file_name().unwrap(), "lenet_iter_1.caffemodel");
-    let inspect = |p: &Path| -> serde_json::Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-            .args(["inspect", "--json"])
-            .arg(p)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
-    let m = inspect(&model);
+    let m = common::inspect_json(&model);
     assert_eq!(m["format"], "NetParameter");
     let shapes: Vec<(String, Vec<serde_json::Value>)> = m["layers"]
         .as_array()
@@ -105,7 +93,7 @@ fn snapshots_are_caffe_files_inspect_reads_with_lenets_shapes() {
         ["ip2", [[10, 500], [10]]]
     ]);
     assert_eq!(serde_json::to_value(&shapes).unwrap(), want);
-    let s = inspect(&state);
+    let s = common::inspect_json(&state);
     assert_eq!(s["format"], "SolverState");
     assert_eq!(s["iter"], 1);
     assert_eq!(s["name"], "lenet_iter_1.caffemodel");

@@ -401,21 +401,32 @@ impl Gpu {
         }
     }
 
-    /// `y[i] = alpha` (Caffe `caffe_gpu_set`).
-    pub fn set<T: GpuReal>(&self, alpha: T, y: &mut CudaViewMut<'_, T>) -> Result<(), CudaError> {
+    /// Launches `<op>_<T>(long long n, T alpha, T* y)`, which rewrites
+    /// `y[0..n]` from `alpha` (and `y`).
+    fn scalar_kernel<T: GpuReal>(
+        &self,
+        op: &str,
+        alpha: T,
+        y: &mut CudaViewMut<'_, T>,
+    ) -> Result<(), CudaError> {
         let n = y.len();
         if n == 0 {
             return Ok(());
         }
-        let f = self.function("set", T::SUFFIX)?;
+        let f = self.function(op, T::SUFFIX)?;
         let n64 = n as i64;
         let mut b = self.stream.launch_builder(f);
         b.arg(&n64).arg(&alpha).arg(y);
-        // SAFETY: set_<T>(long long n, T alpha, T* y) writes y[0..n], and y
-        // holds n elements.
+        // SAFETY: every `<op>_<T>(long long n, T alpha, T* y)` kernel of
+        // elementwise.cu touches exactly y[0..n], and y holds n elements.
         unsafe { b.launch(launch_config(n)) }
             .map(|_| ())
             .map_err(CudaError::driver)
+    }
+
+    /// `y[i] = alpha` (Caffe `caffe_gpu_set`).
+    pub fn set<T: GpuReal>(&self, alpha: T, y: &mut CudaViewMut<'_, T>) -> Result<(), CudaError> {
+        self.scalar_kernel("set", alpha, y)
     }
 
     /// `y[i] += alpha` (Caffe `caffe_gpu_add_scalar`).
@@ -424,18 +435,7 @@ impl Gpu {
         alpha: T,
         y: &mut CudaViewMut<'_, T>,
     ) -> Result<(), CudaError> {
-        let n = y.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let f = self.function("add_scalar", T::SUFFIX)?;
-        let n64 = n as i64;
-        let mut b = self.stream.launch_builder(f);
-        b.arg(&n64).arg(&alpha).arg(y);
-        // SAFETY: add_scalar_<T>(n, alpha, y) reads and writes y[0..n].
-        unsafe { b.launch(launch_config(n)) }
-            .map(|_| ())
-            .map_err(CudaError::driver)
+        self.scalar_kernel("add_scalar", alpha, y)
     }
 
     /// `y = op(a)` for `op` in abs, fabs, exp, log, sqrt, sqr, sign,
