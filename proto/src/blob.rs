@@ -232,7 +232,7 @@ pub(crate) fn underflow() -> DecodeError {
 
 /// Appends one repeated scalar field occurrence: a packed run or a single
 /// unpacked element.
-fn merge_scalars<T, const W: usize>(
+fn merge_scalars<T: bytemuck::Pod, const W: usize>(
     wire_type: WireType,
     values: &mut Vec<T>,
     buf: &mut impl Buf,
@@ -270,7 +270,15 @@ fn merge_scalars<T, const W: usize>(
             "packed length {len} is not a multiple of {W}"
         )));
     }
+    let start = values.len();
     values.reserve(len / W);
+    if cfg!(target_endian = "little") {
+        // The wire's little-endian bytes are the values' bytes: one copy
+        // (the source may be unaligned, the vector is not).
+        values.resize(start + len / W, T::zeroed());
+        buf.copy_to_slice(bytemuck::cast_slice_mut(&mut values[start..]));
+        return Ok(());
+    }
     let mut left = len;
     while left > 0 {
         let chunk = buf.chunk();
