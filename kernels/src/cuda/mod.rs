@@ -32,9 +32,10 @@ use crate::cpu::Transpose;
 pub use cudarc;
 
 /// The kernel sources, compiled by NVRTC at run time: (file name, text).
-pub const SOURCES: [(&str, &str); 2] = [
+pub const SOURCES: [(&str, &str); 3] = [
     ("elementwise.cu", include_str!("../../cuda/elementwise.cu")),
     ("rng.cu", include_str!("../../cuda/rng.cu")),
+    ("layers.cu", include_str!("../../cuda/layers.cu")),
 ];
 
 /// Threads per block of the element-wise kernels (Caffe's
@@ -289,7 +290,14 @@ fn len_i32(n: usize) -> Result<i32, CudaError> {
         .map_err(|_| CudaError::Argument(format!("{n} elements exceed cuBLAS's 32-bit lengths")))
 }
 
-fn launch_config(n: usize) -> LaunchConfig {
+/// The launch shape of every kernel here: 512 threads per block, enough
+/// blocks for `n` elements (grid-stride loops cover the rest).
+///
+/// ```
+/// let c = blob_kernels::cuda::launch_config(1000);
+/// assert_eq!((c.grid_dim.0, c.block_dim.0), (2, 512));
+/// ```
+pub fn launch_config(n: usize) -> LaunchConfig {
     let blocks = n.div_ceil(THREADS as usize).clamp(1, 65_535 * 32) as u32;
     LaunchConfig {
         grid_dim: (blocks, 1, 1),
@@ -382,6 +390,14 @@ impl Gpu {
     /// Waits for all work on the stream.
     pub fn synchronize(&self) -> Result<(), CudaError> {
         self.stream.synchronize().map_err(CudaError::driver)
+    }
+
+    /// A compiled kernel by its `extern "C"` name (e.g. `"im2col_batch_f32"`),
+    /// for layers that launch their own.
+    pub fn kernel(&self, name: &str) -> Result<&CudaFunction, CudaError> {
+        self.functions
+            .get(name)
+            .ok_or_else(|| CudaError::Argument(format!("no kernel {name}")))
     }
 
     fn function(&self, op: &str, suffix: &str) -> Result<&CudaFunction, CudaError> {
