@@ -70,6 +70,23 @@ pub struct LeNet {
     pub timings: [Duration; 8],
 }
 
+/// The class of each row of `scores` (`classes` per row): the first
+/// maximum, as Caffe's Accuracy layer ranks ties.
+pub(crate) fn first_max_classes(scores: &[f32], classes: usize) -> Vec<u8> {
+    scores
+        .chunks_exact(classes)
+        .map(|row| {
+            let mut best = 0;
+            for (i, &v) in row.iter().enumerate() {
+                if v > row[best] {
+                    best = i;
+                }
+            }
+            best as u8
+        })
+        .collect()
+}
+
 /// Caffe's learning-rate multipliers for LeNet: 1 for weights, 2 for biases.
 pub const LR_MULTS: [f32; 8] = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0];
 
@@ -273,19 +290,7 @@ impl LeNet {
         self.data.mutable_cpu_data()?.copy_from_slice(images);
         self.forward()?;
         let prob = self.prob.cpu_data()?;
-        Ok(prob
-            .chunks_exact(10)
-            .map(|row| {
-                // First maximum, as Caffe's Accuracy layer ranks.
-                let mut best = 0;
-                for (i, &v) in row.iter().enumerate() {
-                    if v > row[best] {
-                        best = i;
-                    }
-                }
-                best as u8
-            })
-            .collect())
+        Ok(first_max_classes(&prob, 10))
     }
 
     /// The learnable blobs in Caffe's order: conv1 w, b, conv2 w, b, ip1

@@ -139,18 +139,7 @@ impl LeNetGpu {
         unsafe { l.launch(launch_config(n)) }.map_err(drv)?;
         inner_product(&gpu, b, 500, 10, &self.ip2, f1, f2)?;
         let logits = stream.clone_dtoh(&f2.slice(..b * 10)).map_err(drv)?;
-        Ok(logits
-            .chunks_exact(10)
-            .map(|row| {
-                let mut best = 0;
-                for (i, &v) in row.iter().enumerate() {
-                    if v > row[best] {
-                        best = i;
-                    }
-                }
-                best as u8
-            })
-            .collect())
+        Ok(super::lenet::first_max_classes(&logits, 10))
     }
 }
 
