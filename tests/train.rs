@@ -1,6 +1,7 @@
 //! Training with snapshots: a run resumed from a snapshot repeats the
-//! uninterrupted run's losses bit for bit, and the snapshot is a Caffe
-//! model that `blobflow inspect` reads with LeNet's shapes.
+//! uninterrupted run's losses bit for bit, the snapshot is a Caffe model
+//! that `blobflow inspect` reads with LeNet's shapes, and a snapshot
+//! written by `caffe train` itself continues here as it did in Caffe.
 
 use std::path::{Path, PathBuf};
 
@@ -96,10 +97,63 @@ fn snapshots_are_caffe_files_inspect_reads_with_lenets_shapes() {
     let s = common::inspect_json(&state);
     assert_eq!(s["format"], "SolverState");
     assert_eq!(s["iter"], 1);
-    assert_eq!(s["name"], "lenet_iter_1.caffemodel");
+    assert_eq!(s["name"], model.to_str().unwrap());
     assert_eq!(s["history"].as_array().unwrap().len(), 8);
     // The shipped Caffe weights load into the trained net's layers too.
     let mut net = blobflow::nn::lenet::LeNet::new(1).unwrap();
     net.load_weights(&blobflow::CaffeModel::open(&model).unwrap())
         .unwrap();
+}
+
+/// `tests/fixtures/caffe-lenet-train` holds what `caffe train` wrote for
+/// LeNet on digits 0..8000: its snapshot at iteration 1000, the losses it
+/// printed for iterations 1000..1020 and its weights at 1020 (see the
+/// README there). Continuing from Caffe's snapshot must retrace Caffe.
+#[test]
+fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/caffe-lenet-train");
+    let caffe_losses: Vec<(usize, f32)> = std::fs::read_to_string(fixture.join("caffe_losses.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (it, loss) = l.split_once(' ').unwrap();
+            (it.parse().unwrap(), loss.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(caffe_losses.len(), 20);
+    let data = digits();
+    // Caffe's state names "snapx/lenet_iter_1000.caffemodel", a path from
+    // the directory Caffe ran in; the model is found beside the state.
+    let mut t = Trainer::resume(fixture.join("lenet_iter_1000.solverstate"), 64, 8000).unwrap();
+    for &(iter, caffe) in &caffe_losses {
+        assert_eq!(t.solver.iter, iter);
+        let ours = t.step(&data).unwrap();
+        // Caffe prints 6 significant digits.
+        assert!(
+            (ours - caffe).abs() <= 1e-5 * caffe.abs(),
+            "iteration {iter}: loss {ours} here, {caffe} in Caffe"
+        );
+    }
+    let mut caffe_net = blobflow::nn::lenet::LeNet::new(1).unwrap();
+    caffe_net
+        .load_weights(
+            &blobflow::CaffeModel::open(fixture.join("lenet_iter_1020.caffemodel")).unwrap(),
+        )
+        .unwrap();
+    for (i, (ours, caffe)) in t.net.params().iter().zip(caffe_net.params()).enumerate() {
+        let worst = ours
+            .cpu_data()
+            .unwrap()
+            .iter()
+            .zip(caffe.cpu_data().unwrap().iter())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        // Summation order differs from OpenBLAS by rounding only; a solver
+        // term gone wrong (e.g. no weight decay) moves weights by ~1e-4.
+        assert!(
+            worst <= 1e-6,
+            "parameter {i}: {worst:e} from Caffe's iteration 1020 weights"
+        );
+    }
 }

@@ -66,8 +66,11 @@ impl Trainer {
         }
     }
 
-    /// Continues from a `.solverstate` and the `.caffemodel` it names
-    /// (looked up beside it), exactly where the snapshot left off.
+    /// Continues from a `.solverstate` and the `.caffemodel` it names,
+    /// exactly where the snapshot left off. The model is looked up beside
+    /// the state file (Caffe's `learned_net` is relative to the directory
+    /// Caffe ran in, so the path itself is often stale); states written by
+    /// `caffe train` resume here as well as ours.
     ///
     /// ```
     /// assert!(blobflow::nn::train::Trainer::resume("/no/x.solverstate", 64, 8000).is_err());
@@ -170,10 +173,9 @@ impl Trainer {
         let model = dir.join(format!("{stem}.caffemodel"));
         let state = dir.join(format!("{stem}.solverstate"));
         self.net.to_caffemodel()?.save(&model)?;
-        crate::runtime::write_solver_state(
-            &state,
-            &self.solver.state(&format!("{stem}.caffemodel"))?,
-        )?;
+        // Caffe records the model path as written (relative to the working
+        // directory) and `caffe train --snapshot` opens exactly that path.
+        crate::runtime::write_solver_state(&state, &self.solver.state(&model.to_string_lossy())?)?;
         Ok((model, state))
     }
 }
