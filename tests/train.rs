@@ -27,10 +27,26 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 fn resume_reproduces_the_uninterrupted_losses_exactly() {
+    check_resume(0);
+}
+
+#[test]
+fn resume_with_shifted_digits_reproduces_the_uninterrupted_losses_exactly() {
+    let shifted = check_resume(2);
+    let plain = check_resume(0);
+    assert_ne!(
+        shifted, plain,
+        "shifted digits must change what the net sees"
+    );
+}
+
+/// Trains straight through and from a mid-run snapshot; returns the losses.
+fn check_resume(shift: usize) -> Vec<f32> {
     let data = digits();
-    let dir = scratch("resume");
+    let dir = scratch(&format!("resume-{shift}"));
     let (batch, total, cut) = (16, 12, 5);
     let mut straight = Trainer::new(batch, 8000, 1701).unwrap();
+    straight.shift = shift;
     let mut losses = Vec::new();
     let mut snapshot = None;
     for _ in 0..total {
@@ -40,6 +56,7 @@ fn resume_reproduces_the_uninterrupted_losses_exactly() {
         }
     }
     let mut resumed = Trainer::resume(snapshot.unwrap(), batch, 8000).unwrap();
+    resumed.shift = shift;
     assert_eq!(resumed.solver.iter, cut);
     let again: Vec<f32> = (cut..total).map(|_| resumed.step(&data).unwrap()).collect();
     let want: Vec<u32> = losses[cut..].iter().map(|l| l.to_bits()).collect();
@@ -58,6 +75,7 @@ fn resume_reproduces_the_uninterrupted_losses_exactly() {
         losses[0] > 2.0 && losses[total - 1] < losses[0],
         "training lowers the loss: {losses:?}"
     );
+    losses
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! A small set of Caffe's layers on blobs, enough to run and train Caffe's
 //! LeNet: [`layers`] (Convolution, Pooling, InnerProduct, ReLU, Softmax,
 //! SoftmaxWithLoss), [`filler`] (xavier, constant), [`solver`] (SGD with
-//! Caffe's arithmetic and `.solverstate` snapshots) and [`lenet`] (the net
-//! on typed blobs).
+//! Caffe's arithmetic and `.solverstate` snapshots), [`lenet`] (the net
+//! on typed blobs), [`train`] (the training loop) and [`augment`] (optional
+//! random translations of training digits).
 //!
 //! ```
 //! let mut net = blobflow::nn::lenet::LeNet::new(4)?;
@@ -15,6 +16,7 @@
 //! # Ok::<(), blobflow::BlobError>(())
 //! ```
 
+pub mod augment;
 pub mod filler;
 pub mod layers;
 pub mod lenet;

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::mnist::Mnist;
+use crate::nn::augment;
 use crate::nn::lenet::{LR_MULTS, LeNet};
 use crate::nn::solver::SgdSolver;
 use crate::{BlobError, CaffeModel};
@@ -14,6 +15,20 @@ type Result<T> = std::result::Result<T, BlobError>;
 
 /// Caffe's MNIST input scale (1/256).
 pub const INPUT_SCALE: f32 = 0.00390625;
+
+/// LeNet's input is one 28 x 28 channel; other IDX files are refused
+/// rather than read across image boundaries.
+fn check_digit_size(data: &Mnist, op: &'static str) -> Result<()> {
+    if data.rows * data.cols == 784 && data.rows == 28 {
+        return Ok(());
+    }
+    Err(BlobError::CountMismatch {
+        op,
+        what: format!("a {} x {} image", data.rows, data.cols),
+        got: data.rows * data.cols,
+        want: 784,
+    })
+}
 
 /// LeNet, its solver, and the batch being trained on.
 ///
@@ -36,6 +51,10 @@ pub struct Trainer {
     pub batch: usize,
     /// Train on digits `0..train_count`.
     pub train_count: usize,
+    /// Move each training digit by up to this many pixels in each
+    /// direction ([`augment`](crate::nn::augment)); 0, the default, is
+    /// Caffe's recipe. Not stored in snapshots: pass it again on resume.
+    pub shift: usize,
     images: Vec<f32>,
     labels: Vec<u8>,
 }
@@ -61,6 +80,7 @@ impl Trainer {
             solver,
             batch,
             train_count: train_count.max(1),
+            shift: 0,
             images: vec![0.0; batch * 784],
             labels: vec![0; batch],
         }
@@ -103,6 +123,7 @@ impl Trainer {
     /// # Ok::<(), blobflow::BlobError>(())
     /// ```
     pub fn step(&mut self, data: &Mnist) -> Result<f32> {
+        check_digit_size(data, "train LeNet")?;
         let n = self.train_count.min(data.len());
         if n == 0 {
             return Err(BlobError::CountMismatch {
@@ -112,9 +133,16 @@ impl Trainer {
                 want: self.batch,
             });
         }
-        for j in 0..self.batch {
+        let moves = augment::offsets(self.solver.iter, self.batch, self.shift);
+        let mut unmoved = [0f32; 784];
+        for (j, (slot, &by)) in self.images.chunks_exact_mut(784).zip(&moves).enumerate() {
             let item = (self.solver.iter * self.batch + j) % n;
-            data.scaled_into(item, INPUT_SCALE, &mut self.images[j * 784..(j + 1) * 784]);
+            if by == (0, 0) {
+                data.scaled_into(item, INPUT_SCALE, slot);
+            } else {
+                data.scaled_into(item, INPUT_SCALE, &mut unmoved);
+                augment::translate(&unmoved, 28, 28, by, slot);
+            }
             self.labels[j] = data.labels[item];
         }
         if self.net.batch() != self.batch {
@@ -138,6 +166,7 @@ impl Trainer {
     /// # Ok::<(), blobflow::BlobError>(())
     /// ```
     pub fn accuracy(&mut self, data: &Mnist, range: std::ops::Range<usize>) -> Result<f64> {
+        check_digit_size(data, "test LeNet")?;
         let (start, end) = (range.start, range.end.min(data.len()));
         let chunk = 500;
         let mut images = vec![0f32; chunk * 784];
