@@ -29,7 +29,7 @@ fn ensure(buf: &mut Vec<f32>, n: usize) {
 }
 
 /// Caffe `Convolution` (no padding, square kernel, one group), computed as
-/// im2col of the whole batch followed by one gemm.
+/// im2col followed by one gemm per round of images sized to stay in cache.
 ///
 /// ```
 /// use blobflow::{Blob, nn::layers::Convolution};
@@ -57,6 +57,7 @@ pub struct Convolution {
     pub bias: Blob<f32>,
     col: Vec<f32>,
     tmp: Vec<f32>,
+    dcol: Vec<f32>,
 }
 
 impl Convolution {
@@ -81,6 +82,7 @@ impl Convolution {
             weight: Blob::new(&[channels_out, channels_in, kernel, kernel])?,
             bias: Blob::new(&[channels_out])?,
             col: Vec::new(),
+            dcol: Vec::new(),
             tmp: Vec::new(),
         })
     }
@@ -96,11 +98,7 @@ impl Convolution {
         (input.saturating_sub(self.kernel)) / self.stride + 1
     }
 
-    fn geometry(
-        &self,
-        x: &Blob<f32>,
-        y: &Blob<f32>,
-    ) -> Result<(usize, usize, usize, usize, usize)> {
+    fn geometry(&self, x: &Blob<f32>, y: &Blob<f32>) -> Result<ConvDims> {
         let s = x.shape();
         if s.len() != 4 || s[1] != self.channels_in || s[2] < self.kernel || s[3] < self.kernel {
             return Err(BlobError::ShapeMismatch {
@@ -119,10 +117,30 @@ impl Convolution {
                 dst: y.shape_string(),
             });
         }
-        Ok((b, h, w, oh, ow))
+        Ok(ConvDims {
+            batch: b,
+            h,
+            w,
+            oh,
+            ow,
+            patch: self.channels_in * self.kernel * self.kernel,
+            kernel: self.kernel,
+            stride: self.stride,
+            channels_in: self.channels_in,
+        })
     }
 
-    /// `y = conv(x) + bias`.
+    /// Images per im2col + gemm round: enough columns for gemm to run at
+    /// speed, few enough that the column buffer stays in the core's cache
+    /// (a whole-batch im2col of conv2 at batch 1000 is 128 MB and leaves
+    /// gemm waiting on memory).
+    fn images_per_round(&self, batch: usize, patch: usize) -> usize {
+        const COLUMN_BUFFER_FLOATS: usize = 1 << 17;
+        (COLUMN_BUFFER_FLOATS / patch.max(1)).clamp(1, batch.max(1))
+    }
+
+    /// `y = conv(x) + bias` (Caffe `Forward_cpu`), as im2col + one gemm
+    /// per round of images.
     ///
     /// ```
     /// # use blobflow::{Blob, nn::layers::Convolution};
@@ -132,27 +150,192 @@ impl Convolution {
     /// # Ok::<(), blobflow::BlobError>(())
     /// ```
     pub fn forward(&mut self, x: &Blob<f32>, y: &Blob<f32>) -> Result<()> {
-        let (b, h, w, oh, ow) = self.geometry(x, y)?;
+        let dims = self.geometry(x, y)?;
+        let (cout, p, ckk) = (self.channels_out, dims.oh * dims.ow, dims.patch);
+        let round = self.images_per_round(dims.batch, ckk * p);
+        ensure(&mut self.col, ckk * round * p);
+        ensure(&mut self.tmp, cout * round * p);
+        let xd = x.cpu_data()?;
+        let weight = self.weight.cpu_data()?;
+        let bias = self.bias.cpu_data()?;
+        let mut yd = y.mutable_cpu_data()?;
+        for first in (0..dims.batch).step_by(round) {
+            let count = round.min(dims.batch - first);
+            let cols = count * p;
+            dims.im2col(&xd, first, count, &mut self.col);
+            let tmp = &mut self.tmp[..cout * cols];
+            cpu::gemm(
+                Transpose::No,
+                Transpose::No,
+                cout,
+                cols,
+                ckk,
+                1.0,
+                &weight,
+                &self.col[..ckk * cols],
+                0.0,
+                tmp,
+            );
+            // (cout, image, p) to (image, cout, p), adding the bias.
+            for img in 0..count {
+                for co in 0..cout {
+                    let src = &tmp[co * cols + img * p..][..p];
+                    let dst = &mut yd[((first + img) * cout + co) * p..][..p];
+                    let bv = bias[co];
+                    for (d, &v) in dst.iter_mut().zip(src) {
+                        *d = v + bv;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Accumulates weight and bias gradients from `y`'s diff, and writes
+    /// `x`'s diff when `propagate_down` (Caffe `Backward_cpu`). Like
+    /// Caffe, it recomputes the im2col of `x` rather than keeping the
+    /// forward pass's.
+    ///
+    /// ```
+    /// # use blobflow::{Blob, nn::layers::Convolution};
+    /// let mut c = Convolution::new(1, 1, 2, 1)?;
+    /// let (x, y) = (Blob::new(&[1, 1, 3, 3])?, Blob::new(&[1, 1, 2, 2])?);
+    /// c.forward(&x, &y)?;
+    /// y.mutable_cpu_diff()?.fill(1.0);
+    /// c.backward(&x, &y, true)?;
+    /// assert_eq!(c.bias.cpu_diff()?[0], 4.0);
+    /// # Ok::<(), blobflow::BlobError>(())
+    /// ```
+    pub fn backward(&mut self, x: &Blob<f32>, y: &Blob<f32>, propagate_down: bool) -> Result<()> {
+        let dims = self.geometry(x, y)?;
         let (k, s, cin, cout) = (
             self.kernel,
             self.stride,
             self.channels_in,
             self.channels_out,
         );
-        let p = oh * ow;
-        let ckk = cin * k * k;
-        let cols = b * p;
-        ensure(&mut self.col, ckk * cols);
-        ensure(&mut self.tmp, cout * cols);
+        let ConvDims { h, w, oh, ow, .. } = dims;
+        let (p, ckk) = (oh * ow, dims.patch);
+        let round = self.images_per_round(dims.batch, ckk * p);
+        ensure(&mut self.col, ckk * round * p);
+        ensure(&mut self.tmp, cout * round * p);
+        if propagate_down {
+            ensure(&mut self.dcol, ckk * round * p);
+        }
         let xd = x.cpu_data()?;
-        // im2col over the whole batch: row (c, ki, kj), column (image, oh, ow).
-        let col = &mut self.col[..ckk * cols];
+        let dy = y.cpu_diff()?;
+        let weight = self.weight.cpu_data()?;
+        let mut db = self.bias.mutable_cpu_diff()?;
+        let mut dw = self.weight.mutable_cpu_diff()?;
+        let mut dx = if propagate_down {
+            let mut dx = x.mutable_cpu_diff()?;
+            dx.fill(0.0);
+            Some(dx)
+        } else {
+            None
+        };
+        for first in (0..dims.batch).step_by(round) {
+            let count = round.min(dims.batch - first);
+            let cols = count * p;
+            dims.im2col(&xd, first, count, &mut self.col);
+            let tmp = &mut self.tmp[..cout * cols];
+            for img in 0..count {
+                for co in 0..cout {
+                    let src = &dy[((first + img) * cout + co) * p..][..p];
+                    tmp[co * cols + img * p..][..p].copy_from_slice(src);
+                    db[co] += src.iter().sum::<f32>();
+                }
+            }
+            let col = &self.col[..ckk * cols];
+            cpu::gemm(
+                Transpose::No,
+                Transpose::Yes,
+                cout,
+                ckk,
+                cols,
+                1.0,
+                tmp,
+                col,
+                1.0,
+                &mut dw,
+            );
+            let Some(dx) = dx.as_deref_mut() else {
+                continue;
+            };
+            // dcol = W^T dy, then col2im into x's diff.
+            let dcol = &mut self.dcol[..ckk * cols];
+            cpu::gemm(
+                Transpose::Yes,
+                Transpose::No,
+                ckk,
+                cols,
+                cout,
+                1.0,
+                &weight,
+                tmp,
+                0.0,
+                dcol,
+            );
+            for c in 0..cin {
+                for ki in 0..k {
+                    for kj in 0..k {
+                        let row = &dcol[((c * k + ki) * k + kj) * cols..][..cols];
+                        for img in 0..count {
+                            let plane = &mut dx[((first + img) * cin + c) * h * w..][..h * w];
+                            for r in 0..oh {
+                                let src = &row[img * p + r * ow..][..ow];
+                                let base = (r * s + ki) * w + kj;
+                                for (q, &v) in src.iter().enumerate() {
+                                    plane[base + q * s] += v;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A convolution's sizes for one input: batch, input and output planes,
+/// and the im2col patch length `channels_in * kernel * kernel`.
+#[derive(Clone, Copy)]
+struct ConvDims {
+    batch: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    patch: usize,
+    kernel: usize,
+    stride: usize,
+    channels_in: usize,
+}
+
+impl ConvDims {
+    /// im2col of images `first..first + count` of `xd` into `col`: row
+    /// `(c, ki, kj)`, column `(image, oh, ow)`.
+    fn im2col(&self, xd: &[f32], first: usize, count: usize, col: &mut [f32]) {
+        let ConvDims {
+            h,
+            w,
+            oh,
+            ow,
+            kernel: k,
+            stride: s,
+            channels_in: cin,
+            ..
+        } = *self;
+        let p = oh * ow;
+        let cols = count * p;
+        let col = &mut col[..cin * k * k * cols];
         for c in 0..cin {
             for ki in 0..k {
                 for kj in 0..k {
                     let row = &mut col[((c * k + ki) * k + kj) * cols..][..cols];
-                    for img in 0..b {
-                        let plane = &xd[(img * cin + c) * h * w..][..h * w];
+                    for img in 0..count {
+                        let plane = &xd[((first + img) * cin + c) * h * w..][..h * w];
                         let out = &mut row[img * p..][..p];
                         for r in 0..oh {
                             let src = &plane[(r * s + ki) * w + kj..];
@@ -169,130 +352,6 @@ impl Convolution {
                 }
             }
         }
-        let tmp = &mut self.tmp[..cout * cols];
-        cpu::gemm(
-            Transpose::No,
-            Transpose::No,
-            cout,
-            cols,
-            ckk,
-            1.0,
-            &self.weight.cpu_data()?,
-            col,
-            0.0,
-            tmp,
-        );
-        // (cout, image, p) to (image, cout, p), adding the bias.
-        let bias = self.bias.cpu_data()?;
-        let mut yd = y.mutable_cpu_data()?;
-        for img in 0..b {
-            for co in 0..cout {
-                let src = &tmp[co * cols + img * p..][..p];
-                let dst = &mut yd[(img * cout + co) * p..][..p];
-                let bv = bias[co];
-                for (d, &v) in dst.iter_mut().zip(src) {
-                    *d = v + bv;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Accumulates weight and bias gradients from `y`'s diff, and writes
-    /// `x`'s diff when `propagate_down` (Caffe `Backward_cpu`). Uses the
-    /// im2col of the last forward, which must have been on `x`.
-    ///
-    /// ```
-    /// # use blobflow::{Blob, nn::layers::Convolution};
-    /// let mut c = Convolution::new(1, 1, 2, 1)?;
-    /// let (x, y) = (Blob::new(&[1, 1, 3, 3])?, Blob::new(&[1, 1, 2, 2])?);
-    /// c.forward(&x, &y)?;
-    /// y.mutable_cpu_diff()?.fill(1.0);
-    /// c.backward(&x, &y, true)?;
-    /// assert_eq!(c.bias.cpu_diff()?[0], 4.0);
-    /// # Ok::<(), blobflow::BlobError>(())
-    /// ```
-    pub fn backward(&mut self, x: &Blob<f32>, y: &Blob<f32>, propagate_down: bool) -> Result<()> {
-        let (b, h, w, oh, ow) = self.geometry(x, y)?;
-        let (k, s, cin, cout) = (
-            self.kernel,
-            self.stride,
-            self.channels_in,
-            self.channels_out,
-        );
-        let p = oh * ow;
-        let ckk = cin * k * k;
-        let cols = b * p;
-        if self.col.len() < ckk * cols {
-            return Err(mismatch(
-                "convolution backward",
-                "im2col of the forward pass",
-                self.col.len(),
-                ckk * cols,
-            ));
-        }
-        let tmp = &mut self.tmp[..cout * cols];
-        {
-            let dy = y.cpu_diff()?;
-            let mut db = self.bias.mutable_cpu_diff()?;
-            for img in 0..b {
-                for co in 0..cout {
-                    let src = &dy[(img * cout + co) * p..][..p];
-                    tmp[co * cols + img * p..][..p].copy_from_slice(src);
-                    db[co] += src.iter().sum::<f32>();
-                }
-            }
-        }
-        let col = &self.col[..ckk * cols];
-        cpu::gemm(
-            Transpose::No,
-            Transpose::Yes,
-            cout,
-            ckk,
-            cols,
-            1.0,
-            tmp,
-            col,
-            1.0,
-            &mut self.weight.mutable_cpu_diff()?,
-        );
-        if !propagate_down {
-            return Ok(());
-        }
-        // dcol = W^T dy, then col2im into x's diff.
-        let mut dcol = vec![0.0f32; ckk * cols];
-        cpu::gemm(
-            Transpose::Yes,
-            Transpose::No,
-            ckk,
-            cols,
-            cout,
-            1.0,
-            &self.weight.cpu_data()?,
-            tmp,
-            0.0,
-            &mut dcol,
-        );
-        let mut dx = x.mutable_cpu_diff()?;
-        dx.fill(0.0);
-        for c in 0..cin {
-            for ki in 0..k {
-                for kj in 0..k {
-                    let row = &dcol[((c * k + ki) * k + kj) * cols..][..cols];
-                    for img in 0..b {
-                        let plane = &mut dx[(img * cin + c) * h * w..][..h * w];
-                        for r in 0..oh {
-                            let src = &row[img * p + r * ow..][..ow];
-                            let base = (r * s + ki) * w + kj;
-                            for (q, &v) in src.iter().enumerate() {
-                                plane[base + q * s] += v;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 }
 
