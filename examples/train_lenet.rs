@@ -1,11 +1,17 @@
 //! Trains Caffe's LeNet from scratch on digits 0..8000 and tests on
 //! 8000..10000, with Caffe's SGD (lenet_solver: base_lr 0.01, momentum 0.9,
-//! weight_decay 5e-4, lr_policy inv, gamma 1e-4, power 0.75) and fillers
-//! (xavier, constant). Snapshots are Caffe files; `--resume` continues
-//! exactly as if never stopped. Writes the loss curve to `loss.svg`.
+//! weight_decay 5e-4, lr_policy inv, gamma 1e-4, power 0.75, max_iter
+//! 10000, snapshot 5000) and fillers (xavier, constant). Snapshots are
+//! Caffe files (`caffe train --snapshot` resumes from them); `--resume`
+//! continues exactly as if never stopped. Writes the loss curve to
+//! `loss.svg`.
 //!
-//! Run: `cargo run --release --example train_lenet`
-//! Resume: `cargo run --release --example train_lenet -- --resume target/lenet-train/lenet_iter_1000.solverstate`
+//! By default this is Caffe's recipe exactly, and like real Caffe it
+//! levels off near 97.5% on these 8,000 digits; `--shift 2` moves each
+//! training digit by up to two pixels and reaches about 98.5%.
+//!
+//! Run: `cargo run --release --example train_lenet [-- --shift 2]`
+//! Resume: `cargo run --release --example train_lenet -- --resume target/lenet-train/lenet_iter_5000.solverstate`
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -24,13 +30,13 @@ const TRAIN: usize = 8000;
 #[command(about = "Train LeNet on MNIST with Caffe's solver, snapshots and resume")]
 struct Args {
     /// Iterations to reach (Caffe max_iter)
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 10000)]
     iters: usize,
     /// Images per iteration
     #[arg(long, default_value_t = 64)]
     batch: usize,
     /// Snapshot every N iterations (and at the end)
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 5000)]
     snapshot: usize,
     /// Where snapshots and loss.svg go
     #[arg(long, default_value_t = format!("{ROOT}/target/lenet-train"))]

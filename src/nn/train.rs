@@ -52,7 +52,7 @@ pub struct Trainer {
     /// Train on digits `0..train_count`.
     pub train_count: usize,
     /// Move each training digit by up to this many pixels in each
-    /// direction ([`augment`](crate::nn::augment)); 0, the default, is
+    /// direction ([`augment`]); 0, the default, is
     /// Caffe's recipe. Not stored in snapshots: pass it again on resume.
     pub shift: usize,
     images: Vec<f32>,
