@@ -208,14 +208,7 @@ impl Convolution {
     /// ```
     pub fn backward(&mut self, x: &Blob<f32>, y: &Blob<f32>, propagate_down: bool) -> Result<()> {
         let dims = self.geometry(x, y)?;
-        let (k, s, cin, cout) = (
-            self.kernel,
-            self.stride,
-            self.channels_in,
-            self.channels_out,
-        );
-        let ConvDims { h, w, oh, ow, .. } = dims;
-        let (p, ckk) = (oh * ow, dims.patch);
+        let (cout, p, ckk) = (self.channels_out, dims.oh * dims.ow, dims.patch);
         let round = self.images_per_round(dims.batch, ckk * p);
         ensure(&mut self.col, ckk * round * p);
         ensure(&mut self.tmp, cout * round * p);
@@ -276,23 +269,7 @@ impl Convolution {
                 0.0,
                 dcol,
             );
-            for c in 0..cin {
-                for ki in 0..k {
-                    for kj in 0..k {
-                        let row = &dcol[((c * k + ki) * k + kj) * cols..][..cols];
-                        for img in 0..count {
-                            let plane = &mut dx[((first + img) * cin + c) * h * w..][..h * w];
-                            for r in 0..oh {
-                                let src = &row[img * p + r * ow..][..ow];
-                                let base = (r * s + ki) * w + kj;
-                                for (q, &v) in src.iter().enumerate() {
-                                    plane[base + q * s] += v;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            dims.col2im_add(dcol, first, count, dx);
         }
         Ok(())
     }
@@ -314,6 +291,41 @@ struct ConvDims {
 }
 
 impl ConvDims {
+    /// The inverse of [`Self::im2col`]: adds each column entry of `col`
+    /// (images `first..first + count`) back onto the input pixel it was
+    /// copied from in `dx`.
+    fn col2im_add(&self, col: &[f32], first: usize, count: usize, dx: &mut [f32]) {
+        let ConvDims {
+            h,
+            w,
+            oh,
+            ow,
+            kernel: k,
+            stride: s,
+            channels_in: cin,
+            ..
+        } = *self;
+        let p = oh * ow;
+        let cols = count * p;
+        for c in 0..cin {
+            for ki in 0..k {
+                for kj in 0..k {
+                    let row = &col[((c * k + ki) * k + kj) * cols..][..cols];
+                    for img in 0..count {
+                        let plane = &mut dx[((first + img) * cin + c) * h * w..][..h * w];
+                        for r in 0..oh {
+                            let src = &row[img * p + r * ow..][..ow];
+                            let base = (r * s + ki) * w + kj;
+                            for (q, &v) in src.iter().enumerate() {
+                                plane[base + q * s] += v;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// im2col of images `first..first + count` of `xd` into `col`: row
     /// `(c, ki, kj)`, column `(image, oh, ow)`.
     fn im2col(&self, xd: &[f32], first: usize, count: usize, col: &mut [f32]) {

@@ -19,7 +19,7 @@ pub const INPUT_SCALE: f32 = 0.00390625;
 /// LeNet's input is one 28 x 28 channel; other IDX files are refused
 /// rather than read across image boundaries.
 fn check_digit_size(data: &Mnist, op: &'static str) -> Result<()> {
-    if data.rows * data.cols == 784 && data.rows == 28 {
+    if (data.rows, data.cols) == (28, 28) {
         return Ok(());
     }
     Err(BlobError::CountMismatch {
