@@ -291,10 +291,11 @@ struct ConvDims {
 }
 
 impl ConvDims {
-    /// The inverse of [`Self::im2col`]: adds each column entry of `col`
-    /// (images `first..first + count`) back onto the input pixel it was
-    /// copied from in `dx`.
-    fn col2im_add(&self, col: &[f32], first: usize, count: usize, dx: &mut [f32]) {
+    /// Calls `run(col_offset, input_offset)` for every run of `ow` column
+    /// entries of images `first..first + count`: column entries
+    /// `col_offset..col_offset + ow` pair with input pixels `input_offset +
+    /// q * stride`. im2col and its inverse walk the same pairs.
+    fn for_each_run(&self, first: usize, count: usize, mut run: impl FnMut(usize, usize)) {
         let ConvDims {
             h,
             w,
@@ -310,15 +311,11 @@ impl ConvDims {
         for c in 0..cin {
             for ki in 0..k {
                 for kj in 0..k {
-                    let row = &col[((c * k + ki) * k + kj) * cols..][..cols];
+                    let row = ((c * k + ki) * k + kj) * cols;
                     for img in 0..count {
-                        let plane = &mut dx[((first + img) * cin + c) * h * w..][..h * w];
+                        let plane = ((first + img) * cin + c) * h * w;
                         for r in 0..oh {
-                            let src = &row[img * p + r * ow..][..ow];
-                            let base = (r * s + ki) * w + kj;
-                            for (q, &v) in src.iter().enumerate() {
-                                plane[base + q * s] += v;
-                            }
+                            run(row + img * p + r * ow, plane + (r * s + ki) * w + kj);
                         }
                     }
                 }
@@ -329,41 +326,29 @@ impl ConvDims {
     /// im2col of images `first..first + count` of `xd` into `col`: row
     /// `(c, ki, kj)`, column `(image, oh, ow)`.
     fn im2col(&self, xd: &[f32], first: usize, count: usize, col: &mut [f32]) {
-        let ConvDims {
-            h,
-            w,
-            oh,
-            ow,
-            kernel: k,
-            stride: s,
-            channels_in: cin,
-            ..
-        } = *self;
-        let p = oh * ow;
-        let cols = count * p;
-        let col = &mut col[..cin * k * k * cols];
-        for c in 0..cin {
-            for ki in 0..k {
-                for kj in 0..k {
-                    let row = &mut col[((c * k + ki) * k + kj) * cols..][..cols];
-                    for img in 0..count {
-                        let plane = &xd[((first + img) * cin + c) * h * w..][..h * w];
-                        let out = &mut row[img * p..][..p];
-                        for r in 0..oh {
-                            let src = &plane[(r * s + ki) * w + kj..];
-                            let dst = &mut out[r * ow..][..ow];
-                            if s == 1 {
-                                dst.copy_from_slice(&src[..ow]);
-                            } else {
-                                for (q, d) in dst.iter_mut().enumerate() {
-                                    *d = src[q * s];
-                                }
-                            }
-                        }
-                    }
+        let (ow, s) = (self.ow, self.stride);
+        self.for_each_run(first, count, |co, xo| {
+            let dst = &mut col[co..co + ow];
+            if s == 1 {
+                dst.copy_from_slice(&xd[xo..xo + ow]);
+            } else {
+                for (q, d) in dst.iter_mut().enumerate() {
+                    *d = xd[xo + q * s];
                 }
             }
-        }
+        });
+    }
+
+    /// The inverse of [`Self::im2col`]: adds each column entry of `col`
+    /// (images `first..first + count`) back onto the input pixel it was
+    /// copied from in `dx`.
+    fn col2im_add(&self, col: &[f32], first: usize, count: usize, dx: &mut [f32]) {
+        let (ow, s) = (self.ow, self.stride);
+        self.for_each_run(first, count, |co, xo| {
+            for (q, &v) in col[co..co + ow].iter().enumerate() {
+                dx[xo + q * s] += v;
+            }
+        });
     }
 }
 
