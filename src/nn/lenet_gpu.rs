@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use blob_kernels::cpu::Transpose;
-use blob_kernels::cuda::cudarc::driver::{CudaSlice, PushKernelArg};
-use blob_kernels::cuda::{CudaError, Gpu, launch_config};
+use blob_kernels::cuda::cudarc::driver::CudaSlice;
+use blob_kernels::cuda::{self as kernels, CudaError, Gpu, launch_config};
 
 use super::lenet::LeNet;
 use crate::BlobError;
@@ -19,8 +19,8 @@ fn err(e: CudaError) -> BlobError {
     }
 }
 
-fn drv(e: impl std::fmt::Debug) -> BlobError {
-    err(CudaError::driver(e))
+fn drv(e: kernels::cudarc::driver::DriverError) -> BlobError {
+    err(CudaError::driver("LeNet on the GPU")(e))
 }
 
 /// A convolution's weights on the GPU and its geometry.
@@ -132,11 +132,9 @@ impl LeNetGpu {
         pool(&gpu, b * 50, 8, c2, p2)?;
         inner_product(&gpu, b, 800, 500, &self.ip1, p2, f1)?;
         let n = b * 500;
-        let mut l = stream.launch_builder(gpu.kernel("relu_f32").map_err(err)?);
-        let n64 = n as i64;
-        l.arg(&n64).arg(&mut *f1);
-        // SAFETY: relu_f32(n, y) rewrites y[0..n]; f1 holds b * 500.
-        unsafe { l.launch(launch_config(n)) }.map_err(drv)?;
+        // SAFETY: relu_f32 rewrites y[0..n]; f1 holds b * 500.
+        unsafe { kernels::relu_f32(&gpu, launch_config(n), n as i64, &mut f1.slice_mut(..n)) }
+            .map_err(err)?;
         inner_product(&gpu, b, 500, 10, &self.ip2, f1, f2)?;
         let logits = stream.clone_dtoh(&f2.slice(..b * 10)).map_err(drv)?;
         Ok(super::lenet::first_max_classes(&logits, 10))
@@ -158,7 +156,6 @@ fn conv_forward(
     let p = oh * oh;
     let ckk = c.cin * c.k * c.k;
     let cols = b * p;
-    let stream = gpu.stream();
     let total = (ckk * cols) as i64;
     let (cin, hh, k, s, ohi, bi) = (
         c.cin as i32,
@@ -168,21 +165,26 @@ fn conv_forward(
         oh as i32,
         b as i32,
     );
-    let mut l = stream.launch_builder(gpu.kernel("im2col_batch_f32").map_err(err)?);
-    l.arg(&total)
-        .arg(&cin)
-        .arg(&hh)
-        .arg(&hh)
-        .arg(&k)
-        .arg(&s)
-        .arg(&ohi)
-        .arg(&ohi)
-        .arg(&bi)
-        .arg(x)
-        .arg(&mut *col);
     // SAFETY: im2col_batch_f32 writes col[0..total] reading x within
     // (b, cin, h, h); both buffers were sized for this batch.
-    unsafe { l.launch(launch_config(total as usize)) }.map_err(drv)?;
+    unsafe {
+        kernels::im2col_batch_f32(
+            gpu,
+            launch_config(total as usize),
+            total,
+            cin,
+            hh,
+            hh,
+            k,
+            s,
+            ohi,
+            ohi,
+            bi,
+            &x.as_view(),
+            &mut col.as_view_mut(),
+        )
+    }
+    .map_err(err)?;
     gpu.gemm(
         Transpose::No,
         Transpose::No,
@@ -198,18 +200,22 @@ fn conv_forward(
     .map_err(err)?;
     let total = (b * c.cout * p) as i64;
     let (co, pi) = (c.cout as i32, p as i32);
-    let mut l = stream.launch_builder(gpu.kernel("scatter_bias_f32").map_err(err)?);
-    l.arg(&total)
-        .arg(&co)
-        .arg(&bi)
-        .arg(&pi)
-        .arg(&*tmp)
-        .arg(&c.bias)
-        .arg(&mut *y);
     // SAFETY: scatter_bias_f32 reads tmp (cout, b*p) and bias (cout) and
     // writes y[0..b*cout*p], all sized for this batch.
-    unsafe { l.launch(launch_config(total as usize)) }.map_err(drv)?;
-    Ok(())
+    unsafe {
+        kernels::scatter_bias_f32(
+            gpu,
+            launch_config(total as usize),
+            total,
+            co,
+            bi,
+            pi,
+            &tmp.as_view(),
+            &c.bias.as_view(),
+            &mut y.as_view_mut(),
+        )
+    }
+    .map_err(err)
 }
 
 fn pool(
@@ -222,23 +228,24 @@ fn pool(
     let oh = h / 2;
     let total = (planes * oh * oh) as i64;
     let (hh, ohi, k, s) = (h as i32, oh as i32, 2i32, 2i32);
-    let mut l = gpu
-        .stream()
-        .launch_builder(gpu.kernel("maxpool_f32").map_err(err)?);
-    l.arg(&total)
-        .arg(&hh)
-        .arg(&hh)
-        .arg(&ohi)
-        .arg(&ohi)
-        .arg(&k)
-        .arg(&s)
-        .arg(x)
-        .arg(&mut *y);
     // SAFETY: maxpool_f32 writes y[0..planes*oh*oh] reading x within
     // (planes, h, h).
-    unsafe { l.launch(launch_config(total as usize)) }
-        .map_err(drv)
-        .map(|_| ())
+    unsafe {
+        kernels::maxpool_f32(
+            gpu,
+            launch_config(total as usize),
+            total,
+            hh,
+            hh,
+            ohi,
+            ohi,
+            k,
+            s,
+            &x.as_view(),
+            &mut y.as_view_mut(),
+        )
+    }
+    .map_err(err)
 }
 
 fn inner_product(
@@ -265,12 +272,16 @@ fn inner_product(
     .map_err(err)?;
     let total = (b * n) as i64;
     let ni = n as i32;
-    let mut l = gpu
-        .stream()
-        .launch_builder(gpu.kernel("add_bias_rows_f32").map_err(err)?);
-    l.arg(&total).arg(&ni).arg(bias).arg(&mut *y);
     // SAFETY: add_bias_rows_f32 rewrites y[0..b*n] reading bias[0..n].
-    unsafe { l.launch(launch_config(total as usize)) }
-        .map_err(drv)
-        .map(|_| ())
+    unsafe {
+        kernels::add_bias_rows_f32(
+            gpu,
+            launch_config(total as usize),
+            total,
+            ni,
+            &bias.as_view(),
+            &mut y.as_view_mut(),
+        )
+    }
+    .map_err(err)
 }

@@ -1,0 +1,393 @@
+//! cuBLAS for the BLAS half of Caffe's GPU math: gemm, gemv, axpy, axpby,
+//! scal, dot, asum and scale (Caffe `caffe_gpu_*`), row-major as Caffe
+//! calls them.
+
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, result::CublasError, sys as cublas_sys};
+use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+
+use super::{CudaError, Gpu, check_len};
+use crate::cpu::Transpose;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// `f32` or `f64` on the GPU: which instance of a generic kernel to
+/// launch, and the typed cuBLAS calls.
+pub trait GpuReal:
+    sealed::Sealed
+    + crate::Real
+    + super::KernelArg
+    + cudarc::driver::DeviceRepr
+    + cudarc::driver::ValidAsZeroBits
+{
+    /// 0 for `f32`, 1 for `f64`: the instance of a kernel declared generic
+    /// in [`cuda_kernels!`](crate::cuda_kernels).
+    const INDEX: usize;
+    #[doc(hidden)]
+    unsafe fn axpy(
+        h: cublas_sys::cublasHandle_t,
+        n: i32,
+        a: *const Self,
+        x: *const Self,
+        y: *mut Self,
+    ) -> cublas_sys::cublasStatus_t;
+    #[doc(hidden)]
+    unsafe fn scal(
+        h: cublas_sys::cublasHandle_t,
+        n: i32,
+        a: *const Self,
+        x: *mut Self,
+    ) -> cublas_sys::cublasStatus_t;
+    #[doc(hidden)]
+    unsafe fn dot(
+        h: cublas_sys::cublasHandle_t,
+        n: i32,
+        x: *const Self,
+        y: *const Self,
+        r: *mut Self,
+    ) -> cublas_sys::cublasStatus_t;
+    #[doc(hidden)]
+    unsafe fn asum(
+        h: cublas_sys::cublasHandle_t,
+        n: i32,
+        x: *const Self,
+        r: *mut Self,
+    ) -> cublas_sys::cublasStatus_t;
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemv(
+        h: cublas_sys::cublasHandle_t,
+        t: cublas_sys::cublasOperation_t,
+        m: i32,
+        n: i32,
+        a: *const Self,
+        x: *const Self,
+        beta: *const Self,
+        y: *mut Self,
+        alpha: *const Self,
+    ) -> cublas_sys::cublasStatus_t;
+}
+
+macro_rules! gpu_real {
+    ($t:ty, $index:literal, $axpy:ident, $scal:ident, $dot:ident, $asum:ident, $gemv:ident) => {
+        impl GpuReal for $t {
+            const INDEX: usize = $index;
+            unsafe fn axpy(
+                h: cublas_sys::cublasHandle_t,
+                n: i32,
+                a: *const Self,
+                x: *const Self,
+                y: *mut Self,
+            ) -> cublas_sys::cublasStatus_t {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { cublas_sys::$axpy(h, n, a, x, 1, y, 1) }
+            }
+            unsafe fn scal(
+                h: cublas_sys::cublasHandle_t,
+                n: i32,
+                a: *const Self,
+                x: *mut Self,
+            ) -> cublas_sys::cublasStatus_t {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { cublas_sys::$scal(h, n, a, x, 1) }
+            }
+            unsafe fn dot(
+                h: cublas_sys::cublasHandle_t,
+                n: i32,
+                x: *const Self,
+                y: *const Self,
+                r: *mut Self,
+            ) -> cublas_sys::cublasStatus_t {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { cublas_sys::$dot(h, n, x, 1, y, 1, r) }
+            }
+            unsafe fn asum(
+                h: cublas_sys::cublasHandle_t,
+                n: i32,
+                x: *const Self,
+                r: *mut Self,
+            ) -> cublas_sys::cublasStatus_t {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { cublas_sys::$asum(h, n, x, 1, r) }
+            }
+            unsafe fn gemv(
+                h: cublas_sys::cublasHandle_t,
+                t: cublas_sys::cublasOperation_t,
+                m: i32,
+                n: i32,
+                a: *const Self,
+                x: *const Self,
+                beta: *const Self,
+                y: *mut Self,
+                alpha: *const Self,
+            ) -> cublas_sys::cublasStatus_t {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { cublas_sys::$gemv(h, t, m, n, alpha, a, m, x, 1, beta, y, 1) }
+            }
+        }
+    };
+}
+gpu_real!(
+    f32,
+    0,
+    cublasSaxpy_v2,
+    cublasSscal_v2,
+    cublasSdot_v2,
+    cublasSasum_v2,
+    cublasSgemv_v2
+);
+gpu_real!(
+    f64,
+    1,
+    cublasDaxpy_v2,
+    cublasDscal_v2,
+    cublasDdot_v2,
+    cublasDasum_v2,
+    cublasDgemv_v2
+);
+
+impl Gpu {
+    fn handle(&self) -> cublas_sys::cublasHandle_t {
+        *self.blas.handle()
+    }
+
+    /// `y += alpha x` (cuBLAS axpy; Caffe `caffe_gpu_axpy`).
+    pub fn axpy<T: GpuReal>(
+        &self,
+        alpha: T,
+        x: &CudaView<'_, T>,
+        y: &mut CudaViewMut<'_, T>,
+    ) -> Result<(), CudaError> {
+        let n = y.len();
+        check_len("axpy", "x", x.len(), n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let n = len_i32("cublasAxpy", n)?;
+        let (xp, _rx) = x.device_ptr(&self.stream);
+        let (yp, _ry) = y.device_ptr_mut(&self.stream);
+        // SAFETY: x and y hold n elements on this stream's device; alpha is
+        // a host scalar (cuBLAS's default pointer mode).
+        check("cublasAxpy", unsafe {
+            T::axpy(self.handle(), n, &alpha, xp as *const T, yp as *mut T)
+        })
+    }
+
+    /// `x *= alpha` (cuBLAS scal; Caffe `caffe_gpu_scal`).
+    pub fn scal<T: GpuReal>(&self, alpha: T, x: &mut CudaViewMut<'_, T>) -> Result<(), CudaError> {
+        let n = x.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let n = len_i32("cublasScal", n)?;
+        let (xp, _rx) = x.device_ptr_mut(&self.stream);
+        // SAFETY: x holds n elements; alpha is a host scalar.
+        check("cublasScal", unsafe {
+            T::scal(self.handle(), n, &alpha, xp as *mut T)
+        })
+    }
+
+    /// `y = alpha x + beta y` (Caffe `caffe_gpu_axpby`: scal then axpy).
+    pub fn axpby<T: GpuReal>(
+        &self,
+        alpha: T,
+        x: &CudaView<'_, T>,
+        beta: T,
+        y: &mut CudaViewMut<'_, T>,
+    ) -> Result<(), CudaError> {
+        self.scal(beta, y)?;
+        self.axpy(alpha, x, y)
+    }
+
+    /// `y = alpha x` (Caffe `caffe_gpu_scale`: copy then scal).
+    pub fn scale<T: GpuReal>(
+        &self,
+        alpha: T,
+        x: &CudaView<'_, T>,
+        y: &mut CudaViewMut<'_, T>,
+    ) -> Result<(), CudaError> {
+        check_len("scale", "x", x.len(), y.len())?;
+        if y.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .memcpy_dtod(x, y)
+            .map_err(CudaError::driver("scale: copy"))?;
+        self.scal(alpha, y)
+    }
+
+    /// Dot product, returned to the host (Caffe `caffe_gpu_dot`).
+    pub fn dot<T: GpuReal>(
+        &self,
+        x: &CudaView<'_, T>,
+        y: &CudaView<'_, T>,
+    ) -> Result<T, CudaError> {
+        check_len("dot", "y", y.len(), x.len())?;
+        if x.is_empty() {
+            return Ok(T::ZERO);
+        }
+        let n = len_i32("cublasDot", x.len())?;
+        let (xp, _rx) = x.device_ptr(&self.stream);
+        let (yp, _ry) = y.device_ptr(&self.stream);
+        let mut r = T::ZERO;
+        // SAFETY: x and y hold n elements; the result goes to a host scalar,
+        // which cuBLAS writes before returning in host pointer mode.
+        check("cublasDot", unsafe {
+            T::dot(self.handle(), n, xp as *const T, yp as *const T, &mut r)
+        })?;
+        Ok(r)
+    }
+
+    /// Sum of `|x|`, returned to the host (Caffe `caffe_gpu_asum`).
+    pub fn asum<T: GpuReal>(&self, x: &CudaView<'_, T>) -> Result<T, CudaError> {
+        if x.is_empty() {
+            return Ok(T::ZERO);
+        }
+        let n = len_i32("cublasAsum", x.len())?;
+        let (xp, _rx) = x.device_ptr(&self.stream);
+        let mut r = T::ZERO;
+        // SAFETY: x holds n elements; the result goes to a host scalar.
+        check("cublasAsum", unsafe {
+            T::asum(self.handle(), n, xp as *const T, &mut r)
+        })?;
+        Ok(r)
+    }
+
+    /// Row-major `C = alpha op(A) op(B) + beta C` (Caffe `caffe_gpu_gemm`,
+    /// which swaps the operands for column-major cuBLAS).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm<T: GpuReal>(
+        &self,
+        trans_a: Transpose,
+        trans_b: Transpose,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: T,
+        a: &CudaView<'_, T>,
+        b: &CudaView<'_, T>,
+        beta: T,
+        c: &mut CudaViewMut<'_, T>,
+    ) -> Result<(), CudaError>
+    where
+        CudaBlas: Gemm<T>,
+    {
+        if a.len() < m * k || b.len() < k * n || c.len() < m * n {
+            return Err(CudaError::Argument {
+                op: "gemm",
+                detail: format!(
+                    "{m}x{k} * {k}x{n} needs operands of {}, {} and {} elements, got {}, {} and {}",
+                    m * k,
+                    k * n,
+                    m * n,
+                    a.len(),
+                    b.len(),
+                    c.len()
+                ),
+            });
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let op = |t: Transpose| match t {
+            Transpose::No => cublas_sys::cublasOperation_t::CUBLAS_OP_N,
+            Transpose::Yes => cublas_sys::cublasOperation_t::CUBLAS_OP_T,
+        };
+        let lda = if trans_a == Transpose::No { k } else { m };
+        let ldb = if trans_b == Transpose::No { n } else { k };
+        let cfg = GemmConfig {
+            transa: op(trans_b),
+            transb: op(trans_a),
+            m: len_i32("cublasGemm", n)?,
+            n: len_i32("cublasGemm", m)?,
+            k: len_i32("cublasGemm", k)?,
+            alpha,
+            lda: len_i32("cublasGemm", ldb)?,
+            ldb: len_i32("cublasGemm", lda)?,
+            beta,
+            ldc: len_i32("cublasGemm", n)?,
+        };
+        // SAFETY: the operands hold at least the elements their dims reach
+        // (checked above); B and A are swapped for column-major storage.
+        unsafe { self.blas.gemm(cfg, b, a, c) }.map_err(CudaError::blas("cublasGemm"))
+    }
+
+    /// Row-major `y = alpha op(A) x + beta y` with `A` stored `m x n`
+    /// (Caffe `caffe_gpu_gemv`, which flips the op for column-major).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemv<T: GpuReal>(
+        &self,
+        trans: Transpose,
+        m: usize,
+        n: usize,
+        alpha: T,
+        a: &CudaView<'_, T>,
+        x: &CudaView<'_, T>,
+        beta: T,
+        y: &mut CudaViewMut<'_, T>,
+    ) -> Result<(), CudaError> {
+        let (xn, yn) = if trans == Transpose::No {
+            (n, m)
+        } else {
+            (m, n)
+        };
+        if a.len() < m * n || x.len() != xn || y.len() != yn {
+            return Err(CudaError::Argument {
+                op: "gemv",
+                detail: format!(
+                    "A {m}x{n} does not fit x of {} and y of {}",
+                    x.len(),
+                    y.len()
+                ),
+            });
+        }
+        if m == 0 || n == 0 {
+            return self.scal(beta, y);
+        }
+        let op = if trans == Transpose::No {
+            cublas_sys::cublasOperation_t::CUBLAS_OP_T
+        } else {
+            cublas_sys::cublasOperation_t::CUBLAS_OP_N
+        };
+        let (ap, _ra) = a.device_ptr(&self.stream);
+        let (xp, _rx) = x.device_ptr(&self.stream);
+        let (yp, _ry) = y.device_ptr_mut(&self.stream);
+        // SAFETY: A is m x n (row-major, so n x m column-major with lda n),
+        // x and y have the lengths op(A) needs; scalars are on the host.
+        check("cublasGemv", unsafe {
+            T::gemv(
+                self.handle(),
+                op,
+                len_i32("cublasGemv", n)?,
+                len_i32("cublasGemv", m)?,
+                ap as *const T,
+                xp as *const T,
+                &beta,
+                yp as *mut T,
+                &alpha,
+            )
+        })
+    }
+}
+
+fn check(op: &'static str, status: cublas_sys::cublasStatus_t) -> Result<(), CudaError> {
+    if status == cublas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        Ok(())
+    } else {
+        Err(CudaError::Blas {
+            op,
+            source: CublasError(status),
+        })
+    }
+}
+
+fn len_i32(op: &'static str, n: usize) -> Result<i32, CudaError> {
+    i32::try_from(n).map_err(|_| CudaError::TooLarge {
+        op,
+        n,
+        library: "cuBLAS",
+    })
+}
