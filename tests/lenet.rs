@@ -53,7 +53,7 @@ fn shipped_model_misclassifies_exactly_435_and_939_of_the_first_1000() {
 #[test]
 fn v1_model_misclassifies_exactly_its_five_of_the_first_1000() {
     let wrong = misclassified(
-        root().join("../shared/fixtures/lenet_v1/lenet_iter_10000.caffemodel"),
+        root().join("tests/fixtures/lenet_v1/lenet_iter_10000.caffemodel"),
         1000,
     );
     assert_eq!(wrong, [65, 99, 217, 436, 939]);

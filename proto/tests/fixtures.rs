@@ -1,5 +1,5 @@
-//! Every Caffe-written file in `../shared/fixtures/` decodes, and encodes
-//! back to exactly the bytes Caffe wrote.
+//! Every Caffe-written file in the repository's `tests/fixtures/` decodes,
+//! and encodes back to exactly the bytes Caffe wrote.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +9,7 @@ use blob_proto::{
 };
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
 }
 
 fn all_files() -> Vec<PathBuf> {
