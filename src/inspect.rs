@@ -10,15 +10,21 @@ use crate::BlobError;
 
 /// One blob's summary: the shape as stored (legacy fields as
 /// `[num, channels, height, width]`), count, sum of |x| in f64, and the
-/// first five values.
+/// first five values. A blob whose shape and stored values disagree is an
+/// error naming `at` (where the blob is) and both counts, as Caffe's
+/// `FromProto` refuses to load it.
 ///
 /// ```
-/// let b = blob_proto::BlobProto { data: vec![-1.0, 2.0], shape: Some(blob_proto::BlobShape { dim: vec![2] }), ..Default::default() };
-/// let s = blobflow::inspect::blob_summary(&b).unwrap();
+/// use blob_proto::{BlobProto, BlobShape};
+/// let b = BlobProto { data: vec![-1.0, 2.0], shape: Some(BlobShape { dim: vec![2] }), ..Default::default() };
+/// let s = blobflow::inspect::blob_summary(&b, "blob").unwrap();
 /// assert_eq!(s["count"], 2);
 /// assert_eq!(s["sum_abs"], 3.0);
+/// let bad = BlobProto { data: vec![1.0], ..b };
+/// assert!(blobflow::inspect::blob_summary(&bad, "blob").is_err());
 /// ```
-pub fn blob_summary(blob: &BlobProto) -> Result<Value, blob_proto::ProtoError> {
+pub fn blob_summary(blob: &BlobProto, at: &str) -> Result<Value, blob_proto::ProtoError> {
+    blob.check_values(at)?;
     let shape = blob.stored_shape();
     let count = shape
         .iter()
@@ -34,8 +40,13 @@ pub fn blob_summary(blob: &BlobProto) -> Result<Value, blob_proto::ProtoError> {
     }))
 }
 
-fn summaries(blobs: &[BlobProto]) -> Result<Vec<Value>, blob_proto::ProtoError> {
-    blobs.iter().map(blob_summary).collect()
+/// Summaries of `blobs`, each located as `{at}{index}` in messages.
+fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blob_proto::ProtoError> {
+    blobs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| blob_summary(b, &format!("{at}{i}")))
+        .collect()
 }
 
 /// Reads `path` and describes it as one JSON object:
@@ -69,7 +80,7 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
                     Ok(json!({
                         "name": l.name(),
                         "type": l.type_name(),
-                        "blobs": summaries(l.blobs())?,
+                        "blobs": summaries(l.blobs(), &format!("layer '{}' blob ", l.name()))?,
                     }))
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -78,12 +89,12 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
         }
         FileFormat::BlobProto => {
             let b: BlobProto = blob_proto::decode_message("BlobProto", &bytes).map_err(perr)?;
-            json!({ "format": format.name(), "blob": blob_summary(&b).map_err(perr)? })
+            json!({ "format": format.name(), "blob": blob_summary(&b, "blob").map_err(perr)? })
         }
         FileFormat::BlobProtoVector => {
             let v: BlobProtoVector =
                 blob_proto::decode_message("BlobProtoVector", &bytes).map_err(perr)?;
-            json!({ "format": format.name(), "blobs": summaries(&v.blobs).map_err(perr)? })
+            json!({ "format": format.name(), "blobs": summaries(&v.blobs, "blob ").map_err(perr)? })
         }
         FileFormat::SolverState => {
             let s: SolverState = blob_proto::decode_message("SolverState", &bytes).map_err(perr)?;
@@ -92,7 +103,7 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
                 "name": s.learned_net,
                 "iter": s.iter,
                 "current_step": s.current_step,
-                "history": summaries(&s.history).map_err(perr)?,
+                "history": summaries(&s.history, "history blob ").map_err(perr)?,
             })
         }
     };

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use blob_proto::{LayerParameter, NetFormat, NetParameter, SolverState};
+use blob_proto::{BlobProto, LayerParameter, NetFormat, NetParameter, SolverState};
 
 use crate::blob::Blob;
 use crate::element::MathElement;
@@ -134,18 +134,26 @@ impl CaffeModel {
             })
     }
 
-    /// A layer's blobs as new blobs of the file's shapes.
+    /// A layer's blobs as new blobs of the file's shapes. A blob whose
+    /// shape and stored values disagree is an error naming the file, the
+    /// layer, the blob's index and both counts.
     ///
     /// ```
-    /// # let m = blob_runtime::CaffeModel::from_net(blob_proto::NetParameter::new("x"));
-    /// assert!(m.layer_blobs::<f32>("conv1").is_err());
+    /// use blob_proto::{BlobProto, BlobShape, LayerParameter, NetParameter};
+    /// let mut net = NetParameter::new("n");
+    /// let short = BlobProto { shape: Some(BlobShape { dim: vec![3] }), data: vec![1.0], ..Default::default() };
+    /// net.push_layer(LayerParameter::new("ip", "InnerProduct", vec![short]));
+    /// let m = blob_runtime::CaffeModel::from_net(net);
+    /// assert_eq!(
+    ///     m.layer_blobs::<f32>("ip").unwrap_err().to_string(),
+    ///     "<memory>: layer 'ip' blob 0: shape 3 has 3 values but the file stores 1 (in data)"
+    /// );
+    /// assert!(m.layer_blobs::<f32>("conv1").is_err()); // no such layer
     /// ```
     pub fn layer_blobs<T: MathElement>(&self, name: &str) -> Result<Vec<Blob<T>>> {
-        self.find(name)?
-            .blobs()
-            .iter()
-            .map(Blob::from_proto)
-            .collect()
+        let layer = self.find(name)?;
+        check_layer_values(&self.source, layer)?;
+        layer.blobs().iter().map(Blob::from_proto).collect()
     }
 
     /// Loads the file's layer `name` into `targets` with Caffe's rules: the
@@ -171,7 +179,7 @@ impl CaffeModel {
         name: &str,
         targets: &mut [Blob<T>],
     ) -> Result<()> {
-        copy_layer(self.find(name)?, targets)
+        copy_layer(&self.source, self.find(name)?, targets)
     }
 
     /// Caffe's `Net::CopyTrainedLayersFrom`: for each layer of the file in
@@ -195,7 +203,7 @@ impl CaffeModel {
         for layer in self.layers() {
             match targets.iter_mut().position(|(n, _)| *n == layer.name()) {
                 Some(i) => {
-                    copy_layer(layer, targets[i].1)?;
+                    copy_layer(&self.source, layer, targets[i].1)?;
                     done[i] = true;
                     report.copied.push(layer.name().into());
                 }
@@ -212,7 +220,13 @@ impl CaffeModel {
     }
 
     /// Replaces a layer's blobs with `blobs` (Caffe `ToProto`, with diff if
-    /// `write_diff`); every other field of the layer is kept.
+    /// `write_diff`); every other field of the layer is kept. A blob that
+    /// replaces one stored in Caffe's legacy num/channels/height/width
+    /// fields (V1 files) is written the same way when its shape, aligned
+    /// to the right, is the stored one: Caffe compares legacy shapes
+    /// right-aligned but new-style shapes exactly, so a V1 bias of
+    /// `1 1 1 20` written back as a 4-D `shape` would no longer load into
+    /// a bias of `20`. A changed shape is written as `shape`.
     ///
     /// ```
     /// use blob_proto::{LayerParameter, NetParameter};
@@ -230,15 +244,22 @@ impl CaffeModel {
         blobs: &[&Blob<T>],
         write_diff: bool,
     ) -> Result<()> {
+        let stored = self.find(name)?.blobs();
         let protos = blobs
             .iter()
-            .map(|b| b.to_proto(write_diff))
+            .enumerate()
+            .map(|(j, b)| {
+                let mut proto = b.to_proto(write_diff)?;
+                if let Some(old) = stored.get(j) {
+                    keep_legacy_dims(old, b.shape(), &mut proto);
+                }
+                Ok(proto)
+            })
             .collect::<Result<Vec<_>>>()?;
-        let source = self.source.clone();
-        let layer = self.net.layer_mut(name).ok_or(BlobError::LayerNotFound {
-            path: source,
-            layer: name.into(),
-        })?;
+        let layer = self
+            .net
+            .layer_mut(name)
+            .expect("found by name above; names do not change");
         *layer.blobs_mut() = protos;
         Ok(())
     }
@@ -270,7 +291,48 @@ impl CaffeModel {
     }
 }
 
-fn copy_layer<T: MathElement>(layer: &LayerParameter, targets: &mut [Blob<T>]) -> Result<()> {
+/// Writes `proto` (made with a `shape`) in `old`'s legacy fields instead,
+/// when `old` used them and `shape`, right-aligned in four dims, is the
+/// shape `old` stores.
+fn keep_legacy_dims(old: &BlobProto, shape: &[usize], proto: &mut BlobProto) {
+    if !old.has_legacy_dims() || shape.len() > 4 {
+        return;
+    }
+    let mut dims = [1i64; 4];
+    for (d, &s) in dims[4 - shape.len()..].iter_mut().zip(shape) {
+        *d = s as i64;
+    }
+    if dims[..] != old.stored_shape()[..] {
+        return;
+    }
+    // Equal to dims stored as i32, so each fits.
+    let legacy = |present: Option<i32>, d: i64| present.map(|_| d as i32);
+    proto.num = legacy(old.num, dims[0]);
+    proto.channels = legacy(old.channels, dims[1]);
+    proto.height = legacy(old.height, dims[2]);
+    proto.width = legacy(old.width, dims[3]);
+    proto.shape = None;
+}
+
+/// Fails on the first blob of `layer` whose shape and stored values
+/// disagree, naming the file, the layer and the blob.
+fn check_layer_values(path: &str, layer: &LayerParameter) -> Result<()> {
+    for (j, proto) in layer.blobs().iter().enumerate() {
+        proto
+            .check_values(&format!("layer '{}' blob {j}", layer.name()))
+            .map_err(|source| BlobError::Proto {
+                path: path.to_string(),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+fn copy_layer<T: MathElement>(
+    path: &str,
+    layer: &LayerParameter,
+    targets: &mut [Blob<T>],
+) -> Result<()> {
     let source = layer.blobs();
     if source.len() != targets.len() {
         return Err(BlobError::IncompatibleBlobCount {
@@ -288,6 +350,9 @@ fn copy_layer<T: MathElement>(layer: &LayerParameter, targets: &mut [Blob<T>]) -
                 target_shape: target.shape_string(),
             });
         }
+    }
+    check_layer_values(path, layer)?;
+    for (proto, target) in source.iter().zip(targets.iter_mut()) {
         target.load_proto(proto, false)?;
     }
     Ok(())

@@ -195,6 +195,68 @@ impl BlobProto {
         Ok(self.data.iter().map(|&v| f64::from(v)).collect())
     }
 
+    /// How many values the blob stores, and in which field: `double_data`
+    /// when present, else NVCaffe's `raw_data`, else `data` (the order
+    /// Caffe's and NVCaffe's `FromProto` read them in).
+    ///
+    /// ```
+    /// let b = blob_proto::BlobProto { data: vec![1.0, 2.0], ..Default::default() };
+    /// assert_eq!(b.stored_values().unwrap(), ("data", 2));
+    /// ```
+    pub fn stored_values(&self) -> Result<(&'static str, usize), crate::ProtoError> {
+        if !self.double_data.is_empty() {
+            return Ok(("double_data", self.double_data.len()));
+        }
+        if let Some(v) = self.raw_values()? {
+            return Ok(("raw_data", v.len()));
+        }
+        Ok(("data", self.data.len()))
+    }
+
+    /// Fails unless the shape is valid (no negative dim, a count that
+    /// fits) and the blob stores exactly that many values, as Caffe's
+    /// `FromProto` requires. `at` says where the blob is, for the message
+    /// (`layer 'conv1' blob 0`).
+    ///
+    /// ```
+    /// use blob_proto::{BlobProto, BlobShape};
+    /// let b = BlobProto { shape: Some(BlobShape { dim: vec![2, 3] }), data: vec![0.0; 4], ..Default::default() };
+    /// assert_eq!(
+    ///     b.check_values("layer 'ip' blob 0").unwrap_err().to_string(),
+    ///     "layer 'ip' blob 0: shape 2 3 has 6 values but the file stores 4 (in data)"
+    /// );
+    /// ```
+    pub fn check_values(&self, at: &str) -> Result<(), crate::ProtoError> {
+        let shape = self.stored_shape();
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        let invalid = |detail: String| crate::ProtoError::Invalid {
+            at: at.to_string(),
+            detail,
+        };
+        let count = shape
+            .iter()
+            .try_fold(1u64, |acc, &d| {
+                u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+            })
+            .ok_or_else(|| {
+                invalid(format!(
+                    "shape {} has a negative dim or too many values",
+                    dims.join(" ")
+                ))
+            })?;
+        let (field, stored) = self.stored_values()?;
+        if count != stored as u64 {
+            return Err(crate::ProtoError::ValueCount {
+                at: at.to_string(),
+                shape: dims.join(" "),
+                count,
+                stored,
+                field,
+            });
+        }
+        Ok(())
+    }
+
     /// The shape as stored: `[num, channels, height, width]` (absent ones 0)
     /// when a legacy field is present, else `shape.dim`.
     ///

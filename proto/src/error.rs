@@ -28,6 +28,21 @@ pub enum ProtoError {
         /// What is wrong.
         detail: String,
     },
+    /// A blob whose shape and stored values disagree (Caffe's `FromProto`
+    /// refuses it).
+    #[error("{at}: shape {shape} has {count} values but the file stores {stored} (in {field})")]
+    ValueCount {
+        /// Where the blob is.
+        at: String,
+        /// The dims as stored.
+        shape: String,
+        /// The shape's element count.
+        count: u64,
+        /// Values stored.
+        stored: usize,
+        /// The field that holds them.
+        field: &'static str,
+    },
     /// A message too large for Caffe to read back (2 GiB - 1 bytes).
     #[error("cannot write {what}: {bytes} bytes exceed the {limit} bytes Caffe can read")]
     TooLarge {
