@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use blobflow::mnist::Mnist;
-use blobflow::nn::lenet::{LeNet, STAGES};
+use blobflow::layers::lenet::{LeNet, STAGES};
+use blobflow_mnist::Mnist;
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -53,7 +53,7 @@ fn gpu_classifier(
         source: blobflow::runtime::DeviceError::new(e.to_string()),
     })?;
     println!("device: {}", gpu.name());
-    let mut g = blobflow::nn::lenet_gpu::LeNetGpu::new(net, gpu)?;
+    let mut g = blobflow::layers::lenet_gpu::LeNetGpu::new(net, gpu)?;
     Ok(move |images: &[f32]| g.predict(images))
 }
 
@@ -70,7 +70,7 @@ fn gpu_classifier(_net: &LeNet) -> Result<Classify, blobflow::BlobError> {
     })
 }
 
-fn run(args: Args) -> Result<(), blobflow::BlobError> {
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let data = Mnist::open(&args.images, &args.labels)?;
     let batch = args.batch.clamp(1, data.len().max(1));
     let mut net = LeNet::load(PathBuf::from(&args.model), batch)?;

@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use blobflow::mnist::Mnist;
-use blobflow::nn::train::Trainer;
+use blobflow_mnist::Mnist;
+use blobflow_mnist::Trainer;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -84,7 +84,7 @@ fn loss_svg(losses: &[(usize, f32)]) -> String {
     )
 }
 
-fn run(args: Args) -> Result<(), blobflow::BlobError> {
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let data = Mnist::open(&args.images, &args.labels)?;
     let mut t = match &args.resume {
         Some(state) => {
@@ -144,10 +144,7 @@ fn run(args: Args) -> Result<(), blobflow::BlobError> {
         100.0 * acc
     );
     let svg = PathBuf::from(&args.out).join("loss.svg");
-    std::fs::write(&svg, loss_svg(&losses)).map_err(|e| blobflow::BlobError::Io {
-        path: svg.display().to_string(),
-        message: e.to_string(),
-    })?;
+    std::fs::write(&svg, loss_svg(&losses)).map_err(|e| format!("{}: {e}", svg.display()))?;
     println!("loss curve: {}", svg.display());
     Ok(())
 }

@@ -18,21 +18,28 @@
 //! # Ok::<(), blobflow::BlobError>(())
 //! ```
 //!
-//! The crates underneath, re-exported here:
-//! - [`runtime`] (`blob-runtime`): `Blob`, `SyncedMemory`, devices, errors;
-//! - [`kernels`] (`blob-kernels`): Caffe's math functions on slices;
-//! - [`proto`] (`blob-proto`): Caffe's protobuf messages and model files.
+//! Depend on this crate: it is the one meant for users, and it re-exports
+//! the crates underneath, which exist so that each holds one concern and
+//! builds on its own:
+//! - [`runtime`] (`blob-runtime`): `Blob`, `SyncedMemory`, typed blobs and
+//!   `blob!`, devices, errors, Caffe files;
+//! - [`layers`] (`blob-layers`): Caffe's layers, fillers, the SGD solver
+//!   and LeNet;
+//! - [`kernels`] (`blob-kernels`): Caffe's math functions on slices (CPU)
+//!   and device buffers (CUDA);
+//! - [`proto`] (`blob-proto`): Caffe's protobuf messages.
+//!
+//! Features: `cuda` (GPU blobs, math and layers through cudarc, loaded at
+//! run time, so a build with it still runs where there is no GPU).
+//! The `blobflow` command (`inspect`, `convert`) is the `blobflow-cli`
+//! package.
 
-extern crate self as blobflow;
-
-pub mod inspect;
-pub mod mnist;
-pub mod nn;
 pub mod typed;
 
-pub use blob_macros::blob;
+pub use blob_runtime::blob;
 
 pub use blob_kernels as kernels;
+pub use blob_layers as layers;
 pub use blob_proto as proto;
 pub use blob_runtime as runtime;
 

@@ -136,5 +136,5 @@
 //! // error: at most one dim can be `_`
 //! ```
 
-pub use blob_macros::blob;
+pub use blob_runtime::blob;
 pub use blob_runtime::typed::*;

@@ -2,7 +2,7 @@
 //! wrong, never a panic, and no length in a file makes the reader allocate
 //! beyond the input.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use blobflow::prelude::*;
 use blobflow::proto::{
@@ -10,8 +10,11 @@ use blobflow::proto::{
     detect_format,
 };
 
+#[path = "support/ground_truth.rs"]
+mod ground_truth;
+
 fn fixture_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let root = ground_truth::fixtures();
     let mut out = Vec::new();
     let mut stack = vec![root];
     while let Some(dir) = stack.pop() {
@@ -287,41 +290,16 @@ fn a_huge_shape_without_data_allocates_nothing() {
 }
 
 /// One flipped byte in a dim of a real model: the shape then disagrees
-/// with the values stored. `blobflow inspect` and the weights API refuse
-/// it, naming the layer, the blob, the shape's count and the values stored.
+/// with the values stored. The weights API refuses it, naming the layer,
+/// the blob, the shape's count and the values stored, and loads nothing
+/// (`blobflow inspect` is held to the same in its own tests).
 #[test]
 fn a_dim_that_disagrees_with_the_data_is_refused_by_name() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/lenet/lenet_iter_10000.caffemodel");
-    let mut bytes = std::fs::read(&path).unwrap();
-    // conv1's weight shape as stored: field 7 holding BlobShape {dim: 20 1 5 5}.
-    let shape = [0x3a, 0x06, 0x0a, 0x04, 0x14, 0x01, 0x05, 0x05];
-    let at = bytes
-        .windows(shape.len())
-        .position(|w| w == shape)
-        .expect("conv1's shape is in the file");
-    bytes[at + 4] ^= 0x18; // 20 becomes 12
-    let dir = std::env::temp_dir().join(format!("blobflow-bad-dim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let bad = dir.join("lenet_bad_dim.caffemodel");
-    std::fs::write(&bad, &bytes).unwrap();
-    let want =
-        "layer 'conv1' blob 0: shape 12 1 5 5 has 300 values but the file stores 500 (in data)";
-
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["inspect"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "inspect accepted the file");
-    assert!(stderr.contains(want), "{stderr}");
-    assert!(stderr.contains("lenet_bad_dim.caffemodel"), "{stderr}");
-
-    let model = CaffeModel::open(&bad).unwrap();
+    let model = CaffeModel::from_bytes(&ground_truth::lenet_with_a_flipped_dim()).unwrap();
+    let want = ground_truth::FLIPPED_DIM_ERROR;
     let err = model.layer_blobs::<f32>("conv1").unwrap_err().to_string();
     assert!(err.contains(want), "{err}");
-    let mut net = blobflow::nn::lenet::LeNet::new(1).unwrap();
+    let mut net = blobflow::layers::lenet::LeNet::new(1).unwrap();
     let err = net.load_weights(&model).unwrap_err().to_string();
     // Loading into LeNet's (20, 1, 5, 5) fails on the shape first, as
     // Caffe's CopyTrainedLayersFrom does.
@@ -343,5 +321,4 @@ fn a_dim_that_disagrees_with_the_data_is_refused_by_name() {
         blobflow::Head::Uninitialized,
         "nothing loaded"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,71 +1,15 @@
 //! Real Caffe files against their ground truth (`*.expected.json`), through
-//! the runtime and through `blobflow inspect --json`; round trips; fields
-//! blobflow does not model surviving a rewrite.
-
-use std::path::{Path, PathBuf};
-use std::process::Command;
+//! the runtime (the `blobflow` command's own tests hold `inspect --json`
+//! against the same truth); round trips; fields blobflow does not model
+//! surviving a rewrite.
 
 use blobflow::prelude::*;
 use blobflow::proto::{BlobProto, BlobShape, LayerParameter, Message, NetParameter};
 use serde_json::Value;
 
-mod common;
-use common::inspect_json;
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn expected_files() -> Vec<(PathBuf, Value)> {
-    let mut out = Vec::new();
-    let mut stack = vec![fixtures()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Some(name) = p.to_str().and_then(|s| s.strip_suffix(".expected.json")) {
-                let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-                out.push((PathBuf::from(name), v));
-            }
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    assert!(out.len() >= 12, "expected-json fixtures: {}", out.len());
-    out
-}
-
-/// Compares one blob summary: shape and count equal, sum_abs within 1e-9
-/// relative, first5 exact.
-fn check_blob(
-    what: &str,
-    want: &Value,
-    got_shape: &[i64],
-    got_count: u64,
-    got_sum: f64,
-    got_first: &[f64],
-) {
-    let shape: Vec<i64> = want["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_i64().unwrap())
-        .collect();
-    assert_eq!(got_shape, shape, "{what}: shape");
-    assert_eq!(got_count, want["count"].as_u64().unwrap(), "{what}: count");
-    let sum = want["sum_abs"].as_f64().unwrap();
-    assert!(
-        (got_sum - sum).abs() <= 1e-9 * sum.abs().max(1e-300),
-        "{what}: sum_abs {got_sum} vs {sum}"
-    );
-    let first: Vec<f64> = want["first5"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
-    assert_eq!(got_first, first, "{what}: first5");
-}
+#[path = "support/ground_truth.rs"]
+mod ground_truth;
+use ground_truth::{check_blob, expected_files, fixtures};
 
 fn check_runtime_blob(what: &str, want: &Value, proto: &BlobProto) {
     // Through a Blob<f64>, so f32 and f64 files alike compare exactly.
@@ -116,99 +60,6 @@ fn every_fixture_matches_its_ground_truth_through_the_runtime() {
             assert_eq!(b.count() as u64, want["blob"]["count"].as_u64().unwrap());
         }
     }
-}
-
-fn check_inspect_blob(what: &str, want: &Value, got: &Value) {
-    let shape: Vec<i64> = got["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_i64().unwrap())
-        .collect();
-    let first: Vec<f64> = got["first5"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_f64().unwrap())
-        .collect();
-    check_blob(
-        what,
-        want,
-        &shape,
-        got["count"].as_u64().unwrap(),
-        got["sum_abs"].as_f64().unwrap(),
-        &first,
-    );
-}
-
-#[test]
-fn inspect_json_matches_the_ground_truth() {
-    for (path, want) in expected_files() {
-        let what = path.display().to_string();
-        let got = inspect_json(&path);
-        if let Some(layers) = want["layers"].as_array() {
-            let format = want["format"].as_str().unwrap_or("");
-            let want_format = if format.contains("V1") {
-                "NetParameterV1"
-            } else {
-                "NetParameter"
-            };
-            assert_eq!(got["format"], want_format, "{what}");
-            assert_eq!(got["name"], want["name"], "{what}");
-            let gl = got["layers"].as_array().unwrap();
-            assert_eq!(gl.len(), layers.len(), "{what}");
-            for (g, w) in gl.iter().zip(layers) {
-                assert_eq!(g["name"], w["name"], "{what}");
-                for (i, (gb, wb)) in g["blobs"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .zip(w["blobs"].as_array().unwrap())
-                    .enumerate()
-                {
-                    check_inspect_blob(&format!("{what}: {}[{i}]", w["name"]), wb, gb);
-                }
-            }
-        } else {
-            assert_eq!(got["format"], "BlobProto", "{what}");
-            check_inspect_blob(&what, &want["blob"], &got["blob"]);
-        }
-    }
-}
-
-#[test]
-fn inspect_reads_solver_states_and_says_what_is_wrong_with_bad_files() {
-    let ss = fixtures().join("caffe-written/net/tiny_net_iter_10.solverstate");
-    let v = inspect_json(&ss);
-    assert_eq!(v["format"], "SolverState");
-    assert_eq!(v["iter"], 10);
-    assert_eq!(v["history"].as_array().unwrap().len(), 4);
-    let dir = tempdir();
-    let bad = dir.join("bad.caffemodel");
-    let mut bytes = std::fs::read(fixtures().join("lenet/lenet_iter_10000.caffemodel")).unwrap();
-    bytes.truncate(1000);
-    std::fs::write(&bad, &bytes).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["inspect"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("bad.caffemodel") && err.contains("NetParameter"),
-        "{err}"
-    );
-}
-
-fn tempdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "blobflow-test-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 #[test]
@@ -511,7 +362,7 @@ fn a_v1_model_rewritten_through_the_weights_api_is_the_same_file() {
     assert_eq!(headers(&rewritten), headers(&original));
     assert_eq!(rewritten, original, "the rewrite is the file Caffe wrote");
 
-    let mut net = blobflow::nn::lenet::LeNet::new(1).unwrap();
+    let mut net = blobflow::layers::lenet::LeNet::new(1).unwrap();
     net.load_weights(&CaffeModel::from_bytes(&rewritten).unwrap())
         .unwrap();
     assert_eq!(net.params()[1].shape(), &[20]);

@@ -352,8 +352,8 @@ fn pinned_host_memory_round_trips_from_threads(dev: &Arc<CudaBackend>) -> Result
 }
 
 fn lenet_gpu_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::mnist::Mnist;
-    use blobflow::nn::{lenet::LeNet, lenet_gpu::LeNetGpu};
+    use blobflow::layers::{lenet::LeNet, lenet_gpu::LeNetGpu};
+    use blobflow_mnist::Mnist;
     // On a GPU machine the suite runs from a bundle (scripts/gpu-check.sh)
     // that holds the data under BLOBFLOW_ROOT.
     let root = std::env::var_os("BLOBFLOW_ROOT")

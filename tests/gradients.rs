@@ -1,7 +1,7 @@
 //! LeNet's backward pass against finite differences of its loss: the
 //! gradients the solver applies are the loss's true derivatives.
 
-use blobflow::nn::lenet::LeNet;
+use blobflow::layers::lenet::LeNet;
 
 #[test]
 fn backward_matches_finite_differences() {

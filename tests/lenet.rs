@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use blobflow::mnist::Mnist;
-use blobflow::nn::lenet::LeNet;
+use blobflow::layers::lenet::LeNet;
+use blobflow_mnist::Mnist;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,14 +1,13 @@
 //! Training with snapshots: a run resumed from a snapshot repeats the
 //! uninterrupted run's losses bit for bit, the snapshot is a Caffe model
-//! that `blobflow inspect` reads with LeNet's shapes, and a snapshot
-//! written by `caffe train` itself continues here as it did in Caffe.
+//! with LeNet's shapes (the `blobflow` command's tests inspect one too),
+//! and a snapshot written by `caffe train` itself continues here as it did
+//! in Caffe.
 
 use std::path::{Path, PathBuf};
 
-use blobflow::mnist::Mnist;
-use blobflow::nn::train::Trainer;
-
-mod common;
+use blobflow::CaffeModel;
+use blobflow_mnist::{Mnist, Trainer};
 
 fn digits() -> Mnist {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mnist");
@@ -79,48 +78,40 @@ fn check_resume(shift: usize) -> Vec<f32> {
 }
 
 #[test]
-fn snapshots_are_caffe_files_inspect_reads_with_lenets_shapes() {
+fn snapshots_are_caffe_files_with_lenets_shapes() {
     let data = digits();
-    let dir = scratch("inspect");
+    let dir = scratch("snapshot");
     let mut t = Trainer::new(8, 8000, 1).unwrap();
     t.step(&data).unwrap();
     let (model, state) = t.snapshot(&dir, "lenet").unwrap();
     assert_eq!(model.file_name().unwrap(), "lenet_iter_1.caffemodel");
-    let m = common::inspect_json(&model);
-    assert_eq!(m["format"], "NetParameter");
-    let shapes: Vec<(String, Vec<serde_json::Value>)> = m["layers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|l| !l["blobs"].as_array().unwrap().is_empty())
+    let m = CaffeModel::open(&model).unwrap();
+    let shapes: Vec<(String, Vec<Vec<usize>>)> = m
+        .layers()
+        .filter(|l| !l.blobs().is_empty())
         .map(|l| {
+            let blobs = m.layer_blobs::<f32>(l.name()).unwrap();
             (
-                l["name"].as_str().unwrap().to_string(),
-                l["blobs"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|b| b["shape"].clone())
-                    .collect(),
+                l.name().to_string(),
+                blobs.iter().map(|b| b.shape().to_vec()).collect(),
             )
         })
         .collect();
-    let want = serde_json::json!([
-        ["conv1", [[20, 1, 5, 5], [20]]],
-        ["conv2", [[50, 20, 5, 5], [50]]],
-        ["ip1", [[500, 800], [500]]],
-        ["ip2", [[10, 500], [10]]]
-    ]);
-    assert_eq!(serde_json::to_value(&shapes).unwrap(), want);
-    let s = common::inspect_json(&state);
-    assert_eq!(s["format"], "SolverState");
-    assert_eq!(s["iter"], 1);
-    assert_eq!(s["name"], model.to_str().unwrap());
-    assert_eq!(s["history"].as_array().unwrap().len(), 8);
-    // The shipped Caffe weights load into the trained net's layers too.
-    let mut net = blobflow::nn::lenet::LeNet::new(1).unwrap();
-    net.load_weights(&blobflow::CaffeModel::open(&model).unwrap())
-        .unwrap();
+    let want = [
+        ("conv1", vec![vec![20, 1, 5, 5], vec![20]]),
+        ("conv2", vec![vec![50, 20, 5, 5], vec![50]]),
+        ("ip1", vec![vec![500, 800], vec![500]]),
+        ("ip2", vec![vec![10, 500], vec![10]]),
+    ]
+    .map(|(n, s)| (n.to_string(), s));
+    assert_eq!(shapes, want);
+    let s = blobflow::runtime::read_solver_state(&state).unwrap();
+    assert_eq!(s.iter, Some(1));
+    assert_eq!(s.learned_net.as_deref(), model.to_str());
+    assert_eq!(s.history.len(), 8);
+    // The trained net's weights load back into LeNet.
+    let mut net = blobflow::layers::lenet::LeNet::new(1).unwrap();
+    net.load_weights(&m).unwrap();
 }
 
 /// `tests/fixtures/caffe-lenet-train` holds what `caffe train` wrote for
@@ -153,7 +144,7 @@ fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
             "iteration {iter}: loss {ours} here, {caffe} in Caffe"
         );
     }
-    let mut caffe_net = blobflow::nn::lenet::LeNet::new(1).unwrap();
+    let mut caffe_net = blobflow::layers::lenet::LeNet::new(1).unwrap();
     caffe_net
         .load_weights(
             &blobflow::CaffeModel::open(fixture.join("lenet_iter_1020.caffemodel")).unwrap(),

@@ -1,5 +1,8 @@
-//! Procedural macros of blobflow. Use them through the `blobflow` crate,
-//! which re-exports [`blob!`] and the types it names.
+//! The procedural half of blobflow's `blob!`. Do not use this crate
+//! directly: `blob_runtime::blob!` (re-exported as `blobflow::blob!`) is a
+//! `macro_rules!` that hands this macro its own `$crate`, so the types it
+//! writes resolve through whichever crate the user reached `blob!` by: the
+//! runtime, `blobflow` under any name, or a crate that re-exports either.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -115,36 +118,36 @@ fn parse_dims(input: ParseStream) -> syn::Result<Vec<DimSpec>> {
 }
 
 /// The typenum type of a literal: a binary `UInt` chain, any size.
-fn typenum_of(v: u128) -> TokenStream2 {
-    let mut ty = quote!(::blobflow::typed::typenum::UTerm);
+fn typenum_of(krate: &TokenStream2, v: u128) -> TokenStream2 {
+    let mut ty = quote!(#krate::typed::typenum::UTerm);
     if v == 0 {
         return ty;
     }
     let bits = 128 - v.leading_zeros();
     for i in (0..bits).rev() {
         let bit = if (v >> i) & 1 == 1 {
-            quote!(::blobflow::typed::typenum::B1)
+            quote!(#krate::typed::typenum::B1)
         } else {
-            quote!(::blobflow::typed::typenum::B0)
+            quote!(#krate::typed::typenum::B0)
         };
-        ty = quote!(::blobflow::typed::typenum::UInt<#ty, #bit>);
+        ty = quote!(#krate::typed::typenum::UInt<#ty, #bit>);
     }
     ty
 }
 
-fn dim_types(dims: &[DimSpec]) -> (TokenStream2, TokenStream2) {
+fn dim_types(krate: &TokenStream2, dims: &[DimSpec]) -> (TokenStream2, TokenStream2) {
     let mut tys = Vec::new();
     let mut names = Vec::new();
     for d in dims {
         match &d.kind {
             DimKind::Literal(v) => {
-                tys.push(typenum_of(*v));
+                tys.push(typenum_of(krate, *v));
                 let lit = proc_macro2::Literal::usize_unsuffixed(*v as usize);
-                names.push(quote!(::blobflow::typed::D<#lit>));
+                names.push(quote!(#krate::typed::D<#lit>));
             }
             DimKind::Dynamic => {
-                tys.push(quote!(::blobflow::typed::Dyn));
-                names.push(quote!(::blobflow::typed::Dyn));
+                tys.push(quote!(#krate::typed::Dyn));
+                names.push(quote!(#krate::typed::Dyn));
             }
             DimKind::Generic(id) => {
                 tys.push(quote!(#id));
@@ -217,41 +220,47 @@ impl Parse for Input {
     }
 }
 
-/// Statically shaped blob types.
-///
-/// - `blob!(f32; 64, 3, 32, 32)` is the type of a blob of that shape: a
-///   `TypedBlob<f32, _>` whose count, strides and offsets are constants.
-/// - `blob!(f32; _, 1, 28, 28)`: `_` is one dim known at run time (the
-///   batch), checked once when the blob is made.
-/// - `blob!(f32; B, K)` inside `fn ip<B: Dim, K: Dim>(..)`: generic dims;
-///   it stands for any blob with those dims (`impl Shape<Dims = (B, K)>`),
-///   so it is written where `impl Trait` is allowed: argument and return
-///   types of functions.
-/// - `blob!(pub shape Conv1Out = 64, 20, 24, 24);` declares a named shape
-///   `Conv1Out` (use it as `TypedBlob<f32, Conv1Out>`); diagnostics then say
-///   `Conv1Out`. Dims may carry names, `n: _, c: 20, h: 24, w: 24`, which
-///   become axis constants (`Conv1Out::C == 1`).
-///
-/// The macro rejects, at the offending token: more than 32 axes, an element
-/// count that overflows `usize`, duplicate dim names, more than one `_`,
-/// and anything that is not a dim.
+/// `blob!`'s input after the crate path it is to write its types with.
+struct WithCrate {
+    krate: TokenStream2,
+    input: Input,
+}
+
+impl Parse for WithCrate {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut krate = TokenStream2::new();
+        while !input.peek(Token![;]) {
+            let tt: proc_macro2::TokenTree = input.parse()?;
+            krate.extend([tt]);
+        }
+        input.parse::<Token![;]>()?;
+        Ok(Self {
+            krate,
+            input: input.parse()?,
+        })
+    }
+}
+
+/// The implementation of `blob_runtime::blob!`, which calls it as
+/// `blob_with_crate!($crate; ...)`; see that macro for the syntax.
 #[proc_macro]
-pub fn blob(input: TokenStream) -> TokenStream {
-    let parsed = syn::parse_macro_input!(input as Input);
-    match parsed {
+pub fn blob_with_crate(input: TokenStream) -> TokenStream {
+    let WithCrate { krate, input } = syn::parse_macro_input!(input as WithCrate);
+    let krate = &krate;
+    match input {
         Input::Type(TypeForm { elem, dims }) => {
-            let (tys, names) = dim_types(&dims);
+            let (tys, names) = dim_types(krate, &dims);
             if dims.iter().any(|d| matches!(d.kind, DimKind::Generic(_))) {
                 // Generic dims: any shape with these dims, whatever its
                 // name (a declared shape, a literal one, a derived one).
-                quote!(::blobflow::typed::TypedBlob<#elem, impl ::blobflow::typed::Shape<Dims = #tys>>).into()
-            } else {
-                quote!(::blobflow::typed::TypedBlob<#elem, ::blobflow::typed::Shp<#tys, #names>>)
+                quote!(#krate::typed::TypedBlob<#elem, impl #krate::typed::Shape<Dims = #tys>>)
                     .into()
+            } else {
+                quote!(#krate::typed::TypedBlob<#elem, #krate::typed::Shp<#tys, #names>>).into()
             }
         }
         Input::Shape(ShapeForm { vis, name, dims }) => {
-            let (tys, _) = dim_types(&dims);
+            let (tys, _) = dim_types(krate, &dims);
             let name_str = name.to_string();
             let axes = dims.iter().enumerate().filter_map(|(i, d)| {
                 d.label.as_ref().map(|l| {
@@ -266,7 +275,7 @@ pub fn blob(input: TokenStream) -> TokenStream {
                 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
                 #vis struct #name;
 
-                impl ::blobflow::typed::Shape for #name {
+                impl #krate::typed::Shape for #name {
                     type Dims = #tys;
                     type Name = #name;
                     const DECLARED_NAME: ::core::option::Option<&'static str> =

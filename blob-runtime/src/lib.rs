@@ -41,6 +41,12 @@ mod stand_in_device;
 #[cfg(test)]
 mod tests;
 
+/// What `blob!` expands to; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use blob_macros::blob_with_crate;
+}
+
 pub use blob::{Blob, CpuMut, CpuRef, MAX_BLOB_AXES, shape_string};
 pub use device::{DeviceBackend, DeviceBuffer, DeviceError, DeviceStream, Precision};
 pub use element::{Element, MathElement};

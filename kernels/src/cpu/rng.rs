@@ -3,13 +3,13 @@
 //!
 //! As in Caffe, each thread has its own generator; [`set_seed`] reseeds the
 //! calling thread's, so a seeded single-threaded run is reproducible. The
-//! generator is ChaCha8, whose stream `rand_chacha` documents as stable.
+//! generator is xoshiro256++ seeded through SplitMix64 (both public-domain
+//! algorithms, written out here: its stream is this crate's to keep
+//! stable); an unseeded thread starts from the hasher keys the standard
+//! library draws from the operating system.
 
 use std::cell::RefCell;
-
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use rand_distr::{Bernoulli, Distribution, Normal, Uniform};
+use std::hash::{BuildHasher, Hasher};
 
 use crate::Real;
 
@@ -40,11 +40,70 @@ pub enum RngError {
     },
 }
 
-thread_local! {
-    static RNG: RefCell<ChaCha8Rng> = RefCell::new(ChaCha8Rng::from_os_rng());
+/// xoshiro256++ (Blackman and Vigna): 256 bits of state, period 2^256 - 1,
+/// fast and statistically strong for simulation (not for secrets).
+struct Xoshiro256 {
+    s: [u64; 4],
 }
 
-fn with_rng<R>(f: impl FnOnce(&mut ChaCha8Rng) -> R) -> R {
+impl Xoshiro256 {
+    /// The state SplitMix64 expands `seed` into, as the authors recommend.
+    fn seed_from_u64(mut seed: u64) -> Self {
+        let mut next = || {
+            seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        Self {
+            s: [next(), next(), next(), next()],
+        }
+    }
+
+    fn from_os_entropy() -> Self {
+        // RandomState's keys come from the operating system's generator.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(0x626c_6f62_666c_6f77);
+        Self::seed_from_u64(h.finish())
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform on `[0, 1)` with 53 random bits.
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform on `(0, 1]`, safe to take the logarithm of.
+    fn unit_open_below(&mut self) -> f64 {
+        ((self.next_u64() >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// A standard normal draw (Box-Muller; the second value is dropped so
+    /// that each draw depends only on the generator's state).
+    fn standard_normal(&mut self) -> f64 {
+        let r = (-2.0 * self.unit_open_below().ln()).sqrt();
+        r * (std::f64::consts::TAU * self.unit()).cos()
+    }
+}
+
+thread_local! {
+    static RNG: RefCell<Xoshiro256> = RefCell::new(Xoshiro256::from_os_entropy());
+}
+
+fn with_rng<R>(f: impl FnOnce(&mut Xoshiro256) -> R) -> R {
     RNG.with(|r| f(&mut r.borrow_mut()))
 }
 
@@ -61,7 +120,7 @@ fn with_rng<R>(f: impl FnOnce(&mut ChaCha8Rng) -> R) -> R {
 /// assert_eq!(a, b);
 /// ```
 pub fn set_seed(seed: u64) {
-    with_rng(|r| *r = ChaCha8Rng::seed_from_u64(seed));
+    with_rng(|r| *r = Xoshiro256::seed_from_u64(seed));
 }
 
 /// Fills `y` uniformly on the closed range `[a, b]` (Caffe
@@ -75,15 +134,15 @@ pub fn set_seed(seed: u64) {
 /// ```
 pub fn uniform<T: Real>(a: T, b: T, y: &mut [T]) -> Result<(), RngError> {
     let (af, bf) = (a.to_f64(), b.to_f64());
-    let dist = Uniform::new_inclusive(af, bf)
-        .ok()
-        .filter(|_| af.is_finite() && bf.is_finite())
-        .ok_or(RngError::UniformRange { a: af, b: bf })?;
+    if !(af <= bf && af.is_finite() && bf.is_finite()) {
+        return Err(RngError::UniformRange { a: af, b: bf });
+    }
+    let width = bf - af;
     with_rng(|r| {
         for v in y.iter_mut() {
             // Rounding to f32 can step just past a bound; clamp keeps the
             // closed range Caffe promises.
-            let x = T::from_f64(dist.sample(r));
+            let x = T::from_f64(af + width * r.unit());
             *v = if x < a {
                 a
             } else if x > b {
@@ -106,13 +165,12 @@ pub fn uniform<T: Real>(a: T, b: T, y: &mut [T]) -> Result<(), RngError> {
 /// ```
 pub fn gaussian<T: Real>(mu: T, sigma: T, y: &mut [T]) -> Result<(), RngError> {
     let (m, s) = (mu.to_f64(), sigma.to_f64());
-    let dist = Normal::new(m, s)
-        .ok()
-        .filter(|_| s > 0.0 && s.is_finite() && m.is_finite())
-        .ok_or(RngError::GaussianSigma { mu: m, sigma: s })?;
+    if !(s > 0.0 && s.is_finite() && m.is_finite()) {
+        return Err(RngError::GaussianSigma { mu: m, sigma: s });
+    }
     with_rng(|r| {
         for v in y.iter_mut() {
-            *v = T::from_f64(dist.sample(r));
+            *v = T::from_f64(m + s * r.standard_normal());
         }
     });
     Ok(())
@@ -143,10 +201,12 @@ impl BernoulliTarget for u32 {
 /// assert!(blob_kernels::cpu::bernoulli(1.5, &mut y).is_err());
 /// ```
 pub fn bernoulli<I: BernoulliTarget>(p: f64, y: &mut [I]) -> Result<(), RngError> {
-    let dist = Bernoulli::new(p).map_err(|_| RngError::BernoulliP { p })?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(RngError::BernoulliP { p });
+    }
     with_rng(|r| {
         for v in y.iter_mut() {
-            *v = I::from_bool(dist.sample(r));
+            *v = I::from_bool(r.unit() < p);
         }
     });
     Ok(())

@@ -3,14 +3,15 @@
 
 use blob_kernels::cpu;
 
-use crate::proto::SolverState;
-use crate::{Blob, BlobError};
+use blob_proto::SolverState;
+use blob_runtime::{Blob, BlobError};
 
 /// SGD with momentum, L2 weight decay and the `inv` learning-rate policy,
 /// computed as Caffe computes it.
 ///
 /// ```
-/// use blobflow::{Blob, nn::solver::SgdSolver};
+/// use blob_layers::solver::SgdSolver;
+/// use blob_runtime::Blob;
 /// let w = Blob::<f32>::new(&[2])?;
 /// w.mutable_cpu_data()?.fill(1.0);
 /// w.mutable_cpu_diff()?.fill(0.5);
@@ -18,7 +19,7 @@ use crate::{Blob, BlobError};
 /// solver.step(&[&w], &[1.0])?;
 /// assert_eq!(solver.iter, 1);
 /// assert!(w.data_at(&[0]) < 1.0);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 #[derive(Debug)]
 pub struct SgdSolver {
@@ -43,7 +44,7 @@ impl SgdSolver {
     /// 0.75.
     ///
     /// ```
-    /// assert_eq!(blobflow::nn::solver::SgdSolver::lenet().learning_rate(), 0.01);
+    /// assert_eq!(blob_layers::solver::SgdSolver::lenet().learning_rate(), 0.01);
     /// ```
     pub fn lenet() -> Self {
         Self {
@@ -60,7 +61,7 @@ impl SgdSolver {
     /// Caffe's `inv` policy: `base_lr * (1 + gamma * iter)^(-power)`.
     ///
     /// ```
-    /// let mut s = blobflow::nn::solver::SgdSolver::lenet();
+    /// let mut s = blob_layers::solver::SgdSolver::lenet();
     /// s.iter = 10000;
     /// assert!((s.learning_rate() - 0.01 * 2f32.powf(-0.75)).abs() < 1e-9);
     /// ```
@@ -87,12 +88,13 @@ impl SgdSolver {
     /// momentum * history + rate * lr_mult * diff`, `data -= history`.
     ///
     /// ```
-    /// # use blobflow::{Blob, nn::solver::SgdSolver};
+    /// # use blob_layers::solver::SgdSolver;
+    /// # use blob_runtime::Blob;
     /// let w = Blob::<f32>::new(&[1])?;
     /// w.mutable_cpu_data()?;
     /// let mut s = SgdSolver::lenet();
     /// assert!(s.step(&[&w], &[]).is_err()); // one lr_mult per parameter
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn step(&mut self, params: &[&Blob<f32>], lr_mults: &[f32]) -> Result<(), BlobError> {
         if lr_mults.len() != params.len() {
@@ -124,10 +126,10 @@ impl SgdSolver {
     /// `SnapshotSolverStateToBinaryProto`).
     ///
     /// ```
-    /// let s = blobflow::nn::solver::SgdSolver::lenet();
+    /// let s = blob_layers::solver::SgdSolver::lenet();
     /// let st = s.state("lenet_iter_0.caffemodel")?;
     /// assert_eq!(st.iter, Some(0));
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn state(&self, learned_net: &str) -> Result<SolverState, BlobError> {
         Ok(SolverState {
@@ -146,12 +148,13 @@ impl SgdSolver {
     /// iteration and momentum history, checked against the parameters.
     ///
     /// ```
-    /// # use blobflow::{Blob, nn::solver::SgdSolver};
+    /// # use blob_layers::solver::SgdSolver;
+    /// # use blob_runtime::Blob;
     /// let w = Blob::<f32>::new(&[2])?;
     /// let mut s = SgdSolver::lenet();
-    /// let st = blobflow::proto::SolverState { iter: Some(5), ..Default::default() };
+    /// let st = blob_proto::SolverState { iter: Some(5), ..Default::default() };
     /// assert!(s.restore(&st, &[&w]).is_err()); // no history for w
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn restore(&mut self, state: &SolverState, params: &[&Blob<f32>]) -> Result<(), BlobError> {
         if state.history.len() != params.len() {

@@ -5,12 +5,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::blob;
-use crate::nn::filler;
-use crate::nn::layers::{self, Convolution, InnerProduct, MaxPool};
-use crate::proto::{LayerParameter, NetParameter};
-use crate::typed::{FlatOf, InnerProductWith, Shape, TypedBlob};
-use crate::{Blob, BlobError, CaffeModel};
+use crate::filler;
+use crate::layers::{self, Convolution, InnerProduct, MaxPool};
+use blob_proto::{LayerParameter, NetParameter};
+use blob_runtime::blob;
+use blob_runtime::typed::{FlatOf, InnerProductWith, Shape, TypedBlob};
+use blob_runtime::{Blob, BlobError, CaffeModel};
 
 type Result<T> = std::result::Result<T, BlobError>;
 
@@ -39,11 +39,11 @@ pub const STAGES: [&str; 8] = [
 /// LeNet with its activations and parameters.
 ///
 /// ```no_run
-/// let mut net = blobflow::nn::lenet::LeNet::load("lenet_iter_10000.caffemodel", 64)?;
+/// let mut net = blob_layers::lenet::LeNet::load("lenet_iter_10000.caffemodel", 64)?;
 /// let images = vec![0.0f32; 64 * 28 * 28];
 /// let labels = net.predict(&images)?;
 /// assert_eq!(labels.len(), 64);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub struct LeNet {
     /// conv1: 1 -> 20 channels, 5x5.
@@ -94,9 +94,9 @@ impl LeNet {
     /// LeNet with zero weights for batches of `batch` images.
     ///
     /// ```
-    /// let net = blobflow::nn::lenet::LeNet::new(8)?;
+    /// let net = blob_layers::lenet::LeNet::new(8)?;
     /// assert_eq!(net.input().shape(), &[8, 1, 28, 28]);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn new(batch: usize) -> Result<Self> {
         Ok(Self {
@@ -122,7 +122,7 @@ impl LeNet {
     /// loaded with Caffe's `CopyTrainedLayersFrom` rules.
     ///
     /// ```
-    /// assert!(blobflow::nn::lenet::LeNet::load("/no/such.caffemodel", 1).is_err());
+    /// assert!(blob_layers::lenet::LeNet::load("/no/such.caffemodel", 1).is_err());
     /// ```
     pub fn load(path: impl AsRef<Path>, batch: usize) -> Result<Self> {
         let mut net = Self::new(batch)?;
@@ -134,10 +134,10 @@ impl LeNet {
     /// there with Caffe's shapes (a legacy 1x1x1xN bias fits (N)).
     ///
     /// ```
-    /// let mut net = blobflow::nn::lenet::LeNet::new(1)?;
-    /// let empty = blobflow::CaffeModel::from_net(blobflow::proto::NetParameter::new("x"));
+    /// let mut net = blob_layers::lenet::LeNet::new(1)?;
+    /// let empty = blob_runtime::CaffeModel::from_net(blob_proto::NetParameter::new("x"));
     /// assert!(net.load_weights(&empty).is_err());
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn load_weights(&mut self, model: &CaffeModel) -> Result<()> {
         fn load(
@@ -162,11 +162,11 @@ impl LeNet {
     /// Caffe's LeNet initialisation: xavier weights, constant 0 biases.
     ///
     /// ```
-    /// let mut net = blobflow::nn::lenet::LeNet::new(1)?;
-    /// blobflow::kernels::cpu::set_seed(1701);
+    /// let mut net = blob_layers::lenet::LeNet::new(1)?;
+    /// blob_kernels::cpu::set_seed(1701);
     /// net.init_fillers()?;
     /// assert!(net.conv1.weight.asum_data()? > 0.0);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn init_fillers(&mut self) -> Result<()> {
         for (w, b) in [
@@ -184,10 +184,10 @@ impl LeNet {
     /// Changes the batch size (activations only grow).
     ///
     /// ```
-    /// let mut net = blobflow::nn::lenet::LeNet::new(4)?;
+    /// let mut net = blob_layers::lenet::LeNet::new(4)?;
     /// net.set_batch(2)?;
     /// assert_eq!(net.batch(), 2);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn set_batch(&mut self, n: usize) -> Result<()> {
         self.data.set_dynamic(n)?;
@@ -203,8 +203,8 @@ impl LeNet {
     /// The batch size.
     ///
     /// ```
-    /// assert_eq!(blobflow::nn::lenet::LeNet::new(3)?.batch(), 3);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// assert_eq!(blob_layers::lenet::LeNet::new(3)?.batch(), 3);
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn batch(&self) -> usize {
         self.data.shape()[0]
@@ -213,9 +213,9 @@ impl LeNet {
     /// The input blob: write scaled pixels into its data.
     ///
     /// ```
-    /// let net = blobflow::nn::lenet::LeNet::new(1)?;
+    /// let net = blob_layers::lenet::LeNet::new(1)?;
     /// net.input().mutable_cpu_data()?.fill(0.5);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn input(&self) -> &TypedBlob<f32, Digits> {
         &self.data
@@ -224,10 +224,10 @@ impl LeNet {
     /// Class probabilities of the last forward pass, `(N, 10)`.
     ///
     /// ```
-    /// let mut net = blobflow::nn::lenet::LeNet::new(1)?;
+    /// let mut net = blob_layers::lenet::LeNet::new(1)?;
     /// net.forward()?;
     /// assert_eq!(net.prob().shape(), &[1, 10]);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn prob(&self) -> &TypedBlob<f32, Ip2Out> {
         &self.prob
@@ -254,11 +254,11 @@ impl LeNet {
     /// Forward pass of the input to class probabilities.
     ///
     /// ```
-    /// let mut net = blobflow::nn::lenet::LeNet::new(2)?;
+    /// let mut net = blob_layers::lenet::LeNet::new(2)?;
     /// net.forward()?;
     /// // Zero weights: every class equally likely.
     /// assert!((net.prob().data_at([0, 3]) - 0.1).abs() < 1e-6);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn forward(&mut self) -> Result<()> {
         self.forward_logits()?;
@@ -268,10 +268,10 @@ impl LeNet {
     /// Classifies a batch of scaled images (`batch * 784` values).
     ///
     /// ```
-    /// let mut net = blobflow::nn::lenet::LeNet::new(2)?;
+    /// let mut net = blob_layers::lenet::LeNet::new(2)?;
     /// assert!(net.predict(&[0.0; 5]).is_err());
     /// assert_eq!(net.predict(&[0.0; 2 * 784])?.len(), 2);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn predict(&mut self, images: &[f32]) -> Result<Vec<u8>> {
         let per = 28 * 28;
@@ -297,8 +297,8 @@ impl LeNet {
     /// w, b, ip2 w, b.
     ///
     /// ```
-    /// assert_eq!(blobflow::nn::lenet::LeNet::new(1)?.params()[4].shape(), &[500, 800]);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// assert_eq!(blob_layers::lenet::LeNet::new(1)?.params()[4].shape(), &[500, 800]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn params(&self) -> [&Blob<f32>; 8] {
         [
@@ -318,10 +318,10 @@ impl LeNet {
     /// Returns the loss.
     ///
     /// ```
-    /// let mut net = blobflow::nn::lenet::LeNet::new(2)?;
+    /// let mut net = blob_layers::lenet::LeNet::new(2)?;
     /// let loss = net.forward_backward(&[3, 7])?;
     /// assert!((loss - 10f32.ln()).abs() < 1e-5);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn forward_backward(&mut self, labels: &[u8]) -> Result<f32> {
         self.forward_logits()?;
@@ -344,10 +344,10 @@ impl LeNet {
     /// Caffe's lenet_train_test, with the learned blobs).
     ///
     /// ```
-    /// let net = blobflow::nn::lenet::LeNet::new(1)?;
+    /// let net = blob_layers::lenet::LeNet::new(1)?;
     /// let model = net.to_caffemodel()?;
     /// assert_eq!(model.layers().count(), 9);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn to_caffemodel(&self) -> Result<CaffeModel> {
         let mut net = NetParameter::new("LeNet");

@@ -3,27 +3,17 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use blob_proto::{BlobProto, BlobProtoVector, FileFormat, NetParameter, SolverState};
+use blobflow::proto::{BlobProto, BlobProtoVector, FileFormat, NetParameter, SolverState};
 use serde_json::{Value, json};
 
-use crate::BlobError;
+use blobflow::BlobError;
 
 /// One blob's summary: the shape as stored (legacy fields as
 /// `[num, channels, height, width]`), count, sum of |x| in f64, and the
 /// first five values. A blob whose shape and stored values disagree is an
 /// error naming `at` (where the blob is) and both counts, as Caffe's
 /// `FromProto` refuses to load it.
-///
-/// ```
-/// use blob_proto::{BlobProto, BlobShape};
-/// let b = BlobProto { data: vec![-1.0, 2.0], shape: Some(BlobShape { dim: vec![2] }), ..Default::default() };
-/// let s = blobflow::inspect::blob_summary(&b, "blob").unwrap();
-/// assert_eq!(s["count"], 2);
-/// assert_eq!(s["sum_abs"], 3.0);
-/// let bad = BlobProto { data: vec![1.0], ..b };
-/// assert!(blobflow::inspect::blob_summary(&bad, "blob").is_err());
-/// ```
-pub fn blob_summary(blob: &BlobProto, at: &str) -> Result<Value, blob_proto::ProtoError> {
+pub fn blob_summary(blob: &BlobProto, at: &str) -> Result<Value, blobflow::proto::ProtoError> {
     blob.check_values(at)?;
     let shape = blob.stored_shape();
     let count = shape
@@ -41,7 +31,7 @@ pub fn blob_summary(blob: &BlobProto, at: &str) -> Result<Value, blob_proto::Pro
 }
 
 /// Summaries of `blobs`, each located as `{at}{index}` in messages.
-fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blob_proto::ProtoError> {
+fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blobflow::proto::ProtoError> {
     blobs
         .iter()
         .enumerate()
@@ -54,12 +44,6 @@ fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blob_proto::Pr
 /// net, `{"format", "blob": {...}}` for a blob, `{"format", "name",
 /// "iter", "history": [...]}` for a solver state, `{"format", "blobs"}`
 /// for a blob vector.
-///
-/// ```no_run
-/// let v = blobflow::inspect::describe("lenet_iter_10000.caffemodel".as_ref())?;
-/// assert_eq!(v["format"], "NetParameter");
-/// # Ok::<(), blobflow::BlobError>(())
-/// ```
 pub fn describe(path: &Path) -> Result<Value, BlobError> {
     let bytes = std::fs::read(path).map_err(|e| BlobError::Io {
         path: path.display().to_string(),
@@ -70,7 +54,7 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
         path: path.display().to_string(),
         source,
     };
-    let format = blob_proto::detect_format(&bytes, name).map_err(perr)?;
+    let format = blobflow::proto::detect_format(&bytes, name).map_err(perr)?;
     let value = match format {
         FileFormat::NetParameter | FileFormat::NetParameterV1 => {
             let net = NetParameter::decode(&bytes).map_err(perr)?;
@@ -88,16 +72,18 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
             json!({ "format": format.name(), "name": net.name(), "layers": layers })
         }
         FileFormat::BlobProto => {
-            let b: BlobProto = blob_proto::decode_message("BlobProto", &bytes).map_err(perr)?;
+            let b: BlobProto =
+                blobflow::proto::decode_message("BlobProto", &bytes).map_err(perr)?;
             json!({ "format": format.name(), "blob": blob_summary(&b, "blob").map_err(perr)? })
         }
         FileFormat::BlobProtoVector => {
             let v: BlobProtoVector =
-                blob_proto::decode_message("BlobProtoVector", &bytes).map_err(perr)?;
+                blobflow::proto::decode_message("BlobProtoVector", &bytes).map_err(perr)?;
             json!({ "format": format.name(), "blobs": summaries(&v.blobs, "blob ").map_err(perr)? })
         }
         FileFormat::SolverState => {
-            let s: SolverState = blob_proto::decode_message("SolverState", &bytes).map_err(perr)?;
+            let s: SolverState =
+                blobflow::proto::decode_message("SolverState", &bytes).map_err(perr)?;
             json!({
                 "format": format.name(),
                 "name": s.learned_net,
@@ -129,11 +115,6 @@ fn blob_row(out: &mut String, layer: &str, kind: &str, blob: &Value) {
 }
 
 /// The human-readable table for a [`describe`] value.
-///
-/// ```
-/// let v = serde_json::json!({"format": "BlobProto", "blob": {"shape": [2], "count": 2, "sum_abs": 3.0, "first5": [1.0, -2.0]}});
-/// assert!(blobflow::inspect::table(&v).contains("BlobProto"));
-/// ```
 pub fn table(v: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "format: {}", v["format"].as_str().unwrap_or("?"));
@@ -171,4 +152,30 @@ pub fn table(v: &Value) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use blobflow::proto::{BlobProto, BlobShape};
+
+    #[test]
+    fn a_summary_holds_count_sum_and_first_values_and_refuses_a_short_blob() {
+        let b = BlobProto {
+            data: vec![-1.0, 2.0],
+            shape: Some(BlobShape { dim: vec![2] }),
+            ..Default::default()
+        };
+        let s = super::blob_summary(&b, "blob").unwrap();
+        assert_eq!(s["count"], 2);
+        assert_eq!(s["sum_abs"], 3.0);
+        assert!(
+            super::table(&serde_json::json!({"format": "BlobProto", "blob": s}))
+                .contains("BlobProto")
+        );
+        let short = BlobProto {
+            data: vec![1.0],
+            ..b
+        };
+        assert!(super::blob_summary(&short, "blob").is_err());
+    }
 }

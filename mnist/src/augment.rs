@@ -1,6 +1,6 @@
 //! Random translations of training images: the one departure from Caffe's
 //! LeNet recipe that the trainer offers, off unless asked for
-//! ([`Trainer::shift`](crate::nn::train::Trainer::shift)).
+//! ([`Trainer::shift`](crate::Trainer::shift)).
 //!
 //! Caffe's recipe, trained on only 8,000 digits, memorises them (training
 //! loss near 1e-3) and stops improving on unseen ones; moving each digit by
@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 /// component uniform on `-max..=max`.
 ///
 /// ```
-/// use blobflow::nn::augment::offsets;
+/// use blobflow_mnist::augment::offsets;
 /// let a = offsets(7, 64, 2);
 /// assert_eq!(a, offsets(7, 64, 2)); // the same for the same iteration
 /// assert!(a.iter().all(|&(dy, dx)| dy.abs() <= 2 && dx.abs() <= 2));
@@ -34,7 +34,7 @@ pub fn offsets(iter: usize, batch: usize, max: usize) -> Vec<(isize, isize)> {
 /// by `dx` into `out`; pixels moved in from outside are zero (background).
 ///
 /// ```
-/// use blobflow::nn::augment::translate;
+/// use blobflow_mnist::augment::translate;
 /// let image = [1.0, 2.0, 3.0, 4.0]; // 2 x 2
 /// let mut out = [9.0; 4];
 /// translate(&image, 2, 2, (0, 1), &mut out);

@@ -7,7 +7,7 @@
 
 use blob_kernels::cpu::{self, Transpose};
 
-use crate::{Blob, BlobError};
+use blob_runtime::{Blob, BlobError};
 
 type Result<T> = std::result::Result<T, BlobError>;
 
@@ -32,7 +32,8 @@ fn ensure(buf: &mut Vec<f32>, n: usize) {
 /// im2col followed by one gemm per round of images sized to stay in cache.
 ///
 /// ```
-/// use blobflow::{Blob, nn::layers::Convolution};
+/// use blob_layers::Convolution;
+/// use blob_runtime::Blob;
 /// let mut conv = Convolution::new(1, 2, 3, 1)?;
 /// conv.weight.mutable_cpu_data()?.fill(1.0);
 /// let x = Blob::<f32>::new(&[1, 1, 4, 4])?;
@@ -40,7 +41,7 @@ fn ensure(buf: &mut Vec<f32>, n: usize) {
 /// let y = Blob::<f32>::new(&[1, 2, 2, 2])?;
 /// conv.forward(&x, &y)?;
 /// assert_eq!(&*y.cpu_data()?, &[9.0; 8]);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub struct Convolution {
     /// Input channels.
@@ -64,9 +65,9 @@ impl Convolution {
     /// A convolution with zero-filled weights and bias.
     ///
     /// ```
-    /// let c = blobflow::nn::layers::Convolution::new(1, 20, 5, 1)?;
+    /// let c = blob_layers::Convolution::new(1, 20, 5, 1)?;
     /// assert_eq!(c.weight.shape(), &[20, 1, 5, 5]);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn new(
         channels_in: usize,
@@ -91,8 +92,8 @@ impl Convolution {
     /// without padding).
     ///
     /// ```
-    /// assert_eq!(blobflow::nn::layers::Convolution::new(1, 1, 5, 1)?.output_size(28), 24);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// assert_eq!(blob_layers::Convolution::new(1, 1, 5, 1)?.output_size(28), 24);
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn output_size(&self, input: usize) -> usize {
         (input.saturating_sub(self.kernel)) / self.stride + 1
@@ -113,7 +114,7 @@ impl Convolution {
         if y.shape() != want {
             return Err(BlobError::ShapeMismatch {
                 op: "write convolution output",
-                src: crate::runtime::shape_string(&want),
+                src: blob_runtime::shape_string(&want),
                 dst: y.shape_string(),
             });
         }
@@ -143,11 +144,12 @@ impl Convolution {
     /// per round of images.
     ///
     /// ```
-    /// # use blobflow::{Blob, nn::layers::Convolution};
+    /// # use blob_layers::Convolution;
+    /// # use blob_runtime::Blob;
     /// let mut c = Convolution::new(1, 1, 2, 2)?;
     /// let (x, y) = (Blob::new(&[1, 1, 3, 3])?, Blob::new(&[1, 1, 1, 1])?);
     /// c.forward(&x, &y)?;
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn forward(&mut self, x: &Blob<f32>, y: &Blob<f32>) -> Result<()> {
         let dims = self.geometry(x, y)?;
@@ -197,14 +199,15 @@ impl Convolution {
     /// forward pass's.
     ///
     /// ```
-    /// # use blobflow::{Blob, nn::layers::Convolution};
+    /// # use blob_layers::Convolution;
+    /// # use blob_runtime::Blob;
     /// let mut c = Convolution::new(1, 1, 2, 1)?;
     /// let (x, y) = (Blob::new(&[1, 1, 3, 3])?, Blob::new(&[1, 1, 2, 2])?);
     /// c.forward(&x, &y)?;
     /// y.mutable_cpu_diff()?.fill(1.0);
     /// c.backward(&x, &y, true)?;
     /// assert_eq!(c.bias.cpu_diff()?[0], 4.0);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn backward(&mut self, x: &Blob<f32>, y: &Blob<f32>, propagate_down: bool) -> Result<()> {
         let dims = self.geometry(x, y)?;
@@ -355,14 +358,15 @@ impl ConvDims {
 /// Caffe `Pooling` with `pool: MAX`, no padding.
 ///
 /// ```
-/// use blobflow::{Blob, nn::layers::MaxPool};
+/// use blob_layers::MaxPool;
+/// use blob_runtime::Blob;
 /// let mut pool = MaxPool::new(2, 2);
 /// let x = Blob::<f32>::new(&[1, 1, 2, 2])?;
 /// x.mutable_cpu_data()?.copy_from_slice(&[1.0, 4.0, 3.0, 2.0]);
 /// let y = Blob::<f32>::new(&[1, 1, 1, 1])?;
 /// pool.forward(&x, &y)?;
 /// assert_eq!(y.data_at(&[0, 0, 0, 0]), 4.0);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub struct MaxPool {
     /// Window size.
@@ -376,7 +380,7 @@ impl MaxPool {
     /// A max pooling layer.
     ///
     /// ```
-    /// assert_eq!(blobflow::nn::layers::MaxPool::new(2, 2).output_size(24), 12);
+    /// assert_eq!(blob_layers::MaxPool::new(2, 2).output_size(24), 12);
     /// ```
     pub fn new(kernel: usize, stride: usize) -> Self {
         Self {
@@ -389,7 +393,7 @@ impl MaxPool {
     /// Caffe's output size: `ceil((input - kernel) / stride) + 1`.
     ///
     /// ```
-    /// assert_eq!(blobflow::nn::layers::MaxPool::new(3, 2).output_size(8), 4);
+    /// assert_eq!(blob_layers::MaxPool::new(3, 2).output_size(8), 4);
     /// ```
     pub fn output_size(&self, input: usize) -> usize {
         input.saturating_sub(self.kernel).div_ceil(self.stride) + 1
@@ -398,10 +402,11 @@ impl MaxPool {
     /// `y = max over each window of x`; remembers where each max was.
     ///
     /// ```
-    /// # use blobflow::{Blob, nn::layers::MaxPool};
+    /// # use blob_layers::MaxPool;
+    /// # use blob_runtime::Blob;
     /// let mut p = MaxPool::new(2, 2);
     /// assert!(p.forward(&Blob::new(&[1, 1, 4, 4])?, &Blob::new(&[1, 1, 3, 3])?).is_err());
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn forward(&mut self, x: &Blob<f32>, y: &Blob<f32>) -> Result<()> {
         let s = x.shape();
@@ -418,7 +423,7 @@ impl MaxPool {
         if y.shape() != want {
             return Err(BlobError::ShapeMismatch {
                 op: "write pooling output",
-                src: crate::runtime::shape_string(&want),
+                src: blob_runtime::shape_string(&want),
                 dst: y.shape_string(),
             });
         }
@@ -458,7 +463,8 @@ impl MaxPool {
     /// Routes each output gradient to the input that was the max.
     ///
     /// ```
-    /// # use blobflow::{Blob, nn::layers::MaxPool};
+    /// # use blob_layers::MaxPool;
+    /// # use blob_runtime::Blob;
     /// let mut p = MaxPool::new(2, 2);
     /// let (x, y) = (Blob::<f32>::new(&[1, 1, 2, 2])?, Blob::<f32>::new(&[1, 1, 1, 1])?);
     /// x.mutable_cpu_data()?.copy_from_slice(&[0.0, 0.0, 5.0, 0.0]);
@@ -466,7 +472,7 @@ impl MaxPool {
     /// y.mutable_cpu_diff()?.fill(1.0);
     /// p.backward(&x, &y)?;
     /// assert_eq!(&*x.cpu_diff()?, &[0.0, 0.0, 1.0, 0.0]);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn backward(&self, x: &Blob<f32>, y: &Blob<f32>) -> Result<()> {
         let s = x.shape();
@@ -527,7 +533,8 @@ fn pool_2x2(x: &[f32], y: &mut [f32], argmax: &mut [u32], planes: usize, h: usiz
 /// flattened to `(N, K)`.
 ///
 /// ```
-/// use blobflow::{Blob, nn::layers::InnerProduct};
+/// use blob_layers::InnerProduct;
+/// use blob_runtime::Blob;
 /// let mut ip = InnerProduct::new(3, 2)?;
 /// ip.weight.mutable_cpu_data()?.copy_from_slice(&[1.0, 0.0, 0.0, 0.0, 1.0, 1.0]);
 /// let x = Blob::<f32>::new(&[1, 3])?;
@@ -535,7 +542,7 @@ fn pool_2x2(x: &[f32], y: &mut [f32], argmax: &mut [u32], planes: usize, h: usiz
 /// let y = Blob::<f32>::new(&[1, 2])?;
 /// ip.forward(&x, &y)?;
 /// assert_eq!(&*y.cpu_data()?, &[1.0, 5.0]);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub struct InnerProduct {
     /// Weights, `(outputs, inputs)`.
@@ -549,9 +556,9 @@ impl InnerProduct {
     /// An inner product with zero-filled weights and bias.
     ///
     /// ```
-    /// let ip = blobflow::nn::layers::InnerProduct::new(800, 500)?;
+    /// let ip = blob_layers::InnerProduct::new(800, 500)?;
     /// assert_eq!(ip.weight.shape(), &[500, 800]);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn new(inputs: usize, outputs: usize) -> Result<Self> {
         Ok(Self {
@@ -577,10 +584,11 @@ impl InnerProduct {
     /// `y = x W^T + b`: one gemm, then the bias.
     ///
     /// ```
-    /// # use blobflow::{Blob, nn::layers::InnerProduct};
+    /// # use blob_layers::InnerProduct;
+    /// # use blob_runtime::Blob;
     /// let mut ip = InnerProduct::new(4, 2)?;
     /// assert!(ip.forward(&Blob::new(&[3, 5])?, &Blob::new(&[3, 2])?).is_err());
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn forward(&mut self, x: &Blob<f32>, y: &Blob<f32>) -> Result<()> {
         let (b, n, k) = self.dims(x, y)?;
@@ -608,14 +616,15 @@ impl InnerProduct {
     /// `dx = dy W` when `propagate_down`.
     ///
     /// ```
-    /// # use blobflow::{Blob, nn::layers::InnerProduct};
+    /// # use blob_layers::InnerProduct;
+    /// # use blob_runtime::Blob;
     /// let mut ip = InnerProduct::new(2, 1)?;
     /// let (x, y) = (Blob::<f32>::new(&[1, 2])?, Blob::<f32>::new(&[1, 1])?);
     /// x.mutable_cpu_data()?.copy_from_slice(&[3.0, 4.0]);
     /// y.mutable_cpu_diff()?.fill(1.0);
     /// ip.backward(&x, &y, false)?;
     /// assert_eq!(&*ip.weight.cpu_diff()?, &[3.0, 4.0]);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn backward(&mut self, x: &Blob<f32>, y: &Blob<f32>, propagate_down: bool) -> Result<()> {
         let (b, n, k) = self.dims(x, y)?;
@@ -665,11 +674,11 @@ impl InnerProduct {
 /// Caffe `ReLU` in place: `y = max(x, 0)`.
 ///
 /// ```
-/// let b = blobflow::Blob::<f32>::new(&[3])?;
+/// let b = blob_runtime::Blob::<f32>::new(&[3])?;
 /// b.mutable_cpu_data()?.copy_from_slice(&[-1.0, 0.0, 2.0]);
-/// blobflow::nn::layers::relu_forward(&b)?;
+/// blob_layers::relu_forward(&b)?;
 /// assert_eq!(&*b.cpu_data()?, &[0.0, 0.0, 2.0]);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub fn relu_forward(x: &Blob<f32>) -> Result<()> {
     for v in x.mutable_cpu_data()?.iter_mut() {
@@ -681,12 +690,12 @@ pub fn relu_forward(x: &Blob<f32>) -> Result<()> {
 /// ReLU backward in place: the diff passes where the output is positive.
 ///
 /// ```
-/// let b = blobflow::Blob::<f32>::new(&[2])?;
+/// let b = blob_runtime::Blob::<f32>::new(&[2])?;
 /// b.mutable_cpu_data()?.copy_from_slice(&[0.0, 2.0]);
 /// b.mutable_cpu_diff()?.fill(1.0);
-/// blobflow::nn::layers::relu_backward(&b)?;
+/// blob_layers::relu_backward(&b)?;
 /// assert_eq!(&*b.cpu_diff()?, &[0.0, 1.0]);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub fn relu_backward(x: &Blob<f32>) -> Result<()> {
     let data = x.cpu_data()?;
@@ -701,11 +710,11 @@ pub fn relu_backward(x: &Blob<f32>) -> Result<()> {
 /// Caffe `Softmax` over the last axis of `(N, C)`, into `prob`.
 ///
 /// ```
-/// let x = blobflow::Blob::<f32>::new(&[1, 2])?;
-/// let p = blobflow::Blob::<f32>::new(&[1, 2])?;
-/// blobflow::nn::layers::softmax(&x, &p)?;
+/// let x = blob_runtime::Blob::<f32>::new(&[1, 2])?;
+/// let p = blob_runtime::Blob::<f32>::new(&[1, 2])?;
+/// blob_layers::softmax(&x, &p)?;
 /// assert_eq!(&*p.cpu_data()?, &[0.5, 0.5]);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub fn softmax(x: &Blob<f32>, prob: &Blob<f32>) -> Result<()> {
     if x.shape() != prob.shape() || x.num_axes() != 2 {
@@ -734,12 +743,12 @@ pub fn softmax(x: &Blob<f32>, prob: &Blob<f32>) -> Result<()> {
 /// into `logits`' diff.
 ///
 /// ```
-/// let x = blobflow::Blob::<f32>::new(&[1, 2])?;
-/// let p = blobflow::Blob::<f32>::new(&[1, 2])?;
-/// let loss = blobflow::nn::layers::softmax_loss(&x, &p, &[1])?;
+/// let x = blob_runtime::Blob::<f32>::new(&[1, 2])?;
+/// let p = blob_runtime::Blob::<f32>::new(&[1, 2])?;
+/// let loss = blob_layers::softmax_loss(&x, &p, &[1])?;
 /// assert!((loss - std::f32::consts::LN_2).abs() < 1e-6);
 /// assert_eq!(&*x.cpu_diff()?, &[0.5, -0.5]);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub fn softmax_loss(logits: &Blob<f32>, prob: &Blob<f32>, labels: &[u8]) -> Result<f32> {
     softmax(logits, prob)?;

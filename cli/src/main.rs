@@ -8,6 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod inspect;
+
 #[derive(Parser)]
 #[command(
     name = "blobflow",
@@ -34,13 +36,13 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Inspect { file, json } => match blobflow::inspect::describe(&file) {
+        Command::Inspect { file, json } => match inspect::describe(&file) {
             Ok(v) if json => {
                 println!("{v}");
                 ExitCode::SUCCESS
             }
             Ok(v) => {
-                print!("{}", blobflow::inspect::table(&v));
+                print!("{}", inspect::table(&v));
                 ExitCode::SUCCESS
             }
             Err(e) => {

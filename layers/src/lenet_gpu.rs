@@ -10,12 +10,12 @@ use blob_kernels::cuda::cudarc::driver::CudaSlice;
 use blob_kernels::cuda::{self as kernels, CudaError, Gpu, launch_config};
 
 use super::lenet::LeNet;
-use crate::BlobError;
+use blob_runtime::BlobError;
 
 fn err(e: CudaError) -> BlobError {
     BlobError::Device {
         op: "LeNet on the GPU",
-        source: crate::runtime::DeviceError::new(e.to_string()),
+        source: blob_runtime::DeviceError::new(e.to_string()),
     }
 }
 
@@ -35,11 +35,11 @@ struct GpuConv {
 /// LeNet with weights on the GPU; activations are reused between batches.
 ///
 /// ```no_run
-/// use blobflow::nn::{lenet::LeNet, lenet_gpu::LeNetGpu};
+/// use blob_layers::{lenet::LeNet, lenet_gpu::LeNetGpu};
 /// let cpu = LeNet::load("lenet_iter_10000.caffemodel", 64)?;
-/// let mut gpu = LeNetGpu::new(&cpu, blobflow::kernels::cuda::Gpu::new(0).map_err(|e| blobflow::BlobError::Io { path: "gpu".into(), message: e.to_string() })?)?;
+/// let mut gpu = LeNetGpu::new(&cpu, blob_kernels::cuda::Gpu::new(0).map_err(|e| blob_runtime::BlobError::Io { path: "gpu".into(), message: e.to_string() })?)?;
 /// let labels = gpu.predict(&vec![0.0; 64 * 784])?;
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub struct LeNetGpu {
     gpu: Arc<Gpu>,
@@ -54,7 +54,7 @@ pub struct LeNetGpu {
 impl LeNetGpu {
     /// Uploads `net`'s weights to `gpu`.
     pub fn new(net: &LeNet, gpu: Arc<Gpu>) -> Result<Self, BlobError> {
-        let up = |b: &crate::Blob<f32>| -> Result<CudaSlice<f32>, BlobError> {
+        let up = |b: &Blob<f32>| -> Result<CudaSlice<f32>, BlobError> {
             gpu.stream()
                 .clone_htod(&b.cpu_data()?.to_vec())
                 .map_err(drv)

