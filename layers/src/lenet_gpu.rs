@@ -10,12 +10,12 @@ use blob_kernels::cuda::cudarc::driver::CudaSlice;
 use blob_kernels::cuda::{self as kernels, CudaError, Gpu, launch_config};
 
 use super::lenet::LeNet;
-use blob_runtime::BlobError;
+use blob_runtime::{Blob, BlobError};
 
 fn err(e: CudaError) -> BlobError {
     BlobError::Device {
         op: "LeNet on the GPU",
-        source: blob_runtime::DeviceError::new(e.to_string()),
+        source: blob_runtime::DeviceError::with_source("CUDA", e),
     }
 }
 
@@ -37,9 +37,10 @@ struct GpuConv {
 /// ```no_run
 /// use blob_layers::{lenet::LeNet, lenet_gpu::LeNetGpu};
 /// let cpu = LeNet::load("lenet_iter_10000.caffemodel", 64)?;
-/// let mut gpu = LeNetGpu::new(&cpu, blob_kernels::cuda::Gpu::new(0).map_err(|e| blob_runtime::BlobError::Io { path: "gpu".into(), message: e.to_string() })?)?;
-/// let labels = gpu.predict(&vec![0.0; 64 * 784])?;
-/// # Ok::<(), blob_runtime::BlobError>(())
+/// let gpu = blob_kernels::cuda::Gpu::new(0)?;
+/// let mut net = LeNetGpu::new(&cpu, gpu)?;
+/// let labels = net.predict(&vec![0.0; 64 * 784])?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct LeNetGpu {
     gpu: Arc<Gpu>,
