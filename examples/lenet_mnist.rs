@@ -50,7 +50,7 @@ fn gpu_classifier(
 {
     let gpu = blobflow::kernels::cuda::Gpu::new(0).map_err(|e| blobflow::BlobError::Device {
         op: "lenet_mnist --device cuda",
-        source: blobflow::runtime::DeviceError::new(e.to_string()),
+        source: blobflow::runtime::DeviceError::with_source("open GPU 0", e),
     })?;
     println!("device: {}", gpu.name());
     let mut g = blobflow::layers::lenet_gpu::LeNetGpu::new(net, gpu)?;

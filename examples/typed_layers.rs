@@ -20,7 +20,7 @@
 
 use blobflow::kernels::cpu::{self, Transpose};
 use blobflow::prelude::*;
-use blobflow::typed::{InnerProductDims, InnerProductOf, InnerProductWith, SameShapeAs, Shape};
+use blobflow::typed::{InnerProductOut, InnerProductWith, SameShapeAs, Shape};
 
 const CLASSES: usize = 3;
 
@@ -43,10 +43,9 @@ fn ip_forward<X, W: Shape>(
     x: &TypedBlob<f32, X>,
     w: &TypedBlob<f32, W>,
     b: &Blob<f32>,
-) -> Result<TypedBlob<f32, InnerProductOf<X, W>>, BlobError>
+) -> Result<TypedBlob<f32, InnerProductOut<X, W>>, BlobError>
 where
     X: InnerProductWith<W>,
-    X::Dims: InnerProductDims<W::Dims>,
 {
     let y = x.inner_product(w)?;
     {
@@ -184,9 +183,9 @@ fn main() -> Result<(), BlobError> {
     for step in 0..200 {
         let (x, labels) = synthetic_batch(60, step)?;
         // Forward.
-        let h: Hidden = ip_forward(&x, &net.w1, &net.b1)?.into_shape();
+        let h: Hidden = ip_forward(&x, &net.w1, &net.b1)?;
         relu_forward(&h)?;
-        let logits: Logits = ip_forward(&h, &net.w2, &net.b2)?.into_shape();
+        let logits: Logits = ip_forward(&h, &net.w2, &net.b2)?;
         let loss = softmax_loss(&logits, &labels)?;
         // Backward: diffs flow from the loss to every parameter.
         for p in params {

@@ -10,131 +10,86 @@
 //! ```
 //! use blobflow::{blob, typed::*};
 //!
-//! blob!(pub shape Conv1Out = 64, 20, 24, 24);
+//! blob!(pub shape Conv1Out = n: 64, c: 20, h: 24, w: 24);
+//! blob!(pub shape Conv1Flat = 64, 11520);
 //!
 //! type Input = blob!(f32; _, 1, 28, 28); // batch known at run time
 //! let x = Input::with_dynamic(64)?;
 //! assert_eq!(x.shape(), &[64, 1, 28, 28]);
 //!
 //! let c = TypedBlob::<f32, Conv1Out>::new()?;
+//! // A count is offered only where every dim is static; a dynamic shape
+//! // has ITEM_COUNT, the count of one item along its dynamic axis.
 //! assert_eq!(TypedBlob::<f32, Conv1Out>::COUNT, 64 * 20 * 24 * 24);
+//! assert_eq!(Input::ITEM_COUNT, 28 * 28);
+//! // Axis indices and dim values have names that say which.
+//! assert_eq!((Conv1Out::AXIS_C, Conv1Out::DIM_C), (1, 20));
 //! const OFF: usize = <blob!(f32; 64, 20, 24, 24)>::static_offset(&[1, 2, 3, 4]);
 //! assert_eq!(c.offset([1, 2, 3, 4]), OFF);
-//! // Derived results (flatten, inner_product) carry a derived name; give
-//! // them a declared one of the same dims with `into_shape`, for free.
-//! let flat: blob!(f32; 64, 11520) = c.flatten().into_shape();
+//! // reshape checks the counts at compile time. An anonymous shape's
+//! // count is known for dims up to 4096; a declared one's has no limit.
+//! let flat: TypedBlob<f32, Conv1Flat> = c.reshape();
+//!
+//! // Dims can be constants, const expressions and, in generic code, type
+//! // parameters with arithmetic on them: a 5x5 valid convolution's output.
+//! const CLASSES: usize = 10;
+//! type Logits = blob!(f32; _, CLASSES);
+//! fn conv5_out<N: Dim, C: Dim, H: Dim, W: Dim>(
+//!     _x: &blob!(f32; N, C, H, W),
+//! ) -> Result<blob!(f32; N, C, H - 4, W - 4), blobflow::BlobError>
+//! where
+//!     H: DimSub<D<4>>,
+//!     W: DimSub<D<4>>,
+//! {
+//!     TypedBlob::from_shape(&[2, 3, 24, 24])
+//! }
+//! let y = conv5_out(&<blob!(f32; 2, 3, 28, 28)>::new()?)?;
+//! assert_eq!(y.shape(), &[2, 3, 24, 24]);
+//! # let _ = (flat, Logits::with_dynamic(1)?);
 //! # Ok::<(), blobflow::BlobError>(())
 //! ```
 //!
 //! ## What the compiler refuses, and what it says
 //!
-//! Each relation between shapes is a trait of this crate; its error names
-//! the shapes, by their declared name or by their dims (`D<64>` is a dim
-//! of 64, `Dyn` one known at run time).
+//! Each relation between shapes is a trait of this crate, and its error
+//! names the shapes: by their declared name, or by their dims (`D<64>` is
+//! a dim of 64, `Dyn` one known at run time). Where the compiler reports a
+//! plain type mismatch, its label carries the two dims. Each row is a case
+//! of the compile-fail suite (`tests/ui/fail`, `tests/ui/check`), whose
+//! snapshot holds the whole message; a test holds this table to them.
 //!
-//! **Reshape to a different count**: `cannot reshape (D<2>, D<3>) into
-//! (D<7>,): element counts differ`.
+//! | Mistake | First line of the error | Label | Case |
+//! |---|---|---|---|
+//! | Anonymous shapes that differ (10 vs 100) | `` error[E0308]: mismatched types `` | `` expected `100`, found `10` `` | `anonymous_10_vs_100` |
+//! | A generic layer given 16 scales for 32 channels | `` error[E0308]: mismatched types `` | `` expected `32`, found `16` `` | `generic_layer_gamma` |
+//! | Height and width swapped in a function argument | `` error[E0308]: mismatched types `` | `` expected `28`, found `32` `` | `swapped_height_width` |
+//! | A named constant dim (`CLASSES`) against another size | `` error[E0308]: mismatched types `` | `` expected `10`, found `11` `` | `const_dim_mismatch` |
+//! | Reshape to a different count, declared shapes | `` error[E0277]: cannot reshape Conv1Out into FcIn: element counts differ (D<11520> vs D<11521>) `` |  | `reshape_named` |
+//! | Reshape to a different count, anonymous shapes | `` error[E0277]: cannot reshape (D<64>, D<3>, D<32>, D<32>) into (D<64>, D<3071>): element counts differ (CountOf<(D<64>, D<3>, D<32>, D<32>)> vs CountOf<(D<64>, D<3071>)>) `` |  | `reshape_count` |
+//! | Share memory with a different count | `` error[E0277]: cannot share memory between (D<5>,) and (D<6>,): element counts differ (CountOf<(D<5>,)> vs CountOf<(D<6>,)>) `` |  | `share_data_count` |
+//! | Copy between different shapes | `` error[E0277]: shapes differ: (D<3>, D<2>) is not (D<2>, D<3>) `` |  | `copy_shape` |
+//! | Copy between different declared shapes | `` error[E0277]: shapes differ: Pool1Out is not Conv2In `` |  | `copy_named` |
+//! | `axpy` on different shapes | `` error[E0277]: shapes differ: (D<11>,) is not (D<10>,) `` |  | `axpy_shape` |
+//! | Mix f32 and f64 | `` error[E0277]: cannot mix f64 and f32 blobs: element types differ `` |  | `mix_copy` |
+//! | Inner product with mismatched K | `` error[E0277]: cannot multiply (D<8>, D<800>) by weights (D<500>, D<801>): K differs (D<800> vs D<801>) `` |  | `inner_product_k` |
+//! | Inner product, declared shapes | `` error[E0277]: cannot multiply Ip1In by weights Ip2Weights: K differs (D<800> vs D<500>) `` |  | `inner_product_named` |
+//! | A helper generic over the input, wrong weights | `` error[E0277]: cannot multiply (Dyn, D<32>) by weights (D<32>, D<16>): K differs (D<32> vs D<16>) `` |  | `ip_helper_wrong_weights` |
+//! | Legacy accessors on 5 axes | `` error[E0277]: legacy accessors need at most 4 axes, and (D<1>, D<2>, D<3>, D<4>, D<5>) has more `` |  | `legacy_num` |
+//! | `data_at2` on a 3-axis blob | `` error[E0277]: (D<2>, D<3>, D<4>) does not have 2 axes `` |  | `data_at2_wrong_rank` |
+//! | A static index out of bounds (reported by `cargo check`) | `` error[E0277]: Idx<2> is out of bounds on Axis<1>, whose dim is D<2> `` |  | `data_at4_out_of_bounds` |
+//! | `COUNT` of a shape with a dynamic dim | `` error[E0599]: the associated item `COUNT` exists for struct `TypedBlob<f32, (Dyn, D<3>, D<32>, D<32>)>`, but its trait bounds were not satisfied `` |  | `count_of_dynamic_shape` |
+//! | `new()` for a shape with a dynamic dim | `` error[E0277]: (Dyn, D<1>, D<28>, D<28>) has a dynamic dim: make it with `with_dynamic(n)` or `from_shape(..)` `` |  | `new_dynamic` |
+//! | Flatten a 1-axis shape | `` error[E0277]: cannot flatten (D<6>,): it needs at least 2 axes, every axis after the first static, and their product at most 4096 `` |  | `flatten_rank1` |
+//! | Flatten with a product above 4096 | `` error[E0277]: cannot flatten (Dyn, D<20>, D<24>, D<24>): it needs at least 2 axes, every axis after the first static, and their product at most 4096 `` |  | `flatten_product_too_large` |
+//! | Arithmetic on a generic dim without its bound | `` error[E0277]: W has no compile-time arithmetic: dims above 4096 have none `` |  | `generic_arithmetic_unbounded` |
+//! | A float as a dim | `` error: expected a dim: an integer literal (`64`), `_` for a dim known at run time, a constant (`CLASSES`, `{ H - 4 }`), or a type parameter bounded by `Dim` (`K`, `H - 4`) `` |  | `macro_float_dim` |
+//! | Two `_` dims | `` error: at most one dim can be `_` (known at run time): its value is the blob's only run-time dim `` |  | `macro_two_dynamic` |
+//! | 33 axes | `` error: a blob has at most 32 axes (Caffe's kMaxBlobAxes); this is axis 33 `` |  | `macro_rank_33` |
+//! | A count that overflows `usize` | `` error: the element count overflows usize at this dim `` |  | `macro_count_overflow` |
 //!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let a = <blob!(f32; 2, 3)>::new().unwrap();
-//! let b: blob!(f32; 7) = a.reshape();
-//! ```
-//!
-//! **Copy between different shapes**: `shapes differ: (D<3>, D<2>) is not
-//! (D<2>, D<3>)`.
-//!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let mut a = <blob!(f32; 2, 3)>::new().unwrap();
-//! let b = <blob!(f32; 3, 2)>::new().unwrap();
-//! a.copy_from(&b, false).unwrap();
-//! ```
-//!
-//! **Share memory with a different count**: `cannot share memory between
-//! (D<5>,) and (D<6>,): element counts differ`.
-//!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let mut a = <blob!(f32; 6)>::new().unwrap();
-//! let b = <blob!(f32; 5)>::new().unwrap();
-//! a.share_data(&b).unwrap();
-//! ```
-//!
-//! **Mix f32 and f64**: `cannot mix f64 and f32 blobs: element types
-//! differ`.
-//!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let mut a = <blob!(f32; 2)>::new().unwrap();
-//! let b = <blob!(f64; 2)>::new().unwrap();
-//! a.copy_from(&b, false).unwrap();
-//! ```
-//!
-//! **Inner product with mismatched K**: `cannot multiply (D<8>, D<800>) by
-//! weights (D<500>, D<801>): inputs must be (B, K) and weights (N, K) with
-//! the same K`.
-//!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let x = <blob!(f32; 8, 800)>::new().unwrap();
-//! let w = <blob!(f32; 500, 801)>::new().unwrap();
-//! let y = x.inner_product(&w).unwrap();
-//! ```
-//!
-//! **Legacy accessors on more than 4 axes**: `legacy accessors need at
-//! most 4 axes, and (D<1>, D<2>, D<3>, D<4>, D<5>) has more`.
-//!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let a = <blob!(f32; 1, 2, 3, 4, 5)>::new().unwrap();
-//! a.num();
-//! ```
-//!
-//! **Flatten a 1-axis shape**: `cannot flatten (D<6>,): it needs at least
-//! 2 axes, and every axis after the first static`.
-//!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let a = <blob!(f32; 6)>::new().unwrap();
-//! a.flatten();
-//! ```
-//!
-//! **Make a blob with a dynamic dim without its value**: `(Dyn, D<3>) has
-//! a dynamic dim: make it with `with_dynamic(n)` or `from_shape(..)``.
-//!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let a = <blob!(f32; _, 3)>::new().unwrap();
-//! ```
-//!
-//! **An index out of bounds, at build time**: `data_at4: index 1 out of
-//! bounds` (a constant-evaluation error, reported by `cargo build`).
-//!
-//! ```compile_fail
-//! use blobflow::blob;
-//! let a = <blob!(f32; 1, 2, 3, 3)>::new().unwrap();
-//! a.data_at4::<0, 2, 0, 0>();
-//! ```
-//!
-//! **Macro input errors**, at the offending token: more than 32 axes, a
-//! count overflowing `usize`, duplicate dim names, two `_`, and anything
-//! that is not a dim.
-//!
-//! ```compile_fail
-//! type T = blobflow::blob!(f32; 4294967296, 4294967296);
-//! // error: the element count overflows usize at this dim
-//! ```
-//!
-//! ```compile_fail
-//! type T = blobflow::blob!(f32; n: 2, n: 3);
-//! // error: duplicate dim name `n`
-//! ```
-//!
-//! ```compile_fail
-//! type T = blobflow::blob!(f32; _, _);
-//! // error: at most one dim can be `_`
-//! ```
+//! Anonymous shapes have a count at compile time when each dim is at most
+//! 4096 (`CountOf<..>` in a message stands for it); a shape declared with
+//! `blob!(shape Name = ..)` carries its count as a number, without limit.
 
 pub use blob_runtime::blob;
 pub use blob_runtime::typed::*;

@@ -18,8 +18,13 @@ fn offset_and_strides_are_constants() {
     assert_eq!(STRIDE_C, 24 * 24);
     assert_eq!(TypedBlob::<f32, Conv1Out>::COUNT, 64 * 20 * 24 * 24);
     assert_eq!(TypedBlob::<f32, Conv1Out>::RANK, 4);
-    assert_eq!(TypedBlob::<f32, Conv1Out>::DIMS, &[64, 20, 24, 24]);
-    assert_eq!(Conv1Out::C, 1);
+    assert_eq!(
+        TypedBlob::<f32, Conv1Out>::STATIC_DIMS,
+        &[Some(64), Some(20), Some(24), Some(24)]
+    );
+    // Axis indices and dim values under names that say which.
+    assert_eq!((Conv1Out::AXIS_C, Conv1Out::DIM_C), (1, 20));
+    assert_eq!(TypedBlob::<f32, Mnist>::ITEM_COUNT, 784);
     let b = TypedBlob::<f32, Conv1Out>::new().unwrap();
     assert_eq!(b.offset([1, 2, 3, 4]), OFFSET);
     assert_eq!(b.offset([1, 2, 3, 4]), b.as_dyn().offset(&[1, 2, 3, 4]));

@@ -6,18 +6,26 @@
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
-use quote::{quote, quote_spanned};
+use quote::{ToTokens, quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{Ident, LitInt, Token, Type, Visibility};
+use syn::spanned::Spanned;
+use syn::{BinOp, Expr, Ident, Lit, Token, Type, Visibility};
 
 /// Caffe's `kMaxBlobAxes`.
 const MAX_AXES: usize = 32;
 
+/// One dim as written.
 enum DimKind {
+    /// `64`.
     Literal(u128),
+    /// `_`.
     Dynamic,
-    Generic(Ident),
+    /// A value known at compile time that the macro cannot read: a named
+    /// constant (`CLASSES`) or a constant expression (`{ H - 4 }`, `4 * 8`).
+    Const(TokenStream2),
+    /// A type: a generic dim (`K`) or type-level arithmetic on one (`H - 4`).
+    Type(TokenStream2),
 }
 
 struct DimSpec {
@@ -26,8 +34,77 @@ struct DimSpec {
     span: Span,
 }
 
-impl Parse for DimSpec {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
+/// A constant's name (`CLASSES`, `H2`) rather than a type parameter (`K`,
+/// `Batch`): two or more characters, no lower-case letter.
+fn is_const_name(id: &Ident) -> bool {
+    let s = id.to_string();
+    s.chars().count() >= 2 && !s.chars().any(|c| c.is_lowercase())
+}
+
+/// Whether `e` names a type parameter anywhere (then it is type-level
+/// arithmetic; otherwise a constant expression).
+fn mentions_type(e: &Expr) -> bool {
+    match e {
+        Expr::Path(p) => p.path.get_ident().is_some_and(|id| !is_const_name(id)),
+        Expr::Binary(b) => mentions_type(&b.left) || mentions_type(&b.right),
+        Expr::Paren(p) => mentions_type(&p.expr),
+        Expr::Group(g) => mentions_type(&g.expr),
+        _ => false,
+    }
+}
+
+fn literal(lit: &syn::LitInt) -> syn::Result<u128> {
+    if !matches!(lit.suffix(), "" | "usize") {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("a dim is a usize; found the suffix `{}`", lit.suffix()),
+        ));
+    }
+    lit.base10_parse::<u128>()
+        .map_err(|_| syn::Error::new(lit.span(), "a dim must be a non-negative integer"))
+}
+
+const EXPECTED_DIM: &str = "expected a dim: an integer literal (`64`), `_` for a dim known at run time, \
+     a constant (`CLASSES`, `{ H - 4 }`), or a type parameter bounded by `Dim` (`K`, `H - 4`)";
+
+/// The dim type of a type-level expression: `D<4>`, `K`, or
+/// `<H as DimSub<D<4>>>::Output`.
+fn type_expr(krate: &TokenStream2, e: &Expr) -> syn::Result<TokenStream2> {
+    Ok(match e {
+        Expr::Lit(l) => match &l.lit {
+            Lit::Int(i) => {
+                let v = literal(i)?;
+                let lit = proc_macro2::Literal::u128_unsuffixed(v);
+                quote!(#krate::typed::D<#lit>)
+            }
+            other => return Err(syn::Error::new(other.span(), EXPECTED_DIM)),
+        },
+        Expr::Path(p) => match p.path.get_ident() {
+            Some(id) if is_const_name(id) => quote!(#krate::typed::D<#id>),
+            Some(id) => quote!(#id),
+            None => return Err(syn::Error::new(p.span(), EXPECTED_DIM)),
+        },
+        Expr::Paren(p) => type_expr(krate, &p.expr)?,
+        Expr::Group(g) => type_expr(krate, &g.expr)?,
+        Expr::Binary(b) => {
+            let op = match b.op {
+                BinOp::Add(_) => quote!(Plus),
+                BinOp::Sub(_) => quote!(Minus),
+                BinOp::Mul(_) => quote!(Times),
+                BinOp::Div(_) => quote!(Over),
+                other => {
+                    return Err(syn::Error::new(other.span(), "dims take +, -, * and /"));
+                }
+            };
+            let (l, r) = (type_expr(krate, &b.left)?, type_expr(krate, &b.right)?);
+            quote!(#krate::typed::#op<#l, #r>)
+        }
+        other => return Err(syn::Error::new(other.span(), EXPECTED_DIM)),
+    })
+}
+
+impl DimSpec {
+    fn parse_with(input: ParseStream) -> syn::Result<Self> {
         let label = if (input.peek(Ident) || input.peek(Token![_]))
             && input.peek2(Token![:])
             && !input.peek2(Token![::])
@@ -39,31 +116,48 @@ impl Parse for DimSpec {
             None
         };
         let span = input.span();
-        let kind = if input.peek(Token![_]) {
+        if input.peek(Token![_]) {
             input.parse::<Token![_]>()?;
-            DimKind::Dynamic
-        } else if input.peek(LitInt) {
-            let lit: LitInt = input.parse()?;
-            if !matches!(lit.suffix(), "" | "usize") {
+            return Ok(Self {
+                label,
+                kind: DimKind::Dynamic,
+                span,
+            });
+        }
+        let expr: Expr = input
+            .parse()
+            .map_err(|e| syn::Error::new(e.span(), EXPECTED_DIM))?;
+        let kind = match &expr {
+            Expr::Lit(l) => match &l.lit {
+                Lit::Int(i) => DimKind::Literal(literal(i)?),
+                other => return Err(syn::Error::new(other.span(), EXPECTED_DIM)),
+            },
+            Expr::Block(b) => {
+                let inner = &b.block;
+                DimKind::Const(quote!(#inner))
+            }
+            Expr::Unary(u) => {
                 return Err(syn::Error::new(
-                    lit.span(),
-                    format!("a dim is a usize; found the suffix `{}`", lit.suffix()),
+                    u.span(),
+                    "a dim must be a non-negative integer",
                 ));
             }
-            let v = lit
-                .base10_parse::<u128>()
-                .map_err(|_| syn::Error::new(lit.span(), "a dim must be a non-negative integer"))?;
-            DimKind::Literal(v)
-        } else if input.peek(Ident) {
-            DimKind::Generic(input.parse()?)
-        } else {
-            return Err(syn::Error::new(
-                span,
-                "expected a dim: an integer literal (`64`), `_` for a dim known at run time, \
-                 or a type parameter bounded by `Dim`",
-            ));
+            e if mentions_type(e) => DimKind::Type(TokenStream2::new()),
+            Expr::Path(_) | Expr::Binary(_) | Expr::Paren(_) => DimKind::Const(quote!({ #expr })),
+            other => return Err(syn::Error::new(other.span(), EXPECTED_DIM)),
+        };
+        let kind = match kind {
+            // Resolved once the crate path is known, in `dim_type`.
+            DimKind::Type(_) => DimKind::Type(expr.into_token_stream()),
+            k => k,
         };
         Ok(Self { label, kind, span })
+    }
+}
+
+impl Parse for DimSpec {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        Self::parse_with(input)
     }
 }
 
@@ -102,7 +196,7 @@ fn parse_dims(input: ParseStream) -> syn::Result<Vec<DimSpec>> {
                 }
                 dynamic_seen = true;
             }
-            DimKind::Generic(_) => {}
+            DimKind::Const(_) | DimKind::Type(_) => {}
         }
         if let Some(l) = &d.label {
             if labels.contains(&l) {
@@ -135,27 +229,24 @@ fn typenum_of(krate: &TokenStream2, v: u128) -> TokenStream2 {
     ty
 }
 
-fn dim_types(krate: &TokenStream2, dims: &[DimSpec]) -> (TokenStream2, TokenStream2) {
-    let mut tys = Vec::new();
-    let mut names = Vec::new();
-    for d in dims {
-        match &d.kind {
-            DimKind::Literal(v) => {
-                tys.push(typenum_of(krate, *v));
-                let lit = proc_macro2::Literal::usize_unsuffixed(*v as usize);
-                names.push(quote!(#krate::typed::D<#lit>));
-            }
-            DimKind::Dynamic => {
-                tys.push(quote!(#krate::typed::Dyn));
-                names.push(quote!(#krate::typed::Dyn));
-            }
-            DimKind::Generic(id) => {
-                tys.push(quote!(#id));
-                names.push(quote!(#id));
-            }
+fn dim_type(krate: &TokenStream2, d: &DimSpec) -> syn::Result<TokenStream2> {
+    Ok(match &d.kind {
+        DimKind::Literal(v) => {
+            let lit = proc_macro2::Literal::u128_unsuffixed(*v);
+            quote_spanned!(d.span=> #krate::typed::D<#lit>)
         }
-    }
-    (quote!((#(#tys,)*)), quote!((#(#names,)*)))
+        DimKind::Dynamic => quote_spanned!(d.span=> #krate::typed::Dyn),
+        DimKind::Const(e) => quote_spanned!(d.span=> #krate::typed::D<#e>),
+        DimKind::Type(e) => type_expr(krate, &syn::parse2(e.clone())?)?,
+    })
+}
+
+fn dims_tuple(krate: &TokenStream2, dims: &[DimSpec]) -> syn::Result<TokenStream2> {
+    let tys = dims
+        .iter()
+        .map(|d| dim_type(krate, d))
+        .collect::<syn::Result<Vec<_>>>()?;
+    Ok(quote!((#(#tys,)*)))
 }
 
 struct TypeForm {
@@ -194,10 +285,10 @@ impl Parse for Input {
             })?;
             let dims = parse_dims(input)?;
             for d in &dims {
-                if let DimKind::Generic(id) = &d.kind {
+                if let DimKind::Type(e) = &d.kind {
                     return Err(syn::Error::new(
-                        id.span(),
-                        "a named shape takes literal dims or `_`; generic dims belong in `blob!(T; B, K)` inside a generic function",
+                        e.span(),
+                        "a named shape takes literal dims, constants or `_`; generic dims belong in `blob!(T; B, K)`",
                     ));
                 }
             }
@@ -241,53 +332,110 @@ impl Parse for WithCrate {
     }
 }
 
+/// The counts of a named shape: exact typenum integers when every dim is
+/// a literal (any size), the dims' own compile-time counts otherwise; and
+/// the count as messages print it.
+fn named_counts(
+    krate: &TokenStream2,
+    dims: &[DimSpec],
+    tys: &TokenStream2,
+) -> (TokenStream2, TokenStream2) {
+    let statics: Vec<&DimSpec> = dims
+        .iter()
+        .filter(|d| !matches!(d.kind, DimKind::Dynamic))
+        .collect();
+    let dynamic = dims.len() - statics.len();
+    let literals: Option<u128> = statics.iter().try_fold(1u128, |acc, d| match d.kind {
+        DimKind::Literal(v) => Some(acc.saturating_mul(v)),
+        _ => None,
+    });
+    match literals {
+        Some(count) => {
+            let count_ty = typenum_of(krate, count);
+            let dyn_ty = typenum_of(krate, dynamic as u128);
+            let lit = proc_macro2::Literal::u128_unsuffixed(count);
+            (
+                quote!(#krate::typed::CountedAs<#count_ty, #dyn_ty>),
+                quote!(#krate::typed::D<#lit>),
+            )
+        }
+        None => {
+            let factors = statics.iter().map(|d| match &d.kind {
+                DimKind::Literal(v) => {
+                    let lit = proc_macro2::Literal::u128_unsuffixed(*v);
+                    quote!((#lit))
+                }
+                DimKind::Const(e) => quote!((#e)),
+                _ => unreachable!("named shapes hold literals, constants and `_`"),
+            });
+            (quote!(#tys), quote!(#krate::typed::D<{ 1 #(* #factors)* }>))
+        }
+    }
+}
+
 /// The implementation of `blob_runtime::blob!`, which calls it as
 /// `blob_with_crate!($crate; ...)`; see that macro for the syntax.
 #[proc_macro]
 pub fn blob_with_crate(input: TokenStream) -> TokenStream {
     let WithCrate { krate, input } = syn::parse_macro_input!(input as WithCrate);
     let krate = &krate;
-    match input {
+    let out = match input {
         Input::Type(TypeForm { elem, dims }) => {
-            let (tys, names) = dim_types(krate, &dims);
-            if dims.iter().any(|d| matches!(d.kind, DimKind::Generic(_))) {
-                // Generic dims: any shape with these dims, whatever its
-                // name (a declared shape, a literal one, a derived one).
-                quote!(#krate::typed::TypedBlob<#elem, impl #krate::typed::Shape<Dims = #tys>>)
-                    .into()
-            } else {
-                quote!(#krate::typed::TypedBlob<#elem, #krate::typed::Shp<#tys, #names>>).into()
-            }
+            dims_tuple(krate, &dims).map(|tys| quote!(#krate::typed::TypedBlob<#elem, #tys>))
         }
         Input::Shape(ShapeForm { vis, name, dims }) => {
-            let (tys, _) = dim_types(krate, &dims);
-            let name_str = name.to_string();
-            let axes = dims.iter().enumerate().filter_map(|(i, d)| {
-                d.label.as_ref().map(|l| {
-                    let upper = Ident::new(&l.to_string().to_uppercase(), l.span());
-                    let doc = format!("Index of the `{l}` axis.");
-                    quote_spanned!(l.span()=> #[doc = #doc] pub const #upper: usize = #i;)
-                })
-            });
-            let doc = format!("The shape `{name_str}`, declared with `blob!`.");
-            quote! {
-                #[doc = #doc]
-                #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-                #vis struct #name;
+            dims_tuple(krate, &dims).map(|tys| named_shape(krate, vis, name, &dims, tys))
+        }
+    };
+    out.unwrap_or_else(syn::Error::into_compile_error).into()
+}
 
-                impl #krate::typed::Shape for #name {
-                    type Dims = #tys;
-                    type Name = #name;
-                    const DECLARED_NAME: ::core::option::Option<&'static str> =
-                        ::core::option::Option::Some(#name_str);
-                }
-
-                #[allow(dead_code)]
-                impl #name {
-                    #(#axes)*
-                }
+fn named_shape(
+    krate: &TokenStream2,
+    vis: Visibility,
+    name: Ident,
+    dims: &[DimSpec],
+    tys: TokenStream2,
+) -> TokenStream2 {
+    let name_str = name.to_string();
+    let (counts, count_name) = named_counts(krate, dims, &tys);
+    let axes = dims.iter().enumerate().filter_map(|(i, d)| {
+        let l = d.label.as_ref()?;
+        let upper = l.to_string().to_uppercase();
+        let axis = Ident::new(&format!("AXIS_{upper}"), l.span());
+        let doc = format!("Index of the `{l}` axis.");
+        let value = match &d.kind {
+            DimKind::Literal(v) => {
+                let lit = proc_macro2::Literal::u128_unsuffixed(*v);
+                Some(quote!(#lit))
             }
-            .into()
+            DimKind::Const(e) => Some(quote!(#e)),
+            _ => None,
+        };
+        let dim = value.map(|v| {
+            let id = Ident::new(&format!("DIM_{upper}"), l.span());
+            let doc = format!("The value of the `{l}` dim.");
+            quote_spanned!(l.span()=> #[doc = #doc] pub const #id: usize = #v;)
+        });
+        Some(quote_spanned!(l.span()=> #[doc = #doc] pub const #axis: usize = #i; #dim))
+    });
+    let doc = format!("The shape `{name_str}`, declared with `blob!`.");
+    quote! {
+        #[doc = #doc]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #vis struct #name;
+
+        impl #krate::typed::Shape for #name {
+            type Dims = #tys;
+            type Counts = #counts;
+            type CountName = #count_name;
+            const DECLARED_NAME: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#name_str);
+        }
+
+        #[allow(dead_code)]
+        impl #name {
+            #(#axes)*
         }
     }
 }

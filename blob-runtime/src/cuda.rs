@@ -19,16 +19,17 @@ use std::sync::Arc;
 use blob_kernels::cuda::{CudaError, Gpu};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
-use crate::device::{DeviceBackend, DeviceBuffer, DeviceError, DeviceStream, Precision};
+use crate::device::{DeviceBackend, DeviceBuffer, DeviceStream, Precision};
 use crate::error::BlobError;
+use crate::error::DeviceError;
 use crate::host_buffer::{HOST_ALIGN, HostBuffer};
 
-fn dev_err(e: impl std::fmt::Display) -> DeviceError {
-    DeviceError::new(e.to_string())
+fn dev_err(e: CudaError) -> DeviceError {
+    DeviceError::with_source("CUDA", e)
 }
 
-fn drv_err(e: impl std::fmt::Debug) -> DeviceError {
-    DeviceError::new(format!("CUDA driver: {e:?}"))
+fn drv_err(e: cudarc::driver::DriverError) -> DeviceError {
+    DeviceError::with_source("CUDA driver", e)
 }
 
 /// A GPU made available to blobs: one context, stream and cuBLAS handle,

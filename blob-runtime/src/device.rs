@@ -10,28 +10,8 @@
 use std::any::Any;
 use std::fmt::Debug;
 
+use crate::error::DeviceError;
 use crate::host_buffer::HostBuffer;
-
-/// A failure reported by a device backend, with its own message.
-///
-/// ```
-/// let e = blob_runtime::DeviceError::new("cudaMalloc of 4 GiB failed: out of memory");
-/// assert!(e.to_string().contains("out of memory"));
-/// ```
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct DeviceError(pub String);
-
-impl DeviceError {
-    /// An error with this message.
-    ///
-    /// ```
-    /// assert_eq!(blob_runtime::DeviceError::new("x").0, "x");
-    /// ```
-    pub fn new(msg: impl Into<String>) -> Self {
-        Self(msg.into())
-    }
-}
 
 /// Floating-point precision of a device math call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +56,7 @@ pub trait DeviceBackend: Send + Sync + Debug {
     /// Host memory for a buffer that will be synced with the device: pinned
     /// where the backend can, zero-filled. The default is ordinary memory.
     fn alloc_host(&self, bytes: usize) -> Result<HostBuffer, DeviceError> {
-        HostBuffer::zeroed(bytes).map_err(|e| DeviceError::new(e.to_string()))
+        HostBuffer::zeroed(bytes).map_err(|e| DeviceError::with_source("host allocation", e))
     }
     /// Host to device, complete on return.
     fn upload(&self, src: &[u8], dst: &mut dyn DeviceBuffer) -> Result<(), DeviceError>;

@@ -1,6 +1,12 @@
-//! The one error type of the runtime.
+//! The runtime's errors: [`BlobError`], and the domain errors it carries as
+//! sources ([`ShapeError`], [`DeviceError`], I/O and Caffe-file errors).
+//! This module depends on nothing in the crate but [`Head`], so every other
+//! module can return its errors.
 
-use crate::device::DeviceError;
+use std::error::Error;
+use std::sync::Arc;
+
+use crate::head::Head;
 
 /// Why a blob or memory operation was refused.
 ///
@@ -17,7 +23,7 @@ use crate::device::DeviceError;
 ///     "cannot copy blob of shape 2 3 4 5 (120) into 2 3 20 (120): shapes differ"
 /// );
 /// ```
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BlobError {
     /// More axes than Caffe's `kMaxBlobAxes` (32).
@@ -129,7 +135,7 @@ pub enum BlobError {
         /// Operation refused.
         op: &'static str,
         /// Head found.
-        head: crate::Head,
+        head: Head,
     },
     /// Host allocation failed.
     #[error("{op}: could not allocate {bytes} bytes of host memory")]
@@ -156,12 +162,12 @@ pub enum BlobError {
         dst: String,
     },
     /// A file could not be read or written.
-    #[error("{path}: {message}")]
+    #[error("{path}: {source}")]
     Io {
         /// The file.
         path: String,
         /// What the system said.
-        message: String,
+        source: std::io::Error,
     },
     /// A file's bytes are not the message they should be.
     #[error("{path}: {source}")]
@@ -205,6 +211,9 @@ pub enum BlobError {
         /// Name asked for.
         layer: String,
     },
+    /// A typed shape that does not fit a run-time shape.
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
     /// The device backend failed.
     #[error("{op}: {source}")]
     Device {
@@ -215,5 +224,113 @@ pub enum BlobError {
     },
 }
 
+/// A typed shape and a blob's run-time shape that do not fit together.
+///
+/// ```
+/// use blob_runtime::{Blob, blob};
+/// let err = Blob::<f32>::new(&[3, 2]).unwrap()
+///     .try_into_static::<(blob_runtime::typed::D<2>, blob_runtime::typed::D<3>)>()
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "cannot use a blob of shape 3 2 (6) as 2 3: dim 0 is 3, the type says 2");
+/// let err = <blob!(f32; 2, 3)>::with_dynamic(4).unwrap_err();
+/// assert_eq!(err.to_string(), "with_dynamic: the shape 2 3 has 0 dynamic dims; it needs exactly 1");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShapeError {
+    /// A run-time shape that differs from the type's static dims.
+    #[error("cannot use a blob of shape {found} as {expected}: {detail}")]
+    Mismatch {
+        /// The blob's shape string.
+        found: String,
+        /// The shape type, described.
+        expected: String,
+        /// The first difference.
+        detail: String,
+    },
+    /// An operation on the dynamic dim of a shape without exactly one.
+    #[error("{op}: the shape {shape} has {dynamic} dynamic dims; it needs exactly 1")]
+    DynamicDims {
+        /// The operation.
+        op: &'static str,
+        /// The shape type, described.
+        shape: String,
+        /// Its number of dynamic dims.
+        dynamic: usize,
+    },
+}
+
 /// Shorthand for the runtime's results.
 pub type Result<T, E = BlobError> = std::result::Result<T, E>;
+
+/// A failure reported by a device backend: what failed, in words, and the
+/// backend's own error (a cudarc error, say) as its [`Error::source`], which
+/// the message quotes once.
+///
+/// ```
+/// use std::error::Error;
+/// let io = std::io::Error::other("out of memory");
+/// let e = blob_runtime::DeviceError::with_source("cudaMalloc of 4 GiB", io);
+/// assert_eq!(e.to_string(), "cudaMalloc of 4 GiB: out of memory");
+/// assert_eq!(e.source().unwrap().to_string(), "out of memory");
+/// ```
+#[derive(Debug, Clone)]
+pub struct DeviceError {
+    message: String,
+    source: Option<Arc<dyn Error + Send + Sync + 'static>>,
+}
+
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            Some(source) => write!(f, "{}: {source}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl Error for DeviceError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
+    }
+}
+
+impl DeviceError {
+    /// An error with this message and no underlying cause.
+    ///
+    /// ```
+    /// let e = blob_runtime::DeviceError::new("not a buffer of this device");
+    /// assert_eq!(e.message(), "not a buffer of this device");
+    /// ```
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// What failed (`message`), caused by the backend's `source`.
+    ///
+    /// ```
+    /// let e = blob_runtime::DeviceError::with_source("upload", std::io::Error::other("bus"));
+    /// assert!(std::error::Error::source(&e).is_some());
+    /// ```
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// What failed, without the cause.
+    ///
+    /// ```
+    /// assert_eq!(blob_runtime::DeviceError::new("x").message(), "x");
+    /// ```
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}

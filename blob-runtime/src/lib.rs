@@ -30,6 +30,7 @@ pub mod cuda;
 mod device;
 mod element;
 mod error;
+mod head;
 mod host_buffer;
 mod proto;
 mod synced_memory;
@@ -48,10 +49,11 @@ pub mod __private {
 }
 
 pub use blob::{Blob, CpuMut, CpuRef, MAX_BLOB_AXES, shape_string};
-pub use device::{DeviceBackend, DeviceBuffer, DeviceError, DeviceStream, Precision};
+pub use device::{DeviceBackend, DeviceBuffer, DeviceStream, Precision};
 pub use element::{Element, MathElement};
-pub use error::{BlobError, Result};
+pub use error::{BlobError, DeviceError, Result, ShapeError};
+pub use head::Head;
 pub use host_buffer::{HOST_ALIGN, HostBuffer};
 pub use proto::{encode_proto, proto_shape, read_blob_file, write_blob_file};
-pub use synced_memory::{DeviceRead, DeviceWrite, Head, HostRead, HostWrite, SyncedMemory};
+pub use synced_memory::{DeviceRead, DeviceWrite, HostRead, HostWrite, SyncedMemory};
 pub use weights::{CaffeModel, CopyReport, read_solver_state, write_solver_state};

@@ -349,14 +349,14 @@ pub(crate) fn proto_shape_string(proto: &BlobProto) -> String {
 pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| BlobError::Io {
         path: path.display().to_string(),
-        message: e.to_string(),
+        source: e,
     })
 }
 
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).map_err(|e| BlobError::Io {
         path: path.display().to_string(),
-        message: e.to_string(),
+        source: e,
     })
 }
 

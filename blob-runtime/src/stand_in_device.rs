@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use blob_kernels::cpu;
 
-use crate::device::{DeviceBackend, DeviceBuffer, DeviceError, DeviceStream, Precision};
+use crate::device::{DeviceBackend, DeviceBuffer, DeviceStream, Precision};
+use crate::error::DeviceError;
 
 #[derive(Debug)]
 pub(crate) struct StandInBuffer {

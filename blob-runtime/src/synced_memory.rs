@@ -17,20 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::device::{DeviceBackend, DeviceBuffer, DeviceStream};
 use crate::error::{BlobError, Result};
+use crate::head::Head;
 use crate::host_buffer::HostBuffer;
-
-/// Which side holds the current bytes (Caffe `SyncedMemory::SyncedHead`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Head {
-    /// Nothing allocated or touched yet (`UNINITIALIZED`).
-    Uninitialized,
-    /// The host copy is current, the device copy stale (`HEAD_AT_CPU`).
-    AtCpu,
-    /// The device copy is current, the host copy stale (`HEAD_AT_GPU`).
-    AtGpu,
-    /// Both copies are equal (`SYNCED`).
-    Synced,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Borrow {

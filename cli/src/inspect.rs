@@ -47,7 +47,7 @@ fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blobflow::prot
 pub fn describe(path: &Path) -> Result<Value, BlobError> {
     let bytes = std::fs::read(path).map_err(|e| BlobError::Io {
         path: path.display().to_string(),
-        message: e.to_string(),
+        source: e,
     })?;
     let name = path.file_name().and_then(|n| n.to_str());
     let perr = |source| BlobError::Proto {

@@ -9,7 +9,7 @@ use crate::filler;
 use crate::layers::{self, Convolution, InnerProduct, MaxPool};
 use blob_proto::{LayerParameter, NetParameter};
 use blob_runtime::blob;
-use blob_runtime::typed::{FlatOf, InnerProductWith, Shape, TypedBlob};
+use blob_runtime::typed::{Flat, InnerProductWith, Shape, TypedBlob};
 use blob_runtime::{Blob, BlobError, CaffeModel};
 
 type Result<T> = std::result::Result<T, BlobError>;
@@ -28,7 +28,7 @@ blob!(pub shape Ip2Weights = 10, 500);
 /// pool2 flattened is (N, 800), which ip1's (500, 800) weights accept, and
 /// ip1's (N, 500) output fits ip2's (10, 500).
 const fn wired<X: InnerProductWith<W>, W: Shape>() {}
-const _: () = wired::<FlatOf<Pool2Out>, Ip1Weights>();
+const _: () = wired::<Flat<Pool2Out>, Ip1Weights>();
 const _: () = wired::<Ip1Out, Ip2Weights>();
 
 /// Names of the timed stages, in order.

@@ -197,7 +197,7 @@ impl Trainer {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|e| BlobError::Io {
             path: dir.display().to_string(),
-            message: e.to_string(),
+            source: e,
         })?;
         let stem = format!("{prefix}_iter_{}", self.solver.iter);
         let model = dir.join(format!("{stem}.caffemodel"));

@@ -8,7 +8,8 @@ use super::Blob;
 use super::memory::{CpuMut, CpuRef};
 use crate::element::MathElement;
 use crate::error::{BlobError, Result};
-use crate::synced_memory::{Head, SyncedMemory};
+use crate::head::Head;
+use crate::synced_memory::SyncedMemory;
 
 fn device_err(op: &'static str) -> impl FnOnce(crate::DeviceError) -> BlobError {
     move |source| BlobError::Device { op, source }

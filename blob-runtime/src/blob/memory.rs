@@ -8,8 +8,9 @@ use super::Blob;
 use crate::device::DeviceBuffer;
 use crate::element::Element;
 use crate::error::{BlobError, Result};
+use crate::head::Head;
 use crate::host_buffer::HostBuffer;
-use crate::synced_memory::{DeviceRead, DeviceWrite, Head, HostRead, HostWrite, SyncedMemory};
+use crate::synced_memory::{DeviceRead, DeviceWrite, HostRead, HostWrite, SyncedMemory};
 
 /// A read guard on a blob's host elements; derefs to `[T]` of `count()`
 /// elements. While it lives, writes to the same memory are refused.

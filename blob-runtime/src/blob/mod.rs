@@ -18,7 +18,8 @@ pub use shape::shape_string;
 use crate::device::DeviceBackend;
 use crate::element::Element;
 use crate::error::{BlobError, Result};
-use crate::synced_memory::{Head, SyncedMemory};
+use crate::head::Head;
+use crate::synced_memory::SyncedMemory;
 
 /// Caffe's `kMaxBlobAxes`.
 pub const MAX_BLOB_AXES: usize = 32;

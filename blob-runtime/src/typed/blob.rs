@@ -7,34 +7,14 @@ use std::ops::Deref;
 use blob_kernels::cpu::{self, Transpose};
 
 use super::relations::{
-    FlatOf, Flatten, InnerProductOf, InnerProductWith, LegacyRank, ReshapeInto, SameElement,
-    SameShapeAs, ShareWith, StaticShape,
+    Flat, Flatten, InnerProductOut, LegacyRank, ReshapeFrom, SameElement, SameShapeAs, ShareWith,
+    WeightsFor,
 };
-use super::shape::{DimList, Shape};
+use super::shape::{DimList, Rank2, Rank4, Shape, StaticShape};
+use super::twin::{Axis, Idx, Within};
 use crate::blob::{Blob, shape_string};
 use crate::element::{Element, MathElement};
-use crate::error::{BlobError, Result};
-
-/// A typed shape did not match a blob's run-time shape.
-///
-/// ```
-/// use blob_runtime::{Blob, typed::{Shp, D}};
-/// use typenum::{U2, U3};
-/// let err = Blob::<f32>::new(&[3, 2]).unwrap()
-///     .try_into_static::<Shp<(U2, U3), (D<2>, D<3>)>>()
-///     .unwrap_err();
-/// assert_eq!(err.to_string(), "cannot use a blob of shape 3 2 (6) as 2 3: dim 0 is 3, the type says 2");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot use a blob of shape {found} as {expected}: {detail}")]
-pub struct ShapeError {
-    /// The blob's shape string.
-    pub found: String,
-    /// The shape type, described.
-    pub expected: String,
-    /// The first difference.
-    pub detail: String,
-}
+use crate::error::{BlobError, Result, ShapeError};
 
 /// A blob whose shape is a type: dims known at compile time are constants,
 /// and operations between blobs check their shapes when the program is
@@ -42,22 +22,20 @@ pub struct ShapeError {
 /// and [`into_dyn`](Self::into_dyn), which cost nothing), so every runtime
 /// method is available, and Caffe's memory semantics are unchanged.
 ///
-/// Made with `blob!` in the `blobflow` crate: `blob!(f32; 64, 3, 32, 32)`
-/// is `TypedBlob<f32, /* that shape */>`.
+/// `blob!(f32; 64, 3, 32, 32)` is `TypedBlob<f32, (D<64>, D<3>, D<32>, D<32>)>`.
 ///
 /// ```
-/// use blob_runtime::typed::{Shp, TypedBlob, D};
-/// use typenum::{U2, U3};
-/// type Two3 = TypedBlob<f32, Shp<(U2, U3), (D<2>, D<3>)>>;
+/// use blob_runtime::blob;
+/// type Two3 = blob!(f32; 2, 3);
 /// let b = Two3::new()?;
 /// assert_eq!(Two3::COUNT, 6);
 /// b.mutable_cpu_data()?[b.offset([1, 2])] = 7.0;
 /// assert_eq!(b.data_at([1, 2]), 7.0);
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
-// No `S: Shape` bound here: result types such as `FlatOf<S>` must be
-// well-formed even when the relation fails, so that the compiler reports
-// the relation's own message rather than an unusable method.
+// No `S: Shape` bound here: result types must be well-formed even when a
+// relation fails, so that the compiler reports the relation's own message
+// rather than an unusable method.
 pub struct TypedBlob<T: Element, S> {
     blob: Blob<T>,
     _shape: PhantomData<fn() -> S>,
@@ -94,23 +72,36 @@ impl<T: Element, S> TypedBlob<T, S> {
     }
 }
 
+impl<T: Element, S: StaticShape> TypedBlob<T, S> {
+    /// Element count; only for shapes whose every dim is static (one with
+    /// a dynamic dim has [`ITEM_COUNT`](Self::ITEM_COUNT) per unit of it).
+    ///
+    /// ```
+    /// assert_eq!(<blob_runtime::blob!(f32; 2, 3, 4)>::COUNT, 24);
+    /// ```
+    pub const COUNT: usize = S::Dims::ITEM_COUNT;
+}
+
 impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// Number of axes.
     pub const RANK: usize = S::Dims::RANK;
-    /// The dims (0 for a dynamic dim).
-    pub const DIMS: &'static [usize] = S::Dims::DIMS;
+    /// Each dim's value, `None` for the dynamic one.
+    pub const STATIC_DIMS: &'static [Option<usize>] = S::Dims::STATIC_DIMS;
     /// Row-major strides (0 where a dynamic dim hides them).
     pub const STRIDES: &'static [usize] = S::Dims::STRIDES;
-    /// Element count of the static dims (the whole count when all are static).
-    pub const COUNT: usize = S::Dims::STATIC_COUNT;
+    /// Elements per unit of the dynamic dim (per item of the batch); the
+    /// whole count when every dim is static.
+    ///
+    /// ```
+    /// assert_eq!(<blob_runtime::blob!(f32; _, 3, 32, 32)>::ITEM_COUNT, 3072);
+    /// ```
+    pub const ITEM_COUNT: usize = S::Dims::ITEM_COUNT;
 
     /// A blob of the shape, every dim static (Caffe `Blob(shape)`); memory
     /// is allocated lazily, as always.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3};
-    /// let b = TypedBlob::<f64, Shp<(U2, U3), (D<2>, D<3>)>>::new()?;
+    /// let b = <blob_runtime::blob!(f64; 2, 3)>::new()?;
     /// assert_eq!(b.shape(), &[2, 3]);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
@@ -118,34 +109,30 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     where
         S: StaticShape,
     {
-        Ok(Self::wrap(Blob::new(S::Dims::DIMS)?))
+        static_blob(S::Dims::STATIC_DIMS).map(Self::wrap)
     }
 
     /// A blob whose one dynamic dim (the batch) is `n`; an error if the
     /// shape does not have exactly one dynamic dim.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Dyn, Shp, TypedBlob, D};
-    /// # use typenum::U3;
-    /// let b = TypedBlob::<f32, Shp<(Dyn, U3), (Dyn, D<3>)>>::with_dynamic(5)?;
+    /// let b = <blob_runtime::blob!(f32; _, 3)>::with_dynamic(5)?;
     /// assert_eq!(b.shape(), &[5, 3]);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn with_dynamic(n: usize) -> Result<Self> {
-        let dyn_axes = S::Dims::IS_DYNAMIC.iter().filter(|&&d| d).count();
-        if dyn_axes != 1 {
-            return Err(BlobError::Legacy {
+        let dynamic = S::Dims::STATIC_DIMS.iter().filter(|d| d.is_none()).count();
+        if dynamic != 1 {
+            return Err(ShapeError::DynamicDims {
                 op: "with_dynamic",
                 shape: S::describe(),
-                detail: format!(
-                    "the shape has {dyn_axes} dynamic dims, with_dynamic needs exactly 1"
-                ),
-            });
+                dynamic,
+            }
+            .into());
         }
-        let dims: Vec<usize> = S::Dims::DIMS
+        let dims: Vec<usize> = S::Dims::STATIC_DIMS
             .iter()
-            .zip(S::Dims::IS_DYNAMIC)
-            .map(|(&d, &dy)| if dy { n } else { d })
+            .map(|d| d.unwrap_or(n))
             .collect();
         Ok(Self::wrap(Blob::new(&dims)?))
     }
@@ -154,18 +141,12 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// dims take their values from it. Checked once, here.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Dyn, Shp, TypedBlob, D};
-    /// # use typenum::U3;
-    /// type B = TypedBlob<f32, Shp<(Dyn, U3), (Dyn, D<3>)>>;
+    /// type B = blob_runtime::blob!(f32; _, 3);
     /// assert!(B::from_shape(&[7, 3]).is_ok());
     /// assert!(B::from_shape(&[7, 4]).is_err());
     /// ```
     pub fn from_shape(shape: &[usize]) -> Result<Self> {
-        check::<S>(shape).map_err(|e| BlobError::ShapeMismatch {
-            op: "make",
-            src: e.found,
-            dst: e.expected,
-        })?;
+        check::<S>(shape)?;
         Ok(Self::wrap(Blob::new(shape)?))
     }
 
@@ -173,9 +154,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// batch: memory only grows); an error if the shape has none.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Dyn, Shp, TypedBlob, D};
-    /// # use typenum::U3;
-    /// let mut b = TypedBlob::<f32, Shp<(Dyn, U3), (Dyn, D<3>)>>::with_dynamic(8)?;
+    /// let mut b = <blob_runtime::blob!(f32; _, 3)>::with_dynamic(8)?;
     /// b.set_dynamic(2)?;
     /// assert_eq!(b.shape(), &[2, 3]);
     /// assert_eq!(b.capacity(), 24);
@@ -183,11 +162,12 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// ```
     pub fn set_dynamic(&mut self, n: usize) -> Result<()> {
         let Some(axis) = S::Dims::DYNAMIC_AXIS else {
-            return Err(BlobError::Legacy {
+            return Err(ShapeError::DynamicDims {
                 op: "set_dynamic",
                 shape: S::describe(),
-                detail: "the shape has no dynamic dim".into(),
-            });
+                dynamic: 0,
+            }
+            .into());
         };
         let mut dims = self.blob.shape().to_vec();
         dims[axis] = n;
@@ -198,9 +178,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// blob is the runtime blob.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U4;
-    /// let b = TypedBlob::<f32, Shp<(U4,), (D<4>,)>>::new()?;
+    /// let b = <blob_runtime::blob!(f32; 4)>::new()?;
     /// let dynamic: blob_runtime::Blob<f32> = b.into_dyn();
     /// assert_eq!(dynamic.count(), 4);
     /// # Ok::<(), blob_runtime::BlobError>(())
@@ -212,9 +190,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// The runtime blob, borrowed.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U4;
-    /// let b = TypedBlob::<f32, Shp<(U4,), (D<4>,)>>::new()?;
+    /// let b = <blob_runtime::blob!(f32; 4)>::new()?;
     /// assert_eq!(b.as_dyn().count(), 4);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
@@ -222,20 +198,30 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         &self.blob
     }
 
+    /// The runtime blob, mutably borrowed, for runtime operations that need
+    /// `&mut` (sharing, reshaping to the same dims). Changing its shape
+    /// away from `S` is a logic error the typed methods then report.
+    ///
+    /// ```
+    /// let mut b = <blob_runtime::blob!(f32; 4)>::new()?;
+    /// b.as_dyn_mut().shrink_to_fit()?;
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn as_dyn_mut(&mut self) -> &mut Blob<T> {
+        &mut self.blob
+    }
+
     /// The offset of `index` from the static dims alone, usable in `const`
     /// items (Caffe `offset`). Fails to compile (in a `const`) or panics
     /// when an index is out of bounds or its dim is dynamic.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3, U4};
-    /// type B = TypedBlob<f32, Shp<(U2, U3, U4), (D<2>, D<3>, D<4>)>>;
+    /// type B = blob_runtime::blob!(f32; 2, 3, 4);
     /// const OFF: usize = B::static_offset(&[1, 2, 3]);
     /// assert_eq!(OFF, 23);
     /// ```
     pub const fn static_offset(index: &[usize]) -> usize {
-        let dims = S::Dims::DIMS;
-        let dynamic = S::Dims::IS_DYNAMIC;
+        let dims = S::Dims::STATIC_DIMS;
         assert!(
             index.len() <= dims.len(),
             "static_offset: more indices than axes"
@@ -243,13 +229,15 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         let mut off = 0;
         let mut i = 0;
         while i < dims.len() {
-            assert!(!dynamic[i], "static_offset: the shape has a dynamic dim");
+            let Some(d) = dims[i] else {
+                panic!("static_offset: the shape has a dynamic dim");
+            };
             let ix = if i < index.len() { index[i] } else { 0 };
             assert!(
-                ix < dims[i] || i >= index.len(),
+                ix < d || i >= index.len(),
                 "static_offset: index out of bounds"
             );
-            off = off * dims[i] + ix;
+            off = off * d + ix;
             i += 1;
         }
         off
@@ -257,10 +245,9 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
 
     #[inline(always)]
     fn dim(&self, axis: usize) -> usize {
-        if S::Dims::IS_DYNAMIC[axis] {
-            self.blob.shape()[axis]
-        } else {
-            S::Dims::DIMS[axis]
+        match S::Dims::STATIC_DIMS[axis] {
+            Some(d) => d,
+            None => self.blob.shape()[axis],
         }
     }
 
@@ -271,16 +258,19 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// When an index is out of bounds, naming index and shape.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3};
-    /// let b = TypedBlob::<f32, Shp<(U2, U3), (D<2>, D<3>)>>::new()?;
+    /// let b = <blob_runtime::blob!(f32; 2, 3)>::new()?;
     /// assert_eq!(b.offset([1, 1]), 4);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     #[inline]
     #[track_caller]
     pub fn offset(&self, index: <S::Dims as DimList>::Index) -> usize {
-        let idx = index.as_ref();
+        self.offset_of(index.as_ref())
+    }
+
+    #[inline]
+    #[track_caller]
+    fn offset_of(&self, idx: &[usize]) -> usize {
         let mut off = 0;
         for (axis, &i) in idx.iter().enumerate() {
             let d = self.dim(axis);
@@ -311,9 +301,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// As [`offset`](Self::offset), or if the data is being written.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U2;
-    /// let b = TypedBlob::<i32, Shp<(U2,), (D<2>,)>>::new()?;
+    /// let b = <blob_runtime::blob!(i32; 2)>::new()?;
     /// assert_eq!(b.data_at([1]), 0);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
@@ -329,9 +317,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// As [`data_at`](Self::data_at).
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U2;
-    /// let b = TypedBlob::<f32, Shp<(U2,), (D<2>,)>>::new()?;
+    /// let b = <blob_runtime::blob!(f32; 2)>::new()?;
     /// assert_eq!(b.diff_at([0]), 0.0);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
@@ -341,73 +327,64 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         self.blob.cpu_diff().unwrap_or_else(|e| panic!("{e}"))[off]
     }
 
-    /// A data element at an index given as const generics, checked against
-    /// the static dims when the program is built (rank 4).
+    /// A data element at an index given as const generics, each checked
+    /// against its static dim by the compiler (`cargo check` reports an
+    /// index out of bounds, naming the axis and the dim); a dynamic dim is
+    /// checked when the element is read.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U1, U2, U3};
-    /// let b = TypedBlob::<f32, Shp<(U1, U2, U3, U3), (D<1>, D<2>, D<3>, D<3>)>>::new()?;
+    /// let b = <blob_runtime::blob!(f32; 1, 2, 3, 3)>::new()?;
     /// assert_eq!(b.data_at4::<0, 1, 2, 2>(), 0.0);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn data_at4<const N: usize, const C: usize, const H: usize, const W: usize>(&self) -> T {
-        const {
-            let d = S::Dims::DIMS;
-            let dy = S::Dims::IS_DYNAMIC;
-            assert!(d.len() == 4, "data_at4 needs a 4-axis shape");
-            assert!(dy[0] || N < d[0], "data_at4: index 0 out of bounds");
-            assert!(dy[1] || C < d[1], "data_at4: index 1 out of bounds");
-            assert!(dy[2] || H < d[2], "data_at4: index 2 out of bounds");
-            assert!(dy[3] || W < d[3], "data_at4: index 3 out of bounds");
-        }
-        let mut idx = [0usize; 4];
-        idx.copy_from_slice(&[N, C, H, W]);
-        let off = self.offset_slice(&idx);
+    ///
+    /// ```compile_fail
+    /// let b = <blob_runtime::blob!(f32; 1, 2, 3, 3)>::new().unwrap();
+    /// b.data_at4::<0, 2, 0, 0>(); // Idx<2> is out of bounds on Axis<1>, whose dim is D<2>
+    /// ```
+    #[track_caller]
+    pub fn data_at4<const N: usize, const C: usize, const H: usize, const W: usize>(&self) -> T
+    where
+        S::Dims: Rank4,
+        Idx<N>: Within<<S::Dims as Rank4>::A0, Axis<0>>,
+        Idx<C>: Within<<S::Dims as Rank4>::A1, Axis<1>>,
+        Idx<H>: Within<<S::Dims as Rank4>::A2, Axis<2>>,
+        Idx<W>: Within<<S::Dims as Rank4>::A3, Axis<3>>,
+    {
+        let off = self.offset_of(&[N, C, H, W]);
         self.blob.cpu_data().unwrap_or_else(|e| panic!("{e}"))[off]
     }
 
-    /// A data element at an index given as const generics (rank 2).
+    /// A data element at an index given as const generics (rank 2),
+    /// checked by the compiler as [`data_at4`](Self::data_at4).
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3};
-    /// let b = TypedBlob::<f32, Shp<(U2, U3), (D<2>, D<3>)>>::new()?;
+    /// let b = <blob_runtime::blob!(f32; 2, 3)>::new()?;
     /// assert_eq!(b.data_at2::<1, 2>(), 0.0);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn data_at2<const I: usize, const J: usize>(&self) -> T {
-        const {
-            let d = S::Dims::DIMS;
-            let dy = S::Dims::IS_DYNAMIC;
-            assert!(d.len() == 2, "data_at2 needs a 2-axis shape");
-            assert!(dy[0] || I < d[0], "data_at2: index 0 out of bounds");
-            assert!(dy[1] || J < d[1], "data_at2: index 1 out of bounds");
-        }
-        let off = self.offset_slice(&[I, J]);
+    #[track_caller]
+    pub fn data_at2<const I: usize, const J: usize>(&self) -> T
+    where
+        S::Dims: Rank2,
+        Idx<I>: Within<<S::Dims as Rank2>::A0, Axis<0>>,
+        Idx<J>: Within<<S::Dims as Rank2>::A1, Axis<1>>,
+    {
+        let off = self.offset_of(&[I, J]);
         self.blob.cpu_data().unwrap_or_else(|e| panic!("{e}"))[off]
     }
 
-    #[track_caller]
-    fn offset_slice(&self, idx: &[usize]) -> usize {
-        let mut off = 0;
-        for (axis, &i) in idx.iter().enumerate() {
-            let d = self.dim(axis);
-            if i >= d {
-                self.out_of_bounds(idx);
-            }
-            off = off * d + i;
-        }
-        off
+    fn legacy(&self, axis: isize) -> usize {
+        self.blob
+            .legacy_shape(axis)
+            .expect("at most 4 axes by type")
     }
 
     /// Caffe `num()`; only for shapes of at most 4 axes (a compile error
     /// otherwise).
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3};
-    /// let b = TypedBlob::<f32, Shp<(U2, U3), (D<2>, D<3>)>>::new()?;
+    /// let b = <blob_runtime::blob!(f32; 2, 3)>::new()?;
     /// assert_eq!((b.num(), b.channels(), b.height(), b.width()), (2, 3, 1, 1));
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
@@ -415,75 +392,67 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     where
         S: LegacyRank,
     {
-        self.blob.legacy_shape(0).expect("at most 4 axes by type")
+        self.legacy(0)
     }
 
     /// Caffe `channels()`; only for shapes of at most 4 axes.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U2;
-    /// assert_eq!(TypedBlob::<f32, Shp<(U2,), (D<2>,)>>::new()?.channels(), 1);
+    /// assert_eq!(<blob_runtime::blob!(f32; 2)>::new()?.channels(), 1);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn channels(&self) -> usize
     where
         S: LegacyRank,
     {
-        self.blob.legacy_shape(1).expect("at most 4 axes by type")
+        self.legacy(1)
     }
 
     /// Caffe `height()`; only for shapes of at most 4 axes.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U2;
-    /// assert_eq!(TypedBlob::<f32, Shp<(U2,), (D<2>,)>>::new()?.height(), 1);
+    /// assert_eq!(<blob_runtime::blob!(f32; 2)>::new()?.height(), 1);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn height(&self) -> usize
     where
         S: LegacyRank,
     {
-        self.blob.legacy_shape(2).expect("at most 4 axes by type")
+        self.legacy(2)
     }
 
     /// Caffe `width()`; only for shapes of at most 4 axes.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U2;
-    /// assert_eq!(TypedBlob::<f32, Shp<(U2,), (D<2>,)>>::new()?.width(), 1);
+    /// assert_eq!(<blob_runtime::blob!(f32; 2)>::new()?.width(), 1);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn width(&self) -> usize
     where
         S: LegacyRank,
     {
-        self.blob.legacy_shape(3).expect("at most 4 axes by type")
+        self.legacy(3)
     }
 
     /// The same elements under another shape of equal count (Caffe
     /// `Reshape` within capacity: nothing is copied or allocated). A
-    /// different count is a compile error.
+    /// different count is a compile error that gives both counts.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3, U6};
-    /// let a = TypedBlob::<f32, Shp<(U2, U3), (D<2>, D<3>)>>::new()?;
-    /// let b: TypedBlob<f32, Shp<(U6,), (D<6>,)>> = a.reshape();
+    /// use blob_runtime::blob;
+    /// let a = <blob!(f32; 2, 3)>::new()?;
+    /// let b: blob!(f32; 6) = a.reshape();
     /// assert_eq!(b.shape(), &[6]);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn reshape<S2: Shape>(self) -> TypedBlob<T, S2>
+    pub fn reshape<S2>(self) -> TypedBlob<T, S2>
     where
-        S: ReshapeInto<S2>,
+        S2: ReshapeFrom<S>,
     {
         let dyn_value = S::Dims::DYNAMIC_AXIS.map(|a| self.blob.shape()[a]);
-        let dims: Vec<usize> = S2::Dims::DIMS
+        let dims: Vec<usize> = S2::Dims::STATIC_DIMS
             .iter()
-            .zip(S2::Dims::IS_DYNAMIC)
-            .map(|(&d, &dy)| if dy { dyn_value.unwrap_or(0) } else { d })
+            .map(|d| d.unwrap_or(dyn_value.unwrap_or(0)))
             .collect();
         let mut blob = self.blob;
         blob.reshape(&dims)
@@ -491,16 +460,16 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         TypedBlob::wrap(blob)
     }
 
-    /// The same blob under another name for the same dims (a declared
-    /// shape, or a literal one for a derived result): free, and checked at
-    /// compile time.
+    /// The same blob under another shape type with the same dims (a
+    /// declared name, or the anonymous tuple): free, and checked at compile
+    /// time.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3, U12};
-    /// let a = TypedBlob::<f32, Shp<(U2, U3, U2), (D<2>, D<3>, D<2>)>>::new()?;
-    /// let b: TypedBlob<f32, Shp<(U2, U3, U2), (D<2>, D<3>, D<2>)>> = a.into_shape();
-    /// let flat: TypedBlob<f32, Shp<(U2, typenum::U6), (D<2>, D<6>)>> = b.flatten().into_shape();
+    /// use blob_runtime::blob;
+    /// blob!(pub shape Patch = 2, 3, 2);
+    /// let a = <blob!(f32; 2, 3, 2)>::new()?;
+    /// let named: blob_runtime::typed::TypedBlob<f32, Patch> = a.into_shape();
+    /// let flat: blob!(f32; 2, 6) = named.flatten().into_shape();
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn into_shape<S2: Shape>(self) -> TypedBlob<T, S2>
@@ -510,37 +479,11 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         TypedBlob::wrap(self.blob)
     }
 
-    /// `(N, C, H, W)` to `(N, C*H*W)` (Caffe Flatten), as a reshape.
-    ///
-    /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3, U4};
-    /// let a = TypedBlob::<f32, Shp<(U2, U3, U4), (D<2>, D<3>, D<4>)>>::new()?;
-    /// assert_eq!(a.flatten().shape(), &[2, 12]);
-    /// // Name the result with a declared shape of the same dims:
-    /// # let a = TypedBlob::<f32, Shp<(U2, U3, U4), (D<2>, D<3>, D<4>)>>::new()?;
-    /// let flat: TypedBlob<f32, Shp<(U2, typenum::U12), (D<2>, D<12>)>> = a.flatten().into_shape();
-    /// # Ok::<(), blob_runtime::BlobError>(())
-    /// ```
-    pub fn flatten(self) -> TypedBlob<T, FlatOf<S>>
-    where
-        S: Flatten,
-    {
-        let first = self.blob.shape().first().copied().unwrap_or(1);
-        let rest = self.blob.count_from(1).unwrap_or(1);
-        let mut blob = self.blob;
-        blob.reshape(&[first, rest])
-            .expect("same count: reshape allocates nothing and cannot fail");
-        TypedBlob::wrap(blob)
-    }
-
     /// Copies `source`'s data (or diff) in (Caffe `CopyFrom`); shapes and
     /// element types must match at compile time.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U2;
-    /// type B = TypedBlob<f32, Shp<(U2,), (D<2>,)>>;
+    /// type B = blob_runtime::blob!(f32; 2);
     /// let (a, mut b) = (B::new()?, B::new()?);
     /// a.mutable_cpu_data()?.fill(3.0);
     /// b.copy_from(&a, false)?;
@@ -560,10 +503,9 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// checked at compile time.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U2, U3, U6};
-    /// let a = TypedBlob::<f32, Shp<(U2, U3), (D<2>, D<3>)>>::new()?;
-    /// let mut b = TypedBlob::<f32, Shp<(U6,), (D<6>,)>>::new()?;
+    /// use blob_runtime::blob;
+    /// let a = <blob!(f32; 2, 3)>::new()?;
+    /// let mut b = <blob!(f32; 6)>::new()?;
     /// b.share_data(&a)?;
     /// a.mutable_cpu_data()?[5] = 1.0;
     /// assert_eq!(b.data_at([5]), 1.0);
@@ -580,9 +522,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// Shares `other`'s diff memory (Caffe `ShareDiff`).
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U2;
-    /// type B = TypedBlob<f32, Shp<(U2,), (D<2>,)>>;
+    /// type B = blob_runtime::blob!(f32; 2);
     /// let (a, mut b) = (B::new()?, B::new()?);
     /// b.share_diff(&a)?;
     /// # Ok::<(), blob_runtime::BlobError>(())
@@ -594,6 +534,29 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     {
         self.blob.share_diff(as_same::<T, U>(&other.blob))
     }
+
+    /// `(N, C, H, W)` to `(N, C*H*W)` (Caffe Flatten), as a reshape.
+    ///
+    /// ```
+    /// let a = <blob_runtime::blob!(f32; 2, 3, 4)>::new()?;
+    /// assert_eq!(a.flatten().shape(), &[2, 12]);
+    /// // The result's type is `Flat<..>`; give it its tuple (or a declared
+    /// // name) with `into_shape`, for free:
+    /// # let a = <blob_runtime::blob!(f32; 2, 3, 4)>::new()?;
+    /// let flat: blob_runtime::blob!(f32; 2, 12) = a.flatten().into_shape();
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn flatten(self) -> TypedBlob<T, Flat<S>>
+    where
+        S: Flatten,
+    {
+        let first = self.blob.shape().first().copied().unwrap_or(1);
+        let rest = self.blob.count_from(1).unwrap_or(1);
+        let mut blob = self.blob;
+        blob.reshape(&[first, rest])
+            .expect("same count: reshape allocates nothing and cannot fail");
+        TypedBlob::wrap(blob)
+    }
 }
 
 impl<T: MathElement, S: Shape> TypedBlob<T, S> {
@@ -601,9 +564,7 @@ impl<T: MathElement, S: Shape> TypedBlob<T, S> {
     /// must match at compile time.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::U2;
-    /// type B = TypedBlob<f32, Shp<(U2,), (D<2>,)>>;
+    /// type B = blob_runtime::blob!(f32; 2);
     /// let (x, y) = (B::new()?, B::new()?);
     /// x.mutable_cpu_data()?.fill(1.0);
     /// y.axpy(2.0, &x)?;
@@ -633,59 +594,69 @@ impl<T: MathElement, S: Shape> TypedBlob<T, S> {
     /// this blob's batch.
     ///
     /// ```
-    /// # use blob_runtime::typed::{Shp, TypedBlob, D};
-    /// # use typenum::{U1, U2, U3};
-    /// let x = TypedBlob::<f32, Shp<(U1, U3), (D<1>, D<3>)>>::new()?;
-    /// let w = TypedBlob::<f32, Shp<(U2, U3), (D<2>, D<3>)>>::new()?;
+    /// use blob_runtime::blob;
+    /// let x = <blob!(f32; 1, 3)>::new()?;
+    /// let w = <blob!(f32; 2, 3)>::new()?;
     /// x.mutable_cpu_data()?.copy_from_slice(&[1.0, 2.0, 3.0]);
     /// w.mutable_cpu_data()?.copy_from_slice(&[1.0, 0.0, 0.0, 0.0, 1.0, 1.0]);
-    /// let y = x.inner_product(&w)?;
+    /// let y: blob!(f32; 1, 2) = x.inner_product(&w)?;
     /// assert_eq!(&*y.cpu_data()?, &[1.0, 5.0]);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn inner_product<U, W>(
         &self,
         weights: &TypedBlob<U, W>,
-    ) -> Result<TypedBlob<T, InnerProductOf<S, W>>>
+    ) -> Result<TypedBlob<T, InnerProductOut<S, W>>>
     where
         U: SameElement<T>,
-        W: Shape,
-        S: InnerProductWith<W>,
+        W: WeightsFor<S>,
     {
-        let w = as_same::<T, U>(&weights.blob);
-        let (b, k) = (self.blob.shape()[0], self.blob.shape()[1]);
-        let (n, k2) = (w.shape()[0], w.shape()[1]);
-        if k != k2 {
-            return Err(BlobError::ShapeMismatch {
-                op: "inner_product",
-                src: w.shape_string(),
-                dst: self.blob.shape_string(),
-            });
-        }
-        let out = Blob::<T>::new(&[b, n])?;
-        {
-            let x = self.blob.cpu_data()?;
-            let wd = w.cpu_data()?;
-            let mut y = out.mutable_cpu_data()?;
-            cpu::gemm(
-                Transpose::No,
-                Transpose::Yes,
-                b,
-                n,
-                k,
-                T::ONE,
-                &x,
-                &wd,
-                T::ZERO,
-                &mut y,
-            );
-        }
-        Ok(TypedBlob::wrap(out))
+        inner_product_blobs(&self.blob, as_same::<T, U>(&weights.blob)).map(TypedBlob::wrap)
     }
 }
 
+// The bodies below are shared by every shape: generic methods of
+// `TypedBlob<T, S>` are instantiated once per shape, so they hand the work
+// to these, instantiated once per element type, to keep builds fast.
+
+fn static_blob<T: Element>(dims: &[Option<usize>]) -> Result<Blob<T>> {
+    let dims: Vec<usize> = dims.iter().map(|d| d.unwrap_or(0)).collect();
+    Blob::new(&dims)
+}
+
+fn inner_product_blobs<T: MathElement>(x: &Blob<T>, w: &Blob<T>) -> Result<Blob<T>> {
+    let (b, k) = (x.shape()[0], x.shape()[1]);
+    let (n, k2) = (w.shape()[0], w.shape()[1]);
+    if k != k2 {
+        return Err(BlobError::ShapeMismatch {
+            op: "inner_product",
+            src: w.shape_string(),
+            dst: x.shape_string(),
+        });
+    }
+    let out = Blob::<T>::new(&[b, n])?;
+    {
+        let xd = x.cpu_data()?;
+        let wd = w.cpu_data()?;
+        let mut y = out.mutable_cpu_data()?;
+        cpu::gemm(
+            Transpose::No,
+            Transpose::Yes,
+            b,
+            n,
+            k,
+            T::ONE,
+            &xd,
+            &wd,
+            T::ZERO,
+            &mut y,
+        );
+    }
+    Ok(out)
+}
+
 fn check<S: Shape>(shape: &[usize]) -> std::result::Result<(), ShapeError> {
-    let err = |detail: String| ShapeError {
+    let err = |detail: String| ShapeError::Mismatch {
         found: shape_string(shape),
         expected: S::describe(),
         detail,
@@ -697,13 +668,10 @@ fn check<S: Shape>(shape: &[usize]) -> std::result::Result<(), ShapeError> {
             S::Dims::RANK
         )));
     }
-    for (axis, ((&got, &want), &dy)) in shape
-        .iter()
-        .zip(S::Dims::DIMS)
-        .zip(S::Dims::IS_DYNAMIC)
-        .enumerate()
-    {
-        if !dy && got != want {
+    for (axis, (&got, want)) in shape.iter().zip(S::Dims::STATIC_DIMS).enumerate() {
+        if let Some(want) = *want
+            && got != want
+        {
             return Err(err(format!("dim {axis} is {got}, the type says {want}")));
         }
     }
@@ -715,10 +683,8 @@ impl<T: Element> Blob<T> {
     /// shape against every static dim; the error names both shapes.
     ///
     /// ```
-    /// use blob_runtime::{Blob, typed::{Dyn, Shp, D}};
-    /// use typenum::U3;
-    /// let b = Blob::<f32>::new(&[8, 3]).unwrap();
-    /// let t = b.try_into_static::<Shp<(Dyn, U3), (Dyn, D<3>)>>().unwrap();
+    /// let b = blob_runtime::Blob::<f32>::new(&[8, 3]).unwrap();
+    /// let t = b.try_into_static::<(blob_runtime::typed::Dyn, blob_runtime::typed::D<3>)>().unwrap();
     /// assert_eq!(t.shape(), &[8, 3]);
     /// ```
     pub fn try_into_static<S: Shape>(self) -> std::result::Result<TypedBlob<T, S>, ShapeError> {

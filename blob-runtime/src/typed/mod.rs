@@ -1,20 +1,20 @@
 //! Typed blobs: shapes as types, checked by the compiler.
 //!
-//! [`TypedBlob<T, S>`] is a [`crate::Blob`] whose shape is the type `S`.
-//! Dims known at compile time are typenum integers, the batch can be
-//! [`Dyn`], and generic code takes dims as type parameters bounded by
-//! [`Dim`]. Relations between shapes ([`ReshapeInto`], [`SameShapeAs`],
-//! [`ShareWith`], [`Flatten`], [`InnerProductWith`], [`LegacyRank`],
-//! [`SameElement`]) are traits whose errors name the shapes.
+//! [`TypedBlob<T, S>`] is a [`crate::Blob`] whose shape is the type `S`: a
+//! tuple of dims (`(D<64>, D<3>)`, what `blob!(f32; 64, 3)` writes) or a
+//! shape declared with `blob!(pub shape Name = ..)`. A dim is [`D<N>`](D)
+//! when known at compile time, [`Dyn`] for the batch known at run time, or
+//! a type parameter bounded by [`Dim`] in generic code. Relations between
+//! shapes ([`ReshapeInto`], [`SameShapeAs`], [`ShareWith`], [`Flatten`],
+//! [`InnerProductWith`], [`LegacyRank`], [`SameElement`], [`Within`]) are
+//! traits whose errors name the shapes and the numbers that disagree.
 //!
-//! The `blob!` macro of the `blobflow` crate writes these types; its guide,
-//! `blobflow::typed`, shows each error a wrong program gets.
+//! The guide, `blobflow::typed`, shows each error a wrong program gets.
 //!
 //! ```
-//! use blob_runtime::typed::{Shp, TypedBlob, D};
-//! use typenum::{U2, U3, U6};
-//! let a = TypedBlob::<f32, Shp<(U2, U3), (D<2>, D<3>)>>::new()?;
-//! let flat: TypedBlob<f32, Shp<(U6,), (D<6>,)>> = a.reshape();
+//! use blob_runtime::blob;
+//! let a = <blob!(f32; 2, 3)>::new()?;
+//! let flat: blob!(f32; 6) = a.reshape();
 //! assert_eq!(flat.count(), 6);
 //! # Ok::<(), blob_runtime::BlobError>(())
 //! ```
@@ -23,17 +23,25 @@ mod blob;
 mod dims;
 mod relations;
 mod shape;
+mod twin;
 
-pub use blob::{ShapeError, TypedBlob};
-pub use dims::{D, Dim, Dyn};
+pub use crate::error::ShapeError;
+pub use blob::TypedBlob;
+pub use dims::{D, Dim, Dyn, StaticDim};
 pub use relations::{
-    AtMostFour, Flat, FlatOf, Flatten, FlattenDims, InnerProductDims, InnerProductOf,
-    InnerProductOut, InnerProductWith, LegacyRank, ReshapeInto, SameAs, SameElement, SameShapeAs,
-    ShareWith, StaticShape,
+    AtMostFour, DimProduct, Flat, Flatten, FlattenDims, InnerProductOut, InnerProductWith,
+    LegacyRank, ReshapeFrom, ReshapeInto, SameAs, SameElement, SameShapeAs, ShareWith, WeightsFor,
 };
-pub use shape::{Counted, DimList, Shape, Shp, strides};
+pub use shape::{
+    AllStatic, CountFactor, CountOf, Counted, CountedAs, DimList, Rank2, Rank4, Shape, StaticShape,
+    strides,
+};
+pub use twin::{
+    Axis, DimAdd, DimDiv, DimMul, DimSub, FromTwin, Idx, Minus, Over, Plus, TWIN_MAX, Times, True,
+    Twin, Within, table,
+};
 
-/// typenum, re-exported for the types `blob!` writes.
+/// typenum, re-exported for the counts `blob!` writes for named shapes.
 pub use typenum;
 
 /// Statically shaped blob types.

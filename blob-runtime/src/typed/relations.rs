@@ -1,13 +1,17 @@
 //! What may be done between shapes, checked by the compiler.
 //!
-//! Each relation is a sealed trait of this crate with a blanket impl whose
-//! conditions are typenum equalities. `#[diagnostic::on_unimplemented]`
-//! words the error in terms of the shapes' names (`(D<64>, D<3>, D<32>,
-//! D<32>)` or a declared `Conv1Out`), and `#[diagnostic::do_not_recommend]`
-//! keeps rustc from reporting the typenum condition underneath instead.
+//! Each relation is a trait of this crate with a blanket impl whose
+//! conditions compare dims or counts. `#[diagnostic::on_unimplemented]`
+//! words the error with the shapes as they were written (`(D<64>, D<3>)`,
+//! or a declared `Conv1Out`) and the numbers that disagree, and
+//! `#[diagnostic::do_not_recommend]` keeps rustc from reporting the
+//! condition underneath instead.
 
 use super::dims::Dim;
-use super::shape::{Counted, DimList, Shape};
+use std::marker::PhantomData;
+
+use super::shape::{Counted, DimList, Rank2, Shape};
+use super::twin::{DimMul, Twin};
 use crate::element::Element;
 
 mod sealed {
@@ -19,17 +23,19 @@ mod sealed {
 pub trait SameAs<T>: sealed::Sealed<T> {}
 impl<T> SameAs<T> for T {}
 
-/// `Self` can be reshaped into `Target`: equal element counts (and the same
-/// number of dynamic dims, whose value carries over).
+/// `Self` can be reshaped into `Target`: equal element counts, known at
+/// compile time (and the same number of dynamic dims, whose value carries
+/// over).
 #[diagnostic::on_unimplemented(
-    message = "cannot reshape {SelfName} into {TargetName}: element counts differ",
+    message = "cannot reshape {Self} into {Target}: element counts differ ({SelfCount} vs {TargetCount})",
     label = "element counts differ",
-    note = "reshape keeps every element, so both shapes need the same product of dims"
+    note = "reshape keeps every element, so both shapes need the same product of dims",
+    note = "an anonymous shape with a dim above 4096 has no count at compile time; declare it with `blob!(shape Name = ..)`, whose count has no limit"
 )]
 pub trait ReshapeInto<
     Target: Shape,
-    SelfName = <Self as Shape>::Name,
-    TargetName = <Target as Shape>::Name,
+    SelfCount = <Self as Shape>::CountName,
+    TargetCount = <Target as Shape>::CountName,
 >: Shape
 {
 }
@@ -37,23 +43,44 @@ pub trait ReshapeInto<
 #[diagnostic::do_not_recommend]
 impl<S: Shape, T: Shape> ReshapeInto<T> for S
 where
-    S::Dims: Counted,
-    T::Dims: Counted,
-    <S::Dims as Counted>::Count: SameAs<<T::Dims as Counted>::Count>,
-    <S::Dims as Counted>::DynRank: SameAs<<T::Dims as Counted>::DynRank>,
+    S::Counts: Counted,
+    T::Counts: Counted,
+    <S::Counts as Counted>::Count: SameAs<<T::Counts as Counted>::Count>,
+    <S::Counts as Counted>::DynRank: SameAs<<T::Counts as Counted>::DynRank>,
 {
 }
+
+/// [`ReshapeInto`] seen from the target: what `reshape` requires, so that
+/// the compiler waits for the target type (often given by a `let`) before
+/// it reports, and names it.
+#[diagnostic::on_unimplemented(
+    message = "cannot reshape {Source} into {Self}: element counts differ ({SourceCount} vs {SelfCount})",
+    label = "element counts differ",
+    note = "reshape keeps every element, so both shapes need the same product of dims",
+    note = "an anonymous shape with a dim above 4096 has no count at compile time; declare it with `blob!(shape Name = ..)`, whose count has no limit"
+)]
+pub trait ReshapeFrom<
+    Source: Shape,
+    SourceCount = <Source as Shape>::CountName,
+    SelfCount = <Self as Shape>::CountName,
+>: Shape
+{
+}
+
+#[diagnostic::do_not_recommend]
+impl<S: Shape, T: Shape> ReshapeFrom<S> for T where S: ReshapeInto<T> {}
 
 /// `Self` and `Target` share memory: equal element counts (Caffe
 /// `ShareData`'s check, at compile time).
 #[diagnostic::on_unimplemented(
-    message = "cannot share memory between {SelfName} and {TargetName}: element counts differ",
-    label = "element counts differ"
+    message = "cannot share memory between {Self} and {Target}: element counts differ ({SelfCount} vs {TargetCount})",
+    label = "element counts differ",
+    note = "an anonymous shape with a dim above 4096 has no count at compile time; declare it with `blob!(shape Name = ..)`, whose count has no limit"
 )]
 pub trait ShareWith<
     Target: Shape,
-    SelfName = <Self as Shape>::Name,
-    TargetName = <Target as Shape>::Name,
+    SelfCount = <Self as Shape>::CountName,
+    TargetCount = <Target as Shape>::CountName,
 >: Shape
 {
 }
@@ -61,18 +88,13 @@ pub trait ShareWith<
 #[diagnostic::do_not_recommend]
 impl<S: Shape, T: Shape> ShareWith<T> for S where S: ReshapeInto<T> {}
 
-/// `Self` has the same dims as `Target` (copy, axpy, swap of data).
+/// `Self` has the same dims as `Target` (copy, axpy, a new name for the
+/// same dims).
 #[diagnostic::on_unimplemented(
-    message = "shapes differ: {SelfName} is not {TargetName}",
-    label = "expected a blob of shape {TargetName}"
+    message = "shapes differ: {Self} is not {Target}",
+    label = "expected a blob of shape {Target}"
 )]
-pub trait SameShapeAs<
-    Target: Shape,
-    SelfName = <Self as Shape>::Name,
-    TargetName = <Target as Shape>::Name,
->: Shape
-{
-}
+pub trait SameShapeAs<Target: Shape>: Shape {}
 
 #[diagnostic::do_not_recommend]
 impl<S: Shape, T: Shape> SameShapeAs<T> for S where S::Dims: SameAs<T::Dims> {}
@@ -90,11 +112,11 @@ impl<T: Element, U: Element> SameElement<T> for U where U: SameAs<T> {}
 /// Caffe's legacy num/channels/height/width exist only for shapes of at
 /// most 4 axes.
 #[diagnostic::on_unimplemented(
-    message = "legacy accessors need at most 4 axes, and {SelfName} has more",
+    message = "legacy accessors need at most 4 axes, and {Self} has more",
     label = "num/channels/height/width are for blobs of up to 4 axes",
-    note = "use shape_at(axis) or the DIMS of the shape type instead"
+    note = "use shape_at(axis) or the STATIC_DIMS of the shape type instead"
 )]
-pub trait LegacyRank<SelfName = <Self as Shape>::Name>: Shape {}
+pub trait LegacyRank: Shape {}
 
 #[diagnostic::do_not_recommend]
 impl<S: Shape> LegacyRank for S where S::Dims: AtMostFour {}
@@ -110,10 +132,56 @@ impl<A: Dim, B: Dim, C: Dim, E: Dim> AtMostFour for (A, B, C, E) {}
 /// `(N, C, H, W, ...)` flattens to `(N, C*H*W*...)` (Caffe's Flatten and
 /// InnerProduct input).
 #[diagnostic::on_unimplemented(
-    message = "cannot flatten {SelfName}: it needs at least 2 axes, and every axis after the first static",
-    label = "not flattenable"
+    message = "cannot flatten {Self}: it needs at least 2 axes, every axis after the first static, and their product at most 4096",
+    label = "not flattenable",
+    note = "for a larger product, declare the flattened shape with `blob!(shape Name = ..)` and `reshape` into it"
 )]
-pub trait Flatten<SelfName = <Self as Shape>::Name>: Shape {}
+pub trait Flatten: Shape {}
+
+#[diagnostic::do_not_recommend]
+impl<S: Shape> Flatten for S where S::Dims: FlattenDims {}
+
+/// The shape [`TypedBlob::flatten`](crate::typed::TypedBlob::flatten)
+/// returns: `S` with every axis after the first folded into one. Its dims
+/// are the tuple `(first, product)`; `into_shape` gives the blob that
+/// type (or a declared name), for free.
+pub struct Flat<S>(PhantomData<fn() -> S>);
+
+impl<S: Shape> Shape for Flat<S>
+where
+    S::Dims: FlattenDims,
+{
+    type Dims = <S::Dims as FlattenDims>::Output;
+    type Counts = S::Counts;
+    type CountName = S::CountName;
+}
+
+/// The product of a dim list, as a dim (at most 4096).
+pub trait DimProduct {
+    /// The product.
+    type Product: Dim;
+}
+
+impl<A: Twin> DimProduct for (A,) {
+    type Product = A;
+}
+
+macro_rules! dim_product {
+    ($a:ident, $($rest:ident),+) => {
+        impl<$a: Dim, $($rest: Dim),+> DimProduct for ($a, $($rest,)+)
+        where
+            ($($rest,)+): DimProduct,
+            $a: DimMul<<($($rest,)+) as DimProduct>::Product>,
+        {
+            type Product = <$a as DimMul<<($($rest,)+) as DimProduct>::Product>>::Output;
+        }
+    };
+}
+dim_product!(A, B);
+dim_product!(A, B, C);
+dim_product!(A, B, C, E);
+dim_product!(A, B, C, E, F);
+dim_product!(A, B, C, E, F, G);
 
 /// The dims of a flattened list.
 pub trait FlattenDims {
@@ -125,10 +193,9 @@ macro_rules! flatten_dims {
     ($($t:ident),+) => {
         impl<A: Dim, $($t: Dim),+> FlattenDims for (A, $($t,)+)
         where
-            ($($t,)+): Counted<DynRank = typenum::U0>,
-            <($($t,)+) as Counted>::Count: 'static + Send + Sync,
+            ($($t,)+): DimProduct,
         {
-            type Output = (A, <($($t,)+) as Counted>::Count);
+            type Output = (A, <($($t,)+) as DimProduct>::Product);
         }
     };
 }
@@ -139,76 +206,53 @@ flatten_dims!(B, C, E, F);
 flatten_dims!(B, C, E, F, G);
 flatten_dims!(B, C, E, F, G, H);
 
-/// Diagnostic name of a flattened shape: `Flat<(D<64>, D<50>, D<4>, D<4>)>`.
-pub struct Flat<N>(std::marker::PhantomData<fn() -> N>);
-
-#[diagnostic::do_not_recommend]
-impl<S: Shape> Flatten for S where S::Dims: FlattenDims {}
-
-/// The shape [`crate::typed::TypedBlob::flatten`] returns: `S` with every
-/// axis after the first folded into one. Convert it to a declared shape of
-/// the same dims with `into_shape`.
-pub struct FlatOf<S>(std::marker::PhantomData<fn() -> S>);
-
-impl<S: Shape> Shape for FlatOf<S>
-where
-    S::Dims: FlattenDims,
-{
-    type Dims = <S::Dims as FlattenDims>::Output;
-    type Name = Flat<S::Name>;
-}
-
 /// `Self` (inputs, `(B, K)`) times the transpose of `W` (weights, `(N, K)`)
 /// gives `(B, N)`: Caffe's InnerProduct with `transpose: false`.
 #[diagnostic::on_unimplemented(
-    message = "cannot multiply {SelfName} by weights {WeightName}: inputs must be (B, K) and weights (N, K) with the same K",
-    label = "inner dims differ"
+    message = "cannot multiply {Self} by weights {W}: K differs ({InputK} vs {WeightK})",
+    label = "inner dims differ",
+    note = "inputs must be (B, K) and weights (N, K) with the same K; flatten an (N, C, H, W) input first"
 )]
 pub trait InnerProductWith<
     W: Shape,
-    SelfName = <Self as Shape>::Name,
-    WeightName = <W as Shape>::Name,
+    InputK = <<Self as Shape>::Dims as DimList>::Last,
+    WeightK = <<W as Shape>::Dims as DimList>::Last,
 >: Shape
 {
 }
 
-/// Diagnostic name of an inner product's output.
-pub struct InnerProductOut<X, W>(std::marker::PhantomData<fn() -> (X, W)>);
-
-/// The dims relation under [`InnerProductWith`].
-pub trait InnerProductDims<W> {
-    /// `(B, N)`.
-    type Output: DimList;
-}
-
-impl<B: Dim, K: Dim, N: Dim, K2: Dim> InnerProductDims<(N, K2)> for (B, K)
-where
-    K: SameAs<K2>,
-{
-    type Output = (B, N);
-}
-
 #[diagnostic::do_not_recommend]
-impl<X: Shape, W: Shape> InnerProductWith<W> for X where X::Dims: InnerProductDims<W::Dims> {}
-
-/// The shape [`crate::typed::TypedBlob::inner_product`] returns: `(B, N)`
-/// from inputs `(B, K)` and weights `(N, K)`.
-pub struct InnerProductOf<X, W>(std::marker::PhantomData<fn() -> (X, W)>);
-
-impl<X: Shape, W: Shape> Shape for InnerProductOf<X, W>
+impl<X: Shape, W: Shape> InnerProductWith<W> for X
 where
-    X::Dims: InnerProductDims<W::Dims>,
+    X::Dims: Rank2,
+    W::Dims: Rank2,
+    <X::Dims as Rank2>::A1: SameAs<<W::Dims as Rank2>::A1>,
 {
-    type Dims = <X::Dims as InnerProductDims<W::Dims>>::Output;
-    type Name = InnerProductOut<X::Name, W::Name>;
 }
 
-/// Every dim is static: the blob can be made without run-time dims.
+/// [`InnerProductWith`] seen from the weights: what `inner_product`
+/// requires, so that the compiler knows the weights' type before it
+/// reports, and names it.
 #[diagnostic::on_unimplemented(
-    message = "{SelfName} has a dynamic dim: make it with `with_dynamic(n)` or `from_shape(..)`",
-    label = "needs its dynamic dim's value"
+    message = "cannot multiply {X} by weights {Self}: K differs ({InputK} vs {WeightK})",
+    label = "inner dims differ",
+    note = "inputs must be (B, K) and weights (N, K) with the same K; flatten an (N, C, H, W) input first"
 )]
-pub trait StaticShape<SelfName = <Self as Shape>::Name>: Shape {}
+pub trait WeightsFor<
+    X: Shape,
+    InputK = <<X as Shape>::Dims as DimList>::Last,
+    WeightK = <<Self as Shape>::Dims as DimList>::Last,
+>: Shape
+{
+}
 
 #[diagnostic::do_not_recommend]
-impl<S: Shape> StaticShape for S where S::Dims: Counted<DynRank = typenum::U0> {}
+impl<X: Shape, W: Shape> WeightsFor<X> for W where X: InnerProductWith<W> {}
+
+/// The shape of `X` times weights `W`: `(B, N)`, the first dims of both.
+/// Well-formed for any shapes, so that a failing
+/// [`InnerProductWith`] is reported in its own words.
+pub type InnerProductOut<X, W> = (
+    <<X as Shape>::Dims as DimList>::First,
+    <<W as Shape>::Dims as DimList>::First,
+);
