@@ -18,8 +18,14 @@ fn digits() -> Mnist {
     .unwrap()
 }
 
+/// A fresh directory per call: two tests may run the same check at once.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("blobflow-train-{}-{name}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!(
+        "blobflow-train-{}-{call}-{name}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
