@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the Caffe decoders, seeded with every real Caffe file of the
-# repository's tests/fixtures. Usage: fuzz/run.sh [seconds] (default 600).
+# repository's tests/fixtures, then the .safetensors reader, seeded with
+# small converted files. Usage: fuzz/run.sh [seconds per target] (600).
 set -euo pipefail
 cd "$(dirname "$0")"
 corpus=corpus/decode
@@ -8,3 +9,9 @@ mkdir -p "$corpus"
 find ../tests/fixtures -type f \( -name '*.caffemodel' -o -name '*.binaryproto' -o -name '*.solverstate' \) \
     -size -2M -exec cp {} "$corpus/" \;
 cargo +nightly fuzz run decode "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+tensors=corpus/safetensors
+mkdir -p "$tensors"
+cargo run -q --manifest-path ../Cargo.toml -p blobflow-cli -- \
+    convert ../tests/fixtures/mtcnn_det1/det1.caffemodel "$tensors/det1.safetensors"
+cargo +nightly fuzz run safetensors "$tensors" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1

@@ -211,6 +211,48 @@ pub enum BlobError {
         /// Name asked for.
         layer: String,
     },
+    /// A `.safetensors` file (or its bytes) could not be decoded or encoded.
+    #[error("{path}: not a valid .safetensors file: {source}")]
+    TensorFile {
+        /// The file (or `<memory>`).
+        path: String,
+        /// What the decoder found.
+        source: Box<dyn Error + Send + Sync + 'static>,
+    },
+    /// A tensor asked for by name is not in the file.
+    #[error("{path}: no tensor named '{name}' (the file has {available})")]
+    TensorNotFound {
+        /// The file.
+        path: String,
+        /// Name asked for.
+        name: String,
+        /// The names the file has, comma-separated.
+        available: String,
+    },
+    /// A tensor's element type is not the blob's.
+    #[error("{path}: tensor '{name}' holds {found}, not {wanted}")]
+    TensorElement {
+        /// The file.
+        path: String,
+        /// The tensor.
+        name: String,
+        /// The file's element type.
+        found: String,
+        /// The blob's element type.
+        wanted: &'static str,
+    },
+    /// A tensor's shape is not the target's.
+    #[error("{path}: tensor '{name}' has shape {found}, but the target is {expected}")]
+    TensorShape {
+        /// The file.
+        path: String,
+        /// The tensor.
+        name: String,
+        /// The tensor's shape.
+        found: String,
+        /// The target's shape (a typed shape's name and dims).
+        expected: String,
+    },
     /// A typed shape that does not fit a run-time shape.
     #[error(transparent)]
     Shape(#[from] ShapeError),

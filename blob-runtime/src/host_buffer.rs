@@ -1,4 +1,5 @@
-//! 64-byte aligned, zero-filled host memory with a matching deallocator.
+//! Host memory with a matching deallocator: 64-byte aligned and zero-filled
+//! when the runtime allocates it, or adopted from a `Vec`.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::fmt;
@@ -11,11 +12,12 @@ pub const HOST_ALIGN: usize = 64;
 
 type Release = Box<dyn FnOnce(NonNull<u8>, usize) + Send + Sync>;
 
-/// An owned, 64-byte aligned block of host bytes.
+/// An owned block of host bytes.
 ///
-/// Made zero-filled by [`HostBuffer::zeroed`], or wrapped around memory from
-/// another allocator (pinned CUDA memory) by [`HostBuffer::from_raw_parts`],
-/// in which case that allocator's release function frees it, so memory is
+/// Made zero-filled and 64-byte aligned by [`HostBuffer::zeroed`], wrapped
+/// around memory from another allocator (pinned CUDA memory) by
+/// [`HostBuffer::from_raw_parts`], or adopted from a `Vec` by
+/// [`HostBuffer::from_vec`] (aligned as the Vec's elements); memory is
 /// always freed by the allocator that made it (Caffe issue 3053).
 ///
 /// ```
@@ -98,6 +100,46 @@ impl HostBuffer {
     /// ```
     pub fn from_slice<T: bytemuck::Pod>(values: &[T]) -> Result<Self> {
         Self::from_bytes(bytemuck::cast_slice(values))
+    }
+
+    /// Adopts `values`' allocation without copying; it is freed as the
+    /// `Vec` it was. The bytes are aligned as `T` (not to [`HOST_ALIGN`]),
+    /// which is all a [`crate::Blob`] of `T` needs.
+    ///
+    /// ```
+    /// let v = vec![1.0f32, 2.0, 3.0];
+    /// let at = v.as_ptr() as usize;
+    /// let b = blob_runtime::HostBuffer::from_vec(v);
+    /// assert_eq!(b.len(), 12);
+    /// assert_eq!(b.as_bytes().as_ptr() as usize, at); // the same memory
+    /// ```
+    pub fn from_vec<T: bytemuck::Pod + Send + Sync>(values: Vec<T>) -> Self {
+        let bytes = std::mem::size_of_val(values.as_slice());
+        if bytes == 0 {
+            return Self {
+                ptr: dangling_aligned(),
+                len: 0,
+                lead: 0,
+                release: None,
+            };
+        }
+        let mut values = std::mem::ManuallyDrop::new(values);
+        let (len, capacity) = (values.len(), values.capacity());
+        let ptr = NonNull::new(values.as_mut_ptr())
+            .expect("a Vec with elements has a non-null pointer")
+            .cast::<u8>();
+        Self {
+            ptr,
+            len: bytes,
+            lead: 0,
+            release: Some(Box::new(move |ptr: NonNull<u8>, _| {
+                // SAFETY: `ptr` is the Vec's own pointer (drop hands back
+                // `self.ptr`, set above), with its length and capacity; the
+                // buffer is gone, so nothing else uses it. Rebuilding the Vec
+                // frees the allocation with the layout it was made with.
+                drop(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), len, capacity) });
+            })),
+        }
     }
 
     /// Wraps memory from another allocator; `release(ptr, len)` frees it

@@ -10,6 +10,13 @@
 //!   files, read and written bit-exactly.
 //! - [`DeviceBackend`]: what a GPU provides; the CUDA one is behind the
 //!   `cuda` feature.
+//! - [`typed`] and [`blob!`]: shapes as types, checked by the compiler.
+//! - Data in and out: [`Blob::from_vec`], [`Blob::to_vec`]; ndarray views
+//!   (feature `ndarray`); `.safetensors` files (feature `safetensors`).
+//!
+//! Most users depend on `blobflow`, which re-exports this crate as
+//! `blobflow::runtime` with the layers and kernels beside it; depend on this
+//! crate alone for blobs, typed shapes and Caffe files without the layers.
 //!
 //! Where blobflow deliberately differs from Caffe: counts are `usize`;
 //! offsets are strictly bounds-checked; capacity is honest after sharing;
@@ -24,6 +31,8 @@
 //! # Ok::<(), blob_runtime::BlobError>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod blob;
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -32,8 +41,12 @@ mod element;
 mod error;
 mod head;
 mod host_buffer;
+#[cfg(feature = "ndarray")]
+mod ndarray_views;
 mod proto;
 mod synced_memory;
+#[cfg(feature = "safetensors")]
+mod tensor_file;
 pub mod typed;
 mod weights;
 
@@ -54,6 +67,10 @@ pub use element::{Element, MathElement};
 pub use error::{BlobError, DeviceError, Result, ShapeError};
 pub use head::Head;
 pub use host_buffer::{HOST_ALIGN, HostBuffer};
+#[cfg(feature = "ndarray")]
+pub use ndarray_views::NdRank;
 pub use proto::{encode_proto, proto_shape, read_blob_file, write_blob_file};
 pub use synced_memory::{DeviceRead, DeviceWrite, HostRead, HostWrite, SyncedMemory};
+#[cfg(feature = "safetensors")]
+pub use tensor_file::{TensorFile, write_tensors};
 pub use weights::{CaffeModel, CopyReport, read_solver_state, write_solver_state};

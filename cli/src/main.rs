@@ -2,8 +2,10 @@
 //!
 //! `blobflow inspect FILE [--json]` tells what a Caffe file holds: the
 //! format, and for each layer its type and blobs (shape, count, sum of |x|).
+//! `blobflow convert MODEL.caffemodel OUT.safetensors` writes a model's
+//! learned blobs as `.safetensors`, one tensor per blob named `layer.index`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +33,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a .caffemodel's learned blobs as .safetensors (tensors `layer.index`)
+    Convert {
+        /// The Caffe model (new, V1 or V0 format)
+        model: PathBuf,
+        /// The .safetensors file to write
+        out: PathBuf,
+    },
+}
+
+/// Converts `model` to `out`, and says what it wrote.
+fn convert(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
+    let model = blobflow::CaffeModel::open(model)?;
+    let bytes = model.to_safetensors()?;
+    let tensors = blobflow::TensorFile::from_bytes(bytes.clone())?
+        .names()
+        .len();
+    std::fs::write(out, &bytes).map_err(|e| blobflow::BlobError::Io {
+        path: out.display().to_string(),
+        source: e,
+    })?;
+    Ok(format!(
+        "{}: {tensors} tensors, {} bytes",
+        out.display(),
+        bytes.len()
+    ))
 }
 
 fn main() -> ExitCode {
@@ -47,6 +74,16 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("blobflow inspect: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Convert { model, out } => match convert(&model, &out) {
+            Ok(summary) => {
+                println!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("blobflow convert: {e}");
                 ExitCode::FAILURE
             }
         },

@@ -7,6 +7,7 @@
 mod math;
 mod memory;
 mod shape;
+mod vec;
 
 use std::fmt;
 use std::marker::PhantomData;

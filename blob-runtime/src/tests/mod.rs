@@ -6,6 +6,7 @@ mod blob_math;
 mod model;
 mod state_table;
 mod syncedmem;
+mod vec;
 
 use std::sync::Arc;
 

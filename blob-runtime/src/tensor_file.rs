@@ -1,0 +1,327 @@
+//! `.safetensors` files (feature `safetensors`): blobs out to the format
+//! other Rust and Python frameworks read, and tensors back into blobs with
+//! their element type and shape checked.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use safetensors::{Dtype, SafeTensors, View};
+
+use crate::blob::{Blob, shape_string};
+use crate::element::{Element, MathElement};
+use crate::error::{BlobError, Result};
+use crate::proto::{read_file, write_file};
+use crate::typed::{Shape, TypedBlob};
+use crate::weights::CaffeModel;
+
+const IN_MEMORY: &str = "<memory>";
+
+fn dtype_of<T: Element>() -> Dtype {
+    match T::NAME {
+        "f32" => Dtype::F32,
+        "f64" => Dtype::F64,
+        "i32" => Dtype::I32,
+        "u32" => Dtype::U32,
+        other => unreachable!("Element is sealed; {other} has no safetensors dtype"),
+    }
+}
+
+/// One blob's bytes, as the encoder wants them.
+struct TensorBytes {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl View for &TensorBytes {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
+    }
+    fn data_len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+fn tensor_bytes<T: Element>(blob: &Blob<T>) -> Result<TensorBytes> {
+    Ok(TensorBytes {
+        dtype: dtype_of::<T>(),
+        shape: blob.shape().to_vec(),
+        bytes: bytemuck::cast_slice(&blob.cpu_data()?).to_vec(),
+    })
+}
+
+fn encode(path: &str, tensors: Vec<(String, TensorBytes)>) -> Result<Vec<u8>> {
+    let views = tensors.iter().map(|(name, t)| (name.as_str(), t));
+    safetensors::serialize(views, None).map_err(|e| BlobError::TensorFile {
+        path: path.into(),
+        source: Box::new(e),
+    })
+}
+
+/// The `.safetensors` bytes of named blobs (data only; a diff is a
+/// training state, not a weight). Names must be unique.
+///
+/// ```
+/// let b = blob_runtime::Blob::<f64>::new(&[4])?;
+/// let bytes = blob_runtime::write_tensors([("x", &b)])?;
+/// assert_eq!(blob_runtime::TensorFile::from_bytes(bytes)?.names(), ["x"]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub fn write_tensors<'a, T: Element>(
+    blobs: impl IntoIterator<Item = (&'a str, &'a Blob<T>)>,
+) -> Result<Vec<u8>> {
+    let tensors = blobs
+        .into_iter()
+        .map(|(name, blob)| Ok((name.to_string(), tensor_bytes(blob)?)))
+        .collect::<Result<Vec<_>>>()?;
+    encode(IN_MEMORY, tensors)
+}
+
+impl CaffeModel {
+    /// The model's learned blobs as `.safetensors` bytes (feature
+    /// `safetensors`): one `f32` tensor per blob, named `layer.index` in
+    /// Caffe's blob order (`conv1.0` the weights, `conv1.1` the bias), so
+    /// that layers with more than two blobs (BatchNorm's three) keep every
+    /// one. [`TensorFile::to_caffemodel`] reads them back.
+    ///
+    /// ```no_run
+    /// let model = blob_runtime::CaffeModel::open("lenet_iter_10000.caffemodel")?;
+    /// model.save_safetensors("lenet.safetensors")?;
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn to_safetensors(&self) -> Result<Vec<u8>> {
+        let mut tensors = Vec::new();
+        for layer in self.layers() {
+            for (index, blob) in self.layer_blobs::<f32>(layer.name())?.iter().enumerate() {
+                tensors.push((format!("{}.{index}", layer.name()), tensor_bytes(blob)?));
+            }
+        }
+        encode(IN_MEMORY, tensors)
+    }
+
+    /// Writes [`CaffeModel::to_safetensors`] to `path`.
+    ///
+    /// ```no_run
+    /// # let model = blob_runtime::CaffeModel::open("m.caffemodel")?;
+    /// model.save_safetensors("m.safetensors")?;
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn save_safetensors(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), &self.to_safetensors()?)
+    }
+}
+
+/// A `.safetensors` file (feature `safetensors`), its header checked on
+/// opening; tensors come out as blobs with their element type, and for
+/// typed blobs their shape, checked.
+///
+/// ```
+/// use blob_runtime::{Blob, TensorFile, blob, write_tensors};
+/// let w = Blob::<f32>::from_vec(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+/// let file = TensorFile::from_bytes(write_tensors([("fc.0", &w)])?)?;
+/// let typed: blob!(f32; 2, 3) = file.typed("fc.0")?;
+/// assert_eq!(typed.data_at([1, 2]), 6.0);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+#[derive(Debug)]
+pub struct TensorFile {
+    source: String,
+    bytes: Vec<u8>,
+}
+
+impl TensorFile {
+    /// Reads and checks `path`.
+    ///
+    /// ```
+    /// let err = blob_runtime::TensorFile::open("/no/such.safetensors").unwrap_err();
+    /// assert!(err.to_string().starts_with("/no/such.safetensors: "));
+    /// ```
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        Self::checked(path.display().to_string(), read_file(path)?)
+    }
+
+    /// Checks bytes already in memory.
+    ///
+    /// ```
+    /// let err = blob_runtime::TensorFile::from_bytes(vec![1, 2, 3]).unwrap_err();
+    /// assert!(err.to_string().starts_with("<memory>: not a valid .safetensors file"));
+    /// ```
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
+        Self::checked(IN_MEMORY.into(), bytes)
+    }
+
+    fn checked(source: String, bytes: Vec<u8>) -> Result<Self> {
+        let file = Self { source, bytes };
+        file.parsed()?;
+        Ok(file)
+    }
+
+    fn parsed(&self) -> Result<SafeTensors<'_>> {
+        SafeTensors::deserialize(&self.bytes).map_err(|e| BlobError::TensorFile {
+            path: self.source.clone(),
+            source: Box::new(e),
+        })
+    }
+
+    /// The tensor names, in the order of their data in the file (the
+    /// writer sorts them by element size, then name).
+    ///
+    /// ```
+    /// # let b = blob_runtime::Blob::<f32>::new(&[1])?;
+    /// let bytes = blob_runtime::write_tensors([("b", &b), ("a", &b)])?;
+    /// assert_eq!(blob_runtime::TensorFile::from_bytes(bytes)?.names(), ["a", "b"]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn names(&self) -> Vec<String> {
+        let parsed = self.parsed().expect("checked when opened");
+        let mut named: Vec<(usize, String)> = parsed
+            .tensors()
+            .into_iter()
+            .map(|(name, view)| (view.data().as_ptr() as usize, name))
+            .collect();
+        named.sort();
+        named.into_iter().map(|(_, name)| name).collect()
+    }
+
+    /// Tensor `name` as a new blob of its shape; an error if it is missing
+    /// or holds another element type than `T`.
+    ///
+    /// ```
+    /// # let b = blob_runtime::Blob::<f32>::new(&[2])?;
+    /// let file = blob_runtime::TensorFile::from_bytes(blob_runtime::write_tensors([("w", &b)])?)?;
+    /// assert_eq!(file.blob::<f32>("w")?.shape(), &[2]);
+    /// assert_eq!(
+    ///     file.blob::<f64>("w").unwrap_err().to_string(),
+    ///     "<memory>: tensor 'w' holds F32, not f64"
+    /// );
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn blob<T: Element>(&self, name: &str) -> Result<Blob<T>> {
+        let parsed = self.parsed()?;
+        let view = parsed.tensor(name).map_err(|_| BlobError::TensorNotFound {
+            path: self.source.clone(),
+            name: name.into(),
+            available: self.names().join(", "),
+        })?;
+        if view.dtype() != dtype_of::<T>() {
+            return Err(BlobError::TensorElement {
+                path: self.source.clone(),
+                name: name.into(),
+                found: format!("{:?}", view.dtype()),
+                wanted: T::NAME,
+            });
+        }
+        // The file's bytes need not be aligned for T: copy them into
+        // values, which are.
+        let mut values = vec![T::default(); view.data().len() / std::mem::size_of::<T>()];
+        bytemuck::cast_slice_mut::<T, u8>(&mut values).copy_from_slice(view.data());
+        Blob::from_vec(view.shape(), values)
+    }
+
+    /// Tensor `name` as a typed blob of shape `S`; an error naming both
+    /// shapes if the file's does not fit.
+    ///
+    /// ```
+    /// use blob_runtime::{Blob, TensorFile, blob, write_tensors};
+    /// blob_runtime::blob!(pub shape Ip2Weights = 10, 500);
+    /// let w = Blob::<f32>::new(&[10, 499])?;
+    /// let file = TensorFile::from_bytes(write_tensors([("ip2.0", &w)])?)?;
+    /// let err = file.typed::<f32, Ip2Weights>("ip2.0").unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "<memory>: tensor 'ip2.0' has shape 10 499 (4990), but the target is Ip2Weights (10 500)"
+    /// );
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn typed<T: Element, S: Shape>(&self, name: &str) -> Result<TypedBlob<T, S>> {
+        let blob = self.blob::<T>(name)?;
+        let found = shape_string(blob.shape());
+        blob.try_into_static().map_err(|_| BlobError::TensorShape {
+            path: self.source.clone(),
+            name: name.into(),
+            found,
+            expected: S::describe(),
+        })
+    }
+
+    /// Copies tensor `name` into `target`, whose shape must be the
+    /// tensor's (Caffe's rule for loading weights).
+    ///
+    /// ```
+    /// # let b = blob_runtime::Blob::<f32>::from_vec(&[2], vec![1.0, 2.0])?;
+    /// let file = blob_runtime::TensorFile::from_bytes(blob_runtime::write_tensors([("b", &b)])?)?;
+    /// let mut target = blob_runtime::Blob::<f32>::new(&[2])?;
+    /// file.load_into("b", &mut target)?;
+    /// assert_eq!(target.to_vec()?, vec![1.0, 2.0]);
+    /// assert!(file.load_into("b", &mut blob_runtime::Blob::<f32>::new(&[3])?).is_err());
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn load_into<T: Element>(&self, name: &str, target: &mut Blob<T>) -> Result<()> {
+        let blob = self.blob::<T>(name)?;
+        if blob.shape() != target.shape() {
+            return Err(BlobError::TensorShape {
+                path: self.source.clone(),
+                name: name.into(),
+                found: blob.shape_string(),
+                expected: target.shape_string(),
+            });
+        }
+        target.copy_from(&blob, false, false)
+    }
+
+    /// The file as a Caffe model: tensors named `layer.index` become the
+    /// blobs of layer `layer`, in index order (layers in file order, type
+    /// unknown, order by name), so [`CaffeModel::copy_layer_into`] and every net's
+    /// weight loading read a converted model as they read the original.
+    /// A name without `.index`, or a missing index, is an error.
+    ///
+    /// ```
+    /// # let b = blob_runtime::Blob::<f32>::new(&[2])?;
+    /// let bytes = blob_runtime::write_tensors([("ip.0", &b), ("ip.1", &b)])?;
+    /// let model = blob_runtime::TensorFile::from_bytes(bytes)?.to_caffemodel::<f32>()?;
+    /// assert_eq!(model.layer_blobs::<f32>("ip")?.len(), 2);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn to_caffemodel<T: MathElement>(&self) -> Result<CaffeModel> {
+        let mut layers: Vec<(String, Vec<(usize, String)>)> = Vec::new();
+        for name in self.names() {
+            let parsed = name
+                .rsplit_once('.')
+                .and_then(|(layer, index)| Some((layer, index.parse::<usize>().ok()?)));
+            let Some((layer, index)) = parsed else {
+                return Err(self.not_caffe(&name, "is not named layer.index"));
+            };
+            match layers.iter_mut().find(|(l, _)| l == layer) {
+                Some((_, blobs)) => blobs.push((index, name.clone())),
+                None => layers.push((layer.to_string(), vec![(index, name.clone())])),
+            }
+        }
+        let mut net = blob_proto::NetParameter::new("converted");
+        for (layer, mut blobs) in layers {
+            blobs.sort();
+            let mut protos = Vec::new();
+            for (expected, (index, name)) in blobs.iter().enumerate() {
+                if *index != expected {
+                    return Err(self.not_caffe(name, "leaves a gap in its layer's indices"));
+                }
+                protos.push(self.blob::<T>(name)?.to_proto(false)?);
+            }
+            net.push_layer(blob_proto::LayerParameter::new(&layer, "", protos));
+        }
+        Ok(CaffeModel::from_net(net))
+    }
+
+    fn not_caffe(&self, name: &str, why: &str) -> BlobError {
+        BlobError::TensorFile {
+            path: self.source.clone(),
+            source: format!("tensor '{name}' {why}, as a Caffe model's tensors are").into(),
+        }
+    }
+}
