@@ -29,10 +29,20 @@
 //!   and device buffers (CUDA);
 //! - [`proto`] (`blob-proto`): Caffe's protobuf messages.
 //!
-//! Features: `cuda` (GPU blobs, math and layers through cudarc, loaded at
-//! run time, so a build with it still runs where there is no GPU).
+//! Features, all off by default:
+//! - `cuda`: GPU blobs, math and layers through cudarc, loaded at run time,
+//!   so a build with it still runs where there is no GPU;
+//! - `ndarray`: `Blob::with_array`/`to_array`/`from_array`, and typed blobs'
+//!   views with the fixed dimension type of their rank;
+//! - `safetensors`: `CaffeModel::save_safetensors`, `TensorFile` to load
+//!   tensors into (typed) blobs with their shapes checked.
+//!
+//! Data moves in and out without one: [`Blob::from_vec`] adopts a `Vec`,
+//! [`Blob::to_vec`] copies one out, and `cpu_data` is a slice.
 //! The `blobflow` command (`inspect`, `convert`) is the `blobflow-cli`
 //! package.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod typed;
 
@@ -44,9 +54,11 @@ pub use blob_proto as proto;
 pub use blob_runtime as runtime;
 
 pub use blob_runtime::{
-    Blob, BlobError, CaffeModel, DeviceBackend, Element, Head, HostBuffer, MathElement,
-    SyncedMemory,
+    Blob, BlobError, CaffeModel, DeviceBackend, DeviceError, Element, Head, HostBuffer,
+    MathElement, ShapeError, SyncedMemory,
 };
+#[cfg(feature = "safetensors")]
+pub use blob_runtime::{TensorFile, write_tensors};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

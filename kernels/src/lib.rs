@@ -6,6 +6,9 @@
 //! and beta rules, `sign` giving 0 for ±0 and NaN, ...), with one deliberate
 //! difference: an empty input is always a valid no-op.
 //!
+//! Depend on `blobflow` (which re-exports this crate as `blobflow::kernels`)
+//! unless you want the math on slices with no blobs at all.
+//!
 //! ```
 //! use blob_kernels::cpu;
 //! let x = [1.0f32, -2.0, 3.0];
@@ -14,6 +17,8 @@
 //! assert_eq!(y, [12.0, 6.0, 16.0]);
 //! assert_eq!(cpu::asum(&x), 6.0);
 //! ```
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cpu;
 #[cfg(feature = "cuda")]

@@ -18,6 +18,8 @@
 //! # Ok::<(), blob_runtime::BlobError>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod filler;
 mod layers;
 pub mod lenet;

@@ -9,6 +9,9 @@
 //! - [`SolverState`], [`BlobProtoVector`], [`Datum`].
 //! - [`detect_format`]: which of these a file holds.
 //!
+//! Depend on `blobflow` (re-exported as `blobflow::proto`) to read Caffe
+//! files into blobs; this crate alone decodes and encodes the messages.
+//!
 //! Readers accept packed and unpacked repeated scalars, skip unknown fields,
 //! and never allocate more than the input could hold. Writers refuse
 //! messages over 2 GiB - 1 bytes, which Caffe cannot read.
