@@ -1,222 +1,200 @@
-//! Layers written on typed blobs: InnerProduct, ReLU and SoftmaxWithLoss,
-//! forward and backward through data and diff, trained with SGD on a small
-//! synthetic problem (three Gaussian clusters in 16 dimensions).
+//! A net of typed layers with one written by the user: InnerProduct, a
+//! learnable per-channel scale (the user's layer, `ChannelScale`), ReLU,
+//! InnerProduct and SoftmaxWithLoss, trained with SGD on a small synthetic
+//! problem (three Gaussian clusters in 16 dimensions).
 //!
 //! Run: `cargo run --release --example typed_layers`
 //!
-//! Every blob's shape is a type. Wiring a layer wrongly does not compile;
-//! for instance, giving the second InnerProduct the first one's weights,
+//! `ChannelScale` implements the same [`Layer`] trait as the built-in
+//! layers: Caffe's Forward and Backward on the blobs, its parameter among
+//! `params()`. The typed `forward`/`backward` come with it, so wiring it
+//! wrongly does not compile; feeding it the logits instead of the hidden
+//! layer is refused with
 //!
 //! ```text
-//! let logits = hidden.inner_product(&net.w1)?;
-//! ```
-//!
-//! is refused with
-//!
-//! ```text
-//! error[E0277]: cannot multiply (Dyn, D<32>) by weights (D<32>, D<16>):
-//!               inputs must be (B, K) and weights (N, K) with the same K
+//! error[E0277]: layer ChannelScale<f32, Hidden> reads Hidden, but is fed Logits
 //! ```
 
-use blobflow::kernels::cpu::{self, Transpose};
+use blobflow::kernels::cpu;
+use blobflow::layers::{InnerProduct, Labels, Layer, ReLU, SoftmaxWithLoss, accuracy};
 use blobflow::prelude::*;
-use blobflow::typed::{InnerProductOut, InnerProductWith, SameShapeAs, Shape};
+use blobflow::typed::{DimList, Rank2, Shape};
 
 const CLASSES: usize = 3;
 
-type Input = blob!(f32; _, 16);
-type Hidden = blob!(f32; _, 32);
-type Logits = blob!(f32; _, 3);
-type W1 = blob!(f32; 32, 16);
-type W2 = blob!(f32; 3, 32);
+blob!(pub shape Input = _, 16);
+blob!(pub shape Hidden = _, 32);
+blob!(pub shape Logits = _, CLASSES);
 
-struct Net {
-    w1: W1,
-    b1: blob!(f32; 32),
-    w2: W2,
-    b2: blob!(f32; 3),
-}
-
-/// y = x W^T + b (Caffe InnerProduct forward); the product's shape is
-/// checked by `inner_product`, the bias by its type.
-fn ip_forward<X, W: Shape>(
-    x: &TypedBlob<f32, X>,
-    w: &TypedBlob<f32, W>,
-    b: &Blob<f32>,
-) -> Result<TypedBlob<f32, InnerProductOut<X, W>>, BlobError>
+/// The user's layer: `y[b, c] = x[b, c] * gamma[c]`, with `gamma`
+/// learned (Caffe's Scale layer with one axis, no bias).
+struct ChannelScale<T: MathElement, S: Shape>
 where
-    X: InnerProductWith<W>,
+    S::Dims: Rank2,
 {
-    let y = x.inner_product(w)?;
-    {
-        let bias = b.cpu_data()?;
-        let mut out = y.mutable_cpu_data()?;
-        for row in out.chunks_exact_mut(bias.len()) {
-            cpu::add_inplace(row, &bias);
-        }
-    }
-    Ok(y)
+    /// One factor per channel: its type is the shape's channel dim.
+    gamma: TypedBlob<T, (<S::Dims as Rank2>::A1,)>,
 }
 
-/// dW += dy^T x, db += sum(dy), dx = dy W (Caffe InnerProduct backward).
-fn ip_backward(
-    x: &Blob<f32>,
-    w: &Blob<f32>,
-    b: &Blob<f32>,
-    y: &Blob<f32>,
-) -> Result<(), BlobError> {
-    let (batch, k) = (x.shape()[0], x.shape()[1]);
-    let n = w.shape()[0];
-    let dy = y.cpu_diff()?;
-    cpu::gemm(
-        Transpose::Yes,
-        Transpose::No,
-        n,
-        k,
-        batch,
-        1.0,
-        &dy,
-        &x.cpu_data()?,
-        1.0,
-        &mut w.mutable_cpu_diff()?,
-    );
-    {
-        let mut db = b.mutable_cpu_diff()?;
-        for row in dy.chunks_exact(n) {
-            cpu::add_inplace(&mut db, row);
-        }
+impl<T: MathElement, S: Shape> ChannelScale<T, S>
+where
+    S::Dims: Rank2,
+{
+    /// Factors of one: the layer starts as the identity.
+    fn new() -> Result<Self, BlobError> {
+        let channels = S::Dims::STATIC_DIMS[1].expect("a static channel dim");
+        let gamma = TypedBlob::from_shape(&[channels])?;
+        gamma.mutable_cpu_data()?.fill(T::ONE);
+        Ok(Self { gamma })
     }
-    cpu::gemm(
-        Transpose::No,
-        Transpose::No,
-        batch,
-        k,
-        n,
-        1.0,
-        &dy,
-        &w.cpu_data()?,
-        0.0,
-        &mut x.mutable_cpu_diff()?,
-    );
-    Ok(())
 }
 
-/// ReLU forward in place on any shape; backward masks the diff.
-fn relu_forward<S: Shape>(x: &TypedBlob<f32, S>) -> Result<(), BlobError> {
-    for v in x.mutable_cpu_data()?.iter_mut() {
-        *v = v.max(0.0);
+impl<T: MathElement, S: Shape> Layer for ChannelScale<T, S>
+where
+    S::Dims: Rank2,
+{
+    type Elem = T;
+    type Input = S;
+    type Output = S;
+    const TYPE: &'static str = "Scale";
+
+    fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<(), BlobError> {
+        let gamma = self.gamma.cpu_data()?;
+        let xd = x.cpu_data()?;
+        let mut yd = y.mutable_cpu_data()?;
+        for (out, row) in yd
+            .chunks_exact_mut(gamma.len())
+            .zip(xd.chunks_exact(gamma.len()))
+        {
+            for ((o, &v), &g) in out.iter_mut().zip(row).zip(gamma.iter()) {
+                *o = v * g;
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// `dgamma[c] += sum_b dy[b, c] * x[b, c]`; `dx = dy * gamma`.
+    fn backward_blobs(
+        &mut self,
+        x: &Blob<T>,
+        y: &Blob<T>,
+        propagate_down: bool,
+    ) -> Result<(), BlobError> {
+        let channels = self.gamma.count();
+        let (xd, dy) = (x.cpu_data()?, y.cpu_diff()?);
+        {
+            let mut dgamma = self.gamma.mutable_cpu_diff()?;
+            for (row, grow) in xd.chunks_exact(channels).zip(dy.chunks_exact(channels)) {
+                for ((dg, &v), &g) in dgamma.iter_mut().zip(row).zip(grow) {
+                    *dg += v * g;
+                }
+            }
+        }
+        if propagate_down {
+            let gamma = self.gamma.cpu_data()?;
+            let mut dx = x.mutable_cpu_diff()?;
+            for (drow, grow) in dx.chunks_exact_mut(channels).zip(dy.chunks_exact(channels)) {
+                for ((d, &g), &s) in drow.iter_mut().zip(grow).zip(gamma.iter()) {
+                    *d = g * s;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn params(&self) -> Vec<&Blob<T>> {
+        vec![self.gamma.as_dyn()]
+    }
 }
 
-fn relu_backward<S: Shape, S2: SameShapeAs<S>>(
-    out: &TypedBlob<f32, S>,
-    grad_from: &TypedBlob<f32, S2>,
-) -> Result<(), BlobError> {
-    let data = out.cpu_data()?;
-    let mut diff = grad_from.mutable_cpu_diff()?;
-    for (d, &v) in diff.iter_mut().zip(data.iter()) {
-        if v <= 0.0 {
-            *d = 0.0;
-        }
-    }
-    Ok(())
+/// The net: every layer's input and output named, checked when this
+/// example compiles.
+struct Net {
+    ip1: InnerProduct<f32, Input, 32>,
+    scale: ChannelScale<f32, Hidden>,
+    relu: ReLU<f32, Hidden>,
+    ip2: InnerProduct<f32, Hidden, CLASSES>,
+    loss: SoftmaxWithLoss<f32, Logits>,
 }
 
-/// SoftmaxWithLoss: mean cross-entropy; writes d(loss)/d(logits) into the
-/// logits' diff.
-fn softmax_loss(logits: &Logits, labels: &[usize]) -> Result<f32, BlobError> {
-    let batch = logits.shape()[0];
-    let data = logits.cpu_data()?;
-    let mut diff = logits.mutable_cpu_diff()?;
-    let mut loss = 0.0;
-    for ((row, drow), &label) in data
-        .chunks_exact(CLASSES)
-        .zip(diff.chunks_exact_mut(CLASSES))
-        .zip(labels)
-    {
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0;
-        for (d, &v) in drow.iter_mut().zip(row) {
-            *d = (v - max).exp();
-            sum += *d;
-        }
-        for d in drow.iter_mut() {
-            *d /= sum;
-        }
-        loss -= drow[label].max(f32::MIN_POSITIVE).ln();
-        drow[label] -= 1.0;
-        cpu::scal(1.0 / batch as f32, drow);
+impl Net {
+    /// Every learnable blob, in the order of the layers.
+    fn params(&self) -> Vec<&Blob<f32>> {
+        [self.ip1.params(), self.scale.params(), self.ip2.params()].concat()
     }
-    Ok(loss / batch as f32)
 }
 
-fn synthetic_batch(batch: usize, step: u64) -> Result<(Input, Vec<usize>), BlobError> {
-    let x = Input::with_dynamic(batch)?;
+/// A batch of inputs and their labels.
+type Batch = (TypedBlob<f32, Input>, TypedBlob<f32, Labels<Logits>>);
+
+fn synthetic_batch(batch: usize, step: u64) -> Result<Batch, BlobError> {
+    let x = TypedBlob::<f32, Input>::with_dynamic(batch)?;
     cpu::set_seed(1000 + step);
     cpu::gaussian(0.0, 0.6, &mut x.mutable_cpu_data()?).expect("sigma > 0");
-    let mut labels = vec![0usize; batch];
-    let mut data = x.mutable_cpu_data()?;
-    for (i, (row, label)) in data.chunks_exact_mut(16).zip(labels.iter_mut()).enumerate() {
-        *label = i % CLASSES;
-        row[*label * 5] += 2.0; // each class shifts its own coordinate
+    let labels = TypedBlob::<f32, Labels<Logits>>::with_dynamic(batch)?;
+    {
+        let mut data = x.mutable_cpu_data()?;
+        let mut l = labels.mutable_cpu_data()?;
+        for (i, (row, label)) in data.chunks_exact_mut(16).zip(l.iter_mut()).enumerate() {
+            let class = i % CLASSES;
+            *label = class as f32;
+            row[class * 5] += 2.0; // each class shifts its own coordinate
+        }
     }
-    drop(data);
     Ok((x, labels))
 }
 
 fn main() -> Result<(), BlobError> {
-    let net = Net {
-        w1: W1::new()?,
-        b1: <blob!(f32; 32)>::new()?,
-        w2: W2::new()?,
-        b2: <blob!(f32; 3)>::new()?,
+    let mut net = Net {
+        ip1: InnerProduct::new()?,
+        scale: ChannelScale::new()?,
+        relu: ReLU::new(),
+        ip2: InnerProduct::new()?,
+        loss: SoftmaxWithLoss::new(),
     };
     cpu::set_seed(7);
-    cpu::gaussian(0.0, 0.25, &mut net.w1.mutable_cpu_data()?).expect("sigma > 0");
-    cpu::gaussian(0.0, 0.25, &mut net.w2.mutable_cpu_data()?).expect("sigma > 0");
-    net.b1.mutable_cpu_data()?;
-    net.b2.mutable_cpu_data()?;
-    let params: [&Blob<f32>; 4] = [&net.w1, &net.b1, &net.w2, &net.b2];
+    cpu::gaussian(0.0, 0.25, &mut net.ip1.weight.mutable_cpu_data()?).expect("sigma > 0");
+    cpu::gaussian(0.0, 0.25, &mut net.ip2.weight.mutable_cpu_data()?).expect("sigma > 0");
+    let batch = 60;
+    let (h, scaled) = (
+        TypedBlob::<f32, Hidden>::with_dynamic(batch)?,
+        TypedBlob::<f32, Hidden>::with_dynamic(batch)?,
+    );
+    let logits = TypedBlob::<f32, Logits>::with_dynamic(batch)?;
 
     let lr = 0.2;
     for step in 0..200 {
-        let (x, labels) = synthetic_batch(60, step)?;
-        // Forward.
-        let h: Hidden = ip_forward(&x, &net.w1, &net.b1)?;
-        relu_forward(&h)?;
-        let logits: Logits = ip_forward(&h, &net.w2, &net.b2)?;
-        let loss = softmax_loss(&logits, &labels)?;
-        // Backward: diffs flow from the loss to every parameter.
-        for p in params {
+        let (x, labels) = synthetic_batch(batch, step)?;
+        net.ip1.forward(&x, &h)?;
+        net.scale.forward(&h, &scaled)?;
+        net.relu.forward(&scaled, &scaled)?;
+        net.ip2.forward(&scaled, &logits)?;
+        let loss = net.loss.forward(&logits, &labels)?;
+        for p in net.params() {
             p.mutable_cpu_diff()?.fill(0.0);
         }
-        ip_backward(&h, &net.w2, &net.b2, &logits)?;
-        relu_backward(&h, &h)?;
-        ip_backward(&x, &net.w1, &net.b1, &h)?;
+        net.loss.backward(&logits, &labels)?;
+        net.ip2.backward(&scaled, &logits, true)?;
+        net.relu.backward(&scaled, &scaled, true)?;
+        net.scale.backward(&h, &scaled, true)?;
+        net.ip1.backward(&x, &h, false)?;
         // SGD: diff *= lr, then Caffe's Update (data -= diff).
-        for p in params {
+        for p in net.params() {
             p.scale_diff(lr)?;
             p.update()?;
         }
         if step % 40 == 0 || step == 199 {
-            let correct = logits
-                .cpu_data()?
-                .chunks_exact(CLASSES)
-                .zip(&labels)
-                .filter(|(row, l)| {
-                    row.iter()
-                        .enumerate()
-                        .max_by(|a, b| a.1.total_cmp(b.1))
-                        .map(|m| m.0)
-                        == Some(**l)
-                })
-                .count();
             println!(
                 "step {step:>3}: loss {loss:.4}, batch accuracy {:.0}%",
-                100.0 * correct as f32 / 60.0
+                100.0 * accuracy(&logits, &labels)?
             );
         }
     }
+    let gamma = net.scale.gamma.to_vec()?;
+    println!(
+        "learned scales: min {:.3}, max {:.3}",
+        gamma.iter().copied().fold(f32::INFINITY, f32::min),
+        gamma.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+    );
     Ok(())
 }

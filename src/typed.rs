@@ -49,6 +49,72 @@
 //! # Ok::<(), blobflow::BlobError>(())
 //! ```
 //!
+//! ## Layers
+//!
+//! Caffe's layers (`blobflow::layers`) are typed the same way: a layer's
+//! type names its input shape, its output shape follows at compile time
+//! (`Convolution<f32, Digits, 20, 5>` writes `(_, 20, 24, 24)` for 28x28
+//! digits), and its parameters are typed blobs. Your own layer implements
+//! the same [`Layer`](crate::layers::Layer) trait: Caffe's Forward and
+//! Backward on the blobs, its learnable blobs in `params`; the typed
+//! `forward` and `backward` that check the wiring come with it.
+//!
+//! ```
+//! use blobflow::layers::Layer;
+//! use blobflow::{Blob, BlobError, blob, typed::TypedBlob};
+//!
+//! blob!(pub shape Hidden = _, 4);
+//!
+//! /// y = x * gamma per channel, gamma learned (Caffe's Scale, one axis).
+//! struct ChannelScale {
+//!     gamma: blob!(f32; 4),
+//! }
+//!
+//! impl Layer for ChannelScale {
+//!     type Elem = f32;
+//!     type Input = Hidden;
+//!     type Output = Hidden;
+//!     const TYPE: &'static str = "Scale";
+//!
+//!     fn forward_blobs(&mut self, x: &Blob<f32>, y: &Blob<f32>) -> Result<(), BlobError> {
+//!         let (g, xd) = (self.gamma.cpu_data()?, x.cpu_data()?);
+//!         for (i, o) in y.mutable_cpu_data()?.iter_mut().enumerate() {
+//!             *o = xd[i] * g[i % 4];
+//!         }
+//!         Ok(())
+//!     }
+//!
+//!     fn backward_blobs(&mut self, x: &Blob<f32>, y: &Blob<f32>, down: bool) -> Result<(), BlobError> {
+//!         let (xd, dy, g) = (x.cpu_data()?, y.cpu_diff()?, self.gamma.cpu_data()?.to_vec());
+//!         let mut dg = self.gamma.mutable_cpu_diff()?;
+//!         for i in 0..dy.len() {
+//!             dg[i % 4] += dy[i] * xd[i];
+//!         }
+//!         if down {
+//!             for (i, d) in x.mutable_cpu_diff()?.iter_mut().enumerate() {
+//!                 *d = dy[i] * g[i % 4];
+//!             }
+//!         }
+//!         Ok(())
+//!     }
+//!
+//!     fn params(&self) -> Vec<&Blob<f32>> {
+//!         vec![self.gamma.as_dyn()]
+//!     }
+//! }
+//!
+//! let mut scale = ChannelScale { gamma: <blob!(f32; 4)>::new()? };
+//! scale.gamma.mutable_cpu_data()?.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+//! let x = TypedBlob::<f32, Hidden>::with_dynamic(2)?;
+//! x.mutable_cpu_data()?.fill(1.0);
+//! let y = TypedBlob::<f32, Hidden>::with_dynamic(2)?;
+//! scale.forward(&x, &y)?; // fed anything but Hidden: a compile error
+//! assert_eq!(y.to_vec()?, vec![1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0]);
+//! # Ok::<(), blobflow::BlobError>(())
+//! ```
+//!
+//! The `typed_layers` example trains a net with such a layer in it.
+//!
 //! ## What the compiler refuses, and what it says
 //!
 //! Each relation between shapes is a trait of this crate, and its error
@@ -86,6 +152,12 @@
 //! | Two `_` dims | `` error: at most one dim can be `_` (known at run time): its value is the blob's only run-time dim `` |  | `macro_two_dynamic` |
 //! | 33 axes | `` error: a blob has at most 32 axes (Caffe's kMaxBlobAxes); this is axis 33 `` |  | `macro_rank_33` |
 //! | A count that overflows `usize` | `` error: the element count overflows usize at this dim `` |  | `macro_count_overflow` |
+//! | A convolution fed the wrong activation | `` error[E0277]: layer Convolution<f32, Pool1Out, 50, 5> reads Pool1Out, but is fed Conv1Out `` |  | `layer_conv_fed_wrong_activation` |
+//! | A convolution whose declared output disagrees with its arithmetic | `` error[E0277]: layer Convolution<f32, Digits, 20, 3> writes (Dyn, D<20>, D<26>, D<26>), but its output blob is Conv1Out `` |  | `layer_conv_declared_output` |
+//! | Pooled maps into an inner product of another K | `` error[E0277]: layer InnerProduct<f32, Small, 500> reads Small, but is fed Pool2Out `` |  | `layer_pool_into_wrong_k` |
+//! | A layer on f64 fed f32 | `` error[E0277]: layer Activation<f64, Hidden, Rectify> works on f64 blobs, but is fed f32 blobs `` |  | `layer_f64_fed_f32` |
+//! | A user's own layer fed the wrong shape | `` error[E0277]: layer Double reads Hidden, but is fed Logits `` |  | `layer_user_defined_fed_wrong` |
+//! | A blob type where a layer wants a shape | `` error[E0277]: TypedBlob<f32, (Dyn, D<8>)> is not a shape `` |  | `layer_shape_is_a_blob_type` |
 //!
 //! Anonymous shapes have a count at compile time when each dim is at most
 //! 4096 (`CountOf<..>` in a message stands for it); a shape declared with

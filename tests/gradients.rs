@@ -10,10 +10,10 @@ fn backward_matches_finite_differences() {
     net.init_fillers().unwrap();
     // Non-zero biases so ReLU and pooling take mixed paths.
     for b in [
-        &net.conv1.bias,
-        &net.conv2.bias,
-        &net.ip1.bias,
-        &net.ip2.bias,
+        net.conv1.bias.as_dyn(),
+        net.conv2.bias.as_dyn(),
+        net.ip1.bias.as_dyn(),
+        net.ip2.bias.as_dyn(),
     ] {
         blobflow::kernels::cpu::uniform(-0.1, 0.1, &mut b.mutable_cpu_data().unwrap()).unwrap();
     }

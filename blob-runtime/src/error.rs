@@ -253,6 +253,14 @@ pub enum BlobError {
         /// The target's shape (a typed shape's name and dims).
         expected: String,
     },
+    /// A layer or solver parameter outside its range.
+    #[error("cannot {op}: {detail}")]
+    InvalidParameter {
+        /// Operation refused.
+        op: &'static str,
+        /// Which parameter, its value and its range.
+        detail: String,
+    },
     /// A typed shape that does not fit a run-time shape.
     #[error(transparent)]
     Shape(#[from] ShapeError),

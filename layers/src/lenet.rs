@@ -1,15 +1,19 @@
-//! Caffe's LeNet (examples/mnist) on typed blobs: conv1 (20, 5x5), max
+//! Caffe's LeNet (examples/mnist) on typed layers: conv1 (20, 5x5), max
 //! pool 2x2/2, conv2 (50, 5x5), max pool 2x2/2, ip1 (500), ReLU, ip2 (10),
-//! softmax. Every activation's shape is a type with a dynamic batch.
+//! softmax. Every activation's shape is a declared type with a dynamic
+//! batch, and every layer checks, when this crate compiles, that it reads
+//! the shape before it and writes the shape declared after it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::filler;
-use crate::layers::{self, Convolution, InnerProduct, MaxPool};
+use crate::{
+    Convolution, InnerProduct, Layer, PoolMethod, Pooling, ReLU, Softmax, SoftmaxWithLoss,
+};
 use blob_proto::{LayerParameter, NetParameter};
 use blob_runtime::blob;
-use blob_runtime::typed::{Flat, InnerProductWith, Shape, TypedBlob};
+use blob_runtime::typed::{Dyn, SameShapeAs, Shape, TypedBlob};
 use blob_runtime::{Blob, BlobError, CaffeModel};
 
 type Result<T> = std::result::Result<T, BlobError>;
@@ -24,12 +28,27 @@ blob!(pub shape Ip2Out = _, 10);
 blob!(pub shape Ip1Weights = 500, 800);
 blob!(pub shape Ip2Weights = 10, 500);
 
-/// The wiring of the inner products, checked when this crate compiles:
-/// pool2 flattened is (N, 800), which ip1's (500, 800) weights accept, and
-/// ip1's (N, 500) output fits ip2's (10, 500).
-const fn wired<X: InnerProductWith<W>, W: Shape>() {}
-const _: () = wired::<Flat<Pool2Out>, Ip1Weights>();
-const _: () = wired::<Ip1Out, Ip2Weights>();
+/// conv1: 1 -> 20 channels, 5x5.
+pub type Conv1 = Convolution<f32, Digits, 20, 5>;
+/// pool1: max 2x2, stride 2.
+pub type Pool1 = Pooling<f32, Conv1Out, 2, 2>;
+/// conv2: 20 -> 50 channels, 5x5.
+pub type Conv2 = Convolution<f32, Pool1Out, 50, 5>;
+/// pool2: max 2x2, stride 2.
+pub type Pool2 = Pooling<f32, Conv2Out, 2, 2>;
+/// ip1: 800 -> 500.
+pub type Ip1 = InnerProduct<f32, Pool2Out, 500>;
+/// relu1, in place on ip1's output.
+pub type Relu1 = ReLU<f32, Ip1Out>;
+/// ip2: 500 -> 10.
+pub type Ip2 = InnerProduct<f32, Ip1Out, 10>;
+
+/// The declared weight shapes are the layers' own (checked when this crate
+/// compiles), so other code can load tensors into them by name.
+const fn same_shape<A: SameShapeAs<B>, B: Shape>() {}
+const _: () =
+    same_shape::<Ip1Weights, (blob_runtime::typed::D<500>, blob_runtime::typed::D<800>)>();
+const _: () = same_shape::<Ip2Weights, (blob_runtime::typed::D<10>, blob_runtime::typed::D<500>)>();
 
 /// Names of the timed stages, in order.
 pub const STAGES: [&str; 8] = [
@@ -47,17 +66,22 @@ pub const STAGES: [&str; 8] = [
 /// ```
 pub struct LeNet {
     /// conv1: 1 -> 20 channels, 5x5.
-    pub conv1: Convolution,
+    pub conv1: Conv1,
     /// pool1: max 2x2, stride 2.
-    pub pool1: MaxPool,
+    pub pool1: Pool1,
     /// conv2: 20 -> 50 channels, 5x5.
-    pub conv2: Convolution,
+    pub conv2: Conv2,
     /// pool2: max 2x2, stride 2.
-    pub pool2: MaxPool,
+    pub pool2: Pool2,
     /// ip1: 800 -> 500.
-    pub ip1: InnerProduct,
+    pub ip1: Ip1,
+    /// relu1.
+    pub relu1: Relu1,
     /// ip2: 500 -> 10.
-    pub ip2: InnerProduct,
+    pub ip2: Ip2,
+    softmax: Softmax<f32, Ip2Out>,
+    loss: SoftmaxWithLoss<f32, Ip2Out>,
+    labels: TypedBlob<f32, (Dyn,)>,
     data: TypedBlob<f32, Digits>,
     conv1_out: TypedBlob<f32, Conv1Out>,
     pool1_out: TypedBlob<f32, Pool1Out>,
@@ -100,12 +124,16 @@ impl LeNet {
     /// ```
     pub fn new(batch: usize) -> Result<Self> {
         Ok(Self {
-            conv1: Convolution::new(1, 20, 5, 1)?,
-            pool1: MaxPool::new(2, 2),
-            conv2: Convolution::new(20, 50, 5, 1)?,
-            pool2: MaxPool::new(2, 2),
-            ip1: InnerProduct::new(800, 500)?,
-            ip2: InnerProduct::new(500, 10)?,
+            conv1: Conv1::new()?,
+            pool1: Pool1::new(PoolMethod::Max),
+            conv2: Conv2::new()?,
+            pool2: Pool2::new(PoolMethod::Max),
+            ip1: Ip1::new()?,
+            relu1: Relu1::new(),
+            ip2: Ip2::new()?,
+            softmax: Softmax::new(),
+            loss: SoftmaxWithLoss::new(),
+            labels: TypedBlob::with_dynamic(batch)?,
             data: TypedBlob::with_dynamic(batch)?,
             conv1_out: TypedBlob::with_dynamic(batch)?,
             pool1_out: TypedBlob::with_dynamic(batch)?,
@@ -140,12 +168,14 @@ impl LeNet {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn load_weights(&mut self, model: &CaffeModel) -> Result<()> {
-        fn load(
+        fn load<W: Shape, B: Shape>(
             model: &CaffeModel,
             name: &str,
-            w: &mut Blob<f32>,
-            b: &mut Blob<f32>,
+            w: &mut TypedBlob<f32, W>,
+            b: &mut TypedBlob<f32, B>,
         ) -> Result<()> {
+            // The file's shapes must equal these, so the types stay true.
+            let (w, b) = (w.as_dyn_mut(), b.as_dyn_mut());
             let mut pair = [std::mem::take(w), std::mem::take(b)];
             let r = model.copy_layer_into(name, &mut pair);
             let [nw, nb] = pair;
@@ -169,14 +199,9 @@ impl LeNet {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn init_fillers(&mut self) -> Result<()> {
-        for (w, b) in [
-            (&self.conv1.weight, &self.conv1.bias),
-            (&self.conv2.weight, &self.conv2.bias),
-            (&self.ip1.weight, &self.ip1.bias),
-            (&self.ip2.weight, &self.ip2.bias),
-        ] {
-            filler::xavier(w)?;
-            filler::constant(b, 0.0)?;
+        for pair in self.params().chunks_exact(2) {
+            filler::xavier(pair[0])?;
+            filler::constant(pair[1], 0.0)?;
         }
         Ok(())
     }
@@ -197,6 +222,7 @@ impl LeNet {
         self.pool2_out.set_dynamic(n)?;
         self.ip1_out.set_dynamic(n)?;
         self.ip2_out.set_dynamic(n)?;
+        self.labels.set_dynamic(n)?;
         self.prob.set_dynamic(n)
     }
 
@@ -247,7 +273,7 @@ impl LeNet {
         self.timed(2, |n| n.conv2.forward(&n.pool1_out, &n.conv2_out))?;
         self.timed(3, |n| n.pool2.forward(&n.conv2_out, &n.pool2_out))?;
         self.timed(4, |n| n.ip1.forward(&n.pool2_out, &n.ip1_out))?;
-        self.timed(5, |n| layers::relu_forward(&n.ip1_out))?;
+        self.timed(5, |n| n.relu1.forward(&n.ip1_out, &n.ip1_out))?;
         self.timed(6, |n| n.ip2.forward(&n.ip1_out, &n.ip2_out))
     }
 
@@ -262,7 +288,7 @@ impl LeNet {
     /// ```
     pub fn forward(&mut self) -> Result<()> {
         self.forward_logits()?;
-        self.timed(7, |n| layers::softmax(&n.ip2_out, &n.prob))
+        self.timed(7, |n| n.softmax.forward(&n.ip2_out, &n.prob))
     }
 
     /// Classifies a batch of scaled images (`batch * 784` values).
@@ -302,14 +328,14 @@ impl LeNet {
     /// ```
     pub fn params(&self) -> [&Blob<f32>; 8] {
         [
-            &self.conv1.weight,
-            &self.conv1.bias,
-            &self.conv2.weight,
-            &self.conv2.bias,
-            &self.ip1.weight,
-            &self.ip1.bias,
-            &self.ip2.weight,
-            &self.ip2.bias,
+            self.conv1.weight.as_dyn(),
+            self.conv1.bias.as_dyn(),
+            self.conv2.weight.as_dyn(),
+            self.conv2.bias.as_dyn(),
+            self.ip1.weight.as_dyn(),
+            self.ip1.bias.as_dyn(),
+            self.ip2.weight.as_dyn(),
+            self.ip2.bias.as_dyn(),
         ]
     }
 
@@ -324,18 +350,32 @@ impl LeNet {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn forward_backward(&mut self, labels: &[u8]) -> Result<f32> {
+        if labels.len() != self.batch() {
+            return Err(BlobError::CountMismatch {
+                op: "softmax loss",
+                what: "labels".into(),
+                got: labels.len(),
+                want: self.batch(),
+            });
+        }
+        for (slot, &label) in self.labels.mutable_cpu_data()?.iter_mut().zip(labels) {
+            *slot = f32::from(label);
+        }
         self.forward_logits()?;
-        let loss = layers::softmax_loss(&self.ip2_out, &self.prob, labels)?;
+        let loss = self.loss.forward(&self.ip2_out, &self.labels)?;
         for p in self.params() {
             p.mutable_cpu_diff()?.fill(0.0);
         }
+        self.loss.backward(&self.ip2_out, &self.labels)?;
         self.ip2.backward(&self.ip1_out, &self.ip2_out, true)?;
-        layers::relu_backward(&self.ip1_out)?;
+        self.relu1.backward(&self.ip1_out, &self.ip1_out, true)?;
         self.ip1.backward(&self.pool2_out, &self.ip1_out, true)?;
-        self.pool2.backward(&self.conv2_out, &self.pool2_out)?;
+        self.pool2
+            .backward(&self.conv2_out, &self.pool2_out, true)?;
         self.conv2
             .backward(&self.pool1_out, &self.conv2_out, true)?;
-        self.pool1.backward(&self.conv1_out, &self.pool1_out)?;
+        self.pool1
+            .backward(&self.conv1_out, &self.pool1_out, true)?;
         self.conv1.backward(&self.data, &self.conv1_out, false)?;
         Ok(loss)
     }

@@ -60,18 +60,20 @@ impl LeNetGpu {
                 .clone_htod(&b.cpu_data()?.to_vec())
                 .map_err(drv)
         };
-        let conv = |c: &super::layers::Convolution| -> Result<GpuConv, BlobError> {
+        // Weights (cout, cin, k, k) and bias, as the CPU net holds them.
+        let conv = |weight: &Blob<f32>, bias: &Blob<f32>| -> Result<GpuConv, BlobError> {
+            let s = weight.shape();
             Ok(GpuConv {
-                weight: up(&c.weight)?,
-                bias: up(&c.bias)?,
-                cin: c.channels_in,
-                cout: c.channels_out,
-                k: c.kernel,
+                weight: up(weight)?,
+                bias: up(bias)?,
+                cin: s[1],
+                cout: s[0],
+                k: s[2],
             })
         };
         Ok(Self {
-            conv1: conv(&net.conv1)?,
-            conv2: conv(&net.conv2)?,
+            conv1: conv(&net.conv1.weight, &net.conv1.bias)?,
+            conv2: conv(&net.conv2.weight, &net.conv2.bias)?,
             ip1: (up(&net.ip1.weight)?, up(&net.ip1.bias)?),
             ip2: (up(&net.ip2.weight)?, up(&net.ip2.bias)?),
             gpu,

@@ -1,8 +1,15 @@
-//! Caffe's layers on blobflow's blobs, forward and backward: enough to run
-//! and train Caffe's LeNet. [`Convolution`], [`MaxPool`], [`InnerProduct`],
-//! ReLU, Softmax and SoftmaxWithLoss; [`filler`] (xavier, constant);
-//! [`solver`] (SGD with Caffe's arithmetic and `.solverstate` snapshots);
-//! [`lenet`] (the net, on typed blobs).
+//! Caffe's layers on typed blobs, forward and backward: a layer's input,
+//! output and parameters are typed blobs, and its output shape follows
+//! from its input's at compile time, so a mis-wired net does not compile.
+//!
+//! - [`Layer`]: what every layer implements, built in or your own (see
+//!   the `typed` guide and the `typed_layers` example for a user's layer).
+//! - [`Convolution`] (kernel, stride, pad), [`Pooling`] (MAX, AVE),
+//!   [`InnerProduct`], [`ReLU`], [`Sigmoid`], [`TanH`], [`Dropout`],
+//!   [`Softmax`]; [`SoftmaxWithLoss`] and [`accuracy`] on labels.
+//! - [`shapes`]: the output shapes, as type-level functions of the input.
+//! - [`filler`] (xavier, constant); [`solver`] (SGD with Caffe's
+//!   arithmetic and `.solverstate` snapshots); [`lenet`] (the net).
 //!
 //! Depend on `blobflow` (which re-exports this crate as `blobflow::layers`)
 //! unless you want the layers without the facade.
@@ -20,13 +27,24 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod activation;
+mod conv;
+mod dropout;
 pub mod filler;
-mod layers;
+mod inner_product;
+mod layer;
 pub mod lenet;
 #[cfg(feature = "cuda")]
 pub mod lenet_gpu;
+mod pool;
+pub mod shapes;
+mod softmax;
 pub mod solver;
 
-pub use layers::{
-    Convolution, InnerProduct, MaxPool, relu_backward, relu_forward, softmax, softmax_loss,
-};
+pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};
+pub use conv::{ConvWeights, Convolution};
+pub use dropout::Dropout;
+pub use inner_product::InnerProduct;
+pub use layer::{ElementOf, Feeds, Layer, WrittenBy};
+pub use pool::{PoolMethod, Pooling};
+pub use softmax::{Labels, Softmax, SoftmaxWithLoss, accuracy};

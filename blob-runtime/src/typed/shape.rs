@@ -103,6 +103,11 @@ pub const fn strides<const R: usize>(dims: &[Option<usize>]) -> [usize; R] {
 /// assert_eq!(<(D<2>, D<3>) as Shape>::describe(), "2 3");
 /// assert_eq!(<(Dyn, D<3>) as Shape>::describe(), "_ 3");
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "{Self} is not a shape",
+    label = "expected a shape here",
+    note = "a shape is a tuple of dims (`(Dyn, D<8>)`) or a name declared with `blob!(shape Name = _, 8)`; `blob!(f32; _, 8)` is a blob type, `TypedBlob<f32, (Dyn, D<8>)>`"
+)]
 pub trait Shape: 'static + Send + Sync {
     /// The dims.
     type Dims: DimList;

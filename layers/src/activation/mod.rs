@@ -1,0 +1,158 @@
+//! Caffe's element-wise activations on typed blobs: ReLU, Sigmoid, TanH.
+//! Each runs in place (bottom and top the same blob, as Caffe nets run
+//! ReLU) or from one blob into another of the same shape.
+
+use std::marker::PhantomData;
+
+use blob_runtime::typed::Shape;
+use blob_runtime::{Blob, MathElement};
+
+use crate::layer::{Layer, Result, expect_shape, in_place};
+
+/// An element-wise function and its derivative, written in terms of the
+/// output `y = f(x)` (all three of Caffe's can be).
+pub trait Activate {
+    /// Caffe's layer type name.
+    const TYPE: &'static str;
+    /// `f(x)`.
+    fn apply<T: MathElement>(x: T) -> T;
+    /// `f'(x)` from `x` and `y = f(x)`.
+    fn slope<T: MathElement>(x: T, y: T) -> T;
+}
+
+/// `max(x, 0)` (Caffe `ReLU`, `negative_slope` 0).
+pub struct Rectify;
+impl Activate for Rectify {
+    const TYPE: &'static str = "ReLU";
+    fn apply<T: MathElement>(x: T) -> T {
+        if x > T::ZERO { x } else { T::ZERO }
+    }
+    fn slope<T: MathElement>(x: T, _y: T) -> T {
+        if x > T::ZERO { T::ONE } else { T::ZERO }
+    }
+}
+
+/// `1 / (1 + e^-x)` (Caffe `Sigmoid`).
+pub struct Logistic;
+impl Activate for Logistic {
+    const TYPE: &'static str = "Sigmoid";
+    fn apply<T: MathElement>(x: T) -> T {
+        T::ONE / (T::ONE + (-x).exp())
+    }
+    fn slope<T: MathElement>(_x: T, y: T) -> T {
+        y * (T::ONE - y)
+    }
+}
+
+/// `tanh(x)` (Caffe `TanH`).
+pub struct Hyperbolic;
+impl Activate for Hyperbolic {
+    const TYPE: &'static str = "TanH";
+    fn apply<T: MathElement>(x: T) -> T {
+        T::from_f64(x.to_f64().tanh())
+    }
+    fn slope<T: MathElement>(_x: T, y: T) -> T {
+        T::ONE - y * y
+    }
+}
+
+/// An element-wise activation layer on shape `S`.
+///
+/// ```
+/// use blob_layers::{Layer, Sigmoid};
+/// use blob_runtime::{blob, typed::TypedBlob};
+/// blob!(pub shape Pair = 2);
+/// let x = TypedBlob::<f64, Pair>::new()?;
+/// let y = TypedBlob::<f64, Pair>::new()?;
+/// Sigmoid::<f64, Pair>::new().forward(&x, &y)?;
+/// assert_eq!(y.to_vec()?, vec![0.5, 0.5]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub struct Activation<T: MathElement, S: Shape, F: Activate> {
+    _types: PhantomData<Marker<T, S, F>>,
+}
+
+/// Ties the type parameters to the layer without holding any of them.
+type Marker<T, S, F> = fn() -> (T, S, F);
+
+/// Caffe `ReLU`.
+pub type ReLU<T, S> = Activation<T, S, Rectify>;
+/// Caffe `Sigmoid`.
+pub type Sigmoid<T, S> = Activation<T, S, Logistic>;
+/// Caffe `TanH`.
+pub type TanH<T, S> = Activation<T, S, Hyperbolic>;
+
+impl<T: MathElement, S: Shape, F: Activate> Activation<T, S, F> {
+    /// The layer (it has no parameters).
+    ///
+    /// ```
+    /// blob_runtime::blob!(pub shape Hidden = _, 500);
+    /// let _relu = blob_layers::ReLU::<f32, Hidden>::new();
+    /// ```
+    pub fn new() -> Self {
+        Self {
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<T: MathElement, S: Shape, F: Activate> Default for Activation<T, S, F> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: MathElement, S: Shape, F: Activate> Layer for Activation<T, S, F> {
+    type Elem = T;
+    type Input = S;
+    type Output = S;
+    const TYPE: &'static str = F::TYPE;
+
+    fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+        if in_place(x, y) {
+            y.mutable_cpu_data()?
+                .iter_mut()
+                .for_each(|v| *v = F::apply(*v));
+            return Ok(());
+        }
+        expect_shape("write activation output", y, x.shape())?;
+        let xd = x.cpu_data()?;
+        for (o, &v) in y.mutable_cpu_data()?.iter_mut().zip(xd.iter()) {
+            *o = F::apply(v);
+        }
+        Ok(())
+    }
+
+    /// `dx = dy * f'(x)`. In place, `x` is already `f(x)`; the slope of all
+    /// three follows from the output alone, and ReLU's sign is the same.
+    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
+        if !propagate_down {
+            return Ok(());
+        }
+        let yd = y.cpu_data()?;
+        if in_place(x, y) {
+            for (d, &out) in y.mutable_cpu_diff()?.iter_mut().zip(yd.iter()) {
+                *d = times_slope(*d, F::slope(out, out));
+            }
+            return Ok(());
+        }
+        expect_shape("activation backward", y, x.shape())?;
+        let (xd, dy) = (x.cpu_data()?, y.cpu_diff()?);
+        let mut dx = x.mutable_cpu_diff()?;
+        for (((d, &g), &input), &out) in dx.iter_mut().zip(dy.iter()).zip(xd.iter()).zip(yd.iter())
+        {
+            *d = times_slope(g, F::slope(input, out));
+        }
+        Ok(())
+    }
+}
+
+/// `gradient * slope`, with a zero slope giving +0 whatever the gradient's
+/// sign (Caffe's ReLU writes `top_diff * (bottom > 0)`, never -0).
+fn times_slope<T: MathElement>(gradient: T, slope: T) -> T {
+    if slope == T::ZERO {
+        T::ZERO
+    } else {
+        gradient * slope
+    }
+}

@@ -1,0 +1,168 @@
+//! Caffe's Convolution layer on typed blobs: square kernel `K`, stride
+//! `S`, padding `P`, one group; the output shape follows from the input's
+//! at compile time.
+
+mod cpu;
+
+use std::marker::PhantomData;
+
+use blob_runtime::typed::{D, Dim, Rank4, Shape, TypedBlob};
+use blob_runtime::{Blob, BlobError, MathElement};
+
+use crate::layer::{Layer, Result, expect_shape};
+use crate::shapes::{ConvOut, ConvShape};
+pub(crate) use cpu::{ConvGeometry, ConvGradients, ConvScratch};
+
+/// The weights' dims `(COUT, CIN, K, K)` for input `X`.
+pub type ConvWeights<X, const COUT: usize, const K: usize> =
+    (D<COUT>, <<X as Shape>::Dims as Rank4>::A1, D<K>, D<K>);
+
+/// Caffe `Convolution` reading `X` = `(N, CIN, H, W)` and writing
+/// `(N, COUT, (H + 2P - K) / S + 1, ...)`, with weights
+/// `(COUT, CIN, K, K)` and a bias of `COUT`.
+///
+/// ```
+/// use blob_layers::{Convolution, Layer};
+/// use blob_runtime::{blob, typed::TypedBlob};
+/// blob!(pub shape Image = _, 1, 4, 4);
+/// blob!(pub shape Features = _, 2, 2, 2);
+/// let mut conv = Convolution::<f32, Image, 2, 3>::new()?;
+/// conv.weight.mutable_cpu_data()?.fill(1.0);
+/// let x = TypedBlob::<f32, Image>::with_dynamic(1)?;
+/// x.mutable_cpu_data()?.fill(1.0);
+/// let y = TypedBlob::<f32, Features>::with_dynamic(1)?;
+/// conv.forward(&x, &y)?;
+/// assert_eq!(y.to_vec()?, vec![9.0; 8]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub struct Convolution<
+    T: MathElement,
+    X: ConvShape<COUT, K, S, P>,
+    const COUT: usize,
+    const K: usize,
+    const S: usize = 1,
+    const P: usize = 0,
+> where
+    X::Dims: Rank4,
+{
+    /// Weights `(COUT, CIN, K, K)` (Caffe `blobs_[0]`).
+    pub weight: TypedBlob<T, ConvWeights<X, COUT, K>>,
+    /// Bias `(COUT)` (Caffe `blobs_[1]`).
+    pub bias: TypedBlob<T, (D<COUT>,)>,
+    scratch: ConvScratch<T>,
+    _input: PhantomData<fn() -> X>,
+}
+
+impl<T, X, const COUT: usize, const K: usize, const S: usize, const P: usize>
+    Convolution<T, X, COUT, K, S, P>
+where
+    T: MathElement,
+    X: ConvShape<COUT, K, S, P>,
+    X::Dims: Rank4,
+{
+    /// A convolution with zero-filled weights and bias.
+    ///
+    /// ```
+    /// use blob_runtime::blob;
+    /// blob!(pub shape Digits = _, 1, 28, 28);
+    /// let c = blob_layers::Convolution::<f32, Digits, 20, 5>::new()?;
+    /// assert_eq!(c.weight.shape(), &[20, 1, 5, 5]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn new() -> Result<Self> {
+        let cin = <<X::Dims as Rank4>::A1 as Dim>::STATIC.ok_or(BlobError::ShapeMismatch {
+            op: "make a convolution",
+            src: X::describe(),
+            dst: "(N, C, H, W) with a static C".into(),
+        })?;
+        Ok(Self {
+            weight: TypedBlob::from_shape(&[COUT, cin, K, K])?,
+            bias: TypedBlob::from_shape(&[COUT])?,
+            scratch: ConvScratch::default(),
+            _input: PhantomData,
+        })
+    }
+
+    /// The geometry for a run-time input and output, checked against the
+    /// weights.
+    fn geometry(&self, x: &Blob<T>, y: &Blob<T>) -> Result<ConvGeometry> {
+        let cin = self.weight.shape()[1];
+        let s = x.shape();
+        if s.len() != 4 || s[1] != cin || s[2] + 2 * P < K || s[3] + 2 * P < K {
+            return Err(BlobError::ShapeMismatch {
+                op: "convolve",
+                src: x.shape_string(),
+                dst: format!("(N, {cin}, >= {K} - 2 * {P}, >= {K} - 2 * {P})"),
+            });
+        }
+        let g = ConvGeometry {
+            batch: s[0],
+            channels_in: cin,
+            channels_out: COUT,
+            h: s[2],
+            w: s[3],
+            oh: ConvGeometry::output_size(s[2], K, S, P),
+            ow: ConvGeometry::output_size(s[3], K, S, P),
+            kernel: K,
+            stride: S,
+            pad: P,
+        };
+        expect_shape("write convolution output", y, &[g.batch, COUT, g.oh, g.ow])?;
+        Ok(g)
+    }
+}
+
+impl<T, X, const COUT: usize, const K: usize, const S: usize, const P: usize> Layer
+    for Convolution<T, X, COUT, K, S, P>
+where
+    T: MathElement,
+    X: ConvShape<COUT, K, S, P>,
+    X::Dims: Rank4,
+{
+    type Elem = T;
+    type Input = X;
+    type Output = ConvOut<X, COUT, K, S, P>;
+    const TYPE: &'static str = "Convolution";
+
+    /// `y = conv(x) + bias` (Caffe `Forward_cpu`).
+    fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+        let g = self.geometry(x, y)?;
+        cpu::forward(
+            &g,
+            &mut self.scratch,
+            &x.cpu_data()?,
+            &self.weight.cpu_data()?,
+            &self.bias.cpu_data()?,
+            &mut y.mutable_cpu_data()?,
+        );
+        Ok(())
+    }
+
+    /// Weight and bias gradients from `y`'s diff, and `x`'s diff when
+    /// `propagate_down` (Caffe `Backward_cpu`).
+    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
+        let g = self.geometry(x, y)?;
+        let mut dx = if propagate_down {
+            Some(x.mutable_cpu_diff()?)
+        } else {
+            None
+        };
+        cpu::backward(
+            &g,
+            &mut self.scratch,
+            &x.cpu_data()?,
+            &self.weight.cpu_data()?,
+            &y.cpu_diff()?,
+            ConvGradients {
+                weight: &mut self.weight.mutable_cpu_diff()?,
+                bias: &mut self.bias.mutable_cpu_diff()?,
+                input: dx.as_deref_mut(),
+            },
+        );
+        Ok(())
+    }
+
+    fn params(&self) -> Vec<&Blob<T>> {
+        vec![self.weight.as_dyn(), self.bias.as_dyn()]
+    }
+}

@@ -1,0 +1,119 @@
+//! Caffe's Dropout layer on typed blobs: in training, each value is kept
+//! with probability `1 - ratio` and scaled by `1 / (1 - ratio)`; in testing
+//! it passes unchanged.
+
+use std::marker::PhantomData;
+
+use blob_kernels::cpu;
+use blob_runtime::typed::Shape;
+use blob_runtime::{Blob, BlobError, MathElement};
+
+use crate::layer::{Layer, Result, ensure, expect_shape, in_place};
+
+/// Caffe `Dropout` on shape `S` (`scale_train: true`), in place or not.
+///
+/// ```
+/// use blob_layers::{Dropout, Layer};
+/// use blob_runtime::{blob, typed::TypedBlob};
+/// blob!(pub shape Units = 1000);
+/// let x = TypedBlob::<f32, Units>::new()?;
+/// x.mutable_cpu_data()?.fill(1.0);
+/// let mut drop = Dropout::<f32, Units>::new(0.5)?;
+/// blob_kernels::cpu::set_seed(7);
+/// drop.forward(&x, &x)?;
+/// let kept = x.to_vec()?.iter().filter(|&&v| v == 2.0).count();
+/// assert!((400..600).contains(&kept), "{kept}"); // the others are 0
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub struct Dropout<T: MathElement, S: Shape> {
+    ratio: f64,
+    /// Training (drop and scale) or testing (pass through); Caffe's phase.
+    pub train: bool,
+    mask: Vec<u32>,
+    _types: PhantomData<fn() -> (T, S)>,
+}
+
+impl<T: MathElement, S: Shape> Dropout<T, S> {
+    /// A dropout layer in training mode; `ratio` (the share dropped) must
+    /// be in `[0, 1)`.
+    ///
+    /// ```
+    /// blob_runtime::blob!(pub shape Units = 4);
+    /// assert!(blob_layers::Dropout::<f32, Units>::new(1.0).is_err());
+    /// ```
+    pub fn new(ratio: f64) -> Result<Self> {
+        if !(0.0..1.0).contains(&ratio) {
+            return Err(BlobError::InvalidParameter {
+                op: "make a dropout layer",
+                detail: format!("dropout_ratio {ratio} is not in [0, 1)"),
+            });
+        }
+        Ok(Self {
+            ratio,
+            train: true,
+            mask: Vec::new(),
+            _types: PhantomData,
+        })
+    }
+
+    fn scale(&self) -> T {
+        T::from_f64(1.0 / (1.0 - self.ratio))
+    }
+}
+
+impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
+    type Elem = T;
+    type Input = S;
+    type Output = S;
+    const TYPE: &'static str = "Dropout";
+
+    fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+        if !in_place(x, y) {
+            expect_shape("write dropout output", y, x.shape())?;
+            y.mutable_cpu_data()?.copy_from_slice(&x.cpu_data()?);
+        }
+        if !self.train {
+            return Ok(());
+        }
+        let n = y.count();
+        ensure(&mut self.mask, n);
+        cpu::bernoulli(1.0 - self.ratio, &mut self.mask[..n]).map_err(|e| {
+            BlobError::InvalidParameter {
+                op: "dropout",
+                detail: e.to_string(),
+            }
+        })?;
+        let scale = self.scale();
+        for (v, &keep) in y.mutable_cpu_data()?.iter_mut().zip(&self.mask[..n]) {
+            *v = if keep == 1 { *v * scale } else { T::ZERO };
+        }
+        Ok(())
+    }
+
+    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
+        if !propagate_down {
+            return Ok(());
+        }
+        if !in_place(x, y) {
+            expect_shape("dropout backward", y, x.shape())?;
+            x.mutable_cpu_diff()?.copy_from_slice(&y.cpu_diff()?);
+        }
+        if !self.train {
+            return Ok(());
+        }
+        let n = x.count();
+        if self.mask.len() < n {
+            return Err(BlobError::CountMismatch {
+                op: "dropout backward",
+                what: "the forward pass's mask".into(),
+                got: self.mask.len(),
+                want: n,
+            });
+        }
+        let scale = self.scale();
+        for (d, &keep) in x.mutable_cpu_diff()?.iter_mut().zip(&self.mask[..n]) {
+            *d = if keep == 1 { *d * scale } else { T::ZERO };
+        }
+        Ok(())
+    }
+}

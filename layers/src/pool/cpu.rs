@@ -1,0 +1,152 @@
+//! The CPU side of Pooling: MAX (remembering each maximum's position for
+//! the backward pass) and AVE, with Caffe's windows (no padding, the last
+//! window clipped to the input).
+
+use blob_runtime::MathElement;
+
+/// A pooling's sizes for one input.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolGeometry {
+    pub planes: usize,
+    pub h: usize,
+    pub w: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub kernel: usize,
+    pub stride: usize,
+}
+
+impl PoolGeometry {
+    /// Caffe's output size: `ceil((input - kernel) / stride) + 1`.
+    pub fn output_size(input: usize, kernel: usize, stride: usize) -> usize {
+        input.saturating_sub(kernel).div_ceil(stride) + 1
+    }
+
+    /// The window of output `(r, q)`: rows `h0..h1`, columns `w0..w1`.
+    fn window(&self, r: usize, q: usize) -> (usize, usize, usize, usize) {
+        let (h0, w0) = (r * self.stride, q * self.stride);
+        (
+            h0,
+            (h0 + self.kernel).min(self.h),
+            w0,
+            (w0 + self.kernel).min(self.w),
+        )
+    }
+
+    /// Calls `f(plane, output index, window)` for every output.
+    fn for_each_output(&self, mut f: impl FnMut(usize, usize, (usize, usize, usize, usize))) {
+        for pl in 0..self.planes {
+            for r in 0..self.oh {
+                for q in 0..self.ow {
+                    f(pl, (pl * self.oh + r) * self.ow + q, self.window(r, q));
+                }
+            }
+        }
+    }
+}
+
+/// MAX pooling; `argmax[o]` is the position of output `o`'s maximum in its
+/// plane (the first one, as Caffe ranks ties).
+pub(crate) fn max_forward<T: MathElement>(
+    g: &PoolGeometry,
+    x: &[T],
+    y: &mut [T],
+    argmax: &mut [u32],
+) {
+    if g.kernel == 2 && g.stride == 2 && g.h.is_multiple_of(2) && g.w.is_multiple_of(2) {
+        return max_2x2(g, x, y, argmax);
+    }
+    let (h, w) = (g.h, g.w);
+    g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
+        let plane = &x[pl * h * w..][..h * w];
+        let mut best = T::from_f64(f64::NEG_INFINITY);
+        let mut at = h0 * w + w0;
+        for hh in h0..h1 {
+            for ww in w0..w1 {
+                let v = plane[hh * w + ww];
+                if v > best {
+                    best = v;
+                    at = hh * w + ww;
+                }
+            }
+        }
+        y[o] = best;
+        argmax[o] = at as u32;
+    });
+}
+
+/// The common 2x2, stride 2 window over even planes, without the general
+/// loop's bounds: the same maxima and first-maximum ties.
+fn max_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut [u32]) {
+    let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
+    for pl in 0..g.planes {
+        let plane = &x[pl * h * w..][..h * w];
+        for r in 0..oh {
+            let top = &plane[2 * r * w..][..w];
+            let bottom = &plane[(2 * r + 1) * w..][..w];
+            let out = &mut y[(pl * oh + r) * ow..][..ow];
+            let arg = &mut argmax[(pl * oh + r) * ow..][..ow];
+            for q in 0..ow {
+                let c = [top[2 * q], top[2 * q + 1], bottom[2 * q], bottom[2 * q + 1]];
+                let at = [
+                    2 * r * w + 2 * q,
+                    2 * r * w + 2 * q + 1,
+                    (2 * r + 1) * w + 2 * q,
+                    (2 * r + 1) * w + 2 * q + 1,
+                ];
+                let mut best = 0;
+                for i in 1..4 {
+                    if c[i] > c[best] {
+                        best = i;
+                    }
+                }
+                out[q] = c[best];
+                arg[q] = at[best] as u32;
+            }
+        }
+    }
+}
+
+/// Routes each output gradient to the input that was the max.
+pub(crate) fn max_backward<T: MathElement>(
+    g: &PoolGeometry,
+    dy: &[T],
+    argmax: &[u32],
+    dx: &mut [T],
+) {
+    let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
+    dx.fill(T::ZERO);
+    for (o, (&d, &at)) in dy.iter().zip(argmax).enumerate() {
+        dx[(o / plane_out) * plane_in + at as usize] += d;
+    }
+}
+
+/// AVE pooling: each output the mean of its (clipped) window.
+pub(crate) fn ave_forward<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
+    let (h, w) = (g.h, g.w);
+    g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
+        let plane = &x[pl * h * w..][..h * w];
+        let mut sum = T::ZERO;
+        for hh in h0..h1 {
+            for &v in &plane[hh * w + w0..hh * w + w1] {
+                sum += v;
+            }
+        }
+        y[o] = sum / T::from_f64(((h1 - h0) * (w1 - w0)) as f64);
+    });
+}
+
+/// Spreads each output gradient evenly over its window.
+pub(crate) fn ave_backward<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
+    let (h, w) = (g.h, g.w);
+    dx.fill(T::ZERO);
+    g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
+        let share = dy[o] / T::from_f64(((h1 - h0) * (w1 - w0)) as f64);
+        let plane = &mut dx[pl * h * w..][..h * w];
+        for hh in h0..h1 {
+            for v in &mut plane[hh * w + w0..hh * w + w1] {
+                *v += share;
+            }
+        }
+    });
+}

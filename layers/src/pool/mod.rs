@@ -1,0 +1,141 @@
+//! Caffe's Pooling layer on typed blobs: MAX or AVE over `K`x`K` windows
+//! with stride `S` and Caffe's ceil rule for the output size.
+
+mod cpu;
+
+use std::marker::PhantomData;
+
+use blob_runtime::typed::Rank4;
+use blob_runtime::{Blob, BlobError, MathElement};
+
+use crate::layer::{Layer, Result, ensure, expect_shape};
+use crate::shapes::{PoolOut, PoolShape};
+use cpu::PoolGeometry;
+
+/// What a window gives (Caffe's `PoolingParameter.pool`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolMethod {
+    /// The window's maximum (`MAX`).
+    Max,
+    /// The window's mean (`AVE`).
+    Ave,
+}
+
+/// Caffe `Pooling` (no padding) reading `X` = `(N, C, H, W)` and writing
+/// `(N, C, ceil((H - K) / S) + 1, ...)`.
+///
+/// ```
+/// use blob_layers::{Layer, Pooling, PoolMethod};
+/// use blob_runtime::{blob, typed::TypedBlob};
+/// blob!(pub shape Square = 1, 1, 2, 2);
+/// let mut pool = Pooling::<f32, Square, 2, 2>::new(PoolMethod::Max);
+/// let x = <blob!(f32; 1, 1, 2, 2)>::new()?;
+/// x.mutable_cpu_data()?.copy_from_slice(&[1.0, 4.0, 3.0, 2.0]);
+/// let y = <blob!(f32; 1, 1, 1, 1)>::new()?;
+/// pool.forward(&x, &y)?;
+/// assert_eq!(y.to_vec()?, vec![4.0]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub struct Pooling<T: MathElement, X: PoolShape<K, S>, const K: usize, const S: usize>
+where
+    X::Dims: Rank4,
+{
+    /// MAX or AVE.
+    pub method: PoolMethod,
+    argmax: Vec<u32>,
+    _types: PhantomData<fn() -> (T, X)>,
+}
+
+impl<T, X, const K: usize, const S: usize> Pooling<T, X, K, S>
+where
+    T: MathElement,
+    X: PoolShape<K, S>,
+    X::Dims: Rank4,
+{
+    /// A pooling layer.
+    ///
+    /// ```
+    /// use blob_layers::{Pooling, PoolMethod};
+    /// blob_runtime::blob!(pub shape Maps = _, 20, 24, 24);
+    /// let p = Pooling::<f32, Maps, 2, 2>::new(PoolMethod::Ave);
+    /// assert_eq!(p.method, PoolMethod::Ave);
+    /// ```
+    pub fn new(method: PoolMethod) -> Self {
+        Self {
+            method,
+            argmax: Vec::new(),
+            _types: PhantomData,
+        }
+    }
+
+    fn geometry(&self, x: &Blob<T>, y: &Blob<T>) -> Result<PoolGeometry> {
+        let s = x.shape();
+        if s.len() != 4 || s[2] < K || s[3] < K || S == 0 {
+            return Err(BlobError::ShapeMismatch {
+                op: "pool",
+                src: x.shape_string(),
+                dst: format!("(N, C, >= {K}, >= {K})"),
+            });
+        }
+        let g = PoolGeometry {
+            planes: s[0] * s[1],
+            h: s[2],
+            w: s[3],
+            oh: PoolGeometry::output_size(s[2], K, S),
+            ow: PoolGeometry::output_size(s[3], K, S),
+            kernel: K,
+            stride: S,
+        };
+        expect_shape("write pooling output", y, &[s[0], s[1], g.oh, g.ow])?;
+        Ok(g)
+    }
+}
+
+impl<T, X, const K: usize, const S: usize> Layer for Pooling<T, X, K, S>
+where
+    T: MathElement,
+    X: PoolShape<K, S>,
+    X::Dims: Rank4,
+{
+    type Elem = T;
+    type Input = X;
+    type Output = PoolOut<X, K, S>;
+    const TYPE: &'static str = "Pooling";
+
+    fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+        let g = self.geometry(x, y)?;
+        let (xd, mut yd) = (x.cpu_data()?, y.mutable_cpu_data()?);
+        match self.method {
+            PoolMethod::Max => {
+                ensure(&mut self.argmax, yd.len());
+                cpu::max_forward(&g, &xd, &mut yd, &mut self.argmax[..y.count()]);
+            }
+            PoolMethod::Ave => cpu::ave_forward(&g, &xd, &mut yd),
+        }
+        Ok(())
+    }
+
+    /// Pooling has nothing to learn: the input's diff is all it computes.
+    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
+        let g = self.geometry(x, y)?;
+        if !propagate_down {
+            return Ok(());
+        }
+        let (dy, mut dx) = (y.cpu_diff()?, x.mutable_cpu_diff()?);
+        match self.method {
+            PoolMethod::Max => {
+                if self.argmax.len() < y.count() {
+                    return Err(BlobError::CountMismatch {
+                        op: "pooling backward",
+                        what: "positions of the forward pass".into(),
+                        got: self.argmax.len(),
+                        want: y.count(),
+                    });
+                }
+                cpu::max_backward(&g, &dy, &self.argmax[..y.count()], &mut dx);
+            }
+            PoolMethod::Ave => cpu::ave_backward(&g, &dy, &mut dx),
+        }
+        Ok(())
+    }
+}

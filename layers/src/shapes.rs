@@ -1,0 +1,146 @@
+//! The output shapes of layers, computed from their input shapes at
+//! compile time (stable Rust: the dims' typenum twins do the arithmetic,
+//! for dims up to 4096).
+//!
+//! ```
+//! use blob_layers::shapes::{ConvDim, PoolDim};
+//! use blob_runtime::typed::D;
+//! // 28 -> 24 under a 5x5 convolution, 24 -> 12 under 2x2/2 pooling.
+//! let _: <D<28> as ConvDim<5, 1, 0>>::Out = D::<24>;
+//! let _: <D<24> as PoolDim<2, 2>>::Out = D::<12>;
+//! // Caffe's ceil rule: 7 -> 3 under 3x3/2 pooling.
+//! let _: <D<7> as PoolDim<3, 2>>::Out = D::<3>;
+//! ```
+
+use blob_runtime::typed::{
+    D, Dim, DimAdd, DimDiv, DimMul, DimSub, FlattenDims, Minus, Over, Plus, Rank2, Rank4, Shape,
+    Times,
+};
+
+/// A convolution's output dim: `(H + 2P - K) / S + 1`.
+#[diagnostic::on_unimplemented(
+    message = "no convolution output for {Self} with kernel {K}, stride {S} and pad {P} at compile time",
+    label = "the input is smaller than the kernel, or a dim is dynamic or above 4096",
+    note = "a convolution's spatial dims must be static, at most 4096, and at least the kernel (with padding)"
+)]
+pub trait ConvDim<const K: usize, const S: usize, const P: usize>: Dim {
+    /// The output dim.
+    type Out: Dim;
+}
+
+type Padded<H, const P: usize> = Plus<H, Times<D<2>, D<P>>>;
+
+impl<H: Dim, const K: usize, const S: usize, const P: usize> ConvDim<K, S, P> for H
+where
+    D<2>: DimMul<D<P>>,
+    H: DimAdd<Times<D<2>, D<P>>>,
+    Padded<H, P>: DimSub<D<K>>,
+    Minus<Padded<H, P>, D<K>>: DimDiv<D<S>>,
+    Over<Minus<Padded<H, P>, D<K>>, D<S>>: DimAdd<D<1>>,
+{
+    type Out = Plus<Over<Minus<Padded<H, P>, D<K>>, D<S>>, D<1>>;
+}
+
+/// A pooling output dim with Caffe's ceil rule (no padding):
+/// `ceil((H - K) / S) + 1`.
+#[diagnostic::on_unimplemented(
+    message = "no pooling output for {Self} with kernel {K} and stride {S} at compile time",
+    label = "the input is smaller than the window, or a dim is dynamic or above 4096"
+)]
+pub trait PoolDim<const K: usize, const S: usize>: Dim {
+    /// The output dim.
+    type Out: Dim;
+}
+
+type Ceiled<H, const K: usize, const S: usize> = Plus<Minus<H, D<K>>, Minus<D<S>, D<1>>>;
+
+impl<H: Dim, const K: usize, const S: usize> PoolDim<K, S> for H
+where
+    H: DimSub<D<K>>,
+    D<S>: DimSub<D<1>>,
+    Minus<H, D<K>>: DimAdd<Minus<D<S>, D<1>>>,
+    Ceiled<H, K, S>: DimDiv<D<S>>,
+    Over<Ceiled<H, K, S>, D<S>>: DimAdd<D<1>>,
+{
+    type Out = Plus<Over<Ceiled<H, K, S>, D<S>>, D<1>>;
+}
+
+/// An `(N, C, H, W)` input's convolution output `(N, COUT, H', W')`.
+#[diagnostic::on_unimplemented(
+    message = "a convolution with kernel {K}, stride {S} and pad {P} cannot take {Self}",
+    label = "needs (N, C, H, W) with static H and W of at least the kernel"
+)]
+pub trait ConvShape<const COUT: usize, const K: usize, const S: usize, const P: usize>:
+    Shape
+{
+    /// The output shape (a tuple of dims).
+    type Out: Shape;
+}
+
+impl<X: Shape, const COUT: usize, const K: usize, const S: usize, const P: usize>
+    ConvShape<COUT, K, S, P> for X
+where
+    X::Dims: Rank4,
+    <X::Dims as Rank4>::A2: ConvDim<K, S, P>,
+    <X::Dims as Rank4>::A3: ConvDim<K, S, P>,
+{
+    type Out = (
+        <X::Dims as Rank4>::A0,
+        D<COUT>,
+        <<X::Dims as Rank4>::A2 as ConvDim<K, S, P>>::Out,
+        <<X::Dims as Rank4>::A3 as ConvDim<K, S, P>>::Out,
+    );
+}
+
+/// An `(N, C, H, W)` input's pooling output `(N, C, H', W')`.
+#[diagnostic::on_unimplemented(
+    message = "pooling with kernel {K} and stride {S} cannot take {Self}",
+    label = "needs (N, C, H, W) with static H and W of at least the window"
+)]
+pub trait PoolShape<const K: usize, const S: usize>: Shape {
+    /// The output shape (a tuple of dims).
+    type Out: Shape;
+}
+
+impl<X: Shape, const K: usize, const S: usize> PoolShape<K, S> for X
+where
+    X::Dims: Rank4,
+    <X::Dims as Rank4>::A2: PoolDim<K, S>,
+    <X::Dims as Rank4>::A3: PoolDim<K, S>,
+{
+    type Out = (
+        <X::Dims as Rank4>::A0,
+        <X::Dims as Rank4>::A1,
+        <<X::Dims as Rank4>::A2 as PoolDim<K, S>>::Out,
+        <<X::Dims as Rank4>::A3 as PoolDim<K, S>>::Out,
+    );
+}
+
+/// An input of an inner product: `(B, ...)` flattened to `(B, K)`.
+#[diagnostic::on_unimplemented(
+    message = "an inner product cannot take {Self}: it flattens every axis after the first",
+    label = "needs at least 2 axes, every axis after the first static, their product at most 4096"
+)]
+pub trait InnerProductInput: Shape {
+    /// The batch dim.
+    type Batch: Dim;
+    /// `K`, the product of the other dims.
+    type K: Dim;
+}
+
+impl<X: Shape> InnerProductInput for X
+where
+    X::Dims: FlattenDims,
+    <X::Dims as FlattenDims>::Output: Rank2,
+{
+    type Batch = <<X::Dims as FlattenDims>::Output as Rank2>::A0;
+    type K = <<X::Dims as FlattenDims>::Output as Rank2>::A1;
+}
+
+/// The dims of a convolution's output.
+pub type ConvOut<X, const COUT: usize, const K: usize, const S: usize, const P: usize> =
+    <X as ConvShape<COUT, K, S, P>>::Out;
+/// The dims of a pooling output.
+pub type PoolOut<X, const K: usize, const S: usize> = <X as PoolShape<K, S>>::Out;
+/// The dims of an inner product's output, `(B, N)`.
+pub type InnerProductOut<X, const N: usize> = (<X as InnerProductInput>::Batch, D<N>);

@@ -1,0 +1,282 @@
+//! Caffe's Softmax, SoftmaxWithLoss and Accuracy on typed `(B, C)` blobs.
+
+use std::marker::PhantomData;
+
+use blob_kernels::cpu;
+use blob_runtime::typed::{DimList, Rank2, Shape, TypedBlob};
+use blob_runtime::{Blob, BlobError, MathElement};
+
+use crate::layer::{ElementOf, Feeds, Layer, Result, expect_shape, same};
+
+/// The labels of a `(B, C)` blob: `(B,)`, one class index per item, stored
+/// as the element type (Caffe's label blobs).
+pub type Labels<S> = (<<S as Shape>::Dims as DimList>::First,);
+
+/// Caffe `Softmax` over the last axis of `S` = `(B, C)`.
+///
+/// ```
+/// use blob_layers::{Layer, Softmax};
+/// use blob_runtime::blob;
+/// blob!(pub shape Scores = 1, 2);
+/// let (x, p) = (<blob!(f32; 1, 2)>::new()?, <blob!(f32; 1, 2)>::new()?);
+/// Softmax::<f32, Scores>::new().forward(&x, &p)?;
+/// assert_eq!(p.to_vec()?, vec![0.5, 0.5]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub struct Softmax<T: MathElement, S: Shape>
+where
+    S::Dims: Rank2,
+{
+    _types: PhantomData<fn() -> (T, S)>,
+}
+
+impl<T: MathElement, S: Shape> Softmax<T, S>
+where
+    S::Dims: Rank2,
+{
+    /// The layer (it has no parameters).
+    pub fn new() -> Self {
+        Self {
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<T: MathElement, S: Shape> Default for Softmax<T, S>
+where
+    S::Dims: Rank2,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn softmax_rows<T: MathElement>(x: &[T], prob: &mut [T], classes: usize) {
+    for (row, out) in x.chunks_exact(classes).zip(prob.chunks_exact_mut(classes)) {
+        let max =
+            row.iter().copied().fold(
+                T::from_f64(f64::NEG_INFINITY),
+                |a, b| if b > a { b } else { a },
+            );
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o = (v - max).exp();
+        }
+        let sum: T = out.iter().copied().sum();
+        cpu::scal(T::ONE / sum, out);
+    }
+}
+
+fn check_rank2<T: MathElement>(op: &'static str, x: &Blob<T>) -> Result<usize> {
+    if x.num_axes() != 2 {
+        return Err(BlobError::ShapeMismatch {
+            op,
+            src: x.shape_string(),
+            dst: "(B, C)".into(),
+        });
+    }
+    Ok(x.shape()[1])
+}
+
+impl<T: MathElement, S: Shape> Layer for Softmax<T, S>
+where
+    S::Dims: Rank2,
+{
+    type Elem = T;
+    type Input = S;
+    type Output = S;
+    const TYPE: &'static str = "Softmax";
+
+    fn forward_blobs(&mut self, x: &Blob<T>, prob: &Blob<T>) -> Result<()> {
+        let classes = check_rank2("softmax", x)?;
+        expect_shape("write softmax output", prob, x.shape())?;
+        softmax_rows(&x.cpu_data()?, &mut prob.mutable_cpu_data()?, classes);
+        Ok(())
+    }
+
+    /// `dx = p * (dp - sum(dp * p))` per row.
+    fn backward_blobs(&mut self, x: &Blob<T>, prob: &Blob<T>, propagate_down: bool) -> Result<()> {
+        let classes = check_rank2("softmax backward", x)?;
+        expect_shape("softmax backward", prob, x.shape())?;
+        if !propagate_down {
+            return Ok(());
+        }
+        let (p, dp) = (prob.cpu_data()?, prob.cpu_diff()?);
+        let mut dx = x.mutable_cpu_diff()?;
+        for ((p, dp), dx) in p
+            .chunks_exact(classes)
+            .zip(dp.chunks_exact(classes))
+            .zip(dx.chunks_exact_mut(classes))
+        {
+            let dot = cpu::dot(p, dp);
+            for ((d, &pv), &g) in dx.iter_mut().zip(p).zip(dp) {
+                *d = pv * (g - dot);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each item's class index from a label blob, checked against `classes`.
+fn class_indices<T: MathElement>(
+    op: &'static str,
+    labels: &Blob<T>,
+    classes: usize,
+) -> Result<Vec<usize>> {
+    let values = labels.cpu_data()?;
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = v.to_f64();
+            if c >= 0.0 && c.fract() == 0.0 && (c as usize) < classes {
+                Ok(c as usize)
+            } else {
+                Err(BlobError::InvalidParameter {
+                    op,
+                    detail: format!("label {i} is {c}, not a class index below {classes}"),
+                })
+            }
+        })
+        .collect()
+}
+
+/// Caffe `SoftmaxWithLoss` (normalization VALID): the mean of
+/// `-log(max(prob[label], FLT_MIN))` over the batch; backward writes
+/// `(prob - onehot) / B` into the logits' diff.
+///
+/// ```
+/// use blob_layers::SoftmaxWithLoss;
+/// use blob_runtime::blob;
+/// let x = <blob!(f32; 1, 2)>::new()?;
+/// let labels = <blob!(f32; 1)>::new()?;
+/// labels.mutable_cpu_data()?[0] = 1.0;
+/// blob!(pub shape Scores = 1, 2);
+/// let mut loss = SoftmaxWithLoss::<f32, Scores>::new();
+/// let l = loss.forward(&x, &labels)?;
+/// assert!((l - std::f32::consts::LN_2).abs() < 1e-6);
+/// loss.backward(&x, &labels)?;
+/// assert_eq!(x.to_vec()?.len(), 2);
+/// assert_eq!(x.diff_to_vec()?, vec![0.5, -0.5]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub struct SoftmaxWithLoss<T: MathElement, S: Shape>
+where
+    S::Dims: Rank2,
+{
+    softmax: Softmax<T, S>,
+    prob: Blob<T>,
+}
+
+impl<T: MathElement, S: Shape> SoftmaxWithLoss<T, S>
+where
+    S::Dims: Rank2,
+{
+    /// The loss layer.
+    pub fn new() -> Self {
+        Self {
+            softmax: Softmax::new(),
+            prob: Blob::default(),
+        }
+    }
+
+    /// The class probabilities of the last forward pass.
+    pub fn prob(&self) -> &Blob<T> {
+        &self.prob
+    }
+
+    /// The loss of `logits` against `labels` (Caffe `Forward`).
+    pub fn forward<U, X, L>(
+        &mut self,
+        logits: &TypedBlob<U, X>,
+        labels: &TypedBlob<U, L>,
+    ) -> Result<T>
+    where
+        U: ElementOf<Softmax<T, S>>,
+        X: Feeds<Softmax<T, S>>,
+        L: Shape<Dims = Labels<S>>,
+    {
+        let (logits, labels) = (same::<U, T>(logits.as_dyn()), same::<U, T>(labels.as_dyn()));
+        if self.prob.shape() != logits.shape() {
+            self.prob.reshape(logits.shape())?;
+        }
+        self.softmax.forward_blobs(logits, &self.prob)?;
+        let classes = logits.shape()[1];
+        let items = class_indices("softmax loss", labels, classes)?;
+        expect_shape("softmax loss labels", labels, &[logits.shape()[0]])?;
+        let p = self.prob.cpu_data()?;
+        let mut loss = T::ZERO;
+        let floor = T::from_f64(f64::from(f32::MIN_POSITIVE));
+        for (i, &c) in items.iter().enumerate() {
+            let v = p[i * classes + c];
+            loss = loss - (if v > floor { v } else { floor }).ln();
+        }
+        Ok(loss / T::from_f64(items.len().max(1) as f64))
+    }
+
+    /// `(prob - onehot) / B` into the logits' diff (Caffe `Backward`).
+    pub fn backward<U, X, L>(
+        &mut self,
+        logits: &TypedBlob<U, X>,
+        labels: &TypedBlob<U, L>,
+    ) -> Result<()>
+    where
+        U: ElementOf<Softmax<T, S>>,
+        X: Feeds<Softmax<T, S>>,
+        L: Shape<Dims = Labels<S>>,
+    {
+        let (logits, labels) = (same::<U, T>(logits.as_dyn()), same::<U, T>(labels.as_dyn()));
+        expect_shape("softmax loss backward", &self.prob, logits.shape())?;
+        let classes = logits.shape()[1];
+        let items = class_indices("softmax loss", labels, classes)?;
+        let mut dx = logits.mutable_cpu_diff()?;
+        dx.copy_from_slice(&self.prob.cpu_data()?);
+        for (i, &c) in items.iter().enumerate() {
+            dx[i * classes + c] = dx[i * classes + c] - T::ONE;
+        }
+        cpu::scal(T::ONE / T::from_f64(items.len().max(1) as f64), &mut dx);
+        Ok(())
+    }
+}
+
+impl<T: MathElement, S: Shape> Default for SoftmaxWithLoss<T, S>
+where
+    S::Dims: Rank2,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Caffe `Accuracy` (`top_k` 1): the share of items whose label's score
+/// no other class beats (Caffe counts ties as right).
+///
+/// ```
+/// use blob_layers::accuracy;
+/// use blob_runtime::blob;
+/// let scores = <blob!(f32; 2, 3)>::new()?;
+/// scores.mutable_cpu_data()?.copy_from_slice(&[0.1, 0.7, 0.2, 0.5, 0.3, 0.2]);
+/// let labels = <blob!(f32; 2)>::new()?;
+/// labels.mutable_cpu_data()?.copy_from_slice(&[1.0, 1.0]);
+/// assert_eq!(accuracy(&scores, &labels)?, 0.5);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub fn accuracy<T, S, L>(scores: &TypedBlob<T, S>, labels: &TypedBlob<T, L>) -> Result<f64>
+where
+    T: MathElement,
+    S: Shape,
+    S::Dims: Rank2,
+    L: Shape<Dims = Labels<S>>,
+{
+    let classes = check_rank2("accuracy", scores)?;
+    let items = class_indices("accuracy", labels, classes)?;
+    let s = scores.cpu_data()?;
+    let right = items
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| {
+            let row = &s[i * classes..][..classes];
+            !row.iter().any(|&v| v > row[c])
+        })
+        .count();
+    Ok(right as f64 / items.len().max(1) as f64)
+}
