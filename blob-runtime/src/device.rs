@@ -51,6 +51,9 @@ pub trait DeviceStream: Send + Sync + Debug {
 pub trait DeviceBackend: Send + Sync + Debug {
     /// A short name for messages, e.g. `"cuda:0 (NVIDIA H100)"`.
     fn name(&self) -> String;
+    /// For layers to recognise a backend they have kernels for (the CUDA
+    /// one) and reach its device.
+    fn as_any(&self) -> &dyn Any;
     /// Device memory of `bytes`, zero-filled (Caffe: cudaMalloc + memset).
     fn alloc_zeroed(&self, bytes: usize) -> Result<Box<dyn DeviceBuffer>, DeviceError>;
     /// Host memory for a buffer that will be synced with the device: pinned

@@ -104,6 +104,10 @@ macro_rules! typed {
 }
 
 impl DeviceBackend for StandInDevice {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
     fn name(&self) -> String {
         "stand-in (host memory, test only)".into()
     }

@@ -5,6 +5,7 @@
 //! the shape before it and writes the shape declared after it.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::filler;
@@ -14,7 +15,7 @@ use crate::{
 use blob_proto::{LayerParameter, NetParameter};
 use blob_runtime::blob;
 use blob_runtime::typed::{Dyn, SameShapeAs, Shape, TypedBlob};
-use blob_runtime::{Blob, BlobError, CaffeModel};
+use blob_runtime::{Blob, BlobError, CaffeModel, DeviceBackend};
 
 type Result<T> = std::result::Result<T, BlobError>;
 
@@ -204,6 +205,46 @@ impl LeNet {
             filler::constant(pair[1], 0.0)?;
         }
         Ok(())
+    }
+
+    /// Moves the net's parameters and activations to `device`: from then on
+    /// each layer with a kernel for that device runs there (Caffe's
+    /// `Forward_gpu`), reading and writing the same blobs; the softmax and
+    /// the loss run on the host, and the blobs' heads move the bytes. The
+    /// values are kept, so a loaded or trained net moves as it is.
+    ///
+    /// ```no_run
+    /// use blob_layers::lenet::LeNet;
+    /// let mut net = LeNet::load("lenet_iter_10000.caffemodel", 64)?;
+    /// net.to_device(blob_runtime::cuda::CudaBackend::new(0)?)?;
+    /// let labels = net.predict(&vec![0.0; 64 * 784])?; // on the GPU
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn to_device(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
+        fn moved<S: Shape>(
+            blob: &mut TypedBlob<f32, S>,
+            device: &Arc<dyn DeviceBackend>,
+        ) -> Result<()> {
+            let mut fresh = Blob::with_device(blob.shape(), device.clone())?;
+            fresh.copy_from(blob.as_dyn(), true, false)?;
+            *blob.as_dyn_mut() = fresh;
+            Ok(())
+        }
+        moved(&mut self.conv1.weight, &device)?;
+        moved(&mut self.conv1.bias, &device)?;
+        moved(&mut self.conv2.weight, &device)?;
+        moved(&mut self.conv2.bias, &device)?;
+        moved(&mut self.ip1.weight, &device)?;
+        moved(&mut self.ip1.bias, &device)?;
+        moved(&mut self.ip2.weight, &device)?;
+        moved(&mut self.ip2.bias, &device)?;
+        moved(&mut self.data, &device)?;
+        moved(&mut self.conv1_out, &device)?;
+        moved(&mut self.pool1_out, &device)?;
+        moved(&mut self.conv2_out, &device)?;
+        moved(&mut self.pool2_out, &device)?;
+        moved(&mut self.ip1_out, &device)?;
+        moved(&mut self.ip2_out, &device)
     }
 
     /// Changes the batch size (activations only grow).

@@ -31,15 +31,29 @@ mod activation;
 mod conv;
 mod dropout;
 pub mod filler;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod inner_product;
 mod layer;
 pub mod lenet;
-#[cfg(feature = "cuda")]
-pub mod lenet_gpu;
 mod pool;
 pub mod shapes;
 mod softmax;
 pub mod solver;
+
+/// The CUDA sources of the layers, for the checks that hold each launcher
+/// against the PTX NVRTC compiles (feature `cuda`).
+///
+/// ```
+/// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
+/// ```
+#[cfg(feature = "cuda")]
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 4] = [
+    &conv::CONV,
+    &pool::POOL,
+    &activation::ACTIVATION,
+    &inner_product::INNER_PRODUCT,
+];
 
 pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};
 pub use conv::{ConvWeights, Convolution};

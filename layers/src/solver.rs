@@ -74,11 +74,23 @@ impl SgdSolver {
             self.history = params
                 .iter()
                 .map(|p| {
-                    let h = Blob::new(p.shape())?;
+                    // The history lives where its parameter does.
+                    let h = match p.device() {
+                        Some(device) => Blob::with_device(p.shape(), device.clone())?,
+                        None => Blob::new(p.shape())?,
+                    };
                     h.mutable_cpu_data()?;
                     Ok(h)
                 })
                 .collect::<Result<_, BlobError>>()?;
+        }
+        // A history restored on the host follows its parameter to a device.
+        for (h, p) in self.history.iter_mut().zip(params) {
+            if let (None, Some(device)) = (h.device(), p.device()) {
+                let mut moved = Blob::with_device(p.shape(), device.clone())?;
+                moved.copy_from(h, false, false)?;
+                *h = moved;
+            }
         }
         Ok(())
     }
@@ -108,6 +120,12 @@ impl SgdSolver {
         self.ensure_history(params)?;
         let rate = self.learning_rate();
         for ((p, h), &mult) in params.iter().zip(&self.history).zip(lr_mults) {
+            #[cfg(feature = "cuda")]
+            if let Some(gpu) = crate::gpu::gpu_of(p) {
+                self.apply_on_gpu(&gpu, p, h, rate * mult)?;
+                p.update()?;
+                continue;
+            }
             {
                 let data = p.cpu_data()?;
                 let mut diff = p.mutable_cpu_diff()?;
@@ -120,6 +138,37 @@ impl SgdSolver {
         }
         self.iter += 1;
         Ok(())
+    }
+
+    /// Caffe's `SGDSolver::ComputeUpdateValue` on the GPU (Regularize, then
+    /// the momentum update), leaving the step in the diff for `update`.
+    #[cfg(feature = "cuda")]
+    fn apply_on_gpu(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        p: &Blob<f32>,
+        h: &Blob<f32>,
+        rate: f32,
+    ) -> Result<(), BlobError> {
+        use crate::gpu::{cuda, read, write};
+        let n = p.count();
+        let data = p.gpu_data()?;
+        let mut diff = p.mutable_gpu_diff()?;
+        let mut hist = h.mutable_gpu_data()?;
+        let mut dv = write(&mut diff, n)?;
+        gpu.axpy(self.weight_decay, &read(&data, n)?, &mut dv)
+            .map_err(|e| cuda("solver step on the GPU", e))?;
+        let mut hv = write(&mut hist, n)?;
+        gpu.axpby(rate, &dv.as_view(), self.momentum, &mut hv)
+            .map_err(|e| cuda("solver step on the GPU", e))?;
+        gpu.stream()
+            .memcpy_dtod(&hv.as_view(), &mut dv)
+            .map_err(|e| {
+                cuda(
+                    "solver step on the GPU",
+                    blob_kernels::cuda::CudaError::driver("copy")(e),
+                )
+            })
     }
 
     /// The `.solverstate` of this solver (Caffe

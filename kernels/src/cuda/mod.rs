@@ -21,7 +21,6 @@ mod blas;
 mod elementwise;
 mod error;
 mod launch;
-mod layers;
 mod rng;
 
 use std::collections::HashMap;
@@ -38,16 +37,13 @@ pub use error::CudaError;
 pub use launch::{
     KernelArg, KernelSig, KernelSource, PtxEntry, PtxType, THREADS, launch_config, ptx_entries,
 };
-pub use layers::{
-    LAYERS, add_bias_rows_f32, im2col_batch_f32, maxpool_f32, relu_f32, scatter_bias_f32,
-};
 pub use rng::RNG;
 
 /// cudarc, re-exported so users can name the buffer and stream types.
 pub use cudarc;
 
 /// The kernel sources of this crate, for checks over all of them.
-pub const SOURCES: [&KernelSource; 3] = [&ELEMENTWISE, &RNG, &LAYERS];
+pub const SOURCES: [&KernelSource; 2] = [&ELEMENTWISE, &RNG];
 
 /// Whether the CUDA driver library can be loaded (checked once, without
 /// panicking).

@@ -2,12 +2,17 @@
 //! Each runs in place (bottom and top the same blob, as Caffe nets run
 //! ReLU) or from one blob into another of the same shape.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
 use std::marker::PhantomData;
 
 use blob_runtime::typed::Shape;
 use blob_runtime::{Blob, MathElement};
 
 use crate::layer::{Layer, Result, expect_shape, in_place};
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::ACTIVATION;
 
 /// An element-wise function and its derivative, written in terms of the
 /// output `y = f(x)` (all three of Caffe's can be).
@@ -109,6 +114,14 @@ impl<T: MathElement, S: Shape, F: Activate> Layer for Activation<T, S, F> {
     const TYPE: &'static str = F::TYPE;
 
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+        if !in_place(x, y) {
+            expect_shape("write activation output", y, x.shape())?;
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of(x) {
+            use crate::gpu::as_f32;
+            return cuda::forward(F::TYPE, &gpu, as_f32(x), as_f32(y));
+        }
         if in_place(x, y) {
             y.mutable_cpu_data()?
                 .iter_mut()
@@ -128,6 +141,14 @@ impl<T: MathElement, S: Shape, F: Activate> Layer for Activation<T, S, F> {
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         if !propagate_down {
             return Ok(());
+        }
+        if !in_place(x, y) {
+            expect_shape("activation backward", y, x.shape())?;
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of(x) {
+            use crate::gpu::as_f32;
+            return cuda::backward(F::TYPE, &gpu, as_f32(x), as_f32(y));
         }
         let yd = y.cpu_data()?;
         if in_place(x, y) {

@@ -3,6 +3,8 @@
 //! at compile time.
 
 mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use std::marker::PhantomData;
 
@@ -12,6 +14,8 @@ use blob_runtime::{Blob, BlobError, MathElement};
 use crate::layer::{Layer, Result, expect_shape};
 use crate::shapes::{ConvOut, ConvShape};
 pub(crate) use cpu::{ConvGeometry, ConvGradients, ConvScratch};
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::CONV;
 
 /// The weights' dims `(COUT, CIN, K, K)` for input `X`.
 pub type ConvWeights<X, const COUT: usize, const K: usize> =
@@ -50,6 +54,8 @@ pub struct Convolution<
     /// Bias `(COUT)` (Caffe `blobs_[1]`).
     pub bias: TypedBlob<T, (D<COUT>,)>,
     scratch: ConvScratch<T>,
+    #[cfg(feature = "cuda")]
+    gpu_scratch: cuda::GpuScratch,
     _input: PhantomData<fn() -> X>,
 }
 
@@ -79,6 +85,8 @@ where
             weight: TypedBlob::from_shape(&[COUT, cin, K, K])?,
             bias: TypedBlob::from_shape(&[COUT])?,
             scratch: ConvScratch::default(),
+            #[cfg(feature = "cuda")]
+            gpu_scratch: cuda::GpuScratch::default(),
             _input: PhantomData,
         })
     }
@@ -124,9 +132,22 @@ where
     type Output = ConvOut<X, COUT, K, S, P>;
     const TYPE: &'static str = "Convolution";
 
-    /// `y = conv(x) + bias` (Caffe `Forward_cpu`).
+    /// `y = conv(x) + bias` (Caffe `Forward_cpu`, or `Forward_gpu` when
+    /// `x` lives on a CUDA device).
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let g = self.geometry(x, y)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of(x) {
+            use crate::gpu::as_f32;
+            let (w, b) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
+            let blobs = cuda::ConvBlobs {
+                x: as_f32(x),
+                weight: w,
+                bias: b,
+                y: as_f32(y),
+            };
+            return cuda::forward(&g, &mut self.gpu_scratch, &gpu, blobs);
+        }
         cpu::forward(
             &g,
             &mut self.scratch,
@@ -142,6 +163,18 @@ where
     /// `propagate_down` (Caffe `Backward_cpu`).
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         let g = self.geometry(x, y)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of(x) {
+            use crate::gpu::as_f32;
+            let (w, b) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
+            let blobs = cuda::ConvBlobs {
+                x: as_f32(x),
+                weight: w,
+                bias: b,
+                y: as_f32(y),
+            };
+            return cuda::backward(&g, &mut self.gpu_scratch, &gpu, blobs, propagate_down);
+        }
         let mut dx = if propagate_down {
             Some(x.mutable_cpu_diff()?)
         } else {

@@ -1,6 +1,9 @@
 //! Caffe's InnerProduct layer on typed blobs (`transpose: false`):
 //! `y = x W^T + b`, with `x` flattened to `(B, K)`.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
 use std::marker::PhantomData;
 
 use blob_kernels::cpu::{self, Transpose};
@@ -9,6 +12,8 @@ use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::layer::{Layer, Result, ensure};
 use crate::shapes::{InnerProductInput, InnerProductOut};
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::INNER_PRODUCT;
 
 /// Caffe `InnerProduct` reading `X` = `(B, ...)` (flattened to `(B, K)`)
 /// and writing `(B, N)`, with weights `(N, K)` and a bias of `N`.
@@ -78,6 +83,12 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
     /// `y = x W^T + b`: one gemm, then the bias.
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let (b, k) = self.dims(x, y)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of(x) {
+            use crate::gpu::as_f32;
+            let (w, bias) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
+            return cuda::forward(&gpu, (b, k, N), as_f32(x), w, bias, as_f32(y));
+        }
         let mut yd = y.mutable_cpu_data()?;
         let w = self.weight.cpu_data()?;
         cpu::gemm(
@@ -103,6 +114,20 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
     /// `dx = dy W` when `propagate_down`.
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         let (b, k) = self.dims(x, y)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of(x) {
+            use crate::gpu::as_f32;
+            let (w, bias) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
+            return cuda::backward(
+                &gpu,
+                (b, k, N),
+                as_f32(x),
+                w,
+                bias,
+                as_f32(y),
+                propagate_down,
+            );
+        }
         let dy = y.cpu_diff()?;
         let mut dw = self.weight.mutable_cpu_diff()?;
         cpu::gemm(

@@ -2,6 +2,8 @@
 //! with stride `S` and Caffe's ceil rule for the output size.
 
 mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use std::marker::PhantomData;
 
@@ -11,6 +13,8 @@ use blob_runtime::{Blob, BlobError, MathElement};
 use crate::layer::{Layer, Result, ensure, expect_shape};
 use crate::shapes::{PoolOut, PoolShape};
 use cpu::PoolGeometry;
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::POOL;
 
 /// What a window gives (Caffe's `PoolingParameter.pool`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +47,8 @@ where
     /// MAX or AVE.
     pub method: PoolMethod,
     argmax: Vec<u32>,
+    #[cfg(feature = "cuda")]
+    gpu_argmax: Option<blob_kernels::cuda::cudarc::driver::CudaSlice<u32>>,
     _types: PhantomData<fn() -> (T, X)>,
 }
 
@@ -64,6 +70,8 @@ where
         Self {
             method,
             argmax: Vec::new(),
+            #[cfg(feature = "cuda")]
+            gpu_argmax: None,
             _types: PhantomData,
         }
     }
@@ -104,6 +112,18 @@ where
 
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let g = self.geometry(x, y)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of(x) {
+            use crate::gpu::as_f32;
+            return cuda::forward(
+                &g,
+                self.method,
+                &gpu,
+                &mut self.gpu_argmax,
+                as_f32(x),
+                as_f32(y),
+            );
+        }
         let (xd, mut yd) = (x.cpu_data()?, y.mutable_cpu_data()?);
         match self.method {
             PoolMethod::Max => {
@@ -120,6 +140,18 @@ where
         let g = self.geometry(x, y)?;
         if !propagate_down {
             return Ok(());
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of(x) {
+            use crate::gpu::as_f32;
+            return cuda::backward(
+                &g,
+                self.method,
+                &gpu,
+                &self.gpu_argmax,
+                as_f32(x),
+                as_f32(y),
+            );
         }
         let (dy, mut dx) = (y.cpu_diff()?, x.mutable_cpu_diff()?);
         match self.method {

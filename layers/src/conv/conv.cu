@@ -1,0 +1,88 @@
+// Convolution on the GPU: im2col and col2im with stride and padding over a
+// whole batch, and the moves between the gemm's (cout, batch*P) layout and
+// the blob's (batch, cout, P). The same arithmetic as conv/cpu.rs.
+
+#define GRID_STRIDE(i, n)                                                  \
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
+         i < (n); i += (long long)blockDim.x * gridDim.x)
+
+// col is (cin*k*k) x (batch*oh*ow): row (c, ki, kj), column (image, r, q),
+// value x[image, c, r*s + ki - pad, q*s + kj - pad], zero in the padding.
+extern "C" __global__ void im2col_f32(long long total, int cin, int h, int w, int k, int s,
+                                      int pad, int oh, int ow, int batch, const float* x,
+                                      float* col) {
+    long long cols = (long long)batch * oh * ow;
+    GRID_STRIDE(idx, total) {
+        long long row = idx / cols;
+        long long j = idx % cols;
+        int kj = (int)(row % k);
+        int ki = (int)((row / k) % k);
+        int c = (int)(row / ((long long)k * k));
+        int img = (int)(j / ((long long)oh * ow));
+        int p = (int)(j % ((long long)oh * ow));
+        int ih = (p / ow) * s + ki - pad;
+        int iw = (p % ow) * s + kj - pad;
+        col[idx] = (ih >= 0 && ih < h && iw >= 0 && iw < w)
+                       ? x[(((long long)img * cin + c) * h + ih) * w + iw]
+                       : 0.0f;
+    }
+}
+
+// The inverse of im2col: each input pixel gathers every column entry that
+// was copied from it (no atomics: one thread per pixel), overwriting dx.
+extern "C" __global__ void col2im_f32(long long total, int cin, int h, int w, int k, int s,
+                                      int pad, int oh, int ow, int batch, const float* col,
+                                      float* dx) {
+    long long cols = (long long)batch * oh * ow;
+    GRID_STRIDE(idx, total) {
+        int iw = (int)(idx % w);
+        int ih = (int)((idx / w) % h);
+        int c = (int)((idx / ((long long)w * h)) % cin);
+        int img = (int)(idx / ((long long)w * h * cin));
+        float sum = 0.0f;
+        for (int ki = 0; ki < k; ++ki) {
+            int rs = ih + pad - ki;  // r * s
+            if (rs < 0 || rs % s != 0 || rs / s >= oh) continue;
+            for (int kj = 0; kj < k; ++kj) {
+                int qs = iw + pad - kj;
+                if (qs < 0 || qs % s != 0 || qs / s >= ow) continue;
+                long long row = ((long long)c * k + ki) * k + kj;
+                long long j = ((long long)img * oh + rs / s) * ow + qs / s;
+                sum += col[row * cols + j];
+            }
+        }
+        dx[idx] = sum;
+    }
+}
+
+// y[image, co, p] = tmp[co, image * P + p] + bias[co].
+extern "C" __global__ void scatter_bias_f32(long long total, int cout, int batch, int p,
+                                            const float* tmp, const float* bias, float* y) {
+    GRID_STRIDE(idx, total) {
+        int pp = (int)(idx % p);
+        int co = (int)((idx / p) % cout);
+        int img = (int)(idx / ((long long)p * cout));
+        y[idx] = tmp[(long long)co * batch * p + (long long)img * p + pp] + bias[co];
+    }
+}
+
+// tmp[co, image * P + p] = dy[image, co, p]: the gradient in the gemm's layout.
+extern "C" __global__ void gather_f32(long long total, int cout, int batch, int p,
+                                      const float* dy, float* tmp) {
+    GRID_STRIDE(idx, total) {
+        int pp = (int)(idx % p);
+        int co = (int)((idx / p) % cout);
+        int img = (int)(idx / ((long long)p * cout));
+        tmp[(long long)co * batch * p + (long long)img * p + pp] = dy[idx];
+    }
+}
+
+// sums[r] += sum of row r of a (rows, cols) matrix: a bias's gradient.
+extern "C" __global__ void row_sums_add_f32(long long rows, long long cols, const float* m,
+                                            float* sums) {
+    GRID_STRIDE(r, rows) {
+        float sum = 0.0f;
+        for (long long j = 0; j < cols; ++j) sum += m[r * cols + j];
+        sums[r] += sum;
+    }
+}

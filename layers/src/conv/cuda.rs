@@ -1,0 +1,259 @@
+//! The CUDA side of Convolution: im2col + one cuBLAS gemm for the whole
+//! batch, then the bias; backward as the CPU side, with col2im gathering
+//! per input pixel.
+
+use blob_kernels::cpu::Transpose;
+use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+use blob_kernels::cuda::{Gpu, launch_config};
+use blob_runtime::Blob;
+
+use super::ConvGeometry;
+use crate::gpu::{GpuResult, alloc, cuda, int, read, write};
+use crate::layer::Result;
+
+blob_kernels::cuda_kernels! {
+    /// `conv.cu`: Convolution's kernels, `f32`.
+    pub(crate) static CONV = "conv.cu";
+    /// im2col of a batch, with stride and padding.
+    pub(crate) fn im2col_f32(
+        total: i64, cin: i32, h: i32, w: i32, k: i32, s: i32, pad: i32, oh: i32, ow: i32, batch: i32,
+        x: &CudaView<'_, f32>, col: &mut CudaViewMut<'_, f32>
+    );
+    /// col2im of a batch, overwriting the input gradient.
+    pub(crate) fn col2im_f32(
+        total: i64, cin: i32, h: i32, w: i32, k: i32, s: i32, pad: i32, oh: i32, ow: i32, batch: i32,
+        col: &CudaView<'_, f32>, dx: &mut CudaViewMut<'_, f32>
+    );
+    /// `(cout, batch*P)` to `(batch, cout, P)`, adding the bias.
+    pub(crate) fn scatter_bias_f32(
+        total: i64, cout: i32, batch: i32, p: i32,
+        tmp: &CudaView<'_, f32>, bias: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>
+    );
+    /// `(batch, cout, P)` to `(cout, batch*P)`.
+    pub(crate) fn gather_f32(
+        total: i64, cout: i32, batch: i32, p: i32,
+        dy: &CudaView<'_, f32>, tmp: &mut CudaViewMut<'_, f32>
+    );
+    /// Adds each row's sum to `sums`.
+    pub(crate) fn row_sums_add_f32(rows: i64, cols: i64, m: &CudaView<'_, f32>, sums: &mut CudaViewMut<'_, f32>);
+}
+
+/// Device scratch of a convolution: the column buffer and the gemm's
+/// result, grown as the batch grows.
+#[derive(Default)]
+pub(crate) struct GpuScratch {
+    col: Option<CudaSlice<f32>>,
+    tmp: Option<CudaSlice<f32>>,
+}
+
+fn ints(g: &ConvGeometry) -> GpuResult<[i32; 9]> {
+    let i = |v: usize| int("convolve on the GPU", v);
+    Ok([
+        i(g.channels_in)?,
+        i(g.h)?,
+        i(g.w)?,
+        i(g.kernel)?,
+        i(g.stride)?,
+        i(g.pad)?,
+        i(g.oh)?,
+        i(g.ow)?,
+        i(g.batch)?,
+    ])
+}
+
+fn im2col(
+    gpu: &Gpu,
+    g: &ConvGeometry,
+    x: &CudaView<'_, f32>,
+    col: &mut CudaViewMut<'_, f32>,
+) -> GpuResult<()> {
+    let [cin, h, w, k, s, pad, oh, ow, batch] = ints(g)?;
+    let total = g.patch() * g.batch * g.oh * g.ow;
+    // SAFETY: x holds batch*cin*h*w values and col total, checked by the
+    // views' lengths below the caller.
+    unsafe {
+        im2col_f32(
+            gpu,
+            launch_config(total),
+            total as i64,
+            cin,
+            h,
+            w,
+            k,
+            s,
+            pad,
+            oh,
+            ow,
+            batch,
+            x,
+            col,
+        )
+    }
+    .map_err(|e| cuda("im2col", e))
+}
+
+/// `y = conv(x) + bias` on the GPU.
+/// The blobs of one pass: input, weights, bias, output.
+pub(crate) struct ConvBlobs<'a> {
+    pub x: &'a Blob<f32>,
+    pub weight: &'a Blob<f32>,
+    pub bias: &'a Blob<f32>,
+    pub y: &'a Blob<f32>,
+}
+
+pub(crate) fn forward(
+    g: &ConvGeometry,
+    scratch: &mut GpuScratch,
+    gpu: &Gpu,
+    blobs: ConvBlobs<'_>,
+) -> Result<()> {
+    let ConvBlobs { x, weight, bias, y } = blobs;
+    let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
+    let cols = g.batch * p;
+    let col = alloc(gpu, &mut scratch.col, ckk * cols)?;
+    let tmp = alloc(gpu, &mut scratch.tmp, cout * cols)?;
+    let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
+    let mut yg = y.mutable_gpu_data()?;
+    im2col(
+        gpu,
+        g,
+        &read(&xg, x.count())?,
+        &mut col.slice_mut(..ckk * cols),
+    )?;
+    gpu.gemm(
+        Transpose::No,
+        Transpose::No,
+        cout,
+        cols,
+        ckk,
+        1.0,
+        &read(&wg, weight.count())?,
+        &col.slice(..ckk * cols),
+        0.0,
+        &mut tmp.slice_mut(..cout * cols),
+    )
+    .map_err(|e| cuda("convolution gemm", e))?;
+    let total = y.count();
+    // SAFETY: tmp holds cout*batch*P, bias cout, y batch*cout*P = total.
+    unsafe {
+        scatter_bias_f32(
+            gpu,
+            launch_config(total),
+            total as i64,
+            cout as i32,
+            g.batch as i32,
+            p as i32,
+            &tmp.slice(..cout * cols),
+            &read(&bg, cout)?,
+            &mut write(&mut yg, total)?,
+        )
+    }
+    .map_err(|e| cuda("convolution bias", e))?;
+    Ok(())
+}
+
+/// Weight and bias gradients, and the input's when asked, on the GPU.
+pub(crate) fn backward(
+    g: &ConvGeometry,
+    scratch: &mut GpuScratch,
+    gpu: &Gpu,
+    blobs: ConvBlobs<'_>,
+    propagate_down: bool,
+) -> Result<()> {
+    let ConvBlobs { x, weight, bias, y } = blobs;
+    let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
+    let cols = g.batch * p;
+    let col = alloc(gpu, &mut scratch.col, ckk * cols)?;
+    let tmp = alloc(gpu, &mut scratch.tmp, cout * cols)?;
+    let (xg, dyg, wg) = (x.gpu_data()?, y.gpu_diff()?, weight.gpu_data()?);
+    im2col(
+        gpu,
+        g,
+        &read(&xg, x.count())?,
+        &mut col.slice_mut(..ckk * cols),
+    )?;
+    let total = y.count();
+    // SAFETY: dy holds batch*cout*P = total, tmp cout*batch*P.
+    unsafe {
+        gather_f32(
+            gpu,
+            launch_config(total),
+            total as i64,
+            cout as i32,
+            g.batch as i32,
+            p as i32,
+            &read(&dyg, total)?,
+            &mut tmp.slice_mut(..cout * cols),
+        )
+    }
+    .map_err(|e| cuda("convolution gradient layout", e))?;
+    {
+        let mut dbg = bias.mutable_gpu_diff()?;
+        // SAFETY: tmp is (cout, cols); db holds cout.
+        unsafe {
+            row_sums_add_f32(
+                gpu,
+                launch_config(cout),
+                cout as i64,
+                cols as i64,
+                &tmp.slice(..cout * cols),
+                &mut write(&mut dbg, cout)?,
+            )
+        }
+        .map_err(|e| cuda("convolution bias gradient", e))?;
+        let mut dwg = weight.mutable_gpu_diff()?;
+        gpu.gemm(
+            Transpose::No,
+            Transpose::Yes,
+            cout,
+            ckk,
+            cols,
+            1.0,
+            &tmp.slice(..cout * cols),
+            &col.slice(..ckk * cols),
+            1.0,
+            &mut write(&mut dwg, weight.count())?,
+        )
+        .map_err(|e| cuda("convolution weight gradient", e))?;
+    }
+    if propagate_down {
+        // dcol = W^T dy into the column buffer, then col2im into dx.
+        gpu.gemm(
+            Transpose::Yes,
+            Transpose::No,
+            ckk,
+            cols,
+            cout,
+            1.0,
+            &read(&wg, weight.count())?,
+            &tmp.slice(..cout * cols),
+            0.0,
+            &mut col.slice_mut(..ckk * cols),
+        )
+        .map_err(|e| cuda("convolution input gradient", e))?;
+        let [cin, h, w, k, s, pad, oh, ow, batch] = ints(g)?;
+        let n = x.count();
+        let mut dxg = x.mutable_gpu_diff()?;
+        // SAFETY: col holds ckk*cols, dx batch*cin*h*w = n.
+        unsafe {
+            col2im_f32(
+                gpu,
+                launch_config(n),
+                n as i64,
+                cin,
+                h,
+                w,
+                k,
+                s,
+                pad,
+                oh,
+                ow,
+                batch,
+                &col.slice(..ckk * cols),
+                &mut write(&mut dxg, n)?,
+            )
+        }
+        .map_err(|e| cuda("col2im", e))?;
+    }
+    Ok(())
+}

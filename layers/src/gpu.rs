@@ -1,0 +1,93 @@
+//! What the layers' CUDA sides share (feature `cuda`): finding the GPU a
+//! blob lives on, viewing its device memory as `f32`, device scratch that
+//! grows with the batch, and errors that keep cudarc's as their source.
+//!
+//! A layer runs on the GPU when its input blob was made `with_device` on a
+//! CUDA backend and its elements are `f32`; otherwise on the CPU. Either
+//! way the blobs' heads move the bytes, as Caffe's SyncedMemory does, so
+//! a layer without a CUDA side (Softmax, SoftmaxWithLoss, Dropout) still
+//! runs correctly between two that have one.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+use blob_kernels::cuda::{CudaError, Gpu};
+use blob_runtime::cuda::CudaBackend;
+use blob_runtime::{Blob, BlobError, DeviceError, DeviceRead, DeviceWrite, MathElement};
+
+use crate::layer::Result;
+
+/// A layer's GPU step's result.
+pub(crate) type GpuResult<T> = Result<T>;
+
+/// The GPU `blob` lives on, when it is a CUDA device and `T` is `f32`.
+pub(crate) fn gpu_of<T: MathElement>(blob: &Blob<T>) -> Option<Arc<Gpu>> {
+    (blob as &dyn Any).downcast_ref::<Blob<f32>>()?;
+    blob.device()
+        .and_then(CudaBackend::of)
+        .map(|cuda| cuda.gpu().clone())
+}
+
+/// The blob as `f32`, which [`gpu_of`] has checked it is.
+pub(crate) fn as_f32<T: MathElement>(blob: &Blob<T>) -> &Blob<f32> {
+    (blob as &dyn Any)
+        .downcast_ref()
+        .expect("gpu_of runs layers on the GPU for f32 blobs only")
+}
+
+/// A failed CUDA call of `op`, keeping the error as its source.
+pub(crate) fn cuda(op: &'static str, e: CudaError) -> BlobError {
+    BlobError::Device {
+        op,
+        source: DeviceError::with_source("CUDA", e),
+    }
+}
+
+/// A size a kernel's `int` parameters cannot hold.
+pub(crate) fn too_big(op: &'static str, v: usize) -> BlobError {
+    BlobError::Device {
+        op,
+        source: DeviceError::new(format!("{v} does not fit the kernel's 32-bit int")),
+    }
+}
+
+/// `v` as a kernel's `int`.
+pub(crate) fn int(op: &'static str, v: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| too_big(op, v))
+}
+
+/// Device scratch of at least `n` elements, allocated (zeroed) or grown in
+/// `slot`.
+pub(crate) fn alloc<'a>(
+    gpu: &Gpu,
+    slot: &'a mut Option<CudaSlice<f32>>,
+    n: usize,
+) -> Result<&'a mut CudaSlice<f32>> {
+    if slot.as_ref().is_none_or(|s| s.len() < n) {
+        let fresh = gpu.stream().alloc_zeros::<f32>(n.max(1)).map_err(|e| {
+            cuda(
+                "allocate GPU scratch",
+                CudaError::driver("allocate GPU scratch")(e),
+            )
+        })?;
+        *slot = Some(fresh);
+    }
+    Ok(slot.as_mut().expect("allocated above"))
+}
+
+/// The first `n` `f32`s under a read guard.
+pub(crate) fn read<'a>(guard: &'a DeviceRead<'_>, n: usize) -> Result<CudaView<'a, f32>> {
+    blob_runtime::cuda::view(guard, n).map_err(|source| BlobError::Device {
+        op: "view GPU memory",
+        source,
+    })
+}
+
+/// The first `n` `f32`s under a write guard.
+pub(crate) fn write<'a>(guard: &'a mut DeviceWrite<'_>, n: usize) -> Result<CudaViewMut<'a, f32>> {
+    blob_runtime::cuda::view_mut(guard, n).map_err(|source| BlobError::Device {
+        op: "view GPU memory",
+        source,
+    })
+}

@@ -1,0 +1,120 @@
+//! The CUDA side of InnerProduct: cuBLAS gemms and the bias kernels.
+
+use blob_kernels::cpu::Transpose;
+use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
+use blob_kernels::cuda::{Gpu, launch_config};
+use blob_runtime::Blob;
+
+use crate::gpu::{cuda, int, read, write};
+use crate::layer::Result;
+
+blob_kernels::cuda_kernels! {
+    /// `inner_product.cu`: InnerProduct's bias kernels, `f32`.
+    pub(crate) static INNER_PRODUCT = "inner_product.cu";
+    /// `y[row, j] += bias[j]`.
+    pub(crate) fn add_bias_rows_f32(total: i64, n: i32, bias: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>);
+    /// `sums[j] += sum_r m[r, j]`.
+    pub(crate) fn col_sums_add_f32(rows: i64, cols: i64, m: &CudaView<'_, f32>, sums: &mut CudaViewMut<'_, f32>);
+}
+
+const OP: &str = "inner product on the GPU";
+
+/// `y = x W^T + b` for `b` rows of `k` inputs and `n` outputs.
+pub(crate) fn forward(
+    gpu: &Gpu,
+    (b, k, n): (usize, usize, usize),
+    x: &Blob<f32>,
+    weight: &Blob<f32>,
+    bias: &Blob<f32>,
+    y: &Blob<f32>,
+) -> Result<()> {
+    let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
+    let mut yg = y.mutable_gpu_data()?;
+    let mut yv = write(&mut yg, b * n)?;
+    gpu.gemm(
+        Transpose::No,
+        Transpose::Yes,
+        b,
+        n,
+        k,
+        1.0,
+        &read(&xg, b * k)?,
+        &read(&wg, n * k)?,
+        0.0,
+        &mut yv,
+    )
+    .map_err(|e| cuda(OP, e))?;
+    // SAFETY: y holds b*n values, bias n.
+    unsafe {
+        add_bias_rows_f32(
+            gpu,
+            launch_config(b * n),
+            (b * n) as i64,
+            int(OP, n)?,
+            &read(&bg, n)?,
+            &mut yv,
+        )
+    }
+    .map_err(|e| cuda(OP, e))
+}
+
+/// `dW += dy^T x`, `db += colsum(dy)`, and `dx = dy W` when asked.
+pub(crate) fn backward(
+    gpu: &Gpu,
+    (b, k, n): (usize, usize, usize),
+    x: &Blob<f32>,
+    weight: &Blob<f32>,
+    bias: &Blob<f32>,
+    y: &Blob<f32>,
+    propagate_down: bool,
+) -> Result<()> {
+    let (xg, dyg) = (x.gpu_data()?, y.gpu_diff()?);
+    let dy = read(&dyg, b * n)?;
+    {
+        let mut dwg = weight.mutable_gpu_diff()?;
+        gpu.gemm(
+            Transpose::Yes,
+            Transpose::No,
+            n,
+            k,
+            b,
+            1.0,
+            &dy,
+            &read(&xg, b * k)?,
+            1.0,
+            &mut write(&mut dwg, n * k)?,
+        )
+        .map_err(|e| cuda(OP, e))?;
+        let mut dbg = bias.mutable_gpu_diff()?;
+        // SAFETY: dy is (b, n), db holds n.
+        unsafe {
+            col_sums_add_f32(
+                gpu,
+                launch_config(n),
+                b as i64,
+                n as i64,
+                &dy,
+                &mut write(&mut dbg, n)?,
+            )
+        }
+        .map_err(|e| cuda(OP, e))?;
+    }
+    if propagate_down {
+        let wg = weight.gpu_data()?;
+        let mut dxg = x.mutable_gpu_diff()?;
+        gpu.gemm(
+            Transpose::No,
+            Transpose::No,
+            b,
+            k,
+            n,
+            1.0,
+            &dy,
+            &read(&wg, n * k)?,
+            0.0,
+            &mut write(&mut dxg, b * k)?,
+        )
+        .map_err(|e| cuda(OP, e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! The CUDA side of Pooling: one thread per output, gradients added back
+//! with atomics (windows may overlap).
+
+use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+use blob_kernels::cuda::{Gpu, launch_config};
+use blob_runtime::Blob;
+
+use super::PoolMethod;
+use super::cpu::PoolGeometry;
+use crate::gpu::{cuda, int, read, write};
+use crate::layer::Result;
+
+blob_kernels::cuda_kernels! {
+    /// `pool.cu`: Pooling's kernels, `f32`.
+    pub(crate) static POOL = "pool.cu";
+    /// MAX pooling, with each maximum's position.
+    pub(crate) fn max_pool_f32(
+        total: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
+        x: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>, argmax: &mut CudaViewMut<'_, u32>
+    );
+    /// MAX pooling's gradient into a zeroed `dx`.
+    pub(crate) fn max_unpool_f32(
+        total: i64, hw: i32, ohw: i32,
+        dy: &CudaView<'_, f32>, argmax: &CudaView<'_, u32>, dx: &mut CudaViewMut<'_, f32>
+    );
+    /// AVE pooling.
+    pub(crate) fn ave_pool_f32(
+        total: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
+        x: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>
+    );
+    /// AVE pooling's gradient into a zeroed `dx`.
+    pub(crate) fn ave_unpool_f32(
+        total: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
+        dy: &CudaView<'_, f32>, dx: &mut CudaViewMut<'_, f32>
+    );
+    /// `y = 0`.
+    pub(crate) fn zero_f32(n: i64, y: &mut CudaViewMut<'_, f32>);
+}
+
+const OP: &str = "pool on the GPU";
+
+fn dims(g: &PoolGeometry) -> Result<[i32; 6]> {
+    Ok([
+        int(OP, g.h)?,
+        int(OP, g.w)?,
+        int(OP, g.oh)?,
+        int(OP, g.ow)?,
+        int(OP, g.kernel)?,
+        int(OP, g.stride)?,
+    ])
+}
+
+/// The pooled output; MAX keeps each maximum's position in `argmax`.
+pub(crate) fn forward(
+    g: &PoolGeometry,
+    method: PoolMethod,
+    gpu: &Gpu,
+    argmax: &mut Option<CudaSlice<u32>>,
+    x: &Blob<f32>,
+    y: &Blob<f32>,
+) -> Result<()> {
+    let [h, w, oh, ow, k, s] = dims(g)?;
+    let total = y.count();
+    let (xg, mut yg) = (x.gpu_data()?, y.mutable_gpu_data()?);
+    let (xv, mut yv) = (read(&xg, x.count())?, write(&mut yg, total)?);
+    let config = launch_config(total);
+    match method {
+        PoolMethod::Max => {
+            if argmax.as_ref().is_none_or(|a| a.len() < total) {
+                *argmax = Some(gpu.stream().alloc_zeros::<u32>(total.max(1)).map_err(|e| {
+                    cuda(
+                        "allocate pooling positions",
+                        blob_kernels::cuda::CudaError::driver("alloc")(e),
+                    )
+                })?);
+            }
+            let positions = argmax.as_mut().expect("allocated above");
+            // SAFETY: x holds planes*h*w, y and positions total outputs.
+            unsafe {
+                max_pool_f32(
+                    gpu,
+                    config,
+                    total as i64,
+                    h,
+                    w,
+                    oh,
+                    ow,
+                    k,
+                    s,
+                    &xv,
+                    &mut yv,
+                    &mut positions.slice_mut(..total),
+                )
+            }
+        }
+        // SAFETY: as above, without positions.
+        PoolMethod::Ave => unsafe {
+            ave_pool_f32(gpu, config, total as i64, h, w, oh, ow, k, s, &xv, &mut yv)
+        },
+    }
+    .map_err(|e| cuda(OP, e))
+}
+
+/// The input's gradient (pooling learns nothing).
+pub(crate) fn backward(
+    g: &PoolGeometry,
+    method: PoolMethod,
+    gpu: &Gpu,
+    argmax: &Option<CudaSlice<u32>>,
+    x: &Blob<f32>,
+    y: &Blob<f32>,
+) -> Result<()> {
+    let [h, w, oh, ow, k, s] = dims(g)?;
+    let (total, n) = (y.count(), x.count());
+    let dyg = y.gpu_diff()?;
+    let mut dxg = x.mutable_gpu_diff()?;
+    let (dy, mut dx) = (read(&dyg, total)?, write(&mut dxg, n)?);
+    // SAFETY: dx holds n values.
+    unsafe { zero_f32(gpu, launch_config(n), n as i64, &mut dx) }.map_err(|e| cuda(OP, e))?;
+    let config = launch_config(total);
+    match method {
+        PoolMethod::Max => {
+            let positions = argmax.as_ref().filter(|a| a.len() >= total).ok_or(
+                blob_runtime::BlobError::CountMismatch {
+                    op: "pooling backward on the GPU",
+                    what: "positions of the forward pass".into(),
+                    got: argmax.as_ref().map_or(0, |a| a.len()),
+                    want: total,
+                },
+            )?;
+            // SAFETY: dy and positions hold total, dx planes*h*w.
+            unsafe {
+                max_unpool_f32(
+                    gpu,
+                    config,
+                    total as i64,
+                    h * w,
+                    oh * ow,
+                    &dy,
+                    &positions.slice(..total),
+                    &mut dx,
+                )
+            }
+        }
+        // SAFETY: dy holds total, dx planes*h*w.
+        PoolMethod::Ave => unsafe {
+            ave_unpool_f32(gpu, config, total as i64, h, w, oh, ow, k, s, &dy, &mut dx)
+        },
+    }
+    .map_err(|e| cuda(OP, e))
+}
