@@ -89,4 +89,55 @@ fn main() {
         "  update (3 streams):      {:>7.2} GB/s",
         gbs(3 * bytes, upd_t)
     );
+
+    // References in the same run: the same arithmetic as one plain loop on
+    // one core, and a copy (two streams) as the memory's pace.
+    let (data, diff) = (
+        blob.cpu_data().unwrap().to_vec(),
+        blob.cpu_diff().unwrap().to_vec(),
+    );
+    let mut one_core = data.clone();
+    let loop_update_t = median_time(
+        || {
+            for (d, &g) in one_core.iter_mut().zip(&diff) {
+                *d -= g;
+            }
+            black_box(&mut one_core);
+        },
+        15,
+    );
+    let loop_scale_t = median_time(
+        || {
+            for d in one_core.iter_mut() {
+                *d *= 0.999_999;
+            }
+            black_box(&mut one_core);
+        },
+        15,
+    );
+    let mut copy_dst = vec![0f32; N];
+    let copy_t = median_time(
+        || {
+            copy_dst.copy_from_slice(black_box(&data));
+            black_box(&mut copy_dst);
+        },
+        15,
+    );
+    let scale_t = median_time(|| blob.scale_data(0.999_999).unwrap(), 15);
+    println!(
+        "  scale_data (2 streams):  {:>7.2} GB/s",
+        gbs(2 * bytes, scale_t)
+    );
+    println!(
+        "  memcpy (2 streams):      {:>7.2} GB/s",
+        gbs(2 * bytes, copy_t)
+    );
+    println!(
+        "  update / one-core loop:  {:>7.2}x faster",
+        loop_update_t.as_secs_f64() / upd_t.as_secs_f64()
+    );
+    println!(
+        "  scale_data / one-core loop: {:>4.2}x faster",
+        loop_scale_t.as_secs_f64() / scale_t.as_secs_f64()
+    );
 }

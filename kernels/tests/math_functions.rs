@@ -421,3 +421,39 @@ fn rng_is_reproducible_per_seed() {
     assert_eq!(draw(5), draw(5));
     assert_ne!(draw(5), draw(6));
 }
+
+/// Above the size where they split across cores, the element-wise kernels
+/// give exactly what one pass over the elements gives, including the
+/// ragged last chunk.
+#[test]
+fn parallel_elementwise_kernels_match_one_pass() {
+    let n = (1 << 20) + 12345;
+    let x: Vec<f32> = gaussian_data(n);
+    let y0: Vec<f32> = gaussian_data(n)
+        .iter()
+        .map(|v: &f32| v * 0.5 + 1.0)
+        .collect();
+    let (alpha, beta) = (0.37f32, -1.25f32);
+    let mut y = y0.clone();
+    cpu::axpy(alpha, &x, &mut y);
+    assert!(
+        y.iter()
+            .zip(&y0)
+            .zip(&x)
+            .all(|((r, &b), &a)| *r == b + alpha * a)
+    );
+    let mut y = y0.clone();
+    cpu::axpby(alpha, &x, beta, &mut y);
+    assert!(
+        y.iter()
+            .zip(&y0)
+            .zip(&x)
+            .all(|((r, &b), &a)| *r == beta * b + alpha * a)
+    );
+    let mut y = y0.clone();
+    cpu::scal(alpha, &mut y);
+    assert!(y.iter().zip(&y0).all(|(r, &b)| *r == b * alpha));
+    let mut y = vec![0.0f32; n];
+    cpu::scale(alpha, &x, &mut y);
+    assert!(y.iter().zip(&x).all(|(r, &a)| *r == alpha * a));
+}

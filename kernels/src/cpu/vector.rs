@@ -26,6 +26,33 @@ fn blocked_sum(n: usize, f: impl Fn(std::ops::Range<usize>) -> f64 + Sync) -> f6
     }
 }
 
+/// Above this many elements an element-wise kernel (axpy, axpby, scal,
+/// scale) is split across cores in chunks of this size: each element is
+/// computed alone, so the result is the same bit for bit, and two cores
+/// together stream closer to the memory's bandwidth than one.
+const PARALLEL_ELEMENTWISE_MIN: usize = 1 << 18;
+const ELEMENTWISE_CHUNK: usize = 1 << 16;
+
+/// Runs `f` on matching chunks of `y` and `x`, in parallel for large ones.
+fn zip_chunks<T: Real>(y: &mut [T], x: &[T], f: impl Fn(&mut [T], &[T]) + Sync) {
+    if y.len() >= PARALLEL_ELEMENTWISE_MIN {
+        y.par_chunks_mut(ELEMENTWISE_CHUNK)
+            .zip(x.par_chunks(ELEMENTWISE_CHUNK))
+            .for_each(|(y, x)| f(y, x));
+    } else {
+        f(y, x);
+    }
+}
+
+/// Runs `f` on chunks of `x`, in parallel for large ones.
+fn chunks<T: Real>(x: &mut [T], f: impl Fn(&mut [T]) + Sync + Send) {
+    if x.len() >= PARALLEL_ELEMENTWISE_MIN {
+        x.par_chunks_mut(ELEMENTWISE_CHUNK).for_each(f);
+    } else {
+        f(x);
+    }
+}
+
 const LANES: usize = 32;
 const BLOCK: usize = 4096;
 
@@ -151,9 +178,11 @@ pub fn strided_dot<T: Real>(n: usize, x: &[T], incx: usize, y: &[T], incy: usize
 #[track_caller]
 pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
     check_len("axpy", "y", y.len(), x.len());
-    for (yi, &xi) in y.iter_mut().zip(x) {
-        *yi += alpha * xi;
-    }
+    zip_chunks(y, x, |y, x| {
+        for (yi, &xi) in y.iter_mut().zip(x) {
+            *yi += alpha * xi;
+        }
+    });
 }
 
 /// `y = alpha * x + beta * y` (Caffe `caffe_cpu_axpby`). As in Caffe's
@@ -168,9 +197,11 @@ pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
 #[track_caller]
 pub fn axpby<T: Real>(alpha: T, x: &[T], beta: T, y: &mut [T]) {
     check_len("axpby", "y", y.len(), x.len());
-    for (yi, &xi) in y.iter_mut().zip(x) {
-        *yi = beta * *yi + alpha * xi;
-    }
+    zip_chunks(y, x, |y, x| {
+        for (yi, &xi) in y.iter_mut().zip(x) {
+            *yi = beta * *yi + alpha * xi;
+        }
+    });
 }
 
 /// `x *= alpha` (Caffe `caffe_scal`).
@@ -181,9 +212,11 @@ pub fn axpby<T: Real>(alpha: T, x: &[T], beta: T, y: &mut [T]) {
 /// assert_eq!(x, [3.0, -6.0]);
 /// ```
 pub fn scal<T: Real>(alpha: T, x: &mut [T]) {
-    for v in x.iter_mut() {
-        *v *= alpha;
-    }
+    chunks(x, |x| {
+        for v in x.iter_mut() {
+            *v *= alpha;
+        }
+    });
 }
 
 /// `y = alpha * x` (Caffe `caffe_cpu_scale`).
@@ -196,9 +229,11 @@ pub fn scal<T: Real>(alpha: T, x: &mut [T]) {
 #[track_caller]
 pub fn scale<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
     check_len("scale", "y", y.len(), x.len());
-    for (yi, &xi) in y.iter_mut().zip(x) {
-        *yi = alpha * xi;
-    }
+    zip_chunks(y, x, |y, x| {
+        for (yi, &xi) in y.iter_mut().zip(x) {
+            *yi = alpha * xi;
+        }
+    });
 }
 
 /// `y = x` (Caffe `caffe_copy`); any `Copy` element, integers included.
