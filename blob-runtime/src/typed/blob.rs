@@ -150,6 +150,24 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         Ok(Self::wrap(Blob::new(shape)?))
     }
 
+    /// A blob of `shape` (checked against the type, as in
+    /// [`from_shape`](Self::from_shape)) holding `values`, adopted without
+    /// a copy as [`Blob::from_vec`] does; an error naming both counts if
+    /// they differ.
+    ///
+    /// ```
+    /// type Pairs = blob_runtime::blob!(f32; _, 2);
+    /// let b = Pairs::from_vec(&[2, 2], vec![1.0, 2.0, 3.0, 4.0])?;
+    /// assert_eq!(b.data_at([1, 0]), 3.0);
+    /// assert!(Pairs::from_vec(&[2, 3], vec![0.0; 6]).is_err()); // not (_, 2)
+    /// assert!(Pairs::from_vec(&[2, 2], vec![0.0; 3]).is_err()); // 3 values, not 4
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn from_vec(shape: &[usize], values: Vec<T>) -> Result<Self> {
+        check::<S>(shape)?;
+        Ok(Self::wrap(Blob::from_vec(shape, values)?))
+    }
+
     /// Sets the dynamic dim (the batch) to `n` (Caffe `Reshape` of the
     /// batch: memory only grows); an error if the shape has none.
     ///

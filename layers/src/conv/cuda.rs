@@ -46,8 +46,10 @@ pub(crate) struct GpuScratch {
     tmp: Option<CudaSlice<f32>>,
 }
 
+const OP: &str = "convolve on the GPU";
+
 fn ints(g: &ConvGeometry) -> GpuResult<[i32; 9]> {
-    let i = |v: usize| int("convolve on the GPU", v);
+    let i = |v: usize| int(OP, v);
     Ok([
         i(g.channels_in)?,
         i(g.h)?,
@@ -92,7 +94,6 @@ fn im2col(
     .map_err(|e| cuda("im2col", e))
 }
 
-/// `y = conv(x) + bias` on the GPU.
 /// The blobs of one pass: input, weights, bias, output.
 pub(crate) struct ConvBlobs<'a> {
     pub x: &'a Blob<f32>,
@@ -101,6 +102,7 @@ pub(crate) struct ConvBlobs<'a> {
     pub y: &'a Blob<f32>,
 }
 
+/// `y = conv(x) + bias` on the GPU.
 pub(crate) fn forward(
     g: &ConvGeometry,
     scratch: &mut GpuScratch,
@@ -140,9 +142,9 @@ pub(crate) fn forward(
             gpu,
             launch_config(total),
             total as i64,
-            cout as i32,
-            g.batch as i32,
-            p as i32,
+            int(OP, cout)?,
+            int(OP, g.batch)?,
+            int(OP, p)?,
             &tmp.slice(..cout * cols),
             &read(&bg, cout)?,
             &mut write(&mut yg, total)?,
@@ -179,9 +181,9 @@ pub(crate) fn backward(
             gpu,
             launch_config(total),
             total as i64,
-            cout as i32,
-            g.batch as i32,
-            p as i32,
+            int(OP, cout)?,
+            int(OP, g.batch)?,
+            int(OP, p)?,
             &read(&dyg, total)?,
             &mut tmp.slice_mut(..cout * cols),
         )
