@@ -215,8 +215,10 @@ impl LeNet {
     ///
     /// ```no_run
     /// use blob_layers::lenet::LeNet;
+    /// # fn cuda() -> std::sync::Arc<dyn blob_runtime::DeviceBackend> { unimplemented!() }
     /// let mut net = LeNet::load("lenet_iter_10000.caffemodel", 64)?;
-    /// net.to_device(blob_runtime::cuda::CudaBackend::new(0)?)?;
+    /// // With the `cuda` feature: blob_runtime::cuda::CudaBackend::new(0)?
+    /// net.to_device(cuda())?;
     /// let labels = net.predict(&vec![0.0; 64 * 784])?; // on the GPU
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
