@@ -568,6 +568,70 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// Softmax and SoftmaxWithLoss on device blobs give the host's values;
+/// dropout on the GPU keeps and scales consistently forward and backward.
+fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::blob;
+    use blobflow::layers::{Dropout, Layer, Softmax, SoftmaxWithLoss};
+    use blobflow::typed::TypedBlob;
+    blob!(shape Scores = _, 10);
+    compare_layer(
+        "softmax",
+        dev,
+        Softmax::<f32, Scores>::new,
+        &[6, 10],
+        &[6, 10],
+        false,
+        |_, _| {},
+    )?;
+    let mut results = Vec::new();
+    for on_gpu in [false, true] {
+        let blob = |shape: &[usize]| -> Result<Blob<f32>, Failed> {
+            if on_gpu {
+                Blob::with_device(shape, dev.clone()).map_err(fail)
+            } else {
+                Blob::new(shape).map_err(fail)
+            }
+        };
+        let logits: TypedBlob<f32, Scores> = blob(&[6, 10])?.try_into_static().map_err(fail)?;
+        cpu::set_seed(5);
+        cpu::uniform(-3.0, 3.0, &mut logits.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+        let labels: TypedBlob<f32, (blobflow::typed::Dyn,)> =
+            blob(&[6])?.try_into_static().map_err(fail)?;
+        labels
+            .mutable_cpu_data()
+            .map_err(fail)?
+            .copy_from_slice(&[0.0, 9.0, 3.0, 3.0, 7.0, 1.0]);
+        let mut loss = SoftmaxWithLoss::<f32, Scores>::new();
+        let value = loss.forward(&logits, &labels).map_err(fail)?;
+        loss.backward(&logits, &labels).map_err(fail)?;
+        results.push((value, logits.diff_to_vec().map_err(fail)?));
+    }
+    near(results[1].0 as f64, results[0].0 as f64, 1e-5, "loss")?;
+    let err = max_rel(&results[1].1, &results[0].1);
+    ensure(err <= 1e-5, format!("loss gradient differs by {err:.2e}"))?;
+
+    let x = Blob::<f32>::with_device(&[1000], dev.clone()).map_err(fail)?;
+    x.mutable_cpu_data().map_err(fail)?.fill(1.0);
+    let y = Blob::<f32>::with_device(&[1000], dev.clone()).map_err(fail)?;
+    let mut drop = Dropout::<f32, (blobflow::typed::D<1000>,)>::new(0.25).map_err(fail)?;
+    drop.forward_blobs(&x, &y).map_err(fail)?;
+    y.mutable_cpu_diff().map_err(fail)?.fill(1.0);
+    drop.backward_blobs(&x, &y, true).map_err(fail)?;
+    let (yv, dx) = (y.to_vec().map_err(fail)?, x.diff_to_vec().map_err(fail)?);
+    let kept = yv.iter().filter(|&&v| v != 0.0).count();
+    ensure(
+        (650..850).contains(&kept),
+        format!("{kept} of 1000 kept at ratio 0.25"),
+    )?;
+    ensure(
+        yv.iter()
+            .zip(&dx)
+            .all(|(&a, &b)| a == b && (a == 0.0 || (a - 1.0 / 0.75).abs() < 1e-6)),
+        "dropout's forward and backward masks differ",
+    )
+}
+
 /// 200 iterations of Caffe's LeNet recipe from one seed, on the CPU and
 /// on the GPU: the losses track within 1e-3 relative.
 fn training_tracks_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
@@ -621,6 +685,10 @@ fn gpu_resume_is_exact(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 const CHECKS: &[(&str, Check)] = &[
     ("lenet::gpu_matches_cpu", lenet_gpu_matches_cpu),
     ("layers::gpu_match_cpu", layers_match_cpu),
+    (
+        "layers::softmax_loss_dropout_on_gpu",
+        softmax_loss_and_dropout_match_cpu,
+    ),
     ("train::gpu_tracks_cpu", training_tracks_cpu),
     ("train::gpu_resume_is_exact", gpu_resume_is_exact),
     ("syncedmem::gpu_read", syncedmem_gpu_read),

@@ -29,6 +29,15 @@ pub(crate) fn gpu_of<T: MathElement>(blob: &Blob<T>) -> Option<Arc<Gpu>> {
         .map(|cuda| cuda.gpu().clone())
 }
 
+/// The GPU every one of `blobs` lives on, when all are `f32` on one CUDA
+/// device's backend: a layer that writes a blob of its own (a loss's
+/// probabilities) runs on the GPU only if that blob is there too.
+pub(crate) fn gpu_of_all<T: MathElement>(blobs: &[&Blob<T>]) -> Option<Arc<Gpu>> {
+    let (first, rest) = blobs.split_first()?;
+    let gpu = gpu_of(first)?;
+    rest.iter().all(|b| gpu_of(b).is_some()).then_some(gpu)
+}
+
 /// The blob as `f32`, which [`gpu_of`] has checked it is.
 pub(crate) fn as_f32<T: MathElement>(blob: &Blob<T>) -> &Blob<f32> {
     (blob as &dyn Any)

@@ -209,8 +209,9 @@ impl LeNet {
 
     /// Moves the net's parameters and activations to `device`: from then on
     /// each layer with a kernel for that device runs there (Caffe's
-    /// `Forward_gpu`), reading and writing the same blobs; the softmax and
-    /// the loss run on the host, and the blobs' heads move the bytes. The
+    /// `Forward_gpu`), reading and writing the same blobs, the blobs' heads
+    /// moving the bytes where a step runs on the host (the final softmax
+    /// of `predict`, whose probabilities stay there). The
     /// values are kept, so a loaded or trained net moves as it is.
     ///
     /// ```no_run
@@ -246,7 +247,8 @@ impl LeNet {
         moved(&mut self.conv2_out, &device)?;
         moved(&mut self.pool2_out, &device)?;
         moved(&mut self.ip1_out, &device)?;
-        moved(&mut self.ip2_out, &device)
+        moved(&mut self.ip2_out, &device)?;
+        moved(&mut self.labels, &device)
     }
 
     /// Changes the batch size (activations only grow).

@@ -30,6 +30,13 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
     }
     assert_eq!(
         files,
-        ["conv.cu", "pool.cu", "activation.cu", "inner_product.cu"]
+        [
+            "conv.cu",
+            "pool.cu",
+            "activation.cu",
+            "inner_product.cu",
+            "softmax.cu",
+            "dropout.cu"
+        ]
     );
 }

@@ -2,6 +2,9 @@
 //! with probability `1 - ratio` and scaled by `1 / (1 - ratio)`; in testing
 //! it passes unchanged.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
 use std::marker::PhantomData;
 
 use blob_kernels::cpu;
@@ -9,6 +12,8 @@ use blob_runtime::typed::Shape;
 use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::layer::{Layer, Result, ensure, expect_shape, in_place};
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::DROPOUT;
 
 /// Caffe `Dropout` on shape `S` (`scale_train: true`), in place or not.
 ///
@@ -30,6 +35,8 @@ pub struct Dropout<T: MathElement, S: Shape> {
     /// Training (drop and scale) or testing (pass through); Caffe's phase.
     pub train: bool,
     mask: Vec<u32>,
+    #[cfg(feature = "cuda")]
+    gpu_mask: Option<blob_kernels::cuda::cudarc::driver::CudaSlice<u32>>,
     _types: PhantomData<fn() -> (T, S)>,
 }
 
@@ -52,6 +59,8 @@ impl<T: MathElement, S: Shape> Dropout<T, S> {
             ratio,
             train: true,
             mask: Vec::new(),
+            #[cfg(feature = "cuda")]
+            gpu_mask: None,
             _types: PhantomData,
         })
     }
@@ -70,6 +79,16 @@ impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         if !in_place(x, y) {
             expect_shape("write dropout output", y, x.shape())?;
+        }
+        #[cfg(feature = "cuda")]
+        if self.train
+            && let Some(gpu) = crate::gpu::gpu_of_all(&[x, y])
+        {
+            use crate::gpu::as_f32;
+            let (keep, scale) = ((1.0 - self.ratio) as f32, (1.0 / (1.0 - self.ratio)) as f32);
+            return cuda::forward(&gpu, &mut self.gpu_mask, keep, scale, as_f32(x), as_f32(y));
+        }
+        if !in_place(x, y) {
             y.mutable_cpu_data()?.copy_from_slice(&x.cpu_data()?);
         }
         if !self.train {
@@ -96,7 +115,18 @@ impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
         }
         if !in_place(x, y) {
             expect_shape("dropout backward", y, x.shape())?;
-            x.mutable_cpu_diff()?.copy_from_slice(&y.cpu_diff()?);
+        }
+        #[cfg(feature = "cuda")]
+        if self.train
+            && let Some(gpu) = crate::gpu::gpu_of_all(&[x, y])
+        {
+            use crate::gpu::as_f32;
+            let scale = (1.0 / (1.0 - self.ratio)) as f32;
+            return cuda::backward(&gpu, &self.gpu_mask, scale, as_f32(x), as_f32(y));
+        }
+        if !in_place(x, y) {
+            let mut dx = x.mutable_cpu_diff()?;
+            dx.copy_from_slice(&y.cpu_diff()?);
         }
         if !self.train {
             return Ok(());

@@ -1,5 +1,8 @@
 //! Caffe's Softmax, SoftmaxWithLoss and Accuracy on typed `(B, C)` blobs.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
 use std::marker::PhantomData;
 
 use blob_kernels::cpu;
@@ -7,6 +10,8 @@ use blob_runtime::typed::{DimList, Rank2, Shape, TypedBlob};
 use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::layer::{ElementOf, Feeds, Layer, Result, expect_shape, same};
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::SOFTMAX;
 
 /// The labels of a `(B, C)` blob: `(B,)`, one class index per item, stored
 /// as the element type (Caffe's label blobs).
@@ -89,6 +94,11 @@ where
     fn forward_blobs(&mut self, x: &Blob<T>, prob: &Blob<T>) -> Result<()> {
         let classes = check_rank2("softmax", x)?;
         expect_shape("write softmax output", prob, x.shape())?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of_all(&[x, prob]) {
+            use crate::gpu::as_f32;
+            return cuda::forward(&gpu, x.shape()[0], classes, as_f32(x), as_f32(prob));
+        }
         softmax_rows(&x.cpu_data()?, &mut prob.mutable_cpu_data()?, classes);
         Ok(())
     }
@@ -99,6 +109,11 @@ where
         expect_shape("softmax backward", prob, x.shape())?;
         if !propagate_down {
             return Ok(());
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of_all(&[x, prob]) {
+            use crate::gpu::as_f32;
+            return cuda::backward(&gpu, x.shape()[0], classes, as_f32(x), as_f32(prob));
         }
         let (p, dp) = (prob.cpu_data()?, prob.cpu_diff()?);
         let mut dx = x.mutable_cpu_diff()?;
@@ -196,6 +211,18 @@ where
         L: Shape<Dims = Labels<S>>,
     {
         let (logits, labels) = (same::<U, T>(logits.as_dyn()), same::<U, T>(labels.as_dyn()));
+        // The probabilities live where the logits do.
+        let same_place = match (self.prob.device(), logits.device()) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same_place {
+            self.prob = match logits.device() {
+                Some(device) => Blob::with_device(logits.shape(), device.clone())?,
+                None => Blob::new(logits.shape())?,
+            };
+        }
         if self.prob.shape() != logits.shape() {
             self.prob.reshape(logits.shape())?;
         }
@@ -203,6 +230,18 @@ where
         let classes = logits.shape()[1];
         let items = class_indices("softmax loss", labels, classes)?;
         expect_shape("softmax loss labels", labels, &[logits.shape()[0]])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, &self.prob]) {
+            use crate::gpu::as_f32;
+            let loss = cuda::loss(
+                &gpu,
+                items.len(),
+                classes,
+                as_f32(&self.prob),
+                as_f32(labels),
+            )?;
+            return Ok(T::from_f64(f64::from(loss)));
+        }
         let p = self.prob.cpu_data()?;
         let mut loss = T::ZERO;
         let floor = T::from_f64(f64::from(f32::MIN_POSITIVE));
@@ -228,6 +267,18 @@ where
         expect_shape("softmax loss backward", &self.prob, logits.shape())?;
         let classes = logits.shape()[1];
         let items = class_indices("softmax loss", labels, classes)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, &self.prob]) {
+            use crate::gpu::as_f32;
+            return cuda::loss_backward(
+                &gpu,
+                items.len(),
+                classes,
+                as_f32(&self.prob),
+                as_f32(labels),
+                as_f32(logits),
+            );
+        }
         let mut dx = logits.mutable_cpu_diff()?;
         dx.copy_from_slice(&self.prob.cpu_data()?);
         for (i, &c) in items.iter().enumerate() {

@@ -1,0 +1,146 @@
+//! The CUDA side of Softmax and SoftmaxWithLoss: one thread per item. The
+//! loss's per-item terms are summed on the host, in order, as on the CPU.
+
+use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
+use blob_kernels::cuda::{CudaError, Gpu, launch_config};
+use blob_runtime::Blob;
+
+use crate::gpu::{cuda, int, read, write};
+use crate::layer::Result;
+
+blob_kernels::cuda_kernels! {
+    /// `softmax.cu`: Softmax and SoftmaxWithLoss, `f32`.
+    pub(crate) static SOFTMAX = "softmax.cu";
+    /// Row-wise softmax.
+    pub(crate) fn softmax_rows_f32(rows: i64, classes: i32, x: &CudaView<'_, f32>, prob: &mut CudaViewMut<'_, f32>);
+    /// Row-wise softmax gradient.
+    pub(crate) fn softmax_backward_f32(
+        rows: i64, classes: i32, prob: &CudaView<'_, f32>, dprob: &CudaView<'_, f32>, dx: &mut CudaViewMut<'_, f32>
+    );
+    /// Each row's cross-entropy.
+    pub(crate) fn softmax_loss_rows_f32(
+        rows: i64, classes: i32, prob: &CudaView<'_, f32>, labels: &CudaView<'_, f32>, losses: &mut CudaViewMut<'_, f32>
+    );
+    /// `(prob - onehot) * scale`.
+    pub(crate) fn softmax_loss_backward_f32(
+        total: i64, classes: i32, prob: &CudaView<'_, f32>, labels: &CudaView<'_, f32>, scale: f32,
+        dx: &mut CudaViewMut<'_, f32>
+    );
+}
+
+const OP: &str = "softmax on the GPU";
+
+/// `prob = softmax(x)` per row.
+pub(crate) fn forward(
+    gpu: &Gpu,
+    rows: usize,
+    classes: usize,
+    x: &Blob<f32>,
+    prob: &Blob<f32>,
+) -> Result<()> {
+    let (xg, mut pg) = (x.gpu_data()?, prob.mutable_gpu_data()?);
+    let n = rows * classes;
+    // SAFETY: x and prob hold rows * classes values.
+    unsafe {
+        softmax_rows_f32(
+            gpu,
+            launch_config(rows),
+            rows as i64,
+            int(OP, classes)?,
+            &read(&xg, n)?,
+            &mut write(&mut pg, n)?,
+        )
+    }
+    .map_err(|e| cuda(OP, e))
+}
+
+/// `dx` from `prob` and its gradient.
+pub(crate) fn backward(
+    gpu: &Gpu,
+    rows: usize,
+    classes: usize,
+    x: &Blob<f32>,
+    prob: &Blob<f32>,
+) -> Result<()> {
+    let n = rows * classes;
+    let (pg, dpg, mut dxg) = (prob.gpu_data()?, prob.gpu_diff()?, x.mutable_gpu_diff()?);
+    // SAFETY: all three hold rows * classes values.
+    unsafe {
+        softmax_backward_f32(
+            gpu,
+            launch_config(rows),
+            rows as i64,
+            int(OP, classes)?,
+            &read(&pg, n)?,
+            &read(&dpg, n)?,
+            &mut write(&mut dxg, n)?,
+        )
+    }
+    .map_err(|e| cuda(OP, e))
+}
+
+/// The mean loss of `prob` against `labels` (checked class indices).
+pub(crate) fn loss(
+    gpu: &Gpu,
+    rows: usize,
+    classes: usize,
+    prob: &Blob<f32>,
+    labels: &Blob<f32>,
+) -> Result<f32> {
+    let (pg, lg) = (prob.gpu_data()?, labels.gpu_data()?);
+    let mut losses = gpu
+        .stream()
+        .alloc_zeros::<f32>(rows.max(1))
+        .map_err(|e| cuda(OP, CudaError::driver("allocate losses")(e)))?;
+    // SAFETY: prob holds rows * classes values, labels and losses rows.
+    unsafe {
+        softmax_loss_rows_f32(
+            gpu,
+            launch_config(rows),
+            rows as i64,
+            int(OP, classes)?,
+            &read(&pg, rows * classes)?,
+            &read(&lg, rows)?,
+            &mut losses.slice_mut(..rows),
+        )
+    }
+    .map_err(|e| cuda(OP, e))?;
+    let terms = gpu
+        .stream()
+        .clone_dtoh(&losses.slice(..rows))
+        .map_err(|e| cuda(OP, CudaError::driver("read losses")(e)))?;
+    let sum = terms.iter().fold(0.0f32, |acc, &t| acc + t);
+    Ok(sum / rows.max(1) as f32)
+}
+
+/// `(prob - onehot) / rows` into the logits' diff.
+pub(crate) fn loss_backward(
+    gpu: &Gpu,
+    rows: usize,
+    classes: usize,
+    prob: &Blob<f32>,
+    labels: &Blob<f32>,
+    logits: &Blob<f32>,
+) -> Result<()> {
+    let n = rows * classes;
+    let (pg, lg, mut dg) = (
+        prob.gpu_data()?,
+        labels.gpu_data()?,
+        logits.mutable_gpu_diff()?,
+    );
+    let scale = 1.0 / rows.max(1) as f32;
+    // SAFETY: prob and the diff hold n values, labels rows.
+    unsafe {
+        softmax_loss_backward_f32(
+            gpu,
+            launch_config(n),
+            n as i64,
+            int(OP, classes)?,
+            &read(&pg, n)?,
+            &read(&lg, rows)?,
+            scale,
+            &mut write(&mut dg, n)?,
+        )
+    }
+    .map_err(|e| cuda(OP, e))
+}

@@ -1,0 +1,54 @@
+// Softmax and SoftmaxWithLoss on the GPU, one thread per row (a row is
+// one item's classes), as softmax/mod.rs computes them.
+
+#define GRID_STRIDE(i, n)                                                  \
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
+         i < (n); i += (long long)blockDim.x * gridDim.x)
+
+extern "C" __global__ void softmax_rows_f32(long long rows, int classes, const float* x,
+                                            float* prob) {
+    GRID_STRIDE(r, rows) {
+        const float* in = x + r * classes;
+        float* out = prob + r * classes;
+        float m = in[0];
+        for (int c = 1; c < classes; ++c) m = fmaxf(m, in[c]);
+        float sum = 0.0f;
+        for (int c = 0; c < classes; ++c) { out[c] = expf(in[c] - m); sum += out[c]; }
+        float inv = 1.0f / sum;
+        for (int c = 0; c < classes; ++c) out[c] *= inv;
+    }
+}
+
+// dx = p * (dp - sum(dp * p)) per row.
+extern "C" __global__ void softmax_backward_f32(long long rows, int classes, const float* prob,
+                                                const float* dprob, float* dx) {
+    GRID_STRIDE(r, rows) {
+        const float* p = prob + r * classes;
+        const float* g = dprob + r * classes;
+        float dot = 0.0f;
+        for (int c = 0; c < classes; ++c) dot += p[c] * g[c];
+        for (int c = 0; c < classes; ++c) dx[r * classes + c] = p[c] * (g[c] - dot);
+    }
+}
+
+// Each row's loss -log(max(p[label], FLT_MIN)); labels were checked on the
+// host.
+extern "C" __global__ void softmax_loss_rows_f32(long long rows, int classes, const float* prob,
+                                                 const float* labels, float* losses) {
+    GRID_STRIDE(r, rows) {
+        float v = prob[r * classes + (int)labels[r]];
+        losses[r] = -logf(fmaxf(v, 1.17549435e-38f));
+    }
+}
+
+// dlogits = (prob - onehot(label)) * scale.
+extern "C" __global__ void softmax_loss_backward_f32(long long total, int classes,
+                                                     const float* prob, const float* labels,
+                                                     float scale, float* dx) {
+    GRID_STRIDE(i, total) {
+        long long r = i / classes;
+        int c = (int)(i % classes);
+        float v = prob[i] - (c == (int)labels[r] ? 1.0f : 0.0f);
+        dx[i] = v * scale;
+    }
+}
