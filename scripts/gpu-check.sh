@@ -28,7 +28,7 @@ bundle() {
     mkdir -p "$out/bin" "$out/models/lenet" "$out/data/mnist"
     local msgs
     msgs="$(mktemp)"
-    cargo build --release --features cuda --tests --benches --examples --message-format=json >"$msgs"
+    cargo build --release --features cudnn --tests --benches --examples --message-format=json >"$msgs"
     # The executables cargo just built: the GPU suite, the GPU benchmark
     # and every example.
     python3 - "$msgs" "$out/bin" <<'PY'

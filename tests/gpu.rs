@@ -506,6 +506,25 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
             to_device(&mut l.bias, d);
         },
     )?;
+    // With cuDNN built in, the layers above used it where it loads; the
+    // im2col + cuBLAS side is held to the CPU as well.
+    #[cfg(feature = "cudnn")]
+    compare_layer(
+        "conv 3x3/2 pad 1, im2col",
+        dev,
+        || {
+            let mut conv = Convolution::<f32, Image, 4, 3, 2, 1>::new().unwrap();
+            conv.use_cudnn = false;
+            conv
+        },
+        &[2, 3, 9, 9],
+        &[2, 4, 5, 5],
+        false,
+        |l, d| {
+            to_device(&mut l.weight, d);
+            to_device(&mut l.bias, d);
+        },
+    )?;
     compare_layer(
         "max pool 3/2",
         dev,

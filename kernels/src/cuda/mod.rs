@@ -68,6 +68,18 @@ pub fn nvrtc_available() -> bool {
     *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
 }
 
+/// Whether cuDNN can be loaded (feature `cudnn`).
+///
+/// ```
+/// let _ = blob_kernels::cuda::cudnn_available();
+/// ```
+#[cfg(feature = "cudnn")]
+pub fn cudnn_available() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: is_culib_present only tries to dlopen the library by name.
+    *PRESENT.get_or_init(|| unsafe { cudarc::cudnn::sys::is_culib_present() })
+}
+
 /// The cuRAND generator, reachable only through the `Mutex` in [`Gpu`].
 struct RngCell(CudaRng);
 

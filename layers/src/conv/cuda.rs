@@ -36,6 +36,10 @@ blob_kernels::cuda_kernels! {
     );
     /// Adds each row's sum to `sums`.
     pub(crate) fn row_sums_add_f32(rows: i64, cols: i64, m: &CudaView<'_, f32>, sums: &mut CudaViewMut<'_, f32>);
+    /// `y[image, co, p] += bias[co]`.
+    pub(crate) fn add_channel_bias_f32(total: i64, cout: i32, p: i32, bias: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>);
+    /// `db[co] += sum of dy[.., co, ..]`.
+    pub(crate) fn channel_sums_add_f32(cout: i64, batch: i32, p: i32, dy: &CudaView<'_, f32>, db: &mut CudaViewMut<'_, f32>);
 }
 
 /// Device scratch of a convolution: the column buffer and the gemm's

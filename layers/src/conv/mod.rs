@@ -5,6 +5,8 @@
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
+#[cfg(feature = "cudnn")]
+mod cudnn;
 
 use std::marker::PhantomData;
 
@@ -56,6 +58,12 @@ pub struct Convolution<
     scratch: ConvScratch<T>,
     #[cfg(feature = "cuda")]
     gpu_scratch: cuda::GpuScratch,
+    /// Whether to convolve with cuDNN on a GPU when it loads (feature
+    /// `cudnn`; Caffe's `engine: CUDNN`); im2col + cuBLAS otherwise.
+    #[cfg(feature = "cudnn")]
+    pub use_cudnn: bool,
+    #[cfg(feature = "cudnn")]
+    cudnn: Option<cudnn::CudnnConv>,
     _input: PhantomData<fn() -> X>,
 }
 
@@ -87,6 +95,10 @@ where
             scratch: ConvScratch::default(),
             #[cfg(feature = "cuda")]
             gpu_scratch: cuda::GpuScratch::default(),
+            #[cfg(feature = "cudnn")]
+            use_cudnn: true,
+            #[cfg(feature = "cudnn")]
+            cudnn: None,
             _input: PhantomData,
         })
     }
@@ -146,6 +158,10 @@ where
                 bias: b,
                 y: as_f32(y),
             };
+            #[cfg(feature = "cudnn")]
+            if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
+                return dnn.forward(&gpu, &g, blobs);
+            }
             return cuda::forward(&g, &mut self.gpu_scratch, &gpu, blobs);
         }
         cpu::forward(
@@ -173,6 +189,10 @@ where
                 bias: b,
                 y: as_f32(y),
             };
+            #[cfg(feature = "cudnn")]
+            if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
+                return dnn.backward(&gpu, &g, blobs, propagate_down);
+            }
             return cuda::backward(&g, &mut self.gpu_scratch, &gpu, blobs, propagate_down);
         }
         let mut dx = if propagate_down {

@@ -1,0 +1,247 @@
+//! Convolution through cuDNN (feature `cudnn`), as Caffe's
+//! CuDNNConvolutionLayer: used when the library loads, the im2col + cuBLAS
+//! side otherwise. cuDNN picks its algorithm by heuristics; the bias is
+//! this crate's kernel.
+
+use std::sync::Arc;
+
+use blob_kernels::cuda::cudarc::cudnn::sys::{cudnnConvolutionMode_t, cudnnTensorFormat_t};
+use blob_kernels::cuda::cudarc::cudnn::{
+    ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnError,
+    FilterDescriptor, TensorDescriptor,
+};
+use blob_kernels::cuda::cudarc::driver::CudaSlice;
+use blob_kernels::cuda::{CudaError, Gpu, cudnn_available, launch_config};
+use blob_runtime::{BlobError, DeviceError};
+
+use super::ConvGeometry;
+use super::cuda::{ConvBlobs, add_channel_bias_f32, channel_sums_add_f32};
+use crate::gpu::{cuda, int, read, write};
+use crate::layer::Result;
+
+const OP: &str = "convolve with cuDNN";
+
+fn err(e: CudnnError) -> BlobError {
+    BlobError::Device {
+        op: OP,
+        source: DeviceError::with_source("cuDNN", e),
+    }
+}
+
+/// A cuDNN handle on the GPU's stream and a workspace that grows as
+/// algorithms ask.
+pub(crate) struct CudnnConv {
+    handle: Arc<Cudnn>,
+    workspace: Option<CudaSlice<u8>>,
+}
+
+/// The descriptors of one geometry.
+struct Descriptors {
+    x: TensorDescriptor<f32>,
+    w: FilterDescriptor<f32>,
+    conv: ConvDescriptor<f32>,
+    y: TensorDescriptor<f32>,
+}
+
+impl CudnnConv {
+    /// cuDNN on `gpu`'s stream, or `None` where the library does not load.
+    pub(crate) fn open(gpu: &Gpu) -> Result<Option<Self>> {
+        if !cudnn_available() {
+            return Ok(None);
+        }
+        let handle = Cudnn::new(gpu.stream().clone()).map_err(err)?;
+        Ok(Some(Self {
+            handle,
+            workspace: None,
+        }))
+    }
+
+    /// A layer's cuDNN, opened on first use, when `wanted` and present.
+    pub(crate) fn for_layer<'a>(
+        slot: &'a mut Option<Self>,
+        wanted: bool,
+        gpu: &Gpu,
+    ) -> Result<Option<&'a mut Self>> {
+        if !wanted {
+            return Ok(None);
+        }
+        if slot.is_none() {
+            *slot = Self::open(gpu)?;
+        }
+        Ok(slot.as_mut())
+    }
+
+    fn descriptors(&self, g: &ConvGeometry) -> Result<Descriptors> {
+        let i = |v: usize| int(OP, v);
+        let nchw = cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
+        let (n, cin, cout) = (i(g.batch)?, i(g.channels_in)?, i(g.channels_out)?);
+        let (h, w, oh, ow, k) = (i(g.h)?, i(g.w)?, i(g.oh)?, i(g.ow)?, i(g.kernel)?);
+        let (pad, stride) = (i(g.pad)?, i(g.stride)?);
+        Ok(Descriptors {
+            x: self
+                .handle
+                .create_4d_tensor(nchw, [n, cin, h, w])
+                .map_err(err)?,
+            w: self
+                .handle
+                .create_4d_filter(nchw, [cout, cin, k, k])
+                .map_err(err)?,
+            conv: self
+                .handle
+                .create_conv2d(
+                    [pad, pad],
+                    [stride, stride],
+                    [1, 1],
+                    // Caffe's convolution does not flip the kernel.
+                    cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
+                )
+                .map_err(err)?,
+            y: self
+                .handle
+                .create_4d_tensor(nchw, [n, cout, oh, ow])
+                .map_err(err)?,
+        })
+    }
+
+    fn workspace(&mut self, gpu: &Gpu, bytes: usize) -> Result<&mut CudaSlice<u8>> {
+        if self.workspace.as_ref().is_none_or(|w| w.len() < bytes) {
+            let fresh = gpu
+                .stream()
+                .alloc_zeros::<u8>(bytes.max(1))
+                .map_err(|e| cuda(OP, CudaError::driver("allocate cuDNN workspace")(e)))?;
+            self.workspace = Some(fresh);
+        }
+        Ok(self.workspace.as_mut().expect("allocated above"))
+    }
+
+    /// `y = conv(x) + bias`.
+    pub(crate) fn forward(
+        &mut self,
+        gpu: &Gpu,
+        g: &ConvGeometry,
+        blobs: ConvBlobs<'_>,
+    ) -> Result<()> {
+        let ConvBlobs { x, weight, bias, y } = blobs;
+        let d = self.descriptors(g)?;
+        let op = ConvForward {
+            conv: &d.conv,
+            x: &d.x,
+            w: &d.w,
+            y: &d.y,
+        };
+        let algo = op.pick_algorithm().map_err(err)?;
+        let bytes = op.get_workspace_size(algo).map_err(err)?;
+        let workspace = self.workspace(gpu, bytes)?;
+        let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
+        let mut yg = y.mutable_gpu_data()?;
+        let total = y.count();
+        let mut yv = write(&mut yg, total)?;
+        // SAFETY: the views hold the element counts the descriptors
+        // describe (x, the weights, y), all f32 NCHW.
+        unsafe {
+            op.launch(
+                algo,
+                Some(workspace),
+                (1.0, 0.0),
+                &read(&xg, x.count())?,
+                &read(&wg, weight.count())?,
+                &mut yv,
+            )
+        }
+        .map_err(err)?;
+        let p = g.oh * g.ow;
+        // SAFETY: y holds total values, bias cout.
+        unsafe {
+            add_channel_bias_f32(
+                gpu,
+                launch_config(total),
+                total as i64,
+                int(OP, g.channels_out)?,
+                int(OP, p)?,
+                &read(&bg, g.channels_out)?,
+                &mut yv,
+            )
+        }
+        .map_err(|e| cuda(OP, e))
+    }
+
+    /// Weight and bias gradients (accumulated), and the input's when asked.
+    pub(crate) fn backward(
+        &mut self,
+        gpu: &Gpu,
+        g: &ConvGeometry,
+        blobs: ConvBlobs<'_>,
+        propagate_down: bool,
+    ) -> Result<()> {
+        let ConvBlobs { x, weight, bias, y } = blobs;
+        let d = self.descriptors(g)?;
+        let (xg, dyg) = (x.gpu_data()?, y.gpu_diff()?);
+        let dy = read(&dyg, y.count())?;
+        {
+            let mut dbg = bias.mutable_gpu_diff()?;
+            // SAFETY: dy holds batch*cout*p values, db cout.
+            unsafe {
+                channel_sums_add_f32(
+                    gpu,
+                    launch_config(g.channels_out),
+                    g.channels_out as i64,
+                    int(OP, g.batch)?,
+                    int(OP, g.oh * g.ow)?,
+                    &dy,
+                    &mut write(&mut dbg, g.channels_out)?,
+                )
+            }
+            .map_err(|e| cuda(OP, e))?;
+        }
+        let filter = ConvBackwardFilter {
+            conv: &d.conv,
+            x: &d.x,
+            dw: &d.w,
+            dy: &d.y,
+        };
+        let algo = filter.pick_algorithm().map_err(err)?;
+        let bytes = filter.get_workspace_size(algo).map_err(err)?;
+        {
+            let workspace = self.workspace(gpu, bytes)?;
+            let mut dwg = weight.mutable_gpu_diff()?;
+            // SAFETY: as in forward; beta 1 accumulates into the diff.
+            unsafe {
+                filter.launch(
+                    algo,
+                    Some(workspace),
+                    (1.0, 1.0),
+                    &read(&xg, x.count())?,
+                    &mut write(&mut dwg, weight.count())?,
+                    &dy,
+                )
+            }
+            .map_err(err)?;
+        }
+        if propagate_down {
+            let data = ConvBackwardData {
+                conv: &d.conv,
+                dx: &d.x,
+                w: &d.w,
+                dy: &d.y,
+            };
+            let algo = data.pick_algorithm().map_err(err)?;
+            let bytes = data.get_workspace_size(algo).map_err(err)?;
+            let workspace = self.workspace(gpu, bytes)?;
+            let wg = weight.gpu_data()?;
+            let mut dxg = x.mutable_gpu_diff()?;
+            // SAFETY: as in forward; beta 0 overwrites the input's diff.
+            unsafe {
+                data.launch(
+                    algo,
+                    Some(workspace),
+                    (1.0, 0.0),
+                    &mut write(&mut dxg, x.count())?,
+                    &read(&wg, weight.count())?,
+                    &dy,
+                )
+            }
+            .map_err(err)?;
+        }
+        Ok(())
+    }
+}
