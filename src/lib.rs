@@ -58,7 +58,7 @@ pub use blob_runtime::{
     MathElement, ShapeError, SyncedMemory,
 };
 #[cfg(feature = "safetensors")]
-pub use blob_runtime::{TensorFile, write_tensors};
+pub use blob_runtime::{TensorFile, TensorInfo, write_tensors};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -72,5 +72,5 @@ pub use ndarray_views::NdRank;
 pub use proto::{encode_proto, proto_shape, read_blob_file, write_blob_file};
 pub use synced_memory::{DeviceRead, DeviceWrite, HostRead, HostWrite, SyncedMemory};
 #[cfg(feature = "safetensors")]
-pub use tensor_file::{TensorFile, write_tensors};
+pub use tensor_file::{TensorFile, TensorInfo, write_tensors};
 pub use weights::{CaffeModel, CopyReport, read_solver_state, write_solver_state};

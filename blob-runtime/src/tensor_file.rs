@@ -117,6 +117,17 @@ impl CaffeModel {
     }
 }
 
+/// What a `.safetensors` file says of one tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Its name.
+    pub name: String,
+    /// Its element type as safetensors spells it (`F32`, `F64`, `I32`...).
+    pub dtype: String,
+    /// Its shape.
+    pub shape: Vec<usize>,
+}
+
 /// A `.safetensors` file (feature `safetensors`), its header checked on
 /// opening; tensors come out as blobs with their element type, and for
 /// typed blobs their shape, checked.
@@ -188,6 +199,31 @@ impl TensorFile {
             .collect();
         named.sort();
         named.into_iter().map(|(_, name)| name).collect()
+    }
+
+    /// Each tensor's name, element type (safetensors' spelling: `F32`) and
+    /// shape, in the order of [`TensorFile::names`].
+    ///
+    /// ```
+    /// # let b = blob_runtime::Blob::<f64>::new(&[2, 3])?;
+    /// let file = blob_runtime::TensorFile::from_bytes(blob_runtime::write_tensors([("w", &b)])?)?;
+    /// let info = file.info();
+    /// assert_eq!((info[0].name.as_str(), info[0].dtype.as_str(), info[0].shape.as_slice()), ("w", "F64", &[2, 3][..]));
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn info(&self) -> Vec<TensorInfo> {
+        let parsed = self.parsed().expect("checked when opened");
+        self.names()
+            .into_iter()
+            .map(|name| {
+                let view = parsed.tensor(&name).expect("a name the file lists");
+                TensorInfo {
+                    dtype: format!("{:?}", view.dtype()),
+                    shape: view.shape().to_vec(),
+                    name,
+                }
+            })
+            .collect()
     }
 
     /// Tensor `name` as a new blob of its shape; an error if it is missing

@@ -1,4 +1,5 @@
-//! `blobflow inspect`: what a Caffe file holds, as a table or as JSON.
+//! `blobflow inspect`: what a Caffe file (or a `.safetensors` file made by
+//! `blobflow convert`) holds, as a table or as JSON.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -43,8 +44,13 @@ fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blobflow::prot
 /// `{"format", "name", "layers": [{"name", "type", "blobs": [...]}]}` for a
 /// net, `{"format", "blob": {...}}` for a blob, `{"format", "name",
 /// "iter", "history": [...]}` for a solver state, `{"format", "blobs"}`
-/// for a blob vector.
+/// for a blob vector; `{"format": "safetensors", "tensors": [{"name",
+/// "dtype", "shape", "count", "sum_abs", "first5"}]}` for a `.safetensors`
+/// file (sums and values for floating-point tensors).
 pub fn describe(path: &Path) -> Result<Value, BlobError> {
+    if path.extension().is_some_and(|e| e == "safetensors") {
+        return describe_tensors(path);
+    }
     let bytes = std::fs::read(path).map_err(|e| BlobError::Io {
         path: path.display().to_string(),
         source: e,
@@ -96,6 +102,36 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
     Ok(value)
 }
 
+fn describe_tensors(path: &Path) -> Result<Value, BlobError> {
+    let file = blobflow::TensorFile::open(path)?;
+    let tensors = file
+        .info()
+        .into_iter()
+        .map(|t| {
+            let values: Option<Vec<f64>> = match t.dtype.as_str() {
+                "F32" => Some(
+                    file.blob::<f32>(&t.name)?
+                        .to_vec()?
+                        .into_iter()
+                        .map(f64::from)
+                        .collect(),
+                ),
+                "F64" => Some(file.blob::<f64>(&t.name)?.to_vec()?),
+                _ => None,
+            };
+            Ok(json!({
+                "name": t.name,
+                "dtype": t.dtype,
+                "count": t.shape.iter().product::<usize>(),
+                "shape": t.shape,
+                "sum_abs": values.as_ref().map(|v| v.iter().map(|x| x.abs()).sum::<f64>()),
+                "first5": values.map(|v| v.into_iter().take(5).collect::<Vec<_>>()),
+            }))
+        })
+        .collect::<Result<Vec<_>, BlobError>>()?;
+    Ok(json!({ "format": "safetensors", "tensors": tensors }))
+}
+
 fn blob_row(out: &mut String, layer: &str, kind: &str, blob: &Value) {
     let shape: Vec<String> = blob["shape"]
         .as_array()
@@ -145,6 +181,14 @@ pub fn table(v: &Value) -> String {
     }
     if v.get("blob").is_some() {
         blob_row(&mut out, "-", "blob", &v["blob"]);
+    }
+    for t in v["tensors"].as_array().unwrap_or(&empty) {
+        blob_row(
+            &mut out,
+            t["name"].as_str().unwrap_or(""),
+            t["dtype"].as_str().unwrap_or(""),
+            t,
+        );
     }
     for key in ["blobs", "history"] {
         for (i, b) in v[key].as_array().unwrap_or(&empty).iter().enumerate() {

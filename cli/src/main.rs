@@ -25,7 +25,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Show the layers and blobs of a .caffemodel, .binaryproto or .solverstate
+    /// Show the layers and blobs of a .caffemodel, .binaryproto, .solverstate or .safetensors
     Inspect {
         /// The Caffe file
         file: PathBuf,

@@ -129,3 +129,46 @@ fn convert_names_the_file_it_cannot_read_or_write() {
     assert!(!run.status.success());
     assert!(String::from_utf8_lossy(&run.stderr).contains("/no/such/dir/out.safetensors"));
 }
+
+fn inspect_json(path: &Path) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(["inspect", "--json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `inspect` reads the converted file too, and says of every tensor what
+/// it says of the model's blob: shape, count, sum of |x|, first values.
+#[test]
+fn inspect_describes_the_converted_file_as_the_model() {
+    let path = converted_lenet("inspect");
+    let tensors = inspect_json(&path);
+    let model = inspect_json(&shipped_model());
+    assert_eq!(tensors["format"], "safetensors");
+    let listed = tensors["tensors"].as_array().unwrap();
+    let mut blobs = Vec::new();
+    for layer in model["layers"].as_array().unwrap() {
+        for (i, blob) in layer["blobs"].as_array().unwrap().iter().enumerate() {
+            blobs.push((
+                format!("{}.{i}", layer["name"].as_str().unwrap()),
+                blob.clone(),
+            ));
+        }
+    }
+    assert_eq!(listed.len(), blobs.len());
+    for (name, blob) in blobs {
+        let t = listed.iter().find(|t| t["name"] == name.as_str()).unwrap();
+        assert_eq!(t["dtype"], "F32", "{name}");
+        for key in ["shape", "count", "sum_abs", "first5"] {
+            assert_eq!(t[key], blob[key], "{name} {key}");
+        }
+    }
+    std::fs::remove_file(path).unwrap();
+}
