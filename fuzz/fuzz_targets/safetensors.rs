@@ -9,6 +9,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(file) = TensorFile::from_bytes(data.to_vec()) else {
         return;
     };
+    let _ = file.info();
     for name in file.names() {
         if let Ok(b) = file.blob::<f32>(&name) {
             let _ = b.to_vec();
