@@ -477,6 +477,16 @@ fn to_device<S: blobflow::typed::Shape>(
     *p.as_dyn_mut() = fresh;
 }
 
+/// Moves a layer's weights and bias.
+fn to_device_pair<A: blobflow::typed::Shape, B: blobflow::typed::Shape>(
+    weight: &mut blobflow::typed::TypedBlob<f32, A>,
+    bias: &mut blobflow::typed::TypedBlob<f32, B>,
+    dev: &Arc<CudaBackend>,
+) {
+    to_device(weight, dev);
+    to_device(bias, dev);
+}
+
 fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::blob;
     use blobflow::layers::{Convolution, InnerProduct, PoolMethod, Pooling, ReLU, Sigmoid, TanH};
@@ -489,10 +499,7 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         &[2, 3, 9, 9],
         &[2, 4, 5, 5],
         false,
-        |l, d| {
-            to_device(&mut l.weight, d);
-            to_device(&mut l.bias, d);
-        },
+        |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
     )?;
     compare_layer(
         "conv 5x5",
@@ -501,10 +508,7 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         &[2, 3, 9, 9],
         &[2, 6, 5, 5],
         false,
-        |l, d| {
-            to_device(&mut l.weight, d);
-            to_device(&mut l.bias, d);
-        },
+        |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
     )?;
     // With cuDNN built in, the layers above used it where it loads; the
     // im2col + cuBLAS side is held to the CPU as well.
@@ -520,10 +524,7 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         &[2, 3, 9, 9],
         &[2, 4, 5, 5],
         false,
-        |l, d| {
-            to_device(&mut l.weight, d);
-            to_device(&mut l.bias, d);
-        },
+        |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
     )?;
     compare_layer(
         "max pool 3/2",
@@ -550,10 +551,7 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         &[2, 3, 9, 9],
         &[2, 7],
         false,
-        |l, d| {
-            to_device(&mut l.weight, d);
-            to_device(&mut l.bias, d);
-        },
+        |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
     )?;
     for in_place in [false, true] {
         compare_layer(
