@@ -10,6 +10,9 @@ use blobflow::layers::lenet::{Ip1Weights, Ip2Weights, LeNet};
 use blobflow::{BlobError, CaffeModel, TensorFile, typed::TypedBlob};
 use blobflow_mnist::Mnist;
 
+mod common;
+use common::inspect_json;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -128,20 +131,6 @@ fn convert_names_the_file_it_cannot_read_or_write() {
     let run = convert(&shipped_model(), Path::new("/no/such/dir/out.safetensors"));
     assert!(!run.status.success());
     assert!(String::from_utf8_lossy(&run.stderr).contains("/no/such/dir/out.safetensors"));
-}
-
-fn inspect_json(path: &Path) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["inspect", "--json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// `inspect` reads the converted file too, and says of every tensor what

@@ -11,21 +11,8 @@ use serde_json::Value;
 mod ground_truth;
 use ground_truth::{check_blob, expected_files, fixtures};
 
-/// Runs `blobflow inspect --json FILE` and parses its output, failing the
-/// test with the tool's message if it fails.
-fn inspect_json(path: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["inspect", "--json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+mod common;
+use common::inspect_json;
 
 /// Runs `blobflow inspect FILE` and returns its exit success and stderr.
 fn inspect_failure(path: &Path) -> (bool, String) {

@@ -40,9 +40,7 @@ pub(crate) fn gpu_of_all<T: MathElement>(blobs: &[&Blob<T>]) -> Option<Arc<Gpu>>
 
 /// The blob as `f32`, which [`gpu_of`] has checked it is.
 pub(crate) fn as_f32<T: MathElement>(blob: &Blob<T>) -> &Blob<f32> {
-    (blob as &dyn Any)
-        .downcast_ref()
-        .expect("gpu_of runs layers on the GPU for f32 blobs only")
+    crate::layer::same(blob)
 }
 
 /// A failed CUDA call of `op`, keeping the error as its source.

@@ -94,7 +94,7 @@ pub trait Layer {
 pub(crate) fn same<U: MathElement, T: MathElement>(blob: &Blob<U>) -> &Blob<T> {
     (blob as &dyn Any)
         .downcast_ref::<Blob<T>>()
-        .expect("ElementOf<L> holds only for L's own element type")
+        .expect("the caller proved U and T the same element type")
 }
 
 /// `Self` is the shape layer `L` reads.

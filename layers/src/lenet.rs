@@ -214,14 +214,18 @@ impl LeNet {
     /// of `predict`, whose probabilities stay there). The
     /// values are kept, so a loaded or trained net moves as it is.
     ///
-    /// ```no_run
+    /// ```
+    /// use std::sync::Arc;
     /// use blob_layers::lenet::LeNet;
-    /// # fn cuda() -> std::sync::Arc<dyn blob_runtime::DeviceBackend> { unimplemented!() }
-    /// let mut net = LeNet::load("lenet_iter_10000.caffemodel", 64)?;
-    /// // With the `cuda` feature: blob_runtime::cuda::CudaBackend::new(0)?
-    /// net.to_device(cuda())?;
-    /// let labels = net.predict(&vec![0.0; 64 * 784])?; // on the GPU
-    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// use blob_runtime::{BlobError, DeviceBackend};
+    ///
+    /// /// Classifies a batch on `gpu` (with the `cuda` feature:
+    /// /// `blob_runtime::cuda::CudaBackend::new(0)?`).
+    /// fn classify_on(gpu: Arc<dyn DeviceBackend>, images: &[f32]) -> Result<Vec<u8>, BlobError> {
+    ///     let mut net = LeNet::load("lenet_iter_10000.caffemodel", 64)?;
+    ///     net.to_device(gpu)?;
+    ///     net.predict(images)
+    /// }
     /// ```
     pub fn to_device(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
         fn moved<S: Shape>(

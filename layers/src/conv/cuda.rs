@@ -106,6 +106,24 @@ pub(crate) struct ConvBlobs<'a> {
     pub y: &'a Blob<f32>,
 }
 
+impl<'a> ConvBlobs<'a> {
+    /// The blobs of a layer on `T`, as the `f32` that `gpu_of` found.
+    pub(crate) fn of<T: blob_runtime::MathElement>(
+        x: &'a Blob<T>,
+        weight: &'a Blob<T>,
+        bias: &'a Blob<T>,
+        y: &'a Blob<T>,
+    ) -> Self {
+        use crate::gpu::as_f32;
+        Self {
+            x: as_f32(x),
+            weight: as_f32(weight),
+            bias: as_f32(bias),
+            y: as_f32(y),
+        }
+    }
+}
+
 /// `y = conv(x) + bias` on the GPU.
 pub(crate) fn forward(
     g: &ConvGeometry,

@@ -150,14 +150,7 @@ where
         let g = self.geometry(x, y)?;
         #[cfg(feature = "cuda")]
         if let Some(gpu) = crate::gpu::gpu_of(x) {
-            use crate::gpu::as_f32;
-            let (w, b) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
-            let blobs = cuda::ConvBlobs {
-                x: as_f32(x),
-                weight: w,
-                bias: b,
-                y: as_f32(y),
-            };
+            let blobs = cuda::ConvBlobs::of(x, &self.weight, &self.bias, y);
             #[cfg(feature = "cudnn")]
             if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
                 return dnn.forward(&gpu, &g, blobs);
@@ -181,14 +174,7 @@ where
         let g = self.geometry(x, y)?;
         #[cfg(feature = "cuda")]
         if let Some(gpu) = crate::gpu::gpu_of(x) {
-            use crate::gpu::as_f32;
-            let (w, b) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
-            let blobs = cuda::ConvBlobs {
-                x: as_f32(x),
-                weight: w,
-                bias: b,
-                y: as_f32(y),
-            };
+            let blobs = cuda::ConvBlobs::of(x, &self.weight, &self.bias, y);
             #[cfg(feature = "cudnn")]
             if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
                 return dnn.backward(&gpu, &g, blobs, propagate_down);
