@@ -70,6 +70,16 @@ impl<T: Element, S> TypedBlob<T, S> {
             _shape: PhantomData,
         }
     }
+
+    /// [`wrap`](Self::wrap) under a `Result`. A `match` rather than
+    /// `Result::map` or `?`: every generic function here is compiled once
+    /// per shape, and a closure or a `?` adds one more each.
+    fn wrap_ok(blob: Result<Blob<T>>) -> Result<Self> {
+        match blob {
+            Ok(blob) => Ok(Self::wrap(blob)),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 impl<T: Element, S: StaticShape> TypedBlob<T, S> {
@@ -109,7 +119,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     where
         S: StaticShape,
     {
-        static_blob(S::Dims::STATIC_DIMS).map(Self::wrap)
+        Self::wrap_ok(static_blob(S::Dims::STATIC_DIMS))
     }
 
     /// A blob whose one dynamic dim (the batch) is `n`; an error if the
@@ -121,20 +131,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn with_dynamic(n: usize) -> Result<Self> {
-        let dynamic = S::Dims::STATIC_DIMS.iter().filter(|d| d.is_none()).count();
-        if dynamic != 1 {
-            return Err(ShapeError::DynamicDims {
-                op: "with_dynamic",
-                shape: S::describe(),
-                dynamic,
-            }
-            .into());
-        }
-        let dims: Vec<usize> = S::Dims::STATIC_DIMS
-            .iter()
-            .map(|d| d.unwrap_or(n))
-            .collect();
-        Ok(Self::wrap(Blob::new(&dims)?))
+        Self::wrap_ok(dynamic_blob(S::Dims::STATIC_DIMS, n, S::describe))
     }
 
     /// A blob of `shape`, which must agree with every static dim; dynamic
@@ -147,7 +144,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// ```
     pub fn from_shape(shape: &[usize]) -> Result<Self> {
         check::<S>(shape)?;
-        Ok(Self::wrap(Blob::new(shape)?))
+        Self::wrap_ok(Blob::new(shape))
     }
 
     /// A blob of `shape` (checked against the type, as in
@@ -165,7 +162,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// ```
     pub fn from_vec(shape: &[usize], values: Vec<T>) -> Result<Self> {
         check::<S>(shape)?;
-        Ok(Self::wrap(Blob::from_vec(shape, values)?))
+        Self::wrap_ok(Blob::from_vec(shape, values))
     }
 
     /// Sets the dynamic dim (the batch) to `n` (Caffe `Reshape` of the
@@ -629,7 +626,10 @@ impl<T: MathElement, S: Shape> TypedBlob<T, S> {
         U: SameElement<T>,
         W: WeightsFor<S>,
     {
-        inner_product_blobs(&self.blob, as_same::<T, U>(&weights.blob)).map(TypedBlob::wrap)
+        TypedBlob::wrap_ok(inner_product_blobs(
+            &self.blob,
+            as_same::<T, U>(&weights.blob),
+        ))
     }
 }
 
@@ -639,6 +639,24 @@ impl<T: MathElement, S: Shape> TypedBlob<T, S> {
 
 fn static_blob<T: Element>(dims: &[Option<usize>]) -> Result<Blob<T>> {
     let dims: Vec<usize> = dims.iter().map(|d| d.unwrap_or(0)).collect();
+    Blob::new(&dims)
+}
+
+fn dynamic_blob<T: Element>(
+    dims: &[Option<usize>],
+    n: usize,
+    describe: fn() -> String,
+) -> Result<Blob<T>> {
+    let dynamic = dims.iter().filter(|d| d.is_none()).count();
+    if dynamic != 1 {
+        return Err(ShapeError::DynamicDims {
+            op: "with_dynamic",
+            shape: describe(),
+            dynamic,
+        }
+        .into());
+    }
+    let dims: Vec<usize> = dims.iter().map(|d| d.unwrap_or(n)).collect();
     Blob::new(&dims)
 }
 
@@ -674,19 +692,27 @@ fn inner_product_blobs<T: MathElement>(x: &Blob<T>, w: &Blob<T>) -> Result<Blob<
 }
 
 fn check<S: Shape>(shape: &[usize]) -> std::result::Result<(), ShapeError> {
+    check_dims(shape, S::Dims::STATIC_DIMS, S::describe)
+}
+
+fn check_dims(
+    shape: &[usize],
+    dims: &[Option<usize>],
+    describe: fn() -> String,
+) -> std::result::Result<(), ShapeError> {
     let err = |detail: String| ShapeError::Mismatch {
         found: shape_string(shape),
-        expected: S::describe(),
+        expected: describe(),
         detail,
     };
-    if shape.len() != S::Dims::RANK {
+    if shape.len() != dims.len() {
         return Err(err(format!(
             "{} axes, the type has {}",
             shape.len(),
-            S::Dims::RANK
+            dims.len()
         )));
     }
-    for (axis, (&got, want)) in shape.iter().zip(S::Dims::STATIC_DIMS).enumerate() {
+    for (axis, (&got, want)) in shape.iter().zip(dims).enumerate() {
         if let Some(want) = *want
             && got != want
         {
