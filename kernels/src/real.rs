@@ -9,70 +9,48 @@ pub(crate) mod sealed {
     /// entry point, which callers reach through `cpu::gemm` only.
     pub trait Sealed: Sized {
         /// `c = alpha * a * b + beta * c` with explicit [row, column] strides.
-        /// Bounds were checked by the caller against `m`, `k`, `n`.
+        ///
+        /// # Safety
+        /// Every element the strides reach from `a` (`m x k`), `b`
+        /// (`k x n`) and `c` (`m x n`) is inside its allocation; the
+        /// elements of `c` it reaches are written by no one else meanwhile
+        /// and alias neither `a` nor `b`.
         #[allow(clippy::too_many_arguments)]
-        fn matmul(
+        unsafe fn matmul(
             m: usize,
             k: usize,
             n: usize,
             alpha: Self,
-            a: &[Self],
-            sa: [usize; 2],
-            b: &[Self],
-            sb: [usize; 2],
+            a: *const Self,
+            sa: [isize; 2],
+            b: *const Self,
+            sb: [isize; 2],
             beta: Self,
-            c: &mut [Self],
-            sc: [usize; 2],
+            c: *mut Self,
+            sc: [isize; 2],
         );
     }
 
     macro_rules! sealed_gemm {
         ($t:ty, $f:path) => {
             impl Sealed for $t {
-                fn matmul(
+                unsafe fn matmul(
                     m: usize,
                     k: usize,
                     n: usize,
                     alpha: Self,
-                    a: &[Self],
-                    sa: [usize; 2],
-                    b: &[Self],
-                    sb: [usize; 2],
+                    a: *const Self,
+                    sa: [isize; 2],
+                    b: *const Self,
+                    sb: [isize; 2],
                     beta: Self,
-                    c: &mut [Self],
-                    sc: [usize; 2],
+                    c: *mut Self,
+                    sc: [isize; 2],
                 ) {
-                    let span = |s: [usize; 2], rows: usize, cols: usize| {
-                        (rows - 1) * s[0] + (cols - 1) * s[1] + 1
-                    };
-                    assert!(
-                        m > 0
-                            && k > 0
-                            && n > 0
-                            && a.len() >= span(sa, m, k)
-                            && b.len() >= span(sb, k, n)
-                            && c.len() >= span(sc, m, n),
-                        "matmul: operands smaller than their strides reach"
-                    );
-                    // SAFETY: the assert above proves that every element the
-                    // strides reach lies inside `a`, `b` and `c`; `c` is a
-                    // unique borrow, so it cannot alias `a` or `b`.
+                    // SAFETY: the caller's contract is matrixmultiply's.
                     unsafe {
                         $f(
-                            m,
-                            k,
-                            n,
-                            alpha,
-                            a.as_ptr(),
-                            sa[0] as isize,
-                            sa[1] as isize,
-                            b.as_ptr(),
-                            sb[0] as isize,
-                            sb[1] as isize,
-                            beta,
-                            c.as_mut_ptr(),
-                            sc[0] as isize,
-                            sc[1] as isize,
+                            m, k, n, alpha, a, sa[0], sa[1], b, sb[0], sb[1], beta, c, sc[0], sc[1],
                         )
                     }
                 }

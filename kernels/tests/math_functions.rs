@@ -134,6 +134,54 @@ fn gemm_large_matches_naive() {
     }
 }
 
+/// Products large enough to be cut into one piece per core, in a pool of 3
+/// (uneven pieces, whatever the machine's cores): tall C cut by rows, wide
+/// C by columns, each operand transposed or not, and beta adding into C.
+#[test]
+fn gemm_cut_across_cores_matches_naive() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    for (m, n, k) in [(301, 67, 129), (45, 517, 101)] {
+        for (ta, tb) in [
+            (Transpose::No, Transpose::No),
+            (Transpose::Yes, Transpose::No),
+            (Transpose::No, Transpose::Yes),
+            (Transpose::Yes, Transpose::Yes),
+        ] {
+            cpu::set_seed(5);
+            let mut a = vec![0f64; m * k];
+            let mut b = vec![0f64; k * n];
+            let mut c = vec![0f64; m * n];
+            cpu::uniform(-1.0, 1.0, &mut a).unwrap();
+            cpu::uniform(-1.0, 1.0, &mut b).unwrap();
+            cpu::uniform(-1.0, 1.0, &mut c).unwrap();
+            let c0 = c.clone();
+            pool.install(|| cpu::gemm(ta, tb, m, n, k, 0.5, &a, &b, 2.0, &mut c));
+            let at = |i: usize, p: usize| match ta {
+                Transpose::No => a[i * k + p],
+                Transpose::Yes => a[p * m + i],
+            };
+            let bt = |p: usize, j: usize| match tb {
+                Transpose::No => b[p * n + j],
+                Transpose::Yes => b[j * k + p],
+            };
+            for i in 0..m {
+                for j in 0..n {
+                    let dot: f64 = (0..k).map(|p| at(i, p) * bt(p, j)).sum();
+                    let want = 0.5 * dot + 2.0 * c0[i * n + j];
+                    assert!(
+                        (c[i * n + j] - want).abs() < 1e-11,
+                        "{m}x{n}x{k} {ta:?} {tb:?}: C[{i},{j}] = {}, want {want}",
+                        c[i * n + j]
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn gemm_with_zero_k_scales_c() {
     let mut c = [1.0f32, 2.0];

@@ -1,8 +1,10 @@
 //! BLAS level 2 and 3: row-major gemm and gemv with Caffe's conventions.
 //!
 //! gemm runs on `matrixmultiply`, a maintained pure-Rust kernel with
-//! runtime AVX/FMA dispatch and its own thread pool for large products; no
-//! system BLAS is needed to build.
+//! runtime AVX/FMA dispatch, one piece per core (cut here, on rayon's
+//! pool, the one pool of the crate); no system BLAS is needed to build.
+
+use rayon::prelude::*;
 
 use crate::Real;
 
@@ -72,20 +74,110 @@ pub fn gemm<T: Real>(
         Transpose::No => (n, 1),
         Transpose::Yes => (1, k),
     };
-    T::matmul(
-        m,
-        k,
-        n,
-        alpha,
-        &a[..m * k],
-        [rsa, csa],
-        &b[..k * n],
-        [rsb, csb],
-        beta,
-        c,
-        [n, 1],
-    );
+    let a = Operand(a.as_ptr(), [rsa as isize, csa as isize]);
+    let b = Operand(b.as_ptr(), [rsb as isize, csb as isize]);
+    let c = Output(c.as_mut_ptr());
+    // The block of C in rows `i0..i0 + mi` and columns `j0..j0 + nj`.
+    let block = |i0: usize, mi: usize, j0: usize, nj: usize| {
+        // SAFETY: the assert above proves A, B and C hold the `m x k`,
+        // `k x n` and `m x n` matrices their strides reach, so a block's
+        // offsets and extent stay inside them; `c` is a unique borrow, so
+        // it aliases neither, and blocks never share an element of C.
+        unsafe {
+            T::matmul(
+                mi,
+                k,
+                nj,
+                alpha,
+                a.at(i0 * rsa),
+                a.1,
+                b.at(j0 * csb),
+                b.1,
+                beta,
+                c.at(i0 * n + j0),
+                [n as isize, 1],
+            )
+        }
+    };
+    let pieces = gemm_pieces(m, n, k);
+    if pieces == 1 {
+        block(0, m, 0, n);
+    } else if m >= n {
+        let rows = m.div_ceil(pieces).next_multiple_of(8);
+        (0..m.div_ceil(rows))
+            .into_par_iter()
+            .for_each(|p| block(p * rows, rows.min(m - p * rows), 0, n));
+    } else {
+        let cols = n.div_ceil(pieces).next_multiple_of(16);
+        (0..n.div_ceil(cols))
+            .into_par_iter()
+            .for_each(|p| block(0, m, p * cols, cols.min(n - p * cols)));
+    }
 }
+
+/// Below this many multiply-adds a gemm runs on one core: about 20 µs of
+/// work, against a few µs to hand half of it to another core.
+const PARALLEL_GEMM_MIN: usize = 1 << 21;
+
+/// How many pieces a gemm is cut into, along the longer of C's sides: one
+/// per core for large products. matrixmultiply's own threads split only
+/// products whose sides span several of its blocks, which leaves the
+/// layers' gemms (50 x 256 x 500 in LeNet's conv2) on one core.
+fn gemm_pieces(m: usize, n: usize, k: usize) -> usize {
+    let work = m.saturating_mul(n).saturating_mul(k);
+    if work < PARALLEL_GEMM_MIN {
+        return 1;
+    }
+    let longest = m.max(n);
+    rayon::current_num_threads()
+        .min(work / PARALLEL_GEMM_MIN)
+        .min(longest / 16)
+        .max(1)
+}
+
+/// A read-only matrix operand handed to the pieces of a parallel gemm.
+#[derive(Clone, Copy)]
+struct Operand<T>(*const T, [isize; 2]);
+
+/// The output matrix of a parallel gemm, written by disjoint pieces.
+#[derive(Clone, Copy)]
+struct Output<T>(*mut T);
+
+// Methods rather than fields in the pieces' closures, which would
+// otherwise capture the bare pointer field instead of the wrapper.
+impl<T> Operand<T> {
+    /// The element `offset` past the start.
+    ///
+    /// # Safety
+    /// `offset` is inside the operand's slice.
+    unsafe fn at(self, offset: usize) -> *const T {
+        // SAFETY: per the contract.
+        unsafe { self.0.add(offset) }
+    }
+}
+
+impl<T> Output<T> {
+    /// The element `offset` past the start.
+    ///
+    /// # Safety
+    /// `offset` is inside the output's slice.
+    unsafe fn at(self, offset: usize) -> *mut T {
+        // SAFETY: per the contract.
+        unsafe { self.0.add(offset) }
+    }
+}
+
+// SAFETY: `Operand` points into a shared borrow of `[T]` that outlives the
+// parallel loop, and is only read; `T: Sync` makes the reads from other
+// threads sound.
+unsafe impl<T: Sync> Send for Operand<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for Operand<T> {}
+// SAFETY: `Output` points into a unique borrow of `[T]` that outlives the
+// parallel loop; each piece writes its own rows or columns only.
+unsafe impl<T: Send> Send for Output<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Output<T> {}
 
 fn scale_c<T: Real>(beta: T, c: &mut [T]) {
     if beta == T::ZERO {

@@ -4,6 +4,7 @@
 
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
+use rayon::prelude::*;
 
 use crate::layer::ensure;
 
@@ -137,12 +138,42 @@ impl ConvGeometry {
     }
 }
 
-/// Reusable buffers of a convolution's CPU passes.
+/// Reusable buffers of a convolution's CPU passes: one set per part of the
+/// batch, as the parts run on their own cores.
 #[derive(Default)]
 pub(crate) struct ConvScratch<T> {
+    parts: Vec<PartScratch<T>>,
+}
+
+/// One part's buffers: the column buffer and gemm output of a round, the
+/// column gradient, and the part's own weight and bias gradients (summed
+/// into the layer's after the parts finish).
+#[derive(Default)]
+struct PartScratch<T> {
     col: Vec<T>,
     tmp: Vec<T>,
     dcol: Vec<T>,
+    dw: Vec<T>,
+    db: Vec<T>,
+}
+
+impl<T: Send> ConvScratch<T> {
+    /// Splits the batch into one run of images per core (Caffe splits
+    /// nothing and leaves the cores to a threaded BLAS, whose gemms are too
+    /// small here to share: LeNet's conv2 is 50 x 256 x 500 per round).
+    /// Returns the images per part and the parts' buffers.
+    fn parts(&mut self, batch: usize) -> (usize, &mut [PartScratch<T>])
+    where
+        PartScratch<T>: Default,
+    {
+        let parts = rayon::current_num_threads().clamp(1, batch.max(1));
+        let per_part = batch.div_ceil(parts).max(1);
+        let parts = batch.div_ceil(per_part).max(1);
+        if self.parts.len() < parts {
+            self.parts.resize_with(parts, PartScratch::default);
+        }
+        (per_part, &mut self.parts[..parts])
+    }
 }
 
 /// `y = conv(x) + bias`, `weight` `(cout, cin, k, k)`.
@@ -154,15 +185,39 @@ pub(crate) fn forward<T: MathElement>(
     bias: &[T],
     y: &mut [T],
 ) {
+    let per_image = g.channels_out * g.oh * g.ow;
+    let (per_part, parts) = scratch.parts(g.batch);
+    y[..g.batch * per_image]
+        .par_chunks_mut((per_part * per_image).max(1))
+        .zip(parts.par_iter_mut())
+        .enumerate()
+        .for_each(|(i, (y, s))| {
+            let first = i * per_part;
+            forward_part(g, s, x, weight, bias, first, y.len() / per_image.max(1), y);
+        });
+}
+
+/// [`forward`] of images `first..first + count`, into `y` (theirs alone).
+#[allow(clippy::too_many_arguments)]
+fn forward_part<T: MathElement>(
+    g: &ConvGeometry,
+    s: &mut PartScratch<T>,
+    x: &[T],
+    weight: &[T],
+    bias: &[T],
+    first: usize,
+    count: usize,
+    y: &mut [T],
+) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     let round = g.images_per_round();
-    ensure(&mut scratch.col, ckk * round * p);
-    ensure(&mut scratch.tmp, cout * round * p);
-    for first in (0..g.batch).step_by(round) {
-        let count = round.min(g.batch - first);
-        let cols = count * p;
-        g.im2col(x, first, count, &mut scratch.col);
-        let tmp = &mut scratch.tmp[..cout * cols];
+    ensure(&mut s.col, ckk * round * p);
+    ensure(&mut s.tmp, cout * round * p);
+    for start in (0..count).step_by(round) {
+        let n = round.min(count - start);
+        let cols = n * p;
+        g.im2col(x, first + start, n, &mut s.col);
+        let tmp = &mut s.tmp[..cout * cols];
         cpu::gemm(
             Transpose::No,
             Transpose::No,
@@ -171,15 +226,15 @@ pub(crate) fn forward<T: MathElement>(
             ckk,
             T::ONE,
             weight,
-            &scratch.col[..ckk * cols],
+            &s.col[..ckk * cols],
             T::ZERO,
             tmp,
         );
         // (cout, image, p) to (image, cout, p), adding the bias.
-        for img in 0..count {
+        for img in 0..n {
             for (co, &b) in bias.iter().enumerate() {
                 let src = &tmp[co * cols + img * p..][..p];
-                let dst = &mut y[((first + img) * cout + co) * p..][..p];
+                let dst = &mut y[((start + img) * cout + co) * p..][..p];
                 for (d, &v) in dst.iter_mut().zip(src) {
                     *d = v + b;
                 }
@@ -197,7 +252,9 @@ pub(crate) struct ConvGradients<'a, T> {
 }
 
 /// Caffe's `Backward_cpu`: recomputes the im2col of `x` rather than
-/// keeping the forward pass's.
+/// keeping the forward pass's. Each part of the batch sums its own weight
+/// and bias gradients, added to the layer's in part order, so the result
+/// does not depend on which core finished first.
 pub(crate) fn backward<T: MathElement>(
     g: &ConvGeometry,
     scratch: &mut ConvScratch<T>,
@@ -206,27 +263,69 @@ pub(crate) fn backward<T: MathElement>(
     dy: &[T],
     grads: ConvGradients<'_, T>,
 ) {
-    let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
-    let round = g.images_per_round();
-    ensure(&mut scratch.col, ckk * round * p);
-    ensure(&mut scratch.tmp, cout * round * p);
     let ConvGradients {
         weight: dw,
         bias: db,
-        input: mut dx,
+        input: dx,
     } = grads;
+    let in_image = g.channels_in * g.h * g.w;
+    let (per_part, parts) = scratch.parts(g.batch);
+    let work = |i: usize, s: &mut PartScratch<T>, dx: Option<&mut [T]>| {
+        let first = i * per_part;
+        let count = per_part.min(g.batch - first);
+        backward_part(g, s, x, weight, dy, first, count, dx);
+    };
+    match dx {
+        Some(dx) => dx[..g.batch * in_image]
+            .par_chunks_mut((per_part * in_image).max(1))
+            .zip(parts.par_iter_mut())
+            .enumerate()
+            .for_each(|(i, (dx, s))| work(i, s, Some(dx))),
+        None => parts
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(i, s)| work(i, s, None)),
+    }
+    for s in parts.iter() {
+        cpu::axpy(T::ONE, &s.dw[..dw.len()], dw);
+        cpu::axpy(T::ONE, &s.db[..db.len()], db);
+    }
+}
+
+/// [`backward`] of images `first..first + count`: the part's weight and
+/// bias gradients into `s.dw`, `s.db` (overwritten), the input gradient of
+/// those images into `dx` (theirs alone).
+#[allow(clippy::too_many_arguments)]
+fn backward_part<T: MathElement>(
+    g: &ConvGeometry,
+    s: &mut PartScratch<T>,
+    x: &[T],
+    weight: &[T],
+    dy: &[T],
+    first: usize,
+    count: usize,
+    mut dx: Option<&mut [T]>,
+) {
+    let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
+    let round = g.images_per_round();
+    ensure(&mut s.col, ckk * round * p);
+    ensure(&mut s.tmp, cout * round * p);
+    ensure(&mut s.dw, cout * ckk);
+    ensure(&mut s.db, cout);
+    s.dw[..cout * ckk].fill(T::ZERO);
+    s.db[..cout].fill(T::ZERO);
     if let Some(dx) = dx.as_deref_mut() {
-        ensure(&mut scratch.dcol, ckk * round * p);
+        ensure(&mut s.dcol, ckk * round * p);
         dx.fill(T::ZERO);
     }
-    for first in (0..g.batch).step_by(round) {
-        let count = round.min(g.batch - first);
-        let cols = count * p;
-        g.im2col(x, first, count, &mut scratch.col);
-        let tmp = &mut scratch.tmp[..cout * cols];
-        for img in 0..count {
-            for (co, b) in db.iter_mut().enumerate() {
-                let src = &dy[((first + img) * cout + co) * p..][..p];
+    for start in (0..count).step_by(round) {
+        let n = round.min(count - start);
+        let cols = n * p;
+        g.im2col(x, first + start, n, &mut s.col);
+        let tmp = &mut s.tmp[..cout * cols];
+        for img in 0..n {
+            for (co, b) in s.db[..cout].iter_mut().enumerate() {
+                let src = &dy[((first + start + img) * cout + co) * p..][..p];
                 tmp[co * cols + img * p..][..p].copy_from_slice(src);
                 *b += src.iter().copied().sum::<T>();
             }
@@ -239,15 +338,15 @@ pub(crate) fn backward<T: MathElement>(
             cols,
             T::ONE,
             tmp,
-            &scratch.col[..ckk * cols],
+            &s.col[..ckk * cols],
             T::ONE,
-            dw,
+            &mut s.dw[..cout * ckk],
         );
         let Some(dx) = dx.as_deref_mut() else {
             continue;
         };
-        // dcol = W^T dy, then col2im into x's diff.
-        let dcol = &mut scratch.dcol[..ckk * cols];
+        // dcol = W^T dy, then col2im into the part's input diff.
+        let dcol = &mut s.dcol[..ckk * cols];
         cpu::gemm(
             Transpose::Yes,
             Transpose::No,
@@ -260,6 +359,6 @@ pub(crate) fn backward<T: MathElement>(
             T::ZERO,
             dcol,
         );
-        g.col2im_add(dcol, first, count, dx);
+        g.col2im_add(dcol, start, n, dx);
     }
 }

@@ -3,6 +3,7 @@
 //! window clipped to the input).
 
 use blob_runtime::MathElement;
+use rayon::prelude::*;
 
 /// A pooling's sizes for one input.
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +34,35 @@ impl PoolGeometry {
         )
     }
 
+    /// Planes per part when a pass is split across cores, with the
+    /// geometry of one part: planes are independent, so each part is the
+    /// same pass over fewer planes.
+    fn parts(&self) -> (usize, impl Fn(usize) -> PoolGeometry + Sync) {
+        /// Below this many input values a pass stays on one core.
+        const PARALLEL_MIN: usize = 1 << 16;
+        let plane = (self.h * self.w).max(1);
+        let per_part = if self.planes * plane < PARALLEL_MIN {
+            self.planes
+        } else {
+            self.planes.div_ceil(rayon::current_num_threads())
+        };
+        let g = *self;
+        (per_part.max(1), move |planes| PoolGeometry { planes, ..g })
+    }
+
+    /// Input and output values of `per` planes (at least 1, for chunking).
+    fn part_lens(&self, per: usize) -> (usize, usize) {
+        (
+            (per * self.h * self.w).max(1),
+            (per * self.oh * self.ow).max(1),
+        )
+    }
+
+    /// Values in one output plane (at least 1, for dividing by).
+    fn out_plane(&self) -> usize {
+        (self.oh * self.ow).max(1)
+    }
+
     /// Calls `f(plane, output index, window)` for every output.
     fn for_each_output(&self, mut f: impl FnMut(usize, usize, (usize, usize, usize, usize))) {
         for pl in 0..self.planes {
@@ -46,13 +76,61 @@ impl PoolGeometry {
 }
 
 /// MAX pooling; `argmax[o]` is the position of output `o`'s maximum in its
-/// plane (the first one, as Caffe ranks ties).
+/// plane (the first one, as Caffe ranks ties). Parts of the planes run on
+/// their own cores.
 pub(crate) fn max_forward<T: MathElement>(
     g: &PoolGeometry,
     x: &[T],
     y: &mut [T],
     argmax: &mut [u32],
 ) {
+    let (per, part) = g.parts();
+    let (i, o) = g.part_lens(per);
+    x[..g.planes * g.h * g.w]
+        .par_chunks(i)
+        .zip(y[..g.planes * g.oh * g.ow].par_chunks_mut(o))
+        .zip(argmax.par_chunks_mut(o))
+        .for_each(|((x, y), a)| max_forward_part(&part(y.len() / g.out_plane()), x, y, a));
+}
+
+/// Routes each output gradient to the input that was the max.
+pub(crate) fn max_backward<T: MathElement>(
+    g: &PoolGeometry,
+    dy: &[T],
+    argmax: &[u32],
+    dx: &mut [T],
+) {
+    let (per, part) = g.parts();
+    let (i, o) = g.part_lens(per);
+    dy[..g.planes * g.oh * g.ow]
+        .par_chunks(o)
+        .zip(argmax.par_chunks(o))
+        .zip(dx[..g.planes * g.h * g.w].par_chunks_mut(i))
+        .for_each(|((dy, a), dx)| max_backward_part(&part(dy.len() / g.out_plane()), dy, a, dx));
+}
+
+/// AVE pooling: each output the mean of its (clipped) window.
+pub(crate) fn ave_forward<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
+    let (per, part) = g.parts();
+    let (i, o) = g.part_lens(per);
+    x[..g.planes * g.h * g.w]
+        .par_chunks(i)
+        .zip(y[..g.planes * g.oh * g.ow].par_chunks_mut(o))
+        .for_each(|(x, y)| ave_forward_part(&part(y.len() / g.out_plane()), x, y));
+}
+
+/// Spreads each output gradient evenly over its window.
+pub(crate) fn ave_backward<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
+    let (per, part) = g.parts();
+    let (i, o) = g.part_lens(per);
+    dy[..g.planes * g.oh * g.ow]
+        .par_chunks(o)
+        .zip(dx[..g.planes * g.h * g.w].par_chunks_mut(i))
+        .for_each(|(dy, dx)| ave_backward_part(&part(dy.len() / g.out_plane()), dy, dx));
+}
+
+/// [`max_forward`] on one part.
+fn max_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut [u32]) {
     if g.kernel == 2 && g.stride == 2 && g.h.is_multiple_of(2) && g.w.is_multiple_of(2) {
         return max_2x2(g, x, y, argmax);
     }
@@ -107,13 +185,8 @@ fn max_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut 
     }
 }
 
-/// Routes each output gradient to the input that was the max.
-pub(crate) fn max_backward<T: MathElement>(
-    g: &PoolGeometry,
-    dy: &[T],
-    argmax: &[u32],
-    dx: &mut [T],
-) {
+/// [`max_backward`] on one part.
+fn max_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], argmax: &[u32], dx: &mut [T]) {
     let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
     dx.fill(T::ZERO);
     for (o, (&d, &at)) in dy.iter().zip(argmax).enumerate() {
@@ -121,8 +194,8 @@ pub(crate) fn max_backward<T: MathElement>(
     }
 }
 
-/// AVE pooling: each output the mean of its (clipped) window.
-pub(crate) fn ave_forward<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
+/// [`ave_forward`] on one part.
+fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     let (h, w) = (g.h, g.w);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
         let plane = &x[pl * h * w..][..h * w];
@@ -136,8 +209,8 @@ pub(crate) fn ave_forward<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]
     });
 }
 
-/// Spreads each output gradient evenly over its window.
-pub(crate) fn ave_backward<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
+/// [`ave_backward`] on one part.
+fn ave_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
     let (h, w) = (g.h, g.w);
     dx.fill(T::ZERO);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
