@@ -171,7 +171,7 @@ fn main() -> Result<(), BlobError> {
         net.ip2.forward(&scaled, &logits)?;
         let loss = net.loss.forward(&logits, &labels)?;
         for p in net.params() {
-            p.mutable_cpu_diff()?.fill(0.0);
+            p.clear_diff()?;
         }
         net.loss.backward(&logits, &labels)?;
         net.ip2.backward(&scaled, &logits, true)?;

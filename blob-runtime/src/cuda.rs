@@ -244,6 +244,15 @@ impl DeviceBackend for CudaBackend {
         stream.synchronize().map_err(drv_err)
     }
 
+    fn zero(&self, bytes: usize, x: &mut dyn DeviceBuffer) -> Result<(), DeviceError> {
+        let x = mine_mut(x)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let mut view = x.view_mut::<u8>(bytes)?;
+        self.gpu.stream().memset_zeros(&mut view).map_err(drv_err)
+    }
+
     fn download(&self, src: &dyn DeviceBuffer, dst: &mut [u8]) -> Result<(), DeviceError> {
         let src = mine(src)?;
         if dst.is_empty() {

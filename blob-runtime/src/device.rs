@@ -63,6 +63,12 @@ pub trait DeviceBackend: Send + Sync + Debug {
     }
     /// Host to device, complete on return.
     fn upload(&self, src: &[u8], dst: &mut dyn DeviceBuffer) -> Result<(), DeviceError>;
+    /// Sets the first `bytes` of `x` to zero (Caffe `caffe_gpu_set(n, 0,
+    /// x)`). The default uploads zeros; a backend with a device-side fill
+    /// overrides it.
+    fn zero(&self, bytes: usize, x: &mut dyn DeviceBuffer) -> Result<(), DeviceError> {
+        self.upload(&vec![0u8; bytes], x)
+    }
     /// Device to host, complete on return.
     fn download(&self, src: &dyn DeviceBuffer, dst: &mut [u8]) -> Result<(), DeviceError>;
     /// Host to device, enqueued on `stream`; the caller synchronizes.

@@ -413,7 +413,7 @@ impl LeNet {
         self.forward_logits()?;
         let loss = self.loss.forward(&self.ip2_out, &self.labels)?;
         for p in self.params() {
-            p.mutable_cpu_diff()?.fill(0.0);
+            p.clear_diff()?;
         }
         self.loss.backward(&self.ip2_out, &self.labels)?;
         self.ip2.backward(&self.ip1_out, &self.ip2_out, true)?;

@@ -149,6 +149,37 @@ impl<T: MathElement> Blob<T> {
         }
     }
 
+    /// Sets the diff to zero on the side of its head, as Caffe's
+    /// `Net::ClearParamDiffs` does before each backward pass (`caffe_set`,
+    /// or `caffe_gpu_set` on `mutable_gpu_diff`): a diff on the GPU stays
+    /// there. Unlike `scale_diff(0.0)`, a NaN becomes zero too.
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// b.mutable_cpu_diff().unwrap().copy_from_slice(&[f32::NAN, 2.0]);
+    /// b.clear_diff().unwrap();
+    /// assert_eq!(&*b.cpu_diff().unwrap(), &[0.0, 0.0]);
+    /// ```
+    pub fn clear_diff(&self) -> Result<()> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        match self.diff.head() {
+            // Zero-filled on first touch anyway.
+            Head::Uninitialized => Ok(()),
+            Head::AtCpu => {
+                self.mutable_cpu_diff()?.fill(T::ZERO);
+                Ok(())
+            }
+            Head::AtGpu | Head::Synced => {
+                let mut x = self.diff.mutable_gpu_data()?;
+                let b = x.backend().clone();
+                b.zero(self.count * std::mem::size_of::<T>(), &mut *x)
+                    .map_err(device_err("clear_diff"))
+            }
+        }
+    }
+
     /// Multiplies the data by `factor` (Caffe `scale_data`), on the side of
     /// its head.
     ///

@@ -231,3 +231,36 @@ fn gpu_shape_holds_the_dims_on_the_device() {
     let dims: &[i32] = bytemuck::cast_slice(super::device_view(&g));
     assert_eq!(dims, &[2, 3, 4]);
 }
+
+/// Caffe's ClearParamDiffs: the diff becomes zero (NaN included) on the
+/// side that holds it, with nothing brought back to the host.
+fn clear_diff<T: MathElement>() {
+    for mode in MODES {
+        let (blob, counts) = filled_blob::<T>(mode);
+        fill_uniform(&blob);
+        cpu::scale(
+            T::from_f64(2.0),
+            &blob.cpu_data().unwrap(),
+            &mut blob.mutable_cpu_diff().unwrap(),
+        );
+        blob.mutable_cpu_diff().unwrap()[5] = T::from_f64(f64::NAN);
+        touch_diff(&blob, mode);
+        let downloads = counts.as_ref().map(|c| c.downloads());
+        blob.clear_diff().unwrap();
+        if let Some(c) = &counts {
+            assert_eq!(blob.diff_head(), Head::AtGpu, "cleared on the device");
+            assert_eq!(Some(c.downloads()), downloads, "nothing came back");
+        }
+        assert!(blob.cpu_diff().unwrap().iter().all(|&v| v == T::ZERO));
+        assert!(blob.asum_data().unwrap() > T::ZERO, "data untouched");
+    }
+}
+
+#[test]
+fn clear_diff_f32() {
+    clear_diff::<f32>();
+}
+#[test]
+fn clear_diff_f64() {
+    clear_diff::<f64>();
+}
