@@ -1,6 +1,10 @@
 //! Runtime costs: reshape within capacity (must not allocate), first touch
 //! of 10^7 floats against a plain zeroed `Vec` doing the same work, and
-//! `update` on 10^7 floats. Prints GB/s and the first-touch ratio.
+//! `update` on 10^7 floats. Prints GB/s and the first-touch ratio, then
+//! `update` and `scale_data` on 10^8 floats, well beyond the cache, where
+//! `python3 scripts/blas_peer.py 100000000` measures OpenBLAS's saxpy and
+//! sscal the same way (at 10^7 the figures depend on what the cache still
+//! holds from the steps before).
 //!
 //! Run: `cargo bench --bench runtime`
 
@@ -139,5 +143,28 @@ fn main() {
     println!(
         "  scale_data / one-core loop: {:>4.2}x faster",
         loop_scale_t.as_secs_f64() / scale_t.as_secs_f64()
+    );
+
+    beyond_the_cache();
+}
+
+/// update and scale_data on 10^8 floats: memory-bound, so comparable with
+/// another library's figure taken the same way on the same machine.
+fn beyond_the_cache() {
+    const BIG: usize = 100_000_000;
+    let blob = Blob::<f32>::new(&[BIG]).unwrap();
+    blob.mutable_cpu_data().unwrap().fill(0.5);
+    blob.mutable_cpu_diff().unwrap().fill(1e-6);
+    let gb = (BIG * size_of::<f32>()) as f64 / 1e9;
+    let update = median_time(|| blob.update().unwrap(), 15);
+    let scale = median_time(|| blob.scale_data(0.999_999).unwrap(), 15);
+    println!("\n10^8 floats (median of 15; peer: python3 scripts/blas_peer.py 100000000):");
+    println!(
+        "  update (3 streams):      {:>7.2} GB/s",
+        3.0 * gb / update.as_secs_f64()
+    );
+    println!(
+        "  scale_data (2 streams):  {:>7.2} GB/s",
+        2.0 * gb / scale.as_secs_f64()
     );
 }
