@@ -108,8 +108,7 @@ fn print(name: &str, rates: &Rates, reference: Option<(&str, &Rates)>) {
     }
 }
 
-/// The CPU measurement in a pool of `threads`; the net is made inside it,
-/// as a net with cuDNN handles stays on the thread that made it.
+/// The CPU measurement in a pool of `threads`.
 fn on_cores(threads: usize) -> Result<Rates, BlobError> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)

@@ -22,8 +22,6 @@ fn fill(b: &Blob<f64>, seed: u64) {
 
 /// Forward and backward of a layer from `make` on fixed data in a pool of
 /// `threads`: the output, the input gradient and every parameter gradient.
-/// The layer is made inside the pool: with cuDNN a convolution holds a
-/// handle that may not cross threads.
 fn run<L: Layer<Elem = f64>>(
     make: &(impl Fn() -> L + Sync),
     y_dims: &[usize],

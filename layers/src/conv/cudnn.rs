@@ -10,7 +10,7 @@ use blob_kernels::cuda::cudarc::cudnn::{
     ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnError,
     FilterDescriptor, TensorDescriptor,
 };
-use blob_kernels::cuda::cudarc::driver::CudaSlice;
+use blob_kernels::cuda::cudarc::driver::{CudaContext, CudaSlice};
 use blob_kernels::cuda::{CudaError, Gpu, cudnn_available, launch_config};
 use blob_runtime::{BlobError, DeviceError};
 
@@ -32,7 +32,27 @@ fn err(e: CudnnError) -> BlobError {
 /// algorithms ask.
 pub(crate) struct CudnnConv {
     handle: Arc<Cudnn>,
+    /// Made current on the calling thread before each use of the handle
+    /// and before it is destroyed: the layer may have moved threads.
+    context: Arc<CudaContext>,
     workspace: Option<CudaSlice<u8>>,
+}
+
+// SAFETY: cuDNN lets any host thread use a handle as long as no two use it
+// at the same time. `CudnnConv` is reached only through `&mut` of its
+// layer (it is not `Sync`, so never shared), the handle's `Arc` is not
+// cloned out of it (descriptors holding clones live within one call), and
+// its CUDA context is bound to the thread before every use and before the
+// handle is destroyed. Without this, turning on the `cudnn` feature would
+// take `Send` away from `Convolution` and every net holding one.
+unsafe impl Send for CudnnConv {}
+
+impl Drop for CudnnConv {
+    fn drop(&mut self) {
+        // Runs before the fields drop: the handle is destroyed with its
+        // context current. A failure leaves nothing better to do.
+        let _ = self.context.bind_to_thread();
+    }
 }
 
 /// The descriptors of one geometry.
@@ -52,6 +72,7 @@ impl CudnnConv {
         let handle = Cudnn::new(gpu.stream().clone()).map_err(err)?;
         Ok(Some(Self {
             handle,
+            context: gpu.context().clone(),
             workspace: None,
         }))
     }
@@ -67,6 +88,11 @@ impl CudnnConv {
         }
         if slot.is_none() {
             *slot = Self::open(gpu)?;
+        }
+        if let Some(conv) = slot.as_ref() {
+            conv.context
+                .bind_to_thread()
+                .map_err(|e| cuda(OP, CudaError::driver("bind the CUDA context")(e)))?;
         }
         Ok(slot.as_mut())
     }
