@@ -9,6 +9,12 @@
 //! Depend on `blobflow` (which re-exports this crate as `blobflow::kernels`)
 //! unless you want the math on slices with no blobs at all.
 //!
+//! Large products and vectors are split across cores on rayon's pool, the
+//! only threads the crate starts (where Caffe leaves this to a threaded
+//! BLAS). Limit them as for any rayon user: `RAYON_NUM_THREADS`, or run
+//! the work inside your own pool (`pool.install(|| ...)`), which the
+//! kernels and the CPU layers then use.
+//!
 //! ```
 //! use blob_kernels::cpu;
 //! let x = [1.0f32, -2.0, 3.0];
