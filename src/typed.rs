@@ -132,6 +132,7 @@
 //! | A named constant dim (`CLASSES`) against another size | `` error[E0308]: mismatched types `` | `` expected `10`, found `11` `` | `const_dim_mismatch` |
 //! | Reshape to a different count, declared shapes | `` error[E0277]: cannot reshape Conv1Out into FcIn: element counts differ (D<11520> vs D<11521>) `` |  | `reshape_named` |
 //! | Reshape to a different count, anonymous shapes | `` error[E0277]: cannot reshape (D<64>, D<3>, D<32>, D<32>) into (D<64>, D<3071>): element counts differ (CountOf<(D<64>, D<3>, D<32>, D<32>)> vs CountOf<(D<64>, D<3071>)>) `` |  | `reshape_count` |
+//! | Reshape of an anonymous shape with a dim above 4096 | `` error[E0277]: the element count of (D<2>, D<5000>) is not known at compile time: it has a dim above 4096 `` | `` element count unknown at compile time `` | `reshape_count_unknown` |
 //! | Share memory with a different count | `` error[E0277]: cannot share memory between (D<5>,) and (D<6>,): element counts differ (CountOf<(D<5>,)> vs CountOf<(D<6>,)>) `` |  | `share_data_count` |
 //! | Copy between different shapes | `` error[E0277]: shapes differ: (D<3>, D<2>) is not (D<2>, D<3>) `` |  | `copy_shape` |
 //! | Copy between different declared shapes | `` error[E0277]: shapes differ: Pool1Out is not Conv2In `` |  | `copy_named` |

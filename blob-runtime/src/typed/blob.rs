@@ -7,8 +7,8 @@ use std::ops::Deref;
 use blob_kernels::cpu::{self, Transpose};
 
 use super::relations::{
-    Flat, Flatten, InnerProductOut, LegacyRank, ReshapeFrom, SameElement, SameShapeAs, ShareWith,
-    WeightsFor,
+    CountKnown, Flat, Flatten, InnerProductOut, LegacyRank, ReshapeFrom, SameElement, SameShapeAs,
+    ShareWith, WeightsFor,
 };
 use super::shape::{DimList, Rank2, Rank4, Shape, StaticShape};
 use super::twin::{Axis, Idx, Within};
@@ -462,7 +462,8 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     /// ```
     pub fn reshape<S2>(self) -> TypedBlob<T, S2>
     where
-        S2: ReshapeFrom<S>,
+        S: CountKnown,
+        S2: CountKnown + ReshapeFrom<S>,
     {
         let dyn_value = S::Dims::DYNAMIC_AXIS.map(|a| self.blob.shape()[a]);
         let dims: Vec<usize> = S2::Dims::STATIC_DIMS
@@ -529,7 +530,8 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     pub fn share_data<U, S2>(&mut self, other: &TypedBlob<U, S2>) -> Result<()>
     where
         U: SameElement<T>,
-        S2: ShareWith<S>,
+        S: CountKnown,
+        S2: CountKnown + ShareWith<S>,
     {
         self.blob.share_data(as_same::<T, U>(&other.blob))
     }
@@ -545,7 +547,8 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     pub fn share_diff<U, S2>(&mut self, other: &TypedBlob<U, S2>) -> Result<()>
     where
         U: SameElement<T>,
-        S2: ShareWith<S>,
+        S: CountKnown,
+        S2: CountKnown + ShareWith<S>,
     {
         self.blob.share_diff(as_same::<T, U>(&other.blob))
     }

@@ -29,8 +29,9 @@ pub use crate::error::ShapeError;
 pub use blob::TypedBlob;
 pub use dims::{D, Dim, Dyn, StaticDim};
 pub use relations::{
-    AtMostFour, DimProduct, Flat, Flatten, FlattenDims, InnerProductOut, InnerProductWith,
-    LegacyRank, ReshapeFrom, ReshapeInto, SameAs, SameElement, SameShapeAs, ShareWith, WeightsFor,
+    AtMostFour, CountKnown, DimProduct, Flat, Flatten, FlattenDims, InnerProductOut,
+    InnerProductWith, LegacyRank, ReshapeFrom, ReshapeInto, SameAs, SameElement, SameShapeAs,
+    ShareWith, WeightsFor,
 };
 pub use shape::{
     AllStatic, CountFactor, CountOf, Counted, CountedAs, DimList, Rank2, Rank4, Shape, StaticShape,

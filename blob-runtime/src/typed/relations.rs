@@ -29,8 +29,7 @@ impl<T> SameAs<T> for T {}
 #[diagnostic::on_unimplemented(
     message = "cannot reshape {Self} into {Target}: element counts differ ({SelfCount} vs {TargetCount})",
     label = "element counts differ",
-    note = "reshape keeps every element, so both shapes need the same product of dims",
-    note = "an anonymous shape with a dim above 4096 has no count at compile time; declare it with `blob!(shape Name = ..)`, whose count has no limit"
+    note = "reshape keeps every element, so both shapes need the same product of dims"
 )]
 pub trait ReshapeInto<
     Target: Shape,
@@ -50,14 +49,34 @@ where
 {
 }
 
+/// `Self`'s element count is known at compile time: always for a
+/// declared shape, and for an anonymous one whose dims are all at most
+/// 4096. Checked before the counts are compared, so that an unknown count
+/// is reported as unknown rather than as a difference.
+///
+/// ```
+/// use blob_runtime::typed::{CountKnown, D};
+/// fn count_known<S: CountKnown>() {}
+/// count_known::<(D<64>, D<4096>)>();
+/// // count_known::<(D<2>, D<5000>)>(); // error: the element count of (D<2>, D<5000>) is not known at compile time
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "the element count of {Self} is not known at compile time: it has a dim above 4096",
+    label = "element count unknown at compile time",
+    note = "an anonymous shape with a dim above 4096 has no count at compile time; declare it with `blob!(shape Name = ..)`, whose count has no limit"
+)]
+pub trait CountKnown: Shape {}
+
+#[diagnostic::do_not_recommend]
+impl<S: Shape> CountKnown for S where S::Counts: Counted {}
+
 /// [`ReshapeInto`] seen from the target: what `reshape` requires, so that
 /// the compiler waits for the target type (often given by a `let`) before
 /// it reports, and names it.
 #[diagnostic::on_unimplemented(
     message = "cannot reshape {Source} into {Self}: element counts differ ({SourceCount} vs {SelfCount})",
     label = "element counts differ",
-    note = "reshape keeps every element, so both shapes need the same product of dims",
-    note = "an anonymous shape with a dim above 4096 has no count at compile time; declare it with `blob!(shape Name = ..)`, whose count has no limit"
+    note = "reshape keeps every element, so both shapes need the same product of dims"
 )]
 pub trait ReshapeFrom<
     Source: Shape,
@@ -74,8 +93,7 @@ impl<S: Shape, T: Shape> ReshapeFrom<S> for T where S: ReshapeInto<T> {}
 /// `ShareData`'s check, at compile time).
 #[diagnostic::on_unimplemented(
     message = "cannot share memory between {Self} and {Target}: element counts differ ({SelfCount} vs {TargetCount})",
-    label = "element counts differ",
-    note = "an anonymous shape with a dim above 4096 has no count at compile time; declare it with `blob!(shape Name = ..)`, whose count has no limit"
+    label = "element counts differ"
 )]
 pub trait ShareWith<
     Target: Shape,
