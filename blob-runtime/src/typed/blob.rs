@@ -466,10 +466,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         S2: CountKnown + ReshapeFrom<S>,
     {
         let dyn_value = S::Dims::DYNAMIC_AXIS.map(|a| self.blob.shape()[a]);
-        let dims: Vec<usize> = S2::Dims::STATIC_DIMS
-            .iter()
-            .map(|d| d.unwrap_or(dyn_value.unwrap_or(0)))
-            .collect();
+        let dims = with_dynamic_dims(S2::Dims::STATIC_DIMS, dyn_value.unwrap_or(0));
         let mut blob = self.blob;
         blob.reshape(&dims)
             .expect("equal counts by type: reshape allocates nothing and cannot fail");
@@ -659,8 +656,12 @@ fn dynamic_blob<T: Element>(
         }
         .into());
     }
-    let dims: Vec<usize> = dims.iter().map(|d| d.unwrap_or(n)).collect();
-    Blob::new(&dims)
+    Blob::new(&with_dynamic_dims(dims, n))
+}
+
+/// The static dims, with `n` for each dynamic one.
+fn with_dynamic_dims(dims: &[Option<usize>], n: usize) -> Vec<usize> {
+    dims.iter().map(|d| d.unwrap_or(n)).collect()
 }
 
 fn inner_product_blobs<T: MathElement>(x: &Blob<T>, w: &Blob<T>) -> Result<Blob<T>> {

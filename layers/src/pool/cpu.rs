@@ -34,33 +34,29 @@ impl PoolGeometry {
         )
     }
 
-    /// Planes per part when a pass is split across cores, with the
-    /// geometry of one part: planes are independent, so each part is the
-    /// same pass over fewer planes.
-    fn parts(&self) -> (usize, impl Fn(usize) -> PoolGeometry + Sync) {
+    /// How a pass is cut across cores, in whole planes: the input and
+    /// output values of one part (at least 1, for chunking). Planes are
+    /// independent, so each part is the same pass over fewer planes.
+    fn chunks(&self) -> (usize, usize) {
         /// Below this many input values a pass stays on one core.
         const PARALLEL_MIN: usize = 1 << 16;
-        let plane = (self.h * self.w).max(1);
-        let per_part = if self.planes * plane < PARALLEL_MIN {
+        let per = if self.planes * self.h * self.w < PARALLEL_MIN {
             self.planes
         } else {
             self.planes.div_ceil(rayon::current_num_threads())
         };
-        let g = *self;
-        (per_part.max(1), move |planes| PoolGeometry { planes, ..g })
-    }
-
-    /// Input and output values of `per` planes (at least 1, for chunking).
-    fn part_lens(&self, per: usize) -> (usize, usize) {
         (
             (per * self.h * self.w).max(1),
             (per * self.oh * self.ow).max(1),
         )
     }
 
-    /// Values in one output plane (at least 1, for dividing by).
-    fn out_plane(&self) -> usize {
-        (self.oh * self.ow).max(1)
+    /// The geometry of the part whose output holds `outputs` values.
+    fn part(&self, outputs: usize) -> PoolGeometry {
+        PoolGeometry {
+            planes: outputs / (self.oh * self.ow).max(1),
+            ..*self
+        }
     }
 
     /// Calls `f(plane, output index, window)` for every output.
@@ -84,13 +80,12 @@ pub(crate) fn max_forward<T: MathElement>(
     y: &mut [T],
     argmax: &mut [u32],
 ) {
-    let (per, part) = g.parts();
-    let (i, o) = g.part_lens(per);
+    let (i, o) = g.chunks();
     x[..g.planes * g.h * g.w]
         .par_chunks(i)
         .zip(y[..g.planes * g.oh * g.ow].par_chunks_mut(o))
         .zip(argmax.par_chunks_mut(o))
-        .for_each(|((x, y), a)| max_forward_part(&part(y.len() / g.out_plane()), x, y, a));
+        .for_each(|((x, y), a)| max_forward_part(&g.part(y.len()), x, y, a));
 }
 
 /// Routes each output gradient to the input that was the max.
@@ -100,33 +95,30 @@ pub(crate) fn max_backward<T: MathElement>(
     argmax: &[u32],
     dx: &mut [T],
 ) {
-    let (per, part) = g.parts();
-    let (i, o) = g.part_lens(per);
+    let (i, o) = g.chunks();
     dy[..g.planes * g.oh * g.ow]
         .par_chunks(o)
         .zip(argmax.par_chunks(o))
         .zip(dx[..g.planes * g.h * g.w].par_chunks_mut(i))
-        .for_each(|((dy, a), dx)| max_backward_part(&part(dy.len() / g.out_plane()), dy, a, dx));
+        .for_each(|((dy, a), dx)| max_backward_part(&g.part(dy.len()), dy, a, dx));
 }
 
 /// AVE pooling: each output the mean of its (clipped) window.
 pub(crate) fn ave_forward<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
-    let (per, part) = g.parts();
-    let (i, o) = g.part_lens(per);
+    let (i, o) = g.chunks();
     x[..g.planes * g.h * g.w]
         .par_chunks(i)
         .zip(y[..g.planes * g.oh * g.ow].par_chunks_mut(o))
-        .for_each(|(x, y)| ave_forward_part(&part(y.len() / g.out_plane()), x, y));
+        .for_each(|(x, y)| ave_forward_part(&g.part(y.len()), x, y));
 }
 
 /// Spreads each output gradient evenly over its window.
 pub(crate) fn ave_backward<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
-    let (per, part) = g.parts();
-    let (i, o) = g.part_lens(per);
+    let (i, o) = g.chunks();
     dy[..g.planes * g.oh * g.ow]
         .par_chunks(o)
         .zip(dx[..g.planes * g.h * g.w].par_chunks_mut(i))
-        .for_each(|(dy, dx)| ave_backward_part(&part(dy.len() / g.out_plane()), dy, dx));
+        .for_each(|(dy, dx)| ave_backward_part(&g.part(dy.len()), dy, dx));
 }
 
 /// [`max_forward`] on one part.
