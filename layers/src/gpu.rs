@@ -5,8 +5,8 @@
 //! A layer runs on the GPU when its input blob was made `with_device` on a
 //! CUDA backend and its elements are `f32`; otherwise on the CPU. Either
 //! way the blobs' heads move the bytes, as Caffe's SyncedMemory does, so
-//! a layer without a CUDA side (Softmax, SoftmaxWithLoss, Dropout) still
-//! runs correctly between two that have one.
+//! a layer without a CUDA side (a user's, or `accuracy`) still runs
+//! correctly between two that have one.
 
 use std::any::Any;
 use std::sync::Arc;

@@ -1,0 +1,251 @@
+//! Compiles every `.cu` file of `kernels/` and `layers/` as C++ (with
+//! `cuda_on_cpu.h` standing in for CUDA's built-ins) into one static
+//! library, and writes a Rust launcher for each `extern "C" __global__`
+//! kernel, its parameter list read from the preprocessed source itself so
+//! the tests cannot call a kernel with a list of their own.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let here = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    let root = here.join("../..");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+
+    let mut sources = Vec::new();
+    for dir in ["kernels/src", "layers/src"] {
+        find_cu(&root.join(dir), &mut sources);
+    }
+    sources.sort();
+    assert!(!sources.is_empty(), "no .cu files under {}", root.display());
+
+    let shim = here.join("cuda_on_cpu.h");
+    let runtime = here.join("cuda_on_cpu.cpp");
+    println!("cargo:rerun-if-changed={}", shim.display());
+    println!("cargo:rerun-if-changed={}", runtime.display());
+    println!("cargo:rerun-if-env-changed=CXX");
+
+    let mut objects = vec![compile(&cxx, &shim, &runtime, &out.join("cuda_on_cpu.o"))];
+    let mut kernels = Vec::new();
+    for src in &sources {
+        println!("cargo:rerun-if-changed={}", src.display());
+        let file = src
+            .file_name()
+            .expect("a file")
+            .to_string_lossy()
+            .into_owned();
+        let stem = src
+            .file_stem()
+            .expect("a file")
+            .to_string_lossy()
+            .into_owned();
+        objects.push(compile(&cxx, &shim, src, &out.join(format!("{stem}.o"))));
+        for (name, params) in kernels_of(&preprocess(&cxx, src)) {
+            kernels.push(Kernel {
+                file: file.clone(),
+                name,
+                params,
+            });
+        }
+    }
+
+    let lib = out.join("libcuda_on_cpu.a");
+    let _ = std::fs::remove_file(&lib);
+    run(
+        Command::new(std::env::var("AR").unwrap_or_else(|_| "ar".into()))
+            .arg("crs")
+            .arg(&lib)
+            .args(&objects),
+    );
+    println!("cargo:rustc-link-search=native={}", out.display());
+    println!("cargo:rustc-link-lib=static=cuda_on_cpu");
+
+    std::fs::write(out.join("kernels.rs"), bindings(&kernels)).expect("write kernels.rs");
+}
+
+/// One `extern "C" __global__` kernel: its file, name and parameters.
+struct Kernel {
+    file: String,
+    name: String,
+    params: Vec<Param>,
+}
+
+struct Param {
+    name: String,
+    /// The Rust scalar type: `i64`, `i32`, `u32`, `f32`, `f64`.
+    scalar: &'static str,
+    pointer: Option<Mutability>,
+}
+
+impl Kernel {
+    /// Each parameter written by `f` (given its Rust scalar type), joined
+    /// by commas.
+    fn render(&self, f: impl Fn(&Param, &str) -> String) -> String {
+        let parts: Vec<String> = self.params.iter().map(|p| f(p, p.scalar)).collect();
+        parts.join(", ")
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mutability {
+    Const,
+    Mut,
+}
+
+fn find_cu(dir: &Path, found: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            find_cu(&path, found);
+        } else if path.extension().is_some_and(|e| e == "cu") {
+            found.push(path);
+        }
+    }
+}
+
+fn run(cmd: &mut Command) -> Vec<u8> {
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (a C++ compiler is needed: set CXX)"));
+    assert!(
+        output.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+fn compile(cxx: &str, shim: &Path, src: &Path, obj: &Path) -> PathBuf {
+    run(Command::new(cxx)
+        .args([
+            "-std=c++17",
+            "-O2",
+            "-fPIC",
+            "-Wall",
+            "-Werror",
+            "-x",
+            "c++",
+        ])
+        .arg("-include")
+        .arg(shim)
+        .arg("-c")
+        .arg(src)
+        .arg("-o")
+        .arg(obj));
+    obj.to_path_buf()
+}
+
+/// The source with its macros expanded (`GRID_STRIDE`, `UNARY`, ...) and
+/// CUDA's keywords left as written.
+fn preprocess(cxx: &str, src: &Path) -> String {
+    String::from_utf8(run(Command::new(cxx)
+        .args(["-E", "-P", "-x", "c++"])
+        .arg(src)))
+    .expect("UTF-8 source")
+}
+
+/// Every `extern "C" __global__ void name(params)` of preprocessed text.
+fn kernels_of(text: &str) -> Vec<(String, Vec<Param>)> {
+    const MARK: &str = "extern \"C\" __global__ void";
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(MARK) {
+        rest = &rest[at + MARK.len()..];
+        let open = rest.find('(').expect("a kernel's parameter list");
+        let close = rest.find(')').expect("a kernel's parameter list");
+        let name = rest[..open].trim().to_string();
+        let params = rest[open + 1..close]
+            .split(',')
+            .map(|p| param(&name, p))
+            .collect();
+        found.push((name, params));
+        rest = &rest[close..];
+    }
+    found
+}
+
+fn param(kernel: &str, text: &str) -> Param {
+    let spaced = text.replace('*', " * ");
+    let mut tokens: Vec<&str> = spaced.split_whitespace().collect();
+    let name = tokens.pop().expect("a parameter name").to_string();
+    let pointer = tokens.contains(&"*").then(|| {
+        if tokens.contains(&"const") {
+            Mutability::Const
+        } else {
+            Mutability::Mut
+        }
+    });
+    tokens.retain(|t| *t != "*" && *t != "const");
+    let scalar = match tokens.join(" ").as_str() {
+        "long long" => "i64",
+        "int" => "i32",
+        "unsigned int" => "u32",
+        "float" => "f32",
+        "double" => "f64",
+        other => panic!("kernel {kernel}: parameter `{text}` has type `{other}`, unknown here"),
+    };
+    Param {
+        name,
+        scalar,
+        pointer,
+    }
+}
+
+fn bindings(kernels: &[Kernel]) -> String {
+    let mut raw = String::new();
+    let mut launchers = String::new();
+    let mut list = String::new();
+    for k in kernels {
+        // The extern declaration's parameters, the launcher's, and how the
+        // launcher passes each on.
+        let raw_params = k.render(|p, t| match p.pointer {
+            None => format!("{}: {t}", p.name),
+            Some(Mutability::Const) => format!("{}: *const {t}", p.name),
+            Some(Mutability::Mut) => format!("{}: *mut {t}", p.name),
+        });
+        let params = k.render(|p, t| match p.pointer {
+            None => format!("{}: {t}", p.name),
+            Some(Mutability::Const) => format!("{}: &[{t}]", p.name),
+            Some(Mutability::Mut) => format!("{}: &mut [{t}]", p.name),
+        });
+        let args = k.render(|p, _| match p.pointer {
+            None => p.name.clone(),
+            Some(Mutability::Const) => format!("{}.as_ptr()", p.name),
+            Some(Mutability::Mut) => format!("{}.as_mut_ptr()", p.name),
+        });
+        writeln!(raw, "        pub fn {}({});", k.name, raw_params).unwrap();
+        write!(
+            launchers,
+            "/// `{name}` of `{file}`, every thread of the grid that \
+             `launch_config(threads)` gives, one after another.\n\
+             ///\n/// # Safety\n/// The slices must hold every element the \
+             kernel reads or writes for these sizes, as on the GPU.\n\
+             #[allow(clippy::too_many_arguments)]\n\
+             pub unsafe fn {name}(threads: usize, {params}) {{\n    \
+                 crate::launch(threads, || {{\n        \
+                     // SAFETY: the caller's contract.\n        \
+                     unsafe {{ raw::{name}({args}) }}\n    \
+                 }});\n\
+             }}\n\n",
+            name = k.name,
+            file = k.file,
+            params = params,
+            args = args,
+        )
+        .unwrap();
+        writeln!(
+            list,
+            "    crate::Kernel {{ file: {:?}, name: {:?} }},",
+            k.file, k.name
+        )
+        .unwrap();
+    }
+    format!(
+        "mod raw {{\n    unsafe extern \"C\" {{\n{raw}    }}\n}}\n\n{launchers}\
+         /// Every kernel of every `.cu` file, as compiled here.\n\
+         pub const KERNELS: &[crate::Kernel] = &[\n{list}];\n"
+    )
+}

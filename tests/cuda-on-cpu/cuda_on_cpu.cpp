@@ -1,0 +1,12 @@
+// The launch half of the emulation: which thread of which block runs next.
+#include "cuda_on_cpu.h"
+
+thread_local cuda_on_cpu_dim3 blockIdx, threadIdx, blockDim, gridDim;
+
+extern "C" void cuda_on_cpu_enter(unsigned int block, unsigned int thread, unsigned int block_dim,
+                                  unsigned int grid_dim) {
+    blockIdx = {block, 0, 0};
+    threadIdx = {thread, 0, 0};
+    blockDim = {block_dim, 1, 1};
+    gridDim = {grid_dim, 1, 1};
+}

@@ -1,0 +1,32 @@
+// CUDA's built-ins for kernels compiled as C++ and run on the CPU one
+// thread at a time (see build.rs). Every kernel of this workspace is a
+// grid-stride loop without shared memory or barriers, so running its
+// threads one after another computes what the GPU computes; atomics become
+// plain adds because nothing runs beside them.
+#pragma once
+#include <math.h>
+#include <string.h>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+
+struct cuda_on_cpu_dim3 {
+    unsigned int x, y, z;
+};
+// Thread-local: the Rust tests run in parallel threads, each its own grid.
+extern thread_local cuda_on_cpu_dim3 blockIdx, threadIdx, blockDim, gridDim;
+
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+
+static inline float __int_as_float(int v) { float f; memcpy(&f, &v, sizeof f); return f; }
+static inline int __float_as_int(float v) { int i; memcpy(&i, &v, sizeof i); return i; }
+static inline long long __double_as_longlong(double v) { long long i; memcpy(&i, &v, sizeof i); return i; }
+
+static inline float atomicAdd(float* at, float v) { float old = *at; *at = old + v; return old; }
+static inline double atomicAdd(double* at, double v) { double old = *at; *at = old + v; return old; }
+static inline unsigned int atomicAdd(unsigned int* at, unsigned int v) { unsigned int old = *at; *at = old + v; return old; }

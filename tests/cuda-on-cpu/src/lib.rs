@@ -1,0 +1,62 @@
+//! The workspace's CUDA kernels, run on the CPU.
+//!
+//! The build script compiles every `.cu` file of `kernels/` and `layers/`
+//! as C++, with a header standing in for CUDA's built-ins, and writes one
+//! launcher per kernel from the parameter list of the source itself. A
+//! launcher runs every thread of the grid that
+//! `blob_kernels::cuda::launch_config` would launch, one thread after
+//! another: the kernels are grid-stride loops without shared memory or
+//! barriers, so this computes what the GPU computes (up to the order of
+//! atomic adds and the GPU's fused multiply-adds).
+//!
+//! The tests beside this crate hold each kernel to the CPU side of its
+//! layer: the GPU path's arithmetic, checked on machines without a GPU.
+//!
+//! ```
+//! let x = [1.0f32, -2.0, 3.0];
+//! let mut y = [0.0f32; 3];
+//! // SAFETY: both slices hold the 3 values the kernel touches.
+//! unsafe { cuda_on_cpu::abs_f32(3, 3, &x, &mut y) };
+//! assert_eq!(y, [1.0, 2.0, 3.0]);
+//! ```
+
+include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+
+/// A kernel of a `.cu` file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    /// The file, e.g. `"conv.cu"`.
+    pub file: &'static str,
+    /// The `extern "C"` name, e.g. `"im2col_f32"`.
+    pub name: &'static str,
+}
+
+/// Threads per block, as `blob_kernels::cuda::THREADS`.
+pub const THREADS: u32 = 512;
+
+/// The number of blocks `blob_kernels::cuda::launch_config(threads)`
+/// launches.
+///
+/// ```
+/// assert_eq!(cuda_on_cpu::blocks(1000), 2);
+/// ```
+pub fn blocks(threads: usize) -> u32 {
+    threads.div_ceil(THREADS as usize).clamp(1, 65_535 * 32) as u32
+}
+
+unsafe extern "C" {
+    fn cuda_on_cpu_enter(block: u32, thread: u32, block_dim: u32, grid_dim: u32);
+}
+
+/// Runs `thread` once for every thread of the grid, each after setting
+/// the indices it reads.
+fn launch(threads: usize, mut thread: impl FnMut()) {
+    let grid = blocks(threads);
+    for block in 0..grid {
+        for t in 0..THREADS {
+            // SAFETY: sets four thread-local values.
+            unsafe { cuda_on_cpu_enter(block, t, THREADS, grid) };
+            thread();
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! `conv.cu` against the CPU Convolution: im2col + gemm + bias (the
+//! im2col path of `conv/cuda.rs`), and the bias kernels of the cuDNN path.
+
+use blob_kernels::cpu::{Transpose, gemm};
+use blob_layers::Convolution;
+use blob_runtime::blob;
+use cuda_on_cpu as k;
+
+use crate::{CpuRun, assert_close, random, run_on_cpu};
+
+blob!(shape Image = _, 3, 9, 9);
+
+/// A convolution's sizes, as `ConvGeometry` holds them.
+#[derive(Clone, Copy)]
+struct Geometry {
+    batch: usize,
+    cin: usize,
+    cout: usize,
+    h: usize,
+    w: usize,
+    k: usize,
+    s: usize,
+    pad: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl Geometry {
+    fn new(
+        batch: usize,
+        cin: usize,
+        cout: usize,
+        hw: usize,
+        k: usize,
+        s: usize,
+        pad: usize,
+    ) -> Self {
+        let o = (hw + 2 * pad - k) / s + 1;
+        Self {
+            batch,
+            cin,
+            cout,
+            h: hw,
+            w: hw,
+            k,
+            s,
+            pad,
+            oh: o,
+            ow: o,
+        }
+    }
+    fn p(&self) -> usize {
+        self.oh * self.ow
+    }
+    fn ckk(&self) -> usize {
+        self.cin * self.k * self.k
+    }
+    fn cols(&self) -> usize {
+        self.batch * self.p()
+    }
+    fn x_len(&self) -> usize {
+        self.batch * self.cin * self.h * self.w
+    }
+    fn y_len(&self) -> usize {
+        self.batch * self.cout * self.p()
+    }
+    fn ints(&self) -> [i32; 9] {
+        [
+            self.cin, self.h, self.w, self.k, self.s, self.pad, self.oh, self.ow, self.batch,
+        ]
+        .map(|v| v as i32)
+    }
+}
+
+fn im2col(g: &Geometry, x: &[f32]) -> Vec<f32> {
+    let [cin, h, w, kk, s, pad, oh, ow, batch] = g.ints();
+    let total = g.ckk() * g.cols();
+    let mut col = vec![f32::NAN; total];
+    // SAFETY: x holds x_len values, col total.
+    unsafe {
+        k::im2col_f32(
+            total,
+            total as i64,
+            cin,
+            h,
+            w,
+            kk,
+            s,
+            pad,
+            oh,
+            ow,
+            batch,
+            x,
+            &mut col,
+        )
+    };
+    col
+}
+
+/// The GPU's calls of `conv/cuda.rs`, forward and backward.
+fn im2col_path(g: &Geometry, weight: &[f32], bias: &[f32], x: &[f32], dy: &[f32]) -> CpuRun {
+    let (ckk, cols, cout) = (g.ckk(), g.cols(), g.cout);
+    let (pi, batch, ci) = (g.p() as i32, g.batch as i32, cout as i32);
+    let col = im2col(g, x);
+    let mut tmp = vec![f32::NAN; cout * cols];
+    gemm(
+        Transpose::No,
+        Transpose::No,
+        cout,
+        cols,
+        ckk,
+        1.0,
+        weight,
+        &col,
+        0.0,
+        &mut tmp,
+    );
+    let total = g.y_len();
+    let mut y = vec![f32::NAN; total];
+    // SAFETY: tmp holds cout*cols, bias cout, y total.
+    unsafe { k::scatter_bias_f32(total, total as i64, ci, batch, pi, &tmp, bias, &mut y) };
+
+    let col = im2col(g, x);
+    let mut tmp = vec![f32::NAN; cout * cols];
+    // SAFETY: dy holds total, tmp cout*cols.
+    unsafe { k::gather_f32(total, total as i64, ci, batch, pi, dy, &mut tmp) };
+    let mut db = vec![0.0; cout];
+    // SAFETY: tmp is (cout, cols), db holds cout.
+    unsafe { k::row_sums_add_f32(cout, cout as i64, cols as i64, &tmp, &mut db) };
+    let mut dw = vec![0.0; cout * ckk];
+    gemm(
+        Transpose::No,
+        Transpose::Yes,
+        cout,
+        ckk,
+        cols,
+        1.0,
+        &tmp,
+        &col,
+        1.0,
+        &mut dw,
+    );
+    let mut dcol = vec![f32::NAN; ckk * cols];
+    gemm(
+        Transpose::Yes,
+        Transpose::No,
+        ckk,
+        cols,
+        cout,
+        1.0,
+        weight,
+        &tmp,
+        0.0,
+        &mut dcol,
+    );
+    let [cin, h, w, kk, s, pad, oh, ow, batch] = g.ints();
+    let n = g.x_len();
+    let mut dx = vec![f32::NAN; n];
+    // SAFETY: dcol holds ckk*cols, dx n.
+    unsafe {
+        k::col2im_f32(
+            n, n as i64, cin, h, w, kk, s, pad, oh, ow, batch, &dcol, &mut dx,
+        )
+    };
+    CpuRun {
+        y,
+        dx,
+        param_diffs: vec![dw, db],
+    }
+}
+
+fn check(name: &str, g: Geometry, cpu: impl FnOnce(&[Vec<f32>], &[f32], &[f32]) -> CpuRun) {
+    let weight = random(g.cout * g.ckk(), 10, -0.5, 0.5);
+    let bias = random(g.cout, 11, -0.5, 0.5);
+    let x = random(g.x_len(), 1, -1.0, 1.0);
+    let dy = random(g.y_len(), 2, -1.0, 1.0);
+    let want = cpu(&[weight.clone(), bias.clone()], &x, &dy);
+    let got = im2col_path(&g, &weight, &bias, &x, &dy);
+    assert_close(&format!("{name}: output"), &got.y, &want.y, 1e-5);
+    assert_close(&format!("{name}: input gradient"), &got.dx, &want.dx, 1e-5);
+    assert_close(
+        &format!("{name}: weight gradient"),
+        &got.param_diffs[0],
+        &want.param_diffs[0],
+        1e-5,
+    );
+    assert_close(
+        &format!("{name}: bias gradient"),
+        &got.param_diffs[1],
+        &want.param_diffs[1],
+        1e-5,
+    );
+}
+
+#[test]
+fn im2col_path_matches_cpu_convolution() {
+    let x_shape = [2, 3, 9, 9];
+    check(
+        "3x3 stride 2 pad 1",
+        Geometry::new(2, 3, 4, 9, 3, 2, 1),
+        |p, x, dy| {
+            let mut conv = Convolution::<f32, Image, 4, 3, 2, 1>::new().unwrap();
+            run_on_cpu(&mut conv, p, (&x_shape, x), (&[2, 4, 5, 5], dy))
+        },
+    );
+    check("5x5", Geometry::new(2, 3, 6, 9, 5, 1, 0), |p, x, dy| {
+        let mut conv = Convolution::<f32, Image, 6, 5>::new().unwrap();
+        run_on_cpu(&mut conv, p, (&x_shape, x), (&[2, 6, 5, 5], dy))
+    });
+    // A stride that skips input pixels and padding wider than a step.
+    check(
+        "2x2 stride 3 pad 2",
+        Geometry::new(2, 3, 5, 9, 2, 3, 2),
+        |p, x, dy| {
+            let mut conv = Convolution::<f32, Image, 5, 2, 3, 2>::new().unwrap();
+            run_on_cpu(&mut conv, p, (&x_shape, x), (&[2, 5, 4, 4], dy))
+        },
+    );
+}
+
+/// The cuDNN path's bias: cuDNN convolves, the kernels add the bias and
+/// sum its gradient.
+#[test]
+fn cudnn_bias_kernels_match_cpu_convolution() {
+    let g = Geometry::new(2, 3, 4, 9, 3, 2, 1);
+    let weight = random(g.cout * g.ckk(), 10, -0.5, 0.5);
+    let bias = random(g.cout, 11, -0.5, 0.5);
+    let x = random(g.x_len(), 1, -1.0, 1.0);
+    let dy = random(g.y_len(), 2, -1.0, 1.0);
+    let run = |b: &[f32]| {
+        let mut conv = Convolution::<f32, Image, 4, 3, 2, 1>::new().unwrap();
+        run_on_cpu(
+            &mut conv,
+            &[weight.clone(), b.to_vec()],
+            (&[2, 3, 9, 9], &x),
+            (&[2, 4, 5, 5], &dy),
+        )
+    };
+    let (unbiased, want) = (run(&vec![0.0; g.cout]), run(&bias));
+    let mut y = unbiased.y.clone();
+    let total = g.y_len();
+    // SAFETY: y holds total values, bias cout.
+    unsafe {
+        k::add_channel_bias_f32(
+            total,
+            total as i64,
+            g.cout as i32,
+            g.p() as i32,
+            &bias,
+            &mut y,
+        )
+    };
+    assert_close("biased output", &y, &want.y, 1e-6);
+    let mut db = vec![0.0; g.cout];
+    // SAFETY: dy holds total values, db cout.
+    unsafe {
+        k::channel_sums_add_f32(
+            g.cout,
+            g.cout as i64,
+            g.batch as i32,
+            g.p() as i32,
+            &dy,
+            &mut db,
+        )
+    };
+    assert_close("bias gradient", &db, &want.param_diffs[1], 1e-5);
+}

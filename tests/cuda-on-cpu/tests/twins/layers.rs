@@ -1,0 +1,180 @@
+//! `inner_product.cu`, `activation.cu` and `dropout.cu` against the CPU
+//! InnerProduct, ReLU/Sigmoid/TanH and Dropout.
+
+use blob_kernels::cpu::{Transpose, gemm};
+use blob_layers::{Dropout, InnerProduct, Layer, ReLU, Sigmoid, TanH};
+use blob_runtime::{Blob, blob};
+use cuda_on_cpu as k;
+
+use crate::{assert_close, random, run_on_cpu};
+
+blob!(shape Image = _, 3, 9, 9);
+blob!(shape Flat = _, 20);
+
+/// `inner_product/cuda.rs`: y = x W^T + b; dW += dy^T x, db += colsum(dy),
+/// dx = dy W.
+#[test]
+fn inner_product_matches_cpu() {
+    let (b, kk, n) = (5, 243, 7);
+    let weight = random(n * kk, 10, -0.5, 0.5);
+    let bias = random(n, 11, -0.5, 0.5);
+    let x = random(b * kk, 1, -1.0, 1.0);
+    let dy = random(b * n, 2, -1.0, 1.0);
+    let mut ip = InnerProduct::<f32, Image, 7>::new().unwrap();
+    let want = run_on_cpu(
+        &mut ip,
+        &[weight.clone(), bias.clone()],
+        (&[b, 3, 9, 9], &x),
+        (&[b, n], &dy),
+    );
+
+    let mut y = vec![f32::NAN; b * n];
+    gemm(
+        Transpose::No,
+        Transpose::Yes,
+        b,
+        n,
+        kk,
+        1.0,
+        &x,
+        &weight,
+        0.0,
+        &mut y,
+    );
+    // SAFETY: y holds b*n values, bias n.
+    unsafe { k::add_bias_rows_f32(b * n, (b * n) as i64, n as i32, &bias, &mut y) };
+    assert_close("inner product output", &y, &want.y, 1e-5);
+    let mut dw = vec![0.0; n * kk];
+    gemm(
+        Transpose::Yes,
+        Transpose::No,
+        n,
+        kk,
+        b,
+        1.0,
+        &dy,
+        &x,
+        1.0,
+        &mut dw,
+    );
+    let mut db = vec![0.0; n];
+    // SAFETY: dy is (b, n), db holds n.
+    unsafe { k::col_sums_add_f32(n, b as i64, n as i64, &dy, &mut db) };
+    let mut dx = vec![f32::NAN; b * kk];
+    gemm(
+        Transpose::No,
+        Transpose::No,
+        b,
+        kk,
+        n,
+        1.0,
+        &dy,
+        &weight,
+        0.0,
+        &mut dx,
+    );
+    assert_close("inner product input gradient", &dx, &want.dx, 1e-5);
+    assert_close(
+        "inner product weight gradient",
+        &dw,
+        &want.param_diffs[0],
+        1e-5,
+    );
+    assert_close(
+        "inner product bias gradient",
+        &db,
+        &want.param_diffs[1],
+        1e-5,
+    );
+}
+
+/// An activation's output and input gradient on host blobs, in place
+/// (output and gradient in the input's blob) or not.
+fn activation_on_cpu<L: Layer<Elem = f32>>(
+    mut layer: L,
+    x: &[f32],
+    dy: &[f32],
+    in_place: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let xb = Blob::<f32>::new(&[4, 20]).unwrap();
+    xb.mutable_cpu_data().unwrap().copy_from_slice(x);
+    let yb = Blob::<f32>::new(&[4, 20]).unwrap();
+    let y = if in_place { &xb } else { &yb };
+    layer.forward_blobs(&xb, y).unwrap();
+    let out = y.to_vec().unwrap();
+    y.mutable_cpu_diff().unwrap().copy_from_slice(dy);
+    layer.backward_blobs(&xb, y, true).unwrap();
+    (out, xb.diff_to_vec().unwrap())
+}
+
+/// `activation/cuda.rs` for each kind (0 ReLU, 1 Sigmoid, 2 TanH), out of
+/// place and in place, against the CPU layer run the same way.
+#[test]
+fn activations_match_cpu() {
+    let n = 4 * 20;
+    let mut x = random(n, 1, -3.0, 3.0);
+    x[0] = 0.0; // ReLU's slope at 0 is Caffe's 0
+    let dy = random(n, 2, -1.0, 1.0);
+    let cpu = |kind: i32, in_place: bool| match kind {
+        0 => activation_on_cpu(ReLU::<f32, Flat>::new(), &x, &dy, in_place),
+        1 => activation_on_cpu(Sigmoid::<f32, Flat>::new(), &x, &dy, in_place),
+        _ => activation_on_cpu(TanH::<f32, Flat>::new(), &x, &dy, in_place),
+    };
+    for kind in 0..3 {
+        let (want_y, want_dx) = cpu(kind, false);
+        let mut y = vec![f32::NAN; n];
+        // SAFETY: x and y hold n values.
+        unsafe { k::activate_f32(n, n as i64, kind, &x, &mut y) };
+        let mut dx = vec![f32::NAN; n];
+        // SAFETY: x, y, dy and dx hold n values.
+        unsafe { k::activate_backward_f32(n, n as i64, kind, &x, &y, &dy, &mut dx) };
+        assert_close(&format!("activation {kind}: output"), &y, &want_y, 1e-6);
+        assert_close(&format!("activation {kind}: gradient"), &dx, &want_dx, 1e-6);
+
+        let (want_y, want_dx) = cpu(kind, true);
+        let mut y = x.clone();
+        // SAFETY: y holds n values.
+        unsafe { k::activate_inplace_f32(n, n as i64, kind, &mut y) };
+        let mut d = dy.clone();
+        // SAFETY: y and d hold n values.
+        unsafe { k::activate_backward_inplace_f32(n, n as i64, kind, &y, &mut d) };
+        assert_close(
+            &format!("in-place activation {kind}: output"),
+            &y,
+            &want_y,
+            1e-6,
+        );
+        assert_close(
+            &format!("in-place activation {kind}: gradient"),
+            &d,
+            &want_dx,
+            1e-6,
+        );
+    }
+}
+
+/// `dropout/cuda.rs` with the mask the CPU layer drew (read back from
+/// which outputs it kept): the same outputs and gradients.
+#[test]
+fn dropout_matches_cpu() {
+    let n = 1000;
+    let x = random(n, 1, 0.5, 1.5); // never 0, so a 0 output is a drop
+    let dy = random(n, 2, -1.0, 1.0);
+    let mut drop = Dropout::<f32, (blob_runtime::typed::D<1000>,)>::new(0.25).unwrap();
+    let want = run_on_cpu(&mut drop, &[], (&[n], &x), (&[n], &dy));
+    let keep: Vec<u32> = want.y.iter().map(|&v| u32::from(v != 0.0)).collect();
+    let kept = keep.iter().filter(|&&b| b == 1).count();
+    assert!(
+        (650..850).contains(&kept),
+        "{kept} of {n} kept at ratio 0.25"
+    );
+    let scale = 1.0 / 0.75;
+    let mut y = vec![f32::NAN; n];
+    // SAFETY: keep, x and y hold n values.
+    unsafe { k::dropout_f32(n, n as i64, &keep, scale, &x, &mut y) };
+    assert_close("dropout output", &y, &want.y, 1e-6);
+    let mut dx = dy.clone();
+    // SAFETY: keep and dx hold n values.
+    unsafe { k::dropout_inplace_f32(n, n as i64, &keep, scale, &mut dx) };
+    assert_close("dropout gradient", &dx, &want.dx, 1e-6);
+}

@@ -1,0 +1,77 @@
+//! Each CUDA kernel, run on the CPU (see the crate's docs), against the
+//! CPU side of its op: the same calls in the same order as the layer's
+//! `cuda.rs` makes them, cuBLAS's gemms done by the CPU's gemm.
+
+mod conv;
+mod coverage;
+mod elementwise;
+mod layers;
+mod pool;
+mod softmax;
+
+use blob_kernels::cpu;
+use blob_layers::Layer;
+use blob_runtime::Blob;
+
+/// `n` values uniform on `[lo, hi]` from `seed`.
+pub fn random(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut v = vec![0.0; n];
+    cpu::set_seed(seed);
+    cpu::uniform(lo, hi, &mut v).expect("lo <= hi");
+    v
+}
+
+/// Fails unless every value of `got` is within `rel` of the scale of
+/// `want` (its largest magnitude) from `want`.
+#[track_caller]
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], rel: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= rel * scale,
+            "{what}: element {i} is {g}, the CPU's {w} (scale {scale})"
+        );
+    }
+}
+
+/// What a layer computed on the CPU: the output, the input's gradient and
+/// each parameter's gradient.
+pub struct CpuRun {
+    /// The output's data.
+    pub y: Vec<f32>,
+    /// The input's diff.
+    pub dx: Vec<f32>,
+    /// Each parameter's diff, in the layer's order.
+    pub param_diffs: Vec<Vec<f32>>,
+}
+
+/// Runs `layer` forward on `x` and backward from `dy` on host blobs, with
+/// its parameters set to `params` and their diffs zeroed first.
+pub fn run_on_cpu<L: Layer<Elem = f32>>(
+    layer: &mut L,
+    params: &[Vec<f32>],
+    (x_shape, x): (&[usize], &[f32]),
+    (y_shape, dy): (&[usize], &[f32]),
+) -> CpuRun {
+    for (p, values) in layer.params().iter().zip(params) {
+        p.mutable_cpu_data().unwrap().copy_from_slice(values);
+        p.mutable_cpu_diff().unwrap().fill(0.0);
+    }
+    let xb = Blob::<f32>::new(x_shape).unwrap();
+    xb.mutable_cpu_data().unwrap().copy_from_slice(x);
+    let yb = Blob::<f32>::new(y_shape).unwrap();
+    layer.forward_blobs(&xb, &yb).unwrap();
+    let y = yb.to_vec().unwrap();
+    yb.mutable_cpu_diff().unwrap().copy_from_slice(dy);
+    layer.backward_blobs(&xb, &yb, true).unwrap();
+    CpuRun {
+        y,
+        dx: xb.diff_to_vec().unwrap(),
+        param_diffs: layer
+            .params()
+            .iter()
+            .map(|p| p.diff_to_vec().unwrap())
+            .collect(),
+    }
+}
