@@ -300,6 +300,31 @@ fn blas_exact_values(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     )
 }
 
+/// The strided sums of biases' gradients equal their CPU twin bit for
+/// bit (the order of additions is fixed), for rows, columns and channels.
+fn strided_sums_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::kernels::sums::SumLayout;
+    let gpu = dev.gpu();
+    for layout in [
+        SumLayout::rows_of(20, 576_000),
+        SumLayout::columns_of(1000, 500),
+        SumLayout::channels_of(1000, 50, 64),
+        SumLayout::channels_of(3, 4, 1),
+    ] {
+        let mut m = vec![0.0f32; layout.span()];
+        cpu::set_seed(3);
+        cpu::uniform(-1.0, 1.0, &mut m).map_err(fail)?;
+        let start: Vec<f32> = (0..layout.sums).map(|r| r as f32 * 0.5).collect();
+        let (gm, mut gs) = (upload(gpu, &m)?, upload(gpu, &start)?);
+        gpu.add_sums(&layout, &gm.as_view(), &mut gs.as_view_mut())
+            .map_err(fail)?;
+        let mut want = start.clone();
+        layout.add_on_cpu(&m, &mut want);
+        ensure(download(gpu, &gs)? == want, format!("{layout:?}"))?;
+    }
+    Ok(())
+}
+
 fn rng_statistics(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let gpu = dev.gpu();
     gpu.set_seed(1701).map_err(fail)?;
@@ -714,6 +739,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("blob::copy_on_the_device", device_blobs_copy_on_the_device),
     ("math::elementwise_match_cpu", elementwise_match_cpu),
     ("blas::exact_values", blas_exact_values),
+    ("math::strided_sums_match_cpu", strided_sums_match_cpu),
     ("rng::statistics", rng_statistics),
     (
         "memory::pinned_from_threads",

@@ -30,5 +30,6 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod real;
+pub mod sums;
 
 pub use real::Real;

@@ -1,7 +1,7 @@
 //! The GPU half of Caffe's math (feature `cuda`): cuBLAS for gemm, gemv,
 //! axpy, axpby, scal, dot, asum and scale; element-wise kernels in `.cu`
 //! files beside their typed launchers, compiled by NVRTC once per GPU; cuRAND
-//! for the random fills.
+//! for the random fills; strided sums for biases' gradients.
 //!
 //! Everything is loaded at run time: a build with the feature runs on a
 //! machine with no CUDA, and [`Gpu::new`] then returns an error that says
@@ -22,6 +22,7 @@ mod elementwise;
 mod error;
 mod launch;
 mod rng;
+mod sums;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -38,12 +39,13 @@ pub use launch::{
     KernelArg, KernelSig, KernelSource, PtxEntry, PtxType, THREADS, launch_config, ptx_entries,
 };
 pub use rng::RNG;
+pub use sums::SUMS;
 
 /// cudarc, re-exported so users can name the buffer and stream types.
 pub use cudarc;
 
 /// The kernel sources of this crate, for checks over all of them.
-pub const SOURCES: [&KernelSource; 2] = [&ELEMENTWISE, &RNG];
+pub const SOURCES: [&KernelSource; 3] = [&ELEMENTWISE, &RNG, &SUMS];
 
 /// Whether the CUDA driver library can be loaded (checked once, without
 /// panicking).

@@ -77,31 +77,8 @@ extern "C" __global__ void gather_f32(long long total, int cout, int batch, int 
     }
 }
 
-// sums[r] += sum of row r of a (rows, cols) matrix: a bias's gradient.
-extern "C" __global__ void row_sums_add_f32(long long rows, long long cols, const float* m,
-                                            float* sums) {
-    GRID_STRIDE(r, rows) {
-        float sum = 0.0f;
-        for (long long j = 0; j < cols; ++j) sum += m[r * cols + j];
-        sums[r] += sum;
-    }
-}
-
 // y[image, co, p] += bias[co]: the bias after cuDNN's convolution.
 extern "C" __global__ void add_channel_bias_f32(long long total, int cout, int p,
                                                 const float* bias, float* y) {
     GRID_STRIDE(i, total) { y[i] += bias[(i / p) % cout]; }
-}
-
-// db[co] += sum over images and positions of dy[image, co, p].
-extern "C" __global__ void channel_sums_add_f32(long long cout, int batch, int p,
-                                                const float* dy, float* db) {
-    GRID_STRIDE(co, cout) {
-        float sum = 0.0f;
-        for (int img = 0; img < batch; ++img) {
-            const float* plane = dy + ((long long)img * cout + co) * p;
-            for (int j = 0; j < p; ++j) sum += plane[j];
-        }
-        db[co] += sum;
-    }
 }

@@ -5,6 +5,7 @@
 use blob_kernels::cpu::Transpose;
 use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 use blob_kernels::cuda::{Gpu, launch_config};
+use blob_kernels::sums::SumLayout;
 use blob_runtime::Blob;
 
 use super::ConvGeometry;
@@ -34,12 +35,8 @@ blob_kernels::cuda_kernels! {
         total: i64, cout: i32, batch: i32, p: i32,
         dy: &CudaView<'_, f32>, tmp: &mut CudaViewMut<'_, f32>
     );
-    /// Adds each row's sum to `sums`.
-    pub(crate) fn row_sums_add_f32(rows: i64, cols: i64, m: &CudaView<'_, f32>, sums: &mut CudaViewMut<'_, f32>);
     /// `y[image, co, p] += bias[co]`.
     pub(crate) fn add_channel_bias_f32(total: i64, cout: i32, p: i32, bias: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>);
-    /// `db[co] += sum of dy[.., co, ..]`.
-    pub(crate) fn channel_sums_add_f32(cout: i64, batch: i32, p: i32, dy: &CudaView<'_, f32>, db: &mut CudaViewMut<'_, f32>);
 }
 
 /// Device scratch of a convolution: the column buffer and the gemm's
@@ -213,17 +210,11 @@ pub(crate) fn backward(
     .map_err(|e| cuda("convolution gradient layout", e))?;
     {
         let mut dbg = bias.mutable_gpu_diff()?;
-        // SAFETY: tmp is (cout, cols); db holds cout.
-        unsafe {
-            row_sums_add_f32(
-                gpu,
-                launch_config(cout),
-                cout as i64,
-                cols as i64,
-                &tmp.slice(..cout * cols),
-                &mut write(&mut dbg, cout)?,
-            )
-        }
+        gpu.add_sums(
+            &SumLayout::rows_of(cout, cols),
+            &tmp.slice(..cout * cols),
+            &mut write(&mut dbg, cout)?,
+        )
         .map_err(|e| cuda("convolution bias gradient", e))?;
         let mut dwg = weight.mutable_gpu_diff()?;
         gpu.gemm(

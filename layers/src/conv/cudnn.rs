@@ -12,10 +12,11 @@ use blob_kernels::cuda::cudarc::cudnn::{
 };
 use blob_kernels::cuda::cudarc::driver::{CudaContext, CudaSlice};
 use blob_kernels::cuda::{CudaError, Gpu, cudnn_available, launch_config};
+use blob_kernels::sums::SumLayout;
 use blob_runtime::{BlobError, DeviceError};
 
 use super::ConvGeometry;
-use super::cuda::{ConvBlobs, add_channel_bias_f32, channel_sums_add_f32};
+use super::cuda::{ConvBlobs, add_channel_bias_f32};
 use crate::gpu::{cuda, int, read, write};
 use crate::layer::Result;
 
@@ -205,18 +206,11 @@ impl CudnnConv {
         let dy = read(&dyg, y.count())?;
         {
             let mut dbg = bias.mutable_gpu_diff()?;
-            // SAFETY: dy holds batch*cout*p values, db cout.
-            unsafe {
-                channel_sums_add_f32(
-                    gpu,
-                    launch_config(g.channels_out),
-                    g.channels_out as i64,
-                    int(OP, g.batch)?,
-                    int(OP, g.oh * g.ow)?,
-                    &dy,
-                    &mut write(&mut dbg, g.channels_out)?,
-                )
-            }
+            gpu.add_sums(
+                &SumLayout::channels_of(g.batch, g.channels_out, g.oh * g.ow),
+                &dy,
+                &mut write(&mut dbg, g.channels_out)?,
+            )
             .map_err(|e| cuda(OP, e))?;
         }
         let filter = ConvBackwardFilter {

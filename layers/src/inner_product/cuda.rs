@@ -1,8 +1,10 @@
-//! The CUDA side of InnerProduct: cuBLAS gemms and the bias kernels.
+//! The CUDA side of InnerProduct: cuBLAS gemms, the bias kernel, and the
+//! bias gradient as the output gradient's column sums.
 
 use blob_kernels::cpu::Transpose;
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
 use blob_kernels::cuda::{Gpu, launch_config};
+use blob_kernels::sums::SumLayout;
 use blob_runtime::Blob;
 
 use crate::gpu::{cuda, int, read, write};
@@ -13,8 +15,6 @@ blob_kernels::cuda_kernels! {
     pub(crate) static INNER_PRODUCT = "inner_product.cu";
     /// `y[row, j] += bias[j]`.
     pub(crate) fn add_bias_rows_f32(total: i64, n: i32, bias: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>);
-    /// `sums[j] += sum_r m[r, j]`.
-    pub(crate) fn col_sums_add_f32(rows: i64, cols: i64, m: &CudaView<'_, f32>, sums: &mut CudaViewMut<'_, f32>);
 }
 
 const OP: &str = "inner product on the GPU";
@@ -86,18 +86,8 @@ pub(crate) fn backward(
         )
         .map_err(|e| cuda(OP, e))?;
         let mut dbg = bias.mutable_gpu_diff()?;
-        // SAFETY: dy is (b, n), db holds n.
-        unsafe {
-            col_sums_add_f32(
-                gpu,
-                launch_config(n),
-                b as i64,
-                n as i64,
-                &dy,
-                &mut write(&mut dbg, n)?,
-            )
-        }
-        .map_err(|e| cuda(OP, e))?;
+        gpu.add_sums(&SumLayout::columns_of(b, n), &dy, &mut write(&mut dbg, n)?)
+            .map_err(|e| cuda(OP, e))?;
     }
     if propagate_down {
         let wg = weight.gpu_data()?;

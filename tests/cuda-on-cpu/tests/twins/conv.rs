@@ -1,11 +1,13 @@
 //! `conv.cu` against the CPU Convolution: im2col + gemm + bias (the
-//! im2col path of `conv/cuda.rs`), and the bias kernels of the cuDNN path.
+//! im2col path of `conv/cuda.rs`), and the bias of the cuDNN path.
 
 use blob_kernels::cpu::{Transpose, gemm};
+use blob_kernels::sums::SumLayout;
 use blob_layers::Convolution;
 use blob_runtime::blob;
 use cuda_on_cpu as k;
 
+use crate::sums::add_sums;
 use crate::{CpuRun, assert_close, random, run_on_cpu};
 
 blob!(shape Image = _, 3, 9, 9);
@@ -125,8 +127,7 @@ fn im2col_path(g: &Geometry, weight: &[f32], bias: &[f32], x: &[f32], dy: &[f32]
     // SAFETY: dy holds total, tmp cout*cols.
     unsafe { k::gather_f32(total, total as i64, ci, batch, pi, dy, &mut tmp) };
     let mut db = vec![0.0; cout];
-    // SAFETY: tmp is (cout, cols), db holds cout.
-    unsafe { k::row_sums_add_f32(cout, cout as i64, cols as i64, &tmp, &mut db) };
+    add_sums(&SumLayout::rows_of(cout, cols), &tmp, &mut db);
     let mut dw = vec![0.0; cout * ckk];
     gemm(
         Transpose::No,
@@ -252,16 +253,10 @@ fn cudnn_bias_kernels_match_cpu_convolution() {
     };
     assert_close("biased output", &y, &want.y, 1e-6);
     let mut db = vec![0.0; g.cout];
-    // SAFETY: dy holds total values, db cout.
-    unsafe {
-        k::channel_sums_add_f32(
-            g.cout,
-            g.cout as i64,
-            g.batch as i32,
-            g.p() as i32,
-            &dy,
-            &mut db,
-        )
-    };
+    add_sums(
+        &SumLayout::channels_of(g.batch, g.cout, g.p()),
+        &dy,
+        &mut db,
+    );
     assert_close("bias gradient", &db, &want.param_diffs[1], 1e-5);
 }

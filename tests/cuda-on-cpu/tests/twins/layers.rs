@@ -2,10 +2,12 @@
 //! InnerProduct, ReLU/Sigmoid/TanH and Dropout.
 
 use blob_kernels::cpu::{Transpose, gemm};
+use blob_kernels::sums::SumLayout;
 use blob_layers::{Dropout, InnerProduct, Layer, ReLU, Sigmoid, TanH};
 use blob_runtime::{Blob, blob};
 use cuda_on_cpu as k;
 
+use crate::sums::add_sums;
 use crate::{assert_close, random, run_on_cpu};
 
 blob!(shape Image = _, 3, 9, 9);
@@ -58,8 +60,7 @@ fn inner_product_matches_cpu() {
         &mut dw,
     );
     let mut db = vec![0.0; n];
-    // SAFETY: dy is (b, n), db holds n.
-    unsafe { k::col_sums_add_f32(n, b as i64, n as i64, &dy, &mut db) };
+    add_sums(&SumLayout::columns_of(b, n), &dy, &mut db);
     let mut dx = vec![f32::NAN; b * kk];
     gemm(
         Transpose::No,

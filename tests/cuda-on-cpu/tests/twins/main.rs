@@ -8,6 +8,7 @@ mod elementwise;
 mod layers;
 mod pool;
 mod softmax;
+mod sums;
 
 use blob_kernels::cpu;
 use blob_layers::Layer;
