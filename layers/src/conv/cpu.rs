@@ -10,7 +10,7 @@ use crate::layer::ensure;
 
 /// A convolution's sizes for one input: batch, input and output planes,
 /// kernel, stride and padding.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ConvGeometry {
     pub batch: usize,
     pub channels_in: usize,

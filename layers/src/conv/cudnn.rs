@@ -1,11 +1,14 @@
 //! Convolution through cuDNN (feature `cudnn`), as Caffe's
 //! CuDNNConvolutionLayer: used when the library loads, the im2col + cuBLAS
-//! side otherwise. cuDNN picks its algorithm by heuristics; the bias is
-//! this crate's kernel.
+//! side otherwise. cuDNN picks its algorithms by heuristics, once per
+//! geometry; the bias is this crate's kernel.
 
 use std::sync::Arc;
 
-use blob_kernels::cuda::cudarc::cudnn::sys::{cudnnConvolutionMode_t, cudnnTensorFormat_t};
+use blob_kernels::cuda::cudarc::cudnn::sys::{
+    cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionFwdAlgo_t,
+    cudnnConvolutionMode_t, cudnnTensorFormat_t,
+};
 use blob_kernels::cuda::cudarc::cudnn::{
     ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnError,
     FilterDescriptor, TensorDescriptor,
@@ -29,22 +32,23 @@ fn err(e: CudnnError) -> BlobError {
     }
 }
 
-/// A cuDNN handle on the GPU's stream and a workspace that grows as
-/// algorithms ask.
+/// A cuDNN handle on the GPU's stream, the plan of the last geometry, and
+/// a workspace that grows as algorithms ask.
 pub(crate) struct CudnnConv {
     handle: Arc<Cudnn>,
     /// Made current on the calling thread before each use of the handle
     /// and before it is destroyed: the layer may have moved threads.
     context: Arc<CudaContext>,
+    plan: Option<Plan>,
     workspace: Option<CudaSlice<u8>>,
 }
 
 // SAFETY: cuDNN lets any host thread use a handle as long as no two use it
 // at the same time. `CudnnConv` is reached only through `&mut` of its
 // layer (it is not `Sync`, so never shared), the handle's `Arc` is not
-// cloned out of it (descriptors holding clones live within one call), and
-// its CUDA context is bound to the thread before every use and before the
-// handle is destroyed. Without this, turning on the `cudnn` feature would
+// cloned out of it (the plan's descriptors hold the only clones, and drop
+// with it), and its CUDA context is bound to the thread before every use
+// and before the handle is destroyed. Without this, turning on the `cudnn` feature would
 // take `Send` away from `Convolution` and every net holding one.
 unsafe impl Send for CudnnConv {}
 
@@ -64,6 +68,91 @@ struct Descriptors {
     y: TensorDescriptor<f32>,
 }
 
+/// A geometry's descriptors and the algorithms cuDNN picked for it, with
+/// their workspace sizes, each asked for on first use and kept until the
+/// geometry changes (Caffe sets them in `Reshape`): four descriptors and
+/// three heuristic queries a training step cost host time that a small
+/// batch cannot hide.
+struct Plan {
+    geometry: ConvGeometry,
+    d: Descriptors,
+    forward: Option<(cudnnConvolutionFwdAlgo_t, usize)>,
+    backward_filter: Option<(cudnnConvolutionBwdFilterAlgo_t, usize)>,
+    backward_data: Option<(cudnnConvolutionBwdDataAlgo_t, usize)>,
+}
+
+/// The cached pick, or `pick` (an algorithm, then its workspace size)
+/// remembered.
+fn picked<A: Copy>(
+    slot: &mut Option<(A, usize)>,
+    pick: impl FnOnce() -> std::result::Result<(A, usize), CudnnError>,
+) -> Result<(A, usize)> {
+    if slot.is_none() {
+        *slot = Some(pick().map_err(err)?);
+    }
+    Ok(slot.expect("picked above"))
+}
+
+/// A workspace of at least `bytes`, grown in `slot`.
+fn grown_workspace<'a>(
+    gpu: &Gpu,
+    slot: &'a mut Option<CudaSlice<u8>>,
+    bytes: usize,
+) -> Result<&'a mut CudaSlice<u8>> {
+    if slot.as_ref().is_none_or(|w| w.len() < bytes) {
+        let fresh = gpu
+            .stream()
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(|e| cuda(OP, CudaError::driver("allocate cuDNN workspace")(e)))?;
+        *slot = Some(fresh);
+    }
+    Ok(slot.as_mut().expect("allocated above"))
+}
+
+/// The plan of `g` in `slot`, made anew when the geometry changed.
+fn plan_for<'a>(
+    handle: &Arc<Cudnn>,
+    slot: &'a mut Option<Plan>,
+    g: &ConvGeometry,
+) -> Result<&'a mut Plan> {
+    if slot.as_ref().is_none_or(|p| p.geometry != *g) {
+        *slot = Some(Plan {
+            geometry: *g,
+            d: descriptors(handle, g)?,
+            forward: None,
+            backward_filter: None,
+            backward_data: None,
+        });
+    }
+    Ok(slot.as_mut().expect("made above"))
+}
+
+fn descriptors(handle: &Arc<Cudnn>, g: &ConvGeometry) -> Result<Descriptors> {
+    let i = |v: usize| int(OP, v);
+    let nchw = cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
+    let (n, cin, cout) = (i(g.batch)?, i(g.channels_in)?, i(g.channels_out)?);
+    let (h, w, oh, ow, k) = (i(g.h)?, i(g.w)?, i(g.oh)?, i(g.ow)?, i(g.kernel)?);
+    let (pad, stride) = (i(g.pad)?, i(g.stride)?);
+    Ok(Descriptors {
+        x: handle.create_4d_tensor(nchw, [n, cin, h, w]).map_err(err)?,
+        w: handle
+            .create_4d_filter(nchw, [cout, cin, k, k])
+            .map_err(err)?,
+        conv: handle
+            .create_conv2d(
+                [pad, pad],
+                [stride, stride],
+                [1, 1],
+                // Caffe's convolution does not flip the kernel.
+                cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
+            )
+            .map_err(err)?,
+        y: handle
+            .create_4d_tensor(nchw, [n, cout, oh, ow])
+            .map_err(err)?,
+    })
+}
+
 impl CudnnConv {
     /// cuDNN on `gpu`'s stream, or `None` where the library does not load.
     pub(crate) fn open(gpu: &Gpu) -> Result<Option<Self>> {
@@ -74,6 +163,7 @@ impl CudnnConv {
         Ok(Some(Self {
             handle,
             context: gpu.context().clone(),
+            plan: None,
             workspace: None,
         }))
     }
@@ -98,49 +188,6 @@ impl CudnnConv {
         Ok(slot.as_mut())
     }
 
-    fn descriptors(&self, g: &ConvGeometry) -> Result<Descriptors> {
-        let i = |v: usize| int(OP, v);
-        let nchw = cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
-        let (n, cin, cout) = (i(g.batch)?, i(g.channels_in)?, i(g.channels_out)?);
-        let (h, w, oh, ow, k) = (i(g.h)?, i(g.w)?, i(g.oh)?, i(g.ow)?, i(g.kernel)?);
-        let (pad, stride) = (i(g.pad)?, i(g.stride)?);
-        Ok(Descriptors {
-            x: self
-                .handle
-                .create_4d_tensor(nchw, [n, cin, h, w])
-                .map_err(err)?,
-            w: self
-                .handle
-                .create_4d_filter(nchw, [cout, cin, k, k])
-                .map_err(err)?,
-            conv: self
-                .handle
-                .create_conv2d(
-                    [pad, pad],
-                    [stride, stride],
-                    [1, 1],
-                    // Caffe's convolution does not flip the kernel.
-                    cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
-                )
-                .map_err(err)?,
-            y: self
-                .handle
-                .create_4d_tensor(nchw, [n, cout, oh, ow])
-                .map_err(err)?,
-        })
-    }
-
-    fn workspace(&mut self, gpu: &Gpu, bytes: usize) -> Result<&mut CudaSlice<u8>> {
-        if self.workspace.as_ref().is_none_or(|w| w.len() < bytes) {
-            let fresh = gpu
-                .stream()
-                .alloc_zeros::<u8>(bytes.max(1))
-                .map_err(|e| cuda(OP, CudaError::driver("allocate cuDNN workspace")(e)))?;
-            self.workspace = Some(fresh);
-        }
-        Ok(self.workspace.as_mut().expect("allocated above"))
-    }
-
     /// `y = conv(x) + bias`.
     pub(crate) fn forward(
         &mut self,
@@ -149,16 +196,24 @@ impl CudnnConv {
         blobs: ConvBlobs<'_>,
     ) -> Result<()> {
         let ConvBlobs { x, weight, bias, y } = blobs;
-        let d = self.descriptors(g)?;
+        let Self {
+            handle,
+            plan,
+            workspace,
+            ..
+        } = self;
+        let Plan { d, forward, .. } = plan_for(handle, plan, g)?;
         let op = ConvForward {
             conv: &d.conv,
             x: &d.x,
             w: &d.w,
             y: &d.y,
         };
-        let algo = op.pick_algorithm().map_err(err)?;
-        let bytes = op.get_workspace_size(algo).map_err(err)?;
-        let workspace = self.workspace(gpu, bytes)?;
+        let (algo, bytes) = picked(forward, || {
+            let algo = op.pick_algorithm()?;
+            Ok((algo, op.get_workspace_size(algo)?))
+        })?;
+        let workspace = grown_workspace(gpu, workspace, bytes)?;
         let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
         let mut yg = y.mutable_gpu_data()?;
         let total = y.count();
@@ -201,7 +256,18 @@ impl CudnnConv {
         propagate_down: bool,
     ) -> Result<()> {
         let ConvBlobs { x, weight, bias, y } = blobs;
-        let d = self.descriptors(g)?;
+        let Self {
+            handle,
+            plan,
+            workspace: ws,
+            ..
+        } = self;
+        let Plan {
+            d,
+            backward_filter,
+            backward_data,
+            ..
+        } = plan_for(handle, plan, g)?;
         let (xg, dyg) = (x.gpu_data()?, y.gpu_diff()?);
         let dy = read(&dyg, y.count())?;
         {
@@ -219,10 +285,12 @@ impl CudnnConv {
             dw: &d.w,
             dy: &d.y,
         };
-        let algo = filter.pick_algorithm().map_err(err)?;
-        let bytes = filter.get_workspace_size(algo).map_err(err)?;
+        let (algo, bytes) = picked(backward_filter, || {
+            let algo = filter.pick_algorithm()?;
+            Ok((algo, filter.get_workspace_size(algo)?))
+        })?;
         {
-            let workspace = self.workspace(gpu, bytes)?;
+            let workspace = grown_workspace(gpu, ws, bytes)?;
             let mut dwg = weight.mutable_gpu_diff()?;
             // SAFETY: as in forward; beta 1 accumulates into the diff.
             unsafe {
@@ -244,9 +312,11 @@ impl CudnnConv {
                 w: &d.w,
                 dy: &d.y,
             };
-            let algo = data.pick_algorithm().map_err(err)?;
-            let bytes = data.get_workspace_size(algo).map_err(err)?;
-            let workspace = self.workspace(gpu, bytes)?;
+            let (algo, bytes) = picked(backward_data, || {
+                let algo = data.pick_algorithm()?;
+                Ok((algo, data.get_workspace_size(algo)?))
+            })?;
+            let workspace = grown_workspace(gpu, ws, bytes)?;
             let wg = weight.gpu_data()?;
             let mut dxg = x.mutable_gpu_diff()?;
             // SAFETY: as in forward; beta 0 overwrites the input's diff.
