@@ -1,7 +1,9 @@
 //! Convolution through cuDNN (feature `cudnn`), as Caffe's
 //! CuDNNConvolutionLayer: used when the library loads, the im2col + cuBLAS
 //! side otherwise. cuDNN picks its algorithms by heuristics, once per
-//! geometry; the bias is this crate's kernel.
+//! geometry, among the deterministic ones: a GPU run repeats bit for bit,
+//! so `--resume` continues exactly (Caffe takes whatever the heuristics
+//! give, atomics included). The bias is this crate's kernel.
 
 use std::sync::Arc;
 
@@ -91,6 +93,32 @@ fn picked<A: Copy>(
         *slot = Some(pick().map_err(err)?);
     }
     Ok(slot.expect("picked above"))
+}
+
+/// `algo`, unless it adds with atomics in an order that changes from run
+/// to run (cuDNN's ALGO_0 and ALGO_3): then ALGO_1, an implicit gemm that
+/// is deterministic and takes every 2-D geometry.
+fn deterministic_filter_algorithm(
+    algo: cudnnConvolutionBwdFilterAlgo_t,
+) -> cudnnConvolutionBwdFilterAlgo_t {
+    use cudnnConvolutionBwdFilterAlgo_t as A;
+    match algo {
+        A::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 | A::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3 => {
+            A::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1
+        }
+        other => other,
+    }
+}
+
+/// `algo`, unless it is cuDNN's non-deterministic ALGO_0: then ALGO_1.
+fn deterministic_data_algorithm(
+    algo: cudnnConvolutionBwdDataAlgo_t,
+) -> cudnnConvolutionBwdDataAlgo_t {
+    use cudnnConvolutionBwdDataAlgo_t as A;
+    match algo {
+        A::CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 => A::CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+        other => other,
+    }
 }
 
 /// A workspace of at least `bytes`, grown in `slot`.
@@ -286,7 +314,7 @@ impl CudnnConv {
             dy: &d.y,
         };
         let (algo, bytes) = picked(backward_filter, || {
-            let algo = filter.pick_algorithm()?;
+            let algo = deterministic_filter_algorithm(filter.pick_algorithm()?);
             Ok((algo, filter.get_workspace_size(algo)?))
         })?;
         {
@@ -313,7 +341,7 @@ impl CudnnConv {
                 dy: &d.y,
             };
             let (algo, bytes) = picked(backward_data, || {
-                let algo = data.pick_algorithm()?;
+                let algo = deterministic_data_algorithm(data.pick_algorithm()?);
                 Ok((algo, data.get_workspace_size(algo)?))
             })?;
             let workspace = grown_workspace(gpu, ws, bytes)?;
