@@ -497,9 +497,9 @@ fn to_device<S: blobflow::typed::Shape>(
     p: &mut blobflow::typed::TypedBlob<f32, S>,
     dev: &Arc<CudaBackend>,
 ) {
-    let mut fresh = Blob::with_device(p.shape(), dev.clone()).expect("device blob");
-    fresh.copy_from(p.as_dyn(), true, false).expect("copy");
-    *p.as_dyn_mut() = fresh;
+    p.as_dyn_mut()
+        .move_to(dev.clone())
+        .expect("move to the GPU");
 }
 
 /// Moves a layer's weights and bias.

@@ -210,9 +210,10 @@ impl LeNet {
     /// Moves the net's parameters and activations to `device`: from then on
     /// each layer with a kernel for that device runs there (Caffe's
     /// `Forward_gpu`), reading and writing the same blobs, the blobs' heads
-    /// moving the bytes where a step runs on the host (the final softmax
-    /// of `predict`, whose probabilities stay there). The
-    /// values are kept, so a loaded or trained net moves as it is.
+    /// moving the bytes where a step runs on the host (a layer without a
+    /// kernel for the device) and when the host reads a result (`predict`
+    /// reads the probabilities). Data and diffs are kept, so a loaded or
+    /// trained net moves as it is.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -228,31 +229,28 @@ impl LeNet {
     /// }
     /// ```
     pub fn to_device(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
-        fn moved<S: Shape>(
-            blob: &mut TypedBlob<f32, S>,
-            device: &Arc<dyn DeviceBackend>,
-        ) -> Result<()> {
-            let mut fresh = Blob::with_device(blob.shape(), device.clone())?;
-            fresh.copy_from(blob.as_dyn(), true, false)?;
-            *blob.as_dyn_mut() = fresh;
-            Ok(())
+        for blob in [
+            self.conv1.weight.as_dyn_mut(),
+            self.conv1.bias.as_dyn_mut(),
+            self.conv2.weight.as_dyn_mut(),
+            self.conv2.bias.as_dyn_mut(),
+            self.ip1.weight.as_dyn_mut(),
+            self.ip1.bias.as_dyn_mut(),
+            self.ip2.weight.as_dyn_mut(),
+            self.ip2.bias.as_dyn_mut(),
+            self.data.as_dyn_mut(),
+            self.conv1_out.as_dyn_mut(),
+            self.pool1_out.as_dyn_mut(),
+            self.conv2_out.as_dyn_mut(),
+            self.pool2_out.as_dyn_mut(),
+            self.ip1_out.as_dyn_mut(),
+            self.ip2_out.as_dyn_mut(),
+            self.prob.as_dyn_mut(),
+            self.labels.as_dyn_mut(),
+        ] {
+            blob.move_to(device.clone())?;
         }
-        moved(&mut self.conv1.weight, &device)?;
-        moved(&mut self.conv1.bias, &device)?;
-        moved(&mut self.conv2.weight, &device)?;
-        moved(&mut self.conv2.bias, &device)?;
-        moved(&mut self.ip1.weight, &device)?;
-        moved(&mut self.ip1.bias, &device)?;
-        moved(&mut self.ip2.weight, &device)?;
-        moved(&mut self.ip2.bias, &device)?;
-        moved(&mut self.data, &device)?;
-        moved(&mut self.conv1_out, &device)?;
-        moved(&mut self.pool1_out, &device)?;
-        moved(&mut self.conv2_out, &device)?;
-        moved(&mut self.pool2_out, &device)?;
-        moved(&mut self.ip1_out, &device)?;
-        moved(&mut self.ip2_out, &device)?;
-        moved(&mut self.labels, &device)
+        Ok(())
     }
 
     /// Changes the batch size (activations only grow).

@@ -87,9 +87,7 @@ impl SgdSolver {
         // A history restored on the host follows its parameter to a device.
         for (h, p) in self.history.iter_mut().zip(params) {
             if let (None, Some(device)) = (h.device(), p.device()) {
-                let mut moved = Blob::with_device(p.shape(), device.clone())?;
-                moved.copy_from(h, false, false)?;
-                *h = moved;
+                h.move_to(device.clone())?;
             }
         }
         Ok(())

@@ -122,6 +122,42 @@ impl<T: Element> Blob<T> {
         self.device.as_ref()
     }
 
+    /// Puts this blob on `device`: a blob of the same shape there takes
+    /// its place, with the data and the diff copied (what was never
+    /// written stays unallocated). How a net is moved to a GPU: every
+    /// parameter and activation, then the layers run where their blobs
+    /// live. A blob sharing memory with another (`share_data`) stops
+    /// sharing. Already on `device`: nothing changes.
+    ///
+    /// ```no_run
+    /// # fn gpu() -> std::sync::Arc<dyn blob_runtime::DeviceBackend> { unimplemented!() }
+    /// // gpu(): with the `cuda` feature, `blob_runtime::cuda::CudaBackend::new(0)?`
+    /// let mut w = blob_runtime::Blob::<f32>::new(&[20, 1, 5, 5])?;
+    /// w.mutable_cpu_data()?.fill(0.5);
+    /// w.move_to(gpu())?;
+    /// assert!(w.device().is_some());
+    /// assert_eq!(w.data_at(&[0, 0, 0, 0]), 0.5);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn move_to(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
+        if self
+            .device
+            .as_ref()
+            .is_some_and(|d| Arc::ptr_eq(d, &device))
+        {
+            return Ok(());
+        }
+        let mut fresh = Self::with_device(&self.shape, device)?;
+        if self.data_head() != Head::Uninitialized {
+            fresh.copy_from(self, false, false)?;
+        }
+        if self.diff_head() != Head::Uninitialized {
+            fresh.copy_from(self, true, false)?;
+        }
+        *self = fresh;
+        Ok(())
+    }
+
     fn new_memory(&self, count: usize) -> Arc<SyncedMemory> {
         let bytes = count * size_of::<T>();
         Arc::new(match &self.device {

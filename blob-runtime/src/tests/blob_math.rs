@@ -220,6 +220,37 @@ fn copy_from_on_the_device_side() {
     assert_eq!(&*dst.cpu_data().unwrap(), &[1.0, 2.0, 3.0]);
 }
 
+/// A net goes to a device blob by blob: data and diff both arrive, and a
+/// buffer never written stays unallocated.
+#[test]
+fn move_to_takes_data_and_diff() {
+    let (counts, dev) = stand_in();
+    let mut w = Blob::<f32>::new(&[2, 2]).unwrap();
+    w.mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+    w.mutable_cpu_diff().unwrap().fill(0.25);
+    w.move_to(dev.clone()).unwrap();
+    assert!(w.device().is_some_and(|d| std::sync::Arc::ptr_eq(d, &dev)));
+    drop(w.gpu_data().unwrap());
+    drop(w.gpu_diff().unwrap());
+    assert_eq!(counts.uploads(), 2, "data and diff on the device");
+    assert_eq!(w.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(w.diff_to_vec().unwrap(), [0.25; 4]);
+
+    let mut untouched = Blob::<f32>::new(&[3]).unwrap();
+    untouched.move_to(dev.clone()).unwrap();
+    assert_eq!(
+        (untouched.data_head(), untouched.diff_head()),
+        (Head::Uninitialized, Head::Uninitialized)
+    );
+
+    let allocs = counts.allocs();
+    w.move_to(dev).unwrap(); // already there
+    assert_eq!(counts.allocs(), allocs);
+    assert_eq!(w.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+}
+
 #[test]
 fn gpu_shape_holds_the_dims_on_the_device() {
     let (counts, dev) = stand_in();
