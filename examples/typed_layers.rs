@@ -3,22 +3,30 @@
 //! InnerProduct and SoftmaxWithLoss, trained with SGD on a small synthetic
 //! problem (three Gaussian clusters in 16 dimensions).
 //!
-//! Run: `cargo run --release --example typed_layers`
+//! Run: `cargo run --release --example typed_layers`; on a GPU,
+//! `cargo run --release --features cuda --example typed_layers -- --device cuda`.
 //!
 //! `ChannelScale` implements the same [`Layer`] trait as the built-in
 //! layers: Caffe's Forward and Backward on the blobs, its parameter among
-//! `params()`. The typed `forward`/`backward` come with it, so wiring it
-//! wrongly does not compile; feeding it the logits instead of the hidden
-//! layer is refused with
+//! `params()`. Like them it has a CPU side and a CUDA side (feature
+//! `cuda`): its kernel sits in `channel_scale.cu` beside this file with a
+//! typed launcher, and which side runs follows where the blobs live. The
+//! typed `forward`/`backward` come with the trait, so wiring it wrongly
+//! does not compile; feeding it the logits instead of the hidden layer is
+//! refused with
 //!
 //! ```text
 //! error[E0277]: layer ChannelScale<f32, Hidden> reads Hidden, but is fed Logits
 //! ```
 
+use std::sync::Arc;
+
 use blobflow::kernels::cpu;
 use blobflow::layers::{InnerProduct, Labels, Layer, ReLU, SoftmaxWithLoss, accuracy};
 use blobflow::prelude::*;
+use blobflow::runtime::DeviceBackend;
 use blobflow::typed::{DimList, Rank2, Shape};
+use clap::{Parser, ValueEnum};
 
 const CLASSES: usize = 3;
 
@@ -59,6 +67,11 @@ where
     const TYPE: &'static str = "Scale";
 
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<(), BlobError> {
+        #[cfg(feature = "cuda")]
+        if let Some((gpu, [x, gamma, y])) = channel_scale_cuda::on_gpu([x, self.gamma.as_dyn(), y])
+        {
+            return channel_scale_cuda::forward(&gpu, x, gamma, y);
+        }
         let gamma = self.gamma.cpu_data()?;
         let xd = x.cpu_data()?;
         let mut yd = y.mutable_cpu_data()?;
@@ -80,6 +93,11 @@ where
         y: &Blob<T>,
         propagate_down: bool,
     ) -> Result<(), BlobError> {
+        #[cfg(feature = "cuda")]
+        if let Some((gpu, [x, gamma, y])) = channel_scale_cuda::on_gpu([x, self.gamma.as_dyn(), y])
+        {
+            return channel_scale_cuda::backward(&gpu, x, gamma, y, propagate_down);
+        }
         let channels = self.gamma.count();
         let (xd, dy) = (x.cpu_data()?, y.cpu_diff()?);
         {
@@ -107,6 +125,152 @@ where
     }
 }
 
+/// `ChannelScale`'s CUDA side: its kernel, and blobflow's own GPU math
+/// (an element-wise product, strided sums) for `gamma`'s gradient. What a
+/// layer of your own needs is all public: the launcher macro, the blob's
+/// device memory as cudarc views, and the GPU its blobs live on.
+#[cfg(feature = "cuda")]
+mod channel_scale_cuda {
+    use std::any::Any;
+    use std::sync::Arc;
+
+    use blobflow::kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
+    use blobflow::kernels::cuda::{BinaryOp, CudaError, Gpu, launch_config};
+    use blobflow::kernels::sums::SumLayout;
+    use blobflow::prelude::*;
+    use blobflow::runtime::DeviceError;
+    use blobflow::runtime::cuda::{CudaBackend, view, view_mut};
+
+    blobflow::kernels::cuda_kernels! {
+        /// `channel_scale.cu`, beside this file.
+        static CHANNEL_SCALE = "channel_scale.cu";
+        /// `y[b, c] = x[b, c] * gamma[c]`.
+        fn scale_channels_f32(
+            total: i64, channels: i32, x: &CudaView<'_, f32>, gamma: &CudaView<'_, f32>,
+            y: &mut CudaViewMut<'_, f32>
+        );
+    }
+
+    const OP: &str = "channel scale on the GPU";
+
+    fn cuda(e: CudaError) -> BlobError {
+        BlobError::Device {
+            op: OP,
+            source: DeviceError::with_source("CUDA", e),
+        }
+    }
+
+    fn device(source: DeviceError) -> BlobError {
+        BlobError::Device { op: OP, source }
+    }
+
+    /// The blobs as `f32` and the GPU they live on, when they are `f32`
+    /// blobs of one CUDA device; `None` sends the layer to its CPU side.
+    pub fn on_gpu<T: MathElement, const N: usize>(
+        blobs: [&Blob<T>; N],
+    ) -> Option<(Arc<Gpu>, [&Blob<f32>; N])> {
+        let mut typed = [None; N];
+        for (slot, blob) in typed.iter_mut().zip(blobs) {
+            let blob = (blob as &dyn Any).downcast_ref::<Blob<f32>>()?;
+            blob.device().and_then(CudaBackend::of)?;
+            *slot = Some(blob);
+        }
+        let first = typed.first().copied().flatten()?;
+        let gpu = first.device().and_then(CudaBackend::of)?.gpu().clone();
+        Some((gpu, typed.map(|b| b.expect("filled above"))))
+    }
+
+    /// `y = x * gamma` per channel over the views, launched safely: the
+    /// lengths the kernel relies on are checked first.
+    fn scale(
+        gpu: &Gpu,
+        x: &CudaView<'_, f32>,
+        gamma: &CudaView<'_, f32>,
+        y: &mut CudaViewMut<'_, f32>,
+    ) -> Result<(), BlobError> {
+        let (n, c) = (y.len(), gamma.len());
+        if x.len() != n || c == 0 || n % c != 0 {
+            return Err(BlobError::InvalidParameter {
+                op: OP,
+                detail: format!(
+                    "{} inputs, {n} outputs and {c} channels do not fit",
+                    x.len()
+                ),
+            });
+        }
+        let channels = i32::try_from(c).map_err(|_| BlobError::InvalidParameter {
+            op: OP,
+            detail: format!("{c} channels do not fit the kernel's int"),
+        })?;
+        // SAFETY: x and y hold n values and gamma c (checked above); the
+        // kernel reads x[i], gamma[i % c] and writes y[i] for i < n.
+        unsafe { scale_channels_f32(gpu, launch_config(n), n as i64, channels, x, gamma, y) }
+            .map_err(cuda)
+    }
+
+    /// `y = x * gamma` per channel.
+    pub fn forward(
+        gpu: &Gpu,
+        x: &Blob<f32>,
+        gamma: &Blob<f32>,
+        y: &Blob<f32>,
+    ) -> Result<(), BlobError> {
+        let (n, c) = (x.count(), gamma.count());
+        let (xg, gg, mut yg) = (x.gpu_data()?, gamma.gpu_data()?, y.mutable_gpu_data()?);
+        scale(
+            gpu,
+            &view(&xg, n).map_err(device)?,
+            &view(&gg, c).map_err(device)?,
+            &mut view_mut(&mut yg, n).map_err(device)?,
+        )
+    }
+
+    /// `dgamma += column sums of dy * x`; `dx = dy * gamma` when asked.
+    pub fn backward(
+        gpu: &Gpu,
+        x: &Blob<f32>,
+        gamma: &Blob<f32>,
+        y: &Blob<f32>,
+        propagate_down: bool,
+    ) -> Result<(), BlobError> {
+        let (n, c) = (x.count(), gamma.count());
+        let (xg, dyg) = (x.gpu_data()?, y.gpu_diff()?);
+        let dy = view(&dyg, n).map_err(device)?;
+        let mut products = gpu
+            .stream()
+            .alloc_zeros::<f32>(n.max(1))
+            .map_err(|e| cuda(CudaError::driver("allocate products")(e)))?;
+        let mut products = products.slice_mut(..n);
+        gpu.binary(
+            BinaryOp::Mul,
+            &dy,
+            &view(&xg, n).map_err(device)?,
+            &mut products,
+        )
+        .map_err(cuda)?;
+        {
+            let mut dg = gamma.mutable_gpu_diff()?;
+            let layout = SumLayout::columns_of(n / c.max(1), c);
+            gpu.add_sums(
+                &layout,
+                &products.as_view(),
+                &mut view_mut(&mut dg, c).map_err(device)?,
+            )
+            .map_err(cuda)?;
+        }
+        if propagate_down {
+            let (gg, mut dxg) = (gamma.gpu_data()?, x.mutable_gpu_diff()?);
+            scale(
+                gpu,
+                &dy,
+                &view(&gg, c).map_err(device)?,
+                &mut view_mut(&mut dxg, n).map_err(device)?,
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// The net: every layer's input and output named, checked when this
 /// example compiles.
 struct Net {
@@ -122,6 +286,63 @@ impl Net {
     fn params(&self) -> Vec<&Blob<f32>> {
         [self.ip1.params(), self.scale.params(), self.ip2.params()].concat()
     }
+
+    /// Puts every parameter on `device` (values kept).
+    fn move_to(&mut self, device: &Arc<dyn DeviceBackend>) -> Result<(), BlobError> {
+        for blob in [
+            self.ip1.weight.as_dyn_mut(),
+            self.ip1.bias.as_dyn_mut(),
+            self.scale.gamma.as_dyn_mut(),
+            self.ip2.weight.as_dyn_mut(),
+            self.ip2.bias.as_dyn_mut(),
+        ] {
+            blob.move_to(device.clone())?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+enum Device {
+    Cpu,
+    Cuda,
+}
+
+#[derive(Parser)]
+#[command(about = "Train a small net of typed layers, one of them the user's own")]
+struct Args {
+    /// Where to run
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
+}
+
+/// GPU 0, when built with `--features cuda`.
+#[cfg(feature = "cuda")]
+fn gpu() -> Result<Arc<dyn DeviceBackend>, BlobError> {
+    let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
+    println!("device: {}", gpu.gpu().name());
+    Ok(gpu)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu() -> Result<Arc<dyn DeviceBackend>, BlobError> {
+    Err(BlobError::Device {
+        op: "typed_layers --device cuda",
+        source: blobflow::runtime::DeviceError::new(
+            "this build has no CUDA; rebuild with --features cuda",
+        ),
+    })
+}
+
+/// A blob of the net moved to `device`, when there is one.
+fn placed<S: Shape>(
+    mut blob: TypedBlob<f32, S>,
+    device: Option<&Arc<dyn DeviceBackend>>,
+) -> Result<TypedBlob<f32, S>, BlobError> {
+    if let Some(d) = device {
+        blob.as_dyn_mut().move_to(d.clone())?;
+    }
+    Ok(blob)
 }
 
 /// A batch of inputs and their labels.
@@ -144,7 +365,22 @@ fn synthetic_batch(batch: usize, step: u64) -> Result<Batch, BlobError> {
     Ok((x, labels))
 }
 
-fn main() -> Result<(), BlobError> {
+fn main() -> std::process::ExitCode {
+    match train(Args::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn train(args: Args) -> Result<(), BlobError> {
+    let device = match args.device {
+        Device::Cpu => None,
+        Device::Cuda => Some(gpu()?),
+    };
+    let device = device.as_ref();
     let mut net = Net {
         ip1: InnerProduct::new()?,
         scale: ChannelScale::new()?,
@@ -155,16 +391,20 @@ fn main() -> Result<(), BlobError> {
     cpu::set_seed(7);
     cpu::gaussian(0.0, 0.25, &mut net.ip1.weight.mutable_cpu_data()?).expect("sigma > 0");
     cpu::gaussian(0.0, 0.25, &mut net.ip2.weight.mutable_cpu_data()?).expect("sigma > 0");
+    if let Some(d) = device {
+        net.move_to(d)?;
+    }
     let batch = 60;
     let (h, scaled) = (
-        TypedBlob::<f32, Hidden>::with_dynamic(batch)?,
-        TypedBlob::<f32, Hidden>::with_dynamic(batch)?,
+        placed(TypedBlob::<f32, Hidden>::with_dynamic(batch)?, device)?,
+        placed(TypedBlob::<f32, Hidden>::with_dynamic(batch)?, device)?,
     );
-    let logits = TypedBlob::<f32, Logits>::with_dynamic(batch)?;
+    let logits = placed(TypedBlob::<f32, Logits>::with_dynamic(batch)?, device)?;
 
     let lr = 0.2;
     for step in 0..200 {
         let (x, labels) = synthetic_batch(batch, step)?;
+        let (x, labels) = (placed(x, device)?, placed(labels, device)?);
         net.ip1.forward(&x, &h)?;
         net.scale.forward(&h, &scaled)?;
         net.relu.forward(&scaled, &scaled)?;

@@ -35,7 +35,7 @@ bundle() {
     python3 - "$msgs" "$out/bin" <<'PY'
 import json, shutil, sys, os
 msgs, dest = sys.argv[1], sys.argv[2]
-want = {("test", "gpu"), ("bench", "gpu"), ("example", "lenet_mnist"), ("example", "train_lenet"), ("bench", "lenet")}
+want = {("test", "gpu"), ("bench", "gpu"), ("example", "lenet_mnist"), ("example", "train_lenet"), ("example", "typed_layers"), ("bench", "lenet")}
 for line in open(msgs):
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
@@ -95,6 +95,7 @@ run() {
     step torch python3 "$dir/lenet_torch.py"
     step lenet-b64 "$b/example-lenet_mnist" --device cuda --model "$m" --images "$im" --labels "$lb"
     step lenet-b1000 "$b/example-lenet_mnist" --device cuda --batch 1000 --model "$m" --images "$im" --labels "$lb"
+    step user-layer "$b/example-typed_layers" --device cuda
     if [ -x "$b/example-train_lenet" ] && "$b/example-train_lenet" --help 2>/dev/null | grep -q -- --device; then
         step train "$b/example-train_lenet" --device cuda --iters 1000 --out "$dir/train" --images "$im" --labels "$lb"
     fi
@@ -114,6 +115,7 @@ run() {
     grep -hE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
     grep -hE "images/s" "$logs/lenet-bench.log" "$logs/torch.log" | sed 's/^/  lenet: /'
     grep -hE "accuracy|throughput" "$logs/lenet-b64.log" "$logs/lenet-b1000.log" | sed 's/^/  lenet_mnist: /'
+    tail -2 "$logs/user-layer.log" | sed 's/^/  typed_layers: /'
     [ -f "$logs/train.log" ] && tail -3 "$logs/train.log" | sed 's/^/  train_lenet: /'
     ! printf '%s\n' "${summary[@]}" | grep -q FAILED
 }

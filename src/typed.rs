@@ -113,7 +113,15 @@
 //! # Ok::<(), blobflow::BlobError>(())
 //! ```
 //!
-//! The `typed_layers` example trains a net with such a layer in it.
+//! The `typed_layers` example trains a net with such a layer in it, and
+//! gives the layer a CUDA side as the built-in layers have one (feature
+//! `cuda`): a kernel in a `.cu` file beside the code, a typed launcher
+//! declared with `blobflow::kernels::cuda_kernels!`, and a branch at the
+//! top of `forward_blobs`/`backward_blobs` taken when the blobs live on a
+//! CUDA device (`blob.device()` and `runtime::cuda::CudaBackend::of`),
+//! reading their device memory with `runtime::cuda::view`. Its run on a
+//! GPU is `typed_layers --device cuda`; `tests/cuda-on-cpu` runs its
+//! kernel on the CPU against the layer's CPU arithmetic.
 //!
 //! ## What the compiler refuses, and what it says
 //!

@@ -1,8 +1,9 @@
-//! Compiles every `.cu` file of `kernels/` and `layers/` as C++ (with
-//! `cuda_on_cpu.h` standing in for CUDA's built-ins) into one static
-//! library, and writes a Rust launcher for each `extern "C" __global__`
-//! kernel, its parameter list read from the preprocessed source itself so
-//! the tests cannot call a kernel with a list of their own.
+//! Compiles every `.cu` file of `kernels/`, `layers/` and `examples/` as
+//! C++ (with `cuda_on_cpu.h` standing in for CUDA's built-ins) into one
+//! static library, and writes a Rust launcher for each `extern "C"
+//! __global__` kernel, its parameter list read from the preprocessed
+//! source itself so the tests cannot call a kernel with a list of their
+//! own.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ fn main() {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
 
     let mut sources = Vec::new();
-    for dir in ["kernels/src", "layers/src"] {
+    for dir in ["kernels/src", "layers/src", "examples"] {
         find_cu(&root.join(dir), &mut sources);
     }
     sources.sort();

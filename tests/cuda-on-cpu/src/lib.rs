@@ -1,7 +1,7 @@
 //! The workspace's CUDA kernels, run on the CPU.
 //!
-//! The build script compiles every `.cu` file of `kernels/` and `layers/`
-//! as C++, with a header standing in for CUDA's built-ins, and writes one
+//! The build script compiles every `.cu` file of `kernels/`, `layers/`
+//! and `examples/` as C++, with a header standing in for CUDA's built-ins, and writes one
 //! launcher per kernel from the parameter list of the source itself. A
 //! launcher runs every thread of the grid that
 //! `blob_kernels::cuda::launch_config` would launch, one thread after

@@ -179,3 +179,22 @@ fn dropout_matches_cpu() {
     unsafe { k::dropout_inplace_f32(n, n as i64, &keep, scale, &mut dx) };
     assert_close("dropout gradient", &dx, &want.dx, 1e-6);
 }
+
+/// The `typed_layers` example's own kernel (its user layer's CUDA side)
+/// against what that layer's CPU side computes: `y[b, c] = x[b, c] *
+/// gamma[c]`, used for the output and for the input's gradient.
+#[test]
+fn user_layer_kernel_matches_its_cpu_side() {
+    let (batch, channels) = (7, 32);
+    let n = batch * channels;
+    let x = random(n, 1, -1.0, 1.0);
+    let gamma = random(channels, 2, 0.5, 1.5);
+    let mut y = vec![f32::NAN; n];
+    // SAFETY: x and y hold n values, gamma channels.
+    unsafe { k::scale_channels_f32(n, n as i64, channels as i32, &x, &gamma, &mut y) };
+    let want: Vec<f32> = x
+        .chunks_exact(channels)
+        .flat_map(|row| row.iter().zip(&gamma).map(|(v, g)| v * g))
+        .collect();
+    assert_eq!(y, want);
+}
