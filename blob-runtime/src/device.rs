@@ -44,7 +44,7 @@ pub trait DeviceStream: Send + Sync + Debug {
     fn as_any(&self) -> &dyn Any;
 }
 
-/// What a GPU (or a stand-in) must provide for the runtime.
+/// What a GPU (or the [host device](crate::host_device)) must provide for the runtime.
 ///
 /// Math methods take element counts `n`, and scalars as `f64` (exact for
 /// every `f32`); results come back as `f64`.
@@ -112,4 +112,27 @@ pub trait DeviceBackend: Send + Sync + Debug {
         x: &dyn DeviceBuffer,
         y: &dyn DeviceBuffer,
     ) -> Result<f64, DeviceError>;
+}
+
+/// `buffer` as backend `B`'s own buffer type, or an error naming the
+/// backend: a buffer of another backend handed to this one.
+pub(crate) fn own_buffer<'a, B: 'static>(
+    buffer: &'a dyn DeviceBuffer,
+    backend: &str,
+) -> Result<&'a B, DeviceError> {
+    buffer
+        .as_any()
+        .downcast_ref()
+        .ok_or_else(|| DeviceError::new(format!("not a buffer of {backend}")))
+}
+
+/// [`own_buffer`], writable.
+pub(crate) fn own_buffer_mut<'a, B: 'static>(
+    buffer: &'a mut dyn DeviceBuffer,
+    backend: &str,
+) -> Result<&'a mut B, DeviceError> {
+    buffer
+        .as_any_mut()
+        .downcast_mut()
+        .ok_or_else(|| DeviceError::new(format!("not a buffer of {backend}")))
 }

@@ -41,6 +41,7 @@ mod element;
 mod error;
 mod head;
 mod host_buffer;
+pub mod host_device;
 #[cfg(feature = "ndarray")]
 mod ndarray_views;
 mod proto;
@@ -50,8 +51,6 @@ mod tensor_file;
 pub mod typed;
 mod weights;
 
-#[cfg(test)]
-mod stand_in_device;
 #[cfg(test)]
 mod tests;
 

@@ -1,21 +1,21 @@
 //! The math half of Caffe's test_blob.cpp (sumsq, asum, scale), for f32 and
-//! f64, once with the head on the CPU and once on the (stand-in) device.
+//! f64, once with the head on the CPU and once on the host device.
 
 use blob_kernels::cpu;
 
-use super::{MODES, Mode, stand_in};
+use super::{MODES, Mode, host_device_pair};
 use crate::{Blob, Head, MathElement};
 
 fn filled_blob<T: MathElement>(
     mode: Mode,
 ) -> (
     Blob<T>,
-    Option<std::sync::Arc<crate::stand_in_device::StandInDevice>>,
+    Option<std::sync::Arc<crate::host_device::HostDevice>>,
 ) {
     let (blob, counts) = match mode {
         Mode::Cpu => (Blob::<T>::new(&[2, 3, 4, 5]).unwrap(), None),
         Mode::Gpu => {
-            let (counts, dev) = stand_in();
+            let (counts, dev) = host_device_pair();
             (
                 Blob::<T>::with_device(&[2, 3, 4, 5], dev).unwrap(),
                 Some(counts),
@@ -190,7 +190,7 @@ fn scale_data_f64() {
 
 #[test]
 fn update_runs_on_the_device_when_the_head_is_there() {
-    let (counts, dev) = stand_in();
+    let (counts, dev) = host_device_pair();
     let blob = Blob::<f32>::with_device(&[4], dev).unwrap();
     blob.mutable_cpu_data()
         .unwrap()
@@ -209,7 +209,7 @@ fn update_runs_on_the_device_when_the_head_is_there() {
 
 #[test]
 fn copy_from_on_the_device_side() {
-    let (counts, dev) = stand_in();
+    let (counts, dev) = host_device_pair();
     let src = Blob::<f64>::with_device(&[3], dev.clone()).unwrap();
     super::device_bytes(&mut src.mutable_gpu_data().unwrap())
         .copy_from_slice(bytemuck::cast_slice(&[1.0f64, 2.0, 3.0]));
@@ -224,7 +224,7 @@ fn copy_from_on_the_device_side() {
 /// buffer never written stays unallocated.
 #[test]
 fn move_to_takes_data_and_diff() {
-    let (counts, dev) = stand_in();
+    let (counts, dev) = host_device_pair();
     let mut w = Blob::<f32>::new(&[2, 2]).unwrap();
     w.mutable_cpu_data()
         .unwrap()
@@ -253,7 +253,7 @@ fn move_to_takes_data_and_diff() {
 
 #[test]
 fn gpu_shape_holds_the_dims_on_the_device() {
-    let (counts, dev) = stand_in();
+    let (counts, dev) = host_device_pair();
     let blob = Blob::<f32>::with_device(&[2, 3, 4], dev).unwrap();
     let shape = blob.gpu_shape().unwrap();
     assert_eq!(shape.head(), Head::Synced);

@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 
-use super::{device_bytes, device_view, stand_in};
+use super::{device_bytes, device_view, host_device_pair};
 use crate::{Blob, HostBuffer};
 
 #[derive(Clone, Debug)]
@@ -96,7 +96,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 }
 
 fn run(ops: &[Op]) {
-    let (_, dev) = stand_in();
+    let (_, dev) = host_device_pair();
     let mut blobs = [
         Blob::<f32>::with_device(&[2, 3], dev.clone()).unwrap(),
         Blob::<f32>::with_device(&[6], dev).unwrap(),

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::{device_bytes, device_view, stand_in};
-use crate::stand_in_device::{StandInDevice, StandInStream};
+use super::{device_bytes, device_view, host_device_pair};
+use crate::host_device::{HostDevice, HostStream};
 use crate::{Head, HostBuffer, SyncedMemory};
 
 const N: usize = 8;
@@ -14,8 +14,8 @@ const SET_MARK: u8 = 0x33;
 
 /// A memory brought into `head`, with the host holding HOST_MARK where it
 /// is current and the device DEV_MARK where it is current.
-fn in_state(head: Head) -> (Arc<StandInDevice>, SyncedMemory) {
-    let (counts, dev) = stand_in();
+fn in_state(head: Head) -> (Arc<HostDevice>, SyncedMemory) {
+    let (counts, dev) = host_device_pair();
     let m = SyncedMemory::with_device(N, dev);
     match head {
         Head::Uninitialized => {}
@@ -127,13 +127,13 @@ fn every_accessor_in_every_head_state() {
                     .map(|_| m.cpu_data().unwrap().to_vec()),
                 Call::SetGpuData => {
                     let mut buf = m.device().unwrap().alloc_zeroed(N).unwrap();
-                    let b: &mut crate::stand_in_device::StandInBuffer =
+                    let b: &mut crate::host_device::HostDeviceBuffer =
                         buf.as_any_mut().downcast_mut().unwrap();
-                    b.bytes_for_tests().fill(SET_MARK);
+                    b.bytes_mut().fill(SET_MARK);
                     m.set_gpu_data(buf).ok().map(|_| vec![SET_MARK; N])
                 }
                 Call::AsyncGpuPush => m
-                    .async_gpu_push(&StandInStream)
+                    .async_gpu_push(&HostStream)
                     .ok()
                     .map(|_| device_view(&m.gpu_data().unwrap()).to_vec()),
             };
@@ -171,7 +171,7 @@ fn set_and_push_heads_before_any_later_read() {
         let (_, m) = in_state(start);
         m.set_cpu_data(HostBuffer::zeroed(N).unwrap()).unwrap();
         assert_eq!(m.head(), Head::AtCpu, "set_cpu_data from {start:?}");
-        m.async_gpu_push(&StandInStream).unwrap();
+        m.async_gpu_push(&HostStream).unwrap();
         assert_eq!(m.head(), Head::Synced, "async push after set_cpu_data");
     }
 }
@@ -182,7 +182,7 @@ fn gpu_accessors_without_a_device_are_errors() {
     for e in [
         m.gpu_data().err(),
         m.mutable_gpu_data().err(),
-        m.async_gpu_push(&StandInStream).err(),
+        m.async_gpu_push(&HostStream).err(),
     ] {
         let e = e.expect("no device: error");
         assert!(e.to_string().contains("no GPU device"), "{e}");

@@ -1,6 +1,6 @@
-//! Caffe's test_syncedmem.cpp, with the GPU cases on the stand-in device.
+//! Caffe's test_syncedmem.cpp, with the GPU cases on the host device.
 
-use super::{device_bytes, stand_in};
+use super::{device_bytes, host_device_pair};
 use crate::{Head, SyncedMemory};
 
 #[test]
@@ -14,7 +14,7 @@ fn initialization() {
 
 #[test]
 fn allocation_cpu_gpu() {
-    let (_, dev) = stand_in();
+    let (_, dev) = host_device_pair();
     let mem = SyncedMemory::with_device(10, dev);
     assert_eq!(mem.cpu_data().unwrap().len(), 10);
     assert_eq!(mem.gpu_data().unwrap().len(), 10);
@@ -31,7 +31,7 @@ fn allocation_cpu() {
 
 #[test]
 fn allocation_gpu() {
-    let (counts, dev) = stand_in();
+    let (counts, dev) = host_device_pair();
     let mem = SyncedMemory::with_device(10, dev);
     assert!(mem.gpu_data().is_ok());
     assert!(mem.mutable_gpu_data().is_ok());
@@ -50,7 +50,7 @@ fn cpu_write() {
 
 #[test]
 fn gpu_read() {
-    let (counts, dev) = stand_in();
+    let (counts, dev) = host_device_pair();
     let mem = SyncedMemory::with_device(10, dev);
     mem.mutable_cpu_data().unwrap().fill(1);
     assert_eq!(mem.head(), Head::AtCpu);
@@ -59,8 +59,8 @@ fn gpu_read() {
         assert_eq!(mem.head(), Head::Synced);
         let b = g
             .as_any()
-            .downcast_ref::<crate::stand_in_device::StandInBuffer>();
-        assert!(b.unwrap().bytes_view().iter().all(|&x| x == 1));
+            .downcast_ref::<crate::host_device::HostDeviceBuffer>();
+        assert!(b.unwrap().bytes().iter().all(|&x| x == 1));
     }
     assert_eq!(counts.uploads(), 1);
     mem.mutable_cpu_data().unwrap().fill(0);
@@ -69,14 +69,14 @@ fn gpu_read() {
     assert_eq!(mem.head(), Head::Synced);
     let b = g
         .as_any()
-        .downcast_ref::<crate::stand_in_device::StandInBuffer>();
-    assert!(b.unwrap().bytes_view().iter().all(|&x| x == 0));
+        .downcast_ref::<crate::host_device::HostDeviceBuffer>();
+    assert!(b.unwrap().bytes().iter().all(|&x| x == 0));
     assert_eq!(counts.uploads(), 2);
 }
 
 #[test]
 fn gpu_write() {
-    let (counts, dev) = stand_in();
+    let (counts, dev) = host_device_pair();
     let mem = SyncedMemory::with_device(10, dev);
     device_bytes(&mut mem.mutable_gpu_data().unwrap()).fill(1);
     assert_eq!(mem.head(), Head::AtGpu);
@@ -109,7 +109,7 @@ fn borrow_rules_refuse_conflicts_instead_of_aliasing() {
 
 #[test]
 fn set_cpu_data_swaps_and_hands_back_the_old_buffer() {
-    let (counts, dev) = stand_in();
+    let (counts, dev) = host_device_pair();
     let mem = SyncedMemory::with_device(4, dev);
     mem.mutable_cpu_data()
         .unwrap()
@@ -126,8 +126,8 @@ fn set_cpu_data_swaps_and_hands_back_the_old_buffer() {
     let g = mem.gpu_data().unwrap();
     let b = g
         .as_any()
-        .downcast_ref::<crate::stand_in_device::StandInBuffer>();
-    assert_eq!(b.unwrap().bytes_view(), &[9, 9, 9, 9]);
+        .downcast_ref::<crate::host_device::HostDeviceBuffer>();
+    assert_eq!(b.unwrap().bytes(), &[9, 9, 9, 9]);
     assert_eq!(counts.uploads(), before + 1);
 }
 

@@ -2,7 +2,7 @@
 //! replaces or drops it, and is freed as the Vec it was (miri checks the
 //! deallocation and that nothing leaks).
 
-use super::{device_bytes, stand_in};
+use super::{device_bytes, host_device_pair};
 use crate::{Blob, HostBuffer};
 
 #[test]
@@ -54,7 +54,7 @@ fn from_vec_refuses_a_wrong_count_and_keeps_empty_and_spare_capacity_right() {
 
 #[test]
 fn to_vec_reads_the_newer_side_of_a_device_blob() {
-    let (_dev, backend) = stand_in();
+    let (_dev, backend) = host_device_pair();
     let b = Blob::<f32>::with_device(&[2], backend).unwrap();
     {
         let mut g = b.mutable_gpu_data().unwrap();

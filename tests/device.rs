@@ -1,0 +1,90 @@
+//! What a GPU run does with its blobs, checked without a GPU: LeNet and
+//! its trainer on the host device (host memory standing in for a device,
+//! `blobflow::runtime::host_device`). The layers find no kernels for it
+//! and run their CPU side, so every value must equal the host run's bit
+//! for bit; what differs is which blobs the net holds (device blobs made
+//! by `to_device`, a solver history following its parameter, a snapshot
+//! read from them and restored), which is what a GPU run relies on.
+
+use std::sync::Arc;
+
+use blobflow::layers::lenet::LeNet;
+use blobflow::runtime::DeviceBackend;
+use blobflow::runtime::host_device::HostDevice;
+use blobflow_mnist::Trainer;
+
+#[path = "support/digits.rs"]
+mod digits;
+
+use digits::{digits, root};
+
+fn device() -> Arc<dyn DeviceBackend> {
+    HostDevice::new()
+}
+
+/// `LeNet::to_device` keeps the trained weights: the net on the device
+/// gives the host's probabilities on 500 digits, its blobs there.
+#[test]
+fn lenet_moved_to_a_device_keeps_its_weights() {
+    let data = digits();
+    let model = root().join("models/lenet/lenet_iter_10000.caffemodel");
+    let batch = 100;
+    let mut on_host = LeNet::load(&model, batch).unwrap();
+    let mut on_device = LeNet::load(&model, batch).unwrap();
+    let dev = device();
+    on_device.to_device(dev.clone()).unwrap();
+    for p in on_device.params() {
+        assert!(p.device().is_some_and(|d| Arc::ptr_eq(d, &dev)));
+    }
+    let mut images = vec![0f32; batch * 784];
+    for start in (0..500).step_by(batch) {
+        data.scaled_into(start, 0.00390625, &mut images);
+        let want = on_host.predict(&images).unwrap();
+        let got = on_device.predict(&images).unwrap();
+        assert_eq!(got, want, "digits {start}..{}", start + batch);
+        assert_eq!(
+            on_device.prob().to_vec().unwrap(),
+            on_host.prob().to_vec().unwrap()
+        );
+    }
+}
+
+/// Training on the device (the solver's history following its parameter
+/// there, diffs cleared and updates applied on the device) takes the
+/// host's steps exactly, and a run resumed from its own snapshot on the
+/// device continues exactly.
+#[test]
+fn training_and_resuming_on_a_device_repeat_the_host_run() {
+    let data = digits();
+    let (batch, total, cut) = (16, 10, 4);
+    let mut on_host = Trainer::new(batch, 8000, 1701).unwrap();
+    let mut on_device = Trainer::new(batch, 8000, 1701).unwrap();
+    let dev = device();
+    on_device.net.to_device(dev.clone()).unwrap();
+    let dir = std::env::temp_dir().join(format!("blobflow-device-{}", std::process::id()));
+    let (mut losses, mut snapshot) = (Vec::new(), None);
+    for it in 0..total {
+        let (h, d) = (on_host.step(&data).unwrap(), on_device.step(&data).unwrap());
+        assert_eq!(
+            h.to_bits(),
+            d.to_bits(),
+            "loss at iteration {it}: {h} vs {d}"
+        );
+        losses.push(d);
+        if on_device.solver.iter == cut {
+            snapshot = Some(on_device.snapshot(&dir, "lenet").unwrap().1);
+        }
+    }
+    for (h, d) in on_host.net.params().iter().zip(on_device.net.params()) {
+        assert_eq!(h.to_vec().unwrap(), d.to_vec().unwrap());
+    }
+
+    let mut resumed = Trainer::resume(snapshot.unwrap(), batch, 8000).unwrap();
+    resumed.net.to_device(dev).unwrap();
+    let again: Vec<u32> = (cut..total)
+        .map(|_| resumed.step(&data).unwrap().to_bits())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    let want: Vec<u32> = losses[cut..].iter().map(|l| l.to_bits()).collect();
+    assert_eq!(again, want, "resumed on the device");
+}
