@@ -340,7 +340,7 @@ fn placed<S: Shape>(
     device: Option<&Arc<dyn DeviceBackend>>,
 ) -> Result<TypedBlob<f32, S>, BlobError> {
     if let Some(d) = device {
-        blob.as_dyn_mut().move_to(d.clone())?;
+        blob.move_to(d.clone())?;
     }
     Ok(blob)
 }

@@ -226,6 +226,22 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         &mut self.blob
     }
 
+    /// Puts this blob on `device`, data and diff kept, its shape type
+    /// unchanged ([`Blob::move_to`]).
+    ///
+    /// ```
+    /// use blob_runtime::host_device::HostDevice;
+    /// let mut w = <blob_runtime::blob!(f32; 2, 3)>::new()?;
+    /// w.mutable_cpu_data()?.fill(1.5);
+    /// w.move_to(HostDevice::new())?;
+    /// assert!(w.device().is_some());
+    /// assert_eq!(w.to_vec()?, vec![1.5; 6]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn move_to(&mut self, device: std::sync::Arc<dyn crate::DeviceBackend>) -> Result<()> {
+        self.blob.move_to(device)
+    }
+
     /// The offset of `index` from the static dims alone, usable in `const`
     /// items (Caffe `offset`). Fails to compile (in a `const`) or panics
     /// when an index is out of bounds or its dim is dynamic.
