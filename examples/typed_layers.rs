@@ -4,7 +4,9 @@
 //! problem (three Gaussian clusters in 16 dimensions).
 //!
 //! Run: `cargo run --release --example typed_layers`; on a GPU,
-//! `cargo run --release --features cuda --example typed_layers -- --device cuda`.
+//! `cargo run --release --features cuda --example typed_layers -- --device cuda`;
+//! `-- --check-kernels` compiles the layer's kernel with NVRTC and checks
+//! its launcher against the PTX, with no GPU.
 //!
 //! `ChannelScale` implements the same [`Layer`] trait as the built-in
 //! layers: Caffe's Forward and Backward on the blobs, its parameter among
@@ -152,6 +154,16 @@ mod channel_scale_cuda {
     }
 
     const OP: &str = "channel scale on the GPU";
+
+    /// Compiles `channel_scale.cu` with NVRTC and holds the launcher's
+    /// name and parameter types to the PTX: the check a kernel of your
+    /// own can have in CI, where there is NVRTC but no GPU.
+    pub fn check_kernels() -> Result<(), BlobError> {
+        let ptx = CHANNEL_SCALE.compile().map_err(cuda)?;
+        CHANNEL_SCALE.check_ptx(&ptx).map_err(cuda)?;
+        println!("{}: the launcher matches the PTX", CHANNEL_SCALE.file);
+        Ok(())
+    }
 
     fn cuda(e: CudaError) -> BlobError {
         BlobError::Device {
@@ -314,6 +326,25 @@ struct Args {
     /// Where to run
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
+    /// Only compile the user layer's kernel with NVRTC and check its
+    /// launcher against the PTX (needs NVRTC and `--features cuda`, no GPU)
+    #[arg(long)]
+    check_kernels: bool,
+}
+
+#[cfg(feature = "cuda")]
+fn check_kernels() -> Result<(), BlobError> {
+    channel_scale_cuda::check_kernels()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn check_kernels() -> Result<(), BlobError> {
+    Err(BlobError::Device {
+        op: "typed_layers --check-kernels",
+        source: blobflow::runtime::DeviceError::new(
+            "this build has no CUDA; rebuild with --features cuda",
+        ),
+    })
 }
 
 /// GPU 0, when built with `--features cuda`.
@@ -376,6 +407,9 @@ fn main() -> std::process::ExitCode {
 }
 
 fn train(args: Args) -> Result<(), BlobError> {
+    if args.check_kernels {
+        return check_kernels();
+    }
     let device = match args.device {
         Device::Cpu => None,
         Device::Cuda => Some(gpu()?),
