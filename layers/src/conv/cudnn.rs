@@ -3,13 +3,14 @@
 //! side otherwise. cuDNN picks its algorithms by heuristics, once per
 //! geometry, among the deterministic ones: a GPU run repeats bit for bit,
 //! so `--resume` continues exactly (Caffe takes whatever the heuristics
-//! give, atomics included). The bias is this crate's kernel.
+//! give, atomics included). The math is f32 throughout (no TF32 tensor
+//! cores). The bias is this crate's kernel.
 
 use std::sync::Arc;
 
 use blob_kernels::cuda::cudarc::cudnn::sys::{
     cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionFwdAlgo_t,
-    cudnnConvolutionMode_t, cudnnTensorFormat_t,
+    cudnnConvolutionMode_t, cudnnMathType_t, cudnnTensorFormat_t,
 };
 use blob_kernels::cuda::cudarc::cudnn::{
     ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnError,
@@ -166,15 +167,23 @@ fn descriptors(handle: &Arc<Cudnn>, g: &ConvGeometry) -> Result<Descriptors> {
         w: handle
             .create_4d_filter(nchw, [cout, cin, k, k])
             .map_err(err)?,
-        conv: handle
-            .create_conv2d(
-                [pad, pad],
-                [stride, stride],
-                [1, 1],
-                // Caffe's convolution does not flip the kernel.
-                cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
-            )
-            .map_err(err)?,
+        conv: {
+            let mut conv = handle
+                .create_conv2d(
+                    [pad, pad],
+                    [stride, stride],
+                    [1, 1],
+                    // Caffe's convolution does not flip the kernel.
+                    cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
+                )
+                .map_err(err)?;
+            // cuDNN's default math lets Ampere and later GPUs convolve f32
+            // through TF32 tensor cores (a 10-bit mantissa, about 1e-3 off
+            // f32); FMA math keeps the layer f32, as Caffe and the CPU side.
+            conv.set_math_type(cudnnMathType_t::CUDNN_FMA_MATH)
+                .map_err(err)?;
+            conv
+        },
         y: handle
             .create_4d_tensor(nchw, [n, cout, oh, ow])
             .map_err(err)?,
