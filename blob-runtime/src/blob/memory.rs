@@ -329,7 +329,8 @@ impl<T: Element> Blob<T> {
     /// Copies `source`'s data (or diff, with `copy_diff`) into this blob
     /// (Caffe `CopyFrom`). Shapes must be equal unless `reshape` is set,
     /// in which case this blob takes the source's shape. The copy runs on
-    /// the device when the source's newest copy is there, else on the host.
+    /// the device when the source's newest copy is there and both blobs
+    /// live on that device, else through the host.
     ///
     /// ```
     /// use blob_runtime::Blob;
@@ -362,7 +363,13 @@ impl<T: Element> Blob<T> {
             return Ok(());
         }
         let bytes = self.count * size_of::<T>();
-        if src.head() == Head::AtGpu && dst.device().is_some() {
+        // A device-side copy needs both buffers on one device; between two
+        // devices the bytes go through the host.
+        let same_device = match (src.device(), dst.device()) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        if src.head() == Head::AtGpu && same_device {
             let from = src.gpu_data()?;
             let mut to = dst.mutable_gpu_data()?;
             let backend = to.backend().clone();

@@ -251,6 +251,32 @@ fn move_to_takes_data_and_diff() {
     assert_eq!(w.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0]);
 }
 
+/// Between two devices a copy goes through the host (a device copy would
+/// hand one backend the other's buffer), and a blob moves from one device
+/// to another with its values.
+#[test]
+fn copy_and_move_between_two_devices() {
+    let (first, dev1) = host_device_pair();
+    let (second, dev2) = host_device_pair();
+    let src = Blob::<f32>::with_device(&[3], dev1).unwrap();
+    super::device_bytes(&mut src.mutable_gpu_data().unwrap())
+        .copy_from_slice(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0]));
+    let mut dst = Blob::<f32>::with_device(&[3], dev2.clone()).unwrap();
+    dst.copy_from(&src, false, false).unwrap();
+    assert_eq!(dst.to_vec().unwrap(), [1.0, 2.0, 3.0]);
+    assert_eq!((first.math_calls(), second.math_calls()), (0, 0));
+    assert_eq!(first.downloads(), 1);
+
+    let mut moved = src;
+    moved.move_to(dev2.clone()).unwrap();
+    assert!(
+        moved
+            .device()
+            .is_some_and(|d| std::sync::Arc::ptr_eq(d, &dev2))
+    );
+    assert_eq!(moved.to_vec().unwrap(), [1.0, 2.0, 3.0]);
+}
+
 #[test]
 fn gpu_shape_holds_the_dims_on_the_device() {
     let (counts, dev) = host_device_pair();
