@@ -1,6 +1,7 @@
-//! GPU throughput (feature `cuda`): axpy, asum, dot, scal in GB/s against
-//! the device's own device-to-device copy in the same run; host-to-device
-//! and device-to-host GB/s from pinned and pageable memory; gemm TFLOP/s at
+//! GPU throughput (feature `cuda`): axpy, asum, dot, scal and the strided
+//! sums of biases' gradients in GB/s against the device's own
+//! device-to-device copy in the same run; host-to-device and
+//! device-to-host GB/s from pinned and pageable memory; gemm TFLOP/s at
 //! 4096. Without a GPU it says so and exits.
 //!
 //! Run on a GPU machine: `cargo bench --features cuda --bench gpu`
@@ -9,6 +10,7 @@ use std::time::Instant;
 
 use blobflow::kernels::cpu::Transpose;
 use blobflow::kernels::cuda::Gpu;
+use blobflow::kernels::sums::SumLayout;
 
 fn time(gpu: &Gpu, reps: usize, mut f: impl FnMut()) -> f64 {
     f();
@@ -73,6 +75,29 @@ fn main() {
             std::hint::black_box(gpu.dot(&x.as_view(), &y.as_view()).unwrap());
         }),
     );
+    // Biases' gradients as LeNet's backward pass sums them at batch 1000:
+    // conv1's im2col path (rows), its cuDNN path (channels), ip1 (columns).
+    let mut sums = s.alloc_zeros::<f32>(1000).unwrap();
+    for (name, layout) in [
+        ("sums conv1 rows", SumLayout::rows_of(20, 576_000)),
+        ("sums conv1 chan", SumLayout::channels_of(1000, 20, 576)),
+        ("sums ip1 cols", SumLayout::columns_of(1000, 500)),
+    ] {
+        let t = time(&gpu, 20, || {
+            gpu.add_sums(
+                &layout,
+                &x.slice(..layout.span()),
+                &mut sums.slice_mut(..layout.sums),
+            )
+            .unwrap()
+        });
+        let gbs = (layout.span() * 4) as f64 / t / 1e9;
+        println!(
+            "{name:<15} {gbs:>8.1} GB/s  ratio {:.2}  ({:.1} us)",
+            gbs / copy_gbs,
+            t * 1e6
+        );
+    }
 
     let m = 1 << 26; // 256 MiB transfers
     let host: Vec<f32> = vec![1.0; m];
