@@ -50,20 +50,26 @@ fn lenet_moved_to_a_device_keeps_its_weights() {
 }
 
 /// Training on the device (the solver's history following its parameter
-/// there, diffs cleared and updates applied on the device) takes the
-/// host's steps exactly, and a run resumed from its own snapshot on the
-/// device continues exactly.
+/// there, updates applied on the device) takes the host's steps exactly,
+/// and a run resumed from its own snapshot on the device continues
+/// exactly.
 #[test]
 fn training_and_resuming_on_a_device_repeat_the_host_run() {
     let data = digits();
     let (batch, total, cut) = (16, 10, 4);
     let mut on_host = Trainer::new(batch, 8000, 1701).unwrap();
     let mut on_device = Trainer::new(batch, 8000, 1701).unwrap();
-    let dev = device();
+    let host_device = HostDevice::new();
+    let dev: Arc<dyn DeviceBackend> = host_device.clone();
     on_device.net.to_device(dev.clone()).unwrap();
     let dir = std::env::temp_dir().join(format!("blobflow-device-{}", std::process::id()));
     let (mut losses, mut snapshot) = (Vec::new(), None);
     for it in 0..total {
+        // The weights read on the device, as CUDA layers would: the
+        // solver's update then runs there (Caffe's Update on a SYNCED head).
+        for p in on_device.net.params() {
+            drop(p.gpu_data().unwrap());
+        }
         let (h, d) = (on_host.step(&data).unwrap(), on_device.step(&data).unwrap());
         assert_eq!(
             h.to_bits(),
@@ -75,6 +81,11 @@ fn training_and_resuming_on_a_device_repeat_the_host_run() {
             snapshot = Some(on_device.snapshot(&dir, "lenet").unwrap().1);
         }
     }
+    assert!(
+        host_device.math_calls() >= 8 * total,
+        "every update on the device: {} device calls",
+        host_device.math_calls()
+    );
     for (h, d) in on_host.net.params().iter().zip(on_device.net.params()) {
         assert_eq!(h.to_vec().unwrap(), d.to_vec().unwrap());
     }
