@@ -115,6 +115,24 @@ run() {
     grep -hE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
     grep -hE "images/s" "$logs/lenet-bench.log" "$logs/torch.log" | sed 's/^/  lenet: /'
     grep -hE "accuracy|throughput" "$logs/lenet-b64.log" "$logs/lenet-b1000.log" | sed 's/^/  lenet_mnist: /'
+    python3 - "$logs/lenet-bench.log" "$logs/torch.log" <<'PY'
+import re, sys
+# blobflow's GPU rows of bench-lenet against PyTorch eager's on this GPU.
+row = re.compile(r"^(gpu|torch cuda)\s+(forward|train step)\s+batch\s+(\d+)\s+(\d+) images/s")
+rates = {}
+for path in sys.argv[1:]:
+    try:
+        for line in open(path):
+            m = row.match(line)
+            if m:
+                rates[(m[1], m[2], int(m[3]))] = float(m[4])
+    except OSError:
+        pass
+for (who, what, batch), ours in sorted(rates.items()):
+    peer = rates.get(("torch cuda", what, batch))
+    if who == "gpu" and peer:
+        print(f"  vs PyTorch: {what:<10} batch {batch:>4}  {ours:>10.0f} / {peer:>10.0f} images/s = {ours / peer:.2f}")
+PY
     tail -2 "$logs/user-layer.log" | sed 's/^/  typed_layers: /'
     [ -f "$logs/train.log" ] && tail -3 "$logs/train.log" | sed 's/^/  train_lenet: /'
     ! printf '%s\n' "${summary[@]}" | grep -q FAILED
