@@ -1,6 +1,6 @@
 //! What the layers' CUDA sides share (feature `cuda`): finding the GPU a
-//! blob lives on, viewing its device memory as `f32`, device scratch that
-//! grows with the batch, and errors that keep cudarc's as their source.
+//! blob lives on, viewing its device memory as `f32`, and errors that keep
+//! cudarc's as their source.
 //!
 //! A layer runs on the GPU when its input blob was made `with_device` on a
 //! CUDA backend and its elements are `f32`; otherwise on the CPU. Either
@@ -11,7 +11,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
 use blob_kernels::cuda::{CudaError, Gpu};
 use blob_runtime::cuda::CudaBackend;
 use blob_runtime::{Blob, BlobError, DeviceError, DeviceRead, DeviceWrite, MathElement};
@@ -62,25 +62,6 @@ pub(crate) fn too_big(op: &'static str, v: usize) -> BlobError {
 /// `v` as a kernel's `int`.
 pub(crate) fn int(op: &'static str, v: usize) -> Result<i32> {
     i32::try_from(v).map_err(|_| too_big(op, v))
-}
-
-/// Device scratch of at least `n` elements, allocated (zeroed) or grown in
-/// `slot`.
-pub(crate) fn alloc<'a>(
-    gpu: &Gpu,
-    slot: &'a mut Option<CudaSlice<f32>>,
-    n: usize,
-) -> Result<&'a mut CudaSlice<f32>> {
-    if slot.as_ref().is_none_or(|s| s.len() < n) {
-        let fresh = gpu.stream().alloc_zeros::<f32>(n.max(1)).map_err(|e| {
-            cuda(
-                "allocate GPU scratch",
-                CudaError::driver("allocate GPU scratch")(e),
-            )
-        })?;
-        *slot = Some(fresh);
-    }
-    Ok(slot.as_mut().expect("allocated above"))
 }
 
 /// The first `n` `f32`s under a read guard.

@@ -22,6 +22,7 @@ mod elementwise;
 mod error;
 mod launch;
 mod rng;
+mod scratch;
 mod sums;
 
 use std::collections::HashMap;
@@ -39,6 +40,7 @@ pub use launch::{
     KernelArg, KernelSig, KernelSource, PtxEntry, PtxType, THREADS, launch_config, ptx_entries,
 };
 pub use rng::RNG;
+pub use scratch::Scratch;
 pub use sums::SUMS;
 
 /// cudarc, re-exported so users can name the buffer and stream types.

@@ -3,13 +3,13 @@
 //! per input pixel.
 
 use blob_kernels::cpu::Transpose;
-use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
-use blob_kernels::cuda::{Gpu, launch_config};
+use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
+use blob_kernels::cuda::{Gpu, Scratch, launch_config};
 use blob_kernels::sums::SumLayout;
 use blob_runtime::Blob;
 
 use super::ConvGeometry;
-use crate::gpu::{GpuResult, alloc, cuda, int, read, write};
+use crate::gpu::{GpuResult, cuda, int, read, write};
 use crate::layer::Result;
 
 blob_kernels::cuda_kernels! {
@@ -43,8 +43,24 @@ blob_kernels::cuda_kernels! {
 /// result, grown as the batch grows.
 #[derive(Default)]
 pub(crate) struct GpuScratch {
-    col: Option<CudaSlice<f32>>,
-    tmp: Option<CudaSlice<f32>>,
+    col: Scratch<f32>,
+    tmp: Scratch<f32>,
+}
+
+impl GpuScratch {
+    /// The column buffer and the gemm's result for `g`, grown to fit.
+    fn for_geometry(
+        &mut self,
+        gpu: &Gpu,
+        g: &ConvGeometry,
+    ) -> Result<(CudaViewMut<'_, f32>, CudaViewMut<'_, f32>)> {
+        let cols = g.batch * g.oh * g.ow;
+        let grow = |e| cuda("allocate convolution scratch", e);
+        Ok((
+            self.col.grown(gpu, g.patch() * cols).map_err(grow)?,
+            self.tmp.grown(gpu, g.channels_out * cols).map_err(grow)?,
+        ))
+    }
 }
 
 const OP: &str = "convolve on the GPU";
@@ -131,16 +147,10 @@ pub(crate) fn forward(
     let ConvBlobs { x, weight, bias, y } = blobs;
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     let cols = g.batch * p;
-    let col = alloc(gpu, &mut scratch.col, ckk * cols)?;
-    let tmp = alloc(gpu, &mut scratch.tmp, cout * cols)?;
+    let (mut col, mut tmp) = scratch.for_geometry(gpu, g)?;
     let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
     let mut yg = y.mutable_gpu_data()?;
-    im2col(
-        gpu,
-        g,
-        &read(&xg, x.count())?,
-        &mut col.slice_mut(..ckk * cols),
-    )?;
+    im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
     gpu.gemm(
         Transpose::No,
         Transpose::No,
@@ -149,9 +159,9 @@ pub(crate) fn forward(
         ckk,
         1.0,
         &read(&wg, weight.count())?,
-        &col.slice(..ckk * cols),
+        &col.as_view(),
         0.0,
-        &mut tmp.slice_mut(..cout * cols),
+        &mut tmp,
     )
     .map_err(|e| cuda("convolution gemm", e))?;
     let total = y.count();
@@ -164,7 +174,7 @@ pub(crate) fn forward(
             int(OP, cout)?,
             int(OP, g.batch)?,
             int(OP, p)?,
-            &tmp.slice(..cout * cols),
+            &tmp.as_view(),
             &read(&bg, cout)?,
             &mut write(&mut yg, total)?,
         )
@@ -184,15 +194,9 @@ pub(crate) fn backward(
     let ConvBlobs { x, weight, bias, y } = blobs;
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     let cols = g.batch * p;
-    let col = alloc(gpu, &mut scratch.col, ckk * cols)?;
-    let tmp = alloc(gpu, &mut scratch.tmp, cout * cols)?;
+    let (mut col, mut tmp) = scratch.for_geometry(gpu, g)?;
     let (xg, dyg, wg) = (x.gpu_data()?, y.gpu_diff()?, weight.gpu_data()?);
-    im2col(
-        gpu,
-        g,
-        &read(&xg, x.count())?,
-        &mut col.slice_mut(..ckk * cols),
-    )?;
+    im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
     let total = y.count();
     // SAFETY: dy holds batch*cout*P = total, tmp cout*batch*P.
     unsafe {
@@ -204,7 +208,7 @@ pub(crate) fn backward(
             int(OP, g.batch)?,
             int(OP, p)?,
             &read(&dyg, total)?,
-            &mut tmp.slice_mut(..cout * cols),
+            &mut tmp,
         )
     }
     .map_err(|e| cuda("convolution gradient layout", e))?;
@@ -212,7 +216,7 @@ pub(crate) fn backward(
         let mut dbg = bias.mutable_gpu_diff()?;
         gpu.add_sums(
             &SumLayout::rows_of(cout, cols),
-            &tmp.slice(..cout * cols),
+            &tmp.as_view(),
             &mut write(&mut dbg, cout)?,
         )
         .map_err(|e| cuda("convolution bias gradient", e))?;
@@ -224,8 +228,8 @@ pub(crate) fn backward(
             ckk,
             cols,
             1.0,
-            &tmp.slice(..cout * cols),
-            &col.slice(..ckk * cols),
+            &tmp.as_view(),
+            &col.as_view(),
             1.0,
             &mut write(&mut dwg, weight.count())?,
         )
@@ -241,9 +245,9 @@ pub(crate) fn backward(
             cout,
             1.0,
             &read(&wg, weight.count())?,
-            &tmp.slice(..cout * cols),
+            &tmp.as_view(),
             0.0,
-            &mut col.slice_mut(..ckk * cols),
+            &mut col,
         )
         .map_err(|e| cuda("convolution input gradient", e))?;
         let [cin, h, w, k, s, pad, oh, ow, batch] = ints(g)?;
@@ -264,7 +268,7 @@ pub(crate) fn backward(
                 oh,
                 ow,
                 batch,
-                &col.slice(..ckk * cols),
+                &col.as_view(),
                 &mut write(&mut dxg, n)?,
             )
         }

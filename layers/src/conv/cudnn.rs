@@ -16,8 +16,8 @@ use blob_kernels::cuda::cudarc::cudnn::{
     ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnError,
     FilterDescriptor, TensorDescriptor,
 };
-use blob_kernels::cuda::cudarc::driver::{CudaContext, CudaSlice};
-use blob_kernels::cuda::{CudaError, Gpu, cudnn_available, launch_config};
+use blob_kernels::cuda::cudarc::driver::CudaContext;
+use blob_kernels::cuda::{CudaError, Gpu, Scratch, cudnn_available, launch_config};
 use blob_kernels::sums::SumLayout;
 use blob_runtime::{BlobError, DeviceError};
 
@@ -43,7 +43,7 @@ pub(crate) struct CudnnConv {
     /// and before it is destroyed: the layer may have moved threads.
     context: Arc<CudaContext>,
     plan: Option<Plan>,
-    workspace: Option<CudaSlice<u8>>,
+    workspace: Scratch<u8>,
 }
 
 // SAFETY: cuDNN lets any host thread use a handle as long as no two use it
@@ -122,20 +122,13 @@ fn deterministic_data_algorithm(
     }
 }
 
-/// A workspace of at least `bytes`, grown in `slot`.
+/// cuDNN's workspace of at least `bytes`.
 fn grown_workspace<'a>(
     gpu: &Gpu,
-    slot: &'a mut Option<CudaSlice<u8>>,
+    workspace: &'a mut Scratch<u8>,
     bytes: usize,
-) -> Result<&'a mut CudaSlice<u8>> {
-    if slot.as_ref().is_none_or(|w| w.len() < bytes) {
-        let fresh = gpu
-            .stream()
-            .alloc_zeros::<u8>(bytes.max(1))
-            .map_err(|e| cuda(OP, CudaError::driver("allocate cuDNN workspace")(e)))?;
-        *slot = Some(fresh);
-    }
-    Ok(slot.as_mut().expect("allocated above"))
+) -> Result<blob_kernels::cuda::cudarc::driver::CudaViewMut<'a, u8>> {
+    workspace.grown(gpu, bytes).map_err(|e| cuda(OP, e))
 }
 
 /// The plan of `g` in `slot`, made anew when the geometry changed.
@@ -201,7 +194,7 @@ impl CudnnConv {
             handle,
             context: gpu.context().clone(),
             plan: None,
-            workspace: None,
+            workspace: Scratch::new(),
         }))
     }
 
@@ -250,7 +243,7 @@ impl CudnnConv {
             let algo = op.pick_algorithm()?;
             Ok((algo, op.get_workspace_size(algo)?))
         })?;
-        let workspace = grown_workspace(gpu, workspace, bytes)?;
+        let mut workspace = grown_workspace(gpu, workspace, bytes)?;
         let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
         let mut yg = y.mutable_gpu_data()?;
         let total = y.count();
@@ -260,7 +253,7 @@ impl CudnnConv {
         unsafe {
             op.launch(
                 algo,
-                Some(workspace),
+                Some(&mut workspace),
                 (1.0, 0.0),
                 &read(&xg, x.count())?,
                 &read(&wg, weight.count())?,
@@ -327,13 +320,13 @@ impl CudnnConv {
             Ok((algo, filter.get_workspace_size(algo)?))
         })?;
         {
-            let workspace = grown_workspace(gpu, ws, bytes)?;
+            let mut workspace = grown_workspace(gpu, ws, bytes)?;
             let mut dwg = weight.mutable_gpu_diff()?;
             // SAFETY: as in forward; beta 1 accumulates into the diff.
             unsafe {
                 filter.launch(
                     algo,
-                    Some(workspace),
+                    Some(&mut workspace),
                     (1.0, 1.0),
                     &read(&xg, x.count())?,
                     &mut write(&mut dwg, weight.count())?,
@@ -353,14 +346,14 @@ impl CudnnConv {
                 let algo = deterministic_data_algorithm(data.pick_algorithm()?);
                 Ok((algo, data.get_workspace_size(algo)?))
             })?;
-            let workspace = grown_workspace(gpu, ws, bytes)?;
+            let mut workspace = grown_workspace(gpu, ws, bytes)?;
             let wg = weight.gpu_data()?;
             let mut dxg = x.mutable_gpu_diff()?;
             // SAFETY: as in forward; beta 0 overwrites the input's diff.
             unsafe {
                 data.launch(
                     algo,
-                    Some(workspace),
+                    Some(&mut workspace),
                     (1.0, 0.0),
                     &mut write(&mut dxg, x.count())?,
                     &read(&wg, weight.count())?,

@@ -1,8 +1,8 @@
 //! The CUDA side of Dropout: the mask drawn by cuRAND on the device, kept
 //! for the backward pass.
 
-use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
-use blob_kernels::cuda::{CudaError, Gpu, launch_config};
+use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
+use blob_kernels::cuda::{Gpu, Scratch, launch_config};
 use blob_runtime::Blob;
 
 use crate::gpu::{cuda, read, write};
@@ -22,45 +22,34 @@ const OP: &str = "dropout on the GPU";
 /// Draws a new mask (each kept with probability `keep`) and applies it.
 pub(crate) fn forward(
     gpu: &Gpu,
-    mask: &mut Option<CudaSlice<u32>>,
+    mask: &mut Scratch<u32>,
     keep: f32,
     scale: f32,
     x: &Blob<f32>,
     y: &Blob<f32>,
 ) -> Result<()> {
     let n = y.count();
-    if mask.as_ref().is_none_or(|m| m.len() < n) {
-        *mask = Some(
-            gpu.stream()
-                .alloc_zeros::<u32>(n.max(1))
-                .map_err(|e| cuda(OP, CudaError::driver("allocate mask")(e)))?,
-        );
-    }
-    let mask = mask.as_mut().expect("allocated above");
-    gpu.bernoulli(keep, &mut mask.slice_mut(..n))
-        .map_err(|e| cuda(OP, e))?;
-    apply(gpu, &mask.slice(..n), scale, x, y, false)
+    let mut mask = mask.grown(gpu, n).map_err(|e| cuda(OP, e))?;
+    gpu.bernoulli(keep, &mut mask).map_err(|e| cuda(OP, e))?;
+    apply(gpu, &mask.as_view(), scale, x, y, false)
 }
 
 /// The mask and scale of the forward pass on the gradient.
 pub(crate) fn backward(
     gpu: &Gpu,
-    mask: &Option<CudaSlice<u32>>,
+    mask: &Scratch<u32>,
     scale: f32,
     x: &Blob<f32>,
     y: &Blob<f32>,
 ) -> Result<()> {
     let n = x.count();
-    let mask =
-        mask.as_ref()
-            .filter(|m| m.len() >= n)
-            .ok_or(blob_runtime::BlobError::CountMismatch {
-                op: "dropout backward on the GPU",
-                what: "the forward pass's mask".into(),
-                got: mask.as_ref().map_or(0, |m| m.len()),
-                want: n,
-            })?;
-    apply(gpu, &mask.slice(..n), scale, y, x, true)
+    let mask = mask.view(n).ok_or(blob_runtime::BlobError::CountMismatch {
+        op: "dropout backward on the GPU",
+        what: "the forward pass's mask".into(),
+        got: mask.len(),
+        want: n,
+    })?;
+    apply(gpu, &mask, scale, y, x, true)
 }
 
 /// `to = from * mask * scale`, on data (forward) or diffs (backward).

@@ -36,7 +36,7 @@ pub struct Dropout<T: MathElement, S: Shape> {
     pub train: bool,
     mask: Vec<u32>,
     #[cfg(feature = "cuda")]
-    gpu_mask: Option<blob_kernels::cuda::cudarc::driver::CudaSlice<u32>>,
+    gpu_mask: blob_kernels::cuda::Scratch<u32>,
     _types: PhantomData<fn() -> (T, S)>,
 }
 
@@ -60,7 +60,7 @@ impl<T: MathElement, S: Shape> Dropout<T, S> {
             train: true,
             mask: Vec::new(),
             #[cfg(feature = "cuda")]
-            gpu_mask: None,
+            gpu_mask: blob_kernels::cuda::Scratch::new(),
             _types: PhantomData,
         })
     }

@@ -1,8 +1,8 @@
 //! The CUDA side of Pooling: one thread per output, gradients added back
 //! with atomics (windows may overlap).
 
-use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
-use blob_kernels::cuda::{Gpu, launch_config};
+use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
+use blob_kernels::cuda::{Gpu, Scratch, launch_config};
 use blob_runtime::Blob;
 
 use super::PoolMethod;
@@ -55,7 +55,7 @@ pub(crate) fn forward(
     g: &PoolGeometry,
     method: PoolMethod,
     gpu: &Gpu,
-    argmax: &mut Option<CudaSlice<u32>>,
+    argmax: &mut Scratch<u32>,
     x: &Blob<f32>,
     y: &Blob<f32>,
 ) -> Result<()> {
@@ -66,15 +66,9 @@ pub(crate) fn forward(
     let config = launch_config(total);
     match method {
         PoolMethod::Max => {
-            if argmax.as_ref().is_none_or(|a| a.len() < total) {
-                *argmax = Some(gpu.stream().alloc_zeros::<u32>(total.max(1)).map_err(|e| {
-                    cuda(
-                        "allocate pooling positions",
-                        blob_kernels::cuda::CudaError::driver("alloc")(e),
-                    )
-                })?);
-            }
-            let positions = argmax.as_mut().expect("allocated above");
+            let mut positions = argmax
+                .grown(gpu, total)
+                .map_err(|e| cuda("allocate pooling positions", e))?;
             // SAFETY: x holds planes*h*w, y and positions total outputs.
             unsafe {
                 max_pool_f32(
@@ -89,7 +83,7 @@ pub(crate) fn forward(
                     s,
                     &xv,
                     &mut yv,
-                    &mut positions.slice_mut(..total),
+                    &mut positions,
                 )
             }
         }
@@ -106,7 +100,7 @@ pub(crate) fn backward(
     g: &PoolGeometry,
     method: PoolMethod,
     gpu: &Gpu,
-    argmax: &Option<CudaSlice<u32>>,
+    argmax: &Scratch<u32>,
     x: &Blob<f32>,
     y: &Blob<f32>,
 ) -> Result<()> {
@@ -120,14 +114,14 @@ pub(crate) fn backward(
     let config = launch_config(total);
     match method {
         PoolMethod::Max => {
-            let positions = argmax.as_ref().filter(|a| a.len() >= total).ok_or(
-                blob_runtime::BlobError::CountMismatch {
+            let positions = argmax
+                .view(total)
+                .ok_or(blob_runtime::BlobError::CountMismatch {
                     op: "pooling backward on the GPU",
                     what: "positions of the forward pass".into(),
-                    got: argmax.as_ref().map_or(0, |a| a.len()),
+                    got: argmax.len(),
                     want: total,
-                },
-            )?;
+                })?;
             // SAFETY: dy and positions hold total, dx planes*h*w.
             unsafe {
                 max_unpool_f32(
@@ -137,7 +131,7 @@ pub(crate) fn backward(
                     h * w,
                     oh * ow,
                     &dy,
-                    &positions.slice(..total),
+                    &positions,
                     &mut dx,
                 )
             }

@@ -48,7 +48,7 @@ where
     pub method: PoolMethod,
     argmax: Vec<u32>,
     #[cfg(feature = "cuda")]
-    gpu_argmax: Option<blob_kernels::cuda::cudarc::driver::CudaSlice<u32>>,
+    gpu_argmax: blob_kernels::cuda::Scratch<u32>,
     _types: PhantomData<fn() -> (T, X)>,
 }
 
@@ -71,7 +71,7 @@ where
             method,
             argmax: Vec::new(),
             #[cfg(feature = "cuda")]
-            gpu_argmax: None,
+            gpu_argmax: blob_kernels::cuda::Scratch::new(),
             _types: PhantomData,
         }
     }
