@@ -75,18 +75,22 @@ impl HostDeviceBuffer {
         &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
     }
 
-    /// The first `n` elements as `T`.
+    /// The first `n` elements as `T` (the words are 8-byte aligned, so
+    /// only the length can be wrong).
     fn elements<T: bytemuck::Pod>(&self, n: usize) -> Result<&[T], DeviceError> {
-        bytemuck::cast_slice(self.bytes())
-            .get(..n)
-            .ok_or_else(|| too_short(n, self.len))
+        let len = self.len;
+        n.checked_mul(size_of::<T>())
+            .and_then(|bytes| self.bytes().get(..bytes))
+            .map(bytemuck::cast_slice)
+            .ok_or_else(|| too_short(n, len))
     }
 
     /// The first `n` elements as `T`, writable.
     fn elements_mut<T: bytemuck::Pod>(&mut self, n: usize) -> Result<&mut [T], DeviceError> {
         let len = self.len;
-        bytemuck::cast_slice_mut(self.bytes_mut())
-            .get_mut(..n)
+        n.checked_mul(size_of::<T>())
+            .and_then(|bytes| self.bytes_mut().get_mut(..bytes))
+            .map(bytemuck::cast_slice_mut)
             .ok_or_else(|| too_short(n, len))
     }
 }

@@ -3,6 +3,7 @@
 //! table, and a model-based property test.
 
 mod blob_math;
+mod host_device;
 mod model;
 mod state_table;
 mod syncedmem;
