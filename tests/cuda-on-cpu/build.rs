@@ -27,6 +27,7 @@ fn main() {
     println!("cargo:rerun-if-changed={}", shim.display());
     println!("cargo:rerun-if-changed={}", runtime.display());
     println!("cargo:rerun-if-env-changed=CXX");
+    println!("cargo:rerun-if-env-changed=CI");
 
     let mut objects = vec![compile(&cxx, &shim, &runtime, &out.join("cuda_on_cpu.o"))];
     let mut kernels = Vec::new();
@@ -111,25 +112,25 @@ fn run(cmd: &mut Command) -> Vec<u8> {
     let output = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (a C++ compiler is needed: set CXX)"));
-    assert!(
-        output.status.success(),
-        "{cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{cmd:?} failed:\n{stderr}");
+    // The compiler's warnings, shown by cargo.
+    for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        println!("cargo:warning={line}");
+    }
     output.stdout
 }
 
 fn compile(cxx: &str, shim: &Path, src: &Path, obj: &Path) -> PathBuf {
-    run(Command::new(cxx)
-        .args([
-            "-std=c++17",
-            "-O2",
-            "-fPIC",
-            "-Wall",
-            "-Werror",
-            "-x",
-            "c++",
-        ])
+    let mut cmd = Command::new(cxx);
+    cmd.args(["-std=c++17", "-O2", "-fPIC", "-Wall"]);
+    // Strict in CI (which sets CI); elsewhere another compiler's new
+    // warning is shown, not fatal.
+    if std::env::var_os("CI").is_some() {
+        cmd.arg("-Werror");
+    }
+    run(cmd
+        .args(["-x", "c++"])
         .arg("-include")
         .arg(shim)
         .arg("-c")
