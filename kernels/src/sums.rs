@@ -101,13 +101,15 @@ impl SumLayout {
     }
 
     /// How many elements the summed buffer must hold: one past the last
-    /// value (0 when there is nothing to add).
+    /// value (0 when there is nothing to add; a layout with values but
+    /// runs of 0 reaches no element and spans 0, which
+    /// [`add_on_cpu`](Self::add_on_cpu) and `Gpu::add_sums` refuse).
     ///
     /// ```
     /// assert_eq!(blob_kernels::sums::SumLayout::columns_of(4, 3).span(), 12);
     /// ```
     pub const fn span(&self) -> usize {
-        if self.sums == 0 || self.len == 0 {
+        if self.sums == 0 || self.len == 0 || self.run == 0 {
             0
         } else {
             self.index(self.sums - 1, self.len - 1) + 1
@@ -137,8 +139,8 @@ impl SumLayout {
     /// them (lane by lane, then the lanes in order).
     ///
     /// # Panics
-    /// If `m` is shorter than [`span`](Self::span) or `sums` than
-    /// [`sums`](Self::sums).
+    /// If `m` is shorter than [`span`](Self::span), `sums` than
+    /// [`sums`](Self::sums), or values come in runs of 0.
     ///
     /// ```
     /// let mut sums = [1.0f64; 1];
@@ -148,7 +150,7 @@ impl SumLayout {
     #[track_caller]
     pub fn add_on_cpu<T: Real>(&self, m: &[T], sums: &mut [T]) {
         assert!(
-            m.len() >= self.span() && sums.len() >= self.sums,
+            m.len() >= self.span() && sums.len() >= self.sums && (self.run > 0 || self.len == 0),
             "{self:?} needs {} values and {} sums, got {} and {}",
             self.span(),
             self.sums,

@@ -34,7 +34,10 @@ impl Gpu {
         m: &CudaView<'_, f32>,
         sums: &mut CudaViewMut<'_, f32>,
     ) -> Result<(), CudaError> {
-        if m.len() < layout.span() || sums.len() < layout.sums || layout.run == 0 {
+        if m.len() < layout.span()
+            || sums.len() < layout.sums
+            || (layout.run == 0 && layout.len > 0)
+        {
             return Err(CudaError::Argument {
                 op: "add_sums",
                 detail: format!(
