@@ -129,12 +129,12 @@ impl<T: Element> Blob<T> {
     /// live. A blob sharing memory with another (`share_data`) stops
     /// sharing. Already on `device`: nothing changes.
     ///
-    /// ```no_run
-    /// # fn gpu() -> std::sync::Arc<dyn blob_runtime::DeviceBackend> { unimplemented!() }
-    /// // gpu(): with the `cuda` feature, `blob_runtime::cuda::CudaBackend::new(0)?`
+    /// ```
+    /// // On a GPU: `blob_runtime::cuda::CudaBackend::new(0)?` (feature `cuda`).
+    /// let device = blob_runtime::host_device::HostDevice::new();
     /// let mut w = blob_runtime::Blob::<f32>::new(&[20, 1, 5, 5])?;
     /// w.mutable_cpu_data()?.fill(0.5);
-    /// w.move_to(gpu())?;
+    /// w.move_to(device)?;
     /// assert!(w.device().is_some());
     /// assert_eq!(w.data_at(&[0, 0, 0, 0]), 0.5);
     /// # Ok::<(), blob_runtime::BlobError>(())

@@ -122,15 +122,6 @@ fn deterministic_data_algorithm(
     }
 }
 
-/// cuDNN's workspace of at least `bytes`.
-fn grown_workspace<'a>(
-    gpu: &Gpu,
-    workspace: &'a mut Scratch<u8>,
-    bytes: usize,
-) -> Result<blob_kernels::cuda::cudarc::driver::CudaViewMut<'a, u8>> {
-    workspace.grown(gpu, bytes).map_err(|e| cuda(OP, e))
-}
-
 /// The plan of `g` in `slot`, made anew when the geometry changed.
 fn plan_for<'a>(
     handle: &Arc<Cudnn>,
@@ -243,7 +234,7 @@ impl CudnnConv {
             let algo = op.pick_algorithm()?;
             Ok((algo, op.get_workspace_size(algo)?))
         })?;
-        let mut workspace = grown_workspace(gpu, workspace, bytes)?;
+        let mut workspace = workspace.grown(gpu, bytes).map_err(|e| cuda(OP, e))?;
         let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
         let mut yg = y.mutable_gpu_data()?;
         let total = y.count();
@@ -320,7 +311,7 @@ impl CudnnConv {
             Ok((algo, filter.get_workspace_size(algo)?))
         })?;
         {
-            let mut workspace = grown_workspace(gpu, ws, bytes)?;
+            let mut workspace = ws.grown(gpu, bytes).map_err(|e| cuda(OP, e))?;
             let mut dwg = weight.mutable_gpu_diff()?;
             // SAFETY: as in forward; beta 1 accumulates into the diff.
             unsafe {
@@ -346,7 +337,7 @@ impl CudnnConv {
                 let algo = deterministic_data_algorithm(data.pick_algorithm()?);
                 Ok((algo, data.get_workspace_size(algo)?))
             })?;
-            let mut workspace = grown_workspace(gpu, ws, bytes)?;
+            let mut workspace = ws.grown(gpu, bytes).map_err(|e| cuda(OP, e))?;
             let wg = weight.gpu_data()?;
             let mut dxg = x.mutable_gpu_diff()?;
             // SAFETY: as in forward; beta 0 overwrites the input's diff.
