@@ -292,26 +292,21 @@ impl Gpu {
         if m == 0 || n == 0 {
             return Ok(());
         }
-        let op = |t: Transpose| match t {
-            Transpose::No => cublas_sys::cublasOperation_t::CUBLAS_OP_N,
-            Transpose::Yes => cublas_sys::cublasOperation_t::CUBLAS_OP_T,
-        };
-        let lda = if trans_a == Transpose::No { k } else { m };
-        let ldb = if trans_b == Transpose::No { n } else { k };
+        let cm = ColumnMajorGemm::for_row_major(trans_a, trans_b, m, n, k);
         let cfg = GemmConfig {
-            transa: op(trans_b),
-            transb: op(trans_a),
-            m: len_i32("cublasGemm", n)?,
-            n: len_i32("cublasGemm", m)?,
-            k: len_i32("cublasGemm", k)?,
+            transa: operation(cm.trans_first),
+            transb: operation(cm.trans_second),
+            m: len_i32("cublasGemm", cm.m)?,
+            n: len_i32("cublasGemm", cm.n)?,
+            k: len_i32("cublasGemm", cm.k)?,
             alpha,
-            lda: len_i32("cublasGemm", ldb)?,
-            ldb: len_i32("cublasGemm", lda)?,
+            lda: len_i32("cublasGemm", cm.ld_first)?,
+            ldb: len_i32("cublasGemm", cm.ld_second)?,
             beta,
-            ldc: len_i32("cublasGemm", n)?,
+            ldc: len_i32("cublasGemm", cm.ldc)?,
         };
         // SAFETY: the operands hold at least the elements their dims reach
-        // (checked above); B and A are swapped for column-major storage.
+        // (checked above); B goes first, as ColumnMajorGemm says.
         unsafe { self.blas.gemm(cfg, b, a, c) }.map_err(CudaError::blas("cublasGemm"))
     }
 
@@ -347,11 +342,7 @@ impl Gpu {
         if m == 0 || n == 0 {
             return self.scal(beta, y);
         }
-        let op = if trans == Transpose::No {
-            cublas_sys::cublasOperation_t::CUBLAS_OP_T
-        } else {
-            cublas_sys::cublasOperation_t::CUBLAS_OP_N
-        };
+        let cm = ColumnMajorGemv::for_row_major(trans, m, n);
         let (ap, _ra) = a.device_ptr(&self.stream);
         let (xp, _rx) = x.device_ptr(&self.stream);
         let (yp, _ry) = y.device_ptr_mut(&self.stream);
@@ -360,9 +351,9 @@ impl Gpu {
         check("cublasGemv", unsafe {
             T::gemv(
                 self.handle(),
-                op,
-                len_i32("cublasGemv", n)?,
-                len_i32("cublasGemv", m)?,
+                operation(cm.trans),
+                len_i32("cublasGemv", cm.rows)?,
+                len_i32("cublasGemv", cm.cols)?,
                 ap as *const T,
                 xp as *const T,
                 &beta,
@@ -370,6 +361,80 @@ impl Gpu {
                 &alpha,
             )
         })
+    }
+}
+
+fn operation(t: Transpose) -> cublas_sys::cublasOperation_t {
+    match t {
+        Transpose::No => cublas_sys::cublasOperation_t::CUBLAS_OP_N,
+        Transpose::Yes => cublas_sys::cublasOperation_t::CUBLAS_OP_T,
+    }
+}
+
+fn flipped(t: Transpose) -> Transpose {
+    match t {
+        Transpose::No => Transpose::Yes,
+        Transpose::Yes => Transpose::No,
+    }
+}
+
+/// How a row-major `C = op(A) op(B)` is asked of column-major cuBLAS, as
+/// Caffe's `caffe_gpu_gemm` asks it: a row-major matrix read column-major
+/// is its transpose, so cuBLAS computes `C^T = op(B)^T op(A)^T` with `B`
+/// as its first operand and `A` as its second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ColumnMajorGemm {
+    /// The op on the first operand (`B`).
+    trans_first: Transpose,
+    /// The op on the second operand (`A`).
+    trans_second: Transpose,
+    /// Rows of `C^T`: `n`.
+    m: usize,
+    /// Columns of `C^T`: `m`.
+    n: usize,
+    k: usize,
+    /// The leading dimension of `B` as stored.
+    ld_first: usize,
+    /// The leading dimension of `A` as stored.
+    ld_second: usize,
+    ldc: usize,
+}
+
+impl ColumnMajorGemm {
+    fn for_row_major(trans_a: Transpose, trans_b: Transpose, m: usize, n: usize, k: usize) -> Self {
+        Self {
+            trans_first: trans_b,
+            trans_second: trans_a,
+            m: n,
+            n: m,
+            k,
+            ld_first: if trans_b == Transpose::No { n } else { k },
+            ld_second: if trans_a == Transpose::No { k } else { m },
+            ldc: n,
+        }
+    }
+}
+
+/// How a row-major `y = op(A) x` with `A` stored `m x n` is asked of
+/// cuBLAS (Caffe's `caffe_gpu_gemv`): the stored matrix read
+/// column-major is `A^T`, `n x m` with leading dimension `n`, so the op
+/// flips.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ColumnMajorGemv {
+    trans: Transpose,
+    /// Rows of the column-major matrix (its leading dimension too): `n`.
+    rows: usize,
+    /// Its columns: `m`.
+    cols: usize,
+}
+
+impl ColumnMajorGemv {
+    fn for_row_major(trans: Transpose, m: usize, n: usize) -> Self {
+        Self {
+            trans: flipped(trans),
+            rows: n,
+            cols: m,
+        }
     }
 }
 
@@ -390,4 +455,125 @@ fn len_i32(op: &'static str, n: usize) -> Result<i32, CudaError> {
         n,
         library: "cuBLAS",
     })
+}
+
+/// The argument mapping checked without a GPU: column-major products as
+/// cuBLAS defines them (`gemm`: `C = op(A) op(B)`, `op(A)[i, l]` at
+/// `A[i + l * lda]`, or `A[l + i * lda]` transposed), with cuBLAS's
+/// checks of the leading dimensions, fed what `Gpu::gemm` and `Gpu::gemv`
+/// pass, must give the row-major CPU product.
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{ColumnMajorGemm, ColumnMajorGemv};
+    use crate::cpu::{Transpose, gemm, gemv};
+
+    fn at(t: Transpose, ld: usize, row: usize, col: usize) -> usize {
+        match t {
+            Transpose::No => row + col * ld,
+            Transpose::Yes => col + row * ld,
+        }
+    }
+
+    /// cuBLAS `gemm` on the host, refusing what cuBLAS refuses.
+    fn cublas_gemm(g: &ColumnMajorGemm, first: &[f64], second: &[f64], out: &mut [f64]) {
+        let rows = |t: Transpose, r: usize, c: usize| if t == Transpose::No { r } else { c };
+        assert!(
+            g.ld_first >= rows(g.trans_first, g.m, g.k).max(1),
+            "lda {g:?}"
+        );
+        assert!(
+            g.ld_second >= rows(g.trans_second, g.k, g.n).max(1),
+            "ldb {g:?}"
+        );
+        assert!(g.ldc >= g.m.max(1), "ldc {g:?}");
+        for j in 0..g.n {
+            for i in 0..g.m {
+                let sum: f64 = (0..g.k)
+                    .map(|l| {
+                        first[at(g.trans_first, g.ld_first, i, l)]
+                            * second[at(g.trans_second, g.ld_second, l, j)]
+                    })
+                    .sum();
+                out[i + j * g.ldc] = sum;
+            }
+        }
+    }
+
+    /// cuBLAS `gemv` (`y = op(A) x`, `A` rows x cols, lda = rows) on the host.
+    fn cublas_gemv(g: &ColumnMajorGemv, a: &[f64], x: &[f64], y: &mut [f64]) {
+        let (out, inner) = match g.trans {
+            Transpose::No => (g.rows, g.cols),
+            Transpose::Yes => (g.cols, g.rows),
+        };
+        assert_eq!((x.len(), y.len()), (inner, out), "{g:?}");
+        for (i, yi) in y.iter_mut().enumerate() {
+            *yi = (0..inner)
+                .map(|l| a[at(g.trans, g.rows, i, l)] * x[l])
+                .sum();
+        }
+    }
+
+    fn values(n: usize, seed: u64) -> Vec<f64> {
+        (0..n as u64)
+            .map(|i| ((i * 7919 + seed * 104_729) % 97) as f64 / 8.0 - 6.0)
+            .collect()
+    }
+
+    fn transpose() -> impl Strategy<Value = Transpose> {
+        prop_oneof![Just(Transpose::No), Just(Transpose::Yes)]
+    }
+
+    proptest! {
+        #[test]
+        fn gemm_arguments_give_the_row_major_product(
+            ta in transpose(), tb in transpose(),
+            m in 1usize..9, n in 1usize..9, k in 1usize..9, seed in 0u64..1000,
+        ) {
+            let (a, b) = (values(m * k, seed), values(k * n, seed + 1));
+            let mut want = vec![0.0; m * n];
+            gemm(ta, tb, m, n, k, 1.0, &a, &b, 0.0, &mut want);
+            let mut got = vec![f64::NAN; m * n];
+            cublas_gemm(&ColumnMajorGemm::for_row_major(ta, tb, m, n, k), &b, &a, &mut got);
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn gemv_arguments_give_the_row_major_product(
+            t in transpose(), m in 1usize..9, n in 1usize..9, seed in 0u64..1000,
+        ) {
+            let (xn, yn) = if t == Transpose::No { (n, m) } else { (m, n) };
+            let (a, x) = (values(m * n, seed), values(xn, seed + 1));
+            let mut want = vec![0.0; yn];
+            gemv(t, m, n, 1.0, &a, &x, 0.0, &mut want);
+            let mut got = vec![f64::NAN; yn];
+            cublas_gemv(&ColumnMajorGemv::for_row_major(t, m, n), &a, &x, &mut got);
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    /// LeNet's products, as the layers ask them: ip1 forward (`x W^T`),
+    /// its weight gradient (`dy^T x`) and the convolution's input gradient
+    /// (`W^T dy`).
+    #[test]
+    fn lenet_shapes_map_to_valid_cublas_arguments() {
+        for (ta, tb, m, n, k) in [
+            (Transpose::No, Transpose::Yes, 64, 500, 800),
+            (Transpose::Yes, Transpose::No, 500, 800, 64),
+            (Transpose::Yes, Transpose::No, 500, 64 * 64, 50),
+        ] {
+            let (a, b) = (values(m * k, 3), values(k * n, 4));
+            let mut want = vec![0.0; m * n];
+            gemm(ta, tb, m, n, k, 1.0, &a, &b, 0.0, &mut want);
+            let mut got = vec![0.0; m * n];
+            cublas_gemm(
+                &ColumnMajorGemm::for_row_major(ta, tb, m, n, k),
+                &b,
+                &a,
+                &mut got,
+            );
+            assert_eq!(got, want, "{ta:?} {tb:?} {m}x{n}x{k}");
+        }
+    }
 }
