@@ -1,5 +1,7 @@
-//! The CUDA side of Pooling: one thread per output, gradients added back
-//! with atomics (windows may overlap).
+//! The CUDA side of Pooling: one thread per output forward, one per input
+//! backward, each input gathering the gradients of the windows that hold
+//! it in the CPU side's order (no atomics: a GPU run repeats bit for bit
+//! and its gradients equal the CPU's).
 
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
 use blob_kernels::cuda::{Gpu, Scratch, launch_config};
@@ -18,9 +20,9 @@ blob_kernels::cuda_kernels! {
         total: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
         x: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>, argmax: &mut CudaViewMut<'_, u32>
     );
-    /// MAX pooling's gradient into a zeroed `dx`.
+    /// MAX pooling's input gradient.
     pub(crate) fn max_unpool_f32(
-        total: i64, hw: i32, ohw: i32,
+        n: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
         dy: &CudaView<'_, f32>, argmax: &CudaView<'_, u32>, dx: &mut CudaViewMut<'_, f32>
     );
     /// AVE pooling.
@@ -28,13 +30,11 @@ blob_kernels::cuda_kernels! {
         total: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
         x: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>
     );
-    /// AVE pooling's gradient into a zeroed `dx`.
+    /// AVE pooling's input gradient.
     pub(crate) fn ave_unpool_f32(
-        total: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
+        n: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
         dy: &CudaView<'_, f32>, dx: &mut CudaViewMut<'_, f32>
     );
-    /// `y = 0`.
-    pub(crate) fn zero_f32(n: i64, y: &mut CudaViewMut<'_, f32>);
 }
 
 const OP: &str = "pool on the GPU";
@@ -109,9 +109,7 @@ pub(crate) fn backward(
     let dyg = y.gpu_diff()?;
     let mut dxg = x.mutable_gpu_diff()?;
     let (dy, mut dx) = (read(&dyg, total)?, write(&mut dxg, n)?);
-    // SAFETY: dx holds n values.
-    unsafe { zero_f32(gpu, launch_config(n), n as i64, &mut dx) }.map_err(|e| cuda(OP, e))?;
-    let config = launch_config(total);
+    let config = launch_config(n);
     match method {
         PoolMethod::Max => {
             let positions = argmax
@@ -122,23 +120,17 @@ pub(crate) fn backward(
                     got: argmax.len(),
                     want: total,
                 })?;
-            // SAFETY: dy and positions hold total, dx planes*h*w.
+            // SAFETY: dy and positions hold total = planes*oh*ow values,
+            // dx n = planes*h*w.
             unsafe {
                 max_unpool_f32(
-                    gpu,
-                    config,
-                    total as i64,
-                    h * w,
-                    oh * ow,
-                    &dy,
-                    &positions,
-                    &mut dx,
+                    gpu, config, n as i64, h, w, oh, ow, k, s, &dy, &positions, &mut dx,
                 )
             }
         }
-        // SAFETY: dy holds total, dx planes*h*w.
+        // SAFETY: dy holds planes*oh*ow, dx n = planes*h*w.
         PoolMethod::Ave => unsafe {
-            ave_unpool_f32(gpu, config, total as i64, h, w, oh, ow, k, s, &dy, &mut dx)
+            ave_unpool_f32(gpu, config, n as i64, h, w, oh, ow, k, s, &dy, &mut dx)
         },
     }
     .map_err(|e| cuda(OP, e))

@@ -1,5 +1,7 @@
 // Pooling on the GPU, as pool/cpu.rs: windows without padding clipped to
 // the input, MAX remembering the first maximum's position in its plane.
+// A stride is at most the window (the layer's type requires it), so every
+// window starts inside the input.
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
@@ -23,15 +25,6 @@ extern "C" __global__ void max_pool_f32(long long total, int h, int w, int oh, i
     }
 }
 
-// dx is zeroed first (by the caller); each output adds its gradient to
-// its maximum's input.
-extern "C" __global__ void max_unpool_f32(long long total, int hw, int ohw, const float* dy,
-                                          const unsigned int* argmax, float* dx) {
-    GRID_STRIDE(o, total) {
-        atomicAdd(&dx[(o / ohw) * hw + argmax[o]], dy[o]);
-    }
-}
-
 extern "C" __global__ void ave_pool_f32(long long total, int h, int w, int oh, int ow, int k,
                                         int s, const float* x, float* y) {
     GRID_STRIDE(o, total) {
@@ -47,21 +40,60 @@ extern "C" __global__ void ave_pool_f32(long long total, int h, int w, int oh, i
     }
 }
 
-// dx is zeroed first; each output spreads its gradient over its window.
-extern "C" __global__ void ave_unpool_f32(long long total, int h, int w, int oh, int ow, int k,
-                                          int s, const float* dy, float* dx) {
-    GRID_STRIDE(o, total) {
-        long long plane = o / ((long long)oh * ow);
-        int r = (int)((o / ow) % oh), q = (int)(o % ow);
-        int h0 = r * s, w0 = q * s;
-        int h1 = min(h0 + k, h), w1 = min(w0 + k, w);
-        float share = dy[o] / (float)((h1 - h0) * (w1 - w0));
-        float* dp = dx + plane * h * w;
-        for (int i = h0; i < h1; ++i)
-            for (int j = w0; j < w1; ++j) atomicAdd(&dp[i * w + j], share);
+// The backward passes gather: each input value adds up the gradients of
+// the outputs whose windows hold it, in output order, as the CPU side
+// adds them. No atomics and no zeroing pass: the input gradient is the
+// CPU's bit for bit, whatever the windows' overlap.
+
+// Input value i of its plane, and the outputs whose windows (start
+// o * s, length k) hold it: rows r0..r1, columns q0..q1.
+struct Covering {
+    long long plane;
+    int at, r0, r1, q0, q1;
+};
+
+__device__ int first_covering(int i, int k, int s) { return i < k ? 0 : (i - k) / s + 1; }
+
+__device__ Covering covering(long long i, int h, int w, int oh, int ow, int k, int s) {
+    Covering c;
+    c.plane = i / ((long long)h * w);
+    c.at = (int)(i % ((long long)h * w));
+    int r = c.at / w, q = c.at % w;
+    c.r0 = first_covering(r, k, s);
+    c.r1 = min(r / s + 1, oh);
+    c.q0 = first_covering(q, k, s);
+    c.q1 = min(q / s + 1, ow);
+    return c;
+}
+
+// MAX: the gradients of the outputs whose maximum was this input.
+extern "C" __global__ void max_unpool_f32(long long n, int h, int w, int oh, int ow, int k,
+                                          int s, const float* dy, const unsigned int* argmax,
+                                          float* dx) {
+    GRID_STRIDE(i, n) {
+        Covering c = covering(i, h, w, oh, ow, k, s);
+        const float* dp = dy + c.plane * oh * ow;
+        const unsigned int* ap = argmax + c.plane * oh * ow;
+        float sum = 0.0f;
+        for (int r = c.r0; r < c.r1; ++r)
+            for (int q = c.q0; q < c.q1; ++q)
+                if (ap[r * ow + q] == (unsigned int)c.at) sum += dp[r * ow + q];
+        dx[i] = sum;
     }
 }
 
-extern "C" __global__ void zero_f32(long long n, float* y) {
-    GRID_STRIDE(i, n) { y[i] = 0.0f; }
+// AVE: each covering output's gradient shared over its clipped window.
+extern "C" __global__ void ave_unpool_f32(long long n, int h, int w, int oh, int ow, int k,
+                                          int s, const float* dy, float* dx) {
+    GRID_STRIDE(i, n) {
+        Covering c = covering(i, h, w, oh, ow, k, s);
+        const float* dp = dy + c.plane * oh * ow;
+        float sum = 0.0f;
+        for (int r = c.r0; r < c.r1; ++r)
+            for (int q = c.q0; q < c.q1; ++q) {
+                int rows = min(r * s + k, h) - r * s, cols = min(q * s + k, w) - q * s;
+                sum += dp[r * ow + q] / (float)(rows * cols);
+            }
+        dx[i] = sum;
+    }
 }

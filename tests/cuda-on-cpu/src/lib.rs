@@ -6,8 +6,8 @@
 //! launcher runs every thread of the grid that
 //! `blob_kernels::cuda::launch_config` would launch, one thread after
 //! another: the kernels are grid-stride loops without shared memory or
-//! barriers, so this computes what the GPU computes (up to the order of
-//! atomic adds and the GPU's fused multiply-adds).
+//! barriers or atomics, so this computes what the GPU computes (up to the
+//! GPU's fused multiply-adds).
 //!
 //! The tests beside this crate hold each kernel to the CPU side of its
 //! layer: the GPU path's arithmetic, checked on machines without a GPU.

@@ -1,5 +1,7 @@
 //! `pool.cu` against the CPU Pooling, with Caffe's ceil rule (windows
-//! clipped at the input's edge), as `pool/cuda.rs` calls the kernels.
+//! clipped at the input's edge), as `pool/cuda.rs` calls the kernels:
+//! bit for bit, overlapping windows included (the backward kernels add in
+//! the CPU's order).
 
 use blob_layers::{PoolMethod, Pooling};
 use blob_runtime::blob;
@@ -52,18 +54,15 @@ fn gpu_calls(method: PoolMethod, g: &Geometry, x: &[f32], dy: &[f32]) -> CpuRun 
             PoolMethod::Ave => k::ave_pool_f32(total, total as i64, h, w, oh, ow, kk, s, x, &mut y),
         }
     }
+    // NaN: a value the kernel does not write shows.
     let mut dx = vec![f32::NAN; n];
-    // SAFETY: dx holds n values.
-    unsafe { k::zero_f32(n, n as i64, &mut dx) };
     // SAFETY: dy and argmax hold total values, dx n.
     unsafe {
         match method {
             PoolMethod::Max => {
-                k::max_unpool_f32(total, total as i64, h * w, oh * ow, dy, &argmax, &mut dx)
+                k::max_unpool_f32(n, n as i64, h, w, oh, ow, kk, s, dy, &argmax, &mut dx)
             }
-            PoolMethod::Ave => {
-                k::ave_unpool_f32(total, total as i64, h, w, oh, ow, kk, s, dy, &mut dx)
-            }
+            PoolMethod::Ave => k::ave_unpool_f32(n, n as i64, h, w, oh, ow, kk, s, dy, &mut dx),
         }
     }
     CpuRun {
@@ -95,8 +94,8 @@ where
     };
     let got = gpu_calls(method, &g, &x, &dy);
     let name = format!("{method:?} {K}/{S}");
-    assert_close(&format!("{name}: output"), &got.y, &want.y, 1e-6);
-    assert_close(&format!("{name}: input gradient"), &got.dx, &want.dx, 1e-6);
+    assert_close(&format!("{name}: output"), &got.y, &want.y, 0.0);
+    assert_close(&format!("{name}: input gradient"), &got.dx, &want.dx, 0.0);
 }
 
 #[test]
@@ -106,4 +105,7 @@ fn pooling_matches_cpu() {
     check::<3, 2>(PoolMethod::Ave, 4);
     check::<2, 2>(PoolMethod::Ave, 5);
     check::<4, 3>(PoolMethod::Ave, 3);
+    check::<4, 3>(PoolMethod::Max, 3);
+    check::<3, 1>(PoolMethod::Max, 7); // up to nine windows hold a value
+    check::<3, 3>(PoolMethod::Ave, 3);
 }
