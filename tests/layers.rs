@@ -154,6 +154,37 @@ fn pooling_uses_caffes_ceil_rule_and_clipped_windows() {
     check_gradients(&mut ave, &x, &y);
 }
 
+#[test]
+fn pooling_windows_past_the_input_hold_nothing() {
+    // A 1x1 window with stride 4 over 7: ceil(6 / 4) + 1 = 3 windows, at 0,
+    // 4 and 8, the last past the input (Caffe writes -FLT_MAX there, and
+    // its backward pass writes outside its blob). Here such a window gives
+    // 0 and passes no gradient.
+    for method in [PoolMethod::Max, PoolMethod::Ave] {
+        let mut pool = Pooling::<f64, Image, 1, 4>::new(method);
+        let (x, y) = blobs::<Image, Pooled>(&[2, 2, 7, 7], &[2, 2, 3, 3]);
+        pool.forward(&x, &y).unwrap();
+        let (xd, yd) = (x.to_vec().unwrap(), y.to_vec().unwrap());
+        for plane in 0..4 {
+            for r in 0..3 {
+                for q in 0..3 {
+                    let want = if r == 2 || q == 2 {
+                        0.0
+                    } else {
+                        xd[plane * 49 + 4 * r * 7 + 4 * q]
+                    };
+                    assert_eq!(
+                        yd[(plane * 3 + r) * 3 + q],
+                        want,
+                        "{method:?} {plane} {r} {q}"
+                    );
+                }
+            }
+        }
+        check_gradients(&mut pool, &x, &y);
+    }
+}
+
 blob!(shape Flat = _, 98);
 blob!(shape Hidden = _, 5);
 

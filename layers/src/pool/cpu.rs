@@ -1,6 +1,12 @@
 //! The CPU side of Pooling: MAX (remembering each maximum's position for
 //! the backward pass) and AVE, with Caffe's windows (no padding, the last
 //! window clipped to the input).
+//!
+//! With a stride longer than the window, Caffe's ceil rule can place the
+//! last window past the input's end (1x1 windows with stride 4 over 7
+//! start at 0, 4 and 8). Such a window holds nothing: it gives 0 and
+//! passes no gradient, where Caffe writes -FLT_MAX and, backward, outside
+//! its blob.
 
 use blob_runtime::MathElement;
 use rayon::prelude::*;
@@ -23,13 +29,14 @@ impl PoolGeometry {
         input.saturating_sub(kernel).div_ceil(stride) + 1
     }
 
-    /// The window of output `(r, q)`: rows `h0..h1`, columns `w0..w1`.
+    /// The window of output `(r, q)`: rows `h0..h1`, columns `w0..w1`,
+    /// clipped to the input (empty when it starts past the input's end).
     fn window(&self, r: usize, q: usize) -> (usize, usize, usize, usize) {
         let (h0, w0) = (r * self.stride, q * self.stride);
         (
-            h0,
+            h0.min(self.h),
             (h0 + self.kernel).min(self.h),
-            w0,
+            w0.min(self.w),
             (w0 + self.kernel).min(self.w),
         )
     }
@@ -71,9 +78,12 @@ impl PoolGeometry {
     }
 }
 
+/// What `argmax` holds for a window with no input: no position.
+pub(crate) const NO_POSITION: u32 = u32::MAX;
+
 /// MAX pooling; `argmax[o]` is the position of output `o`'s maximum in its
-/// plane (the first one, as Caffe ranks ties). Parts of the planes run on
-/// their own cores.
+/// plane (the first one, as Caffe ranks ties), [`NO_POSITION`] for an
+/// empty window. Parts of the planes run on their own cores.
 pub(crate) fn max_forward<T: MathElement>(
     g: &PoolGeometry,
     x: &[T],
@@ -128,6 +138,11 @@ fn max_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argm
     }
     let (h, w) = (g.h, g.w);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
+        if h0 == h1 || w0 == w1 {
+            y[o] = T::ZERO;
+            argmax[o] = NO_POSITION;
+            return;
+        }
         let plane = &x[pl * h * w..][..h * w];
         let mut best = T::from_f64(f64::NEG_INFINITY);
         let mut at = h0 * w + w0;
@@ -182,7 +197,9 @@ fn max_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], argmax: &[u32],
     let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
     dx.fill(T::ZERO);
     for (o, (&d, &at)) in dy.iter().zip(argmax).enumerate() {
-        dx[(o / plane_out) * plane_in + at as usize] += d;
+        if at != NO_POSITION {
+            dx[(o / plane_out) * plane_in + at as usize] += d;
+        }
     }
 }
 
@@ -190,6 +207,11 @@ fn max_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], argmax: &[u32],
 fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     let (h, w) = (g.h, g.w);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
+        let size = (h1 - h0) * (w1 - w0);
+        if size == 0 {
+            y[o] = T::ZERO;
+            return;
+        }
         let plane = &x[pl * h * w..][..h * w];
         let mut sum = T::ZERO;
         for hh in h0..h1 {
@@ -197,7 +219,7 @@ fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
                 sum += v;
             }
         }
-        y[o] = sum / T::from_f64(((h1 - h0) * (w1 - w0)) as f64);
+        y[o] = sum / T::from_f64(size as f64);
     });
 }
 
@@ -206,7 +228,11 @@ fn ave_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
     let (h, w) = (g.h, g.w);
     dx.fill(T::ZERO);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
-        let share = dy[o] / T::from_f64(((h1 - h0) * (w1 - w0)) as f64);
+        let size = (h1 - h0) * (w1 - w0);
+        if size == 0 {
+            return;
+        }
+        let share = dy[o] / T::from_f64(size as f64);
         let plane = &mut dx[pl * h * w..][..h * w];
         for hh in h0..h1 {
             for v in &mut plane[hh * w + w0..hh * w + w1] {

@@ -1,7 +1,7 @@
 // Pooling on the GPU, as pool/cpu.rs: windows without padding clipped to
 // the input, MAX remembering the first maximum's position in its plane.
-// A stride is at most the window (the layer's type requires it), so every
-// window starts inside the input.
+// A window that starts past the input's end (a stride longer than the
+// window, under the ceil rule) gives 0 and has no maximum's position.
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
@@ -14,6 +14,11 @@ extern "C" __global__ void max_pool_f32(long long total, int h, int w, int oh, i
         int r = (int)((o / ow) % oh), q = (int)(o % ow);
         int h0 = r * s, w0 = q * s;
         int h1 = min(h0 + k, h), w1 = min(w0 + k, w);
+        if (h1 <= h0 || w1 <= w0) {
+            y[o] = 0.0f;
+            argmax[o] = 0xffffffffu;
+            continue;
+        }
         const float* xp = x + plane * h * w;
         float best = -__int_as_float(0x7f800000);  // -infinity
         int at = h0 * w + w0;
@@ -32,6 +37,10 @@ extern "C" __global__ void ave_pool_f32(long long total, int h, int w, int oh, i
         int r = (int)((o / ow) % oh), q = (int)(o % ow);
         int h0 = r * s, w0 = q * s;
         int h1 = min(h0 + k, h), w1 = min(w0 + k, w);
+        if (h1 <= h0 || w1 <= w0) {
+            y[o] = 0.0f;
+            continue;
+        }
         const float* xp = x + plane * h * w;
         float sum = 0.0f;
         for (int i = h0; i < h1; ++i)

@@ -108,4 +108,7 @@ fn pooling_matches_cpu() {
     check::<4, 3>(PoolMethod::Max, 3);
     check::<3, 1>(PoolMethod::Max, 7); // up to nine windows hold a value
     check::<3, 3>(PoolMethod::Ave, 3);
+    // Windows at 0, 3, 6 and 9: the last past the input, empty.
+    check::<1, 3>(PoolMethod::Max, 4);
+    check::<1, 3>(PoolMethod::Ave, 4);
 }
