@@ -131,6 +131,27 @@ fn convolution_with_stride_and_padding() {
     check_gradients(&mut conv, &x, &y);
 }
 
+#[test]
+fn an_empty_batch_adds_no_gradient() {
+    // A batch of 0 is a valid batch: nothing to compute, and the
+    // parameters' gradients stay as they were, including after a batch
+    // that filled the layer's per-core buffers.
+    let mut conv = Convolution::<f64, Image, 3, 3, 2, 1>::new().unwrap();
+    fill(&conv.weight, 2);
+    for (batch, propagate_down) in [(0, true), (2, true), (0, true), (0, false)] {
+        let (x, y) = blobs::<Image, Strided>(&[batch, 2, 7, 7], &[batch, 3, 4, 4]);
+        conv.forward(&x, &y).unwrap();
+        y.mutable_cpu_diff().unwrap().fill(1.0);
+        conv.weight.mutable_cpu_diff().unwrap().fill(0.5);
+        conv.bias.mutable_cpu_diff().unwrap().fill(0.5);
+        conv.backward(&x, &y, propagate_down).unwrap();
+        if batch == 0 {
+            assert!(conv.weight.diff_to_vec().unwrap().iter().all(|&d| d == 0.5));
+            assert!(conv.bias.diff_to_vec().unwrap().iter().all(|&d| d == 0.5));
+        }
+    }
+}
+
 blob!(shape Pooled = _, 2, 3, 3);
 
 #[test]

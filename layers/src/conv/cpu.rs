@@ -270,12 +270,19 @@ pub(crate) fn backward<T: MathElement>(
     } = grads;
     let in_image = g.channels_in * g.h * g.w;
     let (per_part, parts) = scratch.parts(g.batch);
+    // No images, nothing to add: a part that did not run would add what
+    // its buffers kept from an earlier batch.
+    if g.batch == 0 {
+        return;
+    }
     let work = |i: usize, s: &mut PartScratch<T>, dx: Option<&mut [T]>| {
         let first = i * per_part;
         let count = per_part.min(g.batch - first);
         backward_part(g, s, x, weight, dy, first, count, dx);
     };
-    match dx {
+    // An input with no values (a 0-wide image, all padding) has no
+    // gradient to write, and cutting it would give no part to run.
+    match dx.filter(|_| in_image > 0) {
         Some(dx) => dx[..g.batch * in_image]
             .par_chunks_mut((per_part * in_image).max(1))
             .zip(parts.par_iter_mut())
