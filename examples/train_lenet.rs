@@ -35,9 +35,10 @@ struct Args {
     #[arg(long, default_value_t = 10000)]
     iters: usize,
     /// Images per iteration
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch: usize,
-    /// Snapshot every N iterations (and at the end)
+    /// Snapshot every N iterations, and at the end (0: at the end only,
+    /// as Caffe's `snapshot: 0`)
     #[arg(long, default_value_t = 5000)]
     snapshot: usize,
     /// Where snapshots and loss.svg go
@@ -146,7 +147,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             t.solver.learning_rate()
         ));
         bar.inc(1);
-        if t.solver.iter % args.snapshot == 0 || t.solver.iter == args.iters {
+        let periodic = args.snapshot != 0 && t.solver.iter.is_multiple_of(args.snapshot);
+        if periodic || t.solver.iter == args.iters {
             let (model, _) = t.snapshot(&args.out, "lenet")?;
             let acc = t.accuracy(&data, TRAIN..data.len())?;
             let line = format!(

@@ -60,15 +60,29 @@ pub struct Trainer {
     labels: Vec<u8>,
 }
 
+/// A training batch holds at least one digit: with none, every
+/// iteration would learn nothing and report a loss of 0.
+fn check_batch(batch: usize) -> Result<()> {
+    if batch == 0 {
+        return Err(BlobError::InvalidParameter {
+            op: "train LeNet",
+            detail: "a batch of 0 digits; training needs at least one per iteration".into(),
+        });
+    }
+    Ok(())
+}
+
 impl Trainer {
     /// A fresh net (xavier weights from `seed`, zero biases) and solver.
     ///
     /// ```
     /// let t = blobflow_mnist::Trainer::new(8, 100, 1701)?;
     /// assert_eq!(t.solver.iter, 0);
+    /// assert!(blobflow_mnist::Trainer::new(0, 100, 1701).is_err());
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn new(batch: usize, train_count: usize, seed: u64) -> Result<Self> {
+        check_batch(batch)?;
         let mut net = LeNet::new(batch)?;
         blob_kernels::cpu::set_seed(seed);
         net.init_fillers()?;
@@ -97,6 +111,7 @@ impl Trainer {
     /// assert!(blobflow_mnist::Trainer::resume("/no/x.solverstate", 64, 8000).is_err());
     /// ```
     pub fn resume(solverstate: impl AsRef<Path>, batch: usize, train_count: usize) -> Result<Self> {
+        check_batch(batch)?;
         let path = solverstate.as_ref();
         let state = blob_runtime::read_solver_state(path)?;
         let learned = state.learned_net.clone().unwrap_or_default();
