@@ -55,6 +55,17 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
         path: path.display().to_string(),
         source: e,
     })?;
+    if bytes.is_empty() {
+        // Every Caffe message decodes from no bytes (all fields default);
+        // an empty file is far more likely a failed write than a model.
+        return Err(BlobError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the file is empty: no Caffe model, blob or solver state",
+            ),
+        });
+    }
     let name = path.file_name().and_then(|n| n.to_str());
     let perr = |source| BlobError::Proto {
         path: path.display().to_string(),

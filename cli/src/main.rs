@@ -43,7 +43,25 @@ enum Command {
 }
 
 /// Converts `model` to `out`, and says what it wrote.
+/// Whether `out` names the file `model` names (through `.`, `..` or
+/// links): converting onto it would replace the model being read.
+fn same_file(model: &Path, out: &Path) -> bool {
+    match (std::fs::canonicalize(model), std::fs::canonicalize(out)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 fn convert(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
+    if same_file(model, out) {
+        return Err(blobflow::BlobError::Io {
+            path: out.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "is the model being converted; give the .safetensors another path",
+            ),
+        });
+    }
     let model = blobflow::CaffeModel::open(model)?;
     let bytes = model.to_safetensors()?;
     let tensors = blobflow::TensorFile::from_bytes(bytes.clone())?

@@ -133,6 +133,29 @@ fn convert_names_the_file_it_cannot_read_or_write() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("/no/such/dir/out.safetensors"));
 }
 
+/// Converting a model onto itself (the same path, or another name for it)
+/// is refused before anything is written: the model is still there.
+#[test]
+fn convert_never_writes_over_the_model_it_reads() {
+    let dir = std::env::temp_dir().join(format!("blobflow-convert-self-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("lenet.caffemodel");
+    std::fs::copy(shipped_model(), &model).unwrap();
+    let original = std::fs::read(&model).unwrap();
+    for out in [model.clone(), dir.join(".").join("lenet.caffemodel")] {
+        let run = convert(&model, &out);
+        assert!(!run.status.success());
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains("is the model being converted"), "{stderr}");
+        assert!(
+            std::fs::read(&model).unwrap() == original,
+            "{} changed",
+            model.display()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `inspect` reads the converted file too, and says of every tensor what
 /// it says of the model's blob: shape, count, sum of |x|, first values.
 #[test]

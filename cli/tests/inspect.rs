@@ -103,6 +103,15 @@ fn inspect_reads_solver_states_and_says_what_is_wrong_with_bad_files() {
         err.contains("bad.caffemodel") && err.contains("NetParameter"),
         "{err}"
     );
+    // No bytes decode as any Caffe message; inspect says the file is empty.
+    let empty = dir.join("empty.binaryproto");
+    std::fs::write(&empty, b"").unwrap();
+    let (ok, err) = inspect_failure(&empty);
+    assert!(!ok);
+    assert!(
+        err.contains("empty.binaryproto: the file is empty"),
+        "{err}"
+    );
 }
 
 fn tempdir() -> PathBuf {

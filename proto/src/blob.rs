@@ -225,6 +225,11 @@ impl BlobProto {
     ///     b.check_values("layer 'ip' blob 0").unwrap_err().to_string(),
     ///     "layer 'ip' blob 0: shape 2 3 has 6 values but the file stores 4 (in data)"
     /// );
+    /// // No dims and no legacy fields: a scalar, which needs its one value.
+    /// assert_eq!(
+    ///     BlobProto::default().check_values("mean").unwrap_err().to_string(),
+    ///     "mean: shape () (no dims: a scalar) has 1 values but the file stores 0 (in data)"
+    /// );
     /// ```
     pub fn check_values(&self, at: &str) -> Result<(), crate::ProtoError> {
         let shape = self.stored_shape();
@@ -248,7 +253,12 @@ impl BlobProto {
         if count != stored as u64 {
             return Err(crate::ProtoError::ValueCount {
                 at: at.to_string(),
-                shape: dims.join(" "),
+                // No dims is a scalar (Caffe's count of an empty shape is 1).
+                shape: if dims.is_empty() {
+                    "() (no dims: a scalar)".into()
+                } else {
+                    dims.join(" ")
+                },
                 count,
                 stored,
                 field,
