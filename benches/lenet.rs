@@ -4,8 +4,10 @@
 //!
 //! The CPU runs on every core, then on one in the same run: the ratio is
 //! what the cores add. Built with `--features cuda`, it runs the same net
-//! on GPU 0 too and prints the ratio to the CPU; `scripts/lenet_torch.py`
-//! runs the same net in PyTorch on the same machine for a peer figure.
+//! on GPU 0 too and prints the ratio to the CPU; with `--features cudnn`
+//! also with TF32 convolutions (`gpu tf32`, PyTorch's default for
+//! convolutions); `scripts/lenet_torch.py` runs the same net in PyTorch on
+//! the same machine for a peer figure.
 //!
 //! Run: `cargo bench --bench lenet` (GPU: `cargo bench --features cuda
 //! --bench lenet`).
@@ -63,17 +65,13 @@ fn rate(
     Ok(best)
 }
 
-/// Measures every case, on `device` when given (the net is moved there
-/// before the clock starts).
-fn measure(
-    device: Option<&std::sync::Arc<dyn blobflow::runtime::DeviceBackend>>,
-) -> Result<Rates, BlobError> {
+/// Measures every case, each net first given to `prepare` (which moves
+/// it to a device, if any) before the clock starts.
+fn measure(prepare: impl Fn(&mut LeNet) -> Result<(), BlobError>) -> Result<Rates, BlobError> {
     let mut rates = Rates::default();
     for (i, &batch) in BATCHES.iter().enumerate() {
         let (mut n, labels) = net(batch)?;
-        if let Some(d) = device {
-            n.to_device(d.clone())?;
-        }
+        prepare(&mut n)?;
         let n = std::cell::RefCell::new(n);
         let finish = || n.borrow().prob().cpu_data().map(drop);
         rates.forward[i] = rate(batch, || n.borrow_mut().forward(), finish)?;
@@ -114,7 +112,7 @@ fn on_cores(threads: usize) -> Result<Rates, BlobError> {
         .num_threads(threads)
         .build()
         .expect("a thread pool")
-        .install(|| measure(None))
+        .install(|| measure(|_| Ok(())))
 }
 
 #[cfg(feature = "cuda")]
@@ -132,8 +130,17 @@ fn gpu(cpu: &Rates) -> Result<(), BlobError> {
     };
     println!("device: {}", backend.gpu().name());
     let device: std::sync::Arc<dyn blobflow::runtime::DeviceBackend> = backend;
-    let rates = measure(Some(&device))?;
+    let rates = measure(|n| n.to_device(device.clone()))?;
     print("gpu", &rates, Some(("cpu", cpu)));
+    #[cfg(feature = "cudnn")]
+    {
+        let rates = measure(|n| {
+            n.conv1.allow_tf32 = true;
+            n.conv2.allow_tf32 = true;
+            n.to_device(device.clone())
+        })?;
+        print("gpu tf32", &rates, Some(("cpu", cpu)));
+    }
     Ok(())
 }
 

@@ -118,7 +118,7 @@ run() {
     python3 - "$logs/lenet-bench.log" "$logs/torch.log" <<'PY'
 import re, sys
 # blobflow's GPU rows of bench-lenet against PyTorch eager's on this GPU.
-row = re.compile(r"^(gpu|torch cuda)\s+(forward|train step)\s+batch\s+(\d+)\s+(\d+) images/s")
+row = re.compile(r"^(gpu(?: tf32)?|torch cuda)\s+(forward|train step)\s+batch\s+(\d+)\s+(\d+) images/s")
 rates = {}
 for path in sys.argv[1:]:
     try:
@@ -130,8 +130,8 @@ for path in sys.argv[1:]:
         pass
 for (who, what, batch), ours in sorted(rates.items()):
     peer = rates.get(("torch cuda", what, batch))
-    if who == "gpu" and peer:
-        print(f"  vs PyTorch: {what:<10} batch {batch:>4}  {ours:>10.0f} / {peer:>10.0f} images/s = {ours / peer:.2f}")
+    if who.startswith("gpu") and peer:
+        print(f"  vs PyTorch: {who:<8} {what:<10} batch {batch:>4}  {ours:>10.0f} / {peer:>10.0f} images/s = {ours / peer:.2f}")
 PY
     tail -2 "$logs/user-layer.log" | sed 's/^/  typed_layers: /'
     [ -f "$logs/train.log" ] && tail -3 "$logs/train.log" | sed 's/^/  train_lenet: /'

@@ -64,6 +64,13 @@ def main():
     device = torch.device(name)
     label = torch.cuda.get_device_name(device) if name == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     print(f"PyTorch {torch.__version__} eager on {label}")
+    if name == "cuda":
+        # PyTorch's defaults, left as they are: blobflow's bench-lenet
+        # prints its GPU rows with f32 convolutions (gpu) and TF32 (gpu tf32).
+        print(
+            f"TF32 allowed: convolutions {torch.backends.cudnn.allow_tf32}, "
+            f"matmuls {torch.backends.cuda.matmul.allow_tf32}"
+        )
     torch.manual_seed(1701)
     for batch in BATCHES:
         net = lenet(torch).to(device)

@@ -3,8 +3,9 @@
 //! side otherwise. cuDNN picks its algorithms by heuristics, once per
 //! geometry, among the deterministic ones: a GPU run repeats bit for bit,
 //! so `--resume` continues exactly (Caffe takes whatever the heuristics
-//! give, atomics included). The math is f32 throughout (no TF32 tensor
-//! cores). The bias is this crate's kernel.
+//! give, atomics included). The math is f32 throughout unless the layer
+//! allows TF32 tensor cores (`Convolution::allow_tf32`). The bias is this
+//! crate's kernel.
 
 use std::sync::Arc;
 
@@ -78,6 +79,7 @@ struct Descriptors {
 /// batch cannot hide.
 struct Plan {
     geometry: ConvGeometry,
+    tf32: bool,
     d: Descriptors,
     forward: Option<(cudnnConvolutionFwdAlgo_t, usize)>,
     backward_filter: Option<(cudnnConvolutionBwdFilterAlgo_t, usize)>,
@@ -122,16 +124,22 @@ fn deterministic_data_algorithm(
     }
 }
 
-/// The plan of `g` in `slot`, made anew when the geometry changed.
+/// The plan of `g` (with TF32 allowed or not) in `slot`, made anew when
+/// either changed.
 fn plan_for<'a>(
     handle: &Arc<Cudnn>,
     slot: &'a mut Option<Plan>,
     g: &ConvGeometry,
+    tf32: bool,
 ) -> Result<&'a mut Plan> {
-    if slot.as_ref().is_none_or(|p| p.geometry != *g) {
+    if slot
+        .as_ref()
+        .is_none_or(|p| p.geometry != *g || p.tf32 != tf32)
+    {
         *slot = Some(Plan {
             geometry: *g,
-            d: descriptors(handle, g)?,
+            tf32,
+            d: descriptors(handle, g, tf32)?,
             forward: None,
             backward_filter: None,
             backward_data: None,
@@ -140,7 +148,7 @@ fn plan_for<'a>(
     Ok(slot.as_mut().expect("made above"))
 }
 
-fn descriptors(handle: &Arc<Cudnn>, g: &ConvGeometry) -> Result<Descriptors> {
+fn descriptors(handle: &Arc<Cudnn>, g: &ConvGeometry, tf32: bool) -> Result<Descriptors> {
     let i = |v: usize| int(OP, v);
     let nchw = cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
     let (n, cin, cout) = (i(g.batch)?, i(g.channels_in)?, i(g.channels_out)?);
@@ -163,9 +171,14 @@ fn descriptors(handle: &Arc<Cudnn>, g: &ConvGeometry) -> Result<Descriptors> {
                 .map_err(err)?;
             // cuDNN's default math lets Ampere and later GPUs convolve f32
             // through TF32 tensor cores (a 10-bit mantissa, about 1e-3 off
-            // f32); FMA math keeps the layer f32, as Caffe and the CPU side.
-            conv.set_math_type(cudnnMathType_t::CUDNN_FMA_MATH)
-                .map_err(err)?;
+            // f32); FMA math keeps the layer f32, as the CPU side, unless
+            // the layer allows TF32.
+            conv.set_math_type(if tf32 {
+                cudnnMathType_t::CUDNN_DEFAULT_MATH
+            } else {
+                cudnnMathType_t::CUDNN_FMA_MATH
+            })
+            .map_err(err)?;
             conv
         },
         y: handle
@@ -209,11 +222,12 @@ impl CudnnConv {
         Ok(slot.as_mut())
     }
 
-    /// `y = conv(x) + bias`.
+    /// `y = conv(x) + bias`, through TF32 tensor cores when `tf32`.
     pub(crate) fn forward(
         &mut self,
         gpu: &Gpu,
         g: &ConvGeometry,
+        tf32: bool,
         blobs: ConvBlobs<'_>,
     ) -> Result<()> {
         let ConvBlobs { x, weight, bias, y } = blobs;
@@ -223,7 +237,7 @@ impl CudnnConv {
             workspace,
             ..
         } = self;
-        let Plan { d, forward, .. } = plan_for(handle, plan, g)?;
+        let Plan { d, forward, .. } = plan_for(handle, plan, g, tf32)?;
         let op = ConvForward {
             conv: &d.conv,
             x: &d.x,
@@ -273,6 +287,7 @@ impl CudnnConv {
         &mut self,
         gpu: &Gpu,
         g: &ConvGeometry,
+        tf32: bool,
         blobs: ConvBlobs<'_>,
         propagate_down: bool,
     ) -> Result<()> {
@@ -288,7 +303,7 @@ impl CudnnConv {
             backward_filter,
             backward_data,
             ..
-        } = plan_for(handle, plan, g)?;
+        } = plan_for(handle, plan, g, tf32)?;
         let (xg, dyg) = (x.gpu_data()?, y.gpu_diff()?);
         let dy = read(&dyg, y.count())?;
         {

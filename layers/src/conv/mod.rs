@@ -62,6 +62,21 @@ pub struct Convolution<
     /// `cudnn`; Caffe's `engine: CUDNN`); im2col + cuBLAS otherwise.
     #[cfg(feature = "cudnn")]
     pub use_cudnn: bool,
+    /// Whether cuDNN may convolve this f32 layer on TF32 tensor cores
+    /// (Ampere and later GPUs): faster, with inputs rounded to a 10-bit
+    /// mantissa (about 1e-3 relative off f32). Off by default, so the GPU
+    /// matches the CPU within 1e-5; on is what Caffe (cuDNN's default
+    /// math) and PyTorch (`torch.backends.cudnn.allow_tf32`) do.
+    ///
+    /// ```
+    /// blob_runtime::blob!(pub shape Digits = _, 1, 28, 28);
+    /// let mut conv = blob_layers::Convolution::<f32, Digits, 20, 5>::new()?;
+    /// assert!(!conv.allow_tf32);
+    /// conv.allow_tf32 = true; // takes effect on the GPU's next pass
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    #[cfg(feature = "cudnn")]
+    pub allow_tf32: bool,
     #[cfg(feature = "cudnn")]
     cudnn: Option<cudnn::CudnnConv>,
     _input: PhantomData<fn() -> X>,
@@ -97,6 +112,8 @@ where
             gpu_scratch: cuda::GpuScratch::default(),
             #[cfg(feature = "cudnn")]
             use_cudnn: true,
+            #[cfg(feature = "cudnn")]
+            allow_tf32: false,
             #[cfg(feature = "cudnn")]
             cudnn: None,
             _input: PhantomData,
@@ -153,7 +170,7 @@ where
             let blobs = cuda::ConvBlobs::of(x, &self.weight, &self.bias, y);
             #[cfg(feature = "cudnn")]
             if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
-                return dnn.forward(&gpu, &g, blobs);
+                return dnn.forward(&gpu, &g, self.allow_tf32, blobs);
             }
             return cuda::forward(&g, &mut self.gpu_scratch, &gpu, blobs);
         }
@@ -177,7 +194,7 @@ where
             let blobs = cuda::ConvBlobs::of(x, &self.weight, &self.bias, y);
             #[cfg(feature = "cudnn")]
             if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
-                return dnn.backward(&gpu, &g, blobs, propagate_down);
+                return dnn.backward(&gpu, &g, self.allow_tf32, blobs, propagate_down);
             }
             return cuda::backward(&g, &mut self.gpu_scratch, &gpu, blobs, propagate_down);
         }
