@@ -64,7 +64,17 @@ fn move_to_gpu(_net: &mut LeNet) -> Result<(), blobflow::BlobError> {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let data = Mnist::open(&args.images, &args.labels)?;
-    let batch = args.batch.clamp(1, data.len().max(1));
+    if (data.rows, data.cols) != (28, 28) {
+        return Err(format!(
+            "{}: LeNet reads 28 x 28 digits, these are {} x {}",
+            args.images, data.rows, data.cols
+        )
+        .into());
+    }
+    if data.is_empty() {
+        return Err(format!("{}: no digits to classify", args.images).into());
+    }
+    let batch = args.batch.min(data.len());
     let mut net = LeNet::load(PathBuf::from(&args.model), batch)?;
     println!(
         "model {}  |  {} digits from {}",
