@@ -2,7 +2,7 @@
 //! loss's per-item terms are summed on the host, in order, as on the CPU.
 
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
-use blob_kernels::cuda::{CudaError, Gpu, launch_config};
+use blob_kernels::cuda::{CudaError, Gpu, Scratch, launch_config};
 use blob_runtime::Blob;
 
 use crate::gpu::{cuda, int, read, write};
@@ -79,19 +79,18 @@ pub(crate) fn backward(
     .map_err(|e| cuda(OP, e))
 }
 
-/// The mean loss of `prob` against `labels` (checked class indices).
+/// The mean loss of `prob` against `labels` (checked class indices), each
+/// item's term computed into `losses` (grown to fit).
 pub(crate) fn loss(
     gpu: &Gpu,
+    losses: &mut Scratch<f32>,
     rows: usize,
     classes: usize,
     prob: &Blob<f32>,
     labels: &Blob<f32>,
 ) -> Result<f32> {
     let (pg, lg) = (prob.gpu_data()?, labels.gpu_data()?);
-    let mut losses = gpu
-        .stream()
-        .alloc_zeros::<f32>(rows.max(1))
-        .map_err(|e| cuda(OP, CudaError::driver("allocate losses")(e)))?;
+    let mut losses = losses.grown(gpu, rows).map_err(|e| cuda(OP, e))?;
     // SAFETY: prob holds rows * classes values, labels and losses rows.
     unsafe {
         softmax_loss_rows_f32(
@@ -101,13 +100,13 @@ pub(crate) fn loss(
             int(OP, classes)?,
             &read(&pg, rows * classes)?,
             &read(&lg, rows)?,
-            &mut losses.slice_mut(..rows),
+            &mut losses,
         )
     }
     .map_err(|e| cuda(OP, e))?;
     let terms = gpu
         .stream()
-        .clone_dtoh(&losses.slice(..rows))
+        .clone_dtoh(&losses.as_view())
         .map_err(|e| cuda(OP, CudaError::driver("read losses")(e)))?;
     let sum = terms.iter().fold(0.0f32, |acc, &t| acc + t);
     Ok(sum / rows.max(1) as f32)

@@ -180,6 +180,9 @@ where
 {
     softmax: Softmax<T, S>,
     prob: Blob<T>,
+    /// Each item's loss on the GPU, before they are added on the host.
+    #[cfg(feature = "cuda")]
+    gpu_losses: blob_kernels::cuda::Scratch<f32>,
 }
 
 impl<T: MathElement, S: Shape> SoftmaxWithLoss<T, S>
@@ -191,6 +194,8 @@ where
         Self {
             softmax: Softmax::new(),
             prob: Blob::default(),
+            #[cfg(feature = "cuda")]
+            gpu_losses: blob_kernels::cuda::Scratch::new(),
         }
     }
 
@@ -235,6 +240,7 @@ where
             use crate::gpu::as_f32;
             let loss = cuda::loss(
                 &gpu,
+                &mut self.gpu_losses,
                 items.len(),
                 classes,
                 as_f32(&self.prob),
