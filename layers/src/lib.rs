@@ -48,13 +48,14 @@ pub mod solver;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 6] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 7] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
     &inner_product::INNER_PRODUCT,
     &softmax::SOFTMAX,
     &dropout::DROPOUT,
+    &solver::SOLVER,
 ];
 
 pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};

@@ -36,7 +36,8 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "activation.cu",
             "inner_product.cu",
             "softmax.cu",
-            "dropout.cu"
+            "dropout.cu",
+            "solver.cu"
         ]
     );
 }

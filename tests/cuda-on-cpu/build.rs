@@ -17,6 +17,8 @@ fn main() {
 
     let mut sources = Vec::new();
     for dir in ["kernels/src", "layers/src", "examples"] {
+        // The whole tree: a new .cu file (a new op's folder) is built too.
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
         find_cu(&root.join(dir), &mut sources);
     }
     sources.sort();

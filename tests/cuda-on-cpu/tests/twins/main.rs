@@ -8,6 +8,7 @@ mod elementwise;
 mod layers;
 mod pool;
 mod softmax;
+mod solver;
 mod sums;
 
 use blob_kernels::cpu;

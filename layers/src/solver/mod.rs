@@ -1,7 +1,12 @@
 //! Caffe's SGD solver arithmetic (`SGDSolver::ApplyUpdate`), with momentum
 //! history that snapshots to and restores from a `.solverstate`.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
 use blob_kernels::cpu;
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::SOLVER;
 
 use blob_proto::SolverState;
 use blob_runtime::{Blob, BlobError};
@@ -119,9 +124,13 @@ impl SgdSolver {
         let rate = self.learning_rate();
         for ((p, h), &mult) in params.iter().zip(&self.history).zip(lr_mults) {
             #[cfg(feature = "cuda")]
-            if let Some(gpu) = crate::gpu::gpu_of(p) {
-                self.apply_on_gpu(&gpu, p, h, rate * mult)?;
-                p.update()?;
+            if let Some(gpu) = crate::gpu::gpu_of_all(&[*p, h]) {
+                let rates = cuda::SgdRates {
+                    decay: self.weight_decay,
+                    rate: rate * mult,
+                    momentum: self.momentum,
+                };
+                cuda::step(&gpu, &rates, p, h)?;
                 continue;
             }
             {
@@ -136,37 +145,6 @@ impl SgdSolver {
         }
         self.iter += 1;
         Ok(())
-    }
-
-    /// Caffe's `SGDSolver::ComputeUpdateValue` on the GPU (Regularize, then
-    /// the momentum update), leaving the step in the diff for `update`.
-    #[cfg(feature = "cuda")]
-    fn apply_on_gpu(
-        &self,
-        gpu: &blob_kernels::cuda::Gpu,
-        p: &Blob<f32>,
-        h: &Blob<f32>,
-        rate: f32,
-    ) -> Result<(), BlobError> {
-        use crate::gpu::{cuda, read, write};
-        let n = p.count();
-        let data = p.gpu_data()?;
-        let mut diff = p.mutable_gpu_diff()?;
-        let mut hist = h.mutable_gpu_data()?;
-        let mut dv = write(&mut diff, n)?;
-        gpu.axpy(self.weight_decay, &read(&data, n)?, &mut dv)
-            .map_err(|e| cuda("solver step on the GPU", e))?;
-        let mut hv = write(&mut hist, n)?;
-        gpu.axpby(rate, &dv.as_view(), self.momentum, &mut hv)
-            .map_err(|e| cuda("solver step on the GPU", e))?;
-        gpu.stream()
-            .memcpy_dtod(&hv.as_view(), &mut dv)
-            .map_err(|e| {
-                cuda(
-                    "solver step on the GPU",
-                    blob_kernels::cuda::CudaError::driver("copy")(e),
-                )
-            })
     }
 
     /// The `.solverstate` of this solver (Caffe
