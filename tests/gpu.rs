@@ -630,6 +630,25 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// A layer whose input is on the GPU but whose weights stayed on the host
+/// is refused, the error naming both places.
+fn mixed_devices_are_refused(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::blob;
+    use blobflow::layers::{Convolution, Layer};
+    blob!(shape Image = _, 3, 9, 9);
+    let mut conv = Convolution::<f32, Image, 4, 3>::new().map_err(fail)?;
+    let x = Blob::<f32>::with_device(&[1, 3, 9, 9], dev.clone()).map_err(fail)?;
+    let y = Blob::<f32>::with_device(&[1, 4, 7, 7], dev.clone()).map_err(fail)?;
+    let err = match conv.forward_blobs(&x, &y) {
+        Ok(()) => return Err(fail("a convolution with host weights ran on the GPU")),
+        Err(e) => e.to_string(),
+    };
+    ensure(
+        err.contains("the input is on cuda:0") && err.contains("its weights on the host"),
+        err,
+    )
+}
+
 /// Softmax and SoftmaxWithLoss on device blobs give the host's values;
 /// dropout on the GPU keeps and scales consistently forward and backward.
 fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
@@ -752,6 +771,7 @@ const CHECKS: &[(&str, Check)] = &[
         "layers::softmax_loss_dropout_on_gpu",
         softmax_loss_and_dropout_match_cpu,
     ),
+    ("layers::mixed_devices_refused", mixed_devices_are_refused),
     ("train::gpu_tracks_cpu", training_tracks_cpu),
     ("train::gpu_resume_is_exact", gpu_resume_is_exact),
     ("syncedmem::gpu_read", syncedmem_gpu_read),

@@ -29,13 +29,68 @@ pub(crate) fn gpu_of<T: MathElement>(blob: &Blob<T>) -> Option<Arc<Gpu>> {
         .map(|cuda| cuda.gpu().clone())
 }
 
+/// The ordinal of the CUDA device `blob` lives on, if it is `f32` there.
+fn cuda_ordinal<T: MathElement>(blob: &Blob<T>) -> Option<usize> {
+    gpu_of(blob).map(|gpu| gpu.context().ordinal())
+}
+
 /// The GPU every one of `blobs` lives on, when all are `f32` on one CUDA
-/// device's backend: a layer that writes a blob of its own (a loss's
-/// probabilities) runs on the GPU only if that blob is there too.
+/// device: a layer that writes a blob of its own (a loss's
+/// probabilities) runs on the GPU only if that blob is there too, and
+/// blobs on two GPUs run the CPU side (the heads move the bytes).
 pub(crate) fn gpu_of_all<T: MathElement>(blobs: &[&Blob<T>]) -> Option<Arc<Gpu>> {
     let (first, rest) = blobs.split_first()?;
     let gpu = gpu_of(first)?;
-    rest.iter().all(|b| gpu_of(b).is_some()).then_some(gpu)
+    let ordinal = gpu.context().ordinal();
+    rest.iter()
+        .all(|b| cuda_ordinal(b) == Some(ordinal))
+        .then_some(gpu)
+}
+
+/// Where `blob` lives, for messages: its device's name, or the host.
+fn place<T: MathElement>(blob: &Blob<T>) -> String {
+    blob.device()
+        .map_or_else(|| "the host".to_string(), |d| d.name())
+}
+
+/// The GPU a layer runs `op` on: the one its input `x` lives on, when `x`
+/// is an `f32` blob on a CUDA device (`None`: the CPU side runs). Its
+/// other blobs (output, parameters) must live on that same GPU: a layer
+/// does not mix devices, and the error names both places (a kernel handed
+/// another GPU's memory would fault and poison the GPU's context).
+pub(crate) fn gpu_for<T: MathElement>(
+    op: &'static str,
+    x: &Blob<T>,
+    others: &[(&str, &Blob<T>)],
+) -> Result<Option<Arc<Gpu>>> {
+    let Some(gpu) = gpu_of(x) else {
+        return Ok(None);
+    };
+    let ordinal = gpu.context().ordinal();
+    for &(what, blob) in others {
+        if cuda_ordinal(blob) != Some(ordinal) {
+            return Err(BlobError::Device {
+                op,
+                source: DeviceError::new(format!(
+                    "the input is on {}, its {what} on {}; move the layer's blobs to one device",
+                    place(x),
+                    place(blob)
+                )),
+            });
+        }
+    }
+    Ok(Some(gpu))
+}
+
+/// [`gpu_for`] a layer with an output, weights and a bias.
+pub(crate) fn gpu_for_learned<T: MathElement>(
+    op: &'static str,
+    x: &Blob<T>,
+    y: &Blob<T>,
+    weight: &Blob<T>,
+    bias: &Blob<T>,
+) -> Result<Option<Arc<Gpu>>> {
+    gpu_for(op, x, &[("output", y), ("weights", weight), ("bias", bias)])
 }
 
 /// The blob as `f32`, which [`gpu_of`] has checked it is.

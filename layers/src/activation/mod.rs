@@ -118,7 +118,7 @@ impl<T: MathElement, S: Shape, F: Activate> Layer for Activation<T, S, F> {
             expect_shape("write activation output", y, x.shape())?;
         }
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of(x) {
+        if let Some(gpu) = crate::gpu::gpu_for(F::TYPE, x, &[("output", y)])? {
             use crate::gpu::as_f32;
             return cuda::forward(F::TYPE, &gpu, as_f32(x), as_f32(y));
         }
@@ -145,7 +145,7 @@ impl<T: MathElement, S: Shape, F: Activate> Layer for Activation<T, S, F> {
             expect_shape("activation backward", y, x.shape())?;
         }
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of(x) {
+        if let Some(gpu) = crate::gpu::gpu_for(F::TYPE, x, &[("output", y)])? {
             use crate::gpu::as_f32;
             return cuda::backward(F::TYPE, &gpu, as_f32(x), as_f32(y));
         }

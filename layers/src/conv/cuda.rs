@@ -120,7 +120,7 @@ pub(crate) struct ConvBlobs<'a> {
 }
 
 impl<'a> ConvBlobs<'a> {
-    /// The blobs of a layer on `T`, as the `f32` that `gpu_of` found.
+    /// The blobs of a layer on `T`, as the `f32` that `gpu_for` found.
     pub(crate) fn of<T: blob_runtime::MathElement>(
         x: &'a Blob<T>,
         weight: &'a Blob<T>,

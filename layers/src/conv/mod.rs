@@ -166,7 +166,8 @@ where
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let g = self.geometry(x, y)?;
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of(x) {
+        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, &self.weight, &self.bias)?
+        {
             let blobs = cuda::ConvBlobs::of(x, &self.weight, &self.bias, y);
             #[cfg(feature = "cudnn")]
             if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
@@ -190,7 +191,8 @@ where
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         let g = self.geometry(x, y)?;
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of(x) {
+        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, &self.weight, &self.bias)?
+        {
             let blobs = cuda::ConvBlobs::of(x, &self.weight, &self.bias, y);
             #[cfg(feature = "cudnn")]
             if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {

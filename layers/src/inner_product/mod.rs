@@ -84,7 +84,9 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let (b, k) = self.dims(x, y)?;
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of(x) {
+        if let Some(gpu) =
+            crate::gpu::gpu_for_learned("inner product", x, y, &self.weight, &self.bias)?
+        {
             use crate::gpu::as_f32;
             let (w, bias) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
             return cuda::forward(&gpu, (b, k, N), as_f32(x), w, bias, as_f32(y));
@@ -115,7 +117,9 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         let (b, k) = self.dims(x, y)?;
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of(x) {
+        if let Some(gpu) =
+            crate::gpu::gpu_for_learned("inner product", x, y, &self.weight, &self.bias)?
+        {
             use crate::gpu::as_f32;
             let (w, bias) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
             return cuda::backward(

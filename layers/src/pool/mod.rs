@@ -113,7 +113,7 @@ where
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let g = self.geometry(x, y)?;
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of(x) {
+        if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
             use crate::gpu::as_f32;
             return cuda::forward(
                 &g,
@@ -142,7 +142,7 @@ where
             return Ok(());
         }
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of(x) {
+        if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
             use crate::gpu::as_f32;
             return cuda::backward(
                 &g,
