@@ -182,14 +182,19 @@ mod channel_scale_cuda {
         blobs: [&Blob<T>; N],
     ) -> Option<(Arc<Gpu>, [&Blob<f32>; N])> {
         let mut typed = [None; N];
+        let mut gpu: Option<Arc<Gpu>> = None;
         for (slot, blob) in typed.iter_mut().zip(blobs) {
             let blob = (blob as &dyn Any).downcast_ref::<Blob<f32>>()?;
-            blob.device().and_then(CudaBackend::of)?;
+            let here = blob.device().and_then(CudaBackend::of)?.gpu();
+            // One GPU for all: a kernel cannot read another GPU's memory.
+            match &gpu {
+                Some(g) if g.context().ordinal() != here.context().ordinal() => return None,
+                Some(_) => {}
+                None => gpu = Some(here.clone()),
+            }
             *slot = Some(blob);
         }
-        let first = typed.first().copied().flatten()?;
-        let gpu = first.device().and_then(CudaBackend::of)?.gpu().clone();
-        Some((gpu, typed.map(|b| b.expect("filled above"))))
+        Some((gpu?, typed.map(|b| b.expect("filled above"))))
     }
 
     /// `y = x * gamma` per channel over the views, launched safely: the
