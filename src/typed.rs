@@ -117,8 +117,9 @@
 //! gives the layer a CUDA side as the built-in layers have one (feature
 //! `cuda`): a kernel in a `.cu` file beside the code, a typed launcher
 //! declared with `blobflow::kernels::cuda_kernels!`, and a branch at the
-//! top of `forward_blobs`/`backward_blobs` taken when the blobs live on a
-//! CUDA device (`blob.device()` and `runtime::cuda::CudaBackend::of`),
+//! top of `forward_blobs`/`backward_blobs` taken when the blobs all live
+//! on one CUDA device (`blob.device()` and `runtime::cuda::CudaBackend::of`,
+//! the same ordinal for each: a kernel cannot read another GPU's memory),
 //! reading their device memory with `runtime::cuda::view`. Its run on a
 //! GPU is `typed_layers --device cuda`; `tests/cuda-on-cpu` runs its
 //! kernel on the CPU against the layer's CPU arithmetic.
