@@ -95,6 +95,11 @@ fn convolution_with_stride_and_padding() {
     fill(&conv.bias, 3);
     let (x, y) = blobs::<Image, Strided>(&[2, 2, 7, 7], &[2, 3, 4, 4]);
     conv.forward(&x, &y).unwrap();
+    // The run-time entry refuses an input that is not (N, 2, H, W), with
+    // H and W at least the kernel less the padding.
+    let flat = Blob::<f64>::new(&[2, 98]).unwrap();
+    let err = conv.forward_blobs(&flat, &y).unwrap_err().to_string();
+    assert!(err.contains("(N, 2, >= 1, >= 1)"), "{err}");
     // Against the definition, padding reading zero.
     let (xd, w, b, yd) = (
         x.to_vec().unwrap(),

@@ -129,7 +129,10 @@ where
             return Err(BlobError::ShapeMismatch {
                 op: "convolve",
                 src: x.shape_string(),
-                dst: format!("(N, {cin}, >= {K} - 2 * {P}, >= {K} - 2 * {P})"),
+                dst: {
+                    let least = K.saturating_sub(2 * P);
+                    format!("(N, {cin}, >= {least}, >= {least})")
+                },
             });
         }
         let g = ConvGeometry {
