@@ -86,14 +86,26 @@ struct Plan {
     backward_data: Option<(cudnnConvolutionBwdDataAlgo_t, usize)>,
 }
 
-/// The cached pick, or `pick` (an algorithm, then its workspace size)
-/// remembered.
+/// The cached pick, or else the heuristic's algorithm with its workspace
+/// size, remembered. Where the heuristic fails, or cuDNN refuses its pick
+/// for these descriptors (heuristics list algorithms of every math type,
+/// and a plan may ask for FMA math only: the workspace query then says
+/// NOT_SUPPORTED), `fallback`: deterministic, and taking every 2-D
+/// geometry (the implicit gemm forward, ALGO_1 backward).
 fn picked<A: Copy>(
     slot: &mut Option<(A, usize)>,
-    pick: impl FnOnce() -> std::result::Result<(A, usize), CudnnError>,
+    heuristic: impl FnOnce() -> std::result::Result<A, CudnnError>,
+    fallback: A,
+    workspace: impl Fn(A) -> std::result::Result<usize, CudnnError>,
 ) -> Result<(A, usize)> {
     if slot.is_none() {
-        *slot = Some(pick().map_err(err)?);
+        let pick = heuristic()
+            .ok()
+            .and_then(|algo| workspace(algo).ok().map(|bytes| (algo, bytes)));
+        *slot = Some(match pick {
+            Some(pick) => pick,
+            None => (fallback, workspace(fallback).map_err(err)?),
+        });
     }
     Ok(slot.expect("picked above"))
 }
@@ -244,10 +256,12 @@ impl CudnnConv {
             w: &d.w,
             y: &d.y,
         };
-        let (algo, bytes) = picked(forward, || {
-            let algo = op.pick_algorithm()?;
-            Ok((algo, op.get_workspace_size(algo)?))
-        })?;
+        let (algo, bytes) = picked(
+            forward,
+            || op.pick_algorithm(),
+            cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+            |algo| op.get_workspace_size(algo),
+        )?;
         let mut workspace = workspace.grown(gpu, bytes).map_err(|e| cuda(OP, e))?;
         let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
         let mut yg = y.mutable_gpu_data()?;
@@ -321,10 +335,12 @@ impl CudnnConv {
             dw: &d.w,
             dy: &d.y,
         };
-        let (algo, bytes) = picked(backward_filter, || {
-            let algo = deterministic_filter_algorithm(filter.pick_algorithm()?);
-            Ok((algo, filter.get_workspace_size(algo)?))
-        })?;
+        let (algo, bytes) = picked(
+            backward_filter,
+            || filter.pick_algorithm().map(deterministic_filter_algorithm),
+            cudnnConvolutionBwdFilterAlgo_t::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+            |algo| filter.get_workspace_size(algo),
+        )?;
         {
             let mut workspace = ws.grown(gpu, bytes).map_err(|e| cuda(OP, e))?;
             let mut dwg = weight.mutable_gpu_diff()?;
@@ -348,10 +364,12 @@ impl CudnnConv {
                 w: &d.w,
                 dy: &d.y,
             };
-            let (algo, bytes) = picked(backward_data, || {
-                let algo = deterministic_data_algorithm(data.pick_algorithm()?);
-                Ok((algo, data.get_workspace_size(algo)?))
-            })?;
+            let (algo, bytes) = picked(
+                backward_data,
+                || data.pick_algorithm().map(deterministic_data_algorithm),
+                cudnnConvolutionBwdDataAlgo_t::CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                |algo| data.get_workspace_size(algo),
+            )?;
             let mut workspace = ws.grown(gpu, bytes).map_err(|e| cuda(OP, e))?;
             let wg = weight.gpu_data()?;
             let mut dxg = x.mutable_gpu_diff()?;
