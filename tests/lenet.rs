@@ -49,3 +49,19 @@ fn v1_model_misclassifies_exactly_its_five_of_the_first_1000() {
     );
     assert_eq!(wrong, [65, 99, 217, 436, 939]);
 }
+
+/// A batch of no digits is a batch: the net classifies none, its loss is
+/// 0 with no gradient, and it grows back to a real batch afterwards.
+#[test]
+fn an_empty_batch_runs_through_the_net() {
+    let mut net = LeNet::load(root().join("models/lenet/lenet_iter_10000.caffemodel"), 0).unwrap();
+    assert!(net.predict(&[]).unwrap().is_empty());
+    assert_eq!(net.forward_backward(&[]).unwrap(), 0.0);
+    for p in net.params() {
+        assert!(p.diff_to_vec().unwrap().iter().all(|&d| d == 0.0));
+    }
+    let data = digits();
+    let mut images = vec![0f32; 2 * 784];
+    data.scaled_into(0, 0.00390625, &mut images);
+    assert_eq!(net.predict(&images).unwrap(), data.labels[..2]);
+}

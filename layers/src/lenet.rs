@@ -338,23 +338,30 @@ impl LeNet {
         self.timed(7, |n| n.softmax.forward(&n.ip2_out, &n.prob))
     }
 
-    /// Classifies a batch of scaled images (`batch * 784` values).
+    /// Classifies a batch of scaled images (784 values each), resizing the
+    /// net to their number; no images, no classes.
     ///
     /// ```
     /// let mut net = blob_layers::lenet::LeNet::new(2)?;
-    /// assert!(net.predict(&[0.0; 5]).is_err());
-    /// assert_eq!(net.predict(&[0.0; 2 * 784])?.len(), 2);
+    /// let err = net.predict(&[0.0; 5]).unwrap_err();
+    /// assert!(err.to_string().contains("not whole 28 x 28 digits"), "{err}");
+    /// assert_eq!(net.predict(&[0.0; 3 * 784])?.len(), 3);
+    /// assert!(net.predict(&[])?.is_empty());
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn predict(&mut self, images: &[f32]) -> Result<Vec<u8>> {
         let per = 28 * 28;
-        if images.is_empty() || !images.len().is_multiple_of(per) {
-            return Err(BlobError::CountMismatch {
+        if !images.len().is_multiple_of(per) {
+            return Err(BlobError::InvalidParameter {
                 op: "predict",
-                what: "image values".into(),
-                got: images.len(),
-                want: self.batch() * per,
+                detail: format!(
+                    "{} values are not whole 28 x 28 digits (784 values each)",
+                    images.len()
+                ),
             });
+        }
+        if images.is_empty() {
+            return Ok(Vec::new());
         }
         let n = images.len() / per;
         if n != self.batch() {
