@@ -89,8 +89,20 @@ impl SgdSolver {
                 })
                 .collect::<Result<_, BlobError>>()?;
         }
-        // A history restored on the host follows its parameter to a device.
-        for (h, p) in self.history.iter_mut().zip(params) {
+        for (i, (h, p)) in self.history.iter_mut().zip(params).enumerate() {
+            // The history is of the parameters the solver was made or
+            // restored for; another net's would be stepped out of bounds.
+            if h.shape() != p.shape() {
+                return Err(BlobError::InvalidParameter {
+                    op: "solver step",
+                    detail: format!(
+                        "parameter {i} is {}, but its momentum history is {}: a solver steps the parameters it began with",
+                        p.shape_string(),
+                        h.shape_string()
+                    ),
+                });
+            }
+            // A history restored on the host follows its parameter to a device.
             if let (None, Some(device)) = (h.device(), p.device()) {
                 h.move_to(device.clone())?;
             }
@@ -109,6 +121,11 @@ impl SgdSolver {
     /// w.mutable_cpu_data()?;
     /// let mut s = SgdSolver::lenet();
     /// assert!(s.step(&[&w], &[]).is_err()); // one lr_mult per parameter
+    /// s.step(&[&w], &[1.0])?;
+    /// // Another parameter of another shape: refused, not stepped.
+    /// let other = Blob::<f32>::new(&[3])?;
+    /// let err = s.step(&[&other], &[1.0]).unwrap_err();
+    /// assert!(err.to_string().contains("parameter 0 is 3 (3), but its momentum history is 1 (1)"), "{err}");
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn step(&mut self, params: &[&Blob<f32>], lr_mults: &[f32]) -> Result<(), BlobError> {
