@@ -20,7 +20,7 @@ use blob_kernels::cuda::{CudaError, Gpu};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
 use crate::device::{
-    DeviceBackend, DeviceBuffer, DeviceStream, Precision, own_buffer, own_buffer_mut,
+    DeviceBackend, DeviceBuffer, DeviceStream, Precision, own_buffer, own_buffer_mut, too_short,
 };
 use crate::error::BlobError;
 use crate::error::DeviceError;
@@ -127,12 +127,7 @@ impl CudaBuffer {
     pub fn view<T: bytemuck::Pod>(&self, n: usize) -> Result<CudaView<'_, T>, DeviceError> {
         // SAFETY: the buffer holds plain bytes and T is Pod, so any bit
         // pattern is a valid T; transmute checks the length fits.
-        unsafe { self.slice.transmute::<T>(n) }.ok_or_else(|| {
-            DeviceError::new(format!(
-                "{n} elements do not fit a {}-byte buffer",
-                self.len
-            ))
-        })
+        unsafe { self.slice.transmute::<T>(n) }.ok_or_else(|| too_short(n, self.len))
     }
 
     /// The first `n` elements as `T`, writable.
@@ -142,8 +137,7 @@ impl CudaBuffer {
     ) -> Result<CudaViewMut<'_, T>, DeviceError> {
         let len = self.len;
         // SAFETY: as in `view`.
-        unsafe { self.slice.transmute_mut::<T>(n) }
-            .ok_or_else(|| DeviceError::new(format!("{n} elements do not fit a {len}-byte buffer")))
+        unsafe { self.slice.transmute_mut::<T>(n) }.ok_or_else(|| too_short(n, len))
     }
 }
 

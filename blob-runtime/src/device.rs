@@ -114,6 +114,12 @@ pub trait DeviceBackend: Send + Sync + Debug {
     ) -> Result<f64, DeviceError>;
 }
 
+/// The error of a view or copy of `n` elements (or bytes) that a
+/// `bytes`-byte buffer cannot hold.
+pub(crate) fn too_short(n: usize, bytes: usize) -> DeviceError {
+    DeviceError::new(format!("{n} elements do not fit a {bytes}-byte buffer"))
+}
+
 /// `buffer` as backend `B`'s own buffer type, or an error naming the
 /// backend: a buffer of another backend handed to this one.
 pub(crate) fn own_buffer<'a, B: 'static>(

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use blob_kernels::cpu;
 
 use crate::device::{
-    DeviceBackend, DeviceBuffer, DeviceStream, Precision, own_buffer, own_buffer_mut,
+    DeviceBackend, DeviceBuffer, DeviceStream, Precision, own_buffer, own_buffer_mut, too_short,
 };
 use crate::error::DeviceError;
 
@@ -93,10 +93,6 @@ impl HostDeviceBuffer {
             .map(bytemuck::cast_slice_mut)
             .ok_or_else(|| too_short(n, len))
     }
-}
-
-fn too_short(n: usize, bytes: usize) -> DeviceError {
-    DeviceError::new(format!("{n} elements do not fit a {bytes}-byte buffer"))
 }
 
 impl DeviceBuffer for HostDeviceBuffer {

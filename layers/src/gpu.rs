@@ -21,17 +21,21 @@ use crate::layer::Result;
 /// A layer's GPU step's result.
 pub(crate) type GpuResult<T> = Result<T>;
 
-/// The GPU `blob` lives on, when it is a CUDA device and `T` is `f32`.
-pub(crate) fn gpu_of<T: MathElement>(blob: &Blob<T>) -> Option<Arc<Gpu>> {
+/// The CUDA backend `blob` lives on, when it is one and `T` is `f32`.
+fn cuda_of<T: MathElement>(blob: &Blob<T>) -> Option<&CudaBackend> {
     (blob as &dyn Any).downcast_ref::<Blob<f32>>()?;
-    blob.device()
-        .and_then(CudaBackend::of)
-        .map(|cuda| cuda.gpu().clone())
+    blob.device().and_then(CudaBackend::of)
 }
 
-/// The ordinal of the CUDA device `blob` lives on, if it is `f32` there.
+/// The GPU `blob` lives on, when it is a CUDA device and `T` is `f32`.
+pub(crate) fn gpu_of<T: MathElement>(blob: &Blob<T>) -> Option<Arc<Gpu>> {
+    cuda_of(blob).map(|cuda| cuda.gpu().clone())
+}
+
+/// The ordinal of the CUDA device `blob` lives on, if it is `f32` there
+/// (a check on every layer call: no handle cloned for it).
 fn cuda_ordinal<T: MathElement>(blob: &Blob<T>) -> Option<usize> {
-    gpu_of(blob).map(|gpu| gpu.context().ordinal())
+    cuda_of(blob).map(|cuda| cuda.gpu().context().ordinal())
 }
 
 /// The GPU every one of `blobs` lives on, when all are `f32` on one CUDA
