@@ -3,6 +3,8 @@
 //! on a real GPU. On a machine without one, every case is reported as
 //! ignored, with the reason, rather than passing without running; with
 //! `BLOBFLOW_REQUIRE_GPU` set, each fails instead.
+//! `scripts/cuda-on-cpu.sh` runs it with no GPU, on the CPU CUDA driver of
+//! `tests/cuda-on-cpu` (CI does).
 
 use std::sync::Arc;
 
@@ -808,8 +810,14 @@ fn main() {
             Err(_) => Trial::test(name, || Ok(())).with_ignored_flag(true),
         })
         .collect();
-    if let Err(e) = &backend {
-        eprintln!("GPU suite: every case ignored, because {e}");
+    match &backend {
+        // Which device ran it: a GPU, or the CPU CUDA driver of
+        // tests/cuda-on-cpu standing in for one.
+        Ok(dev) => eprintln!(
+            "GPU suite on {}",
+            blobflow::runtime::DeviceBackend::name(&**dev)
+        ),
+        Err(e) => eprintln!("GPU suite: every case ignored, because {e}"),
     }
     let conclusion = libtest_mimic::run(&args, trials);
     // `exit` ends the process without running destructors: release the

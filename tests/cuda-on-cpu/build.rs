@@ -4,6 +4,11 @@
 //! __global__` kernel, its parameter list read from the preprocessed
 //! source itself so the tests cannot call a kernel with a list of their
 //! own.
+//!
+//! The same objects, with `driver/cpu_driver.cpp` and a table of the
+//! kernels (`dispatch.cpp`, written here from the same parameter lists),
+//! make the CPU CUDA driver: `cpu-driver/libcuda.so`, with `libcublas.so`
+//! and `libcurand.so` naming the same file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -67,6 +72,122 @@ fn main() {
     println!("cargo:rustc-link-lib=static=cuda_on_cpu");
 
     std::fs::write(out.join("kernels.rs"), bindings(&kernels)).expect("write kernels.rs");
+
+    cpu_driver(&cxx, &here, &out, &objects, &kernels);
+}
+
+/// Links the CPU CUDA driver into `OUT_DIR/cpu-driver` and tells the crate
+/// where (`CPU_DRIVER_DIR`).
+fn cpu_driver(cxx: &str, here: &Path, out: &Path, kernel_objects: &[PathBuf], kernels: &[Kernel]) {
+    let driver_src = here.join("driver");
+    println!("cargo:rerun-if-changed={}", driver_src.display());
+    let dispatch = out.join("dispatch.cpp");
+    std::fs::write(&dispatch, dispatch_table(kernels)).expect("write dispatch.cpp");
+    let mut objects = kernel_objects.to_vec();
+    for (src, obj) in [
+        (dispatch, out.join("dispatch.o")),
+        (driver_src.join("cpu_driver.cpp"), out.join("cpu_driver.o")),
+    ] {
+        let mut cmd = Command::new(cxx);
+        cmd.args(["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra"]);
+        if std::env::var_os("CI").is_some() {
+            cmd.arg("-Werror");
+        }
+        run(cmd
+            .arg("-I")
+            .arg(&driver_src)
+            .arg("-c")
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj));
+        objects.push(obj);
+    }
+    let dir = out.join("cpu-driver");
+    std::fs::create_dir_all(&dir).expect("create cpu-driver");
+    let lib = dir.join("libcpucuda.so");
+    run(Command::new(cxx)
+        .args(["-shared", "-o"])
+        .arg(&lib)
+        .args(&objects)
+        .arg("-lpthread"));
+    // One file under the three names cudarc opens: the loader maps it
+    // once, so the driver, cuBLAS and cuRAND share one memory map.
+    for name in ["libcuda.so", "libcublas.so", "libcurand.so"] {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("libcpucuda.so", &link).expect("link the driver's names");
+    }
+    println!("cargo:rustc-env=CPU_DRIVER_DIR={}", dir.display());
+}
+
+/// The C++ table of kernels the CPU driver runs: a thunk for each that
+/// unpacks cuLaunchKernel's argument array into the kernel's parameters.
+fn dispatch_table(kernels: &[Kernel]) -> String {
+    let mut decls = String::new();
+    let mut rows = String::new();
+    for k in kernels {
+        let c_type = |p: &Param| {
+            let scalar = match p.scalar {
+                "i64" => "long long",
+                "i32" => "int",
+                "u32" => "unsigned int",
+                "f32" => "float",
+                "f64" => "double",
+                other => unreachable!("scalar {other}"),
+            };
+            match p.pointer {
+                None => scalar.to_string(),
+                Some(Mutability::Const) => format!("const {scalar}*"),
+                Some(Mutability::Mut) => format!("{scalar}*"),
+            }
+        };
+        let params: Vec<String> = k.params.iter().map(c_type).collect();
+        let args: Vec<String> = k
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match p.pointer {
+                None => format!("*static_cast<const {}*>(a[{i}])", c_type(p)),
+                Some(_) => format!(
+                    "reinterpret_cast<{}>(*static_cast<const unsigned long long*>(a[{i}]))",
+                    c_type(p)
+                ),
+            })
+            .collect();
+        let letters: String = k
+            .params
+            .iter()
+            .map(|p| match (p.pointer, p.scalar) {
+                (Some(_), _) => 'p',
+                (None, "i64") => 'l',
+                (None, "i32") => 'i',
+                (None, "u32") => 'u',
+                (None, "f32") => 'f',
+                (None, _) => 'd',
+            })
+            .collect();
+        writeln!(
+            decls,
+            "extern \"C\" void {name}({params});\n\
+             static void run_{name}(void* const* a) {{ {name}({args}); }}",
+            name = k.name,
+            params = params.join(", "),
+            args = args.join(", "),
+        )
+        .unwrap();
+        writeln!(rows, "    {{\"{0}\", \"{letters}\", run_{0}}},", k.name).unwrap();
+    }
+    format!(
+        "// Written by build.rs from the kernels' parameter lists.\n\
+         #include \"dispatch.h\"\n#include <cstring>\n\n{decls}\n\
+         static const cpu_kernel KERNELS[] = {{\n{rows}}};\n\n\
+         const cpu_kernel* cpu_kernel_named(const char* name) {{\n    \
+             for (const cpu_kernel& k : KERNELS) {{\n        \
+                 if (std::strcmp(k.name, name) == 0) return &k;\n    \
+             }}\n    \
+             return nullptr;\n\
+         }}\n"
+    )
 }
 
 /// One `extern "C" __global__` kernel: its file, name and parameters.

@@ -11,6 +11,8 @@
 //!
 //! The tests beside this crate hold each kernel to the CPU side of its
 //! layer: the GPU path's arithmetic, checked on machines without a GPU.
+//! The same kernels also make a CPU CUDA driver ([`CPU_DRIVER_DIR`]) on
+//! which the GPU suite and the examples' `--device cuda` run whole.
 //!
 //! ```
 //! let x = [1.0f32, -2.0, 3.0];
@@ -21,6 +23,18 @@
 //! ```
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+
+/// The folder of the CPU CUDA driver: `libcuda.so`, `libcublas.so` and
+/// `libcurand.so`, one library that runs the CUDA path on the CPU (see
+/// `driver/cpu_driver.cpp`). With it first on `LD_LIBRARY_PATH`, a
+/// program built with `--features cuda` opens "a GPU" that is the CPU:
+/// the GPU suite and the examples' `--device cuda` run their whole CUDA
+/// path here, kernels and all (NVRTC must be there to compile them).
+///
+/// ```
+/// assert!(std::path::Path::new(cuda_on_cpu::CPU_DRIVER_DIR).join("libcuda.so").exists());
+/// ```
+pub const CPU_DRIVER_DIR: &str = env!("CPU_DRIVER_DIR");
 
 /// A kernel of a `.cu` file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

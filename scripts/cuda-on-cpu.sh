@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The CUDA path with no GPU: the GPU suite and the examples' `--device
+# cuda` on the CPU CUDA driver of tests/cuda-on-cpu (its libcuda.so,
+# libcublas.so and libcurand.so run every launch, copy and cuBLAS call on
+# the CPU, queued as on a stream). The kernels compile with the real NVRTC,
+# installed here from PyPI when it is not there yet. CI runs this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+nvrtc_dir="${CARGO_TARGET_DIR:-$PWD/target}/nvrtc"
+if [ ! -e "$nvrtc_dir/nvidia/cu13/lib/libnvrtc.so.13" ]; then
+    python3 -m pip install --quiet --disable-pip-version-check --target "$nvrtc_dir" nvidia-cuda-nvrtc==13.0.88
+fi
+driver="$(cargo run -q -p cuda-on-cpu --bin cpu-driver-dir)"
+export LD_LIBRARY_PATH="$driver:$nvrtc_dir/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The driver must open: a case that cannot run fails instead of skipping.
+export BLOBFLOW_REQUIRE_GPU=1
+
+# The suite frees everything before it exits: the driver fails it where
+# device or pinned memory is still held then (compute-sanitizer's leak check).
+BLOBFLOW_CPU_CUDA_LEAK_CHECK=1 cargo test -q --features cuda --test gpu
+# Device memory is the driver's malloc, each allocation its exact size:
+# under memcheck a kernel launched over more elements than its buffers
+# hold fails, with the sizes the layers really launch. LeNet on 10,000
+# digits and the training runs are left to the plain run: memcheck is
+# some 30 times slower.
+command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+BLOBFLOW_CPU_CUDA_LEAK_CHECK=1 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind -q --error-exitcode=1" \
+    cargo test -q --features cuda --test gpu -- --skip lenet:: --skip train::
+cargo run -q --features cuda --example typed_layers -- --device cuda
+cargo run -q --features cuda --example lenet_mnist -- --device cuda
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+cargo run -q --features cuda --example train_lenet -- --device cuda --iters 20 --snapshot 10 --out "$out"
+cargo run -q --features cuda --example train_lenet -- --device cuda --iters 30 --snapshot 0 \
+    --resume "$out/lenet_iter_20.solverstate" --out "$out"
