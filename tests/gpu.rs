@@ -480,8 +480,14 @@ fn compare_layer<L: blobflow::layers::Layer<Elem = f32>>(
         layer.forward_blobs(&x, y).map_err(fail)?;
         cpu::set_seed(2);
         cpu::uniform(-1.0, 1.0, &mut y.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
+        // Caffe's Backward adds to the parameters' gradients and writes
+        // the input's: start both from values that show a pass that
+        // overwrites the first or adds to the second.
         for p in layer.params() {
-            p.mutable_cpu_diff().map_err(fail)?.fill(0.0);
+            p.mutable_cpu_diff().map_err(fail)?.fill(0.25);
+        }
+        if !in_place {
+            x.mutable_cpu_diff().map_err(fail)?.fill(3.0);
         }
         layer.backward_blobs(&x, y, true).map_err(fail)?;
         let mut values = vec![y.to_vec().map_err(fail)?, x.diff_to_vec().map_err(fail)?];
