@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The CUDA path with no GPU: the GPU suite and the examples' `--device
 # cuda` on the CPU CUDA driver of tests/cuda-on-cpu (its libcuda.so,
-# libcublas.so and libcurand.so run every launch, copy and cuBLAS call on
-# the CPU, queued as on a stream). The kernels compile with the real NVRTC,
-# installed here from PyPI when it is not there yet. CI runs this.
+# libcublas.so, libcurand.so and libcudnn.so run every launch, copy,
+# cuBLAS and cuDNN call on the CPU, queued as on a stream). The kernels
+# compile with the real NVRTC, installed here from PyPI when it is not
+# there yet. CI runs this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,20 +18,25 @@ export LD_LIBRARY_PATH="$driver:$nvrtc_dir/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$L
 export BLOBFLOW_REQUIRE_GPU=1
 
 # The suite frees everything before it exits: the driver fails it where
-# device or pinned memory is still held then (compute-sanitizer's leak check).
-BLOBFLOW_CPU_CUDA_LEAK_CHECK=1 cargo test -q --features cuda --test gpu
+# device or pinned memory is still held then (compute-sanitizer's leak
+# check). Once with convolutions on im2col + cuBLAS, once through cuDNN.
+export BLOBFLOW_CPU_CUDA_LEAK_CHECK=1
+cargo test -q --features cuda --test gpu
+cargo test -q --features cudnn --test gpu
 # Device memory is the driver's malloc, each allocation its exact size:
 # under memcheck a kernel launched over more elements than its buffers
 # hold fails, with the sizes the layers really launch. LeNet on 10,000
-# digits and the training runs are left to the plain run: memcheck is
+# digits and the training runs are left to the plain runs: memcheck is
 # some 30 times slower.
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-BLOBFLOW_CPU_CUDA_LEAK_CHECK=1 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind -q --error-exitcode=1" \
-    cargo test -q --features cuda --test gpu -- --skip lenet:: --skip train::
+CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind -q --error-exitcode=1" \
+    cargo test -q --features cudnn --test gpu -- --skip lenet:: --skip train::
+unset BLOBFLOW_CPU_CUDA_LEAK_CHECK
+
 cargo run -q --features cuda --example typed_layers -- --device cuda
-cargo run -q --features cuda --example lenet_mnist -- --device cuda
+cargo run -q --features cudnn --example lenet_mnist -- --device cuda
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-cargo run -q --features cuda --example train_lenet -- --device cuda --iters 20 --snapshot 10 --out "$out"
-cargo run -q --features cuda --example train_lenet -- --device cuda --iters 30 --snapshot 0 \
+cargo run -q --features cudnn --example train_lenet -- --device cuda --iters 20 --snapshot 10 --out "$out"
+cargo run -q --features cudnn --example train_lenet -- --device cuda --iters 30 --snapshot 0 \
     --resume "$out/lenet_iter_20.solverstate" --out "$out"

@@ -7,8 +7,8 @@
 //!
 //! The same objects, with `driver/cpu_driver.cpp` and a table of the
 //! kernels (`dispatch.cpp`, written here from the same parameter lists),
-//! make the CPU CUDA driver: `cpu-driver/libcuda.so`, with `libcublas.so`
-//! and `libcurand.so` naming the same file.
+//! make the CPU CUDA driver: `cpu-driver/libcuda.so`, with `libcublas.so`,
+//! `libcurand.so` and `libcudnn.so` naming the same file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -110,9 +110,9 @@ fn cpu_driver(cxx: &str, here: &Path, out: &Path, kernel_objects: &[PathBuf], ke
         .arg(&lib)
         .args(&objects)
         .arg("-lpthread"));
-    // One file under the three names cudarc opens: the loader maps it
-    // once, so the driver, cuBLAS and cuRAND share one memory map.
-    for name in ["libcuda.so", "libcublas.so", "libcurand.so"] {
+    // One file under the names cudarc opens: the loader maps it once, so
+    // the driver, cuBLAS, cuRAND and cuDNN share one memory map.
+    for name in ["libcuda.so", "libcublas.so", "libcurand.so", "libcudnn.so"] {
         let link = dir.join(name);
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink("libcpucuda.so", &link).expect("link the driver's names");
