@@ -5,7 +5,7 @@
 //! source itself so the tests cannot call a kernel with a list of their
 //! own.
 //!
-//! The same objects, with `driver/cpu_driver.cpp` and a table of the
+//! The same objects, with `driver/*.cpp` and a table of the
 //! kernels (`dispatch.cpp`, written here from the same parameter lists),
 //! make the CPU CUDA driver: `cpu-driver/libcuda.so`, with `libcublas.so`,
 //! `libcurand.so` and `libcudnn.so` naming the same file.
@@ -83,11 +83,15 @@ fn cpu_driver(cxx: &str, here: &Path, out: &Path, kernel_objects: &[PathBuf], ke
     println!("cargo:rerun-if-changed={}", driver_src.display());
     let dispatch = out.join("dispatch.cpp");
     std::fs::write(&dispatch, dispatch_table(kernels)).expect("write dispatch.cpp");
+    let mut parts = vec![(dispatch, out.join("dispatch.o"))];
+    for part in ["driver", "cublas", "curand", "cudnn"] {
+        parts.push((
+            driver_src.join(format!("{part}.cpp")),
+            out.join(format!("cpu_{part}.o")),
+        ));
+    }
     let mut objects = kernel_objects.to_vec();
-    for (src, obj) in [
-        (dispatch, out.join("dispatch.o")),
-        (driver_src.join("cpu_driver.cpp"), out.join("cpu_driver.o")),
-    ] {
+    for (src, obj) in parts {
         let mut cmd = Command::new(cxx);
         cmd.args(["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra"]);
         if std::env::var_os("CI").is_some() {

@@ -27,7 +27,7 @@ include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 /// The folder of the CPU CUDA driver: `libcuda.so`, `libcublas.so`,
 /// `libcurand.so` and `libcudnn.so`, one library that runs the CUDA path
 /// on the CPU (see
-/// `driver/cpu_driver.cpp`). With it first on `LD_LIBRARY_PATH`, a
+/// `driver/driver.cpp`). With it first on `LD_LIBRARY_PATH`, a
 /// program built with `--features cuda` opens "a GPU" that is the CPU:
 /// the GPU suite and the examples' `--device cuda` run their whole CUDA
 /// path here, kernels and all (NVRTC must be there to compile them).
