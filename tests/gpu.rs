@@ -131,6 +131,31 @@ fn blob_math_on_gpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     ensure(shape.head() == Head::Synced, "gpu_shape synced")
 }
 
+/// Caffe's `async_gpu_push` on a stream of its own (as its data prefetch
+/// thread does): once that stream is synchronised, a GPU op on the main
+/// stream reads what was pushed.
+fn async_push_on_a_stream(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let stream = dev.new_stream().map_err(fail)?;
+    let blob = Blob::<f32>::with_device(&[1000], dev.clone()).map_err(fail)?;
+    let pushed: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
+    blob.mutable_cpu_data()
+        .map_err(fail)?
+        .copy_from_slice(&pushed);
+    blob.data().async_gpu_push(&stream).map_err(fail)?;
+    ensure(
+        blob.data_head() == Head::Synced,
+        "head after async_gpu_push",
+    )?;
+    stream.0.synchronize().map_err(fail)?;
+    blob.scale_data(2.0).map_err(fail)?; // on the GPU: the head is synced
+    ensure(blob.data_head() == Head::AtGpu, "head after scale_data")?;
+    let got = blob.to_vec().map_err(fail)?;
+    ensure(
+        got.iter().zip(&pushed).all(|(g, p)| *g == 2.0 * p),
+        format!("scaled push: {:?}..", &got[..4]),
+    )
+}
+
 fn device_blobs_copy_on_the_device(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let src = Blob::<f64>::with_device(&[1000], dev.clone()).map_err(fail)?;
     src.mutable_cpu_data()
@@ -784,6 +809,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("train::gpu_resume_is_exact", gpu_resume_is_exact),
     ("syncedmem::gpu_read", syncedmem_gpu_read),
     ("syncedmem::gpu_write", syncedmem_gpu_write),
+    ("syncedmem::async_push_on_a_stream", async_push_on_a_stream),
     ("blob::math_on_gpu", blob_math_on_gpu),
     ("blob::copy_on_the_device", device_blobs_copy_on_the_device),
     ("math::elementwise_match_cpu", elementwise_match_cpu),

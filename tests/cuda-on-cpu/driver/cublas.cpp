@@ -21,8 +21,11 @@ namespace {
 enum : int { BLAS_SUCCESS = 0, BLAS_NOT_INITIALIZED = 1, BLAS_INVALID_VALUE = 7 };
 
 struct BlasHandle {
-    int pointer_mode = 0;  // host
+    int pointer_mode = 0;     // host
+    void* stream = nullptr;   // cublasSetStream's; null: the default stream
 };
+
+void* stream_of(void* h) { return static_cast<BlasHandle*>(h)->stream; }
 
 int blas_refuse(const std::string& why) {
     std::fprintf(stderr, "cpu cuBLAS: %s\n", why.c_str());
@@ -64,7 +67,7 @@ int gemm(void* h, int ta, int tb, int m, int n, int k, const T* alpha, const T* 
         return BLAS_INVALID_VALUE;
     }
     T al = *alpha, be = *beta;
-    enqueue([=] {
+    enqueue(stream_of(h), [=] {
         // op(A) as a contiguous column-major m x k, and alpha op(B)'s
         // column j: every inner loop then runs along memory.
         std::vector<T> at;
@@ -108,7 +111,7 @@ int gemv(void* h, int t, int m, int n, const T* alpha, const T* a, int lda, cons
         return BLAS_INVALID_VALUE;
     }
     T al = *alpha, be = *beta;
-    enqueue([=] {
+    enqueue(stream_of(h), [=] {
         for (int i = 0; i < yn; ++i) {
             T s = T(0);
             for (int j = 0; j < xn; ++j) {
@@ -127,7 +130,7 @@ int axpy(void* h, int n, const T* alpha, const T* x, int incx, T* y, int incy) {
     if (n == 0) return BLAS_SUCCESS;
     if (!operand(x, size_t(n), "axpy", "x") || !operand(y, size_t(n), "axpy", "y")) return BLAS_INVALID_VALUE;
     T al = *alpha;
-    enqueue([=] {
+    enqueue(stream_of(h), [=] {
         for (int i = 0; i < n; ++i) y[i] += al * x[i];
     });
     return BLAS_SUCCESS;
@@ -140,7 +143,7 @@ int scal(void* h, int n, const T* alpha, T* x, int incx) {
     if (n == 0) return BLAS_SUCCESS;
     if (!operand(x, size_t(n), "scal", "x")) return BLAS_INVALID_VALUE;
     T al = *alpha;
-    enqueue([=] {
+    enqueue(stream_of(h), [=] {
         for (int i = 0; i < n; ++i) x[i] *= al;
     });
     return BLAS_SUCCESS;
@@ -155,7 +158,7 @@ int dot(void* h, int n, const T* x, int incx, const T* y, int incy, T* result) {
     if (n > 0 && (!operand(x, size_t(n), "dot", "x") || !operand(y, size_t(n), "dot", "y"))) {
         return BLAS_INVALID_VALUE;
     }
-    flush();
+    flush(stream_of(h));
     T s = T(0);
     for (int i = 0; i < n; ++i) s += x[i] * y[i];
     *result = s;
@@ -167,7 +170,7 @@ int asum(void* h, int n, const T* x, int incx, T* result) {
     if (h == nullptr) return BLAS_NOT_INITIALIZED;
     if (n < 0 || incx != 1) return blas_refuse("asum: n < 0 or a stride other than 1");
     if (n > 0 && !operand(x, size_t(n), "asum", "x")) return BLAS_INVALID_VALUE;
-    flush();
+    flush(stream_of(h));
     T s = T(0);
     for (int i = 0; i < n; ++i) s += std::fabs(x[i]);
     *result = s;
@@ -179,8 +182,15 @@ int asum(void* h, int n, const T* x, int incx, T* result) {
 extern "C" {
 
 int cublasCreate_v2(void** handle) { *handle = new BlasHandle; return BLAS_SUCCESS; }
-int cublasDestroy_v2(void* handle) { flush(); delete static_cast<BlasHandle*>(handle); return BLAS_SUCCESS; }
-int cublasSetStream_v2(void*, void*) { return BLAS_SUCCESS; }
+int cublasDestroy_v2(void* handle) {
+    flush(stream_of(handle));
+    delete static_cast<BlasHandle*>(handle);
+    return BLAS_SUCCESS;
+}
+int cublasSetStream_v2(void* handle, void* stream) {
+    static_cast<BlasHandle*>(handle)->stream = stream;
+    return BLAS_SUCCESS;
+}
 int cublasSetPointerMode_v2(void* h, int mode) { static_cast<BlasHandle*>(h)->pointer_mode = mode; return BLAS_SUCCESS; }
 int cublasSetMathMode(void*, int) { return BLAS_SUCCESS; }
 

@@ -31,7 +31,9 @@ int dnn_refuse(const std::string& why) {
     return DNN_BAD_PARAM;
 }
 
-struct DnnHandle {};
+struct DnnHandle {
+    void* stream = nullptr;  // cudnnSetStream's
+};
 struct Tensor4d {
     bool set = false;
     int n = 0, c = 0, h = 0, w = 0;
@@ -205,8 +207,15 @@ int cudnnCreate(void** h) {
     *h = new DnnHandle;
     return DNN_SUCCESS;
 }
-int cudnnDestroy(void* h) { flush(); delete static_cast<DnnHandle*>(h); return DNN_SUCCESS; }
-int cudnnSetStream(void*, void*) { return DNN_SUCCESS; }
+int cudnnDestroy(void* h) {
+    flush(static_cast<DnnHandle*>(h)->stream);
+    delete static_cast<DnnHandle*>(h);
+    return DNN_SUCCESS;
+}
+int cudnnSetStream(void* h, void* stream) {
+    static_cast<DnnHandle*>(h)->stream = stream;
+    return DNN_SUCCESS;
+}
 
 int cudnnCreateTensorDescriptor(void** d) { *d = new Tensor4d; return DNN_SUCCESS; }
 int cudnnDestroyTensorDescriptor(void* d) { delete static_cast<Tensor4d*>(d); return DNN_SUCCESS; }
@@ -312,7 +321,7 @@ int cudnnConvolutionForward(void* h, const float* alpha, void* xd, const float* 
     ConvDesc cd = c.cd;
     float al = *alpha, be = *beta;
     bool round = cd.math == DNN_DEFAULT_MATH;
-    enqueue([=] {
+    enqueue(static_cast<DnnHandle*>(h)->stream, [=] {
         size_t plane = size_t(yt.h) * yt.w, taps = size_t(wt.c) * wt.h * wt.w;
         std::vector<float> col, sum(plane), wr(count(wt));
         for (size_t i = 0; i < wr.size(); ++i) wr[i] = round ? tf32(w[i]) : w[i];
@@ -344,7 +353,7 @@ int cudnnConvolutionBackwardFilter(void* h, const float* alpha, void* xd, const 
     ConvDesc cd = c.cd;
     float al = *alpha, be = *beta;
     bool round = cd.math == DNN_DEFAULT_MATH, shuffled = algo == 0 || algo == 3;
-    enqueue([=] {
+    enqueue(static_cast<DnnHandle*>(h)->stream, [=] {
         size_t plane = size_t(yt.h) * yt.w, taps = size_t(wt.c) * wt.h * wt.w;
         std::vector<float> col, sum(count(wt), 0.0f), g(plane);
         // The images in order, or in a new one each call (ALGO_0, ALGO_3).
@@ -372,7 +381,7 @@ int cudnnConvolutionBackwardData(void* h, const float* alpha, void* wd, const fl
     ConvDesc cd = c.cd;
     float al = *alpha, be = *beta;
     bool round = cd.math == DNN_DEFAULT_MATH, shuffled = algo == 0;
-    enqueue([=] {
+    enqueue(static_cast<DnnHandle*>(h)->stream, [=] {
         size_t plane = size_t(yt.h) * yt.w, taps = size_t(wt.c) * wt.h * wt.w;
         std::vector<float> col(taps * plane), sum(count(xt), 0.0f), wr(count(wt)), g(plane);
         for (size_t i = 0; i < wr.size(); ++i) wr[i] = round ? tf32(w[i]) : w[i];

@@ -22,6 +22,7 @@ namespace {
 enum : int { RAND_SUCCESS = 0, RAND_NOT_INITIALIZED = 101, RAND_LENGTH_NOT_MULTIPLE = 105 };
 
 struct Generator {
+    void* stream = nullptr;  // curandSetStream's
     uint64_t state = 0;
     uint64_t next() {  // splitmix64
         uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -39,7 +40,7 @@ int draw(void* g, T* out, size_t n, const char* op, const std::function<T(Genera
     if (!device_range(DevPtr(uintptr_t(out)), n * sizeof(T), op, "the output")) return RAND_NOT_INITIALIZED;
     std::vector<T> values(n);
     for (T& v : values) v = one(*static_cast<Generator*>(g));
-    enqueue([out, values] { std::memcpy(out, values.data(), values.size() * sizeof(T)); });
+    enqueue(static_cast<Generator*>(g)->stream, [out, values] { std::memcpy(out, values.data(), values.size() * sizeof(T)); });
     return RAND_SUCCESS;
 }
 
@@ -65,8 +66,15 @@ int normal(void* g, T* out, size_t n, T mean, T stddev, const char* op) {
 extern "C" {
 
 int curandCreateGenerator(void** g, int) { *g = new Generator; return RAND_SUCCESS; }
-int curandDestroyGenerator(void* g) { flush(); delete static_cast<Generator*>(g); return RAND_SUCCESS; }
-int curandSetStream(void*, void*) { return RAND_SUCCESS; }
+int curandDestroyGenerator(void* g) {
+    flush(static_cast<Generator*>(g)->stream);
+    delete static_cast<Generator*>(g);
+    return RAND_SUCCESS;
+}
+int curandSetStream(void* g, void* stream) {
+    static_cast<Generator*>(g)->stream = stream;
+    return RAND_SUCCESS;
+}
 int curandSetPseudoRandomGeneratorSeed(void* g, unsigned long long seed) {
     static_cast<Generator*>(g)->state = seed;
     return RAND_SUCCESS;

@@ -14,13 +14,15 @@
 // - device memory starts as NaN bytes (a GPU's is not zeroed), and every
 //   pointer a copy, a launch or a cuBLAS call takes must lie in a live
 //   device allocation, with the extent the call reaches;
-// - work is queued and runs at the next synchronisation, as on a stream:
-//   a host read of pinned memory before the stream is synchronised sees
-//   the old bytes, as it may on a GPU;
+// - work is queued on its stream and runs when that stream is
+//   synchronised: a host read of pinned memory before the sync sees the
+//   old bytes, and work on one stream that reads what another wrote
+//   without waiting on an event for it runs first, as it may on a GPU;
+// - no call without a current context;
 // - launches are held to the GPU's limits (1024 threads a block, grid
-//   y and z below 65536, no dynamic shared memory: the kernels use none).
-// One queue serves every stream, so ordering between streams is stronger
-// here than on a GPU.
+//   y and z below 65536, no dynamic shared memory: the kernels use none);
+// - memory still held when the primary context is released (or, with
+//   BLOBFLOW_CPU_CUDA_LEAK_CHECK, at exit) is a leak.
 
 #include "dispatch.h"
 #include "stream.h"
@@ -69,11 +71,25 @@ struct Allocation {
     bool freeing;  // a free is queued: any later use is a use after free
 };
 
-std::mutex state_lock;                         // the maps and the queue
-std::mutex run_lock;                           // one flush at a time
+std::mutex state_lock;                         // the maps and the queues
+// One flush at a time; a stream's wait on an event runs the other
+// stream's work from inside a flush.
+std::recursive_mutex run_lock;
 std::map<uintptr_t, Allocation> device_memory; // base -> allocation
 std::map<uintptr_t, size_t> pinned_memory;     // base -> bytes
-std::deque<std::function<void()>> queue;
+// Each stream's queue (the default stream's key is null), and how much
+// of it has run.
+struct Stream {
+    std::deque<std::function<void()>> queue;
+    uint64_t queued = 0, done = 0;
+};
+std::map<void*, Stream> streams;
+// An event: the stream it was recorded on, and the work before it.
+struct Event {
+    void* stream = nullptr;
+    uint64_t upto = 0;
+};
+std::map<void*, Event> events;
 int primary_retains = 0;                       // the primary context's count
 int live_modules = 0;
 thread_local bool context_bound = false;       // cuCtxSetCurrent on this thread
@@ -108,7 +124,7 @@ int device_alloc(DevPtr* out, size_t bytes) {
     return SUCCESS;
 }
 
-int device_free(DevPtr p, bool queued) {
+int device_free(DevPtr p, void* stream, bool queued) {
     if (no_context("cuMemFree")) return ERROR_INVALID_CONTEXT;
     {
         std::lock_guard<std::mutex> g(state_lock);
@@ -126,9 +142,9 @@ int device_free(DevPtr p, bool queued) {
         std::free(reinterpret_cast<void*>(uintptr_t(p)));
     };
     if (queued) {
-        enqueue(release);
+        enqueue(stream, release);
     } else {
-        flush();
+        flush_all();
         release();
     }
     return SUCCESS;
@@ -173,7 +189,7 @@ size_t param_bytes(char kind) {
 }
 
 int launch(const cpu_kernel* k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-           unsigned bz, unsigned shared, void** params, void** extra) {
+           unsigned bz, unsigned shared, void* stream, void** params, void** extra) {
     std::string name = std::string("cuLaunchKernel ") + k->name;
     if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) {
         return refuse(ERROR_INVALID_VALUE, name + ": a grid or block dimension is 0");
@@ -198,7 +214,7 @@ int launch(const cpu_kernel* k, unsigned gx, unsigned gy, unsigned gz, unsigned 
             return ERROR_INVALID_VALUE;
         }
     }
-    enqueue([k, values, gx, gy, gz, bx, by, bz] {
+    enqueue(stream, [k, values, gx, gy, gz, bx, by, bz] {
         std::vector<void*> args(values.size());
         for (size_t i = 0; i < values.size(); ++i) args[i] = const_cast<uint64_t*>(&values[i]);
         for (unsigned z = 0; z < gz; ++z)
@@ -247,7 +263,7 @@ void check_leaks(const char* when) {
 struct LeakCheckAtExit {
     ~LeakCheckAtExit() {
         if (std::getenv("BLOBFLOW_CPU_CUDA_LEAK_CHECK") != nullptr) {
-            flush();
+            flush_all();
             check_leaks("the program exited");
         }
     }
@@ -257,24 +273,49 @@ struct LeakCheckAtExit {
 
 namespace cpu_cuda {
 
-void enqueue(std::function<void()> work) {
+void enqueue(void* stream, std::function<void()> work) {
     std::lock_guard<std::mutex> g(state_lock);
-    queue.push_back(std::move(work));
+    Stream& st = streams[stream];
+    st.queue.push_back(std::move(work));
+    ++st.queued;
 }
 
-// Runs everything queued so far, in order (a stream synchronisation).
-void flush() {
-    std::lock_guard<std::mutex> running(run_lock);
+// Runs `stream`'s work until `upto` items of it have run.
+void flush_to(void* stream, uint64_t upto) {
+    std::lock_guard<std::recursive_mutex> running(run_lock);
     for (;;) {
         std::function<void()> work;
         {
             std::lock_guard<std::mutex> g(state_lock);
-            if (queue.empty()) return;
-            work = std::move(queue.front());
-            queue.pop_front();
+            Stream& st = streams[stream];
+            if (st.done >= upto || st.queue.empty()) return;
+            work = std::move(st.queue.front());
+            st.queue.pop_front();
+            ++st.done;
         }
         work();
     }
+}
+
+void flush(void* stream) {
+    uint64_t upto;
+    {
+        std::lock_guard<std::mutex> g(state_lock);
+        upto = streams[stream].queued;
+    }
+    flush_to(stream, upto);
+}
+
+void flush_all() {
+    std::vector<void*> all;
+    {
+        std::lock_guard<std::mutex> g(state_lock);
+        for (auto& [handle, st] : streams) {
+            (void)st;
+            all.push_back(handle);
+        }
+    }
+    for (void* stream : all) flush(stream);
 }
 
 // Whether [p, p + bytes) lies in one live device allocation; `what` and
@@ -355,7 +396,7 @@ int cuDevicePrimaryCtxRetain(void** ctx, int) {
     return SUCCESS;
 }
 int cuDevicePrimaryCtxRelease_v2(int) {
-    flush();
+    flush_all();
     int left;
     {
         std::lock_guard<std::mutex> g(state_lock);
@@ -374,7 +415,7 @@ int cuCtxGetCurrent(void** ctx) { *ctx = context_bound ? &primary_context : null
 int cuCtxGetDevice(int* device) { *device = 0; return SUCCESS; }
 int cuCtxSynchronize() {
     if (no_context("cuCtxSynchronize")) return ERROR_INVALID_CONTEXT;
-    flush();
+    flush_all();
     return SUCCESS;
 }
 
@@ -399,34 +440,72 @@ int cuStreamCreate(void** stream, unsigned) {
 int cuStreamCreateWithPriority(void** stream, unsigned flags, int) { return cuStreamCreate(stream, flags); }
 int cuStreamDestroy_v2(void* stream) {
     if (no_context("cuStreamDestroy")) return ERROR_INVALID_CONTEXT;
-    flush();
+    flush(stream);  // as the driver: its work completes first
+    {
+        std::lock_guard<std::mutex> g(state_lock);
+        streams.erase(stream);
+    }
     delete static_cast<int*>(stream);
     return SUCCESS;
 }
-int cuStreamSynchronize(void*) {
+int cuStreamSynchronize(void* stream) {
     if (no_context("cuStreamSynchronize")) return ERROR_INVALID_CONTEXT;
-    flush();
+    flush(stream);
     return SUCCESS;
 }
-int cuStreamWaitEvent(void*, void*, unsigned) { return SUCCESS; }
+// The stream's later work runs only once the event's stream has run up
+// to the event: without such a wait, work on two streams runs in
+// whatever order their synchronisations come, as a GPU may run it.
+int cuStreamWaitEvent(void* stream, void* event, unsigned) {
+    if (no_context("cuStreamWaitEvent")) return ERROR_INVALID_CONTEXT;
+    Event e;
+    {
+        std::lock_guard<std::mutex> g(state_lock);
+        e = events[event];
+    }
+    enqueue(stream, [e] { flush_to(e.stream, e.upto); });
+    return SUCCESS;
+}
 
 int cuEventCreate(void** event, unsigned) {
     if (no_context("cuEventCreate")) return ERROR_INVALID_CONTEXT;
     std::lock_guard<std::mutex> g(state_lock);
     *event = reinterpret_cast<void*>(uintptr_t(++event_handles) << 4);
+    events[*event] = Event{};
     return SUCCESS;
 }
-int cuEventDestroy_v2(void*) { return SUCCESS; }
-int cuEventRecord(void*, void*) { return SUCCESS; }
-int cuEventSynchronize(void*) { flush(); return SUCCESS; }
-int cuEventQuery(void*) { flush(); return SUCCESS; }
-int cuEventElapsedTime_v2(float* ms, void*, void*) { flush(); *ms = 0.0f; return SUCCESS; }
+int cuEventDestroy_v2(void* event) {
+    std::lock_guard<std::mutex> g(state_lock);
+    events.erase(event);
+    return SUCCESS;
+}
+int cuEventRecord(void* event, void* stream) {
+    std::lock_guard<std::mutex> g(state_lock);
+    events[event] = Event{stream, streams[stream].queued};
+    return SUCCESS;
+}
+int cuEventSynchronize(void* event) {
+    Event e;
+    {
+        std::lock_guard<std::mutex> g(state_lock);
+        e = events[event];
+    }
+    flush_to(e.stream, e.upto);
+    return SUCCESS;
+}
+int cuEventQuery(void* event) { return cuEventSynchronize(event); }
+int cuEventElapsedTime_v2(float* ms, void* start, void* end) {
+    cuEventSynchronize(start);
+    cuEventSynchronize(end);
+    *ms = 0.0f;
+    return SUCCESS;
+}
 int cuEventElapsedTime(float* ms, void* a, void* b) { return cuEventElapsedTime_v2(ms, a, b); }
 
 int cuMemAlloc_v2(DevPtr* p, size_t bytes) { return device_alloc(p, bytes); }
 int cuMemAllocAsync(DevPtr* p, size_t bytes, void*) { return device_alloc(p, bytes); }
-int cuMemFree_v2(DevPtr p) { return device_free(p, false); }
-int cuMemFreeAsync(DevPtr p, void*) { return device_free(p, true); }
+int cuMemFree_v2(DevPtr p) { return device_free(p, nullptr, false); }
+int cuMemFreeAsync(DevPtr p, void* stream) { return device_free(p, stream, true); }
 
 int cuMemHostAlloc(void** p, size_t bytes, unsigned) {
     if (no_context("cuMemHostAlloc")) return ERROR_INVALID_CONTEXT;
@@ -441,7 +520,7 @@ int cuMemHostAlloc(void** p, size_t bytes, unsigned) {
 }
 int cuMemFreeHost(void* p) {
     if (no_context("cuMemFreeHost")) return ERROR_INVALID_CONTEXT;
-    flush();  // as cuMemFreeHost: no queued copy still reads or writes it
+    flush_all();  // as cuMemFreeHost: no queued copy still reads or writes it
     {
         std::lock_guard<std::mutex> g(state_lock);
         if (pinned_memory.erase(uintptr_t(p)) == 0) {
@@ -452,74 +531,74 @@ int cuMemFreeHost(void* p) {
     return SUCCESS;
 }
 
-int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t bytes, void*) {
+int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t bytes, void* stream) {
     if (no_context("cuMemcpyHtoD")) return ERROR_INVALID_CONTEXT;
     if (!device_range(dst, bytes, "cuMemcpyHtoDAsync", "the destination")) return ERROR_INVALID_VALUE;
     void* to = reinterpret_cast<void*>(uintptr_t(dst));
     if (is_pinned(src, bytes)) {
         // Read when the copy runs: the host must not touch it before.
-        enqueue([to, src, bytes] { std::memcpy(to, src, bytes); });
+        enqueue(stream, [to, src, bytes] { std::memcpy(to, src, bytes); });
     } else {
         // From pageable memory the driver stages the bytes before it
         // returns.
         std::vector<unsigned char> staged(static_cast<const unsigned char*>(src),
                                           static_cast<const unsigned char*>(src) + bytes);
-        enqueue([to, staged] { std::memcpy(to, staged.data(), staged.size()); });
+        enqueue(stream, [to, staged] { std::memcpy(to, staged.data(), staged.size()); });
     }
     return SUCCESS;
 }
-int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t bytes, void*) {
+int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t bytes, void* stream) {
     if (no_context("cuMemcpyDtoH")) return ERROR_INVALID_CONTEXT;
     if (!device_range(src, bytes, "cuMemcpyDtoHAsync", "the source")) return ERROR_INVALID_VALUE;
     const void* from = reinterpret_cast<const void*>(uintptr_t(src));
     if (is_pinned(dst, bytes)) {
         // Written when the copy runs: the host sees it after a sync.
-        enqueue([dst, from, bytes] { std::memcpy(dst, from, bytes); });
+        enqueue(stream, [dst, from, bytes] { std::memcpy(dst, from, bytes); });
     } else {
         // Into pageable memory the call returns once the copy is done.
-        flush();
+        flush(stream);
         std::memcpy(dst, from, bytes);
     }
     return SUCCESS;
 }
-int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t bytes, void*) {
+int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t bytes, void* stream) {
     if (no_context("cuMemcpyDtoD")) return ERROR_INVALID_CONTEXT;
     if (!device_range(dst, bytes, "cuMemcpyDtoDAsync", "the destination") ||
         !device_range(src, bytes, "cuMemcpyDtoDAsync", "the source")) {
         return ERROR_INVALID_VALUE;
     }
-    enqueue([dst, src, bytes] {
+    enqueue(stream, [dst, src, bytes] {
         std::memmove(reinterpret_cast<void*>(uintptr_t(dst)),
                      reinterpret_cast<const void*>(uintptr_t(src)), bytes);
     });
     return SUCCESS;
 }
 int cuMemcpyHtoD_v2(DevPtr dst, const void* src, size_t bytes) {
-    flush();
+    flush_all();
     int r = cuMemcpyHtoDAsync_v2(dst, src, bytes, nullptr);
-    flush();
+    flush_all();
     return r;
 }
 int cuMemcpyDtoH_v2(void* dst, DevPtr src, size_t bytes) {
-    flush();
+    flush_all();
     int r = cuMemcpyDtoHAsync_v2(dst, src, bytes, nullptr);
-    flush();
+    flush_all();
     return r;
 }
 int cuMemcpyDtoD_v2(DevPtr dst, DevPtr src, size_t bytes) {
     int r = cuMemcpyDtoDAsync_v2(dst, src, bytes, nullptr);
-    flush();
+    flush_all();
     return r;
 }
-int cuMemsetD8Async(DevPtr dst, unsigned char value, size_t bytes, void*) {
+int cuMemsetD8Async(DevPtr dst, unsigned char value, size_t bytes, void* stream) {
     if (no_context("cuMemsetD8")) return ERROR_INVALID_CONTEXT;
     if (!device_range(dst, bytes, "cuMemsetD8Async", "the destination")) return ERROR_INVALID_VALUE;
-    enqueue([dst, value, bytes] { std::memset(reinterpret_cast<void*>(uintptr_t(dst)), value, bytes); });
+    enqueue(stream, [dst, value, bytes] { std::memset(reinterpret_cast<void*>(uintptr_t(dst)), value, bytes); });
     return SUCCESS;
 }
 int cuMemsetD8_v2(DevPtr dst, unsigned char value, size_t bytes) {
     int r = cuMemsetD8Async(dst, value, bytes, nullptr);
-    flush();
+    flush_all();
     return r;
 }
 
@@ -554,7 +633,7 @@ int cuModuleLoadData(void** module, const void* image) {
 }
 int cuModuleUnload(void* module) {
     if (no_context("cuModuleUnload")) return ERROR_INVALID_CONTEXT;
-    flush();
+    flush_all();
     delete static_cast<Module*>(module);
     std::lock_guard<std::mutex> g(state_lock);
     --live_modules;
@@ -572,10 +651,10 @@ int cuModuleGetFunction(void** function, void* module, const char* name) {
 }
 int cuFuncGetAttribute(int* value, int, void*) { *value = 0; return SUCCESS; }
 int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                   unsigned bz, unsigned shared, void*, void** params, void** extra) {
+                   unsigned bz, unsigned shared, void* stream, void** params, void** extra) {
     if (no_context("cuLaunchKernel")) return ERROR_INVALID_CONTEXT;
     if (function == nullptr) return ERROR_INVALID_HANDLE;
-    return launch(static_cast<const cpu_kernel*>(function), gx, gy, gz, bx, by, bz, shared, params, extra);
+    return launch(static_cast<const cpu_kernel*>(function), gx, gy, gz, bx, by, bz, shared, stream, params, extra);
 }
 
 }  // extern "C"

@@ -1,8 +1,9 @@
-// What the driver's parts share: the one queue every stream's work goes
+// What the driver's parts share: the streams' queues their work goes
 // through, and the checks every call makes (driver.cpp).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace cpu_cuda {
@@ -10,11 +11,18 @@ namespace cpu_cuda {
 // A device pointer, as CUdeviceptr.
 using DevPtr = unsigned long long;
 
-// Queues work in stream order; it runs at the next synchronisation.
-void enqueue(std::function<void()> work);
+// Queues work on `stream` (null: the default stream); it runs when the
+// stream is synchronised, or when work on another stream waits for it.
+void enqueue(void* stream, std::function<void()> work);
 
-// Runs everything queued so far, in order (a stream synchronisation).
-void flush();
+// Runs `stream`'s work until `upto` items of it have run.
+void flush_to(void* stream, uint64_t upto);
+
+// Runs everything queued on `stream` so far (cuStreamSynchronize).
+void flush(void* stream);
+
+// Runs every stream's work (cuCtxSynchronize).
+void flush_all();
 
 // Whether [p, p + bytes) lies in one live device allocation; says why
 // not on stderr, naming `op` and `what`.
