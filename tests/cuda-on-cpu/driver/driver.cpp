@@ -56,8 +56,6 @@ enum : int {
     ERROR_INVALID_CONTEXT = 201,
     ERROR_INVALID_HANDLE = 400,
     ERROR_NOT_FOUND = 500,
-    ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
-    ERROR_NOT_SUPPORTED = 801,
 };
 
 // Why a call was refused, on stderr: the Rust side sees only the code.
@@ -94,9 +92,6 @@ int primary_retains = 0;                       // the primary context's count
 int live_modules = 0;
 thread_local bool context_bound = false;       // cuCtxSetCurrent on this thread
 
-
-
-
 bool is_pinned(const void* p, size_t bytes) {
     std::lock_guard<std::mutex> g(state_lock);
     auto it = pinned_memory.upper_bound(uintptr_t(p));
@@ -105,7 +100,6 @@ bool is_pinned(const void* p, size_t bytes) {
     size_t offset = uintptr_t(p) - it->first;
     return offset <= it->second && bytes <= it->second - offset;
 }
-
 
 int device_alloc(DevPtr* out, size_t bytes) {
     if (no_context("cuMemAlloc")) return ERROR_INVALID_CONTEXT;
@@ -356,7 +350,6 @@ bool no_context(const char* op) {
 }
 
 }  // namespace cpu_cuda
-
 
 // ---------------------------------------------------------------- driver
 
