@@ -48,6 +48,7 @@ template <typename T>
 int gemm(void* h, int ta, int tb, int m, int n, int k, const T* alpha, const T* a, int lda,
          const T* b, int ldb, const T* beta, T* c, int ldc) {
     if (h == nullptr) return BLAS_NOT_INITIALIZED;
+    count(Counter::Blas);
     if (static_cast<BlasHandle*>(h)->pointer_mode != 0) return blas_refuse("gemm: device pointer mode");
     if (ta < 0 || ta > 2 || tb < 0 || tb > 2 || m < 0 || n < 0 || k < 0) {
         return blas_refuse("gemm: a transpose or size out of range");
@@ -100,6 +101,7 @@ template <typename T>
 int gemv(void* h, int t, int m, int n, const T* alpha, const T* a, int lda, const T* x, int incx,
          const T* beta, T* y, int incy) {
     if (h == nullptr) return BLAS_NOT_INITIALIZED;
+    count(Counter::Blas);
     if (t < 0 || t > 2 || m < 0 || n < 0 || lda < std::max(1, m) || incx != 1 || incy != 1) {
         return blas_refuse("gemv: m " + std::to_string(m) + " n " + std::to_string(n) + " lda " +
                            std::to_string(lda) + ": out of range (or a stride other than 1)");
@@ -126,6 +128,7 @@ int gemv(void* h, int t, int m, int n, const T* alpha, const T* a, int lda, cons
 template <typename T>
 int axpy(void* h, int n, const T* alpha, const T* x, int incx, T* y, int incy) {
     if (h == nullptr) return BLAS_NOT_INITIALIZED;
+    count(Counter::Blas);
     if (n < 0 || incx != 1 || incy != 1) return blas_refuse("axpy: n < 0 or a stride other than 1");
     if (n == 0) return BLAS_SUCCESS;
     if (!operand(x, size_t(n), "axpy", "x") || !operand(y, size_t(n), "axpy", "y")) return BLAS_INVALID_VALUE;
@@ -139,6 +142,7 @@ int axpy(void* h, int n, const T* alpha, const T* x, int incx, T* y, int incy) {
 template <typename T>
 int scal(void* h, int n, const T* alpha, T* x, int incx) {
     if (h == nullptr) return BLAS_NOT_INITIALIZED;
+    count(Counter::Blas);
     if (n < 0 || incx != 1) return blas_refuse("scal: n < 0 or a stride other than 1");
     if (n == 0) return BLAS_SUCCESS;
     if (!operand(x, size_t(n), "scal", "x")) return BLAS_INVALID_VALUE;
@@ -154,10 +158,12 @@ int scal(void* h, int n, const T* alpha, T* x, int incx) {
 template <typename T>
 int dot(void* h, int n, const T* x, int incx, const T* y, int incy, T* result) {
     if (h == nullptr) return BLAS_NOT_INITIALIZED;
+    count(Counter::Blas);
     if (n < 0 || incx != 1 || incy != 1) return blas_refuse("dot: n < 0 or a stride other than 1");
     if (n > 0 && (!operand(x, size_t(n), "dot", "x") || !operand(y, size_t(n), "dot", "y"))) {
         return BLAS_INVALID_VALUE;
     }
+    count(Counter::HostWait);
     flush(stream_of(h));
     T s = T(0);
     for (int i = 0; i < n; ++i) s += x[i] * y[i];
@@ -168,8 +174,10 @@ int dot(void* h, int n, const T* x, int incx, const T* y, int incy, T* result) {
 template <typename T>
 int asum(void* h, int n, const T* x, int incx, T* result) {
     if (h == nullptr) return BLAS_NOT_INITIALIZED;
+    count(Counter::Blas);
     if (n < 0 || incx != 1) return blas_refuse("asum: n < 0 or a stride other than 1");
     if (n > 0 && !operand(x, size_t(n), "asum", "x")) return BLAS_INVALID_VALUE;
+    count(Counter::HostWait);
     flush(stream_of(h));
     T s = T(0);
     for (int i = 0; i < n; ++i) s += std::fabs(x[i]);

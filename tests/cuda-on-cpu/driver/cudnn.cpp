@@ -171,6 +171,7 @@ struct Call {
 int checked(const char* op, void* h, void* xd, void* wd, void* yd, void* cdesc, int direction, int algo,
             const void* ws, size_t ws_bytes, const void* x, const void* w, const void* y, Call& call) {
     if (h == nullptr) return DNN_BAD_PARAM;
+    cpu_cuda::count(Counter::DnnCompute);
     call = Call{*static_cast<Tensor4d*>(xd), *static_cast<Tensor4d*>(wd), *static_cast<Tensor4d*>(yd),
                 *static_cast<ConvDesc*>(cdesc)};
     if (!consistent(call.x, call.w, call.cd, call.y, op)) return DNN_BAD_PARAM;
@@ -220,6 +221,7 @@ int cudnnSetStream(void* h, void* stream) {
 int cudnnCreateTensorDescriptor(void** d) { *d = new Tensor4d; return DNN_SUCCESS; }
 int cudnnDestroyTensorDescriptor(void* d) { delete static_cast<Tensor4d*>(d); return DNN_SUCCESS; }
 int cudnnSetTensor4dDescriptor(void* d, int format, int type, int n, int c, int h, int w) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (format != 0 || type != 0) return dnn_refuse("tensor: only NCHW f32 is emulated");
     if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return dnn_refuse("tensor: a dimension is not positive");
     *static_cast<Tensor4d*>(d) = Tensor4d{true, n, c, h, w};
@@ -228,6 +230,7 @@ int cudnnSetTensor4dDescriptor(void* d, int format, int type, int n, int c, int 
 int cudnnCreateFilterDescriptor(void** d) { *d = new Tensor4d; return DNN_SUCCESS; }
 int cudnnDestroyFilterDescriptor(void* d) { delete static_cast<Tensor4d*>(d); return DNN_SUCCESS; }
 int cudnnSetFilter4dDescriptor(void* d, int type, int format, int k, int c, int h, int w) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (format != 0 || type != 0) return dnn_refuse("filter: only NCHW f32 is emulated");
     if (k <= 0 || c <= 0 || h <= 0 || w <= 0) return dnn_refuse("filter: a dimension is not positive");
     *static_cast<Tensor4d*>(d) = Tensor4d{true, k, c, h, w};
@@ -237,6 +240,7 @@ int cudnnCreateConvolutionDescriptor(void** d) { *d = new ConvDesc; return DNN_S
 int cudnnDestroyConvolutionDescriptor(void* d) { delete static_cast<ConvDesc*>(d); return DNN_SUCCESS; }
 int cudnnSetConvolution2dDescriptor(void* d, int pad_h, int pad_w, int u, int v, int dil_h, int dil_w, int mode,
                                     int compute) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (mode != 1) return dnn_refuse("convolution: only cross-correlation (Caffe's) is emulated");
     if (compute != 0) return dnn_refuse("convolution: only f32 compute is emulated");
     if (pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dil_h <= 0 || dil_w <= 0) {
@@ -248,6 +252,7 @@ int cudnnSetConvolution2dDescriptor(void* d, int pad_h, int pad_w, int u, int v,
     return DNN_SUCCESS;
 }
 int cudnnSetConvolutionMathType(void* d, int math) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (math != DNN_DEFAULT_MATH && math != 1 && math != 2 && math != DNN_FMA_MATH) {
         return dnn_refuse("convolution: unknown math type");
     }
@@ -262,6 +267,7 @@ int cudnnSetConvolutionMathType(void* d, int math) {
 // non-deterministic ALGO_0 first, as a GPU's often is.
 int cudnnGetConvolutionForwardAlgorithm_v7(void* h, void* x, void* w, void* c, void* y, int requested, int* returned,
                                            AlgoPerf* perf) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (h == nullptr || requested < 1) return DNN_BAD_PARAM;
     auto& cd = *static_cast<ConvDesc*>(c);
     if (!consistent(*static_cast<Tensor4d*>(x), *static_cast<Tensor4d*>(w), cd, *static_cast<Tensor4d*>(y),
@@ -274,6 +280,7 @@ int cudnnGetConvolutionForwardAlgorithm_v7(void* h, void* x, void* w, void* c, v
 }
 int cudnnGetConvolutionBackwardFilterAlgorithm_v7(void* h, void* x, void* dy, void* c, void* dw, int requested,
                                                   int* returned, AlgoPerf* perf) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (h == nullptr || requested < 1) return DNN_BAD_PARAM;
     if (!consistent(*static_cast<Tensor4d*>(x), *static_cast<Tensor4d*>(dw), *static_cast<ConvDesc*>(c),
                     *static_cast<Tensor4d*>(dy), "cudnnGetConvolutionBackwardFilterAlgorithm_v7")) {
@@ -285,6 +292,7 @@ int cudnnGetConvolutionBackwardFilterAlgorithm_v7(void* h, void* x, void* dy, vo
 }
 int cudnnGetConvolutionBackwardDataAlgorithm_v7(void* h, void* w, void* dy, void* c, void* dx, int requested,
                                                 int* returned, AlgoPerf* perf) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (h == nullptr || requested < 1) return DNN_BAD_PARAM;
     if (!consistent(*static_cast<Tensor4d*>(dx), *static_cast<Tensor4d*>(w), *static_cast<ConvDesc*>(c),
                     *static_cast<Tensor4d*>(dy), "cudnnGetConvolutionBackwardDataAlgorithm_v7")) {
@@ -296,17 +304,20 @@ int cudnnGetConvolutionBackwardDataAlgorithm_v7(void* h, void* w, void* dy, void
 }
 
 int cudnnGetConvolutionForwardWorkspaceSize(void*, void* x, void*, void* c, void*, int algo, size_t* bytes) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (algo < 0 || algo > 7) return DNN_BAD_PARAM;
     if (algo == 7 && static_cast<ConvDesc*>(c)->math == DNN_FMA_MATH) return DNN_NOT_SUPPORTED;
     *bytes = workspace_of(0, algo, *static_cast<Tensor4d*>(x));
     return DNN_SUCCESS;
 }
 int cudnnGetConvolutionBackwardFilterWorkspaceSize(void*, void* x, void*, void*, void*, int algo, size_t* bytes) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (algo < 0 || algo > 6) return DNN_BAD_PARAM;
     *bytes = workspace_of(1, algo, *static_cast<Tensor4d*>(x));
     return DNN_SUCCESS;
 }
 int cudnnGetConvolutionBackwardDataWorkspaceSize(void*, void*, void*, void*, void* dx, int algo, size_t* bytes) {
+    cpu_cuda::count(Counter::DnnSetup);
     if (algo < 0 || algo > 5) return DNN_BAD_PARAM;
     *bytes = workspace_of(2, algo, *static_cast<Tensor4d*>(dx));
     return DNN_SUCCESS;

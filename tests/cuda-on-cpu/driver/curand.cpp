@@ -38,6 +38,7 @@ int draw(void* g, T* out, size_t n, const char* op, const std::function<T(Genera
     if (g == nullptr) return RAND_NOT_INITIALIZED;
     if (n == 0) return RAND_SUCCESS;
     if (!device_range(DevPtr(uintptr_t(out)), n * sizeof(T), op, "the output")) return RAND_NOT_INITIALIZED;
+    count(Counter::Rand);
     std::vector<T> values(n);
     for (T& v : values) v = one(*static_cast<Generator*>(g));
     enqueue(static_cast<Generator*>(g)->stream, [out, values] { std::memcpy(out, values.data(), values.size() * sizeof(T)); });

@@ -88,6 +88,14 @@ struct Event {
     uint64_t upto = 0;
 };
 std::map<void*, Event> events;
+// Per thread: a test counts the calls its own thread made, whatever
+// the tests beside it do.
+thread_local uint64_t counts[int(Counter::Count_)];
+const char* const counter_names[int(Counter::Count_)] = {
+    "device_alloc", "device_free", "pinned_alloc", "copy_to_device", "copy_to_host",
+    "copy_on_device", "memset", "launch", "host_wait", "blas", "rand", "dnn_compute",
+    "dnn_setup", "module_load",
+};
 int primary_retains = 0;                       // the primary context's count
 int live_modules = 0;
 thread_local bool context_bound = false;       // cuCtxSetCurrent on this thread
@@ -105,6 +113,7 @@ int device_alloc(DevPtr* out, size_t bytes) {
     if (no_context("cuMemAlloc")) return ERROR_INVALID_CONTEXT;
     if (out == nullptr) return ERROR_INVALID_VALUE;
     if (bytes == 0) return refuse(ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes");
+    count(Counter::DeviceAlloc);
     void* p = std::malloc(bytes);
     if (p == nullptr) return ERROR_OUT_OF_MEMORY;
     // A GPU's fresh memory holds whatever was there: NaNs here, so that a
@@ -128,6 +137,8 @@ int device_free(DevPtr p, void* stream, bool queued) {
         }
         it->second.freeing = true;
     }
+    count(Counter::DeviceFree);
+    if (!queued) count(Counter::HostWait);
     auto release = [p] {
         {
             std::lock_guard<std::mutex> g(state_lock);
@@ -197,6 +208,7 @@ int launch(const cpu_kernel* k, unsigned gx, unsigned gy, unsigned gz, unsigned 
     if (extra != nullptr || (params == nullptr && k->params[0] != '\0')) {
         return refuse(ERROR_INVALID_VALUE, name + ": parameters not passed as kernelParams");
     }
+    count(Counter::Launch);
     // The driver copies the arguments at launch: the caller's may be gone
     // when the kernel runs.
     size_t n = std::strlen(k->params);
@@ -222,6 +234,19 @@ int launch(const cpu_kernel* k, unsigned gx, unsigned gy, unsigned gz, unsigned 
                             }
     });
     return SUCCESS;
+}
+
+// Whether `stream` (or, with `any`, some stream) has work that has not
+// run: a synchronisation then makes the host wait (a host wait is counted
+// only then; one with nothing left to run returns at once on a GPU too).
+bool pending(void* stream, bool any) {
+    std::lock_guard<std::mutex> g(state_lock);
+    if (!any) return streams[stream].done < streams[stream].queued;
+    for (auto& [handle, st] : streams) {
+        (void)handle;
+        if (st.done < st.queued) return true;
+    }
+    return false;
 }
 
 int primary_context = 0;  // its address is the handle: there is one device
@@ -266,6 +291,13 @@ struct LeakCheckAtExit {
 }  // namespace
 
 namespace cpu_cuda {
+
+void count(Counter c) {
+    ++counts[int(c)];
+    // BLOBFLOW_CPU_CUDA_TRACE: each counted call on stderr, in order.
+    static const bool trace = std::getenv("BLOBFLOW_CPU_CUDA_TRACE") != nullptr;
+    if (trace) std::fprintf(stderr, "cpu CUDA driver: %s\n", counter_names[int(c)]);
+}
 
 void enqueue(void* stream, std::function<void()> work) {
     std::lock_guard<std::mutex> g(state_lock);
@@ -408,6 +440,7 @@ int cuCtxGetCurrent(void** ctx) { *ctx = context_bound ? &primary_context : null
 int cuCtxGetDevice(int* device) { *device = 0; return SUCCESS; }
 int cuCtxSynchronize() {
     if (no_context("cuCtxSynchronize")) return ERROR_INVALID_CONTEXT;
+    if (pending(nullptr, true)) count(Counter::HostWait);
     flush_all();
     return SUCCESS;
 }
@@ -443,6 +476,7 @@ int cuStreamDestroy_v2(void* stream) {
 }
 int cuStreamSynchronize(void* stream) {
     if (no_context("cuStreamSynchronize")) return ERROR_INVALID_CONTEXT;
+    if (pending(stream, false)) count(Counter::HostWait);
     flush(stream);
     return SUCCESS;
 }
@@ -482,6 +516,7 @@ int cuEventSynchronize(void* event) {
     {
         std::lock_guard<std::mutex> g(state_lock);
         e = events[event];
+        if (streams[e.stream].done < e.upto) count(Counter::HostWait);
     }
     flush_to(e.stream, e.upto);
     return SUCCESS;
@@ -503,6 +538,7 @@ int cuMemFreeAsync(DevPtr p, void* stream) { return device_free(p, stream, true)
 int cuMemHostAlloc(void** p, size_t bytes, unsigned) {
     if (no_context("cuMemHostAlloc")) return ERROR_INVALID_CONTEXT;
     if (bytes == 0) return refuse(ERROR_INVALID_VALUE, "cuMemHostAlloc of 0 bytes");
+    count(Counter::PinnedAlloc);
     void* mem = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (mem == nullptr) return ERROR_OUT_OF_MEMORY;
     std::memset(mem, 0xff, bytes);
@@ -527,6 +563,7 @@ int cuMemFreeHost(void* p) {
 int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t bytes, void* stream) {
     if (no_context("cuMemcpyHtoD")) return ERROR_INVALID_CONTEXT;
     if (!device_range(dst, bytes, "cuMemcpyHtoDAsync", "the destination")) return ERROR_INVALID_VALUE;
+    count(Counter::CopyToDevice);
     void* to = reinterpret_cast<void*>(uintptr_t(dst));
     if (is_pinned(src, bytes)) {
         // Read when the copy runs: the host must not touch it before.
@@ -543,12 +580,14 @@ int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t bytes, void* stream
 int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t bytes, void* stream) {
     if (no_context("cuMemcpyDtoH")) return ERROR_INVALID_CONTEXT;
     if (!device_range(src, bytes, "cuMemcpyDtoHAsync", "the source")) return ERROR_INVALID_VALUE;
+    count(Counter::CopyToHost);
     const void* from = reinterpret_cast<const void*>(uintptr_t(src));
     if (is_pinned(dst, bytes)) {
         // Written when the copy runs: the host sees it after a sync.
         enqueue(stream, [dst, from, bytes] { std::memcpy(dst, from, bytes); });
     } else {
         // Into pageable memory the call returns once the copy is done.
+        count(Counter::HostWait);
         flush(stream);
         std::memcpy(dst, from, bytes);
     }
@@ -560,6 +599,7 @@ int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t bytes, void* stream) {
         !device_range(src, bytes, "cuMemcpyDtoDAsync", "the source")) {
         return ERROR_INVALID_VALUE;
     }
+    count(Counter::CopyOnDevice);
     enqueue(stream, [dst, src, bytes] {
         std::memmove(reinterpret_cast<void*>(uintptr_t(dst)),
                      reinterpret_cast<const void*>(uintptr_t(src)), bytes);
@@ -568,17 +608,20 @@ int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t bytes, void* stream) {
 }
 int cuMemcpyHtoD_v2(DevPtr dst, const void* src, size_t bytes) {
     flush_all();
+    count(Counter::HostWait);
     int r = cuMemcpyHtoDAsync_v2(dst, src, bytes, nullptr);
     flush_all();
     return r;
 }
 int cuMemcpyDtoH_v2(void* dst, DevPtr src, size_t bytes) {
     flush_all();
+    count(Counter::HostWait);
     int r = cuMemcpyDtoHAsync_v2(dst, src, bytes, nullptr);
     flush_all();
     return r;
 }
 int cuMemcpyDtoD_v2(DevPtr dst, DevPtr src, size_t bytes) {
+    count(Counter::HostWait);
     int r = cuMemcpyDtoDAsync_v2(dst, src, bytes, nullptr);
     flush_all();
     return r;
@@ -586,10 +629,12 @@ int cuMemcpyDtoD_v2(DevPtr dst, DevPtr src, size_t bytes) {
 int cuMemsetD8Async(DevPtr dst, unsigned char value, size_t bytes, void* stream) {
     if (no_context("cuMemsetD8")) return ERROR_INVALID_CONTEXT;
     if (!device_range(dst, bytes, "cuMemsetD8Async", "the destination")) return ERROR_INVALID_VALUE;
+    count(Counter::Memset);
     enqueue(stream, [dst, value, bytes] { std::memset(reinterpret_cast<void*>(uintptr_t(dst)), value, bytes); });
     return SUCCESS;
 }
 int cuMemsetD8_v2(DevPtr dst, unsigned char value, size_t bytes) {
+    count(Counter::HostWait);
     int r = cuMemsetD8Async(dst, value, bytes, nullptr);
     flush_all();
     return r;
@@ -601,6 +646,7 @@ int cuModuleLoadData(void** module, const void* image) {
     if (std::strstr(ptx, ".version") == nullptr) {
         return refuse(ERROR_INVALID_IMAGE, "cuModuleLoadData: the image is not PTX text");
     }
+    count(Counter::ModuleLoad);
     auto* m = new Module;
     for (const std::string& name : ptx_entries(ptx)) {
         const cpu_kernel* k = cpu_kernel_named(name.c_str());
@@ -648,6 +694,21 @@ int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsign
     if (no_context("cuLaunchKernel")) return ERROR_INVALID_CONTEXT;
     if (function == nullptr) return ERROR_INVALID_HANDLE;
     return launch(static_cast<const cpu_kernel*>(function), gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+}
+
+// The counts of the calls this thread made, of those the driver counts
+// (stream.h), for a test that holds a program's steady state to a
+// budget: writes up to `n` of them
+// into `out` and returns how many there are; `blobflow_cpu_cuda_call_name`
+// names each. Not a CUDA call: a program finds it only on this driver.
+size_t blobflow_cpu_cuda_calls(uint64_t* out, size_t n) {
+    for (size_t i = 0; i < n && i < size_t(Counter::Count_); ++i) {
+        out[i] = counts[i];
+    }
+    return size_t(Counter::Count_);
+}
+const char* blobflow_cpu_cuda_call_name(size_t i) {
+    return i < size_t(Counter::Count_) ? counter_names[i] : nullptr;
 }
 
 }  // extern "C"

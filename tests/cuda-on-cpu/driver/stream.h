@@ -32,4 +32,29 @@ bool device_range(DevPtr p, size_t bytes, const char* op, const char* what);
 // thread (or the primary context was released).
 bool no_context(const char* op);
 
+// The calls the driver counts, so that a test can hold a program's steady
+// state to a budget: what a GPU makes costly (an allocation, a wait of
+// the host for the device, a launch) is counted where it happens.
+// `blobflow_cpu_cuda_calls` (driver.cpp) hands the counts out by name.
+enum class Counter : int {
+    DeviceAlloc,   // cuMemAlloc, cuMemAllocAsync
+    DeviceFree,    // cuMemFree, cuMemFreeAsync
+    PinnedAlloc,   // cuMemHostAlloc
+    CopyToDevice,  // host to device
+    CopyToHost,    // device to host
+    CopyOnDevice,  // device to device
+    Memset,
+    Launch,        // a kernel of the workspace
+    HostWait,      // the host waits for the device: a synchronisation
+                   // with work still queued, a synchronous copy, a copy
+                   // into pageable memory, a dot or asum
+    Blas,          // a cuBLAS computation
+    Rand,          // a cuRAND generation
+    DnnCompute,    // a cuDNN convolution
+    DnnSetup,      // a cuDNN descriptor set, heuristic or workspace query
+    ModuleLoad,    // cuModuleLoadData: a kernel module
+    Count_,
+};
+void count(Counter c);
+
 }  // namespace cpu_cuda
