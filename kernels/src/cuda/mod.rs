@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use cudarc::cublas::CudaBlas;
 use cudarc::curand::CudaRng;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, CudaViewMut};
 use cudarc::nvrtc::Ptx;
 
 pub use blas::GpuReal;
@@ -107,6 +107,9 @@ pub struct Gpu {
     rng: Mutex<RngCell>,
     /// Keyed by the address of the `static` [`KernelSource`].
     modules: Mutex<HashMap<usize, Arc<LoadedModule>>>,
+    /// What an op needs between two of its launches (partial sums, draws
+    /// to map): kept, so that a training step allocates nothing.
+    scratch: Mutex<Scratch<f32>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -147,6 +150,7 @@ impl Gpu {
             blas,
             rng: Mutex::new(RngCell(rng)),
             modules: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(Scratch::new()),
         }))
     }
 
@@ -170,6 +174,19 @@ impl Gpu {
         self.stream
             .synchronize()
             .map_err(CudaError::driver("synchronize"))
+    }
+
+    /// Runs `op` with `n` elements of the GPU's own scratch memory. The
+    /// lock is held while `op` queues its work: every op runs on the one
+    /// stream, so the next holder's use comes after this one's on the
+    /// GPU too.
+    fn with_scratch<R>(
+        &self,
+        n: usize,
+        op: impl FnOnce(&mut CudaViewMut<'_, f32>) -> Result<R, CudaError>,
+    ) -> Result<R, CudaError> {
+        let mut scratch = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
+        op(&mut scratch.grown(self, n)?)
     }
 
     /// Compiles and loads `source` unless done already. Every `.entry` of

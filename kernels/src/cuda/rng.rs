@@ -73,16 +73,14 @@ impl Gpu {
         if n % 2 == 0 {
             return self.with_rng("curandGenerateNormal", |r| r.fill_with_normal(y, mu, sigma));
         }
-        let mut tmp = self
-            .stream
-            .alloc_zeros::<f32>(n + 1)
-            .map_err(CudaError::driver("allocate gaussian scratch"))?;
-        self.with_rng("curandGenerateNormal", |r| {
-            r.fill_with_normal(&mut tmp, mu, sigma)
-        })?;
-        self.stream
-            .memcpy_dtod(&tmp.slice(..n), y)
-            .map_err(CudaError::driver("copy gaussian draws"))
+        self.with_scratch(n + 1, |tmp| {
+            self.with_rng("curandGenerateNormal", |r| {
+                r.fill_with_normal(tmp, mu, sigma)
+            })?;
+            self.stream
+                .memcpy_dtod(&tmp.slice(..n), y)
+                .map_err(CudaError::driver("copy gaussian draws"))
+        })
     }
 
     /// 1 with probability `p`, else 0 (Caffe `caffe_gpu_rng_bernoulli`).
@@ -97,12 +95,11 @@ impl Gpu {
         if n == 0 {
             return Ok(());
         }
-        let mut u = self
-            .stream
-            .alloc_zeros::<f32>(n)
-            .map_err(CudaError::driver("allocate bernoulli draws"))?;
-        self.with_rng("curandGenerateUniform", |r| r.fill_with_uniform(&mut u))?;
-        // SAFETY: bernoulli_u32 reads u[0..n] and writes y[0..n]; both hold n.
-        unsafe { bernoulli_u32(self, launch_config(n), len_i64(n), p, &u.as_view(), y) }
+        self.with_scratch(n, |u| {
+            self.with_rng("curandGenerateUniform", |r| r.fill_with_uniform(u))?;
+            // SAFETY: bernoulli_u32 reads u[0..n] and writes y[0..n]; both
+            // hold n.
+            unsafe { bernoulli_u32(self, launch_config(n), len_i64(n), p, &u.as_view(), y) }
+        })
     }
 }

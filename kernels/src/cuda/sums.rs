@@ -54,38 +54,37 @@ impl Gpu {
         }
         let lanes = layout.lanes();
         let total = layout.sums * lanes;
-        let mut partial = self
-            .stream
-            .alloc_zeros::<f32>(total)
-            .map_err(CudaError::driver("allocate partial sums"))?;
         // lanes is at most 1024.
         let lanes_i32 = lanes as i32;
-        // SAFETY: partial_sums reads m below span (checked above) and
-        // writes partial[0..total].
-        unsafe {
-            partial_sums_f32(
-                self,
-                launch_config(total),
-                len_i64(total),
-                lanes_i32,
-                len_i64(layout.len),
-                len_i64(layout.run),
-                len_i64(layout.sum_stride),
-                len_i64(layout.run_stride),
-                m,
-                &mut partial.as_view_mut(),
-            )
-        }?;
-        // SAFETY: partial holds sums * lanes values and sums at least sums.
-        unsafe {
-            add_partial_sums_f32(
-                self,
-                launch_config(layout.sums),
-                len_i64(layout.sums),
-                lanes_i32,
-                &partial.as_view(),
-                sums,
-            )
-        }
+        self.with_scratch(total, |partial| {
+            // SAFETY: partial_sums reads m below span (checked above) and
+            // writes partial[0..total].
+            unsafe {
+                partial_sums_f32(
+                    self,
+                    launch_config(total),
+                    len_i64(total),
+                    lanes_i32,
+                    len_i64(layout.len),
+                    len_i64(layout.run),
+                    len_i64(layout.sum_stride),
+                    len_i64(layout.run_stride),
+                    m,
+                    partial,
+                )
+            }?;
+            // SAFETY: partial holds sums * lanes values and sums at least
+            // sums.
+            unsafe {
+                add_partial_sums_f32(
+                    self,
+                    launch_config(layout.sums),
+                    len_i64(layout.sums),
+                    lanes_i32,
+                    &partial.as_view(),
+                    sums,
+                )
+            }
+        })
     }
 }
