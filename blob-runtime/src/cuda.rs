@@ -17,10 +17,11 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use blob_kernels::cuda::{CudaError, Gpu};
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
 
 use crate::device::{
-    DeviceBackend, DeviceBuffer, DeviceStream, Precision, own_buffer, own_buffer_mut, too_short,
+    DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream, Precision, own_buffer, own_buffer_mut,
+    too_short,
 };
 use crate::error::BlobError;
 use crate::error::DeviceError;
@@ -100,6 +101,16 @@ pub struct CudaStreamHandle(pub Arc<CudaStream>);
 impl DeviceStream for CudaStreamHandle {
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// The end of a [`CudaBackend`] upload: an event recorded behind the copy.
+#[derive(Debug)]
+struct CudaFence(CudaEvent);
+
+impl DeviceFence for CudaFence {
+    fn wait(&self) -> Result<(), DeviceError> {
+        self.0.synchronize().map_err(drv_err)
     }
 }
 
@@ -234,6 +245,27 @@ impl DeviceBackend for CudaBackend {
         stream.memcpy_htod(src, &mut view).map_err(drv_err)?;
         // The source is borrowed: the copy must be complete on return.
         stream.synchronize().map_err(drv_err)
+    }
+
+    /// Queued on the device's stream, with an event recorded behind it:
+    /// the host goes on queueing work while the bytes travel. A GPU reads
+    /// pinned memory (a blob's host side here) while the copy runs, so the
+    /// caller keeps it unwritten until the fence is done; pageable memory
+    /// the driver stages before it returns.
+    unsafe fn start_upload(
+        &self,
+        src: &[u8],
+        dst: &mut dyn DeviceBuffer,
+    ) -> Result<Option<Box<dyn DeviceFence>>, DeviceError> {
+        let dst = mine_mut(dst)?;
+        if src.is_empty() {
+            return Ok(None);
+        }
+        let mut view = dst.view_mut::<u8>(src.len())?;
+        let stream = self.gpu.stream();
+        stream.memcpy_htod(src, &mut view).map_err(drv_err)?;
+        let copied = stream.record_event(None).map_err(drv_err)?;
+        Ok(Some(Box::new(CudaFence(copied))))
     }
 
     fn zero(&self, bytes: usize, x: &mut dyn DeviceBuffer) -> Result<(), DeviceError> {

@@ -44,6 +44,26 @@ pub trait DeviceStream: Send + Sync + Debug {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// Device work that was queued and may not have run yet: a
+/// [`DeviceBackend::start_upload`] still reading its host bytes.
+///
+/// ```
+/// use blob_runtime::{DeviceError, DeviceFence};
+/// /// Work that ran before it was handed out.
+/// #[derive(Debug)]
+/// struct Done;
+/// impl DeviceFence for Done {
+///     fn wait(&self) -> Result<(), DeviceError> {
+///         Ok(())
+///     }
+/// }
+/// assert!(Done.wait().is_ok());
+/// ```
+pub trait DeviceFence: Send + Sync + Debug {
+    /// Returns once the work is done (CUDA: `cuEventSynchronize`).
+    fn wait(&self) -> Result<(), DeviceError>;
+}
+
 /// What a GPU (or the [host device](crate::host_device)) must provide for the runtime.
 ///
 /// Math methods take element counts `n`, and scalars as `f64` (exact for
@@ -63,6 +83,25 @@ pub trait DeviceBackend: Send + Sync + Debug {
     }
     /// Host to device, complete on return.
     fn upload(&self, src: &[u8], dst: &mut dyn DeviceBuffer) -> Result<(), DeviceError>;
+    /// Host to device, queued behind the device's earlier work: returns
+    /// without waiting for the copy where the backend can (CUDA, from
+    /// pinned memory), with a fence that is done once `src` has been
+    /// read. [`crate::SyncedMemory`] waits on it before its host bytes
+    /// are written, replaced or freed, so that the host runs ahead of the
+    /// device instead of stalling at every upload. The default is
+    /// [`upload`](Self::upload), complete on return (no fence).
+    ///
+    /// # Safety
+    ///
+    /// `src` must stay allocated and unwritten until the fence's
+    /// [`wait`](DeviceFence::wait) has returned.
+    unsafe fn start_upload(
+        &self,
+        src: &[u8],
+        dst: &mut dyn DeviceBuffer,
+    ) -> Result<Option<Box<dyn DeviceFence>>, DeviceError> {
+        self.upload(src, dst).map(|()| None)
+    }
     /// Sets the first `bytes` of `x` to zero (Caffe `caffe_gpu_set(n, 0,
     /// x)`). The default uploads zeros; a backend with a device-side fill
     /// overrides it.

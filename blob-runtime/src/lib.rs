@@ -61,7 +61,7 @@ pub mod __private {
 }
 
 pub use blob::{Blob, CpuMut, CpuRef, MAX_BLOB_AXES, shape_string};
-pub use device::{DeviceBackend, DeviceBuffer, DeviceStream, Precision};
+pub use device::{DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream, Precision};
 pub use element::{Element, MathElement};
 pub use error::{BlobError, DeviceError, Result, ShapeError};
 pub use head::Head;

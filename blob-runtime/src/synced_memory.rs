@@ -15,7 +15,7 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::device::{DeviceBackend, DeviceBuffer, DeviceStream};
+use crate::device::{DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream};
 use crate::error::{BlobError, Result};
 use crate::head::Head;
 use crate::host_buffer::HostBuffer;
@@ -62,6 +62,30 @@ struct State {
     host: Option<HostBuffer>,
     dev: Option<DevBox>,
     borrow: Borrow,
+    /// An upload that may still be reading the host bytes: waited for
+    /// before they are written, replaced or freed.
+    upload: Option<Box<dyn DeviceFence>>,
+}
+
+impl State {
+    /// Waits until no upload reads the host bytes any more.
+    fn finish_upload(&mut self, op: &'static str) -> Result<()> {
+        if let Some(fence) = self.upload.take() {
+            fence
+                .wait()
+                .map_err(|source| BlobError::Device { op, source })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        // The host buffer is freed after this: an upload must not read it
+        // then. A failed wait means a failed device, whose queued work
+        // no longer runs.
+        let _ = self.finish_upload("drop");
+    }
 }
 
 /// One buffer of `size` bytes mirrored between host and device (Caffe
@@ -126,6 +150,7 @@ impl SyncedMemory {
                 host: None,
                 dev: None,
                 borrow: Borrow::Free,
+                upload: None,
             }),
         }
     }
@@ -231,6 +256,7 @@ impl SyncedMemory {
             }
             Head::AtGpu => {
                 self.ensure_host(st, op)?;
+                st.finish_upload(op)?;
                 let backend = self.backend(op)?;
                 let dev = st
                     .dev
@@ -261,6 +287,7 @@ impl SyncedMemory {
             }
             Head::AtCpu => {
                 self.ensure_dev(st, op)?;
+                st.finish_upload(op)?;
                 let host = st.host.as_ref().expect("head at CPU implies a host buffer");
                 let dev = st.dev.as_mut().expect("allocated above");
                 // SAFETY: head at CPU means no device guard was handed out
@@ -268,9 +295,12 @@ impl SyncedMemory {
                 // AtGpu/Synced, and moving head to CPU needs no borrows), so
                 // this is the only reference to the device buffer.
                 let dst = unsafe { dev.0.as_mut() };
-                backend
-                    .upload(host.as_bytes(), dst)
+                // SAFETY: the host buffer is written, replaced or freed
+                // only after `finish_upload` (mutable_cpu_data, to_cpu,
+                // set_cpu_data, drop), which waits on this fence.
+                let fence = unsafe { backend.start_upload(host.as_bytes(), dst) }
                     .map_err(|source| BlobError::Device { op, source })?;
+                st.upload = fence;
                 st.head = Head::Synced;
             }
             Head::AtGpu | Head::Synced => {}
@@ -322,6 +352,7 @@ impl SyncedMemory {
         let mut st = self.lock();
         Self::check_free(&st, op)?;
         self.to_cpu(&mut st, op)?;
+        st.finish_upload(op)?;
         st.head = Head::AtCpu;
         Self::acquire(&mut st, op, true)?;
         let ptr = self.host_guard_parts(&st);
@@ -390,6 +421,7 @@ impl SyncedMemory {
         self.check_size(op, "the new host buffer", buffer.len())?;
         let mut st = self.lock();
         Self::check_free(&st, op)?;
+        st.finish_upload(op)?;
         let old = st.host.replace(buffer);
         st.head = Head::AtCpu;
         Ok(old)
