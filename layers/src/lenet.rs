@@ -395,7 +395,8 @@ impl LeNet {
 
     /// Forward with Caffe's `SoftmaxWithLoss` on `labels`, then backward:
     /// every parameter's diff holds its gradient afterwards (zeroed first).
-    /// Returns the loss.
+    /// Returns the loss (Caffe `ForwardBackward`), read once the backward
+    /// pass is queued: on a GPU the step's one wait comes last.
     ///
     /// ```
     /// let mut net = blob_layers::lenet::LeNet::new(2)?;
@@ -404,6 +405,24 @@ impl LeNet {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn forward_backward(&mut self, labels: &[u8]) -> Result<f32> {
+        self.backprop(labels)?;
+        self.loss()
+    }
+
+    /// As [`forward_backward`](Self::forward_backward), without reading
+    /// the loss: on a GPU the host queues the whole pass and goes on,
+    /// without waiting for the device. [`loss`](Self::loss) reads it
+    /// later (a training loop that shows the loss every so many
+    /// iterations, as Caffe's `display`, reads it only then).
+    ///
+    /// ```
+    /// let mut net = blob_layers::lenet::LeNet::new(2)?;
+    /// net.backprop(&[3, 7])?;
+    /// assert!(net.params()[7].asum_diff()? > 0.0); // ip2's bias gradient
+    /// assert!((net.loss()? - 10f32.ln()).abs() < 1e-5);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn backprop(&mut self, labels: &[u8]) -> Result<()> {
         if labels.len() != self.batch() {
             return Err(BlobError::CountMismatch {
                 op: "softmax loss",
@@ -416,7 +435,7 @@ impl LeNet {
             *slot = f32::from(label);
         }
         self.forward_logits()?;
-        let loss = self.loss.forward(&self.ip2_out, &self.labels)?;
+        self.loss.forward(&self.ip2_out, &self.labels)?;
         for p in self.params() {
             p.clear_diff()?;
         }
@@ -430,8 +449,21 @@ impl LeNet {
             .backward(&self.pool1_out, &self.conv2_out, true)?;
         self.pool1
             .backward(&self.conv1_out, &self.pool1_out, true)?;
-        self.conv1.backward(&self.data, &self.conv1_out, false)?;
-        Ok(loss)
+        self.conv1.backward(&self.data, &self.conv1_out, false)
+    }
+
+    /// The loss of the last [`backprop`](Self::backprop) or
+    /// [`forward_backward`](Self::forward_backward); 0 before either.
+    ///
+    /// ```
+    /// let mut net = blob_layers::lenet::LeNet::new(1)?;
+    /// assert_eq!(net.loss()?, 0.0);
+    /// net.backprop(&[4])?;
+    /// assert!(net.loss()? > 0.0);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn loss(&self) -> Result<f32> {
+        self.loss.value()
     }
 
     /// The net as a `.caffemodel` Caffe reads (layer names and types of

@@ -1,8 +1,9 @@
 //! The CUDA side of Softmax and SoftmaxWithLoss: one thread per item. The
-//! loss's per-item terms are summed on the host, in order, as on the CPU.
+//! loss's per-item terms are summed in order, as on the CPU, by one GPU
+//! thread, into a blob read only when the loss is asked for.
 
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
-use blob_kernels::cuda::{CudaError, Gpu, Scratch, launch_config};
+use blob_kernels::cuda::{Gpu, Scratch, launch_config};
 use blob_runtime::Blob;
 
 use crate::gpu::{cuda, int, read, write};
@@ -21,6 +22,8 @@ blob_kernels::cuda_kernels! {
     pub(crate) fn softmax_loss_rows_f32(
         rows: i64, classes: i32, prob: &CudaView<'_, f32>, labels: &CudaView<'_, f32>, losses: &mut CudaViewMut<'_, f32>
     );
+    /// The mean of the rows' losses, into `loss[0]`.
+    pub(crate) fn softmax_loss_mean_f32(rows: i64, losses: &CudaView<'_, f32>, loss: &mut CudaViewMut<'_, f32>);
     /// `(prob - onehot) * scale`.
     pub(crate) fn softmax_loss_backward_f32(
         total: i64, classes: i32, prob: &CudaView<'_, f32>, labels: &CudaView<'_, f32>, scale: f32,
@@ -79,19 +82,25 @@ pub(crate) fn backward(
     .map_err(|e| cuda(OP, e))
 }
 
-/// The mean loss of `prob` against `labels` (checked class indices), each
-/// item's term computed into `losses` (grown to fit).
+/// The mean loss of `prob` against `labels` (checked class indices) into
+/// `loss`'s one value, each item's term computed into `terms` (grown to
+/// fit) first. Nothing is read back: the host does not wait.
 pub(crate) fn loss(
     gpu: &Gpu,
-    losses: &mut Scratch<f32>,
+    terms: &mut Scratch<f32>,
     rows: usize,
     classes: usize,
     prob: &Blob<f32>,
     labels: &Blob<f32>,
-) -> Result<f32> {
-    let (pg, lg) = (prob.gpu_data()?, labels.gpu_data()?);
-    let mut losses = losses.grown(gpu, rows).map_err(|e| cuda(OP, e))?;
-    // SAFETY: prob holds rows * classes values, labels and losses rows.
+    loss: &Blob<f32>,
+) -> Result<()> {
+    let (pg, lg, mut out) = (
+        prob.gpu_data()?,
+        labels.gpu_data()?,
+        loss.mutable_gpu_data()?,
+    );
+    let mut terms = terms.grown(gpu, rows).map_err(|e| cuda(OP, e))?;
+    // SAFETY: prob holds rows * classes values, labels and terms rows.
     unsafe {
         softmax_loss_rows_f32(
             gpu,
@@ -100,16 +109,21 @@ pub(crate) fn loss(
             int(OP, classes)?,
             &read(&pg, rows * classes)?,
             &read(&lg, rows)?,
-            &mut losses,
+            &mut terms,
         )
     }
     .map_err(|e| cuda(OP, e))?;
-    let terms = gpu
-        .stream()
-        .clone_dtoh(&losses.as_view())
-        .map_err(|e| cuda(OP, CudaError::driver("read losses")(e)))?;
-    let sum = terms.iter().fold(0.0f32, |acc, &t| acc + t);
-    Ok(sum / rows.max(1) as f32)
+    // SAFETY: terms holds rows values, loss one.
+    unsafe {
+        softmax_loss_mean_f32(
+            gpu,
+            launch_config(1),
+            rows as i64,
+            &terms.as_view(),
+            &mut write(&mut out, 1)?,
+        )
+    }
+    .map_err(|e| cuda(OP, e))
 }
 
 /// `(prob - onehot) / rows` into the logits' diff.

@@ -131,6 +131,27 @@ where
     }
 }
 
+/// Makes `blob` a blob of `shape` on the device `like` lives on (the
+/// host, if none), keeping it where it already is.
+fn place_with<T: MathElement>(blob: &mut Blob<T>, like: &Blob<T>, shape: &[usize]) -> Result<()> {
+    let same_place = match (blob.device(), like.device()) {
+        (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    };
+    if !same_place {
+        *blob = match like.device() {
+            Some(device) => Blob::with_device(shape, device.clone())?,
+            None => Blob::new(shape)?,
+        };
+    }
+    // A default blob has no axes and no values; `shape` [] is one value.
+    if blob.shape() != shape || blob.count() != shape.iter().product::<usize>() {
+        blob.reshape(shape)?;
+    }
+    Ok(())
+}
+
 /// Each item's class index from a label blob, checked against `classes`.
 fn class_indices<T: MathElement>(
     op: &'static str,
@@ -167,9 +188,9 @@ fn class_indices<T: MathElement>(
 /// labels.mutable_cpu_data()?[0] = 1.0;
 /// blob!(pub shape Scores = 1, 2);
 /// let mut loss = SoftmaxWithLoss::<f32, Scores>::new();
-/// let l = loss.forward(&x, &labels)?;
-/// assert!((l - std::f32::consts::LN_2).abs() < 1e-6);
+/// loss.forward(&x, &labels)?;
 /// loss.backward(&x, &labels)?;
+/// assert!((loss.value()? - std::f32::consts::LN_2).abs() < 1e-6);
 /// assert_eq!(x.to_vec()?.len(), 2);
 /// assert_eq!(x.diff_to_vec()?, vec![0.5, -0.5]);
 /// # Ok::<(), blob_runtime::BlobError>(())
@@ -180,7 +201,11 @@ where
 {
     softmax: Softmax<T, S>,
     prob: Blob<T>,
-    /// Each item's loss on the GPU, before they are added on the host.
+    /// The mean loss of the last forward pass, one value (Caffe's top
+    /// blob), where the logits live: on a GPU it is read only when asked
+    /// for.
+    loss: Blob<T>,
+    /// Each item's loss on the GPU, before they are added.
     #[cfg(feature = "cuda")]
     gpu_losses: blob_kernels::cuda::Scratch<f32>,
 }
@@ -194,6 +219,7 @@ where
         Self {
             softmax: Softmax::new(),
             prob: Blob::default(),
+            loss: Blob::default(),
             #[cfg(feature = "cuda")]
             gpu_losses: blob_kernels::cuda::Scratch::new(),
         }
@@ -204,49 +230,58 @@ where
         &self.prob
     }
 
-    /// The loss of `logits` against `labels` (Caffe `Forward`).
+    /// The mean loss of the last forward pass (Caffe: the layer's top
+    /// blob, `top[0]->cpu_data()[0]`). On a GPU this is where the host
+    /// waits for the device: a training loop that reads it only now and
+    /// then runs ahead of the GPU in between.
+    ///
+    /// ```
+    /// use blob_layers::SoftmaxWithLoss;
+    /// use blob_runtime::blob;
+    /// blob!(pub shape Scores = 2, 4);
+    /// let loss = SoftmaxWithLoss::<f32, Scores>::new();
+    /// assert_eq!(loss.value()?, 0.0); // no forward pass yet
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn value(&self) -> Result<T> {
+        if self.loss.count() == 0 {
+            return Ok(T::ZERO);
+        }
+        Ok(self.loss.cpu_data()?[0])
+    }
+
+    /// The loss of `logits` against `labels`, kept for
+    /// [`value`](Self::value) (Caffe `Forward`).
     pub fn forward<U, X, L>(
         &mut self,
         logits: &TypedBlob<U, X>,
         labels: &TypedBlob<U, L>,
-    ) -> Result<T>
+    ) -> Result<()>
     where
         U: ElementOf<Softmax<T, S>>,
         X: Feeds<Softmax<T, S>>,
         L: Shape<Dims = Labels<S>>,
     {
         let (logits, labels) = (same::<U, T>(logits.as_dyn()), same::<U, T>(labels.as_dyn()));
-        // The probabilities live where the logits do.
-        let same_place = match (self.prob.device(), logits.device()) {
-            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        if !same_place {
-            self.prob = match logits.device() {
-                Some(device) => Blob::with_device(logits.shape(), device.clone())?,
-                None => Blob::new(logits.shape())?,
-            };
-        }
-        if self.prob.shape() != logits.shape() {
-            self.prob.reshape(logits.shape())?;
-        }
+        // The probabilities and the loss live where the logits do.
+        place_with(&mut self.prob, logits, logits.shape())?;
+        place_with(&mut self.loss, logits, &[])?;
         self.softmax.forward_blobs(logits, &self.prob)?;
         let classes = logits.shape()[1];
         let items = class_indices("softmax loss", labels, classes)?;
         expect_shape("softmax loss labels", labels, &[logits.shape()[0]])?;
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, &self.prob]) {
+        if let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, &self.prob, &self.loss]) {
             use crate::gpu::as_f32;
-            let loss = cuda::loss(
+            return cuda::loss(
                 &gpu,
                 &mut self.gpu_losses,
                 items.len(),
                 classes,
                 as_f32(&self.prob),
                 as_f32(labels),
-            )?;
-            return Ok(T::from_f64(f64::from(loss)));
+                as_f32(&self.loss),
+            );
         }
         let p = self.prob.cpu_data()?;
         let mut loss = T::ZERO;
@@ -255,7 +290,8 @@ where
             let v = p[i * classes + c];
             loss = loss - (if v > floor { v } else { floor }).ln();
         }
-        Ok(loss / T::from_f64(items.len().max(1) as f64))
+        self.loss.mutable_cpu_data()?[0] = loss / T::from_f64(items.len().max(1) as f64);
+        Ok(())
     }
 
     /// `(prob - onehot) / B` into the logits' diff (Caffe `Backward`).

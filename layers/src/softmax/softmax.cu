@@ -41,6 +41,15 @@ extern "C" __global__ void softmax_loss_rows_f32(long long rows, int classes, co
     }
 }
 
+// loss[0] = the mean of the rows' losses, added in order by one thread,
+// as the CPU adds them: the loss stays on the GPU until it is read.
+extern "C" __global__ void softmax_loss_mean_f32(long long rows, const float* losses, float* loss) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    float sum = 0.0f;
+    for (long long r = 0; r < rows; ++r) sum += losses[r];
+    loss[0] = sum / (float)(rows > 0 ? rows : 1);
+}
+
 // dlogits = (prob - onehot(label)) * scale.
 extern "C" __global__ void softmax_loss_backward_f32(long long total, int classes,
                                                      const float* prob, const float* labels,
