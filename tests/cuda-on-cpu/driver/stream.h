@@ -13,7 +13,13 @@ using DevPtr = unsigned long long;
 
 // Queues work on `stream` (null: the default stream); it runs when the
 // stream is synchronised, or when work on another stream waits for it.
+// With BLOBFLOW_CPU_CUDA_SKIP_WORK set, work is dropped instead.
 void enqueue(void* stream, std::function<void()> work);
+
+// Whether BLOBFLOW_CPU_CUDA_SKIP_WORK is set: every call is checked and
+// counted, no queued work runs (results are garbage), so that what is
+// left of a program's time is the host's side of it.
+bool skipping_work();
 
 // Runs `stream`'s work until `upto` items of it have run.
 void flush_to(void* stream, uint64_t upto);
