@@ -303,6 +303,10 @@ impl DeviceBackend for CudaBackend {
             return Ok(());
         }
         let mut view = dst.view_mut::<u8>(src.len())?;
+        // What the device's stream queued first (the buffer's allocation
+        // and zero fill, earlier writes) happens before the push: cudarc's
+        // event tracking is off (`Gpu::new`).
+        s.0.join(self.gpu.stream()).map_err(drv_err)?;
         s.0.memcpy_htod(src, &mut view).map_err(drv_err)
     }
 

@@ -458,7 +458,8 @@ impl SyncedMemory {
     /// Starts an asynchronous host-to-device copy on `stream` and marks the
     /// memory synced at once (Caffe `async_gpu_push`). The head must be at
     /// CPU. The caller must synchronize the stream before the device copy
-    /// is read, and must not write the host copy until then.
+    /// is read or the memory dropped, and must not write the host copy
+    /// until then.
     ///
     /// ```
     /// # #[derive(Debug)] struct S; impl blob_runtime::DeviceStream for S {

@@ -140,6 +140,17 @@ impl Gpu {
             return Err(CudaError::NoSuchDevice { ordinal, count });
         }
         let ctx = CudaContext::new(ordinal).map_err(CudaError::driver("open CUDA context"))?;
+        // cudarc would otherwise give every buffer two events and, once a
+        // second stream exists (a loader's, for async pushes), record and
+        // wait on them around every launch and copy: some six driver calls
+        // an op. Every op here runs in order on the one stream below; work
+        // on another stream is ordered by whoever queues it
+        // (`CudaBackend::upload_async` waits for this stream first, and
+        // the pusher synchronises its stream before the data is read or
+        // dropped, as Caffe's prefetching does).
+        // SAFETY: no buffer of this context exists yet; the orderings
+        // above are what cudarc's tracking would have provided.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(CudaError::blas("cublasCreate"))?;
         let rng =

@@ -94,7 +94,7 @@ thread_local uint64_t counts[int(Counter::Count_)];
 const char* const counter_names[int(Counter::Count_)] = {
     "device_alloc", "device_free", "pinned_alloc", "copy_to_device", "copy_to_host",
     "copy_on_device", "memset", "launch", "host_wait", "blas", "rand", "dnn_compute",
-    "dnn_setup", "module_load",
+    "dnn_setup", "module_load", "event_record", "event_wait",
 };
 int primary_retains = 0;                       // the primary context's count
 int live_modules = 0;
@@ -491,6 +491,7 @@ int cuStreamSynchronize(void* stream) {
 // whatever order their synchronisations come, as a GPU may run it.
 int cuStreamWaitEvent(void* stream, void* event, unsigned) {
     if (no_context("cuStreamWaitEvent")) return ERROR_INVALID_CONTEXT;
+    count(Counter::EventWait);
     Event e;
     {
         std::lock_guard<std::mutex> g(state_lock);
@@ -513,6 +514,7 @@ int cuEventDestroy_v2(void* event) {
     return SUCCESS;
 }
 int cuEventRecord(void* event, void* stream) {
+    count(Counter::EventRecord);
     std::lock_guard<std::mutex> g(state_lock);
     events[event] = Event{stream, streams[stream].queued};
     return SUCCESS;

@@ -59,6 +59,8 @@ enum class Counter : int {
     DnnCompute,    // a cuDNN convolution
     DnnSetup,      // a cuDNN descriptor set, heuristic or workspace query
     ModuleLoad,    // cuModuleLoadData: a kernel module
+    EventRecord,   // cuEventRecord
+    EventWait,     // cuStreamWaitEvent: a stream waits for another's work
     Count_,
 };
 void count(Counter c);
