@@ -124,6 +124,16 @@
 //! GPU is `typed_layers --device cuda`; `tests/cuda-on-cpu` runs its
 //! kernel on the CPU against the layer's CPU arithmetic.
 //!
+//! On a GPU a layer's work is queued and the host goes on: it waits for
+//! the device only where a value must reach it, a host read of a blob
+//! that lives there (`cpu_data`, `to_vec`, `accuracy`), or the loss
+//! (`SoftmaxWithLoss::value`, `LeNet::forward_backward`). Uploads do not
+//! wait; writing a blob's host side again waits for its last upload. A
+//! training loop that reads its loss only when it shows it, as
+//! `typed_layers` does and as Caffe's `display` interval would, never
+//! holds the GPU back between (`LeNet::backprop` is the net's step
+//! without the read).
+//!
 //! ## What the compiler refuses, and what it says
 //!
 //! Each relation between shapes is a trait of this crate, and its error
