@@ -101,6 +101,14 @@ impl Drop for State {
 /// | [`set_gpu_data`](Self::set_gpu_data) | AtGpu | AtGpu | AtGpu | AtGpu |
 /// | [`async_gpu_push`](Self::async_gpu_push) | error | async H2D, Synced | error | error |
 ///
+/// An H2D returns once the copy is queued where the backend can
+/// ([`DeviceBackend::start_upload`]; CUDA from pinned memory), not once it
+/// is done, as Caffe's does: the host goes on queueing work. Anything that
+/// would change the host bytes first waits for the copy
+/// ([`mutable_cpu_data`](Self::mutable_cpu_data), a D2H into them,
+/// [`set_cpu_data`](Self::set_cpu_data), drop), so what the device gets
+/// is what the host held at the upload.
+///
 /// ```
 /// use blob_runtime::{Head, SyncedMemory};
 /// let mem = SyncedMemory::new(10);
