@@ -236,15 +236,12 @@ impl DeviceBackend for CudaBackend {
     }
 
     fn upload(&self, src: &[u8], dst: &mut dyn DeviceBuffer) -> Result<(), DeviceError> {
-        let dst = mine_mut(dst)?;
-        if src.is_empty() {
-            return Ok(());
+        // SAFETY: `src` is borrowed for this call, which returns only once
+        // the fence says the copy has read it.
+        match unsafe { self.start_upload(src, dst) }? {
+            Some(copied) => copied.wait(),
+            None => Ok(()),
         }
-        let mut view = dst.view_mut::<u8>(src.len())?;
-        let stream = self.gpu.stream();
-        stream.memcpy_htod(src, &mut view).map_err(drv_err)?;
-        // The source is borrowed: the copy must be complete on return.
-        stream.synchronize().map_err(drv_err)
     }
 
     /// Queued on the device's stream, with an event recorded behind it:
