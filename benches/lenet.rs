@@ -130,7 +130,11 @@ fn gpu(cpu: &Rates) -> Result<(), BlobError> {
             return Ok(());
         }
     };
-    println!("device: {}", backend.gpu().name());
+    println!(
+        "device: {}  |  convolutions: {}",
+        backend.gpu().name(),
+        blobflow::layers::gpu_convolution_path()
+    );
     let device: std::sync::Arc<dyn blobflow::runtime::DeviceBackend> = backend;
     let rates = measure(|n| n.to_device(device.clone()))?;
     print("gpu", &rates, Some(("cpu", cpu)));

@@ -48,7 +48,11 @@ struct Args {
 #[cfg(feature = "cuda")]
 fn move_to_gpu(net: &mut LeNet) -> Result<(), blobflow::BlobError> {
     let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
-    println!("device: {}", gpu.gpu().name());
+    println!(
+        "device: {}  |  convolutions: {}",
+        gpu.gpu().name(),
+        blobflow::layers::gpu_convolution_path()
+    );
     net.to_device(gpu)
 }
 

@@ -75,7 +75,11 @@ enum Device {
 #[cfg(feature = "cuda")]
 fn move_to_gpu(t: &mut Trainer) -> Result<(), blobflow::BlobError> {
     let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
-    println!("device: {}", gpu.gpu().name());
+    println!(
+        "device: {}  |  convolutions: {}",
+        gpu.gpu().name(),
+        blobflow::layers::gpu_convolution_path()
+    );
     t.net.to_device(gpu)
 }
 

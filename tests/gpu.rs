@@ -699,6 +699,86 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// Convolutions go through cuDNN exactly when [`cudnn`] accepts the
+/// library, and give the same result either way. On the CPU CUDA driver,
+/// `BLOBFLOW_CPU_CUDNN_VERSION` makes its cuDNN report another version:
+/// one of another major version is refused, named, and its convolutions
+/// take im2col + cuBLAS (its driver counts no cuDNN computation).
+///
+/// [`cudnn`]: blobflow::kernels::cuda::cudnn
+fn conv_engine_follows_the_library(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::blob;
+    use blobflow::kernels::cuda::{CUDNN_MAJOR, CudnnUnavailable, CudnnVersion, cudnn};
+    use blobflow::layers::Convolution;
+    let status = cudnn();
+    let reported = std::env::var("BLOBFLOW_CPU_CUDNN_VERSION").ok();
+    if !cfg!(feature = "cudnn") {
+        ensure(
+            status == Err(CudnnUnavailable::NotBuilt),
+            format!("without the cudnn feature: {status:?}"),
+        )?;
+    } else if let Some(raw) = reported {
+        let version = CudnnVersion::from_raw(raw.parse().map_err(fail)?);
+        let want = if version.major == CUDNN_MAJOR {
+            Ok(version)
+        } else {
+            Err(CudnnUnavailable::Version(version))
+        };
+        ensure(
+            status == want,
+            format!("cuDNN reporting {raw}: {status:?}, not {want:?}"),
+        )?;
+    }
+    blob!(shape Image = _, 3, 9, 9);
+    let compare = || {
+        compare_layer(
+            "conv 3x3",
+            dev,
+            F32_TOLERANCE,
+            || Convolution::<f32, Image, 4, 3>::new().unwrap(),
+            &[2, 3, 9, 9],
+            &[2, 4, 7, 7],
+            false,
+            |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
+        )
+    };
+    let Some(counter) = driver_calls::Counter::open() else {
+        // A GPU's driver counts nothing: the results alone are checked.
+        return compare();
+    };
+    let (compared, calls) = counter.during(compare);
+    compared?;
+    let dnn = calls.get("dnn_compute").copied().unwrap_or(0);
+    ensure(
+        (dnn > 0) == status.is_ok(),
+        format!("{dnn} cuDNN computations with cuDNN judged {status:?}"),
+    )
+}
+
+/// The cuDNN functions checked before cuDNN is used are exactly those the
+/// CPU CUDA driver defines, which are the ones the GPU suite calls there:
+/// a new call into cuDNN must join the list, or a library lacking it
+/// would be accepted and cudarc would panic on the call.
+#[cfg(feature = "cudnn")]
+fn cudnn_functions_are_those_called() -> Result<(), Failed> {
+    let driver = include_str!("cuda-on-cpu/driver/cudnn.cpp");
+    let mut defined: Vec<&str> = driver
+        .lines()
+        .filter(|line| !line.starts_with(char::is_whitespace))
+        .filter_map(|line| {
+            let (name, _) = line.split_whitespace().nth(1)?.split_once('(')?;
+            let identifier = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            (identifier && name.starts_with("cudnn")).then_some(name)
+        })
+        .collect();
+    defined.sort_unstable();
+    let checked = blobflow::kernels::cuda::CUDNN_FUNCTIONS;
+    ensure(
+        defined == checked,
+        format!("the CPU driver defines {defined:?}, the check resolves {checked:?}"),
+    )
+}
+
 /// A layer whose input is on the GPU but whose weights stayed on the host
 /// is refused, the error naming both places.
 fn mixed_devices_are_refused(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
@@ -1039,6 +1119,10 @@ const CHECKS: &[(&str, Check)] = &[
         softmax_loss_and_dropout_match_cpu,
     ),
     ("layers::mixed_devices_refused", mixed_devices_are_refused),
+    (
+        "conv::engine_follows_the_library",
+        conv_engine_follows_the_library,
+    ),
     ("train::gpu_tracks_cpu", training_tracks_cpu),
     ("train::gpu_resume_is_exact", gpu_resume_is_exact),
     ("syncedmem::gpu_read", syncedmem_gpu_read),
@@ -1062,7 +1146,8 @@ fn main() {
     let backend = CudaBackend::new(0);
     // Opened once cudarc has loaded the driver: present only on the CPU's.
     let counts_calls = driver_calls::Counter::open().is_some();
-    let trials = CHECKS
+    #[allow(unused_mut)]
+    let mut trials: Vec<Trial> = CHECKS
         .iter()
         .map(|&(name, check)| match &backend {
             Ok(_) if name.starts_with("steady_state::") && !counts_calls => {
@@ -1082,6 +1167,11 @@ fn main() {
             Err(_) => Trial::test(name, || Ok(())).with_ignored_flag(true),
         })
         .collect();
+    // Needs no GPU: it reads sources.
+    #[cfg(feature = "cudnn")]
+    trials.push(Trial::test("cudnn::functions_are_those_called", || {
+        cudnn_functions_are_those_called()
+    }));
     match &backend {
         // Which device ran it: a GPU, or the CPU CUDA driver of
         // tests/cuda-on-cpu standing in for one.

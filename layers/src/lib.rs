@@ -59,6 +59,8 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 7] = [
 ];
 
 pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};
+#[cfg(feature = "cuda")]
+pub use conv::gpu_convolution_path;
 pub use conv::{ConvWeights, Convolution};
 pub use dropout::Dropout;
 pub use inner_product::InnerProduct;

@@ -18,6 +18,7 @@
 //! ```
 
 mod blas;
+mod cudnn;
 mod elementwise;
 mod error;
 mod launch;
@@ -34,6 +35,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, CudaView
 use cudarc::nvrtc::Ptx;
 
 pub use blas::GpuReal;
+pub use cudnn::{CUDNN_FUNCTIONS, CUDNN_MAJOR, CudnnUnavailable, CudnnVersion, cudnn};
 pub use elementwise::{BinaryOp, ELEMENTWISE, UnaryOp};
 pub use error::CudaError;
 pub use launch::{
@@ -70,18 +72,6 @@ pub fn nvrtc_available() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: is_culib_present only tries to dlopen the library by name.
     *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
-}
-
-/// Whether cuDNN can be loaded (feature `cudnn`).
-///
-/// ```
-/// let _ = blob_kernels::cuda::cudnn_available();
-/// ```
-#[cfg(feature = "cudnn")]
-pub fn cudnn_available() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: is_culib_present only tries to dlopen the library by name.
-    *PRESENT.get_or_init(|| unsafe { cudarc::cudnn::sys::is_culib_present() })
 }
 
 /// The cuRAND generator, reachable only through the `Mutex` in [`Gpu`].

@@ -18,7 +18,7 @@ use blob_kernels::cuda::cudarc::cudnn::{
     FilterDescriptor, TensorDescriptor,
 };
 use blob_kernels::cuda::cudarc::driver::CudaContext;
-use blob_kernels::cuda::{CudaError, Gpu, Scratch, cudnn_available, launch_config};
+use blob_kernels::cuda::{CudaError, Gpu, Scratch, cudnn, launch_config};
 use blob_kernels::sums::SumLayout;
 use blob_runtime::{BlobError, DeviceError};
 
@@ -200,9 +200,10 @@ fn descriptors(handle: &Arc<Cudnn>, g: &ConvGeometry, tf32: bool) -> Result<Desc
 }
 
 impl CudnnConv {
-    /// cuDNN on `gpu`'s stream, or `None` where the library does not load.
+    /// cuDNN on `gpu`'s stream, or `None` where no usable library loads
+    /// ([`cudnn`] says why).
     pub(crate) fn open(gpu: &Gpu) -> Result<Option<Self>> {
-        if !cudnn_available() {
+        if cudnn().is_err() {
             return Ok(None);
         }
         let handle = Cudnn::new(gpu.stream().clone()).map_err(err)?;

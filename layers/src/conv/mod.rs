@@ -19,6 +19,22 @@ pub(crate) use cpu::{ConvGeometry, ConvGradients, ConvScratch};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::CONV;
 
+/// How a [`Convolution`] convolves on a GPU in this build on this
+/// machine, in words: `"cuDNN 9.21.0"`, or `"im2col + cuBLAS"` and why
+/// cuDNN is not used (a layer with `use_cudnn` off takes im2col too).
+///
+/// ```
+/// let path = blob_layers::gpu_convolution_path();
+/// assert!(path.starts_with("cuDNN") || path.starts_with("im2col + cuBLAS ("));
+/// ```
+#[cfg(feature = "cuda")]
+pub fn gpu_convolution_path() -> String {
+    match blob_kernels::cuda::cudnn() {
+        Ok(version) => format!("cuDNN {version}"),
+        Err(why) => format!("im2col + cuBLAS ({why})"),
+    }
+}
+
 /// The weights' dims `(COUT, CIN, K, K)` for input `X`.
 pub type ConvWeights<X, const COUT: usize, const K: usize> =
     (D<COUT>, <<X as Shape>::Dims as Rank4>::A1, D<K>, D<K>);

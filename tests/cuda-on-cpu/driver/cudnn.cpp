@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -202,7 +203,12 @@ std::vector<size_t> order_of(size_t n, bool shuffled) {
 
 extern "C" {
 
-size_t cudnnGetVersion() { return 92100; }
+// cuDNN 9.21.0, unless BLOBFLOW_CPU_CUDNN_VERSION gives another number
+// (as cudnnGetVersion returns it), to show a library the build refuses.
+size_t cudnnGetVersion() {
+    const char* version = std::getenv("BLOBFLOW_CPU_CUDNN_VERSION");
+    return version != nullptr ? std::strtoull(version, nullptr, 10) : 92100;
+}
 int cudnnCreate(void** h) {
     if (no_context("cudnnCreate")) return DNN_BAD_PARAM;
     *h = new DnnHandle;
