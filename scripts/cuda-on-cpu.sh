@@ -27,6 +27,9 @@ cargo test -q --features cudnn --test gpu
 # called into (cudarc would panic on a function it lacks): the
 # convolutions take im2col + cuBLAS.
 BLOBFLOW_CPU_CUDNN_VERSION=8907 cargo test -q --features cudnn --test gpu -- conv::
+# A driver of an older CUDA than NVRTC refuses the kernels' PTX: the error
+# names the PTX's ISA, the driver's CUDA and the remedy.
+BLOBFLOW_CPU_CUDA_DRIVER_VERSION=12040 cargo test -q --features cuda --test gpu -- kernels::
 # Device memory is the driver's malloc, each allocation its exact size:
 # under memcheck a kernel launched over more elements than its buffers
 # hold fails, with the sizes the layers really launch. LeNet on 10,000

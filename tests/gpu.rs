@@ -755,6 +755,44 @@ fn conv_engine_follows_the_library(dev: &Arc<CudaBackend>) -> Result<(), Failed>
     )
 }
 
+/// A GPU whose driver is of an older CUDA than NVRTC cannot load the
+/// kernels' PTX; the error names the PTX's ISA, the driver's CUDA and the
+/// remedy. On the CPU CUDA driver, `BLOBFLOW_CPU_CUDA_DRIVER_VERSION`
+/// makes it such a driver (`12040`: CUDA 12.4, which loads PTX up to ISA
+/// 8.4); otherwise the kernels load.
+fn ptx_newer_than_the_driver_is_named(_: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::kernels::cuda::CudaError;
+    // A GPU of its own: the kernels compiled and loaded anew.
+    let gpu = Gpu::new(0).map_err(fail)?;
+    let mut y = gpu
+        .stream()
+        .alloc_zeros::<f32>(4)
+        .map_err(CudaError::driver("alloc"))
+        .map_err(fail)?;
+    let launched = gpu.set(1.0f32, &mut y.as_view_mut());
+    let old_driver = std::env::var("BLOBFLOW_CPU_CUDA_DRIVER_VERSION")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|&v| v < 13000);
+    match (old_driver, launched) {
+        (None, launched) => {
+            launched.map_err(fail)?;
+            ensure(download(&gpu, &y)? == [1.0; 4], "set wrote its value")
+        }
+        (Some(v), Err(e @ CudaError::PtxTooNew { .. })) => {
+            let driver = format!("CUDA {}.{} driver", v / 1000, v % 1000 / 10);
+            let message = e.to_string();
+            ensure(
+                message.contains(&driver) && message.contains("PTX ISA 9."),
+                format!("the error names neither the {driver} nor the PTX: {message}"),
+            )
+        }
+        (Some(v), other) => Err(fail(format!(
+            "a CUDA {v} driver loaded NVRTC 13's PTX, or failed otherwise: {other:?}"
+        ))),
+    }
+}
+
 /// The cuDNN functions checked before cuDNN is used are exactly those the
 /// CPU CUDA driver defines, which are the ones the GPU suite calls there:
 /// a new call into cuDNN must join the list, or a library lacking it
@@ -1132,6 +1170,10 @@ const CHECKS: &[(&str, Check)] = &[
     ("blob::math_on_gpu", blob_math_on_gpu),
     ("blob::copy_on_the_device", device_blobs_copy_on_the_device),
     ("math::elementwise_match_cpu", elementwise_match_cpu),
+    (
+        "kernels::ptx_newer_than_the_driver_is_named",
+        ptx_newer_than_the_driver_is_named,
+    ),
     ("blas::exact_values", blas_exact_values),
     ("math::strided_sums_match_cpu", strided_sums_match_cpu),
     ("rng::statistics", rng_statistics),

@@ -58,6 +58,21 @@ pub enum CudaError {
         /// Every difference, one per line.
         detail: String,
     },
+    /// The driver cannot load the PTX NVRTC emitted: NVRTC is of a newer
+    /// CUDA than the driver (each driver JIT-compiles PTX up to its own
+    /// CUDA version).
+    #[error(
+        "{file}: NVRTC emitted PTX ISA {ptx_isa}, which the CUDA {driver} driver cannot load: \
+         put an NVRTC of CUDA {driver} or older first on LD_LIBRARY_PATH, or update the driver"
+    )]
+    PtxTooNew {
+        /// The source file.
+        file: &'static str,
+        /// The PTX's `.version`, e.g. `"9.1"`.
+        ptx_isa: String,
+        /// The driver's CUDA version, e.g. `"13.0"`.
+        driver: String,
+    },
     /// A kernel name that no launcher of this source declares.
     #[error("{file} has no kernel {name}")]
     NoSuchKernel {

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use cudarc::cublas::CudaBlas;
 use cudarc::curand::CudaRng;
+use cudarc::driver::sys::CUresult;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, CudaViewMut};
 use cudarc::nvrtc::Ptx;
 
@@ -38,6 +39,7 @@ pub use blas::GpuReal;
 pub use cudnn::{CUDNN_FUNCTIONS, CUDNN_MAJOR, CudnnUnavailable, CudnnVersion, cudnn};
 pub use elementwise::{BinaryOp, ELEMENTWISE, UnaryOp};
 pub use error::CudaError;
+use launch::ptx_isa;
 pub use launch::{
     KernelArg, KernelSig, KernelSource, PtxEntry, PtxType, THREADS, launch_config, ptx_entries,
 };
@@ -72,6 +74,19 @@ pub fn nvrtc_available() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: is_culib_present only tries to dlopen the library by name.
     *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
+}
+
+/// The CUDA version the driver implements, e.g. `"12.4"`.
+fn driver_cuda_version() -> String {
+    let mut version = 0;
+    // SAFETY: cuDriverGetVersion writes one int and needs no context; the
+    // driver is loaded, since a context exists.
+    let status = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+    if status == CUresult::CUDA_SUCCESS {
+        format!("{}.{}", version / 1000, version % 1000 / 10)
+    } else {
+        "of unknown version".into()
+    }
 }
 
 /// The cuRAND generator, reachable only through the `Mutex` in [`Gpu`].
@@ -202,10 +217,18 @@ impl Gpu {
         let ptx = source.compile()?;
         source.check_ptx(&ptx)?;
         let entries = ptx_entries(&ptx);
+        let ptx_isa = ptx_isa(&ptx);
         let module = self
             .ctx
             .load_module(Ptx::from_src(ptx))
-            .map_err(CudaError::driver("load kernel module"))?;
+            .map_err(|e| match e.0 {
+                CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => CudaError::PtxTooNew {
+                    file: source.file,
+                    ptx_isa,
+                    driver: driver_cuda_version(),
+                },
+                _ => CudaError::driver("load kernel module")(e),
+            })?;
         let mut functions = HashMap::new();
         for entry in entries {
             let f = module

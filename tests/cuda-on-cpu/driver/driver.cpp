@@ -54,6 +54,7 @@ enum : int {
     ERROR_OUT_OF_MEMORY = 2,
     ERROR_INVALID_IMAGE = 200,
     ERROR_INVALID_CONTEXT = 201,
+    ERROR_UNSUPPORTED_PTX_VERSION = 222,
     ERROR_INVALID_HANDLE = 400,
     ERROR_NOT_FOUND = 500,
 };
@@ -387,6 +388,31 @@ bool no_context(const char* op) {
     return true;
 }
 
+namespace {
+
+// CUDA 13.0 (driver 580), unless BLOBFLOW_CPU_CUDA_DRIVER_VERSION gives
+// another (as cuDriverGetVersion reports it: 12040 is 12.4), to show PTX
+// newer than a driver loads.
+int driver_version() {
+    const char* version = std::getenv("BLOBFLOW_CPU_CUDA_DRIVER_VERSION");
+    return version != nullptr ? std::atoi(version) : 13000;
+}
+
+// Whether a driver of `driver_version` JIT-compiles the PTX: CUDA 11.x
+// reads PTX ISA 7.x, 12.x reads 8.x, 13.x reads 9.x, each up to its minor.
+bool ptx_isa_supported(const char* ptx) {
+    const char* at = std::strstr(ptx, ".version");
+    int major = 0;
+    int minor = 0;
+    if (at == nullptr || std::sscanf(at, ".version %d.%d", &major, &minor) != 2) return false;
+    int cuda = driver_version();
+    int most_major = cuda / 1000 - 4;
+    int most_minor = cuda % 1000 / 10;
+    return major < most_major || (major == most_major && minor <= most_minor);
+}
+
+}  // namespace
+
 }  // namespace cpu_cuda
 
 // ---------------------------------------------------------------- driver
@@ -394,7 +420,7 @@ bool no_context(const char* op) {
 extern "C" {
 
 int cuInit(unsigned) { return SUCCESS; }
-int cuDriverGetVersion(int* v) { *v = 13000; return SUCCESS; }
+int cuDriverGetVersion(int* v) { *v = driver_version(); return SUCCESS; }
 int cuDeviceGetCount(int* count) { *count = 1; return SUCCESS; }
 int cuDeviceGet(int* device, int ordinal) {
     if (ordinal != 0) return ERROR_INVALID_VALUE;
@@ -653,6 +679,11 @@ int cuModuleLoadData(void** module, const void* image) {
     const char* ptx = static_cast<const char*>(image);
     if (std::strstr(ptx, ".version") == nullptr) {
         return refuse(ERROR_INVALID_IMAGE, "cuModuleLoadData: the image is not PTX text");
+    }
+    if (!ptx_isa_supported(ptx)) {
+        return refuse(ERROR_UNSUPPORTED_PTX_VERSION,
+                      "cuModuleLoadData: the PTX's ISA is newer than this driver's CUDA " +
+                          std::to_string(driver_version()));
     }
     count(Counter::ModuleLoad);
     auto* m = new Module;
