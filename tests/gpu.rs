@@ -1039,7 +1039,8 @@ struct Budget {
 
 /// Holds the calls of one warm step to `budget`: no device or pinned
 /// memory allocated or freed, no kernel compiled or loaded, nothing of
-/// cuDNN set up again, no event recorded but the one behind an upload.
+/// cuDNN set up again, no event created, and none recorded but the one
+/// behind an upload.
 fn within(calls: &driver_calls::Calls, budget: &Budget, batch: usize) -> Result<(), Failed> {
     let n = |name: &str| calls.get(name).copied().unwrap_or(0);
     for kind in [
@@ -1048,6 +1049,7 @@ fn within(calls: &driver_calls::Calls, budget: &Budget, batch: usize) -> Result<
         "pinned_alloc",
         "module_load",
         "dnn_setup",
+        "event_create",
         "event_wait",
     ] {
         ensure(

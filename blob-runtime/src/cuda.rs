@@ -14,7 +14,7 @@
 
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use blob_kernels::cuda::{CudaError, Gpu};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
@@ -40,6 +40,7 @@ fn drv_err(e: cudarc::driver::DriverError) -> DeviceError {
 #[derive(Debug)]
 pub struct CudaBackend {
     gpu: Arc<Gpu>,
+    upload_events: Arc<EventPool>,
 }
 
 impl CudaBackend {
@@ -57,7 +58,10 @@ impl CudaBackend {
             op: "open CUDA device",
             source: dev_err(e),
         })?;
-        Ok(Arc::new(Self { gpu }))
+        Ok(Arc::new(Self {
+            gpu,
+            upload_events: Arc::default(),
+        }))
     }
 
     /// The GPU's math, for layers that run their own kernels.
@@ -104,13 +108,58 @@ impl DeviceStream for CudaStreamHandle {
     }
 }
 
-/// The end of a [`CudaBackend`] upload: an event recorded behind the copy.
+/// Events for the fences of uploads, kept once made: every upload would
+/// otherwise create one event and destroy it (two driver calls, each
+/// taking the driver's lock) and a warm step makes two uploads.
+#[derive(Debug, Default)]
+struct EventPool(Mutex<Vec<CudaEvent>>);
+
+impl EventPool {
+    /// More than a step's uploads can hold at once; events beyond it are
+    /// destroyed when their fence drops.
+    const KEPT: usize = 64;
+
+    /// A kept event, or a new one of `gpu`'s context.
+    fn take(&self, gpu: &Gpu) -> Result<CudaEvent, DeviceError> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        match kept {
+            Some(event) => Ok(event),
+            None => gpu.context().new_event(None).map_err(drv_err),
+        }
+    }
+
+    fn give_back(&self, event: CudaEvent) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < Self::KEPT {
+            kept.push(event);
+        }
+    }
+}
+
+/// The end of a [`CudaBackend`] upload: an event recorded behind the copy,
+/// back to the backend's pool when the fence drops. Recording an event
+/// again replaces what it waited for, so one whose copy may still run is
+/// safe to hand out once nobody holds its fence.
 #[derive(Debug)]
-struct CudaFence(CudaEvent);
+struct CudaFence {
+    event: Option<CudaEvent>,
+    pool: Arc<EventPool>,
+}
 
 impl DeviceFence for CudaFence {
     fn wait(&self) -> Result<(), DeviceError> {
-        self.0.synchronize().map_err(drv_err)
+        match &self.event {
+            Some(event) => event.synchronize().map_err(drv_err),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for CudaFence {
+    fn drop(&mut self) {
+        if let Some(event) = self.event.take() {
+            self.pool.give_back(event);
+        }
     }
 }
 
@@ -261,8 +310,12 @@ impl DeviceBackend for CudaBackend {
         let mut view = dst.view_mut::<u8>(src.len())?;
         let stream = self.gpu.stream();
         stream.memcpy_htod(src, &mut view).map_err(drv_err)?;
-        let copied = stream.record_event(None).map_err(drv_err)?;
-        Ok(Some(Box::new(CudaFence(copied))))
+        let copied = self.upload_events.take(&self.gpu)?;
+        copied.record(stream).map_err(drv_err)?;
+        Ok(Some(Box::new(CudaFence {
+            event: Some(copied),
+            pool: self.upload_events.clone(),
+        })))
     }
 
     fn zero(&self, bytes: usize, x: &mut dyn DeviceBuffer) -> Result<(), DeviceError> {

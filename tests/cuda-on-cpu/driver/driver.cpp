@@ -95,7 +95,7 @@ thread_local uint64_t counts[int(Counter::Count_)];
 const char* const counter_names[int(Counter::Count_)] = {
     "device_alloc", "device_free", "pinned_alloc", "copy_to_device", "copy_to_host",
     "copy_on_device", "memset", "launch", "host_wait", "blas", "rand", "dnn_compute",
-    "dnn_setup", "module_load", "event_record", "event_wait",
+    "dnn_setup", "module_load", "event_create", "event_record", "event_wait",
 };
 int primary_retains = 0;                       // the primary context's count
 int live_modules = 0;
@@ -529,6 +529,7 @@ int cuStreamWaitEvent(void* stream, void* event, unsigned) {
 
 int cuEventCreate(void** event, unsigned) {
     if (no_context("cuEventCreate")) return ERROR_INVALID_CONTEXT;
+    count(Counter::EventCreate);
     std::lock_guard<std::mutex> g(state_lock);
     *event = reinterpret_cast<void*>(uintptr_t(++event_handles) << 4);
     events[*event] = Event{};

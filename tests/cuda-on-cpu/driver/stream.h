@@ -59,6 +59,7 @@ enum class Counter : int {
     DnnCompute,    // a cuDNN convolution
     DnnSetup,      // a cuDNN descriptor set, heuristic or workspace query
     ModuleLoad,    // cuModuleLoadData: a kernel module
+    EventCreate,   // cuEventCreate
     EventRecord,   // cuEventRecord
     EventWait,     // cuStreamWaitEvent: a stream waits for another's work
     Count_,
