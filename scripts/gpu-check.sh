@@ -123,6 +123,7 @@ run() {
     printf '%s\n' "${summary[@]}"
     grep -hs "test result" "$logs/suite.log" | sed 's/^/  suite: /'
     grep -hsE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
+    grep -hs "convolutions:" "$logs/lenet-bench.log" | sed 's/^/  lenet: /'
     grep -hsE "images/s" "$logs/lenet-bench.log" "$logs/torch.log" | sed 's/^/  lenet: /'
     grep -hsE "accuracy|throughput" "$logs/lenet-b64.log" "$logs/lenet-b1000.log" | sed 's/^/  lenet_mnist: /'
     python3 - "$logs/lenet-bench.log" "$logs/torch.log" <<'PY'
