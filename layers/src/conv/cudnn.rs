@@ -29,9 +29,14 @@ use crate::layer::Result;
 
 const OP: &str = "convolve with cuDNN";
 
+/// A call into cuDNN that failed names the way around a cuDNN that loads
+/// but does not work: the layer's other path.
+const CUDNN_FAILED: &str =
+    "convolve with cuDNN (a layer with use_cudnn = false takes im2col + cuBLAS)";
+
 fn err(e: CudnnError) -> BlobError {
     BlobError::Device {
-        op: OP,
+        op: CUDNN_FAILED,
         source: DeviceError::with_source("cuDNN", e),
     }
 }
