@@ -132,7 +132,9 @@
 //! training loop that reads its loss only when it shows it, as
 //! `typed_layers` does and as Caffe's `display` interval would, never
 //! holds the GPU back between (`LeNet::backprop` is the net's step
-//! without the read).
+//! without the read); one that reads it every step reads it last, once
+//! the update is queued too (`Trainer::step` does), so the device has
+//! the whole step before the host waits.
 //!
 //! ## What the compiler refuses, and what it says
 //!

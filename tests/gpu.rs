@@ -962,11 +962,13 @@ mod driver_calls {
 
     type Counts = unsafe extern "C" fn(*mut u64, usize) -> usize;
     type Name = unsafe extern "C" fn(usize) -> *const c_char;
+    type SinceWait = unsafe extern "C" fn() -> u64;
 
     /// The driver's counters, when the driver cudarc loaded is the CPU's.
     pub struct Counter {
         counts: Counts,
         name: Name,
+        since_wait: SinceWait,
         // Keeps the two functions' library loaded.
         _driver: libloading::Library,
     }
@@ -982,15 +984,19 @@ mod driver_calls {
             let driver = unsafe { libloading::Library::new("libcuda.so") }.ok()?;
             // SAFETY: the types are those of the driver's definitions
             // (tests/cuda-on-cpu/driver/driver.cpp).
-            let (counts, name) = unsafe {
+            let (counts, name, since_wait) = unsafe {
                 (
                     *driver.get::<Counts>(b"blobflow_cpu_cuda_calls").ok()?,
                     *driver.get::<Name>(b"blobflow_cpu_cuda_call_name").ok()?,
+                    *driver
+                        .get::<SinceWait>(b"blobflow_cpu_cuda_ops_since_host_wait")
+                        .ok()?,
                 )
             };
             Some(Self {
                 counts,
                 name,
+                since_wait,
                 _driver: driver,
             })
         }
@@ -1007,6 +1013,13 @@ mod driver_calls {
                     (name.to_string_lossy().into_owned(), values[i])
                 })
                 .collect()
+        }
+
+        /// The device work this thread has queued since it last waited
+        /// for the device.
+        pub fn ops_since_host_wait(&self) -> u64 {
+            // SAFETY: reads one thread-local count of the driver.
+            unsafe { (self.since_wait)() }
         }
 
         /// The calls `f` made on this thread.
@@ -1138,6 +1151,13 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         let (loss, calls) = counter.during(|| trainer.step(&data));
         ensure(loss.map_err(fail)?.is_finite(), "a finite loss")?;
         within(&calls, &train, batch)?;
+        // The one wait comes last: the device is never left idle while
+        // the host queues the rest of a step (the update included).
+        let late = counter.ops_since_host_wait();
+        ensure(
+            late == 0,
+            format!("a training step at batch {batch} queued {late} device ops after its wait"),
+        )?;
 
         let labels = &data.labels[..batch];
         let (queued, calls) = counter.during(|| {

@@ -92,6 +92,10 @@ std::map<void*, Event> events;
 // Per thread: a test counts the calls its own thread made, whatever
 // the tests beside it do.
 thread_local uint64_t counts[int(Counter::Count_)];
+// Work this thread queued since it last waited for the device: what a
+// step leaves the device to do after its last wait, while the host has
+// nothing queued behind it.
+thread_local uint64_t ops_since_host_wait = 0;
 const char* const counter_names[int(Counter::Count_)] = {
     "device_alloc", "device_free", "pinned_alloc", "copy_to_device", "copy_to_host",
     "copy_on_device", "memset", "launch", "host_wait", "blas", "rand", "dnn_compute",
@@ -300,6 +304,17 @@ bool skipping_work() {
 
 void count(Counter c) {
     ++counts[int(c)];
+    switch (c) {
+        case Counter::HostWait: ops_since_host_wait = 0; break;
+        case Counter::CopyToDevice:
+        case Counter::CopyOnDevice:
+        case Counter::Memset:
+        case Counter::Launch:
+        case Counter::Blas:
+        case Counter::Rand:
+        case Counter::DnnCompute: ++ops_since_host_wait; break;
+        default: break;
+    }
     // BLOBFLOW_CPU_CUDA_TRACE: each counted call on stderr, in order.
     static const bool trace = std::getenv("BLOBFLOW_CPU_CUDA_TRACE") != nullptr;
     if (trace) std::fprintf(stderr, "cpu CUDA driver: %s\n", counter_names[int(c)]);
@@ -750,6 +765,10 @@ size_t blobflow_cpu_cuda_calls(uint64_t* out, size_t n) {
 const char* blobflow_cpu_cuda_call_name(size_t i) {
     return i < size_t(Counter::Count_) ? counter_names[i] : nullptr;
 }
+// Device work (copies to or on the device, memsets, launches, cuBLAS,
+// cuRAND and cuDNN computations) this thread queued since its last host
+// wait.
+uint64_t blobflow_cpu_cuda_ops_since_host_wait() { return ops_since_host_wait; }
 
 }  // extern "C"
 
