@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use blobflow::BlobError;
-use blobflow::layers::lenet::{LR_MULTS, LeNet};
+use blobflow::layers::lenet::{LeNet, PARAM_SPECS};
 use blobflow::layers::solver::SgdSolver;
 
 const BATCHES: [usize; 2] = [64, 1000];
@@ -81,7 +81,7 @@ fn measure(prepare: impl Fn(&mut LeNet) -> Result<(), BlobError>) -> Result<Rate
             // The loss is not read: PyTorch's peer step does not read
             // its loss either; `finish` waits for the work at the end.
             n.backprop(&labels)?;
-            solver.step(&n.params(), &LR_MULTS)
+            solver.step(&n.params(), &PARAM_SPECS)
         };
         rates.train[i] = rate(batch, train, finish)?;
     }

@@ -148,7 +148,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         losses.push((t.solver.iter, loss));
         bar.set_message(format!(
             "loss {loss:.4}  lr {:.6}",
-            t.solver.learning_rate()
+            t.solver.learning_rate()?
         ));
         bar.inc(1);
         let periodic = args.snapshot != 0 && t.solver.iter.is_multiple_of(args.snapshot);

@@ -1,7 +1,7 @@
 //! A net of typed layers with one written by the user: InnerProduct, a
 //! learnable per-channel scale (the user's layer, `ChannelScale`), ReLU,
-//! InnerProduct and SoftmaxWithLoss, trained with SGD on a small synthetic
-//! problem (three Gaussian clusters in 16 dimensions).
+//! InnerProduct and SoftmaxWithLoss, trained with Caffe's SGD solver on a
+//! small synthetic problem (three Gaussian clusters in 16 dimensions).
 //!
 //! Run: `cargo run --release --example typed_layers`; on a GPU,
 //! `cargo run --release --features cuda --example typed_layers -- --device cuda`;
@@ -24,6 +24,7 @@
 use std::sync::Arc;
 
 use blobflow::kernels::cpu;
+use blobflow::layers::solver::{LrPolicy, ParamSpec, SgdSolver};
 use blobflow::layers::{InnerProduct, Labels, Layer, ReLU, SoftmaxWithLoss, accuracy};
 use blobflow::prelude::*;
 use blobflow::runtime::DeviceBackend;
@@ -440,7 +441,10 @@ fn train(args: Args) -> Result<(), BlobError> {
     );
     let logits = placed(TypedBlob::<f32, Logits>::with_dynamic(batch)?, device)?;
 
-    let lr = 0.2;
+    // Caffe's SGD at a fixed rate; every parameter, the user's layer's
+    // too, at Caffe's default multipliers.
+    let mut solver = SgdSolver::new(0.2, LrPolicy::Fixed);
+    let specs = vec![ParamSpec::default(); net.params().len()];
     for step in 0..200 {
         let (x, labels) = synthetic_batch(batch, step)?;
         let (x, labels) = (placed(x, device)?, placed(labels, device)?);
@@ -457,11 +461,7 @@ fn train(args: Args) -> Result<(), BlobError> {
         net.relu.backward(&scaled, &scaled, true)?;
         net.scale.backward(&h, &scaled, true)?;
         net.ip1.backward(&x, &h, false)?;
-        // SGD: diff *= lr, then Caffe's Update (data -= diff).
-        for p in net.params() {
-            p.scale_diff(lr)?;
-            p.update()?;
-        }
+        solver.step(&net.params(), &specs)?;
         // Read only when shown: on a GPU the steps between run without
         // the host waiting for the device.
         if step % 40 == 0 || step == 199 {

@@ -952,6 +952,79 @@ fn gpu_resume_is_exact(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     )
 }
 
+/// The solver's options on GPU parameters against the same on the CPU:
+/// a `multistep` rate, momentum, L1 decay with a `decay_mult` of 0 on
+/// one parameter, and clipping (whose norm is summed on the GPU). Each
+/// step runs where the parameters live, and both sides stay within
+/// 1e-6 relative over five steps.
+fn solver_options_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::layers::solver::{LrPolicy, ParamSpec, Regularization, SgdSolver};
+    let solver = || {
+        SgdSolver::new(
+            0.1,
+            LrPolicy::MultiStep {
+                gamma: 0.5,
+                stepvalues: vec![1, 3],
+            },
+        )
+        .with_momentum(0.9)
+        .with_weight_decay(0.05)
+        .with_regularization(Regularization::L1)
+        .with_clip_gradients(2.0)
+    };
+    let specs = [
+        ParamSpec::default(),
+        ParamSpec {
+            lr_mult: 2.0,
+            decay_mult: 0.0,
+        },
+    ];
+    let shapes: [&[usize]; 2] = [&[20, 30], &[20]];
+    let mut sides = Vec::new();
+    for device in [None, Some(dev.clone())] {
+        let mut params = Vec::new();
+        for (i, shape) in shapes.iter().enumerate() {
+            let p = match &device {
+                Some(d) => Blob::<f32>::with_device(shape, d.clone()),
+                None => Blob::<f32>::new(shape),
+            }
+            .map_err(fail)?;
+            cpu::set_seed(7 + i as u64);
+            cpu::uniform(-1.0, 1.0, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+            params.push(p);
+        }
+        sides.push((solver(), params));
+    }
+    for step in 0..5u64 {
+        for (solver, params) in &mut sides {
+            for (i, p) in params.iter().enumerate() {
+                cpu::set_seed(100 + 10 * step + i as u64);
+                // Large enough that clipping scales them down.
+                cpu::uniform(-1.0, 1.0, &mut p.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
+            }
+            let refs: Vec<&Blob<f32>> = params.iter().collect();
+            solver.step(&refs, &specs).map_err(fail)?;
+        }
+        let (cpu_side, gpu_side) = (&sides[0].1, &sides[1].1);
+        for (i, (c, g)) in cpu_side.iter().zip(gpu_side).enumerate() {
+            ensure(
+                g.data_head() == Head::AtGpu,
+                format!("step {step}: parameter {i} was not stepped on the GPU"),
+            )?;
+            let (want, got) = (c.to_vec().map_err(fail)?, g.to_vec().map_err(fail)?);
+            let rel = max_rel(&got, &want);
+            ensure(
+                rel <= 1e-6,
+                format!("step {step}: parameter {i} is {rel:e} from the CPU's"),
+            )?;
+        }
+    }
+    ensure(
+        sides[1].0.current_step == 2,
+        format!("current_step {} after 5 steps", sides[1].0.current_step),
+    )
+}
+
 /// The calls a thread made through blobflow's CPU CUDA driver
 /// (`tests/cuda-on-cpu`), which counts what a GPU makes costly: device
 /// allocations, waits of the host for the device, launches, copies,
@@ -1104,7 +1177,7 @@ fn within(calls: &driver_calls::Calls, budget: &Budget, batch: usize) -> Result<
 /// ops and wait for the device only where a result must reach the host;
 /// a step whose loss is not read does not wait at all.
 fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::layers::lenet::{LR_MULTS, LeNet};
+    use blobflow::layers::lenet::{LeNet, PARAM_SPECS};
     use blobflow_mnist::Trainer;
     let counter =
         driver_calls::Counter::open().ok_or_else(|| fail("the driver keeps no call counts"))?;
@@ -1162,7 +1235,7 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         let labels = &data.labels[..batch];
         let (queued, calls) = counter.during(|| {
             trainer.net.backprop(labels)?;
-            trainer.solver.step(&trainer.net.params(), &LR_MULTS)
+            trainer.solver.step(&trainer.net.params(), &PARAM_SPECS)
         });
         queued.map_err(fail)?;
         within(&calls, &unread, batch)?;
@@ -1185,6 +1258,7 @@ const CHECKS: &[(&str, Check)] = &[
     ),
     ("train::gpu_tracks_cpu", training_tracks_cpu),
     ("train::gpu_resume_is_exact", gpu_resume_is_exact),
+    ("train::solver_options_match_cpu", solver_options_match_cpu),
     ("syncedmem::gpu_read", syncedmem_gpu_read),
     ("syncedmem::gpu_write", syncedmem_gpu_write),
     ("syncedmem::async_push_on_a_stream", async_push_on_a_stream),

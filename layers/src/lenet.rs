@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::filler;
+use crate::solver::ParamSpec;
 use crate::{
     Convolution, InnerProduct, Layer, PoolMethod, Pooling, ReLU, Softmax, SoftmaxWithLoss,
 };
@@ -112,8 +113,27 @@ pub(crate) fn first_max_classes(scores: &[f32], classes: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Caffe's learning-rate multipliers for LeNet: 1 for weights, 2 for biases.
-pub const LR_MULTS: [f32; 8] = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0];
+/// LeNet's `param` specs, in [`LeNet::params`] order, as Caffe's
+/// `lenet_train_test.prototxt` gives them: `lr_mult` 1 for weights and 2
+/// for biases, `decay_mult` 1 (Caffe's default) for both.
+///
+/// ```
+/// use blob_layers::lenet::PARAM_SPECS;
+/// assert_eq!((PARAM_SPECS[1].lr_mult, PARAM_SPECS[1].decay_mult), (2.0, 1.0));
+/// ```
+pub const PARAM_SPECS: [ParamSpec; 8] = {
+    let weights = ParamSpec {
+        lr_mult: 1.0,
+        decay_mult: 1.0,
+    };
+    let biases = ParamSpec {
+        lr_mult: 2.0,
+        decay_mult: 1.0,
+    };
+    [
+        weights, biases, weights, biases, weights, biases, weights, biases,
+    ]
+};
 
 impl LeNet {
     /// LeNet with zero weights for batches of `batch` images.

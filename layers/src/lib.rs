@@ -9,7 +9,8 @@
 //!   [`Softmax`]; [`SoftmaxWithLoss`] and [`accuracy`] on labels.
 //! - [`shapes`]: the output shapes, as type-level functions of the input.
 //! - [`filler`] (xavier, constant); [`solver`] (SGD with Caffe's
-//!   arithmetic and `.solverstate` snapshots); [`lenet`] (the net).
+//!   arithmetic, its learning-rate policies and `.solverstate`
+//!   snapshots); [`lenet`] (the net).
 //!
 //! Depend on `blobflow` (which re-exports this crate as `blobflow::layers`)
 //! unless you want the layers without the facade.
@@ -20,7 +21,7 @@
 //! net.init_fillers()?;
 //! let mut solver = blob_layers::solver::SgdSolver::lenet();
 //! let loss = net.forward_backward(&[0, 1, 2, 3])?;
-//! solver.step(&net.params(), &blob_layers::lenet::LR_MULTS)?;
+//! solver.step(&net.params(), &blob_layers::lenet::PARAM_SPECS)?;
 //! assert!(loss > 0.0);
 //! # Ok::<(), blob_runtime::BlobError>(())
 //! ```

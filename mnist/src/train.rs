@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use blob_layers::lenet::{LR_MULTS, LeNet};
+use blob_layers::lenet::{LeNet, PARAM_SPECS};
 use blob_layers::solver::SgdSolver;
 use blob_runtime::{BlobError, CaffeModel};
 
@@ -169,7 +169,7 @@ impl Trainer {
             .mutable_cpu_data()?
             .copy_from_slice(&self.images);
         self.net.backprop(&self.labels)?;
-        self.solver.step(&self.net.params(), &LR_MULTS)?;
+        self.solver.step(&self.net.params(), &PARAM_SPECS)?;
         // Read once the update is queued too: on a GPU the host has
         // queued the whole step before its one wait, so the device does
         // not idle while the host queues the update. The loss blob is

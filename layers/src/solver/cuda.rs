@@ -14,7 +14,7 @@ blob_kernels::cuda_kernels! {
     pub(crate) static SOLVER = "solver.cu";
     /// Weight decay, momentum and update of one parameter.
     pub(crate) fn sgd_step_f32(
-        n: i64, decay: f32, rate: f32, momentum: f32,
+        n: i64, decay: f32, l1: i32, rate: f32, momentum: f32,
         data: &mut CudaViewMut<'_, f32>, diff: &mut CudaViewMut<'_, f32>,
         history: &mut CudaViewMut<'_, f32>
     );
@@ -22,10 +22,12 @@ blob_kernels::cuda_kernels! {
 
 const OP: &str = "solver step on the GPU";
 
-/// The step's hyper-parameters for one parameter: weight decay, its
-/// learning rate (with its multiplier), momentum.
+/// The step's hyper-parameters for one parameter: weight decay (with its
+/// multiplier) and whether it is L1, the learning rate (with its
+/// multiplier), momentum.
 pub(crate) struct SgdRates {
     pub decay: f32,
+    pub l1: bool,
     pub rate: f32,
     pub momentum: f32,
 }
@@ -44,6 +46,7 @@ pub(crate) fn step(gpu: &Gpu, rates: &SgdRates, p: &Blob<f32>, history: &Blob<f3
             launch_config(n),
             n as i64,
             rates.decay,
+            i32::from(rates.l1),
             rates.rate,
             rates.momentum,
             &mut write(&mut data, n)?,

@@ -1,27 +1,79 @@
-//! Caffe's SGD solver arithmetic (`SGDSolver::ApplyUpdate`), with momentum
-//! history that snapshots to and restores from a `.solverstate`.
+//! Caffe's SGD solver (`SGDSolver`): its learning-rate policies, per-
+//! parameter multipliers, weight decay (L2 or L1), gradient clipping and
+//! momentum, with a history that snapshots to and restores from a
+//! `.solverstate`.
 
 #[cfg(feature = "cuda")]
 mod cuda;
+mod policy;
 
 use blob_kernels::cpu;
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SOLVER;
+pub use policy::LrPolicy;
 
 use blob_proto::SolverState;
 use blob_runtime::{Blob, BlobError};
 
-/// SGD with momentum, L2 weight decay and the `inv` learning-rate policy,
-/// computed as Caffe computes it.
+/// What a net says of one learnable parameter (the part of Caffe's
+/// `ParamSpec` a solver reads): its multipliers of the learning rate and
+/// of the weight decay. Caffe's default is 1 for both.
 ///
 /// ```
-/// use blob_layers::solver::SgdSolver;
+/// use blob_layers::solver::ParamSpec;
+/// // A bias as Caffe's CIFAR-10 nets declare it: twice the rate, no decay.
+/// let bias = ParamSpec { lr_mult: 2.0, decay_mult: 0.0 };
+/// assert_eq!(ParamSpec::default(), ParamSpec { lr_mult: 1.0, decay_mult: 1.0 });
+/// # let _ = bias;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ParamSpec {
+    /// `lr_mult`: this parameter's learning rate is the solver's times it.
+    pub lr_mult: f32,
+    /// `decay_mult`: this parameter's weight decay is the solver's times it.
+    pub decay_mult: f32,
+}
+
+impl Default for ParamSpec {
+    fn default() -> Self {
+        Self {
+            lr_mult: 1.0,
+            decay_mult: 1.0,
+        }
+    }
+}
+
+/// Caffe's `regularization_type`: what the weight decay adds to a
+/// parameter's gradient.
+///
+/// ```
+/// assert_eq!(blob_layers::solver::Regularization::default(), blob_layers::solver::Regularization::L2);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Regularization {
+    /// `"L2"`: `diff += decay * data`.
+    #[default]
+    L2,
+    /// `"L1"`: `diff += decay * sign(data)`.
+    L1,
+}
+
+/// SGD with momentum (Caffe's `SGDSolver`), computed as Caffe computes
+/// it: the learning rate of [`LrPolicy`], scaled per parameter by
+/// [`ParamSpec`]; weight decay; gradient clipping; momentum; then
+/// `Update`. The parameters are stepped where they live, CPU or GPU.
+///
+/// ```
+/// use blob_layers::solver::{LrPolicy, ParamSpec, SgdSolver};
 /// use blob_runtime::Blob;
 /// let w = Blob::<f32>::new(&[2])?;
 /// w.mutable_cpu_data()?.fill(1.0);
 /// w.mutable_cpu_diff()?.fill(0.5);
-/// let mut solver = SgdSolver::lenet();
-/// solver.step(&[&w], &[1.0])?;
+/// // Caffe's cifar10_quick_solver: base_lr 0.001, fixed, momentum 0.9, weight_decay 0.004.
+/// let mut solver = SgdSolver::new(0.001, LrPolicy::Fixed)
+///     .with_momentum(0.9)
+///     .with_weight_decay(0.004);
+/// solver.step(&[&w], &[ParamSpec::default()])?;
 /// assert_eq!(solver.iter, 1);
 /// assert!(w.data_at(&[0]) < 1.0);
 /// # Ok::<(), blob_runtime::BlobError>(())
@@ -30,48 +82,162 @@ use blob_runtime::{Blob, BlobError};
 pub struct SgdSolver {
     /// `base_lr`.
     pub base_lr: f32,
+    /// `lr_policy` with the fields it reads.
+    pub lr_policy: LrPolicy,
     /// `momentum`.
     pub momentum: f32,
-    /// `weight_decay` (L2).
+    /// `weight_decay`.
     pub weight_decay: f32,
-    /// `gamma` of the `inv` policy.
-    pub gamma: f32,
-    /// `power` of the `inv` policy.
-    pub power: f32,
+    /// `regularization_type`.
+    pub regularization: Regularization,
+    /// `clip_gradients`: when the L2 norm of all the parameters' diffs
+    /// exceeds it, they are scaled down to it. `None` (Caffe's -1) clips
+    /// nothing.
+    pub clip_gradients: Option<f32>,
     /// Iterations done.
     pub iter: usize,
+    /// Caffe's `current_step_`: how many steps of the `step` or
+    /// `multistep` policy the rate has taken.
+    pub current_step: usize,
     history: Vec<Blob<f32>>,
 }
 
+const OP: &str = "solver step";
+
+fn invalid(detail: String) -> BlobError {
+    BlobError::InvalidParameter { op: OP, detail }
+}
+
+fn check_finite(what: &str, value: f32) -> Result<(), BlobError> {
+    if value.is_finite() {
+        return Ok(());
+    }
+    Err(invalid(format!("{what} must be finite, got {value}")))
+}
+
 impl SgdSolver {
+    /// Caffe's SGD solver with its defaults beside `base_lr` and
+    /// `lr_policy`: no momentum, no weight decay (L2 when set), no
+    /// clipping.
+    ///
+    /// ```
+    /// use blob_layers::solver::{LrPolicy, SgdSolver};
+    /// let s = SgdSolver::new(0.1, LrPolicy::Fixed);
+    /// assert_eq!((s.momentum, s.weight_decay, s.clip_gradients), (0.0, 0.0, None));
+    /// ```
+    pub fn new(base_lr: f32, lr_policy: LrPolicy) -> Self {
+        Self {
+            base_lr,
+            lr_policy,
+            momentum: 0.0,
+            weight_decay: 0.0,
+            regularization: Regularization::L2,
+            clip_gradients: None,
+            iter: 0,
+            current_step: 0,
+            history: Vec::new(),
+        }
+    }
+
     /// Caffe's `examples/mnist/lenet_solver.prototxt`: base_lr 0.01,
     /// momentum 0.9, weight_decay 5e-4, lr_policy inv, gamma 1e-4, power
     /// 0.75.
     ///
     /// ```
-    /// assert_eq!(blob_layers::solver::SgdSolver::lenet().learning_rate(), 0.01);
+    /// assert_eq!(blob_layers::solver::SgdSolver::lenet().learning_rate()?, 0.01);
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn lenet() -> Self {
-        Self {
-            base_lr: 0.01,
-            momentum: 0.9,
-            weight_decay: 0.0005,
-            gamma: 0.0001,
-            power: 0.75,
-            iter: 0,
-            history: Vec::new(),
-        }
+        Self::new(
+            0.01,
+            LrPolicy::Inv {
+                gamma: 0.0001,
+                power: 0.75,
+            },
+        )
+        .with_momentum(0.9)
+        .with_weight_decay(0.0005)
     }
 
-    /// Caffe's `inv` policy: `base_lr * (1 + gamma * iter)^(-power)`.
+    /// Sets `momentum`.
+    ///
+    /// ```
+    /// # use blob_layers::solver::{LrPolicy, SgdSolver};
+    /// assert_eq!(SgdSolver::new(0.1, LrPolicy::Fixed).with_momentum(0.9).momentum, 0.9);
+    /// ```
+    pub fn with_momentum(mut self, momentum: f32) -> Self {
+        self.momentum = momentum;
+        self
+    }
+
+    /// Sets `weight_decay`.
+    ///
+    /// ```
+    /// # use blob_layers::solver::{LrPolicy, SgdSolver};
+    /// assert_eq!(SgdSolver::new(0.1, LrPolicy::Fixed).with_weight_decay(5e-4).weight_decay, 5e-4);
+    /// ```
+    pub fn with_weight_decay(mut self, weight_decay: f32) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+
+    /// Sets `regularization_type`.
+    ///
+    /// ```
+    /// # use blob_layers::solver::{LrPolicy, Regularization, SgdSolver};
+    /// let s = SgdSolver::new(0.1, LrPolicy::Fixed).with_regularization(Regularization::L1);
+    /// assert_eq!(s.regularization, Regularization::L1);
+    /// ```
+    pub fn with_regularization(mut self, regularization: Regularization) -> Self {
+        self.regularization = regularization;
+        self
+    }
+
+    /// Sets `clip_gradients`.
+    ///
+    /// ```
+    /// # use blob_layers::solver::{LrPolicy, SgdSolver};
+    /// assert_eq!(SgdSolver::new(0.1, LrPolicy::Fixed).with_clip_gradients(10.0).clip_gradients, Some(10.0));
+    /// ```
+    pub fn with_clip_gradients(mut self, clip_gradients: f32) -> Self {
+        self.clip_gradients = Some(clip_gradients);
+        self
+    }
+
+    /// The learning rate the next step takes (Caffe
+    /// `SGDSolver::GetLearningRate`), before each parameter's `lr_mult`.
+    /// An `lr_policy` Caffe's checks refuse is an error naming the field.
     ///
     /// ```
     /// let mut s = blob_layers::solver::SgdSolver::lenet();
     /// s.iter = 10000;
-    /// assert!((s.learning_rate() - 0.01 * 2f32.powf(-0.75)).abs() < 1e-9);
+    /// assert!((s.learning_rate()? - 0.01 * 2f32.powf(-0.75)).abs() < 1e-9);
+    /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn learning_rate(&self) -> f32 {
-        self.base_lr * (1.0 + self.gamma * self.iter as f32).powf(-self.power)
+    pub fn learning_rate(&self) -> Result<f32, BlobError> {
+        self.lr_policy.check()?;
+        check_finite("base_lr", self.base_lr)?;
+        let step = self.lr_policy.next_step(self.iter, self.current_step);
+        Ok(self.lr_policy.rate(self.base_lr, self.iter, step))
+    }
+
+    /// Refuses hyper-parameters that would write non-finite values into
+    /// every parameter.
+    fn check(&self, specs: &[ParamSpec]) -> Result<(), BlobError> {
+        check_finite("momentum", self.momentum)?;
+        check_finite("weight_decay", self.weight_decay)?;
+        if let Some(clip) = self.clip_gradients
+            && !(clip >= 0.0 && clip.is_finite())
+        {
+            return Err(invalid(format!(
+                "clip_gradients must be finite and at least 0, got {clip}"
+            )));
+        }
+        for (i, spec) in specs.iter().enumerate() {
+            check_finite(&format!("lr_mult of parameter {i}"), spec.lr_mult)?;
+            check_finite(&format!("decay_mult of parameter {i}"), spec.decay_mult)?;
+        }
+        Ok(())
     }
 
     fn ensure_history(&mut self, params: &[&Blob<f32>]) -> Result<(), BlobError> {
@@ -94,7 +260,7 @@ impl SgdSolver {
             // restored for; another net's would be stepped out of bounds.
             if h.shape() != p.shape() {
                 return Err(BlobError::InvalidParameter {
-                    op: "solver step",
+                    op: OP,
                     detail: format!(
                         "parameter {i} is {}, but its momentum history is {}: a solver steps the parameters it began with",
                         p.shape_string(),
@@ -110,41 +276,68 @@ impl SgdSolver {
         Ok(())
     }
 
+    /// Caffe's `ClipGradients`: when the L2 norm of every parameter's diff
+    /// together exceeds `clip_gradients`, all diffs are scaled down to it.
+    fn clip(&self, params: &[&Blob<f32>]) -> Result<(), BlobError> {
+        let Some(clip) = self.clip_gradients else {
+            return Ok(());
+        };
+        let mut sumsq = 0.0f32;
+        for p in params {
+            sumsq += p.sumsq_diff()?;
+        }
+        let norm = sumsq.sqrt();
+        if norm > clip {
+            let factor = clip / norm;
+            for p in params {
+                p.scale_diff(factor)?;
+            }
+        }
+        Ok(())
+    }
+
     /// One update of every parameter from its diff (Caffe `ApplyUpdate`
-    /// then `Net::Update`): `diff += weight_decay * data`, `history =
-    /// momentum * history + rate * lr_mult * diff`, `data -= history`.
+    /// then `Net::Update`): the rate of [`Self::learning_rate`]; the
+    /// diffs clipped; then for each parameter, with `decay = weight_decay
+    /// * decay_mult` and `rate * lr_mult`, `diff += decay * data` (L2; L1
+    /// adds `decay * sign(data)`), `history = momentum * history + rate
+    /// * lr_mult * diff`, `diff = history`, `data -= diff`.
     ///
     /// ```
-    /// # use blob_layers::solver::SgdSolver;
+    /// # use blob_layers::solver::{ParamSpec, SgdSolver};
     /// # use blob_runtime::Blob;
     /// let w = Blob::<f32>::new(&[1])?;
     /// w.mutable_cpu_data()?;
     /// let mut s = SgdSolver::lenet();
-    /// assert!(s.step(&[&w], &[]).is_err()); // one lr_mult per parameter
-    /// s.step(&[&w], &[1.0])?;
+    /// assert!(s.step(&[&w], &[]).is_err()); // one ParamSpec per parameter
+    /// s.step(&[&w], &[ParamSpec::default()])?;
     /// // Another parameter of another shape: refused, not stepped.
     /// let other = Blob::<f32>::new(&[3])?;
-    /// let err = s.step(&[&other], &[1.0]).unwrap_err();
+    /// let err = s.step(&[&other], &[ParamSpec::default()]).unwrap_err();
     /// assert!(err.to_string().contains("parameter 0 is 3 (3), but its momentum history is 1 (1)"), "{err}");
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn step(&mut self, params: &[&Blob<f32>], lr_mults: &[f32]) -> Result<(), BlobError> {
-        if lr_mults.len() != params.len() {
+    pub fn step(&mut self, params: &[&Blob<f32>], specs: &[ParamSpec]) -> Result<(), BlobError> {
+        if specs.len() != params.len() {
             return Err(BlobError::CountMismatch {
-                op: "solver step",
-                what: "lr_mults".into(),
-                got: lr_mults.len(),
+                op: OP,
+                what: "ParamSpecs".into(),
+                got: specs.len(),
                 want: params.len(),
             });
         }
+        self.check(specs)?;
+        let rate = self.learning_rate()?;
         self.ensure_history(params)?;
-        let rate = self.learning_rate();
-        for ((p, h), &mult) in params.iter().zip(&self.history).zip(lr_mults) {
+        self.clip(params)?;
+        for ((p, h), spec) in params.iter().zip(&self.history).zip(specs) {
+            let decay = self.weight_decay * spec.decay_mult;
             #[cfg(feature = "cuda")]
             if let Some(gpu) = crate::gpu::gpu_of_all(&[*p, h]) {
                 let rates = cuda::SgdRates {
-                    decay: self.weight_decay,
-                    rate: rate * mult,
+                    decay,
+                    l1: self.regularization == Regularization::L1,
+                    rate: rate * spec.lr_mult,
                     momentum: self.momentum,
                 };
                 cuda::step(&gpu, &rates, p, h)?;
@@ -153,41 +346,62 @@ impl SgdSolver {
             {
                 let data = p.cpu_data()?;
                 let mut diff = p.mutable_cpu_diff()?;
-                cpu::axpy(self.weight_decay, &data, &mut diff);
+                // Caffe regularizes only where the decay is not 0.
+                if decay != 0.0 {
+                    match self.regularization {
+                        Regularization::L2 => cpu::axpy(decay, &data, &mut diff),
+                        Regularization::L1 => {
+                            let mut sign = vec![0.0; data.len()];
+                            cpu::sign(&data, &mut sign);
+                            cpu::axpy(decay, &sign, &mut diff);
+                        }
+                    }
+                }
                 let mut hist = h.mutable_cpu_data()?;
-                cpu::axpby(rate * mult, &diff, self.momentum, &mut hist);
+                cpu::axpby(rate * spec.lr_mult, &diff, self.momentum, &mut hist);
                 cpu::copy(&hist, &mut diff);
             }
             p.update()?;
         }
+        self.current_step = self.lr_policy.next_step(self.iter, self.current_step);
         self.iter += 1;
         Ok(())
     }
 
     /// The `.solverstate` of this solver (Caffe
-    /// `SnapshotSolverStateToBinaryProto`).
+    /// `SnapshotSolverStateToBinaryProto`): iteration, `current_step` and
+    /// momentum history.
     ///
     /// ```
     /// let s = blob_layers::solver::SgdSolver::lenet();
     /// let st = s.state("lenet_iter_0.caffemodel")?;
-    /// assert_eq!(st.iter, Some(0));
+    /// assert_eq!((st.iter, st.current_step), (Some(0), Some(0)));
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn state(&self, learned_net: &str) -> Result<SolverState, BlobError> {
+        let int = |what: &str, value: usize| {
+            i32::try_from(value).map_err(|_| {
+                invalid(format!(
+                    "{what} {value} does not fit the .solverstate's int32 field"
+                ))
+            })
+        };
         Ok(SolverState {
-            iter: Some(self.iter as i32),
+            iter: Some(int("iter", self.iter)?),
             learned_net: Some(learned_net.to_string()),
             history: self
                 .history
                 .iter()
                 .map(|h| h.to_proto(false))
                 .collect::<Result<_, _>>()?,
-            current_step: Some(0),
+            current_step: Some(int("current_step", self.current_step)?),
         })
     }
 
     /// Continues from a `.solverstate` (Caffe `RestoreSolverStateFromBinaryProto`):
-    /// iteration and momentum history, checked against the parameters.
+    /// iteration, `current_step` and momentum history, checked against
+    /// the parameters. The hyper-parameters are the solver's own, as in
+    /// Caffe, where they come from the solver prototxt.
     ///
     /// ```
     /// # use blob_layers::solver::SgdSolver;
@@ -207,6 +421,14 @@ impl SgdSolver {
                 want: params.len(),
             });
         }
+        let count = |what: &str, value: Option<i32>| {
+            usize::try_from(value.unwrap_or(0)).map_err(|_| BlobError::InvalidParameter {
+                op: "restore solver state",
+                detail: format!("{what} is {}, below 0", value.unwrap_or(0)),
+            })
+        };
+        let iter = count("iter", state.iter)?;
+        let current_step = count("current_step", state.current_step)?;
         let mut history = Vec::with_capacity(params.len());
         for (proto, p) in state.history.iter().zip(params) {
             let mut h = Blob::new(p.shape())?;
@@ -214,7 +436,8 @@ impl SgdSolver {
             history.push(h);
         }
         self.history = history;
-        self.iter = state.iter.unwrap_or(0).max(0) as usize;
+        self.iter = iter;
+        self.current_step = current_step;
         Ok(())
     }
 }

@@ -1,0 +1,324 @@
+//! The SGD solver against Caffe's `SGDSolver`: each `lr_policy`'s rate by
+//! Caffe's formula in Caffe's types, `multistep`'s one-step-at-a-time
+//! `current_step` and its trip through a `.solverstate`, `decay_mult`, L1
+//! decay, gradient clipping, and the refusals of what Caffe's checks
+//! refuse, made before anything is stepped.
+
+use blob_layers::solver::{LrPolicy, ParamSpec, Regularization, SgdSolver};
+use blob_runtime::Blob;
+
+/// A parameter with `data` and `diff`.
+fn param(data: &[f32], diff: &[f32]) -> Blob<f32> {
+    let p = Blob::from_vec(&[data.len()], data.to_vec()).unwrap();
+    p.mutable_cpu_diff().unwrap().copy_from_slice(diff);
+    p
+}
+
+/// The rates `solver` takes over `iters` steps of a parameter with no
+/// gradient.
+fn rates(solver: &mut SgdSolver, iters: usize) -> Vec<f32> {
+    let p = param(&[0.0], &[0.0]);
+    (0..iters)
+        .map(|_| {
+            let rate = solver.learning_rate().unwrap();
+            solver.step(&[&p], &[ParamSpec::default()]).unwrap();
+            rate
+        })
+        .collect()
+}
+
+/// Caffe's `pow(float, int)`: through `double`.
+fn base_times_pow(base: f32, gamma: f32, n: usize) -> f32 {
+    (base as f64 * (gamma as f64).powf(n as f64)) as f32
+}
+
+/// Caffe's rate of an iteration, written out.
+type CaffeRate = Box<dyn Fn(usize) -> f32>;
+
+#[test]
+fn each_policy_gives_caffes_rate() {
+    let base = 0.01f32;
+    let cases: Vec<(LrPolicy, CaffeRate)> = vec![
+        (LrPolicy::Fixed, Box::new(move |_| base)),
+        (
+            LrPolicy::Step {
+                gamma: 0.1,
+                stepsize: 100,
+            },
+            Box::new(move |i| base_times_pow(base, 0.1, i / 100)),
+        ),
+        (
+            LrPolicy::Exp { gamma: 0.999 },
+            Box::new(move |i| base_times_pow(base, 0.999, i)),
+        ),
+        (
+            LrPolicy::Inv {
+                gamma: 1e-4,
+                power: 0.75,
+            },
+            Box::new(move |i| base * (1.0 + 1e-4 * i as f32).powf(-0.75)),
+        ),
+        (
+            LrPolicy::Poly {
+                power: 2.0,
+                max_iter: 1000,
+            },
+            Box::new(move |i| base * (1.0 - i as f32 / 1000.0).powf(2.0)),
+        ),
+        (
+            LrPolicy::Sigmoid {
+                gamma: 0.05,
+                stepsize: 500,
+            },
+            Box::new(move |i| base * (1.0 / (1.0 + (-0.05 * (i as f32 - 500.0)).exp()))),
+        ),
+    ];
+    for (policy, caffe) in cases {
+        let mut solver = SgdSolver::new(base, policy.clone());
+        for iter in [0, 1, 99, 100, 101, 250, 499, 500, 999] {
+            solver.iter = iter;
+            let rate = solver.learning_rate().unwrap();
+            assert_eq!(
+                rate.to_bits(),
+                caffe(iter).to_bits(),
+                "{} at iteration {iter}: {rate} against Caffe's {}",
+                policy.name(),
+                caffe(iter)
+            );
+        }
+    }
+    // The policies do move the rate: step's tenth after 100 iterations.
+    let mut step = SgdSolver::new(
+        1.0,
+        LrPolicy::Step {
+            gamma: 0.1,
+            stepsize: 100,
+        },
+    );
+    step.iter = 100;
+    assert!((step.learning_rate().unwrap() - 0.1).abs() < 1e-7);
+}
+
+#[test]
+fn multistep_moves_one_stepvalue_a_step_as_caffe_does() {
+    let policy = LrPolicy::MultiStep {
+        gamma: 0.5,
+        stepvalues: vec![2, 4, 4, 7],
+    };
+    let mut solver = SgdSolver::new(1.0, policy.clone());
+    // Iteration 4 reaches two stepvalues; Caffe moves past one per step.
+    let want = [1.0, 1.0, 0.5, 0.5, 0.25, 0.125, 0.125, 0.0625, 0.0625];
+    assert_eq!(rates(&mut solver, want.len()), want);
+    assert_eq!(solver.current_step, 4);
+
+    // Restored at iteration 6 with current_step 0 (a state from another
+    // policy, say), Caffe catches up one stepvalue per step.
+    let p = param(&[0.0], &[0.0]);
+    let state = blob_proto::SolverState {
+        iter: Some(6),
+        current_step: Some(0),
+        history: vec![p.to_proto(false).unwrap()],
+        ..Default::default()
+    };
+    let mut resumed = SgdSolver::new(1.0, policy);
+    resumed.restore(&state, &[&p]).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(resumed.learning_rate().unwrap());
+        resumed.step(&[&p], &[ParamSpec::default()]).unwrap();
+    }
+    assert_eq!(got, [0.5, 0.25, 0.125, 0.0625]);
+}
+
+#[test]
+fn current_step_goes_through_a_solverstate() {
+    let dir = std::env::temp_dir().join(format!("blobflow-solver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("multistep.solverstate");
+    let policy = LrPolicy::MultiStep {
+        gamma: 0.1,
+        stepvalues: vec![1, 3],
+    };
+    let p = param(&[1.0, 2.0], &[0.5, 0.5]);
+    let mut solver = SgdSolver::new(0.1, policy.clone()).with_momentum(0.9);
+    for _ in 0..4 {
+        p.mutable_cpu_diff().unwrap().fill(0.5);
+        solver.step(&[&p], &[ParamSpec::default()]).unwrap();
+    }
+    assert_eq!((solver.iter, solver.current_step), (4, 2));
+    blob_runtime::write_solver_state(&path, &solver.state("m.caffemodel").unwrap()).unwrap();
+    let state = blob_runtime::read_solver_state(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!((state.iter, state.current_step), (Some(4), Some(2)));
+
+    let twin = param(&p.to_vec().unwrap(), &[0.0, 0.0]);
+    let mut resumed = SgdSolver::new(0.1, policy).with_momentum(0.9);
+    resumed.restore(&state, &[&twin]).unwrap();
+    for (s, q) in [(&mut solver, &p), (&mut resumed, &twin)] {
+        q.mutable_cpu_diff().unwrap().fill(0.25);
+        s.step(&[q], &[ParamSpec::default()]).unwrap();
+    }
+    assert_eq!(resumed.current_step, solver.current_step);
+    assert_eq!(twin.to_vec().unwrap(), p.to_vec().unwrap());
+
+    // Caffe's `step` policy writes the step of the last rate it took.
+    let mut stepped = SgdSolver::new(
+        0.1,
+        LrPolicy::Step {
+            gamma: 0.5,
+            stepsize: 3,
+        },
+    );
+    rates(&mut stepped, 7);
+    assert_eq!(stepped.state("x").unwrap().current_step, Some(6 / 3));
+}
+
+#[test]
+fn decay_mult_and_l1_decay_and_clipping_follow_caffe() {
+    let (rate, decay) = (0.5f32, 0.1f32);
+    let weights = param(&[2.0, -3.0, 0.0], &[1.0, 1.0, 1.0]);
+    let bias = param(&[4.0], &[2.0]);
+    let specs = [
+        ParamSpec {
+            lr_mult: 1.0,
+            decay_mult: 2.0,
+        },
+        ParamSpec {
+            lr_mult: 2.0,
+            decay_mult: 0.0,
+        },
+    ];
+    let mut solver = SgdSolver::new(rate, LrPolicy::Fixed)
+        .with_weight_decay(decay)
+        .with_regularization(Regularization::L1);
+    solver.step(&[&weights, &bias], &specs).unwrap();
+    // L1: diff + decay * decay_mult * sign(data); no momentum.
+    let d = decay * 2.0;
+    let want = [
+        2.0 - rate * (1.0 + d),
+        -3.0 - rate * (1.0 - d),
+        0.0 - rate * 1.0,
+    ];
+    assert_eq!(weights.to_vec().unwrap(), want);
+    // decay_mult 0: the bias's gradient is not decayed; lr_mult 2.
+    assert_eq!(bias.to_vec().unwrap(), [4.0 - 2.0 * rate * 2.0]);
+
+    // Clipping: diffs (3, 0, 0) and (4) have norm 5; clipped to 1 they
+    // are scaled by 1/5 before the step.
+    let (a, b) = (param(&[0.0; 3], &[3.0, 0.0, 0.0]), param(&[0.0], &[4.0]));
+    let mut clipped = SgdSolver::new(1.0, LrPolicy::Fixed).with_clip_gradients(1.0);
+    let plain = [ParamSpec::default(); 2];
+    clipped.step(&[&a, &b], &plain).unwrap();
+    assert_eq!(a.to_vec().unwrap(), [-3.0 / 5.0, 0.0, 0.0]);
+    assert_eq!(b.to_vec().unwrap(), [-4.0 / 5.0]);
+    // A norm below the clip is left alone.
+    a.mutable_cpu_diff()
+        .unwrap()
+        .copy_from_slice(&[0.3, 0.0, 0.0]);
+    b.mutable_cpu_diff().unwrap().copy_from_slice(&[0.4]);
+    clipped.step(&[&a, &b], &plain).unwrap();
+    assert_eq!(b.to_vec().unwrap(), [-4.0 / 5.0 - 0.4]);
+}
+
+#[test]
+fn what_caffe_refuses_is_refused_before_anything_moves() {
+    let cases: Vec<(SgdSolver, &str)> = vec![
+        (
+            SgdSolver::new(
+                0.1,
+                LrPolicy::Step {
+                    gamma: -0.1,
+                    stepsize: 10,
+                },
+            ),
+            "lr_policy step needs a finite gamma of at least 0, got -0.1",
+        ),
+        (
+            SgdSolver::new(
+                0.1,
+                LrPolicy::Sigmoid {
+                    gamma: 0.1,
+                    stepsize: 0,
+                },
+            ),
+            "lr_policy sigmoid needs a stepsize of at least 1, got 0",
+        ),
+        (
+            SgdSolver::new(
+                0.1,
+                LrPolicy::Poly {
+                    power: 1.0,
+                    max_iter: 0,
+                },
+            ),
+            "lr_policy poly needs a max_iter of at least 1, got 0",
+        ),
+        (
+            SgdSolver::new(
+                0.1,
+                LrPolicy::Inv {
+                    gamma: 0.1,
+                    power: f32::NAN,
+                },
+            ),
+            "lr_policy inv needs a finite power, got NaN",
+        ),
+        (
+            SgdSolver::new(
+                0.1,
+                LrPolicy::MultiStep {
+                    gamma: 0.1,
+                    stepvalues: vec![10, 30, 20],
+                },
+            ),
+            "stepvalue 2 (20) is below stepvalue 1 (30)",
+        ),
+        (
+            SgdSolver::new(f32::INFINITY, LrPolicy::Fixed),
+            "base_lr must be finite, got inf",
+        ),
+        (
+            SgdSolver::new(0.1, LrPolicy::Fixed).with_momentum(f32::NAN),
+            "momentum must be finite, got NaN",
+        ),
+        (
+            SgdSolver::new(0.1, LrPolicy::Fixed).with_clip_gradients(-1.0),
+            "clip_gradients must be finite and at least 0, got -1",
+        ),
+    ];
+    for (mut solver, message) in cases {
+        let p = param(&[1.0, 2.0], &[0.5, 0.5]);
+        let err = solver
+            .step(&[&p], &[ParamSpec::default()])
+            .expect_err(message)
+            .to_string();
+        assert!(err.contains(message), "{err}\nshould say: {message}");
+        assert_eq!(p.to_vec().unwrap(), [1.0, 2.0], "{message}: data moved");
+        assert_eq!(
+            p.diff_to_vec().unwrap(),
+            [0.5, 0.5],
+            "{message}: diff moved"
+        );
+        assert_eq!(solver.iter, 0);
+    }
+    let mut solver = SgdSolver::new(0.1, LrPolicy::Fixed);
+    let p = param(&[1.0], &[0.5]);
+    let nan_mult = ParamSpec {
+        lr_mult: f32::NAN,
+        decay_mult: 1.0,
+    };
+    let err = solver.step(&[&p], &[nan_mult]).unwrap_err().to_string();
+    assert!(
+        err.contains("lr_mult of parameter 0 must be finite"),
+        "{err}"
+    );
+
+    // A state with a negative iteration is refused, not read as 0.
+    let state = blob_proto::SolverState {
+        iter: Some(-3),
+        history: vec![p.to_proto(false).unwrap()],
+        ..Default::default()
+    };
+    let err = solver.restore(&state, &[&p]).unwrap_err().to_string();
+    assert!(err.contains("iter is -3, below 0"), "{err}");
+}
