@@ -952,13 +952,25 @@ fn gpu_resume_is_exact(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     )
 }
 
-/// The solver's options on GPU parameters against the same on the CPU:
-/// a `multistep` rate, momentum, L1 decay with a `decay_mult` of 0 on
-/// one parameter, and clipping (whose norm is summed on the GPU). Each
-/// step runs where the parameters live, and both sides stay within
-/// 1e-6 relative over five steps.
+/// The solver's options on GPU parameters against the same on the CPU,
+/// for SGD, Nesterov and Adam: a `multistep` rate, momentum, L1 decay
+/// with a `decay_mult` of 0 on one parameter, and clipping (whose norm is
+/// summed on the GPU). Each step runs where the parameters live, and
+/// both sides stay within 1e-6 relative over five steps.
 fn solver_options_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::layers::solver::SolverType;
+    for solver_type in [SolverType::Sgd, SolverType::Nesterov, SolverType::ADAM] {
+        solver_matches_cpu(dev, solver_type)?;
+    }
+    Ok(())
+}
+
+fn solver_matches_cpu(
+    dev: &Arc<CudaBackend>,
+    solver_type: blobflow::layers::solver::SolverType,
+) -> Result<(), Failed> {
     use blobflow::layers::solver::{LrPolicy, ParamSpec, Regularization, SgdSolver};
+    let name = solver_type.name();
     let solver = || {
         SgdSolver::new(
             0.1,
@@ -967,6 +979,7 @@ fn solver_options_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
                 stepvalues: vec![1, 3],
             },
         )
+        .with_type(solver_type)
         .with_momentum(0.9)
         .with_weight_decay(0.05)
         .with_regularization(Regularization::L1)
@@ -1009,19 +1022,22 @@ fn solver_options_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         for (i, (c, g)) in cpu_side.iter().zip(gpu_side).enumerate() {
             ensure(
                 g.data_head() == Head::AtGpu,
-                format!("step {step}: parameter {i} was not stepped on the GPU"),
+                format!("{name} step {step}: parameter {i} was not stepped on the GPU"),
             )?;
             let (want, got) = (c.to_vec().map_err(fail)?, g.to_vec().map_err(fail)?);
             let rel = max_rel(&got, &want);
             ensure(
                 rel <= 1e-6,
-                format!("step {step}: parameter {i} is {rel:e} from the CPU's"),
+                format!("{name} step {step}: parameter {i} is {rel:e} from the CPU's"),
             )?;
         }
     }
     ensure(
         sides[1].0.current_step == 2,
-        format!("current_step {} after 5 steps", sides[1].0.current_step),
+        format!(
+            "{name}: current_step {} after 5 steps",
+            sides[1].0.current_step
+        ),
     )
 }
 

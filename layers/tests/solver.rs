@@ -1,10 +1,11 @@
 //! The SGD solver against Caffe's `SGDSolver`: each `lr_policy`'s rate by
 //! Caffe's formula in Caffe's types, `multistep`'s one-step-at-a-time
 //! `current_step` and its trip through a `.solverstate`, `decay_mult`, L1
-//! decay, gradient clipping, and the refusals of what Caffe's checks
-//! refuse, made before anything is stepped.
+//! decay, gradient clipping, Nesterov's and Adam's updates, and the
+//! refusals of what Caffe's checks refuse, made before anything is
+//! stepped.
 
-use blob_layers::solver::{LrPolicy, ParamSpec, Regularization, SgdSolver};
+use blob_layers::solver::{LrPolicy, ParamSpec, Regularization, SgdSolver, SolverType};
 use blob_runtime::Blob;
 
 /// A parameter with `data` and `diff`.
@@ -321,4 +322,122 @@ fn what_caffe_refuses_is_refused_before_anything_moves() {
     };
     let err = solver.restore(&state, &[&p]).unwrap_err().to_string();
     assert!(err.contains("iter is -3, below 0"), "{err}");
+}
+
+/// Three steps of `solver` on one parameter against `caffe`, Caffe's
+/// `ComputeUpdateValue` written out: it takes the step's number (from 1),
+/// the gradient and its own history, and returns the update.
+fn steps_follow(mut solver: SgdSolver, mut caffe: impl FnMut(usize, f32) -> f32) {
+    let start = [0.5f32, -1.0, 2.0];
+    let gradients = [[0.1f32, -0.2, 0.3], [-0.05, 0.4, 0.0], [0.2, 0.2, -0.1]];
+    let p = param(&start, &[0.0; 3]);
+    let mut want = start;
+    for (t, g) in gradients.iter().enumerate() {
+        p.mutable_cpu_diff().unwrap().copy_from_slice(g);
+        solver.step(&[&p], &[ParamSpec::default()]).unwrap();
+        for (w, &gi) in want.iter_mut().zip(g) {
+            *w -= caffe(t + 1, gi);
+        }
+        assert_eq!(
+            p.to_vec().unwrap(),
+            want,
+            "{} after step {}",
+            solver.solver_type.name(),
+            t + 1
+        );
+    }
+}
+
+#[test]
+fn nesterov_steps_back_then_over_as_caffe_does() {
+    let (rate, momentum) = (0.1f32, 0.9f32);
+    let mut history = [0.0f32; 3];
+    let mut at = 0;
+    let solver = SgdSolver::new(rate, LrPolicy::Fixed)
+        .with_type(SolverType::Nesterov)
+        .with_momentum(momentum);
+    steps_follow(solver, move |_, g| {
+        let i = at % 3;
+        at += 1;
+        let previous = history[i];
+        history[i] = momentum * previous + rate * g;
+        (1.0 + momentum) * history[i] - momentum * previous
+    });
+}
+
+#[test]
+fn adam_corrects_its_moments_as_caffe_does() {
+    let (rate, beta1, beta2, delta) = (0.01f32, 0.9f32, 0.999f32, 1e-8f32);
+    let (mut m, mut v) = ([0.0f32; 3], [0.0f32; 3]);
+    let mut at = 0;
+    let solver = SgdSolver::new(rate, LrPolicy::Fixed)
+        .with_type(SolverType::ADAM)
+        .with_momentum(beta1);
+    steps_follow(solver, move |t, g| {
+        let i = at % 3;
+        at += 1;
+        m[i] = beta1 * m[i] + (1.0 - beta1) * g;
+        v[i] = beta2 * v[i] + (1.0 - beta2) * (g * g);
+        // Caffe: sqrt(1 - pow(beta2, t)) / (1 - pow(beta1, t)) in double.
+        let (b1, b2) = (beta1 as f64, beta2 as f64);
+        let correction = ((1.0 - b2.powi(t as i32)).sqrt() / (1.0 - b1.powi(t as i32))) as f32;
+        (rate * correction) * (m[i] / (v[i].powf(0.5) + delta))
+    });
+}
+
+#[test]
+fn adams_two_moments_go_through_a_solverstate() {
+    let adam = || {
+        SgdSolver::new(0.01, LrPolicy::Fixed)
+            .with_type(SolverType::ADAM)
+            .with_momentum(0.9)
+    };
+    let p = param(&[1.0, -2.0], &[0.0; 2]);
+    let mut solver = adam();
+    for g in [[0.3, -0.1], [0.2, 0.5]] {
+        p.mutable_cpu_diff().unwrap().copy_from_slice(&g);
+        solver.step(&[&p], &[ParamSpec::default()]).unwrap();
+    }
+    let state = solver.state("adam.caffemodel").unwrap();
+    assert_eq!(state.history.len(), 2, "Adam keeps m and v per parameter");
+
+    let twin = param(&p.to_vec().unwrap(), &[0.0; 2]);
+    let mut resumed = adam();
+    resumed.restore(&state, &[&twin]).unwrap();
+    for (s, q) in [(&mut solver, &p), (&mut resumed, &twin)] {
+        q.mutable_cpu_diff().unwrap().copy_from_slice(&[-0.4, 0.1]);
+        s.step(&[q], &[ParamSpec::default()]).unwrap();
+    }
+    assert_eq!(twin.to_vec().unwrap(), p.to_vec().unwrap());
+
+    // An SGD state has one history blob per parameter: not Adam's.
+    let sgd = SgdSolver::lenet();
+    let mut sgd_state = sgd.state("x").unwrap();
+    sgd_state.history = vec![p.to_proto(false).unwrap()];
+    let err = adam().restore(&sgd_state, &[&p]).unwrap_err().to_string();
+    assert!(err.contains("2 per parameter for Adam"), "{err}");
+
+    // Adam without delta divides 0 by 0 where a gradient is 0.
+    let mut no_delta = adam().with_type(SolverType::Adam {
+        momentum2: 0.999,
+        delta: 0.0,
+    });
+    let err = no_delta
+        .step(&[&p], &[ParamSpec::default()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Adam's delta must be finite and above 0, got 0"),
+        "{err}"
+    );
+
+    // A solver steps the parameters it began with, not another net's.
+    let err = solver
+        .step(&[&p, &twin], &[ParamSpec::default(); 2])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("2 parameters need 4 history blobs for Adam, but the solver holds 2"),
+        "{err}"
+    );
 }

@@ -1,6 +1,6 @@
-//! The CUDA side of the SGD solver: one kernel per parameter and step,
-//! where cuBLAS took five calls (weight decay, the momentum's scal and
-//! axpy, the copy into the diff, the update).
+//! The CUDA side of the solver: one kernel per parameter and step, where
+//! cuBLAS took five calls (weight decay, the momentum's scal and axpy, the
+//! copy into the diff, the update).
 
 use blob_kernels::cuda::cudarc::driver::CudaViewMut;
 use blob_kernels::cuda::{Gpu, launch_config};
@@ -10,49 +10,81 @@ use crate::gpu::{cuda, write};
 use crate::layer::Result;
 
 blob_kernels::cuda_kernels! {
-    /// `solver.cu`: the SGD step, `f32`.
+    /// `solver.cu`: the solvers' steps, `f32`.
     pub(crate) static SOLVER = "solver.cu";
-    /// Weight decay, momentum and update of one parameter.
+    /// SGD: weight decay, momentum and update of one parameter.
     pub(crate) fn sgd_step_f32(
         n: i64, decay: f32, l1: i32, rate: f32, momentum: f32,
         data: &mut CudaViewMut<'_, f32>, diff: &mut CudaViewMut<'_, f32>,
         history: &mut CudaViewMut<'_, f32>
     );
+    /// Nesterov: weight decay, momentum and update of one parameter.
+    pub(crate) fn nesterov_step_f32(
+        n: i64, decay: f32, l1: i32, rate: f32, momentum: f32,
+        data: &mut CudaViewMut<'_, f32>, diff: &mut CudaViewMut<'_, f32>,
+        history: &mut CudaViewMut<'_, f32>
+    );
+    /// Adam: weight decay, both moments and update of one parameter.
+    pub(crate) fn adam_step_f32(
+        n: i64, decay: f32, l1: i32, rate: f32, beta1: f32, beta2: f32, delta: f32,
+        data: &mut CudaViewMut<'_, f32>, diff: &mut CudaViewMut<'_, f32>,
+        m: &mut CudaViewMut<'_, f32>, v: &mut CudaViewMut<'_, f32>
+    );
 }
 
 const OP: &str = "solver step on the GPU";
 
-/// The step's hyper-parameters for one parameter: weight decay (with its
-/// multiplier) and whether it is L1, the learning rate (with its
-/// multiplier), momentum.
-pub(crate) struct SgdRates {
+/// One parameter's step: its weight decay (with its multiplier) and
+/// whether it is L1, its learning rate (with its multiplier and, for
+/// Adam, the bias correction), and the rule's own values.
+pub(crate) struct GpuStep {
     pub decay: f32,
     pub l1: bool,
     pub rate: f32,
-    pub momentum: f32,
+    pub rule: GpuRule,
 }
 
-/// Caffe's `ApplyUpdate` then `Update` for `p` with momentum `history`:
-/// afterwards `p`'s diff holds the step taken, as in Caffe.
-pub(crate) fn step(gpu: &Gpu, rates: &SgdRates, p: &Blob<f32>, history: &Blob<f32>) -> Result<()> {
+/// The update rule of [`GpuStep`].
+pub(crate) enum GpuRule {
+    Sgd { momentum: f32 },
+    Nesterov { momentum: f32 },
+    Adam { beta1: f32, beta2: f32, delta: f32 },
+}
+
+/// Caffe's `ApplyUpdate` then `Update` for `p` with its `history` (for
+/// Adam, the first moment then the second): afterwards `p`'s diff holds
+/// the step taken, as in Caffe.
+pub(crate) fn step(gpu: &Gpu, step: &GpuStep, p: &Blob<f32>, history: &[&Blob<f32>]) -> Result<()> {
     let n = p.count();
     let mut data = p.mutable_gpu_data()?;
     let mut diff = p.mutable_gpu_diff()?;
-    let mut hist = history.mutable_gpu_data()?;
-    // SAFETY: data, diff and history each hold the parameter's n values.
+    let (data, diff) = (&mut write(&mut data, n)?, &mut write(&mut diff, n)?);
+    let mut first = history[0].mutable_gpu_data()?;
+    let first = &mut write(&mut first, n)?;
+    let (config, l1) = (launch_config(n), i32::from(step.l1));
+    // SAFETY: data, diff and each history blob hold the parameter's n
+    // values.
     unsafe {
-        sgd_step_f32(
-            gpu,
-            launch_config(n),
-            n as i64,
-            rates.decay,
-            i32::from(rates.l1),
-            rates.rate,
-            rates.momentum,
-            &mut write(&mut data, n)?,
-            &mut write(&mut diff, n)?,
-            &mut write(&mut hist, n)?,
-        )
+        match step.rule {
+            GpuRule::Sgd { momentum } => sgd_step_f32(
+                gpu, config, n as i64, step.decay, l1, step.rate, momentum, data, diff, first,
+            ),
+            GpuRule::Nesterov { momentum } => nesterov_step_f32(
+                gpu, config, n as i64, step.decay, l1, step.rate, momentum, data, diff, first,
+            ),
+            GpuRule::Adam {
+                beta1,
+                beta2,
+                delta,
+            } => {
+                let mut second = history[1].mutable_gpu_data()?;
+                let second = &mut write(&mut second, n)?;
+                adam_step_f32(
+                    gpu, config, n as i64, step.decay, l1, step.rate, beta1, beta2, delta, data,
+                    diff, first, second,
+                )
+            }
+        }
     }
     .map_err(|e| cuda(OP, e))
 }

@@ -1,7 +1,7 @@
-//! Caffe's SGD solver (`SGDSolver`): its learning-rate policies, per-
-//! parameter multipliers, weight decay (L2 or L1), gradient clipping and
-//! momentum, with a history that snapshots to and restores from a
-//! `.solverstate`.
+//! Caffe's SGD solvers (`SGDSolver`, `NesterovSolver`, `AdamSolver`):
+//! their learning-rate policies, per-parameter multipliers, weight decay
+//! (L2 or L1), gradient clipping and update rules, with a history that
+//! snapshots to and restores from a `.solverstate`.
 
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -58,10 +58,78 @@ pub enum Regularization {
     L1,
 }
 
-/// SGD with momentum (Caffe's `SGDSolver`), computed as Caffe computes
-/// it: the learning rate of [`LrPolicy`], scaled per parameter by
-/// [`ParamSpec`]; weight decay; gradient clipping; momentum; then
-/// `Update`. The parameters are stepped where they live, CPU or GPU.
+/// Caffe's solver `type`: how a step turns each parameter's gradient
+/// (weight decay added) into its update. Every type takes the same
+/// learning-rate policies, multipliers, weight decay and clipping: in
+/// Caffe they are all `SGDSolver`s, differing in `ComputeUpdateValue`.
+///
+/// ```
+/// use blob_layers::solver::{LrPolicy, SgdSolver, SolverType};
+/// // Caffe's lenet_solver_adam.prototxt: base_lr 0.001, momentum 0.9,
+/// // momentum2 0.999, lr_policy fixed.
+/// let adam = SgdSolver::new(0.001, LrPolicy::Fixed)
+///     .with_type(SolverType::ADAM)
+///     .with_momentum(0.9);
+/// assert_eq!(adam.solver_type.name(), "Adam");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum SolverType {
+    /// `"SGD"`: `history = momentum * history + rate * diff`; the update
+    /// is the history.
+    #[default]
+    Sgd,
+    /// `"Nesterov"`: the history as SGD's; the update steps back from the
+    /// previous history and over the new one: `(1 + momentum) * history
+    /// - momentum * previous`.
+    Nesterov,
+    /// `"Adam"`: moments `m = momentum * m + (1 - momentum) * diff` and
+    /// `v = momentum2 * v + (1 - momentum2) * diff^2`; the update is
+    /// `rate * sqrt(1 - momentum2^t) / (1 - momentum^t) * m / (sqrt(v) +
+    /// delta)` at step `t = iter + 1`. The solver's `momentum` is Adam's
+    /// beta1.
+    Adam {
+        /// `momentum2` (beta2), Caffe's default 0.999.
+        momentum2: f32,
+        /// `delta` (epsilon), Caffe's default 1e-8; above 0.
+        delta: f32,
+    },
+}
+
+impl SolverType {
+    /// Adam with Caffe's defaults: `momentum2` 0.999, `delta` 1e-8.
+    pub const ADAM: Self = Self::Adam {
+        momentum2: 0.999,
+        delta: 1e-8,
+    };
+
+    /// Caffe's name of the type, as the solver's `type` spells it.
+    ///
+    /// ```
+    /// assert_eq!(blob_layers::solver::SolverType::Nesterov.name(), "Nesterov");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Sgd => "SGD",
+            Self::Nesterov => "Nesterov",
+            Self::Adam { .. } => "Adam",
+        }
+    }
+
+    /// History blobs per parameter: Adam keeps two moments.
+    fn histories(&self) -> usize {
+        match self {
+            Self::Adam { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Caffe's SGD solvers (`SGDSolver` and, by [`SolverType`], its
+/// `NesterovSolver` and `AdamSolver`), computed as Caffe computes them:
+/// the learning rate of [`LrPolicy`], scaled per parameter by
+/// [`ParamSpec`]; gradient clipping; weight decay; the update of the
+/// type (momentum, Nesterov's, Adam's); then `Update`. The parameters
+/// are stepped where they live, CPU or GPU.
 ///
 /// ```
 /// use blob_layers::solver::{LrPolicy, ParamSpec, SgdSolver};
@@ -80,6 +148,8 @@ pub enum Regularization {
 /// ```
 #[derive(Debug)]
 pub struct SgdSolver {
+    /// `type`: SGD, Nesterov or Adam.
+    pub solver_type: SolverType,
     /// `base_lr`.
     pub base_lr: f32,
     /// `lr_policy` with the fields it reads.
@@ -99,6 +169,8 @@ pub struct SgdSolver {
     /// Caffe's `current_step_`: how many steps of the `step` or
     /// `multistep` policy the rate has taken.
     pub current_step: usize,
+    /// Caffe's `history_`: per parameter its momentum (Adam: its first
+    /// moments, then its second).
     history: Vec<Blob<f32>>,
 }
 
@@ -116,9 +188,9 @@ fn check_finite(what: &str, value: f32) -> Result<(), BlobError> {
 }
 
 impl SgdSolver {
-    /// Caffe's SGD solver with its defaults beside `base_lr` and
-    /// `lr_policy`: no momentum, no weight decay (L2 when set), no
-    /// clipping.
+    /// Caffe's solver with its defaults beside `base_lr` and
+    /// `lr_policy`: type SGD, no momentum, no weight decay (L2 when set),
+    /// no clipping.
     ///
     /// ```
     /// use blob_layers::solver::{LrPolicy, SgdSolver};
@@ -127,6 +199,7 @@ impl SgdSolver {
     /// ```
     pub fn new(base_lr: f32, lr_policy: LrPolicy) -> Self {
         Self {
+            solver_type: SolverType::Sgd,
             base_lr,
             lr_policy,
             momentum: 0.0,
@@ -159,7 +232,19 @@ impl SgdSolver {
         .with_weight_decay(0.0005)
     }
 
-    /// Sets `momentum`.
+    /// Sets the solver `type`.
+    ///
+    /// ```
+    /// # use blob_layers::solver::{LrPolicy, SgdSolver, SolverType};
+    /// let s = SgdSolver::new(0.1, LrPolicy::Fixed).with_type(SolverType::Nesterov);
+    /// assert_eq!(s.solver_type, SolverType::Nesterov);
+    /// ```
+    pub fn with_type(mut self, solver_type: SolverType) -> Self {
+        self.solver_type = solver_type;
+        self
+    }
+
+    /// Sets `momentum` (Adam's beta1).
     ///
     /// ```
     /// # use blob_layers::solver::{LrPolicy, SgdSolver};
@@ -226,6 +311,15 @@ impl SgdSolver {
     fn check(&self, specs: &[ParamSpec]) -> Result<(), BlobError> {
         check_finite("momentum", self.momentum)?;
         check_finite("weight_decay", self.weight_decay)?;
+        if let SolverType::Adam { momentum2, delta } = self.solver_type {
+            check_finite("momentum2", momentum2)?;
+            // With no delta a gradient of 0 divides 0 by 0.
+            if !(delta > 0.0 && delta.is_finite()) {
+                return Err(invalid(format!(
+                    "Adam's delta must be finite and above 0, got {delta}"
+                )));
+            }
+        }
         if let Some(clip) = self.clip_gradients
             && !(clip >= 0.0 && clip.is_finite())
         {
@@ -240,12 +334,16 @@ impl SgdSolver {
         Ok(())
     }
 
+    /// The history blobs (Caffe's `history_`) for `params`, made on the
+    /// first step where each parameter lives, checked on the later ones.
     fn ensure_history(&mut self, params: &[&Blob<f32>]) -> Result<(), BlobError> {
-        if self.history.len() != params.len() {
+        let want = params.len() * self.solver_type.histories();
+        if self.history.is_empty() {
             self.history = params
                 .iter()
+                .cycle()
+                .take(want)
                 .map(|p| {
-                    // The history lives where its parameter does.
                     let h = match p.device() {
                         Some(device) => Blob::with_device(p.shape(), device.clone())?,
                         None => Blob::new(p.shape())?,
@@ -255,18 +353,24 @@ impl SgdSolver {
                 })
                 .collect::<Result<_, BlobError>>()?;
         }
-        for (i, (h, p)) in self.history.iter_mut().zip(params).enumerate() {
-            // The history is of the parameters the solver was made or
-            // restored for; another net's would be stepped out of bounds.
+        // The history is of the parameters the solver was made or
+        // restored for; another net's would be stepped out of bounds.
+        if self.history.len() != want {
+            return Err(invalid(format!(
+                "{} parameters need {want} history blobs for {}, but the solver holds {}: a solver steps the parameters it began with",
+                params.len(),
+                self.solver_type.name(),
+                self.history.len()
+            )));
+        }
+        for (k, h) in self.history.iter_mut().enumerate() {
+            let (i, p) = (k % params.len(), params[k % params.len()]);
             if h.shape() != p.shape() {
-                return Err(BlobError::InvalidParameter {
-                    op: OP,
-                    detail: format!(
-                        "parameter {i} is {}, but its momentum history is {}: a solver steps the parameters it began with",
-                        p.shape_string(),
-                        h.shape_string()
-                    ),
-                });
+                return Err(invalid(format!(
+                    "parameter {i} is {}, but its history is {}: a solver steps the parameters it began with",
+                    p.shape_string(),
+                    h.shape_string()
+                )));
             }
             // A history restored on the host follows its parameter to a device.
             if let (None, Some(device)) = (h.device(), p.device()) {
@@ -300,8 +404,8 @@ impl SgdSolver {
     /// then `Net::Update`): the rate of [`Self::learning_rate`]; the
     /// diffs clipped; then for each parameter, with `decay = weight_decay
     /// * decay_mult` and `rate * lr_mult`, `diff += decay * data` (L2; L1
-    /// adds `decay * sign(data)`), `history = momentum * history + rate
-    /// * lr_mult * diff`, `diff = history`, `data -= diff`.
+    /// adds `decay * sign(data)`), the update of [`SolverType`] into the
+    /// diff, and `data -= diff`.
     ///
     /// ```
     /// # use blob_layers::solver::{ParamSpec, SgdSolver};
@@ -314,7 +418,7 @@ impl SgdSolver {
     /// // Another parameter of another shape: refused, not stepped.
     /// let other = Blob::<f32>::new(&[3])?;
     /// let err = s.step(&[&other], &[ParamSpec::default()]).unwrap_err();
-    /// assert!(err.to_string().contains("parameter 0 is 3 (3), but its momentum history is 1 (1)"), "{err}");
+    /// assert!(err.to_string().contains("parameter 0 is 3 (3), but its history is 1 (1)"), "{err}");
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn step(&mut self, params: &[&Blob<f32>], specs: &[ParamSpec]) -> Result<(), BlobError> {
@@ -330,17 +434,32 @@ impl SgdSolver {
         let rate = self.learning_rate()?;
         self.ensure_history(params)?;
         self.clip(params)?;
-        for ((p, h), spec) in params.iter().zip(&self.history).zip(specs) {
+        let adam_correction = self.adam_correction();
+        for (i, (p, spec)) in params.iter().zip(specs).enumerate() {
+            let history: Vec<&Blob<f32>> = self.history[i..].iter().step_by(params.len()).collect();
             let decay = self.weight_decay * spec.decay_mult;
+            let rate = rate * spec.lr_mult;
             #[cfg(feature = "cuda")]
-            if let Some(gpu) = crate::gpu::gpu_of_all(&[*p, h]) {
-                let rates = cuda::SgdRates {
+            if let Some(gpu) = crate::gpu::gpu_of_all(&[&[*p], &history[..]].concat()) {
+                let step = cuda::GpuStep {
                     decay,
                     l1: self.regularization == Regularization::L1,
-                    rate: rate * spec.lr_mult,
-                    momentum: self.momentum,
+                    rate: rate * adam_correction,
+                    rule: match self.solver_type {
+                        SolverType::Sgd => cuda::GpuRule::Sgd {
+                            momentum: self.momentum,
+                        },
+                        SolverType::Nesterov => cuda::GpuRule::Nesterov {
+                            momentum: self.momentum,
+                        },
+                        SolverType::Adam { momentum2, delta } => cuda::GpuRule::Adam {
+                            beta1: self.momentum,
+                            beta2: momentum2,
+                            delta,
+                        },
+                    },
                 };
-                cuda::step(&gpu, &rates, p, h)?;
+                cuda::step(&gpu, &step, p, &history)?;
                 continue;
             }
             {
@@ -357,9 +476,7 @@ impl SgdSolver {
                         }
                     }
                 }
-                let mut hist = h.mutable_cpu_data()?;
-                cpu::axpby(rate * spec.lr_mult, &diff, self.momentum, &mut hist);
-                cpu::copy(&hist, &mut diff);
+                self.update_value(rate * adam_correction, &history, &mut diff)?;
             }
             p.update()?;
         }
@@ -368,9 +485,62 @@ impl SgdSolver {
         Ok(())
     }
 
+    /// Adam's bias correction of step `iter + 1`, `sqrt(1 - momentum2^t)
+    /// / (1 - momentum^t)`, in Caffe's types (a `float` to an `int` power
+    /// goes through `double`); 1 for the other types.
+    fn adam_correction(&self) -> f32 {
+        let SolverType::Adam { momentum2, .. } = self.solver_type else {
+            return 1.0;
+        };
+        let t = (self.iter + 1) as f64;
+        let (beta1, beta2) = (self.momentum as f64, momentum2 as f64);
+        ((1.0 - beta2.powf(t)).sqrt() / (1.0 - beta1.powf(t))) as f32
+    }
+
+    /// Caffe's `ComputeUpdateValue` on the CPU: the update of
+    /// [`SolverType`] from the regularized gradient in `diff`, written
+    /// into `diff`; `rate` carries the parameter's `lr_mult` (and Adam's
+    /// correction).
+    fn update_value(
+        &self,
+        rate: f32,
+        history: &[&Blob<f32>],
+        diff: &mut [f32],
+    ) -> Result<(), BlobError> {
+        let momentum = self.momentum;
+        let mut hist = history[0].mutable_cpu_data()?;
+        match self.solver_type {
+            SolverType::Sgd => {
+                cpu::axpby(rate, diff, momentum, &mut hist);
+                cpu::copy(&hist, diff);
+            }
+            SolverType::Nesterov => {
+                let mut update = hist.to_vec();
+                cpu::axpby(rate, diff, momentum, &mut hist);
+                cpu::axpby(1.0 + momentum, &hist, -momentum, &mut update);
+                cpu::copy(&update, diff);
+            }
+            SolverType::Adam { momentum2, delta } => {
+                let mut v = history[1].mutable_cpu_data()?;
+                // The moments: m from the gradient, v from its square.
+                cpu::axpby(1.0 - momentum, diff, momentum, &mut hist);
+                let mut temp = vec![0.0; diff.len()];
+                cpu::mul(diff, diff, &mut temp);
+                cpu::axpby(1.0 - momentum2, &temp, momentum2, &mut v);
+                // rate * m / (sqrt(v) + delta), as Caffe's powx, add_scalar,
+                // div and scale compute it.
+                cpu::powx(&v, 0.5, &mut temp);
+                cpu::add_scalar(delta, &mut temp);
+                cpu::div(&hist, &temp, diff);
+                cpu::scal(rate, diff);
+            }
+        }
+        Ok(())
+    }
+
     /// The `.solverstate` of this solver (Caffe
     /// `SnapshotSolverStateToBinaryProto`): iteration, `current_step` and
-    /// momentum history.
+    /// history (Adam's: first moments, then second).
     ///
     /// ```
     /// let s = blob_layers::solver::SgdSolver::lenet();
@@ -399,8 +569,8 @@ impl SgdSolver {
     }
 
     /// Continues from a `.solverstate` (Caffe `RestoreSolverStateFromBinaryProto`):
-    /// iteration, `current_step` and momentum history, checked against
-    /// the parameters. The hyper-parameters are the solver's own, as in
+    /// iteration, `current_step` and history (Adam's: first moments, then
+    /// second), checked against the parameters. The hyper-parameters are the solver's own, as in
     /// Caffe, where they come from the solver prototxt.
     ///
     /// ```
@@ -413,12 +583,17 @@ impl SgdSolver {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn restore(&mut self, state: &SolverState, params: &[&Blob<f32>]) -> Result<(), BlobError> {
-        if state.history.len() != params.len() {
+        let want = params.len() * self.solver_type.histories();
+        if state.history.len() != want {
             return Err(BlobError::CountMismatch {
                 op: "restore solver state",
-                what: "history blobs in the file".into(),
+                what: format!(
+                    "history blobs in the file ({} per parameter for {})",
+                    self.solver_type.histories(),
+                    self.solver_type.name()
+                ),
                 got: state.history.len(),
-                want: params.len(),
+                want,
             });
         }
         let count = |what: &str, value: Option<i32>| {
@@ -430,7 +605,7 @@ impl SgdSolver {
         let iter = count("iter", state.iter)?;
         let current_step = count("current_step", state.current_step)?;
         let mut history = Vec::with_capacity(params.len());
-        for (proto, p) in state.history.iter().zip(params) {
+        for (proto, p) in state.history.iter().zip(params.iter().cycle()) {
             let mut h = Blob::new(p.shape())?;
             h.load_proto(proto, false)?;
             history.push(h);

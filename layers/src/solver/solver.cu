@@ -1,24 +1,68 @@
-// Caffe's SGD step for one parameter on the GPU, in one pass: Regularize
-// (L2, or L1 where l1 is not 0), ComputeUpdateValue (momentum; Caffe's sgd_update_gpu) and
-// Net::Update, in the order the CPU side computes them.
+// Caffe's solver steps for one parameter on the GPU, each in one pass:
+// Regularize (L2, or L1 where l1 is not 0), ComputeUpdateValue (Caffe's
+// sgd_update_gpu, nesterov_update_gpu, adam_update_gpu) and Net::Update,
+// in the order the CPU side computes them.
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
          i < (n); i += (long long)blockDim.x * gridDim.x)
 
-// diff += decay * data (L1: decay * sign(data)); history = momentum *
-// history + rate * diff; diff = history; data -= diff. As in Caffe a
-// decay of 0 adds nothing, not even 0 * an infinite weight.
+// The gradient with the weight decay added: decay * w (L2) or
+// decay * sign(w) (L1). As in Caffe a decay of 0 adds nothing, not even
+// 0 * an infinite weight.
+__device__ inline float regularized(float g, float w, float decay, int l1) {
+    float penalty = l1 ? (float)((0.0f < w) - (w < 0.0f)) : w;
+    return decay != 0.0f ? g + decay * penalty : g;
+}
+
+// SGD: history = momentum * history + rate * diff; diff = history;
+// data -= diff.
 extern "C" __global__ void sgd_step_f32(long long n, float decay, int l1, float rate,
                                         float momentum, float* data, float* diff,
                                         float* history) {
     GRID_STRIDE(i, n) {
         float w = data[i];
-        float penalty = l1 ? (float)((0.0f < w) - (w < 0.0f)) : w;
-        float g = decay != 0.0f ? diff[i] + decay * penalty : diff[i];
+        float g = regularized(diff[i], w, decay, l1);
         float h = momentum * history[i] + rate * g;
         history[i] = h;
         diff[i] = h;
         data[i] = w - h;
+    }
+}
+
+// Nesterov: the history as SGD's; the update steps back from the old
+// history and over the new one: diff = (1 + momentum) * history_new -
+// momentum * history_old; data -= diff.
+extern "C" __global__ void nesterov_step_f32(long long n, float decay, int l1, float rate,
+                                             float momentum, float* data, float* diff,
+                                             float* history) {
+    GRID_STRIDE(i, n) {
+        float w = data[i];
+        float g = regularized(diff[i], w, decay, l1);
+        float old = history[i];
+        float h = momentum * old + rate * g;
+        history[i] = h;
+        float u = (1.0f + momentum) * h + -momentum * old;
+        diff[i] = u;
+        data[i] = w - u;
+    }
+}
+
+// Adam: m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) *
+// g^2; diff = rate * m / (sqrt(v) + delta), rate carrying the bias
+// correction; data -= diff.
+extern "C" __global__ void adam_step_f32(long long n, float decay, int l1, float rate,
+                                         float beta1, float beta2, float delta, float* data,
+                                         float* diff, float* m, float* v) {
+    GRID_STRIDE(i, n) {
+        float w = data[i];
+        float g = regularized(diff[i], w, decay, l1);
+        float mi = (1.0f - beta1) * g + beta1 * m[i];
+        float vi = (1.0f - beta2) * (g * g) + beta2 * v[i];
+        m[i] = mi;
+        v[i] = vi;
+        float u = rate * (mi / (sqrtf(vi) + delta));
+        diff[i] = u;
+        data[i] = w - u;
     }
 }
