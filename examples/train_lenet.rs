@@ -9,6 +9,8 @@
 //! By default this is Caffe's recipe exactly, and like real Caffe it
 //! levels off near 97.5% on these 8,000 digits; `--shift 2` moves each
 //! training digit by up to two pixels and reaches about 98.5%.
+//! `--solver adam` trains with Caffe's lenet_solver_adam instead (Adam,
+//! base_lr 0.001, fixed).
 //!
 //! Run: `cargo run --release --example train_lenet [-- --shift 2]`
 //! On a GPU (build with `--features cuda`): `-- --device cuda`; the same
@@ -20,6 +22,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use blobflow::layers::solver::SgdSolver;
 use blobflow_mnist::Mnist;
 use blobflow_mnist::Trainer;
 use clap::Parser;
@@ -63,6 +66,25 @@ struct Args {
     /// Where to train
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
+    /// Caffe's solver: `sgd` is lenet_solver, `adam` lenet_solver_adam
+    /// (pass the same again with --resume)
+    #[arg(long, value_enum, default_value_t = Solver::Sgd)]
+    solver: Solver,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
+enum Solver {
+    Sgd,
+    Adam,
+}
+
+impl Solver {
+    fn settings(self) -> SgdSolver {
+        match self {
+            Self::Sgd => SgdSolver::lenet(),
+            Self::Adam => SgdSolver::lenet_adam(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
@@ -122,7 +144,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let data = Mnist::open(&args.images, &args.labels)?;
     let mut t = match &args.resume {
         Some(state) => {
-            let t = Trainer::resume(state, args.batch, TRAIN)?;
+            let t = Trainer::resume_with(state, args.solver.settings(), args.batch, TRAIN)?;
             println!(
                 "resumed from {} at iteration {}",
                 state.display(),
@@ -130,7 +152,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             );
             t
         }
-        None => Trainer::new(args.batch, TRAIN, args.seed)?,
+        None => {
+            let mut t = Trainer::new(args.batch, TRAIN, args.seed)?;
+            t.solver = args.solver.settings();
+            t
+        }
     };
     t.shift = args.shift;
     if args.device == Device::Cuda {

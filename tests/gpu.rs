@@ -921,12 +921,23 @@ fn training_tracks_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 }
 
 /// A GPU run resumed from its own snapshot retraces the uninterrupted GPU
-/// run exactly.
+/// run exactly, with Caffe's SGD (lenet_solver) and with Adam
+/// (lenet_solver_adam, two history blobs per parameter).
 fn gpu_resume_is_exact(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::layers::solver::SgdSolver;
+    gpu_resume_is_exact_with(dev, SgdSolver::lenet)?;
+    gpu_resume_is_exact_with(dev, SgdSolver::lenet_adam)
+}
+
+fn gpu_resume_is_exact_with(
+    dev: &Arc<CudaBackend>,
+    solver: fn() -> blobflow::layers::solver::SgdSolver,
+) -> Result<(), Failed> {
     use blobflow_mnist::Trainer;
     let data = digits()?;
     let dir = std::env::temp_dir().join(format!("blobflow-gpu-resume-{}", std::process::id()));
     let mut straight = Trainer::new(64, 8000, 1701).map_err(fail)?;
+    straight.solver = solver();
     straight.net.to_device(dev.clone()).map_err(fail)?;
     let (mut losses, mut state) = (Vec::new(), None);
     for _ in 0..12 {
@@ -935,8 +946,8 @@ fn gpu_resume_is_exact(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
             state = Some(straight.snapshot(&dir, "lenet").map_err(fail)?.1);
         }
     }
-    let mut resumed =
-        Trainer::resume(state.ok_or_else(|| fail("no snapshot"))?, 64, 8000).map_err(fail)?;
+    let state = state.ok_or_else(|| fail("no snapshot"))?;
+    let mut resumed = Trainer::resume_with(state, solver(), 64, 8000).map_err(fail)?;
     resumed.net.to_device(dev.clone()).map_err(fail)?;
     let again: Vec<f32> = (5..12)
         .map(|_| resumed.step(&data))
@@ -948,7 +959,11 @@ fn gpu_resume_is_exact(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
             .iter()
             .map(|l| l.to_bits())
             .eq(losses[5..].iter().map(|l| l.to_bits())),
-        format!("resumed {again:?} vs {:?}", &losses[5..]),
+        format!(
+            "{}: resumed {again:?} vs {:?}",
+            straight.solver.solver_type.name(),
+            &losses[5..]
+        ),
     )
 }
 

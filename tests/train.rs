@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use blobflow::CaffeModel;
+use blobflow::layers::solver::SgdSolver;
 use blobflow_mnist::Trainer;
 
 #[path = "support/digits.rs"]
@@ -28,25 +29,34 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 fn resume_reproduces_the_uninterrupted_losses_exactly() {
-    check_resume(0);
+    check_resume(0, SgdSolver::lenet);
 }
 
 #[test]
 fn resume_with_shifted_digits_reproduces_the_uninterrupted_losses_exactly() {
-    let shifted = check_resume(2);
-    let plain = check_resume(0);
+    let shifted = check_resume(2, SgdSolver::lenet);
+    let plain = check_resume(0, SgdSolver::lenet);
     assert_ne!(
         shifted, plain,
         "shifted digits must change what the net sees"
     );
 }
 
-/// Trains straight through and from a mid-run snapshot; returns the losses.
-fn check_resume(shift: usize) -> Vec<f32> {
+#[test]
+fn resume_with_adam_reproduces_the_uninterrupted_losses_exactly() {
+    let adam = check_resume(0, SgdSolver::lenet_adam);
+    let sgd = check_resume(0, SgdSolver::lenet);
+    assert_ne!(adam[1..], sgd[1..], "Adam must step otherwise than SGD");
+}
+
+/// Trains with `solver`'s settings straight through and from a mid-run
+/// snapshot; returns the losses.
+fn check_resume(shift: usize, solver: fn() -> SgdSolver) -> Vec<f32> {
     let data = digits();
     let dir = scratch(&format!("resume-{shift}"));
     let (batch, total, cut) = (16, 12, 5);
     let mut straight = Trainer::new(batch, 8000, 1701).unwrap();
+    straight.solver = solver();
     straight.shift = shift;
     let mut losses = Vec::new();
     let mut snapshot = None;
@@ -56,7 +66,7 @@ fn check_resume(shift: usize) -> Vec<f32> {
             snapshot = Some(straight.snapshot(&dir, "lenet").unwrap().1);
         }
     }
-    let mut resumed = Trainer::resume(snapshot.unwrap(), batch, 8000).unwrap();
+    let mut resumed = Trainer::resume_with(snapshot.unwrap(), solver(), batch, 8000).unwrap();
     resumed.shift = shift;
     assert_eq!(resumed.solver.iter, cut);
     let again: Vec<f32> = (cut..total).map(|_| resumed.step(&data).unwrap()).collect();

@@ -111,6 +111,25 @@ impl Trainer {
     /// assert!(blobflow_mnist::Trainer::resume("/no/x.solverstate", 64, 8000).is_err());
     /// ```
     pub fn resume(solverstate: impl AsRef<Path>, batch: usize, train_count: usize) -> Result<Self> {
+        Self::resume_with(solverstate, SgdSolver::lenet(), batch, train_count)
+    }
+
+    /// [`Trainer::resume`] with `solver`'s settings (its type, rate
+    /// policy, decay), as Caffe resumes with the solver prototxt it is
+    /// given: the state holds only the iteration and the history, which
+    /// must be of `solver`'s type.
+    ///
+    /// ```
+    /// use blob_layers::solver::SgdSolver;
+    /// let adam = SgdSolver::lenet_adam();
+    /// assert!(blobflow_mnist::Trainer::resume_with("/no/x.solverstate", adam, 64, 8000).is_err());
+    /// ```
+    pub fn resume_with(
+        solverstate: impl AsRef<Path>,
+        mut solver: SgdSolver,
+        batch: usize,
+        train_count: usize,
+    ) -> Result<Self> {
         check_batch(batch)?;
         let path = solverstate.as_ref();
         let state = blob_runtime::read_solver_state(path)?;
@@ -122,7 +141,6 @@ impl Trainer {
         let model_path = path.parent().unwrap_or(Path::new(".")).join(file);
         let mut net = LeNet::new(batch)?;
         net.load_weights(&CaffeModel::open(&model_path)?)?;
-        let mut solver = SgdSolver::lenet();
         solver.restore(&state, &net.params())?;
         Ok(Self::with_net(net, solver, batch, train_count))
     }

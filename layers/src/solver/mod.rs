@@ -232,6 +232,21 @@ impl SgdSolver {
         .with_weight_decay(0.0005)
     }
 
+    /// Caffe's `examples/mnist/lenet_solver_adam.prototxt`: type Adam,
+    /// base_lr 0.001, momentum 0.9, momentum2 0.999, lr_policy fixed, no
+    /// weight decay.
+    ///
+    /// ```
+    /// let adam = blob_layers::solver::SgdSolver::lenet_adam();
+    /// assert_eq!((adam.solver_type.name(), adam.learning_rate()?), ("Adam", 0.001));
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn lenet_adam() -> Self {
+        Self::new(0.001, LrPolicy::Fixed)
+            .with_type(SolverType::ADAM)
+            .with_momentum(0.9)
+    }
+
     /// Sets the solver `type`.
     ///
     /// ```
