@@ -968,13 +968,20 @@ fn gpu_resume_is_exact_with(
 }
 
 /// The solver's options on GPU parameters against the same on the CPU,
-/// for SGD, Nesterov and Adam: a `multistep` rate, momentum, L1 decay
+/// for each solver type: a `multistep` rate, momentum, L1 decay
 /// with a `decay_mult` of 0 on one parameter, and clipping (whose norm is
 /// summed on the GPU). Each step runs where the parameters live, and
 /// both sides stay within 1e-6 relative over five steps.
 fn solver_options_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::layers::solver::SolverType;
-    for solver_type in [SolverType::Sgd, SolverType::Nesterov, SolverType::ADAM] {
+    for solver_type in [
+        SolverType::Sgd,
+        SolverType::Nesterov,
+        SolverType::ADAGRAD,
+        SolverType::RMSPROP,
+        SolverType::ADADELTA,
+        SolverType::ADAM,
+    ] {
         solver_matches_cpu(dev, solver_type)?;
     }
     Ok(())
@@ -984,7 +991,7 @@ fn solver_matches_cpu(
     dev: &Arc<CudaBackend>,
     solver_type: blobflow::layers::solver::SolverType,
 ) -> Result<(), Failed> {
-    use blobflow::layers::solver::{LrPolicy, ParamSpec, Regularization, SgdSolver};
+    use blobflow::layers::solver::{LrPolicy, ParamSpec, Regularization, SgdSolver, SolverType};
     let name = solver_type.name();
     let solver = || {
         SgdSolver::new(
@@ -995,7 +1002,11 @@ fn solver_matches_cpu(
             },
         )
         .with_type(solver_type)
-        .with_momentum(0.9)
+        .with_momentum(match solver_type {
+            // Caffe refuses momentum with these two.
+            SolverType::AdaGrad { .. } | SolverType::RmsProp { .. } => 0.0,
+            _ => 0.9,
+        })
         .with_weight_decay(0.05)
         .with_regularization(Regularization::L1)
         .with_clip_gradients(2.0)

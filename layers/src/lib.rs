@@ -8,9 +8,9 @@
 //!   [`InnerProduct`], [`ReLU`], [`Sigmoid`], [`TanH`], [`Dropout`],
 //!   [`Softmax`]; [`SoftmaxWithLoss`] and [`accuracy`] on labels.
 //! - [`shapes`]: the output shapes, as type-level functions of the input.
-//! - [`filler`] (xavier, constant); [`solver`] (SGD, Nesterov and Adam
-//!   with Caffe's arithmetic, its learning-rate policies and
-//!   `.solverstate` snapshots); [`lenet`] (the net).
+//! - [`filler`] (xavier, constant); [`solver`] (Caffe's six solver
+//!   types with its arithmetic, learning-rate policies and `.solverstate`
+//!   snapshots); [`lenet`] (the net).
 //!
 //! Depend on `blobflow` (which re-exports this crate as `blobflow::layers`)
 //! unless you want the layers without the facade.

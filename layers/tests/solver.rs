@@ -441,3 +441,81 @@ fn adams_two_moments_go_through_a_solverstate() {
         "{err}"
     );
 }
+
+#[test]
+fn adagrad_sums_squared_gradients_as_caffe_does() {
+    let (rate, delta) = (0.1f32, 1e-8f32);
+    let mut history = [0.0f32; 3];
+    let mut at = 0;
+    let solver = SgdSolver::new(rate, LrPolicy::Fixed).with_type(SolverType::ADAGRAD);
+    steps_follow(solver, move |_, g| {
+        let i = at % 3;
+        at += 1;
+        history[i] += g.powf(2.0);
+        rate * (g / (history[i].powf(0.5) + delta))
+    });
+}
+
+#[test]
+fn rmsprop_averages_squared_gradients_as_caffe_does() {
+    let (rate, rms_decay, delta) = (0.01f32, 0.99f32, 1e-8f32);
+    let mut history = [0.0f32; 3];
+    let mut at = 0;
+    let solver = SgdSolver::new(rate, LrPolicy::Fixed).with_type(SolverType::RMSPROP);
+    steps_follow(solver, move |_, g| {
+        let i = at % 3;
+        at += 1;
+        history[i] = rms_decay * history[i] + (1.0 - rms_decay) * g.powf(2.0);
+        rate * (g / (history[i].powf(0.5) + delta))
+    });
+}
+
+#[test]
+fn adadelta_scales_by_both_averages_as_caffe_does() {
+    let (rate, momentum, delta) = (1.0f32, 0.95f32, 1e-6f32);
+    let (mut grads, mut updates) = ([0.0f32; 3], [0.0f32; 3]);
+    let mut at = 0;
+    let solver = SgdSolver::new(rate, LrPolicy::Fixed)
+        .with_type(SolverType::AdaDelta { delta })
+        .with_momentum(momentum);
+    steps_follow(solver, move |_, g| {
+        let i = at % 3;
+        at += 1;
+        grads[i] = momentum * grads[i] + (1.0 - momentum) * g.powf(2.0);
+        let step = g * ((delta + updates[i]) / (delta + grads[i])).powf(0.5);
+        updates[i] = momentum * updates[i] + (1.0 - momentum) * step.powf(2.0);
+        rate * step
+    });
+}
+
+#[test]
+fn what_caffe_refuses_of_the_adaptive_solvers_is_refused() {
+    let cases = [
+        (
+            SgdSolver::new(0.1, LrPolicy::Fixed)
+                .with_type(SolverType::ADAGRAD)
+                .with_momentum(0.9),
+            "momentum cannot be used with AdaGrad, got 0.9",
+        ),
+        (
+            SgdSolver::new(0.1, LrPolicy::Fixed).with_type(SolverType::RmsProp {
+                rms_decay: 1.0,
+                delta: 1e-8,
+            }),
+            "RMSProp's rms_decay must be at least 0 and below 1, got 1",
+        ),
+        (
+            SgdSolver::new(0.1, LrPolicy::Fixed).with_type(SolverType::AdaDelta { delta: 0.0 }),
+            "AdaDelta's delta must be finite and above 0, got 0",
+        ),
+    ];
+    for (mut solver, message) in cases {
+        let p = param(&[1.0], &[0.5]);
+        let err = solver
+            .step(&[&p], &[ParamSpec::default()])
+            .expect_err(message)
+            .to_string();
+        assert!(err.contains(message), "{err}\nshould say: {message}");
+        assert_eq!(p.to_vec().unwrap(), [1.0], "{message}: data moved");
+    }
+}

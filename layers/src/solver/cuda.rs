@@ -24,6 +24,19 @@ blob_kernels::cuda_kernels! {
         data: &mut CudaViewMut<'_, f32>, diff: &mut CudaViewMut<'_, f32>,
         history: &mut CudaViewMut<'_, f32>
     );
+    /// AdaGrad and RMSProp: weight decay, squared-gradient history and
+    /// update of one parameter.
+    pub(crate) fn adaptive_step_f32(
+        n: i64, decay: f32, l1: i32, rate: f32, keep: f32, add: f32, delta: f32,
+        data: &mut CudaViewMut<'_, f32>, diff: &mut CudaViewMut<'_, f32>,
+        history: &mut CudaViewMut<'_, f32>
+    );
+    /// AdaDelta: weight decay, both squared averages and update of one parameter.
+    pub(crate) fn adadelta_step_f32(
+        n: i64, decay: f32, l1: i32, rate: f32, momentum: f32, delta: f32,
+        data: &mut CudaViewMut<'_, f32>, diff: &mut CudaViewMut<'_, f32>,
+        grads: &mut CudaViewMut<'_, f32>, updates: &mut CudaViewMut<'_, f32>
+    );
     /// Adam: weight decay, both moments and update of one parameter.
     pub(crate) fn adam_step_f32(
         n: i64, decay: f32, l1: i32, rate: f32, beta1: f32, beta2: f32, delta: f32,
@@ -46,14 +59,32 @@ pub(crate) struct GpuStep {
 
 /// The update rule of [`GpuStep`].
 pub(crate) enum GpuRule {
-    Sgd { momentum: f32 },
-    Nesterov { momentum: f32 },
-    Adam { beta1: f32, beta2: f32, delta: f32 },
+    Sgd {
+        momentum: f32,
+    },
+    Nesterov {
+        momentum: f32,
+    },
+    /// AdaGrad (`keep` and `add` 1) and RMSProp.
+    Adaptive {
+        keep: f32,
+        add: f32,
+        delta: f32,
+    },
+    AdaDelta {
+        momentum: f32,
+        delta: f32,
+    },
+    Adam {
+        beta1: f32,
+        beta2: f32,
+        delta: f32,
+    },
 }
 
 /// Caffe's `ApplyUpdate` then `Update` for `p` with its `history` (for
-/// Adam, the first moment then the second): afterwards `p`'s diff holds
-/// the step taken, as in Caffe.
+/// AdaDelta and Adam, two blobs): afterwards `p`'s diff holds the step
+/// taken, as in Caffe.
 pub(crate) fn step(gpu: &Gpu, step: &GpuStep, p: &Blob<f32>, history: &[&Blob<f32>]) -> Result<()> {
     let n = p.count();
     let mut data = p.mutable_gpu_data()?;
@@ -72,6 +103,18 @@ pub(crate) fn step(gpu: &Gpu, step: &GpuStep, p: &Blob<f32>, history: &[&Blob<f3
             GpuRule::Nesterov { momentum } => nesterov_step_f32(
                 gpu, config, n as i64, step.decay, l1, step.rate, momentum, data, diff, first,
             ),
+            GpuRule::Adaptive { keep, add, delta } => adaptive_step_f32(
+                gpu, config, n as i64, step.decay, l1, step.rate, keep, add, delta, data, diff,
+                first,
+            ),
+            GpuRule::AdaDelta { momentum, delta } => {
+                let mut second = history[1].mutable_gpu_data()?;
+                let second = &mut write(&mut second, n)?;
+                adadelta_step_f32(
+                    gpu, config, n as i64, step.decay, l1, step.rate, momentum, delta, data, diff,
+                    first, second,
+                )
+            }
             GpuRule::Adam {
                 beta1,
                 beta2,

@@ -1,4 +1,5 @@
-//! Caffe's SGD solvers (`SGDSolver`, `NesterovSolver`, `AdamSolver`):
+//! Caffe's SGD solvers (`SGDSolver` and its `NesterovSolver`,
+//! `AdaGradSolver`, `RMSPropSolver`, `AdaDeltaSolver`, `AdamSolver`):
 //! their learning-rate policies, per-parameter multipliers, weight decay
 //! (L2 or L1), gradient clipping and update rules, with a history that
 //! snapshots to and restores from a `.solverstate`.
@@ -82,6 +83,30 @@ pub enum SolverType {
     /// previous history and over the new one: `(1 + momentum) * history
     /// - momentum * previous`.
     Nesterov,
+    /// `"AdaGrad"`: `history += diff^2`; the update is `rate * diff /
+    /// (sqrt(history) + delta)`. Takes no momentum.
+    AdaGrad {
+        /// `delta`, Caffe's default 1e-8; above 0.
+        delta: f32,
+    },
+    /// `"RMSProp"`: `history = rms_decay * history + (1 - rms_decay) *
+    /// diff^2`; the update is `rate * diff / (sqrt(history) + delta)`.
+    /// Takes no momentum.
+    RmsProp {
+        /// `rms_decay`, Caffe's default 0.99; in `[0, 1)`.
+        rms_decay: f32,
+        /// `delta`, Caffe's default 1e-8; above 0.
+        delta: f32,
+    },
+    /// `"AdaDelta"`: averages of the squared gradients `g2 = momentum *
+    /// g2 + (1 - momentum) * diff^2` and of the squared steps; the step
+    /// is `diff * sqrt((u2 + delta) / (g2 + delta))`, then `u2 =
+    /// momentum * u2 + (1 - momentum) * step^2`, and the update is `rate
+    /// * step`.
+    AdaDelta {
+        /// `delta`, Caffe's default 1e-8; above 0.
+        delta: f32,
+    },
     /// `"Adam"`: moments `m = momentum * m + (1 - momentum) * diff` and
     /// `v = momentum2 * v + (1 - momentum2) * diff^2`; the update is
     /// `rate * sqrt(1 - momentum2^t) / (1 - momentum^t) * m / (sqrt(v) +
@@ -96,6 +121,15 @@ pub enum SolverType {
 }
 
 impl SolverType {
+    /// AdaGrad with Caffe's default `delta`, 1e-8.
+    pub const ADAGRAD: Self = Self::AdaGrad { delta: 1e-8 };
+    /// RMSProp with Caffe's defaults: `rms_decay` 0.99, `delta` 1e-8.
+    pub const RMSPROP: Self = Self::RmsProp {
+        rms_decay: 0.99,
+        delta: 1e-8,
+    };
+    /// AdaDelta with Caffe's default `delta`, 1e-8.
+    pub const ADADELTA: Self = Self::AdaDelta { delta: 1e-8 };
     /// Adam with Caffe's defaults: `momentum2` 0.999, `delta` 1e-8.
     pub const ADAM: Self = Self::Adam {
         momentum2: 0.999,
@@ -111,25 +145,40 @@ impl SolverType {
         match self {
             Self::Sgd => "SGD",
             Self::Nesterov => "Nesterov",
+            Self::AdaGrad { .. } => "AdaGrad",
+            Self::RmsProp { .. } => "RMSProp",
+            Self::AdaDelta { .. } => "AdaDelta",
             Self::Adam { .. } => "Adam",
         }
     }
 
-    /// History blobs per parameter: Adam keeps two moments.
+    /// History blobs per parameter: AdaDelta and Adam keep two.
     fn histories(&self) -> usize {
         match self {
-            Self::Adam { .. } => 2,
+            Self::AdaDelta { .. } | Self::Adam { .. } => 2,
             _ => 1,
+        }
+    }
+
+    /// The type's `delta`, where it divides by a running average that
+    /// starts at 0.
+    fn delta(&self) -> Option<f32> {
+        match *self {
+            Self::Sgd | Self::Nesterov => None,
+            Self::AdaGrad { delta }
+            | Self::RmsProp { delta, .. }
+            | Self::AdaDelta { delta }
+            | Self::Adam { delta, .. } => Some(delta),
         }
     }
 }
 
 /// Caffe's SGD solvers (`SGDSolver` and, by [`SolverType`], its
-/// `NesterovSolver` and `AdamSolver`), computed as Caffe computes them:
-/// the learning rate of [`LrPolicy`], scaled per parameter by
-/// [`ParamSpec`]; gradient clipping; weight decay; the update of the
-/// type (momentum, Nesterov's, Adam's); then `Update`. The parameters
-/// are stepped where they live, CPU or GPU.
+/// `NesterovSolver`, `AdaGradSolver`, `RMSPropSolver`, `AdaDeltaSolver`
+/// and `AdamSolver`), computed as Caffe computes them: the learning rate
+/// of [`LrPolicy`], scaled per parameter by [`ParamSpec`]; gradient
+/// clipping; weight decay; the update of the type; then `Update`. The
+/// parameters are stepped where they live, CPU or GPU.
 ///
 /// ```
 /// use blob_layers::solver::{LrPolicy, ParamSpec, SgdSolver};
@@ -148,7 +197,7 @@ impl SolverType {
 /// ```
 #[derive(Debug)]
 pub struct SgdSolver {
-    /// `type`: SGD, Nesterov or Adam.
+    /// `type`: SGD, Nesterov, AdaGrad, RMSProp, AdaDelta or Adam.
     pub solver_type: SolverType,
     /// `base_lr`.
     pub base_lr: f32,
@@ -169,8 +218,8 @@ pub struct SgdSolver {
     /// Caffe's `current_step_`: how many steps of the `step` or
     /// `multistep` policy the rate has taken.
     pub current_step: usize,
-    /// Caffe's `history_`: per parameter its momentum (Adam: its first
-    /// moments, then its second).
+    /// Caffe's `history_`: one blob per parameter (AdaDelta and Adam:
+    /// one per parameter, then a second per parameter).
     history: Vec<Blob<f32>>,
 }
 
@@ -326,14 +375,29 @@ impl SgdSolver {
     fn check(&self, specs: &[ParamSpec]) -> Result<(), BlobError> {
         check_finite("momentum", self.momentum)?;
         check_finite("weight_decay", self.weight_decay)?;
-        if let SolverType::Adam { momentum2, delta } = self.solver_type {
-            check_finite("momentum2", momentum2)?;
-            // With no delta a gradient of 0 divides 0 by 0.
-            if !(delta > 0.0 && delta.is_finite()) {
+        let name = self.solver_type.name();
+        // With no delta a gradient of 0 divides 0 by 0.
+        if let Some(delta) = self.solver_type.delta()
+            && !(delta > 0.0 && delta.is_finite())
+        {
+            return Err(invalid(format!(
+                "{name}'s delta must be finite and above 0, got {delta}"
+            )));
+        }
+        match self.solver_type {
+            SolverType::AdaGrad { .. } | SolverType::RmsProp { .. } if self.momentum != 0.0 => {
                 return Err(invalid(format!(
-                    "Adam's delta must be finite and above 0, got {delta}"
+                    "momentum cannot be used with {name}, got {}",
+                    self.momentum
                 )));
             }
+            SolverType::RmsProp { rms_decay, .. } if !(0.0..1.0).contains(&rms_decay) => {
+                return Err(invalid(format!(
+                    "RMSProp's rms_decay must be at least 0 and below 1, got {rms_decay}"
+                )));
+            }
+            SolverType::Adam { momentum2, .. } => check_finite("momentum2", momentum2)?,
+            _ => {}
         }
         if let Some(clip) = self.clip_gradients
             && !(clip >= 0.0 && clip.is_finite())
@@ -467,6 +531,20 @@ impl SgdSolver {
                         SolverType::Nesterov => cuda::GpuRule::Nesterov {
                             momentum: self.momentum,
                         },
+                        SolverType::AdaGrad { delta } => cuda::GpuRule::Adaptive {
+                            keep: 1.0,
+                            add: 1.0,
+                            delta,
+                        },
+                        SolverType::RmsProp { rms_decay, delta } => cuda::GpuRule::Adaptive {
+                            keep: rms_decay,
+                            add: 1.0 - rms_decay,
+                            delta,
+                        },
+                        SolverType::AdaDelta { delta } => cuda::GpuRule::AdaDelta {
+                            momentum: self.momentum,
+                            delta,
+                        },
                         SolverType::Adam { momentum2, delta } => cuda::GpuRule::Adam {
                             beta1: self.momentum,
                             beta2: momentum2,
@@ -535,6 +613,28 @@ impl SgdSolver {
                 cpu::axpby(1.0 + momentum, &hist, -momentum, &mut update);
                 cpu::copy(&update, diff);
             }
+            SolverType::AdaGrad { delta } => adaptive(rate, 1.0, 1.0, delta, &mut hist, diff),
+            SolverType::RmsProp { rms_decay, delta } => {
+                adaptive(rate, rms_decay, 1.0 - rms_decay, delta, &mut hist, diff)
+            }
+            SolverType::AdaDelta { delta } => {
+                let mut updates = history[1].mutable_cpu_data()?;
+                let mut update = vec![0.0; diff.len()];
+                cpu::powx(diff, 2.0, &mut update);
+                cpu::axpby(1.0 - momentum, &update, momentum, &mut hist);
+                // sqrt((updates + delta) / (grads + delta)), as Caffe's
+                // set, add, div and powx compute it.
+                let mut temp = vec![delta; diff.len()];
+                cpu::add(&temp, &updates, &mut update);
+                cpu::add_inplace(&mut temp, &hist);
+                cpu::div_inplace(&mut update, &temp);
+                let ratio = update.clone();
+                cpu::powx(&ratio, 0.5, &mut update);
+                cpu::mul_inplace(diff, &update);
+                cpu::powx(diff, 2.0, &mut update);
+                cpu::axpby(1.0 - momentum, &update, momentum, &mut updates);
+                cpu::scal(rate, diff);
+            }
             SolverType::Adam { momentum2, delta } => {
                 let mut v = history[1].mutable_cpu_data()?;
                 // The moments: m from the gradient, v from its square.
@@ -555,7 +655,7 @@ impl SgdSolver {
 
     /// The `.solverstate` of this solver (Caffe
     /// `SnapshotSolverStateToBinaryProto`): iteration, `current_step` and
-    /// history (Adam's: first moments, then second).
+    /// history (AdaDelta's and Adam's: two blobs per parameter).
     ///
     /// ```
     /// let s = blob_layers::solver::SgdSolver::lenet();
@@ -584,8 +684,8 @@ impl SgdSolver {
     }
 
     /// Continues from a `.solverstate` (Caffe `RestoreSolverStateFromBinaryProto`):
-    /// iteration, `current_step` and history (Adam's: first moments, then
-    /// second), checked against the parameters. The hyper-parameters are the solver's own, as in
+    /// iteration, `current_step` and history (AdaDelta's and Adam's: two
+    /// blobs per parameter), checked against the parameters. The hyper-parameters are the solver's own, as in
     /// Caffe, where they come from the solver prototxt.
     ///
     /// ```
@@ -630,4 +730,19 @@ impl SgdSolver {
         self.current_step = current_step;
         Ok(())
     }
+}
+
+/// AdaGrad's and RMSProp's update, as Caffe's powx, axpby (AdaGrad:
+/// add), powx, add_scalar, div and axpby compute it: `history = keep *
+/// history + add * diff^2` (AdaGrad keeps and adds all: `1 * h + 1 * u`
+/// is `h + u` exactly), `diff = rate * diff / (sqrt(history) + delta)`.
+fn adaptive(rate: f32, keep: f32, add: f32, delta: f32, history: &mut [f32], diff: &mut [f32]) {
+    let mut update = vec![0.0; diff.len()];
+    cpu::powx(diff, 2.0, &mut update);
+    cpu::axpby(add, &update, keep, history);
+    let mut root = vec![0.0; diff.len()];
+    cpu::powx(history, 0.5, &mut root);
+    cpu::add_scalar(delta, &mut root);
+    cpu::div(diff, &root, &mut update);
+    cpu::axpby(rate, &update, 0.0, diff);
 }

@@ -1,7 +1,7 @@
 // Caffe's solver steps for one parameter on the GPU, each in one pass:
 // Regularize (L2, or L1 where l1 is not 0), ComputeUpdateValue (Caffe's
-// sgd_update_gpu, nesterov_update_gpu, adam_update_gpu) and Net::Update,
-// in the order the CPU side computes them.
+// sgd_, nesterov_, adagrad_, rmsprop_, adadelta_ and adam_update_gpu)
+// and Net::Update, in the order the CPU side computes them.
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
@@ -62,6 +62,42 @@ extern "C" __global__ void adam_step_f32(long long n, float decay, int l1, float
         m[i] = mi;
         v[i] = vi;
         float u = rate * (mi / (sqrtf(vi) + delta));
+        diff[i] = u;
+        data[i] = w - u;
+    }
+}
+
+// AdaGrad (keep 1, add 1) and RMSProp (keep rms_decay, add 1 -
+// rms_decay): history = keep * history + add * g^2; diff = rate * g /
+// (sqrt(history) + delta); data -= diff.
+extern "C" __global__ void adaptive_step_f32(long long n, float decay, int l1, float rate,
+                                             float keep, float add, float delta, float* data,
+                                             float* diff, float* history) {
+    GRID_STRIDE(i, n) {
+        float w = data[i];
+        float g = regularized(diff[i], w, decay, l1);
+        float h = add * (g * g) + keep * history[i];
+        history[i] = h;
+        float u = rate * (g / (sqrtf(h) + delta));
+        diff[i] = u;
+        data[i] = w - u;
+    }
+}
+
+// AdaDelta: grads = momentum * grads + (1 - momentum) * g^2; the step
+// g * sqrt((updates + delta) / (grads + delta)); updates = momentum *
+// updates + (1 - momentum) * step^2; diff = rate * step; data -= diff.
+extern "C" __global__ void adadelta_step_f32(long long n, float decay, int l1, float rate,
+                                             float momentum, float delta, float* data,
+                                             float* diff, float* grads, float* updates) {
+    GRID_STRIDE(i, n) {
+        float w = data[i];
+        float g = regularized(diff[i], w, decay, l1);
+        float h = (1.0f - momentum) * (g * g) + momentum * grads[i];
+        grads[i] = h;
+        float s = g * sqrtf((updates[i] + delta) / (h + delta));
+        updates[i] = (1.0f - momentum) * (s * s) + momentum * updates[i];
+        float u = rate * s;
         diff[i] = u;
         data[i] = w - u;
     }

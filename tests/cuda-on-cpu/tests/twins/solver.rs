@@ -1,7 +1,7 @@
 //! `solver.cu` against the CPU's `SgdSolver::step`: three steps of
 //! Caffe's LeNet recipe (weight decay, momentum, the `inv` rate, a
 //! bias's lr_mult of 2) on one parameter, three of L1 decay with a
-//! decay_mult, and three each of Nesterov and Adam, data and diff
+//! decay_mult, and three of each other solver type, data and diff
 //! compared after each.
 
 use blob_layers::solver::{LrPolicy, ParamSpec, Regularization, SgdSolver, SolverType};
@@ -42,6 +42,31 @@ fn nesterov_step_matches_the_cpu_solver() {
 }
 
 #[test]
+fn adagrad_step_matches_the_cpu_solver() {
+    let adagrad = SgdSolver::new(0.01, LrPolicy::Fixed)
+        .with_type(SolverType::ADAGRAD)
+        .with_weight_decay(0.0005);
+    steps_match(adagrad, ParamSpec::default());
+}
+
+#[test]
+fn rmsprop_step_matches_the_cpu_solver() {
+    let rmsprop = SgdSolver::new(0.01, LrPolicy::Fixed)
+        .with_type(SolverType::RMSPROP)
+        .with_weight_decay(0.0005);
+    steps_match(rmsprop, ParamSpec::default());
+}
+
+#[test]
+fn adadelta_step_matches_the_cpu_solver() {
+    let adadelta = SgdSolver::new(1.0, LrPolicy::Fixed)
+        .with_type(SolverType::AdaDelta { delta: 1e-6 })
+        .with_momentum(0.95)
+        .with_weight_decay(0.0005);
+    steps_match(adadelta, ParamSpec::default());
+}
+
+#[test]
 fn adam_step_matches_the_cpu_solver() {
     let adam = SgdSolver::new(0.001, LrPolicy::Fixed)
         .with_type(SolverType::ADAM)
@@ -74,6 +99,35 @@ fn steps_match(mut solver: SgdSolver, spec: ParamSpec) {
                 ),
                 SolverType::Nesterov => k::nesterov_step_f32(
                     n, n as i64, decay, l1, rate, momentum, &mut data, &mut diff, &mut first,
+                ),
+                SolverType::AdaGrad { delta } => k::adaptive_step_f32(
+                    n, n as i64, decay, l1, rate, 1.0, 1.0, delta, &mut data, &mut diff, &mut first,
+                ),
+                SolverType::RmsProp { rms_decay, delta } => k::adaptive_step_f32(
+                    n,
+                    n as i64,
+                    decay,
+                    l1,
+                    rate,
+                    rms_decay,
+                    1.0 - rms_decay,
+                    delta,
+                    &mut data,
+                    &mut diff,
+                    &mut first,
+                ),
+                SolverType::AdaDelta { delta } => k::adadelta_step_f32(
+                    n,
+                    n as i64,
+                    decay,
+                    l1,
+                    rate,
+                    momentum,
+                    delta,
+                    &mut data,
+                    &mut diff,
+                    &mut first,
+                    &mut second,
                 ),
                 SolverType::Adam { momentum2, delta } => {
                     let (b1, b2) = (momentum as f64, momentum2 as f64);
