@@ -75,7 +75,7 @@ fn each_policy_gives_caffes_rate() {
         ),
     ];
     for (policy, caffe) in cases {
-        let mut solver = SgdSolver::new(base, policy.clone());
+        let mut solver = SgdSolver::<f32>::new(base, policy.clone());
         for iter in [0, 1, 99, 100, 101, 250, 499, 500, 999] {
             solver.iter = iter;
             let rate = solver.learning_rate().unwrap();
@@ -89,7 +89,7 @@ fn each_policy_gives_caffes_rate() {
         }
     }
     // The policies do move the rate: step's tenth after 100 iterations.
-    let mut step = SgdSolver::new(
+    let mut step = SgdSolver::<f32>::new(
         1.0,
         LrPolicy::Step {
             gamma: 0.1,
@@ -518,4 +518,47 @@ fn what_caffe_refuses_of_the_adaptive_solvers_is_refused() {
         assert!(err.contains(message), "{err}\nshould say: {message}");
         assert_eq!(p.to_vec().unwrap(), [1.0], "{message}: data moved");
     }
+}
+
+#[test]
+fn an_f64_solver_computes_in_double_as_caffes_does() {
+    let inv = LrPolicy::Inv {
+        gamma: 1e-4,
+        power: 0.75,
+    };
+    let mut solver = SgdSolver::<f64>::new(0.01, inv.clone())
+        .with_momentum(0.9)
+        .with_weight_decay(5e-4);
+    solver.iter = 5000;
+    // Caffe's SGDSolver<double>: gamma * iter in float, the rest in double.
+    let rate = f64::from(0.01f32) * (1.0 + f64::from(1e-4f32 * 5000.0)).powf(-f64::from(0.75f32));
+    assert_eq!(solver.learning_rate().unwrap(), rate);
+    let mut single = SgdSolver::<f32>::new(0.01, inv);
+    single.iter = 5000;
+    assert_ne!(
+        f64::from(single.learning_rate().unwrap()),
+        rate,
+        "f32 rounds the rate"
+    );
+
+    let (w, g) = (0.7f64, -0.3f64);
+    let p = Blob::<f64>::from_vec(&[1], vec![w]).unwrap();
+    p.mutable_cpu_diff().unwrap()[0] = g;
+    solver.step(&[&p], &[ParamSpec::default()]).unwrap();
+    let decayed = g + f64::from(5e-4f32) * w;
+    assert_eq!(p.to_vec().unwrap(), [w - rate * decayed]);
+
+    // Its state holds doubles and resumes exactly.
+    let state = solver.state("double.caffemodel").unwrap();
+    assert!(!state.history[0].double_data.is_empty() && state.history[0].data.is_empty());
+    let twin = Blob::<f64>::from_vec(&[1], p.to_vec().unwrap()).unwrap();
+    let mut resumed = SgdSolver::<f64>::new(0.01, solver.lr_policy.clone())
+        .with_momentum(0.9)
+        .with_weight_decay(5e-4);
+    resumed.restore(&state, &[&twin]).unwrap();
+    for (s, q) in [(&mut solver, &p), (&mut resumed, &twin)] {
+        q.mutable_cpu_diff().unwrap()[0] = 0.125;
+        s.step(&[q], &[ParamSpec::default()]).unwrap();
+    }
+    assert_eq!(twin.to_vec().unwrap(), p.to_vec().unwrap());
 }

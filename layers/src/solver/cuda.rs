@@ -4,9 +4,11 @@
 
 use blob_kernels::cuda::cudarc::driver::CudaViewMut;
 use blob_kernels::cuda::{Gpu, launch_config};
-use blob_runtime::Blob;
+use blob_runtime::{Blob, MathElement};
+use std::any::Any;
 
-use crate::gpu::{cuda, write};
+use super::SolverType;
+use crate::gpu::{cuda, gpu_of_all, write};
 use crate::layer::Result;
 
 blob_kernels::cuda_kernels! {
@@ -82,10 +84,53 @@ pub(crate) enum GpuRule {
     },
 }
 
+impl GpuRule {
+    /// The rule of `solver_type`, with the solver's `momentum`.
+    pub(crate) fn of(solver_type: SolverType, momentum: f32) -> Self {
+        match solver_type {
+            SolverType::Sgd => Self::Sgd { momentum },
+            SolverType::Nesterov => Self::Nesterov { momentum },
+            SolverType::AdaGrad { delta } => Self::Adaptive {
+                keep: 1.0,
+                add: 1.0,
+                delta,
+            },
+            SolverType::RmsProp { rms_decay, delta } => Self::Adaptive {
+                keep: rms_decay,
+                add: 1.0 - rms_decay,
+                delta,
+            },
+            SolverType::AdaDelta { delta } => Self::AdaDelta { momentum, delta },
+            SolverType::Adam { momentum2, delta } => Self::Adam {
+                beta1: momentum,
+                beta2: momentum2,
+                delta,
+            },
+        }
+    }
+}
+
+/// Steps `p` on the GPU when it and its history are `f32` blobs on one
+/// GPU, and says how that went; `None` leaves the step to the CPU (an
+/// `f64` solver's too: the kernels are `f32`).
+pub(crate) fn step_on_gpu<T: MathElement>(
+    step: &GpuStep,
+    p: &Blob<T>,
+    history: &[&Blob<T>],
+) -> Option<Result<()>> {
+    let p = (p as &dyn Any).downcast_ref::<Blob<f32>>()?;
+    let history: Vec<&Blob<f32>> = history
+        .iter()
+        .map(|h| (*h as &dyn Any).downcast_ref::<Blob<f32>>())
+        .collect::<Option<_>>()?;
+    let gpu = gpu_of_all(&[&[p], &history[..]].concat())?;
+    Some(run(&gpu, step, p, &history))
+}
+
 /// Caffe's `ApplyUpdate` then `Update` for `p` with its `history` (for
 /// AdaDelta and Adam, two blobs): afterwards `p`'s diff holds the step
 /// taken, as in Caffe.
-pub(crate) fn step(gpu: &Gpu, step: &GpuStep, p: &Blob<f32>, history: &[&Blob<f32>]) -> Result<()> {
+fn run(gpu: &Gpu, step: &GpuStep, p: &Blob<f32>, history: &[&Blob<f32>]) -> Result<()> {
     let n = p.count();
     let mut data = p.mutable_gpu_data()?;
     let mut diff = p.mutable_gpu_diff()?;

@@ -7,14 +7,17 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 mod policy;
+mod rules;
 
 use blob_kernels::cpu;
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SOLVER;
 pub use policy::LrPolicy;
+pub use rules::SolverType;
+use rules::{adam_correction, dtype, update_value};
 
 use blob_proto::SolverState;
-use blob_runtime::{Blob, BlobError};
+use blob_runtime::{Blob, BlobError, MathElement};
 
 /// What a net says of one learnable parameter (the part of Caffe's
 /// `ParamSpec` a solver reads): its multipliers of the learning rate and
@@ -59,126 +62,17 @@ pub enum Regularization {
     L1,
 }
 
-/// Caffe's solver `type`: how a step turns each parameter's gradient
-/// (weight decay added) into its update. Every type takes the same
-/// learning-rate policies, multipliers, weight decay and clipping: in
-/// Caffe they are all `SGDSolver`s, differing in `ComputeUpdateValue`.
-///
-/// ```
-/// use blob_layers::solver::{LrPolicy, SgdSolver, SolverType};
-/// // Caffe's lenet_solver_adam.prototxt: base_lr 0.001, momentum 0.9,
-/// // momentum2 0.999, lr_policy fixed.
-/// let adam = SgdSolver::new(0.001, LrPolicy::Fixed)
-///     .with_type(SolverType::ADAM)
-///     .with_momentum(0.9);
-/// assert_eq!(adam.solver_type.name(), "Adam");
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub enum SolverType {
-    /// `"SGD"`: `history = momentum * history + rate * diff`; the update
-    /// is the history.
-    #[default]
-    Sgd,
-    /// `"Nesterov"`: the history as SGD's; the update steps back from the
-    /// previous history and over the new one: `(1 + momentum) * history
-    /// - momentum * previous`.
-    Nesterov,
-    /// `"AdaGrad"`: `history += diff^2`; the update is `rate * diff /
-    /// (sqrt(history) + delta)`. Takes no momentum.
-    AdaGrad {
-        /// `delta`, Caffe's default 1e-8; above 0.
-        delta: f32,
-    },
-    /// `"RMSProp"`: `history = rms_decay * history + (1 - rms_decay) *
-    /// diff^2`; the update is `rate * diff / (sqrt(history) + delta)`.
-    /// Takes no momentum.
-    RmsProp {
-        /// `rms_decay`, Caffe's default 0.99; in `[0, 1)`.
-        rms_decay: f32,
-        /// `delta`, Caffe's default 1e-8; above 0.
-        delta: f32,
-    },
-    /// `"AdaDelta"`: averages of the squared gradients `g2 = momentum *
-    /// g2 + (1 - momentum) * diff^2` and of the squared steps; the step
-    /// is `diff * sqrt((u2 + delta) / (g2 + delta))`, then `u2 =
-    /// momentum * u2 + (1 - momentum) * step^2`, and the update is `rate
-    /// * step`.
-    AdaDelta {
-        /// `delta`, Caffe's default 1e-8; above 0.
-        delta: f32,
-    },
-    /// `"Adam"`: moments `m = momentum * m + (1 - momentum) * diff` and
-    /// `v = momentum2 * v + (1 - momentum2) * diff^2`; the update is
-    /// `rate * sqrt(1 - momentum2^t) / (1 - momentum^t) * m / (sqrt(v) +
-    /// delta)` at step `t = iter + 1`. The solver's `momentum` is Adam's
-    /// beta1.
-    Adam {
-        /// `momentum2` (beta2), Caffe's default 0.999.
-        momentum2: f32,
-        /// `delta` (epsilon), Caffe's default 1e-8; above 0.
-        delta: f32,
-    },
-}
-
-impl SolverType {
-    /// AdaGrad with Caffe's default `delta`, 1e-8.
-    pub const ADAGRAD: Self = Self::AdaGrad { delta: 1e-8 };
-    /// RMSProp with Caffe's defaults: `rms_decay` 0.99, `delta` 1e-8.
-    pub const RMSPROP: Self = Self::RmsProp {
-        rms_decay: 0.99,
-        delta: 1e-8,
-    };
-    /// AdaDelta with Caffe's default `delta`, 1e-8.
-    pub const ADADELTA: Self = Self::AdaDelta { delta: 1e-8 };
-    /// Adam with Caffe's defaults: `momentum2` 0.999, `delta` 1e-8.
-    pub const ADAM: Self = Self::Adam {
-        momentum2: 0.999,
-        delta: 1e-8,
-    };
-
-    /// Caffe's name of the type, as the solver's `type` spells it.
-    ///
-    /// ```
-    /// assert_eq!(blob_layers::solver::SolverType::Nesterov.name(), "Nesterov");
-    /// ```
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Sgd => "SGD",
-            Self::Nesterov => "Nesterov",
-            Self::AdaGrad { .. } => "AdaGrad",
-            Self::RmsProp { .. } => "RMSProp",
-            Self::AdaDelta { .. } => "AdaDelta",
-            Self::Adam { .. } => "Adam",
-        }
-    }
-
-    /// History blobs per parameter: AdaDelta and Adam keep two.
-    fn histories(&self) -> usize {
-        match self {
-            Self::AdaDelta { .. } | Self::Adam { .. } => 2,
-            _ => 1,
-        }
-    }
-
-    /// The type's `delta`, where it divides by a running average that
-    /// starts at 0.
-    fn delta(&self) -> Option<f32> {
-        match *self {
-            Self::Sgd | Self::Nesterov => None,
-            Self::AdaGrad { delta }
-            | Self::RmsProp { delta, .. }
-            | Self::AdaDelta { delta }
-            | Self::Adam { delta, .. } => Some(delta),
-        }
-    }
-}
-
 /// Caffe's SGD solvers (`SGDSolver` and, by [`SolverType`], its
 /// `NesterovSolver`, `AdaGradSolver`, `RMSPropSolver`, `AdaDeltaSolver`
 /// and `AdamSolver`), computed as Caffe computes them: the learning rate
 /// of [`LrPolicy`], scaled per parameter by [`ParamSpec`]; gradient
 /// clipping; weight decay; the update of the type; then `Update`. The
 /// parameters are stepped where they live, CPU or GPU.
+///
+/// The element type is `f32` unless named: `SgdSolver<f64>` steps `f64`
+/// parameters in Caffe's `SGDSolver<double>` arithmetic (on the CPU; the
+/// GPU kernels are `f32`). The hyper-parameters are `f32` either way, as
+/// Caffe's `SolverParameter` holds them.
 ///
 /// ```
 /// use blob_layers::solver::{LrPolicy, ParamSpec, SgdSolver};
@@ -196,7 +90,7 @@ impl SolverType {
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 #[derive(Debug)]
-pub struct SgdSolver {
+pub struct SgdSolver<T: MathElement = f32> {
     /// `type`: SGD, Nesterov, AdaGrad, RMSProp, AdaDelta or Adam.
     pub solver_type: SolverType,
     /// `base_lr`.
@@ -220,7 +114,7 @@ pub struct SgdSolver {
     pub current_step: usize,
     /// Caffe's `history_`: one blob per parameter (AdaDelta and Adam:
     /// one per parameter, then a second per parameter).
-    history: Vec<Blob<f32>>,
+    history: Vec<Blob<T>>,
 }
 
 const OP: &str = "solver step";
@@ -236,31 +130,7 @@ fn check_finite(what: &str, value: f32) -> Result<(), BlobError> {
     Err(invalid(format!("{what} must be finite, got {value}")))
 }
 
-impl SgdSolver {
-    /// Caffe's solver with its defaults beside `base_lr` and
-    /// `lr_policy`: type SGD, no momentum, no weight decay (L2 when set),
-    /// no clipping.
-    ///
-    /// ```
-    /// use blob_layers::solver::{LrPolicy, SgdSolver};
-    /// let s = SgdSolver::new(0.1, LrPolicy::Fixed);
-    /// assert_eq!((s.momentum, s.weight_decay, s.clip_gradients), (0.0, 0.0, None));
-    /// ```
-    pub fn new(base_lr: f32, lr_policy: LrPolicy) -> Self {
-        Self {
-            solver_type: SolverType::Sgd,
-            base_lr,
-            lr_policy,
-            momentum: 0.0,
-            weight_decay: 0.0,
-            regularization: Regularization::L2,
-            clip_gradients: None,
-            iter: 0,
-            current_step: 0,
-            history: Vec::new(),
-        }
-    }
-
+impl SgdSolver<f32> {
     /// Caffe's `examples/mnist/lenet_solver.prototxt`: base_lr 0.01,
     /// momentum 0.9, weight_decay 5e-4, lr_policy inv, gamma 1e-4, power
     /// 0.75.
@@ -295,12 +165,42 @@ impl SgdSolver {
             .with_type(SolverType::ADAM)
             .with_momentum(0.9)
     }
+}
+
+impl<T: MathElement> SgdSolver<T> {
+    /// Caffe's solver with its defaults beside `base_lr` and
+    /// `lr_policy`: type SGD, no momentum, no weight decay (L2 when set),
+    /// no clipping.
+    ///
+    /// ```
+    /// use blob_layers::solver::{LrPolicy, SgdSolver};
+    /// let s: SgdSolver = SgdSolver::new(0.1, LrPolicy::Fixed); // f32 by default
+    /// assert_eq!((s.momentum, s.weight_decay, s.clip_gradients), (0.0, 0.0, None));
+    /// // For a net of f64 blobs:
+    /// let double = SgdSolver::<f64>::new(0.1, LrPolicy::Fixed);
+    /// assert_eq!(double.learning_rate()?, 0.1f32 as f64);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn new(base_lr: f32, lr_policy: LrPolicy) -> Self {
+        Self {
+            solver_type: SolverType::Sgd,
+            base_lr,
+            lr_policy,
+            momentum: 0.0,
+            weight_decay: 0.0,
+            regularization: Regularization::L2,
+            clip_gradients: None,
+            iter: 0,
+            current_step: 0,
+            history: Vec::new(),
+        }
+    }
 
     /// Sets the solver `type`.
     ///
     /// ```
     /// # use blob_layers::solver::{LrPolicy, SgdSolver, SolverType};
-    /// let s = SgdSolver::new(0.1, LrPolicy::Fixed).with_type(SolverType::Nesterov);
+    /// let s: SgdSolver = SgdSolver::new(0.1, LrPolicy::Fixed).with_type(SolverType::Nesterov);
     /// assert_eq!(s.solver_type, SolverType::Nesterov);
     /// ```
     pub fn with_type(mut self, solver_type: SolverType) -> Self {
@@ -312,7 +212,7 @@ impl SgdSolver {
     ///
     /// ```
     /// # use blob_layers::solver::{LrPolicy, SgdSolver};
-    /// assert_eq!(SgdSolver::new(0.1, LrPolicy::Fixed).with_momentum(0.9).momentum, 0.9);
+    /// assert_eq!(SgdSolver::<f32>::new(0.1, LrPolicy::Fixed).with_momentum(0.9).momentum, 0.9);
     /// ```
     pub fn with_momentum(mut self, momentum: f32) -> Self {
         self.momentum = momentum;
@@ -323,7 +223,7 @@ impl SgdSolver {
     ///
     /// ```
     /// # use blob_layers::solver::{LrPolicy, SgdSolver};
-    /// assert_eq!(SgdSolver::new(0.1, LrPolicy::Fixed).with_weight_decay(5e-4).weight_decay, 5e-4);
+    /// assert_eq!(SgdSolver::<f32>::new(0.1, LrPolicy::Fixed).with_weight_decay(5e-4).weight_decay, 5e-4);
     /// ```
     pub fn with_weight_decay(mut self, weight_decay: f32) -> Self {
         self.weight_decay = weight_decay;
@@ -334,7 +234,7 @@ impl SgdSolver {
     ///
     /// ```
     /// # use blob_layers::solver::{LrPolicy, Regularization, SgdSolver};
-    /// let s = SgdSolver::new(0.1, LrPolicy::Fixed).with_regularization(Regularization::L1);
+    /// let s: SgdSolver = SgdSolver::new(0.1, LrPolicy::Fixed).with_regularization(Regularization::L1);
     /// assert_eq!(s.regularization, Regularization::L1);
     /// ```
     pub fn with_regularization(mut self, regularization: Regularization) -> Self {
@@ -346,7 +246,7 @@ impl SgdSolver {
     ///
     /// ```
     /// # use blob_layers::solver::{LrPolicy, SgdSolver};
-    /// assert_eq!(SgdSolver::new(0.1, LrPolicy::Fixed).with_clip_gradients(10.0).clip_gradients, Some(10.0));
+    /// assert_eq!(SgdSolver::<f32>::new(0.1, LrPolicy::Fixed).with_clip_gradients(10.0).clip_gradients, Some(10.0));
     /// ```
     pub fn with_clip_gradients(mut self, clip_gradients: f32) -> Self {
         self.clip_gradients = Some(clip_gradients);
@@ -363,7 +263,7 @@ impl SgdSolver {
     /// assert!((s.learning_rate()? - 0.01 * 2f32.powf(-0.75)).abs() < 1e-9);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn learning_rate(&self) -> Result<f32, BlobError> {
+    pub fn learning_rate(&self) -> Result<T, BlobError> {
         self.lr_policy.check()?;
         check_finite("base_lr", self.base_lr)?;
         let step = self.lr_policy.next_step(self.iter, self.current_step);
@@ -415,7 +315,7 @@ impl SgdSolver {
 
     /// The history blobs (Caffe's `history_`) for `params`, made on the
     /// first step where each parameter lives, checked on the later ones.
-    fn ensure_history(&mut self, params: &[&Blob<f32>]) -> Result<(), BlobError> {
+    fn ensure_history(&mut self, params: &[&Blob<T>]) -> Result<(), BlobError> {
         let want = params.len() * self.solver_type.histories();
         if self.history.is_empty() {
             self.history = params
@@ -461,11 +361,12 @@ impl SgdSolver {
 
     /// Caffe's `ClipGradients`: when the L2 norm of every parameter's diff
     /// together exceeds `clip_gradients`, all diffs are scaled down to it.
-    fn clip(&self, params: &[&Blob<f32>]) -> Result<(), BlobError> {
+    fn clip(&self, params: &[&Blob<T>]) -> Result<(), BlobError> {
         let Some(clip) = self.clip_gradients else {
             return Ok(());
         };
-        let mut sumsq = 0.0f32;
+        let clip = dtype::<T>(clip);
+        let mut sumsq = T::ZERO;
         for p in params {
             sumsq += p.sumsq_diff()?;
         }
@@ -500,7 +401,7 @@ impl SgdSolver {
     /// assert!(err.to_string().contains("parameter 0 is 3 (3), but its history is 1 (1)"), "{err}");
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn step(&mut self, params: &[&Blob<f32>], specs: &[ParamSpec]) -> Result<(), BlobError> {
+    pub fn step(&mut self, params: &[&Blob<T>], specs: &[ParamSpec]) -> Result<(), BlobError> {
         if specs.len() != params.len() {
             return Err(BlobError::CountMismatch {
                 op: OP,
@@ -513,143 +414,52 @@ impl SgdSolver {
         let rate = self.learning_rate()?;
         self.ensure_history(params)?;
         self.clip(params)?;
-        let adam_correction = self.adam_correction();
+        let momentum = dtype::<T>(self.momentum);
+        let correction = match self.solver_type {
+            SolverType::Adam { momentum2, .. } => {
+                adam_correction(momentum, dtype(momentum2), self.iter + 1)
+            }
+            _ => T::ONE,
+        };
         for (i, (p, spec)) in params.iter().zip(specs).enumerate() {
-            let history: Vec<&Blob<f32>> = self.history[i..].iter().step_by(params.len()).collect();
-            let decay = self.weight_decay * spec.decay_mult;
-            let rate = rate * spec.lr_mult;
+            let history: Vec<&Blob<T>> = self.history[i..].iter().step_by(params.len()).collect();
+            // Caffe's Dtype arithmetic: weight_decay * decay_mult, then
+            // rate * lr_mult (* Adam's correction).
+            let decay = dtype::<T>(self.weight_decay) * dtype(spec.decay_mult);
+            let rate = rate * dtype(spec.lr_mult) * correction;
             #[cfg(feature = "cuda")]
-            if let Some(gpu) = crate::gpu::gpu_of_all(&[&[*p], &history[..]].concat()) {
+            {
                 let step = cuda::GpuStep {
-                    decay,
+                    decay: decay.to_f64() as f32,
                     l1: self.regularization == Regularization::L1,
-                    rate: rate * adam_correction,
-                    rule: match self.solver_type {
-                        SolverType::Sgd => cuda::GpuRule::Sgd {
-                            momentum: self.momentum,
-                        },
-                        SolverType::Nesterov => cuda::GpuRule::Nesterov {
-                            momentum: self.momentum,
-                        },
-                        SolverType::AdaGrad { delta } => cuda::GpuRule::Adaptive {
-                            keep: 1.0,
-                            add: 1.0,
-                            delta,
-                        },
-                        SolverType::RmsProp { rms_decay, delta } => cuda::GpuRule::Adaptive {
-                            keep: rms_decay,
-                            add: 1.0 - rms_decay,
-                            delta,
-                        },
-                        SolverType::AdaDelta { delta } => cuda::GpuRule::AdaDelta {
-                            momentum: self.momentum,
-                            delta,
-                        },
-                        SolverType::Adam { momentum2, delta } => cuda::GpuRule::Adam {
-                            beta1: self.momentum,
-                            beta2: momentum2,
-                            delta,
-                        },
-                    },
+                    rate: rate.to_f64() as f32,
+                    rule: cuda::GpuRule::of(self.solver_type, self.momentum),
                 };
-                cuda::step(&gpu, &step, p, &history)?;
-                continue;
+                if let Some(done) = cuda::step_on_gpu(&step, p, &history) {
+                    done?;
+                    continue;
+                }
             }
             {
                 let data = p.cpu_data()?;
                 let mut diff = p.mutable_cpu_diff()?;
                 // Caffe regularizes only where the decay is not 0.
-                if decay != 0.0 {
+                if decay != T::ZERO {
                     match self.regularization {
                         Regularization::L2 => cpu::axpy(decay, &data, &mut diff),
                         Regularization::L1 => {
-                            let mut sign = vec![0.0; data.len()];
+                            let mut sign = vec![T::ZERO; data.len()];
                             cpu::sign(&data, &mut sign);
                             cpu::axpy(decay, &sign, &mut diff);
                         }
                     }
                 }
-                self.update_value(rate * adam_correction, &history, &mut diff)?;
+                update_value(self.solver_type, momentum, rate, &history, &mut diff)?;
             }
             p.update()?;
         }
         self.current_step = self.lr_policy.next_step(self.iter, self.current_step);
         self.iter += 1;
-        Ok(())
-    }
-
-    /// Adam's bias correction of step `iter + 1`, `sqrt(1 - momentum2^t)
-    /// / (1 - momentum^t)`, in Caffe's types (a `float` to an `int` power
-    /// goes through `double`); 1 for the other types.
-    fn adam_correction(&self) -> f32 {
-        let SolverType::Adam { momentum2, .. } = self.solver_type else {
-            return 1.0;
-        };
-        let t = (self.iter + 1) as f64;
-        let (beta1, beta2) = (self.momentum as f64, momentum2 as f64);
-        ((1.0 - beta2.powf(t)).sqrt() / (1.0 - beta1.powf(t))) as f32
-    }
-
-    /// Caffe's `ComputeUpdateValue` on the CPU: the update of
-    /// [`SolverType`] from the regularized gradient in `diff`, written
-    /// into `diff`; `rate` carries the parameter's `lr_mult` (and Adam's
-    /// correction).
-    fn update_value(
-        &self,
-        rate: f32,
-        history: &[&Blob<f32>],
-        diff: &mut [f32],
-    ) -> Result<(), BlobError> {
-        let momentum = self.momentum;
-        let mut hist = history[0].mutable_cpu_data()?;
-        match self.solver_type {
-            SolverType::Sgd => {
-                cpu::axpby(rate, diff, momentum, &mut hist);
-                cpu::copy(&hist, diff);
-            }
-            SolverType::Nesterov => {
-                let mut update = hist.to_vec();
-                cpu::axpby(rate, diff, momentum, &mut hist);
-                cpu::axpby(1.0 + momentum, &hist, -momentum, &mut update);
-                cpu::copy(&update, diff);
-            }
-            SolverType::AdaGrad { delta } => adaptive(rate, 1.0, 1.0, delta, &mut hist, diff),
-            SolverType::RmsProp { rms_decay, delta } => {
-                adaptive(rate, rms_decay, 1.0 - rms_decay, delta, &mut hist, diff)
-            }
-            SolverType::AdaDelta { delta } => {
-                let mut updates = history[1].mutable_cpu_data()?;
-                let mut update = vec![0.0; diff.len()];
-                cpu::powx(diff, 2.0, &mut update);
-                cpu::axpby(1.0 - momentum, &update, momentum, &mut hist);
-                // sqrt((updates + delta) / (grads + delta)), as Caffe's
-                // set, add, div and powx compute it.
-                let mut temp = vec![delta; diff.len()];
-                cpu::add(&temp, &updates, &mut update);
-                cpu::add_inplace(&mut temp, &hist);
-                cpu::div_inplace(&mut update, &temp);
-                let ratio = update.clone();
-                cpu::powx(&ratio, 0.5, &mut update);
-                cpu::mul_inplace(diff, &update);
-                cpu::powx(diff, 2.0, &mut update);
-                cpu::axpby(1.0 - momentum, &update, momentum, &mut updates);
-                cpu::scal(rate, diff);
-            }
-            SolverType::Adam { momentum2, delta } => {
-                let mut v = history[1].mutable_cpu_data()?;
-                // The moments: m from the gradient, v from its square.
-                cpu::axpby(1.0 - momentum, diff, momentum, &mut hist);
-                let mut temp = vec![0.0; diff.len()];
-                cpu::mul(diff, diff, &mut temp);
-                cpu::axpby(1.0 - momentum2, &temp, momentum2, &mut v);
-                // rate * m / (sqrt(v) + delta), as Caffe's powx, add_scalar,
-                // div and scale compute it.
-                cpu::powx(&v, 0.5, &mut temp);
-                cpu::add_scalar(delta, &mut temp);
-                cpu::div(&hist, &temp, diff);
-                cpu::scal(rate, diff);
-            }
-        }
         Ok(())
     }
 
@@ -697,7 +507,7 @@ impl SgdSolver {
     /// assert!(s.restore(&st, &[&w]).is_err()); // no history for w
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn restore(&mut self, state: &SolverState, params: &[&Blob<f32>]) -> Result<(), BlobError> {
+    pub fn restore(&mut self, state: &SolverState, params: &[&Blob<T>]) -> Result<(), BlobError> {
         let want = params.len() * self.solver_type.histories();
         if state.history.len() != want {
             return Err(BlobError::CountMismatch {
@@ -730,19 +540,4 @@ impl SgdSolver {
         self.current_step = current_step;
         Ok(())
     }
-}
-
-/// AdaGrad's and RMSProp's update, as Caffe's powx, axpby (AdaGrad:
-/// add), powx, add_scalar, div and axpby compute it: `history = keep *
-/// history + add * diff^2` (AdaGrad keeps and adds all: `1 * h + 1 * u`
-/// is `h + u` exactly), `diff = rate * diff / (sqrt(history) + delta)`.
-fn adaptive(rate: f32, keep: f32, add: f32, delta: f32, history: &mut [f32], diff: &mut [f32]) {
-    let mut update = vec![0.0; diff.len()];
-    cpu::powx(diff, 2.0, &mut update);
-    cpu::axpby(add, &update, keep, history);
-    let mut root = vec![0.0; diff.len()];
-    cpu::powx(history, 0.5, &mut root);
-    cpu::add_scalar(delta, &mut root);
-    cpu::div(diff, &root, &mut update);
-    cpu::axpby(rate, &update, 0.0, diff);
 }

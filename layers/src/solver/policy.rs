@@ -1,7 +1,7 @@
 //! Caffe's learning-rate policies (`lr_policy` and the fields each reads),
 //! with `SGDSolver::GetLearningRate`'s arithmetic.
 
-use blob_runtime::BlobError;
+use blob_runtime::{BlobError, MathElement};
 
 /// How the learning rate follows the iteration: Caffe's `lr_policy` with
 /// the solver fields that policy reads. `rate` below is the rate of
@@ -10,7 +10,7 @@ use blob_runtime::BlobError;
 /// ```
 /// use blob_layers::solver::{LrPolicy, SgdSolver};
 /// // Caffe's `lr_policy: "step" gamma: 0.1 stepsize: 100`.
-/// let mut s = SgdSolver::new(0.01, LrPolicy::Step { gamma: 0.1, stepsize: 100 });
+/// let mut s: SgdSolver = SgdSolver::new(0.01, LrPolicy::Step { gamma: 0.1, stepsize: 100 });
 /// s.iter = 250;
 /// // Caffe computes a float raised to an int in double.
 /// assert_eq!(s.learning_rate()?, (0.01f32 as f64 * (0.1f32 as f64).powi(2)) as f32);
@@ -161,20 +161,29 @@ impl LrPolicy {
 
     /// The rate of iteration `iter` with Caffe's `current_step_` at
     /// `current_step` (already moved on by [`Self::next_step`]), computed
-    /// in Caffe's types: a `float` base and an `int` exponent go through
-    /// `double`, the rest stays in `float`.
-    pub(crate) fn rate(&self, base_lr: f32, iter: usize, current_step: usize) -> f32 {
-        let powi = |gamma: f32, n: usize| (base_lr as f64 * (gamma as f64).powf(n as f64)) as f32;
+    /// in Caffe's types for a `Dtype` of `T`: the solver's fields are
+    /// `float`s, a `float` raised to an `int` goes through `double`, and
+    /// the rest is `Dtype` arithmetic.
+    pub(crate) fn rate<T: MathElement>(&self, base_lr: f32, iter: usize, current_step: usize) -> T {
+        let dtype = |v: f32| T::from_f64(f64::from(v));
+        let powi = |gamma: f32, n: usize| {
+            T::from_f64(f64::from(base_lr) * f64::from(gamma).powf(n as f64))
+        };
+        let iter_t = T::from_f64(iter as f64);
         match *self {
-            Self::Fixed => base_lr,
+            Self::Fixed => dtype(base_lr),
             Self::Step { gamma, .. } | Self::MultiStep { gamma, .. } => powi(gamma, current_step),
             Self::Exp { gamma } => powi(gamma, iter),
-            Self::Inv { gamma, power } => base_lr * (1.0 + gamma * iter as f32).powf(-power),
+            // gamma * iter is float * int: a float.
+            Self::Inv { gamma, power } => {
+                dtype(base_lr) * (T::ONE + dtype(gamma * iter as f32)).powf(-dtype(power))
+            }
             Self::Poly { power, max_iter } => {
-                base_lr * (1.0 - iter as f32 / max_iter as f32).powf(power)
+                dtype(base_lr) * (T::ONE - iter_t / T::from_f64(max_iter as f64)).powf(dtype(power))
             }
             Self::Sigmoid { gamma, stepsize } => {
-                base_lr * (1.0 / (1.0 + (-gamma * (iter as f32 - stepsize as f32)).exp()))
+                let shifted = iter_t - T::from_f64(stepsize as f64);
+                dtype(base_lr) * (T::ONE / (T::ONE + (-dtype(gamma) * shifted).exp()))
             }
         }
     }

@@ -1,0 +1,216 @@
+//! Caffe's solver types and their `ComputeUpdateValue` on the CPU: how a
+//! step turns a parameter's gradient into its update.
+
+use blob_kernels::cpu;
+use blob_runtime::{Blob, BlobError, MathElement};
+
+/// Caffe's solver `type`: how a step turns each parameter's gradient
+/// (weight decay added) into its update. Every type takes the same
+/// learning-rate policies, multipliers, weight decay and clipping: in
+/// Caffe they are all `SGDSolver`s, differing in `ComputeUpdateValue`.
+///
+/// ```
+/// use blob_layers::solver::{LrPolicy, SgdSolver, SolverType};
+/// // Caffe's lenet_solver_adam.prototxt: base_lr 0.001, momentum 0.9,
+/// // momentum2 0.999, lr_policy fixed.
+/// let adam: SgdSolver = SgdSolver::new(0.001, LrPolicy::Fixed)
+///     .with_type(SolverType::ADAM)
+///     .with_momentum(0.9);
+/// assert_eq!(adam.solver_type.name(), "Adam");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum SolverType {
+    /// `"SGD"`: `history = momentum * history + rate * diff`; the update
+    /// is the history.
+    #[default]
+    Sgd,
+    /// `"Nesterov"`: the history as SGD's; the update steps back from the
+    /// previous history and over the new one: `(1 + momentum) * history
+    /// - momentum * previous`.
+    Nesterov,
+    /// `"AdaGrad"`: `history += diff^2`; the update is `rate * diff /
+    /// (sqrt(history) + delta)`. Takes no momentum.
+    AdaGrad {
+        /// `delta`, Caffe's default 1e-8; above 0.
+        delta: f32,
+    },
+    /// `"RMSProp"`: `history = rms_decay * history + (1 - rms_decay) *
+    /// diff^2`; the update is `rate * diff / (sqrt(history) + delta)`.
+    /// Takes no momentum.
+    RmsProp {
+        /// `rms_decay`, Caffe's default 0.99; in `[0, 1)`.
+        rms_decay: f32,
+        /// `delta`, Caffe's default 1e-8; above 0.
+        delta: f32,
+    },
+    /// `"AdaDelta"`: averages of the squared gradients `g2 = momentum *
+    /// g2 + (1 - momentum) * diff^2` and of the squared steps; the step
+    /// is `diff * sqrt((u2 + delta) / (g2 + delta))`, then `u2 =
+    /// momentum * u2 + (1 - momentum) * step^2`, and the update is `rate
+    /// * step`.
+    AdaDelta {
+        /// `delta`, Caffe's default 1e-8; above 0.
+        delta: f32,
+    },
+    /// `"Adam"`: moments `m = momentum * m + (1 - momentum) * diff` and
+    /// `v = momentum2 * v + (1 - momentum2) * diff^2`; the update is
+    /// `rate * sqrt(1 - momentum2^t) / (1 - momentum^t) * m / (sqrt(v) +
+    /// delta)` at step `t = iter + 1`. The solver's `momentum` is Adam's
+    /// beta1.
+    Adam {
+        /// `momentum2` (beta2), Caffe's default 0.999.
+        momentum2: f32,
+        /// `delta` (epsilon), Caffe's default 1e-8; above 0.
+        delta: f32,
+    },
+}
+
+impl SolverType {
+    /// AdaGrad with Caffe's default `delta`, 1e-8.
+    pub const ADAGRAD: Self = Self::AdaGrad { delta: 1e-8 };
+    /// RMSProp with Caffe's defaults: `rms_decay` 0.99, `delta` 1e-8.
+    pub const RMSPROP: Self = Self::RmsProp {
+        rms_decay: 0.99,
+        delta: 1e-8,
+    };
+    /// AdaDelta with Caffe's default `delta`, 1e-8.
+    pub const ADADELTA: Self = Self::AdaDelta { delta: 1e-8 };
+    /// Adam with Caffe's defaults: `momentum2` 0.999, `delta` 1e-8.
+    pub const ADAM: Self = Self::Adam {
+        momentum2: 0.999,
+        delta: 1e-8,
+    };
+
+    /// Caffe's name of the type, as the solver's `type` spells it.
+    ///
+    /// ```
+    /// assert_eq!(blob_layers::solver::SolverType::Nesterov.name(), "Nesterov");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Sgd => "SGD",
+            Self::Nesterov => "Nesterov",
+            Self::AdaGrad { .. } => "AdaGrad",
+            Self::RmsProp { .. } => "RMSProp",
+            Self::AdaDelta { .. } => "AdaDelta",
+            Self::Adam { .. } => "Adam",
+        }
+    }
+
+    /// History blobs per parameter: AdaDelta and Adam keep two.
+    pub(super) fn histories(&self) -> usize {
+        match self {
+            Self::AdaDelta { .. } | Self::Adam { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// The type's `delta`, where it divides by a running average that
+    /// starts at 0.
+    pub(super) fn delta(&self) -> Option<f32> {
+        match *self {
+            Self::Sgd | Self::Nesterov => None,
+            Self::AdaGrad { delta }
+            | Self::RmsProp { delta, .. }
+            | Self::AdaDelta { delta }
+            | Self::Adam { delta, .. } => Some(delta),
+        }
+    }
+}
+
+/// A solver hyper-parameter (a `float` in Caffe's `SolverParameter`) as
+/// the element type, as Caffe's `Dtype(...)` converts it.
+pub(super) fn dtype<T: MathElement>(value: f32) -> T {
+    T::from_f64(f64::from(value))
+}
+
+/// Adam's bias correction of step `t`, `sqrt(1 - momentum2^t) / (1 -
+/// momentum^t)`, in Caffe's types: a `Dtype` to an `int` power goes
+/// through `double`, and the result is a `Dtype`.
+pub(super) fn adam_correction<T: MathElement>(momentum: T, momentum2: T, t: usize) -> T {
+    let t = t as f64;
+    let (beta1, beta2) = (momentum.to_f64(), momentum2.to_f64());
+    T::from_f64((1.0 - beta2.powf(t)).sqrt() / (1.0 - beta1.powf(t)))
+}
+
+/// Caffe's `ComputeUpdateValue` on the CPU: the update of `solver_type`
+/// from the regularized gradient in `diff`, written into `diff`, with the
+/// parameter's `history` blobs (two for AdaDelta and Adam); `rate`
+/// carries the parameter's `lr_mult` (and Adam's correction).
+pub(super) fn update_value<T: MathElement>(
+    solver_type: SolverType,
+    momentum: T,
+    rate: T,
+    history: &[&Blob<T>],
+    diff: &mut [T],
+) -> Result<(), BlobError> {
+    let one = T::ONE;
+    let mut hist = history[0].mutable_cpu_data()?;
+    match solver_type {
+        SolverType::Sgd => {
+            cpu::axpby(rate, diff, momentum, &mut hist);
+            cpu::copy(&hist, diff);
+        }
+        SolverType::Nesterov => {
+            let mut update = hist.to_vec();
+            cpu::axpby(rate, diff, momentum, &mut hist);
+            cpu::axpby(one + momentum, &hist, -momentum, &mut update);
+            cpu::copy(&update, diff);
+        }
+        SolverType::AdaGrad { delta } => adaptive(rate, one, one, dtype(delta), &mut hist, diff),
+        SolverType::RmsProp { rms_decay, delta } => {
+            // Caffe's Dtype(1 - rms_decay): the difference in float.
+            let (keep, add) = (dtype(rms_decay), dtype(1.0 - rms_decay));
+            adaptive(rate, keep, add, dtype(delta), &mut hist, diff)
+        }
+        SolverType::AdaDelta { delta } => {
+            let mut updates = history[1].mutable_cpu_data()?;
+            let mut update = vec![T::ZERO; diff.len()];
+            cpu::powx(diff, T::from_f64(2.0), &mut update);
+            cpu::axpby(one - momentum, &update, momentum, &mut hist);
+            // sqrt((updates + delta) / (grads + delta)), as Caffe's set,
+            // add, div and powx compute it.
+            let mut temp = vec![dtype::<T>(delta); diff.len()];
+            cpu::add(&temp, &updates, &mut update);
+            cpu::add_inplace(&mut temp, &hist);
+            cpu::div_inplace(&mut update, &temp);
+            let ratio = update.clone();
+            cpu::powx(&ratio, T::from_f64(0.5), &mut update);
+            cpu::mul_inplace(diff, &update);
+            cpu::powx(diff, T::from_f64(2.0), &mut update);
+            cpu::axpby(one - momentum, &update, momentum, &mut updates);
+            cpu::scal(rate, diff);
+        }
+        SolverType::Adam { momentum2, delta } => {
+            let momentum2 = dtype::<T>(momentum2);
+            let mut v = history[1].mutable_cpu_data()?;
+            // The moments: m from the gradient, v from its square.
+            cpu::axpby(one - momentum, diff, momentum, &mut hist);
+            let mut temp = vec![T::ZERO; diff.len()];
+            cpu::mul(diff, diff, &mut temp);
+            cpu::axpby(one - momentum2, &temp, momentum2, &mut v);
+            // rate * m / (sqrt(v) + delta), as Caffe's powx, add_scalar,
+            // div and scale compute it.
+            cpu::powx(&v, T::from_f64(0.5), &mut temp);
+            cpu::add_scalar(dtype(delta), &mut temp);
+            cpu::div(&hist, &temp, diff);
+            cpu::scal(rate, diff);
+        }
+    }
+    Ok(())
+}
+
+/// AdaGrad's and RMSProp's update, as Caffe's powx, axpby (AdaGrad:
+/// add), powx, add_scalar, div and axpby compute it: `history = keep *
+/// history + add * diff^2` (AdaGrad keeps and adds all: `1 * h + 1 * u`
+/// is `h + u` exactly), `diff = rate * diff / (sqrt(history) + delta)`.
+fn adaptive<T: MathElement>(rate: T, keep: T, add: T, delta: T, history: &mut [T], diff: &mut [T]) {
+    let mut update = vec![T::ZERO; diff.len()];
+    cpu::powx(diff, T::from_f64(2.0), &mut update);
+    cpu::axpby(add, &update, keep, history);
+    let mut root = vec![T::ZERO; diff.len()];
+    cpu::powx(history, T::from_f64(0.5), &mut root);
+    cpu::add_scalar(delta, &mut root);
+    cpu::div(diff, &root, &mut update);
+    cpu::axpby(rate, &update, T::ZERO, diff);
+}
