@@ -43,6 +43,17 @@ pub enum ProtoError {
         /// The field that holds them.
         field: &'static str,
     },
+    /// Text that is not a message in protobuf's text format (a
+    /// `.prototxt`).
+    #[error("line {line}, column {column}: {detail}")]
+    Text {
+        /// The line, from 1.
+        line: usize,
+        /// The column, in bytes from 1.
+        column: usize,
+        /// What was expected and what was found.
+        detail: String,
+    },
     /// A message too large for Caffe to read back (2 GiB - 1 bytes).
     #[error("cannot write {what}: {bytes} bytes exceed the {limit} bytes Caffe can read")]
     TooLarge {

@@ -8,6 +8,8 @@
 //!   byte, so rewriting a model loses nothing.
 //! - [`SolverState`], [`BlobProtoVector`], [`Datum`].
 //! - [`detect_format`]: which of these a file holds.
+//! - [`TextMessage`]: a message in text format (a `.prototxt`), with the
+//!   line of each field.
 //!
 //! Depend on `blobflow` (re-exported as `blobflow::proto`) to read Caffe
 //! files into blobs; this crate alone decodes and encodes the messages.
@@ -29,6 +31,7 @@ mod detect;
 mod error;
 mod messages;
 mod net;
+mod text;
 mod view;
 
 pub use blob::{BlobProto, BlobShape, RawDataType};
@@ -37,6 +40,7 @@ pub use error::{CAFFE_MAX_MESSAGE_BYTES, ProtoError};
 pub use messages::{BlobProtoVector, Datum, SolverState};
 pub use net::{LayerFormat, LayerParameter, NetFormat, NetParameter, v1_layer_type_name};
 pub use prost::Message;
+pub use text::{TextField, TextMessage, TextValue};
 pub use view::{BlobProtoRef, BlobProtoView, ScalarRuns};
 
 /// Decodes a message, naming it in the error (`BlobProto: buffer underflow`).

@@ -106,3 +106,95 @@ fn formats_are_detected() {
         assert_eq!(got, want, "{file}");
     }
 }
+
+/// Caffe's own text dumps (`*.caffemodel.prototxt`, `*.solverstate.prototxt`,
+/// written by protobuf's text printer beside each binary file) read as
+/// text say what the binary files say: every blob value, in order, and
+/// every layer name. Every other `.prototxt` of the repository (nets,
+/// solvers) reads too.
+#[test]
+fn caffes_text_dumps_read_as_their_binary_files() {
+    use blob_proto::{TextMessage, TextValue};
+    fn values(m: &TextMessage, out: &mut Vec<f32>) {
+        for f in &m.fields {
+            match (&f.value, f.name.as_str()) {
+                (TextValue::Scalar(v), "data" | "double_data") => out.push(v.parse().unwrap()),
+                (TextValue::Message(inner), _) => values(inner, out),
+                _ => {}
+            }
+        }
+    }
+    let mut texts = Vec::new();
+    let mut stack = vec![fixtures(), fixtures().join("../../models")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "prototxt") {
+                texts.push(p);
+            }
+        }
+    }
+    assert!(texts.len() >= 10, "prototxt files found: {texts:?}");
+    let mut dumps = 0;
+    for path in texts {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let message =
+            TextMessage::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // `x.caffemodel.prototxt` dumps `x.caffemodel`; `x.prototxt`
+        // beside `x.binaryproto` dumps that.
+        let mut binary = path.with_extension("");
+        if binary.extension().is_none() && path.with_extension("binaryproto").exists() {
+            binary = path.with_extension("binaryproto");
+        }
+        let kind = binary.extension().and_then(|x| x.to_str()).unwrap_or("");
+        let mut from_text = Vec::new();
+        values(&message, &mut from_text);
+        let bytes = match kind {
+            "caffemodel" | "solverstate" | "binaryproto" => std::fs::read(&binary).unwrap(),
+            _ => continue,
+        };
+        let (blobs, names): (Vec<BlobProto>, Vec<String>) = match kind {
+            "caffemodel" => {
+                let net = NetParameter::decode(&bytes).unwrap();
+                let names = net.iter_layers().map(|l| l.name().to_string()).collect();
+                (
+                    net.iter_layers().flat_map(|l| l.blobs().to_vec()).collect(),
+                    names,
+                )
+            }
+            "solverstate" => {
+                let s: SolverState = decode_message("SolverState", &bytes).unwrap();
+                (s.history, Vec::new())
+            }
+            _ => (
+                vec![decode_message("BlobProto", &bytes).unwrap()],
+                Vec::new(),
+            ),
+        };
+        let from_binary: Vec<f32> = blobs
+            .iter()
+            .flat_map(|b| {
+                b.data
+                    .iter()
+                    .copied()
+                    .chain(b.double_data.iter().map(|&d| d as f32))
+            })
+            .collect();
+        assert!(!from_binary.is_empty(), "{}: no values", binary.display());
+        // Protobuf prints floats to 9 significant digits: they read back exactly.
+        assert_eq!(from_text, from_binary, "{}", path.display());
+        let text_names: Vec<String> = message
+            .all("layer")
+            .filter_map(|l| match &l.value {
+                TextValue::Message(m) => m.all("name").next().map(|n| n.value.to_string()),
+                _ => None,
+            })
+            .collect();
+        let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+        assert_eq!(text_names, quoted, "{}", path.display());
+        dumps += 1;
+    }
+    assert!(dumps >= 8, "text dumps checked: {dumps}");
+}
