@@ -10,7 +10,8 @@
 //! levels off near 97.5% on these 8,000 digits; `--shift 2` moves each
 //! training digit by up to two pixels and reaches about 98.5%.
 //! `--solver adam` trains with Caffe's lenet_solver_adam instead (Adam,
-//! base_lr 0.001, fixed).
+//! base_lr 0.001, fixed), and `--solver FILE` with a Caffe solver
+//! prototxt, as `caffe train --solver FILE` does.
 //!
 //! Run: `cargo run --release --example train_lenet [-- --shift 2]`
 //! On a GPU (build with `--features cuda`): `-- --device cuda`; the same
@@ -22,7 +23,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use blobflow::layers::solver::SgdSolver;
+use blobflow::BlobError;
+use blobflow::layers::solver::{SgdSolver, SolverFile};
 use blobflow_mnist::Mnist;
 use blobflow_mnist::Trainer;
 use clap::Parser;
@@ -34,16 +36,17 @@ const TRAIN: usize = 8000;
 #[derive(Parser)]
 #[command(about = "Train LeNet on MNIST with Caffe's solver, snapshots and resume")]
 struct Args {
-    /// Iterations to reach (Caffe max_iter)
-    #[arg(long, default_value_t = 10000)]
-    iters: usize,
+    /// Iterations to reach (Caffe max_iter; default: the solver file's,
+    /// or lenet_solver's 10000)
+    #[arg(long)]
+    iters: Option<usize>,
     /// Images per iteration
     #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch: usize,
     /// Snapshot every N iterations, and at the end (0: at the end only,
-    /// as Caffe's `snapshot: 0`)
-    #[arg(long, default_value_t = 5000)]
-    snapshot: usize,
+    /// as Caffe's `snapshot: 0`; default: the solver file's, or 5000)
+    #[arg(long)]
+    snapshot: Option<usize>,
     /// Where snapshots and loss.svg go
     #[arg(long, default_value_t = format!("{ROOT}/target/lenet-train"))]
     out: String,
@@ -66,25 +69,24 @@ struct Args {
     /// Where to train
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
-    /// Caffe's solver: `sgd` is lenet_solver, `adam` lenet_solver_adam
-    /// (pass the same again with --resume)
-    #[arg(long, value_enum, default_value_t = Solver::Sgd)]
-    solver: Solver,
+    /// Caffe's solver: `sgd` (lenet_solver), `adam` (lenet_solver_adam),
+    /// or a solver prototxt as `caffe train --solver` takes (its rate
+    /// settings, max_iter and snapshot). Pass the same again with --resume
+    #[arg(long, default_value = "sgd")]
+    solver: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
-enum Solver {
-    Sgd,
-    Adam,
-}
-
-impl Solver {
-    fn settings(self) -> SgdSolver {
-        match self {
-            Self::Sgd => SgdSolver::lenet(),
-            Self::Adam => SgdSolver::lenet_adam(),
+/// The solver `--solver` names, with the file's loop settings if it is a
+/// file: (solver, max_iter, snapshot).
+fn solver_of(arg: &str) -> Result<(SgdSolver, Option<usize>, Option<usize>), BlobError> {
+    Ok(match arg {
+        "sgd" => (SgdSolver::lenet(), None, None),
+        "adam" => (SgdSolver::lenet_adam(), None, None),
+        path => {
+            let file = SolverFile::open(path)?;
+            (file.solver, Some(file.max_iter), Some(file.snapshot))
         }
-    }
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
@@ -142,9 +144,12 @@ fn loss_svg(losses: &[(usize, f32)]) -> String {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let data = Mnist::open(&args.images, &args.labels)?;
+    let (solver, max_iter, snapshot) = solver_of(&args.solver)?;
+    let iters = args.iters.or(max_iter).unwrap_or(10000);
+    let snapshot_every = args.snapshot.or(snapshot).unwrap_or(5000);
     let mut t = match &args.resume {
         Some(state) => {
-            let t = Trainer::resume_with(state, args.solver.settings(), args.batch, TRAIN)?;
+            let t = Trainer::resume_with(state, solver, args.batch, TRAIN)?;
             println!(
                 "resumed from {} at iteration {}",
                 state.display(),
@@ -154,7 +159,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         None => {
             let mut t = Trainer::new(args.batch, TRAIN, args.seed)?;
-            t.solver = args.solver.settings();
+            t.solver = solver;
             t
         }
     };
@@ -163,13 +168,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         move_to_gpu(&mut t)?;
     }
     let start_iter = t.solver.iter;
-    let bar = ProgressBar::new(args.iters.saturating_sub(start_iter) as u64);
+    let bar = ProgressBar::new(iters.saturating_sub(start_iter) as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} iter {pos}/{len} {msg}").expect("valid template"),
     );
     let mut losses = Vec::new();
     let clock = Instant::now();
-    while t.solver.iter < args.iters {
+    while t.solver.iter < iters {
         let loss = t.step(&data)?;
         losses.push((t.solver.iter, loss));
         bar.set_message(format!(
@@ -177,8 +182,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             t.solver.learning_rate()?
         ));
         bar.inc(1);
-        let periodic = args.snapshot != 0 && t.solver.iter.is_multiple_of(args.snapshot);
-        if periodic || t.solver.iter == args.iters {
+        let periodic = snapshot_every != 0 && t.solver.iter.is_multiple_of(snapshot_every);
+        if periodic || t.solver.iter == iters {
             let (model, _) = t.snapshot(&args.out, "lenet")?;
             let acc = t.accuracy(&data, TRAIN..data.len())?;
             let line = format!(

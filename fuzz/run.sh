@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes the Caffe decoders, seeded with every real Caffe file of the
 # repository's tests/fixtures, then the .safetensors reader, seeded with
-# small converted files. Usage: fuzz/run.sh [seconds per target] (600).
+# small converted files, then the prototxt readers, seeded with the
+# repository's .prototxt files. Usage: fuzz/run.sh [seconds per target]
+# (600).
 set -euo pipefail
 cd "$(dirname "$0")"
 corpus=corpus/decode
@@ -15,3 +17,9 @@ mkdir -p "$tensors"
 cargo run -q --manifest-path ../Cargo.toml -p blobflow-cli -- \
     convert ../tests/fixtures/mtcnn_det1/det1.caffemodel "$tensors/det1.safetensors"
 cargo +nightly fuzz run safetensors "$tensors" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+texts=corpus/prototxt
+mkdir -p "$texts"
+find .. \( -path ../target -o -path ../fuzz/corpus -o -path ../fuzz/target \) -prune -o -name '*.prototxt' -size -64k -print \
+    | while read -r f; do cp "$f" "$texts/$(echo "$f" | tr '/.' '__')"; done
+cargo +nightly fuzz run prototxt "$texts" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use blobflow::CaffeModel;
-use blobflow::layers::solver::SgdSolver;
+use blobflow::layers::solver::{SgdSolver, SolverFile};
 use blobflow_mnist::Trainer;
 
 #[path = "support/digits.rs"]
@@ -129,7 +129,9 @@ fn snapshots_are_caffe_files_with_lenets_shapes() {
 /// `tests/fixtures/caffe-lenet-train` holds what `caffe train` wrote for
 /// LeNet on digits 0..8000: its snapshot at iteration 1000, the losses it
 /// printed for iterations 1000..1020 and its weights at 1020 (see the
-/// README there). Continuing from Caffe's snapshot must retrace Caffe.
+/// README there), and the solver prototxt it ran. Continuing from
+/// Caffe's snapshot with the solver read from that file must retrace
+/// Caffe.
 #[test]
 fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
     let fixture = root().join("tests/fixtures/caffe-lenet-train");
@@ -146,7 +148,10 @@ fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
     let data = digits();
     // Caffe's state names "snapx/lenet_iter_1000.caffemodel", a path from
     // the directory Caffe ran in; the model is found beside the state.
-    let mut t = Trainer::resume(fixture.join("lenet_iter_1000.solverstate"), 64, 8000).unwrap();
+    let file = SolverFile::open(fixture.join("lenet_solver.prototxt")).unwrap();
+    assert_eq!((file.max_iter, file.snapshot), (1020, 1000));
+    let state = fixture.join("lenet_iter_1000.solverstate");
+    let mut t = Trainer::resume_with(state, file.solver, 64, 8000).unwrap();
     for &(iter, caffe) in &caffe_losses {
         assert_eq!(t.solver.iter, iter);
         let ours = t.step(&data).unwrap();
@@ -211,4 +216,64 @@ fn training_on_one_core_and_on_three_tracks_for_200_iterations() {
             "iteration {it}: {a} on 1 core, {b} on 3 ({rel:.1e})"
         );
     }
+}
+
+/// Caffe's solver files read into the settings `caffe train` took from
+/// them: LeNet's (what `SgdSolver::lenet` hard-codes) and the small net's
+/// that `tests/fixtures/caffe-written/net` was trained with.
+#[test]
+fn caffes_solver_files_give_the_solvers_caffe_ran() {
+    let lenet = SolverFile::<f32>::open(
+        root().join("tests/fixtures/caffe-lenet-train/lenet_solver.prototxt"),
+    )
+    .unwrap();
+    let want = SgdSolver::lenet();
+    let s = &lenet.solver;
+    assert_eq!(
+        (
+            s.solver_type,
+            &s.lr_policy,
+            s.base_lr,
+            s.momentum,
+            s.weight_decay
+        ),
+        (
+            want.solver_type,
+            &want.lr_policy,
+            want.base_lr,
+            want.momentum,
+            want.weight_decay
+        )
+    );
+    assert_eq!(
+        (s.regularization, s.clip_gradients, s.iter_size),
+        (want.regularization, None, 1)
+    );
+    assert_eq!(lenet.net.as_deref(), Some("lenet_train_test.prototxt"));
+    assert_eq!(
+        (
+            lenet.test_iter.as_slice(),
+            lenet.test_interval,
+            lenet.display
+        ),
+        (&[20][..], 1000, 1)
+    );
+    assert_eq!(
+        (lenet.snapshot_prefix.as_deref(), lenet.random_seed),
+        (Some("lenet"), Some(1701))
+    );
+    assert_eq!(lenet.solver_mode.as_deref(), Some("CPU"));
+
+    let tiny = SolverFile::<f32>::open(
+        root().join("tests/fixtures/caffe-written/net/tiny_solver.prototxt"),
+    )
+    .unwrap();
+    assert_eq!(
+        tiny.solver.lr_policy,
+        blobflow::layers::solver::LrPolicy::Fixed
+    );
+    assert_eq!(
+        (tiny.solver.base_lr, tiny.max_iter, tiny.snapshot),
+        (0.01, 10, 5)
+    );
 }

@@ -9,8 +9,8 @@
 //!   [`Softmax`]; [`SoftmaxWithLoss`] and [`accuracy`] on labels.
 //! - [`shapes`]: the output shapes, as type-level functions of the input.
 //! - [`filler`] (xavier, constant); [`solver`] (Caffe's six solver
-//!   types with its arithmetic, learning-rate policies and `.solverstate`
-//!   snapshots); [`lenet`] (the net).
+//!   types with its arithmetic, learning-rate policies, `.solverstate`
+//!   snapshots and solver prototxt files); [`lenet`] (the net).
 //!
 //! Depend on `blobflow` (which re-exports this crate as `blobflow::layers`)
 //! unless you want the layers without the facade.

@@ -562,3 +562,107 @@ fn an_f64_solver_computes_in_double_as_caffes_does() {
     }
     assert_eq!(twin.to_vec().unwrap(), p.to_vec().unwrap());
 }
+
+#[test]
+fn iter_size_divides_the_accumulated_gradient() {
+    let p = param(&[1.0, 1.0], &[0.5, -0.25]);
+    let mut solver = SgdSolver::new(1.0, LrPolicy::Fixed).with_iter_size(2);
+    solver.step(&[&p], &[ParamSpec::default()]).unwrap();
+    assert_eq!(p.to_vec().unwrap(), [1.0 - 0.25, 1.0 + 0.125]);
+    let err = SgdSolver::new(1.0, LrPolicy::Fixed)
+        .with_iter_size(0)
+        .step(&[&p], &[ParamSpec::default()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("iter_size must be at least 1, got 0"), "{err}");
+}
+
+#[test]
+fn a_solver_file_names_the_line_of_what_it_refuses() {
+    use blob_layers::solver::SolverFile;
+    let read = |text: &str| SolverFile::<f32>::parse(text).map(|f| f.solver);
+    let error = |text: &str| read(text).unwrap_err().to_string();
+    let base = "base_lr: 0.1\nlr_policy: \"fixed\"\n";
+    assert_eq!(
+        error(&format!("{base}  bas_lr: 1")),
+        "<text>: line 3, column 3: SolverParameter has no field named bas_lr"
+    );
+    assert_eq!(
+        error(&format!("{base}base_lr: 0.2")),
+        "<text>: line 3, column 1: base_lr is given twice; it takes one value"
+    );
+    assert_eq!(
+        error(&format!("{base}momentum: fast")),
+        "<text>: line 3, column 1: momentum must be a number, not fast"
+    );
+    assert_eq!(
+        error(&format!("{base}stepsize: -5")),
+        "<text>: line 3, column 1: stepsize must be at least 0, not -5"
+    );
+    assert_eq!(
+        error(&format!("{base}type: \"Adam\"\nsolver_type: ADAM")),
+        "<text>: line 3, column 1: type and the older solver_type are both given; Caffe takes one"
+    );
+    assert_eq!(
+        error(&format!("{base}type: \"adam\"")),
+        "<text>: line 3, column 1: unknown solver type \"adam\" (Caffe's are SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam)"
+    );
+    assert_eq!(
+        error("lr_policy: \"fixed\""),
+        "<text>: SolverParameter: no base_lr: a solver needs its learning rate"
+    );
+    assert_eq!(
+        error(&format!("{base}regularization_type: \"L3\"")),
+        "<text>: line 3, column 1: unknown regularization_type \"L3\" (L1 or L2)"
+    );
+    assert!(
+        error("base_lr: 0.1 {").contains("line 1, column 14: expected a field name, found '{'")
+    );
+
+    // What Caffe's files say, each field where it belongs.
+    let adam = read("base_lr: 0.001\nlr_policy: \"fixed\"\nsolver_type: ADAM\nmomentum: 0.9\nmomentum2: 0.99\ndelta: 1e-6").unwrap();
+    assert_eq!(
+        adam.solver_type,
+        SolverType::Adam {
+            momentum2: 0.99,
+            delta: 1e-6
+        }
+    );
+    assert_eq!(adam.momentum, 0.9);
+    let rms =
+        read("base_lr: 0.01\nlr_policy: \"fixed\"\ntype: \"RMSProp\"\nrms_decay: 0.98").unwrap();
+    assert_eq!(
+        rms.solver_type,
+        SolverType::RmsProp {
+            rms_decay: 0.98,
+            delta: 1e-8
+        }
+    );
+    let steps = read(
+        "base_lr: 0.1 lr_policy: \"multistep\" gamma: 0.1 stepvalue: 100 stepvalue: 200\n\
+         regularization_type: \"L1\" clip_gradients: 10 iter_size: 2 weight_decay: 5e-4f",
+    )
+    .unwrap();
+    assert_eq!(
+        steps.lr_policy,
+        LrPolicy::MultiStep {
+            gamma: 0.1,
+            stepvalues: vec![100, 200]
+        }
+    );
+    assert_eq!(
+        (
+            steps.regularization,
+            steps.clip_gradients,
+            steps.iter_size,
+            steps.weight_decay
+        ),
+        (Regularization::L1, Some(10.0), 2, 5e-4)
+    );
+    // Caffe's -1 clips nothing; fields about nets and tests are left out.
+    let plain = read(&format!(
+        "{base}clip_gradients: -1\ntest_initialization: false\ndebug_info: true"
+    ))
+    .unwrap();
+    assert_eq!(plain.clip_gradients, None);
+}

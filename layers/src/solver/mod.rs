@@ -7,12 +7,14 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 mod policy;
+mod prototxt;
 mod rules;
 
 use blob_kernels::cpu;
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SOLVER;
 pub use policy::LrPolicy;
+pub use prototxt::SolverFile;
 pub use rules::SolverType;
 use rules::{adam_correction, dtype, update_value};
 
@@ -107,6 +109,10 @@ pub struct SgdSolver<T: MathElement = f32> {
     /// exceeds it, they are scaled down to it. `None` (Caffe's -1) clips
     /// nothing.
     pub clip_gradients: Option<f32>,
+    /// `iter_size`: how many forward and backward passes accumulate into
+    /// the diffs before a step; the step divides them by it (Caffe's
+    /// `Normalize`). At least 1.
+    pub iter_size: usize,
     /// Iterations done.
     pub iter: usize,
     /// Caffe's `current_step_`: how many steps of the `step` or
@@ -190,6 +196,7 @@ impl<T: MathElement> SgdSolver<T> {
             weight_decay: 0.0,
             regularization: Regularization::L2,
             clip_gradients: None,
+            iter_size: 1,
             iter: 0,
             current_step: 0,
             history: Vec::new(),
@@ -253,6 +260,17 @@ impl<T: MathElement> SgdSolver<T> {
         self
     }
 
+    /// Sets `iter_size`.
+    ///
+    /// ```
+    /// # use blob_layers::solver::{LrPolicy, SgdSolver};
+    /// assert_eq!(SgdSolver::<f32>::new(0.1, LrPolicy::Fixed).with_iter_size(4).iter_size, 4);
+    /// ```
+    pub fn with_iter_size(mut self, iter_size: usize) -> Self {
+        self.iter_size = iter_size;
+        self
+    }
+
     /// The learning rate the next step takes (Caffe
     /// `SGDSolver::GetLearningRate`), before each parameter's `lr_mult`.
     /// An `lr_policy` Caffe's checks refuse is an error naming the field.
@@ -298,6 +316,9 @@ impl<T: MathElement> SgdSolver<T> {
             }
             SolverType::Adam { momentum2, .. } => check_finite("momentum2", momentum2)?,
             _ => {}
+        }
+        if self.iter_size == 0 {
+            return Err(invalid("iter_size must be at least 1, got 0".into()));
         }
         if let Some(clip) = self.clip_gradients
             && !(clip >= 0.0 && clip.is_finite())
@@ -382,10 +403,11 @@ impl<T: MathElement> SgdSolver<T> {
 
     /// One update of every parameter from its diff (Caffe `ApplyUpdate`
     /// then `Net::Update`): the rate of [`Self::learning_rate`]; the
-    /// diffs clipped; then for each parameter, with `decay = weight_decay
-    /// * decay_mult` and `rate * lr_mult`, `diff += decay * data` (L2; L1
-    /// adds `decay * sign(data)`), the update of [`SolverType`] into the
-    /// diff, and `data -= diff`.
+    /// diffs clipped; then for each parameter its diff divided by
+    /// `iter_size`, the weight decay added (`weight_decay` times its
+    /// `decay_mult`, times `data` for L2 or `sign(data)` for L1), the
+    /// update of [`SolverType`] at the rate times its `lr_mult` written
+    /// into the diff, and `data -= diff`.
     ///
     /// ```
     /// # use blob_layers::solver::{ParamSpec, SgdSolver};
@@ -427,6 +449,9 @@ impl<T: MathElement> SgdSolver<T> {
             // rate * lr_mult (* Adam's correction).
             let decay = dtype::<T>(self.weight_decay) * dtype(spec.decay_mult);
             let rate = rate * dtype(spec.lr_mult) * correction;
+            if self.iter_size > 1 {
+                p.scale_diff(T::ONE / T::from_f64(self.iter_size as f64))?;
+            }
             #[cfg(feature = "cuda")]
             {
                 let step = cuda::GpuStep {
