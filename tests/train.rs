@@ -277,3 +277,37 @@ fn caffes_solver_files_give_the_solvers_caffe_ran() {
         (0.01, 10, 5)
     );
 }
+
+/// LeNet's `PARAM_SPECS` are what Caffe's lenet_train_test.prototxt
+/// declares: each `param { lr_mult decay_mult }` of its layers, in order,
+/// with Caffe's default of 1 where a field is not given.
+#[test]
+fn lenets_param_specs_are_those_of_caffes_net_file() {
+    use blobflow::layers::lenet::PARAM_SPECS;
+    use blobflow::layers::solver::ParamSpec;
+    use blobflow::proto::{TextMessage, TextValue};
+    let path = root().join("tests/fixtures/caffe-lenet-train/lenet_train_test.prototxt");
+    let net = TextMessage::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let message = |v: &TextValue| match v {
+        TextValue::Message(m) => m.clone(),
+        other => panic!("a message, not {other}"),
+    };
+    let number = |m: &TextMessage, name: &str| {
+        m.all(name)
+            .next()
+            .map_or(1.0, |f| f.value.to_string().parse::<f32>().unwrap())
+    };
+    let specs: Vec<ParamSpec> = net
+        .all("layer")
+        .flat_map(|layer| message(&layer.value).fields)
+        .filter(|f| f.name == "param")
+        .map(|param| {
+            let p = message(&param.value);
+            ParamSpec {
+                lr_mult: number(&p, "lr_mult"),
+                decay_mult: number(&p, "decay_mult"),
+            }
+        })
+        .collect();
+    assert_eq!(specs, PARAM_SPECS);
+}
