@@ -214,9 +214,14 @@ impl Reader<'_> {
     fn field(&mut self, depth: usize, message: &mut TextMessage) -> Result<(), ProtoError> {
         self.skip_blank();
         let (line, column) = (self.line, self.at - self.line_start + 1);
+        let start = (self.at, self.line, self.line_start);
         let name = match self.token() {
             Some(name) if is_name(&name) => name,
-            _ => return Err(self.unexpected("expected a field name".into())),
+            _ => {
+                // Point at what stands where the name should.
+                (self.at, self.line, self.line_start) = start;
+                return Err(self.unexpected("expected a field name".into()));
+            }
         };
         let colon = self.peek() == Some(b':');
         if colon {
@@ -436,6 +441,10 @@ mod tests {
         assert_eq!(
             error("[ext]: 1"),
             "line 1, column 1: expected a field name, found '['"
+        );
+        assert_eq!(
+            error("a: x\n2\n"),
+            "line 2, column 1: expected a field name, found 2"
         );
         assert_eq!(
             error("s: \"\\q\""),
