@@ -136,6 +136,50 @@
 //! the update is queued too (`Trainer::step` does), so the device has
 //! the whole step before the host waits.
 //!
+//! ## Training
+//!
+//! The learnable blobs of a net (each layer's `params()`) go to Caffe's
+//! solvers, `layers::solver`: an `SgdSolver` (SGD, Nesterov, AdaGrad,
+//! RMSProp, AdaDelta or Adam, with Caffe's rate policies) takes a step
+//! from the diffs the backward pass left, with a `ParamSpec` (`lr_mult`,
+//! `decay_mult`) per blob, where the blobs live. `SolverFile` reads a
+//! Caffe solver prototxt into one. Layers add into their parameters'
+//! diffs, as in Caffe, so a loop clears them before each backward pass
+//! (or lets `iter_size` passes accumulate).
+//!
+//! ```
+//! use blobflow::layers::solver::{ParamSpec, SolverFile};
+//! use blobflow::layers::{InnerProduct, Labels, Layer, SoftmaxWithLoss};
+//! use blobflow::{blob, typed::TypedBlob};
+//!
+//! blob!(pub shape Features = _, 2);
+//! blob!(pub shape Scores = _, 2);
+//!
+//! let mut ip = InnerProduct::<f32, Features, 2>::new()?;
+//! let mut loss = SoftmaxWithLoss::<f32, Scores>::new();
+//! let mut solver = SolverFile::parse("base_lr: 0.5  lr_policy: \"fixed\"  momentum: 0.9")?.solver;
+//! // Two points, each of its own class.
+//! let x = TypedBlob::<f32, Features>::from_shape(&[2, 2])?;
+//! x.mutable_cpu_data()?.copy_from_slice(&[1.0, 0.0, 0.0, 1.0]);
+//! let labels = TypedBlob::<f32, Labels<Scores>>::from_shape(&[2])?;
+//! labels.mutable_cpu_data()?.copy_from_slice(&[0.0, 1.0]);
+//! let scores = TypedBlob::<f32, Scores>::from_shape(&[2, 2])?;
+//! let mut first = None;
+//! for _ in 0..20 {
+//!     ip.forward(&x, &scores)?;
+//!     loss.forward(&scores, &labels)?;
+//!     first.get_or_insert(loss.value()?);
+//!     for p in ip.params() {
+//!         p.clear_diff()?;
+//!     }
+//!     loss.backward(&scores, &labels)?;
+//!     ip.backward(&x, &scores, false)?;
+//!     solver.step(&ip.params(), &[ParamSpec::default(); 2])?;
+//! }
+//! assert!(loss.value()? < 0.1 * first.unwrap());
+//! # Ok::<(), blobflow::BlobError>(())
+//! ```
+//!
 //! ## What the compiler refuses, and what it says
 //!
 //! Each relation between shapes is a trait of this crate, and its error

@@ -27,7 +27,7 @@ use blob_runtime::{Blob, BlobError, MathElement};
 ///
 /// ```
 /// use blob_layers::solver::ParamSpec;
-/// // A bias as Caffe's CIFAR-10 nets declare it: twice the rate, no decay.
+/// // A bias as many Caffe nets declare it: twice the rate, no decay.
 /// let bias = ParamSpec { lr_mult: 2.0, decay_mult: 0.0 };
 /// assert_eq!(ParamSpec::default(), ParamSpec { lr_mult: 1.0, decay_mult: 1.0 });
 /// # let _ = bias;
