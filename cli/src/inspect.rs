@@ -46,10 +46,16 @@ fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blobflow::prot
 /// "iter", "history": [...]}` for a solver state, `{"format", "blobs"}`
 /// for a blob vector; `{"format": "safetensors", "tensors": [{"name",
 /// "dtype", "shape", "count", "sum_abs", "first5"}]}` for a `.safetensors`
-/// file (sums and values for floating-point tensors).
+/// file (sums and values for floating-point tensors); for a `.prototxt`,
+/// `{"format": "net prototxt", "name", "layers": [{"name", "type",
+/// "blobs": []}]}` for a net and `{"format": "solver prototxt", "solver":
+/// {...}, "max_iter", ...}` for a solver, as `SolverFile` reads it.
 pub fn describe(path: &Path) -> Result<Value, BlobError> {
     if path.extension().is_some_and(|e| e == "safetensors") {
         return describe_tensors(path);
+    }
+    if path.extension().is_some_and(|e| e == "prototxt") {
+        return describe_text(path);
     }
     let bytes = std::fs::read(path).map_err(|e| BlobError::Io {
         path: path.display().to_string(),
@@ -113,6 +119,113 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
     Ok(value)
 }
 
+/// A `float` of a prototxt as the file wrote it (0.01, not the nearest
+/// double to the float 0.01); not finite: null.
+fn num(x: f32) -> Value {
+    x.to_string()
+        .parse::<f64>()
+        .map_or(Value::Null, Value::from)
+}
+
+/// A net (it has `layer`s, or V1 `layers`) or a solver prototxt.
+fn describe_text(path: &Path) -> Result<Value, BlobError> {
+    use blobflow::layers::solver::SolverFile;
+    use blobflow::proto::{TextMessage, TextValue};
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| BlobError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    let message = TextMessage::parse(&text).map_err(|source| BlobError::Proto {
+        path: name.clone(),
+        source,
+    })?;
+    let text_of = |m: &TextMessage, key: &str| {
+        m.all(key).next().map(|f| match &f.value {
+            TextValue::Str(s) | TextValue::Scalar(s) => s.clone(),
+            TextValue::Message(_) => String::new(),
+        })
+    };
+    let layers: Vec<Value> = message
+        .fields
+        .iter()
+        .filter(|f| f.name == "layer" || f.name == "layers")
+        .filter_map(|f| match &f.value {
+            TextValue::Message(l) => Some(json!({
+                "name": text_of(l, "name"),
+                "type": text_of(l, "type"),
+                "blobs": [],
+            })),
+            _ => None,
+        })
+        .collect();
+    if !layers.is_empty() {
+        return Ok(json!({
+            "format": "net prototxt",
+            "name": text_of(&message, "name"),
+            "layers": layers,
+        }));
+    }
+    let file = SolverFile::<f32>::open(path)?;
+    let s = &file.solver;
+    let mut solver = json!({
+        "type": s.solver_type.name(),
+        "base_lr": num(s.base_lr),
+        "lr_policy": s.lr_policy.name(),
+        "momentum": num(s.momentum),
+        "weight_decay": num(s.weight_decay),
+        "regularization_type": format!("{:?}", s.regularization),
+        "clip_gradients": s.clip_gradients.map(num),
+        "iter_size": s.iter_size,
+    });
+    use blobflow::layers::solver::{LrPolicy, SolverType};
+    let extra = match &s.lr_policy {
+        LrPolicy::Fixed => json!({}),
+        LrPolicy::Step { gamma, stepsize } | LrPolicy::Sigmoid { gamma, stepsize } => {
+            json!({ "gamma": num(*gamma), "stepsize": stepsize })
+        }
+        LrPolicy::Exp { gamma } => json!({ "gamma": num(*gamma) }),
+        LrPolicy::Inv { gamma, power } => json!({ "gamma": num(*gamma), "power": num(*power) }),
+        LrPolicy::MultiStep { gamma, stepvalues } => {
+            json!({ "gamma": num(*gamma), "stepvalue": stepvalues })
+        }
+        LrPolicy::Poly { power, max_iter } => json!({ "power": num(*power), "max_iter": max_iter }),
+    };
+    let rule = match s.solver_type {
+        SolverType::Sgd | SolverType::Nesterov => json!({}),
+        SolverType::AdaGrad { delta } | SolverType::AdaDelta { delta } => {
+            json!({ "delta": num(delta) })
+        }
+        SolverType::RmsProp { rms_decay, delta } => {
+            json!({ "rms_decay": num(rms_decay), "delta": num(delta) })
+        }
+        SolverType::Adam { momentum2, delta } => {
+            json!({ "momentum2": num(momentum2), "delta": num(delta) })
+        }
+    };
+    for (key, value) in extra
+        .as_object()
+        .into_iter()
+        .chain(rule.as_object())
+        .flatten()
+    {
+        solver[key] = value.clone();
+    }
+    Ok(json!({
+        "format": "solver prototxt",
+        "name": file.net,
+        "solver": solver,
+        "max_iter": file.max_iter,
+        "snapshot": file.snapshot,
+        "snapshot_prefix": file.snapshot_prefix,
+        "display": file.display,
+        "random_seed": file.random_seed,
+        "test_iter": file.test_iter,
+        "test_interval": file.test_interval,
+        "solver_mode": file.solver_mode,
+    }))
+}
+
 fn describe_tensors(path: &Path) -> Result<Value, BlobError> {
     let file = blobflow::TensorFile::open(path)?;
     let tensors = file
@@ -170,6 +283,21 @@ pub fn table(v: &Value) -> String {
     }
     if let Some(iter) = v["iter"].as_i64() {
         let _ = writeln!(out, "iter:   {iter}");
+    }
+    if let Some(solver) = v["solver"].as_object() {
+        for (key, value) in solver {
+            let _ = writeln!(out, "{key:<20} {value}");
+        }
+        for key in [
+            "max_iter",
+            "snapshot",
+            "snapshot_prefix",
+            "display",
+            "random_seed",
+        ] {
+            let _ = writeln!(out, "{key:<20} {}", v[key]);
+        }
+        return out;
     }
     let _ = writeln!(
         out,

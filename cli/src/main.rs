@@ -25,7 +25,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Show the layers and blobs of a .caffemodel, .binaryproto, .solverstate or .safetensors
+    /// Show the layers and blobs of a .caffemodel, .binaryproto, .solverstate or .safetensors, or what a net or solver .prototxt says
     Inspect {
         /// The Caffe file
         file: PathBuf,

@@ -183,3 +183,58 @@ fn trainer_snapshots_read_with_lenets_shapes() {
     assert_eq!(s["name"], model.to_str().unwrap());
     assert_eq!(s["history"].as_array().unwrap().len(), 8);
 }
+
+/// A solver prototxt shows the solver Caffe would build from it; a net
+/// prototxt its layers, which are the model's; a bad one is refused with
+/// its line.
+#[test]
+fn inspect_reads_net_and_solver_prototxts() {
+    let solver = inspect_json(&fixtures().join("caffe-lenet-train/lenet_solver.prototxt"));
+    assert_eq!(solver["format"], "solver prototxt");
+    let s = &solver["solver"];
+    assert_eq!(
+        (s["type"].as_str(), s["lr_policy"].as_str()),
+        (Some("SGD"), Some("inv"))
+    );
+    assert_eq!(
+        (s["base_lr"].as_f64(), s["gamma"].as_f64()),
+        (Some(0.01), Some(0.0001))
+    );
+    assert_eq!(
+        (solver["max_iter"].as_u64(), solver["random_seed"].as_u64()),
+        (Some(1020), Some(1701))
+    );
+
+    // The deploy net's learned layers are the trained model's, in order.
+    let net = inspect_json(&fixtures().join("lenet/lenet.prototxt"));
+    let model = inspect_json(&fixtures().join("lenet/lenet_iter_10000.caffemodel"));
+    let names = |v: &Value, with_blobs: bool| -> Vec<String> {
+        v["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| !with_blobs || !l["blobs"].as_array().unwrap().is_empty())
+            .map(|l| l["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let learned = names(&model, true);
+    let declared = names(&net, false);
+    assert_eq!(learned, ["conv1", "conv2", "ip1", "ip2"]);
+    let mut in_net = declared.iter().filter(|n| learned.contains(n));
+    assert!(
+        learned.iter().all(|n| in_net.next() == Some(n)),
+        "{declared:?}"
+    );
+
+    let dir = tempdir();
+    let bad = dir.join("bad_solver.prototxt");
+    std::fs::write(&bad, "base_lr: 0.1\nlr_policy: \"inv\"\ngama: 0.1\n").unwrap();
+    let (ok, err) = inspect_failure(&bad);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "bad_solver.prototxt: line 3, column 1: SolverParameter has no field named gama"
+        ),
+        "{err}"
+    );
+}
