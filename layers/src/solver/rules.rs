@@ -25,8 +25,8 @@ pub enum SolverType {
     #[default]
     Sgd,
     /// `"Nesterov"`: the history as SGD's; the update steps back from the
-    /// previous history and over the new one: `(1 + momentum) * history
-    /// - momentum * previous`.
+    /// previous history and over the new one, `(1 + momentum) * history -
+    /// momentum * previous`.
     Nesterov,
     /// `"AdaGrad"`: `history += diff^2`; the update is `rate * diff /
     /// (sqrt(history) + delta)`. Takes no momentum.
@@ -46,8 +46,8 @@ pub enum SolverType {
     /// `"AdaDelta"`: averages of the squared gradients `g2 = momentum *
     /// g2 + (1 - momentum) * diff^2` and of the squared steps; the step
     /// is `diff * sqrt((u2 + delta) / (g2 + delta))`, then `u2 =
-    /// momentum * u2 + (1 - momentum) * step^2`, and the update is `rate
-    /// * step`.
+    /// momentum * u2 + (1 - momentum) * step^2`, and the update is
+    /// `rate * step`.
     AdaDelta {
         /// `delta`, Caffe's default 1e-8; above 0.
         delta: f32,
