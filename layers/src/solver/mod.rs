@@ -16,7 +16,7 @@ pub(crate) use cuda::SOLVER;
 pub use policy::LrPolicy;
 pub use prototxt::SolverFile;
 pub use rules::SolverType;
-use rules::{adam_correction, dtype, update_value};
+use rules::{Scratch, adam_correction, dtype, update_value};
 
 use blob_proto::SolverState;
 use blob_runtime::{Blob, BlobError, MathElement};
@@ -121,6 +121,7 @@ pub struct SgdSolver<T: MathElement = f32> {
     /// Caffe's `history_`: one blob per parameter (AdaDelta and Adam:
     /// one per parameter, then a second per parameter).
     history: Vec<Blob<T>>,
+    scratch: Scratch<T>,
 }
 
 const OP: &str = "solver step";
@@ -200,6 +201,7 @@ impl<T: MathElement> SgdSolver<T> {
             iter: 0,
             current_step: 0,
             history: Vec::new(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -473,13 +475,20 @@ impl<T: MathElement> SgdSolver<T> {
                     match self.regularization {
                         Regularization::L2 => cpu::axpy(decay, &data, &mut diff),
                         Regularization::L1 => {
-                            let mut sign = vec![T::ZERO; data.len()];
-                            cpu::sign(&data, &mut sign);
-                            cpu::axpy(decay, &sign, &mut diff);
+                            let (sign, _) = self.scratch.two(data.len());
+                            cpu::sign(&data, sign);
+                            cpu::axpy(decay, sign, &mut diff);
                         }
                     }
                 }
-                update_value(self.solver_type, momentum, rate, &history, &mut diff)?;
+                update_value(
+                    self.solver_type,
+                    momentum,
+                    rate,
+                    &history,
+                    &mut diff,
+                    &mut self.scratch,
+                )?;
             }
             p.update()?;
         }

@@ -133,52 +133,89 @@ pub(super) fn adam_correction<T: MathElement>(momentum: T, momentum2: T, t: usiz
     T::from_f64((1.0 - beta2.powf(t)).sqrt() / (1.0 - beta1.powf(t)))
 }
 
+/// Two work vectors a step reuses (Caffe's `update_` and `temp_`), grown
+/// to the largest parameter once rather than allocated for each.
+#[derive(Debug, Default)]
+pub(super) struct Scratch<T> {
+    first: Vec<T>,
+    second: Vec<T>,
+}
+
+impl<T: MathElement> Scratch<T> {
+    /// Both vectors, `n` long.
+    pub(super) fn two(&mut self, n: usize) -> (&mut [T], &mut [T]) {
+        for v in [&mut self.first, &mut self.second] {
+            if v.len() < n {
+                v.resize(n, T::ZERO);
+            }
+        }
+        (&mut self.first[..n], &mut self.second[..n])
+    }
+}
+
 /// Caffe's `ComputeUpdateValue` on the CPU: the update of `solver_type`
 /// from the regularized gradient in `diff`, written into `diff`, with the
 /// parameter's `history` blobs (two for AdaDelta and Adam); `rate`
-/// carries the parameter's `lr_mult` (and Adam's correction).
+/// carries the parameter's `lr_mult` (and Adam's correction). Each step
+/// is the vector operation Caffe's CPU code makes, in its order.
 pub(super) fn update_value<T: MathElement>(
     solver_type: SolverType,
     momentum: T,
     rate: T,
     history: &[&Blob<T>],
     diff: &mut [T],
+    scratch: &mut Scratch<T>,
 ) -> Result<(), BlobError> {
-    let one = T::ONE;
+    let (one, two, half) = (T::ONE, T::from_f64(2.0), T::from_f64(0.5));
     let mut hist = history[0].mutable_cpu_data()?;
+    let (update, temp) = scratch.two(diff.len());
     match solver_type {
         SolverType::Sgd => {
             cpu::axpby(rate, diff, momentum, &mut hist);
             cpu::copy(&hist, diff);
         }
         SolverType::Nesterov => {
-            let mut update = hist.to_vec();
+            cpu::copy(&hist, update);
             cpu::axpby(rate, diff, momentum, &mut hist);
-            cpu::axpby(one + momentum, &hist, -momentum, &mut update);
-            cpu::copy(&update, diff);
+            cpu::axpby(one + momentum, &hist, -momentum, update);
+            cpu::copy(update, diff);
         }
-        SolverType::AdaGrad { delta } => adaptive(rate, one, one, dtype(delta), &mut hist, diff),
+        SolverType::AdaGrad { delta } => {
+            adaptive(
+                rate,
+                [one, one],
+                dtype(delta),
+                &mut hist,
+                diff,
+                [update, temp],
+            );
+        }
         SolverType::RmsProp { rms_decay, delta } => {
             // Caffe's Dtype(1 - rms_decay): the difference in float.
             let (keep, add) = (dtype(rms_decay), dtype(1.0 - rms_decay));
-            adaptive(rate, keep, add, dtype(delta), &mut hist, diff)
+            adaptive(
+                rate,
+                [keep, add],
+                dtype(delta),
+                &mut hist,
+                diff,
+                [update, temp],
+            );
         }
         SolverType::AdaDelta { delta } => {
             let mut updates = history[1].mutable_cpu_data()?;
-            let mut update = vec![T::ZERO; diff.len()];
-            cpu::powx(diff, T::from_f64(2.0), &mut update);
-            cpu::axpby(one - momentum, &update, momentum, &mut hist);
+            cpu::powx(diff, two, update);
+            cpu::axpby(one - momentum, update, momentum, &mut hist);
             // sqrt((updates + delta) / (grads + delta)), as Caffe's set,
             // add, div and powx compute it.
-            let mut temp = vec![dtype::<T>(delta); diff.len()];
-            cpu::add(&temp, &updates, &mut update);
-            cpu::add_inplace(&mut temp, &hist);
-            cpu::div_inplace(&mut update, &temp);
-            let ratio = update.clone();
-            cpu::powx(&ratio, T::from_f64(0.5), &mut update);
-            cpu::mul_inplace(diff, &update);
-            cpu::powx(diff, T::from_f64(2.0), &mut update);
-            cpu::axpby(one - momentum, &update, momentum, &mut updates);
+            cpu::set(dtype(delta), temp);
+            cpu::add(temp, &updates, update);
+            cpu::add_inplace(temp, &hist);
+            cpu::div_inplace(update, temp);
+            cpu::powx(update, half, temp);
+            cpu::mul_inplace(diff, temp);
+            cpu::powx(diff, two, update);
+            cpu::axpby(one - momentum, update, momentum, &mut updates);
             cpu::scal(rate, diff);
         }
         SolverType::Adam { momentum2, delta } => {
@@ -186,14 +223,13 @@ pub(super) fn update_value<T: MathElement>(
             let mut v = history[1].mutable_cpu_data()?;
             // The moments: m from the gradient, v from its square.
             cpu::axpby(one - momentum, diff, momentum, &mut hist);
-            let mut temp = vec![T::ZERO; diff.len()];
-            cpu::mul(diff, diff, &mut temp);
-            cpu::axpby(one - momentum2, &temp, momentum2, &mut v);
+            cpu::mul(diff, diff, temp);
+            cpu::axpby(one - momentum2, temp, momentum2, &mut v);
             // rate * m / (sqrt(v) + delta), as Caffe's powx, add_scalar,
             // div and scale compute it.
-            cpu::powx(&v, T::from_f64(0.5), &mut temp);
-            cpu::add_scalar(dtype(delta), &mut temp);
-            cpu::div(&hist, &temp, diff);
+            cpu::powx(&v, half, temp);
+            cpu::add_scalar(dtype(delta), temp);
+            cpu::div(&hist, temp, diff);
             cpu::scal(rate, diff);
         }
     }
@@ -204,13 +240,18 @@ pub(super) fn update_value<T: MathElement>(
 /// add), powx, add_scalar, div and axpby compute it: `history = keep *
 /// history + add * diff^2` (AdaGrad keeps and adds all: `1 * h + 1 * u`
 /// is `h + u` exactly), `diff = rate * diff / (sqrt(history) + delta)`.
-fn adaptive<T: MathElement>(rate: T, keep: T, add: T, delta: T, history: &mut [T], diff: &mut [T]) {
-    let mut update = vec![T::ZERO; diff.len()];
-    cpu::powx(diff, T::from_f64(2.0), &mut update);
-    cpu::axpby(add, &update, keep, history);
-    let mut root = vec![T::ZERO; diff.len()];
-    cpu::powx(history, T::from_f64(0.5), &mut root);
-    cpu::add_scalar(delta, &mut root);
-    cpu::div(diff, &root, &mut update);
-    cpu::axpby(rate, &update, T::ZERO, diff);
+fn adaptive<T: MathElement>(
+    rate: T,
+    [keep, add]: [T; 2],
+    delta: T,
+    history: &mut [T],
+    diff: &mut [T],
+    [update, root]: [&mut [T]; 2],
+) {
+    cpu::powx(diff, T::from_f64(2.0), update);
+    cpu::axpby(add, update, keep, history);
+    cpu::powx(history, T::from_f64(0.5), root);
+    cpu::add_scalar(delta, root);
+    cpu::div(diff, root, update);
+    cpu::axpby(rate, update, T::ZERO, diff);
 }
