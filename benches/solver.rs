@@ -1,9 +1,11 @@
 //! One solver step over LeNet's 431,080 parameters, for each of Caffe's
-//! solver types, on the CPU: steps/s, the bytes a step reads and writes
-//! per second, and the ratio to SGD measured in the same run (the
-//! machines are shared; only ratios compare across runs).
+//! solver types: steps/s, the bytes a step reads and writes per second,
+//! and the ratio to SGD measured in the same run (the machines are
+//! shared; only ratios compare across runs). Built with `--features
+//! cuda`, the same steps run on GPU 0 too, with the ratio to the CPU.
 //!
-//! Run: `cargo bench --bench solver` (`SOLVER=Adam` for one type).
+//! Run: `cargo bench --bench solver` (`SOLVER=Adam` for one type; GPU:
+//! `cargo bench --features cuda --bench solver`).
 
 use std::time::{Duration, Instant};
 
@@ -11,19 +13,51 @@ use blobflow::BlobError;
 use blobflow::layers::lenet::{LeNet, PARAM_SPECS};
 use blobflow::layers::solver::{LrPolicy, SgdSolver, SolverType};
 
+/// Each type with a momentum it takes, and its history blobs per
+/// parameter.
+fn cases() -> Vec<(&'static str, SgdSolver, usize)> {
+    let solver = |t: SolverType, momentum: f32| {
+        SgdSolver::new(0.01, LrPolicy::Fixed)
+            .with_type(t)
+            .with_momentum(momentum)
+            .with_weight_decay(5e-4)
+    };
+    let only = std::env::var("SOLVER").ok();
+    [
+        ("SGD", solver(SolverType::Sgd, 0.9), 1),
+        ("Nesterov", solver(SolverType::Nesterov, 0.9), 1),
+        ("AdaGrad", solver(SolverType::ADAGRAD, 0.0), 1),
+        ("RMSProp", solver(SolverType::RMSPROP, 0.0), 1),
+        ("AdaDelta", solver(SolverType::ADADELTA, 0.95), 2),
+        ("Adam", solver(SolverType::ADAM, 0.9), 2),
+    ]
+    .into_iter()
+    .filter(|(name, _, _)| only.as_deref().is_none_or(|o| o == *name))
+    .collect()
+}
+
+/// LeNet with Caffe's fillers and a small gradient in every diff. Each
+/// step writes its update into the diffs, which the next step takes as
+/// its gradient (they stay small), so no host work sits between steps.
+fn net() -> Result<LeNet, BlobError> {
+    let mut net = LeNet::new(1)?;
+    net.init_fillers()?;
+    for p in net.params() {
+        p.mutable_cpu_diff()?.fill(1e-3);
+    }
+    Ok(net)
+}
+
 /// Steps/s of `solver` on `net`'s parameters: repetitions for at least
-/// 0.3 s after two warm-up steps, best of three runs.
+/// 0.3 s after two warm-up steps, best of three runs; each run ends with
+/// a read of a parameter, which waits for a device.
 fn steps_per_second(net: &LeNet, mut solver: SgdSolver) -> Result<f64, BlobError> {
     let params = net.params();
-    let mut step = || -> Result<(), BlobError> {
-        // A fresh gradient each step, as a backward pass leaves one.
-        for p in &params {
-            p.mutable_cpu_diff()?.fill(1e-3);
-        }
-        solver.step(&params, &PARAM_SPECS)
-    };
+    let mut step = || solver.step(&params, &PARAM_SPECS);
+    let finish = || params[0].cpu_data().map(drop);
     step()?;
     step()?;
+    finish()?;
     let mut best = 0f64;
     for _ in 0..3 {
         let t = Instant::now();
@@ -32,46 +66,70 @@ fn steps_per_second(net: &LeNet, mut solver: SgdSolver) -> Result<f64, BlobError
             step()?;
             reps += 1;
         }
+        finish()?;
         best = best.max(f64::from(reps) / t.elapsed().as_secs_f64());
     }
     Ok(best)
 }
 
-fn main() -> Result<(), BlobError> {
-    let mut net = LeNet::new(1)?;
-    net.init_fillers()?;
+/// Measures every case on `net` and prints a row each, with ratios to
+/// SGD and, where given, to `reference` (steps/s by name).
+fn run(
+    place: &str,
+    net: &LeNet,
+    reference: Option<&[(&str, f64)]>,
+) -> Result<Vec<(&'static str, f64)>, BlobError> {
     let count: usize = net.params().iter().map(|p| p.count()).sum();
-    let solver = |t: SolverType, momentum: f32| {
-        SgdSolver::new(0.01, LrPolicy::Fixed)
-            .with_type(t)
-            .with_momentum(momentum)
-            .with_weight_decay(5e-4)
-    };
-    // Data and diff read and written, each history blob read and
-    // written; the gradient's fill is counted too (one write).
-    let cases = [
-        ("SGD", solver(SolverType::Sgd, 0.9), 1),
-        ("Nesterov", solver(SolverType::Nesterov, 0.9), 1),
-        ("AdaGrad", solver(SolverType::ADAGRAD, 0.0), 1),
-        ("RMSProp", solver(SolverType::RMSPROP, 0.0), 1),
-        ("AdaDelta", solver(SolverType::ADADELTA, 0.95), 2),
-        ("Adam", solver(SolverType::ADAM, 0.9), 2),
-    ];
-    println!("{count} parameters, f32, on the CPU");
-    let mut sgd = None;
-    let only = std::env::var("SOLVER").ok();
-    for (name, s, histories) in cases {
-        if only.as_deref().is_some_and(|o| o != name) {
-            continue;
-        }
-        let rate = steps_per_second(&net, s)?;
-        let base = *sgd.get_or_insert(rate);
-        let bytes = (count * 4 * (5 + 2 * histories)) as f64;
+    let mut rates = Vec::new();
+    for (name, solver, histories) in cases() {
+        let rate = steps_per_second(net, solver)?;
+        let sgd = rates.first().map_or(rate, |&(_, r)| r);
+        // Data and diff, and each history blob, read and written.
+        let bytes = (count * 4 * 2 * (2 + histories)) as f64;
+        let against = reference
+            .and_then(|r| r.iter().find(|(n, _)| *n == name))
+            .map_or(String::new(), |(_, r)| {
+                format!("  ratio to cpu {:.2}", rate / r)
+            });
         println!(
-            "{name:<9} {rate:>8.0} steps/s  {:>6.1} GB/s  ratio to SGD {:.2}",
+            "{place:<4} {name:<9} {rate:>8.0} steps/s  {:>6.1} GB/s  ratio to SGD {:.2}{against}",
             rate * bytes / 1e9,
-            rate / base
+            rate / sgd
         );
+        rates.push((name, rate));
     }
+    Ok(rates)
+}
+
+#[cfg(feature = "cuda")]
+fn gpu(cpu: &[(&str, f64)]) -> Result<(), BlobError> {
+    let backend = match blobflow::runtime::cuda::CudaBackend::new(0) {
+        Ok(b) => b,
+        Err(e) => {
+            println!("no GPU: {e}");
+            // The GPU check script sets this: there, no GPU is a failure.
+            if std::env::var_os("BLOBFLOW_REQUIRE_GPU").is_some() {
+                std::process::exit(1);
+            }
+            return Ok(());
+        }
+    };
+    println!("device: {}", backend.gpu().name());
+    let mut net = net()?;
+    net.to_device(backend)?;
+    run("gpu", &net, Some(cpu)).map(drop)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu(_cpu: &[(&str, f64)]) -> Result<(), BlobError> {
+    println!("gpu: not built (cargo bench --features cuda --bench solver)");
     Ok(())
+}
+
+fn main() -> Result<(), BlobError> {
+    let net = net()?;
+    let count: usize = net.params().iter().map(|p| p.count()).sum();
+    println!("{count} parameters, f32");
+    let cpu = run("cpu", &net, None)?;
+    gpu(&cpu)
 }

@@ -7,7 +7,8 @@
 #       DIR (default .gpu, ignored by git).
 #   DIR/gpu-check.sh run [DIR [LOGS [PART]]]   on the GPU machine (no Rust
 #       needed): PART "measure" runs the GPU suite, GPU benchmark, LeNet
-#       benchmark and its PyTorch peer, lenet_mnist, train_lenet and
+#       benchmark and its PyTorch peer, the solver benchmark,
+#       lenet_mnist, train_lenet and
 #       typed_layers with --device cuda; PART "sanitize" runs
 #       compute-sanitizer memcheck (with leak check), racecheck and
 #       initcheck on the GPU suite; "all" (the default) both. A summary at
@@ -40,7 +41,7 @@ bundle() {
     python3 - "$msgs" "$out/bin" <<'PY'
 import json, shutil, sys, os
 msgs, dest = sys.argv[1], sys.argv[2]
-want = {("test", "gpu"), ("bench", "gpu"), ("example", "lenet_mnist"), ("example", "train_lenet"), ("example", "typed_layers"), ("bench", "lenet")}
+want = {("test", "gpu"), ("bench", "gpu"), ("example", "lenet_mnist"), ("example", "train_lenet"), ("example", "typed_layers"), ("bench", "lenet"), ("bench", "solver")}
 for line in open(msgs):
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
@@ -101,6 +102,7 @@ run() {
         step suite "$b/test-gpu" --test-threads 1
         step bench "$b/bench-gpu"
         step lenet-bench "$b/bench-lenet"
+        step solver-bench "$b/bench-solver"
         step torch python3 "$dir/lenet_torch.py"
         step lenet-b64 "$b/example-lenet_mnist" --device cuda --model "$m" --images "$im" --labels "$lb"
         step lenet-b1000 "$b/example-lenet_mnist" --device cuda --batch 1000 --model "$m" --images "$im" --labels "$lb"
@@ -124,6 +126,7 @@ run() {
     grep -hs "test result" "$logs/suite.log" | sed 's/^/  suite: /'
     grep -hsE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
     grep -hs "convolutions:" "$logs/lenet-bench.log" | sed 's/^/  lenet: /'
+    grep -hs "^gpu " "$logs/solver-bench.log" | sed 's/^/  solver: /'
     grep -hsE "images/s" "$logs/lenet-bench.log" "$logs/torch.log" | sed 's/^/  lenet: /'
     grep -hsE "accuracy|throughput" "$logs/lenet-b64.log" "$logs/lenet-b1000.log" | sed 's/^/  lenet_mnist: /'
     python3 - "$logs/lenet-bench.log" "$logs/torch.log" <<'PY'
