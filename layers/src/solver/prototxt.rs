@@ -15,9 +15,9 @@ use super::{LrPolicy, Regularization, SgdSolver, SolverType};
 /// Fields about building nets and testing them (`train_net`,
 /// `test_state`, `test_initialization`, ...), logging (`debug_info`) and
 /// devices (`device_id`) are read and left out; a field Caffe does not
-/// know is an error naming it and its line, as in Caffe. Where Caffe
-/// would take a missing `base_lr` or `lr_policy` as 0 or abort, it is an
-/// error here too.
+/// know is an error naming it and its line, as in Caffe. A missing
+/// `base_lr` (Caffe takes 0 and learns nothing) or `lr_policy` (Caffe
+/// aborts) is an error too.
 ///
 /// ```
 /// use blob_layers::solver::{LrPolicy, SolverFile};
