@@ -12,8 +12,6 @@
 //! Run: `cargo bench --bench lenet` (GPU: `cargo bench --features cuda
 //! --bench lenet`).
 
-use std::time::{Duration, Instant};
-
 use blobflow::BlobError;
 use blobflow::layers::lenet::{LeNet, PARAM_SPECS};
 use blobflow::layers::solver::SgdSolver;
@@ -21,6 +19,8 @@ use blobflow::layers::solver::SgdSolver;
 #[cfg(feature = "cuda")]
 #[path = "support/no_gpu.rs"]
 mod no_gpu;
+#[path = "support/repetitions.rs"]
+mod repetitions;
 
 const BATCHES: [usize; 2] = [64, 1000];
 
@@ -44,29 +44,13 @@ fn net(batch: usize) -> Result<(LeNet, Vec<u8>), BlobError> {
     Ok((net, labels))
 }
 
-/// Images/s of `step` on `batch` images: repetitions for at least 0.3 s
-/// after two warm-up steps, best of three such runs. `finish` waits for
-/// the work to be done (a read of the result on the GPU).
+/// Images/s of `step` on `batch` images (see [`repetitions::per_second`]).
 fn rate(
     batch: usize,
-    mut step: impl FnMut() -> Result<(), BlobError>,
-    mut finish: impl FnMut() -> Result<(), BlobError>,
+    step: impl FnMut() -> Result<(), BlobError>,
+    finish: impl FnMut() -> Result<(), BlobError>,
 ) -> Result<f64, BlobError> {
-    step()?;
-    step()?;
-    finish()?;
-    let mut best = 0f64;
-    for _ in 0..3 {
-        let t = Instant::now();
-        let mut reps = 0usize;
-        while reps < 3 || t.elapsed() < Duration::from_millis(300) {
-            step()?;
-            reps += 1;
-        }
-        finish()?;
-        best = best.max((reps * batch) as f64 / t.elapsed().as_secs_f64());
-    }
-    Ok(best)
+    Ok(repetitions::per_second(step, finish)? * batch as f64)
 }
 
 /// Measures every case, each net first given to `prepare` (which moves

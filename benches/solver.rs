@@ -7,8 +7,6 @@
 //! Run: `cargo bench --bench solver` (`SOLVER=Adam` for one type; GPU:
 //! `cargo bench --features cuda --bench solver`).
 
-use std::time::{Duration, Instant};
-
 use blobflow::BlobError;
 use blobflow::layers::lenet::{LeNet, PARAM_SPECS};
 use blobflow::layers::solver::{LrPolicy, SgdSolver, SolverType};
@@ -16,6 +14,8 @@ use blobflow::layers::solver::{LrPolicy, SgdSolver, SolverType};
 #[cfg(feature = "cuda")]
 #[path = "support/no_gpu.rs"]
 mod no_gpu;
+#[path = "support/repetitions.rs"]
+mod repetitions;
 
 /// Each type with a momentum it takes, and its history blobs per
 /// parameter.
@@ -52,28 +52,14 @@ fn net() -> Result<LeNet, BlobError> {
     Ok(net)
 }
 
-/// Steps/s of `solver` on `net`'s parameters: repetitions for at least
-/// 0.3 s after two warm-up steps, best of three runs; each run ends with
-/// a read of a parameter, which waits for a device.
+/// Steps/s of `solver` on `net`'s parameters; each run ends with a read
+/// of a parameter, which waits for a device.
 fn steps_per_second(net: &LeNet, mut solver: SgdSolver) -> Result<f64, BlobError> {
     let params = net.params();
-    let mut step = || solver.step(&params, &PARAM_SPECS);
-    let finish = || params[0].cpu_data().map(drop);
-    step()?;
-    step()?;
-    finish()?;
-    let mut best = 0f64;
-    for _ in 0..3 {
-        let t = Instant::now();
-        let mut reps = 0u32;
-        while reps < 3 || t.elapsed() < Duration::from_millis(300) {
-            step()?;
-            reps += 1;
-        }
-        finish()?;
-        best = best.max(f64::from(reps) / t.elapsed().as_secs_f64());
-    }
-    Ok(best)
+    repetitions::per_second(
+        || solver.step(&params, &PARAM_SPECS),
+        || params[0].cpu_data().map(drop),
+    )
 }
 
 /// Measures every case on `net` and prints a row each, with ratios to
