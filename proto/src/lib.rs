@@ -10,6 +10,9 @@
 //! - [`detect_format`]: which of these a file holds.
 //! - [`TextMessage`]: a message in text format (a `.prototxt`), with the
 //!   line of each field.
+//! - [`ParamMessage`]: any message of `caffe.proto` (a net, a layer and
+//!   its parameters), read from text or bytes against its [`schema`] and
+//!   answering by field name with Caffe's defaults.
 //!
 //! Depend on `blobflow` (re-exported as `blobflow::proto`) to read Caffe
 //! files into blobs; this crate alone decodes and encodes the messages.
@@ -31,6 +34,8 @@ mod detect;
 mod error;
 mod messages;
 mod net;
+mod param;
+pub mod schema;
 mod text;
 mod view;
 
@@ -39,6 +44,7 @@ pub use detect::{FileFormat, detect_format};
 pub use error::{CAFFE_MAX_MESSAGE_BYTES, ProtoError};
 pub use messages::{BlobProtoVector, Datum, SolverState};
 pub use net::{LayerFormat, LayerParameter, NetFormat, NetParameter, v1_layer_type_name};
+pub use param::{ParamField, ParamMessage, ParamValue, UnknownField};
 pub use prost::Message;
 pub use text::{TextField, TextMessage, TextValue};
 pub use view::{BlobProtoRef, BlobProtoView, ScalarRuns};
