@@ -261,6 +261,28 @@ pub enum BlobError {
         /// Which parameter, its value and its range.
         detail: String,
     },
+    /// A layer of a net refused its parameters, its inputs or a pass: the
+    /// layer's name and type, and why.
+    #[error("layer '{layer}' ({kind}): {source}")]
+    Layer {
+        /// The layer's name in the net.
+        layer: String,
+        /// Its Caffe type, e.g. `Convolution`.
+        kind: String,
+        /// What the layer refused.
+        #[source]
+        source: Box<BlobError>,
+    },
+    /// A net definition Caffe's `Net::Init` would refuse (an unknown
+    /// bottom, a top produced twice, an unknown layer type): where, and
+    /// why.
+    #[error("{at}: {detail}")]
+    Net {
+        /// The net, file or layer concerned.
+        at: String,
+        /// What is wrong, in Caffe's words where it has them.
+        detail: String,
+    },
     /// A typed shape that does not fit a run-time shape.
     #[error(transparent)]
     Shape(#[from] ShapeError),

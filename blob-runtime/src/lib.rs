@@ -11,7 +11,8 @@
 //! - [`DeviceBackend`]: what a GPU provides; the CUDA one is behind the
 //!   `cuda` feature.
 //! - [`typed`] and [`blob!`]: shapes as types, checked by the compiler.
-//! - Data in and out: [`Blob::from_vec`], [`Blob::to_vec`]; ndarray views
+//! - Data in and out: [`Blob::from_vec`], [`Blob::to_vec`]; NumPy files
+//!   ([`npy`]); ndarray views
 //!   (feature `ndarray`); `.safetensors` files (feature `safetensors`).
 //!
 //! Most users depend on `blobflow`, which re-exports this crate as
@@ -44,6 +45,7 @@ mod host_buffer;
 pub mod host_device;
 #[cfg(feature = "ndarray")]
 mod ndarray_views;
+pub mod npy;
 mod proto;
 mod synced_memory;
 #[cfg(feature = "safetensors")]
