@@ -1,4 +1,4 @@
-//! Caffe's weight fillers used by LeNet.
+//! Caffe's weight fillers.
 
 use blob_kernels::cpu;
 
@@ -35,4 +35,71 @@ pub fn xavier(blob: &Blob<f32>) -> Result<(), BlobError> {
 pub fn constant(blob: &Blob<f32>, value: f32) -> Result<(), BlobError> {
     blob.mutable_cpu_data()?.fill(value);
     Ok(())
+}
+
+/// Fills `blob` as a Caffe `FillerParameter` says (Caffe's
+/// `GetFiller`): `constant` (value), `uniform` (min, max), `gaussian`
+/// (mean, std), `xavier` and `msra` (with `variance_norm`), for `f32` and
+/// `f64`, from the calling thread's generator. Any other type, and a
+/// sparse gaussian, is an error naming it.
+///
+/// ```
+/// use blob_proto::{ParamMessage, ParamValue, schema};
+/// let mut param = ParamMessage::new(&schema::FILLER);
+/// param.set("type", ParamValue::Str("uniform".into()));
+/// param.set("min", ParamValue::Float(-0.5));
+/// param.set("max", ParamValue::Float(0.5));
+/// let w = blob_runtime::Blob::<f64>::new(&[10, 4])?;
+/// blob_layers::filler::fill(&w, &param)?;
+/// assert!(w.cpu_data()?.iter().all(|v| v.abs() <= 0.5));
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub fn fill<T: blob_runtime::MathElement>(
+    blob: &Blob<T>,
+    param: &blob_proto::ParamMessage,
+) -> Result<(), BlobError> {
+    let bad = |detail: String| BlobError::InvalidParameter {
+        op: "fill a parameter blob",
+        detail,
+    };
+    let kind = param.string("type");
+    let f = |name: &str| T::from_f64(param.float(name));
+    let num = blob.shape().first().copied().unwrap_or(1).max(1);
+    let fan_in = (blob.count() / num).max(1) as f64;
+    let fan_out = if blob.num_axes() > 1 {
+        (blob.count() / blob.shape()[1].max(1)) as f64
+    } else {
+        blob.count().max(1) as f64
+    };
+    let norm = match param.enum_name("variance_norm") {
+        "FAN_OUT" => fan_out,
+        "AVERAGE" => (fan_in + fan_out) / 2.0,
+        _ => fan_in,
+    };
+    let mut data = blob.mutable_cpu_data()?;
+    let drawn = match kind {
+        "constant" => {
+            data.fill(f("value"));
+            Ok(())
+        }
+        "uniform" => cpu::uniform(f("min"), f("max"), &mut data),
+        "gaussian" if param.int("sparse") >= 0 => {
+            return Err(bad(format!(
+                "a sparse gaussian filler (sparse: {}) is not supported",
+                param.int("sparse")
+            )));
+        }
+        "gaussian" => cpu::gaussian(f("mean"), f("std"), &mut data),
+        "xavier" => {
+            let scale = T::from_f64((3.0 / norm).sqrt());
+            cpu::uniform(-scale, scale, &mut data)
+        }
+        "msra" => cpu::gaussian(T::ZERO, T::from_f64((2.0 / norm).sqrt()), &mut data),
+        other => {
+            return Err(bad(format!(
+                "unknown filler type \"{other}\" (known: constant, uniform, gaussian, xavier, msra)"
+            )));
+        }
+    };
+    drawn.map_err(|e| bad(format!("{kind} filler: {e}")))
 }

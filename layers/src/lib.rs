@@ -8,6 +8,9 @@
 //!   [`InnerProduct`], [`ReLU`], [`Sigmoid`], [`TanH`], [`Dropout`],
 //!   [`Softmax`]; [`SoftmaxWithLoss`] and [`accuracy`] on labels.
 //! - [`shapes`]: the output shapes, as type-level functions of the input.
+//! - [`net::Net`]: Caffe's `Net`, built at run time from a `.prototxt`
+//!   over the run-time layers ([`DynLayer`]) of a
+//!   [`registry::LayerRegistry`], to which you can add your own types.
 //! - [`filler`] (xavier, constant); [`solver`] (Caffe's six solver
 //!   types with its arithmetic, learning-rate policies, `.solverstate`
 //!   snapshots and solver prototxt files); [`lenet`] (the net).
@@ -29,18 +32,26 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod activation;
+pub mod check;
 mod conv;
 mod dropout;
+mod dyn_layer;
 pub mod filler;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod inner_product;
+mod input;
 mod layer;
 pub mod lenet;
+pub mod net;
+mod net_layers;
 mod pool;
+mod prelu;
+pub mod registry;
 pub mod shapes;
 mod softmax;
 pub mod solver;
+mod split;
 
 /// The CUDA sources of the layers, for the checks that hold each launcher
 /// against the PTX NVRTC compiles (feature `cuda`).
@@ -49,13 +60,14 @@ pub mod solver;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 7] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 8] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
     &inner_product::INNER_PRODUCT,
     &softmax::SOFTMAX,
     &dropout::DROPOUT,
+    &prelu::PRELU,
     &solver::SOLVER,
 ];
 
@@ -64,6 +76,7 @@ pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, 
 pub use conv::gpu_convolution_path;
 pub use conv::{ConvWeights, Convolution};
 pub use dropout::Dropout;
+pub use dyn_layer::{Arity, DynLayer, Sharing, TopShape};
 pub use inner_product::InnerProduct;
 pub use layer::{ElementOf, Feeds, Layer, WrittenBy};
 pub use pool::{PoolMethod, Pooling};

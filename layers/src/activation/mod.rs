@@ -114,56 +114,66 @@ impl<T: MathElement, S: Shape, F: Activate> Layer for Activation<T, S, F> {
     const TYPE: &'static str = F::TYPE;
 
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
-        if !in_place(x, y) {
-            expect_shape("write activation output", y, x.shape())?;
-        }
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for(F::TYPE, x, &[("output", y)])? {
-            use crate::gpu::as_f32;
-            return cuda::forward(F::TYPE, &gpu, as_f32(x), as_f32(y));
-        }
-        if in_place(x, y) {
-            y.mutable_cpu_data()?
-                .iter_mut()
-                .for_each(|v| *v = F::apply(*v));
-            return Ok(());
-        }
-        let xd = x.cpu_data()?;
-        for (o, &v) in y.mutable_cpu_data()?.iter_mut().zip(xd.iter()) {
-            *o = F::apply(v);
-        }
-        Ok(())
+        forward::<F, T>(x, y)
     }
 
-    /// `dx = dy * f'(x)`. In place, `x` is already `f(x)`; the slope of all
-    /// three follows from the output alone, and ReLU's sign is the same.
+    /// `dx = dy * f'(x)`.
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         if !propagate_down {
             return Ok(());
         }
-        if !in_place(x, y) {
-            expect_shape("activation backward", y, x.shape())?;
-        }
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for(F::TYPE, x, &[("output", y)])? {
-            use crate::gpu::as_f32;
-            return cuda::backward(F::TYPE, &gpu, as_f32(x), as_f32(y));
-        }
-        let yd = y.cpu_data()?;
-        if in_place(x, y) {
-            for (d, &out) in y.mutable_cpu_diff()?.iter_mut().zip(yd.iter()) {
-                *d = times_slope(*d, F::slope(out, out));
-            }
-            return Ok(());
-        }
-        let (xd, dy) = (x.cpu_data()?, y.cpu_diff()?);
-        let mut dx = x.mutable_cpu_diff()?;
-        for (((d, &g), &input), &out) in dx.iter_mut().zip(dy.iter()).zip(xd.iter()).zip(yd.iter())
-        {
-            *d = times_slope(g, F::slope(input, out));
-        }
-        Ok(())
+        backward::<F, T>(x, y)
     }
+}
+
+/// `y = f(x)`, in place or not, on the device `x` lives on: what the
+/// typed [`Activation`] and the run-time [`ActivationLayer`] both run.
+pub(crate) fn forward<F: Activate, T: MathElement>(x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+    if !in_place(x, y) {
+        expect_shape("write activation output", y, x.shape())?;
+    }
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::gpu::gpu_for(F::TYPE, x, &[("output", y)])? {
+        use crate::gpu::as_f32;
+        return cuda::forward(F::TYPE, &gpu, as_f32(x), as_f32(y));
+    }
+    if in_place(x, y) {
+        y.mutable_cpu_data()?
+            .iter_mut()
+            .for_each(|v| *v = F::apply(*v));
+        return Ok(());
+    }
+    let xd = x.cpu_data()?;
+    for (o, &v) in y.mutable_cpu_data()?.iter_mut().zip(xd.iter()) {
+        *o = F::apply(v);
+    }
+    Ok(())
+}
+
+/// `dx = dy * f'(x)`. In place, `x` is already `f(x)`; the slope of all
+/// three follows from the output alone, and ReLU's sign is the same.
+pub(crate) fn backward<F: Activate, T: MathElement>(x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+    if !in_place(x, y) {
+        expect_shape("activation backward", y, x.shape())?;
+    }
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::gpu::gpu_for(F::TYPE, x, &[("output", y)])? {
+        use crate::gpu::as_f32;
+        return cuda::backward(F::TYPE, &gpu, as_f32(x), as_f32(y));
+    }
+    let yd = y.cpu_data()?;
+    if in_place(x, y) {
+        for (d, &out) in y.mutable_cpu_diff()?.iter_mut().zip(yd.iter()) {
+            *d = times_slope(*d, F::slope(out, out));
+        }
+        return Ok(());
+    }
+    let (xd, dy) = (x.cpu_data()?, y.cpu_diff()?);
+    let mut dx = x.mutable_cpu_diff()?;
+    for (((d, &g), &input), &out) in dx.iter_mut().zip(dy.iter()).zip(xd.iter()).zip(yd.iter()) {
+        *d = times_slope(g, F::slope(input, out));
+    }
+    Ok(())
 }
 
 /// `gradient * slope`, with a zero slope giving +0 whatever the gradient's
@@ -173,5 +183,47 @@ fn times_slope<T: MathElement>(gradient: T, slope: T) -> T {
         T::ZERO
     } else {
         gradient * slope
+    }
+}
+
+/// Caffe's `ReLU` (negative_slope 0), `Sigmoid` and `TanH` as run-time
+/// layers, in place or not.
+pub(crate) struct ActivationLayer<F: Activate> {
+    _f: PhantomData<fn() -> F>,
+}
+
+impl<F: Activate> ActivationLayer<F> {
+    pub(crate) fn new() -> Self {
+        Self { _f: PhantomData }
+    }
+}
+
+impl<T: MathElement, F: Activate> crate::dyn_layer::DynLayer<T> for ActivationLayer<F> {
+    fn type_name(&self) -> &str {
+        F::TYPE
+    }
+
+    fn reshape(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        _tops: &[&Blob<T>],
+    ) -> Result<Vec<crate::dyn_layer::TopShape>> {
+        Ok(crate::dyn_layer::like_first_bottom(bottoms))
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        forward::<F, T>(bottoms[0], tops[0])
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        backward::<F, T>(bottoms[0], tops[0])
     }
 }

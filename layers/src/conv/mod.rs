@@ -15,9 +15,14 @@ use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::layer::{Layer, Result, expect_shape};
 use crate::shapes::{ConvOut, ConvShape};
-pub(crate) use cpu::{ConvGeometry, ConvGradients, ConvScratch};
+mod engine;
+mod runtime;
+
+pub(crate) use cpu::ConvGeometry;
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::CONV;
+use engine::{ConvEngine, CudnnChoice};
+pub(crate) use runtime::ConvolutionLayer;
 
 /// How a [`Convolution`] convolves on a GPU in this build on this
 /// machine, in words: `"cuDNN 9.21.0"`, or `"im2col + cuBLAS"` and why
@@ -71,9 +76,7 @@ pub struct Convolution<
     pub weight: TypedBlob<T, ConvWeights<X, COUT, K>>,
     /// Bias `(COUT)` (Caffe `blobs_[1]`).
     pub bias: TypedBlob<T, (D<COUT>,)>,
-    scratch: ConvScratch<T>,
-    #[cfg(feature = "cuda")]
-    gpu_scratch: cuda::GpuScratch,
+    engine: ConvEngine<T>,
     /// Whether to convolve with cuDNN on a GPU when it loads (feature
     /// `cudnn`; Caffe's `engine: CUDNN`); im2col + cuBLAS otherwise.
     #[cfg(feature = "cudnn")]
@@ -93,8 +96,6 @@ pub struct Convolution<
     /// ```
     #[cfg(feature = "cudnn")]
     pub allow_tf32: bool,
-    #[cfg(feature = "cudnn")]
-    cudnn: Option<cudnn::CudnnConv>,
     _input: PhantomData<fn() -> X>,
 }
 
@@ -123,17 +124,22 @@ where
         Ok(Self {
             weight: TypedBlob::from_shape(&[COUT, cin, K, K])?,
             bias: TypedBlob::from_shape(&[COUT])?,
-            scratch: ConvScratch::default(),
-            #[cfg(feature = "cuda")]
-            gpu_scratch: cuda::GpuScratch::default(),
+            engine: ConvEngine::default(),
             #[cfg(feature = "cudnn")]
             use_cudnn: true,
             #[cfg(feature = "cudnn")]
             allow_tf32: false,
-            #[cfg(feature = "cudnn")]
-            cudnn: None,
             _input: PhantomData,
         })
+    }
+
+    fn cudnn_choice(&self) -> CudnnChoice {
+        CudnnChoice {
+            #[cfg(feature = "cudnn")]
+            use_cudnn: self.use_cudnn,
+            #[cfg(feature = "cudnn")]
+            allow_tf32: self.allow_tf32,
+        }
     }
 
     /// The geometry for a run-time input and output, checked against the
@@ -184,59 +190,18 @@ where
     /// `x` lives on a CUDA device).
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let g = self.geometry(x, y)?;
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, &self.weight, &self.bias)?
-        {
-            let blobs = cuda::ConvBlobs::of(x, &self.weight, &self.bias, y);
-            #[cfg(feature = "cudnn")]
-            if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
-                return dnn.forward(&gpu, &g, self.allow_tf32, blobs);
-            }
-            return cuda::forward(&g, &mut self.gpu_scratch, &gpu, blobs);
-        }
-        cpu::forward(
-            &g,
-            &mut self.scratch,
-            &x.cpu_data()?,
-            &self.weight.cpu_data()?,
-            &self.bias.cpu_data()?,
-            &mut y.mutable_cpu_data()?,
-        );
-        Ok(())
+        let choice = self.cudnn_choice();
+        self.engine
+            .forward(&g, choice, x, &self.weight, &self.bias, y)
     }
 
     /// Weight and bias gradients from `y`'s diff, and `x`'s diff when
     /// `propagate_down` (Caffe `Backward_cpu`).
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         let g = self.geometry(x, y)?;
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, &self.weight, &self.bias)?
-        {
-            let blobs = cuda::ConvBlobs::of(x, &self.weight, &self.bias, y);
-            #[cfg(feature = "cudnn")]
-            if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, self.use_cudnn, &gpu)? {
-                return dnn.backward(&gpu, &g, self.allow_tf32, blobs, propagate_down);
-            }
-            return cuda::backward(&g, &mut self.gpu_scratch, &gpu, blobs, propagate_down);
-        }
-        let mut dx = if propagate_down {
-            Some(x.mutable_cpu_diff()?)
-        } else {
-            None
-        };
-        cpu::backward(
-            &g,
-            &mut self.scratch,
-            &x.cpu_data()?,
-            &self.weight.cpu_data()?,
-            &y.cpu_diff()?,
-            ConvGradients {
-                weight: &mut self.weight.mutable_cpu_diff()?,
-                bias: &mut self.bias.mutable_cpu_diff()?,
-                input: dx.as_deref_mut(),
-            },
-        );
-        Ok(())
+        let choice = self.cudnn_choice();
+        self.engine
+            .backward(&g, choice, x, &self.weight, &self.bias, y, propagate_down)
     }
 
     fn params(&self) -> Vec<&Blob<T>> {

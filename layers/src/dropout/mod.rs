@@ -31,12 +31,9 @@ pub(crate) use cuda::DROPOUT;
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub struct Dropout<T: MathElement, S: Shape> {
-    ratio: f64,
     /// Training (drop and scale) or testing (pass through); Caffe's phase.
     pub train: bool,
-    mask: Vec<u32>,
-    #[cfg(feature = "cuda")]
-    gpu_mask: blob_kernels::cuda::Scratch<u32>,
+    engine: DropoutEngine,
     _types: PhantomData<fn() -> (T, S)>,
 }
 
@@ -49,24 +46,11 @@ impl<T: MathElement, S: Shape> Dropout<T, S> {
     /// assert!(blob_layers::Dropout::<f32, Units>::new(1.0).is_err());
     /// ```
     pub fn new(ratio: f64) -> Result<Self> {
-        if !(0.0..1.0).contains(&ratio) {
-            return Err(BlobError::InvalidParameter {
-                op: "make a dropout layer",
-                detail: format!("dropout_ratio {ratio} is not in [0, 1)"),
-            });
-        }
         Ok(Self {
-            ratio,
             train: true,
-            mask: Vec::new(),
-            #[cfg(feature = "cuda")]
-            gpu_mask: blob_kernels::cuda::Scratch::new(),
+            engine: DropoutEngine::new(ratio)?,
             _types: PhantomData,
         })
-    }
-
-    fn scale(&self) -> T {
-        T::from_f64(1.0 / (1.0 - self.ratio))
     }
 }
 
@@ -77,13 +61,58 @@ impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
     const TYPE: &'static str = "Dropout";
 
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+        self.engine.forward(self.train, x, y)
+    }
+
+    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
+        if !propagate_down {
+            return Ok(());
+        }
+        self.engine.backward(self.train, x, y)
+    }
+}
+
+/// Dropout's ratio and the mask of its last training pass: what the typed
+/// [`Dropout`] and the run-time [`DropoutLayer`] both run.
+pub(crate) struct DropoutEngine {
+    ratio: f64,
+    mask: Vec<u32>,
+    #[cfg(feature = "cuda")]
+    gpu_mask: blob_kernels::cuda::Scratch<u32>,
+}
+
+impl DropoutEngine {
+    /// `ratio` (the share dropped) must be in `[0, 1)`.
+    pub(crate) fn new(ratio: f64) -> Result<Self> {
+        if !(0.0..1.0).contains(&ratio) {
+            return Err(BlobError::InvalidParameter {
+                op: "make a dropout layer",
+                detail: format!("dropout_ratio {ratio} is not in [0, 1)"),
+            });
+        }
+        Ok(Self {
+            ratio,
+            mask: Vec::new(),
+            #[cfg(feature = "cuda")]
+            gpu_mask: blob_kernels::cuda::Scratch::new(),
+        })
+    }
+
+    fn scale<T: MathElement>(&self) -> T {
+        T::from_f64(1.0 / (1.0 - self.ratio))
+    }
+
+    pub(crate) fn forward<T: MathElement>(
+        &mut self,
+        train: bool,
+        x: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
         if !in_place(x, y) {
             expect_shape("write dropout output", y, x.shape())?;
         }
         #[cfg(feature = "cuda")]
-        if self.train
-            && let Some(gpu) = crate::gpu::gpu_of_all(&[x, y])
-        {
+        if train && let Some(gpu) = crate::gpu::gpu_of_all(&[x, y]) {
             use crate::gpu::as_f32;
             let (keep, scale) = ((1.0 - self.ratio) as f32, (1.0 / (1.0 - self.ratio)) as f32);
             return cuda::forward(&gpu, &mut self.gpu_mask, keep, scale, as_f32(x), as_f32(y));
@@ -91,7 +120,7 @@ impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
         if !in_place(x, y) {
             y.mutable_cpu_data()?.copy_from_slice(&x.cpu_data()?);
         }
-        if !self.train {
+        if !train {
             return Ok(());
         }
         let n = y.count();
@@ -102,24 +131,24 @@ impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
                 detail: e.to_string(),
             }
         })?;
-        let scale = self.scale();
+        let scale = self.scale::<T>();
         for (v, &keep) in y.mutable_cpu_data()?.iter_mut().zip(&self.mask[..n]) {
             *v = if keep == 1 { *v * scale } else { T::ZERO };
         }
         Ok(())
     }
 
-    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
-        if !propagate_down {
-            return Ok(());
-        }
+    pub(crate) fn backward<T: MathElement>(
+        &mut self,
+        train: bool,
+        x: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
         if !in_place(x, y) {
             expect_shape("dropout backward", y, x.shape())?;
         }
         #[cfg(feature = "cuda")]
-        if self.train
-            && let Some(gpu) = crate::gpu::gpu_of_all(&[x, y])
-        {
+        if train && let Some(gpu) = crate::gpu::gpu_of_all(&[x, y]) {
             use crate::gpu::as_f32;
             let scale = (1.0 / (1.0 - self.ratio)) as f32;
             return cuda::backward(&gpu, &self.gpu_mask, scale, as_f32(x), as_f32(y));
@@ -128,7 +157,7 @@ impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
             let mut dx = x.mutable_cpu_diff()?;
             dx.copy_from_slice(&y.cpu_diff()?);
         }
-        if !self.train {
+        if !train {
             return Ok(());
         }
         let n = x.count();
@@ -140,10 +169,64 @@ impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
                 want: n,
             });
         }
-        let scale = self.scale();
+        let scale = self.scale::<T>();
         for (d, &keep) in x.mutable_cpu_diff()?.iter_mut().zip(&self.mask[..n]) {
             *d = if keep == 1 { *d * scale } else { T::ZERO };
         }
         Ok(())
+    }
+}
+
+/// Caffe's `Dropout` as a run-time layer: drops in the TRAIN phase,
+/// passes through in TEST.
+pub(crate) struct DropoutLayer {
+    train: bool,
+    engine: DropoutEngine,
+}
+
+impl DropoutLayer {
+    /// Reads the layer's `dropout_param` and phase.
+    pub(crate) fn from_param(layer: &blob_proto::ParamMessage) -> Result<Self> {
+        let p = crate::dyn_layer::sub_param(layer, "dropout_param");
+        if !p.boolean("scale_train") {
+            return Err(BlobError::InvalidParameter {
+                op: "set up Dropout",
+                detail: "scale_train: false is not supported".into(),
+            });
+        }
+        Ok(Self {
+            train: crate::dyn_layer::is_train(layer),
+            engine: DropoutEngine::new(p.float("dropout_ratio"))?,
+        })
+    }
+}
+
+impl<T: MathElement> crate::dyn_layer::DynLayer<T> for DropoutLayer {
+    fn type_name(&self) -> &str {
+        "Dropout"
+    }
+
+    fn reshape(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        _tops: &[&Blob<T>],
+    ) -> Result<Vec<crate::dyn_layer::TopShape>> {
+        Ok(crate::dyn_layer::like_first_bottom(bottoms))
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        self.engine.forward(self.train, bottoms[0], tops[0])
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        self.engine.backward(self.train, bottoms[0], tops[0])
     }
 }

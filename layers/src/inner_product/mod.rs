@@ -14,6 +14,9 @@ use crate::layer::{Layer, Result, ensure};
 use crate::shapes::{InnerProductInput, InnerProductOut};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::INNER_PRODUCT;
+pub(crate) use runtime::InnerProductLayer;
+
+mod runtime;
 
 /// Caffe `InnerProduct` reading `X` = `(B, ...)` (flattened to `(B, K)`)
 /// and writing `(B, N)`, with weights `(N, K)` and a bias of `N`.
@@ -36,7 +39,7 @@ pub struct InnerProduct<T: MathElement, X: InnerProductInput, const N: usize> {
     pub weight: TypedBlob<T, (D<N>, X::K)>,
     /// Bias `(N)` (Caffe `blobs_[1]`).
     pub bias: TypedBlob<T, (D<N>,)>,
-    ones: Vec<T>,
+    engine: InnerProductEngine<T>,
     _input: PhantomData<fn() -> X>,
 }
 
@@ -55,7 +58,7 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> InnerProduct<T, X, N>
         Ok(Self {
             weight: TypedBlob::from_shape(&[N, k])?,
             bias: TypedBlob::from_shape(&[N])?,
-            ones: Vec::new(),
+            engine: InnerProductEngine::default(),
             _input: PhantomData,
         })
     }
@@ -83,21 +86,54 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
     /// `y = x W^T + b`: one gemm, then the bias.
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let (b, k) = self.dims(x, y)?;
+        self.engine
+            .forward((b, k, N), x, &self.weight, &self.bias, y)
+    }
+
+    /// Accumulates `dW += dy^T x` and `db += sum(dy)`, and writes
+    /// `dx = dy W` when `propagate_down`.
+    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
+        let (b, k) = self.dims(x, y)?;
+        self.engine
+            .backward((b, k, N), x, &self.weight, &self.bias, y, propagate_down)
+    }
+
+    fn params(&self) -> Vec<&Blob<T>> {
+        vec![self.weight.as_dyn(), self.bias.as_dyn()]
+    }
+}
+
+/// The passes of an inner product over `(M, K)` inputs, `(N, K)` weights
+/// and `(N)` bias, on the device the blobs live on: what the typed
+/// [`InnerProduct`] and the run-time [`InnerProductLayer`] both run.
+#[derive(Default)]
+pub(crate) struct InnerProductEngine<T> {
+    ones: Vec<T>,
+}
+
+impl<T: MathElement> InnerProductEngine<T> {
+    /// `y = x W^T + b` for `(m, k, n)`.
+    pub(crate) fn forward(
+        &mut self,
+        (m, k, n): (usize, usize, usize),
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if let Some(gpu) =
-            crate::gpu::gpu_for_learned("inner product", x, y, &self.weight, &self.bias)?
-        {
+        if let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)? {
             use crate::gpu::as_f32;
-            let (w, bias) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
-            return cuda::forward(&gpu, (b, k, N), as_f32(x), w, bias, as_f32(y));
+            let (w, bias) = (as_f32(weight), as_f32(bias));
+            return cuda::forward(&gpu, (m, k, n), as_f32(x), w, bias, as_f32(y));
         }
         let mut yd = y.mutable_cpu_data()?;
-        let w = self.weight.cpu_data()?;
+        let w = weight.cpu_data()?;
         cpu::gemm(
             Transpose::No,
             Transpose::Yes,
-            b,
-            N,
+            m,
+            n,
             k,
             T::ONE,
             &x.cpu_data()?,
@@ -105,8 +141,8 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
             T::ZERO,
             &mut yd,
         );
-        let bias = self.bias.cpu_data()?;
-        for row in yd.chunks_exact_mut(N) {
+        let bias = bias.cpu_data()?;
+        for row in yd.chunks_exact_mut(n) {
             cpu::add_inplace(row, &bias);
         }
         Ok(())
@@ -114,17 +150,22 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
 
     /// Accumulates `dW += dy^T x` and `db += sum(dy)`, and writes
     /// `dx = dy W` when `propagate_down`.
-    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
-        let (b, k) = self.dims(x, y)?;
+    pub(crate) fn backward(
+        &mut self,
+        (m, k, n): (usize, usize, usize),
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: &Blob<T>,
+        y: &Blob<T>,
+        propagate_down: bool,
+    ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if let Some(gpu) =
-            crate::gpu::gpu_for_learned("inner product", x, y, &self.weight, &self.bias)?
-        {
+        if let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)? {
             use crate::gpu::as_f32;
-            let (w, bias) = (as_f32(self.weight.as_dyn()), as_f32(self.bias.as_dyn()));
+            let (w, bias) = (as_f32(weight), as_f32(bias));
             return cuda::backward(
                 &gpu,
-                (b, k, N),
+                (m, k, n),
                 as_f32(x),
                 w,
                 bias,
@@ -133,40 +174,40 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
             );
         }
         let dy = y.cpu_diff()?;
-        let mut dw = self.weight.mutable_cpu_diff()?;
+        let mut dw = weight.mutable_cpu_diff()?;
         cpu::gemm(
             Transpose::Yes,
             Transpose::No,
-            N,
+            n,
             k,
-            b,
+            m,
             T::ONE,
             &dy,
             &x.cpu_data()?,
             T::ONE,
             &mut dw,
         );
-        ensure(&mut self.ones, b);
-        self.ones[..b].fill(T::ONE);
-        let mut db = self.bias.mutable_cpu_diff()?;
+        ensure(&mut self.ones, m);
+        self.ones[..m].fill(T::ONE);
+        let mut db = bias.mutable_cpu_diff()?;
         cpu::gemv(
             Transpose::Yes,
-            b,
-            N,
+            m,
+            n,
             T::ONE,
             &dy,
-            &self.ones[..b],
+            &self.ones[..m],
             T::ONE,
             &mut db,
         );
         if propagate_down {
-            let w = self.weight.cpu_data()?;
+            let w = weight.cpu_data()?;
             cpu::gemm(
                 Transpose::No,
                 Transpose::No,
-                b,
+                m,
                 k,
-                N,
+                n,
                 T::ONE,
                 &dy,
                 &w,
@@ -175,9 +216,5 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
             );
         }
         Ok(())
-    }
-
-    fn params(&self) -> Vec<&Blob<T>> {
-        vec![self.weight.as_dyn(), self.bias.as_dyn()]
     }
 }

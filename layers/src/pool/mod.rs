@@ -12,9 +12,12 @@ use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::layer::{Layer, Result, ensure, expect_shape};
 use crate::shapes::{PoolOut, PoolShape};
+mod runtime;
+
 use cpu::PoolGeometry;
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::POOL;
+pub(crate) use runtime::PoolingLayer;
 
 /// What a window gives (Caffe's `PoolingParameter.pool`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,9 +49,7 @@ where
 {
     /// MAX or AVE.
     pub method: PoolMethod,
-    argmax: Vec<u32>,
-    #[cfg(feature = "cuda")]
-    gpu_argmax: blob_kernels::cuda::Scratch<u32>,
+    engine: PoolEngine,
     _types: PhantomData<fn() -> (T, X)>,
 }
 
@@ -69,9 +70,7 @@ where
     pub fn new(method: PoolMethod) -> Self {
         Self {
             method,
-            argmax: Vec::new(),
-            #[cfg(feature = "cuda")]
-            gpu_argmax: blob_kernels::cuda::Scratch::new(),
+            engine: PoolEngine::default(),
             _types: PhantomData,
         }
     }
@@ -112,27 +111,7 @@ where
 
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let g = self.geometry(x, y)?;
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
-            use crate::gpu::as_f32;
-            return cuda::forward(
-                &g,
-                self.method,
-                &gpu,
-                &mut self.gpu_argmax,
-                as_f32(x),
-                as_f32(y),
-            );
-        }
-        let (xd, mut yd) = (x.cpu_data()?, y.mutable_cpu_data()?);
-        match self.method {
-            PoolMethod::Max => {
-                ensure(&mut self.argmax, yd.len());
-                cpu::max_forward(&g, &xd, &mut yd, &mut self.argmax[..y.count()]);
-            }
-            PoolMethod::Ave => cpu::ave_forward(&g, &xd, &mut yd),
-        }
-        Ok(())
+        self.engine.forward(&g, self.method, x, y)
     }
 
     /// Pooling has nothing to learn: the input's diff is all it computes.
@@ -141,20 +120,57 @@ where
         if !propagate_down {
             return Ok(());
         }
+        self.engine.backward(&g, self.method, x, y)
+    }
+}
+
+/// The positions of a MAX pass's maxima, kept for its backward pass: what
+/// the typed [`Pooling`] and the run-time [`PoolingLayer`] both run.
+#[derive(Default)]
+pub(crate) struct PoolEngine {
+    argmax: Vec<u32>,
+    #[cfg(feature = "cuda")]
+    gpu_argmax: blob_kernels::cuda::Scratch<u32>,
+}
+
+impl PoolEngine {
+    fn forward<T: MathElement>(
+        &mut self,
+        g: &PoolGeometry,
+        method: PoolMethod,
+        x: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
         #[cfg(feature = "cuda")]
         if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
             use crate::gpu::as_f32;
-            return cuda::backward(
-                &g,
-                self.method,
-                &gpu,
-                &self.gpu_argmax,
-                as_f32(x),
-                as_f32(y),
-            );
+            return cuda::forward(g, method, &gpu, &mut self.gpu_argmax, as_f32(x), as_f32(y));
+        }
+        let (xd, mut yd) = (x.cpu_data()?, y.mutable_cpu_data()?);
+        match method {
+            PoolMethod::Max => {
+                ensure(&mut self.argmax, yd.len());
+                cpu::max_forward(g, &xd, &mut yd, &mut self.argmax[..y.count()]);
+            }
+            PoolMethod::Ave => cpu::ave_forward(g, &xd, &mut yd),
+        }
+        Ok(())
+    }
+
+    fn backward<T: MathElement>(
+        &self,
+        g: &PoolGeometry,
+        method: PoolMethod,
+        x: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
+            use crate::gpu::as_f32;
+            return cuda::backward(g, method, &gpu, &self.gpu_argmax, as_f32(x), as_f32(y));
         }
         let (dy, mut dx) = (y.cpu_diff()?, x.mutable_cpu_diff()?);
-        match self.method {
+        match method {
             PoolMethod::Max => {
                 if self.argmax.len() < y.count() {
                     return Err(BlobError::CountMismatch {
@@ -164,9 +180,9 @@ where
                         want: y.count(),
                     });
                 }
-                cpu::max_backward(&g, &dy, &self.argmax[..y.count()], &mut dx);
+                cpu::max_backward(g, &dy, &self.argmax[..y.count()], &mut dx);
             }
-            PoolMethod::Ave => cpu::ave_backward(&g, &dy, &mut dx),
+            PoolMethod::Ave => cpu::ave_backward(g, &dy, &mut dx),
         }
         Ok(())
     }

@@ -12,11 +12,14 @@ use crate::layer::Result;
 blob_kernels::cuda_kernels! {
     /// `softmax.cu`: Softmax and SoftmaxWithLoss, `f32`.
     pub(crate) static SOFTMAX = "softmax.cu";
-    /// Row-wise softmax.
-    pub(crate) fn softmax_rows_f32(rows: i64, classes: i32, x: &CudaView<'_, f32>, prob: &mut CudaViewMut<'_, f32>);
-    /// Row-wise softmax gradient.
+    /// Softmax over the classes at each position.
+    pub(crate) fn softmax_rows_f32(
+        positions: i64, classes: i32, inner: i64, x: &CudaView<'_, f32>, prob: &mut CudaViewMut<'_, f32>
+    );
+    /// Softmax gradient at each position.
     pub(crate) fn softmax_backward_f32(
-        rows: i64, classes: i32, prob: &CudaView<'_, f32>, dprob: &CudaView<'_, f32>, dx: &mut CudaViewMut<'_, f32>
+        positions: i64, classes: i32, inner: i64, prob: &CudaView<'_, f32>, dprob: &CudaView<'_, f32>,
+        dx: &mut CudaViewMut<'_, f32>
     );
     /// Each row's cross-entropy.
     pub(crate) fn softmax_loss_rows_f32(
@@ -33,23 +36,25 @@ blob_kernels::cuda_kernels! {
 
 const OP: &str = "softmax on the GPU";
 
-/// `prob = softmax(x)` per row.
+/// `prob = softmax(x)` over the classes of each of `outer x inner`
+/// positions.
 pub(crate) fn forward(
     gpu: &Gpu,
-    rows: usize,
-    classes: usize,
+    (outer, classes, inner): (usize, usize, usize),
     x: &Blob<f32>,
     prob: &Blob<f32>,
 ) -> Result<()> {
     let (xg, mut pg) = (x.gpu_data()?, prob.mutable_gpu_data()?);
-    let n = rows * classes;
-    // SAFETY: x and prob hold rows * classes values.
+    let n = outer * classes * inner;
+    let positions = outer * inner;
+    // SAFETY: x and prob hold outer * classes * inner values.
     unsafe {
         softmax_rows_f32(
             gpu,
-            launch_config(rows),
-            rows as i64,
+            launch_config(positions),
+            positions as i64,
             int(OP, classes)?,
+            inner as i64,
             &read(&xg, n)?,
             &mut write(&mut pg, n)?,
         )
@@ -57,23 +62,24 @@ pub(crate) fn forward(
     .map_err(|e| cuda(OP, e))
 }
 
-/// `dx` from `prob` and its gradient.
+/// `dx` from `prob` and its gradient, per position as [`forward`].
 pub(crate) fn backward(
     gpu: &Gpu,
-    rows: usize,
-    classes: usize,
+    (outer, classes, inner): (usize, usize, usize),
     x: &Blob<f32>,
     prob: &Blob<f32>,
 ) -> Result<()> {
-    let n = rows * classes;
+    let n = outer * classes * inner;
+    let positions = outer * inner;
     let (pg, dpg, mut dxg) = (prob.gpu_data()?, prob.gpu_diff()?, x.mutable_gpu_diff()?);
-    // SAFETY: all three hold rows * classes values.
+    // SAFETY: all three hold outer * classes * inner values.
     unsafe {
         softmax_backward_f32(
             gpu,
-            launch_config(rows),
-            rows as i64,
+            launch_config(positions),
+            positions as i64,
             int(OP, classes)?,
+            inner as i64,
             &read(&pg, n)?,
             &read(&dpg, n)?,
             &mut write(&mut dxg, n)?,

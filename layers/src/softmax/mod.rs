@@ -12,6 +12,9 @@ use blob_runtime::{Blob, BlobError, MathElement};
 use crate::layer::{ElementOf, Feeds, Layer, Result, expect_shape, same};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SOFTMAX;
+pub(crate) use runtime::SoftmaxLayer;
+
+mod runtime;
 
 /// The labels of a `(B, C)` blob: `(B,)`, one class index per item, stored
 /// as the element type (Caffe's label blobs).
@@ -94,13 +97,7 @@ where
     fn forward_blobs(&mut self, x: &Blob<T>, prob: &Blob<T>) -> Result<()> {
         let classes = check_rank2("softmax", x)?;
         expect_shape("write softmax output", prob, x.shape())?;
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of_all(&[x, prob]) {
-            use crate::gpu::as_f32;
-            return cuda::forward(&gpu, x.shape()[0], classes, as_f32(x), as_f32(prob));
-        }
-        softmax_rows(&x.cpu_data()?, &mut prob.mutable_cpu_data()?, classes);
-        Ok(())
+        forward(x, prob, (x.shape()[0], classes, 1))
     }
 
     /// `dx = p * (dp - sum(dp * p))` per row.
@@ -110,30 +107,105 @@ where
         if !propagate_down {
             return Ok(());
         }
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of_all(&[x, prob]) {
-            use crate::gpu::as_f32;
-            return cuda::backward(&gpu, x.shape()[0], classes, as_f32(x), as_f32(prob));
-        }
-        let (p, dp) = (prob.cpu_data()?, prob.cpu_diff()?);
-        let mut dx = x.mutable_cpu_diff()?;
-        for ((p, dp), dx) in p
-            .chunks_exact(classes)
-            .zip(dp.chunks_exact(classes))
-            .zip(dx.chunks_exact_mut(classes))
-        {
-            let dot = cpu::dot(p, dp);
-            for ((d, &pv), &g) in dx.iter_mut().zip(p).zip(dp) {
-                *d = pv * (g - dot);
+        backward(x, prob, (x.shape()[0], classes, 1))
+    }
+}
+
+/// `prob = softmax(x)` over the `classes` values of each of `outer x
+/// inner` positions (element `(o, c, i)` at `(o * classes + c) * inner +
+/// i`), on the device `x` lives on; in place or not. What the typed
+/// [`Softmax`] and the run-time [`SoftmaxLayer`] both run.
+pub(crate) fn forward<T: MathElement>(
+    x: &Blob<T>,
+    prob: &Blob<T>,
+    (outer, classes, inner): (usize, usize, usize),
+) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::gpu::gpu_of_all(&[x, prob]) {
+        use crate::gpu::as_f32;
+        return cuda::forward(&gpu, (outer, classes, inner), as_f32(x), as_f32(prob));
+    }
+    debug_assert_eq!(x.count(), outer * classes * inner);
+    if std::ptr::eq(x, prob) {
+        let input = x.to_vec()?;
+        softmax_positions(&input, &mut prob.mutable_cpu_data()?, classes, inner);
+    } else {
+        softmax_positions(
+            &x.cpu_data()?,
+            &mut prob.mutable_cpu_data()?,
+            classes,
+            inner,
+        );
+    }
+    Ok(())
+}
+
+/// `dx = p * (dp - sum(dp * p))` per position, as [`forward`].
+pub(crate) fn backward<T: MathElement>(
+    x: &Blob<T>,
+    prob: &Blob<T>,
+    (outer, classes, inner): (usize, usize, usize),
+) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::gpu::gpu_of_all(&[x, prob]) {
+        use crate::gpu::as_f32;
+        return cuda::backward(&gpu, (outer, classes, inner), as_f32(x), as_f32(prob));
+    }
+    debug_assert_eq!(x.count(), outer * classes * inner);
+    let p = prob.to_vec()?;
+    let dp = prob.diff_to_vec()?;
+    let mut dx = x.mutable_cpu_diff()?;
+    let block = classes * inner;
+    for ((p, dp), dx) in p
+        .chunks_exact(block)
+        .zip(dp.chunks_exact(block))
+        .zip(dx.chunks_exact_mut(block))
+    {
+        for i in 0..inner {
+            let dot =
+                (0..classes).fold(T::ZERO, |acc, c| acc + p[c * inner + i] * dp[c * inner + i]);
+            for c in 0..classes {
+                let at = c * inner + i;
+                dx[at] = p[at] * (dp[at] - dot);
             }
         }
-        Ok(())
+    }
+    Ok(())
+}
+
+/// Softmax over strided classes (`inner` apart); rows when `inner` is 1.
+fn softmax_positions<T: MathElement>(x: &[T], prob: &mut [T], classes: usize, inner: usize) {
+    if inner == 1 {
+        return softmax_rows(x, prob, classes);
+    }
+    let block = classes * inner;
+    for (row, out) in x.chunks_exact(block).zip(prob.chunks_exact_mut(block)) {
+        for i in 0..inner {
+            let max = (0..classes).fold(T::from_f64(f64::NEG_INFINITY), |a, c| {
+                let b = row[c * inner + i];
+                if b > a { b } else { a }
+            });
+            let mut sum = T::ZERO;
+            for c in 0..classes {
+                let e = (row[c * inner + i] - max).exp();
+                out[c * inner + i] = e;
+                sum += e;
+            }
+            let inv = T::ONE / sum;
+            for c in 0..classes {
+                out[c * inner + i] *= inv;
+            }
+        }
     }
 }
 
 /// Makes `blob` a blob of `shape` on the device `like` lives on (the
 /// host, if none), keeping it where it already is.
-fn place_with<T: MathElement>(blob: &mut Blob<T>, like: &Blob<T>, shape: &[usize]) -> Result<()> {
+pub(crate) fn place_with<T: MathElement>(
+    blob: &mut Blob<T>,
+    like: &Blob<T>,
+    shape: &[usize],
+) -> Result<()> {
     let same_place = match (blob.device(), like.device()) {
         (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
         (None, None) => true,

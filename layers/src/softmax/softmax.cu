@@ -1,33 +1,43 @@
 // Softmax and SoftmaxWithLoss on the GPU, one thread per row (a row is
-// one item's classes), as softmax/mod.rs computes them.
+// one item's classes, strided by `inner` for a softmax over an inner
+// axis), as softmax/mod.rs computes them.
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
          i < (n); i += (long long)blockDim.x * gridDim.x)
 
-extern "C" __global__ void softmax_rows_f32(long long rows, int classes, const float* x,
-                                            float* prob) {
-    GRID_STRIDE(r, rows) {
-        const float* in = x + r * classes;
-        float* out = prob + r * classes;
+// One thread per position (outer index o, inner index i): softmax over
+// the `classes` values at (o * classes + c) * inner + i. A row of a
+// (B, C) blob is inner = 1; per-pixel class scores of (N, C, H, W) are
+// inner = H * W.
+extern "C" __global__ void softmax_rows_f32(long long positions, int classes, long long inner,
+                                            const float* x, float* prob) {
+    GRID_STRIDE(r, positions) {
+        long long base = (r / inner) * classes * inner + r % inner;
+        const float* in = x + base;
+        float* out = prob + base;
         float m = in[0];
-        for (int c = 1; c < classes; ++c) m = fmaxf(m, in[c]);
+        for (int c = 1; c < classes; ++c) m = fmaxf(m, in[c * inner]);
         float sum = 0.0f;
-        for (int c = 0; c < classes; ++c) { out[c] = expf(in[c] - m); sum += out[c]; }
+        for (int c = 0; c < classes; ++c) {
+            out[c * inner] = expf(in[c * inner] - m);
+            sum += out[c * inner];
+        }
         float inv = 1.0f / sum;
-        for (int c = 0; c < classes; ++c) out[c] *= inv;
+        for (int c = 0; c < classes; ++c) out[c * inner] *= inv;
     }
 }
 
-// dx = p * (dp - sum(dp * p)) per row.
-extern "C" __global__ void softmax_backward_f32(long long rows, int classes, const float* prob,
-                                                const float* dprob, float* dx) {
-    GRID_STRIDE(r, rows) {
-        const float* p = prob + r * classes;
-        const float* g = dprob + r * classes;
+// dx = p * (dp - sum(dp * p)) per position.
+extern "C" __global__ void softmax_backward_f32(long long positions, int classes, long long inner,
+                                                const float* prob, const float* dprob, float* dx) {
+    GRID_STRIDE(r, positions) {
+        long long base = (r / inner) * classes * inner + r % inner;
+        const float* p = prob + base;
+        const float* g = dprob + base;
         float dot = 0.0f;
-        for (int c = 0; c < classes; ++c) dot += p[c] * g[c];
-        for (int c = 0; c < classes; ++c) dx[r * classes + c] = p[c] * (g[c] - dot);
+        for (int c = 0; c < classes; ++c) dot += p[c * inner] * g[c * inner];
+        for (int c = 0; c < classes; ++c) dx[base + c * inner] = p[c * inner] * (g[c * inner] - dot);
     }
 }
 

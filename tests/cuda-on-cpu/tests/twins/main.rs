@@ -7,6 +7,7 @@ mod coverage;
 mod elementwise;
 mod layers;
 mod pool;
+mod prelu;
 mod softmax;
 mod solver;
 mod sums;

@@ -25,10 +25,12 @@ fn softmax_matches_cpu() {
     );
     let mut prob = vec![f32::NAN; n];
     // SAFETY: x and prob hold rows*classes values.
-    unsafe { k::softmax_rows_f32(rows, rows as i64, classes as i32, &x, &mut prob) };
+    unsafe { k::softmax_rows_f32(rows, rows as i64, classes as i32, 1, &x, &mut prob) };
     let mut dx = vec![f32::NAN; n];
     // SAFETY: prob, dprob and dx hold rows*classes values.
-    unsafe { k::softmax_backward_f32(rows, rows as i64, classes as i32, &prob, &dprob, &mut dx) };
+    unsafe {
+        k::softmax_backward_f32(rows, rows as i64, classes as i32, 1, &prob, &dprob, &mut dx)
+    };
     assert_close("softmax", &prob, &want.y, 1e-6);
     assert_close("softmax gradient", &dx, &want.dx, 1e-5);
 }
@@ -56,7 +58,7 @@ fn softmax_loss_matches_cpu() {
 
     let mut prob = vec![f32::NAN; n];
     // SAFETY: x and prob hold rows*classes values.
-    unsafe { k::softmax_rows_f32(rows, rows as i64, classes as i32, &x, &mut prob) };
+    unsafe { k::softmax_rows_f32(rows, rows as i64, classes as i32, 1, &x, &mut prob) };
     let mut terms = vec![f32::NAN; rows];
     // SAFETY: prob holds rows*classes values, labels and terms rows.
     unsafe {

@@ -1,0 +1,271 @@
+//! Caffe's `Layer` at run time: built from its `LayerParameter`, any
+//! number of bottoms and tops, a reshape step that computes the tops'
+//! shapes from the bottoms', forward, backward with `propagate_down` per
+//! bottom, and its parameter blobs. A [`Net`](crate::net::Net) holds these
+//! as trait objects; users add their own through the
+//! [`LayerRegistry`](crate::registry::LayerRegistry).
+
+use blob_proto::ParamMessage;
+use blob_runtime::{Blob, BlobError, MathElement};
+
+use crate::layer::Result;
+
+/// How many blobs a layer takes as bottoms or produces as tops (Caffe's
+/// `ExactNumBottomBlobs`, `MinTopBlobs`, ...).
+///
+/// ```
+/// use blob_layers::Arity;
+/// assert!(Arity::exactly(1).admits(1));
+/// assert!(!Arity::at_least(2).admits(1));
+/// assert_eq!(Arity::range(1, 2).to_string(), "1 to 2");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arity {
+    /// The fewest.
+    pub min: usize,
+    /// The most (`usize::MAX`: no limit).
+    pub max: usize,
+}
+
+impl Arity {
+    /// Exactly `n`.
+    pub const fn exactly(n: usize) -> Self {
+        Self { min: n, max: n }
+    }
+
+    /// `n` or more.
+    pub const fn at_least(n: usize) -> Self {
+        Self {
+            min: n,
+            max: usize::MAX,
+        }
+    }
+
+    /// From `min` to `max`, both included.
+    pub const fn range(min: usize, max: usize) -> Self {
+        Self { min, max }
+    }
+
+    /// Whether `n` blobs fit.
+    pub fn admits(self, n: usize) -> bool {
+        (self.min..=self.max).contains(&n)
+    }
+}
+
+impl std::fmt::Display for Arity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.min, self.max) {
+            (a, b) if a == b => write!(f, "{a}"),
+            (a, usize::MAX) => write!(f, "at least {a}"),
+            (a, b) => write!(f, "{a} to {b}"),
+        }
+    }
+}
+
+/// What a top becomes on [`DynLayer::reshape`]: its shape, and whether it
+/// is a view of a bottom's memory (Caffe's `ShareData` / `ShareDiff` in
+/// Split, Flatten and Reshape).
+///
+/// ```
+/// let top = blob_layers::TopShape::new(vec![2, 3]);
+/// assert_eq!(top.dims, [2, 3]);
+/// assert!(top.shares.is_none());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopShape {
+    /// The top's dims.
+    pub dims: Vec<usize>,
+    /// A bottom whose memory the top views, and which part of it.
+    pub shares: Option<(usize, Sharing)>,
+}
+
+/// Which of a bottom's buffers a top views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sharing {
+    /// The data only (Caffe's Split: each top its own diff).
+    Data,
+    /// Data and diff (Flatten, Reshape: backward has nothing to do).
+    DataAndDiff,
+}
+
+impl TopShape {
+    /// A top of its own memory.
+    pub fn new(dims: Vec<usize>) -> Self {
+        Self { dims, shares: None }
+    }
+
+    /// A top that views bottom `bottom`'s memory.
+    pub fn sharing(dims: Vec<usize>, bottom: usize, sharing: Sharing) -> Self {
+        Self {
+            dims,
+            shares: Some((bottom, sharing)),
+        }
+    }
+}
+
+/// A layer a net runs: Caffe's `Layer`, with its parameters read at run
+/// time. Object-safe: a [`Net`](crate::net::Net) holds
+/// `Box<dyn DynLayer<T>>`s.
+///
+/// The net calls [`DynLayer::reshape`] before every forward pass (as
+/// Caffe's `Layer::Forward` does), gives the tops the shapes it returns
+/// (memory only grows), then calls [`DynLayer::forward`]. A layer runs on
+/// the device its blobs live on.
+///
+/// A user's layer, registered by type name:
+///
+/// ```
+/// use blob_layers::{Arity, DynLayer, TopShape, registry::LayerRegistry};
+/// use blob_runtime::Blob;
+///
+/// /// y = 2x.
+/// struct Double;
+/// impl DynLayer<f32> for Double {
+///     fn type_name(&self) -> &str { "Double" }
+///     fn reshape(&mut self, bottoms: &[&Blob<f32>], _tops: &[&Blob<f32>])
+///         -> blob_runtime::Result<Vec<TopShape>> {
+///         Ok(vec![TopShape::new(bottoms[0].shape().to_vec())])
+///     }
+///     fn forward(&mut self, bottoms: &[&Blob<f32>], tops: &[&Blob<f32>]) -> blob_runtime::Result<()> {
+///         let x = bottoms[0].to_vec()?;
+///         tops[0].mutable_cpu_data()?.iter_mut().zip(x).for_each(|(y, x)| *y = 2.0 * x);
+///         Ok(())
+///     }
+///     fn backward(&mut self, tops: &[&Blob<f32>], down: &[bool], bottoms: &[&Blob<f32>])
+///         -> blob_runtime::Result<()> {
+///         if down[0] {
+///             let dy = tops[0].cpu_diff()?.to_vec();
+///             bottoms[0].mutable_cpu_diff()?.iter_mut().zip(dy).for_each(|(d, g)| *d = 2.0 * g);
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let mut registry = LayerRegistry::<f32>::with_caffe_layers();
+/// registry.register("Double", |_param| Ok(Box::new(Double)));
+/// let net = blob_layers::net::Net::from_prototxt_with(
+///     "input: \"x\" input_shape { dim: 1 dim: 3 } layer { name: \"d\" type: \"Double\" bottom: \"x\" top: \"y\" }",
+///     blob_layers::net::NetState::test(),
+///     &registry,
+/// )?;
+/// net.blob("x").unwrap().mutable_cpu_data()?.copy_from_slice(&[1.0, 2.0, 3.0]);
+/// let mut net = net;
+/// net.forward()?;
+/// assert_eq!(net.blob("y").unwrap().to_vec()?, [2.0, 4.0, 6.0]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub trait DynLayer<T: MathElement>: Send {
+    /// Caffe's type name, e.g. `"Convolution"`.
+    fn type_name(&self) -> &str;
+
+    /// How many bottoms it takes (Caffe's `ExactNumBottomBlobs` and
+    /// kin); one by default.
+    fn bottoms(&self) -> Arity {
+        Arity::exactly(1)
+    }
+
+    /// How many tops it produces; one by default.
+    fn tops(&self) -> Arity {
+        Arity::exactly(1)
+    }
+
+    /// Caffe's `Reshape`: the tops' shapes from the bottoms' (and, for a
+    /// layer whose tops the caller shapes, such as `Input`, from the tops'
+    /// own). Creates the parameter blobs the first time, when they depend
+    /// on the input (a convolution's channels), and refuses an input the
+    /// parameters cannot take.
+    fn reshape(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<Vec<TopShape>>;
+
+    /// Caffe's `Forward`: the tops from the bottoms. A top and a bottom
+    /// may be the same blob (in place).
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()>;
+
+    /// Caffe's `Backward`: accumulates the parameters' gradients from the
+    /// tops' diffs, and writes bottom `i`'s diff where `propagate_down[i]`.
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()>;
+
+    /// The parameter blobs, in Caffe's order (`blobs_`: weights, then
+    /// bias).
+    fn blobs(&self) -> &[Blob<T>] {
+        &[]
+    }
+
+    /// The parameter blobs, to load, share or move.
+    fn blobs_mut(&mut self) -> &mut [Blob<T>] {
+        &mut []
+    }
+
+    /// Whether `force_backward` may make bottom `i` need a gradient
+    /// (Caffe's `AllowForceBackward`; a loss's labels may not).
+    fn allow_force_backward(&self, _bottom: usize) -> bool {
+        true
+    }
+
+    /// A loss layer: its first top gets loss weight 1 unless the
+    /// prototxt says otherwise (Caffe's `LossLayer`).
+    fn is_loss(&self) -> bool {
+        false
+    }
+
+    /// Whether a top may be its own bottom. Split, Flatten, Reshape and
+    /// the layers whose forward reads a bottom after writing the top say
+    /// no, and the net refuses such a wiring by name.
+    fn allows_in_place(&self) -> bool {
+        true
+    }
+}
+
+/// The error of a layer built from a bad parameter.
+pub(crate) fn bad_param(op: &'static str, detail: impl Into<String>) -> BlobError {
+    BlobError::InvalidParameter {
+        op,
+        detail: detail.into(),
+    }
+}
+
+/// A layer's typed parameter message, or its defaults where absent.
+pub(crate) fn sub_param(layer: &ParamMessage, name: &str) -> ParamMessage {
+    layer.message(name).cloned().unwrap_or_else(|| {
+        match layer.schema().field(name).map(|f| f.kind) {
+            Some(blob_proto::schema::FieldKind::Message(m)) => ParamMessage::new(m),
+            _ => panic!("LayerParameter has no message {name} (a typo in blobflow's code)"),
+        }
+    })
+}
+
+/// Whether the layer runs in Caffe's TRAIN phase.
+pub(crate) fn is_train(layer: &ParamMessage) -> bool {
+    layer.enum_name("phase") == "TRAIN"
+}
+
+/// A bottom's axis index, counted from the end when negative (Caffe's
+/// `CanonicalAxisIndex`), as an error naming the layer's parameter.
+pub(crate) fn axis_of<T: MathElement>(
+    blob: &Blob<T>,
+    axis: i64,
+    what: &'static str,
+) -> Result<usize> {
+    let rank = blob.num_axes() as i64;
+    let canonical = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&canonical) {
+        return Err(bad_param(
+            what,
+            format!(
+                "axis {axis} is out of range for a {rank}-D input of shape {}",
+                blob.shape_string()
+            ),
+        ));
+    }
+    Ok(canonical as usize)
+}
+
+/// One top shaped as the first bottom: what element-wise layers reshape
+/// to.
+pub(crate) fn like_first_bottom<T: MathElement>(bottoms: &[&Blob<T>]) -> Vec<TopShape> {
+    vec![TopShape::new(bottoms[0].shape().to_vec())]
+}

@@ -1,0 +1,914 @@
+//! Caffe's `Net`: a net built at run time from a `.prototxt` (or a
+//! `NetParameter` message) over the run-time layers of the
+//! [registry](crate::registry), with Caffe's `Init` (upgrades, state
+//! rules, split insertion, in-place layers, loss weights, which layers
+//! run backward, parameter sharing), forward, backward and reshape,
+//! weights from a `.caffemodel` and saved as one.
+//!
+//! ```
+//! use blob_layers::net::{Net, NetState};
+//! let mut net = Net::<f32>::from_prototxt(
+//!     r#"name: "tiny"
+//!        input: "data" input_shape { dim: 1 dim: 4 }
+//!        layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+//!                inner_product_param { num_output: 2 weight_filler { type: "constant" value: 1 } } }
+//!        layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }"#,
+//!     NetState::test(),
+//! )?;
+//! net.blob("data").unwrap().mutable_cpu_data()?.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+//! net.forward()?;
+//! assert_eq!(net.outputs(), ["prob"]);
+//! assert_eq!(net.blob("prob").unwrap().to_vec()?, [0.5, 0.5]);
+//! # Ok::<(), blob_runtime::BlobError>(())
+//! ```
+
+mod init;
+mod upgrade;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use blob_proto::{ParamMessage, TextMessage, schema};
+use blob_runtime::{Blob, BlobError, CaffeModel, CopyReport, DeviceBackend, MathElement, Result};
+
+use crate::dyn_layer::{DynLayer, Sharing};
+use crate::registry::LayerRegistry;
+pub use init::{NetState, Phase};
+
+/// One layer of a [`Net`]: its name, its run-time layer and its wiring.
+struct NetLayer<T: MathElement> {
+    name: String,
+    param: ParamMessage,
+    layer: Box<dyn DynLayer<T>>,
+    bottoms: Vec<usize>,
+    tops: Vec<usize>,
+    bottom_need_backward: Vec<bool>,
+    need_backward: bool,
+    /// Loss weight of each top (0: not a loss).
+    loss_weights: Vec<f64>,
+}
+
+/// A learnable parameter of a [`Net`] with the settings its `param`
+/// spec gives (Caffe's `learnable_params_`, `params_lr_`,
+/// `params_weight_decay_`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetParam {
+    /// The layer it belongs to.
+    pub layer: String,
+    /// Its index among the layer's blobs.
+    pub index: usize,
+    /// The spec's name (shared parameters have one), or the index.
+    pub name: String,
+    /// Its learning-rate multiplier (`lr_mult`, default 1).
+    pub lr_mult: f64,
+    /// Its weight-decay multiplier (`decay_mult`, default 1).
+    pub decay_mult: f64,
+}
+
+/// A parameter blob of a layer that shares another layer's (Caffe's
+/// `param_owners_` >= 0): `(layer, blob)` of the sharer and the owner.
+#[derive(Clone, Copy, Debug)]
+struct Shared {
+    sharer: (usize, usize),
+    owner: (usize, usize),
+}
+
+/// Caffe's `Net<Dtype>`. See the [module](self) documentation.
+pub struct Net<T: MathElement> {
+    name: String,
+    phase: Phase,
+    layers: Vec<NetLayer<T>>,
+    blobs: Vec<Blob<T>>,
+    blob_names: Vec<String>,
+    blob_index: HashMap<String, usize>,
+    inputs: Vec<usize>,
+    outputs: Vec<usize>,
+    params: Vec<NetParam>,
+    learnable: Vec<(usize, usize)>,
+    shared: Vec<Shared>,
+}
+
+fn text_error(at: &str) -> impl FnOnce(blob_proto::ProtoError) -> BlobError + '_ {
+    move |source| BlobError::Proto {
+        path: at.to_string(),
+        source,
+    }
+}
+
+fn in_layer(name: &str, kind: &str) -> impl FnOnce(BlobError) -> BlobError + use<> {
+    let (layer, kind) = (name.to_string(), kind.to_string());
+    move |source| match source {
+        // Already placed: do not wrap twice.
+        BlobError::Layer { .. } | BlobError::Net { .. } => source,
+        other => BlobError::Layer {
+            layer,
+            kind,
+            source: Box::new(other),
+        },
+    }
+}
+
+fn net_error(at: impl Into<String>, detail: impl Into<String>) -> BlobError {
+    BlobError::Net {
+        at: at.into(),
+        detail: detail.into(),
+    }
+}
+
+/// `v[a]` mutably and `v[b]` shared, `a != b`.
+fn pair<X>(v: &mut [X], a: usize, b: usize) -> (&mut X, &X) {
+    assert_ne!(a, b, "a top never views itself");
+    if a < b {
+        let (lo, hi) = v.split_at_mut(b);
+        (&mut lo[a], &hi[0])
+    } else {
+        let (lo, hi) = v.split_at_mut(a);
+        (&mut hi[0], &lo[b])
+    }
+}
+
+impl<T: MathElement> Net<T> {
+    /// Builds a net from a `.prototxt`'s text with the built-in layers
+    /// (Caffe's `Net(param_file, phase)`).
+    pub fn from_prototxt(text: &str, state: NetState) -> Result<Self> {
+        Self::from_prototxt_with(text, state, &LayerRegistry::with_caffe_layers())
+    }
+
+    /// Builds a net from a `.prototxt`'s text with the layers of
+    /// `registry` (the built-in ones and your own).
+    pub fn from_prototxt_with(
+        text: &str,
+        state: NetState,
+        registry: &LayerRegistry<T>,
+    ) -> Result<Self> {
+        let tree = TextMessage::parse(text).map_err(text_error("<prototxt>"))?;
+        let param = ParamMessage::from_text(&schema::NET_PARAMETER, &tree)
+            .map_err(text_error("<prototxt>"))?;
+        Self::from_param(&param, state, registry)
+    }
+
+    /// Builds a net from a `.prototxt` file with the built-in layers;
+    /// errors name the file.
+    ///
+    /// ```
+    /// let err = blob_layers::net::Net::<f32>::from_file("/no/such.prototxt", blob_layers::net::NetState::test())
+    ///     .err().unwrap();
+    /// assert!(err.to_string().starts_with("/no/such.prototxt: "), "{err}");
+    /// ```
+    pub fn from_file(path: impl AsRef<Path>, state: NetState) -> Result<Self> {
+        Self::from_file_with(path, state, &LayerRegistry::with_caffe_layers())
+    }
+
+    /// Builds a net from a `.prototxt` file with the layers of
+    /// `registry`.
+    pub fn from_file_with(
+        path: impl AsRef<Path>,
+        state: NetState,
+        registry: &LayerRegistry<T>,
+    ) -> Result<Self> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| BlobError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        let tree = TextMessage::parse(&text).map_err(text_error(&shown))?;
+        let param =
+            ParamMessage::from_text(&schema::NET_PARAMETER, &tree).map_err(text_error(&shown))?;
+        Self::from_param(&param, state, registry).map_err(|e| match e {
+            BlobError::Net { at, detail } => BlobError::Net {
+                at: format!("{shown}: {at}"),
+                detail,
+            },
+            BlobError::Layer {
+                layer,
+                kind,
+                source,
+            } => BlobError::Layer {
+                layer: format!("{shown}: {layer}"),
+                kind,
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Builds a net from a `NetParameter` message (upgraded first, as
+    /// Caffe upgrades what it reads from files).
+    pub fn from_param(
+        param: &ParamMessage,
+        mut state: NetState,
+        registry: &LayerRegistry<T>,
+    ) -> Result<Self> {
+        let param = upgrade::upgrade(param)?;
+        if let Some(file_state) = param.message("state") {
+            let mut stages: Vec<String> = file_state.strings("stage").map(String::from).collect();
+            stages.append(&mut state.stages);
+            state.stages = stages;
+        }
+        let layers = init::insert_splits(init::filter(&param, &state)?)?;
+        let mut net = Self {
+            name: param.string("name").to_string(),
+            phase: state.phase,
+            layers: Vec::with_capacity(layers.len()),
+            blobs: Vec::new(),
+            blob_names: Vec::new(),
+            blob_index: HashMap::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            params: Vec::new(),
+            learnable: Vec::new(),
+            shared: Vec::new(),
+        };
+        let mut available: BTreeSet<String> = BTreeSet::new();
+        let mut blob_need_backward: Vec<bool> = Vec::new();
+        let mut param_owner: HashMap<String, usize> = HashMap::new();
+        let mut explicit: Vec<(bool, bool)> = Vec::new();
+        for layer_param in layers {
+            let at = net.layers.len();
+            net.add_layer(
+                layer_param,
+                registry,
+                &mut available,
+                &mut blob_need_backward,
+            )?;
+            net.add_params(at, &mut param_owner, &mut explicit)?;
+        }
+        net.share_params()?;
+        net.mark_backward(param.boolean("force_backward"), &mut blob_need_backward);
+        net.outputs = available.iter().map(|n| net.blob_index[n]).collect();
+        Ok(net)
+    }
+
+    /// Builds one layer and wires it (Caffe's `AppendBottom`,
+    /// `AppendTop`, `SetUp`).
+    fn add_layer(
+        &mut self,
+        param: ParamMessage,
+        registry: &LayerRegistry<T>,
+        available: &mut BTreeSet<String>,
+        blob_need_backward: &mut Vec<bool>,
+    ) -> Result<()> {
+        let name = param.string("name").to_string();
+        let kind = param.string("type").to_string();
+        let wrap = || in_layer(&name, &kind);
+        let at = || format!("layer '{name}' ({kind})");
+        let bottom_names: Vec<String> = param.strings("bottom").map(String::from).collect();
+        let top_names: Vec<String> = param.strings("top").map(String::from).collect();
+        let propagate_down = param.bools("propagate_down");
+        if !propagate_down.is_empty() && propagate_down.len() != bottom_names.len() {
+            return Err(net_error(
+                at(),
+                format!(
+                    "propagate_down param must be specified either 0 or bottom_size times: {} for {} bottoms",
+                    propagate_down.len(),
+                    bottom_names.len()
+                ),
+            ));
+        }
+        let layer = registry.build(&kind, &param).map_err(wrap())?;
+        let (bottoms_ok, tops_ok) = (layer.bottoms(), layer.tops());
+        if !bottoms_ok.admits(bottom_names.len()) {
+            return Err(net_error(
+                at(),
+                format!(
+                    "{kind} Layer takes {bottoms_ok} bottom blob(s) as input, not {}",
+                    bottom_names.len()
+                ),
+            ));
+        }
+        if !tops_ok.admits(top_names.len()) {
+            return Err(net_error(
+                at(),
+                format!(
+                    "{kind} Layer produces {tops_ok} top blob(s) as output, not {}",
+                    top_names.len()
+                ),
+            ));
+        }
+        let mut bottoms = Vec::new();
+        let mut bottom_need_backward = Vec::new();
+        let mut need_backward = false;
+        for (j, b) in bottom_names.iter().enumerate() {
+            if !available.remove(b) {
+                return Err(net_error(
+                    at(),
+                    format!("Unknown bottom blob '{b}' (layer '{name}', bottom index {j})"),
+                ));
+            }
+            let id = self.blob_index[b];
+            let need = propagate_down
+                .get(j)
+                .copied()
+                .unwrap_or(blob_need_backward[id]);
+            bottoms.push(id);
+            bottom_need_backward.push(need);
+            need_backward |= blob_need_backward[id];
+        }
+        let mut tops = Vec::new();
+        for (j, t) in top_names.iter().enumerate() {
+            let id = if bottom_names.get(j) == Some(t) {
+                if !layer.allows_in_place() {
+                    return Err(net_error(
+                        at(),
+                        format!(
+                            "{kind} Layer does not allow in-place computation (top '{t}' is its bottom)"
+                        ),
+                    ));
+                }
+                bottoms[j]
+            } else if self.blob_index.contains_key(t) {
+                return Err(net_error(
+                    at(),
+                    format!("Top blob '{t}' produced by multiple sources."),
+                ));
+            } else {
+                self.blobs.push(Blob::default());
+                self.blob_names.push(t.clone());
+                blob_need_backward.push(false);
+                self.blob_index.insert(t.clone(), self.blobs.len() - 1);
+                self.blobs.len() - 1
+            };
+            available.insert(t.clone());
+            tops.push(id);
+        }
+        if bottom_names.is_empty() && !top_names.is_empty() && layer.bottoms().max == 0 {
+            self.inputs.extend(&tops);
+        }
+        let mut loss_weights = param.floats("loss_weight");
+        if loss_weights.is_empty() && layer.is_loss() {
+            loss_weights.push(1.0);
+        }
+        if !loss_weights.is_empty() && loss_weights.len() != tops.len() {
+            return Err(net_error(
+                at(),
+                format!(
+                    "loss_weight must be unspecified or specified once per top blob: {} weights for {} tops",
+                    loss_weights.len(),
+                    tops.len()
+                ),
+            ));
+        }
+        loss_weights.resize(tops.len(), 0.0);
+        let mut entry = NetLayer {
+            name: name.clone(),
+            param,
+            layer,
+            bottoms,
+            tops,
+            bottom_need_backward,
+            need_backward,
+            loss_weights,
+        };
+        Self::reshape_layer(&mut self.blobs, &mut entry).map_err(wrap())?;
+        Self::load_embedded(&mut entry).map_err(wrap())?;
+        for (&top, &w) in entry.tops.iter().zip(&entry.loss_weights) {
+            if w != 0.0 {
+                self.blobs[top].mutable_cpu_diff()?.fill(T::from_f64(w));
+            }
+        }
+        self.layers.push(entry);
+        Ok(())
+    }
+
+    /// A layer's embedded `blobs` (a `.caffemodel` read as a net, or a
+    /// prototxt with `blobs { ... }`) replace its fillers' values.
+    fn load_embedded(entry: &mut NetLayer<T>) -> Result<()> {
+        let given: Vec<ParamMessage> = entry.param.messages("blobs").cloned().collect();
+        if given.is_empty() {
+            return Ok(());
+        }
+        let targets = entry.layer.blobs_mut();
+        if given.len() != targets.len() {
+            return Err(BlobError::IncompatibleBlobCount {
+                layer: entry.name.clone(),
+                source_count: given.len(),
+                target_count: targets.len(),
+            });
+        }
+        for (param, (proto, target)) in given.iter().zip(targets.iter_mut()).enumerate() {
+            let bytes = proto.encode_to_vec();
+            let blob_proto: blob_proto::BlobProto = blob_proto::decode_message("BlobProto", &bytes)
+                .map_err(|source| BlobError::Proto {
+                    path: "<prototxt>".into(),
+                    source,
+                })?;
+            let source = Blob::<T>::from_proto(&blob_proto)?;
+            if source.count() != target.count() || source.shape() != target.shape() {
+                return Err(BlobError::WeightShapeMismatch {
+                    layer: entry.name.clone(),
+                    param,
+                    source_shape: source.shape_string(),
+                    target_shape: target.shape_string(),
+                });
+            }
+            target.copy_from(&source, false, false)?;
+        }
+        entry.param.clear("blobs");
+        Ok(())
+    }
+
+    /// Caffe's `AppendParam` for each of a layer's blobs.
+    fn add_params(
+        &mut self,
+        layer: usize,
+        owner_by_name: &mut HashMap<String, usize>,
+        explicit: &mut Vec<(bool, bool)>,
+    ) -> Result<()> {
+        let entry = &self.layers[layer];
+        let specs: Vec<ParamMessage> = entry.param.messages("param").cloned().collect();
+        let count = entry.layer.blobs().len();
+        if specs.len() > count {
+            return Err(net_error(
+                format!("layer '{}'", entry.name),
+                format!(
+                    "Too many params specified for layer {}: {} param specs for {count} blobs",
+                    entry.name,
+                    specs.len()
+                ),
+            ));
+        }
+        let mut layer_needs = false;
+        for index in 0..count {
+            let spec = specs
+                .get(index)
+                .cloned()
+                .unwrap_or_else(|| ParamMessage::new(&schema::PARAM_SPEC));
+            let lr_mult = spec.float("lr_mult");
+            let decay_mult = spec.float("decay_mult");
+            layer_needs |= lr_mult != 0.0;
+            let spec_name = spec.string("name").to_string();
+            let display = if spec_name.is_empty() {
+                index.to_string()
+            } else {
+                spec_name.clone()
+            };
+            let owner = (!spec_name.is_empty())
+                .then(|| owner_by_name.get(&spec_name).copied())
+                .flatten();
+            match owner {
+                None => {
+                    if !spec_name.is_empty() {
+                        owner_by_name.insert(spec_name, self.params.len());
+                    }
+                    self.learnable.push((layer, index));
+                    explicit.push((spec.has("lr_mult"), spec.has("decay_mult")));
+                    self.params.push(NetParam {
+                        layer: self.layers[layer].name.clone(),
+                        index,
+                        name: display,
+                        lr_mult,
+                        decay_mult,
+                    });
+                }
+                Some(owner) => {
+                    self.check_share(layer, index, owner, &spec)?;
+                    let (has_lr, has_decay) = explicit[owner];
+                    let owned = &mut self.params[owner];
+                    for (has, given, value, slot, what) in [
+                        (
+                            has_lr,
+                            spec.has("lr_mult"),
+                            lr_mult,
+                            &mut owned.lr_mult,
+                            "lr_mult",
+                        ),
+                        (
+                            has_decay,
+                            spec.has("decay_mult"),
+                            decay_mult,
+                            &mut owned.decay_mult,
+                            "decay_mult",
+                        ),
+                    ] {
+                        if given && has && *slot != value {
+                            return Err(net_error(
+                                format!("layer '{}'", self.layers[layer].name),
+                                format!("Shared param '{}' has mismatched {what}.", owned.name),
+                            ));
+                        }
+                        if given && !has {
+                            *slot = value;
+                        }
+                    }
+                    let owner_at = self.learnable[owner];
+                    self.shared.push(Shared {
+                        sharer: (layer, index),
+                        owner: owner_at,
+                    });
+                }
+            }
+        }
+        self.layers[layer].need_backward |= layer_needs;
+        Ok(())
+    }
+
+    /// Caffe's STRICT (same shape) or PERMISSIVE (same count) check of a
+    /// shared parameter.
+    fn check_share(
+        &self,
+        layer: usize,
+        index: usize,
+        owner: usize,
+        spec: &ParamMessage,
+    ) -> Result<()> {
+        let (ol, oi) = self.learnable[owner];
+        let mine = &self.layers[layer].layer.blobs()[index];
+        let theirs = &self.layers[ol].layer.blobs()[oi];
+        let permissive = spec.enum_name("share_mode") == "PERMISSIVE";
+        let fits = if permissive {
+            mine.count() == theirs.count()
+        } else {
+            mine.shape() == theirs.shape()
+        };
+        if fits {
+            return Ok(());
+        }
+        Err(net_error(
+            format!("layer '{}'", self.layers[layer].name),
+            format!(
+                "Cannot share param '{}' owned by layer '{}' with layer '{}'; {} mismatch. Owner layer param shape is {}; sharing layer shape is {}",
+                spec.string("name"),
+                self.layers[ol].name,
+                self.layers[layer].name,
+                if permissive { "count" } else { "shape" },
+                theirs.shape_string(),
+                mine.shape_string()
+            ),
+        ))
+    }
+
+    /// Caffe's `ShareWeights`: each sharer's data and diff become its
+    /// owner's.
+    fn share_params(&mut self) -> Result<()> {
+        for s in self.shared.clone() {
+            let owner = &self.layers[s.owner.0].layer.blobs()[s.owner.1];
+            let mut alias = Blob::<T>::default();
+            alias.reshape(owner.shape())?;
+            alias.share_data(owner)?;
+            alias.share_diff(owner)?;
+            let sharer = &mut self.layers[s.sharer.0].layer.blobs_mut()[s.sharer.1];
+            sharer.share_data(&alias)?;
+            sharer.share_diff(&alias)?;
+        }
+        Ok(())
+    }
+
+    /// The end of Caffe's `Init`: tops of layers that need backward need
+    /// it too; then, from the last layer back, layers that contribute to
+    /// no loss (or whose tops need no gradient) skip backward; and
+    /// `force_backward` turns every layer back on.
+    fn mark_backward(&mut self, force: bool, blob_need_backward: &mut [bool]) {
+        // Forward order: a layer needing backward makes its tops need it,
+        // and a later reader of those tops needs backward in turn.
+        for i in 0..self.layers.len() {
+            let l = &mut self.layers[i];
+            for (j, &b) in l.bottoms.iter().enumerate() {
+                if blob_need_backward[b] && l.param.bools("propagate_down").is_empty() {
+                    l.bottom_need_backward[j] = true;
+                }
+                l.need_backward |= blob_need_backward[b];
+            }
+            if l.need_backward {
+                for &t in &l.tops {
+                    blob_need_backward[t] = true;
+                }
+            }
+        }
+        let mut under_loss: BTreeSet<String> = BTreeSet::new();
+        let mut skip: BTreeSet<String> = BTreeSet::new();
+        for l in self.layers.iter_mut().rev() {
+            let top_names: Vec<&str> = l.param.strings("top").collect();
+            let contributes = l.loss_weights.iter().any(|&w| w != 0.0)
+                || top_names.iter().any(|t| under_loss.contains(*t));
+            let can_skip = top_names.iter().all(|t| skip.contains(*t));
+            if l.need_backward && can_skip {
+                l.need_backward = false;
+                l.bottom_need_backward.iter_mut().for_each(|b| *b = false);
+            }
+            if !contributes {
+                l.need_backward = false;
+            }
+            let bottom_names: Vec<String> = l.param.strings("bottom").map(String::from).collect();
+            for (j, b) in bottom_names.iter().enumerate() {
+                if contributes {
+                    under_loss.insert(b.clone());
+                } else {
+                    l.bottom_need_backward[j] = false;
+                }
+                if !l.bottom_need_backward[j] {
+                    skip.insert(b.clone());
+                }
+            }
+        }
+        if force {
+            for l in &mut self.layers {
+                l.need_backward = true;
+                for j in 0..l.bottom_need_backward.len() {
+                    l.bottom_need_backward[j] |= l.layer.allow_force_backward(j);
+                }
+            }
+        }
+    }
+
+    /// Caffe's `Layer::Reshape` for one layer, and the tops given the
+    /// shapes it computes (memory only grows) and the memory it shares.
+    fn reshape_layer(blobs: &mut [Blob<T>], entry: &mut NetLayer<T>) -> Result<()> {
+        let shapes = {
+            let bottoms: Vec<&Blob<T>> = entry.bottoms.iter().map(|&b| &blobs[b]).collect();
+            let tops: Vec<&Blob<T>> = entry.tops.iter().map(|&t| &blobs[t]).collect();
+            entry.layer.reshape(&bottoms, &tops)?
+        };
+        if shapes.len() != entry.tops.len() {
+            return Err(BlobError::InvalidParameter {
+                op: "reshape",
+                detail: format!(
+                    "the layer gave {} top shapes for {} tops",
+                    shapes.len(),
+                    entry.tops.len()
+                ),
+            });
+        }
+        for (shape, &t) in shapes.iter().zip(&entry.tops) {
+            if blobs[t].shape() != shape.dims.as_slice() {
+                blobs[t].reshape(&shape.dims)?;
+            }
+            if let Some((b, sharing)) = shape.shares {
+                let (top, bottom) = pair(blobs, t, entry.bottoms[b]);
+                top.share_data(bottom)?;
+                if sharing == Sharing::DataAndDiff {
+                    top.share_diff(bottom)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Caffe's `ForwardFromTo(start, end)`: layers `start..=end`, each
+    /// reshaped to its inputs first; returns the weighted loss.
+    pub fn forward_from_to(&mut self, start: usize, end: usize) -> Result<T> {
+        if start > end || end >= self.layers.len() {
+            return Err(net_error(
+                format!("net '{}'", self.name),
+                format!(
+                    "cannot run layers {start}..={end} of a net of {} layers",
+                    self.layers.len()
+                ),
+            ));
+        }
+        let mut loss = T::ZERO;
+        for entry in &mut self.layers[start..=end] {
+            let wrap = in_layer(&entry.name, entry.layer.type_name());
+            let run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<T> {
+                Self::reshape_layer(blobs, entry)?;
+                let bottoms: Vec<&Blob<T>> = entry.bottoms.iter().map(|&b| &blobs[b]).collect();
+                let tops: Vec<&Blob<T>> = entry.tops.iter().map(|&t| &blobs[t]).collect();
+                entry.layer.forward(&bottoms, &tops)?;
+                let mut loss = T::ZERO;
+                for (top, &w) in tops.iter().zip(&entry.loss_weights) {
+                    if w != 0.0 {
+                        let data = top.cpu_data()?;
+                        let sum: T = data.iter().copied().sum();
+                        loss += T::from_f64(w) * sum;
+                    }
+                }
+                Ok(loss)
+            };
+            loss += run(&mut self.blobs, entry).map_err(wrap)?;
+        }
+        Ok(loss)
+    }
+
+    /// Caffe's `Forward`: every layer; returns the weighted loss (0 for
+    /// a net without losses). The outputs are then in
+    /// [`outputs`](Self::outputs)' blobs.
+    pub fn forward(&mut self) -> Result<T> {
+        if self.layers.is_empty() {
+            return Ok(T::ZERO);
+        }
+        self.forward_from_to(0, self.layers.len() - 1)
+    }
+
+    /// Caffe's `BackwardFromTo(start, end)`: layers `start` down to
+    /// `end` that need backward, each told which bottoms need a gradient.
+    pub fn backward_from_to(&mut self, start: usize, end: usize) -> Result<()> {
+        if end > start || start >= self.layers.len() {
+            return Err(net_error(
+                format!("net '{}'", self.name),
+                format!(
+                    "cannot run layers {start} down to {end} of a net of {} layers",
+                    self.layers.len()
+                ),
+            ));
+        }
+        for entry in self.layers[end..=start].iter_mut().rev() {
+            if !entry.need_backward {
+                continue;
+            }
+            let bottoms: Vec<&Blob<T>> = entry.bottoms.iter().map(|&b| &self.blobs[b]).collect();
+            let tops: Vec<&Blob<T>> = entry.tops.iter().map(|&t| &self.blobs[t]).collect();
+            entry
+                .layer
+                .backward(&tops, &entry.bottom_need_backward, &bottoms)
+                .map_err(in_layer(&entry.name, entry.layer.type_name()))?;
+        }
+        Ok(())
+    }
+
+    /// Caffe's `Backward`: every layer that needs it, last to first.
+    pub fn backward(&mut self) -> Result<()> {
+        if self.layers.is_empty() {
+            return Ok(());
+        }
+        self.backward_from_to(self.layers.len() - 1, 0)
+    }
+
+    /// Caffe's `Net::Reshape`: every layer's tops from its bottoms, in
+    /// order, without running them (to see the shapes a new input size
+    /// gives before a forward pass, which reshapes by itself).
+    pub fn reshape(&mut self) -> Result<()> {
+        for entry in &mut self.layers {
+            let wrap = in_layer(&entry.name, entry.layer.type_name());
+            Self::reshape_layer(&mut self.blobs, entry).map_err(wrap)?;
+        }
+        Ok(())
+    }
+
+    /// The net's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The phase it was built for.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// A blob by name (Caffe's `blob_by_name`).
+    pub fn blob(&self, name: &str) -> Option<&Blob<T>> {
+        self.blob_index.get(name).map(|&i| &self.blobs[i])
+    }
+
+    /// A blob by name, to reshape it (an input before a forward pass).
+    ///
+    /// ```
+    /// # let mut net = blob_layers::net::Net::<f32>::from_prototxt(
+    /// #     "input: \"x\" input_dim: 1 input_dim: 1 input_dim: 4 input_dim: 4 \
+    /// #      layer { name: \"p\" type: \"Pooling\" bottom: \"x\" top: \"y\" pooling_param { kernel_size: 2 stride: 2 } }",
+    /// #     blob_layers::net::NetState::test())?;
+    /// net.blob_mut("x").unwrap().reshape(&[1, 1, 8, 6])?;
+    /// net.forward()?;
+    /// assert_eq!(net.blob("y").unwrap().shape(), [1, 1, 4, 3]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn blob_mut(&mut self, name: &str) -> Option<&mut Blob<T>> {
+        self.blob_index.get(name).map(|&i| &mut self.blobs[i])
+    }
+
+    /// Every blob's name once, in creation order (Caffe's `blob_names`).
+    pub fn blob_names(&self) -> &[String] {
+        &self.blob_names
+    }
+
+    /// The layers' names, in order (Caffe's `layer_names`), Splits
+    /// included.
+    pub fn layer_names(&self) -> impl Iterator<Item = &str> {
+        self.layers.iter().map(|l| l.name.as_str())
+    }
+
+    /// A layer's type by its name (the first layer of that name).
+    pub fn layer_type(&self, name: &str) -> Option<&str> {
+        self.layers
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| l.layer.type_name())
+    }
+
+    /// A layer's parameter blobs by its name (the first layer of that
+    /// name, as Caffe's weight copy finds it).
+    pub fn layer_blobs(&self, name: &str) -> Option<&[Blob<T>]> {
+        self.layers
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| l.layer.blobs())
+    }
+
+    /// The input blobs' names: the tops of `Input` (and data) layers, in
+    /// layer order (Caffe's `input_blob_names` with `Input` layers).
+    pub fn inputs(&self) -> Vec<&str> {
+        self.inputs
+            .iter()
+            .map(|&i| self.blob_names[i].as_str())
+            .collect()
+    }
+
+    /// The output blobs' names: blobs no layer reads, ordered by name as
+    /// Caffe orders them.
+    pub fn outputs(&self) -> Vec<&str> {
+        self.outputs
+            .iter()
+            .map(|&i| self.blob_names[i].as_str())
+            .collect()
+    }
+
+    /// The learnable parameters with their `lr_mult` and `decay_mult`
+    /// (shared ones once, under their owner).
+    pub fn params(&self) -> &[NetParam] {
+        &self.params
+    }
+
+    /// The learnable parameter blobs, in [`params`](Self::params)' order
+    /// (Caffe's `learnable_params`).
+    pub fn param_blobs(&self) -> Vec<&Blob<T>> {
+        self.learnable
+            .iter()
+            .map(|&(l, i)| &self.layers[l].layer.blobs()[i])
+            .collect()
+    }
+
+    /// Whether a layer runs in the backward pass (Caffe's
+    /// `layer_need_backward`), by name.
+    pub fn layer_needs_backward(&self, name: &str) -> Option<bool> {
+        self.layers
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| l.need_backward)
+    }
+
+    /// The bytes of memory the blobs hold (data and diff capacity): what
+    /// a reshape to a smaller input leaves unchanged.
+    pub fn memory_bytes(&self) -> usize {
+        let blob_bytes = |b: &Blob<T>| b.capacity() * size_of::<T>();
+        self.blobs.iter().map(blob_bytes).sum::<usize>()
+            + self
+                .layers
+                .iter()
+                .flat_map(|l| l.layer.blobs())
+                .map(blob_bytes)
+                .sum::<usize>()
+    }
+
+    /// Caffe's `CopyTrainedLayersFrom`: each layer of the model gives its
+    /// blobs to this net's first layer of the same name (counts and
+    /// shapes checked, legacy 4-D shapes right-aligned); layers with no
+    /// match are ignored, as the report says (its `missing` lists this
+    /// net's layers with parameters that the model did not fill).
+    pub fn copy_from(&mut self, model: &CaffeModel) -> Result<CopyReport> {
+        let mut targets: Vec<(&str, &mut [Blob<T>])> = self
+            .layers
+            .iter_mut()
+            .filter(|l| !l.layer.blobs().is_empty())
+            .map(|l| (l.name.as_str(), l.layer.blobs_mut()))
+            .collect();
+        let report = model.copy_trained_layers_into(&mut targets)?;
+        self.share_params()?;
+        Ok(report)
+    }
+
+    /// Caffe's `ToProto` then `WriteProtoToBinaryFile`: a `.caffemodel`
+    /// Caffe reads, each layer as built (phase, Splits, loss weights)
+    /// with its blobs' data.
+    pub fn to_model(&self) -> Result<CaffeModel> {
+        use blob_proto::Message;
+        let mut bytes = Vec::new();
+        let put = |field: u32, body: &[u8], out: &mut Vec<u8>| {
+            // Key (wire type 2, length-delimited), then the length.
+            let mut varint = |mut v: u64| {
+                while v >= 0x80 {
+                    out.push((v as u8) | 0x80);
+                    v >>= 7;
+                }
+                out.push(v as u8);
+            };
+            varint(u64::from(field) << 3 | 2);
+            varint(body.len() as u64);
+            out.extend_from_slice(body);
+        };
+        put(1, self.name.as_bytes(), &mut bytes);
+        for l in &self.layers {
+            let mut layer = l.param.encode_to_vec();
+            for blob in l.layer.blobs() {
+                let proto = blob.to_proto(false)?;
+                put(7, &proto.encode_to_vec(), &mut layer);
+            }
+            put(100, &layer, &mut bytes);
+        }
+        CaffeModel::from_bytes(&bytes)
+    }
+
+    /// Puts every blob and parameter on `device` (Caffe's
+    /// `Caffe::set_mode(GPU)` for this net): the layers then run there.
+    pub fn to_device(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
+        for b in &mut self.blobs {
+            b.move_to(device.clone())?;
+        }
+        for l in &mut self.layers {
+            for b in l.layer.blobs_mut() {
+                b.move_to(device.clone())?;
+            }
+        }
+        self.share_params()?;
+        self.reshape()
+    }
+}

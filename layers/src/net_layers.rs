@@ -1,0 +1,60 @@
+//! The built-in layer types under Caffe's names: one line each, the
+//! layer's code in its own folder.
+
+use blob_runtime::MathElement;
+
+use crate::activation::{ActivationLayer, Hyperbolic, Logistic, Rectify};
+use crate::conv::ConvolutionLayer;
+use crate::dropout::DropoutLayer;
+use crate::dyn_layer::{bad_param, sub_param};
+use crate::inner_product::InnerProductLayer;
+use crate::input::InputLayer;
+use crate::pool::PoolingLayer;
+use crate::prelu::PReLULayer;
+use crate::registry::LayerRegistry;
+use crate::softmax::SoftmaxLayer;
+use crate::split::SplitLayer;
+
+/// The data layers a net built here reads as inputs its caller fills.
+pub(crate) const DATA_LAYERS: [&str; 6] = [
+    "Data",
+    "ImageData",
+    "HDF5Data",
+    "MemoryData",
+    "WindowData",
+    "AnnotatedData",
+];
+
+pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
+    r.register("Input", |p| Ok(Box::new(InputLayer::from_param(p)?)));
+    for kind in DATA_LAYERS {
+        r.register(kind, |p| Ok(Box::new(InputLayer::data_layer(p)?)));
+    }
+    r.register("Split", |_| Ok(Box::new(SplitLayer)));
+    r.register("Convolution", |p| {
+        Ok(Box::new(ConvolutionLayer::<T>::from_param(p)?))
+    });
+    r.register("Pooling", |p| Ok(Box::new(PoolingLayer::from_param(p)?)));
+    r.register("InnerProduct", |p| {
+        Ok(Box::new(InnerProductLayer::<T>::from_param(p)?))
+    });
+    r.register("ReLU", |p| {
+        let slope = sub_param(p, "relu_param").float("negative_slope");
+        if slope != 0.0 {
+            return Err(bad_param(
+                "set up ReLU",
+                format!("negative_slope {slope} is not supported yet (only 0)"),
+            ));
+        }
+        Ok(Box::new(ActivationLayer::<Rectify>::new()))
+    });
+    r.register("Sigmoid", |_| {
+        Ok(Box::new(ActivationLayer::<Logistic>::new()))
+    });
+    r.register("TanH", |_| {
+        Ok(Box::new(ActivationLayer::<Hyperbolic>::new()))
+    });
+    r.register("PReLU", |p| Ok(Box::new(PReLULayer::<T>::from_param(p)?)));
+    r.register("Softmax", |p| Ok(Box::new(SoftmaxLayer::from_param(p))));
+    r.register("Dropout", |p| Ok(Box::new(DropoutLayer::from_param(p)?)));
+}

@@ -1,0 +1,202 @@
+//! Caffe's PReLU: `y = max(x, 0) + a_c min(x, 0)` with a learned slope
+//! `a` per channel (axis 1), or one shared by all channels.
+
+#[cfg(feature = "cuda")]
+mod cuda;
+
+use blob_proto::{ParamMessage, ParamValue, schema};
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{DynLayer, TopShape, bad_param, sub_param};
+use crate::layer::{Result, in_place};
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::PRELU;
+
+/// Caffe `PReLU` as a run-time layer (in place or not): slope blob `(C)`,
+/// or a 0-axis scalar with `channel_shared`, filled with 0.25 unless
+/// `prelu_param.filler` says otherwise.
+pub(crate) struct PReLULayer<T: MathElement> {
+    channel_shared: bool,
+    filler: ParamMessage,
+    blobs: Vec<Blob<T>>,
+    /// The input of an in-place forward pass, which backward needs
+    /// (Caffe's `bottom_memory_`).
+    saved: Blob<T>,
+}
+
+impl<T: MathElement> PReLULayer<T> {
+    /// Reads the layer's `prelu_param`.
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        let p = sub_param(layer, "prelu_param");
+        let filler = p.message("filler").cloned().unwrap_or_else(|| {
+            let mut f = ParamMessage::new(&schema::FILLER);
+            f.set("value", ParamValue::Float(0.25));
+            f
+        });
+        Ok(Self {
+            channel_shared: p.boolean("channel_shared"),
+            filler,
+            blobs: Vec::new(),
+            saved: Blob::default(),
+        })
+    }
+
+    /// `(channels of the slope, values per channel per item)`.
+    fn dims(&self, x: &Blob<T>) -> Result<(usize, usize)> {
+        if x.num_axes() < 2 {
+            return Err(bad_param(
+                "PReLU",
+                format!(
+                    "the input {} has fewer than 2 axes (N, C, ...)",
+                    x.shape_string()
+                ),
+            ));
+        }
+        let channels = x.shape()[1];
+        let dim: usize = x.shape()[2..].iter().product();
+        let want = if self.channel_shared { 1 } else { channels };
+        if let Some(slope) = self.blobs.first()
+            && slope.count() != want
+        {
+            return Err(bad_param(
+                "PReLU",
+                format!(
+                    "Negative slope size is inconsistent with prototxt config: the slope has {} values, the input {} needs {want}",
+                    slope.count(),
+                    x.shape_string()
+                ),
+            ));
+        }
+        Ok(if self.channel_shared {
+            (1, channels * dim)
+        } else {
+            (channels, dim)
+        })
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for PReLULayer<T> {
+    fn type_name(&self) -> &str {
+        "PReLU"
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        let x = bottoms[0];
+        if self.blobs.is_empty() {
+            self.dims(x)?;
+            let shape: &[usize] = if self.channel_shared {
+                &[]
+            } else {
+                &x.shape()[1..2]
+            };
+            let slope = Blob::new(shape)?;
+            crate::filler::fill(&slope, &self.filler)?;
+            self.blobs = vec![slope];
+        }
+        self.dims(x)?;
+        Ok(vec![TopShape::new(x.shape().to_vec())])
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let (x, y) = (bottoms[0], tops[0]);
+        let (channels, dim) = self.dims(x)?;
+        let input = if in_place(x, y) {
+            crate::softmax::place_with(&mut self.saved, x, x.shape())?;
+            self.saved.copy_from(x, false, false)?;
+            &self.saved
+        } else {
+            x
+        };
+        let slope = &self.blobs[0];
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("PReLU", x, &[("output", y), ("slope", slope)])? {
+            use crate::gpu::as_f32;
+            return cuda::forward(
+                &gpu,
+                (channels, dim),
+                as_f32(input),
+                as_f32(slope),
+                as_f32(y),
+            );
+        }
+        let (xd, a) = (input.cpu_data()?, slope.cpu_data()?);
+        let mut yd = y.mutable_cpu_data()?;
+        for (i, (out, &v)) in yd.iter_mut().zip(xd.iter()).enumerate() {
+            let c = (i / dim) % channels;
+            *out = if v > T::ZERO { v } else { v * a[c] };
+        }
+        Ok(())
+    }
+
+    /// `da_c += sum(dy x [x <= 0])`, then `dx = dy ([x > 0] + a_c [x <= 0])`
+    /// from the input the forward pass read.
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        let (x, y) = (bottoms[0], tops[0]);
+        let (channels, dim) = self.dims(x)?;
+        let input = if in_place(x, y) { &self.saved } else { x };
+        let slope = &self.blobs[0];
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("PReLU", x, &[("output", y), ("slope", slope)])? {
+            use crate::gpu::as_f32;
+            return cuda::backward(
+                &gpu,
+                (channels, dim),
+                as_f32(input),
+                as_f32(slope),
+                (as_f32(y), as_f32(x)),
+                propagate_down[0],
+            );
+        }
+        let xd = input.cpu_data()?;
+        {
+            let dy = y.cpu_diff()?;
+            let mut da = slope.mutable_cpu_diff()?;
+            let mut sums = vec![T::ZERO; channels];
+            for (i, (&v, &g)) in xd.iter().zip(dy.iter()).enumerate() {
+                if v <= T::ZERO {
+                    let c = (i / dim) % channels;
+                    sums[c] += g * v;
+                }
+            }
+            for (d, s) in da.iter_mut().zip(sums) {
+                *d += s;
+            }
+        }
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        let a = slope.cpu_data()?;
+        let factor = |i: usize, v: T| {
+            if v > T::ZERO {
+                T::ONE
+            } else {
+                a[(i / dim) % channels]
+            }
+        };
+        if in_place(x, y) {
+            for (i, (d, &v)) in x.mutable_cpu_diff()?.iter_mut().zip(xd.iter()).enumerate() {
+                *d *= factor(i, v);
+            }
+        } else {
+            let dy = y.cpu_diff()?;
+            let mut dx = x.mutable_cpu_diff()?;
+            for (i, ((d, &g), &v)) in dx.iter_mut().zip(dy.iter()).zip(xd.iter()).enumerate() {
+                *d = g * factor(i, v);
+            }
+        }
+        Ok(())
+    }
+
+    fn blobs(&self) -> &[Blob<T>] {
+        &self.blobs
+    }
+
+    fn blobs_mut(&mut self) -> &mut [Blob<T>] {
+        &mut self.blobs
+    }
+}

@@ -1,0 +1,87 @@
+//! Caffe's layer registry (`LayerRegistry`, `REGISTER_LAYER_CLASS`): a
+//! layer type's name to the function that builds it from its
+//! `LayerParameter`. The built-in layers are registered by
+//! [`LayerRegistry::with_caffe_layers`]; users add their own types.
+
+use std::collections::BTreeMap;
+
+use blob_proto::ParamMessage;
+use blob_runtime::{BlobError, MathElement};
+
+use crate::dyn_layer::DynLayer;
+use crate::layer::Result;
+
+/// Builds a layer from its `LayerParameter` (its `phase` already set).
+pub type LayerBuilder<T> = Box<dyn Fn(&ParamMessage) -> Result<Box<dyn DynLayer<T>>> + Send + Sync>;
+
+/// Layer types by name (Caffe's `LayerRegistry<Dtype>`).
+///
+/// ```
+/// let registry = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers();
+/// assert!(registry.knows("Convolution"));
+/// let param = blob_proto::ParamMessage::new(&blob_proto::schema::LAYER_PARAMETER);
+/// let err = registry.build("Convolutoin", &param).err().unwrap().to_string();
+/// assert!(err.contains("Unknown layer type: Convolutoin (known types: "), "{err}");
+/// ```
+pub struct LayerRegistry<T: MathElement> {
+    builders: BTreeMap<String, LayerBuilder<T>>,
+}
+
+impl<T: MathElement> LayerRegistry<T> {
+    /// A registry with no types.
+    pub fn empty() -> Self {
+        Self {
+            builders: BTreeMap::new(),
+        }
+    }
+
+    /// The layers blobflow implements, under Caffe's type names.
+    pub fn with_caffe_layers() -> Self {
+        let mut r = Self::empty();
+        crate::net_layers::register_all(&mut r);
+        r
+    }
+
+    /// Adds (or replaces) a layer type.
+    pub fn register(
+        &mut self,
+        type_name: &str,
+        builder: impl Fn(&ParamMessage) -> Result<Box<dyn DynLayer<T>>> + Send + Sync + 'static,
+    ) {
+        self.builders
+            .insert(type_name.to_string(), Box::new(builder));
+    }
+
+    /// Whether a type is registered.
+    pub fn knows(&self, type_name: &str) -> bool {
+        self.builders.contains_key(type_name)
+    }
+
+    /// The registered type names, sorted.
+    pub fn type_names(&self) -> impl Iterator<Item = &str> {
+        self.builders.keys().map(String::as_str)
+    }
+
+    /// Builds a layer of `type_name` from its parameter (Caffe's
+    /// `CreateLayer`); an unknown type is an error that lists the known
+    /// ones.
+    pub fn build(&self, type_name: &str, param: &ParamMessage) -> Result<Box<dyn DynLayer<T>>> {
+        match self.builders.get(type_name) {
+            Some(build) => build(param),
+            None => Err(BlobError::Net {
+                at: format!("layer '{}'", param.string("name")),
+                detail: format!(
+                    "Unknown layer type: {} (known types: {})",
+                    type_name,
+                    self.type_names().collect::<Vec<_>>().join(", ")
+                ),
+            }),
+        }
+    }
+}
+
+impl<T: MathElement> Default for LayerRegistry<T> {
+    fn default() -> Self {
+        Self::with_caffe_layers()
+    }
+}

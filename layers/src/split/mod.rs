@@ -1,0 +1,57 @@
+//! Caffe's Split, which a net inserts where one blob feeds several
+//! layers: each top views the bottom's data, and backward sums the tops'
+//! gradients into the bottom's.
+
+use blob_kernels::cpu;
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{Arity, DynLayer, Sharing, TopShape};
+use crate::layer::Result;
+
+/// Caffe `Split`: one bottom, any number of tops, never in place.
+pub(crate) struct SplitLayer;
+
+impl<T: MathElement> DynLayer<T> for SplitLayer {
+    fn type_name(&self) -> &str {
+        "Split"
+    }
+
+    fn tops(&self) -> Arity {
+        Arity::at_least(1)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        let dims = bottoms[0].shape().to_vec();
+        Ok(tops
+            .iter()
+            .map(|_| TopShape::sharing(dims.clone(), 0, Sharing::Data))
+            .collect())
+    }
+
+    /// The tops already view the bottom's data.
+    fn forward(&mut self, _bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<()> {
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        // On the host whatever the device: the heads move the bytes.
+        let mut dx = bottoms[0].mutable_cpu_diff()?;
+        dx.fill(T::ZERO);
+        for top in tops {
+            cpu::axpy(T::ONE, &top.cpu_diff()?, &mut dx);
+        }
+        Ok(())
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}

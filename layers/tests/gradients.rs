@@ -1,0 +1,186 @@
+//! Every run-time layer's backward pass against central differences of
+//! its forward pass (Caffe's `GradientChecker`), in `f64`.
+
+use blob_layers::check::GradientChecker;
+use blob_layers::registry::LayerRegistry;
+use blob_proto::{ParamMessage, TextMessage, schema};
+use blob_runtime::Blob;
+
+const CHECKER: GradientChecker = GradientChecker {
+    step: 1e-5,
+    threshold: 1e-6,
+};
+
+fn layer(text: &str) -> Box<dyn blob_layers::DynLayer<f64>> {
+    let param =
+        ParamMessage::from_text(&schema::LAYER_PARAMETER, &TextMessage::parse(text).unwrap())
+            .unwrap();
+    LayerRegistry::with_caffe_layers()
+        .build(param.string("type"), &param)
+        .unwrap()
+}
+
+/// Values in `[-1, -0.1] U [0.1, 1]` from `seed`: away from ReLU's and
+/// PReLU's kink at 0, and without ties for MAX pooling.
+fn input(shape: &[usize], seed: u64) -> Blob<f64> {
+    let b = Blob::new(shape).unwrap();
+    blob_kernels::cpu::set_seed(seed);
+    blob_kernels::cpu::uniform(0.1, 1.0, &mut b.mutable_cpu_data().unwrap()).unwrap();
+    for (i, v) in b.mutable_cpu_data().unwrap().iter_mut().enumerate() {
+        if i % 3 == 1 {
+            *v = -*v;
+        }
+        *v += i as f64 * 1e-4;
+    }
+    b
+}
+
+fn check(text: &str, shapes: &[&[usize]]) -> usize {
+    blob_kernels::cpu::set_seed(7);
+    let mut l = layer(text);
+    let bottoms: Vec<Blob<f64>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| input(s, i as u64 + 1))
+        .collect();
+    let report = CHECKER
+        .check(l.as_mut(), &bottoms)
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+    assert!(report.checked > 0);
+    report.checked
+}
+
+const FILLED: &str =
+    r#"weight_filler { type: "gaussian" std: 0.5 } bias_filler { type: "gaussian" std: 0.5 }"#;
+
+#[test]
+fn convolution() {
+    let n = check(
+        &format!(
+            r#"type: "Convolution" convolution_param {{ num_output: 3 kernel_size: 3 stride: 2 pad: 1 {FILLED} }}"#
+        ),
+        &[&[2, 2, 5, 5]],
+    );
+    assert_eq!(n, 100 + 3 * 2 * 9 + 3);
+}
+
+#[test]
+fn pooling() {
+    check(
+        r#"type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 }"#,
+        &[&[2, 3, 7, 6]],
+    );
+    check(
+        r#"type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 }"#,
+        &[&[2, 3, 7, 6]],
+    );
+    check(
+        r#"type: "Pooling" pooling_param { pool: AVE global_pooling: true }"#,
+        &[&[2, 3, 5, 5]],
+    );
+}
+
+#[test]
+fn inner_product_from_any_axis() {
+    check(
+        &format!(r#"type: "InnerProduct" inner_product_param {{ num_output: 4 {FILLED} }}"#),
+        &[&[3, 2, 5]],
+    );
+    check(
+        &format!(
+            r#"type: "InnerProduct" inner_product_param {{ num_output: 2 axis: 2 {FILLED} }}"#
+        ),
+        &[&[2, 3, 4]],
+    );
+}
+
+#[test]
+fn activations() {
+    for kind in ["ReLU", "Sigmoid", "TanH"] {
+        check(&format!(r#"type: "{kind}""#), &[&[2, 3, 4]]);
+    }
+}
+
+#[test]
+fn prelu_per_channel_and_shared() {
+    check(
+        r#"type: "PReLU" prelu_param { filler { type: "uniform" min: -0.5 max: 0.5 } }"#,
+        &[&[2, 3, 2, 2]],
+    );
+    check(
+        r#"type: "PReLU" prelu_param { channel_shared: true }"#,
+        &[&[2, 3, 4]],
+    );
+}
+
+#[test]
+fn softmax_over_an_axis() {
+    check(r#"type: "Softmax""#, &[&[2, 5]]);
+    check(r#"type: "Softmax""#, &[&[2, 3, 2, 2]]);
+    check(
+        r#"type: "Softmax" softmax_param { axis: -1 }"#,
+        &[&[2, 3, 4]],
+    );
+}
+
+#[test]
+fn dropout_in_test_passes_gradients_through() {
+    check(r#"type: "Dropout" phase: TEST"#, &[&[2, 6]]);
+}
+
+#[test]
+fn split_sums_its_tops_gradients() {
+    let mut l = layer(r#"type: "Split""#);
+    let x = input(&[2, 3], 1);
+    let report = CHECKER.check_with_tops(l.as_mut(), &[x], 3).unwrap();
+    assert_eq!(report.checked, 6);
+}
+
+#[test]
+fn a_wrong_backward_is_caught() {
+    /// Forward doubles; backward claims the slope is 3.
+    struct Wrong;
+    impl blob_layers::DynLayer<f64> for Wrong {
+        fn type_name(&self) -> &str {
+            "Wrong"
+        }
+        fn reshape(
+            &mut self,
+            bottoms: &[&Blob<f64>],
+            _tops: &[&Blob<f64>],
+        ) -> blob_runtime::Result<Vec<blob_layers::TopShape>> {
+            Ok(vec![blob_layers::TopShape::new(
+                bottoms[0].shape().to_vec(),
+            )])
+        }
+        fn forward(&mut self, b: &[&Blob<f64>], t: &[&Blob<f64>]) -> blob_runtime::Result<()> {
+            let x = b[0].to_vec()?;
+            t[0].mutable_cpu_data()?
+                .iter_mut()
+                .zip(x)
+                .for_each(|(y, x)| *y = 2.0 * x);
+            Ok(())
+        }
+        fn backward(
+            &mut self,
+            t: &[&Blob<f64>],
+            _d: &[bool],
+            b: &[&Blob<f64>],
+        ) -> blob_runtime::Result<()> {
+            let dy = t[0].diff_to_vec()?;
+            b[0].mutable_cpu_diff()?
+                .iter_mut()
+                .zip(dy)
+                .for_each(|(d, g)| *d = 3.0 * g);
+            Ok(())
+        }
+    }
+    let err = CHECKER
+        .check(&mut Wrong, &[input(&[4], 1)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("cannot check gradients: bottom 0 value 0: backward gives"),
+        "{err}"
+    );
+}

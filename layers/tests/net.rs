@@ -1,0 +1,154 @@
+//! Caffe's `Net` built from real deploy prototxts: MTCNN's three nets
+//! with their trained weights give the reference outputs (computed by
+//! OpenCV's Caffe importer, cross-checked by a NumPy forward), and P-Net
+//! reshaped over an image pyramid keeps its memory.
+
+use std::path::{Path, PathBuf};
+
+use blob_layers::net::{Net, NetState};
+use blob_runtime::{Blob, CaffeModel, npy};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nets/mtcnn")
+        .join(name)
+}
+
+fn mtcnn(net: &str) -> Net<f32> {
+    let mut n = Net::from_file(fixture(&format!("{net}.prototxt")), NetState::test()).unwrap();
+    let model = CaffeModel::open(fixture(&format!("{net}.caffemodel"))).unwrap();
+    let report = n.copy_from(&model).unwrap();
+    assert!(
+        report.missing.is_empty(),
+        "{net}: no weights for {:?}",
+        report.missing
+    );
+    n
+}
+
+/// `got` within 1e-4 of `want`, relative to max(1, |want|).
+fn assert_close(what: &str, got: &Blob<f32>, want: &Blob<f32>) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    let (g, w) = (got.to_vec().unwrap(), want.to_vec().unwrap());
+    let worst = g
+        .iter()
+        .zip(&w)
+        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+        .fold(0.0f32, f32::max);
+    assert!(worst <= 1e-4, "{what}: off by {worst:e}");
+}
+
+fn run(net: &mut Net<f32>, input: &str, outputs: &[(&str, &str)]) {
+    let x: Blob<f32> = npy::read(fixture(input)).unwrap();
+    let data = net.blob_mut("data").unwrap();
+    data.reshape(x.shape()).unwrap();
+    data.copy_from(&x, false, false).unwrap();
+    net.forward().unwrap();
+    for (blob, file) in outputs {
+        let want: Blob<f32> = npy::read(fixture(file)).unwrap();
+        assert_close(
+            &format!("{input} -> {blob}"),
+            net.blob(blob).unwrap(),
+            &want,
+        );
+    }
+}
+
+#[test]
+fn rnet_and_onet_give_the_reference_outputs() {
+    let mut rnet = mtcnn("det2");
+    assert_eq!(rnet.inputs(), ["data"]);
+    assert_eq!(rnet.outputs(), ["conv5-2", "prob1"]);
+    run(
+        &mut rnet,
+        "det2_input.npy",
+        &[
+            ("conv5-2", "det2_out_conv5-2.npy"),
+            ("prob1", "det2_out_prob1.npy"),
+        ],
+    );
+    let mut onet = mtcnn("det3");
+    assert_eq!(onet.outputs(), ["conv6-2", "conv6-3", "prob1"]);
+    run(
+        &mut onet,
+        "det3_input.npy",
+        &[
+            ("conv6-2", "det3_out_conv6-2.npy"),
+            ("conv6-3", "det3_out_conv6-3.npy"),
+            ("prob1", "det3_out_prob1.npy"),
+        ],
+    );
+}
+
+#[test]
+fn pnet_reshapes_to_each_input_size() {
+    let mut pnet = mtcnn("det1");
+    assert_eq!(pnet.blob("data").unwrap().shape(), [1, 3, 12, 12]);
+    run(
+        &mut pnet,
+        "det1_12x12_input.npy",
+        &[
+            ("conv4-2", "det1_12x12_out_conv4-2.npy"),
+            ("prob1", "det1_12x12_out_prob1.npy"),
+        ],
+    );
+    run(
+        &mut pnet,
+        "det1_60x80_input.npy",
+        &[
+            ("conv4-2", "det1_60x80_out_conv4-2.npy"),
+            ("prob1", "det1_60x80_out_prob1.npy"),
+        ],
+    );
+    // Back to the small size: the same outputs, and no memory given back.
+    let held = pnet.memory_bytes();
+    run(
+        &mut pnet,
+        "det1_12x12_input.npy",
+        &[
+            ("conv4-2", "det1_12x12_out_conv4-2.npy"),
+            ("prob1", "det1_12x12_out_prob1.npy"),
+        ],
+    );
+    assert_eq!(pnet.memory_bytes(), held);
+}
+
+#[test]
+fn a_pyramid_largest_first_allocates_once_and_matches_fresh_nets() {
+    let mut pnet = mtcnn("det1");
+    let scales: Vec<(usize, usize)> = (0..9)
+        .map(|i| {
+            let s = 0.709f64.powi(i);
+            ((200.0 * s) as usize, (260.0 * s) as usize)
+        })
+        .collect();
+    assert!(scales.last().unwrap().0 >= 12);
+    let mut held = None;
+    for &(h, w) in &scales {
+        let values: Vec<f32> = (0..3 * h * w)
+            .map(|i| ((i * 7919) % 255) as f32 / 255.0)
+            .collect();
+        let x = Blob::from_vec(&[1, 3, h, w], values).unwrap();
+        let data = pnet.blob_mut("data").unwrap();
+        data.reshape(x.shape()).unwrap();
+        data.copy_from(&x, false, false).unwrap();
+        pnet.forward().unwrap();
+        let bytes = pnet.memory_bytes();
+        assert_eq!(
+            *held.get_or_insert(bytes),
+            bytes,
+            "scale {h}x{w} grew the net's memory"
+        );
+
+        let mut fresh = mtcnn("det1");
+        let data = fresh.blob_mut("data").unwrap();
+        data.reshape(x.shape()).unwrap();
+        data.copy_from(&x, false, false).unwrap();
+        fresh.forward().unwrap();
+        for out in ["conv4-2", "prob1"] {
+            let (a, b) = (pnet.blob(out).unwrap(), fresh.blob(out).unwrap());
+            assert_eq!(a.shape(), b.shape());
+            assert_eq!(a.to_vec().unwrap(), b.to_vec().unwrap(), "{out} at {h}x{w}");
+        }
+    }
+}
