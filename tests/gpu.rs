@@ -1285,6 +1285,72 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// MTCNN's three nets, built from their prototxts with the trained
+/// weights, forward and (forced) backward on the GPU against the same
+/// nets on the CPU: every run-time layer's CUDA side within 1e-5.
+fn mtcnn_nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::layers::net::{Net, NetState};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nets/mtcnn");
+    for (name, shape) in [
+        ("det1", [1, 3, 31, 45]),
+        ("det2", [2, 3, 24, 24]),
+        ("det3", [2, 3, 48, 48]),
+    ] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.prototxt"))).map_err(fail)?;
+        let text = format!("force_backward: true\n{text}");
+        let model = blobflow::runtime::CaffeModel::open(dir.join(format!("{name}.caffemodel")))
+            .map_err(fail)?;
+        let count: usize = shape.iter().product();
+        let mut x = vec![0f32; count];
+        cpu::set_seed(99);
+        cpu::uniform(-1.0, 1.0, &mut x).map_err(fail)?;
+        let run = |gpu: bool| -> Result<Vec<(String, Vec<f32>)>, Failed> {
+            let mut net = Net::<f32>::from_prototxt(&text, NetState::test()).map_err(fail)?;
+            net.copy_from(&model).map_err(fail)?;
+            if gpu {
+                net.to_device(dev.clone()).map_err(fail)?;
+            }
+            let data = net.blob_mut("data").ok_or_else(|| fail("no data blob"))?;
+            data.reshape(&shape).map_err(fail)?;
+            data.mutable_cpu_data().map_err(fail)?.copy_from_slice(&x);
+            net.forward().map_err(fail)?;
+            let outputs: Vec<String> = net.outputs().iter().map(|s| s.to_string()).collect();
+            let mut seen = Vec::new();
+            for (k, out) in outputs.iter().enumerate() {
+                let blob = net.blob(out).ok_or_else(|| fail("no output"))?;
+                seen.push((format!("{name} {out}"), blob.to_vec().map_err(fail)?));
+                let mut dy = vec![0f32; blob.count()];
+                cpu::set_seed(k as u64 + 7);
+                cpu::uniform(-1.0, 1.0, &mut dy).map_err(fail)?;
+                blob.mutable_cpu_diff().map_err(fail)?.copy_from_slice(&dy);
+            }
+            net.backward().map_err(fail)?;
+            let data = net.blob("data").ok_or_else(|| fail("no data blob"))?;
+            seen.push((
+                format!("{name} data diff"),
+                data.diff_to_vec().map_err(fail)?,
+            ));
+            for (p, blob) in net.params().iter().zip(net.param_blobs()) {
+                let what = format!("{name} {}.{} diff", p.layer, p.index);
+                seen.push((what, blob.diff_to_vec().map_err(fail)?));
+            }
+            Ok(seen)
+        };
+        let (cpu_run, gpu_run) = (run(false)?, run(true)?);
+        ensure(cpu_run.len() == gpu_run.len(), "as many values")?;
+        for ((what, want), (_, got)) in cpu_run.iter().zip(&gpu_run) {
+            let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                ensure(
+                    (g - w).abs() <= 1e-5 * scale,
+                    format!("{what}[{i}]: GPU {g}, CPU {w} (scale {scale})"),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
 const CHECKS: &[(&str, Check)] = &[
     ("steady_state::lenet_within_budget", steady_state_budget),
     ("lenet::gpu_matches_cpu", lenet_gpu_matches_cpu),
@@ -1294,6 +1360,7 @@ const CHECKS: &[(&str, Check)] = &[
         softmax_loss_and_dropout_match_cpu,
     ),
     ("layers::mixed_devices_refused", mixed_devices_are_refused),
+    ("net::mtcnn_gpu_matches_cpu", mtcnn_nets_match_cpu),
     (
         "conv::engine_follows_the_library",
         conv_engine_follows_the_library,
