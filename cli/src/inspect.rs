@@ -47,8 +47,9 @@ fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blobflow::prot
 /// for a blob vector; `{"format": "safetensors", "tensors": [{"name",
 /// "dtype", "shape", "count", "sum_abs", "first5"}]}` for a `.safetensors`
 /// file (sums and values for floating-point tensors); for a `.prototxt`,
-/// `{"format": "net prototxt", "name", "layers": [{"name", "type",
-/// "blobs": []}]}` for a net and `{"format": "solver prototxt", "solver":
+/// `{"format": "net prototxt", "name", "input", "layers": [{"name",
+/// "type", "bottom", "top", "blobs": []}]}` for a net (read against
+/// Caffe's schema) and `{"format": "solver prototxt", "solver":
 /// {...}, "max_iter", ...}` for a solver, as `SolverFile` reads it.
 pub fn describe(path: &Path) -> Result<Value, BlobError> {
     if path.extension().is_some_and(|e| e == "safetensors") {
@@ -130,7 +131,7 @@ fn num(x: f32) -> Value {
 /// A net (it has `layer`s, or V1 `layers`) or a solver prototxt.
 fn describe_text(path: &Path) -> Result<Value, BlobError> {
     use blobflow::layers::solver::SolverFile;
-    use blobflow::proto::{TextMessage, TextValue};
+    use blobflow::proto::{ParamMessage, TextMessage, schema};
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| BlobError::Io {
         path: name.clone(),
@@ -140,29 +141,50 @@ fn describe_text(path: &Path) -> Result<Value, BlobError> {
         path: name.clone(),
         source,
     })?;
-    let text_of = |m: &TextMessage, key: &str| {
-        m.all(key).next().map(|f| match &f.value {
-            TextValue::Str(s) | TextValue::Scalar(s) => s.clone(),
-            TextValue::Message(_) => String::new(),
-        })
-    };
-    let layers: Vec<Value> = message
+    // A net's top-level fields; a solver has none of them.
+    const NET_FIELDS: [&str; 6] = [
+        "layer",
+        "layers",
+        "input",
+        "input_shape",
+        "input_dim",
+        "state",
+    ];
+    if message
         .fields
         .iter()
-        .filter(|f| f.name == "layer" || f.name == "layers")
-        .filter_map(|f| match &f.value {
-            TextValue::Message(l) => Some(json!({
-                "name": text_of(l, "name"),
-                "type": text_of(l, "type"),
-                "blobs": [],
-            })),
-            _ => None,
-        })
-        .collect();
-    if !layers.is_empty() {
+        .any(|f| NET_FIELDS.contains(&f.name.as_str()))
+    {
+        let net = ParamMessage::from_text(&schema::NET_PARAMETER, &message).map_err(|source| {
+            BlobError::Proto {
+                path: name.clone(),
+                source,
+            }
+        })?;
+        let strings = |m: &ParamMessage, key: &str| -> Vec<String> {
+            m.strings(key).map(String::from).collect()
+        };
+        let layers: Vec<Value> = net
+            .messages("layer")
+            .map(|l| (l.string("type").to_string(), l))
+            .chain(
+                net.messages("layers")
+                    .map(|l| (l.enum_name("type").to_string(), l)),
+            )
+            .map(|(kind, l)| {
+                json!({
+                    "name": l.string("name"),
+                    "type": kind,
+                    "bottom": strings(l, "bottom"),
+                    "top": strings(l, "top"),
+                    "blobs": [],
+                })
+            })
+            .collect();
         return Ok(json!({
             "format": "net prototxt",
-            "name": text_of(&message, "name"),
+            "name": net.string("name"),
+            "input": strings(&net, "input"),
             "layers": layers,
         }));
     }

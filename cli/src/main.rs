@@ -4,6 +4,9 @@
 //! format, and for each layer its type and blobs (shape, count, sum of |x|).
 //! `blobflow convert MODEL.caffemodel OUT.safetensors` writes a model's
 //! learned blobs as `.safetensors`, one tensor per blob named `layer.index`.
+//! `blobflow run NET.prototxt [WEIGHTS]` runs a net's forward pass on
+//! `.npy` inputs and writes its outputs as `.npy`; `blobflow time
+//! NET.prototxt` is Caffe's `caffe time`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod inspect;
+mod run;
 
 #[derive(Parser)]
 #[command(
@@ -40,6 +44,59 @@ enum Command {
         /// The .safetensors file to write
         out: PathBuf,
     },
+    /// Run a net's forward pass (TEST phase) and print each output blob's shape and summary
+    Run {
+        /// The net's .prototxt
+        prototxt: PathBuf,
+        /// Trained weights (.caffemodel), matched to the net's layers by name
+        weights: Option<PathBuf>,
+        /// An input blob's values from a .npy file (f4 or f8, C order); repeatable.
+        /// A file of another shape than the declared one reshapes the net to it
+        #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = run::name_value)]
+        inputs: Vec<(String, String)>,
+        /// An input blob's shape, e.g. data=1,3,240,320; repeatable
+        #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = run::name_value)]
+        shapes: Vec<(String, String)>,
+        /// Write each output blob as DIR/<name>.npy
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Where to run
+        #[arg(long, value_enum, default_value_t = run::Device::Cpu)]
+        device: run::Device,
+    },
+    /// Time each layer's forward and backward pass (Caffe's `caffe time`), inputs all zeros
+    Time {
+        /// The net's .prototxt
+        prototxt: PathBuf,
+        /// Trained weights (.caffemodel); fillers' values otherwise
+        #[arg(long)]
+        weights: Option<PathBuf>,
+        /// Passes to average over (after one warm-up pass)
+        #[arg(long, default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        iterations: usize,
+        /// The inputs' first dimension (the declared one otherwise)
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        batch: Option<usize>,
+        /// Where to run
+        #[arg(long, value_enum, default_value_t = run::Device::Cpu)]
+        device: run::Device,
+    },
+}
+
+/// Prints `lines` (or the error, prefixed with the command's name).
+fn report(command: &str, result: Result<Vec<String>, Box<dyn std::error::Error>>) -> ExitCode {
+    match result {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("blobflow {command}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Converts `model` to `out`, and says what it wrote.
@@ -95,6 +152,40 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Run {
+            prototxt,
+            weights,
+            inputs,
+            shapes,
+            out,
+            device,
+        } => report(
+            "run",
+            run::run(&run::RunArgs {
+                prototxt,
+                weights,
+                inputs,
+                shapes,
+                out,
+                device,
+            }),
+        ),
+        Command::Time {
+            prototxt,
+            weights,
+            iterations,
+            batch,
+            device,
+        } => report(
+            "time",
+            run::time(&run::TimeArgs {
+                prototxt,
+                weights,
+                iterations,
+                batch,
+                device,
+            }),
+        ),
         Command::Convert { model, out } => match convert(&model, &out) {
             Ok(summary) => {
                 println!("{summary}");

@@ -238,3 +238,41 @@ fn inspect_reads_net_and_solver_prototxts() {
         "{err}"
     );
 }
+
+/// A net prototxt is read against Caffe's schema: a misspelt field is an
+/// error with its line, and a net with only inputs is a net.
+#[test]
+fn inspect_checks_net_prototxts_against_the_schema() {
+    let dir = tempdir();
+    let bad = dir.join("bad_net.prototxt");
+    std::fs::write(
+        &bad,
+        "name: \"n\"\nlayer {\n  nmae: \"conv1\"\n  type: \"Convolution\"\n}\n",
+    )
+    .unwrap();
+    let (ok, err) = inspect_failure(&bad);
+    assert!(!ok);
+    assert!(
+        err.contains("bad_net.prototxt: line 3, column 3: LayerParameter has no field named nmae"),
+        "{err}"
+    );
+    let inputs_only = dir.join("inputs.prototxt");
+    std::fs::write(&inputs_only, "input: \"data\"\ninput_dim: 1\n").unwrap();
+    let net = inspect_json(&inputs_only);
+    assert_eq!(net["format"], "net prototxt");
+    assert_eq!(net["input"][0], "data");
+    let scalar_layer = dir.join("scalar.prototxt");
+    std::fs::write(&scalar_layer, "layer: 5\n").unwrap();
+    let (ok, err) = inspect_failure(&scalar_layer);
+    assert!(
+        !ok && err.contains("layer is a message (LayerParameter)"),
+        "{err}"
+    );
+
+    let mtcnn = inspect_json(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/nets/mtcnn/det1.prototxt"),
+    );
+    assert_eq!(mtcnn["layers"][1]["bottom"][0], "conv1");
+    assert_eq!(mtcnn["layers"][1]["top"][0], "conv1");
+}

@@ -121,9 +121,16 @@ impl<T: MathElement> DynLayer<T> for PReLULayer<T> {
         }
         let (xd, a) = (input.cpu_data()?, slope.cpu_data()?);
         let mut yd = y.mutable_cpu_data()?;
-        for (i, (out, &v)) in yd.iter_mut().zip(xd.iter()).enumerate() {
-            let c = (i / dim) % channels;
-            *out = if v > T::ZERO { v } else { v * a[c] };
+        // One channel's plane at a time: its slope is one value.
+        for (k, (out, x)) in yd
+            .chunks_mut(dim.max(1))
+            .zip(xd.chunks(dim.max(1)))
+            .enumerate()
+        {
+            let a = a[k % channels];
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = if v > T::ZERO { v } else { v * a };
+            }
         }
         Ok(())
     }
@@ -157,10 +164,12 @@ impl<T: MathElement> DynLayer<T> for PReLULayer<T> {
             let dy = y.cpu_diff()?;
             let mut da = slope.mutable_cpu_diff()?;
             let mut sums = vec![T::ZERO; channels];
-            for (i, (&v, &g)) in xd.iter().zip(dy.iter()).enumerate() {
-                if v <= T::ZERO {
-                    let c = (i / dim) % channels;
-                    sums[c] += g * v;
+            for (k, (x, g)) in xd.chunks(dim.max(1)).zip(dy.chunks(dim.max(1))).enumerate() {
+                let sum = &mut sums[k % channels];
+                for (&v, &g) in x.iter().zip(g) {
+                    if v <= T::ZERO {
+                        *sum += g * v;
+                    }
                 }
             }
             for (d, s) in da.iter_mut().zip(sums) {
@@ -171,22 +180,29 @@ impl<T: MathElement> DynLayer<T> for PReLULayer<T> {
             return Ok(());
         }
         let a = slope.cpu_data()?;
-        let factor = |i: usize, v: T| {
-            if v > T::ZERO {
-                T::ONE
-            } else {
-                a[(i / dim) % channels]
-            }
-        };
+        let step = dim.max(1);
         if in_place(x, y) {
-            for (i, (d, &v)) in x.mutable_cpu_diff()?.iter_mut().zip(xd.iter()).enumerate() {
-                *d *= factor(i, v);
+            let mut d = x.mutable_cpu_diff()?;
+            for (k, (d, x)) in d.chunks_mut(step).zip(xd.chunks(step)).enumerate() {
+                let a = a[k % channels];
+                for (d, &v) in d.iter_mut().zip(x) {
+                    if v <= T::ZERO {
+                        *d *= a;
+                    }
+                }
             }
         } else {
             let dy = y.cpu_diff()?;
             let mut dx = x.mutable_cpu_diff()?;
-            for (i, ((d, &g), &v)) in dx.iter_mut().zip(dy.iter()).zip(xd.iter()).enumerate() {
-                *d = g * factor(i, v);
+            let planes = dx
+                .chunks_mut(step)
+                .zip(dy.chunks(step))
+                .zip(xd.chunks(step));
+            for (k, ((d, g), x)) in planes.enumerate() {
+                let a = a[k % channels];
+                for ((d, &g), &v) in d.iter_mut().zip(g).zip(x) {
+                    *d = if v > T::ZERO { g } else { g * a };
+                }
             }
         }
         Ok(())

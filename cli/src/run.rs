@@ -1,0 +1,316 @@
+//! `blobflow run` (a net's forward pass on inputs from `.npy` files, its
+//! outputs written as `.npy`) and `blobflow time` (Caffe's `caffe time`:
+//! each layer's forward and backward milliseconds).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use blobflow::BlobError;
+use blobflow::layers::net::{Net, NetState};
+use blobflow::runtime::{CaffeModel, npy};
+
+/// Where a net runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Device {
+    /// The host's cores.
+    Cpu,
+    /// GPU 0 (builds with `--features cuda`).
+    Cuda,
+}
+
+/// A `NAME=VALUE` argument.
+pub fn name_value(arg: &str) -> Result<(String, String), String> {
+    match arg.split_once('=') {
+        Some((n, v)) if !n.is_empty() && !v.is_empty() => Ok((n.to_string(), v.to_string())),
+        _ => Err(format!("expected NAME=VALUE, got {arg:?}")),
+    }
+}
+
+/// `1,3,H,W` as dims.
+fn dims(text: &str) -> Result<Vec<usize>, String> {
+    text.split(',')
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{d:?} in shape {text:?} is not a dimension"))
+        })
+        .collect()
+}
+
+fn bad(what: String) -> Box<dyn std::error::Error> {
+    what.into()
+}
+
+/// Builds the net in the TEST phase and loads its weights, saying what
+/// it loaded.
+fn load(
+    prototxt: &Path,
+    weights: Option<&Path>,
+    log: &mut Vec<String>,
+) -> Result<Net<f32>, Box<dyn std::error::Error>> {
+    let mut net = Net::<f32>::from_file(prototxt, NetState::test())?;
+    match weights {
+        Some(w) => {
+            let report = net.copy_from(&CaffeModel::open(w)?)?;
+            log.push(format!(
+                "weights: {} layers from {}{}{}",
+                report.copied.len(),
+                w.display(),
+                if report.ignored.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} of its layers have no match here)",
+                        report.ignored.len()
+                    )
+                },
+                if report.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!("; left as filled: {}", report.missing.join(", "))
+                }
+            ));
+        }
+        None => log.push("weights: none given, every parameter as its filler made it".into()),
+    }
+    Ok(net)
+}
+
+/// Moves the net to GPU 0.
+#[cfg(feature = "cuda")]
+fn to_gpu(net: &mut Net<f32>, log: &mut Vec<String>) -> Result<GpuSync, BlobError> {
+    let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
+    log.push(format!(
+        "device: {}  |  convolutions: {}",
+        gpu.gpu().name(),
+        blobflow::layers::gpu_convolution_path()
+    ));
+    net.to_device(gpu.clone())?;
+    Ok(GpuSync(Some(gpu)))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn to_gpu(_net: &mut Net<f32>, _log: &mut Vec<String>) -> Result<GpuSync, BlobError> {
+    Err(BlobError::Device {
+        op: "--device cuda",
+        source: blobflow::runtime::DeviceError::new(
+            "this build of blobflow has no CUDA; rebuild with --features cuda",
+        ),
+    })
+}
+
+/// Waits for the GPU's queued work, for timings (nothing on the CPU).
+struct GpuSync(
+    #[cfg(feature = "cuda")] Option<std::sync::Arc<blobflow::runtime::cuda::CudaBackend>>,
+);
+
+impl GpuSync {
+    fn none() -> Self {
+        Self(
+            #[cfg(feature = "cuda")]
+            None,
+        )
+    }
+
+    fn wait(&self) -> Result<(), Box<dyn std::error::Error>> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = &self.0 {
+            gpu.gpu().synchronize()?;
+        }
+        Ok(())
+    }
+}
+
+/// What `blobflow run` is asked to do.
+pub struct RunArgs {
+    pub prototxt: PathBuf,
+    pub weights: Option<PathBuf>,
+    pub inputs: Vec<(String, String)>,
+    pub shapes: Vec<(String, String)>,
+    pub out: Option<PathBuf>,
+    pub device: Device,
+}
+
+/// Runs a forward pass and reports each output; the lines to print.
+pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let mut log = Vec::new();
+    let mut net = load(&args.prototxt, args.weights.as_deref(), &mut log)?;
+    let names: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();
+    for (name, _) in args.inputs.iter().chain(&args.shapes) {
+        if !names.contains(name) {
+            return Err(bad(format!(
+                "the net has no input named {name:?} (its inputs: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    for (name, shape) in &args.shapes {
+        let dims = dims(shape).map_err(bad)?;
+        net.blob_mut(name).expect("checked above").reshape(&dims)?;
+    }
+    for name in &names {
+        let blob = net.blob_mut(name).expect("an input is a blob");
+        match args.inputs.iter().find(|(n, _)| n == name) {
+            Some((_, file)) => {
+                let values: blobflow::Blob<f32> = npy::read(file)?;
+                if values.shape() != blob.shape() {
+                    log.push(format!(
+                        "input {name}: {file} is {}, the net declares {}: reshaped to the file",
+                        values.shape_string(),
+                        blob.shape_string()
+                    ));
+                    blob.reshape(values.shape())?;
+                } else {
+                    log.push(format!("input {name}: {file} ({})", values.shape_string()));
+                }
+                blob.copy_from(&values, false, false)?;
+            }
+            None => {
+                blob.mutable_cpu_data()?.fill(0.0);
+                log.push(format!(
+                    "input {name}: none given, filled with zeros ({})",
+                    blob.shape_string()
+                ));
+            }
+        }
+    }
+    if args.device == Device::Cuda {
+        to_gpu(&mut net, &mut log)?;
+    }
+    net.forward()?;
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).map_err(|source| BlobError::Io {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    }
+    for name in net.outputs() {
+        let blob = net.blob(name).expect("an output is a blob");
+        let values = blob.to_vec()?;
+        let (min, max, sum) = values.iter().fold(
+            (f32::INFINITY, f32::NEG_INFINITY, 0f64),
+            |(lo, hi, s), &v| (lo.min(v), hi.max(v), s + f64::from(v)),
+        );
+        let mean = sum / values.len().max(1) as f64;
+        let mut line = format!(
+            "output {name}: {} min {min} max {max} mean {mean:.6}",
+            blob.shape_string()
+        );
+        if let Some(dir) = &args.out {
+            let file = dir.join(format!("{}.npy", name.replace('/', "_")));
+            npy::write(&file, blob)?;
+            line.push_str(&format!(" -> {}", file.display()));
+        }
+        log.push(line);
+    }
+    Ok(log)
+}
+
+/// What `blobflow time` is asked to do.
+pub struct TimeArgs {
+    pub prototxt: PathBuf,
+    pub weights: Option<PathBuf>,
+    pub iterations: usize,
+    pub batch: Option<usize>,
+    pub device: Device,
+}
+
+/// Caffe's `caffe time`: the average forward and backward milliseconds
+/// of each layer over `iterations` passes (after one warm-up pass), then
+/// the totals. Inputs hold zeros, as a deploy net's do under `caffe
+/// time`; the times are the net's alone, no input loading.
+pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let mut log = Vec::new();
+    let mut net = load(&args.prototxt, args.weights.as_deref(), &mut log)?;
+    let inputs: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();
+    for name in &inputs {
+        let blob = net.blob_mut(name).expect("an input is a blob");
+        if let Some(b) = args.batch {
+            let mut shape = blob.shape().to_vec();
+            if let Some(first) = shape.first_mut() {
+                *first = b;
+            }
+            blob.reshape(&shape)?;
+        }
+        blob.mutable_cpu_data()?.fill(0.0);
+        log.push(format!("input {name}: zeros, {}", blob.shape_string()));
+    }
+    let sync = if args.device == Device::Cuda {
+        to_gpu(&mut net, &mut log)?
+    } else {
+        GpuSync::none()
+    };
+    log.push(format!(
+        "threads: {} (RAYON_NUM_THREADS sets it)",
+        rayon_threads()
+    ));
+    let layers: Vec<(String, String)> = net
+        .layer_names()
+        .map(|n| (n.to_string(), net.layer_type(n).unwrap_or("").to_string()))
+        .collect();
+    let n = layers.len();
+    if n == 0 {
+        return Err(bad("the net has no layers".into()));
+    }
+    net.forward()?;
+    net.backward()?;
+    sync.wait()?;
+    let mut forward = vec![0f64; n];
+    let mut backward = vec![0f64; n];
+    let started = Instant::now();
+    for _ in 0..args.iterations {
+        for (i, f) in forward.iter_mut().enumerate() {
+            let t = Instant::now();
+            net.forward_from_to(i, i)?;
+            sync.wait()?;
+            *f += t.elapsed().as_secs_f64();
+        }
+        for (i, b) in backward.iter_mut().enumerate().rev() {
+            let t = Instant::now();
+            net.backward_from_to(i, i)?;
+            sync.wait()?;
+            *b += t.elapsed().as_secs_f64();
+        }
+    }
+    let total = started.elapsed().as_secs_f64();
+    let per = |s: f64| s * 1e3 / args.iterations as f64;
+    let width = layers
+        .iter()
+        .map(|(l, _)| l.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    log.push(format!(
+        "{:width$}  {:14}  {:>12}  {:>12}",
+        "layer", "type", "forward ms", "backward ms"
+    ));
+    for (i, (name, kind)) in layers.iter().enumerate() {
+        log.push(format!(
+            "{name:width$}  {kind:14}  {:>12.4}  {:>12.4}",
+            per(forward[i]),
+            per(backward[i])
+        ));
+    }
+    let (f, b): (f64, f64) = (forward.iter().sum(), backward.iter().sum());
+    let batch = inputs
+        .first()
+        .and_then(|name| net.blob(name))
+        .and_then(|b| b.shape().first().copied())
+        .unwrap_or(1);
+    log.push(format!("Average Forward pass: {:.4} ms", per(f)));
+    log.push(format!("Average Backward pass: {:.4} ms", per(b)));
+    log.push(format!("Average Forward-Backward: {:.4} ms", per(total)));
+    log.push(format!(
+        "Forward: {:.1} images/s at batch {batch}",
+        batch as f64 * args.iterations as f64 / f.max(1e-12)
+    ));
+    Ok(log)
+}
+
+fn rayon_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}

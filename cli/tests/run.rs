@@ -1,0 +1,130 @@
+//! `blobflow run` and `blobflow time` on MTCNN's real nets.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use blobflow::Blob;
+use blobflow::runtime::npy;
+
+fn mtcnn(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nets/mtcnn")
+        .join(file)
+}
+
+fn blobflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(out: &[u8]) -> String {
+    String::from_utf8_lossy(out).into_owned()
+}
+
+#[test]
+fn run_writes_the_reference_outputs_at_the_files_size() {
+    let dir = std::env::temp_dir().join(format!("blobflow-run-{}", std::process::id()));
+    let input = mtcnn("det1_60x80_input.npy");
+    let out = blobflow(&[
+        "run",
+        mtcnn("det1.prototxt").to_str().unwrap(),
+        mtcnn("det1.caffemodel").to_str().unwrap(),
+        "--input",
+        &format!("data={}", input.display()),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("the net declares 1 3 12 12 (432): reshaped to the file"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("output prob1: 1 2 25 35 (1750)"),
+        "{stdout}"
+    );
+    for name in ["conv4-2", "prob1"] {
+        let got: Blob<f32> = npy::read(dir.join(format!("{name}.npy"))).unwrap();
+        let want: Blob<f32> = npy::read(mtcnn(&format!("det1_60x80_out_{name}.npy"))).unwrap();
+        assert_eq!(got.shape(), want.shape());
+        for (g, w) in got.to_vec().unwrap().iter().zip(want.to_vec().unwrap()) {
+            assert!(
+                (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+                "{name}: {g} vs {w}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn run_says_what_it_filled_and_refuses_what_it_cannot_do() {
+    let net = mtcnn("det2.prototxt");
+    let out = blobflow(&["run", net.to_str().unwrap(), "--shape", "data=3,3,24,24"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("weights: none given"), "{stdout}");
+    assert!(
+        stdout.contains("input data: none given, filled with zeros (3 3 24 24 (5184))"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("output prob1: 3 2 (6)"), "{stdout}");
+
+    for (args, want) in [
+        (
+            vec!["--input", "image=x.npy"],
+            "the net has no input named \"image\" (its inputs: data)",
+        ),
+        (
+            vec!["--shape", "data=1,3,x"],
+            "\"x\" in shape \"1,3,x\" is not a dimension",
+        ),
+        (
+            vec!["--shape", "data=1,3,30,30"],
+            "layer 'conv4' (InnerProduct): cannot inner product: Input size incompatible with inner product parameters",
+        ),
+        (vec!["--input", "data=/no/such.npy"], "/no/such.npy"),
+    ] {
+        let mut all = vec!["run", net.to_str().unwrap()];
+        all.extend(args);
+        let out = blobflow(&all);
+        assert!(!out.status.success());
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with("blobflow run: ") && stderr.contains(want),
+            "{stderr}"
+        );
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let out = blobflow(&["run", net.to_str().unwrap(), "--device", "cuda"]);
+        assert!(text(&out.stderr).contains("rebuild with --features cuda"));
+    }
+}
+
+#[test]
+fn time_prints_each_layer_and_the_totals() {
+    let out = blobflow(&[
+        "time",
+        mtcnn("det2.prototxt").to_str().unwrap(),
+        "--iterations",
+        "2",
+        "--batch",
+        "4",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for want in [
+        "input data: zeros, 4 3 24 24",
+        "conv1",
+        "prelu4",
+        "Average Forward pass: ",
+        "Average Backward pass: ",
+        " images/s at batch 4",
+    ] {
+        assert!(stdout.contains(want), "{want} in\n{stdout}");
+    }
+}
