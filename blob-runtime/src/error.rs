@@ -273,6 +273,16 @@ pub enum BlobError {
         #[source]
         source: Box<BlobError>,
     },
+    /// Something refused while reading a file (a net's `.prototxt`):
+    /// the file, and what.
+    #[error("{path}: {source}")]
+    InFile {
+        /// The file.
+        path: String,
+        /// What was refused.
+        #[source]
+        source: Box<BlobError>,
+    },
     /// A net definition Caffe's `Net::Init` would refuse (an unknown
     /// bottom, a top produced twice, an unknown layer type): where, and
     /// why.

@@ -60,6 +60,9 @@ enum Command {
         /// Write each output blob as DIR/<name>.npy
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Write the net's weights (loaded, or as the fillers made them) as a .caffemodel Caffe reads
+        #[arg(long, value_name = "FILE.caffemodel")]
+        save: Option<PathBuf>,
         /// Where to run
         #[arg(long, value_enum, default_value_t = run::Device::Cpu)]
         device: run::Device,
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
             inputs,
             shapes,
             out,
+            save,
             device,
         } => report(
             "run",
@@ -167,6 +171,7 @@ fn main() -> ExitCode {
                 inputs,
                 shapes,
                 out,
+                save,
                 device,
             }),
         ),

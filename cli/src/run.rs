@@ -128,6 +128,7 @@ pub struct RunArgs {
     pub inputs: Vec<(String, String)>,
     pub shapes: Vec<(String, String)>,
     pub out: Option<PathBuf>,
+    pub save: Option<PathBuf>,
     pub device: Device,
 }
 
@@ -173,6 +174,10 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
                 ));
             }
         }
+    }
+    if let Some(file) = &args.save {
+        net.to_model()?.save(file)?;
+        log.push(format!("weights saved: {}", file.display()));
     }
     if args.device == Device::Cuda {
         to_gpu(&mut net, &mut log)?;

@@ -176,21 +176,9 @@ impl<T: MathElement> Net<T> {
         let tree = TextMessage::parse(&text).map_err(text_error(&shown))?;
         let param =
             ParamMessage::from_text(&schema::NET_PARAMETER, &tree).map_err(text_error(&shown))?;
-        Self::from_param(&param, state, registry).map_err(|e| match e {
-            BlobError::Net { at, detail } => BlobError::Net {
-                at: format!("{shown}: {at}"),
-                detail,
-            },
-            BlobError::Layer {
-                layer,
-                kind,
-                source,
-            } => BlobError::Layer {
-                layer: format!("{shown}: {layer}"),
-                kind,
-                source,
-            },
-            other => other,
+        Self::from_param(&param, state, registry).map_err(|e| BlobError::InFile {
+            path: shown,
+            source: Box::new(e),
         })
     }
 

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""blobflow's Net against OpenCV 4.x's dnn module (its own Caffe importer)
+on every net of tests/fixtures/nets: the same prototxt, the same weights
+(the trained ones where the repository has them, else the ones
+`blobflow run --save` wrote from the prototxt's fillers), the same random
+input; every output must agree within 1e-4 relative. A net blobflow
+cannot build yet is reported as skipped, with blobflow's reason.
+
+With --bench it also times the forward pass of each net that agrees, at
+batch 1 and at the declared batch, both on the same number of threads
+(--threads, default 1): blobflow through `blobflow time` (net alone,
+inputs all zeros), OpenCV through net.forward() on the same zeros, and
+prints images/s and blobflow's ratio.
+
+Needs numpy and opencv-python-headless<5 (5.0 dropped the Caffe
+importer): it installs them under target/python-opencv if pip can, and
+says so and exits 0 where they cannot be had.
+
+Run: python3 scripts/opencv_peer.py [--blobflow target/release/blobflow] [--bench] [--threads N]
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NETS = os.path.join(ROOT, "tests", "fixtures", "nets")
+
+# (label, prototxt, trained weights or None)
+CASES = [
+    ("mtcnn det1", "mtcnn/det1.prototxt", "mtcnn/det1.caffemodel"),
+    ("mtcnn det2", "mtcnn/det2.prototxt", "mtcnn/det2.caffemodel"),
+    ("mtcnn det3", "mtcnn/det3.prototxt", "mtcnn/det3.caffemodel"),
+    ("caffenet", "bvlc_reference_caffenet/deploy.prototxt", None),
+    ("squeezenet v1.1", "squeezenet_v1.1/deploy.prototxt", None),
+    ("googlenet", "bvlc_googlenet/deploy.prototxt", None),
+    ("resnet-50", "resnet50/ResNet-50-deploy.prototxt", None),
+    ("mobilenet-ssd", "mobilenet_ssd/MobileNetSSD_deploy.prototxt", None),
+    ("mobilenet-ssd unfolded", "mobilenet_ssd/deploy.prototxt", None),
+]
+
+
+def load_peer():
+    """numpy and cv2, installed under target/ where missing."""
+    try:
+        import cv2  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError:
+        site = os.path.join(ROOT, "target", "python-opencv")
+        if not os.path.isdir(os.path.join(site, "cv2")):
+            pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                   "--target", site, "opencv-python-headless<5", "numpy"]
+            if subprocess.run(pip).returncode != 0:
+                return None
+        sys.path.insert(0, site)
+    try:
+        import cv2
+        import numpy
+    except ImportError:
+        return None
+    return cv2, numpy
+
+
+def blobflow_cmd(given):
+    if given:
+        return [given]
+    return ["cargo", "run", "-q", "--release", "-p", "blobflow-cli", "--"]
+
+
+def declared_input(np, text):
+    """The first input's name and shape as the prototxt declares it."""
+    m = re.search(r'input:\s*"([^"]+)"', text)
+    dims = [int(d) for d in re.findall(r"input_dim:\s*(\d+)", text)[:4]]
+    if m and dims:
+        return m.group(1), dims
+    m2 = re.search(r"input_shape\s*:?\s*{([^}]*)}", text)
+    if m and m2:
+        return m.group(1), [int(d) for d in re.findall(r"dim:\s*(\d+)", m2.group(1))]
+    m = re.search(r'type:\s*"Input"[^{}]*?top:\s*"([^"]+)"[^{}]*?input_param\s*:?\s*{\s*shape\s*:?\s*{([^}]*)}', text, re.S)
+    if m:
+        return m.group(1), [int(d) for d in re.findall(r"dim:\s*(\d+)", m.group(2))]
+    return None, None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--blobflow", help="the blobflow binary (default: cargo run --release)")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    peer = load_peer()
+    if peer is None:
+        print("opencv_peer: numpy and opencv-python-headless<5 cannot be installed here; nothing compared")
+        return 0
+    cv2, np = peer
+    cv2.setNumThreads(args.threads)
+    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
+    print(f"OpenCV {cv2.__version__}, numpy {np.__version__}, {args.threads} thread(s) each")
+    cmd = blobflow_cmd(args.blobflow)
+    work = tempfile.mkdtemp(prefix="opencv-peer-")
+    failed, compared, skipped = 0, 0, 0
+    try:
+        for label, proto_rel, weights_rel in CASES:
+            proto = os.path.join(NETS, proto_rel)
+            text = open(proto).read()
+            name, shape = declared_input(np, text)
+            if name is None:
+                print(f"{label}: skipped: no input declared")
+                skipped += 1
+                continue
+            shape = [1] + shape[1:]
+            x = np.random.RandomState(0).rand(*shape).astype(np.float32)
+            xin = os.path.join(work, "input.npy")
+            np.save(xin, x)
+            out_dir = os.path.join(work, "out")
+            shutil.rmtree(out_dir, ignore_errors=True)
+            saved = os.path.join(work, "weights.caffemodel")
+            run = cmd + ["run", proto] + ([os.path.join(NETS, weights_rel)] if weights_rel else []) + [
+                "--input", f"{name}={xin}", "--out", out_dir, "--save", saved]
+            r = subprocess.run(run, capture_output=True, text=True, env=env)
+            if r.returncode != 0:
+                reason = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
+                print(f"{label}: skipped: blobflow cannot run it yet: {reason}")
+                skipped += 1
+                continue
+            net = cv2.dnn.readNetFromCaffe(proto, saved)
+            net.setInput(x, name)
+            outs = net.getUnconnectedOutLayersNames()
+            got = net.forward(list(outs))
+            worst = 0.0
+            for out_name, theirs in zip(outs, got):
+                ours = np.load(os.path.join(out_dir, out_name.replace("/", "_") + ".npy"))
+                theirs = np.asarray(theirs).reshape(ours.shape)
+                worst = max(worst, float(np.max(np.abs(ours - theirs) / np.maximum(1.0, np.abs(theirs)))))
+            ok = worst <= 1e-4
+            compared += 1
+            failed += not ok
+            print(f"{label}: {'agrees' if ok else 'DIFFERS'}: outputs {', '.join(outs)} within {worst:.2e}")
+            if args.bench and ok:
+                bench(cv2, np, cmd, env, label, proto, saved, name, text, args.threads)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{compared} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads):
+    """Forward images/s, blobflow against OpenCV, at batch 1 and the
+    declared batch, inputs zeros, net alone."""
+    _, declared = declared_input(np, text)
+    for batch in sorted({1, declared[0]}):
+        iters = max(3, int(20 / batch))
+        r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters),
+                                  "--batch", str(batch)], capture_output=True, text=True, env=env)
+        m = re.search(r"Average Forward pass: ([0-9.]+) ms", r.stdout)
+        if r.returncode != 0 or m is None:
+            print(f"  {label} batch {batch}: blobflow time failed: {r.stderr.strip()[-200:]}")
+            continue
+        ours = batch / (float(m.group(1)) / 1e3)
+        net = cv2.dnn.readNetFromCaffe(proto, weights)
+        x = np.zeros([batch] + declared[1:], dtype=np.float32)
+        net.setInput(x, name)
+        net.forward()
+        t = time.perf_counter()
+        for _ in range(iters):
+            net.setInput(x, name)
+            net.forward()
+        theirs = batch * iters / (time.perf_counter() - t)
+        print(f"  {label} batch {batch} ({threads} thread(s), forward, zeros): blobflow {ours:.1f} images/s, "
+              f"OpenCV {theirs:.1f} images/s, ratio {ours / theirs:.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
