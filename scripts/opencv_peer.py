@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """blobflow's Net against OpenCV 4.x's dnn module (its own Caffe importer)
 on every net of tests/fixtures/nets: the same prototxt, the same weights
-(the trained ones where the repository has them, else the ones
-`blobflow run --save` wrote from the prototxt's fillers), the same random
-input; every output must agree within 1e-4 relative. A net blobflow
+(the trained ones where the repository has them, else random ones that
+`blobflow run --fill SEED --save` drew and wrote: deploy prototxts carry
+no fillers, so Caffe's would be all zeros), the same random
+input; every output, and the scores each final Softmax reads (with
+fillers' weights the probabilities alone are nearly uniform), must agree
+within 1e-4 of the blob's largest magnitude. A net blobflow
 cannot build yet is reported as skipped, with blobflow's reason.
 
 With --bench it also times the forward pass of each net that agrees, at
@@ -86,6 +89,17 @@ def declared_input(np, text):
     return None, None
 
 
+def softmax_inputs(text):
+    """The bottoms of the net's Softmax layers."""
+    found = []
+    for layer in re.findall(r"layers?\s*{(.*?)\n}", text, re.S):
+        if re.search(r'type:\s*"Softmax"', layer):
+            m = re.search(r'bottom:\s*"([^"]+)"', layer)
+            if m:
+                found.append(m.group(1))
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--blobflow", help="the blobflow binary (default: cargo run --release)")
@@ -119,8 +133,9 @@ def main():
             out_dir = os.path.join(work, "out")
             shutil.rmtree(out_dir, ignore_errors=True)
             saved = os.path.join(work, "weights.caffemodel")
-            run = cmd + ["run", proto] + ([os.path.join(NETS, weights_rel)] if weights_rel else []) + [
-                "--input", f"{name}={xin}", "--out", out_dir, "--save", saved]
+            weights = [os.path.join(NETS, weights_rel)] if weights_rel else ["--fill", "1701"]
+            run = cmd + ["run", proto] + weights + [
+                "--input", f"{name}={xin}", "--out", out_dir, "--save", saved, "--all-blobs"]
             r = subprocess.run(run, capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 reason = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
@@ -129,17 +144,19 @@ def main():
                 continue
             net = cv2.dnn.readNetFromCaffe(proto, saved)
             net.setInput(x, name)
-            outs = net.getUnconnectedOutLayersNames()
-            got = net.forward(list(outs))
+            outs = list(net.getUnconnectedOutLayersNames())
+            scores = [b for b in softmax_inputs(text) if b not in outs and b in net.getLayerNames()]
+            got = net.forward(outs + scores)
             worst = 0.0
-            for out_name, theirs in zip(outs, got):
+            for out_name, theirs in zip(outs + scores, got):
                 ours = np.load(os.path.join(out_dir, out_name.replace("/", "_") + ".npy"))
                 theirs = np.asarray(theirs).reshape(ours.shape)
-                worst = max(worst, float(np.max(np.abs(ours - theirs) / np.maximum(1.0, np.abs(theirs)))))
+                scale = max(float(np.max(np.abs(theirs))), 1e-30)
+                worst = max(worst, float(np.max(np.abs(ours - theirs))) / scale)
             ok = worst <= 1e-4
             compared += 1
             failed += not ok
-            print(f"{label}: {'agrees' if ok else 'DIFFERS'}: outputs {', '.join(outs)} within {worst:.2e}")
+            print(f"{label}: {'agrees' if ok else 'DIFFERS'}: {', '.join(outs + scores)} within {worst:.2e} of their scale")
             if args.bench and ok:
                 bench(cv2, np, cmd, env, label, proto, saved, name, text, args.threads)
     finally:

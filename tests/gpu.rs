@@ -1286,27 +1286,49 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 }
 
 /// MTCNN's three nets, built from their prototxts with the trained
-/// weights, forward and (forced) backward on the GPU against the same
-/// nets on the CPU: every run-time layer's CUDA side within 1e-5.
-fn mtcnn_nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+/// weights, and a net of grouped convolutions and LRN, forward and
+/// (forced) backward on the GPU against the same nets on the CPU: every
+/// run-time layer's CUDA side within 1e-5.
+fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::layers::net::{Net, NetState};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nets/mtcnn");
+    // Grouped and bias-free convolutions and LRN, as CaffeNet and
+    // MobileNet have them, with random weights.
+    let grouped = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
+        layer { name: "g" type: "Convolution" bottom: "data" top: "g"
+                convolution_param { num_output: 6 group: 2 kernel_size: 3 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "n" type: "LRN" bottom: "g" top: "n" lrn_param { local_size: 3 alpha: 0.1 } }
+        layer { name: "d" type: "Convolution" bottom: "n" top: "d"
+                convolution_param { num_output: 6 group: 6 kernel_size: 3 bias_term: false weight_filler { type: "xavier" } } }
+        layer { name: "ip" type: "InnerProduct" bottom: "d" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
     for (name, shape) in [
         ("det1", [1, 3, 31, 45]),
         ("det2", [2, 3, 24, 24]),
         ("det3", [2, 3, 48, 48]),
+        ("grouped", [2, 4, 9, 9]),
     ] {
-        let text = std::fs::read_to_string(dir.join(format!("{name}.prototxt"))).map_err(fail)?;
+        let text = match name {
+            "grouped" => grouped.to_string(),
+            _ => std::fs::read_to_string(dir.join(format!("{name}.prototxt"))).map_err(fail)?,
+        };
         let text = format!("force_backward: true\n{text}");
-        let model = blobflow::runtime::CaffeModel::open(dir.join(format!("{name}.caffemodel")))
-            .map_err(fail)?;
+        let model = match name {
+            "grouped" => None,
+            _ => Some(
+                blobflow::runtime::CaffeModel::open(dir.join(format!("{name}.caffemodel")))
+                    .map_err(fail)?,
+            ),
+        };
         let count: usize = shape.iter().product();
         let mut x = vec![0f32; count];
         cpu::set_seed(99);
         cpu::uniform(-1.0, 1.0, &mut x).map_err(fail)?;
         let run = |gpu: bool| -> Result<Vec<(String, Vec<f32>)>, Failed> {
+            cpu::set_seed(5);
             let mut net = Net::<f32>::from_prototxt(&text, NetState::test()).map_err(fail)?;
-            net.copy_from(&model).map_err(fail)?;
+            if let Some(model) = &model {
+                net.copy_from(model).map_err(fail)?;
+            }
             if gpu {
                 net.to_device(dev.clone()).map_err(fail)?;
             }
@@ -1360,7 +1382,7 @@ const CHECKS: &[(&str, Check)] = &[
         softmax_loss_and_dropout_match_cpu,
     ),
     ("layers::mixed_devices_refused", mixed_devices_are_refused),
-    ("net::mtcnn_gpu_matches_cpu", mtcnn_nets_match_cpu),
+    ("net::gpu_matches_cpu", nets_match_cpu),
     (
         "conv::engine_follows_the_library",
         conv_engine_follows_the_library,

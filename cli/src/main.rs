@@ -63,6 +63,13 @@ enum Command {
         /// Write the net's weights (loaded, or as the fillers made them) as a .caffemodel Caffe reads
         #[arg(long, value_name = "FILE.caffemodel")]
         save: Option<PathBuf>,
+        /// With --out: write every blob of the net, not only the outputs
+        #[arg(long, requires = "out")]
+        all_blobs: bool,
+        /// Fill every parameter at random from SEED (Xavier; biases U(-0.1, 0.1)) instead of
+        /// the prototxt's fillers, which deploy files often leave out (Caffe then fills zeros)
+        #[arg(long, value_name = "SEED", conflicts_with = "weights")]
+        fill: Option<u64>,
         /// Where to run
         #[arg(long, value_enum, default_value_t = run::Device::Cpu)]
         device: run::Device,
@@ -162,6 +169,8 @@ fn main() -> ExitCode {
             shapes,
             out,
             save,
+            all_blobs,
+            fill,
             device,
         } => report(
             "run",
@@ -172,6 +181,8 @@ fn main() -> ExitCode {
                 shapes,
                 out,
                 save,
+                all_blobs,
+                fill,
                 device,
             }),
         ),

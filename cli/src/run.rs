@@ -129,13 +129,43 @@ pub struct RunArgs {
     pub shapes: Vec<(String, String)>,
     pub out: Option<PathBuf>,
     pub save: Option<PathBuf>,
+    pub all_blobs: bool,
+    pub fill: Option<u64>,
     pub device: Device,
+}
+
+/// Every learnable blob filled at random from `seed`: Xavier's uniform
+/// for blobs of two or more axes, `U(-0.1, 0.1)` for biases and slopes.
+fn fill_random(net: &Net<f32>, seed: u64) -> Result<(), BlobError> {
+    use blobflow::proto::{ParamMessage, ParamValue, schema};
+    blobflow::kernels::cpu::set_seed(seed);
+    let mut xavier = ParamMessage::new(&schema::FILLER);
+    xavier.set("type", ParamValue::Str("xavier".into()));
+    let mut small = ParamMessage::new(&schema::FILLER);
+    small.set("type", ParamValue::Str("uniform".into()));
+    small.set("min", ParamValue::Float(-0.1));
+    small.set("max", ParamValue::Float(0.1));
+    for blob in net.param_blobs() {
+        let filler = if blob.num_axes() >= 2 {
+            &xavier
+        } else {
+            &small
+        };
+        blobflow::layers::filler::fill(blob, filler)?;
+    }
+    Ok(())
 }
 
 /// Runs a forward pass and reports each output; the lines to print.
 pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let mut log = Vec::new();
     let mut net = load(&args.prototxt, args.weights.as_deref(), &mut log)?;
+    if let Some(seed) = args.fill {
+        fill_random(&net, seed)?;
+        log.push(format!(
+            "weights: every parameter drawn at random (seed {seed}): Xavier, biases U(-0.1, 0.1)"
+        ));
+    }
     let names: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();
     for (name, _) in args.inputs.iter().chain(&args.shapes) {
         if !names.contains(name) {
@@ -188,6 +218,19 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
             path: dir.display().to_string(),
             source,
         })?;
+    }
+    if args.all_blobs
+        && let Some(dir) = &args.out
+    {
+        for name in net.blob_names() {
+            let file = dir.join(format!("{}.npy", name.replace('/', "_")));
+            npy::write(&file, net.blob(name).expect("a blob of the net"))?;
+        }
+        log.push(format!(
+            "every blob ({}) written to {}",
+            net.blob_names().len(),
+            dir.display()
+        ));
     }
     for name in net.outputs() {
         let blob = net.blob(name).expect("an output is a blob");

@@ -43,6 +43,7 @@ mod inner_product;
 mod input;
 mod layer;
 pub mod lenet;
+mod lrn;
 pub mod net;
 mod net_layers;
 mod pool;
@@ -60,7 +61,7 @@ mod split;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 8] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 9] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -68,6 +69,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 8] = [
     &softmax::SOFTMAX,
     &dropout::DROPOUT,
     &prelu::PRELU,
+    &lrn::LRN,
     &solver::SOLVER,
 ];
 

@@ -9,6 +9,7 @@ use crate::dropout::DropoutLayer;
 use crate::dyn_layer::{bad_param, sub_param};
 use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
+use crate::lrn::LrnLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
 use crate::registry::LayerRegistry;
@@ -56,5 +57,6 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     });
     r.register("PReLU", |p| Ok(Box::new(PReLULayer::<T>::from_param(p)?)));
     r.register("Softmax", |p| Ok(Box::new(SoftmaxLayer::from_param(p))));
+    r.register("LRN", |p| Ok(Box::new(LrnLayer::<T>::from_param(p)?)));
     r.register("Dropout", |p| Ok(Box::new(DropoutLayer::from_param(p)?)));
 }

@@ -184,3 +184,30 @@ fn a_wrong_backward_is_caught() {
         "{err}"
     );
 }
+
+#[test]
+fn grouped_and_biasless_convolutions() {
+    check(
+        &format!(
+            r#"type: "Convolution" convolution_param {{ num_output: 4 group: 2 kernel_size: 3 pad: 1 {FILLED} }}"#
+        ),
+        &[&[2, 4, 4, 5]],
+    );
+    let n = check(
+        r#"type: "Convolution" convolution_param { num_output: 3 group: 3 kernel_size: 3 bias_term: false weight_filler { type: "gaussian" } }"#,
+        &[&[1, 3, 5, 5]],
+    );
+    assert_eq!(n, 75 + 3 * 9, "no bias to check");
+}
+
+#[test]
+fn lrn_both_regions() {
+    check(
+        r#"type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 k: 2 }"#,
+        &[&[2, 5, 3, 2]],
+    );
+    check(
+        r#"type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 norm_region: WITHIN_CHANNEL }"#,
+        &[&[2, 2, 4, 5]],
+    );
+}

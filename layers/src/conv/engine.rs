@@ -109,3 +109,104 @@ impl<T: MathElement> ConvEngine<T> {
         Ok(())
     }
 }
+
+impl<T: MathElement> ConvEngine<T> {
+    /// [`forward`](Self::forward) with the channels cut into `groups`
+    /// (Caffe's `group`: group `i` reads input channels `i C/G..(i+1)
+    /// C/G` and writes outputs `i M/G..`). More than one group runs on the
+    /// host whatever the device: the blobs' heads move the bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_grouped(
+        &mut self,
+        g: &ConvGeometry,
+        groups: usize,
+        choice: CudnnChoice,
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
+        if groups == 1 {
+            return self.forward(g, choice, x, weight, bias, y);
+        }
+        let (sub, xs, ys, ws) = per_group(g, groups);
+        let (xd, wd, bd) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
+        let mut yd = y.mutable_cpu_data()?;
+        let mg = sub.channels_out;
+        for n in 0..g.batch {
+            for gi in 0..groups {
+                let (xo, yo) = ((n * groups + gi) * xs, (n * groups + gi) * ys);
+                cpu::forward(
+                    &sub,
+                    &mut self.scratch,
+                    &xd[xo..xo + xs],
+                    &wd[gi * ws..(gi + 1) * ws],
+                    &bd[gi * mg..(gi + 1) * mg],
+                    &mut yd[yo..yo + ys],
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// [`backward`](Self::backward) with the channels cut into `groups`,
+    /// on the host as [`forward_grouped`](Self::forward_grouped).
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward_grouped(
+        &mut self,
+        g: &ConvGeometry,
+        groups: usize,
+        choice: CudnnChoice,
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: &Blob<T>,
+        y: &Blob<T>,
+        propagate_down: bool,
+    ) -> Result<()> {
+        if groups == 1 {
+            return self.backward(g, choice, x, weight, bias, y, propagate_down);
+        }
+        let (sub, xs, ys, ws) = per_group(g, groups);
+        let (xd, wd, dy) = (x.cpu_data()?, weight.cpu_data()?, y.cpu_diff()?);
+        let (mut dw, mut db) = (weight.mutable_cpu_diff()?, bias.mutable_cpu_diff()?);
+        let mut dx = if propagate_down {
+            Some(x.mutable_cpu_diff()?)
+        } else {
+            None
+        };
+        let mg = sub.channels_out;
+        for n in 0..g.batch {
+            for gi in 0..groups {
+                let (xo, yo) = ((n * groups + gi) * xs, (n * groups + gi) * ys);
+                cpu::backward(
+                    &sub,
+                    &mut self.scratch,
+                    &xd[xo..xo + xs],
+                    &wd[gi * ws..(gi + 1) * ws],
+                    &dy[yo..yo + ys],
+                    ConvGradients {
+                        weight: &mut dw[gi * ws..(gi + 1) * ws],
+                        bias: &mut db[gi * mg..(gi + 1) * mg],
+                        input: dx.as_deref_mut().map(|d| &mut d[xo..xo + xs]),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One group of one image: its geometry, and the input, output and
+/// weight values per group.
+fn per_group(g: &ConvGeometry, groups: usize) -> (ConvGeometry, usize, usize, usize) {
+    let sub = ConvGeometry {
+        batch: 1,
+        channels_in: g.channels_in / groups,
+        channels_out: g.channels_out / groups,
+        ..*g
+    };
+    let xs = sub.channels_in * g.h * g.w;
+    let ys = sub.channels_out * g.oh * g.ow;
+    let ws = sub.channels_out * sub.patch();
+    (sub, xs, ys, ws)
+}

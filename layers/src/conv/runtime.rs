@@ -11,10 +11,15 @@ use crate::layer::Result;
 
 const OP: &str = "set up Convolution";
 
-/// Caffe `Convolution` (square kernel, one group, with bias): bottom `i`
-/// to top `i`, all with the same weights `(num_output, C, k, k)` and bias.
+/// Caffe `Convolution` (square kernel): bottom `i` to top `i`, all with
+/// the same weights `(num_output, C / group, k, k)` and, with
+/// `bias_term`, bias `(num_output)`.
 pub(crate) struct ConvolutionLayer<T: MathElement> {
     num_output: usize,
+    group: usize,
+    bias_term: bool,
+    /// The zeros a convolution without bias adds, on the input's device.
+    zero_bias: Blob<T>,
     kernel: usize,
     stride: usize,
     pad: usize,
@@ -84,14 +89,12 @@ impl<T: MathElement> ConvolutionLayer<T> {
         if p.uints("dilation").iter().any(|&d| d != 1) {
             return Err(bad_param(OP, "dilation other than 1 is not supported yet"));
         }
-        if p.uint("group") != 1 {
+        let group = p.uint("group") as usize;
+        if group == 0 || !num_output.is_multiple_of(group) {
             return Err(bad_param(
                 OP,
-                format!("group {} is not supported yet", p.uint("group")),
+                format!("num_output {num_output} is not a multiple of group {group}"),
             ));
-        }
-        if !p.boolean("bias_term") {
-            return Err(bad_param(OP, "bias_term: false is not supported yet"));
         }
         if p.int("axis") != 1 {
             return Err(bad_param(
@@ -103,6 +106,9 @@ impl<T: MathElement> ConvolutionLayer<T> {
         let use_cudnn = p.enum_name("engine") != "CAFFE";
         Ok(Self {
             num_output,
+            group,
+            bias_term: p.boolean("bias_term"),
+            zero_bias: Blob::default(),
             kernel,
             stride,
             pad,
@@ -131,7 +137,19 @@ impl<T: MathElement> ConvolutionLayer<T> {
                 ),
             ));
         }
-        let cin = self.blobs.first().map_or(s[1], |w| w.shape()[1]);
+        let cin = self
+            .blobs
+            .first()
+            .map_or(s[1], |w| w.shape()[1] * self.group);
+        if !s[1].is_multiple_of(self.group) {
+            return Err(bad_param(
+                "convolve",
+                format!(
+                    "the input's {} channels are not a multiple of group {}",
+                    s[1], self.group
+                ),
+            ));
+        }
         if s[1] != cin {
             return Err(bad_param(
                 "convolve",
@@ -158,6 +176,22 @@ impl<T: MathElement> ConvolutionLayer<T> {
     }
 }
 
+impl<T: MathElement> ConvolutionLayer<T> {
+    /// Without `bias_term`, zeros of `num_output` on `x`'s device (its
+    /// gradient, accumulated by the passes, is never read).
+    fn place_zero_bias(&mut self, x: &Blob<T>) -> Result<()> {
+        if self.bias_term {
+            return Ok(());
+        }
+        let fresh = self.zero_bias.count() != self.num_output;
+        crate::softmax::place_with(&mut self.zero_bias, x, &[self.num_output])?;
+        if fresh {
+            self.zero_bias.mutable_cpu_data()?.fill(T::ZERO);
+        }
+        Ok(())
+    }
+}
+
 impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     fn type_name(&self) -> &str {
         "Convolution"
@@ -177,11 +211,15 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         }
         let g = self.geometry(bottoms[0])?;
         if self.blobs.is_empty() {
-            let weight = Blob::new(&[self.num_output, g.channels_in, self.kernel, self.kernel])?;
+            let k = self.kernel;
+            let weight = Blob::new(&[self.num_output, g.channels_in / self.group, k, k])?;
             crate::filler::fill(&weight, &self.weight_filler)?;
-            let bias = Blob::new(&[self.num_output])?;
-            crate::filler::fill(&bias, &self.bias_filler)?;
-            self.blobs = vec![weight, bias];
+            self.blobs = vec![weight];
+            if self.bias_term {
+                let bias = Blob::new(&[self.num_output])?;
+                crate::filler::fill(&bias, &self.bias_filler)?;
+                self.blobs.push(bias);
+            }
         }
         Ok(bottoms
             .iter()
@@ -190,10 +228,17 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        self.place_zero_bias(bottoms[0])?;
         for (x, y) in bottoms.iter().zip(tops) {
             let g = self.geometry(x)?;
-            let (w, b) = (&self.blobs[0], &self.blobs[1]);
-            self.engine.forward(&g, self.choice, x, w, b, y)?;
+            let w = &self.blobs[0];
+            let b = if self.bias_term {
+                &self.blobs[1]
+            } else {
+                &self.zero_bias
+            };
+            self.engine
+                .forward_grouped(&g, self.group, self.choice, x, w, b, y)?;
         }
         Ok(())
     }
@@ -204,10 +249,17 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         propagate_down: &[bool],
         bottoms: &[&Blob<T>],
     ) -> Result<()> {
+        self.place_zero_bias(bottoms[0])?;
         for ((x, y), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
             let g = self.geometry(x)?;
-            let (w, b) = (&self.blobs[0], &self.blobs[1]);
-            self.engine.backward(&g, self.choice, x, w, b, y, down)?;
+            let w = &self.blobs[0];
+            let b = if self.bias_term {
+                &self.blobs[1]
+            } else {
+                &self.zero_bias
+            };
+            self.engine
+                .backward_grouped(&g, self.group, self.choice, x, w, b, y, down)?;
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
-//! `prelu.cu`, and `softmax.cu` over an inner axis, against the CPU sides
-//! of the run-time PReLU and Softmax layers, as a net runs them.
+//! `prelu.cu`, `lrn.cu`, and `softmax.cu` over an inner axis, against the
+//! CPU sides of the run-time PReLU, LRN and Softmax layers, as a net runs
+//! them.
 
 use blob_layers::net::{Net, NetState};
 use cuda_on_cpu as k;
@@ -163,4 +164,55 @@ fn softmax_over_channels_matches_cpu() {
         )
     };
     assert_close("softmax over channels gradient", &dx, &want_dx, 1e-5);
+}
+
+#[test]
+fn lrn_across_channels_matches_cpu() {
+    let (n, c, h, w) = (2usize, 7usize, 3usize, 4usize);
+    let count = n * c * h * w;
+    let plane = h * w;
+    let x = random(count, 31, -2.0, 2.0);
+    let dy = random(count, 32, -1.0, 1.0);
+    let (size, alpha, beta, offset) = (5, 0.3f32, 0.75f32, 2.0f32);
+    let layer = format!(
+        r#"layer {{ name: "l" type: "LRN" bottom: "x" top: "y" lrn_param {{ local_size: {size} alpha: {alpha} beta: {beta} k: {offset} }} }}"#
+    );
+    let (want_y, want_dx, _) = cpu_net(&layer, &[n, c, h, w], &x, &dy, &[]);
+    let (mut scale, mut y) = (vec![f32::NAN; count], vec![f32::NAN; count]);
+    // SAFETY: x, scale and y hold count values.
+    unsafe {
+        k::lrn_forward_f32(
+            count,
+            count as i64,
+            c as i32,
+            plane as i64,
+            size,
+            alpha,
+            beta,
+            offset,
+            &x,
+            &mut scale,
+            &mut y,
+        )
+    };
+    assert_close("lrn", &y, &want_y, 1e-6);
+    let mut dx = vec![f32::NAN; count];
+    // SAFETY: every buffer holds count values.
+    unsafe {
+        k::lrn_backward_f32(
+            count,
+            count as i64,
+            c as i32,
+            plane as i64,
+            size,
+            alpha,
+            beta,
+            &x,
+            &y,
+            &scale,
+            &dy,
+            &mut dx,
+        )
+    };
+    assert_close("lrn gradient", &dx, &want_dx, 1e-5);
 }

@@ -1,0 +1,253 @@
+//! Caffe's LRN (local response normalization): across channels,
+//! `y = x (k + alpha/n sum_{n channels} x^2)^-beta`, or within each
+//! channel over an `n x n` window, `y = x (1 + alpha/n^2 sum x^2)^-beta`
+//! (Caffe builds that one from inner layers; `k` does not enter it).
+
+#[cfg(feature = "cuda")]
+mod cuda;
+
+use blob_proto::ParamMessage;
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{DynLayer, TopShape, bad_param, like_first_bottom, sub_param};
+use crate::layer::{Result, ensure};
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::LRN;
+
+/// LRN's parameters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lrn {
+    size: usize,
+    alpha: f64,
+    beta: f64,
+    k: f64,
+    within_channel: bool,
+}
+
+/// Caffe `LRN` as a run-time layer, on 4-D inputs, never in place.
+pub(crate) struct LrnLayer<T: MathElement> {
+    lrn: Lrn,
+    /// The forward pass's denominators (before `^-beta`), for backward.
+    scale: Vec<T>,
+    #[cfg(feature = "cuda")]
+    gpu_scale: blob_kernels::cuda::Scratch<f32>,
+}
+
+impl<T: MathElement> LrnLayer<T> {
+    /// Reads the layer's `lrn_param`.
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        let p = sub_param(layer, "lrn_param");
+        let size = p.uint("local_size") as usize;
+        if size.is_multiple_of(2) {
+            return Err(bad_param(
+                "set up LRN",
+                format!("LRN only supports odd values for local_size (got {size})"),
+            ));
+        }
+        Ok(Self {
+            lrn: Lrn {
+                size,
+                alpha: p.float("alpha"),
+                beta: p.float("beta"),
+                k: p.float("k"),
+                within_channel: p.enum_name("norm_region") == "WITHIN_CHANNEL",
+            },
+            scale: Vec::new(),
+            #[cfg(feature = "cuda")]
+            gpu_scale: blob_kernels::cuda::Scratch::new(),
+        })
+    }
+
+    /// `(num, channels, height, width)` of a 4-D input.
+    fn dims(x: &Blob<T>) -> Result<[usize; 4]> {
+        match *x.shape() {
+            [n, c, h, w] => Ok([n, c, h, w]),
+            _ => Err(bad_param(
+                "LRN",
+                format!(
+                    "Input must have 4 axes, corresponding to (num, channels, height, width); got {}",
+                    x.shape_string()
+                ),
+            )),
+        }
+    }
+
+    /// The window sums of squares, as the scale before `^-beta`.
+    fn fill_scale(&mut self, x: &[T], [n, c, h, w]: [usize; 4]) {
+        let Lrn {
+            size,
+            alpha,
+            k,
+            within_channel,
+            ..
+        } = self.lrn;
+        ensure(&mut self.scale, x.len());
+        let scale = &mut self.scale[..x.len()];
+        let r = (size - 1) / 2;
+        let plane = h * w;
+        if within_channel {
+            let factor = alpha / (size * size) as f64;
+            for (xp, sp) in x.chunks(plane.max(1)).zip(scale.chunks_mut(plane.max(1))) {
+                for i in 0..h {
+                    let (i0, i1) = (i.saturating_sub(r), (i + r).min(h - 1));
+                    for j in 0..w {
+                        let (j0, j1) = (j.saturating_sub(r), (j + r).min(w - 1));
+                        let mut sum = 0.0;
+                        for a in i0..=i1 {
+                            for b in j0..=j1 {
+                                let v = xp[a * w + b].to_f64();
+                                sum += v * v;
+                            }
+                        }
+                        sp[i * w + j] = T::from_f64(1.0 + factor * sum);
+                    }
+                }
+            }
+            return;
+        }
+        let factor = alpha / size as f64;
+        for img in 0..n {
+            let base = img * c * plane;
+            for ch in 0..c {
+                let (lo, hi) = (ch.saturating_sub(r), (ch + r).min(c - 1));
+                for p in 0..plane {
+                    let sum: f64 = (lo..=hi)
+                        .map(|j| x[base + j * plane + p].to_f64().powi(2))
+                        .sum();
+                    scale[base + ch * plane + p] = T::from_f64(k + factor * sum);
+                }
+            }
+        }
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for LrnLayer<T> {
+    fn type_name(&self) -> &str {
+        "LRN"
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        Self::dims(bottoms[0])?;
+        Ok(like_first_bottom(bottoms))
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let (x, y) = (bottoms[0], tops[0]);
+        let dims = Self::dims(x)?;
+        #[cfg(feature = "cuda")]
+        if !self.lrn.within_channel
+            && let Some(gpu) = crate::gpu::gpu_for("LRN", x, &[("output", y)])?
+        {
+            use crate::gpu::as_f32;
+            let shape = (dims[1], dims[2] * dims[3]);
+            return cuda::forward(
+                &gpu,
+                &self.lrn,
+                shape,
+                &mut self.gpu_scale,
+                as_f32(x),
+                as_f32(y),
+            );
+        }
+        let xd = x.cpu_data()?;
+        self.fill_scale(&xd, dims);
+        let beta = self.lrn.beta;
+        for ((o, &v), &s) in y
+            .mutable_cpu_data()?
+            .iter_mut()
+            .zip(xd.iter())
+            .zip(&self.scale)
+        {
+            *o = T::from_f64(v.to_f64() * s.to_f64().powf(-beta));
+        }
+        Ok(())
+    }
+
+    /// `dx = dy scale^-beta - 2 alpha beta / n' x sum_window(dy y / scale)`,
+    /// `n'` = n across channels, n^2 within.
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        let (x, y) = (bottoms[0], tops[0]);
+        let [n, c, h, w] = Self::dims(x)?;
+        #[cfg(feature = "cuda")]
+        if !self.lrn.within_channel
+            && let Some(gpu) = crate::gpu::gpu_for("LRN", x, &[("output", y)])?
+        {
+            use crate::gpu::as_f32;
+            return cuda::backward(
+                &gpu,
+                &self.lrn,
+                (c, h * w),
+                &mut self.gpu_scale,
+                as_f32(x),
+                as_f32(y),
+            );
+        }
+        let Lrn {
+            size,
+            alpha,
+            beta,
+            within_channel,
+            ..
+        } = self.lrn;
+        let (xd, yd, dy) = (x.cpu_data()?, y.cpu_data()?, y.cpu_diff()?);
+        let scale = &self.scale[..xd.len()];
+        let ratio: Vec<f64> = dy
+            .iter()
+            .zip(yd.iter())
+            .zip(scale)
+            .map(|((&g, &o), &s)| g.to_f64() * o.to_f64() / s.to_f64())
+            .collect();
+        let r = (size - 1) / 2;
+        let plane = h * w;
+        let mut dx = x.mutable_cpu_diff()?;
+        let window_sum = |img: usize, ch: usize, i: usize, j: usize| -> f64 {
+            if within_channel {
+                let base = (img * c + ch) * plane;
+                let mut sum = 0.0;
+                for a in i.saturating_sub(r)..=(i + r).min(h - 1) {
+                    for b in j.saturating_sub(r)..=(j + r).min(w - 1) {
+                        sum += ratio[base + a * w + b];
+                    }
+                }
+                sum
+            } else {
+                let base = img * c * plane + i * w + j;
+                (ch.saturating_sub(r)..=(ch + r).min(c - 1))
+                    .map(|q| ratio[base + q * plane])
+                    .sum()
+            }
+        };
+        let norm = if within_channel {
+            (size * size) as f64
+        } else {
+            size as f64
+        };
+        for img in 0..n {
+            for ch in 0..c {
+                for i in 0..h {
+                    for j in 0..w {
+                        let at = ((img * c + ch) * h + i) * w + j;
+                        let v = dy[at].to_f64() * scale[at].to_f64().powf(-beta)
+                            - 2.0 * alpha * beta / norm
+                                * xd[at].to_f64()
+                                * window_sum(img, ch, i, j);
+                        dx[at] = T::from_f64(v);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}
