@@ -135,16 +135,7 @@ fn snapshots_are_caffe_files_with_lenets_shapes() {
 #[test]
 fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
     let fixture = root().join("tests/fixtures/caffe-lenet-train");
-    let caffe_losses: Vec<(usize, f32)> = std::fs::read_to_string(fixture.join("caffe_losses.txt"))
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| {
-            let (it, loss) = l.split_once(' ').unwrap();
-            (it.parse().unwrap(), loss.parse().unwrap())
-        })
-        .collect();
-    assert_eq!(caffe_losses.len(), 20);
+    let caffe_losses = caffe_losses();
     let data = digits();
     // Caffe's state names "snapx/lenet_iter_1000.caffemodel", a path from
     // the directory Caffe ran in; the model is found beside the state.
@@ -181,6 +172,98 @@ fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
             worst <= 1e-6,
             "parameter {i}: {worst:e} from Caffe's iteration 1020 weights"
         );
+    }
+}
+
+/// The losses Caffe printed for iterations 1000..1020.
+fn caffe_losses() -> Vec<(usize, f32)> {
+    let fixture = root().join("tests/fixtures/caffe-lenet-train");
+    let losses: Vec<(usize, f32)> = std::fs::read_to_string(fixture.join("caffe_losses.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (it, loss) = l.split_once(' ').unwrap();
+            (it.parse().unwrap(), loss.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(losses.len(), 20);
+    losses
+}
+
+/// The same retrace through a `Net` built from the very
+/// `lenet_train_test.prototxt` Caffe trained (TRAIN phase: its Data
+/// layer's tops filled here, its loss a SoftmaxWithLoss layer, the
+/// `lr_mult`s from the file): Caffe's losses for 1000..1019, and its
+/// weights at 1020 within 1e-6.
+#[test]
+fn a_net_from_caffes_own_prototxt_retraces_caffes_training() {
+    use blobflow::layers::net::{Net, NetState};
+    let fixture = root().join("tests/fixtures/caffe-lenet-train");
+    let data = digits();
+    let batch = 64;
+    let mut net = Net::<f32>::builder()
+        .state(NetState::train())
+        .input_shape("data", &[batch, 1, 28, 28])
+        .input_shape("label", &[batch])
+        .from_file(fixture.join("lenet_train_test.prototxt"))
+        .unwrap();
+    assert_eq!(net.layer_type("loss"), Some("SoftmaxWithLoss"));
+    assert_eq!(net.layer_type("accuracy"), None, "a TEST-phase layer");
+    let report = net
+        .copy_from(&CaffeModel::open(fixture.join("lenet_iter_1000.caffemodel")).unwrap())
+        .unwrap();
+    assert_eq!(report.copied, ["conv1", "conv2", "ip1", "ip2"]);
+    let mut solver = SolverFile::open(fixture.join("lenet_solver.prototxt"))
+        .unwrap()
+        .solver;
+    let state =
+        blobflow::runtime::read_solver_state(fixture.join("lenet_iter_1000.solverstate")).unwrap();
+    solver.restore(&state, &net.param_blobs()).unwrap();
+    let specs = net.param_specs();
+    let n = data.len().min(8000);
+    for (iter, caffe) in caffe_losses() {
+        assert_eq!(solver.iter, iter);
+        {
+            let mut images = net.blob("data").unwrap().mutable_cpu_data().unwrap();
+            let mut labels = net.blob("label").unwrap().mutable_cpu_data().unwrap();
+            for j in 0..batch {
+                let item = (iter * batch + j) % n;
+                data.scaled_into(item, 0.00390625, &mut images[j * 784..(j + 1) * 784]);
+                labels[j] = f32::from(data.labels[item]);
+            }
+        }
+        net.clear_param_diffs().unwrap();
+        let ours = net.forward().unwrap();
+        net.backward().unwrap();
+        solver.step(&net.param_blobs(), &specs).unwrap();
+        assert!(
+            (ours - caffe).abs() <= 1e-5 * caffe.abs(),
+            "iteration {iter}: loss {ours} here, {caffe} in Caffe"
+        );
+    }
+    let caffe = CaffeModel::open(fixture.join("lenet_iter_1020.caffemodel")).unwrap();
+    for layer in ["conv1", "conv2", "ip1", "ip2"] {
+        let want = caffe.layer_blobs::<f32>(layer).unwrap();
+        for (i, (ours, theirs)) in net
+            .layer_blobs(layer)
+            .unwrap()
+            .iter()
+            .zip(&want)
+            .enumerate()
+        {
+            let worst = ours
+                .cpu_data()
+                .unwrap()
+                .iter()
+                .zip(theirs.cpu_data().unwrap().iter())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                worst <= 1e-6,
+                "{layer}.{i}: {worst:e} from Caffe's iteration 1020 weights"
+            );
+        }
     }
 }
 

@@ -14,6 +14,9 @@ use crate::dyn_layer::{DynLayer, Sharing};
 /// `(L(v + step) - L(v - step)) / (2 step)`, relative to
 /// `max(1, |analytic|, |numeric|)`.
 ///
+/// Bottoms the layer says `force_backward` may not reach (a loss's
+/// labels) are neither perturbed nor asked for a gradient.
+///
 /// Choose inputs away from a layer's kinks (ReLU at 0, MAX pooling ties),
 /// where the two differ by design. For `f32` layers Caffe uses step
 /// `1e-2` and threshold `1e-3` (the defaults); `f64` checks can be far
@@ -128,7 +131,11 @@ impl GradientChecker {
         for p in layer.blobs() {
             p.clear_diff()?;
         }
-        let down = vec![true; bottoms.len()];
+        // Labels and the like (a bottom that force_backward may not
+        // reach) have no gradient: neither asked for nor checked.
+        let down: Vec<bool> = (0..bottoms.len())
+            .map(|b| layer.allow_force_backward(b))
+            .collect();
         layer.backward(&top_refs, &down, &bottom_refs)?;
         let analytic_bottoms: Vec<Vec<T>> = bottoms
             .iter()
@@ -173,6 +180,9 @@ impl GradientChecker {
             Ok((plus, minus))
         };
         for (b, (blob, analytic)) in bottoms.iter().zip(&analytic_bottoms).enumerate() {
+            if !down[b] {
+                continue;
+            }
             for (i, a) in analytic.iter().enumerate() {
                 let (plus, minus) = nudge(layer, blob, i)?;
                 compare(format!("bottom {b} value {i}"), a.to_f64(), plus, minus)?;

@@ -13,7 +13,7 @@ use crate::lrn::LrnLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
 use crate::registry::LayerRegistry;
-use crate::softmax::SoftmaxLayer;
+use crate::softmax::{AccuracyLayer, SoftmaxLayer, SoftmaxWithLossLayer};
 use crate::split::SplitLayer;
 
 /// The data layers a net built here reads as inputs its caller fills.
@@ -58,5 +58,9 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("PReLU", |p| Ok(Box::new(PReLULayer::<T>::from_param(p)?)));
     r.register("Softmax", |p| Ok(Box::new(SoftmaxLayer::from_param(p))));
     r.register("LRN", |p| Ok(Box::new(LrnLayer::<T>::from_param(p)?)));
+    r.register("SoftmaxWithLoss", |p| {
+        Ok(Box::new(SoftmaxWithLossLayer::<T>::from_param(p)))
+    });
+    r.register("Accuracy", |p| Ok(Box::new(AccuracyLayer::from_param(p)?)));
     r.register("Dropout", |p| Ok(Box::new(DropoutLayer::from_param(p)?)));
 }

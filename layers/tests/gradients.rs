@@ -211,3 +211,77 @@ fn lrn_both_regions() {
         &[&[2, 2, 4, 5]],
     );
 }
+
+/// Labels of `classes` classes for `count` positions, some `ignored`.
+fn labels(count: usize, classes: usize, ignored: Option<f64>) -> Blob<f64> {
+    let b = Blob::new(&[count]).unwrap();
+    for (i, v) in b.mutable_cpu_data().unwrap().iter_mut().enumerate() {
+        *v = match ignored {
+            Some(ig) if i % 4 == 3 => ig,
+            _ => ((i * 7) % classes) as f64,
+        };
+    }
+    b
+}
+
+#[test]
+fn softmax_with_loss_each_normalization() {
+    for norm in ["FULL", "VALID", "BATCH_SIZE", "NONE"] {
+        let mut l = layer(&format!(
+            r#"type: "SoftmaxWithLoss" loss_param {{ ignore_label: -1 normalization: {norm} }}"#
+        ));
+        let scores = input(&[2, 3, 2, 2], 5);
+        let report = CHECKER
+            .check(l.as_mut(), &[scores, labels(8, 3, Some(-1.0))])
+            .unwrap_or_else(|e| panic!("{norm}: {e}"));
+        assert_eq!(report.checked, 24, "the scores alone");
+    }
+    let mut plain = layer(r#"type: "SoftmaxWithLoss""#);
+    CHECKER
+        .check(plain.as_mut(), &[input(&[4, 5], 6), labels(4, 5, None)])
+        .unwrap();
+}
+
+#[test]
+fn softmax_with_loss_values_as_caffe_normalizes_them() {
+    // Two positions of two classes, logits equal: each loss ln 2; the
+    // second ignored.
+    let run = |norm: &str| -> f64 {
+        let mut l = layer(&format!(
+            r#"type: "SoftmaxWithLoss" loss_param {{ ignore_label: 9 normalization: {norm} }}"#
+        ));
+        let scores = Blob::<f64>::new(&[2, 2]).unwrap();
+        let labels = Blob::<f64>::from_vec(&[2], vec![1.0, 9.0]).unwrap();
+        let mut top = Blob::<f64>::default();
+        let shapes = l.reshape(&[&scores, &labels], &[&top]).unwrap();
+        top.reshape(&shapes[0].dims).unwrap();
+        l.forward(&[&scores, &labels], &[&top]).unwrap();
+        top.cpu_data().unwrap()[0]
+    };
+    let ln2 = std::f64::consts::LN_2;
+    assert!((run("VALID") - ln2).abs() < 1e-12);
+    assert!((run("FULL") - ln2 / 2.0).abs() < 1e-12);
+    assert!((run("BATCH_SIZE") - ln2 / 2.0).abs() < 1e-12);
+    assert!((run("NONE") - ln2).abs() < 1e-12);
+}
+
+#[test]
+fn accuracy_top_k_ties_and_ignored_labels() {
+    let mut l = layer(r#"type: "Accuracy" accuracy_param { top_k: 2 ignore_label: 7 }"#);
+    let scores = Blob::<f64>::from_vec(
+        &[4, 3],
+        vec![
+            0.1, 0.5, 0.4, // label 2: second best, right at top 2
+            0.3, 0.3, 0.3, // label 0: all tied, right
+            0.9, 0.5, 0.1, // label 2: third, wrong
+            0.0, 0.0, 1.0, // ignored
+        ],
+    )
+    .unwrap();
+    let labels = Blob::<f64>::from_vec(&[4], vec![2.0, 0.0, 2.0, 7.0]).unwrap();
+    let mut top = Blob::<f64>::default();
+    let shapes = l.reshape(&[&scores, &labels], &[&top]).unwrap();
+    top.reshape(&shapes[0].dims).unwrap();
+    l.forward(&[&scores, &labels], &[&top]).unwrap();
+    assert!((top.cpu_data().unwrap()[0] - 2.0 / 3.0).abs() < 1e-12);
+}

@@ -15,7 +15,6 @@ use crate::layer::Result;
 pub(crate) struct InputLayer {
     type_name: String,
     shapes: Vec<Vec<usize>>,
-    shaped: bool,
 }
 
 impl InputLayer {
@@ -48,7 +47,6 @@ impl InputLayer {
         Ok(Self {
             type_name: "Input".into(),
             shapes,
-            shaped: false,
         })
     }
 
@@ -67,7 +65,6 @@ impl InputLayer {
         Ok(Self {
             type_name: kind,
             shapes,
-            shaped: false,
         })
     }
 }
@@ -85,25 +82,31 @@ impl<T: MathElement> DynLayer<T> for InputLayer {
         Arity::at_least(1)
     }
 
-    /// The declared shapes the first time; the caller's shapes after.
+    /// A top keeps the shape the caller gave it; one never shaped takes
+    /// the declared shape. A data layer's top with neither is an error:
+    /// only the caller knows what it will hold.
     fn reshape(&mut self, _bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
-        let first = !self.shaped;
-        self.shaped = true;
-        Ok(tops
-            .iter()
+        tops.iter()
             .enumerate()
             .map(|(i, top)| {
+                let unshaped = top.num_axes() == 0 && top.count() == 0;
                 let declared = match self.shapes.len() {
                     0 => None,
                     1 => self.shapes.first(),
                     _ => self.shapes.get(i),
                 };
                 match declared {
-                    Some(dims) if first => TopShape::new(dims.clone()),
-                    _ => TopShape::new(top.shape().to_vec()),
+                    Some(dims) if unshaped => Ok(TopShape::new(dims.clone())),
+                    None if unshaped && self.type_name != "Input" => Err(bad_param(
+                        "set up a data layer",
+                        format!(
+                            "its top {i} is filled by the caller, who must give its shape (NetBuilder::input_shape) before the net is built"
+                        ),
+                    )),
+                    _ => Ok(TopShape::new(top.shape().to_vec())),
                 }
             })
-            .collect())
+            .collect()
     }
 
     fn forward(&mut self, _bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<()> {

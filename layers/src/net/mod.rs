@@ -74,6 +74,90 @@ struct Shared {
     owner: (usize, usize),
 }
 
+/// How to build a [`Net`]: the state, the layer registry, and the shapes
+/// of inputs the prototxt does not give (a data layer's tops, which the
+/// caller fills).
+///
+/// ```
+/// use blob_layers::net::{Net, NetState};
+/// let net = Net::<f32>::builder()
+///     .state(NetState::train())
+///     .input_shape("data", &[8, 3])
+///     .input_shape("label", &[8])
+///     .from_prototxt(r#"
+///         layer { name: "in" type: "Data" top: "data" top: "label" }
+///         layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { num_output: 2 } }
+///         layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }"#)?;
+/// assert_eq!(net.inputs(), ["data", "label"]);
+/// assert_eq!(net.blob("loss").unwrap().shape(), [0usize; 0]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub struct NetBuilder<'r, T: MathElement> {
+    state: NetState,
+    registry: Option<&'r LayerRegistry<T>>,
+    shapes: Vec<(String, Vec<usize>)>,
+}
+
+impl<'r, T: MathElement> NetBuilder<'r, T> {
+    /// The phase, level and stages (TEST, 0, none by default).
+    pub fn state(mut self, state: NetState) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// The layer types to build from (the built-in ones by default).
+    pub fn registry(mut self, registry: &'r LayerRegistry<T>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The shape of an input blob (a top of an `Input` or data layer),
+    /// overriding what the prototxt declares.
+    pub fn input_shape(mut self, blob: &str, dims: &[usize]) -> Self {
+        self.shapes.push((blob.to_string(), dims.to_vec()));
+        self
+    }
+
+    /// Builds from a `.prototxt`'s text.
+    pub fn from_prototxt(self, text: &str) -> Result<Net<T>> {
+        let tree = TextMessage::parse(text).map_err(text_error("<prototxt>"))?;
+        let param = ParamMessage::from_text(&schema::NET_PARAMETER, &tree)
+            .map_err(text_error("<prototxt>"))?;
+        self.from_param(&param)
+    }
+
+    /// Builds from a `.prototxt` file; errors name the file.
+    pub fn from_file(self, path: impl AsRef<Path>) -> Result<Net<T>> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| BlobError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        let tree = TextMessage::parse(&text).map_err(text_error(&shown))?;
+        let param =
+            ParamMessage::from_text(&schema::NET_PARAMETER, &tree).map_err(text_error(&shown))?;
+        self.from_param(&param).map_err(|e| BlobError::InFile {
+            path: shown,
+            source: Box::new(e),
+        })
+    }
+
+    /// Builds from a `NetParameter` message (upgraded first, as Caffe
+    /// upgrades what it reads from files).
+    pub fn from_param(self, param: &ParamMessage) -> Result<Net<T>> {
+        match self.registry {
+            Some(r) => Net::build(param, self.state, r, &self.shapes),
+            None => Net::build(
+                param,
+                self.state,
+                &LayerRegistry::with_caffe_layers(),
+                &self.shapes,
+            ),
+        }
+    }
+}
+
 /// Caffe's `Net<Dtype>`. See the [module](self) documentation.
 pub struct Net<T: MathElement> {
     name: String,
@@ -129,10 +213,20 @@ fn pair<X>(v: &mut [X], a: usize, b: usize) -> (&mut X, &X) {
 }
 
 impl<T: MathElement> Net<T> {
+    /// A [`NetBuilder`]: state, registry and input shapes, then the
+    /// prototxt.
+    pub fn builder() -> NetBuilder<'static, T> {
+        NetBuilder {
+            state: NetState::test(),
+            registry: None,
+            shapes: Vec::new(),
+        }
+    }
+
     /// Builds a net from a `.prototxt`'s text with the built-in layers
     /// (Caffe's `Net(param_file, phase)`).
     pub fn from_prototxt(text: &str, state: NetState) -> Result<Self> {
-        Self::from_prototxt_with(text, state, &LayerRegistry::with_caffe_layers())
+        Self::builder().state(state).from_prototxt(text)
     }
 
     /// Builds a net from a `.prototxt`'s text with the layers of
@@ -142,10 +236,10 @@ impl<T: MathElement> Net<T> {
         state: NetState,
         registry: &LayerRegistry<T>,
     ) -> Result<Self> {
-        let tree = TextMessage::parse(text).map_err(text_error("<prototxt>"))?;
-        let param = ParamMessage::from_text(&schema::NET_PARAMETER, &tree)
-            .map_err(text_error("<prototxt>"))?;
-        Self::from_param(&param, state, registry)
+        Self::builder()
+            .state(state)
+            .registry(registry)
+            .from_prototxt(text)
     }
 
     /// Builds a net from a `.prototxt` file with the built-in layers;
@@ -157,37 +251,27 @@ impl<T: MathElement> Net<T> {
     /// assert!(err.to_string().starts_with("/no/such.prototxt: "), "{err}");
     /// ```
     pub fn from_file(path: impl AsRef<Path>, state: NetState) -> Result<Self> {
-        Self::from_file_with(path, state, &LayerRegistry::with_caffe_layers())
-    }
-
-    /// Builds a net from a `.prototxt` file with the layers of
-    /// `registry`.
-    pub fn from_file_with(
-        path: impl AsRef<Path>,
-        state: NetState,
-        registry: &LayerRegistry<T>,
-    ) -> Result<Self> {
-        let path = path.as_ref();
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| BlobError::Io {
-            path: shown.clone(),
-            source,
-        })?;
-        let tree = TextMessage::parse(&text).map_err(text_error(&shown))?;
-        let param =
-            ParamMessage::from_text(&schema::NET_PARAMETER, &tree).map_err(text_error(&shown))?;
-        Self::from_param(&param, state, registry).map_err(|e| BlobError::InFile {
-            path: shown,
-            source: Box::new(e),
-        })
+        Self::builder().state(state).from_file(path)
     }
 
     /// Builds a net from a `NetParameter` message (upgraded first, as
     /// Caffe upgrades what it reads from files).
     pub fn from_param(
         param: &ParamMessage,
+        state: NetState,
+        registry: &LayerRegistry<T>,
+    ) -> Result<Self> {
+        Self::builder()
+            .state(state)
+            .registry(registry)
+            .from_param(param)
+    }
+
+    fn build(
+        param: &ParamMessage,
         mut state: NetState,
         registry: &LayerRegistry<T>,
+        shapes: &[(String, Vec<usize>)],
     ) -> Result<Self> {
         let param = upgrade::upgrade(param)?;
         if let Some(file_state) = param.message("state") {
@@ -218,6 +302,7 @@ impl<T: MathElement> Net<T> {
             net.add_layer(
                 layer_param,
                 registry,
+                shapes,
                 &mut available,
                 &mut blob_need_backward,
             )?;
@@ -226,6 +311,18 @@ impl<T: MathElement> Net<T> {
         net.share_params()?;
         net.mark_backward(param.boolean("force_backward"), &mut blob_need_backward);
         net.outputs = available.iter().map(|n| net.blob_index[n]).collect();
+        if let Some((name, _)) = shapes
+            .iter()
+            .find(|(n, _)| !net.inputs().contains(&n.as_str()))
+        {
+            return Err(net_error(
+                format!("net '{}'", net.name),
+                format!(
+                    "a shape is given for '{name}', which is not an input (the inputs: {})",
+                    net.inputs().join(", ")
+                ),
+            ));
+        }
         Ok(net)
     }
 
@@ -235,6 +332,7 @@ impl<T: MathElement> Net<T> {
         &mut self,
         param: ParamMessage,
         registry: &LayerRegistry<T>,
+        shapes: &[(String, Vec<usize>)],
         available: &mut BTreeSet<String>,
         blob_need_backward: &mut Vec<bool>,
     ) -> Result<()> {
@@ -323,6 +421,11 @@ impl<T: MathElement> Net<T> {
         }
         if bottom_names.is_empty() && !top_names.is_empty() && layer.bottoms().max == 0 {
             self.inputs.extend(&tops);
+            for (&t, name) in tops.iter().zip(&top_names) {
+                if let Some((_, dims)) = shapes.iter().find(|(n, _)| n == name) {
+                    self.blobs[t].reshape(dims)?;
+                }
+            }
         }
         let mut loss_weights = param.floats("loss_weight");
         if loss_weights.is_empty() && layer.is_loss() {
@@ -619,7 +722,9 @@ impl<T: MathElement> Net<T> {
             });
         }
         for (shape, &t) in shapes.iter().zip(&entry.tops) {
-            if blobs[t].shape() != shape.dims.as_slice() {
+            // A default blob has no axes and no values; dims [] is one.
+            let count: usize = shape.dims.iter().product();
+            if blobs[t].shape() != shape.dims.as_slice() || blobs[t].count() != count {
                 blobs[t].reshape(&shape.dims)?;
             }
             if let Some((b, sharing)) = shape.shares {
@@ -813,6 +918,38 @@ impl<T: MathElement> Net<T> {
             .iter()
             .map(|&(l, i)| &self.layers[l].layer.blobs()[i])
             .collect()
+    }
+
+    /// The learnable parameters' `lr_mult` and `decay_mult` as the
+    /// solvers take them, in [`param_blobs`](Self::param_blobs)' order.
+    ///
+    /// ```
+    /// # let mut net = blob_layers::net::Net::<f32>::from_prototxt(
+    /// #     "input: \"x\" input_shape { dim: 1 dim: 2 } layer { name: \"ip\" type: \"InnerProduct\" bottom: \"x\" top: \"y\" \
+    /// #      param { lr_mult: 1 } param { lr_mult: 2 decay_mult: 0 } inner_product_param { num_output: 1 } }",
+    /// #     blob_layers::net::NetState::train())?;
+    /// let specs = net.param_specs();
+    /// assert_eq!((specs[1].lr_mult, specs[1].decay_mult), (2.0, 0.0));
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn param_specs(&self) -> Vec<crate::solver::ParamSpec> {
+        self.params
+            .iter()
+            .map(|p| crate::solver::ParamSpec {
+                lr_mult: p.lr_mult as f32,
+                decay_mult: p.decay_mult as f32,
+            })
+            .collect()
+    }
+
+    /// Caffe's `ClearParamDiffs`: every learnable parameter's gradient
+    /// zeroed (layers add theirs to it in backward), on the device it
+    /// lives on.
+    pub fn clear_param_diffs(&self) -> Result<()> {
+        for p in self.param_blobs() {
+            p.clear_diff()?;
+        }
+        Ok(())
     }
 
     /// Whether a layer runs in the backward pass (Caffe's

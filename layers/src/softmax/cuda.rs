@@ -132,7 +132,7 @@ pub(crate) fn loss(
     .map_err(|e| cuda(OP, e))
 }
 
-/// `(prob - onehot) / rows` into the logits' diff.
+/// `(prob - onehot) scale` into the logits' diff.
 pub(crate) fn loss_backward(
     gpu: &Gpu,
     rows: usize,
@@ -140,6 +140,7 @@ pub(crate) fn loss_backward(
     prob: &Blob<f32>,
     labels: &Blob<f32>,
     logits: &Blob<f32>,
+    scale: f32,
 ) -> Result<()> {
     let n = rows * classes;
     let (pg, lg, mut dg) = (
@@ -147,7 +148,6 @@ pub(crate) fn loss_backward(
         labels.gpu_data()?,
         logits.mutable_gpu_diff()?,
     );
-    let scale = 1.0 / rows.max(1) as f32;
     // SAFETY: prob and the diff hold n values, labels rows.
     unsafe {
         softmax_loss_backward_f32(

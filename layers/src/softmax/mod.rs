@@ -12,8 +12,10 @@ use blob_runtime::{Blob, BlobError, MathElement};
 use crate::layer::{ElementOf, Feeds, Layer, Result, expect_shape, same};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SOFTMAX;
+pub(crate) use loss::{AccuracyLayer, SoftmaxLossEngine, SoftmaxWithLossLayer};
 pub(crate) use runtime::SoftmaxLayer;
 
+mod loss;
 mod runtime;
 
 /// The labels of a `(B, C)` blob: `(B,)`, one class index per item, stored
@@ -224,30 +226,6 @@ pub(crate) fn place_with<T: MathElement>(
     Ok(())
 }
 
-/// Each item's class index from a label blob, checked against `classes`.
-fn class_indices<T: MathElement>(
-    op: &'static str,
-    labels: &Blob<T>,
-    classes: usize,
-) -> Result<Vec<usize>> {
-    let values = labels.cpu_data()?;
-    values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let c = v.to_f64();
-            if c >= 0.0 && c.fract() == 0.0 && (c as usize) < classes {
-                Ok(c as usize)
-            } else {
-                Err(BlobError::InvalidParameter {
-                    op,
-                    detail: format!("label {i} is {c}, not a class index below {classes}"),
-                })
-            }
-        })
-        .collect()
-}
-
 /// Caffe `SoftmaxWithLoss` (normalization VALID): the mean of
 /// `-log(max(prob[label], FLT_MIN))` over the batch; backward writes
 /// `(prob - onehot) / B` into the logits' diff.
@@ -271,15 +249,13 @@ pub struct SoftmaxWithLoss<T: MathElement, S: Shape>
 where
     S::Dims: Rank2,
 {
-    softmax: Softmax<T, S>,
+    _types: PhantomData<fn() -> S>,
     prob: Blob<T>,
     /// The mean loss of the last forward pass, one value (Caffe's top
     /// blob), where the logits live: on a GPU it is read only when asked
     /// for.
     loss: Blob<T>,
-    /// Each item's loss on the GPU, before they are added.
-    #[cfg(feature = "cuda")]
-    gpu_losses: blob_kernels::cuda::Scratch<f32>,
+    engine: SoftmaxLossEngine,
 }
 
 impl<T: MathElement, S: Shape> SoftmaxWithLoss<T, S>
@@ -289,11 +265,10 @@ where
     /// The loss layer.
     pub fn new() -> Self {
         Self {
-            softmax: Softmax::new(),
+            _types: PhantomData,
             prob: Blob::default(),
             loss: Blob::default(),
-            #[cfg(feature = "cuda")]
-            gpu_losses: blob_kernels::cuda::Scratch::new(),
+            engine: SoftmaxLossEngine::default(),
         }
     }
 
@@ -338,32 +313,10 @@ where
         // The probabilities and the loss live where the logits do.
         place_with(&mut self.prob, logits, logits.shape())?;
         place_with(&mut self.loss, logits, &[])?;
-        self.softmax.forward_blobs(logits, &self.prob)?;
-        let classes = logits.shape()[1];
-        let items = class_indices("softmax loss", labels, classes)?;
         expect_shape("softmax loss labels", labels, &[logits.shape()[0]])?;
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, &self.prob, &self.loss]) {
-            use crate::gpu::as_f32;
-            return cuda::loss(
-                &gpu,
-                &mut self.gpu_losses,
-                items.len(),
-                classes,
-                as_f32(&self.prob),
-                as_f32(labels),
-                as_f32(&self.loss),
-            );
-        }
-        let p = self.prob.cpu_data()?;
-        let mut loss = T::ZERO;
-        let floor = T::from_f64(f64::from(f32::MIN_POSITIVE));
-        for (i, &c) in items.iter().enumerate() {
-            let v = p[i * classes + c];
-            loss = loss - (if v > floor { v } else { floor }).ln();
-        }
-        self.loss.mutable_cpu_data()?[0] = loss / T::from_f64(items.len().max(1) as f64);
-        Ok(())
+        let dims = (logits.shape()[0], logits.shape()[1], 1);
+        self.engine
+            .forward(dims, logits, labels, &self.prob, &self.loss)
     }
 
     /// `(prob - onehot) / B` into the logits' diff (Caffe `Backward`).
@@ -379,27 +332,9 @@ where
     {
         let (logits, labels) = (same::<U, T>(logits.as_dyn()), same::<U, T>(labels.as_dyn()));
         expect_shape("softmax loss backward", &self.prob, logits.shape())?;
-        let classes = logits.shape()[1];
-        let items = class_indices("softmax loss", labels, classes)?;
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, &self.prob]) {
-            use crate::gpu::as_f32;
-            return cuda::loss_backward(
-                &gpu,
-                items.len(),
-                classes,
-                as_f32(&self.prob),
-                as_f32(labels),
-                as_f32(logits),
-            );
-        }
-        let mut dx = logits.mutable_cpu_diff()?;
-        dx.copy_from_slice(&self.prob.cpu_data()?);
-        for (i, &c) in items.iter().enumerate() {
-            dx[i * classes + c] = dx[i * classes + c] - T::ONE;
-        }
-        cpu::scal(T::ONE / T::from_f64(items.len().max(1) as f64), &mut dx);
-        Ok(())
+        let dims = (logits.shape()[0], logits.shape()[1], 1);
+        self.engine
+            .backward(dims, logits, labels, &self.prob, T::ONE)
     }
 }
 
@@ -433,14 +368,15 @@ where
     L: Shape<Dims = Labels<S>>,
 {
     let classes = check_rank2("accuracy", scores)?;
-    let items = class_indices("accuracy", labels, classes)?;
+    let rows = scores.shape()[0];
+    let items = loss::classes_of("accuracy", labels, classes, rows, None)?;
     let s = scores.cpu_data()?;
     let right = items
         .iter()
         .enumerate()
-        .filter(|&(i, &c)| {
+        .filter(|&(i, c)| {
             let row = &s[i * classes..][..classes];
-            !row.iter().any(|&v| v > row[c])
+            c.is_some_and(|c| !row.iter().any(|&v| v > row[c]))
         })
         .count();
     Ok(right as f64 / items.len().max(1) as f64)

@@ -1,0 +1,440 @@
+//! Caffe's SoftmaxWithLoss and Accuracy over any axis, as run-time
+//! layers, and the loss's passes the typed [`SoftmaxWithLoss`](super::SoftmaxWithLoss)
+//! runs too.
+
+use blob_kernels::cpu;
+use blob_proto::ParamMessage;
+use blob_runtime::{Blob, BlobError, MathElement};
+
+use crate::dyn_layer::{Arity, DynLayer, TopShape, axis_of, bad_param, sub_param};
+use crate::layer::Result;
+
+/// How the summed loss is divided (Caffe's `LossParameter.normalization`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Normalization {
+    /// By every position, ignored ones included.
+    Full,
+    /// By the positions whose label is not ignored (the default).
+    Valid,
+    /// By the outer count (the batch).
+    BatchSize,
+    /// Not at all.
+    None,
+}
+
+/// Each position's class (`None`: its label is `ignore`), checked
+/// against `classes`.
+pub(super) fn classes_of<T: MathElement>(
+    op: &'static str,
+    labels: &Blob<T>,
+    classes: usize,
+    positions: usize,
+    ignore: Option<i64>,
+) -> Result<Vec<Option<usize>>> {
+    if labels.count() != positions {
+        return Err(bad_param(
+            op,
+            format!(
+                "the labels {} are not one per position ({positions})",
+                labels.shape_string()
+            ),
+        ));
+    }
+    let values = labels.cpu_data()?;
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = v.to_f64();
+            if ignore.is_some_and(|ig| c == ig as f64) {
+                Ok(None)
+            } else if c >= 0.0 && c.fract() == 0.0 && (c as usize) < classes {
+                Ok(Some(c as usize))
+            } else {
+                Err(BlobError::InvalidParameter {
+                    op,
+                    detail: format!("label {i} is {c}, not a class index below {classes}"),
+                })
+            }
+        })
+        .collect()
+}
+
+/// The loss's passes: softmax, `-log(max(p[label], FLT_MIN))` summed and
+/// normalized, and `(p - onehot) weight / normalizer` backward.
+#[derive(Default)]
+pub(crate) struct SoftmaxLossEngine {
+    /// Each row's loss on the GPU, before they are added.
+    #[cfg(feature = "cuda")]
+    gpu_losses: blob_kernels::cuda::Scratch<f32>,
+}
+
+/// What the loss divides by.
+fn normalizer(mode: Normalization, (outer, _, inner): (usize, usize, usize), valid: usize) -> f64 {
+    let n = match mode {
+        Normalization::Full => outer * inner,
+        Normalization::Valid => valid,
+        Normalization::BatchSize => outer,
+        Normalization::None => 1,
+    };
+    (n as f64).max(1.0)
+}
+
+impl SoftmaxLossEngine {
+    /// `prob = softmax(logits)` over `(outer, classes, inner)`, and the
+    /// loss into `loss`'s one value (normalization VALID, nothing ignored:
+    /// the typed layer's).
+    pub(crate) fn forward<T: MathElement>(
+        &mut self,
+        dims: (usize, usize, usize),
+        logits: &Blob<T>,
+        labels: &Blob<T>,
+        prob: &Blob<T>,
+        loss: &Blob<T>,
+    ) -> Result<()> {
+        self.forward_with(
+            dims,
+            (Normalization::Valid, None),
+            logits,
+            labels,
+            prob,
+            loss,
+        )
+    }
+
+    /// [`forward`](Self::forward) with a normalization and an ignored
+    /// label.
+    pub(crate) fn forward_with<T: MathElement>(
+        &mut self,
+        dims: (usize, usize, usize),
+        (mode, ignore): (Normalization, Option<i64>),
+        logits: &Blob<T>,
+        labels: &Blob<T>,
+        prob: &Blob<T>,
+        loss: &Blob<T>,
+    ) -> Result<()> {
+        let (outer, classes, inner) = dims;
+        super::forward(logits, prob, dims)?;
+        let items = classes_of("softmax loss", labels, classes, outer * inner, ignore)?;
+        #[cfg(feature = "cuda")]
+        if inner == 1
+            && ignore.is_none()
+            && mode != Normalization::None
+            && let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, prob, loss])
+        {
+            use crate::gpu::as_f32;
+            let (p, l, out) = (as_f32(prob), as_f32(labels), as_f32(loss));
+            return super::cuda::loss(&gpu, &mut self.gpu_losses, outer, classes, p, l, out);
+        }
+        let p = prob.cpu_data()?;
+        let floor = T::from_f64(f64::from(f32::MIN_POSITIVE));
+        let mut sum = T::ZERO;
+        let mut valid = 0;
+        for (at, c) in items.iter().enumerate() {
+            let Some(c) = *c else { continue };
+            let (o, i) = (at / inner, at % inner);
+            let v = p[(o * classes + c) * inner + i];
+            sum = sum - (if v > floor { v } else { floor }).ln();
+            valid += 1;
+        }
+        loss.mutable_cpu_data()?[0] = sum / T::from_f64(normalizer(mode, dims, valid));
+        Ok(())
+    }
+
+    /// `(prob - onehot) / B` into the logits' diff (the typed layer's).
+    pub(crate) fn backward<T: MathElement>(
+        &self,
+        dims: (usize, usize, usize),
+        logits: &Blob<T>,
+        labels: &Blob<T>,
+        prob: &Blob<T>,
+        weight: T,
+    ) -> Result<()> {
+        self.backward_with(
+            dims,
+            (Normalization::Valid, None),
+            logits,
+            labels,
+            prob,
+            weight,
+        )
+    }
+
+    /// `(prob - onehot) weight / normalizer` into the logits' diff, zero
+    /// at ignored positions.
+    pub(crate) fn backward_with<T: MathElement>(
+        &self,
+        dims: (usize, usize, usize),
+        (mode, ignore): (Normalization, Option<i64>),
+        logits: &Blob<T>,
+        labels: &Blob<T>,
+        prob: &Blob<T>,
+        weight: T,
+    ) -> Result<()> {
+        let (outer, classes, inner) = dims;
+        let items = classes_of("softmax loss", labels, classes, outer * inner, ignore)?;
+        let valid = items.iter().filter(|c| c.is_some()).count();
+        let scale = weight / T::from_f64(normalizer(mode, dims, valid));
+        #[cfg(feature = "cuda")]
+        if inner == 1
+            && ignore.is_none()
+            && mode != Normalization::None
+            && let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, prob])
+        {
+            use crate::gpu::as_f32;
+            let (p, l, x) = (as_f32(prob), as_f32(labels), as_f32(logits));
+            return super::cuda::loss_backward(
+                &gpu,
+                outer,
+                classes,
+                p,
+                l,
+                x,
+                scale.to_f64() as f32,
+            );
+        }
+        let mut dx = logits.mutable_cpu_diff()?;
+        dx.copy_from_slice(&prob.cpu_data()?);
+        for (at, c) in items.iter().enumerate() {
+            let (o, i) = (at / inner, at % inner);
+            match *c {
+                Some(c) => {
+                    let at = (o * classes + c) * inner + i;
+                    dx[at] = dx[at] - T::ONE;
+                }
+                None => (0..classes).for_each(|k| dx[(o * classes + k) * inner + i] = T::ZERO),
+            }
+        }
+        cpu::scal(scale, &mut dx);
+        Ok(())
+    }
+}
+
+/// `LossParameter`'s normalization and ignored label.
+fn loss_settings(layer: &ParamMessage) -> (Normalization, Option<i64>) {
+    let p = sub_param(layer, "loss_param");
+    let mode = if !p.has("normalization") && p.has("normalize") {
+        if p.boolean("normalize") {
+            Normalization::Valid
+        } else {
+            Normalization::BatchSize
+        }
+    } else {
+        match p.enum_name("normalization") {
+            "FULL" => Normalization::Full,
+            "BATCH_SIZE" => Normalization::BatchSize,
+            "NONE" => Normalization::None,
+            _ => Normalization::Valid,
+        }
+    };
+    (mode, p.has("ignore_label").then(|| p.int("ignore_label")))
+}
+
+/// `(outer, classes, inner)` of scores split at `axis`.
+fn split<T: MathElement>(
+    x: &Blob<T>,
+    axis: i64,
+    op: &'static str,
+) -> Result<(usize, usize, usize)> {
+    let a = axis_of(x, axis, op)?;
+    let s = x.shape();
+    Ok((s[..a].iter().product(), s[a], s[a + 1..].iter().product()))
+}
+
+/// Caffe `SoftmaxWithLoss`: scores and labels in, the loss out (and the
+/// probabilities as a second top, where given).
+pub(crate) struct SoftmaxWithLossLayer<T: MathElement> {
+    axis: i64,
+    settings: (Normalization, Option<i64>),
+    prob: Blob<T>,
+    engine: SoftmaxLossEngine,
+}
+
+impl<T: MathElement> SoftmaxWithLossLayer<T> {
+    /// Reads `softmax_param.axis` and `loss_param`.
+    pub(crate) fn from_param(layer: &ParamMessage) -> Self {
+        Self {
+            axis: sub_param(layer, "softmax_param").int("axis"),
+            settings: loss_settings(layer),
+            prob: Blob::default(),
+            engine: SoftmaxLossEngine::default(),
+        }
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for SoftmaxWithLossLayer<T> {
+    fn type_name(&self) -> &str {
+        "SoftmaxWithLoss"
+    }
+
+    fn bottoms(&self) -> Arity {
+        Arity::exactly(2)
+    }
+
+    fn tops(&self) -> Arity {
+        Arity::range(1, 2)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        let (outer, _, inner) = split(bottoms[0], self.axis, "softmax loss")?;
+        if bottoms[1].count() != outer * inner {
+            return Err(bad_param(
+                "softmax loss",
+                format!(
+                    "Number of labels must match number of predictions; e.g., if softmax axis == 1 and prediction shape is (N, C, H, W), label count (number of labels) must be N*H*W, with integer values in {{0, 1, ..., C-1}}: scores {}, labels {}",
+                    bottoms[0].shape_string(),
+                    bottoms[1].shape_string()
+                ),
+            ));
+        }
+        let mut shapes = vec![TopShape::new(Vec::new())];
+        if tops.len() == 2 {
+            shapes.push(TopShape::new(bottoms[0].shape().to_vec()));
+        }
+        Ok(shapes)
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let dims = split(bottoms[0], self.axis, "softmax loss")?;
+        let prob = match tops.get(1) {
+            Some(p) => p,
+            None => {
+                super::place_with(&mut self.prob, bottoms[0], bottoms[0].shape())?;
+                &self.prob
+            }
+        };
+        self.engine
+            .forward_with(dims, self.settings, bottoms[0], bottoms[1], prob, tops[0])
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if propagate_down.get(1) == Some(&true) {
+            return Err(bad_param(
+                "softmax loss backward",
+                "SoftmaxWithLoss Layer cannot backpropagate to label inputs.",
+            ));
+        }
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        let dims = split(bottoms[0], self.axis, "softmax loss")?;
+        let prob = tops.get(1).copied().unwrap_or(&self.prob);
+        let weight = tops[0].cpu_diff()?[0];
+        self.engine
+            .backward_with(dims, self.settings, bottoms[0], bottoms[1], prob, weight)
+    }
+
+    fn allow_force_backward(&self, bottom: usize) -> bool {
+        bottom != 1
+    }
+
+    fn is_loss(&self) -> bool {
+        true
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}
+
+/// Caffe `Accuracy`: the share of positions whose label is among the
+/// `top_k` highest scores (ties count as right), on the host.
+pub(crate) struct AccuracyLayer {
+    axis: i64,
+    top_k: usize,
+    ignore: Option<i64>,
+}
+
+impl AccuracyLayer {
+    /// Reads `accuracy_param`.
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        let p = sub_param(layer, "accuracy_param");
+        let top_k = p.uint("top_k") as usize;
+        if top_k == 0 {
+            return Err(bad_param("set up Accuracy", "top_k must be at least 1"));
+        }
+        Ok(Self {
+            axis: p.int("axis"),
+            top_k,
+            ignore: p.has("ignore_label").then(|| p.int("ignore_label")),
+        })
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for AccuracyLayer {
+    fn type_name(&self) -> &str {
+        "Accuracy"
+    }
+
+    fn bottoms(&self) -> Arity {
+        Arity::exactly(2)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        let (outer, classes, inner) = split(bottoms[0], self.axis, "accuracy")?;
+        if self.top_k > classes {
+            return Err(bad_param(
+                "accuracy",
+                format!(
+                    "top_k {} must be at most the number of classes {classes}",
+                    self.top_k
+                ),
+            ));
+        }
+        if bottoms[1].count() != outer * inner {
+            return Err(bad_param(
+                "accuracy",
+                format!(
+                    "Number of labels must match number of predictions: scores {}, labels {}",
+                    bottoms[0].shape_string(),
+                    bottoms[1].shape_string()
+                ),
+            ));
+        }
+        Ok(vec![TopShape::new(Vec::new())])
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let (outer, classes, inner) = split(bottoms[0], self.axis, "accuracy")?;
+        let items = classes_of("accuracy", bottoms[1], classes, outer * inner, self.ignore)?;
+        let s = bottoms[0].cpu_data()?;
+        let (mut right, mut counted) = (0usize, 0usize);
+        for (at, c) in items.iter().enumerate() {
+            let Some(c) = *c else { continue };
+            let (o, i) = (at / inner, at % inner);
+            let score = |k: usize| s[(o * classes + k) * inner + i];
+            let truth = score(c);
+            let better = (0..classes)
+                .filter(|&k| score(k) > truth || score(k).to_f64().is_nan())
+                .count();
+            right += usize::from(better < self.top_k);
+            counted += 1;
+        }
+        tops[0].mutable_cpu_data()?[0] = T::from_f64(right as f64 / counted.max(1) as f64);
+        Ok(())
+    }
+
+    /// Accuracy has no gradient (Caffe refuses one).
+    fn backward(&mut self, _tops: &[&Blob<T>], down: &[bool], _bottoms: &[&Blob<T>]) -> Result<()> {
+        if down.iter().any(|&d| d) {
+            return Err(bad_param(
+                "accuracy backward",
+                "Accuracy has no backward pass",
+            ));
+        }
+        Ok(())
+    }
+
+    fn allow_force_backward(&self, _bottom: usize) -> bool {
+        false
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}
