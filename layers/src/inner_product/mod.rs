@@ -129,18 +129,24 @@ impl<T: MathElement> InnerProductEngine<T> {
         }
         let mut yd = y.mutable_cpu_data()?;
         let w = weight.cpu_data()?;
-        cpu::gemm(
-            Transpose::No,
-            Transpose::Yes,
-            m,
-            n,
-            k,
-            T::ONE,
-            &x.cpu_data()?,
-            &w,
-            T::ZERO,
-            &mut yd,
-        );
+        if m == 1 {
+            // One item: a matrix-vector product, which a gemm would pack
+            // the whole weight matrix for.
+            cpu::gemv(Transpose::No, n, k, T::ONE, &w, &x.cpu_data()?, T::ZERO, &mut yd[..n]);
+        } else {
+            cpu::gemm(
+                Transpose::No,
+                Transpose::Yes,
+                m,
+                n,
+                k,
+                T::ONE,
+                &x.cpu_data()?,
+                &w,
+                T::ZERO,
+                &mut yd,
+            );
+        }
         let bias = bias.cpu_data()?;
         for row in yd.chunks_exact_mut(n) {
             cpu::add_inplace(row, &bias);
