@@ -137,27 +137,51 @@ fn max_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argm
         return max_2x2(g, x, y, argmax);
     }
     let (h, w) = (g.h, g.w);
-    g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
-        if h0 == h1 || w0 == w1 {
-            y[o] = T::ZERO;
-            argmax[o] = NO_POSITION;
-            return;
-        }
+    let neg = T::from_f64(f64::NEG_INFINITY);
+    // Per output row: each column's maximum over the window's rows first
+    // (an element-wise pass the compiler vectorises), then each window's
+    // over its columns. Ties go to the first position in row-major order,
+    // as Caffe's scan gives them: a column keeps its first row, and of
+    // equal columns the smallest position wins.
+    let mut colmax = vec![neg; w];
+    let mut colrow = vec![0u32; w];
+    for pl in 0..g.planes {
         let plane = &x[pl * h * w..][..h * w];
-        let mut best = T::from_f64(f64::NEG_INFINITY);
-        let mut at = h0 * w + w0;
-        for hh in h0..h1 {
-            for ww in w0..w1 {
-                let v = plane[hh * w + ww];
-                if v > best {
-                    best = v;
-                    at = hh * w + ww;
+        for r in 0..g.oh {
+            let (h0, h1, _, _) = g.window(r, 0);
+            colmax.fill(neg);
+            colrow.fill(h0 as u32);
+            for hh in h0..h1 {
+                let row = &plane[hh * w..][..w];
+                for ((m, at), &v) in colmax.iter_mut().zip(colrow.iter_mut()).zip(row) {
+                    if v > *m {
+                        *m = v;
+                        *at = hh as u32;
+                    }
                 }
             }
+            let o = (pl * g.oh + r) * g.ow;
+            for q in 0..g.ow {
+                let (_, _, w0, w1) = g.window(r, q);
+                if h0 == h1 || w0 == w1 {
+                    y[o + q] = T::ZERO;
+                    argmax[o + q] = NO_POSITION;
+                    continue;
+                }
+                let mut best = neg;
+                let mut at = h0 * w + w0;
+                for ww in w0..w1 {
+                    let (v, pos) = (colmax[ww], colrow[ww] as usize * w + ww);
+                    if v > best || (v == best && pos < at) {
+                        best = v;
+                        at = pos;
+                    }
+                }
+                y[o + q] = best;
+                argmax[o + q] = at as u32;
+            }
         }
-        y[o] = best;
-        argmax[o] = at as u32;
-    });
+    }
 }
 
 /// The common 2x2, stride 2 window over even planes, without the general
@@ -240,4 +264,60 @@ fn ave_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod max_tests {
+    use super::*;
+
+    /// Caffe's scan: rows, then columns, the first strict maximum.
+    fn scan(g: &PoolGeometry, x: &[f32]) -> (Vec<f32>, Vec<u32>) {
+        let (mut y, mut a) = (vec![0.0; g.planes * g.oh * g.ow], vec![0; g.planes * g.oh * g.ow]);
+        g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
+            if h0 == h1 || w0 == w1 {
+                a[o] = NO_POSITION;
+                return;
+            }
+            let (mut best, mut at) = (f32::NEG_INFINITY, h0 * g.w + w0);
+            for hh in h0..h1 {
+                for ww in w0..w1 {
+                    let v = x[pl * g.h * g.w + hh * g.w + ww];
+                    if v > best {
+                        best = v;
+                        at = hh * g.w + ww;
+                    }
+                }
+            }
+            y[o] = best;
+            a[o] = at as u32;
+        });
+        (y, a)
+    }
+
+    #[test]
+    fn columns_first_gives_caffes_maxima_and_ties() {
+        for (h, w, k, s) in [(7, 9, 3, 2), (6, 5, 2, 1), (7, 7, 1, 4), (5, 8, 3, 3), (4, 4, 4, 1)] {
+            let g = PoolGeometry {
+                planes: 3,
+                h,
+                w,
+                oh: PoolGeometry::output_size(h, k, s),
+                ow: PoolGeometry::output_size(w, k, s),
+                kernel: k,
+                stride: s,
+            };
+            // Few distinct values: many ties, some NaN.
+            let x: Vec<f32> = (0..3 * h * w)
+                .map(|i| match (i * 7919) % 11 {
+                    10 => f32::NAN,
+                    v => (v % 4) as f32,
+                })
+                .collect();
+            let (want_y, want_a) = scan(&g, &x);
+            let (mut y, mut a) = (vec![9.0; want_y.len()], vec![7; want_a.len()]);
+            max_forward_part(&g, &x, &mut y, &mut a);
+            assert_eq!(a, want_a, "{h}x{w} k{k} s{s}");
+            assert_eq!(y, want_y, "{h}x{w} k{k} s{s}");
+        }
+    }
 }
