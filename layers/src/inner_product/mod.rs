@@ -132,7 +132,16 @@ impl<T: MathElement> InnerProductEngine<T> {
         if m == 1 {
             // One item: a matrix-vector product, which a gemm would pack
             // the whole weight matrix for.
-            cpu::gemv(Transpose::No, n, k, T::ONE, &w, &x.cpu_data()?, T::ZERO, &mut yd[..n]);
+            cpu::gemv(
+                Transpose::No,
+                n,
+                k,
+                T::ONE,
+                &w,
+                &x.cpu_data()?,
+                T::ZERO,
+                &mut yd[..n],
+            );
         } else {
             cpu::gemm(
                 Transpose::No,

@@ -272,7 +272,10 @@ mod max_tests {
 
     /// Caffe's scan: rows, then columns, the first strict maximum.
     fn scan(g: &PoolGeometry, x: &[f32]) -> (Vec<f32>, Vec<u32>) {
-        let (mut y, mut a) = (vec![0.0; g.planes * g.oh * g.ow], vec![0; g.planes * g.oh * g.ow]);
+        let (mut y, mut a) = (
+            vec![0.0; g.planes * g.oh * g.ow],
+            vec![0; g.planes * g.oh * g.ow],
+        );
         g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
             if h0 == h1 || w0 == w1 {
                 a[o] = NO_POSITION;
@@ -296,7 +299,13 @@ mod max_tests {
 
     #[test]
     fn columns_first_gives_caffes_maxima_and_ties() {
-        for (h, w, k, s) in [(7, 9, 3, 2), (6, 5, 2, 1), (7, 7, 1, 4), (5, 8, 3, 3), (4, 4, 4, 1)] {
+        for (h, w, k, s) in [
+            (7, 9, 3, 2),
+            (6, 5, 2, 1),
+            (7, 7, 1, 4),
+            (5, 8, 3, 3),
+            (4, 4, 4, 1),
+        ] {
             let g = PoolGeometry {
                 planes: 3,
                 h,
