@@ -1286,21 +1286,30 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 }
 
 /// MTCNN's three nets, built from their prototxts with the trained
-/// weights, and a net of grouped convolutions and LRN, forward and
+/// weights, and a net of the other layers, forward and
 /// (forced) backward on the GPU against the same nets on the CPU: every
 /// run-time layer's CUDA side within 1e-5.
 fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::layers::net::{Net, NetState};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nets/mtcnn");
-    // Grouped and bias-free convolutions and LRN, as CaffeNet and
-    // MobileNet have them, with random weights.
+    // Grouped and bias-free convolutions, LRN, BatchNorm, Scale, padded
+    // pooling, Eltwise, Concat and Flatten (the layers that run on the
+    // host whatever the device, their blobs' heads moving the bytes),
+    // with random weights.
     let grouped = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
         layer { name: "g" type: "Convolution" bottom: "data" top: "g"
                 convolution_param { num_output: 6 group: 2 kernel_size: 3 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
         layer { name: "n" type: "LRN" bottom: "g" top: "n" lrn_param { local_size: 3 alpha: 0.1 } }
+        layer { name: "bn" type: "BatchNorm" bottom: "n" top: "n" batch_norm_param { use_global_stats: false } }
+        layer { name: "sc" type: "Scale" bottom: "n" top: "n"
+                scale_param { bias_term: true filler { type: "gaussian" } bias_filler { type: "gaussian" } } }
         layer { name: "d" type: "Convolution" bottom: "n" top: "d"
                 convolution_param { num_output: 6 group: 6 kernel_size: 3 bias_term: false weight_filler { type: "xavier" } } }
-        layer { name: "ip" type: "InnerProduct" bottom: "d" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
+        layer { name: "p" type: "Pooling" bottom: "d" top: "p" pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 } }
+        layer { name: "e" type: "Eltwise" bottom: "d" bottom: "p" top: "e" }
+        layer { name: "c" type: "Concat" bottom: "e" bottom: "p" top: "c" }
+        layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
+        layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
     for (name, shape) in [
         ("det1", [1, 3, 31, 45]),
         ("det2", [2, 3, 24, 24]),

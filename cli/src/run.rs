@@ -134,8 +134,10 @@ pub struct RunArgs {
     pub device: Device,
 }
 
-/// Every learnable blob filled at random from `seed`: Xavier's uniform
-/// for blobs of two or more axes, `U(-0.1, 0.1)` for biases and slopes.
+/// Every parameter blob filled at random from `seed`: Xavier's uniform
+/// for blobs of two or more axes, `U(-0.1, 0.1)` for biases and slopes,
+/// and BatchNorm statistics a trained net could hold (means `U(-0.1,
+/// 0.1)`, variances `U(0.5, 1.5)`, scale factor 1).
 fn fill_random(net: &Net<f32>, seed: u64) -> Result<(), BlobError> {
     use blobflow::proto::{ParamMessage, ParamValue, schema};
     blobflow::kernels::cpu::set_seed(seed);
@@ -145,7 +147,23 @@ fn fill_random(net: &Net<f32>, seed: u64) -> Result<(), BlobError> {
     small.set("type", ParamValue::Str("uniform".into()));
     small.set("min", ParamValue::Float(-0.1));
     small.set("max", ParamValue::Float(0.1));
-    for blob in net.param_blobs() {
+    for (param, blob) in net.params().iter().zip(net.param_blobs()) {
+        if net.layer_type(&param.layer) == Some("BatchNorm") {
+            // Statistics a net could have learned: means near 0,
+            // variances near 1, a scale factor of 1.
+            let (lo, hi) = match param.index {
+                0 => (-0.1, 0.1),
+                1 => (0.5, 1.5),
+                _ => (1.0, 1.0),
+            };
+            blobflow::kernels::cpu::uniform(lo, hi, &mut blob.mutable_cpu_data()?).map_err(
+                |e| BlobError::InvalidParameter {
+                    op: "fill BatchNorm statistics",
+                    detail: e.to_string(),
+                },
+            )?;
+            continue;
+        }
         let filler = if blob.num_axes() >= 2 {
             &xavier
         } else {

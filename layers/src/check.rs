@@ -15,7 +15,9 @@ use crate::dyn_layer::{DynLayer, Sharing};
 /// `max(1, |analytic|, |numeric|)`.
 ///
 /// Bottoms the layer says `force_backward` may not reach (a loss's
-/// labels) are neither perturbed nor asked for a gradient.
+/// labels) are neither perturbed nor asked for a gradient, nor are the
+/// blobs of a layer whose blobs no solver learns (BatchNorm's
+/// statistics).
 ///
 /// Choose inputs away from a layer's kinks (ReLU at 0, MAX pooling ties),
 /// where the two differ by design. For `f32` layers Caffe uses step
@@ -120,16 +122,18 @@ impl GradientChecker {
         };
 
         objective(layer)?;
-        for (t, top) in top_refs.iter().enumerate() {
-            for (i, d) in top.mutable_cpu_diff()?.iter_mut().enumerate() {
-                *d = T::from_f64(coefficient(t, i));
-            }
-        }
+        // Diffs cleared before the tops' are set: a top may view its
+        // bottom's diff (Flatten, Reshape).
         for b in bottoms {
             b.clear_diff()?;
         }
         for p in layer.blobs() {
             p.clear_diff()?;
+        }
+        for (t, top) in top_refs.iter().enumerate() {
+            for (i, d) in top.mutable_cpu_diff()?.iter_mut().enumerate() {
+                *d = T::from_f64(coefficient(t, i));
+            }
         }
         // Labels and the like (a bottom that force_backward may not
         // reach) have no gradient: neither asked for nor checked.
@@ -188,7 +192,14 @@ impl GradientChecker {
                 compare(format!("bottom {b} value {i}"), a.to_f64(), plus, minus)?;
             }
         }
-        for (p, analytic) in analytic_params.iter().enumerate() {
+        // Blobs no solver learns (BatchNorm's statistics) have no
+        // gradient to check.
+        let learned = if layer.learns_params() {
+            analytic_params.len()
+        } else {
+            0
+        };
+        for (p, analytic) in analytic_params.iter().enumerate().take(learned) {
             for (i, a) in analytic.iter().enumerate() {
                 // The layer holds the blob: nudge it through a view.
                 let mut view = Blob::<T>::default();

@@ -200,6 +200,13 @@ pub trait DynLayer<T: MathElement>: Send {
         &mut []
     }
 
+    /// Whether a solver learns the layer's blobs. BatchNorm's statistics
+    /// are not learned: a blob without a `param` spec then gets
+    /// `lr_mult: 0` and `decay_mult: 0` (as Caffe's BatchNorm appends).
+    fn learns_params(&self) -> bool {
+        true
+    }
+
     /// Whether `force_backward` may make bottom `i` need a gradient
     /// (Caffe's `AllowForceBackward`; a loss's labels may not).
     fn allow_force_backward(&self, _bottom: usize) -> bool {

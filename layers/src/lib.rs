@@ -32,11 +32,15 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod activation;
+mod batch_norm;
 pub mod check;
+mod concat;
 mod conv;
 mod dropout;
 mod dyn_layer;
+mod eltwise;
 pub mod filler;
+mod flatten;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod inner_product;
@@ -49,7 +53,10 @@ mod net_layers;
 mod pool;
 mod prelu;
 pub mod registry;
+mod reshape;
+mod scale;
 pub mod shapes;
+mod slice;
 mod softmax;
 pub mod solver;
 mod split;

@@ -4,15 +4,22 @@
 use blob_runtime::MathElement;
 
 use crate::activation::{ActivationLayer, Hyperbolic, Logistic, Rectify};
+use crate::batch_norm::BatchNormLayer;
+use crate::concat::ConcatLayer;
 use crate::conv::ConvolutionLayer;
 use crate::dropout::DropoutLayer;
 use crate::dyn_layer::{bad_param, sub_param};
+use crate::eltwise::EltwiseLayer;
+use crate::flatten::FlattenLayer;
 use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
 use crate::lrn::LrnLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
 use crate::registry::LayerRegistry;
+use crate::reshape::ReshapeLayer;
+use crate::scale::{BiasLayer, ScaleLayer};
+use crate::slice::SliceLayer;
 use crate::softmax::{AccuracyLayer, SoftmaxLayer, SoftmaxWithLossLayer};
 use crate::split::SplitLayer;
 
@@ -62,5 +69,15 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
         Ok(Box::new(SoftmaxWithLossLayer::<T>::from_param(p)))
     });
     r.register("Accuracy", |p| Ok(Box::new(AccuracyLayer::from_param(p)?)));
+    r.register("Concat", |p| Ok(Box::new(ConcatLayer::from_param(p)?)));
+    r.register("Slice", |p| Ok(Box::new(SliceLayer::from_param(p)?)));
+    r.register("Flatten", |p| Ok(Box::new(FlattenLayer::from_param(p))));
+    r.register("Reshape", |p| Ok(Box::new(ReshapeLayer::from_param(p)?)));
+    r.register("Eltwise", |p| Ok(Box::new(EltwiseLayer::from_param(p)?)));
+    r.register("BatchNorm", |p| {
+        Ok(Box::new(BatchNormLayer::<T>::from_param(p)?))
+    });
+    r.register("Scale", |p| Ok(Box::new(ScaleLayer::<T>::from_param(p)?)));
+    r.register("Bias", |p| Ok(Box::new(BiasLayer::<T>::from_param(p)?)));
     r.register("Dropout", |p| Ok(Box::new(DropoutLayer::from_param(p)?)));
 }

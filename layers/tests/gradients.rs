@@ -285,3 +285,99 @@ fn accuracy_top_k_ties_and_ignored_labels() {
     l.forward(&[&scores, &labels], &[&top]).unwrap();
     assert!((top.cpu_data().unwrap()[0] - 2.0 / 3.0).abs() < 1e-12);
 }
+
+#[test]
+fn concat_slice_flatten_reshape() {
+    let mut l = layer(r#"type: "Concat" concat_param { axis: 1 }"#);
+    let bottoms = [input(&[2, 2, 3], 1), input(&[2, 3, 3], 2)];
+    assert_eq!(
+        CHECKER.check(l.as_mut(), &bottoms).unwrap().checked,
+        12 + 18
+    );
+    let mut l = layer(r#"type: "Slice" slice_param { axis: 2 slice_point: 1 slice_point: 3 }"#);
+    assert_eq!(
+        CHECKER
+            .check_with_tops(l.as_mut(), &[input(&[2, 2, 4], 3)], 3)
+            .unwrap()
+            .checked,
+        16
+    );
+    check(r#"type: "Flatten""#, &[&[2, 3, 2, 2]]);
+    check(
+        r#"type: "Reshape" reshape_param { shape { dim: 0 dim: -1 dim: 2 } }"#,
+        &[&[2, 3, 4]],
+    );
+}
+
+#[test]
+fn eltwise_each_operation() {
+    for op in ["SUM", "PROD", "MAX"] {
+        let coeffs = if op == "SUM" {
+            " coeff: 0.5 coeff: -2 coeff: 1"
+        } else {
+            ""
+        };
+        let mut l = layer(&format!(
+            r#"type: "Eltwise" bottom: "a" bottom: "b" bottom: "c" eltwise_param {{ operation: {op}{coeffs} }}"#
+        ));
+        let bottoms = [input(&[2, 5], 1), input(&[2, 5], 2), input(&[2, 5], 3)];
+        CHECKER
+            .check(l.as_mut(), &bottoms)
+            .unwrap_or_else(|e| panic!("{op}: {e}"));
+    }
+    let mut unstable =
+        layer(r#"type: "Eltwise" eltwise_param { operation: PROD stable_prod_grad: false }"#);
+    CHECKER
+        .check(unstable.as_mut(), &[input(&[3, 2], 4), input(&[3, 2], 5)])
+        .unwrap();
+}
+
+#[test]
+fn batch_norm_with_batch_and_global_statistics() {
+    check(
+        r#"type: "BatchNorm" batch_norm_param { use_global_stats: false }"#,
+        &[&[3, 2, 2, 2]],
+    );
+    // Global statistics from the blobs: mean 1, variance 4 (sums over a
+    // factor of 2).
+    let mut l = layer(r#"type: "BatchNorm" batch_norm_param { use_global_stats: true eps: 0 }"#);
+    let x = Blob::<f64>::from_vec(&[1, 1, 2], vec![3.0, -1.0]).unwrap();
+    let mut y = Blob::<f64>::default();
+    let shapes = l.reshape(&[&x], &[&y]).unwrap();
+    y.reshape(&shapes[0].dims).unwrap();
+    l.blobs()[0].mutable_cpu_data().unwrap()[0] = 2.0;
+    l.blobs()[1].mutable_cpu_data().unwrap()[0] = 8.0;
+    l.blobs()[2].mutable_cpu_data().unwrap()[0] = 2.0;
+    l.forward(&[&x], &[&y]).unwrap();
+    assert_eq!(y.to_vec().unwrap(), [1.0, -1.0]);
+    CHECKER.check(l.as_mut(), &[x]).unwrap();
+}
+
+#[test]
+fn scale_and_bias_learned_and_given() {
+    check(
+        r#"type: "Scale" scale_param { bias_term: true filler { type: "gaussian" } bias_filler { type: "gaussian" } }"#,
+        &[&[2, 3, 2]],
+    );
+    let mut given = layer(r#"type: "Scale" scale_param { axis: 0 }"#);
+    let report = CHECKER
+        .check(given.as_mut(), &[input(&[2, 3], 1), input(&[2, 3], 2)])
+        .unwrap();
+    assert_eq!(report.checked, 12, "both bottoms");
+    check(
+        r#"type: "Bias" bias_param { filler { type: "gaussian" } }"#,
+        &[&[2, 3, 2]],
+    );
+}
+
+#[test]
+fn padded_pooling() {
+    check(
+        r#"type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 }"#,
+        &[&[1, 2, 4, 5]],
+    );
+    check(
+        r#"type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 }"#,
+        &[&[1, 2, 5, 5]],
+    );
+}

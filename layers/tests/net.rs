@@ -152,3 +152,60 @@ fn a_pyramid_largest_first_allocates_once_and_matches_fresh_nets() {
         }
     }
 }
+
+/// The deploy nets without weights build from their prototxts and run
+/// forward at batch 1 with random weights: every probability finite and
+/// each item's summing to 1. (Their outputs against OpenCV's are
+/// `scripts/opencv_peer.py`'s, in CI.)
+#[test]
+fn the_public_deploy_nets_build_and_run() {
+    let nets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/nets");
+    for (file, classes) in [
+        ("bvlc_reference_caffenet/deploy.prototxt", 1000),
+        ("squeezenet_v1.1/deploy.prototxt", 1000),
+        ("bvlc_googlenet/deploy.prototxt", 1000),
+        ("resnet50/ResNet-50-deploy.prototxt", 1000),
+    ] {
+        blob_kernels::cpu::set_seed(1);
+        let mut net = Net::<f32>::builder()
+            .from_file(nets.join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let data = net.blob_mut("data").unwrap();
+        let mut shape = data.shape().to_vec();
+        shape[0] = 1;
+        data.reshape(&shape).unwrap();
+        blob_kernels::cpu::uniform(-1.0, 1.0, &mut data.mutable_cpu_data().unwrap()).unwrap();
+        for p in net.param_blobs() {
+            if p.num_axes() >= 2 {
+                blob_kernels::cpu::uniform(-0.05, 0.05, &mut p.mutable_cpu_data().unwrap())
+                    .unwrap();
+            }
+        }
+        net.forward().unwrap_or_else(|e| panic!("{file}: {e}"));
+        let out = net.outputs()[0].to_string();
+        let prob = net.blob(&out).unwrap().to_vec().unwrap();
+        assert_eq!(prob.len(), classes, "{file}");
+        assert!(prob.iter().all(|p| p.is_finite() && *p >= 0.0), "{file}");
+        assert!((prob.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{file}");
+    }
+}
+
+/// SqueezeNet pools globally: one net runs at any input size.
+#[test]
+fn squeezenet_reshapes_to_another_size() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nets/squeezenet_v1.1/deploy.prototxt");
+    let mut net = Net::<f32>::from_file(file, NetState::test()).unwrap();
+    for side in [227, 131] {
+        net.blob_mut("data")
+            .unwrap()
+            .reshape(&[1, 3, side, side])
+            .unwrap();
+        net.forward().unwrap();
+        assert_eq!(
+            net.blob("prob").unwrap().shape(),
+            [1, 1000, 1, 1],
+            "at {side}"
+        );
+    }
+}

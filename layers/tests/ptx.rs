@@ -37,6 +37,8 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "inner_product.cu",
             "softmax.cu",
             "dropout.cu",
+            "prelu.cu",
+            "lrn.cu",
             "solver.cu"
         ]
     );

@@ -521,11 +521,16 @@ impl<T: MathElement> Net<T> {
             ));
         }
         let mut layer_needs = false;
+        let learns = entry.layer.learns_params();
         for index in 0..count {
-            let spec = specs
-                .get(index)
-                .cloned()
-                .unwrap_or_else(|| ParamMessage::new(&schema::PARAM_SPEC));
+            let spec = specs.get(index).cloned().unwrap_or_else(|| {
+                let mut spec = ParamMessage::new(&schema::PARAM_SPEC);
+                if !learns {
+                    spec.set("lr_mult", blob_proto::ParamValue::Float(0.0));
+                    spec.set("decay_mult", blob_proto::ParamValue::Float(0.0));
+                }
+                spec
+            });
             let lr_mult = spec.float("lr_mult");
             let decay_mult = spec.float("decay_mult");
             layer_needs |= lr_mult != 0.0;

@@ -21,6 +21,9 @@ pub(crate) struct PoolGeometry {
     pub ow: usize,
     pub kernel: usize,
     pub stride: usize,
+    /// Zero padding on each side (MAX ignores it; AVE counts it in its
+    /// divisor, as Caffe does).
+    pub pad: usize,
 }
 
 impl PoolGeometry {
@@ -32,13 +35,26 @@ impl PoolGeometry {
     /// The window of output `(r, q)`: rows `h0..h1`, columns `w0..w1`,
     /// clipped to the input (empty when it starts past the input's end).
     fn window(&self, r: usize, q: usize) -> (usize, usize, usize, usize) {
-        let (h0, w0) = (r * self.stride, q * self.stride);
-        (
-            h0.min(self.h),
-            (h0 + self.kernel).min(self.h),
-            w0.min(self.w),
-            (w0 + self.kernel).min(self.w),
-        )
+        let span = |o: usize, n: usize| {
+            let start = (o * self.stride).saturating_sub(self.pad).min(n);
+            let end = (o * self.stride + self.kernel)
+                .saturating_sub(self.pad)
+                .min(n);
+            (start, end.max(start))
+        };
+        let ((h0, h1), (w0, w1)) = (span(r, self.h), span(q, self.w));
+        (h0, h1, w0, w1)
+    }
+
+    /// AVE's divisor for output `(r, q)`: the window clipped to the
+    /// padded input, padding counted (Caffe's `pool_size`).
+    fn divisor(&self, r: usize, q: usize) -> usize {
+        let extent = |o: usize, n: usize| {
+            let start = o * self.stride;
+            let end = (start + self.kernel).min(n + 2 * self.pad);
+            end.saturating_sub(start)
+        };
+        extent(r, self.h) * extent(q, self.w)
     }
 
     /// How a pass is cut across cores, in whole planes: the input and
@@ -133,7 +149,12 @@ pub(crate) fn ave_backward<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut 
 
 /// [`max_forward`] on one part.
 fn max_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut [u32]) {
-    if g.kernel == 2 && g.stride == 2 && g.h.is_multiple_of(2) && g.w.is_multiple_of(2) {
+    if g.kernel == 2
+        && g.stride == 2
+        && g.pad == 0
+        && g.h.is_multiple_of(2)
+        && g.w.is_multiple_of(2)
+    {
         return max_2x2(g, x, y, argmax);
     }
     let (h, w) = (g.h, g.w);
@@ -231,8 +252,8 @@ fn max_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], argmax: &[u32],
 fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     let (h, w) = (g.h, g.w);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
-        let size = (h1 - h0) * (w1 - w0);
-        if size == 0 {
+        let size = g.divisor((o / g.ow) % g.oh, o % g.ow);
+        if size == 0 || h0 == h1 || w0 == w1 {
             y[o] = T::ZERO;
             return;
         }
@@ -252,8 +273,8 @@ fn ave_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
     let (h, w) = (g.h, g.w);
     dx.fill(T::ZERO);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
-        let size = (h1 - h0) * (w1 - w0);
-        if size == 0 {
+        let size = g.divisor((o / g.ow) % g.oh, o % g.ow);
+        if size == 0 || h0 == h1 || w0 == w1 {
             return;
         }
         let share = dy[o] / T::from_f64(size as f64);
@@ -314,6 +335,7 @@ mod max_tests {
                 ow: PoolGeometry::output_size(w, k, s),
                 kernel: k,
                 stride: s,
+                pad: 0,
             };
             // Few distinct values: many ties, some NaN.
             let x: Vec<f32> = (0..3 * h * w)

@@ -92,6 +92,7 @@ where
             ow: PoolGeometry::output_size(s[3], K, S),
             kernel: K,
             stride: S,
+            pad: 0,
         };
         expect_shape("write pooling output", y, &[s[0], s[1], g.oh, g.ow])?;
         Ok(g)
@@ -141,8 +142,11 @@ impl PoolEngine {
         x: &Blob<T>,
         y: &Blob<T>,
     ) -> Result<()> {
+        // The kernels have no padding: a padded window pools on the host.
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
+        if g.pad == 0
+            && let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])?
+        {
             use crate::gpu::as_f32;
             return cuda::forward(g, method, &gpu, &mut self.gpu_argmax, as_f32(x), as_f32(y));
         }
@@ -165,7 +169,9 @@ impl PoolEngine {
         y: &Blob<T>,
     ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
+        if g.pad == 0
+            && let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])?
+        {
             use crate::gpu::as_f32;
             return cuda::backward(g, method, &gpu, &self.gpu_argmax, as_f32(x), as_f32(y));
         }

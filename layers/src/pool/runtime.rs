@@ -13,11 +13,15 @@ const OP: &str = "set up Pooling";
 /// The window, or the whole plane for `global_pooling`.
 #[derive(Clone, Copy, Debug)]
 enum Window {
-    Square { kernel: usize, stride: usize },
+    Square {
+        kernel: usize,
+        stride: usize,
+        pad: usize,
+    },
     Global,
 }
 
-/// Caffe `Pooling`, MAX or AVE, square windows without padding, ceil or
+/// Caffe `Pooling`, MAX or AVE, square windows with padding, ceil or
 /// floor rounding, or global.
 pub(crate) struct PoolingLayer {
     method: PoolMethod,
@@ -65,9 +69,6 @@ impl PoolingLayer {
         let kernel = square(&p, "kernel_size", "kernel_h", "kernel_w")?;
         let stride = square(&p, "stride", "stride_h", "stride_w")?.unwrap_or(1);
         let pad = square(&p, "pad", "pad_h", "pad_w")?.unwrap_or(0);
-        if pad != 0 {
-            return Err(bad_param(OP, format!("pad {pad} is not supported yet")));
-        }
         let window = if p.boolean("global_pooling") {
             if kernel.is_some() {
                 return Err(bad_param(
@@ -75,8 +76,11 @@ impl PoolingLayer {
                     "With Global_pooling: true Filter size cannot specified",
                 ));
             }
-            if stride != 1 {
-                return Err(bad_param(OP, "With Global_pooling: true; stride must be 1"));
+            if stride != 1 || pad != 0 {
+                return Err(bad_param(
+                    OP,
+                    "With Global_pooling: true; only pad = 0 and stride = 1",
+                ));
             }
             Window::Global
         } else {
@@ -86,7 +90,17 @@ impl PoolingLayer {
             if stride == 0 {
                 return Err(bad_param(OP, "stride must be positive"));
             }
-            Window::Square { kernel, stride }
+            if pad >= kernel {
+                return Err(bad_param(
+                    OP,
+                    format!("pad {pad} must be smaller than the kernel {kernel}"),
+                ));
+            }
+            Window::Square {
+                kernel,
+                stride,
+                pad,
+            }
         };
         Ok(Self {
             method,
@@ -105,7 +119,7 @@ impl PoolingLayer {
             ));
         }
         let (h, w) = (s[2], s[3]);
-        let (kernel, stride) = match self.window {
+        let (kernel, stride, pad) = match self.window {
             Window::Global if h != w => {
                 return Err(bad_param(
                     "pool",
@@ -114,10 +128,14 @@ impl PoolingLayer {
                     ),
                 ));
             }
-            Window::Global => (h, 1),
-            Window::Square { kernel, stride } => (kernel, stride),
+            Window::Global => (h, 1, 0),
+            Window::Square {
+                kernel,
+                stride,
+                pad,
+            } => (kernel, stride, pad),
         };
-        if h < kernel || w < kernel {
+        if h + 2 * pad < kernel || w + 2 * pad < kernel {
             return Err(bad_param(
                 "pool",
                 format!(
@@ -126,12 +144,19 @@ impl PoolingLayer {
                 ),
             ));
         }
+        // Caffe's rule: ceil (or floor), and with padding no window may
+        // start in the padding past the input's end.
         let size = |n: usize| {
-            if self.floor {
-                (n - kernel) / stride + 1
+            let span = n + 2 * pad - kernel;
+            let mut out = if self.floor {
+                span / stride + 1
             } else {
-                PoolGeometry::output_size(n, kernel, stride)
+                span.div_ceil(stride) + 1
+            };
+            if pad > 0 && (out - 1) * stride >= n + pad {
+                out -= 1;
             }
+            out
         };
         Ok(PoolGeometry {
             planes: s[0] * s[1],
@@ -141,6 +166,7 @@ impl PoolingLayer {
             ow: size(w),
             kernel,
             stride,
+            pad,
         })
     }
 }

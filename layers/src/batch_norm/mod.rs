@@ -1,0 +1,196 @@
+//! Caffe's BatchNorm: `y = (x - mean) / sqrt(var + eps)` per channel,
+//! with the running statistics in its three blobs (mean sum, variance
+//! sum, and their scale factor) or the batch's own while training; no
+//! affine part (a Scale layer follows). On the host whatever the device.
+
+use blob_proto::ParamMessage;
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{DynLayer, TopShape, bad_param, is_train, sub_param};
+use crate::layer::Result;
+
+/// Caffe `BatchNorm`, in place or not.
+pub(crate) struct BatchNormLayer<T: MathElement> {
+    global_stats: bool,
+    moving_average: f64,
+    eps: f64,
+    blobs: Vec<Blob<T>>,
+    /// `1 / sqrt(var + eps)` per channel, for backward.
+    inv_std: Vec<f64>,
+}
+
+impl<T: MathElement> BatchNormLayer<T> {
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        let p = sub_param(layer, "batch_norm_param");
+        for (i, spec) in layer.messages("param").enumerate() {
+            if spec.float("lr_mult") != 0.0 || !spec.has("lr_mult") {
+                return Err(bad_param(
+                    "set up BatchNorm",
+                    format!(
+                        "Cannot configure batch normalization statistics as layer parameters (param {i} has lr_mult {})",
+                        spec.float("lr_mult")
+                    ),
+                ));
+            }
+        }
+        Ok(Self {
+            global_stats: if p.has("use_global_stats") {
+                p.boolean("use_global_stats")
+            } else {
+                !is_train(layer)
+            },
+            moving_average: p.float("moving_average_fraction"),
+            eps: p.float("eps"),
+            blobs: Vec::new(),
+            inv_std: Vec::new(),
+        })
+    }
+
+    /// `(num, channels, values per channel per item)`.
+    fn dims(&self, x: &Blob<T>) -> Result<(usize, usize, usize)> {
+        if x.num_axes() < 2 {
+            return Err(bad_param(
+                "batch norm",
+                format!("the input {} has no channel axis", x.shape_string()),
+            ));
+        }
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        if let Some(mean) = self.blobs.first()
+            && mean.count() != c
+        {
+            return Err(bad_param(
+                "batch norm",
+                format!(
+                    "the input {} has {c} channels, the statistics {}",
+                    x.shape_string(),
+                    mean.count()
+                ),
+            ));
+        }
+        Ok((n, c, x.shape()[2..].iter().product()))
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
+    fn type_name(&self) -> &str {
+        "BatchNorm"
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        if self.blobs.is_empty() {
+            let c = bottoms[0].shape().get(1).copied().unwrap_or(1);
+            self.blobs = vec![Blob::new(&[c])?, Blob::new(&[c])?, Blob::new(&[1])?];
+            for b in &self.blobs {
+                b.mutable_cpu_data()?.fill(T::ZERO);
+            }
+        }
+        self.dims(bottoms[0])?;
+        Ok(crate::dyn_layer::like_first_bottom(bottoms))
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let (n, c, spatial) = self.dims(bottoms[0])?;
+        let x = bottoms[0].to_vec()?;
+        let (mean, var) = if self.global_stats {
+            let s = self.blobs[2].cpu_data()?[0].to_f64();
+            let factor = if s == 0.0 { 0.0 } else { 1.0 / s };
+            let m: Vec<f64> = self.blobs[0]
+                .cpu_data()?
+                .iter()
+                .map(|v| v.to_f64() * factor)
+                .collect();
+            let v: Vec<f64> = self.blobs[1]
+                .cpu_data()?
+                .iter()
+                .map(|v| v.to_f64() * factor)
+                .collect();
+            (m, v)
+        } else {
+            let count = (n * spatial).max(1) as f64;
+            let mut m = vec![0.0; c];
+            let mut v = vec![0.0; c];
+            for (i, &val) in x.iter().enumerate() {
+                m[(i / spatial) % c] += val.to_f64();
+            }
+            m.iter_mut().for_each(|s| *s /= count);
+            for (i, &val) in x.iter().enumerate() {
+                let ch = (i / spatial) % c;
+                v[ch] += (val.to_f64() - m[ch]).powi(2);
+            }
+            v.iter_mut().for_each(|s| *s /= count);
+            // The running sums: scale factor, mean and unbiased variance.
+            let maf = self.moving_average;
+            let mut factor = self.blobs[2].mutable_cpu_data()?;
+            factor[0] = T::from_f64(factor[0].to_f64() * maf + 1.0);
+            let total = (n * c * spatial) as f64 / c as f64;
+            let bias = if total > 1.0 {
+                total / (total - 1.0)
+            } else {
+                1.0
+            };
+            for (s, &mv) in self.blobs[0].mutable_cpu_data()?.iter_mut().zip(&m) {
+                *s = T::from_f64(mv + maf * s.to_f64());
+            }
+            for (s, &vv) in self.blobs[1].mutable_cpu_data()?.iter_mut().zip(&v) {
+                *s = T::from_f64(bias * vv + maf * s.to_f64());
+            }
+            (m, v)
+        };
+        self.inv_std = var.iter().map(|v| 1.0 / (v + self.eps).sqrt()).collect();
+        let mut y = tops[0].mutable_cpu_data()?;
+        for (i, (o, &val)) in y.iter_mut().zip(&x).enumerate() {
+            let ch = (i / spatial) % c;
+            *o = T::from_f64((val.to_f64() - mean[ch]) * self.inv_std[ch]);
+        }
+        Ok(())
+    }
+
+    /// Global statistics: `dx = dy / sqrt(var + eps)`. The batch's:
+    /// `dx = (dy - mean(dy) - y mean(dy y)) / sqrt(var + eps)`, means per
+    /// channel.
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        let (n, c, spatial) = self.dims(bottoms[0])?;
+        let dy = tops[0].diff_to_vec()?;
+        let y = tops[0].to_vec()?;
+        let mut dx = bottoms[0].mutable_cpu_diff()?;
+        if self.global_stats {
+            for (i, (d, &g)) in dx.iter_mut().zip(&dy).enumerate() {
+                *d = T::from_f64(g.to_f64() * self.inv_std[(i / spatial) % c]);
+            }
+            return Ok(());
+        }
+        let count = (n * spatial).max(1) as f64;
+        let (mut mean_dy, mut mean_dyy) = (vec![0.0; c], vec![0.0; c]);
+        for (i, (&g, &o)) in dy.iter().zip(&y).enumerate() {
+            let ch = (i / spatial) % c;
+            mean_dy[ch] += g.to_f64() / count;
+            mean_dyy[ch] += g.to_f64() * o.to_f64() / count;
+        }
+        for (i, ((d, &g), &o)) in dx.iter_mut().zip(&dy).zip(&y).enumerate() {
+            let ch = (i / spatial) % c;
+            let v = (g.to_f64() - mean_dy[ch] - o.to_f64() * mean_dyy[ch]) * self.inv_std[ch];
+            *d = T::from_f64(v);
+        }
+        Ok(())
+    }
+
+    fn blobs(&self) -> &[Blob<T>] {
+        &self.blobs
+    }
+
+    fn blobs_mut(&mut self) -> &mut [Blob<T>] {
+        &mut self.blobs
+    }
+
+    fn learns_params(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,365 @@
+//! Caffe's Scale and Bias: a blob broadcast over a bottom from `axis` on
+//! (`y = x * scale[d]`, `y = x + bias[d]`), learned or given as a second
+//! bottom; Scale with `bias_term` adds a learned bias after. What follows
+//! BatchNorm in ResNet and MobileNet. On the host whatever the device.
+
+use blob_proto::{ParamMessage, ParamValue, schema};
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{Arity, DynLayer, TopShape, axis_of, bad_param, sub_param};
+use crate::layer::{Result, in_place};
+
+/// Where the broadcast blob sits in the bottom: `(outer, dim, inner)`.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    outer: usize,
+    dim: usize,
+    inner: usize,
+}
+
+/// The span of a factor of `factor_dims` over `x` from `axis`.
+fn span<T: MathElement>(
+    x: &Blob<T>,
+    axis: usize,
+    factor_dims: &[usize],
+    op: &'static str,
+) -> Result<Span> {
+    let s = x.shape();
+    let fits =
+        axis + factor_dims.len() <= s.len() && s[axis..axis + factor_dims.len()] == *factor_dims;
+    if !fits {
+        return Err(bad_param(
+            op,
+            format!(
+                "the {} blob's shape extends past, or differs from, the input {} from axis {axis}",
+                blob_runtime::shape_string(factor_dims),
+                x.shape_string()
+            ),
+        ));
+    }
+    Ok(Span {
+        outer: s[..axis].iter().product(),
+        dim: factor_dims.iter().product(),
+        inner: s[axis + factor_dims.len()..].iter().product(),
+    })
+}
+
+/// How the factor is laid over the bottom: `axis`, `num_axes` as given.
+#[derive(Clone, Copy, Debug)]
+struct Placement {
+    axis: i64,
+    num_axes: i64,
+}
+
+impl Placement {
+    fn read(p: &ParamMessage, op: &'static str) -> Result<Self> {
+        let num_axes = p.int("num_axes");
+        if num_axes < -1 {
+            return Err(bad_param(
+                op,
+                format!(
+                    "num_axes must be non-negative, or -1 to extend to the end of bottom[0]; got {num_axes}"
+                ),
+            ));
+        }
+        Ok(Self {
+            axis: p.int("axis"),
+            num_axes,
+        })
+    }
+
+    /// The axis and the learned factor's dims for input `x`.
+    fn learned_dims<T: MathElement>(
+        &self,
+        x: &Blob<T>,
+        op: &'static str,
+    ) -> Result<(usize, Vec<usize>)> {
+        let axis = if x.num_axes() == 0 && self.axis == 0 {
+            0
+        } else {
+            axis_of(x, self.axis, op)?
+        };
+        let end = if self.num_axes == -1 {
+            x.num_axes()
+        } else {
+            axis + self.num_axes as usize
+        };
+        if end > x.num_axes() {
+            return Err(bad_param(
+                op,
+                format!(
+                    "the blob's shape extends past the input's {} (axis {axis}, num_axes {})",
+                    x.shape_string(),
+                    self.num_axes
+                ),
+            ));
+        }
+        Ok((axis, x.shape()[axis..end].to_vec()))
+    }
+}
+
+/// `y[o, d, i] = x[o, d, i] * f[d]` (or `+`).
+fn broadcast<T: MathElement>(x: &[T], f: &[T], sp: Span, y: &mut [T], add: bool) {
+    for o in 0..sp.outer {
+        for (d, &v) in f.iter().enumerate().take(sp.dim) {
+            let at = (o * sp.dim + d) * sp.inner;
+            for (out, &xv) in y[at..at + sp.inner].iter_mut().zip(&x[at..at + sp.inner]) {
+                *out = if add { xv + v } else { xv * v };
+            }
+        }
+    }
+}
+
+/// `sum over o and i of a[o, d, i] * b[o, d, i]` (b = 1 when `None`),
+/// per `d`.
+fn reduce<T: MathElement>(a: &[T], b: Option<&[T]>, sp: Span) -> Vec<T> {
+    let mut out = vec![T::ZERO; sp.dim];
+    for o in 0..sp.outer {
+        for (d, sum) in out.iter_mut().enumerate() {
+            let at = (o * sp.dim + d) * sp.inner;
+            for k in at..at + sp.inner {
+                *sum += match b {
+                    Some(b) => a[k] * b[k],
+                    None => a[k],
+                };
+            }
+        }
+    }
+    out
+}
+
+/// Where a Scale's factor lies over its input, the factor, and its bias.
+type ScaleLayout<'a, T> = (Span, &'a Blob<T>, Option<&'a Blob<T>>);
+
+/// Caffe `Scale`.
+pub(crate) struct ScaleLayer<T: MathElement> {
+    placement: Placement,
+    filler: ParamMessage,
+    bias_term: bool,
+    bias_filler: ParamMessage,
+    /// `[scale, bias]` learned, or `[bias]` with a second bottom.
+    blobs: Vec<Blob<T>>,
+    /// The input of an in-place pass, which the scale's gradient needs.
+    saved: Blob<T>,
+}
+
+impl<T: MathElement> ScaleLayer<T> {
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        let p = sub_param(layer, "scale_param");
+        let filler = p.message("filler").cloned().unwrap_or_else(|| {
+            let mut f = ParamMessage::new(&schema::FILLER);
+            f.set("value", ParamValue::Float(1.0));
+            f
+        });
+        Ok(Self {
+            placement: Placement::read(&p, "set up Scale")?,
+            filler,
+            bias_term: p.boolean("bias_term"),
+            bias_filler: sub_param(&p, "bias_filler"),
+            blobs: Vec::new(),
+            saved: Blob::default(),
+        })
+    }
+
+    /// The span of the scale over `x`, and the scale blob.
+    fn layout<'a>(&'a self, bottoms: &[&'a Blob<T>]) -> Result<ScaleLayout<'a, T>> {
+        let x = bottoms[0];
+        match bottoms.get(1) {
+            Some(&scale) => {
+                let axis = if scale.num_axes() == 0 {
+                    0
+                } else {
+                    axis_of(x, self.placement.axis, "scale")?
+                };
+                let sp = span(x, axis, scale.shape(), "scale")?;
+                Ok((sp, scale, self.blobs.first()))
+            }
+            None => {
+                let scale = &self.blobs[0];
+                let (axis, _) = self.placement.learned_dims(x, "scale")?;
+                let sp = span(x, axis, scale.shape(), "scale")?;
+                Ok((sp, scale, self.blobs.get(1)))
+            }
+        }
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
+    fn type_name(&self) -> &str {
+        "Scale"
+    }
+
+    fn bottoms(&self) -> Arity {
+        Arity::range(1, 2)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        if self.blobs.is_empty() {
+            let factor_dims = match bottoms.get(1) {
+                Some(s) => s.shape().to_vec(),
+                None => {
+                    let (_, dims) = self.placement.learned_dims(bottoms[0], "scale")?;
+                    let scale = Blob::new(&dims)?;
+                    crate::filler::fill(&scale, &self.filler)?;
+                    self.blobs.push(scale);
+                    dims
+                }
+            };
+            if self.bias_term {
+                let bias = Blob::new(&factor_dims)?;
+                crate::filler::fill(&bias, &self.bias_filler)?;
+                self.blobs.push(bias);
+            }
+        }
+        self.layout(bottoms)?;
+        Ok(crate::dyn_layer::like_first_bottom(bottoms))
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let (x, y) = (bottoms[0], tops[0]);
+        if in_place(x, y) {
+            crate::softmax::place_with(&mut self.saved, x, x.shape())?;
+            self.saved.copy_from(x, false, false)?;
+        }
+        let (sp, scale, bias) = self.layout(bottoms)?;
+        let xv = x.to_vec()?;
+        let mut yd = y.mutable_cpu_data()?;
+        broadcast(&xv, &scale.cpu_data()?, sp, &mut yd, false);
+        if let Some(bias) = bias {
+            let scaled = yd.to_vec();
+            broadcast(&scaled, &bias.cpu_data()?, sp, &mut yd, true);
+        }
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        let (x, y) = (bottoms[0], tops[0]);
+        let input = if in_place(x, y) { &self.saved } else { x };
+        let (sp, scale, bias) = self.layout(bottoms)?;
+        let dy = y.diff_to_vec()?;
+        if let Some(bias) = bias {
+            let db = reduce(&dy, None, sp);
+            for (d, s) in bias.mutable_cpu_diff()?.iter_mut().zip(db) {
+                *d += s;
+            }
+        }
+        let learned = bottoms.len() == 1;
+        if learned || propagate_down.get(1) == Some(&true) {
+            let ds = reduce(&dy, Some(&input.to_vec()?), sp);
+            let mut d = scale.mutable_cpu_diff()?;
+            for (d, s) in d.iter_mut().zip(ds) {
+                *d = if learned { *d + s } else { s };
+            }
+        }
+        if propagate_down[0] {
+            let mut dx = x.mutable_cpu_diff()?;
+            broadcast(&dy, &scale.cpu_data()?, sp, &mut dx, false);
+        }
+        Ok(())
+    }
+
+    fn blobs(&self) -> &[Blob<T>] {
+        &self.blobs
+    }
+
+    fn blobs_mut(&mut self) -> &mut [Blob<T>] {
+        &mut self.blobs
+    }
+}
+
+/// Caffe `Bias`.
+pub(crate) struct BiasLayer<T: MathElement> {
+    placement: Placement,
+    filler: ParamMessage,
+    blobs: Vec<Blob<T>>,
+}
+
+impl<T: MathElement> BiasLayer<T> {
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        let p = sub_param(layer, "bias_param");
+        Ok(Self {
+            placement: Placement::read(&p, "set up Bias")?,
+            filler: sub_param(&p, "filler"),
+            blobs: Vec::new(),
+        })
+    }
+
+    fn layout<'a>(&'a self, bottoms: &[&'a Blob<T>]) -> Result<(Span, &'a Blob<T>)> {
+        let x = bottoms[0];
+        let bias = bottoms.get(1).copied().unwrap_or(&self.blobs[0]);
+        let axis = if bias.num_axes() == 0 {
+            0
+        } else {
+            axis_of(x, self.placement.axis, "bias")?
+        };
+        Ok((span(x, axis, bias.shape(), "bias")?, bias))
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for BiasLayer<T> {
+    fn type_name(&self) -> &str {
+        "Bias"
+    }
+
+    fn bottoms(&self) -> Arity {
+        Arity::range(1, 2)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        if self.blobs.is_empty() && bottoms.len() == 1 {
+            let (_, dims) = self.placement.learned_dims(bottoms[0], "bias")?;
+            let bias = Blob::new(&dims)?;
+            crate::filler::fill(&bias, &self.filler)?;
+            self.blobs.push(bias);
+        }
+        self.layout(bottoms)?;
+        Ok(crate::dyn_layer::like_first_bottom(bottoms))
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let (sp, bias) = self.layout(bottoms)?;
+        let x = bottoms[0].to_vec()?;
+        broadcast(
+            &x,
+            &bias.cpu_data()?,
+            sp,
+            &mut tops[0].mutable_cpu_data()?,
+            true,
+        );
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        let (sp, bias) = self.layout(bottoms)?;
+        let dy = tops[0].diff_to_vec()?;
+        if propagate_down[0] && !in_place(bottoms[0], tops[0]) {
+            bottoms[0].mutable_cpu_diff()?.copy_from_slice(&dy);
+        }
+        let learned = bottoms.len() == 1;
+        if learned || propagate_down.get(1) == Some(&true) {
+            let db = reduce(&dy, None, sp);
+            for (d, s) in bias.mutable_cpu_diff()?.iter_mut().zip(db) {
+                *d = if learned { *d + s } else { s };
+            }
+        }
+        Ok(())
+    }
+
+    fn blobs(&self) -> &[Blob<T>] {
+        &self.blobs
+    }
+
+    fn blobs_mut(&mut self) -> &mut [Blob<T>] {
+        &mut self.blobs
+    }
+}
