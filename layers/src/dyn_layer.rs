@@ -200,6 +200,13 @@ pub trait DynLayer<T: MathElement>: Send {
         &mut []
     }
 
+    /// Whether the layer's tops are the caller's to fill (`Input`, and the
+    /// data layers a net built here reads that way): the net lists them
+    /// as its inputs.
+    fn is_input(&self) -> bool {
+        false
+    }
+
     /// Whether a solver learns the layer's blobs. BatchNorm's statistics
     /// are not learned: a blob without a `param` spec then gets
     /// `lr_mult: 0` and `decay_mult: 0` (as Caffe's BatchNorm appends).

@@ -37,6 +37,7 @@ pub mod check;
 mod concat;
 mod conv;
 mod dropout;
+mod dummy_data;
 mod dyn_layer;
 mod eltwise;
 pub mod filler;

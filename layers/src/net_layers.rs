@@ -8,6 +8,7 @@ use crate::batch_norm::BatchNormLayer;
 use crate::concat::ConcatLayer;
 use crate::conv::ConvolutionLayer;
 use crate::dropout::DropoutLayer;
+use crate::dummy_data::DummyDataLayer;
 use crate::dyn_layer::{bad_param, sub_param};
 use crate::eltwise::EltwiseLayer;
 use crate::flatten::FlattenLayer;
@@ -38,6 +39,9 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     for kind in DATA_LAYERS {
         r.register(kind, |p| Ok(Box::new(InputLayer::data_layer(p)?)));
     }
+    r.register("DummyData", |p| {
+        Ok(Box::new(DummyDataLayer::from_param(p)?))
+    });
     r.register("Split", |_| Ok(Box::new(SplitLayer)));
     r.register("Convolution", |p| {
         Ok(Box::new(ConvolutionLayer::<T>::from_param(p)?))

@@ -314,3 +314,35 @@ fn v1_layers_are_upgraded() {
     net.forward().unwrap();
     assert_eq!(net.blob("pool").unwrap().shape(), [1, 2, 2, 2]);
 }
+
+#[test]
+fn dummy_data_fills_its_tops_and_is_no_input() {
+    let text = r#"layer { name: "d" type: "DummyData" top: "a" top: "b"
+            dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 4 }
+                               data_filler { type: "constant" value: 1.5 } data_filler { type: "uniform" min: 2 max: 3 } } }
+        layer { name: "ip" type: "InnerProduct" bottom: "a" top: "y" inner_product_param { num_output: 1 } }"#;
+    let mut net = build(text).unwrap();
+    assert!(net.inputs().is_empty());
+    net.forward().unwrap();
+    assert_eq!(net.blob("a").unwrap().to_vec().unwrap(), [1.5; 6]);
+    let b = net.blob("b").unwrap().to_vec().unwrap();
+    assert!(
+        b.len() == 4 && b.iter().all(|v| (2.0..=3.0).contains(v)),
+        "{b:?}"
+    );
+    let err = error(
+        r#"layer { name: "d" type: "DummyData" top: "a" top: "b" top: "c"
+        dummy_data_param { shape { dim: 1 } shape { dim: 2 } } }"#,
+    );
+    assert!(err.contains("2 shapes for 3 tops"), "{err}");
+}
+
+#[test]
+fn a_data_layer_without_shapes_says_who_must_give_them() {
+    let err = error(r#"layer { name: "mnist" type: "Data" top: "data" top: "label" }"#);
+    assert!(
+        err.contains("layer 'mnist' (Data)")
+            && err.contains("filled by the caller, who must give its shape"),
+        "{err}"
+    );
+}

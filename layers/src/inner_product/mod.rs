@@ -87,15 +87,22 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let (b, k) = self.dims(x, y)?;
         self.engine
-            .forward((b, k, N), x, &self.weight, &self.bias, y)
+            .forward((b, k, N), false, x, &self.weight, &self.bias, y)
     }
 
     /// Accumulates `dW += dy^T x` and `db += sum(dy)`, and writes
     /// `dx = dy W` when `propagate_down`.
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         let (b, k) = self.dims(x, y)?;
-        self.engine
-            .backward((b, k, N), x, &self.weight, &self.bias, y, propagate_down)
+        self.engine.backward(
+            (b, k, N),
+            false,
+            x,
+            &self.weight,
+            &self.bias,
+            y,
+            propagate_down,
+        )
     }
 
     fn params(&self) -> Vec<&Blob<T>> {
@@ -104,7 +111,8 @@ impl<T: MathElement, X: InnerProductInput, const N: usize> Layer for InnerProduc
 }
 
 /// The passes of an inner product over `(M, K)` inputs, `(N, K)` weights
-/// and `(N)` bias, on the device the blobs live on: what the typed
+/// (`(K, N)` when `transposed`, Caffe's `transpose: true`) and `(N)`
+/// bias, on the device the blobs live on: what the typed
 /// [`InnerProduct`] and the run-time [`InnerProductLayer`] both run.
 #[derive(Default)]
 pub(crate) struct InnerProductEngine<T> {
@@ -112,24 +120,41 @@ pub(crate) struct InnerProductEngine<T> {
 }
 
 impl<T: MathElement> InnerProductEngine<T> {
-    /// `y = x W^T + b` for `(m, k, n)`.
+    /// `y = x W^T + b` for `(m, k, n)` (`x W + b` transposed).
     pub(crate) fn forward(
         &mut self,
         (m, k, n): (usize, usize, usize),
+        transposed: bool,
         x: &Blob<T>,
         weight: &Blob<T>,
         bias: &Blob<T>,
         y: &Blob<T>,
     ) -> Result<()> {
+        // The kernels take (N, K) weights: transposed ones run on the host.
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)? {
+        if !transposed
+            && let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)?
+        {
             use crate::gpu::as_f32;
             let (w, bias) = (as_f32(weight), as_f32(bias));
             return cuda::forward(&gpu, (m, k, n), as_f32(x), w, bias, as_f32(y));
         }
         let mut yd = y.mutable_cpu_data()?;
         let w = weight.cpu_data()?;
-        if m == 1 {
+        if transposed {
+            cpu::gemm(
+                Transpose::No,
+                Transpose::No,
+                m,
+                n,
+                k,
+                T::ONE,
+                &x.cpu_data()?,
+                &w,
+                T::ZERO,
+                &mut yd,
+            );
+        } else if m == 1 {
             // One item: a matrix-vector product, which a gemm would pack
             // the whole weight matrix for.
             cpu::gemv(
@@ -165,9 +190,11 @@ impl<T: MathElement> InnerProductEngine<T> {
 
     /// Accumulates `dW += dy^T x` and `db += sum(dy)`, and writes
     /// `dx = dy W` when `propagate_down`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn backward(
         &mut self,
         (m, k, n): (usize, usize, usize),
+        transposed: bool,
         x: &Blob<T>,
         weight: &Blob<T>,
         bias: &Blob<T>,
@@ -175,7 +202,9 @@ impl<T: MathElement> InnerProductEngine<T> {
         propagate_down: bool,
     ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)? {
+        if !transposed
+            && let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)?
+        {
             use crate::gpu::as_f32;
             let (w, bias) = (as_f32(weight), as_f32(bias));
             return cuda::backward(
@@ -190,18 +219,34 @@ impl<T: MathElement> InnerProductEngine<T> {
         }
         let dy = y.cpu_diff()?;
         let mut dw = weight.mutable_cpu_diff()?;
-        cpu::gemm(
-            Transpose::Yes,
-            Transpose::No,
-            n,
-            k,
-            m,
-            T::ONE,
-            &dy,
-            &x.cpu_data()?,
-            T::ONE,
-            &mut dw,
-        );
+        if transposed {
+            // dW (K, N) += x^T dy.
+            cpu::gemm(
+                Transpose::Yes,
+                Transpose::No,
+                k,
+                n,
+                m,
+                T::ONE,
+                &x.cpu_data()?,
+                &dy,
+                T::ONE,
+                &mut dw,
+            );
+        } else {
+            cpu::gemm(
+                Transpose::Yes,
+                Transpose::No,
+                n,
+                k,
+                m,
+                T::ONE,
+                &dy,
+                &x.cpu_data()?,
+                T::ONE,
+                &mut dw,
+            );
+        }
         ensure(&mut self.ones, m);
         self.ones[..m].fill(T::ONE);
         let mut db = bias.mutable_cpu_diff()?;
@@ -217,9 +262,14 @@ impl<T: MathElement> InnerProductEngine<T> {
         );
         if propagate_down {
             let w = weight.cpu_data()?;
+            let trans_w = if transposed {
+                Transpose::Yes
+            } else {
+                Transpose::No
+            };
             cpu::gemm(
                 Transpose::No,
-                Transpose::No,
+                trans_w,
                 m,
                 k,
                 n,

@@ -10,11 +10,12 @@ use crate::layer::Result;
 
 const OP: &str = "set up InnerProduct";
 
-/// Caffe `InnerProduct` (`transpose: false`, with bias): the input's axes
-/// before `axis` are the batch `M`, the rest are flattened to `K`;
-/// weights `(N, K)`, bias `(N)`, output `(dims before axis..., N)`.
+/// Caffe `InnerProduct` (with bias): the input's axes before `axis` are
+/// the batch `M`, the rest are flattened to `K`; weights `(N, K)` (`(K,
+/// N)` with `transpose`), bias `(N)`, output `(dims before axis..., N)`.
 pub(crate) struct InnerProductLayer<T: MathElement> {
     num_output: usize,
+    transpose: bool,
     axis: i64,
     weight_filler: ParamMessage,
     bias_filler: ParamMessage,
@@ -30,14 +31,12 @@ impl<T: MathElement> InnerProductLayer<T> {
         if num_output == 0 {
             return Err(bad_param(OP, "num_output must be set and positive"));
         }
-        if p.boolean("transpose") {
-            return Err(bad_param(OP, "transpose: true is not supported yet"));
-        }
         if !p.boolean("bias_term") {
             return Err(bad_param(OP, "bias_term: false is not supported yet"));
         }
         Ok(Self {
             num_output,
+            transpose: p.boolean("transpose"),
             axis: p.int("axis"),
             weight_filler: sub_param(&p, "weight_filler"),
             bias_filler: sub_param(&p, "bias_filler"),
@@ -51,8 +50,9 @@ impl<T: MathElement> InnerProductLayer<T> {
         let axis = axis_of(x, self.axis, "inner product")?;
         let m: usize = x.shape()[..axis].iter().product();
         let k: usize = x.shape()[axis..].iter().product();
+        let k_axis = usize::from(!self.transpose);
         if let Some(w) = self.blobs.first()
-            && w.shape()[1] != k
+            && w.shape()[k_axis] != k
         {
             return Err(bad_param(
                 "inner product",
@@ -60,7 +60,7 @@ impl<T: MathElement> InnerProductLayer<T> {
                     "Input size incompatible with inner product parameters: the input {} has {k} values per item from axis {axis}, the weights {} take {}",
                     x.shape_string(),
                     w.shape_string(),
-                    w.shape()[1]
+                    w.shape()[k_axis]
                 ),
             ));
         }
@@ -78,7 +78,7 @@ impl<T: MathElement> DynLayer<T> for InnerProductLayer<T> {
     fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
         let ((_, k, n), out) = self.dims(bottoms[0])?;
         if self.blobs.is_empty() {
-            let weight = Blob::new(&[n, k])?;
+            let weight = Blob::new(&if self.transpose { [k, n] } else { [n, k] })?;
             crate::filler::fill(&weight, &self.weight_filler)?;
             let bias = Blob::new(&[n])?;
             crate::filler::fill(&bias, &self.bias_filler)?;
@@ -90,7 +90,8 @@ impl<T: MathElement> DynLayer<T> for InnerProductLayer<T> {
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (mkn, _) = self.dims(bottoms[0])?;
         let (w, b) = (&self.blobs[0], &self.blobs[1]);
-        self.engine.forward(mkn, bottoms[0], w, b, tops[0])
+        self.engine
+            .forward(mkn, self.transpose, bottoms[0], w, b, tops[0])
     }
 
     fn backward(
@@ -101,8 +102,15 @@ impl<T: MathElement> DynLayer<T> for InnerProductLayer<T> {
     ) -> Result<()> {
         let (mkn, _) = self.dims(bottoms[0])?;
         let (w, b) = (&self.blobs[0], &self.blobs[1]);
-        self.engine
-            .backward(mkn, bottoms[0], w, b, tops[0], propagate_down[0])
+        self.engine.backward(
+            mkn,
+            self.transpose,
+            bottoms[0],
+            w,
+            b,
+            tops[0],
+            propagate_down[0],
+        )
     }
 
     fn blobs(&self) -> &[Blob<T>] {

@@ -82,6 +82,10 @@ impl<T: MathElement> DynLayer<T> for InputLayer {
         Arity::at_least(1)
     }
 
+    fn is_input(&self) -> bool {
+        true
+    }
+
     /// A top keeps the shape the caller gave it; one never shaped takes
     /// the declared shape. A data layer's top with neither is an error:
     /// only the caller knows what it will hold.

@@ -419,7 +419,7 @@ impl<T: MathElement> Net<T> {
             available.insert(t.clone());
             tops.push(id);
         }
-        if bottom_names.is_empty() && !top_names.is_empty() && layer.bottoms().max == 0 {
+        if layer.is_input() {
             self.inputs.extend(&tops);
             for (&t, name) in tops.iter().zip(&top_names) {
                 if let Some((_, dims)) = shapes.iter().find(|(n, _)| n == name) {
