@@ -394,3 +394,106 @@ fn lenets_param_specs_are_those_of_caffes_net_file() {
         .collect();
     assert_eq!(specs, PARAM_SPECS);
 }
+
+/// Caffe's whole loop from its own solver file: `SolverFile` builds the
+/// train and test nets its `net` names, `solve` runs iterations 1000..1020
+/// from Caffe's snapshot (testing at 1000, `test_iter` 20 of 100 digits,
+/// showing each loss, snapshotting at the end) and retraces Caffe.
+#[test]
+fn solve_runs_caffes_solver_file_over_its_nets() {
+    use blobflow::layers::net::Phase;
+    use blobflow::layers::solver::{SolveEvent, solve};
+    let fixture = root().join("tests/fixtures/caffe-lenet-train");
+    let data = digits();
+    let mut file = SolverFile::open(fixture.join("lenet_solver.prototxt")).unwrap();
+    let dir = scratch("solve");
+    std::fs::create_dir_all(&dir).unwrap();
+    file.snapshot_prefix = Some(dir.join("lenet").display().to_string());
+    let mut train = file
+        .train_net(&fixture, &[("data", &[64, 1, 28, 28]), ("label", &[64])])
+        .unwrap();
+    let mut tests = file
+        .test_nets(&fixture, &[("data", &[100, 1, 28, 28]), ("label", &[100])])
+        .unwrap();
+    assert_eq!(tests.len(), 1);
+    assert_eq!(tests[0].layer_type("accuracy"), Some("Accuracy"));
+    train
+        .copy_from(&CaffeModel::open(fixture.join("lenet_iter_1000.caffemodel")).unwrap())
+        .unwrap();
+    let state =
+        blobflow::runtime::read_solver_state(fixture.join("lenet_iter_1000.solverstate")).unwrap();
+    file.solver.restore(&state, &train.param_blobs()).unwrap();
+
+    let mut feed = |net: &mut blobflow::layers::net::Net<f32>, phase: Phase, step: usize| {
+        let batch = net.blob("label").unwrap().count();
+        let mut images = net.blob("data").unwrap().mutable_cpu_data()?;
+        let mut labels = net.blob("label").unwrap().mutable_cpu_data()?;
+        for j in 0..batch {
+            let item = match phase {
+                Phase::Train => (step * batch + j) % 8000,
+                Phase::Test => 8000 + (step * batch + j) % 2000,
+            };
+            data.scaled_into(item, 0.00390625, &mut images[j * 784..(j + 1) * 784]);
+            labels[j] = f32::from(data.labels[item]);
+        }
+        Ok(())
+    };
+    let mut events = Vec::new();
+    solve(&mut file, &mut train, &mut tests, &mut feed, &mut |e| {
+        events.push(e)
+    })
+    .unwrap();
+
+    let losses: Vec<(usize, f64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            SolveEvent::Loss { iter, loss, .. } => Some((*iter, *loss)),
+            _ => None,
+        })
+        .collect();
+    let caffe = caffe_losses();
+    assert_eq!(losses.len(), caffe.len());
+    for ((iter, ours), (caffe_iter, theirs)) in losses.iter().zip(&caffe) {
+        assert_eq!(iter, caffe_iter);
+        let theirs = f64::from(*theirs);
+        assert!(
+            (ours - theirs).abs() <= 1e-5 * theirs.abs(),
+            "iteration {iter}: {ours} vs Caffe's {theirs}"
+        );
+    }
+    let tested: Vec<&SolveEvent> = events
+        .iter()
+        .filter(|e| matches!(e, SolveEvent::Test { .. }))
+        .collect();
+    assert_eq!(tested.len(), 1, "a test at 1000, none at 1020");
+    let SolveEvent::Test { iter, outputs, .. } = tested[0] else {
+        unreachable!()
+    };
+    assert_eq!(*iter, 1000);
+    let accuracy = outputs.iter().find(|(n, _)| n == "accuracy").unwrap().1[0];
+    assert!(accuracy > 0.95, "accuracy {accuracy} at iteration 1000");
+    let Some(SolveEvent::Snapshot { model, state }) = events.last() else {
+        panic!("no snapshot at the end: {:?}", events.last())
+    };
+    assert!(model.ends_with("lenet_iter_1020.caffemodel") && state.exists());
+    let ours = CaffeModel::open(model).unwrap();
+    let caffe_model = CaffeModel::open(fixture.join("lenet_iter_1020.caffemodel")).unwrap();
+    for layer in ["conv1", "conv2", "ip1", "ip2"] {
+        for (a, b) in ours
+            .layer_blobs::<f32>(layer)
+            .unwrap()
+            .iter()
+            .zip(caffe_model.layer_blobs::<f32>(layer).unwrap())
+        {
+            let worst = a
+                .to_vec()
+                .unwrap()
+                .iter()
+                .zip(b.to_vec().unwrap())
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            assert!(worst <= 1e-6, "{layer}: {worst:e} from Caffe's weights");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

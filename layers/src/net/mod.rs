@@ -996,6 +996,39 @@ impl<T: MathElement> Net<T> {
         Ok(report)
     }
 
+    /// Caffe's `ShareTrainedLayersWith`: each layer of this net takes the
+    /// parameter data (not the gradients) of `other`'s first layer of the
+    /// same name, as a test net shares its train net's weights; counts
+    /// and shapes must match.
+    pub fn share_weights_with(&mut self, other: &Net<T>) -> Result<()> {
+        for l in &mut self.layers {
+            let Some(src) = other.layers.iter().find(|o| o.name == l.name) else {
+                continue;
+            };
+            let theirs = src.layer.blobs();
+            let mine = l.layer.blobs_mut();
+            if mine.len() != theirs.len() {
+                return Err(BlobError::IncompatibleBlobCount {
+                    layer: l.name.clone(),
+                    source_count: theirs.len(),
+                    target_count: mine.len(),
+                });
+            }
+            for (param, (m, t)) in mine.iter_mut().zip(theirs).enumerate() {
+                if m.shape() != t.shape() {
+                    return Err(BlobError::WeightShapeMismatch {
+                        layer: l.name.clone(),
+                        param,
+                        source_shape: t.shape_string(),
+                        target_shape: m.shape_string(),
+                    });
+                }
+                m.share_data(t)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Caffe's `ToProto` then `WriteProtoToBinaryFile`: a `.caffemodel`
     /// Caffe reads, each layer as built (phase, Splits, loss weights)
     /// with its blobs' data.

@@ -9,6 +9,7 @@ mod cuda;
 mod policy;
 mod prototxt;
 mod rules;
+mod solve;
 
 use blob_kernels::cpu;
 #[cfg(feature = "cuda")]
@@ -17,6 +18,7 @@ pub use policy::LrPolicy;
 pub use prototxt::SolverFile;
 pub use rules::SolverType;
 use rules::{Scratch, adam_correction, dtype, update_value};
+pub use solve::{Feed, SolveEvent, solve};
 
 use blob_proto::SolverState;
 use blob_runtime::{Blob, BlobError, MathElement};

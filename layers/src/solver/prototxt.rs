@@ -12,9 +12,11 @@ use super::{LrPolicy, Regularization, SgdSolver, SolverType};
 /// type, rate policy, momentum, decay, clipping, `iter_size`) and the
 /// fields that drive the training loop, which are the caller's to follow.
 ///
-/// Fields about building nets and testing them (`train_net`,
-/// `test_state`, `test_initialization`, ...), logging (`debug_info`) and
-/// devices (`device_id`) are read and left out; a field Caffe does not
+/// The nets it names are built by [`train_net`](Self::train_net) and
+/// [`test_nets`](Self::test_nets), and [`solve`](super::solve) runs
+/// Caffe's loop over them. Fields about nets given inline (`net_param`,
+/// ...), states (`test_state`), logging (`debug_info`) and devices
+/// (`device_id`) are read and left out; a field Caffe does not
 /// know is an error naming it and its line, as in Caffe. A missing
 /// `base_lr` (Caffe takes 0 and learns nothing) or `lr_policy` (Caffe
 /// aborts) is an error too.
@@ -40,8 +42,19 @@ use super::{LrPolicy, Regularization, SgdSolver, SolverType};
 pub struct SolverFile<T: MathElement = f32> {
     /// The solver the file describes, at iteration 0.
     pub solver: SgdSolver<T>,
-    /// `net`: the net's prototxt, as written.
+    /// `net`: the net's prototxt, as written (the train net, and each
+    /// test net unless `test_net` names them).
     pub net: Option<String>,
+    /// `train_net`: the train net's prototxt, where it is not `net`.
+    pub train_net: Option<String>,
+    /// `test_net`: the test nets' prototxts, one per `test_iter`.
+    pub test_nets: Vec<String>,
+    /// `test_initialization` (default true): test before the first
+    /// iteration too.
+    pub test_initialization: bool,
+    /// `average_loss` (default 1): the displayed loss is the mean of the
+    /// last this many iterations'.
+    pub average_loss: usize,
     /// `max_iter`: the iteration to stop at (0 if not given).
     pub max_iter: usize,
     /// `display`: print the loss every this many iterations (0: never).
@@ -64,16 +77,12 @@ pub struct SolverFile<T: MathElement = f32> {
 /// The fields of Caffe's `SolverParameter` this reader accepts and leaves
 /// out: how nets are built and tested, what is logged, which device.
 const LEFT_OUT: &[&str] = &[
-    "train_net",
-    "test_net",
     "net_param",
     "train_net_param",
     "test_net_param",
     "train_state",
     "test_state",
     "test_compute_loss",
-    "test_initialization",
-    "average_loss",
     "snapshot_diff",
     "snapshot_format",
     "snapshot_after_train",
@@ -229,6 +238,28 @@ impl<T: MathElement> SolverFile<T> {
         for field in message.all("test_iter") {
             test_iter.push(f.count(field)?);
         }
+        let mut test_nets = Vec::new();
+        for field in message.all("test_net") {
+            match &field.value {
+                TextValue::Str(s) => test_nets.push(s.clone()),
+                other => {
+                    return Err(f.error(
+                        field,
+                        format!("test_net must be a quoted string, not {other}"),
+                    ));
+                }
+            }
+        }
+        let test_initialization = match f.enum_name("test_initialization")? {
+            None | Some((_, "true")) => true,
+            Some((_, "false")) => false,
+            Some((field, other)) => {
+                return Err(f.error(
+                    field,
+                    format!("test_initialization is true or false, not {other}"),
+                ));
+            }
+        };
         let solver_mode = f.enum_name("solver_mode")?;
         if let Some((field, mode)) = solver_mode
             && !matches!(mode, "CPU" | "GPU")
@@ -238,6 +269,10 @@ impl<T: MathElement> SolverFile<T> {
         Ok(Self {
             solver,
             net: f.string("net")?.map(|(_, s)| s.to_string()),
+            train_net: f.string("train_net")?.map(|(_, s)| s.to_string()),
+            test_nets,
+            test_initialization,
+            average_loss: f.count_or("average_loss", 1)?.max(1),
             max_iter: f.count_or("max_iter", 0)?,
             display: f.count_or("display", 0)?,
             snapshot: f.count_or("snapshot", 0)?,
@@ -280,6 +315,10 @@ fn check_names(f: &Fields<'_>) -> Result<(), BlobError> {
         "test_iter",
         "test_interval",
         "solver_mode",
+        "train_net",
+        "test_net",
+        "test_initialization",
+        "average_loss",
     ];
     for (i, field) in f.message.fields.iter().enumerate() {
         let name = field.name.as_str();

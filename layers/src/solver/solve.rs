@@ -1,0 +1,244 @@
+//! Caffe's `Solver::Solve` over [`Net`]s: the nets a solver prototxt
+//! names, built; then iterations of forward, backward and update, with
+//! tests every `test_interval`, the loss every `display` and snapshots
+//! every `snapshot`, as `caffe train` runs them. The data are yours: a
+//! callback fills each net's inputs before its pass.
+
+use std::path::{Path, PathBuf};
+
+use blob_runtime::{BlobError, MathElement, Result};
+
+use super::SolverFile;
+use crate::net::{Net, NetState, Phase};
+
+/// What [`solve`] reports as it goes, in Caffe's log's order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SolveEvent {
+    /// A test net's outputs, each value averaged over its `test_iter`
+    /// passes (Caffe's "Test net output #j: accuracy = 0.98").
+    Test {
+        /// The iteration tested at.
+        iter: usize,
+        /// Which test net.
+        net: usize,
+        /// Each output blob's values, by name.
+        outputs: Vec<(String, Vec<f64>)>,
+    },
+    /// The loss at an iteration shown (`display`): this iteration's and
+    /// the mean of the last `average_loss`.
+    Loss {
+        /// The iteration.
+        iter: usize,
+        /// Its loss.
+        loss: f64,
+        /// The mean of the last `average_loss` iterations' losses.
+        smoothed: f64,
+    },
+    /// Files written by a snapshot.
+    Snapshot {
+        /// The weights (`PREFIX_iter_N.caffemodel`).
+        model: PathBuf,
+        /// The solver's state (`PREFIX_iter_N.solverstate`).
+        state: PathBuf,
+    },
+}
+
+/// Fills a net's inputs before a pass: the net, its phase, and the
+/// iteration (train) or the pass of the test (test).
+pub type Feed<'a, T> = dyn FnMut(&mut Net<T>, Phase, usize) -> Result<()> + 'a;
+
+fn file_error(what: &str, detail: String) -> BlobError {
+    BlobError::Net {
+        at: what.to_string(),
+        detail,
+    }
+}
+
+impl<T: MathElement> SolverFile<T> {
+    /// The train net (`train_net`, else `net`) in the TRAIN phase, its
+    /// path relative to `dir` (where the solver prototxt is), with the
+    /// input shapes its data layers need.
+    pub fn train_net(&self, dir: &Path, inputs: &[(&str, &[usize])]) -> Result<Net<T>> {
+        let Some(file) = self.train_net.as_ref().or(self.net.as_ref()) else {
+            return Err(file_error("solver", "no net: give net or train_net".into()));
+        };
+        build(dir.join(file), NetState::train(), inputs)
+    }
+
+    /// The test nets in the TEST phase: each `test_net`, else `net` once
+    /// per `test_iter`.
+    pub fn test_nets(&self, dir: &Path, inputs: &[(&str, &[usize])]) -> Result<Vec<Net<T>>> {
+        let files: Vec<&String> = if self.test_nets.is_empty() {
+            self.net.iter().cycle().take(self.test_iter.len()).collect()
+        } else {
+            self.test_nets.iter().collect()
+        };
+        if files.len() != self.test_iter.len() {
+            return Err(file_error(
+                "solver",
+                format!(
+                    "{} test nets but {} test_iter values: give one per test net",
+                    files.len(),
+                    self.test_iter.len()
+                ),
+            ));
+        }
+        files
+            .into_iter()
+            .map(|f| build(dir.join(f), NetState::test(), inputs))
+            .collect()
+    }
+}
+
+fn build<T: MathElement>(
+    path: PathBuf,
+    state: NetState,
+    inputs: &[(&str, &[usize])],
+) -> Result<Net<T>> {
+    let mut builder = Net::builder().state(state);
+    for (name, dims) in inputs {
+        builder = builder.input_shape(name, dims);
+    }
+    builder.from_file(path)
+}
+
+/// Caffe's `Solver::Solve` from the solver's iteration to `max_iter`:
+/// each iteration clears the parameters' gradients, runs `iter_size`
+/// forward and backward passes of `train` (each after `feed(train,
+/// Phase::Train, iter)` fills its inputs) and updates; the test nets
+/// (sharing the train net's weights) run every `test_interval`
+/// iterations, `test_iter` passes each; the loss is reported every
+/// `display` and the weights and state written every `snapshot`
+/// iterations (to `snapshot_prefix` + `_iter_N`), and at the end.
+/// The test nets are made to share the train net's weights
+/// ([`Net::share_weights_with`]).
+///
+/// ```
+/// use blob_layers::net::{Net, NetState};
+/// use blob_layers::solver::{SolveEvent, SolverFile, solve};
+/// let mut file = SolverFile::<f32>::parse("base_lr: 0.5 lr_policy: \"fixed\" max_iter: 20 display: 1")?;
+/// file.snapshot_prefix = Some(std::env::temp_dir().join("blobflow-solve-doc").display().to_string());
+/// // Class 0 always: the loss falls as the inner product learns it.
+/// let mut net = Net::<f32>::builder().state(NetState::train()).from_prototxt(r#"
+///     layer { name: "d" type: "DummyData" top: "x" top: "y"
+///             dummy_data_param { shape { dim: 8 dim: 3 } shape { dim: 8 } data_filler { type: "constant" value: 1 } } }
+///     layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s" inner_product_param { num_output: 2 } }
+///     layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "y" top: "loss" }"#)?;
+/// let mut losses = Vec::new();
+/// solve(&mut file, &mut net, &mut [], &mut |_, _, _| Ok(()), &mut |e| {
+///     if let SolveEvent::Loss { loss, .. } = e {
+///         losses.push(loss);
+///     }
+/// })?;
+/// assert_eq!(losses.len(), 20);
+/// assert!((losses[0] - std::f64::consts::LN_2).abs() < 1e-6 && losses[19] < 0.05);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub fn solve<T: MathElement>(
+    file: &mut SolverFile<T>,
+    train: &mut Net<T>,
+    tests: &mut [Net<T>],
+    feed: &mut Feed<'_, T>,
+    report: &mut dyn FnMut(SolveEvent),
+) -> Result<()> {
+    for test in tests.iter_mut() {
+        test.share_weights_with(train)?;
+    }
+    let specs = train.param_specs();
+    let iter_size = file.solver.iter_size.max(1);
+    let mut recent: Vec<f64> = Vec::new();
+    while file.solver.iter < file.max_iter {
+        let iter = file.solver.iter;
+        if file.test_interval > 0
+            && iter.is_multiple_of(file.test_interval)
+            && (iter > 0 || file.test_initialization)
+        {
+            test_all(file, tests, iter, feed, report)?;
+        }
+        train.clear_param_diffs()?;
+        let mut loss = 0.0;
+        for _ in 0..iter_size {
+            feed(train, Phase::Train, iter)?;
+            loss += train.forward()?.to_f64();
+            train.backward()?;
+        }
+        loss /= iter_size as f64;
+        recent.push(loss);
+        if recent.len() > file.average_loss {
+            recent.remove(0);
+        }
+        if file.display > 0 && iter.is_multiple_of(file.display) {
+            let smoothed = recent.iter().sum::<f64>() / recent.len() as f64;
+            report(SolveEvent::Loss {
+                iter,
+                loss,
+                smoothed,
+            });
+        }
+        file.solver.step(&train.param_blobs(), &specs)?;
+        if file.snapshot > 0 && file.solver.iter.is_multiple_of(file.snapshot) {
+            report(snapshot(file, train)?);
+        }
+    }
+    if file.snapshot == 0 || !file.solver.iter.is_multiple_of(file.snapshot) {
+        report(snapshot(file, train)?);
+    }
+    if file.test_interval > 0 && file.solver.iter.is_multiple_of(file.test_interval) {
+        test_all(file, tests, file.solver.iter, feed, report)?;
+    }
+    Ok(())
+}
+
+/// Every test net, `test_iter` passes each, outputs averaged.
+fn test_all<T: MathElement>(
+    file: &SolverFile<T>,
+    tests: &mut [Net<T>],
+    iter: usize,
+    feed: &mut Feed<'_, T>,
+    report: &mut dyn FnMut(SolveEvent),
+) -> Result<()> {
+    for (k, (net, &passes)) in tests.iter_mut().zip(&file.test_iter).enumerate() {
+        let names: Vec<String> = net.outputs().iter().map(|s| s.to_string()).collect();
+        let mut sums: Vec<Vec<f64>> = Vec::new();
+        for pass in 0..passes {
+            feed(net, Phase::Test, pass)?;
+            net.forward()?;
+            for (j, name) in names.iter().enumerate() {
+                let values = net.blob(name).expect("an output is a blob").to_vec()?;
+                if sums.len() <= j {
+                    sums.push(vec![0.0; values.len()]);
+                }
+                for (s, v) in sums[j].iter_mut().zip(values) {
+                    *s += v.to_f64();
+                }
+            }
+        }
+        let outputs = names
+            .into_iter()
+            .zip(sums)
+            .map(|(n, s)| (n, s.into_iter().map(|v| v / passes.max(1) as f64).collect()))
+            .collect();
+        report(SolveEvent::Test {
+            iter,
+            net: k,
+            outputs,
+        });
+    }
+    Ok(())
+}
+
+/// Writes `PREFIX_iter_N.caffemodel` and `.solverstate` (Caffe's
+/// `Snapshot`).
+fn snapshot<T: MathElement>(file: &SolverFile<T>, train: &Net<T>) -> Result<SolveEvent> {
+    let prefix = file.snapshot_prefix.clone().unwrap_or_default();
+    let stem = format!("{prefix}_iter_{}", file.solver.iter);
+    let model = PathBuf::from(format!("{stem}.caffemodel"));
+    let state = PathBuf::from(format!("{stem}.solverstate"));
+    train.to_model()?.save(&model)?;
+    let name = model
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    blob_runtime::write_solver_state(&state, &file.solver.state(&name)?)?;
+    Ok(SolveEvent::Snapshot { model, state })
+}
