@@ -51,6 +51,7 @@ pub mod lenet;
 mod lrn;
 pub mod net;
 mod net_layers;
+mod neuron;
 mod pool;
 mod prelu;
 pub mod registry;

@@ -9,12 +9,13 @@ use crate::concat::ConcatLayer;
 use crate::conv::ConvolutionLayer;
 use crate::dropout::DropoutLayer;
 use crate::dummy_data::DummyDataLayer;
-use crate::dyn_layer::{bad_param, sub_param};
+use crate::dyn_layer::sub_param;
 use crate::eltwise::EltwiseLayer;
 use crate::flatten::FlattenLayer;
 use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
 use crate::lrn::LrnLayer;
+use crate::neuron::NeuronLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
 use crate::registry::LayerRegistry;
@@ -51,15 +52,23 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
         Ok(Box::new(InnerProductLayer::<T>::from_param(p)?))
     });
     r.register("ReLU", |p| {
-        let slope = sub_param(p, "relu_param").float("negative_slope");
-        if slope != 0.0 {
-            return Err(bad_param(
-                "set up ReLU",
-                format!("negative_slope {slope} is not supported yet (only 0)"),
-            ));
+        if sub_param(p, "relu_param").float("negative_slope") != 0.0 {
+            return Ok(Box::new(NeuronLayer::from_param(p)?));
         }
         Ok(Box::new(ActivationLayer::<Rectify>::new()))
     });
+    for kind in [
+        "AbsVal",
+        "Power",
+        "ELU",
+        "BNLL",
+        "Exp",
+        "Log",
+        "Threshold",
+        "Clip",
+    ] {
+        r.register(kind, |p| Ok(Box::new(NeuronLayer::from_param(p)?)));
+    }
     r.register("Sigmoid", |_| {
         Ok(Box::new(ActivationLayer::<Logistic>::new()))
     });

@@ -381,3 +381,67 @@ fn padded_pooling() {
         &[&[1, 2, 5, 5]],
     );
 }
+
+#[test]
+fn element_wise_layers_with_parameters() {
+    for text in [
+        r#"type: "AbsVal""#,
+        r#"type: "Power" power_param { power: 2 scale: 0.5 shift: 3 }"#,
+        r#"type: "Power" power_param { power: 0.5 scale: 1 shift: 2 }"#,
+        r#"type: "ELU" elu_param { alpha: 0.7 }"#,
+        r#"type: "BNLL""#,
+        r#"type: "Exp" exp_param { base: 2 scale: 0.5 shift: 0.1 }"#,
+        r#"type: "Exp""#,
+        r#"type: "Log" log_param { base: 10 scale: 1 shift: 2 }"#,
+        r#"type: "Clip" clip_param { min: -0.5 max: 0.5 }"#,
+        r#"type: "ReLU" relu_param { negative_slope: 0.1 }"#,
+    ] {
+        check(text, &[&[2, 3, 2]]);
+    }
+}
+
+#[test]
+fn element_wise_values_as_caffe_defines_them() {
+    let run = |text: &str, x: Vec<f64>| -> Vec<f64> {
+        let mut l = layer(text);
+        let x = Blob::from_vec(&[x.len()], x).unwrap();
+        let mut y = Blob::<f64>::default();
+        let shapes = l.reshape(&[&x], &[&y]).unwrap();
+        y.reshape(&shapes[0].dims).unwrap();
+        l.forward(&[&x], &[&y]).unwrap();
+        y.to_vec().unwrap()
+    };
+    assert_eq!(
+        run(
+            r#"type: "Threshold" threshold_param { threshold: 0.5 }"#,
+            vec![0.5, 0.6, -1.0]
+        ),
+        [0.0, 1.0, 0.0]
+    );
+    assert_eq!(
+        run(
+            r#"type: "Clip" clip_param { min: 0 max: 6 }"#,
+            vec![-1.0, 3.0, 7.0]
+        ),
+        [0.0, 3.0, 6.0]
+    );
+    // power * scale == 0: the input is ignored.
+    assert_eq!(
+        run(
+            r#"type: "Power" power_param { power: 2 scale: 0 shift: 3 }"#,
+            vec![5.0]
+        ),
+        [9.0]
+    );
+    assert_eq!(
+        run(r#"type: "Power" power_param { power: 0 }"#, vec![5.0]),
+        [1.0]
+    );
+    assert_eq!(
+        run(
+            r#"type: "ReLU" relu_param { negative_slope: 0.5 }"#,
+            vec![-2.0, 2.0]
+        ),
+        [-1.0, 2.0]
+    );
+}

@@ -1,0 +1,315 @@
+//! Caffe's other element-wise layers, each `y = f(x)` with its own
+//! parameters: AbsVal, Power, ELU, BNLL, Exp, Log, Threshold, Clip, and
+//! ReLU with a `negative_slope` (leaky). On the host whatever the device
+//! (the blobs' heads move the bytes); ReLU, Sigmoid and TanH without a
+//! slope have their CUDA sides in `activation`.
+
+use blob_proto::ParamMessage;
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{DynLayer, TopShape, bad_param, like_first_bottom, sub_param};
+use crate::layer::{Result, in_place};
+
+/// Which function, with its parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Neuron {
+    AbsVal,
+    /// `(shift + scale x)^power`.
+    Power {
+        power: f64,
+        scale: f64,
+        shift: f64,
+    },
+    /// `x` or `alpha (e^x - 1)`.
+    Elu {
+        alpha: f64,
+    },
+    /// `log(1 + e^x)`, computed stably.
+    Bnll,
+    /// `base^(shift + scale x)`, as `e^(ln_base (shift + scale x))`.
+    Exp {
+        ln_base: f64,
+        scale: f64,
+        shift: f64,
+    },
+    /// `log_base(shift + scale x)`.
+    Log {
+        ln_base: f64,
+        scale: f64,
+        shift: f64,
+    },
+    /// `1` above the threshold, else `0`.
+    Threshold {
+        threshold: f64,
+    },
+    /// `x` clamped to `[min, max]`.
+    Clip {
+        min: f64,
+        max: f64,
+    },
+    /// `x` or `slope x`.
+    LeakyRelu {
+        slope: f64,
+    },
+}
+
+impl Neuron {
+    fn type_name(self) -> &'static str {
+        match self {
+            Self::AbsVal => "AbsVal",
+            Self::Power { .. } => "Power",
+            Self::Elu { .. } => "ELU",
+            Self::Bnll => "BNLL",
+            Self::Exp { .. } => "Exp",
+            Self::Log { .. } => "Log",
+            Self::Threshold { .. } => "Threshold",
+            Self::Clip { .. } => "Clip",
+            Self::LeakyRelu { .. } => "ReLU",
+        }
+    }
+
+    fn forward(self, x: f64) -> f64 {
+        match self {
+            Self::AbsVal => x.abs(),
+            Self::Power {
+                power,
+                scale,
+                shift,
+            } => {
+                if power * scale == 0.0 {
+                    if power == 0.0 { 1.0 } else { shift.powf(power) }
+                } else {
+                    (shift + scale * x).powf(power)
+                }
+            }
+            Self::Elu { alpha } => {
+                if x > 0.0 {
+                    x
+                } else {
+                    alpha * x.exp_m1()
+                }
+            }
+            Self::Bnll => {
+                if x > 0.0 {
+                    x + (-x).exp().ln_1p()
+                } else {
+                    x.exp().ln_1p()
+                }
+            }
+            Self::Exp {
+                ln_base,
+                scale,
+                shift,
+            } => (ln_base * (shift + scale * x)).exp(),
+            Self::Log {
+                ln_base,
+                scale,
+                shift,
+            } => (shift + scale * x).ln() / ln_base,
+            Self::Threshold { threshold } => f64::from(u8::from(x > threshold)),
+            Self::Clip { min, max } => x.max(min).min(max),
+            Self::LeakyRelu { slope } => {
+                if x > 0.0 {
+                    x
+                } else {
+                    slope * x
+                }
+            }
+        }
+    }
+
+    /// `dy f'(x)`, from `x` and `y`. In place `x` is `y`: the functions
+    /// that allow it need only its sign there, which `y` keeps.
+    fn backward(self, x: f64, y: f64, dy: f64) -> f64 {
+        match self {
+            Self::AbsVal => {
+                dy * if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            }
+            Self::Power {
+                power,
+                scale,
+                shift,
+            } => {
+                if power * scale == 0.0 {
+                    0.0
+                } else {
+                    dy * power * scale * (shift + scale * x).powf(power - 1.0)
+                }
+            }
+            Self::Elu { alpha } => {
+                if x > 0.0 {
+                    dy
+                } else {
+                    dy * (y + alpha)
+                }
+            }
+            Self::Bnll => {
+                let t = x.min(50.0).exp();
+                dy * t / (t + 1.0)
+            }
+            Self::Exp { ln_base, scale, .. } => dy * y * ln_base * scale,
+            Self::Log {
+                ln_base,
+                scale,
+                shift,
+            } => dy * scale / (ln_base * (shift + scale * x)),
+            Self::Threshold { .. } => 0.0,
+            Self::Clip { min, max } => {
+                if (min..=max).contains(&x) {
+                    dy
+                } else {
+                    0.0
+                }
+            }
+            Self::LeakyRelu { slope } => {
+                if x > 0.0 {
+                    dy
+                } else {
+                    dy * slope
+                }
+            }
+        }
+    }
+
+    /// Whether backward can work from the output alone (in place).
+    fn in_place_ok(self) -> bool {
+        matches!(
+            self,
+            Self::Elu { alpha } if alpha >= 0.0
+        ) || matches!(self, Self::Exp { .. } | Self::Threshold { .. })
+            || matches!(self, Self::LeakyRelu { slope } if slope >= 0.0)
+    }
+}
+
+/// One of Caffe's element-wise layers.
+pub(crate) struct NeuronLayer {
+    neuron: Neuron,
+}
+
+/// `ln(base)` of an Exp or Log layer's base (-1: e).
+fn ln_base(p: &ParamMessage, op: &'static str) -> Result<f64> {
+    let base = p.float("base");
+    if base == -1.0 {
+        return Ok(1.0);
+    }
+    if base <= 0.0 {
+        return Err(bad_param(
+            op,
+            format!("base must be strictly positive, or -1 for e; got {base}"),
+        ));
+    }
+    Ok(base.ln())
+}
+
+impl NeuronLayer {
+    /// The layer of `layer`'s type from its parameters.
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        let neuron = match layer.string("type") {
+            "AbsVal" => Neuron::AbsVal,
+            "Power" => {
+                let p = sub_param(layer, "power_param");
+                Neuron::Power {
+                    power: p.float("power"),
+                    scale: p.float("scale"),
+                    shift: p.float("shift"),
+                }
+            }
+            "ELU" => Neuron::Elu {
+                alpha: sub_param(layer, "elu_param").float("alpha"),
+            },
+            "BNLL" => Neuron::Bnll,
+            "Exp" => {
+                let p = sub_param(layer, "exp_param");
+                Neuron::Exp {
+                    ln_base: ln_base(&p, "set up Exp")?,
+                    scale: p.float("scale"),
+                    shift: p.float("shift"),
+                }
+            }
+            "Log" => {
+                let p = sub_param(layer, "log_param");
+                Neuron::Log {
+                    ln_base: ln_base(&p, "set up Log")?,
+                    scale: p.float("scale"),
+                    shift: p.float("shift"),
+                }
+            }
+            "Threshold" => Neuron::Threshold {
+                threshold: sub_param(layer, "threshold_param").float("threshold"),
+            },
+            "Clip" => {
+                let p = sub_param(layer, "clip_param");
+                if !p.has("min") || !p.has("max") {
+                    return Err(bad_param("set up Clip", "both min and max are required"));
+                }
+                Neuron::Clip {
+                    min: p.float("min"),
+                    max: p.float("max"),
+                }
+            }
+            _ => Neuron::LeakyRelu {
+                slope: sub_param(layer, "relu_param").float("negative_slope"),
+            },
+        };
+        Ok(Self { neuron })
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for NeuronLayer {
+    fn type_name(&self) -> &str {
+        self.neuron.type_name()
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        Ok(like_first_bottom(bottoms))
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let x = bottoms[0].to_vec()?;
+        for (o, v) in tops[0].mutable_cpu_data()?.iter_mut().zip(x) {
+            *o = T::from_f64(self.neuron.forward(v.to_f64()));
+        }
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        if matches!(self.neuron, Neuron::Threshold { .. }) {
+            return Err(bad_param(
+                "threshold backward",
+                "Threshold has no backward pass (Caffe's neither)",
+            ));
+        }
+        let (x, y, dy) = (
+            bottoms[0].to_vec()?,
+            tops[0].to_vec()?,
+            tops[0].diff_to_vec()?,
+        );
+        let same = in_place(bottoms[0], tops[0]);
+        for (i, d) in bottoms[0].mutable_cpu_diff()?.iter_mut().enumerate() {
+            let input = if same { y[i] } else { x[i] };
+            *d = T::from_f64(
+                self.neuron
+                    .backward(input.to_f64(), y[i].to_f64(), dy[i].to_f64()),
+            );
+        }
+        Ok(())
+    }
+
+    fn allows_in_place(&self) -> bool {
+        self.neuron.in_place_ok()
+    }
+}
