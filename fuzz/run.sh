@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes the Caffe decoders, seeded with every real Caffe file of the
 # repository's tests/fixtures, then the .safetensors reader, seeded with
-# small converted files, then the prototxt readers, seeded with the
-# repository's .prototxt files. Usage: fuzz/run.sh [seconds per target]
+# small converted files, then the prototxt readers and caffe.proto's
+# schema reader, seeded with the repository's .prototxt files, then the
+# .npy reader, seeded with the reference outputs. Usage: fuzz/run.sh [seconds per target]
 # (600).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,3 +24,9 @@ mkdir -p "$texts"
 find .. \( -path ../target -o -path ../fuzz/corpus -o -path ../fuzz/target \) -prune -o -name '*.prototxt' -size -64k -print \
     | while read -r f; do cp "$f" "$texts/$(echo "$f" | tr '/.' '__')"; done
 cargo +nightly fuzz run prototxt "$texts" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+cargo +nightly fuzz run params "$texts" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+arrays=corpus/npy
+mkdir -p "$arrays"
+cp ../tests/fixtures/nets/mtcnn/*.npy "$arrays/"
+cargo +nightly fuzz run npy "$arrays" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1

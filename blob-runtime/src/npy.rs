@@ -132,7 +132,7 @@ pub fn from_bytes<T: MathElement>(bytes: &[u8], path: &str) -> Result<Blob<T>> {
             .collect()
     };
     debug_assert_eq!(values.len(), count);
-    Blob::from_vec(&shape, values)
+    Blob::from_vec(&shape, values).map_err(|e| bad(path, e.to_string()))
 }
 
 /// Reads a `.npy` file into a blob; errors name the file.
@@ -185,4 +185,105 @@ pub fn write<T: MathElement>(path: impl AsRef<Path>, blob: &Blob<T>) -> Result<(
         path: path.display().to_string(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version 1.0 file of `header` and `body`.
+    fn file(header: &str, body: &[u8]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&[1, 0]);
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn f8_reads_into_f32_and_back() {
+        let body: Vec<u8> = [1.5f64, -2.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let bytes = file(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
+            &body,
+        );
+        let b: Blob<f32> = from_bytes(&bytes, "a.npy").unwrap();
+        assert_eq!(
+            (b.shape(), b.to_vec().unwrap()),
+            (&[2usize][..], vec![1.5, -2.0])
+        );
+        let scalar = file(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
+            &7f32.to_le_bytes(),
+        );
+        assert_eq!(
+            from_bytes::<f64>(&scalar, "s.npy")
+                .unwrap()
+                .to_vec()
+                .unwrap(),
+            [7.0]
+        );
+    }
+
+    #[test]
+    fn bad_files_name_themselves_and_what_is_wrong() {
+        let four = 1f32.to_le_bytes();
+        let cases: [(Vec<u8>, &str); 6] = [
+            (b"PK\x03\x04 not numpy".to_vec(), "not a .npy file"),
+            (
+                file(
+                    "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                    &four,
+                ),
+                "needs a different size",
+            ),
+            (
+                file(
+                    "{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }",
+                    &four,
+                ),
+                "dtype <i4 is not supported",
+            ),
+            (
+                file(
+                    "{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }",
+                    &four,
+                ),
+                "only C order",
+            ),
+            (
+                file(
+                    "{'descr': '<f4', 'fortran_order': False, 'shape': (1, x), }",
+                    &four,
+                ),
+                "bad dim",
+            ),
+            (
+                file(
+                    &format!(
+                        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
+                        "1, ".repeat(33)
+                    ),
+                    &four,
+                ),
+                "32",
+            ),
+        ];
+        for (bytes, want) in cases {
+            let err = from_bytes::<f32>(&bytes, "x.npy").unwrap_err().to_string();
+            assert!(err.contains("x.npy") && err.contains(want), "{err}");
+        }
+        let huge = file(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+            &four,
+        );
+        assert!(
+            from_bytes::<f32>(&huge, "h.npy").is_err(),
+            "no allocation for a shape the bytes do not hold"
+        );
+    }
 }
