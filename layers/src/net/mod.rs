@@ -815,6 +815,22 @@ impl<T: MathElement> Net<T> {
     }
 
     /// Caffe's `Backward`: every layer that needs it, last to first.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// // A deploy net runs no backward unless forced.
+    /// let mut net = Net::<f64>::from_prototxt(
+    ///     r#"force_backward: true input: "x" input_shape { dim: 1 dim: 2 }
+    ///        layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+    ///                inner_product_param { num_output: 1 weight_filler { type: "constant" value: 3 } } }"#,
+    ///     NetState::test(),
+    /// )?;
+    /// net.forward()?;
+    /// net.blob("y").unwrap().mutable_cpu_diff()?.fill(1.0);
+    /// net.backward()?;
+    /// assert_eq!(net.blob("x").unwrap().diff_to_vec()?, [3.0, 3.0]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
     pub fn backward(&mut self) -> Result<()> {
         if self.layers.is_empty() {
             return Ok(());
@@ -1000,6 +1016,18 @@ impl<T: MathElement> Net<T> {
     /// parameter data (not the gradients) of `other`'s first layer of the
     /// same name, as a test net shares its train net's weights; counts
     /// and shapes must match.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let text = r#"input: "x" input_shape { dim: 1 dim: 2 }
+    ///     layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 1 } }"#;
+    /// let train = Net::<f32>::from_prototxt(text, NetState::train())?;
+    /// let mut test = Net::<f32>::from_prototxt(text, NetState::test())?;
+    /// test.share_weights_with(&train)?;
+    /// train.layer_blobs("ip").unwrap()[0].mutable_cpu_data()?.fill(0.5);
+    /// assert_eq!(test.layer_blobs("ip").unwrap()[0].to_vec()?, [0.5, 0.5]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
     pub fn share_weights_with(&mut self, other: &Net<T>) -> Result<()> {
         for l in &mut self.layers {
             let Some(src) = other.layers.iter().find(|o| o.name == l.name) else {
@@ -1032,6 +1060,19 @@ impl<T: MathElement> Net<T> {
     /// Caffe's `ToProto` then `WriteProtoToBinaryFile`: a `.caffemodel`
     /// Caffe reads, each layer as built (phase, Splits, loss weights)
     /// with its blobs' data.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let text = r#"input: "x" input_shape { dim: 1 dim: 2 }
+    ///     layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 1 } }"#;
+    /// let net = Net::<f32>::from_prototxt(text, NetState::test())?;
+    /// net.layer_blobs("ip").unwrap()[0].mutable_cpu_data()?.fill(2.0);
+    /// let model = net.to_model()?; // model.save("net.caffemodel") writes it
+    /// let mut other = Net::<f32>::from_prototxt(text, NetState::test())?;
+    /// assert_eq!(other.copy_from(&model)?.copied, ["ip"]);
+    /// assert_eq!(other.layer_blobs("ip").unwrap()[0].to_vec()?, [2.0, 2.0]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
     pub fn to_model(&self) -> Result<CaffeModel> {
         use blob_proto::Message;
         let mut bytes = Vec::new();
@@ -1062,6 +1103,21 @@ impl<T: MathElement> Net<T> {
 
     /// Puts every blob and parameter on `device` (Caffe's
     /// `Caffe::set_mode(GPU)` for this net): the layers then run there.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// // On a GPU: `blob_runtime::cuda::CudaBackend::new(0)?` (feature `cuda`).
+    /// let device = blob_runtime::host_device::HostDevice::new();
+    /// let mut net = Net::<f32>::from_prototxt(
+    ///     r#"input: "x" input_shape { dim: 1 dim: 3 } layer { name: "s" type: "Softmax" bottom: "x" top: "p" }"#,
+    ///     NetState::test(),
+    /// )?;
+    /// net.to_device(device)?;
+    /// assert!(net.blob("p").unwrap().device().is_some());
+    /// net.forward()?;
+    /// assert_eq!(net.blob("p").unwrap().to_vec()?, [1.0 / 3.0; 3]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
     pub fn to_device(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
         for b in &mut self.blobs {
             b.move_to(device.clone())?;
