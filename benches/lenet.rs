@@ -1,20 +1,21 @@
-//! LeNet throughput in images/s: the forward pass and a training step
-//! (forward, backward and Caffe's SGD update: momentum 0.9, weight decay
-//! 5e-4) at batch 64 and 1000, weights from Caffe's fillers.
+//! LeNet throughput in images/s, net alone (inputs filled once, before the
+//! clock): the forward pass and a training step (forward, backward and
+//! Caffe's SGD update: momentum 0.9, weight decay 5e-4) at batch 64 and
+//! 1000, on Caffe's own `lenet_train_test.prototxt` built as a `Net`
+//! (TRAIN phase), weights from its fillers.
 //!
 //! The CPU runs on every core, then on one in the same run: the ratio is
 //! what the cores add. Built with `--features cuda`, it runs the same net
-//! on GPU 0 too and prints the ratio to the CPU; with `--features cudnn`
-//! also with TF32 convolutions (`gpu tf32`, PyTorch's default for
-//! convolutions); `scripts/lenet_torch.py` runs the same net in PyTorch on
-//! the same machine for a peer figure.
+//! on GPU 0 too and prints the ratio to the CPU; `scripts/lenet_torch.py`
+//! runs the same net in PyTorch on the same machine for a peer figure.
 //!
 //! Run: `cargo bench --bench lenet` (GPU: `cargo bench --features cuda
 //! --bench lenet`).
 
 use blobflow::BlobError;
-use blobflow::layers::lenet::{LeNet, PARAM_SPECS};
+use blobflow::layers::net::Net;
 use blobflow::layers::solver::SgdSolver;
+use blobflow_mnist::Trainer;
 
 #[cfg(feature = "cuda")]
 #[path = "support/no_gpu.rs"]
@@ -31,17 +32,30 @@ struct Rates {
     train: [f64; 2],
 }
 
-/// A net of `batch` with Caffe's fillers and a fixed batch of digits.
-fn net(batch: usize) -> Result<(LeNet, Vec<u8>), BlobError> {
-    let mut net = LeNet::new(batch)?;
-    net.init_fillers()?;
+/// LeNet's train net for `batch` with Caffe's fillers and a fixed batch
+/// of digits and labels.
+fn net(batch: usize) -> Result<Net<f32>, BlobError> {
+    let net = Trainer::new(batch, 1, 1701)?.net;
     let mut state = 1701u32;
-    for v in net.input().mutable_cpu_data()?.iter_mut() {
+    for v in net
+        .blob("data")
+        .expect("LeNet's input")
+        .mutable_cpu_data()?
+        .iter_mut()
+    {
         state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
         *v = (state >> 8) as f32 / (1u32 << 24) as f32;
     }
-    let labels = (0..batch).map(|i| (i % 10) as u8).collect();
-    Ok((net, labels))
+    for (i, v) in net
+        .blob("label")
+        .expect("LeNet's labels")
+        .mutable_cpu_data()?
+        .iter_mut()
+        .enumerate()
+    {
+        *v = (i % 10) as f32;
+    }
+    Ok(net)
 }
 
 /// Images/s of `step` on `batch` images (see [`repetitions::per_second`]).
@@ -55,21 +69,31 @@ fn rate(
 
 /// Measures every case, each net first given to `prepare` (which moves
 /// it to a device, if any) before the clock starts.
-fn measure(prepare: impl Fn(&mut LeNet) -> Result<(), BlobError>) -> Result<Rates, BlobError> {
+fn measure(prepare: impl Fn(&mut Net<f32>) -> Result<(), BlobError>) -> Result<Rates, BlobError> {
     let mut rates = Rates::default();
     for (i, &batch) in BATCHES.iter().enumerate() {
-        let (mut n, labels) = net(batch)?;
+        let mut n = net(batch)?;
         prepare(&mut n)?;
+        let specs = n.param_specs();
         let n = std::cell::RefCell::new(n);
-        let finish = || n.borrow().prob().cpu_data().map(drop);
-        rates.forward[i] = rate(batch, || n.borrow_mut().forward(), finish)?;
+        let finish = || {
+            n.borrow()
+                .blob("ip2")
+                .expect("LeNet's scores")
+                .cpu_data()
+                .map(drop)
+        };
+        // The TRAIN net computes its loss too: Caffe's `caffe time` on
+        // this file times the same layers.
+        let forward = || n.borrow_mut().forward().map(drop);
+        rates.forward[i] = rate(batch, forward, finish)?;
         let mut solver = SgdSolver::lenet();
         let train = || {
             let mut n = n.borrow_mut();
-            // The loss is not read: PyTorch's peer step does not read
-            // its loss either; `finish` waits for the work at the end.
-            n.backprop(&labels)?;
-            solver.step(&n.params(), &PARAM_SPECS)
+            n.clear_param_diffs()?;
+            n.forward()?;
+            n.backward()?;
+            solver.step(&n.param_blobs(), &specs)
         };
         rates.train[i] = rate(batch, train, finish)?;
     }
@@ -122,15 +146,6 @@ fn gpu(cpu: &Rates) -> Result<(), BlobError> {
     let device: std::sync::Arc<dyn blobflow::runtime::DeviceBackend> = backend;
     let rates = measure(|n| n.to_device(device.clone()))?;
     print("gpu", &rates, Some(("cpu", cpu)));
-    #[cfg(feature = "cudnn")]
-    {
-        let rates = measure(|n| {
-            n.conv1.allow_tf32 = true;
-            n.conv2.allow_tf32 = true;
-            n.to_device(device.clone())
-        })?;
-        print("gpu tf32", &rates, Some(("cpu", cpu)));
-    }
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! `cargo bench --features cuda --bench solver`).
 
 use blobflow::BlobError;
-use blobflow::layers::lenet::{LeNet, PARAM_SPECS};
+use blobflow::layers::net::Net;
 use blobflow::layers::solver::{LrPolicy, SgdSolver, SolverType};
 
 #[cfg(feature = "cuda")]
@@ -43,10 +43,9 @@ fn cases() -> Vec<(&'static str, SgdSolver, usize)> {
 /// LeNet with Caffe's fillers and a small gradient in every diff. Each
 /// step writes its update into the diffs, which the next step takes as
 /// its gradient (they stay small), so no host work sits between steps.
-fn net() -> Result<LeNet, BlobError> {
-    let mut net = LeNet::new(1)?;
-    net.init_fillers()?;
-    for p in net.params() {
+fn net() -> Result<Net<f32>, BlobError> {
+    let net = blobflow_mnist::Trainer::new(1, 1, 1701)?.net;
+    for p in net.param_blobs() {
         p.mutable_cpu_diff()?.fill(1e-3);
     }
     Ok(net)
@@ -54,10 +53,11 @@ fn net() -> Result<LeNet, BlobError> {
 
 /// Steps/s of `solver` on `net`'s parameters; each run ends with a read
 /// of a parameter, which waits for a device.
-fn steps_per_second(net: &LeNet, mut solver: SgdSolver) -> Result<f64, BlobError> {
-    let params = net.params();
+fn steps_per_second(net: &Net<f32>, mut solver: SgdSolver) -> Result<f64, BlobError> {
+    let params = net.param_blobs();
+    let specs = net.param_specs();
     repetitions::per_second(
-        || solver.step(&params, &PARAM_SPECS),
+        || solver.step(&params, &specs),
         || params[0].cpu_data().map(drop),
     )
 }
@@ -66,10 +66,10 @@ fn steps_per_second(net: &LeNet, mut solver: SgdSolver) -> Result<f64, BlobError
 /// SGD and, where given, to `reference` (steps/s by name).
 fn run(
     place: &str,
-    net: &LeNet,
+    net: &Net<f32>,
     reference: Option<&[(&str, f64)]>,
 ) -> Result<Vec<(&'static str, f64)>, BlobError> {
-    let count: usize = net.params().iter().map(|p| p.count()).sum();
+    let count: usize = net.param_blobs().iter().map(|p| p.count()).sum();
     let mut rates = Vec::new();
     for (name, solver, histories) in cases() {
         let rate = steps_per_second(net, solver)?;
@@ -114,7 +114,7 @@ fn gpu(_cpu: &[(&str, f64)]) -> Result<(), BlobError> {
 
 fn main() -> Result<(), BlobError> {
     let net = net()?;
-    let count: usize = net.params().iter().map(|p| p.count()).sum();
+    let count: usize = net.param_blobs().iter().map(|p| p.count()).sum();
     println!("{count} parameters, f32");
     let cpu = run("cpu", &net, None)?;
     gpu(&cpu)

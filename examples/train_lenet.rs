@@ -104,7 +104,7 @@ fn move_to_gpu(t: &mut Trainer) -> Result<(), blobflow::BlobError> {
         gpu.gpu().name(),
         blobflow::layers::gpu_convolution_path()
     );
-    t.net.to_device(gpu)
+    t.to_device(gpu)
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -127,12 +127,13 @@
 //! On a GPU a layer's work is queued and the host goes on: it waits for
 //! the device only where a value must reach it, a host read of a blob
 //! that lives there (`cpu_data`, `to_vec`, `accuracy`), or the loss
-//! (`SoftmaxWithLoss::value`, `LeNet::forward_backward`). Uploads do not
+//! (`SoftmaxWithLoss::value`, `Net::forward`). Uploads do not
 //! wait; writing a blob's host side again waits for its last upload. A
 //! training loop that reads its loss only when it shows it, as
 //! `typed_layers` does and as Caffe's `display` interval would, never
-//! holds the GPU back between (`LeNet::backprop` is the net's step
-//! without the read); one that reads it every step reads it last, once
+//! holds the GPU back between (`Net::forward_unread` is the net's pass
+//! without the read, `Net::loss` the read); one that reads it every step
+//! reads it last, once
 //! the update is queued too (`Trainer::step` does), so the device has
 //! the whole step before the host waits.
 //!

@@ -299,8 +299,12 @@ fn a_dim_that_disagrees_with_the_data_is_refused_by_name() {
     let want = ground_truth::FLIPPED_DIM_ERROR;
     let err = model.layer_blobs::<f32>("conv1").unwrap_err().to_string();
     assert!(err.contains(want), "{err}");
-    let mut net = blobflow::layers::lenet::LeNet::new(1).unwrap();
-    let err = net.load_weights(&model).unwrap_err().to_string();
+    let mut net = blobflow::layers::net::Net::<f32>::from_file(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/models/lenet/lenet.prototxt"),
+        blobflow::layers::net::NetState::test(),
+    )
+    .unwrap();
+    let err = net.copy_from(&model).unwrap_err().to_string();
     // Loading into LeNet's (20, 1, 5, 5) fails on the shape first, as
     // Caffe's CopyTrainedLayersFrom does.
     assert!(

@@ -362,11 +362,16 @@ fn a_v1_model_rewritten_through_the_weights_api_is_the_same_file() {
     assert_eq!(headers(&rewritten), headers(&original));
     assert_eq!(rewritten, original, "the rewrite is the file Caffe wrote");
 
-    let mut net = blobflow::layers::lenet::LeNet::new(1).unwrap();
-    net.load_weights(&CaffeModel::from_bytes(&rewritten).unwrap())
+    let mut net = blobflow::layers::net::Net::<f32>::from_file(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/models/lenet/lenet.prototxt"),
+        blobflow::layers::net::NetState::test(),
+    )
+    .unwrap();
+    net.copy_from(&CaffeModel::from_bytes(&rewritten).unwrap())
         .unwrap();
-    assert_eq!(net.params()[1].shape(), &[20]);
-    assert!((net.params()[1].asum_data().unwrap() - 2.206269).abs() < 1e-5);
+    let conv1_bias = &net.layer_blobs("conv1").unwrap()[1];
+    assert_eq!(conv1_bias.shape(), &[20]);
+    assert!((conv1_bias.asum_data().unwrap() - 2.206269).abs() < 1e-5);
 
     // A blob whose shape the user changed is written new-style.
     let wider = Blob::<f32>::new(&[30]).unwrap();

@@ -8,7 +8,8 @@
 
 use std::sync::Arc;
 
-use blobflow::layers::lenet::LeNet;
+use blobflow::CaffeModel;
+use blobflow::layers::net::Net;
 use blobflow::runtime::DeviceBackend;
 use blobflow::runtime::host_device::HostDevice;
 use blobflow_mnist::Trainer;
@@ -22,29 +23,43 @@ fn device() -> Arc<dyn DeviceBackend> {
     HostDevice::new()
 }
 
-/// `LeNet::to_device` keeps the trained weights: the net on the device
+/// Caffe's deploy LeNet with the shipped weights.
+fn lenet(batch: usize) -> Net<f32> {
+    let mut net = Net::<f32>::builder()
+        .input_shape("data", &[batch, 1, 28, 28])
+        .from_file(root().join("models/lenet/lenet.prototxt"))
+        .unwrap();
+    let model = root().join("models/lenet/lenet_iter_10000.caffemodel");
+    net.copy_from(&CaffeModel::open(model).unwrap()).unwrap();
+    net
+}
+
+/// `Net::to_device` keeps the trained weights: the net on the device
 /// gives the host's probabilities on 500 digits, its blobs there.
 #[test]
 fn lenet_moved_to_a_device_keeps_its_weights() {
     let data = digits();
-    let model = root().join("models/lenet/lenet_iter_10000.caffemodel");
     let batch = 100;
-    let mut on_host = LeNet::load(&model, batch).unwrap();
-    let mut on_device = LeNet::load(&model, batch).unwrap();
+    let mut on_host = lenet(batch);
+    let mut on_device = lenet(batch);
+    assert_eq!(on_host.blob("data").unwrap().shape(), [batch, 1, 28, 28]);
     let dev = device();
     on_device.to_device(dev.clone()).unwrap();
-    for p in on_device.params() {
+    for p in on_device.param_blobs() {
         assert!(p.device().is_some_and(|d| Arc::ptr_eq(d, &dev)));
     }
-    let mut images = vec![0f32; batch * 784];
     for start in (0..500).step_by(batch) {
-        data.scaled_into(start, 0.00390625, &mut images);
-        let want = on_host.predict(&images).unwrap();
-        let got = on_device.predict(&images).unwrap();
-        assert_eq!(got, want, "digits {start}..{}", start + batch);
+        for net in [&mut on_host, &mut on_device] {
+            let input = net.blob("data").unwrap();
+            data.scaled_into(start, 0.00390625, &mut input.mutable_cpu_data().unwrap());
+            net.forward().unwrap();
+        }
+        let prob = |net: &Net<f32>| net.blob("prob").unwrap().to_vec().unwrap();
         assert_eq!(
-            on_device.prob().to_vec().unwrap(),
-            on_host.prob().to_vec().unwrap()
+            prob(&on_device),
+            prob(&on_host),
+            "digits {start}..{}",
+            start + batch
         );
     }
 }
@@ -61,13 +76,13 @@ fn training_and_resuming_on_a_device_repeat_the_host_run() {
     let mut on_device = Trainer::new(batch, 8000, 1701).unwrap();
     let host_device = HostDevice::new();
     let dev: Arc<dyn DeviceBackend> = host_device.clone();
-    on_device.net.to_device(dev.clone()).unwrap();
+    on_device.to_device(dev.clone()).unwrap();
     let dir = std::env::temp_dir().join(format!("blobflow-device-{}", std::process::id()));
     let (mut losses, mut snapshot) = (Vec::new(), None);
     for it in 0..total {
         // The weights read on the device, as CUDA layers would: the
         // solver's update then runs there (Caffe's Update on a SYNCED head).
-        for p in on_device.net.params() {
+        for p in on_device.net.param_blobs() {
             drop(p.gpu_data().unwrap());
         }
         let (h, d) = (on_host.step(&data).unwrap(), on_device.step(&data).unwrap());
@@ -86,12 +101,17 @@ fn training_and_resuming_on_a_device_repeat_the_host_run() {
         "every update on the device: {} device calls",
         host_device.math_calls()
     );
-    for (h, d) in on_host.net.params().iter().zip(on_device.net.params()) {
+    for (h, d) in on_host
+        .net
+        .param_blobs()
+        .iter()
+        .zip(on_device.net.param_blobs())
+    {
         assert_eq!(h.to_vec().unwrap(), d.to_vec().unwrap());
     }
 
     let mut resumed = Trainer::resume(snapshot.unwrap(), batch, 8000).unwrap();
-    resumed.net.to_device(dev).unwrap();
+    resumed.to_device(dev).unwrap();
     let again: Vec<u32> = (cut..total)
         .map(|_| resumed.step(&data).unwrap().to_bits())
         .collect();

@@ -456,22 +456,50 @@ fn digits() -> Result<blobflow_mnist::Mnist, Failed> {
     .map_err(fail)
 }
 
-/// The one LeNet definition, moved to the GPU, classifies all 10,000
-/// digits as it does on the CPU.
+/// Caffe's deploy LeNet for `batch` digits with Caffe's trained weights.
+fn deploy_lenet(batch: usize) -> Result<blobflow::layers::net::Net<f32>, Failed> {
+    use blobflow::layers::net::{Net, NetState};
+    let model = blobflow::CaffeModel::open(root().join("models/lenet/lenet_iter_10000.caffemodel"))
+        .map_err(fail)?;
+    let mut net = Net::<f32>::builder()
+        .state(NetState::test())
+        .input_shape("data", &[batch, 1, 28, 28])
+        .from_file(root().join("models/lenet/lenet.prototxt"))
+        .map_err(fail)?;
+    net.copy_from(&model).map_err(fail)?;
+    Ok(net)
+}
+
+/// Caffe's deploy LeNet through `Net`, moved to the GPU, classifies all
+/// 10,000 digits as it does on the CPU.
 fn lenet_gpu_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::layers::lenet::LeNet;
+    use blobflow::layers::net::Net;
     let data = digits()?;
-    let model = root().join("models/lenet/lenet_iter_10000.caffemodel");
     let batch = 500;
-    let mut cpu = LeNet::load(&model, batch).map_err(fail)?;
-    let mut gpu = LeNet::load(&model, batch).map_err(fail)?;
+    let (mut cpu, mut gpu) = (deploy_lenet(batch)?, deploy_lenet(batch)?);
     gpu.to_device(dev.clone()).map_err(fail)?;
-    let mut images = vec![0f32; batch * 784];
+    let classes = |net: &mut Net<f32>, start: usize| -> Result<Vec<usize>, Failed> {
+        let input = net.blob("data").expect("LeNet's input");
+        data.scaled_into(
+            start,
+            0.00390625,
+            &mut input.mutable_cpu_data().map_err(fail)?,
+        );
+        net.forward().map_err(fail)?;
+        let prob = net
+            .blob("prob")
+            .expect("LeNet's output")
+            .to_vec()
+            .map_err(fail)?;
+        Ok(prob
+            .chunks_exact(10)
+            .map(|row| (0..10).fold(0, |b, c| if row[c] > row[b] { c } else { b }))
+            .collect())
+    };
     let mut correct = 0;
     for start in (0..data.len()).step_by(batch) {
-        data.scaled_into(start, 0.00390625, &mut images);
-        let on_cpu = cpu.predict(&images).map_err(fail)?;
-        let on_gpu = gpu.predict(&images).map_err(fail)?;
+        let on_cpu = classes(&mut cpu, start)?;
+        let on_gpu = classes(&mut gpu, start)?;
         ensure(
             on_cpu == on_gpu,
             format!("GPU and CPU disagree in digits {start}..{}", start + batch),
@@ -479,7 +507,7 @@ fn lenet_gpu_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         correct += on_gpu
             .iter()
             .zip(&data.labels[start..start + batch])
-            .filter(|(p, l)| p == l)
+            .filter(|(p, l)| **p == usize::from(**l))
             .count();
     }
     ensure(
@@ -909,7 +937,7 @@ fn training_tracks_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let data = digits()?;
     let mut on_cpu = Trainer::new(64, 8000, 1701).map_err(fail)?;
     let mut on_gpu = Trainer::new(64, 8000, 1701).map_err(fail)?;
-    on_gpu.net.to_device(dev.clone()).map_err(fail)?;
+    on_gpu.to_device(dev.clone()).map_err(fail)?;
     for it in 0..200 {
         let (c, g) = (
             on_cpu.step(&data).map_err(fail)?,
@@ -938,7 +966,7 @@ fn gpu_resume_is_exact_with(
     let dir = std::env::temp_dir().join(format!("blobflow-gpu-resume-{}", std::process::id()));
     let mut straight = Trainer::new(64, 8000, 1701).map_err(fail)?;
     straight.solver = solver();
-    straight.net.to_device(dev.clone()).map_err(fail)?;
+    straight.to_device(dev.clone()).map_err(fail)?;
     let (mut losses, mut state) = (Vec::new(), None);
     for _ in 0..12 {
         losses.push(straight.step(&data).map_err(fail)?);
@@ -948,7 +976,7 @@ fn gpu_resume_is_exact_with(
     }
     let state = state.ok_or_else(|| fail("no snapshot"))?;
     let mut resumed = Trainer::resume_with(state, solver(), 64, 8000).map_err(fail)?;
-    resumed.net.to_device(dev.clone()).map_err(fail)?;
+    resumed.to_device(dev.clone()).map_err(fail)?;
     let again: Vec<f32> = (5..12)
         .map(|_| resumed.step(&data))
         .collect::<Result<_, _>>()
@@ -1219,24 +1247,22 @@ fn within(calls: &driver_calls::Calls, budget: &Budget, batch: usize) -> Result<
 /// ops and wait for the device only where a result must reach the host;
 /// a step whose loss is not read does not wait at all.
 fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::layers::lenet::{LeNet, PARAM_SPECS};
     use blobflow_mnist::Trainer;
     let counter =
         driver_calls::Counter::open().ok_or_else(|| fail("the driver keeps no call counts"))?;
     let data = digits()?;
-    let model = root().join("models/lenet/lenet_iter_10000.caffemodel");
     // The forward pass: conv 3 ops each (im2col, gemm, bias; cuDNN: the
     // convolution, the bias), pool 1 each, inner product 2 each (gemm,
-    // bias), ReLU 1, softmax 1. One wait: the classes' read (the images'
+    // bias), ReLU 1, softmax 1. One wait: the scores' read (the images'
     // upload is queued).
     let forward = Budget {
         what: "forward pass",
         device_ops: [14, 12],
         host_waits: 1,
     };
-    // A training step: the forward pass; the loss (2); 8 gradients
-    // cleared; the backward pass; the SGD kernel once per parameter. One
-    // wait: the loss's read, after the backward pass is queued.
+    // A training step: 8 gradients cleared; the forward pass; the loss
+    // (2); the backward pass; the SGD kernel once per parameter. One
+    // wait: the loss's read, after the update is queued.
     let train = Budget {
         what: "training step",
         device_ops: [56, 49],
@@ -1251,17 +1277,21 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     // not add event calls around every launch.
     let _loader = dev.new_stream().map_err(fail)?;
     for batch in [64, 1000] {
-        let mut net = LeNet::load(&model, batch).map_err(fail)?;
+        let mut net = deploy_lenet(batch)?;
         net.to_device(dev.clone()).map_err(fail)?;
-        let mut images = vec![0f32; batch * 784];
-        data.scaled_into(0, 0.00390625, &mut images);
-        net.predict(&images).map_err(fail)?;
-        let (classes, calls) = counter.during(|| net.predict(&images));
-        ensure(classes.map_err(fail)?.len() == batch, "a class an image")?;
+        let mut classify = || -> Result<usize, blobflow::BlobError> {
+            let input = net.blob("data").expect("LeNet's input");
+            data.scaled_into(0, 0.00390625, &mut input.mutable_cpu_data()?);
+            net.forward()?;
+            Ok(net.blob("prob").expect("LeNet's output").cpu_data()?.len() / 10)
+        };
+        classify().map_err(fail)?;
+        let (classes, calls) = counter.during(&mut classify);
+        ensure(classes.map_err(fail)? == batch, "a row of scores an image")?;
         within(&calls, &forward, batch)?;
 
         let mut trainer = Trainer::new(batch, 8000, 1701).map_err(fail)?;
-        trainer.net.to_device(dev.clone()).map_err(fail)?;
+        trainer.to_device(dev.clone()).map_err(fail)?;
         trainer.step(&data).map_err(fail)?;
         let (loss, calls) = counter.during(|| trainer.step(&data));
         ensure(loss.map_err(fail)?.is_finite(), "a finite loss")?;
@@ -1274,10 +1304,13 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
             format!("a training step at batch {batch} queued {late} device ops after its wait"),
         )?;
 
-        let labels = &data.labels[..batch];
+        let specs = trainer.net.param_specs();
         let (queued, calls) = counter.during(|| {
-            trainer.net.backprop(labels)?;
-            trainer.solver.step(&trainer.net.params(), &PARAM_SPECS)
+            let net = &mut trainer.net;
+            net.clear_param_diffs()?;
+            net.forward_unread()?;
+            net.backward()?;
+            trainer.solver.step(&net.param_blobs(), &specs)
         });
         queued.map_err(fail)?;
         within(&calls, &unread, batch)?;

@@ -1,31 +1,40 @@
 //! LeNet's backward pass against finite differences of its loss: the
-//! gradients the solver applies are the loss's true derivatives.
+//! gradients the solver applies are the loss's true derivatives. The net
+//! is Caffe's own `lenet_train_test.prototxt` (TRAIN phase) built as a
+//! `Net`, as the trainer runs it.
 
-use blobflow::layers::lenet::LeNet;
+use blobflow::layers::net::Net;
+
+/// Forward and backward with fresh parameter gradients; the loss.
+fn forward_backward(net: &mut Net<f32>) -> f32 {
+    net.clear_param_diffs().unwrap();
+    let loss = net.forward().unwrap();
+    net.backward().unwrap();
+    loss
+}
 
 #[test]
 fn backward_matches_finite_differences() {
-    let mut net = LeNet::new(3).unwrap();
-    blobflow::kernels::cpu::set_seed(42);
-    net.init_fillers().unwrap();
+    let mut net = blobflow_mnist::Trainer::new(3, 1, 42).unwrap().net;
     // Non-zero biases so ReLU and pooling take mixed paths.
-    for b in [
-        net.conv1.bias.as_dyn(),
-        net.conv2.bias.as_dyn(),
-        net.ip1.bias.as_dyn(),
-        net.ip2.bias.as_dyn(),
-    ] {
-        blobflow::kernels::cpu::uniform(-0.1, 0.1, &mut b.mutable_cpu_data().unwrap()).unwrap();
+    for layer in ["conv1", "conv2", "ip1", "ip2"] {
+        let bias = &net.layer_blobs(layer).unwrap()[1];
+        blobflow::kernels::cpu::uniform(-0.1, 0.1, &mut bias.mutable_cpu_data().unwrap()).unwrap();
     }
-    blobflow::kernels::cpu::uniform(0.0, 1.0, &mut net.input().mutable_cpu_data().unwrap())
-        .unwrap();
-    let labels = [3u8, 7, 1];
-    net.forward_backward(&labels).unwrap();
+    let data = net.blob("data").unwrap();
+    blobflow::kernels::cpu::uniform(0.0, 1.0, &mut data.mutable_cpu_data().unwrap()).unwrap();
+    net.blob("label")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&[3.0, 7.0, 1.0]);
+    forward_backward(&mut net);
     let grads: Vec<Vec<f32>> = net
-        .params()
+        .param_blobs()
         .iter()
         .map(|p| p.cpu_diff().unwrap().to_vec())
         .collect();
+    assert_eq!(grads.len(), 8);
     let eps = 1e-3f32;
     let mut checked = 0;
     for (pi, grad) in grads.iter().enumerate() {
@@ -33,12 +42,15 @@ fn backward_matches_finite_differences() {
         let n = grad.len();
         for k in 0..6 {
             let i = (k * 7919 + pi * 104729) % n;
-            let original = net.params()[pi].cpu_data().unwrap()[i];
-            net.params()[pi].mutable_cpu_data().unwrap()[i] = original + eps;
-            let up = net.forward_backward(&labels).unwrap();
-            net.params()[pi].mutable_cpu_data().unwrap()[i] = original - eps;
-            let down = net.forward_backward(&labels).unwrap();
-            net.params()[pi].mutable_cpu_data().unwrap()[i] = original;
+            let set = |net: &Net<f32>, v: f32| {
+                net.param_blobs()[pi].mutable_cpu_data().unwrap()[i] = v;
+            };
+            let original = net.param_blobs()[pi].cpu_data().unwrap()[i];
+            set(&net, original + eps);
+            let up = forward_backward(&mut net);
+            set(&net, original - eps);
+            let down = forward_backward(&mut net);
+            set(&net, original);
             let numeric = (up - down) / (2.0 * eps);
             let analytic = grad[i];
             // f32 loss differences over 2e-3 carry about 1e-4 of rounding,

@@ -79,7 +79,12 @@ fn check_resume(shift: usize, solver: fn() -> SgdSolver) -> Vec<f32> {
         &losses[cut..]
     );
     // And the weights end identical.
-    for (a, b) in straight.net.params().iter().zip(resumed.net.params()) {
+    for (a, b) in straight
+        .net
+        .param_blobs()
+        .iter()
+        .zip(resumed.net.param_blobs())
+    {
         assert_eq!(&*a.cpu_data().unwrap(), &*b.cpu_data().unwrap());
     }
     assert!(
@@ -121,9 +126,15 @@ fn snapshots_are_caffe_files_with_lenets_shapes() {
     assert_eq!(s.iter, Some(1));
     assert_eq!(s.learned_net.as_deref(), model.to_str());
     assert_eq!(s.history.len(), 8);
-    // The trained net's weights load back into LeNet.
-    let mut net = blobflow::layers::lenet::LeNet::new(1).unwrap();
-    net.load_weights(&m).unwrap();
+    // The trained net's weights load back into Caffe's deploy LeNet.
+    let mut net = blobflow::layers::net::Net::<f32>::from_file(
+        root().join("models/lenet/lenet.prototxt"),
+        blobflow::layers::net::NetState::test(),
+    )
+    .unwrap();
+    let report = net.copy_from(&m).unwrap();
+    assert_eq!(report.copied, ["conv1", "conv2", "ip1", "ip2"]);
+    assert!(report.missing.is_empty());
 }
 
 /// `tests/fixtures/caffe-lenet-train` holds what `caffe train` wrote for
@@ -152,13 +163,18 @@ fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
             "iteration {iter}: loss {ours} here, {caffe} in Caffe"
         );
     }
-    let mut caffe_net = blobflow::layers::lenet::LeNet::new(1).unwrap();
-    caffe_net
-        .load_weights(
-            &blobflow::CaffeModel::open(fixture.join("lenet_iter_1020.caffemodel")).unwrap(),
-        )
+    let mut caffe_net = Trainer::new(1, 1, 1).unwrap().net;
+    let report = caffe_net
+        .copy_from(&blobflow::CaffeModel::open(fixture.join("lenet_iter_1020.caffemodel")).unwrap())
         .unwrap();
-    for (i, (ours, caffe)) in t.net.params().iter().zip(caffe_net.params()).enumerate() {
+    assert!(report.missing.is_empty());
+    for (i, (ours, caffe)) in t
+        .net
+        .param_blobs()
+        .iter()
+        .zip(caffe_net.param_blobs())
+        .enumerate()
+    {
         let worst = ours
             .cpu_data()
             .unwrap()
@@ -189,82 +205,6 @@ fn caffe_losses() -> Vec<(usize, f32)> {
         .collect();
     assert_eq!(losses.len(), 20);
     losses
-}
-
-/// The same retrace through a `Net` built from the very
-/// `lenet_train_test.prototxt` Caffe trained (TRAIN phase: its Data
-/// layer's tops filled here, its loss a SoftmaxWithLoss layer, the
-/// `lr_mult`s from the file): Caffe's losses for 1000..1019, and its
-/// weights at 1020 within 1e-6.
-#[test]
-fn a_net_from_caffes_own_prototxt_retraces_caffes_training() {
-    use blobflow::layers::net::{Net, NetState};
-    let fixture = root().join("tests/fixtures/caffe-lenet-train");
-    let data = digits();
-    let batch = 64;
-    let mut net = Net::<f32>::builder()
-        .state(NetState::train())
-        .input_shape("data", &[batch, 1, 28, 28])
-        .input_shape("label", &[batch])
-        .from_file(fixture.join("lenet_train_test.prototxt"))
-        .unwrap();
-    assert_eq!(net.layer_type("loss"), Some("SoftmaxWithLoss"));
-    assert_eq!(net.layer_type("accuracy"), None, "a TEST-phase layer");
-    let report = net
-        .copy_from(&CaffeModel::open(fixture.join("lenet_iter_1000.caffemodel")).unwrap())
-        .unwrap();
-    assert_eq!(report.copied, ["conv1", "conv2", "ip1", "ip2"]);
-    let mut solver = SolverFile::open(fixture.join("lenet_solver.prototxt"))
-        .unwrap()
-        .solver;
-    let state =
-        blobflow::runtime::read_solver_state(fixture.join("lenet_iter_1000.solverstate")).unwrap();
-    solver.restore(&state, &net.param_blobs()).unwrap();
-    let specs = net.param_specs();
-    let n = data.len().min(8000);
-    for (iter, caffe) in caffe_losses() {
-        assert_eq!(solver.iter, iter);
-        {
-            let mut images = net.blob("data").unwrap().mutable_cpu_data().unwrap();
-            let mut labels = net.blob("label").unwrap().mutable_cpu_data().unwrap();
-            for j in 0..batch {
-                let item = (iter * batch + j) % n;
-                data.scaled_into(item, 0.00390625, &mut images[j * 784..(j + 1) * 784]);
-                labels[j] = f32::from(data.labels[item]);
-            }
-        }
-        net.clear_param_diffs().unwrap();
-        let ours = net.forward().unwrap();
-        net.backward().unwrap();
-        solver.step(&net.param_blobs(), &specs).unwrap();
-        assert!(
-            (ours - caffe).abs() <= 1e-5 * caffe.abs(),
-            "iteration {iter}: loss {ours} here, {caffe} in Caffe"
-        );
-    }
-    let caffe = CaffeModel::open(fixture.join("lenet_iter_1020.caffemodel")).unwrap();
-    for layer in ["conv1", "conv2", "ip1", "ip2"] {
-        let want = caffe.layer_blobs::<f32>(layer).unwrap();
-        for (i, (ours, theirs)) in net
-            .layer_blobs(layer)
-            .unwrap()
-            .iter()
-            .zip(&want)
-            .enumerate()
-        {
-            let worst = ours
-                .cpu_data()
-                .unwrap()
-                .iter()
-                .zip(theirs.cpu_data().unwrap().iter())
-                .map(|(a, b)| (a - b).abs())
-                .fold(0f32, f32::max);
-            assert!(
-                worst <= 1e-6,
-                "{layer}.{i}: {worst:e} from Caffe's iteration 1020 weights"
-            );
-        }
-    }
 }
 
 /// The bound the GPU suite holds GPU training to (200 iterations at batch
@@ -361,12 +301,11 @@ fn caffes_solver_files_give_the_solvers_caffe_ran() {
     );
 }
 
-/// LeNet's `PARAM_SPECS` are what Caffe's lenet_train_test.prototxt
+/// The trainer's param specs are what Caffe's lenet_train_test.prototxt
 /// declares: each `param { lr_mult decay_mult }` of its layers, in order,
 /// with Caffe's default of 1 where a field is not given.
 #[test]
-fn lenets_param_specs_are_those_of_caffes_net_file() {
-    use blobflow::layers::lenet::PARAM_SPECS;
+fn the_trainers_param_specs_are_those_of_caffes_net_file() {
     use blobflow::layers::solver::ParamSpec;
     use blobflow::proto::{TextMessage, TextValue};
     let path = root().join("tests/fixtures/caffe-lenet-train/lenet_train_test.prototxt");
@@ -392,7 +331,8 @@ fn lenets_param_specs_are_those_of_caffes_net_file() {
             }
         })
         .collect();
-    assert_eq!(specs, PARAM_SPECS);
+    assert_eq!(specs.len(), 8);
+    assert_eq!(specs, Trainer::new(1, 1, 1).unwrap().net.param_specs());
 }
 
 /// Caffe's whole loop from its own solver file: `SolverFile` builds the

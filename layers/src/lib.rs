@@ -11,20 +11,36 @@
 //! - [`net::Net`]: Caffe's `Net`, built at run time from a `.prototxt`
 //!   over the run-time layers ([`DynLayer`]) of a
 //!   [`registry::LayerRegistry`], to which you can add your own types.
-//! - [`filler`] (xavier, constant); [`solver`] (Caffe's six solver
+//! - [`filler`] (Caffe's fillers); [`solver`] (Caffe's six solver
 //!   types with its arithmetic, learning-rate policies, `.solverstate`
-//!   snapshots and solver prototxt files); [`lenet`] (the net).
+//!   snapshots, solver prototxt files and Caffe's training loop);
+//!   [`check`] (Caffe's gradient checker, for your own layers).
 //!
 //! Depend on `blobflow` (which re-exports this crate as `blobflow::layers`)
 //! unless you want the layers without the facade.
 //!
+//! A net from Caffe's text format, trained one step:
+//!
 //! ```
-//! let mut net = blob_layers::lenet::LeNet::new(4)?;
-//! blob_kernels::cpu::set_seed(1);
-//! net.init_fillers()?;
+//! use blob_layers::net::{Net, NetState};
+//! let mut net = Net::<f32>::from_prototxt(
+//!     r#"input: "data" input_shape { dim: 4 dim: 1 dim: 8 dim: 8 }
+//!        input: "label" input_shape { dim: 4 }
+//!        layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+//!                convolution_param { num_output: 3 kernel_size: 3 weight_filler { type: "xavier" } } }
+//!        layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+//!        layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "ip"
+//!                inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
+//!        layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }"#,
+//!     NetState::train(),
+//! )?;
+//! net.blob("data").unwrap().mutable_cpu_data()?.fill(0.5);
+//! net.blob("label").unwrap().mutable_cpu_data()?.copy_from_slice(&[0.0, 1.0, 1.0, 0.0]);
 //! let mut solver = blob_layers::solver::SgdSolver::lenet();
-//! let loss = net.forward_backward(&[0, 1, 2, 3])?;
-//! solver.step(&net.params(), &blob_layers::lenet::PARAM_SPECS)?;
+//! net.clear_param_diffs()?;
+//! let loss = net.forward()?;
+//! net.backward()?;
+//! solver.step(&net.param_blobs(), &net.param_specs())?;
 //! assert!(loss > 0.0);
 //! # Ok::<(), blob_runtime::BlobError>(())
 //! ```
@@ -47,7 +63,6 @@ mod gpu;
 mod inner_product;
 mod input;
 mod layer;
-pub mod lenet;
 mod lrn;
 pub mod net;
 mod net_layers;

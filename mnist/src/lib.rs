@@ -18,4 +18,4 @@ mod idx;
 mod train;
 
 pub use idx::{Mnist, MnistError};
-pub use train::{INPUT_SCALE, Trainer};
+pub use train::{INPUT_SCALE, LENET_TRAIN_TEST, Trainer};

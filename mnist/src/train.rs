@@ -1,13 +1,15 @@
-//! Training LeNet as Caffe's `caffe train` does with lenet_solver: batches
-//! taken in order with wrap-around, SGD with Caffe's arithmetic, and
-//! snapshots (`.caffemodel` + `.solverstate`) that Caffe reads and that
-//! resume exactly.
+//! Training LeNet as Caffe's `caffe train` does with lenet_solver: Caffe's
+//! own `lenet_train_test.prototxt` built as a [`Net`], batches taken in
+//! order with wrap-around, SGD with Caffe's arithmetic, and snapshots
+//! (`.caffemodel` + `.solverstate`) that Caffe reads and that resume
+//! exactly.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use blob_layers::lenet::{LeNet, PARAM_SPECS};
-use blob_layers::solver::SgdSolver;
-use blob_runtime::{BlobError, CaffeModel};
+use blob_layers::net::{Net, NetState};
+use blob_layers::solver::{ParamSpec, SgdSolver};
+use blob_runtime::{BlobError, CaffeModel, DeviceBackend};
 
 use crate::Mnist;
 use crate::augment;
@@ -16,6 +18,13 @@ type Result<T> = std::result::Result<T, BlobError>;
 
 /// Caffe's MNIST input scale (1/256).
 pub const INPUT_SCALE: f32 = 0.00390625;
+
+/// Caffe's `examples/mnist/lenet_train_test.prototxt`: its Data layers
+/// become the inputs `data` and `label`, which [`Trainer`] fills.
+pub const LENET_TRAIN_TEST: &str = include_str!("../nets/lenet_train_test.prototxt");
+
+/// Digits per forward pass of the test net.
+const TEST_CHUNK: usize = 500;
 
 /// LeNet's input is one 28 x 28 channel; other IDX files are refused
 /// rather than read across image boundaries.
@@ -31,7 +40,9 @@ fn check_digit_size(data: &Mnist, op: &'static str) -> Result<()> {
     })
 }
 
-/// LeNet, its solver, and the batch being trained on.
+/// LeNet (Caffe's `lenet_train_test.prototxt` in its TRAIN phase), its
+/// solver, and a TEST-phase twin sharing its weights for
+/// [`accuracy`](Trainer::accuracy).
 ///
 /// ```no_run
 /// use blobflow_mnist::{Mnist, Trainer};
@@ -44,8 +55,8 @@ fn check_digit_size(data: &Mnist, op: &'static str) -> Result<()> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Trainer {
-    /// The net.
-    pub net: LeNet,
+    /// The net being trained (TRAIN phase; inputs `data` and `label`).
+    pub net: Net<f32>,
     /// The solver (its `iter` is the iteration count).
     pub solver: SgdSolver,
     /// Images per iteration.
@@ -56,8 +67,8 @@ pub struct Trainer {
     /// direction ([`augment`]); 0, the default, is
     /// Caffe's recipe. Not stored in snapshots: pass it again on resume.
     pub shift: usize,
-    images: Vec<f32>,
-    labels: Vec<u8>,
+    test: Net<f32>,
+    specs: Vec<ParamSpec>,
 }
 
 /// A training batch holds at least one digit: with none, every
@@ -72,8 +83,18 @@ fn check_batch(batch: usize) -> Result<()> {
     Ok(())
 }
 
+/// LeNet in `state` for batches of `batch` digits.
+fn lenet(state: NetState, batch: usize) -> Result<Net<f32>> {
+    Net::builder()
+        .state(state)
+        .input_shape("data", &[batch, 1, 28, 28])
+        .input_shape("label", &[batch])
+        .from_prototxt(LENET_TRAIN_TEST)
+}
+
 impl Trainer {
-    /// A fresh net (xavier weights from `seed`, zero biases) and solver.
+    /// A fresh net (the prototxt's fillers, xavier weights drawn from
+    /// `seed`, zero biases) and solver.
     ///
     /// ```
     /// let t = blobflow_mnist::Trainer::new(8, 100, 1701)?;
@@ -83,22 +104,28 @@ impl Trainer {
     /// ```
     pub fn new(batch: usize, train_count: usize, seed: u64) -> Result<Self> {
         check_batch(batch)?;
-        let mut net = LeNet::new(batch)?;
         blob_kernels::cpu::set_seed(seed);
-        net.init_fillers()?;
-        Ok(Self::with_net(net, SgdSolver::lenet(), batch, train_count))
+        let net = lenet(NetState::train(), batch)?;
+        Self::with_net(net, SgdSolver::lenet(), batch, train_count)
     }
 
-    fn with_net(net: LeNet, solver: SgdSolver, batch: usize, train_count: usize) -> Self {
-        Self {
+    fn with_net(
+        net: Net<f32>,
+        solver: SgdSolver,
+        batch: usize,
+        train_count: usize,
+    ) -> Result<Self> {
+        let mut test = lenet(NetState::test(), TEST_CHUNK)?;
+        test.share_weights_with(&net)?;
+        Ok(Self {
+            specs: net.param_specs(),
             net,
+            test,
             solver,
             batch,
             train_count: train_count.max(1),
             shift: 0,
-            images: vec![0.0; batch * 784],
-            labels: vec![0; batch],
-        }
+        })
     }
 
     /// Continues from a `.solverstate` and the `.caffemodel` it names,
@@ -139,10 +166,31 @@ impl Trainer {
             .map(PathBuf::from)
             .unwrap_or_default();
         let model_path = path.parent().unwrap_or(Path::new(".")).join(file);
-        let mut net = LeNet::new(batch)?;
-        net.load_weights(&CaffeModel::open(&model_path)?)?;
-        solver.restore(&state, &net.params())?;
-        Ok(Self::with_net(net, solver, batch, train_count))
+        let mut net = lenet(NetState::train(), batch)?;
+        let report = net.copy_from(&CaffeModel::open(&model_path)?)?;
+        if let Some(layer) = report.missing.first() {
+            return Err(BlobError::Net {
+                at: model_path.display().to_string(),
+                detail: format!("resuming LeNet: the model has no weights for layer {layer:?}"),
+            });
+        }
+        solver.restore(&state, &net.param_blobs())?;
+        Self::with_net(net, solver, batch, train_count)
+    }
+
+    /// Puts both nets (and so the solver's history, made on the next
+    /// step) on `device`.
+    ///
+    /// ```
+    /// let mut t = blobflow_mnist::Trainer::new(2, 100, 1)?;
+    /// t.to_device(blob_runtime::host_device::HostDevice::new())?;
+    /// assert!(t.net.blob("data").unwrap().device().is_some());
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn to_device(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
+        self.net.to_device(device.clone())?;
+        self.test.to_device(device)?;
+        self.test.share_weights_with(&self.net)
     }
 
     /// One iteration on the next batch (digits taken in order, wrapping
@@ -168,31 +216,39 @@ impl Trainer {
             });
         }
         let moves = augment::offsets(self.solver.iter, self.batch, self.shift);
-        let mut unmoved = [0f32; 784];
-        for (j, (slot, &by)) in self.images.chunks_exact_mut(784).zip(&moves).enumerate() {
-            let item = (self.solver.iter * self.batch + j) % n;
-            if by == (0, 0) {
-                data.scaled_into(item, INPUT_SCALE, slot);
-            } else {
-                data.scaled_into(item, INPUT_SCALE, &mut unmoved);
-                augment::translate(&unmoved, 28, 28, by, slot);
+        {
+            let (images, labels) = (self.input("data")?, self.input("label")?);
+            let mut images = images.mutable_cpu_data()?;
+            let mut labels = labels.mutable_cpu_data()?;
+            let mut unmoved = [0f32; 784];
+            for (j, (slot, &by)) in images.chunks_exact_mut(784).zip(&moves).enumerate() {
+                let item = (self.solver.iter * self.batch + j) % n;
+                if by == (0, 0) {
+                    data.scaled_into(item, INPUT_SCALE, slot);
+                } else {
+                    data.scaled_into(item, INPUT_SCALE, &mut unmoved);
+                    augment::translate(&unmoved, 28, 28, by, slot);
+                }
+                labels[j] = f32::from(data.labels[item]);
             }
-            self.labels[j] = data.labels[item];
         }
-        if self.net.batch() != self.batch {
-            self.net.set_batch(self.batch)?;
-        }
-        self.net
-            .input()
-            .mutable_cpu_data()?
-            .copy_from_slice(&self.images);
-        self.net.backprop(&self.labels)?;
-        self.solver.step(&self.net.params(), &PARAM_SPECS)?;
+        self.net.clear_param_diffs()?;
+        self.net.forward_unread()?;
+        self.net.backward()?;
+        self.solver.step(&self.net.param_blobs(), &self.specs)?;
         // Read once the update is queued too: on a GPU the host has
         // queued the whole step before its one wait, so the device does
         // not idle while the host queues the update. The loss blob is
-        // the forward pass's; the update does not touch it.
+        // the forward pass's; backward and the update do not touch it.
         self.net.loss()
+    }
+
+    /// The train net's input blob `name`.
+    fn input(&self, name: &str) -> Result<&blob_runtime::Blob<f32>> {
+        self.net.blob(name).ok_or_else(|| BlobError::Net {
+            at: "LeNet".into(),
+            detail: format!("no input blob {name:?}"),
+        })
     }
 
     /// Fraction of `range` classified correctly.
@@ -206,18 +262,32 @@ impl Trainer {
     pub fn accuracy(&mut self, data: &Mnist, range: std::ops::Range<usize>) -> Result<f64> {
         check_digit_size(data, "test LeNet")?;
         let (start, end) = (range.start, range.end.min(data.len()));
-        let chunk = 500;
-        let mut images = vec![0f32; chunk * 784];
         let mut correct = 0;
-        for s in (start..end).step_by(chunk) {
-            let m = chunk.min(end - s);
-            data.scaled_into(s, INPUT_SCALE, &mut images[..m * 784]);
-            let pred = self.net.predict(&images[..m * 784])?;
-            correct += pred
-                .iter()
-                .zip(&data.labels[s..s + m])
-                .filter(|(p, l)| p == l)
-                .count();
+        for s in (start..end).step_by(TEST_CHUNK) {
+            let m = TEST_CHUNK.min(end - s);
+            let test = &mut self.test;
+            for (name, dims) in [("data", &[m, 1, 28, 28][..]), ("label", &[m][..])] {
+                let blob = test.blob_mut(name).ok_or_else(|| BlobError::Net {
+                    at: "LeNet".into(),
+                    detail: format!("no input blob {name:?}"),
+                })?;
+                if blob.shape() != dims {
+                    blob.reshape(dims)?;
+                }
+            }
+            {
+                let mut images = test.blob("data").expect("checked").mutable_cpu_data()?;
+                data.scaled_into(s, INPUT_SCALE, &mut images);
+                let mut labels = test.blob("label").expect("checked").mutable_cpu_data()?;
+                for (l, &d) in labels.iter_mut().zip(&data.labels[s..s + m]) {
+                    *l = f32::from(d);
+                }
+            }
+            test.forward()?;
+            // Accuracy is the fraction right in this chunk, exact in f32
+            // for a chunk this size.
+            let fraction = test.blob("accuracy").expect("a TEST layer").to_vec()?[0];
+            correct += (f64::from(fraction) * m as f64).round() as usize;
         }
         Ok(correct as f64 / (end - start).max(1) as f64)
     }
@@ -239,7 +309,7 @@ impl Trainer {
         let stem = format!("{prefix}_iter_{}", self.solver.iter);
         let model = dir.join(format!("{stem}.caffemodel"));
         let state = dir.join(format!("{stem}.solverstate"));
-        self.net.to_caffemodel()?.save(&model)?;
+        self.net.to_model()?.save(&model)?;
         // Caffe records the model path as written (relative to the working
         // directory) and `caffe train --snapshot` opens exactly that path.
         blob_runtime::write_solver_state(&state, &self.solver.state(&model.to_string_lossy())?)?;

@@ -744,8 +744,15 @@ impl<T: MathElement> Net<T> {
     }
 
     /// Caffe's `ForwardFromTo(start, end)`: layers `start..=end`, each
-    /// reshaped to its inputs first; returns the weighted loss.
+    /// reshaped to its inputs first; returns the weighted loss of those
+    /// layers, read once they have all run.
     pub fn forward_from_to(&mut self, start: usize, end: usize) -> Result<T> {
+        self.run_layers(start, end)?;
+        self.loss_of(start, end)
+    }
+
+    /// Layers `start..=end` forward, nothing read back.
+    fn run_layers(&mut self, start: usize, end: usize) -> Result<()> {
         if start > end || end >= self.layers.len() {
             return Err(net_error(
                 format!("net '{}'", self.name),
@@ -755,25 +762,32 @@ impl<T: MathElement> Net<T> {
                 ),
             ));
         }
-        let mut loss = T::ZERO;
         for entry in &mut self.layers[start..=end] {
             let wrap = in_layer(&entry.name, entry.layer.type_name());
-            let run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<T> {
+            let run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<()> {
                 Self::reshape_layer(blobs, entry)?;
                 let bottoms: Vec<&Blob<T>> = entry.bottoms.iter().map(|&b| &blobs[b]).collect();
                 let tops: Vec<&Blob<T>> = entry.tops.iter().map(|&t| &blobs[t]).collect();
-                entry.layer.forward(&bottoms, &tops)?;
-                let mut loss = T::ZERO;
-                for (top, &w) in tops.iter().zip(&entry.loss_weights) {
-                    if w != 0.0 {
-                        let data = top.cpu_data()?;
-                        let sum: T = data.iter().copied().sum();
-                        loss += T::from_f64(w) * sum;
-                    }
-                }
-                Ok(loss)
+                entry.layer.forward(&bottoms, &tops)
             };
-            loss += run(&mut self.blobs, entry).map_err(wrap)?;
+            run(&mut self.blobs, entry).map_err(wrap)?;
+        }
+        Ok(())
+    }
+
+    /// The weighted sum of the loss tops of layers `start..=end`.
+    fn loss_of(&self, start: usize, end: usize) -> Result<T> {
+        let mut loss = T::ZERO;
+        for entry in &self.layers[start..=end] {
+            for (&top, &w) in entry.tops.iter().zip(&entry.loss_weights) {
+                if w != 0.0 {
+                    let data = self.blobs[top]
+                        .cpu_data()
+                        .map_err(in_layer(&entry.name, entry.layer.type_name()))?;
+                    let sum: T = data.iter().copied().sum();
+                    loss += T::from_f64(w) * sum;
+                }
+            }
         }
         Ok(loss)
     }
@@ -782,10 +796,43 @@ impl<T: MathElement> Net<T> {
     /// a net without losses). The outputs are then in
     /// [`outputs`](Self::outputs)' blobs.
     pub fn forward(&mut self) -> Result<T> {
+        self.forward_unread()?;
+        self.loss()
+    }
+
+    /// [`forward`](Self::forward) without reading the loss back: on a
+    /// GPU the host queues the pass and goes on (to queue the backward
+    /// pass and the solver's update) without waiting for the device;
+    /// [`loss`](Self::loss) reads it when wanted.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let mut net = Net::<f32>::from_prototxt(
+    ///     r#"input: "x" input_shape { dim: 2 dim: 3 }
+    ///        input: "label" input_shape { dim: 2 }
+    ///        layer { name: "loss" type: "SoftmaxWithLoss" bottom: "x" bottom: "label" top: "loss" }"#,
+    ///     NetState::train(),
+    /// )?;
+    /// net.forward_unread()?;
+    /// net.backward()?;
+    /// assert!((net.loss()? - 3f32.ln()).abs() < 1e-6); // uniform over 3 classes
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn forward_unread(&mut self) -> Result<()> {
+        if self.layers.is_empty() {
+            return Ok(());
+        }
+        self.run_layers(0, self.layers.len() - 1)
+    }
+
+    /// The weighted loss of the last forward pass (each loss top's sum
+    /// times its `loss_weight`, as Caffe's `Forward` adds them), read
+    /// now: on a GPU this waits for the device.
+    pub fn loss(&self) -> Result<T> {
         if self.layers.is_empty() {
             return Ok(T::ZERO);
         }
-        self.forward_from_to(0, self.layers.len() - 1)
+        self.loss_of(0, self.layers.len() - 1)
     }
 
     /// Caffe's `BackwardFromTo(start, end)`: layers `start` down to

@@ -1,7 +1,11 @@
 // conv2 fed conv1's output instead of pool1's.
-use blobflow::layers::lenet::{Conv1Out, Conv2, Conv2Out};
-use blobflow::layers::Layer;
-use blobflow::typed::TypedBlob;
+use blobflow::layers::{Convolution, Layer};
+use blobflow::{blob, typed::TypedBlob};
+
+blob!(pub shape Conv1Out = _, 20, 24, 24);
+blob!(pub shape Pool1Out = _, 20, 12, 12);
+blob!(pub shape Conv2Out = _, 50, 8, 8);
+type Conv2 = Convolution<f32, Pool1Out, 50, 5>;
 
 fn main() {
     let mut conv2 = Conv2::new().unwrap();

@@ -1,8 +1,9 @@
 // An inner product declared for 20x4x4 inputs, fed pool2's 50x4x4.
-use blobflow::layers::lenet::{Ip1Out, Pool2Out};
 use blobflow::layers::{InnerProduct, Layer};
 use blobflow::{blob, typed::TypedBlob};
 
+blob!(pub shape Pool2Out = _, 50, 4, 4);
+blob!(pub shape Ip1Out = _, 500);
 blob!(pub shape Small = _, 20, 4, 4);
 
 fn main() {
