@@ -1319,7 +1319,7 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 }
 
 /// MTCNN's three nets, built from their prototxts with the trained
-/// weights, and a net of the other layers, forward and
+/// weights, a net of the other layers and one of SSD's head, forward and
 /// (forced) backward on the GPU against the same nets on the CPU: every
 /// run-time layer's CUDA side within 1e-5.
 fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
@@ -1343,19 +1343,41 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "c" type: "Concat" bottom: "e" bottom: "p" top: "c" }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
+    // SSD's head: Permute, PriorBox, Reshape, Softmax over axis 2 and
+    // DetectionOutput on the host; a second Permute an output of its own
+    // so that its backward runs too.
+    let ssd = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 6 dim: 6 }
+        layer { name: "loc" type: "Convolution" bottom: "data" top: "loc"
+                convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "conf" type: "Convolution" bottom: "data" top: "conf"
+                convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "loc_perm" type: "Permute" bottom: "loc" top: "loc_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+        layer { name: "loc_flat" type: "Flatten" bottom: "loc_perm" top: "loc_flat" }
+        layer { name: "loc_side" type: "Permute" bottom: "loc" top: "loc_side" permute_param { order: 0 order: 3 order: 1 order: 2 } }
+        layer { name: "conf_perm" type: "Permute" bottom: "conf" top: "conf_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+        layer { name: "conf_flat" type: "Flatten" bottom: "conf_perm" top: "conf_flat" }
+        layer { name: "conf_shape" type: "Reshape" bottom: "conf_flat" top: "conf_shape" reshape_param { shape { dim: 0 dim: -1 dim: 3 } } }
+        layer { name: "conf_prob" type: "Softmax" bottom: "conf_shape" top: "conf_prob" softmax_param { axis: 2 } }
+        layer { name: "conf_out" type: "Flatten" bottom: "conf_prob" top: "conf_out" }
+        layer { name: "prior" type: "PriorBox" bottom: "data" bottom: "data" top: "prior"
+                prior_box_param { min_size: 2 aspect_ratio: 2 flip: false variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 } }
+        layer { name: "det" type: "DetectionOutput" bottom: "loc_flat" bottom: "conf_out" bottom: "prior" top: "det"
+                detection_output_param { num_classes: 3 nms_param { nms_threshold: 0.45 } code_type: CENTER_SIZE confidence_threshold: 0.3 } }"#;
     for (name, shape) in [
         ("det1", [1, 3, 31, 45]),
         ("det2", [2, 3, 24, 24]),
         ("det3", [2, 3, 48, 48]),
         ("grouped", [2, 4, 9, 9]),
+        ("ssd", [2, 4, 6, 6]),
     ] {
         let text = match name {
             "grouped" => grouped.to_string(),
+            "ssd" => ssd.to_string(),
             _ => std::fs::read_to_string(dir.join(format!("{name}.prototxt"))).map_err(fail)?,
         };
         let text = format!("force_backward: true\n{text}");
         let model = match name {
-            "grouped" => None,
+            "grouped" | "ssd" => None,
             _ => Some(
                 blobflow::runtime::CaffeModel::open(dir.join(format!("{name}.caffemodel")))
                     .map_err(fail)?,

@@ -7,6 +7,7 @@ use crate::activation::{ActivationLayer, Hyperbolic, Logistic, Rectify};
 use crate::batch_norm::BatchNormLayer;
 use crate::concat::ConcatLayer;
 use crate::conv::ConvolutionLayer;
+use crate::detection_output::DetectionOutputLayer;
 use crate::dropout::DropoutLayer;
 use crate::dummy_data::DummyDataLayer;
 use crate::dyn_layer::sub_param;
@@ -16,8 +17,10 @@ use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
 use crate::lrn::LrnLayer;
 use crate::neuron::NeuronLayer;
+use crate::permute::PermuteLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
+use crate::prior_box::PriorBoxLayer;
 use crate::registry::LayerRegistry;
 use crate::reshape::ReshapeLayer;
 use crate::scale::{BiasLayer, ScaleLayer};
@@ -78,6 +81,11 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("PReLU", |p| Ok(Box::new(PReLULayer::<T>::from_param(p)?)));
     r.register("Softmax", |p| Ok(Box::new(SoftmaxLayer::from_param(p))));
     r.register("LRN", |p| Ok(Box::new(LrnLayer::<T>::from_param(p)?)));
+    r.register("Permute", |p| Ok(Box::new(PermuteLayer::from_param(p)?)));
+    r.register("PriorBox", |p| Ok(Box::new(PriorBoxLayer::from_param(p)?)));
+    r.register("DetectionOutput", |p| {
+        Ok(Box::new(DetectionOutputLayer::from_param(p)?))
+    });
     r.register("SoftmaxWithLoss", |p| {
         Ok(Box::new(SoftmaxWithLossLayer::<T>::from_param(p)))
     });

@@ -287,7 +287,7 @@ fn accuracy_top_k_ties_and_ignored_labels() {
 }
 
 #[test]
-fn concat_slice_flatten_reshape() {
+fn concat_slice_flatten_permute_reshape() {
     let mut l = layer(r#"type: "Concat" concat_param { axis: 1 }"#);
     let bottoms = [input(&[2, 2, 3], 1), input(&[2, 3, 3], 2)];
     assert_eq!(
@@ -303,6 +303,14 @@ fn concat_slice_flatten_reshape() {
         16
     );
     check(r#"type: "Flatten""#, &[&[2, 3, 2, 2]]);
+    check(
+        r#"type: "Permute" permute_param { order: 0 order: 2 order: 3 order: 1 }"#,
+        &[&[2, 3, 2, 4]],
+    );
+    check(
+        r#"type: "Permute" permute_param { order: 1 }"#,
+        &[&[2, 3, 4]],
+    );
     check(
         r#"type: "Reshape" reshape_param { shape { dim: 0 dim: -1 dim: 2 } }"#,
         &[&[2, 3, 4]],

@@ -1,0 +1,438 @@
+//! The SSD fork's layers (Permute, PriorBox, DetectionOutput) on the
+//! fork's own cases, and MobileNet-SSD folded and unfolded.
+
+use std::path::Path;
+
+use blob_layers::net::{Net, NetState};
+use blob_runtime::Blob;
+
+/// A net from `text`, its inputs filled from `values` by name.
+fn run(text: &str, values: &[(&str, &[f32])]) -> Result<Net<f32>, blob_runtime::BlobError> {
+    let mut net = Net::<f32>::from_prototxt(text, NetState::test())?;
+    for (name, v) in values {
+        net.blob(name)
+            .unwrap()
+            .mutable_cpu_data()?
+            .copy_from_slice(v);
+    }
+    net.forward()?;
+    Ok(net)
+}
+
+fn values(net: &Net<f32>, blob: &str) -> Vec<f32> {
+    net.blob(blob).unwrap().to_vec().unwrap()
+}
+
+fn assert_near(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-6, "{what}[{i}]: {g} vs {w}\n{got:?}");
+    }
+}
+
+#[test]
+fn permute_reorders_axes_and_appends_the_unlisted_ones() {
+    let x: Vec<f32> = (0..24).map(|v| v as f32).collect();
+    // NCHW (1, 2, 3, 4) to NHWC: order 0 2 3 1.
+    let net = run(
+        r#"input: "x" input_shape { dim: 1 dim: 2 dim: 3 dim: 4 }
+           layer { name: "p" type: "Permute" bottom: "x" top: "y" permute_param { order: 0 order: 2 order: 3 order: 1 } }"#,
+        &[("x", &x)],
+    )
+    .unwrap();
+    assert_eq!(net.blob("y").unwrap().shape(), [1, 3, 4, 2]);
+    let y = values(&net, "y");
+    for h in 0..3 {
+        for w in 0..4 {
+            for c in 0..2 {
+                assert_eq!(y[(h * 4 + w) * 2 + c], x[(c * 3 + h) * 4 + w]);
+            }
+        }
+    }
+    // Only axis 2 first: the rest follow in order (2, 0, 1, 3).
+    let net = run(
+        r#"input: "x" input_shape { dim: 1 dim: 2 dim: 3 dim: 4 }
+           layer { name: "p" type: "Permute" bottom: "x" top: "y" permute_param { order: 2 } }"#,
+        &[("x", &x)],
+    )
+    .unwrap();
+    assert_eq!(net.blob("y").unwrap().shape(), [3, 1, 2, 4]);
+    assert_eq!(values(&net, "y")[4..8], x[12..16]);
+    // No order: the identity, the top a view of the bottom.
+    let net = run(
+        r#"input: "x" input_shape { dim: 2 dim: 3 }
+           layer { name: "p" type: "Permute" bottom: "x" top: "y" }"#,
+        &[("x", &x[..6])],
+    )
+    .unwrap();
+    assert_eq!(values(&net, "y"), x[..6]);
+}
+
+#[test]
+fn permute_refuses_bad_orders_and_in_place_wiring() {
+    let text = |order: &str, top: &str| {
+        format!(
+            r#"input: "x" input_shape {{ dim: 1 dim: 2 dim: 3 }}
+               layer {{ name: "p" type: "Permute" bottom: "x" top: "{top}" permute_param {{ {order} }} }}"#
+        )
+    };
+    let err = |t: String| {
+        Net::<f32>::from_prototxt(&t, NetState::test())
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {t}"))
+            .to_string()
+    };
+    let e = err(text("order: 1 order: 1", "y"));
+    assert!(e.contains("duplicate") && e.contains('1'), "{e}");
+    let e = err(text("order: 3", "y"));
+    assert!(
+        e.contains("less than the input dimension") && e.contains("3-D"),
+        "{e}"
+    );
+    let e = err(text("order: 0 order: 2 order: 1", "x"));
+    assert!(e.contains("in-place") || e.contains("in place"), "{e}");
+}
+
+/// A 2 x 2 map over an 8 x 8 image: step 4, centres 2 and 6; sizes 2 and
+/// 4 (the max-size square sqrt(8)), ratio 2 flipped.
+#[test]
+fn prior_box_places_each_cells_boxes_in_the_forks_order() {
+    let net = run(
+        r#"input: "map" input_shape { dim: 1 dim: 5 dim: 2 dim: 2 }
+           input: "image" input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }
+           layer { name: "pb" type: "PriorBox" bottom: "map" bottom: "image" top: "pb"
+                   prior_box_param { min_size: 2 max_size: 4 aspect_ratio: 2 flip: true
+                                     variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 } }"#,
+        &[],
+    )
+    .unwrap();
+    // 4 cells x (3 ratios + 1 max size) x 4 coordinates.
+    assert_eq!(net.blob("pb").unwrap().shape(), [1, 2, 64]);
+    let pb = values(&net, "pb");
+    let r2 = 2f64.sqrt();
+    let corners = |cx: f64, cy: f64, w: f64, h: f64| {
+        [
+            ((cx - w / 2.0) / 8.0) as f32,
+            ((cy - h / 2.0) / 8.0) as f32,
+            ((cx + w / 2.0) / 8.0) as f32,
+            ((cy + h / 2.0) / 8.0) as f32,
+        ]
+    };
+    let mut want = Vec::new();
+    for (cx, cy) in [(2.0, 2.0), (6.0, 2.0), (2.0, 6.0), (6.0, 6.0)] {
+        want.extend(corners(cx, cy, 2.0, 2.0));
+        want.extend(corners(cx, cy, 8f64.sqrt(), 8f64.sqrt()));
+        want.extend(corners(cx, cy, 2.0 * r2, 2.0 / r2));
+        want.extend(corners(cx, cy, 2.0 / r2, 2.0 * r2));
+    }
+    assert_near(&pb[..64], &want, "boxes");
+    let variances: Vec<f32> = (0..64).map(|i| [0.1, 0.1, 0.2, 0.2][i % 4]).collect();
+    assert_near(&pb[64..], &variances, "variances");
+
+    // Clipped to the image, one variance everywhere, the image size and
+    // step given instead of read.
+    let net = run(
+        r#"input: "map" input_shape { dim: 1 dim: 1 dim: 1 dim: 2 }
+           input: "image" input_shape { dim: 1 dim: 3 dim: 5 dim: 7 }
+           layer { name: "pb" type: "PriorBox" bottom: "map" bottom: "image" top: "pb"
+                   prior_box_param { min_size: 6 clip: true img_size: 8 step: 4 offset: 0 } }"#,
+        &[],
+    )
+    .unwrap();
+    let pb = values(&net, "pb");
+    assert_near(
+        &pb[..8],
+        &[0.0, 0.0, 0.375, 0.375, 0.125, 0.0, 0.875, 0.375],
+        "clipped",
+    );
+    assert_near(&pb[8..], &[0.1; 8], "the default variance");
+}
+
+#[test]
+fn prior_box_refuses_what_the_fork_refuses() {
+    for (param, says) in [
+        ("aspect_ratio: 2", "min_size"),
+        ("min_size: 4 max_size: 3", "greater than min_size"),
+        ("min_size: 4 max_size: 8 max_size: 9", "max_size"),
+        (
+            "min_size: 4 variance: 0.1 variance: 0.1 variance: 0.2",
+            "1 or 4",
+        ),
+        ("min_size: 4 variance: -0.1", "positive"),
+        ("min_size: 4 img_size: 8 img_h: 8", "not both"),
+        ("min_size: 4 step: 8 step_w: 8", "not both"),
+    ] {
+        let text = format!(
+            r#"input: "m" input_shape {{ dim: 1 dim: 1 dim: 2 dim: 2 }}
+               input: "i" input_shape {{ dim: 1 dim: 3 dim: 8 dim: 8 }}
+               layer {{ name: "pb" type: "PriorBox" bottom: "m" bottom: "i" top: "pb" prior_box_param {{ {param} }} }}"#
+        );
+        let e = Net::<f32>::from_prototxt(&text, NetState::test())
+            .err()
+            .unwrap_or_else(|| panic!("accepted {param}"))
+            .to_string();
+        assert!(e.contains(says) && e.contains("pb"), "{param}: {e}");
+    }
+}
+
+/// Three priors, three classes (0 the background), CORNER offsets of 0
+/// (boxes are the priors): A and B overlap by IoU 0.78, C stands apart.
+fn detect(settings: &str, scores: &[f32]) -> Result<Vec<f32>, blob_runtime::BlobError> {
+    let text = format!(
+        r#"input: "loc" input_shape {{ dim: 1 dim: 12 }}
+           input: "conf" input_shape {{ dim: 1 dim: 9 }}
+           input: "prior" input_shape {{ dim: 1 dim: 2 dim: 12 }}
+           layer {{ name: "det" type: "DetectionOutput" bottom: "loc" bottom: "conf" bottom: "prior" top: "det"
+                   detection_output_param {{ num_classes: 3 {settings} }} }}"#
+    );
+    let prior = [
+        0.0, 0.0, 0.4, 0.4, //
+        0.05, 0.0, 0.45, 0.4, //
+        0.6, 0.6, 1.0, 1.0, //
+        0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 0.2, 0.2,
+    ];
+    let net = run(
+        &text,
+        &[("loc", &[0.0; 12]), ("conf", scores), ("prior", &prior)],
+    )?;
+    Ok(values(&net, "det"))
+}
+
+const SCORES: [f32; 9] = [
+    0.1, 0.8, 0.1, // A
+    0.05, 0.7, 0.25, // B
+    0.3, 0.2, 0.5, // C
+];
+
+#[test]
+fn detection_output_suppresses_per_class_and_groups_rows_by_label() {
+    let rows = detect(
+        "nms_param { nms_threshold: 0.45 } confidence_threshold: 0.15",
+        &SCORES,
+    )
+    .unwrap();
+    // Class 1: A kept, B suppressed by A, C kept. Class 2: A under the
+    // threshold; C, then B (no overlap).
+    #[rustfmt::skip]
+    let want = [
+        0.0, 1.0, 0.8, 0.0, 0.0, 0.4, 0.4,
+        0.0, 1.0, 0.2, 0.6, 0.6, 1.0, 1.0,
+        0.0, 2.0, 0.5, 0.6, 0.6, 1.0, 1.0,
+        0.0, 2.0, 0.25, 0.05, 0.0, 0.45, 0.4,
+    ];
+    assert_near(&rows, &want, "rows");
+
+    // keep_top_k: the best 3 over all classes, still grouped by label.
+    let rows = detect(
+        "nms_param { nms_threshold: 0.45 } confidence_threshold: 0.15 keep_top_k: 3",
+        &SCORES,
+    )
+    .unwrap();
+    assert_eq!(
+        rows.chunks(7).map(|r| (r[1], r[2])).collect::<Vec<_>>(),
+        [(1.0, 0.8), (2.0, 0.5), (2.0, 0.25)]
+    );
+    // top_k cuts the candidates before suppression: class 1 keeps A only.
+    let rows = detect(
+        "nms_param { nms_threshold: 0.45 top_k: 1 } confidence_threshold: 0.15",
+        &SCORES,
+    )
+    .unwrap();
+    assert_eq!(
+        rows.chunks(7).map(|r| (r[1], r[2])).collect::<Vec<_>>(),
+        [(1.0, 0.8), (2.0, 0.5)]
+    );
+    // No threshold given: every score counts; B survives in class 1 when
+    // the NMS threshold allows its overlap.
+    let rows = detect("nms_param { nms_threshold: 0.8 }", &SCORES).unwrap();
+    assert_eq!(rows.len(), 6 * 7);
+    // The background class may be another: with none (-1) class 0 is a
+    // class like the others.
+    let rows = detect(
+        "background_label_id: -1 nms_param { nms_threshold: 0.45 } confidence_threshold: 0.25",
+        &SCORES,
+    )
+    .unwrap();
+    assert_eq!(
+        rows.chunks(7).map(|r| (r[1], r[2])).collect::<Vec<_>>(),
+        [(0.0, 0.3), (1.0, 0.8), (2.0, 0.5)]
+    );
+}
+
+#[test]
+fn detection_output_with_nothing_found_gives_one_empty_row_per_image() {
+    let rows = detect("confidence_threshold: 0.9", &SCORES).unwrap();
+    assert_eq!(rows, [0.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0]);
+}
+
+#[test]
+fn detection_output_decodes_center_size_offsets() {
+    let text = r#"input: "loc" input_shape { dim: 1 dim: 4 }
+        input: "conf" input_shape { dim: 1 dim: 2 }
+        input: "prior" input_shape { dim: 1 dim: 2 dim: 4 }
+        layer { name: "det" type: "DetectionOutput" bottom: "loc" bottom: "conf" bottom: "prior" top: "det"
+                detection_output_param { num_classes: 2 code_type: CENTER_SIZE } }"#;
+    let loc = [1.0, -1.0, 0.0, 2f32.ln() / 0.2];
+    let prior = [0.2, 0.2, 0.6, 0.6, 0.1, 0.1, 0.2, 0.2];
+    let net = run(
+        text,
+        &[("loc", &loc), ("conf", &[0.1, 0.9]), ("prior", &prior)],
+    )
+    .unwrap();
+    // Centre (0.4 + 0.1 * 0.4, 0.4 - 0.1 * 0.4), width 0.4, height 0.8:
+    // not clipped.
+    assert_near(
+        &values(&net, "det"),
+        &[0.0, 1.0, 0.9, 0.24, -0.04, 0.64, 0.76],
+        "decoded",
+    );
+}
+
+#[test]
+fn detection_output_refuses_mismatched_inputs_and_empty_priors() {
+    let text = r#"input: "loc" input_shape { dim: 1 dim: 8 }
+        input: "conf" input_shape { dim: 1 dim: 3 }
+        input: "prior" input_shape { dim: 1 dim: 2 dim: 12 }
+        layer { name: "det" type: "DetectionOutput" bottom: "loc" bottom: "conf" bottom: "prior" top: "det"
+                detection_output_param { num_classes: 3 } }"#;
+    let e = Net::<f32>::from_prototxt(text, NetState::test())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("Number of priors must match number of location predictions")
+            && e.contains("det"),
+        "{e}"
+    );
+    let e = Net::<f32>::from_prototxt(&text.replace("num_classes: 3", ""), NetState::test())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("num_classes"), "{e}");
+    // A prior box of no width cannot be decoded by size: said at forward.
+    let text = r#"input: "loc" input_shape { dim: 1 dim: 4 }
+        input: "conf" input_shape { dim: 1 dim: 2 }
+        input: "prior" input_shape { dim: 1 dim: 2 dim: 4 }
+        layer { name: "det" type: "DetectionOutput" bottom: "loc" bottom: "conf" bottom: "prior" top: "det"
+                detection_output_param { num_classes: 2 code_type: CENTER_SIZE } }"#;
+    let e = run(text, &[("conf", &[0.1, 0.9])])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("prior box of width 0") && e.contains("det"),
+        "{e}"
+    );
+}
+
+/// The unfolded MobileNet-SSD (convolutions without bias, then BatchNorm
+/// and Scale) with random weights, and the folded file with those layers
+/// merged into each convolution by hand: the same detections.
+#[test]
+fn mobilenet_ssd_folded_and_unfolded_detect_the_same() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/nets/mobilenet_ssd");
+    // Random weights score every class near 1/21: a lower threshold
+    // leaves detections to compare.
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .unwrap()
+            .replace("confidence_threshold: 0.25", "confidence_threshold: 0.02")
+    };
+    let mut unfolded =
+        Net::<f32>::from_prototxt(&read("deploy.prototxt"), NetState::test()).unwrap();
+    let mut folded =
+        Net::<f32>::from_prototxt(&read("MobileNetSSD_deploy.prototxt"), NetState::test()).unwrap();
+    let uniform = |b: &Blob<f32>, lo: f32, hi: f32, seed: u64| {
+        blob_kernels::cpu::set_seed(seed);
+        blob_kernels::cpu::uniform(lo, hi, &mut b.mutable_cpu_data().unwrap()).unwrap();
+    };
+    let layers: Vec<String> = unfolded.layer_names().map(str::to_string).collect();
+    let mut seed = 1;
+    let mut folds = 0;
+    for name in &layers {
+        if unfolded.layer_type(name) != Some("Convolution") {
+            continue;
+        }
+        seed += 1;
+        let conv = unfolded.layer_blobs(name).unwrap();
+        let fan_in = conv[0].count() / conv[0].shape()[0];
+        let bound = (3.0 / fan_in as f32).sqrt();
+        uniform(&conv[0], -bound, bound, seed);
+        if let Some(bias) = conv.get(1) {
+            uniform(bias, -0.1, 0.1, seed + 1000);
+        }
+        let target = folded.layer_blobs(name).unwrap();
+        let (w, b) = (
+            conv[0].to_vec().unwrap(),
+            conv.get(1).map(|b| b.to_vec().unwrap()),
+        );
+        let (Some(bn), Some(scale)) = (
+            unfolded.layer_blobs(&format!("{name}/bn")),
+            unfolded.layer_blobs(&format!("{name}/scale")),
+        ) else {
+            target[0].mutable_cpu_data().unwrap().copy_from_slice(&w);
+            target[1]
+                .mutable_cpu_data()
+                .unwrap()
+                .copy_from_slice(&b.unwrap());
+            continue;
+        };
+        uniform(&bn[0], -0.1, 0.1, seed + 2000);
+        uniform(&bn[1], 0.5, 1.5, seed + 3000);
+        bn[2].mutable_cpu_data().unwrap()[0] = 1.0;
+        uniform(&scale[0], 0.5, 1.5, seed + 4000);
+        uniform(&scale[1], -0.1, 0.1, seed + 5000);
+        let (mean, var) = (bn[0].to_vec().unwrap(), bn[1].to_vec().unwrap());
+        let (gamma, beta) = (scale[0].to_vec().unwrap(), scale[1].to_vec().unwrap());
+        let per = w.len() / mean.len();
+        let mut fw = target[0].mutable_cpu_data().unwrap();
+        let mut fb = target[1].mutable_cpu_data().unwrap();
+        for o in 0..mean.len() {
+            let k = gamma[o] / (var[o] + 1e-5).sqrt();
+            for i in 0..per {
+                fw[o * per + i] = w[o * per + i] * k;
+            }
+            fb[o] = (b.as_ref().map_or(0.0, |b| b[o]) - mean[o]) * k + beta[o];
+        }
+        folds += 1;
+    }
+    assert_eq!(folds, 35, "every BatchNorm and Scale pair folded");
+    for net in [&mut unfolded, &mut folded] {
+        uniform(net.blob("data").unwrap(), 0.0, 1.0, 77);
+        net.forward().unwrap();
+    }
+    let rows = |net: &Net<f32>| -> Vec<[f32; 7]> {
+        let mut rows: Vec<[f32; 7]> = values(net, "detection_out")
+            .chunks(7)
+            .map(|r| r.try_into().unwrap())
+            .collect();
+        rows.sort_by(|a, b| (a[1], -a[2]).partial_cmp(&(b[1], -b[2])).unwrap());
+        rows
+    };
+    let (a, b) = (rows(&unfolded), rows(&folded));
+    assert!(
+        a.len() > 10 && a[0][1] >= 0.0,
+        "detections to compare: {a:?}"
+    );
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x[1], y[1], "labels");
+        assert!((x[2] - y[2]).abs() <= 1e-5, "scores {x:?} vs {y:?}");
+    }
+    // Boxes of rows whose score no other row of the label shares (tied
+    // scores may keep different boxes of equal score).
+    let untied = |rows: &[[f32; 7]], r: &[f32; 7]| {
+        rows.iter()
+            .filter(|o| o[1] == r[1] && (o[2] - r[2]).abs() <= 1e-5)
+            .count()
+            == 1
+    };
+    let mut compared = 0;
+    for (x, y) in a.iter().zip(&b) {
+        if untied(&a, x) && untied(&b, y) {
+            assert_near(&x[3..], &y[3..], "box");
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "some untied rows: {a:?}");
+}
