@@ -1343,9 +1343,9 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "c" type: "Concat" bottom: "e" bottom: "p" top: "c" }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
-    // SSD's head: Permute, PriorBox, Reshape, Softmax over axis 2 and
-    // DetectionOutput on the host; a second Permute an output of its own
-    // so that its backward runs too.
+    // SSD's head: Permute, PriorBox, Reshape, Softmax over axis 2,
+    // DetectionOutput, ArgMax and Crop on the host; a second Permute an
+    // output of its own so that its backward runs too.
     let ssd = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 6 dim: 6 }
         layer { name: "loc" type: "Convolution" bottom: "data" top: "loc"
                 convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
@@ -1359,6 +1359,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "conf_shape" type: "Reshape" bottom: "conf_flat" top: "conf_shape" reshape_param { shape { dim: 0 dim: -1 dim: 3 } } }
         layer { name: "conf_prob" type: "Softmax" bottom: "conf_shape" top: "conf_prob" softmax_param { axis: 2 } }
         layer { name: "conf_out" type: "Flatten" bottom: "conf_prob" top: "conf_out" }
+        layer { name: "best" type: "ArgMax" bottom: "conf_prob" top: "best" argmax_param { axis: 2 } }
+        layer { name: "crop" type: "Crop" bottom: "loc" bottom: "conf" top: "crop" crop_param { axis: 1 offset: 1 offset: 0 offset: 0 } }
         layer { name: "prior" type: "PriorBox" bottom: "data" bottom: "data" top: "prior"
                 prior_box_param { min_size: 2 aspect_ratio: 2 flip: false variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 } }
         layer { name: "det" type: "DetectionOutput" bottom: "loc_flat" bottom: "conf_out" bottom: "prior" top: "det"

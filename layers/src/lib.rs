@@ -48,10 +48,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod activation;
+mod argmax;
 mod batch_norm;
 pub mod check;
 mod concat;
 mod conv;
+mod crop;
 mod detection_output;
 mod dropout;
 mod dummy_data;

@@ -4,9 +4,11 @@
 use blob_runtime::MathElement;
 
 use crate::activation::{ActivationLayer, Hyperbolic, Logistic, Rectify};
+use crate::argmax::ArgMaxLayer;
 use crate::batch_norm::BatchNormLayer;
 use crate::concat::ConcatLayer;
 use crate::conv::ConvolutionLayer;
+use crate::crop::CropLayer;
 use crate::detection_output::DetectionOutputLayer;
 use crate::dropout::DropoutLayer;
 use crate::dummy_data::DummyDataLayer;
@@ -81,6 +83,8 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("PReLU", |p| Ok(Box::new(PReLULayer::<T>::from_param(p)?)));
     r.register("Softmax", |p| Ok(Box::new(SoftmaxLayer::from_param(p))));
     r.register("LRN", |p| Ok(Box::new(LrnLayer::<T>::from_param(p)?)));
+    r.register("Crop", |p| Ok(Box::new(CropLayer::from_param(p))));
+    r.register("ArgMax", |p| Ok(Box::new(ArgMaxLayer::from_param(p)?)));
     r.register("Permute", |p| Ok(Box::new(PermuteLayer::from_param(p)?)));
     r.register("PriorBox", |p| Ok(Box::new(PriorBoxLayer::from_param(p)?)));
     r.register("DetectionOutput", |p| {

@@ -1,0 +1,142 @@
+//! Caffe's ArgMax: the indices (or values) of the `top_k` largest entries
+//! of each item or along an axis, ties to the larger index as Caffe's
+//! partial sort leaves them. Forward only; on the host whatever the
+//! device.
+
+use blob_proto::ParamMessage;
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{DynLayer, TopShape, axis_of, bad_param, sub_param};
+use crate::layer::Result;
+
+/// Caffe `ArgMax`.
+pub(crate) struct ArgMaxLayer {
+    out_max_val: bool,
+    top_k: usize,
+    axis: Option<i64>,
+}
+
+impl ArgMaxLayer {
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        let p = sub_param(layer, "argmax_param");
+        let top_k = p.uint("top_k") as usize;
+        if top_k < 1 {
+            return Err(bad_param(
+                "set up ArgMax",
+                "top_k must be equal to or greater than one",
+            ));
+        }
+        Ok(Self {
+            out_max_val: p.boolean("out_max_val"),
+            top_k,
+            axis: p.has("axis").then(|| p.int("axis")),
+        })
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for ArgMaxLayer {
+    fn type_name(&self) -> &str {
+        "ArgMax"
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        let x = bottoms[0];
+        let shape = x.shape();
+        let (dims, span) = match self.axis {
+            Some(axis) => {
+                let a = axis_of(x, axis, "argmax")?;
+                let mut dims = shape.to_vec();
+                dims[a] = self.top_k;
+                (dims, shape[a])
+            }
+            None => {
+                let mut dims = vec![1; shape.len().max(3)];
+                dims[0] = shape.first().copied().unwrap_or(1);
+                dims[2] = self.top_k;
+                if self.out_max_val {
+                    dims[1] = 2;
+                }
+                let span = x.count() / dims[0].max(1);
+                (dims, span)
+            }
+        };
+        if self.top_k > span {
+            return Err(bad_param(
+                "argmax",
+                format!(
+                    "top_k {} must be less than or equal to the {span} values it ranks in {}",
+                    self.top_k,
+                    x.shape_string()
+                ),
+            ));
+        }
+        Ok(vec![TopShape::new(dims)])
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let x = bottoms[0];
+        let shape = x.shape();
+        // items x span x inner: rank along the middle.
+        let (items, span, inner) = match self.axis {
+            Some(axis) => {
+                let a = axis_of(x, axis, "argmax")?;
+                (
+                    shape[..a].iter().product(),
+                    shape[a],
+                    shape[a + 1..].iter().product(),
+                )
+            }
+            None => {
+                let items = shape.first().copied().unwrap_or(1);
+                (items, x.count() / items.max(1), 1)
+            }
+        };
+        let data = x.cpu_data()?;
+        let mut top = tops[0].mutable_cpu_data()?;
+        let k = self.top_k;
+        let mut pairs: Vec<(f64, usize)> = Vec::with_capacity(span);
+        for item in 0..items {
+            for i in 0..inner {
+                pairs.clear();
+                pairs.extend((0..span).map(|j| (data[(item * span + j) * inner + i].to_f64(), j)));
+                // Descending by (value, index): ties to the larger index.
+                pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+                for (r, &(value, index)) in pairs[..k].iter().enumerate() {
+                    if self.axis.is_some() {
+                        let at = (item * k + r) * inner + i;
+                        top[at] = T::from_f64(if self.out_max_val {
+                            value
+                        } else {
+                            index as f64
+                        });
+                    } else {
+                        let width = if self.out_max_val { 2 * k } else { k };
+                        top[item * width + r] = T::from_f64(index as f64);
+                        if self.out_max_val {
+                            top[item * width + k + r] = T::from_f64(value);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn backward(&mut self, _tops: &[&Blob<T>], down: &[bool], _bottoms: &[&Blob<T>]) -> Result<()> {
+        if down[0] {
+            return Err(bad_param(
+                "argmax",
+                "ArgMax has no backward pass (as in Caffe)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn allow_force_backward(&self, _bottom: usize) -> bool {
+        false
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}
