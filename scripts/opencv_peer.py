@@ -52,6 +52,8 @@ CASES = [
     ("resnet-50", "resnet50/ResNet-50-deploy.prototxt", None),
     ("mobilenet-ssd", "mobilenet_ssd/MobileNetSSD_deploy.prototxt", None),
     ("mobilenet-ssd unfolded", "mobilenet_ssd/deploy.prototxt", None),
+    # Relative to the repository: a net of the convolution geometries.
+    ("conv geometry (synthetic)", "scripts/peer_nets/geometry.prototxt", None),
 ]
 
 
@@ -159,7 +161,7 @@ def main():
     failed, compared, skipped = 0, 0, 0
     try:
         for label, proto_rel, weights_rel in CASES:
-            proto = os.path.join(NETS, proto_rel)
+            proto = os.path.join(ROOT if proto_rel.startswith("scripts/") else NETS, proto_rel)
             text = open(proto).read()
             detections = detection_layers(text)
             if detections:
@@ -193,6 +195,9 @@ def main():
             outs = list(net.getUnconnectedOutLayersNames())
             scores = [b for b in softmax_inputs(text) if b not in outs and b in net.getLayerNames()]
             feeds = [b for d in detections for b in d[:3] if b in net.getLayerNames()]
+            # A prototxt may name more blobs to compare: "# compare: a b".
+            named = re.search(r"^# compare:(.*)$", text, re.M)
+            feeds += [b for b in (named.group(1).split() if named else []) if b in net.getLayerNames()]
             got = net.forward(outs + scores + feeds)
             worst = 0.0
             for out_name, theirs in zip(outs + scores + feeds, got):

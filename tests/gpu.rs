@@ -1319,7 +1319,8 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 }
 
 /// MTCNN's three nets, built from their prototxts with the trained
-/// weights, a net of the other layers and one of SSD's head, forward and
+/// weights, a net of the other layers, one of SSD's head and one of the
+/// convolution geometries, forward and
 /// (forced) backward on the GPU against the same nets on the CPU: every
 /// run-time layer's CUDA side within 1e-5.
 fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
@@ -1365,21 +1366,36 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
                 prior_box_param { min_size: 2 aspect_ratio: 2 flip: false variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 } }
         layer { name: "det" type: "DetectionOutput" bottom: "loc_flat" bottom: "conf_out" bottom: "prior" top: "det"
                 detection_output_param { num_classes: 3 nms_param { nms_threshold: 0.45 } code_type: CENTER_SIZE confidence_threshold: 0.3 } }"#;
+    // Rectangular, strided, dilated convolutions on the GPU's kernels
+    // (or cuDNN); Deconvolution and Crop on the host.
+    let geometry = r#"input: "data" input_shape { dim: 2 dim: 3 dim: 16 dim: 20 }
+        layer { name: "rect" type: "Convolution" bottom: "data" top: "rect"
+                convolution_param { num_output: 6 kernel_h: 3 kernel_w: 5 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 2 dilation: 2
+                                    weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "dilated" type: "Convolution" bottom: "rect" top: "dilated"
+                convolution_param { num_output: 4 group: 2 kernel_size: 3 pad: 3 dilation: 3
+                                    weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "up" type: "Deconvolution" bottom: "dilated" top: "up"
+                convolution_param { num_output: 3 kernel_size: 4 stride: 2 pad: 1
+                                    weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "crop" type: "Crop" bottom: "up" bottom: "rect" top: "crop" crop_param { axis: 2 offset: 1 } }"#;
     for (name, shape) in [
         ("det1", [1, 3, 31, 45]),
         ("det2", [2, 3, 24, 24]),
         ("det3", [2, 3, 48, 48]),
         ("grouped", [2, 4, 9, 9]),
         ("ssd", [2, 4, 6, 6]),
+        ("geometry", [2, 3, 16, 20]),
     ] {
         let text = match name {
             "grouped" => grouped.to_string(),
             "ssd" => ssd.to_string(),
+            "geometry" => geometry.to_string(),
             _ => std::fs::read_to_string(dir.join(format!("{name}.prototxt"))).map_err(fail)?,
         };
         let text = format!("force_backward: true\n{text}");
         let model = match name {
-            "grouped" | "ssd" => None,
+            "grouped" | "ssd" | "geometry" => None,
             _ => Some(
                 blobflow::runtime::CaffeModel::open(dir.join(format!("{name}.caffemodel")))
                     .map_err(fail)?,

@@ -54,6 +54,7 @@ pub mod check;
 mod concat;
 mod conv;
 mod crop;
+mod deconv;
 mod detection_output;
 mod dropout;
 mod dummy_data;

@@ -9,6 +9,7 @@ use crate::batch_norm::BatchNormLayer;
 use crate::concat::ConcatLayer;
 use crate::conv::ConvolutionLayer;
 use crate::crop::CropLayer;
+use crate::deconv::DeconvolutionLayer;
 use crate::detection_output::DetectionOutputLayer;
 use crate::dropout::DropoutLayer;
 use crate::dummy_data::DummyDataLayer;
@@ -51,6 +52,9 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("Split", |_| Ok(Box::new(SplitLayer)));
     r.register("Convolution", |p| {
         Ok(Box::new(ConvolutionLayer::<T>::from_param(p)?))
+    });
+    r.register("Deconvolution", |p| {
+        Ok(Box::new(DeconvolutionLayer::<T>::from_param(p)?))
     });
     r.register("Pooling", |p| Ok(Box::new(PoolingLayer::from_param(p)?)));
     r.register("InnerProduct", |p| {

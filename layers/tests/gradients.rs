@@ -186,6 +186,30 @@ fn a_wrong_backward_is_caught() {
 }
 
 #[test]
+fn rectangular_dilated_convolutions_and_deconvolutions() {
+    check(
+        &format!(
+            r#"type: "Convolution" convolution_param {{ num_output: 4 group: 2 kernel_h: 3 kernel_w: 2
+               stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 2 dilation: 2 dilation: 1 {FILLED} }}"#
+        ),
+        &[&[2, 4, 7, 5]],
+    );
+    check(
+        &format!(
+            r#"type: "Deconvolution" convolution_param {{ num_output: 4 group: 2 kernel_h: 3 kernel_w: 2
+               stride_h: 2 stride_w: 3 pad_h: 1 dilation: 1 dilation: 2 {FILLED} }}"#
+        ),
+        &[&[2, 2, 3, 4]],
+    );
+    check(
+        &format!(
+            r#"type: "Deconvolution" convolution_param {{ num_output: 3 kernel_size: 4 stride: 2 pad: 1 bias_term: false {FILLED} }}"#
+        ),
+        &[&[1, 2, 3, 3]],
+    );
+}
+
+#[test]
 fn grouped_and_biasless_convolutions() {
     check(
         &format!(

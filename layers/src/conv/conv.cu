@@ -1,27 +1,27 @@
-// Convolution on the GPU: im2col and col2im with stride and padding over a
-// whole batch, and the moves between the gemm's (cout, batch*P) layout and
+// Convolution on the GPU: im2col and col2im with kernel, stride, padding
+// and dilation per spatial axis over a whole batch, and the moves between the gemm's (cout, batch*P) layout and
 // the blob's (batch, cout, P). The same arithmetic as conv/cpu.rs.
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
          i < (n); i += (long long)blockDim.x * gridDim.x)
 
-// col is (cin*k*k) x (batch*oh*ow): row (c, ki, kj), column (image, r, q),
-// value x[image, c, r*s + ki - pad, q*s + kj - pad], zero in the padding.
-extern "C" __global__ void im2col_f32(long long total, int cin, int h, int w, int k, int s,
-                                      int pad, int oh, int ow, int batch, const float* x,
-                                      float* col) {
+// col is (cin*kh*kw) x (batch*oh*ow): row (c, ki, kj), column (image, r, q),
+// value x[image, c, r*sh + ki*dh - ph, q*sw + kj*dw - pw], zero in the padding.
+extern "C" __global__ void im2col_f32(long long total, int cin, int h, int w, int kh, int kw,
+                                      int sh, int sw, int ph, int pw, int dh, int dw, int oh,
+                                      int ow, int batch, const float* x, float* col) {
     long long cols = (long long)batch * oh * ow;
     GRID_STRIDE(idx, total) {
         long long row = idx / cols;
         long long j = idx % cols;
-        int kj = (int)(row % k);
-        int ki = (int)((row / k) % k);
-        int c = (int)(row / ((long long)k * k));
+        int kj = (int)(row % kw);
+        int ki = (int)((row / kw) % kh);
+        int c = (int)(row / ((long long)kh * kw));
         int img = (int)(j / ((long long)oh * ow));
         int p = (int)(j % ((long long)oh * ow));
-        int ih = (p / ow) * s + ki - pad;
-        int iw = (p % ow) * s + kj - pad;
+        int ih = (p / ow) * sh + ki * dh - ph;
+        int iw = (p % ow) * sw + kj * dw - pw;
         col[idx] = (ih >= 0 && ih < h && iw >= 0 && iw < w)
                        ? x[(((long long)img * cin + c) * h + ih) * w + iw]
                        : 0.0f;
@@ -30,9 +30,9 @@ extern "C" __global__ void im2col_f32(long long total, int cin, int h, int w, in
 
 // The inverse of im2col: each input pixel gathers every column entry that
 // was copied from it (no atomics: one thread per pixel), overwriting dx.
-extern "C" __global__ void col2im_f32(long long total, int cin, int h, int w, int k, int s,
-                                      int pad, int oh, int ow, int batch, const float* col,
-                                      float* dx) {
+extern "C" __global__ void col2im_f32(long long total, int cin, int h, int w, int kh, int kw,
+                                      int sh, int sw, int ph, int pw, int dh, int dw, int oh,
+                                      int ow, int batch, const float* col, float* dx) {
     long long cols = (long long)batch * oh * ow;
     GRID_STRIDE(idx, total) {
         int iw = (int)(idx % w);
@@ -40,14 +40,14 @@ extern "C" __global__ void col2im_f32(long long total, int cin, int h, int w, in
         int c = (int)((idx / ((long long)w * h)) % cin);
         int img = (int)(idx / ((long long)w * h * cin));
         float sum = 0.0f;
-        for (int ki = 0; ki < k; ++ki) {
-            int rs = ih + pad - ki;  // r * s
-            if (rs < 0 || rs % s != 0 || rs / s >= oh) continue;
-            for (int kj = 0; kj < k; ++kj) {
-                int qs = iw + pad - kj;
-                if (qs < 0 || qs % s != 0 || qs / s >= ow) continue;
-                long long row = ((long long)c * k + ki) * k + kj;
-                long long j = ((long long)img * oh + rs / s) * ow + qs / s;
+        for (int ki = 0; ki < kh; ++ki) {
+            int rs = ih + ph - ki * dh;  // r * sh
+            if (rs < 0 || rs % sh != 0 || rs / sh >= oh) continue;
+            for (int kj = 0; kj < kw; ++kj) {
+                int qs = iw + pw - kj * dw;
+                if (qs < 0 || qs % sw != 0 || qs / sw >= ow) continue;
+                long long row = ((long long)c * kh + ki) * kw + kj;
+                long long j = ((long long)img * oh + rs / sh) * ow + qs / sw;
                 sum += col[row * cols + j];
             }
         }

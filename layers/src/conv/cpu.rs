@@ -9,7 +9,8 @@ use rayon::prelude::*;
 use crate::layer::ensure;
 
 /// A convolution's sizes for one input: batch, input and output planes,
-/// kernel, stride and padding.
+/// and per spatial axis (height, width) the kernel, stride, padding and
+/// dilation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ConvGeometry {
     pub batch: usize,
@@ -19,15 +20,16 @@ pub(crate) struct ConvGeometry {
     pub w: usize,
     pub oh: usize,
     pub ow: usize,
-    pub kernel: usize,
-    pub stride: usize,
-    pub pad: usize,
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+    pub dilation: [usize; 2],
 }
 
 /// One run of `ow` column entries: where it starts in the column buffer,
 /// the input row it reads (`None` for a row of padding), and the outputs
-/// `q` in `valid` whose input pixel `row + q * stride + shift` is inside the
-/// image (the others read padding).
+/// `q` in `valid` whose input pixel `row + q * stride + shift - pad` is
+/// inside the image (the others read padding).
 struct Run {
     col: usize,
     row: Option<usize>,
@@ -36,14 +38,22 @@ struct Run {
 }
 
 impl ConvGeometry {
-    /// Caffe's output size: `(input + 2 pad - kernel) / stride + 1`.
-    pub fn output_size(input: usize, kernel: usize, stride: usize, pad: usize) -> usize {
-        (input + 2 * pad).saturating_sub(kernel) / stride + 1
+    /// Caffe's output size: `(input + 2 pad - extent) / stride + 1`, the
+    /// kernel's extent being `dilation (kernel - 1) + 1`.
+    pub fn output_size(
+        input: usize,
+        kernel: usize,
+        stride: usize,
+        pad: usize,
+        dilation: usize,
+    ) -> usize {
+        let extent = dilation * (kernel - 1) + 1;
+        (input + 2 * pad).saturating_sub(extent) / stride + 1
     }
 
-    /// The im2col patch length `channels_in * kernel * kernel`.
+    /// The im2col patch length `channels_in * kernel_h * kernel_w`.
     pub fn patch(&self) -> usize {
-        self.channels_in * self.kernel * self.kernel
+        self.channels_in * self.kernel[0] * self.kernel[1]
     }
 
     /// Calls `run` for every run of images `first..first + count`; im2col
@@ -54,32 +64,34 @@ impl ConvGeometry {
             w,
             oh,
             ow,
-            kernel: k,
-            stride: s,
-            pad,
+            kernel: [kh, kw],
+            stride: [sh, sw],
+            pad: [ph, pw],
+            dilation: [dh, dw],
             channels_in: cin,
             ..
         } = *self;
         let p = oh * ow;
         let cols = count * p;
         for c in 0..cin {
-            for ki in 0..k {
-                for kj in 0..k {
-                    // Outputs q read input column q * s + kj - pad.
-                    let lo = pad.saturating_sub(kj).div_ceil(s);
-                    let hi = (w + pad).saturating_sub(kj).div_ceil(s).min(ow);
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    // Outputs q read input column q * sw + kj * dw - pw.
+                    let shift = kj * dw;
+                    let lo = pw.saturating_sub(shift).div_ceil(sw);
+                    let hi = (w + pw).saturating_sub(shift).div_ceil(sw).min(ow);
                     let valid = lo.min(hi)..hi;
-                    let row0 = ((c * k + ki) * k + kj) * cols;
+                    let row0 = ((c * kh + ki) * kw + kj) * cols;
                     for img in 0..count {
                         let plane = ((first + img) * cin + c) * h * w;
                         for r in 0..oh {
-                            let ih = (r * s + ki).checked_sub(pad).filter(|&ih| ih < h);
+                            let ih = (r * sh + ki * dh).checked_sub(ph).filter(|&ih| ih < h);
                             run(Run {
                                 col: row0 + img * p + r * ow,
                                 row: ih.map(|ih| plane + ih * w),
                                 valid: valid.clone(),
-                                // q * s + kj - pad, for q >= lo, never negative.
-                                shift: kj,
+                                // q * sw + shift - pw, for q >= lo, never negative.
+                                shift,
                             });
                         }
                     }
@@ -90,7 +102,7 @@ impl ConvGeometry {
 
     /// The input pixel of output column `q` in a run reading `row`.
     fn pixel(&self, row: usize, q: usize, shift: usize) -> usize {
-        row + q * self.stride + shift - self.pad
+        row + q * self.stride[1] + shift - self.pad[1]
     }
 
     /// im2col of images `first..first + count` of `x` into `col`: row
@@ -105,7 +117,7 @@ impl ConvGeometry {
             };
             dst[..run.valid.start].fill(T::ZERO);
             dst[run.valid.end..].fill(T::ZERO);
-            if self.stride == 1 && !run.valid.is_empty() {
+            if self.stride[1] == 1 && !run.valid.is_empty() {
                 let from = self.pixel(row, run.valid.start, run.shift);
                 dst[run.valid.clone()].copy_from_slice(&x[from..from + run.valid.len()]);
             } else {
@@ -176,7 +188,7 @@ impl<T: Send> ConvScratch<T> {
     }
 }
 
-/// `y = conv(x) + bias`, `weight` `(cout, cin, k, k)`.
+/// `y = conv(x) + bias`, `weight` `(cout, cin, kh, kw)`.
 pub(crate) fn forward<T: MathElement>(
     g: &ConvGeometry,
     scratch: &mut ConvScratch<T>,
@@ -243,11 +255,11 @@ fn forward_part<T: MathElement>(
     }
 }
 
-/// The gradients a backward pass computes: weight and bias diffs
-/// (accumulated), and the input diff (overwritten) when asked for.
+/// The gradients a backward pass computes, each when asked for: weight
+/// and bias diffs (accumulated), and the input diff (overwritten).
 pub(crate) struct ConvGradients<'a, T> {
-    pub weight: &'a mut [T],
-    pub bias: &'a mut [T],
+    pub weight: Option<&'a mut [T]>,
+    pub bias: Option<&'a mut [T]>,
     pub input: Option<&'a mut [T]>,
 }
 
@@ -264,8 +276,8 @@ pub(crate) fn backward<T: MathElement>(
     grads: ConvGradients<'_, T>,
 ) {
     let ConvGradients {
-        weight: dw,
-        bias: db,
+        weight: mut dw,
+        bias: mut db,
         input: dx,
     } = grads;
     let in_image = g.channels_in * g.h * g.w;
@@ -275,10 +287,11 @@ pub(crate) fn backward<T: MathElement>(
     if g.batch == 0 {
         return;
     }
+    let wanted = (dw.is_some(), db.is_some());
     let work = |i: usize, s: &mut PartScratch<T>, dx: Option<&mut [T]>| {
         let first = i * per_part;
         let count = per_part.min(g.batch - first);
-        backward_part(g, s, x, weight, dy, first, count, dx);
+        backward_part(g, s, x, weight, dy, first, count, wanted, dx);
     };
     // An input with no values (a 0-wide image, all padding) has no
     // gradient to write, and cutting it would give no part to run.
@@ -294,14 +307,18 @@ pub(crate) fn backward<T: MathElement>(
             .for_each(|(i, s)| work(i, s, None)),
     }
     for s in parts.iter() {
-        cpu::axpy(T::ONE, &s.dw[..dw.len()], dw);
-        cpu::axpy(T::ONE, &s.db[..db.len()], db);
+        if let Some(dw) = dw.as_deref_mut() {
+            cpu::axpy(T::ONE, &s.dw[..dw.len()], dw);
+        }
+        if let Some(db) = db.as_deref_mut() {
+            cpu::axpy(T::ONE, &s.db[..db.len()], db);
+        }
     }
 }
 
 /// [`backward`] of images `first..first + count`: the part's weight and
-/// bias gradients into `s.dw`, `s.db` (overwritten), the input gradient of
-/// those images into `dx` (theirs alone).
+/// bias gradients into `s.dw`, `s.db` (overwritten) where `wanted`, the
+/// input gradient of those images into `dx` (theirs alone).
 #[allow(clippy::too_many_arguments)]
 fn backward_part<T: MathElement>(
     g: &ConvGeometry,
@@ -311,6 +328,7 @@ fn backward_part<T: MathElement>(
     dy: &[T],
     first: usize,
     count: usize,
+    (want_dw, want_db): (bool, bool),
     mut dx: Option<&mut [T]>,
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
@@ -328,27 +346,31 @@ fn backward_part<T: MathElement>(
     for start in (0..count).step_by(round) {
         let n = round.min(count - start);
         let cols = n * p;
-        g.im2col(x, first + start, n, &mut s.col);
         let tmp = &mut s.tmp[..cout * cols];
         for img in 0..n {
             for (co, b) in s.db[..cout].iter_mut().enumerate() {
                 let src = &dy[((first + start + img) * cout + co) * p..][..p];
                 tmp[co * cols + img * p..][..p].copy_from_slice(src);
-                *b += src.iter().copied().sum::<T>();
+                if want_db {
+                    *b += src.iter().copied().sum::<T>();
+                }
             }
         }
-        cpu::gemm(
-            Transpose::No,
-            Transpose::Yes,
-            cout,
-            ckk,
-            cols,
-            T::ONE,
-            tmp,
-            &s.col[..ckk * cols],
-            T::ONE,
-            &mut s.dw[..cout * ckk],
-        );
+        if want_dw {
+            g.im2col(x, first + start, n, &mut s.col);
+            cpu::gemm(
+                Transpose::No,
+                Transpose::Yes,
+                cout,
+                ckk,
+                cols,
+                T::ONE,
+                tmp,
+                &s.col[..ckk * cols],
+                T::ONE,
+                &mut s.dw[..cout * ckk],
+            );
+        }
         let Some(dx) = dx.as_deref_mut() else {
             continue;
         };

@@ -15,14 +15,17 @@ use crate::layer::Result;
 blob_kernels::cuda_kernels! {
     /// `conv.cu`: Convolution's kernels, `f32`.
     pub(crate) static CONV = "conv.cu";
-    /// im2col of a batch, with stride and padding.
+    /// im2col of a batch, with kernel, stride, padding and dilation per
+    /// axis.
     pub(crate) fn im2col_f32(
-        total: i64, cin: i32, h: i32, w: i32, k: i32, s: i32, pad: i32, oh: i32, ow: i32, batch: i32,
+        total: i64, cin: i32, h: i32, w: i32, kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32,
+        dh: i32, dw: i32, oh: i32, ow: i32, batch: i32,
         x: &CudaView<'_, f32>, col: &mut CudaViewMut<'_, f32>
     );
     /// col2im of a batch, overwriting the input gradient.
     pub(crate) fn col2im_f32(
-        total: i64, cin: i32, h: i32, w: i32, k: i32, s: i32, pad: i32, oh: i32, ow: i32, batch: i32,
+        total: i64, cin: i32, h: i32, w: i32, kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32,
+        dh: i32, dw: i32, oh: i32, ow: i32, batch: i32,
         col: &CudaView<'_, f32>, dx: &mut CudaViewMut<'_, f32>
     );
     /// `(cout, batch*P)` to `(batch, cout, P)`, adding the bias.
@@ -65,15 +68,22 @@ impl GpuScratch {
 
 const OP: &str = "convolve on the GPU";
 
-fn ints(g: &ConvGeometry) -> GpuResult<[i32; 9]> {
+/// The kernels' sizes: `cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh,
+/// ow, batch`.
+fn ints(g: &ConvGeometry) -> GpuResult<[i32; 14]> {
     let i = |v: usize| int(OP, v);
     Ok([
         i(g.channels_in)?,
         i(g.h)?,
         i(g.w)?,
-        i(g.kernel)?,
-        i(g.stride)?,
-        i(g.pad)?,
+        i(g.kernel[0])?,
+        i(g.kernel[1])?,
+        i(g.stride[0])?,
+        i(g.stride[1])?,
+        i(g.pad[0])?,
+        i(g.pad[1])?,
+        i(g.dilation[0])?,
+        i(g.dilation[1])?,
         i(g.oh)?,
         i(g.ow)?,
         i(g.batch)?,
@@ -86,7 +96,7 @@ fn im2col(
     x: &CudaView<'_, f32>,
     col: &mut CudaViewMut<'_, f32>,
 ) -> GpuResult<()> {
-    let [cin, h, w, k, s, pad, oh, ow, batch] = ints(g)?;
+    let [cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = ints(g)?;
     let total = g.patch() * g.batch * g.oh * g.ow;
     // SAFETY: x holds batch*cin*h*w values and col total, checked by the
     // views' lengths below the caller.
@@ -98,9 +108,14 @@ fn im2col(
             cin,
             h,
             w,
-            k,
-            s,
-            pad,
+            kh,
+            kw,
+            sh,
+            sw,
+            ph,
+            pw,
+            dh,
+            dw,
             oh,
             ow,
             batch,
@@ -250,7 +265,7 @@ pub(crate) fn backward(
             &mut col,
         )
         .map_err(|e| cuda("convolution input gradient", e))?;
-        let [cin, h, w, k, s, pad, oh, ow, batch] = ints(g)?;
+        let [cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = ints(g)?;
         let n = x.count();
         let mut dxg = x.mutable_gpu_diff()?;
         // SAFETY: col holds ckk*cols, dx batch*cin*h*w = n.
@@ -262,9 +277,14 @@ pub(crate) fn backward(
                 cin,
                 h,
                 w,
-                k,
-                s,
-                pad,
+                kh,
+                kw,
+                sh,
+                sw,
+                ph,
+                pw,
+                dh,
+                dw,
                 oh,
                 ow,
                 batch,

@@ -169,19 +169,25 @@ fn descriptors(handle: &Arc<Cudnn>, g: &ConvGeometry, tf32: bool) -> Result<Desc
     let i = |v: usize| int(OP, v);
     let nchw = cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
     let (n, cin, cout) = (i(g.batch)?, i(g.channels_in)?, i(g.channels_out)?);
-    let (h, w, oh, ow, k) = (i(g.h)?, i(g.w)?, i(g.oh)?, i(g.ow)?, i(g.kernel)?);
-    let (pad, stride) = (i(g.pad)?, i(g.stride)?);
+    let (h, w, oh, ow) = (i(g.h)?, i(g.w)?, i(g.oh)?, i(g.ow)?);
+    let pair = |v: [usize; 2]| -> Result<[i32; 2]> { Ok([i(v[0])?, i(v[1])?]) };
+    let (kernel, pad, stride, dilation) = (
+        pair(g.kernel)?,
+        pair(g.pad)?,
+        pair(g.stride)?,
+        pair(g.dilation)?,
+    );
     Ok(Descriptors {
         x: handle.create_4d_tensor(nchw, [n, cin, h, w]).map_err(err)?,
         w: handle
-            .create_4d_filter(nchw, [cout, cin, k, k])
+            .create_4d_filter(nchw, [cout, cin, kernel[0], kernel[1]])
             .map_err(err)?,
         conv: {
             let mut conv = handle
                 .create_conv2d(
-                    [pad, pad],
-                    [stride, stride],
-                    [1, 1],
+                    pad,
+                    stride,
+                    dilation,
                     // Caffe's convolution does not flip the kernel.
                     cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
                 )

@@ -101,8 +101,8 @@ impl<T: MathElement> ConvEngine<T> {
             &weight.cpu_data()?,
             &y.cpu_diff()?,
             ConvGradients {
-                weight: &mut weight.mutable_cpu_diff()?,
-                bias: &mut bias.mutable_cpu_diff()?,
+                weight: Some(&mut weight.mutable_cpu_diff()?),
+                bias: Some(&mut bias.mutable_cpu_diff()?),
                 input: dx.as_deref_mut(),
             },
         );
@@ -185,11 +185,119 @@ impl<T: MathElement> ConvEngine<T> {
                     &wd[gi * ws..(gi + 1) * ws],
                     &dy[yo..yo + ys],
                     ConvGradients {
-                        weight: &mut dw[gi * ws..(gi + 1) * ws],
-                        bias: &mut db[gi * mg..(gi + 1) * mg],
+                        weight: Some(&mut dw[gi * ws..(gi + 1) * ws]),
+                        bias: Some(&mut db[gi * mg..(gi + 1) * mg]),
                         input: dx.as_deref_mut().map(|d| &mut d[xo..xo + xs]),
                     },
                 );
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: MathElement> ConvEngine<T> {
+    /// Caffe's Deconvolution forward, on the host: the convolution `g`
+    /// (whose input is the deconvolution's output `y`, whose output is
+    /// its input `x`) run backward to its input, then the bias per
+    /// output channel.
+    pub fn deconv_forward(
+        &mut self,
+        g: &ConvGeometry,
+        groups: usize,
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: Option<&Blob<T>>,
+        y: &Blob<T>,
+    ) -> Result<()> {
+        let (sub, ys, xs, ws) = per_group(g, groups);
+        let (xd, wd) = (x.cpu_data()?, weight.cpu_data()?);
+        let mut yd = y.mutable_cpu_data()?;
+        for n in 0..g.batch {
+            for gi in 0..groups {
+                let (xo, yo) = ((n * groups + gi) * xs, (n * groups + gi) * ys);
+                cpu::backward(
+                    &sub,
+                    &mut self.scratch,
+                    &[],
+                    &wd[gi * ws..(gi + 1) * ws],
+                    &xd[xo..xo + xs],
+                    ConvGradients {
+                        weight: None,
+                        bias: None,
+                        input: Some(&mut yd[yo..yo + ys]),
+                    },
+                );
+            }
+        }
+        if let Some(bias) = bias {
+            let bd = bias.cpu_data()?;
+            let plane = g.h * g.w;
+            for (i, v) in yd.iter_mut().enumerate() {
+                *v += bd[(i / plane.max(1)) % g.channels_in];
+            }
+        }
+        Ok(())
+    }
+
+    /// Caffe's Deconvolution backward, on the host: the weight gradient
+    /// (the convolution's, from `y`'s diff as its input and `x` as its
+    /// output's gradient), the bias gradient, and `x`'s diff (the
+    /// convolution of `y`'s diff) when `propagate_down`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn deconv_backward(
+        &mut self,
+        g: &ConvGeometry,
+        groups: usize,
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: Option<&Blob<T>>,
+        y: &Blob<T>,
+        propagate_down: bool,
+    ) -> Result<()> {
+        let (sub, ys, xs, ws) = per_group(g, groups);
+        let (xd, wd, dy) = (x.cpu_data()?, weight.cpu_data()?, y.cpu_diff()?);
+        let mut dw = weight.mutable_cpu_diff()?;
+        let mut dx = if propagate_down {
+            Some(x.mutable_cpu_diff()?)
+        } else {
+            None
+        };
+        let no_bias = vec![T::ZERO; sub.channels_out];
+        for n in 0..g.batch {
+            for gi in 0..groups {
+                let (xo, yo) = ((n * groups + gi) * xs, (n * groups + gi) * ys);
+                let top = &dy[yo..yo + ys];
+                cpu::backward(
+                    &sub,
+                    &mut self.scratch,
+                    top,
+                    &wd[gi * ws..(gi + 1) * ws],
+                    &xd[xo..xo + xs],
+                    ConvGradients {
+                        weight: Some(&mut dw[gi * ws..(gi + 1) * ws]),
+                        bias: None,
+                        input: None,
+                    },
+                );
+                if let Some(dx) = dx.as_deref_mut() {
+                    let w = &wd[gi * ws..(gi + 1) * ws];
+                    cpu::forward(
+                        &sub,
+                        &mut self.scratch,
+                        top,
+                        w,
+                        &no_bias,
+                        &mut dx[xo..xo + xs],
+                    );
+                }
+            }
+        }
+        if let Some(bias) = bias {
+            let mut db = bias.mutable_cpu_diff()?;
+            let plane = (g.h * g.w).max(1);
+            for (i, row) in dy.chunks(plane).enumerate() {
+                db[i % g.channels_in] += row.iter().copied().sum::<T>();
             }
         }
         Ok(())

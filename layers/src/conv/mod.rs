@@ -21,8 +21,9 @@ mod runtime;
 pub(crate) use cpu::ConvGeometry;
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::CONV;
-use engine::{ConvEngine, CudnnChoice};
-pub(crate) use runtime::ConvolutionLayer;
+pub(crate) use engine::ConvEngine;
+use engine::CudnnChoice;
+pub(crate) use runtime::{ConvParam, ConvolutionLayer};
 
 /// How a [`Convolution`] convolves on a GPU in this build on this
 /// machine, in words: `"cuDNN 9.21.0"`, or `"im2col + cuBLAS"` and why
@@ -163,11 +164,12 @@ where
             channels_out: COUT,
             h: s[2],
             w: s[3],
-            oh: ConvGeometry::output_size(s[2], K, S, P),
-            ow: ConvGeometry::output_size(s[3], K, S, P),
-            kernel: K,
-            stride: S,
-            pad: P,
+            oh: ConvGeometry::output_size(s[2], K, S, P, 1),
+            ow: ConvGeometry::output_size(s[3], K, S, P, 1),
+            kernel: [K; 2],
+            stride: [S; 2],
+            pad: [P; 2],
+            dilation: [1; 2],
         };
         expect_shape("write convolution output", y, &[g.batch, COUT, g.oh, g.ow])?;
         Ok(g)

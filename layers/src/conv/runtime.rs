@@ -11,44 +11,58 @@ use crate::layer::Result;
 
 const OP: &str = "set up Convolution";
 
-/// Caffe `Convolution` (square kernel): bottom `i` to top `i`, all with
-/// the same weights `(num_output, C / group, k, k)` and, with
-/// `bias_term`, bias `(num_output)`.
-pub(crate) struct ConvolutionLayer<T: MathElement> {
-    num_output: usize,
-    group: usize,
-    bias_term: bool,
-    /// The zeros a convolution without bias adds, on the input's device.
-    zero_bias: Blob<T>,
-    kernel: usize,
-    stride: usize,
-    pad: usize,
-    weight_filler: ParamMessage,
-    bias_filler: ParamMessage,
-    blobs: Vec<Blob<T>>,
-    engine: ConvEngine<T>,
-    choice: CudnnChoice,
+/// A `convolution_param` as Convolution and Deconvolution read it (two
+/// spatial axes; per axis: height, width).
+pub(crate) struct ConvParam {
+    pub num_output: usize,
+    pub group: usize,
+    pub bias_term: bool,
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+    pub dilation: [usize; 2],
+    pub weight_filler: ParamMessage,
+    pub bias_filler: ParamMessage,
+    pub choice: CudnnChoice,
 }
 
-/// One value for both spatial axes, from the repeated field `name` or
-/// its `_h`/`_w` pair (Caffe's rules for kernel, stride and pad).
-fn square(param: &ParamMessage, name: &str, prefix: &str, default: u64) -> Result<usize> {
+/// Caffe `Convolution` over two spatial axes: bottom `i` to top `i`, all
+/// with the same weights `(num_output, C / group, kh, kw)` and, with
+/// `bias_term`, bias `(num_output)`.
+pub(crate) struct ConvolutionLayer<T: MathElement> {
+    p: ConvParam,
+    /// The zeros a convolution without bias adds, on the input's device.
+    zero_bias: Blob<T>,
+    blobs: Vec<Blob<T>>,
+    engine: ConvEngine<T>,
+}
+
+/// The value for each spatial axis (height, width), from the repeated
+/// field `name` (none, once, or once per axis) or, where `prefix` is
+/// given, its `_h`/`_w` pair (Caffe's rules for kernel, stride and pad).
+fn per_axis(
+    param: &ParamMessage,
+    name: &str,
+    prefix: Option<&str>,
+    default: u64,
+) -> Result<[usize; 2]> {
     let list = param.uints(name);
-    let (h, w) = (format!("{prefix}_h"), format!("{prefix}_w"));
-    let pair = (param.has(&h), param.has(&w));
+    let (h, w) = prefix.map_or((String::new(), String::new()), |p| {
+        (format!("{p}_h"), format!("{p}_w"))
+    });
+    let pair = prefix.map_or((false, false), |_| (param.has(&h), param.has(&w)));
     let (vh, vw) = match (list.as_slice(), pair) {
         ([], (false, false)) => (default, default),
         ([v], (false, false)) => (*v, *v),
         ([a, b], (false, false)) => (*a, *b),
-        ([], (true, true)) => (param.uint(&h), param.uint(&w)),
-        ([], _) => {
-            return Err(bad_param(OP, format!("both {h} and {w} are required")));
-        }
+        // One of the pair alone leaves the other at 0, as in Caffe: fine
+        // for a pad, refused below for a kernel or stride.
+        ([], _) => (param.uint(&h), param.uint(&w)),
         (_, (false, false)) => {
             return Err(bad_param(
                 OP,
                 format!(
-                    "{name} must be specified once, or once per spatial dimension ({} given)",
+                    "{name} must be specified once, or once per spatial dimension ({} given for 2; N-D convolutions are not supported)",
                     list.len()
                 ),
             ));
@@ -60,34 +74,32 @@ fn square(param: &ParamMessage, name: &str, prefix: &str, default: u64) -> Resul
             ));
         }
     };
-    if vh != vw {
-        return Err(bad_param(
-            OP,
-            format!("a rectangular {name} ({vh} x {vw}) is not supported yet"),
-        ));
-    }
-    usize::try_from(vh).map_err(|_| bad_param(OP, format!("{name} {vh} is too large")))
+    let size =
+        |v: u64| usize::try_from(v).map_err(|_| bad_param(OP, format!("{name} {v} is too large")));
+    Ok([size(vh)?, size(vw)?])
 }
 
-impl<T: MathElement> ConvolutionLayer<T> {
-    /// Reads the layer's `convolution_param`.
-    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+impl ConvParam {
+    /// Reads the layer's `convolution_param`; `op` names the layer type
+    /// in errors.
+    pub(crate) fn from_layer(layer: &ParamMessage) -> Result<Self> {
         let p = sub_param(layer, "convolution_param");
         let num_output = p.uint("num_output") as usize;
         if num_output == 0 {
             return Err(bad_param(OP, "num_output must be set and positive"));
         }
-        let kernel = square(&p, "kernel_size", "kernel", 0)?;
-        let stride = square(&p, "stride", "stride", 1)?;
-        let pad = square(&p, "pad", "pad", 0)?;
-        if kernel == 0 || stride == 0 {
+        let kernel = per_axis(&p, "kernel_size", Some("kernel"), 0)?;
+        let stride = per_axis(&p, "stride", Some("stride"), 1)?;
+        let pad = per_axis(&p, "pad", Some("pad"), 0)?;
+        let dilation = per_axis(&p, "dilation", None, 1)?;
+        if kernel.contains(&0) || stride.contains(&0) || dilation.contains(&0) {
             return Err(bad_param(
                 OP,
-                format!("kernel_size ({kernel}) and stride ({stride}) must be positive"),
+                format!(
+                    "kernel ({} x {}), stride ({} x {}) and dilation ({} x {}) must be positive",
+                    kernel[0], kernel[1], stride[0], stride[1], dilation[0], dilation[1]
+                ),
             ));
-        }
-        if p.uints("dilation").iter().any(|&d| d != 1) {
-            return Err(bad_param(OP, "dilation other than 1 is not supported yet"));
         }
         let group = p.uint("group") as usize;
         if group == 0 || !num_output.is_multiple_of(group) {
@@ -108,14 +120,12 @@ impl<T: MathElement> ConvolutionLayer<T> {
             num_output,
             group,
             bias_term: p.boolean("bias_term"),
-            zero_bias: Blob::default(),
             kernel,
             stride,
             pad,
+            dilation,
             weight_filler: sub_param(&p, "weight_filler"),
             bias_filler: sub_param(&p, "bias_filler"),
-            blobs: Vec::new(),
-            engine: ConvEngine::default(),
             choice: CudnnChoice {
                 #[cfg(feature = "cudnn")]
                 use_cudnn,
@@ -125,28 +135,90 @@ impl<T: MathElement> ConvolutionLayer<T> {
         })
     }
 
+    /// The convolution of `batch` images of `cin` channels and `size`
+    /// (height, width) by these settings.
+    pub(crate) fn geometry(&self, batch: usize, cin: usize, size: [usize; 2]) -> ConvGeometry {
+        let out = |a: usize| {
+            ConvGeometry::output_size(
+                size[a],
+                self.kernel[a],
+                self.stride[a],
+                self.pad[a],
+                self.dilation[a],
+            )
+        };
+        ConvGeometry {
+            batch,
+            channels_in: cin,
+            channels_out: self.num_output,
+            h: size[0],
+            w: size[1],
+            oh: out(0),
+            ow: out(1),
+            kernel: self.kernel,
+            stride: self.stride,
+            pad: self.pad,
+            dilation: self.dilation,
+        }
+    }
+
+    /// The kernel's extent along axis `a`: `dilation (kernel - 1) + 1`.
+    pub(crate) fn extent(&self, a: usize) -> usize {
+        self.dilation[a] * (self.kernel[a] - 1) + 1
+    }
+
+    /// The weights (and, with `bias_term`, the bias of `bias_len`) of
+    /// `weight_shape`, drawn from the fillers.
+    pub(crate) fn fresh_blobs<T: MathElement>(
+        &self,
+        weight_shape: &[usize],
+        bias_len: usize,
+    ) -> Result<Vec<Blob<T>>> {
+        let weight = Blob::new(weight_shape)?;
+        crate::filler::fill(&weight, &self.weight_filler)?;
+        let mut blobs = vec![weight];
+        if self.bias_term {
+            let bias = Blob::new(&[bias_len])?;
+            crate::filler::fill(&bias, &self.bias_filler)?;
+            blobs.push(bias);
+        }
+        Ok(blobs)
+    }
+}
+
+impl<T: MathElement> ConvolutionLayer<T> {
+    /// Reads the layer's `convolution_param`.
+    pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
+        Ok(Self {
+            p: ConvParam::from_layer(layer)?,
+            zero_bias: Blob::default(),
+            blobs: Vec::new(),
+            engine: ConvEngine::default(),
+        })
+    }
+
     fn geometry(&self, x: &Blob<T>) -> Result<ConvGeometry> {
         let s = x.shape();
-        let reach = self.kernel.saturating_sub(2 * self.pad);
-        if s.len() != 4 || s[2] < reach || s[3] < reach {
+        let p = &self.p;
+        let reach = |a: usize| p.extent(a).saturating_sub(2 * p.pad[a]);
+        if s.len() != 4 || s[2] < reach(0) || s[3] < reach(1) {
             return Err(bad_param(
                 "convolve",
                 format!(
-                    "the input is {}, not (N, C, H, W) with H and W at least {reach}",
-                    x.shape_string()
+                    "the input is {}, not (N, C, H, W) with H at least {} and W at least {}",
+                    x.shape_string(),
+                    reach(0),
+                    reach(1)
                 ),
             ));
         }
-        let cin = self
-            .blobs
-            .first()
-            .map_or(s[1], |w| w.shape()[1] * self.group);
-        if !s[1].is_multiple_of(self.group) {
+        let cin = self.blobs.first().map_or(s[1], |w| w.shape()[1] * p.group);
+        if !s[1].is_multiple_of(p.group) {
             return Err(bad_param(
                 "convolve",
                 format!(
                     "the input's {} channels are not a multiple of group {}",
-                    s[1], self.group
+                    s[1], p.group
                 ),
             ));
         }
@@ -161,18 +233,7 @@ impl<T: MathElement> ConvolutionLayer<T> {
                 ),
             ));
         }
-        Ok(ConvGeometry {
-            batch: s[0],
-            channels_in: cin,
-            channels_out: self.num_output,
-            h: s[2],
-            w: s[3],
-            oh: ConvGeometry::output_size(s[2], self.kernel, self.stride, self.pad),
-            ow: ConvGeometry::output_size(s[3], self.kernel, self.stride, self.pad),
-            kernel: self.kernel,
-            stride: self.stride,
-            pad: self.pad,
-        })
+        Ok(p.geometry(s[0], cin, [s[2], s[3]]))
     }
 }
 
@@ -180,11 +241,11 @@ impl<T: MathElement> ConvolutionLayer<T> {
     /// Without `bias_term`, zeros of `num_output` on `x`'s device (its
     /// gradient, accumulated by the passes, is never read).
     fn place_zero_bias(&mut self, x: &Blob<T>) -> Result<()> {
-        if self.bias_term {
+        if self.p.bias_term {
             return Ok(());
         }
-        let fresh = self.zero_bias.count() != self.num_output;
-        crate::softmax::place_with(&mut self.zero_bias, x, &[self.num_output])?;
+        let fresh = self.zero_bias.count() != self.p.num_output;
+        crate::softmax::place_with(&mut self.zero_bias, x, &[self.p.num_output])?;
         if fresh {
             self.zero_bias.mutable_cpu_data()?.fill(T::ZERO);
         }
@@ -211,15 +272,9 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         }
         let g = self.geometry(bottoms[0])?;
         if self.blobs.is_empty() {
-            let k = self.kernel;
-            let weight = Blob::new(&[self.num_output, g.channels_in / self.group, k, k])?;
-            crate::filler::fill(&weight, &self.weight_filler)?;
-            self.blobs = vec![weight];
-            if self.bias_term {
-                let bias = Blob::new(&[self.num_output])?;
-                crate::filler::fill(&bias, &self.bias_filler)?;
-                self.blobs.push(bias);
-            }
+            let [kh, kw] = self.p.kernel;
+            let shape = [self.p.num_output, g.channels_in / self.p.group, kh, kw];
+            self.blobs = self.p.fresh_blobs(&shape, self.p.num_output)?;
         }
         Ok(bottoms
             .iter()
@@ -232,13 +287,13 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         for (x, y) in bottoms.iter().zip(tops) {
             let g = self.geometry(x)?;
             let w = &self.blobs[0];
-            let b = if self.bias_term {
+            let b = if self.p.bias_term {
                 &self.blobs[1]
             } else {
                 &self.zero_bias
             };
             self.engine
-                .forward_grouped(&g, self.group, self.choice, x, w, b, y)?;
+                .forward_grouped(&g, self.p.group, self.p.choice, x, w, b, y)?;
         }
         Ok(())
     }
@@ -253,13 +308,13 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         for ((x, y), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
             let g = self.geometry(x)?;
             let w = &self.blobs[0];
-            let b = if self.bias_term {
+            let b = if self.p.bias_term {
                 &self.blobs[1]
             } else {
                 &self.zero_bias
             };
             self.engine
-                .backward_grouped(&g, self.group, self.choice, x, w, b, y, down)?;
+                .backward_grouped(&g, self.p.group, self.p.choice, x, w, b, y, down)?;
         }
         Ok(())
     }

@@ -12,7 +12,8 @@ use crate::{CpuRun, assert_close, random, run_on_cpu};
 
 blob!(shape Image = _, 3, 9, 9);
 
-/// A convolution's sizes, as `ConvGeometry` holds them.
+/// A convolution's sizes, as `ConvGeometry` holds them: per spatial
+/// axis (height, width) the kernel, stride, padding and dilation.
 #[derive(Clone, Copy)]
 struct Geometry {
     batch: usize,
@@ -20,14 +21,16 @@ struct Geometry {
     cout: usize,
     h: usize,
     w: usize,
-    k: usize,
-    s: usize,
-    pad: usize,
+    k: [usize; 2],
+    s: [usize; 2],
+    pad: [usize; 2],
+    d: [usize; 2],
     oh: usize,
     ow: usize,
 }
 
 impl Geometry {
+    /// A square one over a square image.
     fn new(
         batch: usize,
         cin: usize,
@@ -37,25 +40,40 @@ impl Geometry {
         s: usize,
         pad: usize,
     ) -> Self {
-        let o = (hw + 2 * pad - k) / s + 1;
+        Self::rect(batch, cin, cout, [hw; 2], [k; 2], [s; 2], [pad; 2], [1; 2])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rect(
+        batch: usize,
+        cin: usize,
+        cout: usize,
+        hw: [usize; 2],
+        k: [usize; 2],
+        s: [usize; 2],
+        pad: [usize; 2],
+        d: [usize; 2],
+    ) -> Self {
+        let out = |a: usize| (hw[a] + 2 * pad[a] - (d[a] * (k[a] - 1) + 1)) / s[a] + 1;
         Self {
             batch,
             cin,
             cout,
-            h: hw,
-            w: hw,
+            h: hw[0],
+            w: hw[1],
             k,
             s,
             pad,
-            oh: o,
-            ow: o,
+            d,
+            oh: out(0),
+            ow: out(1),
         }
     }
     fn p(&self) -> usize {
         self.oh * self.ow
     }
     fn ckk(&self) -> usize {
-        self.cin * self.k * self.k
+        self.cin * self.k[0] * self.k[1]
     }
     fn cols(&self) -> usize {
         self.batch * self.p()
@@ -66,16 +84,30 @@ impl Geometry {
     fn y_len(&self) -> usize {
         self.batch * self.cout * self.p()
     }
-    fn ints(&self) -> [i32; 9] {
+    /// `cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch`.
+    fn ints(&self) -> [i32; 14] {
         [
-            self.cin, self.h, self.w, self.k, self.s, self.pad, self.oh, self.ow, self.batch,
+            self.cin,
+            self.h,
+            self.w,
+            self.k[0],
+            self.k[1],
+            self.s[0],
+            self.s[1],
+            self.pad[0],
+            self.pad[1],
+            self.d[0],
+            self.d[1],
+            self.oh,
+            self.ow,
+            self.batch,
         ]
         .map(|v| v as i32)
     }
 }
 
 fn im2col(g: &Geometry, x: &[f32]) -> Vec<f32> {
-    let [cin, h, w, kk, s, pad, oh, ow, batch] = g.ints();
+    let [cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = g.ints();
     let total = g.ckk() * g.cols();
     let mut col = vec![f32::NAN; total];
     // SAFETY: x holds x_len values, col total.
@@ -86,9 +118,14 @@ fn im2col(g: &Geometry, x: &[f32]) -> Vec<f32> {
             cin,
             h,
             w,
-            kk,
-            s,
-            pad,
+            kh,
+            kw,
+            sh,
+            sw,
+            ph,
+            pw,
+            dh,
+            dw,
             oh,
             ow,
             batch,
@@ -154,13 +191,29 @@ fn im2col_path(g: &Geometry, weight: &[f32], bias: &[f32], x: &[f32], dy: &[f32]
         0.0,
         &mut dcol,
     );
-    let [cin, h, w, kk, s, pad, oh, ow, batch] = g.ints();
+    let [
+        cin,
+        h,
+        w,
+        kh,
+        kw,
+        sh,
+        sw,
+        ph,
+        pw,
+        dil_h,
+        dil_w,
+        oh,
+        ow,
+        batch,
+    ] = g.ints();
     let n = g.x_len();
     let mut dx = vec![f32::NAN; n];
     // SAFETY: dcol holds ckk*cols, dx n.
     unsafe {
         k::col2im_f32(
-            n, n as i64, cin, h, w, kk, s, pad, oh, ow, batch, &dcol, &mut dx,
+            n, n as i64, cin, h, w, kh, kw, sh, sw, ph, pw, dil_h, dil_w, oh, ow, batch, &dcol,
+            &mut dx,
         )
     };
     CpuRun {
@@ -217,6 +270,51 @@ fn im2col_path_matches_cpu_convolution() {
             run_on_cpu(&mut conv, p, (&x_shape, x), (&[2, 5, 4, 4], dy))
         },
     );
+}
+
+/// Rectangular kernels, strides and pads with dilation, against the
+/// run-time Convolution built from its `convolution_param`.
+#[test]
+fn im2col_path_matches_rectangular_dilated_convolution() {
+    let g = Geometry::rect(2, 3, 4, [9, 11], [3, 2], [2, 1], [1, 0], [2, 3]);
+    check("3x2 stride 2x1 pad 1x0 dilation 2x3", g, |p, x, dy| {
+        let param = blob_proto::ParamMessage::from_text(
+            &blob_proto::schema::LAYER_PARAMETER,
+            &blob_proto::TextMessage::parse(
+                r#"type: "Convolution" convolution_param { num_output: 4 kernel_h: 3 kernel_w: 2
+                   stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0 dilation: 2 dilation: 3 }"#,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let mut conv = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers()
+            .build("Convolution", &param)
+            .unwrap();
+        let xb = blob_runtime::Blob::<f32>::new(&[2, 3, 9, 11]).unwrap();
+        xb.mutable_cpu_data().unwrap().copy_from_slice(x);
+        let yb = blob_runtime::Blob::<f32>::default();
+        let shapes = conv.reshape(&[&xb], &[&yb]).unwrap();
+        assert_eq!(shapes[0].dims, [2, 4, g.oh, g.ow]);
+        let mut yb = yb;
+        yb.reshape(&shapes[0].dims).unwrap();
+        for (blob, values) in conv.blobs().iter().zip(p) {
+            blob.mutable_cpu_data().unwrap().copy_from_slice(values);
+            blob.mutable_cpu_diff().unwrap().fill(0.0);
+        }
+        conv.forward(&[&xb], &[&yb]).unwrap();
+        let y = yb.to_vec().unwrap();
+        yb.mutable_cpu_diff().unwrap().copy_from_slice(dy);
+        conv.backward(&[&yb], &[true], &[&xb]).unwrap();
+        CpuRun {
+            y,
+            dx: xb.diff_to_vec().unwrap(),
+            param_diffs: conv
+                .blobs()
+                .iter()
+                .map(|b| b.diff_to_vec().unwrap())
+                .collect(),
+        }
+    });
 }
 
 /// The cuDNN path's bias: cuDNN convolves, the kernels add the bias and
