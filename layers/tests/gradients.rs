@@ -477,3 +477,69 @@ fn element_wise_values_as_caffe_defines_them() {
         [-1.0, 2.0]
     );
 }
+
+/// A whole net's gradients against central differences of its loss: an
+/// in-place chain BatchNorm -> Scale -> ReLU, where BatchNorm's backward
+/// must use the output it normalized, not what the layers after it left
+/// in the shared top (Caffe keeps `x_norm_` for this).
+#[test]
+fn in_place_batch_norm_scale_relu_chain_in_a_net() {
+    use blob_layers::net::{Net, NetState};
+    let text = r#"force_backward: true
+        input: "data" input_shape { dim: 3 dim: 2 dim: 3 dim: 3 }
+        input: "label" input_shape { dim: 3 }
+        layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+                convolution_param { num_output: 4 kernel_size: 2 weight_filler { type: "gaussian" std: 0.5 } } }
+        layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv" }
+        layer { name: "scale" type: "Scale" bottom: "conv" top: "conv"
+                scale_param { bias_term: true filler { type: "gaussian" std: 1 } bias_filler { type: "gaussian" std: 0.5 } } }
+        layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+        layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip"
+                inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.5 } } }
+        layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }"#;
+    blob_kernels::cpu::set_seed(3);
+    let mut net = Net::<f64>::from_prototxt(text, NetState::train()).unwrap();
+    let x = input(&[3, 2, 3, 3], 5).to_vec().unwrap();
+    net.blob("data")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&x);
+    net.blob("label")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&[0.0, 2.0, 1.0]);
+    net.clear_param_diffs().unwrap();
+    net.forward().unwrap();
+    net.backward().unwrap();
+    let analytic = net.blob("data").unwrap().diff_to_vec().unwrap();
+    let gamma = net.layer_blobs("scale").unwrap()[0].diff_to_vec().unwrap();
+    let step = 1e-5;
+    // The blob a value lives in: the input, or the scale's gamma.
+    fn target<'n>(net: &'n Net<f64>, which: &str) -> &'n blob_runtime::Blob<f64> {
+        match which {
+            "data" => net.blob("data").unwrap(),
+            _ => &net.layer_blobs("scale").unwrap()[0],
+        }
+    }
+    let mut checked = 0;
+    for (which, grads) in [("data", &analytic), ("scale", &gamma)] {
+        for (i, &want) in grads.iter().enumerate() {
+            let v = target(&net, which).cpu_data().unwrap()[i];
+            let mut loss_at = |value: f64| {
+                target(&net, which).mutable_cpu_data().unwrap()[i] = value;
+                net.forward().unwrap()
+            };
+            let (plus, minus) = (loss_at(v + step), loss_at(v - step));
+            loss_at(v);
+            let numeric = (plus - minus) / (2.0 * step);
+            assert!(
+                (numeric - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "{which}[{i}]: backward {want}, central differences {numeric}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 54 + 4);
+}

@@ -17,6 +17,10 @@ pub(crate) struct BatchNormLayer<T: MathElement> {
     blobs: Vec<Blob<T>>,
     /// `1 / sqrt(var + eps)` per channel, for backward.
     inv_std: Vec<f64>,
+    /// The normalized output of the last forward pass with batch
+    /// statistics (Caffe's `x_norm_`): backward needs it, and in place
+    /// the top holds what the layers after this one made of it.
+    normalized: Vec<f64>,
 }
 
 impl<T: MathElement> BatchNormLayer<T> {
@@ -43,6 +47,7 @@ impl<T: MathElement> BatchNormLayer<T> {
             eps: p.float("eps"),
             blobs: Vec::new(),
             inv_std: Vec::new(),
+            normalized: Vec::new(),
         })
     }
 
@@ -137,10 +142,15 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
             (m, v)
         };
         self.inv_std = var.iter().map(|v| 1.0 / (v + self.eps).sqrt()).collect();
+        self.normalized.clear();
         let mut y = tops[0].mutable_cpu_data()?;
         for (i, (o, &val)) in y.iter_mut().zip(&x).enumerate() {
             let ch = (i / spatial) % c;
-            *o = T::from_f64((val.to_f64() - mean[ch]) * self.inv_std[ch]);
+            let v = (val.to_f64() - mean[ch]) * self.inv_std[ch];
+            if !self.global_stats {
+                self.normalized.push(v);
+            }
+            *o = T::from_f64(v);
         }
         Ok(())
     }
@@ -159,7 +169,6 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
         }
         let (n, c, spatial) = self.dims(bottoms[0])?;
         let dy = tops[0].diff_to_vec()?;
-        let y = tops[0].to_vec()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
         if self.global_stats {
             for (i, (d, &g)) in dx.iter_mut().zip(&dy).enumerate() {
@@ -167,16 +176,23 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
             }
             return Ok(());
         }
+        let y = &self.normalized;
+        if y.len() != dy.len() {
+            return Err(bad_param(
+                "batch norm",
+                "backward before a forward pass with batch statistics of this size",
+            ));
+        }
         let count = (n * spatial).max(1) as f64;
         let (mut mean_dy, mut mean_dyy) = (vec![0.0; c], vec![0.0; c]);
-        for (i, (&g, &o)) in dy.iter().zip(&y).enumerate() {
+        for (i, (&g, &o)) in dy.iter().zip(y).enumerate() {
             let ch = (i / spatial) % c;
             mean_dy[ch] += g.to_f64() / count;
-            mean_dyy[ch] += g.to_f64() * o.to_f64() / count;
+            mean_dyy[ch] += g.to_f64() * o / count;
         }
-        for (i, ((d, &g), &o)) in dx.iter_mut().zip(&dy).zip(&y).enumerate() {
+        for (i, ((d, &g), &o)) in dx.iter_mut().zip(&dy).zip(y).enumerate() {
             let ch = (i / spatial) % c;
-            let v = (g.to_f64() - mean_dy[ch] - o.to_f64() * mean_dyy[ch]) * self.inv_std[ch];
+            let v = (g.to_f64() - mean_dy[ch] - o * mean_dyy[ch]) * self.inv_std[ch];
             *d = T::from_f64(v);
         }
         Ok(())
