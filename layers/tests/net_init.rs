@@ -315,6 +315,70 @@ fn v1_layers_are_upgraded() {
     assert_eq!(net.blob("pool").unwrap().shape(), [1, 2, 2, 2]);
 }
 
+/// V0 files (2014): flat `layer` messages nested in `layers`, lower-case
+/// types, `padding` layers folded into the convolution they feed.
+#[test]
+fn v0_layers_are_upgraded_through_v1() {
+    let v0 = r#"name: "older"
+        input: "data" input_dim: 1 input_dim: 1 input_dim: 4 input_dim: 4
+        layers { layer { name: "pad" type: "padding" pad: 1 } bottom: "data" top: "padded" }
+        layers { layer { name: "conv" type: "conv" num_output: 2 kernelsize: 3 biasterm: false
+                         weight_filler { type: "constant" value: 1 } blobs_lr: 3 weight_decay: 0 }
+                 bottom: "padded" top: "conv" }
+        layers { layer { name: "pool" type: "pool" pool: AVE kernelsize: 2 stride: 2 } bottom: "conv" top: "pool" }
+        layers { layer { name: "drop" type: "dropout" dropout_ratio: 0.25 } bottom: "pool" top: "pool" }"#;
+    let mut net = build(v0).unwrap();
+    assert_eq!(
+        net.layer_names().collect::<Vec<_>>(),
+        ["input", "conv", "pool", "drop"],
+        "the padding layer is gone"
+    );
+    assert_eq!(net.layer_type("pool"), Some("Pooling"));
+    assert_eq!(net.layer_blobs("conv").unwrap().len(), 1, "no bias");
+    let specs: Vec<(f64, f64)> = net
+        .params()
+        .iter()
+        .map(|p| (p.lr_mult, p.decay_mult))
+        .collect();
+    assert_eq!(specs, [(3.0, 0.0)]);
+    net.blob("data")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .fill(1.0);
+    net.forward().unwrap();
+    // The padding moved into the convolution: a 4 x 4 output whose corner
+    // sums 4 ones of the 3 x 3 window.
+    assert_eq!(net.blob("conv").unwrap().shape(), [1, 2, 4, 4]);
+    assert_eq!(net.blob("conv").unwrap().to_vec().unwrap()[0], 4.0);
+    assert_eq!(net.blob("pool").unwrap().shape(), [1, 2, 2, 2]);
+}
+
+#[test]
+fn v0_layers_that_cannot_be_upgraded_say_why() {
+    let net = |layers: &str| {
+        format!(r#"input: "data" input_dim: 1 input_dim: 1 input_dim: 4 input_dim: 4 {layers}"#)
+    };
+    for (layers, says) in [
+        (
+            r#"layers { layer { name: "x" type: "magic" } bottom: "data" top: "x" }"#,
+            "Unknown layer name",
+        ),
+        (
+            r#"layers { layer { name: "r" type: "relu" num_output: 3 } bottom: "data" top: "r" }"#,
+            "a relu layer takes no num_output",
+        ),
+        (
+            r#"layers { layer { name: "pad" type: "padding" pad: 1 } bottom: "data" top: "p" }
+               layers { layer { name: "ip" type: "innerproduct" num_output: 2 } bottom: "p" top: "ip" }"#,
+            "non-convolutional / non-pooling",
+        ),
+    ] {
+        let e = error(&net(layers));
+        assert!(e.contains(says), "{layers}: {e}");
+    }
+}
+
 #[test]
 fn dummy_data_fills_its_tops_and_is_no_input() {
     let text = r#"layer { name: "d" type: "DummyData" top: "a" top: "b"

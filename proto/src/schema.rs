@@ -320,9 +320,10 @@ messages! {
         opt("detection_output_param", 204, msg(&DETECTION_OUTPUT)),
         opt("norm_param", 206, msg(&NORMALIZE)),
     ]
-    /// `V1LayerParameter` (the `layers` of older files), without its
-    /// nested V0 layer, which is kept as bytes.
+    /// `V1LayerParameter` (the `layers` of older files), with the V0
+    /// layer the oldest ones nest in it.
     V1_LAYER_PARAMETER "V1LayerParameter" [
+        opt("layer", 1, msg(&V0_LAYER_PARAMETER)),
         rep("bottom", 2, Str), rep("top", 3, Str), opt("name", 4, Str),
         rep("include", 32, msg(&NET_STATE_RULE)), rep("exclude", 33, msg(&NET_STATE_RULE)),
         opt("type", 5, en(&V1_LAYER_TYPE)), rep("blobs", 6, msg(&BLOB_PROTO)),
@@ -347,6 +348,25 @@ messages! {
         opt("tanh_param", 37, msg(&ENGINE_ONLY)), opt("threshold_param", 25, msg(&THRESHOLD)),
         opt("window_data_param", 20, msg(&WINDOW_DATA)),
         opt("transform_param", 36, msg(&TRANSFORMATION)), opt("loss_param", 42, msg(&LOSS)),
+    ]
+    /// `V0LayerParameter` (2014 files: one flat message for every type).
+    V0_LAYER_PARAMETER "V0LayerParameter" [
+        opt("name", 1, Str), opt("type", 2, Str), opt("num_output", 3, UInt32),
+        def("biasterm", 4, Bool, B(true)), opt("weight_filler", 5, msg(&FILLER)),
+        opt("bias_filler", 6, msg(&FILLER)), opt("pad", 7, UInt32), opt("kernelsize", 8, UInt32),
+        def("group", 9, UInt32, I(1)), def("stride", 10, UInt32, I(1)),
+        opt("pool", 11, en(&POOL_METHOD)), def("dropout_ratio", 12, Float, F(0.5)),
+        def("local_size", 13, UInt32, I(5)), def("alpha", 14, Float, F(1.0)),
+        def("beta", 15, Float, F(0.75)), def("k", 22, Float, F(1.0)), opt("source", 16, Str),
+        def("scale", 17, Float, F(1.0)), opt("meanfile", 18, Str), opt("batchsize", 19, UInt32),
+        opt("cropsize", 20, UInt32), opt("mirror", 21, Bool), rep("blobs", 50, msg(&BLOB_PROTO)),
+        rep("blobs_lr", 51, Float), rep("weight_decay", 52, Float), opt("rand_skip", 53, UInt32),
+        def("det_fg_threshold", 54, Float, F(0.5)), def("det_bg_threshold", 55, Float, F(0.5)),
+        def("det_fg_fraction", 56, Float, F(0.25)), opt("det_context_pad", 58, UInt32),
+        def("det_crop_mode", 59, Str, S("warp")), opt("new_num", 60, Int32),
+        opt("new_channels", 61, Int32), opt("new_height", 62, Int32), opt("new_width", 63, Int32),
+        opt("shuffle_images", 64, Bool), def("concat_dim", 65, UInt32, I(1)),
+        opt("hdf5_output_param", 1001, msg(&HDF5_OUTPUT)),
     ]
     /// `TransformationParameter`.
     TRANSFORMATION "TransformationParameter" [

@@ -24,6 +24,7 @@
 
 mod init;
 mod upgrade;
+mod upgrade_v0;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;

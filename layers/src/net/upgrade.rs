@@ -1,5 +1,6 @@
-//! Caffe's `UpgradeNetAsNeeded` on a net read from a file: V1 `layers`
-//! become `layer`s, legacy `input`/`input_dim`/`input_shape` become an
+//! Caffe's `UpgradeNetAsNeeded` on a net read from a file: V0 layers
+//! become V1 ([`upgrade_v0`](super::upgrade_v0)), V1 `layers` become
+//! `layer`s, legacy `input`/`input_dim`/`input_shape` become an
 //! `Input` layer, and BatchNorm's three statistics specs get `lr_mult: 0`.
 
 use blob_proto::schema::{self, LAYER_PARAMETER};
@@ -16,6 +17,7 @@ fn net_error(detail: String) -> BlobError {
 /// Every upgrade the net needs, in Caffe's order.
 pub(crate) fn upgrade(net: &ParamMessage) -> Result<ParamMessage> {
     let mut net = net.clone();
+    super::upgrade_v0::upgrade_v0(&mut net)?;
     upgrade_v1(&mut net)?;
     upgrade_inputs(&mut net)?;
     upgrade_batch_norm(&mut net);
