@@ -7,7 +7,7 @@ use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, is_train, sub_param};
-use crate::layer::Result;
+use crate::layer::{Result, in_place};
 
 /// Caffe `BatchNorm`, in place or not.
 pub(crate) struct BatchNormLayer<T: MathElement> {
@@ -76,6 +76,25 @@ impl<T: MathElement> BatchNormLayer<T> {
     }
 }
 
+/// Per channel, the mean and (biased) variance of `x`, `(n, c, spatial)`,
+/// summed in f64.
+fn batch_statistics<T: MathElement>(x: &[T], c: usize, spatial: usize) -> (Vec<f64>, Vec<f64>) {
+    let plane = spatial.max(1);
+    let count = (x.len() / c.max(1)).max(1) as f64;
+    let mut m = vec![0.0; c];
+    let mut v = vec![0.0; c];
+    for (i, row) in x.chunks(plane).enumerate() {
+        m[i % c] += row.iter().map(|v| v.to_f64()).sum::<f64>();
+    }
+    m.iter_mut().for_each(|s| *s /= count);
+    for (i, row) in x.chunks(plane).enumerate() {
+        let mean = m[i % c];
+        v[i % c] += row.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>();
+    }
+    v.iter_mut().for_each(|s| *s /= count);
+    (m, v)
+}
+
 impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
     fn type_name(&self) -> &str {
         "BatchNorm"
@@ -95,34 +114,15 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (n, c, spatial) = self.dims(bottoms[0])?;
-        let x = bottoms[0].to_vec()?;
         let (mean, var) = if self.global_stats {
             let s = self.blobs[2].cpu_data()?[0].to_f64();
             let factor = if s == 0.0 { 0.0 } else { 1.0 / s };
-            let m: Vec<f64> = self.blobs[0]
-                .cpu_data()?
-                .iter()
-                .map(|v| v.to_f64() * factor)
-                .collect();
-            let v: Vec<f64> = self.blobs[1]
-                .cpu_data()?
-                .iter()
-                .map(|v| v.to_f64() * factor)
-                .collect();
-            (m, v)
+            let scaled = |b: &Blob<T>| -> Result<Vec<f64>> {
+                Ok(b.cpu_data()?.iter().map(|v| v.to_f64() * factor).collect())
+            };
+            (scaled(&self.blobs[0])?, scaled(&self.blobs[1])?)
         } else {
-            let count = (n * spatial).max(1) as f64;
-            let mut m = vec![0.0; c];
-            let mut v = vec![0.0; c];
-            for (i, &val) in x.iter().enumerate() {
-                m[(i / spatial) % c] += val.to_f64();
-            }
-            m.iter_mut().for_each(|s| *s /= count);
-            for (i, &val) in x.iter().enumerate() {
-                let ch = (i / spatial) % c;
-                v[ch] += (val.to_f64() - m[ch]).powi(2);
-            }
-            v.iter_mut().for_each(|s| *s /= count);
+            let (m, v) = batch_statistics(&bottoms[0].cpu_data()?, c, spatial);
             // The running sums: scale factor, mean and unbiased variance.
             let maf = self.moving_average;
             let mut factor = self.blobs[2].mutable_cpu_data()?;
@@ -142,15 +142,35 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
             (m, v)
         };
         self.inv_std = var.iter().map(|v| 1.0 / (v + self.eps).sqrt()).collect();
-        self.normalized.clear();
-        let mut y = tops[0].mutable_cpu_data()?;
-        for (i, (o, &val)) in y.iter_mut().zip(&x).enumerate() {
-            let ch = (i / spatial) % c;
-            let v = (val.to_f64() - mean[ch]) * self.inv_std[ch];
-            if !self.global_stats {
-                self.normalized.push(v);
+        // Caffe's arithmetic in the element type: subtract the mean,
+        // divide by the deviation.
+        let mean: Vec<T> = mean.iter().map(|&m| T::from_f64(m)).collect();
+        let std: Vec<T> = var
+            .iter()
+            .map(|&v| T::from_f64((v + self.eps).sqrt()))
+            .collect();
+        let normalize = |plane: usize, v: T| (v - mean[plane % c]) / std[plane % c];
+        let plane = spatial.max(1);
+        if in_place(bottoms[0], tops[0]) {
+            let mut y = tops[0].mutable_cpu_data()?;
+            for (i, row) in y.chunks_mut(plane).enumerate() {
+                for v in row {
+                    *v = normalize(i, *v);
+                }
             }
-            *o = T::from_f64(v);
+        } else {
+            let x = bottoms[0].cpu_data()?;
+            let mut y = tops[0].mutable_cpu_data()?;
+            for (i, (out, row)) in y.chunks_mut(plane).zip(x.chunks(plane)).enumerate() {
+                for (o, &v) in out.iter_mut().zip(row) {
+                    *o = normalize(i, v);
+                }
+            }
+        }
+        self.normalized.clear();
+        if !self.global_stats {
+            let y = tops[0].cpu_data()?;
+            self.normalized.extend(y.iter().map(|v| v.to_f64()));
         }
         Ok(())
     }

@@ -51,6 +51,11 @@ impl ConvGeometry {
         (input + 2 * pad).saturating_sub(extent) / stride + 1
     }
 
+    /// A 1x1 window at stride 1 without padding: im2col is the identity.
+    pub fn is_pointwise(&self) -> bool {
+        self.kernel == [1, 1] && self.stride == [1, 1] && self.pad == [0, 0]
+    }
+
     /// The im2col patch length `channels_in * kernel_h * kernel_w`.
     pub fn patch(&self) -> usize {
         self.channels_in * self.kernel[0] * self.kernel[1]
@@ -222,6 +227,29 @@ fn forward_part<T: MathElement>(
     y: &mut [T],
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
+    if g.is_pointwise() {
+        // A 1x1 window at stride 1 without padding: each image is its own
+        // column buffer, and the gemm writes the image's output in place.
+        let cin = g.channels_in;
+        for img in 0..count {
+            let xi = &x[(first + img) * cin * p..][..cin * p];
+            let yi = &mut y[img * cout * p..][..cout * p];
+            cpu::gemm(
+                Transpose::No,
+                Transpose::No,
+                cout,
+                p,
+                cin,
+                T::ONE,
+                weight,
+                xi,
+                T::ZERO,
+                yi,
+            );
+            add_bias(yi, bias, p);
+        }
+        return;
+    }
     let round = g.images_per_round();
     ensure(&mut s.col, ckk * round * p);
     ensure(&mut s.tmp, cout * round * p);
@@ -229,6 +257,24 @@ fn forward_part<T: MathElement>(
         let n = round.min(count - start);
         let cols = n * p;
         g.im2col(x, first + start, n, &mut s.col);
+        if n == 1 {
+            // One image: the gemm's (cout, p) is the image's layout.
+            let yi = &mut y[start * cout * p..][..cout * p];
+            cpu::gemm(
+                Transpose::No,
+                Transpose::No,
+                cout,
+                p,
+                ckk,
+                T::ONE,
+                weight,
+                &s.col[..ckk * p],
+                T::ZERO,
+                yi,
+            );
+            add_bias(yi, bias, p);
+            continue;
+        }
         let tmp = &mut s.tmp[..cout * cols];
         cpu::gemm(
             Transpose::No,
@@ -251,6 +297,15 @@ fn forward_part<T: MathElement>(
                     *d = v + b;
                 }
             }
+        }
+    }
+}
+
+/// `y[co, p] += bias[co]` over one image's `(cout, p)` output.
+fn add_bias<T: MathElement>(y: &mut [T], bias: &[T], p: usize) {
+    for (plane, &b) in y.chunks_exact_mut(p.max(1)).zip(bias) {
+        for v in plane {
+            *v += b;
         }
     }
 }

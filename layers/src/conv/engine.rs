@@ -129,6 +129,16 @@ impl<T: MathElement> ConvEngine<T> {
         if groups == 1 {
             return self.forward(g, choice, x, weight, bias, y);
         }
+        if g.is_depthwise(groups) {
+            super::depthwise::forward(
+                g,
+                &x.cpu_data()?,
+                &weight.cpu_data()?,
+                &bias.cpu_data()?,
+                &mut y.mutable_cpu_data()?,
+            );
+            return Ok(());
+        }
         let (sub, xs, ys, ws) = per_group(g, groups);
         let (xd, wd, bd) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
         let mut yd = y.mutable_cpu_data()?;

@@ -7,6 +7,7 @@ mod cpu;
 mod cuda;
 #[cfg(feature = "cudnn")]
 mod cudnn;
+mod depthwise;
 
 use std::marker::PhantomData;
 

@@ -222,12 +222,38 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
             self.saved.copy_from(x, false, false)?;
         }
         let (sp, scale, bias) = self.layout(bottoms)?;
-        let xv = x.to_vec()?;
+        let factor = scale.cpu_data()?;
+        let shift = bias.map(Blob::cpu_data).transpose()?;
+        // y = x * scale (+ bias), one pass, reading the saved copy in
+        // place.
+        let at = |d: usize| (factor[d], shift.as_ref().map_or(T::ZERO, |b| b[d]));
         let mut yd = y.mutable_cpu_data()?;
-        broadcast(&xv, &scale.cpu_data()?, sp, &mut yd, false);
-        if let Some(bias) = bias {
-            let scaled = yd.to_vec();
-            broadcast(&scaled, &bias.cpu_data()?, sp, &mut yd, true);
+        let xd;
+        let source: &[T] = if in_place(x, y) {
+            xd = self.saved.cpu_data()?;
+            &xd
+        } else {
+            xd = x.cpu_data()?;
+            &xd
+        };
+        for o in 0..sp.outer {
+            for d in 0..sp.dim {
+                let (f, b) = at(d);
+                let base = (o * sp.dim + d) * sp.inner;
+                let (out, src) = (
+                    &mut yd[base..base + sp.inner],
+                    &source[base..base + sp.inner],
+                );
+                if shift.is_some() {
+                    for (o, &v) in out.iter_mut().zip(src) {
+                        *o = v * f + b;
+                    }
+                } else {
+                    for (o, &v) in out.iter_mut().zip(src) {
+                        *o = v * f;
+                    }
+                }
+            }
         }
         Ok(())
     }
