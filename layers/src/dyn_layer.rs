@@ -226,6 +226,13 @@ pub trait DynLayer<T: MathElement>: Send {
         false
     }
 
+    /// Told, once its net is built, whether its backward pass can run
+    /// there (Caffe's `layer_need_backward`): a layer may then skip
+    /// keeping what only backward reads, as MAX pooling its maxima's
+    /// positions or an in-place Scale a copy of its input. Called with
+    /// `true` before this, and never where a layer is run by hand.
+    fn backward_will_run(&mut self, _will: bool) {}
+
     /// Whether a top may be its own bottom. Split, Flatten, Reshape and
     /// the layers whose forward reads a bottom after writing the top say
     /// no, and the net refuses such a wiring by name.

@@ -105,19 +105,47 @@ impl<T: MathElement> LrnLayer<T> {
             }
             return;
         }
+        // Across channels: per pixel, a window sum sliding over the
+        // channels (Caffe's padded_square walk), the whole plane at once.
         let factor = alpha / size as f64;
+        let mut window = vec![0.0f64; plane];
         for img in 0..n {
             let base = img * c * plane;
+            let square = |ch: usize, p: usize| x[base + ch * plane + p].to_f64().powi(2);
+            window.fill(0.0);
+            for ch in 0..r.min(c) {
+                for (p, sum) in window.iter_mut().enumerate() {
+                    *sum += square(ch, p);
+                }
+            }
             for ch in 0..c {
-                let (lo, hi) = (ch.saturating_sub(r), (ch + r).min(c - 1));
-                for p in 0..plane {
-                    let sum: f64 = (lo..=hi)
-                        .map(|j| x[base + j * plane + p].to_f64().powi(2))
-                        .sum();
-                    scale[base + ch * plane + p] = T::from_f64(k + factor * sum);
+                if ch + r < c {
+                    for (p, sum) in window.iter_mut().enumerate() {
+                        *sum += square(ch + r, p);
+                    }
+                }
+                if ch > r {
+                    for (p, sum) in window.iter_mut().enumerate() {
+                        *sum -= square(ch - r - 1, p);
+                    }
+                }
+                let out = &mut scale[base + ch * plane..][..plane];
+                for (o, &sum) in out.iter_mut().zip(&window) {
+                    *o = T::from_f64(k + factor * sum.max(0.0));
                 }
             }
         }
+    }
+}
+
+/// `s^-beta`, by square roots for LRN's usual beta of 0.75 (a power is
+/// several times slower, and this is the layer's hot loop).
+fn inverse_power(s: f64, beta: f64) -> f64 {
+    if beta == 0.75 {
+        let root = s.sqrt();
+        1.0 / (root * root.sqrt())
+    } else {
+        s.powf(-beta)
     }
 }
 
@@ -158,7 +186,7 @@ impl<T: MathElement> DynLayer<T> for LrnLayer<T> {
             .zip(xd.iter())
             .zip(&self.scale)
         {
-            *o = T::from_f64(v.to_f64() * s.to_f64().powf(-beta));
+            *o = T::from_f64(v.to_f64() * inverse_power(s.to_f64(), beta));
         }
         Ok(())
     }
@@ -235,7 +263,7 @@ impl<T: MathElement> DynLayer<T> for LrnLayer<T> {
                 for i in 0..h {
                     for j in 0..w {
                         let at = ((img * c + ch) * h + i) * w + j;
-                        let v = dy[at].to_f64() * scale[at].to_f64().powf(-beta)
+                        let v = dy[at].to_f64() * inverse_power(scale[at].to_f64(), beta)
                             - 2.0 * alpha * beta / norm
                                 * xd[at].to_f64()
                                 * window_sum(img, ch, i, j);

@@ -311,6 +311,9 @@ impl<T: MathElement> Net<T> {
         }
         net.share_params()?;
         net.mark_backward(param.boolean("force_backward"), &mut blob_need_backward);
+        for l in &mut net.layers {
+            l.layer.backward_will_run(l.need_backward);
+        }
         net.outputs = available.iter().map(|n| net.blob_index[n]).collect();
         if let Some((name, _)) = shapes
             .iter()

@@ -114,6 +114,27 @@ pub(crate) fn max_forward<T: MathElement>(
         .for_each(|((x, y), a)| max_forward_part(&g.part(y.len()), x, y, a));
 }
 
+/// MAX pooling, the maxima alone, for a pass no backward follows (a
+/// deploy net's): no positions kept, the windows' maxima vectorised.
+pub(crate) fn max_values<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
+    forward_in_parts(g, x, y, max_values_part);
+}
+
+/// Runs `pass` on each part of the planes, input to output, the parts on
+/// their own cores.
+fn forward_in_parts<T: MathElement>(
+    g: &PoolGeometry,
+    x: &[T],
+    y: &mut [T],
+    pass: impl Fn(&PoolGeometry, &[T], &mut [T]) + Sync,
+) {
+    let (i, o) = g.chunks();
+    x[..g.planes * g.h * g.w]
+        .par_chunks(i)
+        .zip(y[..g.planes * g.oh * g.ow].par_chunks_mut(o))
+        .for_each(|(x, y)| pass(&g.part(y.len()), x, y));
+}
+
 /// Routes each output gradient to the input that was the max.
 pub(crate) fn max_backward<T: MathElement>(
     g: &PoolGeometry,
@@ -131,11 +152,7 @@ pub(crate) fn max_backward<T: MathElement>(
 
 /// AVE pooling: each output the mean of its (clipped) window.
 pub(crate) fn ave_forward<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
-    let (i, o) = g.chunks();
-    x[..g.planes * g.h * g.w]
-        .par_chunks(i)
-        .zip(y[..g.planes * g.oh * g.ow].par_chunks_mut(o))
-        .for_each(|(x, y)| ave_forward_part(&g.part(y.len()), x, y));
+    forward_in_parts(g, x, y, ave_forward_part);
 }
 
 /// Spreads each output gradient evenly over its window.
@@ -232,6 +249,65 @@ fn max_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut 
                 }
                 out[q] = c[best];
                 arg[q] = at[best] as u32;
+            }
+        }
+    }
+}
+
+/// [`max_values`] on one part.
+fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
+    if g.kernel == 2
+        && g.stride == 2
+        && g.pad == 0
+        && g.h.is_multiple_of(2)
+        && g.w.is_multiple_of(2)
+    {
+        return max_values_2x2(g, x, y);
+    }
+    let (h, w) = (g.h, g.w);
+    let neg = T::from_f64(f64::NEG_INFINITY);
+    // Per output row: each column's maximum over the window's rows first
+    // (an element-wise pass the compiler vectorises), then each window's
+    // over its columns.
+    let mut colmax = vec![neg; w];
+    for pl in 0..g.planes {
+        let plane = &x[pl * h * w..][..h * w];
+        for r in 0..g.oh {
+            let (h0, h1, _, _) = g.window(r, 0);
+            colmax.fill(neg);
+            for hh in h0..h1 {
+                for (m, &v) in colmax.iter_mut().zip(&plane[hh * w..][..w]) {
+                    *m = if v > *m { v } else { *m };
+                }
+            }
+            let o = (pl * g.oh + r) * g.ow;
+            for (q, out) in y[o..o + g.ow].iter_mut().enumerate() {
+                let (_, _, w0, w1) = g.window(r, q);
+                if h0 == h1 || w0 == w1 {
+                    *out = T::ZERO;
+                    continue;
+                }
+                *out = colmax[w0..w1]
+                    .iter()
+                    .fold(neg, |m, &v| if v > m { v } else { m });
+            }
+        }
+    }
+}
+
+/// [`max_values`] over the common 2x2, stride 2 window of even planes.
+fn max_values_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
+    let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
+    let larger = |a: T, b: T| if b > a { b } else { a };
+    for pl in 0..g.planes {
+        let plane = &x[pl * h * w..][..h * w];
+        for r in 0..oh {
+            let top = &plane[2 * r * w..][..w];
+            let bottom = &plane[(2 * r + 1) * w..][..w];
+            let out = &mut y[(pl * oh + r) * ow..][..ow];
+            for (q, o) in out.iter_mut().enumerate() {
+                let m = larger(larger(top[2 * q], top[2 * q + 1]), bottom[2 * q]);
+                *o = larger(m, bottom[2 * q + 1]);
             }
         }
     }
@@ -349,6 +425,9 @@ mod max_tests {
             max_forward_part(&g, &x, &mut y, &mut a);
             assert_eq!(a, want_a, "{h}x{w} k{k} s{s}");
             assert_eq!(y, want_y, "{h}x{w} k{k} s{s}");
+            let mut values = vec![9.0; want_y.len()];
+            max_values_part(&g, &x, &mut values);
+            assert_eq!(values, want_y, "values alone: {h}x{w} k{k} s{s}");
         }
     }
 }

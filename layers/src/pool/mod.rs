@@ -125,13 +125,26 @@ where
     }
 }
 
-/// The positions of a MAX pass's maxima, kept for its backward pass: what
-/// the typed [`Pooling`] and the run-time [`PoolingLayer`] both run.
-#[derive(Default)]
+/// The positions of a MAX pass's maxima, kept for its backward pass
+/// (unless told no backward follows): what the typed [`Pooling`] and the
+/// run-time [`PoolingLayer`] both run.
 pub(crate) struct PoolEngine {
     argmax: Vec<u32>,
+    /// Whether a MAX pass keeps its positions (not in a deploy net).
+    pub keep_positions: bool,
     #[cfg(feature = "cuda")]
     gpu_argmax: blob_kernels::cuda::Scratch<u32>,
+}
+
+impl Default for PoolEngine {
+    fn default() -> Self {
+        Self {
+            argmax: Vec::new(),
+            keep_positions: true,
+            #[cfg(feature = "cuda")]
+            gpu_argmax: Default::default(),
+        }
+    }
 }
 
 impl PoolEngine {
@@ -152,6 +165,10 @@ impl PoolEngine {
         }
         let (xd, mut yd) = (x.cpu_data()?, y.mutable_cpu_data()?);
         match method {
+            PoolMethod::Max if !self.keep_positions => {
+                self.argmax.clear();
+                cpu::max_values(g, &xd, &mut yd);
+            }
             PoolMethod::Max => {
                 ensure(&mut self.argmax, yd.len());
                 cpu::max_forward(g, &xd, &mut yd, &mut self.argmax[..y.count()]);

@@ -200,6 +200,10 @@ impl<T: MathElement> DynLayer<T> for PoolingLayer {
         self.engine.backward(&g, self.method, bottoms[0], tops[0])
     }
 
+    fn backward_will_run(&mut self, will: bool) {
+        self.engine.keep_positions = will;
+    }
+
     fn allows_in_place(&self) -> bool {
         false
     }

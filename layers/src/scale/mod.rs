@@ -141,6 +141,8 @@ pub(crate) struct ScaleLayer<T: MathElement> {
     blobs: Vec<Blob<T>>,
     /// The input of an in-place pass, which the scale's gradient needs.
     saved: Blob<T>,
+    /// Whether a backward pass can follow (else nothing is saved).
+    keep_input: bool,
 }
 
 impl<T: MathElement> ScaleLayer<T> {
@@ -158,6 +160,7 @@ impl<T: MathElement> ScaleLayer<T> {
             bias_filler: sub_param(&p, "bias_filler"),
             blobs: Vec::new(),
             saved: Blob::default(),
+            keep_input: true,
         })
     }
 
@@ -217,45 +220,50 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (x, y) = (bottoms[0], tops[0]);
-        if in_place(x, y) {
+        let save = in_place(x, y) && self.keep_input;
+        if save {
             crate::softmax::place_with(&mut self.saved, x, x.shape())?;
             self.saved.copy_from(x, false, false)?;
         }
         let (sp, scale, bias) = self.layout(bottoms)?;
         let factor = scale.cpu_data()?;
         let shift = bias.map(Blob::cpu_data).transpose()?;
-        // y = x * scale (+ bias), one pass, reading the saved copy in
-        // place.
         let at = |d: usize| (factor[d], shift.as_ref().map_or(T::ZERO, |b| b[d]));
-        let mut yd = y.mutable_cpu_data()?;
-        let xd;
-        let source: &[T] = if in_place(x, y) {
-            xd = self.saved.cpu_data()?;
-            &xd
-        } else {
-            xd = x.cpu_data()?;
-            &xd
-        };
-        for o in 0..sp.outer {
-            for d in 0..sp.dim {
-                let (f, b) = at(d);
-                let base = (o * sp.dim + d) * sp.inner;
-                let (out, src) = (
-                    &mut yd[base..base + sp.inner],
-                    &source[base..base + sp.inner],
-                );
-                if shift.is_some() {
-                    for (o, &v) in out.iter_mut().zip(src) {
-                        *o = v * f + b;
-                    }
-                } else {
-                    for (o, &v) in out.iter_mut().zip(src) {
-                        *o = v * f;
+        // y = x * scale (+ bias), one pass over the input or, in place,
+        // over the output itself.
+        let apply = |out: &mut [T], src: Option<&[T]>| {
+            for o in 0..sp.outer {
+                for d in 0..sp.dim {
+                    let (f, b) = at(d);
+                    let base = (o * sp.dim + d) * sp.inner;
+                    let out = &mut out[base..base + sp.inner];
+                    match (src, shift.is_some()) {
+                        (Some(src), true) => {
+                            for (o, &v) in out.iter_mut().zip(&src[base..]) {
+                                *o = v * f + b;
+                            }
+                        }
+                        (Some(src), false) => {
+                            for (o, &v) in out.iter_mut().zip(&src[base..]) {
+                                *o = v * f;
+                            }
+                        }
+                        (None, true) => out.iter_mut().for_each(|o| *o = *o * f + b),
+                        (None, false) => out.iter_mut().for_each(|o| *o *= f),
                     }
                 }
             }
+        };
+        if in_place(x, y) {
+            apply(&mut y.mutable_cpu_data()?, None);
+        } else {
+            apply(&mut y.mutable_cpu_data()?, Some(&x.cpu_data()?));
         }
         Ok(())
+    }
+
+    fn backward_will_run(&mut self, will: bool) {
+        self.keep_input = will;
     }
 
     fn backward(
