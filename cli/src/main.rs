@@ -87,6 +87,10 @@ enum Command {
         /// The inputs' first dimension (the declared one otherwise)
         #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         batch: Option<usize>,
+        /// An input blob's shape, e.g. data=64,1,28,28 (a data layer's
+        /// tops have none in the prototxt); repeatable
+        #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = run::name_value)]
+        shapes: Vec<(String, String)>,
         /// Where to run
         #[arg(long, value_enum, default_value_t = run::Device::Cpu)]
         device: run::Device,
@@ -191,6 +195,7 @@ fn main() -> ExitCode {
             weights,
             iterations,
             batch,
+            shapes,
             device,
         } => report(
             "time",
@@ -199,6 +204,7 @@ fn main() -> ExitCode {
                 weights,
                 iterations,
                 batch,
+                shapes,
                 device,
             }),
         ),

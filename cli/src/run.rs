@@ -46,9 +46,14 @@ fn bad(what: String) -> Box<dyn std::error::Error> {
 fn load(
     prototxt: &Path,
     weights: Option<&Path>,
+    shapes: &[(String, String)],
     log: &mut Vec<String>,
 ) -> Result<Net<f32>, Box<dyn std::error::Error>> {
-    let mut net = Net::<f32>::from_file(prototxt, NetState::test())?;
+    let mut builder = Net::<f32>::builder().state(NetState::test());
+    for (name, shape) in shapes {
+        builder = builder.input_shape(name, &dims(shape).map_err(bad)?);
+    }
+    let mut net = builder.from_file(prototxt)?;
     match weights {
         Some(w) => {
             let report = net.copy_from(&CaffeModel::open(w)?)?;
@@ -177,7 +182,12 @@ fn fill_random(net: &Net<f32>, seed: u64) -> Result<(), BlobError> {
 /// Runs a forward pass and reports each output; the lines to print.
 pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let mut log = Vec::new();
-    let mut net = load(&args.prototxt, args.weights.as_deref(), &mut log)?;
+    let mut net = load(
+        &args.prototxt,
+        args.weights.as_deref(),
+        &args.shapes,
+        &mut log,
+    )?;
     if let Some(seed) = args.fill {
         fill_random(&net, seed)?;
         log.push(format!(
@@ -185,17 +195,13 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
         ));
     }
     let names: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();
-    for (name, _) in args.inputs.iter().chain(&args.shapes) {
+    for (name, _) in &args.inputs {
         if !names.contains(name) {
             return Err(bad(format!(
                 "the net has no input named {name:?} (its inputs: {})",
                 names.join(", ")
             )));
         }
-    }
-    for (name, shape) in &args.shapes {
-        let dims = dims(shape).map_err(bad)?;
-        net.blob_mut(name).expect("checked above").reshape(&dims)?;
     }
     for name in &names {
         let blob = net.blob_mut(name).expect("an input is a blob");
@@ -278,6 +284,7 @@ pub struct TimeArgs {
     pub weights: Option<PathBuf>,
     pub iterations: usize,
     pub batch: Option<usize>,
+    pub shapes: Vec<(String, String)>,
     pub device: Device,
 }
 
@@ -287,7 +294,12 @@ pub struct TimeArgs {
 /// time`; the times are the net's alone, no input loading.
 pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let mut log = Vec::new();
-    let mut net = load(&args.prototxt, args.weights.as_deref(), &mut log)?;
+    let mut net = load(
+        &args.prototxt,
+        args.weights.as_deref(),
+        &args.shapes,
+        &mut log,
+    )?;
     let inputs: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();
     for name in &inputs {
         let blob = net.blob_mut(name).expect("an input is a blob");
