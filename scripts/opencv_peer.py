@@ -197,7 +197,8 @@ def main():
             feeds = [b for d in detections for b in d[:3] if b in net.getLayerNames()]
             # A prototxt may name more blobs to compare: "# compare: a b".
             named = re.search(r"^# compare:(.*)$", text, re.M)
-            feeds += [b for b in (named.group(1).split() if named else []) if b in net.getLayerNames()]
+            feeds += [b for b in (named.group(1).split() if named else [])
+                      if b in net.getLayerNames() and b not in outs + scores + feeds]
             got = net.forward(outs + scores + feeds)
             worst = 0.0
             for out_name, theirs in zip(outs + scores + feeds, got):

@@ -71,6 +71,7 @@ mod lrn;
 pub mod net;
 mod net_layers;
 mod neuron;
+mod normalize;
 mod permute;
 mod pool;
 mod prelu;

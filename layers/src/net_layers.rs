@@ -20,6 +20,7 @@ use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
 use crate::lrn::LrnLayer;
 use crate::neuron::NeuronLayer;
+use crate::normalize::NormalizeLayer;
 use crate::permute::PermuteLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
@@ -89,6 +90,7 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("LRN", |p| Ok(Box::new(LrnLayer::<T>::from_param(p)?)));
     r.register("Crop", |p| Ok(Box::new(CropLayer::from_param(p))));
     r.register("ArgMax", |p| Ok(Box::new(ArgMaxLayer::from_param(p)?)));
+    r.register("Normalize", |p| Ok(Box::new(NormalizeLayer::from_param(p))));
     r.register("Permute", |p| Ok(Box::new(PermuteLayer::from_param(p)?)));
     r.register("PriorBox", |p| Ok(Box::new(PriorBoxLayer::from_param(p)?)));
     r.register("DetectionOutput", |p| {

@@ -210,6 +210,21 @@ fn rectangular_dilated_convolutions_and_deconvolutions() {
 }
 
 #[test]
+fn normalize_across_space_or_channels_shared_or_not() {
+    for param in [
+        "",
+        "across_spatial: false",
+        "channel_shared: false scale_filler { type: \"gaussian\" std: 1 }",
+        "across_spatial: false channel_shared: false scale_filler { type: \"gaussian\" std: 1 }",
+    ] {
+        check(
+            &format!(r#"type: "Normalize" norm_param {{ {param} }}"#),
+            &[&[2, 3, 2, 2]],
+        );
+    }
+}
+
+#[test]
 fn grouped_and_biasless_convolutions() {
     check(
         &format!(

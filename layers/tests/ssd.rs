@@ -175,6 +175,49 @@ fn prior_box_refuses_what_the_fork_refuses() {
     }
 }
 
+/// SSD VGG's `conv4_3_norm`: each pixel's channels divided by their L2
+/// norm, then scaled per channel (filled with 20); across space, each
+/// image by its own norm.
+#[test]
+fn normalize_divides_by_each_pixels_or_images_norm() {
+    let x = [3.0, 0.0, 1.0, 2.0, 4.0, 0.0, 1.0, 2.0];
+    let net = run(
+        r#"input: "x" input_shape { dim: 1 dim: 2 dim: 2 dim: 2 }
+           layer { name: "n" type: "Normalize" bottom: "x" top: "y"
+                   norm_param { across_spatial: false channel_shared: false scale_filler { type: "constant" value: 20 } } }"#,
+        &[("x", &x)],
+    )
+    .unwrap();
+    assert_eq!(net.layer_blobs("n").unwrap()[0].shape(), [2]);
+    let r = |a: f32, b: f32| (a * a + b * b + 1e-10).sqrt();
+    let want: Vec<f32> = (0..8)
+        .map(|i| {
+            let q = i % 4;
+            20.0 * x[i] / r(x[q], x[4 + q])
+        })
+        .collect();
+    assert_near(&values(&net, "y"), &want, "per pixel");
+    let net = run(
+        r#"input: "x" input_shape { dim: 2 dim: 2 dim: 1 dim: 2 }
+           layer { name: "n" type: "Normalize" bottom: "x" top: "y" }"#,
+        &[("x", &x)],
+    )
+    .unwrap();
+    assert_eq!(net.layer_blobs("n").unwrap()[0].shape(), [] as [usize; 0]);
+    let (a, b) = ((14.0f32 + 1e-10).sqrt(), (21.0f32 + 1e-10).sqrt());
+    let want = [
+        3.0 / a,
+        0.0,
+        1.0 / a,
+        2.0 / a,
+        4.0 / b,
+        0.0,
+        1.0 / b,
+        2.0 / b,
+    ];
+    assert_near(&values(&net, "y"), &want, "per image");
+}
+
 /// Three priors, three classes (0 the background), CORNER offsets of 0
 /// (boxes are the priors): A and B overlap by IoU 0.78, C stands apart.
 fn detect(settings: &str, scores: &[f32]) -> Result<Vec<f32>, blob_runtime::BlobError> {
