@@ -3,6 +3,7 @@
 //! their element type and shape checked.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors, View};
@@ -96,13 +97,52 @@ impl CaffeModel {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn to_safetensors(&self) -> Result<Vec<u8>> {
+        let refuse = |detail: String| BlobError::InFile {
+            path: self.source().to_string(),
+            source: Box::new(BlobError::InvalidParameter {
+                op: "convert to safetensors",
+                detail,
+            }),
+        };
         let mut tensors = Vec::new();
-        for layer in self.layers() {
-            for (index, blob) in self.layer_blobs::<f32>(layer.name())?.iter().enumerate() {
-                tensors.push((format!("{}.{index}", layer.name()), tensor_bytes(blob)?));
+        let mut owner: HashMap<&str, usize> = HashMap::new();
+        for (i, layer) in self.layers().enumerate() {
+            if layer.blobs().is_empty() {
+                continue;
+            }
+            if let Some(first) = owner.insert(layer.name(), i) {
+                return Err(refuse(format!(
+                    "layers {first} and {i} are both named '{}' and both hold blobs: their tensors would share names; rename one",
+                    crate::weights::excerpt(layer.name())
+                )));
+            }
+            for (index, proto) in self.blobs_of(layer)?.into_iter().enumerate() {
+                tensors.push((format!("{}.{index}", layer.name()), proto));
             }
         }
+        if tensors.is_empty() {
+            return Err(refuse(
+                "no layer holds blobs: nothing to convert (a .binaryproto holds one blob, not a net; `blobflow inspect` reads it)".into(),
+            ));
+        }
         encode(IN_MEMORY, tensors)
+    }
+
+    /// A layer's blobs as tensors: `double_data` as F64 (nothing lost),
+    /// the rest as F32.
+    fn blobs_of(&self, layer: &blob_proto::LayerParameter) -> Result<Vec<TensorBytes>> {
+        crate::weights::check_layer_values(self.source(), layer)?;
+        layer
+            .blobs()
+            .iter()
+            .map(|proto| {
+                if proto.double_data.is_empty() {
+                    tensor_bytes(&Blob::<f32>::from_proto(proto)?)
+                } else {
+                    tensor_bytes(&Blob::<f64>::from_proto(proto)?)
+                }
+            })
+            .collect()
     }
 
     /// Writes [`CaffeModel::to_safetensors`] to `path`.

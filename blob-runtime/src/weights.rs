@@ -51,7 +51,25 @@ impl CaffeModel {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes = read_file(path)?;
-        let net = NetParameter::decode(&bytes).map_err(proto_err(path))?;
+        let net = NetParameter::decode(&bytes).map_err(|e| {
+            // Another of Caffe's files (a mean .binaryproto, a
+            // .solverstate) fails as a net: say what it is instead.
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            match blob_proto::detect_format(&bytes, name.as_deref()) {
+                Ok(
+                    f @ (blob_proto::FileFormat::BlobProto
+                    | blob_proto::FileFormat::BlobProtoVector
+                    | blob_proto::FileFormat::SolverState),
+                ) => BlobError::InFile {
+                    path: path.display().to_string(),
+                    source: Box::new(BlobError::InvalidParameter {
+                        op: "read a model",
+                        detail: format!("this is a {} file, not a net (.caffemodel)", f.name()),
+                    }),
+                },
+                _ => proto_err(path)(e),
+            }
+        })?;
         Ok(Self {
             net,
             source: path.display().to_string(),
@@ -125,13 +143,40 @@ impl CaffeModel {
         &self.net
     }
 
+    /// Where the model came from (its path, or `<memory>`).
+    pub(crate) fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The layer `name` means: the one of that name holding blobs (a
+    /// weightless layer may share the name of one with weights, as a
+    /// `data` layer with a `data` Scale), else the first of that name.
+    /// Two of that name holding blobs are ambiguous: an error naming both.
     fn find(&self, name: &str) -> Result<&LayerParameter> {
-        self.net
-            .layer(name)
-            .ok_or_else(|| BlobError::LayerNotFound {
+        let mut named = self.layers().enumerate().filter(|(_, l)| l.name() == name);
+        let Some((first_at, first)) = named.next() else {
+            return Err(BlobError::LayerNotFound {
                 path: self.source.clone(),
-                layer: name.into(),
-            })
+                layer: excerpt(name),
+            });
+        };
+        let mut holder = (!first.blobs().is_empty()).then_some((first_at, first));
+        for (at, layer) in named.filter(|(_, l)| !l.blobs().is_empty()) {
+            if let Some((before, _)) = holder {
+                return Err(BlobError::InFile {
+                    path: self.source.clone(),
+                    source: Box::new(BlobError::InvalidParameter {
+                        op: "find a layer's blobs",
+                        detail: format!(
+                            "layers {before} and {at} are both named '{}' and both hold blobs; which is meant is ambiguous",
+                            excerpt(name)
+                        ),
+                    }),
+                });
+            }
+            holder = Some((at, layer));
+        }
+        Ok(holder.map_or(first, |(_, l)| l))
     }
 
     /// A layer's blobs as new blobs of the file's shapes. A blob whose
@@ -316,7 +361,17 @@ fn keep_legacy_dims(old: &BlobProto, shape: &[usize], proto: &mut BlobProto) {
 
 /// Fails on the first blob of `layer` whose shape and stored values
 /// disagree, naming the file, the layer and the blob.
-fn check_layer_values(path: &str, layer: &LayerParameter) -> Result<()> {
+/// A name as an error quotes it: at most 64 characters, control
+/// characters escaped (a hostile file's names are its author's).
+pub(crate) fn excerpt(name: &str) -> String {
+    let mut out: String = name.chars().take(64).flat_map(char::escape_debug).collect();
+    if name.chars().count() > 64 {
+        out.push_str("...");
+    }
+    out
+}
+
+pub(crate) fn check_layer_values(path: &str, layer: &LayerParameter) -> Result<()> {
     for (j, proto) in layer.blobs().iter().enumerate() {
         proto
             .check_values(&format!("layer '{}' blob {j}", layer.name()))

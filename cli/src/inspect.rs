@@ -278,7 +278,24 @@ fn describe_tensors(path: &Path) -> Result<Value, BlobError> {
     Ok(json!({ "format": "safetensors", "tensors": tensors }))
 }
 
+/// A name from the file as the table prints it: control characters (a
+/// newline faking a row, an escape sequence retitling the terminal)
+/// escaped, as `--json` escapes them.
+fn shown(name: &str) -> String {
+    name.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
 fn blob_row(out: &mut String, layer: &str, kind: &str, blob: &Value) {
+    let (layer, kind) = (shown(layer), shown(kind));
     let shape: Vec<String> = blob["shape"]
         .as_array()
         .map(|a| a.iter().map(|d| d.to_string()).collect())
@@ -301,14 +318,14 @@ pub fn table(v: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "format: {}", v["format"].as_str().unwrap_or("?"));
     if let Some(name) = v["name"].as_str() {
-        let _ = writeln!(out, "name:   {name}");
+        let _ = writeln!(out, "name:   {}", shown(name));
     }
     if let Some(iter) = v["iter"].as_i64() {
         let _ = writeln!(out, "iter:   {iter}");
     }
     if let Some(solver) = v["solver"].as_object() {
         for (key, value) in solver {
-            let _ = writeln!(out, "{key:<20} {value}");
+            let _ = writeln!(out, "{:<20} {}", shown(key), shown(&value.to_string()));
         }
         for key in [
             "max_iter",
@@ -331,6 +348,7 @@ pub fn table(v: &Value) -> String {
         for l in layers {
             let name = l["name"].as_str().unwrap_or("");
             let kind = l["type"].as_str().unwrap_or("");
+            let (name, kind) = (&shown(name), &shown(kind));
             let blobs = l["blobs"].as_array().unwrap_or(&empty);
             if blobs.is_empty() {
                 let _ = writeln!(out, "{name:<24} {kind:<18} -");

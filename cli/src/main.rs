@@ -97,15 +97,29 @@ enum Command {
     },
 }
 
+/// Writes `text` to standard output. A reader that went away (`| head`)
+/// ends the command quietly, as Unix tools end; any other failure to
+/// write (a full disk) is an error naming the command.
+fn emit(command: &str, text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("blobflow {command}: cannot write the output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Prints `lines` (or the error, prefixed with the command's name).
 fn report(command: &str, result: Result<Vec<String>, Box<dyn std::error::Error>>) -> ExitCode {
     match result {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            ExitCode::SUCCESS
-        }
+        Ok(lines) => emit(
+            command,
+            &lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+        ),
         Err(e) => {
             eprintln!("blobflow {command}: {e}");
             ExitCode::FAILURE
@@ -153,14 +167,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect { file, json } => match inspect::describe(&file) {
-            Ok(v) if json => {
-                println!("{v}");
-                ExitCode::SUCCESS
-            }
-            Ok(v) => {
-                print!("{}", inspect::table(&v));
-                ExitCode::SUCCESS
-            }
+            Ok(v) if json => emit("inspect", &format!("{v}\n")),
+            Ok(v) => emit("inspect", &inspect::table(&v)),
             Err(e) => {
                 eprintln!("blobflow inspect: {e}");
                 ExitCode::FAILURE
@@ -209,10 +217,7 @@ fn main() -> ExitCode {
             }),
         ),
         Command::Convert { model, out } => match convert(&model, &out) {
-            Ok(summary) => {
-                println!("{summary}");
-                ExitCode::SUCCESS
-            }
+            Ok(summary) => emit("convert", &format!("{summary}\n")),
             Err(e) => {
                 eprintln!("blobflow convert: {e}");
                 ExitCode::FAILURE

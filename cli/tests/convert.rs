@@ -198,3 +198,125 @@ fn inspect_describes_the_converted_file_as_the_model() {
     }
     std::fs::remove_file(path).unwrap();
 }
+
+/// A model of `layers` (name, blobs), written to a scratch file.
+fn model_file(name: &str, layers: Vec<(&str, Vec<blobflow::proto::BlobProto>)>) -> PathBuf {
+    use blobflow::proto::{LayerParameter, NetParameter};
+    let mut net = NetParameter::new("hostile");
+    for (layer, blobs) in layers {
+        net.push_layer(LayerParameter::new(layer, "Scale", blobs));
+    }
+    let path =
+        std::env::temp_dir().join(format!("blobflow-{}-{name}.caffemodel", std::process::id()));
+    std::fs::write(&path, net.encode_to_vec().unwrap()).unwrap();
+    path
+}
+
+fn floats(values: &[f32]) -> blobflow::proto::BlobProto {
+    blobflow::proto::BlobProto {
+        shape: Some(blobflow::proto::BlobShape {
+            dim: vec![values.len() as i64],
+        }),
+        data: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// Two layers of one name both holding blobs would give the tensors one
+/// name: refused, naming the layer (it panicked inside the encoder).
+#[test]
+fn convert_refuses_two_layers_of_one_name_with_blobs() {
+    let model = model_file(
+        "twins",
+        vec![
+            ("scale", vec![floats(&[1.0])]),
+            ("scale", vec![floats(&[2.0])]),
+        ],
+    );
+    let out = model.with_extension("safetensors");
+    let run = convert(&model, &out);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("'scale'") && stderr.contains("layers 0 and 1"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    let _ = std::fs::remove_file(model);
+}
+
+/// A weightless layer before a layer of the same name with blobs: the
+/// blobs are the second's, not lost.
+#[test]
+fn convert_takes_the_blobs_of_whichever_layer_holds_them() {
+    let model = model_file(
+        "data",
+        vec![("data", vec![]), ("data", vec![floats(&[1.5, 2.5])])],
+    );
+    let out = model.with_extension("safetensors");
+    let run = convert(&model, &out);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let file = TensorFile::open(&out).unwrap();
+    assert_eq!(file.names(), ["data.0"]);
+    assert_eq!(
+        file.blob::<f32>("data.0").unwrap().to_vec().unwrap(),
+        [1.5, 2.5]
+    );
+    let model_blobs = CaffeModel::open(&model)
+        .unwrap()
+        .layer_blobs::<f32>("data")
+        .unwrap();
+    assert_eq!(
+        model_blobs.len(),
+        1,
+        "layer_blobs names the layer holding blobs"
+    );
+    let _ = std::fs::remove_file(model);
+    let _ = std::fs::remove_file(out);
+}
+
+/// f64 blobs stay f64 (they were narrowed to f32 without a word), and a
+/// file with no blobs at all (a mean .binaryproto, an empty net) is an
+/// error, not "0 tensors".
+#[test]
+fn convert_keeps_doubles_and_refuses_an_empty_conversion() {
+    let double = blobflow::proto::BlobProto {
+        shape: Some(blobflow::proto::BlobShape { dim: vec![2] }),
+        double_data: vec![1e300, 123_456_789.123],
+        ..Default::default()
+    };
+    let model = model_file("double", vec![("d", vec![double])]);
+    let out = model.with_extension("safetensors");
+    let run = convert(&model, &out);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let file = TensorFile::open(&out).unwrap();
+    assert_eq!(
+        file.blob::<f64>("d.0").unwrap().to_vec().unwrap(),
+        [1e300, 123_456_789.123]
+    );
+    let _ = std::fs::remove_file(&out);
+
+    let empty = model_file("empty", vec![("relu", vec![])]);
+    let run = convert(&empty, &out);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no layer holds blobs"), "{stderr}");
+    let mean = root().join("tests/fixtures/imagenet_mean/imagenet_mean.binaryproto");
+    let run = convert(&mean, &out);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !run.status.success() && stderr.contains("a BlobProto file, not a net"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    let _ = std::fs::remove_file(model);
+    let _ = std::fs::remove_file(empty);
+}

@@ -276,3 +276,55 @@ fn inspect_checks_net_prototxts_against_the_schema() {
     assert_eq!(mtcnn["layers"][1]["bottom"][0], "conv1");
     assert_eq!(mtcnn["layers"][1]["top"][0], "conv1");
 }
+
+/// A reader that closes the pipe early (`| head`) ends `inspect`
+/// quietly, as Unix tools end (it panicked with exit 101); a full disk is
+/// an error naming the command.
+#[test]
+fn inspect_ends_quietly_on_a_closed_pipe_and_reports_a_full_disk() {
+    use std::process::{Command, Stdio};
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/lenet/lenet_iter_10000.caffemodel");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(["inspect", "--json"])
+        .arg(&model)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+            .arg("inspect")
+            .arg(&model)
+            .stdout(full)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.starts_with("blobflow inspect: cannot write the output"), "{stderr}");
+    }
+}
+
+/// Names are the file author's: the table escapes control characters (a
+/// newline faking a row, an escape sequence retitling the terminal).
+#[test]
+fn the_table_escapes_control_characters_in_names() {
+    use blobflow::proto::{LayerParameter, NetParameter};
+    let mut net = NetParameter::new("net\u{1b}]0;pwned\u{7}");
+    net.push_layer(LayerParameter::new("conv\nfake row", "ReLU\r", vec![]));
+    let path = tempdir().join("names.caffemodel");
+    std::fs::write(&path, net.encode_to_vec().unwrap()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .arg("inspect")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\r'), "{stdout:?}");
+    assert!(stdout.contains("conv\\nfake row") && stdout.contains("net\\u{1b}]0;pwned\\u{7}"), "{stdout}");
+    assert_eq!(stdout.lines().count(), 4, "format, name, header, one row: {stdout}");
+}
