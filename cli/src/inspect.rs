@@ -26,8 +26,8 @@ pub fn blob_summary(blob: &BlobProto, at: &str) -> Result<Value, blobflow::proto
     Ok(json!({
         "shape": shape,
         "count": count,
-        "sum_abs": sum_abs,
-        "first5": first5,
+        "sum_abs": number(sum_abs),
+        "first5": first5.into_iter().map(number).collect::<Vec<_>>(),
     }))
 }
 
@@ -123,9 +123,18 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
 /// A `float` of a prototxt as the file wrote it (0.01, not the nearest
 /// double to the float 0.01); not finite: null.
 fn num(x: f32) -> Value {
-    x.to_string()
-        .parse::<f64>()
-        .map_or(Value::Null, Value::from)
+    x.to_string().parse::<f64>().map_or(Value::Null, number)
+}
+
+/// A number as JSON holds it; JSON has no infinity or NaN, which would
+/// become `null` (lost): they are the strings "inf", "-inf" and "nan".
+fn number(x: f64) -> Value {
+    match serde_json::Number::from_f64(x) {
+        Some(n) => Value::Number(n),
+        None if x.is_nan() => Value::from("nan"),
+        None if x > 0.0 => Value::from("inf"),
+        None => Value::from("-inf"),
+    }
 }
 
 /// A net (it has `layer`s, or V1 `layers`) or a solver prototxt.
@@ -270,8 +279,8 @@ fn describe_tensors(path: &Path) -> Result<Value, BlobError> {
                 "dtype": t.dtype,
                 "count": t.shape.iter().product::<usize>(),
                 "shape": t.shape,
-                "sum_abs": values.as_ref().map(|v| v.iter().map(|x| x.abs()).sum::<f64>()),
-                "first5": values.map(|v| v.into_iter().take(5).collect::<Vec<_>>()),
+                "sum_abs": values.as_ref().map(|v| number(v.iter().map(|x| x.abs()).sum::<f64>())),
+                "first5": values.map(|v| v.into_iter().take(5).map(number).collect::<Vec<_>>()),
             }))
         })
         .collect::<Result<Vec<_>, BlobError>>()?;
@@ -309,7 +318,10 @@ fn blob_row(out: &mut String, layer: &str, kind: &str, blob: &Value) {
             shape.join("x")
         },
         blob["count"].to_string(),
-        blob["sum_abs"].as_f64().unwrap_or(f64::NAN)
+        blob["sum_abs"]
+            .as_f64()
+            .or_else(|| blob["sum_abs"].as_str().and_then(|s| s.parse().ok()))
+            .unwrap_or(f64::NAN)
     );
 }
 

@@ -283,7 +283,8 @@ fn inspect_checks_net_prototxts_against_the_schema() {
 #[test]
 fn inspect_ends_quietly_on_a_closed_pipe_and_reports_a_full_disk() {
     use std::process::{Command, Stdio};
-    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/lenet/lenet_iter_10000.caffemodel");
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/lenet/lenet_iter_10000.caffemodel");
     let mut child = Command::new(env!("CARGO_BIN_EXE_blobflow"))
         .args(["inspect", "--json"])
         .arg(&model)
@@ -293,8 +294,17 @@ fn inspect_ends_quietly_on_a_closed_pipe_and_reports_a_full_disk() {
         .unwrap();
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
         let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
             .arg("inspect")
@@ -304,7 +314,10 @@ fn inspect_ends_quietly_on_a_closed_pipe_and_reports_a_full_disk() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
-        assert!(stderr.starts_with("blobflow inspect: cannot write the output"), "{stderr}");
+        assert!(
+            stderr.starts_with("blobflow inspect: cannot write the output"),
+            "{stderr}"
+        );
     }
 }
 
@@ -323,8 +336,90 @@ fn the_table_escapes_control_characters_in_names() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\r'), "{stdout:?}");
-    assert!(stdout.contains("conv\\nfake row") && stdout.contains("net\\u{1b}]0;pwned\\u{7}"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 4, "format, name, header, one row: {stdout}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\r'),
+        "{stdout:?}"
+    );
+    assert!(
+        stdout.contains("conv\\nfake row") && stdout.contains("net\\u{1b}]0;pwned\\u{7}"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().count(),
+        4,
+        "format, name, header, one row: {stdout}"
+    );
+}
+
+/// JSON has no infinity or NaN: `--json` writes them as the strings
+/// "inf", "-inf" and "nan" (they were `null`, the values lost); the table
+/// prints them.
+#[test]
+fn json_keeps_infinities_and_nan_as_strings() {
+    use blobflow::proto::{BlobProto, BlobShape, LayerParameter, NetParameter};
+    let blob = BlobProto {
+        shape: Some(BlobShape { dim: vec![4] }),
+        data: vec![f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1.5],
+        ..Default::default()
+    };
+    let mut net = NetParameter::new("odd");
+    net.push_layer(LayerParameter::new("s", "Scale", vec![blob]));
+    let path = tempdir().join("odd.caffemodel");
+    std::fs::write(&path, net.encode_to_vec().unwrap()).unwrap();
+    let v = inspect_json(&path);
+    let summary = &v["layers"][0]["blobs"][0];
+    assert_eq!(
+        summary["first5"],
+        serde_json::json!(["inf", "-inf", "nan", 1.5])
+    );
+    assert_eq!(summary["sum_abs"], "nan");
+    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .arg("inspect")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NaN"));
+}
+
+/// What Caffe's `FromProto` refuses, `inspect` refuses too (it accepted
+/// both): more than 32 axes, and a diff whose count is not the data's.
+#[test]
+fn inspect_refuses_too_many_axes_and_a_diff_of_another_count() {
+    use blobflow::proto::{BlobProto, BlobShape, LayerParameter, NetParameter};
+    for (name, blob, says) in [
+        (
+            "axes",
+            BlobProto {
+                shape: Some(BlobShape { dim: vec![1; 40] }),
+                data: vec![1.0],
+                ..Default::default()
+            },
+            "40 axes; Caffe's blobs have at most 32",
+        ),
+        (
+            "diff",
+            BlobProto {
+                shape: Some(BlobShape { dim: vec![3] }),
+                data: vec![1.0, 2.0, 3.0],
+                diff: vec![1.0],
+                ..Default::default()
+            },
+            "stores 1 (in diff)",
+        ),
+    ] {
+        let mut net = NetParameter::new("bad");
+        net.push_layer(LayerParameter::new("l", "Scale", vec![blob]));
+        let path = tempdir().join(format!("{name}.caffemodel"));
+        std::fs::write(&path, net.encode_to_vec().unwrap()).unwrap();
+        let (ok, stderr) = inspect_failure(&path);
+        assert!(
+            !ok && stderr.contains(says) && stderr.contains("layer 'l' blob 0"),
+            "{name}: {stderr}"
+        );
+    }
 }

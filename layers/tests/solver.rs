@@ -666,3 +666,27 @@ fn a_solver_file_names_the_line_of_what_it_refuses() {
     .unwrap();
     assert_eq!(plain.clip_gradients, None);
 }
+
+/// Caffe's text format reads `inf` and `-inf` as it reads `infinity`
+/// (the float suffix `f` was stripped first, leaving "in"), and `0.5f` as
+/// 0.5.
+#[test]
+fn solver_files_read_inf_and_suffixed_floats() {
+    use blob_layers::solver::SolverFile;
+    for (text, want) in [
+        ("clip_gradients: inf", Some(f32::INFINITY)),
+        // Negative: no clipping, as in Caffe.
+        ("clip_gradients: -inf", None),
+        ("clip_gradients: Infinity", Some(f32::INFINITY)),
+        ("clip_gradients: 0.5f", Some(0.5)),
+        ("clip_gradients: 2", Some(2.0)),
+    ] {
+        let file = SolverFile::<f32>::parse(&format!("base_lr: 0.1 lr_policy: \"fixed\" {text}"))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(file.solver.clip_gradients, want, "{text}");
+    }
+    let e = SolverFile::<f32>::parse("base_lr: 0.1 lr_policy: \"fixed\" clip_gradients: in")
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("must be a number, not in"), "{e}");
+}

@@ -233,11 +233,19 @@ impl BlobProto {
     /// ```
     pub fn check_values(&self, at: &str) -> Result<(), crate::ProtoError> {
         let shape = self.stored_shape();
-        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
         let invalid = |detail: String| crate::ProtoError::Invalid {
             at: at.to_string(),
             detail,
         };
+        // Caffe's kMaxBlobAxes: Blob::Reshape refuses more (and a
+        // million-axis shape would make a message of megabytes).
+        if shape.len() > 32 {
+            return Err(invalid(format!(
+                "{} axes; Caffe's blobs have at most 32",
+                shape.len()
+            )));
+        }
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
         let count = shape
             .iter()
             .try_fold(1u64, |acc, &d| {
@@ -249,20 +257,39 @@ impl BlobProto {
                     dims.join(" ")
                 ))
             })?;
+        let shape_text = || {
+            // No dims is a scalar (Caffe's count of an empty shape is 1).
+            if dims.is_empty() {
+                "() (no dims: a scalar)".into()
+            } else {
+                dims.join(" ")
+            }
+        };
         let (field, stored) = self.stored_values()?;
         if count != stored as u64 {
             return Err(crate::ProtoError::ValueCount {
                 at: at.to_string(),
-                // No dims is a scalar (Caffe's count of an empty shape is 1).
-                shape: if dims.is_empty() {
-                    "() (no dims: a scalar)".into()
-                } else {
-                    dims.join(" ")
-                },
+                shape: shape_text(),
                 count,
                 stored,
                 field,
             });
+        }
+        // A diff, where stored, holds a value per data value (Caffe's
+        // FromProto checks it as it checks the data).
+        for (field, diffs) in [
+            ("diff", self.diff.len()),
+            ("double_diff", self.double_diff.len()),
+        ] {
+            if diffs != 0 && diffs as u64 != count {
+                return Err(crate::ProtoError::ValueCount {
+                    at: at.to_string(),
+                    shape: shape_text(),
+                    count,
+                    stored: diffs,
+                    field,
+                });
+            }
         }
         Ok(())
     }

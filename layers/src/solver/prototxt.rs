@@ -139,16 +139,16 @@ impl<'a> Fields<'a> {
             return Ok(default);
         };
         let token = self.scalar(field)?;
-        // Text format allows a float suffix: 0.5f.
-        let number = token
-            .strip_suffix(['f', 'F'])
-            .filter(|t| !t.is_empty())
-            .unwrap_or(token);
-        match number.to_ascii_lowercase().as_str() {
+        match token.to_ascii_lowercase().as_str() {
             "inf" | "infinity" => Ok(f32::INFINITY),
             "-inf" | "-infinity" => Ok(f32::NEG_INFINITY),
             "nan" => Ok(f32::NAN),
+            // Text format allows a float suffix: 0.5f (but "inf" is not
+            // "in" with one).
             n => n
+                .strip_suffix('f')
+                .filter(|t| !t.is_empty())
+                .unwrap_or(n)
                 .parse::<f32>()
                 .map_err(|_| self.error(field, format!("{name} must be a number, not {token}"))),
         }
