@@ -113,7 +113,7 @@ impl CaffeModel {
             if let Some(first) = owner.insert(layer.name(), i) {
                 return Err(refuse(format!(
                     "layers {first} and {i} are both named '{}' and both hold blobs: their tensors would share names; rename one",
-                    crate::weights::excerpt(layer.name())
+                    blob_proto::excerpt(layer.name())
                 )));
             }
             for (index, proto) in self.blobs_of(layer)?.into_iter().enumerate() {

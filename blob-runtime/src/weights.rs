@@ -157,7 +157,7 @@ impl CaffeModel {
         let Some((first_at, first)) = named.next() else {
             return Err(BlobError::LayerNotFound {
                 path: self.source.clone(),
-                layer: excerpt(name),
+                layer: blob_proto::excerpt(name),
             });
         };
         let mut holder = (!first.blobs().is_empty()).then_some((first_at, first));
@@ -169,7 +169,7 @@ impl CaffeModel {
                         op: "find a layer's blobs",
                         detail: format!(
                             "layers {before} and {at} are both named '{}' and both hold blobs; which is meant is ambiguous",
-                            excerpt(name)
+                            blob_proto::excerpt(name)
                         ),
                     }),
                 });
@@ -361,16 +361,6 @@ fn keep_legacy_dims(old: &BlobProto, shape: &[usize], proto: &mut BlobProto) {
 
 /// Fails on the first blob of `layer` whose shape and stored values
 /// disagree, naming the file, the layer and the blob.
-/// A name as an error quotes it: at most 64 characters, control
-/// characters escaped (a hostile file's names are its author's).
-pub(crate) fn excerpt(name: &str) -> String {
-    let mut out: String = name.chars().take(64).flat_map(char::escape_debug).collect();
-    if name.chars().count() > 64 {
-        out.push_str("...");
-    }
-    out
-}
-
 pub(crate) fn check_layer_values(path: &str, layer: &LayerParameter) -> Result<()> {
     for (j, proto) in layer.blobs().iter().enumerate() {
         proto

@@ -423,3 +423,31 @@ fn inspect_refuses_too_many_axes_and_a_diff_of_another_count() {
         );
     }
 }
+
+/// A bad token of a megabyte is quoted by its first 60 characters, not
+/// echoed whole (a 100 MB token made a 100 MB error line).
+#[test]
+fn errors_quote_a_short_excerpt_of_a_huge_bad_token() {
+    let dir = tempdir();
+    for (name, text) in [
+        (
+            "net.prototxt",
+            format!("name: \"n\" layer {{ name: {} }}", "x".repeat(1 << 20)),
+        ),
+        (
+            "solver.prototxt",
+            format!("base_lr: {}", "9".repeat(1 << 20) + "z"),
+        ),
+        (
+            "junk.prototxt",
+            format!("layer {{ {} }}", "?".repeat(1 << 20)),
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let (ok, stderr) = inspect_failure(&path);
+        assert!(!ok, "{name}");
+        assert!(stderr.len() < 600, "{name}: a {}-byte error", stderr.len());
+        assert!(stderr.contains(name), "{name}: {stderr}");
+    }
+}

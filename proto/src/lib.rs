@@ -77,3 +77,29 @@ pub fn encode_message<M: Message>(what: &'static str, msg: &M) -> Result<Vec<u8>
     error::check_writable(what, msg.encoded_len())?;
     Ok(msg.encode_to_vec())
 }
+
+/// A name or value from a file as an error message quotes it: at most 60
+/// characters, control characters escaped (a hostile file's token may be
+/// 100 MB long, or hold a terminal escape sequence).
+///
+/// ```
+/// assert_eq!(blob_proto::excerpt("conv1"), "conv1");
+/// assert_eq!(blob_proto::excerpt("a\nb"), "a\\nb");
+/// assert_eq!(blob_proto::excerpt(&"x".repeat(1000)).len(), 60);
+/// ```
+pub fn excerpt(text: &str) -> String {
+    let escaped = |c: char| -> Vec<char> {
+        if c.is_control() {
+            c.escape_default().collect()
+        } else {
+            vec![c]
+        }
+    };
+    let all: Vec<char> = text.chars().flat_map(escaped).collect();
+    if all.len() <= 60 {
+        return all.into_iter().collect();
+    }
+    let mut head: String = all[..57].iter().collect();
+    head.push_str("...");
+    head
+}

@@ -9,6 +9,7 @@ use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_va
 
 use crate::ProtoError;
 use crate::error::decode_at;
+use crate::excerpt;
 use crate::schema::{FieldDefault, FieldKind, FieldSchema, Label, MessageSchema};
 use crate::text::{TextField, TextMessage, TextValue};
 
@@ -472,15 +473,6 @@ fn as_int(v: &ParamValue) -> i64 {
         ParamValue::Float(f) => *f as i64,
         _ => 0,
     }
-}
-
-/// At most 60 characters of a name or value, for messages.
-fn excerpt(text: &str) -> String {
-    if text.chars().count() <= 60 {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(57).collect();
-    format!("{head}...")
 }
 
 fn text_value(

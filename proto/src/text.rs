@@ -163,11 +163,16 @@ impl Reader<'_> {
             None => "the end of the text".into(),
             Some(b) if ends_token(b) && !b.is_ascii_whitespace() => format!("'{}'", b as char),
             Some(_) => {
+                // At most 60 bytes of it: a hostile file's token may be
+                // 100 MB long.
+                const SHOWN: usize = 60;
                 let start = self.at;
                 let end = (start..self.text.len())
                     .find(|&i| ends_token(self.text[i]))
                     .unwrap_or(self.text.len());
-                String::from_utf8_lossy(&self.text[start..end]).into_owned()
+                let shown = &self.text[start..end.min(start + SHOWN)];
+                let more = if end > start + SHOWN { "..." } else { "" };
+                format!("{}{more}", String::from_utf8_lossy(shown))
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use blob_proto::{ProtoError, TextField, TextMessage, TextValue};
+use blob_proto::{ProtoError, TextField, TextMessage, TextValue, excerpt};
 use blob_runtime::{BlobError, MathElement};
 
 use super::{LrPolicy, Regularization, SgdSolver, SolverType};
@@ -129,7 +129,11 @@ impl<'a> Fields<'a> {
             TextValue::Scalar(s) => Ok(s),
             other => Err(self.error(
                 field,
-                format!("{} must be a number, not {other}", field.name),
+                format!(
+                    "{} must be a number, not {}",
+                    field.name,
+                    excerpt(&other.to_string())
+                ),
             )),
         }
     }
@@ -150,7 +154,12 @@ impl<'a> Fields<'a> {
                 .filter(|t| !t.is_empty())
                 .unwrap_or(n)
                 .parse::<f32>()
-                .map_err(|_| self.error(field, format!("{name} must be a number, not {token}"))),
+                .map_err(|_| {
+                    self.error(
+                        field,
+                        format!("{name} must be a number, not {}", excerpt(token)),
+                    )
+                }),
         }
     }
 
@@ -159,7 +168,7 @@ impl<'a> Fields<'a> {
         token.parse::<i64>().map_err(|_| {
             self.error(
                 field,
-                format!("{} must be an integer, not {token}", field.name),
+                format!("{} must be an integer, not {}", field.name, excerpt(token)),
             )
         })
     }
@@ -186,7 +195,10 @@ impl<'a> Fields<'a> {
             TextValue::Str(s) => Ok(Some((field, s))),
             other => Err(self.error(
                 field,
-                format!("{name} must be a quoted string, not {other}"),
+                format!(
+                    "{name} must be a quoted string, not {}",
+                    excerpt(&other.to_string())
+                ),
             )),
         }
     }
@@ -197,7 +209,10 @@ impl<'a> Fields<'a> {
         };
         match &field.value {
             TextValue::Scalar(s) => Ok(Some((field, s))),
-            other => Err(self.error(field, format!("{name} must be a name, not {other}"))),
+            other => Err(self.error(
+                field,
+                format!("{name} must be a name, not {}", excerpt(&other.to_string())),
+            )),
         }
     }
 }
@@ -245,7 +260,10 @@ impl<T: MathElement> SolverFile<T> {
                 other => {
                     return Err(f.error(
                         field,
-                        format!("test_net must be a quoted string, not {other}"),
+                        format!(
+                            "test_net must be a quoted string, not {}",
+                            excerpt(&other.to_string())
+                        ),
                     ));
                 }
             }
@@ -256,7 +274,10 @@ impl<T: MathElement> SolverFile<T> {
             Some((field, other)) => {
                 return Err(f.error(
                     field,
-                    format!("test_initialization is true or false, not {other}"),
+                    format!(
+                        "test_initialization is true or false, not {}",
+                        excerpt(other)
+                    ),
                 ));
             }
         };
