@@ -70,7 +70,10 @@ pub use head::Head;
 pub use host_buffer::{HOST_ALIGN, HostBuffer};
 #[cfg(feature = "ndarray")]
 pub use ndarray_views::NdRank;
-pub use proto::{encode_proto, proto_shape, read_blob_file, write_blob_file};
+pub use proto::{
+    FILE_LIMIT, encode_proto, proto_shape, read_blob_file, read_file, read_text_file,
+    write_blob_file,
+};
 pub use synced_memory::{DeviceRead, DeviceWrite, HostRead, HostWrite, SyncedMemory};
 #[cfg(feature = "safetensors")]
 pub use tensor_file::{TensorFile, TensorInfo, write_tensors};

@@ -346,10 +346,70 @@ pub(crate) fn proto_shape_string(proto: &BlobProto) -> String {
     }
 }
 
-pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| BlobError::Io {
+/// The most a Caffe file may hold: protobuf's message limit, which Caffe
+/// reads with (`kProtoReadBytesLimit`, `INT_MAX` bytes).
+pub const FILE_LIMIT: u64 = i32::MAX as u64;
+
+/// Reads `path` whole, refusing a device (`/dev/zero` never ends) and
+/// more than [`FILE_LIMIT`] bytes from a pipe: an error naming the
+/// limit, not a read until memory runs out.
+///
+/// ```
+/// let err = blob_runtime::read_file("/no/such.caffemodel").unwrap_err();
+/// assert!(err.to_string().starts_with("/no/such.caffemodel: "));
+/// # #[cfg(unix)]
+/// # {
+/// let err = blob_runtime::read_file("/dev/zero").unwrap_err();
+/// assert!(err.to_string().contains("a device, not a file"), "{err}");
+/// # }
+/// ```
+pub fn read_file(path: impl AsRef<Path>) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let path = path.as_ref();
+    let io = |e: std::io::Error| BlobError::Io {
         path: path.display().to_string(),
         source: e,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = meta.file_type();
+        if kind.is_char_device() || kind.is_block_device() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "is a device, not a file",
+            )));
+        }
+    }
+    // A regular file says its size; a pipe says 0.
+    let hint = meta.len();
+    let mut bytes = Vec::with_capacity(hint.min(FILE_LIMIT) as usize);
+    file.take(FILE_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > FILE_LIMIT {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "holds more than {FILE_LIMIT} bytes, the most a Caffe file (a protobuf message) may"
+            ),
+        )));
+    }
+    Ok(bytes)
+}
+
+/// [`read_file`] as UTF-8 text (a `.prototxt`).
+///
+/// ```
+/// assert!(blob_runtime::read_text_file("/no/such.prototxt").is_err());
+/// ```
+pub fn read_text_file(path: impl AsRef<Path>) -> Result<String> {
+    let path = path.as_ref();
+    String::from_utf8(read_file(path)?).map_err(|e| BlobError::Io {
+        path: path.display().to_string(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
     })
 }
 

@@ -58,10 +58,7 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
     if path.extension().is_some_and(|e| e == "prototxt") {
         return describe_text(path);
     }
-    let bytes = std::fs::read(path).map_err(|e| BlobError::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
+    let bytes = blobflow::runtime::read_file(path)?;
     if bytes.is_empty() {
         // Every Caffe message decodes from no bytes (all fields default);
         // an empty file is far more likely a failed write than a model.
@@ -142,10 +139,7 @@ fn describe_text(path: &Path) -> Result<Value, BlobError> {
     use blobflow::layers::solver::SolverFile;
     use blobflow::proto::{ParamMessage, TextMessage, schema};
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| BlobError::Io {
-        path: name.clone(),
-        source,
-    })?;
+    let text = blobflow::runtime::read_text_file(path)?;
     let message = TextMessage::parse(&text).map_err(|source| BlobError::Proto {
         path: name.clone(),
         source,

@@ -451,3 +451,17 @@ fn errors_quote_a_short_excerpt_of_a_huge_bad_token() {
         assert!(stderr.contains(name), "{name}: {stderr}");
     }
 }
+
+/// A device never ends: refused at once (inspect /dev/zero read until
+/// memory ran out).
+#[cfg(unix)]
+#[test]
+fn inspect_refuses_a_device() {
+    for file in ["/dev/zero", "/dev/urandom"] {
+        let (ok, stderr) = inspect_failure(Path::new(file));
+        assert!(
+            !ok && stderr.contains("is a device, not a file"),
+            "{file}: {stderr}"
+        );
+    }
+}

@@ -131,10 +131,7 @@ impl<'r, T: MathElement> NetBuilder<'r, T> {
     pub fn from_file(self, path: impl AsRef<Path>) -> Result<Net<T>> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| BlobError::Io {
-            path: shown.clone(),
-            source,
-        })?;
+        let text = blob_runtime::read_text_file(path)?;
         let tree = TextMessage::parse(&text).map_err(text_error(&shown))?;
         let param =
             ParamMessage::from_text(&schema::NET_PARAMETER, &tree).map_err(text_error(&shown))?;

@@ -228,10 +228,7 @@ impl<T: MathElement> SolverFile<T> {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, BlobError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| BlobError::Io {
-            path: name.clone(),
-            source,
-        })?;
+        let text = blob_runtime::read_text_file(path)?;
         Self::read(&name, &text)
     }
 
