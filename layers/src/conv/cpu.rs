@@ -204,6 +204,20 @@ pub(crate) fn forward<T: MathElement>(
 ) {
     let per_image = g.channels_out * g.oh * g.ow;
     let (per_part, parts) = scratch.parts(g.batch);
+    if let [only] = parts {
+        // One part (one image, or one core): no task to hand out.
+        forward_part(
+            g,
+            only,
+            x,
+            weight,
+            bias,
+            0,
+            g.batch,
+            &mut y[..g.batch * per_image],
+        );
+        return;
+    }
     y[..g.batch * per_image]
         .par_chunks_mut((per_part * per_image).max(1))
         .zip(parts.par_iter_mut())

@@ -129,9 +129,13 @@ fn forward_in_parts<T: MathElement>(
     pass: impl Fn(&PoolGeometry, &[T], &mut [T]) + Sync,
 ) {
     let (i, o) = g.chunks();
-    x[..g.planes * g.h * g.w]
-        .par_chunks(i)
-        .zip(y[..g.planes * g.oh * g.ow].par_chunks_mut(o))
+    let (x, y) = (&x[..g.planes * g.h * g.w], &mut y[..g.planes * g.oh * g.ow]);
+    if o >= y.len() {
+        // One part: no task to hand out.
+        return pass(g, x, y);
+    }
+    x.par_chunks(i)
+        .zip(y.par_chunks_mut(o))
         .for_each(|(x, y)| pass(&g.part(y.len()), x, y));
 }
 
@@ -266,6 +270,14 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     }
     let (h, w) = (g.h, g.w);
     let neg = T::from_f64(f64::NEG_INFINITY);
+    let larger = |m: T, v: T| if v > m { v } else { m };
+    // Each output column's window, the same for every row and plane.
+    let columns: Vec<(usize, usize)> = (0..g.ow)
+        .map(|q| {
+            let (_, _, w0, w1) = g.window(0, q);
+            (w0, w1)
+        })
+        .collect();
     // Per output row: each column's maximum over the window's rows first
     // (an element-wise pass the compiler vectorises), then each window's
     // over its columns.
@@ -274,22 +286,27 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
         let plane = &x[pl * h * w..][..h * w];
         for r in 0..g.oh {
             let (h0, h1, _, _) = g.window(r, 0);
+            let o = (pl * g.oh + r) * g.ow;
+            let out = &mut y[o..o + g.ow];
+            if h0 == h1 {
+                out.fill(T::ZERO);
+                continue;
+            }
+            // From -inf, as Caffe's scan starts: a NaN never wins.
             colmax.fill(neg);
             for hh in h0..h1 {
                 for (m, &v) in colmax.iter_mut().zip(&plane[hh * w..][..w]) {
-                    *m = if v > *m { v } else { *m };
+                    *m = larger(*m, v);
                 }
             }
-            let o = (pl * g.oh + r) * g.ow;
-            for (q, out) in y[o..o + g.ow].iter_mut().enumerate() {
-                let (_, _, w0, w1) = g.window(r, q);
-                if h0 == h1 || w0 == w1 {
-                    *out = T::ZERO;
-                    continue;
-                }
-                *out = colmax[w0..w1]
-                    .iter()
-                    .fold(neg, |m, &v| if v > m { v } else { m });
+            for (out, &(w0, w1)) in out.iter_mut().zip(&columns) {
+                *out = if w0 == w1 {
+                    T::ZERO
+                } else {
+                    colmax[w0 + 1..w1]
+                        .iter()
+                        .fold(colmax[w0], |m, &v| larger(m, v))
+                };
             }
         }
     }
