@@ -233,14 +233,24 @@ def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads):
     declared batch, inputs zeros, net alone."""
     _, declared = declared_input(np, text)
     for batch in sorted({1, declared[0]}):
-        iters = max(3, int(20 / batch))
-        r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters),
-                                  "--batch", str(batch)], capture_output=True, text=True, env=env)
-        m = re.search(r"Average Forward pass: ([0-9.]+) ms", r.stdout)
-        if r.returncode != 0 or m is None:
-            print(f"  {label} batch {batch}: blobflow time failed: {r.stderr.strip()[-200:]}")
+        def blobflow_ms(iters):
+            r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters),
+                                      "--batch", str(batch)], capture_output=True, text=True, env=env)
+            m = re.search(r"Average Forward pass: ([0-9.]+) ms", r.stdout)
+            if r.returncode != 0 or m is None:
+                print(f"  {label} batch {batch}: blobflow time failed: {r.stderr.strip()[-200:]}")
+                return None
+            return float(m.group(1))
+        # About a second of passes each (a tiny net needs thousands to be
+        # timed at all), after a short run that says how long one takes.
+        guess = blobflow_ms(3)
+        if guess is None:
             continue
-        ours = batch / (float(m.group(1)) / 1e3)
+        iters = int(min(5000, max(3, 1000.0 / max(guess, 1e-3))))
+        ms = blobflow_ms(iters)
+        if ms is None:
+            continue
+        ours = batch / (ms / 1e3)
         net = cv2.dnn.readNetFromCaffe(proto, weights)
         x = np.zeros([batch] + declared[1:], dtype=np.float32)
         net.setInput(x, name)
