@@ -115,6 +115,10 @@ pub fn gemm<T: Real>(
     }
 }
 
+/// From this many matrix elements (16 MB of f32) a gemv's rows are
+/// shared across the cores.
+const PARALLEL_GEMV_MIN: usize = 1 << 22;
+
 /// Below this many multiply-adds a gemm runs on one core: about 20 µs of
 /// work, against a few µs to hand half of it to another core.
 const PARALLEL_GEMM_MIN: usize = 1 << 21;
@@ -235,9 +239,17 @@ pub fn gemv<T: Real>(
     }
     match trans {
         Transpose::No => {
-            for (yi, row) in y.iter_mut().zip(a.chunks_exact(n)) {
+            let row_out = |(yi, row): (&mut T, &[T])| {
                 let d = alpha * super::dot(row, x);
                 *yi = if beta == T::ZERO { d } else { d + beta * *yi };
+            };
+            // A large matrix (an fc layer at batch 1: 150 MB in CaffeNet's
+            // fc6) is read at the speed of memory; rows on every core
+            // read it faster. Each row's dot is the same either way.
+            if m.saturating_mul(n) >= PARALLEL_GEMV_MIN {
+                y.par_iter_mut().zip(a.par_chunks_exact(n)).for_each(row_out);
+            } else {
+                y.iter_mut().zip(a.chunks_exact(n)).for_each(row_out);
             }
         }
         Transpose::Yes => {
