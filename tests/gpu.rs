@@ -1341,6 +1341,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
                 convolution_param { num_output: 6 group: 6 kernel_size: 3 bias_term: false weight_filler { type: "xavier" } } }
         layer { name: "p" type: "Pooling" bottom: "d" top: "p" pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 } }
         layer { name: "e" type: "Eltwise" bottom: "d" bottom: "p" top: "e" }
+        layer { name: "emax" type: "Eltwise" bottom: "d" bottom: "p" bottom: "e" top: "emax" eltwise_param { operation: MAX } }
+        layer { name: "eprod" type: "Eltwise" bottom: "d" bottom: "p" top: "eprod" eltwise_param { operation: PROD } }
         layer { name: "c" type: "Concat" bottom: "e" bottom: "p" top: "c" }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;

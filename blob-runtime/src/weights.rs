@@ -144,6 +144,7 @@ impl CaffeModel {
     }
 
     /// Where the model came from (its path, or `<memory>`).
+    #[cfg(feature = "safetensors")]
     pub(crate) fn source(&self) -> &str {
         &self.source
     }

@@ -92,7 +92,7 @@ mod split;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 9] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 10] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -101,6 +101,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 9] = [
     &dropout::DROPOUT,
     &prelu::PRELU,
     &lrn::LRN,
+    &eltwise::ELTWISE,
     &solver::SOLVER,
 ];
 

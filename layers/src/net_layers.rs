@@ -104,7 +104,9 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("Slice", |p| Ok(Box::new(SliceLayer::from_param(p)?)));
     r.register("Flatten", |p| Ok(Box::new(FlattenLayer::from_param(p))));
     r.register("Reshape", |p| Ok(Box::new(ReshapeLayer::from_param(p)?)));
-    r.register("Eltwise", |p| Ok(Box::new(EltwiseLayer::from_param(p)?)));
+    r.register("Eltwise", |p| {
+        Ok(Box::new(EltwiseLayer::<T>::from_param(p)?))
+    });
     r.register("BatchNorm", |p| {
         Ok(Box::new(BatchNormLayer::<T>::from_param(p)?))
     });

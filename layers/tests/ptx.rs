@@ -39,6 +39,7 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "dropout.cu",
             "prelu.cu",
             "lrn.cu",
+            "eltwise.cu",
             "solver.cu"
         ]
     );

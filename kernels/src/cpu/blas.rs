@@ -247,7 +247,9 @@ pub fn gemv<T: Real>(
             // fc6) is read at the speed of memory; rows on every core
             // read it faster. Each row's dot is the same either way.
             if m.saturating_mul(n) >= PARALLEL_GEMV_MIN {
-                y.par_iter_mut().zip(a.par_chunks_exact(n)).for_each(row_out);
+                y.par_iter_mut()
+                    .zip(a.par_chunks_exact(n))
+                    .for_each(row_out);
             } else {
                 y.iter_mut().zip(a.chunks_exact(n)).for_each(row_out);
             }

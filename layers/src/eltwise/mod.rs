@@ -1,12 +1,18 @@
 //! Caffe's Eltwise: bottoms of one shape combined element by element
 //! (SUM with coefficients, PROD, MAX), as ResNet adds its shortcuts; on
-//! the host whatever the device.
+//! the GPU where the blobs live there.
+
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::{Result, ensure};
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::ELTWISE;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
@@ -16,15 +22,18 @@ enum Op {
 }
 
 /// Caffe `Eltwise`, never in place (Caffe computes garbage there).
-pub(crate) struct EltwiseLayer {
+pub(crate) struct EltwiseLayer<T: MathElement> {
     op: Op,
     coeffs: Vec<f64>,
     stable_prod_grad: bool,
     /// MAX: which bottom gave each value.
     mask: Vec<u32>,
+    /// The same on the GPU, each index as a float.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    gpu_mask: Blob<T>,
 }
 
-impl EltwiseLayer {
+impl<T: MathElement> EltwiseLayer<T> {
     pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
         let p = sub_param(layer, "eltwise_param");
         let op = match p.enum_name("operation") {
@@ -54,15 +63,21 @@ impl EltwiseLayer {
             coeffs,
             stable_prod_grad: p.boolean("stable_prod_grad"),
             mask: Vec::new(),
+            gpu_mask: Blob::default(),
         })
     }
 
     fn coeff(&self, i: usize) -> f64 {
         self.coeffs.get(i).copied().unwrap_or(1.0)
     }
+
+    #[cfg(feature = "cuda")]
+    fn f32_coeffs(&self, bottoms: usize) -> Vec<f32> {
+        (0..bottoms).map(|i| self.coeff(i) as f32).collect()
+    }
 }
 
-impl<T: MathElement> DynLayer<T> for EltwiseLayer {
+impl<T: MathElement> DynLayer<T> for EltwiseLayer<T> {
     fn type_name(&self) -> &str {
         "Eltwise"
     }
@@ -88,6 +103,28 @@ impl<T: MathElement> DynLayer<T> for EltwiseLayer {
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        {
+            let others: Vec<(&str, &Blob<T>)> = std::iter::once(("output", tops[0]))
+                .chain(bottoms[1..].iter().map(|b| ("another bottom", *b)))
+                .collect();
+            if let Some(gpu) = crate::gpu::gpu_for("eltwise", bottoms[0], &others)? {
+                use crate::gpu::as_f32;
+                if self.op == Op::Max {
+                    crate::softmax::place_with(&mut self.gpu_mask, tops[0], tops[0].shape())?;
+                }
+                let xs: Vec<&Blob<f32>> = bottoms.iter().map(|b| as_f32(*b)).collect();
+                let coeffs = self.f32_coeffs(bottoms.len());
+                return cuda::forward(
+                    &gpu,
+                    self.op,
+                    &coeffs,
+                    &xs,
+                    as_f32(tops[0]),
+                    as_f32(&self.gpu_mask),
+                );
+            }
+        }
         let mut y = tops[0].mutable_cpu_data()?;
         match self.op {
             Op::Sum => {
@@ -130,6 +167,20 @@ impl<T: MathElement> DynLayer<T> for EltwiseLayer {
         propagate_down: &[bool],
         bottoms: &[&Blob<T>],
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("eltwise", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::as_f32;
+            let xs: Vec<&Blob<f32>> = bottoms.iter().map(|b| as_f32(*b)).collect();
+            let coeffs = self.f32_coeffs(bottoms.len());
+            return cuda::backward(
+                &gpu,
+                (self.op, self.stable_prod_grad),
+                &coeffs,
+                (as_f32(tops[0]), as_f32(&self.gpu_mask)),
+                propagate_down,
+                &xs,
+            );
+        }
         let dy = tops[0].cpu_diff()?;
         let y = tops[0].cpu_data()?;
         for (i, b) in bottoms.iter().enumerate() {

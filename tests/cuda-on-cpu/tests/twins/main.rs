@@ -5,6 +5,7 @@
 mod conv;
 mod coverage;
 mod elementwise;
+mod eltwise;
 mod layers;
 mod pool;
 mod prelu;
