@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes the Caffe decoders, seeded with every real Caffe file of the
-# repository's tests/fixtures, then the .safetensors reader, seeded with
+# Fuzzes the Caffe decoders and `convert`'s path, seeded with every real
+# Caffe file of the repository's tests/fixtures, then the .safetensors
+# reader, seeded with
 # small converted files, then the prototxt readers and caffe.proto's
 # schema reader, seeded with the repository's .prototxt files, then the
 # .npy reader, seeded with the reference outputs. Usage: fuzz/run.sh [seconds per target]
@@ -12,6 +13,7 @@ mkdir -p "$corpus"
 find ../tests/fixtures -type f \( -name '*.caffemodel' -o -name '*.binaryproto' -o -name '*.solverstate' \) \
     -size -2M -exec cp {} "$corpus/" \;
 cargo +nightly fuzz run decode "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+cargo +nightly fuzz run convert "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 tensors=corpus/safetensors
 mkdir -p "$tensors"

@@ -21,6 +21,17 @@ pub const INPUT_SCALE: f32 = 0.00390625;
 
 /// Caffe's `examples/mnist/lenet_train_test.prototxt`: its Data layers
 /// become the inputs `data` and `label`, which [`Trainer`] fills.
+///
+/// ```
+/// use blob_layers::net::{Net, NetState};
+/// let net = Net::<f32>::builder()
+///     .state(NetState::test())
+///     .input_shape("data", &[2, 1, 28, 28])
+///     .input_shape("label", &[2])
+///     .from_prototxt(blobflow_mnist::LENET_TRAIN_TEST)?;
+/// assert_eq!(net.outputs(), ["accuracy", "loss"]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
 pub const LENET_TRAIN_TEST: &str = include_str!("../nets/lenet_train_test.prototxt");
 
 /// Digits per forward pass of the test net.

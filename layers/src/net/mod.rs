@@ -829,6 +829,19 @@ impl<T: MathElement> Net<T> {
     /// The weighted loss of the last forward pass (each loss top's sum
     /// times its `loss_weight`, as Caffe's `Forward` adds them), read
     /// now: on a GPU this waits for the device.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let mut net = Net::<f32>::from_prototxt(
+    ///     r#"input: "x" input_shape { dim: 1 dim: 4 }
+    ///        input: "label" input_shape { dim: 1 }
+    ///        layer { name: "loss" type: "SoftmaxWithLoss" bottom: "x" bottom: "label" top: "loss" loss_weight: 2 }"#,
+    ///     NetState::train(),
+    /// )?;
+    /// net.forward_unread()?;
+    /// assert!((net.loss()? - 2.0 * 4f32.ln()).abs() < 1e-5);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
     pub fn loss(&self) -> Result<T> {
         if self.layers.is_empty() {
             return Ok(T::ZERO);
