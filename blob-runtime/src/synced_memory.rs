@@ -9,11 +9,16 @@
 //! guards, or one write guard) makes aliasing through [`std::sync::Arc`]
 //! shared memory safe from any thread: a conflicting request is an error,
 //! [`BlobError::Borrowed`], never a wait and never undefined behaviour.
+//! Readers that come and go without pause can keep a writer out for as
+//! long as they read; a writer that must get in waits, bounded, with
+//! [`SyncedMemory::wait_writable`] (or [`Blob::update_within`](crate::Blob::update_within)),
+//! which refuses new readers while it waits.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::device::{DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream};
 use crate::error::{BlobError, Result};
@@ -62,6 +67,9 @@ struct State {
     host: Option<HostBuffer>,
     dev: Option<DevBox>,
     borrow: Borrow,
+    /// A writer waits for the guards alive to go: new readers are
+    /// refused meanwhile, so that they cannot keep it out for ever.
+    writer_waiting: bool,
     /// An upload that may still be reading the host bytes: waited for
     /// before they are written, replaced or freed.
     upload: Option<Box<dyn DeviceFence>>,
@@ -123,6 +131,8 @@ pub struct SyncedMemory {
     size: usize,
     backend: Option<Arc<dyn DeviceBackend>>,
     state: Mutex<State>,
+    /// Signalled when the last guard goes.
+    freed: Condvar,
 }
 
 impl SyncedMemory {
@@ -158,9 +168,52 @@ impl SyncedMemory {
                 host: None,
                 dev: None,
                 borrow: Borrow::Free,
+                writer_waiting: false,
                 upload: None,
             }),
+            freed: Condvar::new(),
         }
+    }
+
+    /// Waits, at most `timeout`, until no guard is alive, refusing new
+    /// read guards meanwhile (a writer under a steady stream of readers
+    /// would otherwise be refused for as long as they read). Returns
+    /// whether the memory is free; the next write guard taken, or this
+    /// call timing out, lets readers in again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mem = blob_runtime::SyncedMemory::new(4);
+    /// let read = mem.cpu_data()?;
+    /// assert!(!mem.wait_writable(Duration::from_millis(10)));
+    /// drop(read);
+    /// assert!(mem.wait_writable(Duration::from_millis(10)));
+    /// mem.mutable_cpu_data()?.fill(1);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn wait_writable(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        st.writer_waiting = true;
+        while st.borrow != Borrow::Free {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                st.writer_waiting = false;
+                return false;
+            }
+            st = self
+                .freed
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+
+    /// Lets readers in again after a [`wait_writable`](Self::wait_writable)
+    /// whose write did not happen.
+    pub(crate) fn stop_waiting(&self) {
+        self.lock().writer_waiting = false;
     }
 
     /// Size in bytes (Caffe `size()`).
@@ -203,10 +256,19 @@ impl SyncedMemory {
     }
 
     fn acquire(st: &mut State, op: &'static str, write: bool) -> Result<()> {
+        if !write && st.writer_waiting {
+            return Err(BlobError::Borrowed {
+                op,
+                held: "a writer is waiting for the guards alive to go",
+            });
+        }
         st.borrow = match (st.borrow, write) {
             (Borrow::Free, false) => Borrow::Read(1),
             (Borrow::Read(n), false) => Borrow::Read(n + 1),
-            (Borrow::Free, true) => Borrow::Write,
+            (Borrow::Free, true) => {
+                st.writer_waiting = false;
+                Borrow::Write
+            }
             (Borrow::Write, _) => {
                 return Err(BlobError::Borrowed {
                     op,
@@ -229,6 +291,9 @@ impl SyncedMemory {
             Borrow::Read(n) if n > 1 => Borrow::Read(n - 1),
             _ => Borrow::Free,
         };
+        if st.borrow == Borrow::Free && st.writer_waiting {
+            self.freed.notify_all();
+        }
     }
 
     fn ensure_host(&self, st: &mut State, op: &'static str) -> Result<()> {

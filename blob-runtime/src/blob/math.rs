@@ -53,6 +53,37 @@ impl<T: MathElement> Blob<T> {
         }
     }
 
+    /// [`update`](Self::update), waiting at most `timeout` for the guards
+    /// alive on the data to go (readers on other threads that never pause
+    /// would keep `update` refused, `Borrowed`, for as long as they read;
+    /// retrying in a loop spins without getting in). New readers are
+    /// refused while it waits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let b = blob_runtime::Blob::<f32>::new(&[2])?;
+    /// b.mutable_cpu_data()?.fill(1.0);
+    /// b.mutable_cpu_diff()?.fill(0.25);
+    /// b.update_within(Duration::from_secs(1))?;
+    /// assert_eq!(b.to_vec()?, [0.75, 0.75]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn update_within(&self, timeout: std::time::Duration) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            match self.update() {
+                Err(BlobError::Borrowed { .. })
+                    if self.data.wait_writable(
+                        deadline.saturating_duration_since(std::time::Instant::now()),
+                    ) => {}
+                other => {
+                    self.data.stop_waiting();
+                    return other;
+                }
+            }
+        }
+    }
+
     fn reduce(
         &self,
         op: &'static str,
