@@ -1344,6 +1344,7 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "emax" type: "Eltwise" bottom: "d" bottom: "p" bottom: "e" top: "emax" eltwise_param { operation: MAX } }
         layer { name: "eprod" type: "Eltwise" bottom: "d" bottom: "p" top: "eprod" eltwise_param { operation: PROD } }
         layer { name: "c" type: "Concat" bottom: "e" bottom: "p" top: "c" }
+        layer { name: "sl" type: "Slice" bottom: "c" top: "s1" top: "s2" slice_param { axis: 1 slice_point: 4 } }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
     // SSD's head: Permute, PriorBox, Reshape, Softmax over axis 2,

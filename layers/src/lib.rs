@@ -92,7 +92,7 @@ mod split;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 10] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 11] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -102,6 +102,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 10] = [
     &prelu::PRELU,
     &lrn::LRN,
     &eltwise::ELTWISE,
+    &concat::CONCAT,
     &solver::SOLVER,
 ];
 

@@ -40,6 +40,7 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "prelu.cu",
             "lrn.cu",
             "eltwise.cu",
+            "concat.cu",
             "solver.cu"
         ]
     );

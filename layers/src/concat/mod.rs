@@ -1,12 +1,18 @@
 //! Caffe's Concat: bottoms joined along one axis (GoogLeNet's inception
-//! outputs, SqueezeNet's fire modules). It moves bytes only, on the host
-//! whatever the device (the blobs' heads move them).
+//! outputs, SqueezeNet's fire modules). It moves bytes only, on the GPU
+//! where the blobs live there.
+
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, Sharing, TopShape, bad_param, sub_param};
 use crate::layer::Result;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::CONCAT;
 
 /// The axis a Concat or Slice cuts, from its parameter's `axis` or the
 /// legacy `*_dim` (both given is an error, as in Caffe).
@@ -88,6 +94,43 @@ impl Slabs {
     }
 }
 
+/// Every blob of a Concat or Slice but the first bottom, for
+/// [`gpu_for`](crate::gpu::gpu_for) to check they share its device.
+#[cfg(feature = "cuda")]
+pub(crate) fn others<'a, T: MathElement>(
+    bottoms: &[&'a Blob<T>],
+    tops: &[&'a Blob<T>],
+) -> Vec<(&'static str, &'a Blob<T>)> {
+    let rest = bottoms[1..].iter().map(|b| ("another bottom", *b));
+    rest.chain(tops.iter().map(|t| ("a top", *t))).collect()
+}
+
+/// Where each of `parts` lies along `axis` of the joined blob, in order.
+pub(crate) fn slabs_of<T: MathElement>(
+    parts: &[&Blob<T>],
+    axis: usize,
+    outer: usize,
+    inner: usize,
+    total: usize,
+) -> Vec<Slabs> {
+    let mut offset = 0;
+    parts
+        .iter()
+        .map(|p| {
+            let len = p.shape()[axis];
+            let slabs = Slabs {
+                outer,
+                inner,
+                total,
+                offset,
+                len,
+            };
+            offset += len;
+            slabs
+        })
+        .collect()
+}
+
 /// Caffe `Concat`.
 pub(crate) struct ConcatLayer {
     axis: AxisChoice,
@@ -153,19 +196,22 @@ impl<T: MathElement> DynLayer<T> for ConcatLayer {
         let axis = self.axis.of(bottoms[0], "concat")?;
         let (outer, inner) = around(bottoms[0], axis);
         let total = tops[0].shape()[axis];
+        let parts = slabs_of(bottoms, axis, outer, inner, total);
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("concat", bottoms[0], &others(bottoms, tops))? {
+            use crate::gpu::{as_f32, read, write};
+            let y = as_f32(tops[0]);
+            let mut yg = y.mutable_gpu_data()?;
+            let mut yv = write(&mut yg, y.count())?;
+            for (b, slabs) in bottoms.iter().zip(&parts) {
+                let xg = as_f32(b).gpu_data()?;
+                slabs.join_on(&gpu, &read(&xg, b.count())?, &mut yv)?;
+            }
+            return Ok(());
+        }
         let mut y = tops[0].mutable_cpu_data()?;
-        let mut offset = 0;
-        for b in bottoms {
-            let len = b.shape()[axis];
-            let slabs = Slabs {
-                outer,
-                inner,
-                total,
-                offset,
-                len,
-            };
+        for (b, slabs) in bottoms.iter().zip(&parts) {
             slabs.join(&b.cpu_data()?, &mut y);
-            offset += len;
         }
         Ok(())
     }
@@ -182,21 +228,26 @@ impl<T: MathElement> DynLayer<T> for ConcatLayer {
         let axis = self.axis.of(bottoms[0], "concat")?;
         let (outer, inner) = around(bottoms[0], axis);
         let total = tops[0].shape()[axis];
+        let parts = slabs_of(bottoms, axis, outer, inner, total);
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("concat", bottoms[0], &others(bottoms, tops))? {
+            use crate::gpu::{as_f32, read, write};
+            let y = as_f32(tops[0]);
+            let dyg = y.gpu_diff()?;
+            let dy = read(&dyg, y.count())?;
+            for ((b, slabs), &down) in bottoms.iter().zip(&parts).zip(propagate_down) {
+                if down {
+                    let mut dxg = as_f32(b).mutable_gpu_diff()?;
+                    slabs.split_on(&gpu, &dy, &mut write(&mut dxg, b.count())?)?;
+                }
+            }
+            return Ok(());
+        }
         let dy = tops[0].cpu_diff()?;
-        let mut offset = 0;
-        for (b, &down) in bottoms.iter().zip(propagate_down) {
-            let len = b.shape()[axis];
+        for ((b, slabs), &down) in bottoms.iter().zip(&parts).zip(propagate_down) {
             if down {
-                let slabs = Slabs {
-                    outer,
-                    inner,
-                    total,
-                    offset,
-                    len,
-                };
                 slabs.split(&dy, &mut b.mutable_cpu_diff()?);
             }
-            offset += len;
         }
         Ok(())
     }

@@ -1,10 +1,10 @@
 //! Caffe's Slice: one bottom cut along an axis into several tops, the
-//! inverse of Concat; on the host whatever the device.
+//! inverse of Concat; on the GPU where the blobs live there.
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
-use crate::concat::{AxisChoice, Slabs, around, legacy_axis};
+use crate::concat::{AxisChoice, around, legacy_axis, slabs_of};
 use crate::dyn_layer::{Arity, DynLayer, Sharing, TopShape, bad_param, sub_param};
 use crate::layer::Result;
 
@@ -104,19 +104,24 @@ impl<T: MathElement> DynLayer<T> for SliceLayer {
         let axis = self.axis.of(bottoms[0], "slice")?;
         let (outer, inner) = around(bottoms[0], axis);
         let total = bottoms[0].shape()[axis];
+        let parts = slabs_of(tops, axis, outer, inner, total);
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) =
+            crate::gpu::gpu_for("slice", bottoms[0], &crate::concat::others(bottoms, tops))?
+        {
+            use crate::gpu::{as_f32, read, write};
+            let x = as_f32(bottoms[0]);
+            let xg = x.gpu_data()?;
+            let xv = read(&xg, x.count())?;
+            for (top, slabs) in tops.iter().zip(&parts) {
+                let mut yg = as_f32(top).mutable_gpu_data()?;
+                slabs.split_on(&gpu, &xv, &mut write(&mut yg, top.count())?)?;
+            }
+            return Ok(());
+        }
         let x = bottoms[0].cpu_data()?;
-        let mut offset = 0;
-        for top in tops {
-            let len = top.shape()[axis];
-            let slabs = Slabs {
-                outer,
-                inner,
-                total,
-                offset,
-                len,
-            };
+        for (top, slabs) in tops.iter().zip(&parts) {
             slabs.split(&x, &mut top.mutable_cpu_data()?);
-            offset += len;
         }
         Ok(())
     }
@@ -133,19 +138,24 @@ impl<T: MathElement> DynLayer<T> for SliceLayer {
         let axis = self.axis.of(bottoms[0], "slice")?;
         let (outer, inner) = around(bottoms[0], axis);
         let total = bottoms[0].shape()[axis];
+        let parts = slabs_of(tops, axis, outer, inner, total);
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) =
+            crate::gpu::gpu_for("slice", bottoms[0], &crate::concat::others(bottoms, tops))?
+        {
+            use crate::gpu::{as_f32, read, write};
+            let x = as_f32(bottoms[0]);
+            let mut dxg = x.mutable_gpu_diff()?;
+            let mut dx = write(&mut dxg, x.count())?;
+            for (top, slabs) in tops.iter().zip(&parts) {
+                let dyg = as_f32(top).gpu_diff()?;
+                slabs.join_on(&gpu, &read(&dyg, top.count())?, &mut dx)?;
+            }
+            return Ok(());
+        }
         let mut dx = bottoms[0].mutable_cpu_diff()?;
-        let mut offset = 0;
-        for top in tops {
-            let len = top.shape()[axis];
-            let slabs = Slabs {
-                outer,
-                inner,
-                total,
-                offset,
-                len,
-            };
+        for (top, slabs) in tops.iter().zip(&parts) {
             slabs.join(&top.cpu_diff()?, &mut dx);
-            offset += len;
         }
         Ok(())
     }
