@@ -92,7 +92,7 @@ mod split;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 11] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 12] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -103,6 +103,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 11] = [
     &lrn::LRN,
     &eltwise::ELTWISE,
     &concat::CONCAT,
+    &scale::SCALE,
     &solver::SOLVER,
 ];
 

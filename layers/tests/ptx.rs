@@ -41,6 +41,7 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "lrn.cu",
             "eltwise.cu",
             "concat.cu",
+            "scale.cu",
             "solver.cu"
         ]
     );

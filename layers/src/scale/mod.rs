@@ -1,13 +1,20 @@
 //! Caffe's Scale and Bias: a blob broadcast over a bottom from `axis` on
 //! (`y = x * scale[d]`, `y = x + bias[d]`), learned or given as a second
 //! bottom; Scale with `bias_term` adds a learned bias after. What follows
-//! BatchNorm in ResNet and MobileNet. On the host whatever the device.
+//! BatchNorm in ResNet and MobileNet. Scale's forward pass runs on the
+//! GPU where the blobs live there; the rest on the host.
+
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use blob_proto::{ParamMessage, ParamValue, schema};
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, axis_of, bad_param, sub_param};
 use crate::layer::{Result, in_place};
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::SCALE;
 
 /// Where the broadcast blob sits in the bottom: `(outer, dim, inner)`.
 #[derive(Clone, Copy, Debug)]
@@ -226,6 +233,18 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
             self.saved.copy_from(x, false, false)?;
         }
         let (sp, scale, bias) = self.layout(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("scale", x, &[("output", y), ("scale", scale)])? {
+            use crate::gpu::as_f32;
+            let source = (!in_place(x, y)).then(|| as_f32(x));
+            return cuda::forward(
+                &gpu,
+                sp,
+                source,
+                (as_f32(scale), bias.map(as_f32)),
+                as_f32(y),
+            );
+        }
         let factor = scale.cpu_data()?;
         let shift = bias.map(Blob::cpu_data).transpose()?;
         let at = |d: usize| (factor[d], shift.as_ref().map_or(T::ZERO, |b| b[d]));

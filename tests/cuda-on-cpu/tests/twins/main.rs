@@ -10,6 +10,7 @@ mod eltwise;
 mod layers;
 mod pool;
 mod prelu;
+mod scale;
 mod softmax;
 mod solver;
 mod sums;
