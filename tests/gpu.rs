@@ -1381,7 +1381,10 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "up" type: "Deconvolution" bottom: "dilated" top: "up"
                 convolution_param { num_output: 3 kernel_size: 4 stride: 2 pad: 1
                                     weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
-        layer { name: "crop" type: "Crop" bottom: "up" bottom: "rect" top: "crop" crop_param { axis: 2 offset: 1 } }"#;
+        layer { name: "crop" type: "Crop" bottom: "up" bottom: "rect" top: "crop" crop_param { axis: 2 offset: 1 } }
+        layer { name: "bng" type: "BatchNorm" bottom: "rect" top: "bng" batch_norm_param { use_global_stats: true } }
+        layer { name: "sc_out" type: "Scale" bottom: "bng" top: "sc_out"
+                scale_param { filler { type: "gaussian" } } }"#;
     for (name, shape) in [
         ("det1", [1, 3, 31, 45]),
         ("det2", [2, 3, 24, 24]),

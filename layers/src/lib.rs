@@ -92,7 +92,7 @@ mod split;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 12] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 13] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -104,6 +104,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 12] = [
     &eltwise::ELTWISE,
     &concat::CONCAT,
     &scale::SCALE,
+    &batch_norm::BATCH_NORM,
     &solver::SOLVER,
 ];
 

@@ -42,6 +42,7 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "eltwise.cu",
             "concat.cu",
             "scale.cu",
+            "batch_norm.cu",
             "solver.cu"
         ]
     );

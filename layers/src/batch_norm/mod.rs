@@ -1,7 +1,12 @@
 //! Caffe's BatchNorm: `y = (x - mean) / sqrt(var + eps)` per channel,
 //! with the running statistics in its three blobs (mean sum, variance
 //! sum, and their scale factor) or the batch's own while training; no
-//! affine part (a Scale layer follows). On the host whatever the device.
+//! affine part (a Scale layer follows). With global statistics (a deploy
+//! net) the forward pass runs on the GPU where the blobs live there;
+//! batch statistics and the backward pass on the host.
+
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
@@ -10,6 +15,9 @@ use crate::dyn_layer::{DynLayer, TopShape, bad_param, is_train, sub_param};
 use crate::layer::{Result, in_place};
 
 /// Caffe `BatchNorm`, in place or not.
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::BATCH_NORM;
+
 pub(crate) struct BatchNormLayer<T: MathElement> {
     global_stats: bool,
     moving_average: f64,
@@ -21,6 +29,9 @@ pub(crate) struct BatchNormLayer<T: MathElement> {
     /// statistics (Caffe's `x_norm_`): backward needs it, and in place
     /// the top holds what the layers after this one made of it.
     normalized: Vec<f64>,
+    /// Global statistics on the GPU: the means, then the deviations.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    gpu_stats: Blob<T>,
 }
 
 impl<T: MathElement> BatchNormLayer<T> {
@@ -48,6 +59,7 @@ impl<T: MathElement> BatchNormLayer<T> {
             blobs: Vec::new(),
             inv_std: Vec::new(),
             normalized: Vec::new(),
+            gpu_stats: Blob::default(),
         })
     }
 
@@ -149,6 +161,28 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
             .iter()
             .map(|&v| T::from_f64((v + self.eps).sqrt()))
             .collect();
+        #[cfg(feature = "cuda")]
+        if self.global_stats
+            && let Some(gpu) =
+                crate::gpu::gpu_for("batch norm", bottoms[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::as_f32;
+            crate::softmax::place_with(&mut self.gpu_stats, bottoms[0], &[2, c])?;
+            {
+                let mut stats = self.gpu_stats.mutable_cpu_data()?;
+                stats[..c].copy_from_slice(&mean);
+                stats[c..].copy_from_slice(&std);
+            }
+            self.normalized.clear();
+            let x = (!in_place(bottoms[0], tops[0])).then(|| as_f32(bottoms[0]));
+            return cuda::forward(
+                &gpu,
+                (c, spatial),
+                x,
+                as_f32(&self.gpu_stats),
+                as_f32(tops[0]),
+            );
+        }
         let normalize = |plane: usize, v: T| (v - mean[plane % c]) / std[plane % c];
         let plane = spatial.max(1);
         if in_place(bottoms[0], tops[0]) {
