@@ -5,7 +5,7 @@
 //! weights and BatchNorm statistics included.
 
 use blobflow::CaffeModel;
-use blobflow::layers::net::{Net, NetState, Phase};
+use blobflow::layers::net::{Net, NetState};
 use blobflow::layers::solver::{SolveEvent, SolverFile, solve};
 
 #[path = "support/digits.rs"]
@@ -91,20 +91,7 @@ fn run(
     test: Net<f32>,
 ) -> (Vec<(usize, f64)>, Vec<f64>) {
     let data = digits();
-    let mut feed = |net: &mut Net<f32>, phase: Phase, step: usize| {
-        let batch = net.blob("label").unwrap().count();
-        let mut images = net.blob("data").unwrap().mutable_cpu_data()?;
-        let mut labels = net.blob("label").unwrap().mutable_cpu_data()?;
-        for j in 0..batch {
-            let item = match phase {
-                Phase::Train => (step * batch + j) % 8000,
-                Phase::Test => 8000 + (step * batch + j) % 2000,
-            };
-            data.scaled_into(item, 0.00390625, &mut images[j * 784..(j + 1) * 784]);
-            labels[j] = f32::from(data.labels[item]);
-        }
-        Ok(())
-    };
+    let mut feed = |net: &mut _, phase, step| digits::feed_split(&data, net, phase, step);
     let (mut losses, mut accuracy) = (Vec::new(), Vec::new());
     solve(file, train, &mut [test], &mut feed, &mut |e| match e {
         SolveEvent::Loss { iter, loss, .. } => losses.push((iter, loss)),

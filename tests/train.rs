@@ -341,7 +341,6 @@ fn the_trainers_param_specs_are_those_of_caffes_net_file() {
 /// showing each loss, snapshotting at the end) and retraces Caffe.
 #[test]
 fn solve_runs_caffes_solver_file_over_its_nets() {
-    use blobflow::layers::net::Phase;
     use blobflow::layers::solver::{SolveEvent, solve};
     let fixture = root().join("tests/fixtures/caffe-lenet-train");
     let data = digits();
@@ -364,20 +363,7 @@ fn solve_runs_caffes_solver_file_over_its_nets() {
         blobflow::runtime::read_solver_state(fixture.join("lenet_iter_1000.solverstate")).unwrap();
     file.solver.restore(&state, &train.param_blobs()).unwrap();
 
-    let mut feed = |net: &mut blobflow::layers::net::Net<f32>, phase: Phase, step: usize| {
-        let batch = net.blob("label").unwrap().count();
-        let mut images = net.blob("data").unwrap().mutable_cpu_data()?;
-        let mut labels = net.blob("label").unwrap().mutable_cpu_data()?;
-        for j in 0..batch {
-            let item = match phase {
-                Phase::Train => (step * batch + j) % 8000,
-                Phase::Test => 8000 + (step * batch + j) % 2000,
-            };
-            data.scaled_into(item, 0.00390625, &mut images[j * 784..(j + 1) * 784]);
-            labels[j] = f32::from(data.labels[item]);
-        }
-        Ok(())
-    };
+    let mut feed = |net: &mut _, phase, step| digits::feed_split(&data, net, phase, step);
     let mut events = Vec::new();
     solve(&mut file, &mut train, &mut tests, &mut feed, &mut |e| {
         events.push(e)

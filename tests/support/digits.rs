@@ -22,3 +22,27 @@ pub fn digits() -> Mnist {
     )
     .unwrap()
 }
+
+/// Fills a net's `data` and `label` inputs for `solve`'s pass `step` of
+/// `phase`: training digits `0..8000` in order, test digits
+/// `8000..10000`, each wrapping, scaled as Caffe's MNIST recipe does.
+pub fn feed_split(
+    data: &Mnist,
+    net: &mut blobflow::layers::net::Net<f32>,
+    phase: blobflow::layers::net::Phase,
+    step: usize,
+) -> Result<(), blobflow::BlobError> {
+    use blobflow::layers::net::Phase;
+    let batch = net.blob("label").unwrap().count();
+    let mut images = net.blob("data").unwrap().mutable_cpu_data()?;
+    let mut labels = net.blob("label").unwrap().mutable_cpu_data()?;
+    for j in 0..batch {
+        let item = match phase {
+            Phase::Train => (step * batch + j) % 8000,
+            Phase::Test => 8000 + (step * batch + j) % 2000,
+        };
+        data.scaled_into(item, 0.00390625, &mut images[j * 784..(j + 1) * 784]);
+        labels[j] = f32::from(data.labels[item]);
+    }
+    Ok(())
+}
