@@ -32,7 +32,7 @@ pub(crate) mod sealed {
     }
 
     macro_rules! sealed_gemm {
-        ($t:ty, $f:path) => {
+        ($t:ty, $f:path $(, $own:path)?) => {
             impl Sealed for $t {
                 unsafe fn matmul(
                     m: usize,
@@ -47,6 +47,12 @@ pub(crate) mod sealed {
                     c: *mut Self,
                     sc: [isize; 2],
                 ) {
+                    $(
+                        // SAFETY: the caller's contract is the kernel's.
+                        if unsafe { $own(m, k, n, alpha, a, sa, b, sb, beta, c, sc) } {
+                            return;
+                        }
+                    )?
                     // SAFETY: the caller's contract is matrixmultiply's.
                     unsafe {
                         $f(
@@ -57,6 +63,13 @@ pub(crate) mod sealed {
             }
         };
     }
+    #[cfg(target_arch = "x86_64")]
+    sealed_gemm!(
+        f32,
+        matrixmultiply::sgemm,
+        crate::cpu::sgemm_avx512::run_if_suited
+    );
+    #[cfg(not(target_arch = "x86_64"))]
     sealed_gemm!(f32, matrixmultiply::sgemm);
     sealed_gemm!(f64, matrixmultiply::dgemm);
 }

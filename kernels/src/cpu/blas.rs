@@ -1,8 +1,10 @@
 //! BLAS level 2 and 3: row-major gemm and gemv with Caffe's conventions.
 //!
 //! gemm runs on `matrixmultiply`, a maintained pure-Rust kernel with
-//! runtime AVX/FMA dispatch, one piece per core (cut here, on rayon's
-//! pool, the one pool of the crate); no system BLAS is needed to build.
+//! runtime AVX/FMA dispatch, except f32 products of small layers on
+//! AVX-512 machines, which run on this crate's own kernel (faster there:
+//! see `sgemm_avx512`); one piece per core (cut here, on rayon's pool,
+//! the one pool of the crate); no system BLAS is needed to build.
 
 use rayon::prelude::*;
 

@@ -4,7 +4,7 @@
 //! Each has an `_inplace` form for Caffe's common `caffe_exp(n, y, y)` use,
 //! which Rust's borrow rules would otherwise forbid.
 
-use super::check_len;
+use super::{check_len, vectorized};
 use crate::Real;
 
 macro_rules! binary_op {
@@ -14,19 +14,23 @@ macro_rules! binary_op {
         pub fn $name<T: Real>(a: &[T], b: &[T], y: &mut [T]) {
             check_len(stringify!($name), "b", b.len(), a.len());
             check_len(stringify!($name), "y", y.len(), a.len());
-            for ((yi, &$a), &$b) in y.iter_mut().zip(a).zip(b) {
-                *yi = $body;
-            }
+            vectorized(#[inline(always)] || {
+                for ((yi, &$a), &$b) in y.iter_mut().zip(a).zip(b) {
+                    *yi = $body;
+                }
+            });
         }
 
         #[doc = concat!("In-place [`", stringify!($name), "`]: `y[i] = y[i] op b[i]`.")]
         #[track_caller]
         pub fn $inplace<T: Real>(y: &mut [T], b: &[T]) {
             check_len(stringify!($inplace), "b", b.len(), y.len());
-            for (yi, &$b) in y.iter_mut().zip(b) {
-                let $a = *yi;
-                *yi = $body;
-            }
+            vectorized(#[inline(always)] || {
+                for (yi, &$b) in y.iter_mut().zip(b) {
+                    let $a = *yi;
+                    *yi = $body;
+                }
+            });
         }
     };
 }
@@ -37,17 +41,21 @@ macro_rules! unary_op {
         #[track_caller]
         pub fn $name<T: Real>(a: &[T], y: &mut [T]) {
             check_len(stringify!($name), "y", y.len(), a.len());
-            for (yi, &$a) in y.iter_mut().zip(a) {
-                *yi = $body;
-            }
+            vectorized(#[inline(always)] || {
+                for (yi, &$a) in y.iter_mut().zip(a) {
+                    *yi = $body;
+                }
+            });
         }
 
         #[doc = concat!("In-place [`", stringify!($name), "`].")]
         pub fn $inplace<T: Real>(y: &mut [T]) {
-            for yi in y.iter_mut() {
-                let $a = *yi;
-                *yi = $body;
-            }
+            vectorized(#[inline(always)] || {
+                for yi in y.iter_mut() {
+                    let $a = *yi;
+                    *yi = $body;
+                }
+            });
         }
     };
 }
@@ -204,7 +212,12 @@ pub fn powx<T: Real>(a: &[T], b: T, y: &mut [T]) {
 /// assert_eq!(y, [1.5, 2.5]);
 /// ```
 pub fn add_scalar<T: Real>(alpha: T, y: &mut [T]) {
-    for yi in y.iter_mut() {
-        *yi += alpha;
-    }
+    vectorized(
+        #[inline(always)]
+        || {
+            for yi in y.iter_mut() {
+                *yi += alpha;
+            }
+        },
+    );
 }

@@ -9,11 +9,15 @@
 
 pub mod blas;
 pub mod elementwise;
+pub mod isa;
 pub mod rng;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod sgemm_avx512;
 pub mod vector;
 
 pub use blas::{Transpose, gemm, gemv};
 pub use elementwise::*;
+pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use rng::{RngError, bernoulli, gaussian, set_seed, uniform};
 pub use vector::*;
 

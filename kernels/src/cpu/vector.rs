@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use super::check_len;
+use super::{check_len, vectorized};
 use crate::Real;
 
 /// Above this many elements a reduction is split across cores: one core
@@ -18,7 +18,12 @@ const PARALLEL_MIN: usize = 1 << 22;
 /// Sums `f` over 4096-element blocks in f64, in parallel for large inputs.
 fn blocked_sum(n: usize, f: impl Fn(std::ops::Range<usize>) -> f64 + Sync) -> f64 {
     let blocks = n.div_ceil(BLOCK);
-    let block = |b: usize| f(b * BLOCK..((b + 1) * BLOCK).min(n));
+    let block = |b: usize| {
+        vectorized(
+            #[inline(always)]
+            || f(b * BLOCK..((b + 1) * BLOCK).min(n)),
+        )
+    };
     if n >= PARALLEL_MIN {
         (0..blocks).into_par_iter().map(block).sum()
     } else {
@@ -38,27 +43,45 @@ fn zip_chunks<T: Real>(y: &mut [T], x: &[T], f: impl Fn(&mut [T], &[T]) + Sync) 
     if y.len() >= PARALLEL_ELEMENTWISE_MIN {
         y.par_chunks_mut(ELEMENTWISE_CHUNK)
             .zip(x.par_chunks(ELEMENTWISE_CHUNK))
-            .for_each(|(y, x)| f(y, x));
+            .for_each(|(y, x)| {
+                vectorized(
+                    #[inline(always)]
+                    || f(y, x),
+                )
+            });
     } else {
-        f(y, x);
+        vectorized(
+            #[inline(always)]
+            || f(y, x),
+        );
     }
 }
 
 /// Runs `f` on chunks of `x`, in parallel for large ones.
 fn chunks<T: Real>(x: &mut [T], f: impl Fn(&mut [T]) + Sync + Send) {
     if x.len() >= PARALLEL_ELEMENTWISE_MIN {
-        x.par_chunks_mut(ELEMENTWISE_CHUNK).for_each(f);
+        x.par_chunks_mut(ELEMENTWISE_CHUNK).for_each(|x| {
+            vectorized(
+                #[inline(always)]
+                || f(x),
+            )
+        });
     } else {
-        f(x);
+        vectorized(
+            #[inline(always)]
+            || f(x),
+        );
     }
 }
 
 const LANES: usize = 32;
 const BLOCK: usize = 4096;
 
-#[inline(always)]
-fn combine<T: Real>(acc: [T; LANES], tail: T) -> T {
-    // Pairwise: fewer rounding steps than a left fold.
+/// Adds the lanes pairwise (fewer rounding steps than a left fold). Kept
+/// out of line: inlined, the vectorizer fuses this tree with the loop
+/// before it and narrows the whole reduction to pairs of lanes.
+#[inline(never)]
+fn combine<T: Real>(acc: [T; LANES]) -> T {
     let mut v = acc;
     let mut width = LANES;
     while width > 1 {
@@ -67,7 +90,7 @@ fn combine<T: Real>(acc: [T; LANES], tail: T) -> T {
             v[i] += v[i + width];
         }
     }
-    v[0] + tail
+    v[0]
 }
 
 #[inline(always)]
@@ -79,7 +102,7 @@ fn block_sum1<T: Real>(x: &[T], f: impl Fn(T) -> T) -> T {
             acc[i] += f(c[i]);
         }
     }
-    combine(acc, tail.iter().map(|&v| f(v)).sum())
+    combine(acc) + tail.iter().map(|&v| f(v)).sum()
 }
 
 #[inline(always)]
@@ -92,7 +115,7 @@ fn block_sum2<T: Real>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> T {
             acc[i] += f(a[i], b[i]);
         }
     }
-    combine(acc, xt.iter().zip(yt).map(|(&a, &b)| f(a, b)).sum())
+    combine(acc) + xt.iter().zip(yt).map(|(&a, &b)| f(a, b)).sum()
 }
 
 /// Sum of absolute values (Caffe `caffe_cpu_asum`, BLAS `?asum`).
@@ -101,9 +124,11 @@ fn block_sum2<T: Real>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> T {
 /// assert_eq!(blob_kernels::cpu::asum(&[1.0f64, -2.5, 0.5]), 4.0);
 /// ```
 pub fn asum<T: Real>(x: &[T]) -> T {
-    T::from_f64(blocked_sum(x.len(), |r| {
-        block_sum1(&x[r], |v| v.abs()).to_f64()
-    }))
+    T::from_f64(blocked_sum(
+        x.len(),
+        #[inline(always)]
+        |r| block_sum1(&x[r], |v| v.abs()).to_f64(),
+    ))
 }
 
 /// Dot product (Caffe `caffe_cpu_dot`, BLAS `?dot`).
@@ -114,9 +139,11 @@ pub fn asum<T: Real>(x: &[T]) -> T {
 #[track_caller]
 pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     check_len("dot", "y", y.len(), x.len());
-    T::from_f64(blocked_sum(x.len(), |r| {
-        block_sum2(&x[r.clone()], &y[r], |p, q| p * q).to_f64()
-    }))
+    T::from_f64(blocked_sum(
+        x.len(),
+        #[inline(always)]
+        |r| block_sum2(&x[r.clone()], &y[r], |p, q| p * q).to_f64(),
+    ))
 }
 
 /// Sum of squares, `dot(x, x)` (what Caffe's `sumsq_data` computes).
@@ -125,9 +152,11 @@ pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
 /// assert_eq!(blob_kernels::cpu::sumsq(&[3.0f32, 4.0]), 25.0);
 /// ```
 pub fn sumsq<T: Real>(x: &[T]) -> T {
-    T::from_f64(blocked_sum(x.len(), |r| {
-        block_sum1(&x[r], |v| v * v).to_f64()
-    }))
+    T::from_f64(blocked_sum(
+        x.len(),
+        #[inline(always)]
+        |r| block_sum1(&x[r], |v| v * v).to_f64(),
+    ))
 }
 
 /// Strided dot product of `n` pairs (Caffe `caffe_cpu_strided_dot`):
@@ -178,11 +207,16 @@ pub fn strided_dot<T: Real>(n: usize, x: &[T], incx: usize, y: &[T], incy: usize
 #[track_caller]
 pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
     check_len("axpy", "y", y.len(), x.len());
-    zip_chunks(y, x, |y, x| {
-        for (yi, &xi) in y.iter_mut().zip(x) {
-            *yi += alpha * xi;
-        }
-    });
+    zip_chunks(
+        y,
+        x,
+        #[inline(always)]
+        |y, x| {
+            for (yi, &xi) in y.iter_mut().zip(x) {
+                *yi += alpha * xi;
+            }
+        },
+    );
 }
 
 /// `y = alpha * x + beta * y` (Caffe `caffe_cpu_axpby`). As in Caffe's
@@ -197,11 +231,16 @@ pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
 #[track_caller]
 pub fn axpby<T: Real>(alpha: T, x: &[T], beta: T, y: &mut [T]) {
     check_len("axpby", "y", y.len(), x.len());
-    zip_chunks(y, x, |y, x| {
-        for (yi, &xi) in y.iter_mut().zip(x) {
-            *yi = beta * *yi + alpha * xi;
-        }
-    });
+    zip_chunks(
+        y,
+        x,
+        #[inline(always)]
+        |y, x| {
+            for (yi, &xi) in y.iter_mut().zip(x) {
+                *yi = beta * *yi + alpha * xi;
+            }
+        },
+    );
 }
 
 /// `x *= alpha` (Caffe `caffe_scal`).
@@ -212,11 +251,15 @@ pub fn axpby<T: Real>(alpha: T, x: &[T], beta: T, y: &mut [T]) {
 /// assert_eq!(x, [3.0, -6.0]);
 /// ```
 pub fn scal<T: Real>(alpha: T, x: &mut [T]) {
-    chunks(x, |x| {
-        for v in x.iter_mut() {
-            *v *= alpha;
-        }
-    });
+    chunks(
+        x,
+        #[inline(always)]
+        |x| {
+            for v in x.iter_mut() {
+                *v *= alpha;
+            }
+        },
+    );
 }
 
 /// `y = alpha * x` (Caffe `caffe_cpu_scale`).
@@ -229,11 +272,16 @@ pub fn scal<T: Real>(alpha: T, x: &mut [T]) {
 #[track_caller]
 pub fn scale<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
     check_len("scale", "y", y.len(), x.len());
-    zip_chunks(y, x, |y, x| {
-        for (yi, &xi) in y.iter_mut().zip(x) {
-            *yi = alpha * xi;
-        }
-    });
+    zip_chunks(
+        y,
+        x,
+        #[inline(always)]
+        |y, x| {
+            for (yi, &xi) in y.iter_mut().zip(x) {
+                *yi = alpha * xi;
+            }
+        },
+    );
 }
 
 /// `y = x` (Caffe `caffe_copy`); any `Copy` element, integers included.

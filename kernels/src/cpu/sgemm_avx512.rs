@@ -1,0 +1,227 @@
+//! f32 gemm on AVX-512 for the products of small layers.
+//!
+//! matrixmultiply packs both operands into its own layout before every
+//! product. For the shallow or short products of small layers (LeNet's
+//! 20 x 576 x 25, MTCNN's 16-32 rows) that packing costs as much as the
+//! multiply-adds. This kernel reads A through its strides and B in place
+//! (packing B only when its columns are not adjacent, or when a deep,
+//! wide B would otherwise thrash L1), keeps an `MR x NR` tile of C in 16
+//! AVX-512 registers, and handles every edge with lane masks, so any
+//! shape runs the one kernel. [`suits`] keeps it to the shapes where it
+//! measured faster.
+//!
+//! One call runs on one thread; `cpu::gemm` cuts large products into
+//! pieces first. The order of the additions is fixed by the shape alone,
+//! so a run repeats bit for bit.
+
+use std::arch::x86_64::*;
+use std::cell::RefCell;
+
+use super::{Isa, isa};
+
+/// Rows of C one kernel call computes.
+const MR: usize = 8;
+/// Columns of C one kernel call computes: two 16-lane registers.
+const NR: usize = 32;
+/// Depth of one packed block: a `KC x NR` panel of B (32 KiB) stays in L1.
+const KC: usize = 256;
+
+/// Whether this kernel is the faster one for a product of `m` rows and
+/// depth `k`. Measured on a Zen 5 core (one thread, 2026-11-24), against
+/// matrixmultiply: LeNet's conv1/conv2 gemms 1.57x/1.54x, MTCNN's first
+/// convolutions 1.11x-1.24x, where matrixmultiply's packing of A costs as
+/// much as the product; 0.93x-1.00x on CaffeNet's and ResNet's large
+/// ones, left to matrixmultiply.
+pub(crate) fn suits(m: usize, k: usize) -> bool {
+    m < 64 || k < 128
+}
+
+thread_local! {
+    /// The pack of a transposed B, kept between calls so a net's gemms
+    /// never allocate.
+    static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `c = alpha * a * b + beta * c` for `a` of `m x k`, `b` of `k x n` and
+/// `c` of `m x n`, each given by its [row, column] strides, where this
+/// kernel is the faster one: on a machine with AVX-512 ([`isa`]), for a
+/// C whose columns are adjacent and a shape it [`suits`]. Says whether it
+/// ran; matrixmultiply runs the rest. With `beta == 0`, `c` is never read.
+///
+/// # Safety
+/// Every element the strides reach is inside its allocation; the
+/// elements of `c` are written by no one else meanwhile and alias neither
+/// `a` nor `b`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn run_if_suited(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: f32,
+    a: *const f32,
+    sa: [isize; 2],
+    b: *const f32,
+    sb: [isize; 2],
+    beta: f32,
+    c: *mut f32,
+    sc: [isize; 2],
+) -> bool {
+    if sc[1] != 1 || isa() != Isa::Avx512 || !suits(m, k) {
+        return false;
+    }
+    let rsc = sc[0];
+    PACK.with(|pack| {
+        let mut pack = pack.borrow_mut();
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            // Later depth blocks add to what the first one wrote.
+            let beta = if pc == 0 { beta } else { 1.0 };
+            // SAFETY: column pc of A and row pc of B are inside them (or
+            // one past the end with nothing read from there, when k == 0).
+            let (a, b) = unsafe { (a.offset(pc as isize * sa[1]), b.offset(pc as isize * sb[0])) };
+            // A B with adjacent columns is read in place; a transposed one
+            // is packed so the kernel's loads are adjacent.
+            let packed = sb[1] != 1 || (m > MR && n > 2 * NR && k >= 128);
+            let (panels, rsb) = if !packed {
+                (b, sb[0])
+            } else {
+                // SAFETY: the kc x n block at `b` is inside B, per the caller.
+                unsafe { pack_b(&mut pack, b, sb, kc, n) };
+                (pack.as_ptr(), NR as isize)
+            };
+            for j in (0..n).step_by(NR) {
+                let cols = NR.min(n - j);
+                let panel = if !packed {
+                    // SAFETY: column j is inside B's rows.
+                    unsafe { panels.add(j) }
+                } else {
+                    // SAFETY: the pack holds one kc x NR panel per NR columns.
+                    unsafe { panels.add(j / NR * kc * NR) }
+                };
+                for i in (0..m).step_by(MR) {
+                    let rows = MR.min(m - i);
+                    // SAFETY: rows i..i+rows and columns pc..pc+kc of A,
+                    // rows pc..pc+kc and columns j..j+cols of B (or of its
+                    // pack) and that tile of C are inside them, per the
+                    // caller; `isa` found AVX-512 F.
+                    unsafe {
+                        let a = a.offset(i as isize * sa[0]);
+                        let c = c.offset(i as isize * rsc + j as isize);
+                        let tile = Tile {
+                            rows,
+                            cols,
+                            alpha,
+                            beta,
+                            c,
+                            rsc,
+                        };
+                        kernel(kc, a, sa, panel, rsb, &tile)
+                    };
+                }
+            }
+        }
+    });
+    true
+}
+
+/// Packs the `kc x n` block of B into
+/// panels of `NR` columns, each `kc` rows of `NR` values, the last panel
+/// zero-padded.
+///
+/// # Safety
+/// Every element of the `kc x n` block at `b` with strides `sb` is
+/// readable.
+unsafe fn pack_b(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usize, n: usize) {
+    let panels = n.div_ceil(NR);
+    pack.clear();
+    pack.resize(panels * kc * NR, 0.0);
+    for (jp, panel) in pack.chunks_exact_mut(kc * NR).enumerate() {
+        let j0 = jp * NR;
+        let cols = NR.min(n - j0);
+        if sb[1] == 1 {
+            for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
+                // SAFETY: columns j0..j0+cols of row p are inside the block.
+                let src = unsafe {
+                    std::slice::from_raw_parts(b.offset(p as isize * sb[0] + j0 as isize), cols)
+                };
+                row[..cols].copy_from_slice(src);
+            }
+        } else {
+            for (j, column) in (j0..j0 + cols).enumerate() {
+                // SAFETY: column `column` is inside the block.
+                let src = unsafe { b.offset(column as isize * sb[1]) };
+                for p in 0..kc {
+                    // SAFETY: row p of that column is inside the block.
+                    panel[p * NR + j] = unsafe { *src.offset(p as isize * sb[0]) };
+                }
+            }
+        }
+    }
+}
+
+/// Where one kernel call writes: `rows x cols` of C at `c`.
+struct Tile {
+    rows: usize,
+    cols: usize,
+    alpha: f32,
+    beta: f32,
+    c: *mut f32,
+    rsc: isize,
+}
+
+/// `C[..rows, ..cols] = alpha * A[..rows, ..kc] * B[..kc, ..cols] + beta * C`
+/// for one tile, A read through its strides (rows past `rows` read the
+/// last row again, and are not written), B by rows `rsb` apart.
+///
+/// # Safety
+/// AVX-512 F is available; the `rows x kc` block of A, the `kc x cols`
+/// block of B and the tile of C are inside their allocations, C's tile
+/// writable (and readable unless `beta == 0`).
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel(kc: usize, a: *const f32, sa: [isize; 2], b: *const f32, rsb: isize, tile: &Tile) {
+    let lanes = |from: usize| -> __mmask16 {
+        let n = tile.cols.saturating_sub(from).min(16);
+        ((1u32 << n) - 1) as __mmask16
+    };
+    let masks = [lanes(0), lanes(16)];
+    let rows: [*const f32; MR] =
+        // SAFETY: row min(i, rows - 1) is inside A.
+        std::array::from_fn(|i| unsafe { a.offset(i.min(tile.rows - 1) as isize * sa[0]) });
+    let mut acc = [_mm512_setzero_ps(); 2 * MR];
+    for p in 0..kc {
+        // SAFETY: p < kc, so row p of B's block (its first `cols` values,
+        // the masks keep the rest unread) and column p of A's rows are
+        // inside them.
+        unsafe {
+            let row = b.offset(p as isize * rsb);
+            let b0 = _mm512_maskz_loadu_ps(masks[0], row);
+            let b1 = _mm512_maskz_loadu_ps(masks[1], row.add(16));
+            let col = p as isize * sa[1];
+            for i in 0..MR {
+                let ai = _mm512_set1_ps(*rows[i].offset(col));
+                acc[2 * i] = _mm512_fmadd_ps(ai, b0, acc[2 * i]);
+                acc[2 * i + 1] = _mm512_fmadd_ps(ai, b1, acc[2 * i + 1]);
+            }
+        }
+    }
+    let alpha = _mm512_set1_ps(tile.alpha);
+    let beta = _mm512_set1_ps(tile.beta);
+    for (i, pair) in acc.chunks_exact(2).take(tile.rows).enumerate() {
+        for (half, (&v, &mask)) in pair.iter().zip(&masks).enumerate() {
+            if mask == 0 {
+                continue;
+            }
+            // SAFETY: row i < rows, and the mask keeps columns below cols.
+            unsafe {
+                let dst = tile.c.offset(i as isize * tile.rsc + 16 * half as isize);
+                let out = if tile.beta == 0.0 {
+                    _mm512_mul_ps(alpha, v)
+                } else {
+                    let old = _mm512_maskz_loadu_ps(mask, dst);
+                    _mm512_fmadd_ps(alpha, v, _mm512_mul_ps(beta, old))
+                };
+                _mm512_mask_storeu_ps(dst, mask, out);
+            }
+        }
+    }
+}
