@@ -11,9 +11,11 @@
 //!
 //! Large products and vectors are split across cores on rayon's pool, the
 //! only threads the crate starts (where Caffe leaves this to a threaded
-//! BLAS). Limit them as for any rayon user: `RAYON_NUM_THREADS`, or run
-//! the work inside your own pool (`pool.install(|| ...)`), which the
-//! kernels and the CPU layers then use.
+//! BLAS), the calling thread taking one part ([`cpu::on_cores`]). Limit
+//! them as for any rayon user: `RAYON_NUM_THREADS`, or run the work
+//! inside your own pool (`pool.install(|| ...)`), which the kernels and
+//! the CPU layers then use. The vector loops run on the widest
+//! instructions the machine has ([`cpu::isa`]).
 //!
 //! ```
 //! use blob_kernels::cpu;

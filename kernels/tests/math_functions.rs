@@ -505,3 +505,23 @@ fn parallel_elementwise_kernels_match_one_pass() {
     cpu::scale(alpha, &x, &mut y);
     assert!(y.iter().zip(&x).all(|(r, &a)| *r == alpha * a));
 }
+
+#[test]
+fn reductions_give_the_same_bits_on_any_number_of_cores() {
+    let n = (1 << 20) + 12_345;
+    let mut x = vec![0f32; n];
+    let mut y = vec![0f32; n];
+    cpu::set_seed(11);
+    cpu::gaussian(0.0, 1.0, &mut x).unwrap();
+    cpu::uniform(-1.0, 1.0, &mut y).unwrap();
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| [cpu::asum(&x), cpu::sumsq(&x), cpu::dot(&x, &y)].map(f32::to_bits))
+    };
+    let one = on(1);
+    assert_eq!(on(2), one);
+    assert_eq!(on(3), one);
+}

@@ -6,8 +6,7 @@
 //! see `sgemm_avx512`); one piece per core (cut here, on rayon's pool,
 //! the one pool of the crate); no system BLAS is needed to build.
 
-use rayon::prelude::*;
-
+use super::{cores, on_cores};
 use crate::Real;
 
 /// Whether an operand is used as stored or transposed (CBLAS `CblasNoTrans`
@@ -106,14 +105,14 @@ pub fn gemm<T: Real>(
         block(0, m, 0, n);
     } else if m >= n {
         let rows = m.div_ceil(pieces).next_multiple_of(8);
-        (0..m.div_ceil(rows))
-            .into_par_iter()
-            .for_each(|p| block(p * rows, rows.min(m - p * rows), 0, n));
+        on_cores(0..m.div_ceil(rows), |p| {
+            block(p * rows, rows.min(m - p * rows), 0, n)
+        });
     } else {
         let cols = n.div_ceil(pieces).next_multiple_of(16);
-        (0..n.div_ceil(cols))
-            .into_par_iter()
-            .for_each(|p| block(0, m, p * cols, cols.min(n - p * cols)));
+        on_cores(0..n.div_ceil(cols), |p| {
+            block(0, m, p * cols, cols.min(n - p * cols))
+        });
     }
 }
 
@@ -135,7 +134,7 @@ fn gemm_pieces(m: usize, n: usize, k: usize) -> usize {
         return 1;
     }
     let longest = m.max(n);
-    rayon::current_num_threads()
+    cores()
         .min(work / PARALLEL_GEMM_MIN)
         .min(longest / 16)
         .max(1)
@@ -248,13 +247,15 @@ pub fn gemv<T: Real>(
             // A large matrix (an fc layer at batch 1: 150 MB in CaffeNet's
             // fc6) is read at the speed of memory; rows on every core
             // read it faster. Each row's dot is the same either way.
-            if m.saturating_mul(n) >= PARALLEL_GEMV_MIN {
-                y.par_iter_mut()
-                    .zip(a.par_chunks_exact(n))
-                    .for_each(row_out);
+            let parts = if m.saturating_mul(n) >= PARALLEL_GEMV_MIN {
+                cores()
             } else {
-                y.iter_mut().zip(a.chunks_exact(n)).for_each(row_out);
-            }
+                1
+            };
+            let rows = m.div_ceil(parts);
+            on_cores(y.chunks_mut(rows).zip(a.chunks(rows * n)), |(y, a)| {
+                y.iter_mut().zip(a.chunks_exact(n)).for_each(row_out)
+            });
         }
         Transpose::Yes => {
             scale_c(beta, y);

@@ -8,6 +8,7 @@
 //! as `copy_from_slice` does; every function accepts empty slices.
 
 pub mod blas;
+pub mod cores;
 pub mod elementwise;
 pub mod isa;
 pub mod rng;
@@ -16,6 +17,7 @@ pub(crate) mod sgemm_avx512;
 pub mod vector;
 
 pub use blas::{Transpose, gemm, gemv};
+pub use cores::{cores, on_cores};
 pub use elementwise::*;
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use rng::{RngError, bernoulli, gaussian, set_seed, uniform};

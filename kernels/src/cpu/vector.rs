@@ -5,73 +5,80 @@
 //! latency, and add each block's sum in `f64`, which
 //! keeps `asum`/`dot` of 10^7 `f32` values within 1e-6 of an exact sum.
 
-use rayon::prelude::*;
-
-use super::{check_len, vectorized};
+use super::{check_len, cores, on_cores, vectorized};
 use crate::Real;
 
-/// Above this many elements a reduction is split across cores: one core
-/// cannot pull a single read stream at the memory's full bandwidth, and
-/// below this the pool's wake-up costs more than it saves.
-const PARALLEL_MIN: usize = 1 << 22;
+/// From this many elements a reduction or an element-wise kernel is
+/// split across cores: two cores read even a cache-resident vector faster
+/// than one, and below this the hand-over costs more than it saves.
+const PARALLEL_MIN: usize = 1 << 18;
 
-/// Sums `f` over 4096-element blocks in f64, in parallel for large inputs.
-fn blocked_sum(n: usize, f: impl Fn(std::ops::Range<usize>) -> f64 + Sync) -> f64 {
-    let blocks = n.div_ceil(BLOCK);
-    let block = |b: usize| {
-        vectorized(
-            #[inline(always)]
-            || f(b * BLOCK..((b + 1) * BLOCK).min(n)),
-        )
-    };
-    if n >= PARALLEL_MIN {
-        (0..blocks).into_par_iter().map(block).sum()
-    } else {
-        (0..blocks).map(block).sum()
-    }
+/// How many parts a kernel over `n` elements is cut into.
+fn parts_for(n: usize) -> usize {
+    if n < PARALLEL_MIN { 1 } else { cores() }
 }
 
-/// Above this many elements an element-wise kernel (axpy, axpby, scal,
-/// scale) is split across cores in chunks of this size: each element is
-/// computed alone, so the result is the same bit for bit, and two cores
-/// together stream closer to the memory's bandwidth than one.
-const PARALLEL_ELEMENTWISE_MIN: usize = 1 << 18;
-const ELEMENTWISE_CHUNK: usize = 1 << 16;
+/// Blocks summed one after another into one group's partial sum; the
+/// groups' sums are then added in order. The grouping is the same on one
+/// core or many, so the result does not depend on the thread count.
+const GROUP: usize = 16;
 
-/// Runs `f` on matching chunks of `y` and `x`, in parallel for large ones.
-fn zip_chunks<T: Real>(y: &mut [T], x: &[T], f: impl Fn(&mut [T], &[T]) + Sync) {
-    if y.len() >= PARALLEL_ELEMENTWISE_MIN {
-        y.par_chunks_mut(ELEMENTWISE_CHUNK)
-            .zip(x.par_chunks(ELEMENTWISE_CHUNK))
-            .for_each(|(y, x)| {
+/// Sums `f` over 4096-element blocks in f64: blocks in groups of
+/// [`GROUP`], the groups shared across cores for large inputs, their sums
+/// added in order.
+fn blocked_sum(n: usize, f: impl Fn(std::ops::Range<usize>) -> f64 + Sync) -> f64 {
+    let blocks = n.div_ceil(BLOCK);
+    let group = |g: usize| -> f64 {
+        (g * GROUP..((g + 1) * GROUP).min(blocks))
+            .map(|b| {
                 vectorized(
                     #[inline(always)]
-                    || f(y, x),
+                    || f(b * BLOCK..((b + 1) * BLOCK).min(n)),
                 )
-            });
-    } else {
+            })
+            .sum()
+    };
+    let groups = blocks.div_ceil(GROUP);
+    let parts = parts_for(n);
+    if parts == 1 {
+        return (0..groups).map(group).sum();
+    }
+    let mut sums = vec![0.0f64; groups];
+    let per_part = groups.div_ceil(parts).max(1);
+    on_cores(sums.chunks_mut(per_part).enumerate(), |(p, sums)| {
+        for (g, sum) in (p * per_part..).zip(sums) {
+            *sum = group(g);
+        }
+    });
+    sums.into_iter().sum()
+}
+
+/// Elements per part when `n` are cut into `parts` (whole cache lines).
+fn part_len(n: usize, parts: usize) -> usize {
+    n.div_ceil(parts).next_multiple_of(16).max(1)
+}
+
+/// Runs `f` on matching parts of `y` and `x`, one per core for large ones:
+/// each element is computed alone, so the result is the same bit for bit.
+fn zip_chunks<T: Real>(y: &mut [T], x: &[T], f: impl Fn(&mut [T], &[T]) + Sync) {
+    let len = part_len(y.len(), parts_for(y.len()));
+    on_cores(y.chunks_mut(len).zip(x.chunks(len)), |(y, x)| {
         vectorized(
             #[inline(always)]
             || f(y, x),
-        );
-    }
+        )
+    });
 }
 
-/// Runs `f` on chunks of `x`, in parallel for large ones.
+/// Runs `f` on parts of `x`, one per core for large ones.
 fn chunks<T: Real>(x: &mut [T], f: impl Fn(&mut [T]) + Sync + Send) {
-    if x.len() >= PARALLEL_ELEMENTWISE_MIN {
-        x.par_chunks_mut(ELEMENTWISE_CHUNK).for_each(|x| {
-            vectorized(
-                #[inline(always)]
-                || f(x),
-            )
-        });
-    } else {
+    let len = part_len(x.len(), parts_for(x.len()));
+    on_cores(x.chunks_mut(len), |x| {
         vectorized(
             #[inline(always)]
             || f(x),
-        );
-    }
+        )
+    });
 }
 
 const LANES: usize = 32;

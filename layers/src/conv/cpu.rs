@@ -4,7 +4,6 @@
 
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
-use rayon::prelude::*;
 
 use crate::layer::ensure;
 
@@ -183,7 +182,7 @@ impl<T: Send> ConvScratch<T> {
     where
         PartScratch<T>: Default,
     {
-        let parts = rayon::current_num_threads().clamp(1, batch.max(1));
+        let parts = cpu::cores().clamp(1, batch.max(1));
         let per_part = batch.div_ceil(parts).max(1);
         let parts = batch.div_ceil(per_part).max(1);
         if self.parts.len() < parts {
@@ -218,14 +217,14 @@ pub(crate) fn forward<T: MathElement>(
         );
         return;
     }
-    y[..g.batch * per_image]
-        .par_chunks_mut((per_part * per_image).max(1))
-        .zip(parts.par_iter_mut())
-        .enumerate()
-        .for_each(|(i, (y, s))| {
-            let first = i * per_part;
-            forward_part(g, s, x, weight, bias, first, y.len() / per_image.max(1), y);
-        });
+    let items = y[..g.batch * per_image]
+        .chunks_mut((per_part * per_image).max(1))
+        .zip(parts.iter_mut())
+        .enumerate();
+    cpu::on_cores(items, |(i, (y, s))| {
+        let first = i * per_part;
+        forward_part(g, s, x, weight, bias, first, y.len() / per_image.max(1), y);
+    });
 }
 
 /// [`forward`] of images `first..first + count`, into `y` (theirs alone).
@@ -365,15 +364,14 @@ pub(crate) fn backward<T: MathElement>(
     // An input with no values (a 0-wide image, all padding) has no
     // gradient to write, and cutting it would give no part to run.
     match dx.filter(|_| in_image > 0) {
-        Some(dx) => dx[..g.batch * in_image]
-            .par_chunks_mut((per_part * in_image).max(1))
-            .zip(parts.par_iter_mut())
-            .enumerate()
-            .for_each(|(i, (dx, s))| work(i, s, Some(dx))),
-        None => parts
-            .par_iter_mut()
-            .enumerate()
-            .for_each(|(i, s)| work(i, s, None)),
+        Some(dx) => {
+            let items = dx[..g.batch * in_image]
+                .chunks_mut((per_part * in_image).max(1))
+                .zip(parts.iter_mut())
+                .enumerate();
+            cpu::on_cores(items, |(i, (dx, s))| work(i, s, Some(dx)));
+        }
+        None => cpu::on_cores(parts.iter_mut().enumerate(), |(i, s)| work(i, s, None)),
     }
     for s in parts.iter() {
         if let Some(dw) = dw.as_deref_mut() {

@@ -4,8 +4,8 @@
 //! across the cores. im2col and a gemm of one row per group would spend
 //! their time copying.
 
+use blob_kernels::cpu;
 use blob_runtime::MathElement;
-use rayon::prelude::*;
 
 use super::cpu::ConvGeometry;
 
@@ -31,14 +31,20 @@ pub(crate) fn forward<T: MathElement>(
     if plane_out == 0 {
         return;
     }
-    y[..g.batch * channels * plane_out]
-        .par_chunks_mut(plane_out)
-        .enumerate()
-        .for_each(|(i, out)| {
+    // Planes in one run per core (small planes: a task each would cost
+    // more to hand out than to compute).
+    let planes = g.batch * channels;
+    let per_part = planes.div_ceil(cpu::cores()).max(1);
+    let items = y[..planes * plane_out]
+        .chunks_mut(per_part * plane_out)
+        .enumerate();
+    cpu::on_cores(items, |(part, out)| {
+        for (i, out) in (part * per_part..).zip(out.chunks_mut(plane_out)) {
             let c = i % channels;
             let xi = &x[i * plane_in..][..plane_in];
             plane(g, xi, &weight[c * taps..][..taps], bias[c], out);
-        });
+        }
+    });
 }
 
 /// One channel's plane.

@@ -8,8 +8,8 @@
 //! passes no gradient, where Caffe writes -FLT_MAX and, backward, outside
 //! its blob.
 
+use blob_kernels::cpu;
 use blob_runtime::MathElement;
-use rayon::prelude::*;
 
 /// A pooling's sizes for one input.
 #[derive(Clone, Copy, Debug)]
@@ -66,7 +66,7 @@ impl PoolGeometry {
         let per = if self.planes * self.h * self.w < PARALLEL_MIN {
             self.planes
         } else {
-            self.planes.div_ceil(rayon::current_num_threads())
+            self.planes.div_ceil(cpu::cores())
         };
         (
             (per * self.h * self.w).max(1),
@@ -107,11 +107,13 @@ pub(crate) fn max_forward<T: MathElement>(
     argmax: &mut [u32],
 ) {
     let (i, o) = g.chunks();
-    x[..g.planes * g.h * g.w]
-        .par_chunks(i)
-        .zip(y[..g.planes * g.oh * g.ow].par_chunks_mut(o))
-        .zip(argmax.par_chunks_mut(o))
-        .for_each(|((x, y), a)| max_forward_part(&g.part(y.len()), x, y, a));
+    let items = x[..g.planes * g.h * g.w]
+        .chunks(i)
+        .zip(y[..g.planes * g.oh * g.ow].chunks_mut(o))
+        .zip(argmax.chunks_mut(o));
+    cpu::on_cores(items, |((x, y), a)| {
+        max_forward_part(&g.part(y.len()), x, y, a)
+    });
 }
 
 /// MAX pooling, the maxima alone, for a pass no backward follows (a
@@ -130,13 +132,9 @@ fn forward_in_parts<T: MathElement>(
 ) {
     let (i, o) = g.chunks();
     let (x, y) = (&x[..g.planes * g.h * g.w], &mut y[..g.planes * g.oh * g.ow]);
-    if o >= y.len() {
-        // One part: no task to hand out.
-        return pass(g, x, y);
-    }
-    x.par_chunks(i)
-        .zip(y.par_chunks_mut(o))
-        .for_each(|(x, y)| pass(&g.part(y.len()), x, y));
+    cpu::on_cores(x.chunks(i).zip(y.chunks_mut(o)), |(x, y)| {
+        pass(&g.part(y.len()), x, y)
+    });
 }
 
 /// Routes each output gradient to the input that was the max.
@@ -147,11 +145,13 @@ pub(crate) fn max_backward<T: MathElement>(
     dx: &mut [T],
 ) {
     let (i, o) = g.chunks();
-    dy[..g.planes * g.oh * g.ow]
-        .par_chunks(o)
-        .zip(argmax.par_chunks(o))
-        .zip(dx[..g.planes * g.h * g.w].par_chunks_mut(i))
-        .for_each(|((dy, a), dx)| max_backward_part(&g.part(dy.len()), dy, a, dx));
+    let items = dy[..g.planes * g.oh * g.ow]
+        .chunks(o)
+        .zip(argmax.chunks(o))
+        .zip(dx[..g.planes * g.h * g.w].chunks_mut(i));
+    cpu::on_cores(items, |((dy, a), dx)| {
+        max_backward_part(&g.part(dy.len()), dy, a, dx)
+    });
 }
 
 /// AVE pooling: each output the mean of its (clipped) window.
@@ -162,10 +162,12 @@ pub(crate) fn ave_forward<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]
 /// Spreads each output gradient evenly over its window.
 pub(crate) fn ave_backward<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut [T]) {
     let (i, o) = g.chunks();
-    dy[..g.planes * g.oh * g.ow]
-        .par_chunks(o)
-        .zip(dx[..g.planes * g.h * g.w].par_chunks_mut(i))
-        .for_each(|(dy, dx)| ave_backward_part(&g.part(dy.len()), dy, dx));
+    let items = dy[..g.planes * g.oh * g.ow]
+        .chunks(o)
+        .zip(dx[..g.planes * g.h * g.w].chunks_mut(i));
+    cpu::on_cores(items, |(dy, dx)| {
+        ave_backward_part(&g.part(dy.len()), dy, dx)
+    });
 }
 
 /// [`max_forward`] on one part.
