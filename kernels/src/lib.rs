@@ -15,7 +15,7 @@
 //! them as for any rayon user: `RAYON_NUM_THREADS`, or run the work
 //! inside your own pool (`pool.install(|| ...)`), which the kernels and
 //! the CPU layers then use. The vector loops run on the widest
-//! instructions the machine has ([`cpu::isa`]).
+//! instructions the machine has ([`cpu::isa()`]).
 //!
 //! ```
 //! use blob_kernels::cpu;
