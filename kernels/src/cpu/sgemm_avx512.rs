@@ -26,14 +26,15 @@ const NR: usize = 32;
 /// Depth of one packed block: a `KC x NR` panel of B (32 KiB) stays in L1.
 const KC: usize = 256;
 
-/// Whether this kernel is the faster one for a product of `m` rows and
-/// depth `k`. Measured on a Zen 5 core (one thread, 2026-11-24), against
-/// matrixmultiply: LeNet's conv1/conv2 gemms 1.57x/1.54x, MTCNN's first
-/// convolutions 1.11x-1.24x, where matrixmultiply's packing of A costs as
-/// much as the product; 0.93x-1.00x on CaffeNet's and ResNet's large
-/// ones, left to matrixmultiply.
-pub(crate) fn suits(m: usize, k: usize) -> bool {
-    m < 64 || k < 128
+/// Whether this kernel is the faster one for an `m x n` product of depth
+/// `k`. Measured on a Zen 5 core (one thread, 2026-11-24), against
+/// matrixmultiply: LeNet's conv1/conv2 gemms 1.57x/1.54x, MTCNN's
+/// convolutions 1.10x-1.39x (O-Net's conv3 64 x 64 x 576 1.39x, conv4
+/// 128 x 9 x 256 1.25x), where matrixmultiply's packing costs as much as
+/// the product; 0.88x-1.00x on CaffeNet's and ResNet's large ones, left to
+/// matrixmultiply.
+pub(crate) fn suits(m: usize, n: usize, k: usize) -> bool {
+    m < 64 || k < 128 || n < 256
 }
 
 thread_local! {
@@ -66,7 +67,7 @@ pub(crate) unsafe fn run_if_suited(
     c: *mut f32,
     sc: [isize; 2],
 ) -> bool {
-    if sc[1] != 1 || isa() != Isa::Avx512 || !suits(m, k) {
+    if sc[1] != 1 || isa() != Isa::Avx512 || !suits(m, n, k) {
         return false;
     }
     let rsc = sc[0];

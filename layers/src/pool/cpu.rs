@@ -280,38 +280,61 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
             (w0, w1)
         })
         .collect();
-    // Per output row: each column's maximum over the window's rows first
-    // (an element-wise pass the compiler vectorises), then each window's
-    // over its columns.
+    // The columns whose windows are whole (not clipped) make one run, as
+    // the windows move right by the stride.
+    let whole = |c: &&(usize, usize)| c.1 - c.0 == g.kernel;
+    let first_whole = columns.iter().position(|c| whole(&c)).unwrap_or(g.ow);
+    let end_whole = first_whole + columns[first_whole..].iter().take_while(whole).count();
+    let clipped: Vec<usize> = (0..first_whole).chain(end_whole..g.ow).collect();
+    // Per output row: each column's maximum over the window's rows first,
+    // then each window's over its columns: the whole windows one offset at
+    // a time (each pass a strided loop the compiler vectorises), the
+    // clipped ones one by one. Both fold each window left to right.
     let mut colmax = vec![neg; w];
-    for pl in 0..g.planes {
-        let plane = &x[pl * h * w..][..h * w];
-        for r in 0..g.oh {
-            let (h0, h1, _, _) = g.window(r, 0);
-            let o = (pl * g.oh + r) * g.ow;
-            let out = &mut y[o..o + g.ow];
-            if h0 == h1 {
-                out.fill(T::ZERO);
-                continue;
-            }
-            // From -inf, as Caffe's scan starts: a NaN never wins.
-            colmax.fill(neg);
-            for hh in h0..h1 {
-                for (m, &v) in colmax.iter_mut().zip(&plane[hh * w..][..w]) {
-                    *m = larger(*m, v);
+    cpu::vectorized(
+        #[inline(always)]
+        || {
+            for pl in 0..g.planes {
+                let plane = &x[pl * h * w..][..h * w];
+                for r in 0..g.oh {
+                    let (h0, h1, _, _) = g.window(r, 0);
+                    let o = (pl * g.oh + r) * g.ow;
+                    let out = &mut y[o..o + g.ow];
+                    if h0 == h1 {
+                        out.fill(T::ZERO);
+                        continue;
+                    }
+                    // From -inf, as Caffe's scan starts: a NaN never wins.
+                    colmax.fill(neg);
+                    for hh in h0..h1 {
+                        for (m, &v) in colmax.iter_mut().zip(&plane[hh * w..][..w]) {
+                            *m = larger(*m, v);
+                        }
+                    }
+                    let start = |q: usize| columns[q].0;
+                    let run = &mut out[first_whole..end_whole];
+                    for (q, o) in (first_whole..).zip(run.iter_mut()) {
+                        *o = colmax[start(q)];
+                    }
+                    for offset in 1..g.kernel {
+                        for (q, o) in (first_whole..).zip(run.iter_mut()) {
+                            *o = larger(*o, colmax[q * g.stride - g.pad + offset]);
+                        }
+                    }
+                    for &q in &clipped {
+                        let (w0, w1) = columns[q];
+                        out[q] = if w0 == w1 {
+                            T::ZERO
+                        } else {
+                            colmax[w0 + 1..w1]
+                                .iter()
+                                .fold(colmax[w0], |m, &v| larger(m, v))
+                        };
+                    }
                 }
             }
-            for (out, &(w0, w1)) in out.iter_mut().zip(&columns) {
-                *out = if w0 == w1 {
-                    T::ZERO
-                } else {
-                    colmax[w0 + 1..w1]
-                        .iter()
-                        .fold(colmax[w0], |m, &v| larger(m, v))
-                };
-            }
-        }
-    }
+        },
+    );
 }
 
 /// [`max_values`] over the common 2x2, stride 2 window of even planes.
