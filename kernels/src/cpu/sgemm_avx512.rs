@@ -33,7 +33,16 @@ const KC: usize = 256;
 /// 128 x 9 x 256 1.25x), where matrixmultiply's packing costs as much as
 /// the product; 0.88x-1.00x on CaffeNet's and ResNet's large ones, left to
 /// matrixmultiply.
-pub(crate) fn suits(m: usize, n: usize, k: usize) -> bool {
+///
+/// A transposed B must be packed (gathered) first, which a product of a
+/// few rows does not repay: CaffeNet's fc6 at batch 10 (10 x 4096 x 9216,
+/// B transposed) runs at 0.65x of matrixmultiply here, so below
+/// [`MR`]`* 2` rows a transposed B stays there; LeNet's weight gradients
+/// (20 x 25 x 5184 and 50 x 500 x 256, B transposed) run 1.39x and 1.12x.
+pub(crate) fn suits(m: usize, n: usize, k: usize, b_transposed: bool) -> bool {
+    if b_transposed && m < 2 * MR {
+        return false;
+    }
     m < 64 || k < 128 || n < 256
 }
 
@@ -67,7 +76,7 @@ pub(crate) unsafe fn run_if_suited(
     c: *mut f32,
     sc: [isize; 2],
 ) -> bool {
-    if sc[1] != 1 || isa() != Isa::Avx512 || !suits(m, n, k) {
+    if sc[1] != 1 || isa() != Isa::Avx512 || !suits(m, n, k, sb[1] != 1) {
         return false;
     }
     let rsc = sc[0];
@@ -147,6 +156,13 @@ unsafe fn pack_b(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usize, 
                 };
                 row[..cols].copy_from_slice(src);
             }
+        } else if let Some(columns) = gather_offsets(sb[1]) {
+            // A transposed B: each row of the panel gathers 16 columns at
+            // once (a scalar copy moves one value a cycle).
+            // SAFETY: row p, columns j0..j0+cols of the block are inside
+            // it, and the masks keep the others unread; `isa` found
+            // AVX-512 F.
+            unsafe { gather_rows(panel, b.offset(j0 as isize * sb[1]), sb[0], columns, cols) };
         } else {
             for (j, column) in (j0..j0 + cols).enumerate() {
                 // SAFETY: column `column` is inside the block.
@@ -156,6 +172,47 @@ unsafe fn pack_b(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usize, 
                     panel[p * NR + j] = unsafe { *src.offset(p as isize * sb[0]) };
                 }
             }
+        }
+    }
+}
+
+/// The element offsets of 16 columns `stride` apart, where they fit the
+/// gather instruction's 32-bit indices.
+fn gather_offsets(stride: isize) -> Option<[i32; 16]> {
+    let last = i32::try_from(stride.checked_mul(31)?).ok()?;
+    let stride = i32::try_from(stride).ok()?;
+    (last >= 0).then(|| std::array::from_fn(|j| j as i32 * stride))
+}
+
+/// Fills each `NR`-wide row `p` of `panel` with row `p` of the `cols`
+/// columns at `b` (rows `rs` apart, columns as in `columns`), two
+/// 16-lane gathers a row.
+///
+/// # Safety
+/// AVX-512 F is available; row p < panel rows, columns below `cols` of
+/// the block at `b` are readable.
+#[target_feature(enable = "avx512f")]
+unsafe fn gather_rows(
+    panel: &mut [f32],
+    b: *const f32,
+    rs: isize,
+    columns: [i32; 16],
+    cols: usize,
+) {
+    let lanes = |from: usize| ((1u32 << cols.saturating_sub(from).min(16)) - 1) as __mmask16;
+    let masks = [lanes(0), lanes(16)];
+    // SAFETY: `columns` holds 16 i32.
+    let first = unsafe { _mm512_loadu_si512(columns.as_ptr().cast()) };
+    let second = _mm512_add_epi32(first, _mm512_set1_epi32(columns[1].wrapping_mul(16)));
+    for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
+        // SAFETY: the masked lanes read columns below `cols` of row p,
+        // inside the block per the caller; the row holds NR = 32 values.
+        unsafe {
+            let src = b.offset(p as isize * rs);
+            let lo = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), masks[0], first, src);
+            let hi = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), masks[1], second, src);
+            _mm512_storeu_ps(row.as_mut_ptr(), lo);
+            _mm512_storeu_ps(row.as_mut_ptr().add(16), hi);
         }
     }
 }

@@ -208,12 +208,60 @@ impl ConvGeometry {
     /// The inverse of [`Self::im2col`]: adds each column entry back onto
     /// the input pixel it was copied from (padding takes nothing).
     pub fn col2im_add<T: MathElement>(&self, col: &[T], first: usize, count: usize, dx: &mut [T]) {
+        if self.pad == [0, 0] && self.stride == [1, 1] && self.dilation == [1, 1] {
+            return self.col2im_add_unpadded(col, first, count, dx);
+        }
         self.for_each_run(first, count, |run| {
             let Some(row) = run.row else { return };
             for q in run.valid {
                 dx[self.pixel(row, q, run.shift)] += col[run.col + q];
             }
         });
+    }
+
+    /// [`Self::col2im_add`] of a dense window, each run a whole output row
+    /// added onto one input row (as [`Self::im2col_unpadded`] reads them).
+    fn col2im_add_unpadded<T: MathElement>(
+        &self,
+        col: &[T],
+        first: usize,
+        count: usize,
+        dx: &mut [T],
+    ) {
+        let Self {
+            h,
+            w,
+            oh,
+            ow,
+            kernel: [kh, kw],
+            channels_in: cin,
+            ..
+        } = *self;
+        let p = oh * ow;
+        let cols = count * p;
+        cpu::vectorized(
+            #[inline(always)]
+            || {
+                for c in 0..cin {
+                    for ki in 0..kh {
+                        for kj in 0..kw {
+                            let row0 = ((c * kh + ki) * kw + kj) * cols;
+                            for img in 0..count {
+                                let to = ((first + img) * cin + c) * h * w + ki * w + kj;
+                                let from = row0 + img * p;
+                                for r in 0..oh {
+                                    let src = &col[from + r * ow..][..ow];
+                                    let dst = &mut dx[to + r * w..][..ow];
+                                    for (d, &v) in dst.iter_mut().zip(src) {
+                                        *d += v;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+        );
     }
 
     /// Images per im2col + gemm round: enough columns for gemm to run at
