@@ -5,7 +5,9 @@
 //! (TRAIN phase), weights from its fillers.
 //!
 //! The CPU runs on every core, then on one in the same run: the ratio is
-//! what the cores add. Built with `--features cuda`, it runs the same net
+//! what the cores add. Each rate is then given in GFLOP/s (the convolutions'
+//! and inner products' multiply-adds) against the machine's FMA peak on
+//! as many cores, measured in the same run. Built with `--features cuda`, it runs the same net
 //! on GPU 0 too and prints the ratio to the CPU; `scripts/lenet_torch.py`
 //! runs the same net in PyTorch on the same machine for a peer figure.
 //!
@@ -17,6 +19,8 @@ use blobflow::layers::net::Net;
 use blobflow::layers::solver::SgdSolver;
 use blobflow_mnist::Trainer;
 
+#[path = "support/fma_peak.rs"]
+mod fma_peak;
 #[cfg(feature = "cuda")]
 #[path = "support/no_gpu.rs"]
 mod no_gpu;
@@ -24,6 +28,16 @@ mod no_gpu;
 mod repetitions;
 
 const BATCHES: [usize; 2] = [64, 1000];
+
+/// Multiply-adds of LeNet's forward pass, counted twice (FLOPs) per image:
+/// conv1 20 x 576 x 25, conv2 50 x 64 x 500, ip1 500 x 800, ip2 10 x 500.
+const FORWARD_FLOPS: f64 =
+    2.0 * (20.0 * 576.0 * 25.0 + 50.0 * 64.0 * 500.0 + 500.0 * 800.0 + 10.0 * 500.0);
+/// A training step adds the weight gradients (the forward's products
+/// again) and the input gradients of conv2, ip1 and ip2 (conv1's input is
+/// the data, which needs none).
+const TRAIN_FLOPS: f64 =
+    2.0 * FORWARD_FLOPS + 2.0 * (50.0 * 64.0 * 500.0 + 500.0 * 800.0 + 10.0 * 500.0);
 
 /// Forward and training-step images/s at each of [`BATCHES`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -155,11 +169,31 @@ fn gpu(_cpu: &Rates) -> Result<(), BlobError> {
     Ok(())
 }
 
+/// Each rate as GFLOP/s and as a fraction of the FMA peak of `cores`.
+fn print_flops(name: &str, rates: &Rates, cores: usize) {
+    let (peak, how) = fma_peak::gflops(cores);
+    println!("{name}: measured peak {peak:.0} GFLOP/s ({how})");
+    for (what, values, flops) in [
+        ("forward", &rates.forward, FORWARD_FLOPS),
+        ("train step", &rates.train, TRAIN_FLOPS),
+    ] {
+        for (i, batch) in BATCHES.iter().enumerate() {
+            let achieved = values[i] * flops / 1e9;
+            println!(
+                "{name:<12} {what:<10} batch {batch:>4}  {achieved:>8.1} GFLOP/s  {:>3.0}% of peak",
+                100.0 * achieved / peak
+            );
+        }
+    }
+}
+
 fn main() -> Result<(), BlobError> {
     let cores = rayon::current_num_threads();
     let all = on_cores(cores)?;
     let one = on_cores(1)?;
     print(&format!("cpu, {cores} cores"), &all, Some(("1 core", &one)));
     print("cpu, 1 core", &one, None);
+    print_flops(&format!("cpu, {cores} cores"), &all, cores);
+    print_flops("cpu, 1 core", &one, 1);
     gpu(&all)
 }
