@@ -240,7 +240,10 @@ def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads):
             if r.returncode != 0 or m is None:
                 print(f"  {label} batch {batch}: blobflow time failed: {r.stderr.strip()[-200:]}")
                 return None
+            g = re.search(r"Forward: ([0-9.]+) GFLOP a pass", r.stdout)
+            gflop[0] = float(g.group(1)) if g else None
             return float(m.group(1))
+        gflop = [None]
         # About a second of passes each (a tiny net needs thousands to be
         # timed at all), after a short run that says how long one takes.
         guess = blobflow_ms(3)
@@ -260,8 +263,13 @@ def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads):
             net.setInput(x, name)
             net.forward()
         theirs = batch * iters / (time.perf_counter() - t)
+        rates = ""
+        if gflop[0]:
+            # The same multiply-adds (convolutions, inner products) per pass.
+            per_image = gflop[0] / batch
+            rates = f" ({ours * per_image:.1f} vs {theirs * per_image:.1f} GFLOP/s)"
         print(f"  {label} batch {batch} ({threads} thread(s), forward, zeros): blobflow {ours:.1f} images/s, "
-              f"OpenCV {theirs:.1f} images/s, ratio {ours / theirs:.2f}x")
+              f"OpenCV {theirs:.1f} images/s, ratio {ours / theirs:.2f}x{rates}")
 
 
 if __name__ == "__main__":

@@ -382,7 +382,45 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         "Forward: {:.1} images/s at batch {batch}",
         batch as f64 * args.iterations as f64 / f.max(1e-12)
     ));
+    let macs: u64 = layers
+        .iter()
+        .filter_map(|(name, _)| multiply_adds(&net, name))
+        .sum();
+    if macs > 0 {
+        log.push(format!(
+            "Forward: {:.6} GFLOP a pass in convolutions and inner products (multiply-adds twice), {:.1} GFLOP/s",
+            2.0 * macs as f64 / 1e9,
+            2.0 * macs as f64 / 1e9 / (per(f) / 1e3).max(1e-12)
+        ));
+    }
     Ok(log)
+}
+
+/// The multiply-adds of one forward pass of a Convolution, Deconvolution
+/// or InnerProduct layer at the blobs' current shapes (`None` for other
+/// layers): each output value of a convolution or inner product takes
+/// `weights / outputs` of them, each input value of a deconvolution
+/// `weights / inputs`.
+fn multiply_adds(net: &Net<f32>, layer: &str) -> Option<u64> {
+    let weights = net.layer_blobs(layer)?.first()?;
+    let (first_axis, count) = (*weights.shape().first()?, weights.count());
+    let blob = |names: Option<Vec<&str>>| net.blob(names?.first()?);
+    let per = |n: usize| (n > 0).then(|| (count / n) as u64);
+    match net.layer_type(layer)? {
+        "Convolution" => {
+            let top = blob(net.layer_tops(layer))?;
+            Some(top.count() as u64 * per(first_axis)?)
+        }
+        "InnerProduct" => {
+            let top = blob(net.layer_tops(layer))?;
+            Some(top.count() as u64 * per(*top.shape().last()?)?)
+        }
+        "Deconvolution" => {
+            let bottom = blob(net.layer_bottoms(layer))?;
+            Some(bottom.count() as u64 * per(first_axis)?)
+        }
+        _ => None,
+    }
 }
 
 fn rayon_threads() -> usize {

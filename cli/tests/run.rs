@@ -128,6 +128,10 @@ fn time_prints_each_layer_and_the_totals() {
         "Average Forward pass: ",
         "Average Backward pass: ",
         " images/s at batch 4",
+        // R-Net's multiply-adds per image: conv1 28 x 27 x 22 x 22, conv2
+        // 48 x 252 x 9 x 9, conv3 64 x 192 x 3 x 3, conv4 576 x 128,
+        // conv5-1 128 x 2, conv5-2 128 x 4; four images, twice.
+        "Forward: 0.012246 GFLOP a pass",
     ] {
         assert!(stdout.contains(want), "{want} in\n{stdout}");
     }

@@ -9,13 +9,15 @@
 //! Depend on `blobflow` (which re-exports this crate as `blobflow::kernels`)
 //! unless you want the math on slices with no blobs at all.
 //!
-//! Large products and vectors are split across cores on rayon's pool, the
-//! only threads the crate starts (where Caffe leaves this to a threaded
-//! BLAS), the calling thread taking one part ([`cpu::on_cores`]). Limit
-//! them as for any rayon user: `RAYON_NUM_THREADS`, or run the work
-//! inside your own pool (`pool.install(|| ...)`), which the kernels and
-//! the CPU layers then use. The vector loops run on the widest
-//! instructions the machine has ([`cpu::isa()`]).
+//! Large products and vectors are split across cores (where Caffe leaves
+//! this to a threaded BLAS), the calling thread taking part
+//! ([`cpu::on_cores`]). Inside a rayon pool (`pool.install(|| ...)`) the
+//! parts go to that pool; from any other thread, to the crate's helper
+//! threads, one fewer than `RAYON_NUM_THREADS` (or the cores), which spin
+//! briefly between parts so a small net's layers find them awake.
+//! `RAYON_NUM_THREADS=1` keeps everything on the calling thread. The
+//! vector loops run on the widest instructions the machine has
+//! ([`cpu::isa()`]).
 //!
 //! ```
 //! use blob_kernels::cpu;

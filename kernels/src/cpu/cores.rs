@@ -1,18 +1,36 @@
-//! Work shared across the cores, the calling thread taking a part.
+//! Work shared across the cores, the calling thread taking part.
 //!
-//! rayon's parallel iterators, called from a thread outside its pool (a
-//! user's `main`), hand the whole job to the pool and put the caller to
-//! sleep until it is done: about 15 µs each time on a 2-core VM, longer
-//! than most of a small net's layers take. [`on_cores`] instead queues all
-//! parts but one on the pool and runs that one on the calling thread
-//! meanwhile (rayon's `in_place_scope`): 256 Ki floats updated on two
-//! cores take 11 µs against 21 µs through a parallel iterator and 19 µs on
-//! one core. Called from inside the pool, it is a plain fork-join.
+//! On the 2-core VMs this is measured on, handing work to a thread that
+//! has gone to sleep costs 30-45 µs (futex wake-up and scheduling), and
+//! rayon's idle threads sleep after a few µs without work: a small net's
+//! layers (10-200 µs each) gain nothing from a second core that way, and a
+//! parallel iterator called from outside rayon's pool also puts the caller
+//! to sleep until the pool is done. So, for callers outside any rayon
+//! pool, [`on_cores`] shares work with its own helper threads (one fewer
+//! than the cores, the caller being the last):
+//!
+//! - the caller publishes the parts and takes them one by one itself, as
+//!   do the helpers; a helper that is not awake yet simply finds none left,
+//!   so the caller never waits for a wake-up;
+//! - a helper spins for [`SPIN`] after its last part before it sleeps, so
+//!   the next layer's parts find it awake (OpenMP runtimes do the same).
+//!
+//! Called from inside a rayon pool (`pool.install(|| ...)`, or a rayon
+//! task), the parts go to that pool instead, as rayon's fork-join.
 
-/// Runs `f` on every item: the first on the calling thread, the others
-/// queued on rayon's pool (`RAYON_NUM_THREADS`, or the pool installed
-/// around the call), and returns once all are done. Cut the work into
-/// about [`cores`] items: the calling thread takes one only.
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a helper keeps looking for work after its last part.
+const SPIN: Duration = Duration::from_micros(300);
+
+/// Runs `f` on every item, on the calling thread and the helpers (see
+/// the module docs), and returns once all are done; a panic in any part
+/// is raised here once every part has finished. Cut the work into about
+/// [`cores`] items.
 ///
 /// ```
 /// let mut v = vec![1.0f32; 1000];
@@ -31,21 +49,238 @@ pub fn on_cores<I: Send>(items: impl IntoIterator<Item = I>, f: impl Fn(I) + Syn
         f(first);
         return;
     };
-    let f = &f;
-    rayon::in_place_scope(|scope| {
-        scope.spawn(move |_| f(second));
-        for item in items {
-            scope.spawn(move |_| f(item));
+    if rayon::current_thread_index().is_some() {
+        let f = &f;
+        rayon::in_place_scope(|scope| {
+            scope.spawn(move |_| f(second));
+            for item in items {
+                scope.spawn(move |_| f(item));
+            }
+            f(first);
+        });
+        return;
+    }
+    let slots: Vec<Mutex<Option<I>>> = [first, second]
+        .into_iter()
+        .chain(items)
+        .map(|item| Mutex::new(Some(item)))
+        .collect();
+    let run = |i: usize| {
+        let item = slots[i]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(item) = item {
+            f(item);
         }
-        f(first);
-    });
+    };
+    match helpers() {
+        Some(helpers) => helpers.share(slots.len(), &run),
+        None => run_alone(slots.len(), &run),
+    }
 }
 
-/// How many parts to cut work into: the threads of the current rayon pool.
+/// Runs every part on this thread, then raises the first panic, if any
+/// (the same contract as with helpers).
+fn run_alone(len: usize, run: &(dyn Fn(usize) + Sync)) {
+    let mut first_panic = None;
+    for i in 0..len {
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| run(i))) {
+            first_panic.get_or_insert(payload);
+        }
+    }
+    if let Some(payload) = first_panic {
+        panic::resume_unwind(payload);
+    }
+}
+
+/// How many parts to cut work into: the threads of the current rayon
+/// pool, or outside any pool the helpers and the caller.
 ///
 /// ```
 /// assert!(blob_kernels::cpu::cores() >= 1);
 /// ```
 pub fn cores() -> usize {
-    rayon::current_num_threads().max(1)
+    if rayon::current_thread_index().is_some() {
+        rayon::current_num_threads()
+    } else {
+        helpers().map_or(1, |h| h.threads + 1)
+    }
+}
+
+/// One call's parts: claimed by index, each exactly once.
+struct Batch {
+    /// The next index to claim.
+    next: AtomicUsize,
+    len: usize,
+    /// Parts run to the end (or to a panic).
+    finished: AtomicUsize,
+    /// Runs part `i`. Borrowed from the caller's stack: valid while the
+    /// batch is published and until every part has finished.
+    run: *const (dyn Fn(usize) + Sync),
+    /// The first panic of a part, raised by the caller.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+impl Batch {
+    /// Claims and runs parts until none is left.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, SeqCst);
+            if i >= self.len {
+                return;
+            }
+            // SAFETY: `run` stays valid until `finished` reaches `len`,
+            // which cannot happen before this part finishes below.
+            let run = unsafe { &*self.run };
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| run(i))) {
+                let mut first = self.panic.lock().unwrap_or_else(|p| p.into_inner());
+                first.get_or_insert(payload);
+            }
+            self.finished.fetch_add(1, SeqCst);
+        }
+    }
+}
+
+/// The helper threads and the one batch they may be working on.
+struct Helpers {
+    threads: usize,
+    /// The published batch, or null.
+    batch: AtomicPtr<Batch>,
+    /// Helpers between reading `batch` and being done with it.
+    reading: AtomicUsize,
+    /// Whether a caller holds the helpers (others run their parts alone).
+    taken: AtomicBool,
+    /// Bumped for each batch, to wake sleeping helpers.
+    generation: AtomicU64,
+    sleeping: Mutex<usize>,
+    wake: Condvar,
+}
+
+// SAFETY: the raw pointers inside are only dereferenced under the
+// protocol of `share` and `look_for_work`, which keeps each batch alive
+// while any thread can reach it.
+unsafe impl Sync for Helpers {}
+// SAFETY: as above.
+unsafe impl Send for Helpers {}
+
+impl Helpers {
+    /// Runs `run(0..len)` on this thread and the helpers.
+    fn share(&'static self, len: usize, run: &(dyn Fn(usize) + Sync)) {
+        if self.taken.swap(true, SeqCst) {
+            // Another caller (or a part of this one) holds the helpers.
+            return run_alone(len, run);
+        }
+        // SAFETY: only the lifetime is erased; `share` returns only after
+        // every part has finished and no helper can still reach the batch.
+        let run: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(run) };
+        let batch = Batch {
+            next: AtomicUsize::new(0),
+            len,
+            finished: AtomicUsize::new(0),
+            run,
+            panic: Mutex::new(None),
+        };
+        self.batch.store((&raw const batch).cast_mut(), SeqCst);
+        self.generation.fetch_add(1, SeqCst);
+        if *self.sleeping.lock().unwrap_or_else(|p| p.into_inner()) > 0 {
+            self.wake.notify_all();
+        }
+        batch.work();
+        while batch.finished.load(SeqCst) < len {
+            std::hint::spin_loop();
+        }
+        self.batch.store(std::ptr::null_mut(), SeqCst);
+        while self.reading.load(SeqCst) > 0 {
+            std::hint::spin_loop();
+        }
+        self.taken.store(false, SeqCst);
+        let panic = batch.panic.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(payload) = panic {
+            panic::resume_unwind(payload);
+        }
+    }
+
+    /// Works on the published batch, if any; says whether there was one.
+    fn look_for_work(&self) -> bool {
+        // Announce the read before looking, so a caller that has withdrawn
+        // its batch waits for this thread (or this thread sees null).
+        self.reading.fetch_add(1, SeqCst);
+        let batch = self.batch.load(SeqCst);
+        let found = !batch.is_null();
+        if found {
+            // SAFETY: the caller keeps the batch alive until `reading`
+            // drops to 0 after withdrawing it.
+            unsafe { &*batch }.work();
+        }
+        self.reading.fetch_sub(1, SeqCst);
+        found
+    }
+
+    /// A helper's life: work, spin for [`SPIN`] looking for more, sleep
+    /// until the next batch.
+    fn serve(&self) {
+        loop {
+            let mut idle_since = Instant::now();
+            let mut seen = self.generation.load(SeqCst);
+            loop {
+                let now = self.generation.load(SeqCst);
+                if now != seen {
+                    seen = now;
+                    self.look_for_work();
+                    idle_since = Instant::now();
+                } else if idle_since.elapsed() > SPIN {
+                    break;
+                }
+                for _ in 0..64 {
+                    std::hint::spin_loop();
+                }
+            }
+            let mut sleeping = self.sleeping.lock().unwrap_or_else(|p| p.into_inner());
+            *sleeping += 1;
+            while self.generation.load(SeqCst) == seen {
+                sleeping = self.wake.wait(sleeping).unwrap_or_else(|p| p.into_inner());
+            }
+            *sleeping -= 1;
+            drop(sleeping);
+            self.look_for_work();
+        }
+    }
+}
+
+/// The helpers of callers outside any rayon pool, started on first use:
+/// as many as the global pool would have threads (`RAYON_NUM_THREADS`,
+/// or every core), less one; none on one core.
+fn helpers() -> Option<&'static Helpers> {
+    static HELPERS: OnceLock<Option<&'static Helpers>> = OnceLock::new();
+    *HELPERS.get_or_init(|| {
+        let cores = std::env::var("RAYON_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        if cores < 2 {
+            return None;
+        }
+        let helpers: &'static Helpers = Box::leak(Box::new(Helpers {
+            threads: cores - 1,
+            batch: AtomicPtr::new(std::ptr::null_mut()),
+            reading: AtomicUsize::new(0),
+            taken: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            sleeping: Mutex::new(0),
+            wake: Condvar::new(),
+        }));
+        // A helper that cannot start leaves its parts to the others and
+        // the caller, who claim every part between them.
+        let started = (1..cores)
+            .filter(|i| {
+                std::thread::Builder::new()
+                    .name(format!("blobflow-helper-{i}"))
+                    .spawn(move || helpers.serve())
+                    .is_ok()
+            })
+            .count();
+        (started > 0).then_some(helpers)
+    })
 }

@@ -969,6 +969,43 @@ impl<T: MathElement> Net<T> {
             .map(|l| l.layer.blobs())
     }
 
+    /// A layer's bottom blobs' names by its name (Caffe's
+    /// `bottom_names(layer_id)`), in the order the layer reads them.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let net = Net::<f32>::from_prototxt(
+    ///     r#"input: "x" input_shape { dim: 1 dim: 3 }
+    ///        layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 2 } }"#,
+    ///     NetState::test(),
+    /// )?;
+    /// assert_eq!(net.layer_bottoms("ip"), Some(vec!["x"]));
+    /// assert_eq!(net.layer_tops("ip"), Some(vec!["y"]));
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn layer_bottoms(&self, name: &str) -> Option<Vec<&str>> {
+        let layer = self.layers.iter().find(|l| l.name == name)?;
+        Some(
+            layer
+                .bottoms
+                .iter()
+                .map(|&b| self.blob_names[b].as_str())
+                .collect(),
+        )
+    }
+
+    /// A layer's top blobs' names by its name (Caffe's `top_names`).
+    pub fn layer_tops(&self, name: &str) -> Option<Vec<&str>> {
+        let layer = self.layers.iter().find(|l| l.name == name)?;
+        Some(
+            layer
+                .tops
+                .iter()
+                .map(|&t| self.blob_names[t].as_str())
+                .collect(),
+        )
+    }
+
     /// The input blobs' names: the tops of `Input` (and data) layers, in
     /// layer order (Caffe's `input_blob_names` with `Input` layers).
     pub fn inputs(&self) -> Vec<&str> {
