@@ -348,6 +348,46 @@ pub(crate) fn forward<T: MathElement>(
     });
 }
 
+/// A grouped convolution's forward pass: each (image, group) pair a
+/// convolution of `sub` (one image, one group's channels) on its own
+/// slices of `x`, the weights, the bias and `y`, the pairs shared across
+/// cores (one gemm per pair is too small to split well: CaffeNet's conv2
+/// is 128 x 729 x 1200).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn forward_groups<T: MathElement>(
+    sub: &ConvGeometry,
+    groups: usize,
+    batch: usize,
+    scratch: &mut ConvScratch<T>,
+    x: &[T],
+    weight: &[T],
+    bias: &[T],
+    y: &mut [T],
+) {
+    let units = batch * groups;
+    let xs = sub.channels_in * sub.h * sub.w;
+    let ys = sub.channels_out * sub.oh * sub.ow;
+    let ws = sub.channels_out * sub.patch();
+    let bs = sub.channels_out;
+    if units == 0 || ys == 0 {
+        return;
+    }
+    let (per_part, parts) = scratch.parts(units);
+    let items = y[..units * ys]
+        .chunks_mut(per_part * ys)
+        .zip(parts.iter_mut())
+        .enumerate();
+    cpu::on_cores(items, |(p, (y, s))| {
+        for (k, yu) in y.chunks_mut(ys).enumerate() {
+            let u = p * per_part + k;
+            let gi = u % groups;
+            let w = &weight[gi * ws..][..ws];
+            let b = &bias[gi * bs..][..bs];
+            forward_part(sub, s, &x[u * xs..][..xs], w, b, 0, 1, yu);
+        }
+    });
+}
+
 /// [`forward`] of images `first..first + count`, into `y` (theirs alone).
 #[allow(clippy::too_many_arguments)]
 fn forward_part<T: MathElement>(

@@ -139,23 +139,18 @@ impl<T: MathElement> ConvEngine<T> {
             );
             return Ok(());
         }
-        let (sub, xs, ys, ws) = per_group(g, groups);
+        let (sub, ..) = per_group(g, groups);
         let (xd, wd, bd) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
-        let mut yd = y.mutable_cpu_data()?;
-        let mg = sub.channels_out;
-        for n in 0..g.batch {
-            for gi in 0..groups {
-                let (xo, yo) = ((n * groups + gi) * xs, (n * groups + gi) * ys);
-                cpu::forward(
-                    &sub,
-                    &mut self.scratch,
-                    &xd[xo..xo + xs],
-                    &wd[gi * ws..(gi + 1) * ws],
-                    &bd[gi * mg..(gi + 1) * mg],
-                    &mut yd[yo..yo + ys],
-                );
-            }
-        }
+        cpu::forward_groups(
+            &sub,
+            groups,
+            g.batch,
+            &mut self.scratch,
+            &xd,
+            &wd,
+            &bd,
+            &mut y.mutable_cpu_data()?,
+        );
         Ok(())
     }
 
