@@ -246,6 +246,9 @@ def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads):
         gflop = [None]
         # About a second of passes each (a tiny net needs thousands to be
         # timed at all), after a short run that says how long one takes.
+        # OpenCV's threads spin for a while after the last net it ran, in
+        # this process: let them go idle before blobflow's run.
+        time.sleep(0.5)
         guess = blobflow_ms(3)
         if guess is None:
             continue
