@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the Caffe decoders and `convert`'s path, seeded with every real
+# Fuzzes the Caffe decoders, `convert`'s path and the borrowed blob
+# reader, seeded with every real
 # Caffe file of the repository's tests/fixtures, then the .safetensors
 # reader, seeded with
 # small converted files, then the prototxt readers and caffe.proto's
@@ -14,6 +15,7 @@ find ../tests/fixtures -type f \( -name '*.caffemodel' -o -name '*.binaryproto' 
     -size -2M -exec cp {} "$corpus/" \;
 cargo +nightly fuzz run decode "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 cargo +nightly fuzz run convert "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+cargo +nightly fuzz run blob_view "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 tensors=corpus/safetensors
 mkdir -p "$tensors"

@@ -43,10 +43,13 @@ pub use blob::{BlobProto, BlobShape, RawDataType};
 pub use detect::{FileFormat, detect_format};
 pub use error::{CAFFE_MAX_MESSAGE_BYTES, ProtoError};
 pub use messages::{BlobProtoVector, Datum, SolverState};
-pub use net::{LayerFormat, LayerParameter, NetFormat, NetParameter, v1_layer_type_name};
+pub use net::{
+    LayerFormat, LayerParameter, MAX_FIELDS, MAX_LAYERS, NetFormat, NetParameter,
+    v1_layer_type_name,
+};
 pub use param::{ParamField, ParamMessage, ParamValue, UnknownField};
 pub use prost::Message;
-pub use text::{TextField, TextMessage, TextValue};
+pub use text::{MAX_TEXT_FIELDS, TextField, TextMessage, TextValue};
 pub use view::{BlobProtoRef, BlobProtoView, ScalarRuns};
 
 /// Decodes a message, naming it in the error (`BlobProto: buffer underflow`).
@@ -60,10 +63,38 @@ pub fn decode_message<M: Message + Default>(
     what: &'static str,
     bytes: &[u8],
 ) -> Result<M, ProtoError> {
-    M::decode(bytes).map_err(|source| ProtoError::Decode {
+    let decode_error = |source| ProtoError::Decode {
         at: what.into(),
         source,
-    })
+    };
+    // Each length-delimited field (a message, a string, a packed array)
+    // becomes an allocation of its own: a 20 MB solver state of ten
+    // million empty history blobs would take 1.8 GB. Count them first.
+    let mut buf = bytes;
+    let mut held = 0usize;
+    while !buf.is_empty() {
+        let (tag, wire_type) = prost::encoding::decode_key(&mut buf).map_err(decode_error)?;
+        if wire_type == prost::encoding::WireType::LengthDelimited {
+            held += 1;
+            if held > MAX_FIELDS {
+                return Err(ProtoError::Invalid {
+                    at: what.into(),
+                    detail: format!(
+                        "more than {MAX_FIELDS} messages, strings and arrays: no Caffe file holds that \
+                         many, so it is refused rather than decoded into memory out of proportion to it"
+                    ),
+                });
+            }
+        }
+        prost::encoding::skip_field(
+            wire_type,
+            tag,
+            &mut buf,
+            prost::encoding::DecodeContext::default(),
+        )
+        .map_err(decode_error)?;
+    }
+    M::decode(bytes).map_err(decode_error)
 }
 
 /// Encodes a message, refusing one over 2 GiB - 1 bytes that Caffe could

@@ -23,6 +23,29 @@ use prost::encoding::{
 use crate::blob::BlobProto;
 use crate::error::{ProtoError, check_writable, decode_at};
 
+/// The most layers a net may hold. The largest public Caffe nets have a
+/// few thousand; a file of a million 6-byte layers would otherwise decode
+/// into 300 MB, out of proportion to it.
+pub const MAX_LAYERS: usize = 100_000;
+
+/// The most fields (blobs included) one layer, or a net besides its
+/// layers, may hold: a real one has tens.
+pub const MAX_FIELDS: usize = 100_000;
+
+/// Refuses a message about to hold more than `max` of `what`.
+fn within_limit(at: &str, what: &str, held: usize, max: usize) -> Result<(), ProtoError> {
+    if held < max {
+        return Ok(());
+    }
+    Err(ProtoError::Invalid {
+        at: at.into(),
+        detail: format!(
+            "more than {max} {what}: no Caffe file holds that many, so it is refused rather than \
+             decoded into memory out of proportion to it"
+        ),
+    })
+}
+
 /// Which of Caffe's layer formats a layer is stored in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayerFormat {
@@ -279,6 +302,12 @@ impl LayerParameter {
         let mut buf = bytes;
         while buf.has_remaining() {
             let start = bytes.len() - buf.len();
+            within_limit(
+                at,
+                "fields and blobs",
+                layer.fields.len() + layer.blobs.len(),
+                MAX_FIELDS,
+            )?;
             let (tag, wt) = decode_key(&mut buf).map_err(decode_at(at))?;
             if wt == WireType::LengthDelimited && (tag == tags.blobs || Some(tag) == tags.nested_v0)
             {
@@ -494,12 +523,19 @@ impl NetParameter {
                     (LayerFormat::V1, "layers")
                 };
                 let where_ = format!("{at}.{field}[{}]", net.layers.len());
+                within_limit(&where_, "layers", net.layers.len(), MAX_LAYERS)?;
                 let body = length_delimited(&mut buf).map_err(decode_at(where_.clone()))?;
                 let layer = LayerParameter::decode(body, format, &where_, ctx.clone())?;
                 net.fields.push(NetField::Layer(net.layers.len()));
                 net.layers.push((tag, layer));
                 continue;
             }
+            within_limit(
+                at,
+                "fields besides its layers",
+                net.fields.len() - net.layers.len(),
+                MAX_FIELDS,
+            )?;
             skip_field(wt, tag, &mut buf, ctx.clone()).map_err(decode_at(at))?;
             let raw = &bytes[start..bytes.len() - buf.len()];
             if tag == 1 {
