@@ -338,10 +338,19 @@ fn counts_no_caffe_file_reaches_are_refused_before_they_fill_memory() {
     // layer { name: "a" }: field 100, 3 bytes.
     let layer = [0xa2, 0x06, 0x03, 0x0a, 0x01, b'a'];
     let at_limit = repeated(&layer, MAX_LAYERS);
-    assert_eq!(NetParameter::decode(&at_limit).unwrap().iter_layers().count(), MAX_LAYERS);
+    assert_eq!(
+        NetParameter::decode(&at_limit)
+            .unwrap()
+            .iter_layers()
+            .count(),
+        MAX_LAYERS
+    );
     let over = repeated(&layer, MAX_LAYERS + 1);
     let err = NetParameter::decode(&over).unwrap_err().to_string();
-    assert!(err.contains(&format!("NetParameter.layer[{MAX_LAYERS}]")) && err.contains("more than"), "{err}");
+    assert!(
+        err.contains(&format!("NetParameter.layer[{MAX_LAYERS}]")) && err.contains("more than"),
+        "{err}"
+    );
 
     // One layer of many unknown fields (field 1000, varint 0).
     let mut body = Vec::new();
@@ -362,16 +371,32 @@ fn counts_no_caffe_file_reaches_are_refused_before_they_fill_memory() {
     // A solver state of empty history blobs, after `iter: 1`.
     let mut state = vec![0x08, 0x01];
     state.extend(repeated(&[0x1a, 0x00], MAX_FIELDS + 1));
-    let err = decode_message::<SolverState>("SolverState", &state).unwrap_err().to_string();
+    let err = decode_message::<SolverState>("SolverState", &state)
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("SolverState: more than"), "{err}");
     let mut fine = vec![0x08, 0x01];
     fine.extend(repeated(&[0x1a, 0x00], 1000));
-    assert_eq!(decode_message::<SolverState>("SolverState", &fine).unwrap().history.len(), 1000);
+    assert_eq!(
+        decode_message::<SolverState>("SolverState", &fine)
+            .unwrap()
+            .history
+            .len(),
+        1000
+    );
 
     // A prototxt of empty layers, and one list of values.
     let text = "layer {}\n".repeat(MAX_TEXT_FIELDS + 1);
     let err = TextMessage::parse(&text).unwrap_err().to_string();
-    assert!(err.starts_with(&format!("line {}", MAX_TEXT_FIELDS + 1)) && err.contains("more than"), "{err}");
+    assert!(
+        err.starts_with(&format!("line {}", MAX_TEXT_FIELDS + 1)) && err.contains("more than"),
+        "{err}"
+    );
     let list = format!("stepvalue: [{}1]", "1, ".repeat(MAX_TEXT_FIELDS));
-    assert!(TextMessage::parse(&list).unwrap_err().to_string().contains("more than"));
+    assert!(
+        TextMessage::parse(&list)
+            .unwrap_err()
+            .to_string()
+            .contains("more than")
+    );
 }

@@ -158,6 +158,18 @@ fn describe_text(path: &Path) -> Result<Value, BlobError> {
         .iter()
         .any(|f| NET_FIELDS.contains(&f.name.as_str()))
     {
+        // Caffe refuses a net of both formats rather than upgrade it.
+        let first = |key: &str| message.fields.iter().find(|f| f.name == key);
+        if let (Some(new), Some(v1)) = (first("layer"), first("layers")) {
+            return Err(BlobError::Proto {
+                path: name.clone(),
+                source: v1.error(format!(
+                    "the net has both layer (first at line {}) and V1 layers fields; Caffe reads \
+                     only one kind: use one",
+                    new.line
+                )),
+            });
+        }
         let net = ParamMessage::from_text(&schema::NET_PARAMETER, &message).map_err(|source| {
             BlobError::Proto {
                 path: name.clone(),

@@ -269,6 +269,19 @@ fn inspect_checks_net_prototxts_against_the_schema() {
         "{err}"
     );
 
+    let mixed = dir.join("mixed.prototxt");
+    std::fs::write(
+        &mixed,
+        "layer { name: \"a\" type: \"ReLU\" }\nlayers { name: \"b\" type: RELU }\n",
+    )
+    .unwrap();
+    let (ok, err) = inspect_failure(&mixed);
+    assert!(
+        !ok && err
+            .contains("line 2, column 1: the net has both layer (first at line 1) and V1 layers"),
+        "{err}"
+    );
+
     let mtcnn = inspect_json(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/fixtures/nets/mtcnn/det1.prototxt"),
