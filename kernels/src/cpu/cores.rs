@@ -12,7 +12,7 @@
 //! - the caller publishes the parts and takes them one by one itself, as
 //!   do the helpers; a helper that is not awake yet simply finds none left,
 //!   so the caller never waits for a wake-up;
-//! - a helper spins for [`SPIN`] after its last part before it sleeps, so
+//! - a helper spins for 50 µs after its last part before it sleeps, so
 //!   parts that follow soon find it awake (OpenMP runtimes do the same, for
 //!   longer).
 //!
