@@ -69,11 +69,12 @@ pub fn decode_message<M: Message + Default>(
     };
     // Each length-delimited field (a message, a string, a packed array)
     // becomes an allocation of its own: a 20 MB solver state of ten
-    // million empty history blobs would take 1.8 GB. Count them first.
+    // million empty history blobs would take 1.8 GB. Count them first;
+    // bytes the count cannot walk are left to the decoder, whose error
+    // says more.
     let mut buf = bytes;
     let mut held = 0usize;
-    while !buf.is_empty() {
-        let (tag, wire_type) = prost::encoding::decode_key(&mut buf).map_err(decode_error)?;
+    while let Ok((tag, wire_type)) = prost::encoding::decode_key(&mut buf) {
         if wire_type == prost::encoding::WireType::LengthDelimited {
             held += 1;
             if held > MAX_FIELDS {
@@ -86,13 +87,15 @@ pub fn decode_message<M: Message + Default>(
                 });
             }
         }
-        prost::encoding::skip_field(
+        let skipped = prost::encoding::skip_field(
             wire_type,
             tag,
             &mut buf,
             prost::encoding::DecodeContext::default(),
-        )
-        .map_err(decode_error)?;
+        );
+        if skipped.is_err() || buf.is_empty() {
+            break;
+        }
     }
     M::decode(bytes).map_err(decode_error)
 }
