@@ -2,8 +2,9 @@
 //! `N` floats (Caffe's `Blob::asum_data`, `sumsq_data`, `Update`,
 //! `scale_data`), the figures `scripts/blas_peer.py` sets beside
 //! OpenBLAS's `sasum`, `sdot`, `saxpy` and `sscal` measured the same way.
-//! Prints one JSON object per op: its name and the median seconds per
-//! call over 7 batches of at least 20 ms each. Threads: rayon's pool
+//! Prints one JSON object per op: its name, the median seconds per call
+//! over 7 batches of at least 20 ms each, and whether this is a debug
+//! build (whose figures say nothing of speed). Threads: rayon's pool
 //! (`RAYON_NUM_THREADS`).
 //!
 //! Run: `cargo run --release --example blob_ops -- 1000000`
@@ -47,20 +48,22 @@ fn main() -> Result<(), BlobError> {
     let blob = Blob::<f32>::new(&[n])?;
     blob.mutable_cpu_data()?.fill(0.5);
     blob.mutable_cpu_diff()?.fill(1e-9);
-    let report =
-        |op: &str, f: &mut dyn FnMut() -> Result<(), BlobError>| -> Result<(), BlobError> {
-            f()?;
-            let t = seconds_per_call(|| f().expect("the blob op succeeded once already"));
-            let line = format!(
-                "{{\"op\": \"{op}\", \"n\": {n}, \"threads\": {}, \"seconds\": {t:e}}}",
-                rayon::current_num_threads()
-            );
-            // A closed stdout (piped into `head`) ends the run quietly.
-            if writeln!(std::io::stdout(), "{line}").is_err() {
-                std::process::exit(0);
-            }
-            Ok(())
-        };
+    let report = |op: &str,
+                  f: &mut dyn FnMut() -> Result<(), BlobError>|
+     -> Result<(), BlobError> {
+        f()?;
+        let t = seconds_per_call(|| f().expect("the blob op succeeded once already"));
+        let line = format!(
+            "{{\"op\": \"{op}\", \"n\": {n}, \"threads\": {}, \"seconds\": {t:e}, \"debug_build\": {}}}",
+            rayon::current_num_threads(),
+            cfg!(debug_assertions)
+        );
+        // A closed stdout (piped into `head`) ends the run quietly.
+        if writeln!(std::io::stdout(), "{line}").is_err() {
+            std::process::exit(0);
+        }
+        Ok(())
+    };
     report("warmup", &mut || {
         blob.asum_data().map(|v| {
             black_box(v);
