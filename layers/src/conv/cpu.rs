@@ -139,7 +139,7 @@ impl ConvGeometry {
     /// The runs are written one after another through `col`, so short
     /// runs are copied as fixed blocks ([`copy_run`]).
     pub fn im2col<T: MathElement>(&self, x: &[T], first: usize, count: usize, col: &mut [T]) {
-        if self.pad == [0, 0] && self.stride == [1, 1] && self.dilation == [1, 1] {
+        if self.is_dense() {
             return self.im2col_unpadded(x, first, count, col);
         }
         let ow = self.ow;
@@ -168,11 +168,18 @@ impl ConvGeometry {
         });
     }
 
-    /// [`Self::im2col`] of a dense window (stride 1, no padding or
-    /// dilation): every run a whole output row read from one input row,
-    /// with none of the general walk's bookkeeping per run (LeNet's conv2
-    /// has 4,000 runs of 8 values per image).
-    fn im2col_unpadded<T: MathElement>(&self, x: &[T], first: usize, count: usize, col: &mut [T]) {
+    /// A dense window: stride 1, no padding or dilation. Each im2col run
+    /// is then a whole output row read from one input row.
+    fn is_dense(&self) -> bool {
+        self.pad == [0, 0] && self.stride == [1, 1] && self.dilation == [1, 1]
+    }
+
+    /// Calls `row(column offset, input offset)` for each run of `ow`
+    /// values of a dense window's images `first..first + count`, in column
+    /// order, with none of [`Self::for_each_run`]'s bookkeeping per run
+    /// (LeNet's conv2 has 4,000 runs of 8 values per image).
+    #[inline(always)]
+    fn for_each_dense_row(&self, first: usize, count: usize, mut row: impl FnMut(usize, usize)) {
         let Self {
             h,
             w,
@@ -184,31 +191,34 @@ impl ConvGeometry {
         } = *self;
         let p = oh * ow;
         let cols = count * p;
-        cpu::vectorized(
-            #[inline(always)]
-            || {
-                for c in 0..cin {
-                    for ki in 0..kh {
-                        for kj in 0..kw {
-                            let row0 = ((c * kh + ki) * kw + kj) * cols;
-                            for img in 0..count {
-                                let src = ((first + img) * cin + c) * h * w + ki * w + kj;
-                                let dst = row0 + img * p;
-                                for r in 0..oh {
-                                    copy_run(col, dst + r * ow, x, src + r * w, ow);
-                                }
-                            }
+        for c in 0..cin {
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    let row0 = ((c * kh + ki) * kw + kj) * cols;
+                    for img in 0..count {
+                        let input = ((first + img) * cin + c) * h * w + ki * w + kj;
+                        for r in 0..oh {
+                            row(row0 + img * p + r * ow, input + r * w);
                         }
                     }
                 }
-            },
+            }
+        }
+    }
+
+    /// [`Self::im2col`] of a dense window.
+    fn im2col_unpadded<T: MathElement>(&self, x: &[T], first: usize, count: usize, col: &mut [T]) {
+        let ow = self.ow;
+        cpu::vectorized(
+            #[inline(always)]
+            || self.for_each_dense_row(first, count, |at, from| copy_run(col, at, x, from, ow)),
         );
     }
 
     /// The inverse of [`Self::im2col`]: adds each column entry back onto
     /// the input pixel it was copied from (padding takes nothing).
     pub fn col2im_add<T: MathElement>(&self, col: &[T], first: usize, count: usize, dx: &mut [T]) {
-        if self.pad == [0, 0] && self.stride == [1, 1] && self.dilation == [1, 1] {
+        if self.is_dense() {
             return self.col2im_add_unpadded(col, first, count, dx);
         }
         self.for_each_run(first, count, |run| {
@@ -228,38 +238,15 @@ impl ConvGeometry {
         count: usize,
         dx: &mut [T],
     ) {
-        let Self {
-            h,
-            w,
-            oh,
-            ow,
-            kernel: [kh, kw],
-            channels_in: cin,
-            ..
-        } = *self;
-        let p = oh * ow;
-        let cols = count * p;
+        let ow = self.ow;
         cpu::vectorized(
             #[inline(always)]
             || {
-                for c in 0..cin {
-                    for ki in 0..kh {
-                        for kj in 0..kw {
-                            let row0 = ((c * kh + ki) * kw + kj) * cols;
-                            for img in 0..count {
-                                let to = ((first + img) * cin + c) * h * w + ki * w + kj;
-                                let from = row0 + img * p;
-                                for r in 0..oh {
-                                    let src = &col[from + r * ow..][..ow];
-                                    let dst = &mut dx[to + r * w..][..ow];
-                                    for (d, &v) in dst.iter_mut().zip(src) {
-                                        *d += v;
-                                    }
-                                }
-                            }
-                        }
+                self.for_each_dense_row(first, count, |from, to| {
+                    for (d, &v) in dx[to..][..ow].iter_mut().zip(&col[from..][..ow]) {
+                        *d += v;
                     }
-                }
+                })
             },
         );
     }
