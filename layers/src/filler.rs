@@ -39,9 +39,12 @@ pub fn constant(blob: &Blob<f32>, value: f32) -> Result<(), BlobError> {
 
 /// Fills `blob` as a Caffe `FillerParameter` says (Caffe's
 /// `GetFiller`): `constant` (value), `uniform` (min, max), `gaussian`
-/// (mean, std), `xavier` and `msra` (with `variance_norm`), for `f32` and
-/// `f64`, from the calling thread's generator. Any other type, and a
-/// sparse gaussian, is an error naming it.
+/// (mean, std, and `sparse`: each weight kept with probability
+/// `sparse / num_outputs`), `positive_unitball` (positive, each of the
+/// `shape[0]` rows summing to 1), `xavier` and `msra` (with
+/// `variance_norm`), `bilinear` (a deconvolution's upsampling kernel),
+/// for `f32` and `f64`, from the calling thread's generator. Any other
+/// type is an error naming it.
 ///
 /// ```
 /// use blob_proto::{ParamMessage, ParamValue, schema};
@@ -52,6 +55,12 @@ pub fn constant(blob: &Blob<f32>, value: f32) -> Result<(), BlobError> {
 /// let w = blob_runtime::Blob::<f64>::new(&[10, 4])?;
 /// blob_layers::filler::fill(&w, &param)?;
 /// assert!(w.cpu_data()?.iter().all(|v| v.abs() <= 0.5));
+///
+/// // Caffe's bilinear kernel for 2x upsampling (kernel 4).
+/// param.set("type", ParamValue::Str("bilinear".into()));
+/// let k = blob_runtime::Blob::<f32>::new(&[1, 1, 4, 4])?;
+/// blob_layers::filler::fill(&k, &param)?;
+/// assert_eq!(&k.cpu_data()?[..4], &[0.0625, 0.1875, 0.1875, 0.0625]);
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 pub fn fill<T: blob_runtime::MathElement>(
@@ -83,13 +92,51 @@ pub fn fill<T: blob_runtime::MathElement>(
             Ok(())
         }
         "uniform" => cpu::uniform(f("min"), f("max"), &mut data),
-        "gaussian" if param.int("sparse") >= 0 => {
-            return Err(bad(format!(
-                "a sparse gaussian filler (sparse: {}) is not supported",
-                param.int("sparse")
-            )));
+        "gaussian" => cpu::gaussian(f("mean"), f("std"), &mut data).and_then(|()| {
+            let sparse = param.int("sparse");
+            if sparse < 0 {
+                return Ok(());
+            }
+            // Caffe: each weight survives with probability sparse /
+            // num_outputs, num_outputs being the blob's first dim.
+            let keep = (sparse as f64 / num as f64).min(1.0);
+            let mut mask = vec![0u32; data.len()];
+            cpu::bernoulli(keep, &mut mask)?;
+            for (v, m) in data.iter_mut().zip(mask) {
+                if m == 0 {
+                    *v = T::ZERO;
+                }
+            }
+            Ok(())
+        }),
+        "positive_unitball" => cpu::uniform(T::ZERO, T::ONE, &mut data).map(|()| {
+            let row = (data.len() / num).max(1);
+            for r in data.chunks_mut(row) {
+                let sum = r.iter().fold(T::ZERO, |a, &v| a + v);
+                if sum > T::ZERO {
+                    r.iter_mut().for_each(|v| *v = *v / sum);
+                }
+            }
+        }),
+        "bilinear" => {
+            let shape = blob.shape();
+            if shape.len() != 4 || shape[2] != shape[3] {
+                return Err(bad(format!(
+                    "a bilinear filler needs a 4-axis blob with a square kernel, not {shape:?}"
+                )));
+            }
+            let k = shape[3];
+            let factor = k.div_ceil(2) as f64;
+            let center = (k as f64 - 1.0) / (2.0 * factor);
+            for (i, v) in data.iter_mut().enumerate() {
+                let x = (i % k) as f64;
+                let y = ((i / k) % k) as f64;
+                *v = T::from_f64(
+                    (1.0 - (x / factor - center).abs()) * (1.0 - (y / factor - center).abs()),
+                );
+            }
+            Ok(())
         }
-        "gaussian" => cpu::gaussian(f("mean"), f("std"), &mut data),
         "xavier" => {
             let scale = T::from_f64((3.0 / norm).sqrt());
             cpu::uniform(-scale, scale, &mut data)
@@ -97,7 +144,7 @@ pub fn fill<T: blob_runtime::MathElement>(
         "msra" => cpu::gaussian(T::ZERO, T::from_f64((2.0 / norm).sqrt()), &mut data),
         other => {
             return Err(bad(format!(
-                "unknown filler type \"{other}\" (known: constant, uniform, gaussian, xavier, msra)"
+                "unknown filler type \"{other}\" (known: constant, uniform, gaussian, positive_unitball, xavier, msra, bilinear)"
             )));
         }
     };
