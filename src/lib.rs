@@ -68,7 +68,7 @@ pub struct ReadmeDoctests;
 /// The names most programs need: `use blobflow::prelude::*;`.
 pub mod prelude {
     pub use crate::blob;
-    pub use crate::typed::{Dim, Dyn, TypedBlob};
+    pub use crate::typed::{D, Dim, Dyn, TypedBlob};
     pub use blob_kernels::Real;
     pub use blob_runtime::{
         Blob, BlobError, CaffeModel, Element, Head, HostBuffer, MathElement, SyncedMemory,

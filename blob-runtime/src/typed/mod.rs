@@ -42,7 +42,10 @@ pub use twin::{
     Twin, Within, table,
 };
 
-/// typenum, re-exported for the counts `blob!` writes for named shapes.
+/// typenum, re-exported for the counts `blob!` writes for named shapes;
+/// hidden, as no user writes its types (its thousands of items would
+/// bury the crate's own in the docs).
+#[doc(hidden)]
 pub use typenum;
 
 /// Statically shaped blob types.
