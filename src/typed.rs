@@ -49,6 +49,74 @@
 //! # Ok::<(), blobflow::BlobError>(())
 //! ```
 //!
+//! ## Nets, wired by construction
+//!
+//! A net is declared with a [`NetSpec`](crate::layers::typed_net::NetSpec):
+//! each input and each layer added gives back a typed handle
+//! ([`Top`](crate::layers::typed_net::Top)) on its blob, and a layer
+//! takes the handles of its bottoms, so (bottom, top) pairs are never
+//! written, a layer cannot read its own output, and backward runs in the
+//! reverse order by itself. The compiler computes each output shape from
+//! the bottoms' (convolution and pooling arithmetic, Concat's channels
+//! adding up) and refuses what cannot be wired. What comes out is Caffe's
+//! `Net` of run-time layers, the one a `.prototxt` builds: named blobs,
+//! parameters with the `lr_mult`/`decay_mult` declared beside the layer,
+//! the solvers, `.caffemodel`s by layer name, reshaping, devices.
+//!
+//! A handle passed by value lets a layer that can run in place (ReLU,
+//! Dropout, BatchNorm, Scale) write over the blob, as Caffe's prototxts
+//! do; a clone of the handle keeps the blob readable by another layer (a
+//! branch), and the layer then writes a blob of its own.
+//!
+//! ```
+//! use blobflow::layers::net::{NetState, Phase};
+//! use blobflow::layers::typed_net::*;
+//! use blobflow::blob;
+//!
+//! blob!(pub shape Images = _, 3, 32, 32);
+//! blob!(pub shape Classes = _);
+//!
+//! // cifar10_quick, with a PReLU where Caffe has relu1.
+//! let mut n = NetSpec::<f32>::new("CIFAR10_quick");
+//! let data = n.input::<Images>("data");
+//! let label = n.input::<Classes>("label");
+//! let gauss = |std| Filler::gaussian(0.0, std);
+//! let (w, b) = (Mult::new(1.0, 1.0), Mult::new(2.0, 0.0));
+//! let x = n.add("conv1", &data, Conv::<32, 5, 1, 2>::new().mults(w, b).weight_filler(gauss(1e-4)));
+//! let x = n.add("pool1", &x, Pool::<3, 2>::max());
+//! let x = n.add("prelu1", x, PReLU::new());
+//! let x = n.add("conv2", &x, Conv::<32, 5, 1, 2>::new().weight_filler(gauss(0.01)));
+//! let x = n.add("relu2", x, Neuron::relu());
+//! let x = n.add("pool2", &x, Pool::<3, 2>::ave());
+//! let x = n.add("conv3", &x, Conv::<64, 5, 1, 2>::new().weight_filler(gauss(0.01)));
+//! let x = n.add("relu3", x, Neuron::relu());
+//! let x = n.add("pool3", &x, Pool::<3, 2>::ave());
+//! let x = n.add("ip1", &x, Fc::<64>::new().weight_filler(gauss(0.1)));
+//! let scores = n.add("ip2", &x, Fc::<10>::new().weight_filler(gauss(0.1)));
+//! n.add_in(Phase::Test, "accuracy", (&scores, &label), Accuracy::top(1));
+//! let loss = n.add("loss", (&scores, &label), SoftmaxLoss::new());
+//!
+//! let mut net = n.batch(4).build(NetState::train())?;
+//! net.forward()?;
+//! net.backward()?; // the diffs of every parameter, for a solver's step
+//! assert_eq!(net.blob("pool3").unwrap().shape(), &[4, 64, 4, 4]);
+//! assert_eq!(loss.blob(&net)?.count(), 1);
+//! // One spec serves any batch: reshape the inputs and the net follows.
+//! net.blob_mut("data").unwrap().reshape(&[1, 3, 32, 32])?;
+//! net.blob_mut("label").unwrap().reshape(&[1])?;
+//! net.reshape()?;
+//! assert_eq!(scores.blob(&net)?.shape(), &[1, 10]);
+//! # Ok::<(), blobflow::BlobError>(())
+//! ```
+//!
+//! Shapes are compared by their dims: a handle takes a declared name of
+//! the same dims with `top.named::<Conv2Out>()`. Your own layer type gets
+//! a [`LayerSpec`](crate::layers::typed_net::LayerSpec) (its Caffe type,
+//! output shape and fields) and a constructor in a `LayerRegistry` passed
+//! to `build_with`. Repeated blocks (a ResNet bottleneck, an inception
+//! module) are a `macro_rules!` that adds their layers:
+//! `tests/typed_models.rs` declares ResNet-50 and GoogLeNet so.
+//!
 //! ## Layers
 //!
 //! Caffe's layers (`blobflow::layers`) are typed the same way: a layer's
@@ -224,6 +292,13 @@
 //! | Pooled maps into an inner product of another K | `` error[E0277]: layer InnerProduct<f32, Small, 500> reads Small, but is fed Pool2Out `` |  | `layer_pool_into_wrong_k` |
 //! | A layer on f64 fed f32 | `` error[E0277]: layer Activation<f64, Hidden, Rectify> works on f64 blobs, but is fed f32 blobs `` |  | `layer_f64_fed_f32` |
 //! | A user's own layer fed the wrong shape | `` error[E0277]: layer Double reads Hidden, but is fed Logits `` |  | `layer_user_defined_fed_wrong` |
+//! | A residual branch that ends in other channels than its shortcut | `` error[E0277]: Eltwise combines blobs of one shape, but is given Features and (Dyn, D<128>, D<56>, D<56>) `` | `` shapes differ `` | `net_residual_branch` |
+//! | An Eltwise of two declared shapes | `` error[E0277]: Eltwise combines blobs of one shape, but is given Wide and Narrow `` | `` shapes differ `` | `net_eltwise_shapes` |
+//! | A Concat whose parts differ outside the channel axis | `` error[E0277]: Concat joins (Dyn, D<64>, D<28>, D<28>) and (Dyn, D<192>, D<14>, D<14>) on the channel axis, but they differ on another axis `` | `` shapes differ outside the channel axis `` | `net_concat_parts` |
+//! | One-hot labels to SoftmaxWithLoss | `` error[E0277]: labels OneHot do not fit scores (Dyn, D<10>) `` | `` not the labels of these scores `` | `net_labels_one_hot` |
+//! | A convolution declared on a flat (N, 500) blob | `` error[E0277]: a convolution with kernel 3, stride 1 and pad 0 cannot take Hidden `` | `` needs (N, C, H, W) with static H and W of at least the kernel `` | `net_conv_on_vector` |
+//! | A Slice that would leave no channels | `` error[E0277]: Slice cannot split Maps at channel 8 `` | `` no such split `` | `net_slice_past_the_channels` |
+//! | A layer fed its own output (its handle does not exist yet) | `` error[E0425]: cannot find value `conv` in this scope `` | `` not found in this scope `` | `net_fed_its_own_output` |
 //! | A blob type where a layer wants a shape | `` error[E0277]: TypedBlob<f32, (Dyn, D<8>)> is not a shape `` |  | `layer_shape_is_a_blob_type` |
 //!
 //! Anonymous shapes have a count at compile time when each dim is at most

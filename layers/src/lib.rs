@@ -84,6 +84,7 @@ mod slice;
 mod softmax;
 pub mod solver;
 mod split;
+pub mod typed_net;
 
 /// The CUDA sources of the layers, for the checks that hold each launcher
 /// against the PTX NVRTC compiles (feature `cuda`).

@@ -1,0 +1,734 @@
+//! The built-in layers as a typed net declares them: each one's Caffe
+//! type, output shape (computed from its bottoms' at compile time) and
+//! parameter fields.
+
+use std::fmt::Write as _;
+
+use blob_runtime::typed::{
+    D, DimAdd, DimSub, FlattenDims, Minus, Plus, Rank2, Rank4, SameAs, Shape,
+};
+
+use super::{Filler, Four, LayerFields, LayerSpec, Mult, One, Three, Two};
+use crate::shapes::{AtLeast, ConvOut, ConvShape, InnerProductInput, InnerProductOut, PoolShape};
+
+/// What a layer with weights and a bias declares beside them.
+#[derive(Clone, Debug, Default)]
+struct Learned {
+    weight_filler: Option<Filler>,
+    bias_filler: Option<Filler>,
+    mults: Vec<Mult>,
+    bias_term: Option<bool>,
+}
+
+impl Learned {
+    fn write_params(&self, text: &mut String) {
+        for m in &self.mults {
+            let _ = write!(text, "{m} ");
+        }
+    }
+
+    fn write_inner(&self, text: &mut String) {
+        if let Some(b) = self.bias_term {
+            let _ = write!(text, " bias_term: {b}");
+        }
+        if let Some(f) = &self.weight_filler {
+            let _ = write!(text, " weight_filler {{ {f} }}");
+        }
+        if let Some(f) = &self.bias_filler {
+            let _ = write!(text, " bias_filler {{ {f} }}");
+        }
+    }
+}
+
+/// The builder methods of a layer with weights and a bias.
+macro_rules! learned_methods {
+    () => {
+        /// Caffe's `weight_filler`.
+        pub fn weight_filler(mut self, filler: Filler) -> Self {
+            self.learned.weight_filler = Some(filler);
+            self
+        }
+        /// Caffe's `bias_filler`.
+        pub fn bias_filler(mut self, filler: Filler) -> Self {
+            self.learned.bias_filler = Some(filler);
+            self
+        }
+        /// The `lr_mult`/`decay_mult` of the weights and of the bias
+        /// (Caffe's two `param { }` fields).
+        pub fn mults(mut self, weights: Mult, bias: Mult) -> Self {
+            self.learned.mults = vec![weights, bias];
+            self
+        }
+        /// Caffe's `bias_term`: `false` for a layer without a bias (as
+        /// ResNet's convolutions).
+        pub fn bias_term(mut self, bias: bool) -> Self {
+            self.learned.bias_term = Some(bias);
+            self
+        }
+    };
+}
+
+/// Caffe `Convolution` with `COUT` outputs, a `K` x `K` kernel, stride `S`
+/// and pad `P`: `(N, C, H, W)` to `(N, COUT, (H + 2P - K) / S + 1, ...)`.
+///
+/// ```
+/// use blob_layers::typed_net::*;
+/// blob_runtime::blob!(pub shape Image = _, 3, 32, 32);
+/// let mut n = NetSpec::<f32>::new("n");
+/// let x = n.input::<Image>("x");
+/// let y = n.add("conv1", &x, Conv::<32, 5, 1, 2>::new().weight_filler(Filler::gaussian(0.0, 1e-4)));
+/// let y: Top<(Dyn, D<32>, D<32>, D<32>)> = y;
+/// # let _ = y;
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Conv<const COUT: usize, const K: usize, const S: usize = 1, const P: usize = 0> {
+    learned: Learned,
+    group: Option<usize>,
+}
+
+impl<const COUT: usize, const K: usize, const S: usize, const P: usize> Conv<COUT, K, S, P> {
+    /// The layer with Caffe's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    learned_methods!();
+    /// Caffe's `group`: channels split in `group` independent
+    /// convolutions (both channel counts must divide by it, checked when
+    /// the net is built).
+    pub fn group(mut self, group: usize) -> Self {
+        self.group = Some(group);
+        self
+    }
+}
+
+impl<const COUT: usize, const K: usize, const S: usize, const P: usize> LayerFields
+    for Conv<COUT, K, S, P>
+{
+    fn type_name(&self) -> &str {
+        "Convolution"
+    }
+    fn write_fields(&self, text: &mut String) {
+        self.learned.write_params(text);
+        let _ = write!(
+            text,
+            "convolution_param {{ num_output: {COUT} kernel_size: {K} stride: {S} pad: {P}"
+        );
+        if let Some(g) = self.group {
+            let _ = write!(text, " group: {g}");
+        }
+        self.learned.write_inner(text);
+        text.push_str(" }");
+    }
+}
+
+impl<X, const COUT: usize, const K: usize, const S: usize, const P: usize> LayerSpec<One<X>>
+    for Conv<COUT, K, S, P>
+where
+    X: ConvShape<COUT, K, S, P>,
+{
+    type Out = ConvOut<X, COUT, K, S, P>;
+}
+
+/// Caffe `InnerProduct` (fully connected) with `N` outputs: `(B, ...)` flattened to
+/// `(B, K)`, to `(B, N)`.
+#[derive(Clone, Debug, Default)]
+pub struct Fc<const N: usize> {
+    learned: Learned,
+}
+
+impl<const N: usize> Fc<N> {
+    /// The layer with Caffe's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    learned_methods!();
+}
+
+impl<const N: usize> LayerFields for Fc<N> {
+    fn type_name(&self) -> &str {
+        "InnerProduct"
+    }
+    fn write_fields(&self, text: &mut String) {
+        self.learned.write_params(text);
+        let _ = write!(text, "inner_product_param {{ num_output: {N}");
+        self.learned.write_inner(text);
+        text.push_str(" }");
+    }
+}
+
+impl<X: InnerProductInput, const N: usize> LayerSpec<One<X>> for Fc<N> {
+    type Out = InnerProductOut<X, N>;
+}
+
+fn pool_method(max: bool) -> &'static str {
+    if max { "MAX" } else { "AVE" }
+}
+
+/// Caffe `Pooling` over `K` x `K` windows at stride `S` with pad `P`,
+/// Caffe's ceil rule: `(N, C, H, W)` to
+/// `(N, C, ceil((H + 2P - K) / S) + 1, ...)` (one less where the last
+/// window would start in the padding, as Caffe).
+///
+/// ```
+/// use blob_layers::typed_net::*;
+/// blob_runtime::blob!(pub shape Features = _, 192, 28, 28);
+/// let mut n = NetSpec::<f32>::new("n");
+/// let x = n.input::<Features>("x");
+/// let same: Top<(Dyn, D<192>, D<28>, D<28>)> = n.add("pool", &x, Pool::<3, 1, 1>::max());
+/// let half: Top<(Dyn, D<192>, D<14>, D<14>)> = n.add("pool2", &x, Pool::<3, 2>::max());
+/// # let _ = (same, half);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Pool<const K: usize, const S: usize, const P: usize = 0> {
+    max: bool,
+}
+
+impl<const K: usize, const S: usize, const P: usize> Pool<K, S, P> {
+    /// `pool: MAX`.
+    pub fn max() -> Self {
+        Self { max: true }
+    }
+    /// `pool: AVE`.
+    pub fn ave() -> Self {
+        Self { max: false }
+    }
+}
+
+impl<const K: usize, const S: usize, const P: usize> LayerFields for Pool<K, S, P> {
+    fn type_name(&self) -> &str {
+        "Pooling"
+    }
+    fn write_fields(&self, text: &mut String) {
+        let _ = write!(
+            text,
+            "pooling_param {{ pool: {} kernel_size: {K} stride: {S} pad: {P} }}",
+            pool_method(self.max)
+        );
+    }
+}
+
+impl<X, const K: usize, const S: usize, const P: usize> LayerSpec<One<X>> for Pool<K, S, P>
+where
+    X: PoolShape<K, S, P>,
+{
+    type Out = <X as PoolShape<K, S, P>>::Out;
+}
+
+/// Caffe `Pooling` with `global_pooling`: `(N, C, H, W)` to
+/// `(N, C, 1, 1)`.
+#[derive(Clone, Debug)]
+pub struct GlobalPool {
+    max: bool,
+}
+
+impl GlobalPool {
+    /// `pool: MAX`.
+    pub fn max() -> Self {
+        Self { max: true }
+    }
+    /// `pool: AVE`.
+    pub fn ave() -> Self {
+        Self { max: false }
+    }
+}
+
+impl LayerFields for GlobalPool {
+    fn type_name(&self) -> &str {
+        "Pooling"
+    }
+    fn write_fields(&self, text: &mut String) {
+        let _ = write!(
+            text,
+            "pooling_param {{ pool: {} global_pooling: true }}",
+            pool_method(self.max)
+        );
+    }
+}
+
+impl<X: Shape> LayerSpec<One<X>> for GlobalPool
+where
+    X::Dims: Rank4,
+{
+    type Out = (<X::Dims as Rank4>::A0, <X::Dims as Rank4>::A1, D<1>, D<1>);
+}
+
+/// A layer that keeps its input's shape, with its parameter fields.
+macro_rules! same_shape_layer {
+    ($(#[$doc:meta])* $name:ident, $type:literal, in_place: $in_place:literal,
+     |$self:ident, $text:ident| $write:block) => {
+        impl LayerFields for $name {
+            fn type_name(&self) -> &str {
+                $type
+            }
+            fn in_place(&self) -> bool {
+                $in_place
+            }
+            fn write_fields(&$self, $text: &mut String) $write
+        }
+
+        impl<X: Shape> LayerSpec<One<X>> for $name {
+            type Out = X;
+        }
+    };
+}
+
+/// Caffe's neuron layers without parameters to learn (`ReLU`, leaky
+/// `ReLU`, `Sigmoid`, `TanH`, `Dropout`): the shape is kept, and the
+/// layer runs in place when given its bottom by value.
+///
+/// ```
+/// use blob_layers::typed_net::*;
+/// blob_runtime::blob!(pub shape Hidden = _, 8);
+/// let mut n = NetSpec::<f32>::new("n");
+/// let x = n.input::<Hidden>("x");
+/// let y = n.add("relu", x, Neuron::relu());
+/// let y = n.add("drop", y, Neuron::dropout(0.5));
+/// assert_eq!(y.name(), "x"); // both in place
+/// ```
+#[derive(Clone, Debug)]
+pub struct Neuron {
+    type_name: &'static str,
+    fields: String,
+}
+
+impl Neuron {
+    fn of(type_name: &'static str, fields: String) -> Self {
+        Self { type_name, fields }
+    }
+    /// Caffe `ReLU`: `max(x, 0)`.
+    pub fn relu() -> Self {
+        Self::of("ReLU", String::new())
+    }
+    /// Caffe `ReLU` with `negative_slope`: `x < 0` maps to `slope * x`.
+    pub fn leaky_relu(slope: f64) -> Self {
+        Self::of("ReLU", format!("relu_param {{ negative_slope: {slope} }}"))
+    }
+    /// Caffe `Sigmoid`.
+    pub fn sigmoid() -> Self {
+        Self::of("Sigmoid", String::new())
+    }
+    /// Caffe `TanH`.
+    pub fn tanh() -> Self {
+        Self::of("TanH", String::new())
+    }
+    /// Caffe `Dropout`: drops a `ratio` of the values in training.
+    pub fn dropout(ratio: f64) -> Self {
+        Self::of(
+            "Dropout",
+            format!("dropout_param {{ dropout_ratio: {ratio} }}"),
+        )
+    }
+}
+
+impl LayerFields for Neuron {
+    fn type_name(&self) -> &str {
+        self.type_name
+    }
+    fn in_place(&self) -> bool {
+        true
+    }
+    fn write_fields(&self, text: &mut String) {
+        text.push_str(&self.fields);
+    }
+}
+
+impl<X: Shape> LayerSpec<One<X>> for Neuron {
+    type Out = X;
+}
+
+/// Caffe `PReLU`: a learned slope for negatives, per channel or shared.
+#[derive(Clone, Debug, Default)]
+pub struct PReLU {
+    channel_shared: bool,
+    filler: Option<Filler>,
+}
+
+impl PReLU {
+    /// One slope per channel, Caffe's default start (0.25).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// One slope for every channel.
+    pub fn channel_shared(mut self) -> Self {
+        self.channel_shared = true;
+        self
+    }
+    /// How the slopes start.
+    pub fn filler(mut self, filler: Filler) -> Self {
+        self.filler = Some(filler);
+        self
+    }
+}
+
+same_shape_layer!(PReLU, "PReLU", in_place: false, |self, text| {
+    let _ = write!(text, "prelu_param {{ channel_shared: {}", self.channel_shared);
+    if let Some(f) = &self.filler {
+        let _ = write!(text, " filler {{ {f} }}");
+    }
+    text.push_str(" }");
+});
+
+/// Caffe `LRN` across channels (or within a channel).
+#[derive(Clone, Debug)]
+pub struct LRN {
+    local_size: usize,
+    alpha: f64,
+    beta: f64,
+    within_channel: bool,
+}
+
+impl LRN {
+    /// `ACROSS_CHANNELS` with `local_size`, `alpha`, `beta`.
+    pub fn across_channels(local_size: usize, alpha: f64, beta: f64) -> Self {
+        Self {
+            local_size,
+            alpha,
+            beta,
+            within_channel: false,
+        }
+    }
+    /// `WITHIN_CHANNEL` with `local_size`, `alpha`, `beta`.
+    pub fn within_channel(local_size: usize, alpha: f64, beta: f64) -> Self {
+        Self {
+            within_channel: true,
+            ..Self::across_channels(local_size, alpha, beta)
+        }
+    }
+}
+
+same_shape_layer!(LRN, "LRN", in_place: false, |self, text| {
+    let region = if self.within_channel {
+        "WITHIN_CHANNEL"
+    } else {
+        "ACROSS_CHANNELS"
+    };
+    let _ = write!(
+        text,
+        "lrn_param {{ local_size: {} alpha: {} beta: {} norm_region: {region} }}",
+        self.local_size, self.alpha, self.beta
+    );
+});
+
+/// Caffe `Softmax` over the channel axis: class probabilities (the
+/// `prob` of deploy nets).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Prob;
+same_shape_layer!(Prob, "Softmax", in_place: false, |self, _text| {});
+
+/// Caffe `BatchNorm`: batch statistics in training, the moving averages
+/// in test (or always, with `use_global_stats`); in place when given its
+/// bottom by value.
+#[derive(Clone, Debug, Default)]
+pub struct BatchNorm {
+    use_global_stats: Option<bool>,
+    eps: Option<f64>,
+}
+
+impl BatchNorm {
+    /// Caffe's defaults (statistics follow the phase, `eps` 1e-5).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Caffe's `use_global_stats`.
+    pub fn use_global_stats(mut self, global: bool) -> Self {
+        self.use_global_stats = Some(global);
+        self
+    }
+    /// Caffe's `eps`.
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.eps = Some(eps);
+        self
+    }
+}
+
+same_shape_layer!(BatchNorm, "BatchNorm", in_place: true, |self, text| {
+    text.push_str("batch_norm_param {");
+    if let Some(g) = self.use_global_stats {
+        let _ = write!(text, " use_global_stats: {g}");
+    }
+    if let Some(e) = self.eps {
+        let _ = write!(text, " eps: {e}");
+    }
+    text.push_str(" }");
+});
+
+/// Caffe `Scale` with one learned factor per channel (and a bias with
+/// [`Scale::with_bias`]); in place when given its bottom by value.
+#[derive(Clone, Debug, Default)]
+pub struct Scale {
+    bias_term: bool,
+}
+
+impl Scale {
+    /// Factors only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Factors and a bias per channel (`bias_term: true`), as ResNet's.
+    pub fn with_bias() -> Self {
+        Self { bias_term: true }
+    }
+}
+
+same_shape_layer!(Scale, "Scale", in_place: true, |self, text| {
+    let _ = write!(text, "scale_param {{ bias_term: {} }}", self.bias_term);
+});
+
+/// Caffe `Flatten`: `(N, ...)` to `(N, product of the rest)`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flatten;
+
+impl LayerFields for Flatten {
+    fn type_name(&self) -> &str {
+        "Flatten"
+    }
+    fn write_fields(&self, _text: &mut String) {}
+}
+
+impl<X: blob_runtime::typed::Flatten> LayerSpec<One<X>> for Flatten
+where
+    X::Dims: FlattenDims,
+{
+    type Out = blob_runtime::typed::Flat<X>;
+}
+
+/// `Self` and `Other` can be combined element by element: one shape.
+#[diagnostic::on_unimplemented(
+    message = "Eltwise combines blobs of one shape, but is given {Other} and {Self}",
+    label = "shapes differ",
+    note = "each bottom of an Eltwise must have the same dims: a residual branch must end in the shape it started from"
+)]
+pub trait EltwiseOperand<Other: Shape>: Shape {}
+
+#[diagnostic::do_not_recommend]
+impl<X: Shape, Y: Shape> EltwiseOperand<Y> for X where Y::Dims: SameAs<X::Dims> {}
+
+/// Caffe `Eltwise`: `SUM` (with coefficients), `PROD` or `MAX` of blobs
+/// of one shape.
+#[derive(Clone, Debug)]
+pub struct Eltwise {
+    op: &'static str,
+    coeffs: Vec<f64>,
+}
+
+impl Eltwise {
+    /// `operation: SUM`.
+    pub fn sum() -> Self {
+        Self {
+            op: "SUM",
+            coeffs: Vec::new(),
+        }
+    }
+    /// `SUM` with one coefficient per bottom (`coeff`).
+    pub fn weighted_sum(coeffs: &[f64]) -> Self {
+        Self {
+            op: "SUM",
+            coeffs: coeffs.to_vec(),
+        }
+    }
+    /// `operation: PROD`.
+    pub fn prod() -> Self {
+        Self {
+            op: "PROD",
+            coeffs: Vec::new(),
+        }
+    }
+    /// `operation: MAX`.
+    pub fn max() -> Self {
+        Self {
+            op: "MAX",
+            coeffs: Vec::new(),
+        }
+    }
+    fn write(&self, text: &mut String) {
+        let _ = write!(text, "eltwise_param {{ operation: {}", self.op);
+        for c in &self.coeffs {
+            let _ = write!(text, " coeff: {c}");
+        }
+        text.push_str(" }");
+    }
+}
+
+impl LayerFields for Eltwise {
+    fn type_name(&self) -> &str {
+        "Eltwise"
+    }
+    fn write_fields(&self, text: &mut String) {
+        self.write(text);
+    }
+}
+
+impl<X: Shape, Y: EltwiseOperand<X>> LayerSpec<Two<X, Y>> for Eltwise {
+    type Out = X;
+}
+
+impl<X: Shape, Y: EltwiseOperand<X>, Z: EltwiseOperand<X>> LayerSpec<Three<X, Y, Z>> for Eltwise {
+    type Out = X;
+}
+
+/// `Self` and `Other`, `(N, C, H, W)` each, can be joined on the channel
+/// axis: equal outside it.
+#[diagnostic::on_unimplemented(
+    message = "Concat joins {Self} and {Other} on the channel axis, but they differ on another axis",
+    label = "shapes differ outside the channel axis",
+    note = "Concat (axis 1) needs (N, C, H, W) bottoms with the same N, H and W"
+)]
+pub trait ConcatChannels<Other: Shape>: Shape {
+    /// The joined shape, channels added.
+    type Out: Shape;
+}
+
+type BatchOf<X> = <<X as Shape>::Dims as Rank4>::A0;
+type ChannelsOf<X> = <<X as Shape>::Dims as Rank4>::A1;
+type HeightOf<X> = <<X as Shape>::Dims as Rank4>::A2;
+type WidthOf<X> = <<X as Shape>::Dims as Rank4>::A3;
+
+#[diagnostic::do_not_recommend]
+impl<X: Shape, Y: Shape> ConcatChannels<Y> for X
+where
+    X::Dims: Rank4,
+    Y::Dims: Rank4,
+    BatchOf<Y>: SameAs<BatchOf<X>>,
+    HeightOf<Y>: SameAs<HeightOf<X>>,
+    WidthOf<Y>: SameAs<WidthOf<X>>,
+    ChannelsOf<X>: DimAdd<ChannelsOf<Y>>,
+{
+    type Out = (
+        BatchOf<X>,
+        Plus<ChannelsOf<X>, ChannelsOf<Y>>,
+        HeightOf<X>,
+        WidthOf<X>,
+    );
+}
+
+/// Caffe `Concat` on the channel axis (axis 1), of two to four bottoms:
+/// the channels add up at compile time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Concat;
+
+impl LayerFields for Concat {
+    fn type_name(&self) -> &str {
+        "Concat"
+    }
+    fn write_fields(&self, _text: &mut String) {}
+}
+
+impl<X: ConcatChannels<Y>, Y: Shape> LayerSpec<Two<X, Y>> for Concat {
+    type Out = <X as ConcatChannels<Y>>::Out;
+}
+
+impl<X, Y: Shape, Z: Shape> LayerSpec<Three<X, Y, Z>> for Concat
+where
+    X: ConcatChannels<Y>,
+    <X as ConcatChannels<Y>>::Out: ConcatChannels<Z>,
+{
+    type Out = <<X as ConcatChannels<Y>>::Out as ConcatChannels<Z>>::Out;
+}
+
+type Joined3<X, Y, Z> = <<X as ConcatChannels<Y>>::Out as ConcatChannels<Z>>::Out;
+
+impl<X, Y: Shape, Z: Shape, V: Shape> LayerSpec<Four<X, Y, Z, V>> for Concat
+where
+    X: ConcatChannels<Y>,
+    <X as ConcatChannels<Y>>::Out: ConcatChannels<Z>,
+    Joined3<X, Y, Z>: ConcatChannels<V>,
+{
+    type Out = <Joined3<X, Y, Z> as ConcatChannels<V>>::Out;
+}
+
+/// `Self`, `(N, C, H, W)`, splits at channel `POINT` (Caffe `Slice` on
+/// axis 1): `0 < POINT < C`.
+#[diagnostic::on_unimplemented(
+    message = "Slice cannot split {Self} at channel {POINT}",
+    label = "no such split",
+    note = "Slice (axis 1) needs (N, C, H, W) with 0 < POINT < C, C static"
+)]
+pub trait SliceChannels<const POINT: usize>: Shape {
+    /// `(N, POINT, H, W)`.
+    type First: Shape;
+    /// `(N, C - POINT, H, W)`.
+    type Rest: Shape;
+}
+
+#[diagnostic::do_not_recommend]
+impl<X: Shape, const POINT: usize> SliceChannels<POINT> for X
+where
+    X::Dims: Rank4,
+    ChannelsOf<X>: DimSub<D<POINT>>,
+    Minus<ChannelsOf<X>, D<POINT>>: AtLeast<D<1>, Bit = D<1>>,
+    D<POINT>: AtLeast<D<1>, Bit = D<1>>,
+{
+    type First = (BatchOf<X>, D<POINT>, HeightOf<X>, WidthOf<X>);
+    type Rest = (
+        BatchOf<X>,
+        Minus<ChannelsOf<X>, D<POINT>>,
+        HeightOf<X>,
+        WidthOf<X>,
+    );
+}
+
+/// `Self` holds the labels of scores `X`: `(N,)`, one class index per
+/// item of scores `(N, C)`.
+#[diagnostic::on_unimplemented(
+    message = "labels {Self} do not fit scores {Scores}",
+    label = "not the labels of these scores",
+    note = "Caffe's labels are one class index per item: (N,) for scores (N, C), not one-hot (N, C)"
+)]
+pub trait LabelsFor<Scores: Shape>: Shape {}
+
+#[diagnostic::do_not_recommend]
+impl<L: Shape, X: Shape> LabelsFor<X> for L
+where
+    X::Dims: Rank2,
+    L::Dims: SameAs<(<X::Dims as Rank2>::A0,)>,
+{
+}
+
+/// Caffe `SoftmaxWithLoss` of scores `(N, C)` and labels `(N,)`: a loss
+/// (weight 1), a scalar top.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SoftmaxLoss;
+
+impl SoftmaxLoss {
+    /// The layer.
+    pub fn new() -> Self {
+        Self
+    }
+}
+
+impl LayerFields for SoftmaxLoss {
+    fn type_name(&self) -> &str {
+        "SoftmaxWithLoss"
+    }
+    fn write_fields(&self, _text: &mut String) {}
+}
+
+impl<X: Shape, L: LabelsFor<X>> LayerSpec<Two<X, L>> for SoftmaxLoss {
+    type Out = ();
+}
+
+/// Caffe `Accuracy` of scores `(N, C)` against labels `(N,)` (`top_k`).
+#[derive(Clone, Copy, Debug)]
+pub struct Accuracy {
+    top_k: usize,
+}
+
+impl Accuracy {
+    /// The share of items whose label is among the `k` best scores.
+    pub fn top(k: usize) -> Self {
+        Self { top_k: k }
+    }
+}
+
+impl LayerFields for Accuracy {
+    fn type_name(&self) -> &str {
+        "Accuracy"
+    }
+    fn write_fields(&self, text: &mut String) {
+        let _ = write!(text, "accuracy_param {{ top_k: {} }}", self.top_k);
+    }
+}
+
+impl<X: Shape, L: LabelsFor<X>> LayerSpec<Two<X, L>> for Accuracy {
+    type Out = ();
+}

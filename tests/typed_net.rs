@@ -1,0 +1,309 @@
+//! Typed nets declared in Rust build the same `Net` as Caffe's prototxts:
+//! LeNet with Caffe's trained weights classifies the shipped digits as
+//! the prototxt does, bit for bit; cifar10_quick, declared typed with a
+//! PReLU, trains with Caffe's solver and survives a save and load; the
+//! mistakes only a run can see are errors naming the layer or blob.
+
+use blobflow::CaffeModel;
+use blobflow::layers::net::{Net, NetState, Phase};
+use blobflow::layers::solver::SgdSolver;
+use blobflow::layers::typed_net::*;
+use blobflow::prelude::*;
+
+#[path = "support/digits.rs"]
+mod digits;
+
+use digits::{digits, root};
+
+blob!(pub shape Digits = _, 1, 28, 28);
+blob!(pub shape Images = _, 3, 32, 32);
+blob!(pub shape Classes = _);
+
+/// Caffe's `lenet.prototxt` (deploy), declared typed: the same layer and
+/// blob names, so a `.caffemodel` loads by name.
+fn lenet(batch: usize) -> (NetSpec<f32>, Top<(Dyn, D<10>)>) {
+    let mut n = NetSpec::<f32>::new("LeNet");
+    let data = n.input::<Digits>("data");
+    let x = n.add("conv1", &data, Conv::<20, 5>::new());
+    let x = n.add("pool1", &x, Pool::<2, 2>::max());
+    let x = n.add("conv2", &x, Conv::<50, 5>::new());
+    let x = n.add("pool2", &x, Pool::<2, 2>::max());
+    let x = n.add("ip1", &x, Fc::<500>::new());
+    let x = n.add("relu1", x, Neuron::relu());
+    let x = n.add("ip2", &x, Fc::<10>::new());
+    let prob = n.add("prob", &x, Prob);
+    n.batch(batch);
+    (n, prob)
+}
+
+#[test]
+fn typed_lenet_gives_the_prototxts_probabilities_bit_for_bit() {
+    let model = CaffeModel::open(root().join("models/lenet/lenet_iter_10000.caffemodel")).unwrap();
+    let batch = 100;
+    let (spec, prob) = lenet(batch);
+    let mut typed = spec.build(NetState::test()).unwrap();
+    let report = typed.copy_from(&model).unwrap();
+    assert_eq!(report.copied, ["conv1", "conv2", "ip1", "ip2"]);
+    let mut from_file = Net::<f32>::builder()
+        .input_shape("data", &[batch, 1, 28, 28])
+        .from_file(root().join("models/lenet/lenet.prototxt"))
+        .unwrap();
+    from_file.copy_from(&model).unwrap();
+    // In place as the prototxt: relu1 writes over ip1.
+    assert_eq!(typed.layer_tops("relu1").unwrap(), ["ip1"]);
+    assert_eq!(typed.blob_names(), from_file.blob_names());
+
+    let data = digits();
+    let mut wrong = Vec::new();
+    for start in (0..1000).step_by(batch) {
+        for net in [&mut typed, &mut from_file] {
+            data.scaled_into(
+                start,
+                0.00390625,
+                &mut net.blob("data").unwrap().mutable_cpu_data().unwrap(),
+            );
+            net.forward().unwrap();
+        }
+        let got = prob.blob(&typed).unwrap().to_vec().unwrap();
+        assert_eq!(got, from_file.blob("prob").unwrap().to_vec().unwrap());
+        for (j, row) in got.chunks_exact(10).enumerate() {
+            let best = (0..10).fold(0, |b, c| if row[c] > row[b] { c } else { b });
+            if best != usize::from(data.labels[start + j]) {
+                wrong.push(start + j);
+            }
+        }
+    }
+    // The digits the shipped model misses (tests/lenet.rs).
+    assert_eq!(wrong, [435, 939]);
+}
+
+/// cifar10_quick (Caffe's `examples/cifar10`), with a PReLU where Caffe
+/// has relu1, declared in the lines a user writes.
+fn cifar10_quick(batch: usize) -> NetSpec<f32> {
+    let (w, b) = (Mult::new(1.0, 1.0), Mult::new(2.0, 0.0));
+    let conv_filler = |std| Filler::gaussian(0.0, std);
+    let mut n = NetSpec::<f32>::new("CIFAR10_quick");
+    let data = n.input::<Images>("data");
+    let label = n.input::<Classes>("label");
+    let conv = Conv::<32, 5, 1, 2>::new().mults(w, b);
+    let x = n.add("conv1", &data, conv.weight_filler(conv_filler(1e-4)));
+    let x = n.add("pool1", &x, Pool::<3, 2>::max());
+    let x = n.add("prelu1", x, PReLU::new());
+    let x = n.add(
+        "conv2",
+        &x,
+        Conv::<32, 5, 1, 2>::new().weight_filler(conv_filler(0.01)),
+    );
+    let x = n.add("relu2", x, Neuron::relu());
+    let x = n.add("pool2", &x, Pool::<3, 2>::ave());
+    let x = n.add(
+        "conv3",
+        &x,
+        Conv::<64, 5, 1, 2>::new().weight_filler(conv_filler(0.01)),
+    );
+    let x = n.add("relu3", x, Neuron::relu());
+    let x = n.add("pool3", &x, Pool::<3, 2>::ave());
+    let ip = Fc::<64>::new().mults(w, b);
+    let x = n.add("ip1", &x, ip.weight_filler(Filler::gaussian(0.0, 0.1)));
+    let ip = Fc::<10>::new().mults(w, b);
+    let scores = n.add("ip2", &x, ip.weight_filler(Filler::gaussian(0.0, 0.1)));
+    n.add_in(Phase::Test, "accuracy", (&scores, &label), Accuracy::top(1));
+    n.add("loss", (&scores, &label), SoftmaxLoss::new());
+    n.batch(batch);
+    n
+}
+
+/// Two classes of 3 x 32 x 32 images a net can tell apart: bright on top
+/// or bright below, with noise.
+fn feed_halves(net: &Net<f32>, step: usize) {
+    let batch = net.blob("label").unwrap().count();
+    let mut images = net.blob("data").unwrap().mutable_cpu_data().unwrap();
+    let mut labels = net.blob("label").unwrap().mutable_cpu_data().unwrap();
+    let mut state = (step as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for (j, image) in images.chunks_exact_mut(3 * 32 * 32).enumerate() {
+        let class = (step + j) % 2;
+        labels[j] = class as f32;
+        for (i, v) in image.iter_mut().enumerate() {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let noise = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            let top = (i % 1024) < 512;
+            *v = if top == (class == 0) { 1.0 } else { 0.0 } + noise;
+        }
+    }
+    assert_eq!(batch, labels.len());
+}
+
+#[test]
+fn typed_cifar10_quick_with_a_prelu_trains_and_round_trips_its_weights() {
+    blobflow::kernels::cpu::set_seed(1701);
+    let spec = cifar10_quick(8);
+    let mut net = spec.build(NetState::train()).unwrap();
+    // The layers of the train net: accuracy is the test net's.
+    let layers: Vec<&str> = net.layer_names().collect();
+    assert!(!layers.contains(&"accuracy"), "{layers:?}");
+    assert_eq!(net.blob("pool3").unwrap().shape(), [8, 64, 4, 4]);
+    assert_eq!(net.layer_blobs("prelu1").unwrap()[0].shape(), [32]);
+    // The mults declared beside conv1 and ip1/ip2 reach the solver; the
+    // PReLU slope and conv2/conv3 take Caffe's defaults.
+    let lr: Vec<f32> = net.param_specs().iter().map(|s| s.lr_mult).collect();
+    assert_eq!(lr, [1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 1.0, 2.0]);
+
+    let mut solver = SgdSolver::lenet();
+    solver.base_lr = 0.01;
+    let mut losses = Vec::new();
+    for step in 0..60 {
+        feed_halves(&net, step);
+        net.clear_param_diffs().unwrap();
+        losses.push(net.forward().unwrap());
+        net.backward().unwrap();
+        solver.step(&net.param_blobs(), &net.param_specs()).unwrap();
+    }
+    let first: f32 = losses[..10].iter().sum::<f32>() / 10.0;
+    let last: f32 = losses[50..].iter().sum::<f32>() / 10.0;
+    assert!(last < 0.5 * first, "loss {first} -> {last}");
+
+    // The test net, its weights from a save and load of the train net's.
+    let model = CaffeModel::from_bytes(&net.to_model().unwrap().to_bytes().unwrap()).unwrap();
+    let mut test = spec.build(NetState::test()).unwrap();
+    test.copy_from(&model).unwrap();
+    let mut right = 0.0;
+    for step in 100..110 {
+        feed_halves(&test, step);
+        test.forward().unwrap();
+        right += test.blob("accuracy").unwrap().cpu_data().unwrap()[0];
+    }
+    assert!(right / 10.0 > 0.9, "test accuracy {}", right / 10.0);
+    feed_halves(&net, 200);
+    feed_halves(&test, 200);
+    net.forward().unwrap();
+    test.forward().unwrap();
+    assert_eq!(
+        net.blob("ip2").unwrap().to_vec().unwrap(),
+        test.blob("ip2").unwrap().to_vec().unwrap()
+    );
+}
+
+#[test]
+fn a_typed_net_takes_another_batch_at_run_time() {
+    let (spec, prob) = lenet(2);
+    let mut net = spec.build(NetState::test()).unwrap();
+    net.blob_mut("data")
+        .unwrap()
+        .reshape(&[5, 1, 28, 28])
+        .unwrap();
+    net.reshape().unwrap();
+    net.forward().unwrap();
+    assert_eq!(prob.blob(&net).unwrap().shape(), [5, 10]);
+}
+
+#[test]
+fn a_read_blob_is_not_overwritten_in_place() {
+    blob!(pub shape Row = _, 4);
+    let mut n = NetSpec::<f32>::new("fan-out");
+    let x = n.input::<Row>("x");
+    let shortcut = x.clone();
+    let relu = n.add("relu", x, Neuron::relu());
+    let sum = n.add("sum", (&shortcut, &relu), Eltwise::sum());
+    let net = n.batch(1).build(NetState::test()).unwrap();
+    assert_eq!(relu.name(), "relu");
+    net.blob("x")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&[-1.0, 2.0, -3.0, 4.0]);
+    let mut net = net;
+    net.forward().unwrap();
+    // x + relu(x), x unchanged by the ReLU.
+    assert_eq!(
+        sum.blob(&net).unwrap().to_vec().unwrap(),
+        [-1.0, 4.0, -3.0, 8.0]
+    );
+}
+
+#[test]
+fn what_only_a_run_can_see_is_an_error_naming_it() {
+    blob!(pub shape Row = _, 4);
+    let message = |spec: &NetSpec<f32>| spec.build(NetState::test()).err().unwrap().to_string();
+
+    let mut twice = NetSpec::<f32>::new("twice");
+    let x = twice.input::<Row>("x");
+    twice.add("a", &x, Neuron::relu());
+    twice.add("a", &x, Neuron::sigmoid());
+    twice.batch(1);
+    let err = message(&twice);
+    assert!(
+        err.contains("layer 'a'") && err.contains("declared already"),
+        "{err}"
+    );
+
+    let mut other = NetSpec::<f32>::new("other");
+    let foreign = other.input::<Row>("y");
+    let mut n = NetSpec::<f32>::new("n");
+    n.input::<Row>("x");
+    n.add("relu", &foreign, Neuron::relu());
+    n.batch(1);
+    let err = message(&n);
+    assert!(err.contains("'y' is a handle of another NetSpec"), "{err}");
+
+    let mut unbatched = NetSpec::<f32>::new("unbatched");
+    unbatched.input::<Row>("x");
+    let err = message(&unbatched);
+    assert!(
+        err.contains("input 'x'") && err.contains("NetSpec::batch"),
+        "{err}"
+    );
+
+    // A layer the registry does not know is Net's own error.
+    struct Unknown;
+    impl LayerFields for Unknown {
+        fn type_name(&self) -> &str {
+            "NoSuchLayer"
+        }
+        fn write_fields(&self, _: &mut String) {}
+    }
+    impl<X: blobflow::typed::Shape> LayerSpec<One<X>> for Unknown {
+        type Out = X;
+    }
+    let mut n = NetSpec::<f32>::new("n");
+    let x = n.input::<Row>("x");
+    n.add("mine", &x, Unknown);
+    let err = message(n.batch(1));
+    assert!(err.contains("Unknown layer type: NoSuchLayer"), "{err}");
+}
+
+#[test]
+fn names_with_quotes_survive_the_text() {
+    blob!(pub shape Row = _, 2);
+    let mut n = NetSpec::<f32>::new("q\"uo\\te");
+    let x = n.input::<Row>("in \"x\"");
+    let y = n.add("re\"lu", &x, Neuron::relu());
+    let net = n.batch(3).build(NetState::test()).unwrap();
+    assert_eq!(net.name(), "q\"uo\\te");
+    assert_eq!(y.blob(&net).unwrap().shape(), [3, 2]);
+    assert!(net.blob("in \"x\"").is_some());
+}
+
+#[test]
+fn a_slice_and_a_concat_give_the_blob_back() {
+    blob!(pub shape Maps = _, 5, 2, 2);
+    let mut n = NetSpec::<f32>::new("slice");
+    let x = n.input::<Maps>("x");
+    let (a, b) = n.slice::<2, _>("split", &x, ["first", "rest"]);
+    let a: Top<(Dyn, D<2>, D<2>, D<2>)> = a;
+    let b: Top<(Dyn, D<3>, D<2>, D<2>)> = b;
+    let joined: Top<Maps> = n.add("join", (&a, &b), Concat).named();
+    let mut net = n.batch(2).build(NetState::test()).unwrap();
+    let values: Vec<f32> = (0..40).map(|v| v as f32).collect();
+    net.blob("x")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&values);
+    net.forward().unwrap();
+    assert_eq!(a.blob(&net).unwrap().to_vec().unwrap()[..8], values[..8]);
+    assert_eq!(b.blob(&net).unwrap().to_vec().unwrap()[..12], values[8..20]);
+    assert_eq!(joined.blob(&net).unwrap().to_vec().unwrap(), values);
+    assert_eq!(net.layer_tops("split").unwrap(), ["first", "rest"]);
+}
