@@ -307,3 +307,102 @@ fn a_slice_and_a_concat_give_the_blob_back() {
     assert_eq!(joined.blob(&net).unwrap().to_vec().unwrap(), values);
     assert_eq!(net.layer_tops("split").unwrap(), ["first", "rest"]);
 }
+
+/// VGG16's classifier: fc6 reads (N, 512, 7, 7), K = 25088, above the
+/// 4096 of compile-time dim arithmetic; the output shape needs no K.
+#[test]
+fn vgg_fc6_is_typed_above_4096() {
+    blob!(pub shape Pool5 = _, 512, 7, 7);
+    let mut n = NetSpec::<f32>::new("VGG16 head");
+    let x = n.input::<Pool5>("pool5");
+    let x = n.add(
+        "fc6",
+        &x,
+        Fc::<4096>::new().weight_filler(Filler::gaussian(0.0, 0.005)),
+    );
+    let x = n.add("relu6", x, Neuron::relu());
+    let x = n.add("drop6", x, Neuron::dropout(0.5));
+    let x = n.add(
+        "fc7",
+        &x,
+        Fc::<4096>::new().weight_filler(Filler::gaussian(0.0, 0.005)),
+    );
+    let x = n.add("relu7", x, Neuron::relu());
+    let scores: Top<(Dyn, D<1000>)> = n.add("fc8", &x, Fc::<1000>::new());
+    let mut net = n.batch(1).build(NetState::test()).unwrap();
+    assert_eq!(net.layer_blobs("fc6").unwrap()[0].shape(), [4096, 25088]);
+    net.forward().unwrap();
+    assert_eq!(scores.blob(&net).unwrap().shape(), [1, 1000]);
+}
+
+/// Caffe's cifar10_full: LRN within channels after the first two
+/// poolings, the last layer's weights decayed 250 times harder.
+#[test]
+fn typed_cifar10_full_trains() {
+    blobflow::kernels::cpu::set_seed(11);
+    let g = |std| Filler::gaussian(0.0, std);
+    let lrn = || LRN::within_channel(3, 5e-5, 0.75);
+    let mut n = NetSpec::<f32>::new("CIFAR10_full");
+    let data = n.input::<Images>("data");
+    let label = n.input::<Classes>("label");
+    let x = n.add(
+        "conv1",
+        &data,
+        Conv::<32, 5, 1, 2>::new().weight_filler(g(1e-4)),
+    );
+    let x = n.add("pool1", &x, Pool::<3, 2>::max());
+    let x = n.add("relu1", x, Neuron::relu());
+    let x = n.add("norm1", &x, lrn());
+    let x = n.add(
+        "conv2",
+        &x,
+        Conv::<32, 5, 1, 2>::new().weight_filler(g(0.01)),
+    );
+    let x = n.add("relu2", x, Neuron::relu());
+    let x = n.add("pool2", &x, Pool::<3, 2>::ave());
+    let x = n.add("norm2", &x, lrn());
+    let x = n.add(
+        "conv3",
+        &x,
+        Conv::<64, 5, 1, 2>::new().weight_filler(g(0.01)),
+    );
+    let x = n.add("relu3", x, Neuron::relu());
+    let x = n.add("pool3", &x, Pool::<3, 2>::ave());
+    let fc = Fc::<10>::new().mults(Mult::new(1.0, 250.0), Mult::new(2.0, 0.0));
+    let scores = n.add("ip1", &x, fc.weight_filler(g(0.01)));
+    n.add("loss", (&scores, &label), SoftmaxLoss::new());
+    let mut net = n.batch(8).build(NetState::train()).unwrap();
+    assert_eq!(net.layer_type("norm1"), Some("LRN"));
+    let decay: Vec<f32> = net.param_specs().iter().map(|s| s.decay_mult).collect();
+    assert_eq!(decay[6..], [250.0, 0.0]);
+    let mut solver = SgdSolver::lenet();
+    solver.base_lr = 0.01;
+    let mut losses = Vec::new();
+    for step in 0..60 {
+        feed_halves(&net, step);
+        net.clear_param_diffs().unwrap();
+        losses.push(net.forward().unwrap());
+        net.backward().unwrap();
+        solver.step(&net.param_blobs(), &net.param_specs()).unwrap();
+    }
+    let first: f32 = losses[..10].iter().sum::<f32>() / 10.0;
+    let last: f32 = losses[50..].iter().sum::<f32>() / 10.0;
+    assert!(last < 0.5 * first, "loss {first} -> {last}");
+}
+
+/// Rectangular kernels, strides and pads per axis: the run-time layer
+/// computes the shape the type says.
+#[test]
+fn rectangular_convolutions_have_the_typed_shapes() {
+    blob!(pub shape Grid = _, 8, 17, 17);
+    let mut n = NetSpec::<f32>::new("factorized");
+    let x = n.input::<Grid>("x");
+    let y: Top<(Dyn, D<4>, D<17>, D<17>)> = n.add("1x7", &x, ConvHW::<4, 1, 7, 1, 1, 0, 3>::new());
+    let z: Top<(Dyn, D<6>, D<9>, D<17>)> =
+        n.add("3x1/2", &y, ConvHW::<6, 3, 1, 2, 1, 1, 0>::new().group(2));
+    let mut net = n.batch(2).build(NetState::test()).unwrap();
+    net.forward().unwrap();
+    assert_eq!(y.blob(&net).unwrap().shape(), [2, 4, 17, 17]);
+    assert_eq!(z.blob(&net).unwrap().shape(), [2, 6, 9, 17]);
+    assert_eq!(net.layer_blobs("3x1/2").unwrap()[0].shape(), [6, 2, 3, 1]);
+}

@@ -73,8 +73,9 @@ use crate::registry::LayerRegistry;
 
 pub use blob_runtime::typed::{D, Dyn};
 pub use specs::{
-    Accuracy, BatchNorm, Concat, ConcatChannels, Conv, Eltwise, EltwiseOperand, Fc, Flatten,
-    GlobalPool, LRN, LabelsFor, Neuron, PReLU, Pool, Prob, Scale, SliceChannels, SoftmaxLoss,
+    Accuracy, BatchNorm, Concat, ConcatChannels, Conv, ConvHW, Eltwise, EltwiseOperand, Fc,
+    FcInput, Flatten, GlobalPool, LRN, LabelsFor, Neuron, PReLU, Pool, Prob, Scale, SliceChannels,
+    SoftmaxLoss,
 };
 
 static NEXT_SPEC: AtomicU64 = AtomicU64::new(0);

@@ -5,11 +5,11 @@
 use std::fmt::Write as _;
 
 use blob_runtime::typed::{
-    D, DimAdd, DimSub, FlattenDims, Minus, Plus, Rank2, Rank4, SameAs, Shape,
+    D, Dim, DimAdd, DimSub, FlattenDims, Minus, Plus, Rank2, Rank4, SameAs, Shape,
 };
 
 use super::{Filler, Four, LayerFields, LayerSpec, Mult, One, Three, Two};
-use crate::shapes::{AtLeast, ConvOut, ConvShape, InnerProductInput, InnerProductOut, PoolShape};
+use crate::shapes::{AtLeast, ConvDim, ConvOut, ConvShape, PoolShape};
 
 /// What a layer with weights and a bias declares beside them.
 #[derive(Clone, Debug, Default)]
@@ -129,6 +129,108 @@ where
     type Out = ConvOut<X, COUT, K, S, P>;
 }
 
+/// Caffe `Convolution` with a rectangular kernel `KH` x `KW`, stride
+/// `SH`, `SW` and pad `PH`, `PW` per axis (Caffe's `kernel_h`/`kernel_w`,
+/// `stride_h`/`stride_w`, `pad_h`/`pad_w`), as Inception's 1x7 and 7x1.
+///
+/// ```
+/// use blob_layers::typed_net::*;
+/// blob_runtime::blob!(pub shape Grid = _, 8, 17, 17);
+/// let mut n = NetSpec::<f32>::new("n");
+/// let x = n.input::<Grid>("x");
+/// let y: Top<(Dyn, D<4>, D<17>, D<17>)> =
+///     n.add("1x7", &x, ConvHW::<4, 1, 7, 1, 1, 0, 3>::new());
+/// let z: Top<(Dyn, D<4>, D<9>, D<17>)> =
+///     n.add("3x1/2", &y, ConvHW::<4, 3, 1, 2, 1, 1, 0>::new());
+/// # let _ = z;
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ConvHW<
+    const COUT: usize,
+    const KH: usize,
+    const KW: usize,
+    const SH: usize = 1,
+    const SW: usize = 1,
+    const PH: usize = 0,
+    const PW: usize = 0,
+> {
+    learned: Learned,
+    group: Option<usize>,
+}
+
+impl<
+    const COUT: usize,
+    const KH: usize,
+    const KW: usize,
+    const SH: usize,
+    const SW: usize,
+    const PH: usize,
+    const PW: usize,
+> ConvHW<COUT, KH, KW, SH, SW, PH, PW>
+{
+    /// The layer with Caffe's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    learned_methods!();
+    /// Caffe's `group` (checked when the net is built).
+    pub fn group(mut self, group: usize) -> Self {
+        self.group = Some(group);
+        self
+    }
+}
+
+impl<
+    const COUT: usize,
+    const KH: usize,
+    const KW: usize,
+    const SH: usize,
+    const SW: usize,
+    const PH: usize,
+    const PW: usize,
+> LayerFields for ConvHW<COUT, KH, KW, SH, SW, PH, PW>
+{
+    fn type_name(&self) -> &str {
+        "Convolution"
+    }
+    fn write_fields(&self, text: &mut String) {
+        self.learned.write_params(text);
+        let _ = write!(
+            text,
+            "convolution_param {{ num_output: {COUT} kernel_h: {KH} kernel_w: {KW} \
+             stride_h: {SH} stride_w: {SW} pad_h: {PH} pad_w: {PW}"
+        );
+        if let Some(g) = self.group {
+            let _ = write!(text, " group: {g}");
+        }
+        self.learned.write_inner(text);
+        text.push_str(" }");
+    }
+}
+
+impl<
+    X: Shape,
+    const COUT: usize,
+    const KH: usize,
+    const KW: usize,
+    const SH: usize,
+    const SW: usize,
+    const PH: usize,
+    const PW: usize,
+> LayerSpec<One<X>> for ConvHW<COUT, KH, KW, SH, SW, PH, PW>
+where
+    X::Dims: Rank4,
+    HeightOf<X>: ConvDim<KH, SH, PH>,
+    WidthOf<X>: ConvDim<KW, SW, PW>,
+{
+    type Out = (
+        BatchOf<X>,
+        D<COUT>,
+        <HeightOf<X> as ConvDim<KH, SH, PH>>::Out,
+        <WidthOf<X> as ConvDim<KW, SW, PW>>::Out,
+    );
+}
+
 /// Caffe `InnerProduct` (fully connected) with `N` outputs: `(B, ...)` flattened to
 /// `(B, K)`, to `(B, N)`.
 #[derive(Clone, Debug, Default)]
@@ -156,12 +258,52 @@ impl<const N: usize> LayerFields for Fc<N> {
     }
 }
 
-impl<X: InnerProductInput, const N: usize> LayerSpec<One<X>> for Fc<N> {
-    type Out = InnerProductOut<X, N>;
+impl<X: FcInput, const N: usize> LayerSpec<One<X>> for Fc<N> {
+    type Out = (<X as FcInput>::Batch, D<N>);
 }
 
 fn pool_method(max: bool) -> &'static str {
     if max { "MAX" } else { "AVE" }
+}
+
+/// `Self` can feed an inner product: at least 2 axes, the first the
+/// batch. The product of the others (Caffe's K) is the weights' concern,
+/// checked when the net is built, so it has no compile-time limit: VGG's
+/// fc6 reads `(N, 512, 7, 7)`, K = 25088.
+#[diagnostic::on_unimplemented(
+    message = "an inner product (Fc) cannot take {Self}: it needs at least 2 axes",
+    label = "needs (N, ...) with at least one axis after the batch"
+)]
+pub trait FcInput: Shape {
+    /// The batch dim, kept in the output `(N, outputs)`.
+    type Batch: Dim;
+}
+
+/// A dim list of 2 axes or more, its first dim named.
+pub trait TwoAxesOrMore {
+    /// Axis 0.
+    type First: Dim;
+}
+
+macro_rules! two_axes_or_more {
+    ($($rest:ident),+) => {
+        impl<A: Dim, $($rest: Dim),+> TwoAxesOrMore for (A, $($rest,)+) {
+            type First = A;
+        }
+    };
+}
+two_axes_or_more!(B);
+two_axes_or_more!(B, C);
+two_axes_or_more!(B, C, E);
+two_axes_or_more!(B, C, E, F);
+two_axes_or_more!(B, C, E, F, G);
+
+#[diagnostic::do_not_recommend]
+impl<X: Shape> FcInput for X
+where
+    X::Dims: TwoAxesOrMore,
+{
+    type Batch = <X::Dims as TwoAxesOrMore>::First;
 }
 
 /// Caffe `Pooling` over `K` x `K` windows at stride `S` with pad `P`,
