@@ -12,6 +12,8 @@ use blobflow::prelude::*;
 
 #[path = "support/digits.rs"]
 mod digits;
+#[path = "../examples/typed_net/slope.rs"]
+mod slope;
 
 use digits::{digits, root};
 
@@ -405,4 +407,51 @@ fn rectangular_convolutions_have_the_typed_shapes() {
     assert_eq!(y.blob(&net).unwrap().shape(), [2, 4, 17, 17]);
     assert_eq!(z.blob(&net).unwrap().shape(), [2, 6, 9, 17]);
     assert_eq!(net.layer_blobs("3x1/2").unwrap()[0].shape(), [6, 2, 3, 1]);
+}
+
+/// The `typed_net` example's own layer: held to central differences,
+/// declared in a typed net, built through the registry, and learning.
+#[test]
+fn a_users_layer_in_a_typed_net_checks_builds_and_learns() {
+    use blobflow::layers::check::GradientChecker;
+    use blobflow::layers::registry::LayerRegistry;
+    let x = blobflow::Blob::<f32>::new(&[2, 3, 2, 2]).unwrap();
+    for (i, v) in x.mutable_cpu_data().unwrap().iter_mut().enumerate() {
+        *v = (i as f32 - 11.5) / 4.0;
+    }
+    let report = GradientChecker::default()
+        .check(&mut slope::ChannelSlope::new(), &[x])
+        .unwrap();
+    assert_eq!(report.checked, 24 + 3);
+
+    blob!(pub shape Maps = _, 3, 4, 4);
+    let mut n = NetSpec::<f32>::new("slopes");
+    let x = n.input::<Maps>("x");
+    let y = n.add("slope", &x, slope::Slope);
+    let ip = n.add("ip", &y, Fc::<2>::new().weight_filler(Filler::xavier()));
+    let label = n.input::<Classes>("label");
+    n.add("loss", (&ip, &label), SoftmaxLoss::new());
+    n.batch(2);
+    // Unregistered, the type is Net's error naming it.
+    let err = n.build(NetState::train()).err().unwrap().to_string();
+    assert!(err.contains("Unknown layer type: ChannelSlope"), "{err}");
+    let mut registry = LayerRegistry::<f32>::with_caffe_layers();
+    registry.register(slope::TYPE, |_| Ok(Box::new(slope::ChannelSlope::new())));
+    let mut net = n.build_with(NetState::train(), &registry).unwrap();
+    net.blob("x")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, v)| *v = if i % 2 == 0 { -1.0 } else { 0.5 });
+    net.clear_param_diffs().unwrap();
+    net.forward().unwrap();
+    net.backward().unwrap();
+    SgdSolver::lenet()
+        .step(&net.param_blobs(), &net.param_specs())
+        .unwrap();
+    let slopes = net.layer_blobs("slope").unwrap()[0].to_vec().unwrap();
+    assert_eq!(slopes.len(), 3);
+    assert!(slopes.iter().all(|&a| a != 0.25), "{slopes:?}");
 }
