@@ -455,3 +455,33 @@ fn a_users_layer_in_a_typed_net_checks_builds_and_learns() {
     assert_eq!(slopes.len(), 3);
     assert!(slopes.iter().all(|&a| a != 0.25), "{slopes:?}");
 }
+
+/// A typed layer (the `Layer` trait's, outside a net) loads its blobs from
+/// a `.caffemodel` by layer name and saves them back.
+#[test]
+fn a_typed_layer_loads_and_saves_its_blobs_by_name() {
+    use blobflow::layers::{Convolution, Layer};
+    let mut model =
+        CaffeModel::open(root().join("models/lenet/lenet_iter_10000.caffemodel")).unwrap();
+    let conv1 = Convolution::<f32, Digits, 20, 5>::new().unwrap();
+    model.load_layer("conv1", &conv1.params()).unwrap();
+    let stored = model.layer_blobs::<f32>("conv1").unwrap();
+    assert_eq!(conv1.weight.to_vec().unwrap(), stored[0].to_vec().unwrap());
+    assert_eq!(conv1.bias.to_vec().unwrap(), stored[1].to_vec().unwrap());
+    // The wrong layer's blobs are refused by shape, naming the layer.
+    let err = model
+        .load_layer("conv2", &conv1.params())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("conv2"), "{err}");
+    conv1.bias.mutable_cpu_data().unwrap().fill(0.5);
+    model
+        .set_layer_blobs("conv1", &conv1.params(), false)
+        .unwrap();
+    assert_eq!(
+        model.layer_blobs::<f32>("conv1").unwrap()[1]
+            .to_vec()
+            .unwrap(),
+        [0.5; 20]
+    );
+}

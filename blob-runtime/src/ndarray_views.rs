@@ -119,6 +119,30 @@ nd_rank!(Ix6; A, B, C, E, F, G);
 
 type RankIx<S> = <<S as Shape>::Dims as NdRank>::Ix;
 
+impl<T: Element, S: Shape> TypedBlob<T, S> {
+    /// A typed blob of the array's shape and values, the shape checked
+    /// against the type's static dims (its run-time dim, the batch, taken
+    /// from the array); adopted without a copy where
+    /// [`Blob::from_array`] can.
+    ///
+    /// ```
+    /// use blob_runtime::blob;
+    /// type Pairs = blob!(f32; _, 2);
+    /// let b = Pairs::from_array(ndarray::array![[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]])?;
+    /// assert_eq!((b.shape(), b.data_at([2, 1])), (&[3, 2][..], 6.0));
+    /// let err = Pairs::from_array(ndarray::Array2::<f32>::zeros((2, 3))).unwrap_err();
+    /// assert!(err.to_string().contains("dim 1 is 3, the type says 2"), "{err}");
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn from_array<D: Dimension>(array: Array<T, D>) -> Result<Self> {
+        let shape = array.shape().to_vec();
+        crate::typed::blob::check::<S>(&shape)?;
+        Ok(Blob::from_array(array)?
+            .try_into_static()
+            .expect("the shape was checked above"))
+    }
+}
+
 impl<T: Element, S: Shape> TypedBlob<T, S>
 where
     S::Dims: NdRank,

@@ -228,6 +228,44 @@ impl CaffeModel {
         copy_layer(&self.source, self.find(name)?, targets)
     }
 
+    /// Loads the file's layer `name` into blobs that live elsewhere (a
+    /// typed layer's `params()`, typed blobs' `as_dyn()`), with the rules
+    /// of [`copy_layer_into`](Self::copy_layer_into): as many blobs as the
+    /// file's, each of the file's shape; an error names the layer and
+    /// blob otherwise, and nothing is written.
+    ///
+    /// ```
+    /// use blob_proto::{BlobProto, BlobShape, LayerParameter, NetParameter};
+    /// use blob_runtime::{blob, typed::TypedBlob};
+    /// let mut net = NetParameter::new("n");
+    /// let w = BlobProto { shape: Some(BlobShape { dim: vec![2, 2] }), data: vec![1.0, 2.0, 3.0, 4.0], ..Default::default() };
+    /// let b = BlobProto { shape: Some(BlobShape { dim: vec![2] }), data: vec![0.5, -0.5], ..Default::default() };
+    /// net.push_layer(LayerParameter::new("ip", "InnerProduct", vec![w, b]));
+    /// let model = blob_runtime::CaffeModel::from_net(net);
+    /// let weight = <blob!(f32; 2, 2)>::new()?;
+    /// let bias = <blob!(f32; 2)>::new()?;
+    /// model.load_layer("ip", &[weight.as_dyn(), bias.as_dyn()])?;
+    /// assert_eq!(weight.data_at([1, 0]), 3.0);
+    /// assert_eq!(bias.to_vec()?, [0.5, -0.5]);
+    /// assert!(model.load_layer("ip", &[weight.as_dyn()]).is_err()); // 1 blob, the file has 2
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn load_layer<T: MathElement>(&self, name: &str, targets: &[&Blob<T>]) -> Result<()> {
+        let layer = self.find(name)?;
+        check_load(&self.source, layer, targets)?;
+        let values = layer
+            .blobs()
+            .iter()
+            .map(Blob::<T>::from_proto)
+            .collect::<Result<Vec<_>>>()?;
+        for (value, target) in values.iter().zip(targets) {
+            target
+                .mutable_cpu_data()?
+                .copy_from_slice(&value.cpu_data()?);
+        }
+        Ok(())
+    }
+
     /// Caffe's `Net::CopyTrainedLayersFrom`: for each layer of the file in
     /// order, the target of the same name gets its blobs; file layers with
     /// no target are ignored, and targets with no file layer are left as
@@ -379,6 +417,20 @@ fn copy_layer<T: MathElement>(
     layer: &LayerParameter,
     targets: &mut [Blob<T>],
 ) -> Result<()> {
+    check_load(path, layer, &targets.iter().collect::<Vec<_>>())?;
+    for (proto, target) in layer.blobs().iter().zip(targets.iter_mut()) {
+        target.load_proto(proto, false)?;
+    }
+    Ok(())
+}
+
+/// Caffe's rules for loading a layer's blobs into `targets`: as many,
+/// each of the file's shape, every value present.
+fn check_load<T: MathElement>(
+    path: &str,
+    layer: &LayerParameter,
+    targets: &[&Blob<T>],
+) -> Result<()> {
     let source = layer.blobs();
     if source.len() != targets.len() {
         return Err(BlobError::IncompatibleBlobCount {
@@ -387,7 +439,7 @@ fn copy_layer<T: MathElement>(
             target_count: targets.len(),
         });
     }
-    for (j, (proto, target)) in source.iter().zip(targets.iter_mut()).enumerate() {
+    for (j, (proto, target)) in source.iter().zip(targets).enumerate() {
         if !target.shape_equals(proto) {
             return Err(BlobError::WeightShapeMismatch {
                 layer: layer.name().into(),
@@ -397,11 +449,7 @@ fn copy_layer<T: MathElement>(
             });
         }
     }
-    check_layer_values(path, layer)?;
-    for (proto, target) in source.iter().zip(targets.iter_mut()) {
-        target.load_proto(proto, false)?;
-    }
-    Ok(())
+    check_layer_values(path, layer)
 }
 
 /// Reads a `.solverstate` snapshot.

@@ -711,7 +711,7 @@ fn inner_product_blobs<T: MathElement>(x: &Blob<T>, w: &Blob<T>) -> Result<Blob<
     Ok(out)
 }
 
-fn check<S: Shape>(shape: &[usize]) -> std::result::Result<(), ShapeError> {
+pub(crate) fn check<S: Shape>(shape: &[usize]) -> std::result::Result<(), ShapeError> {
     check_dims(shape, S::Dims::STATIC_DIMS, S::describe)
 }
 

@@ -19,7 +19,7 @@
 //! # Ok::<(), blob_runtime::BlobError>(())
 //! ```
 
-mod blob;
+pub(crate) mod blob;
 mod dims;
 mod relations;
 mod shape;
