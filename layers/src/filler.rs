@@ -2,29 +2,33 @@
 
 use blob_kernels::cpu;
 
-use blob_runtime::{Blob, BlobError};
+use blob_runtime::{Blob, BlobError, MathElement};
 
 /// Caffe `XavierFiller` (variance_norm FAN_IN): uniform on
 /// `[-sqrt(3 / fan_in), sqrt(3 / fan_in)]`, `fan_in = count / shape[0]`,
-/// from the calling thread's generator ([`cpu::set_seed`]).
+/// from the calling thread's generator ([`cpu::set_seed`]), for `f32`
+/// and `f64` blobs.
 ///
 /// ```
 /// let w = blob_runtime::Blob::<f32>::new(&[20, 1, 5, 5])?;
 /// blob_layers::filler::xavier(&w)?;
 /// let scale = (3.0f32 / 25.0).sqrt();
 /// assert!(w.cpu_data()?.iter().all(|v| v.abs() <= scale));
+/// let w64 = blob_runtime::Blob::<f64>::new(&[4, 8])?;
+/// blob_layers::filler::xavier(&w64)?;
+/// assert!(w64.cpu_data()?.iter().all(|v| v.abs() <= (3.0f64 / 8.0).sqrt()));
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
-pub fn xavier(blob: &Blob<f32>) -> Result<(), BlobError> {
+pub fn xavier<T: MathElement>(blob: &Blob<T>) -> Result<(), BlobError> {
     let num = blob.shape().first().copied().unwrap_or(1).max(1);
-    let fan_in = (blob.count() / num).max(1) as f32;
-    let scale = (3.0 / fan_in).sqrt();
+    let fan_in = (blob.count() / num).max(1) as f64;
+    let scale = T::from_f64((3.0 / fan_in).sqrt());
     cpu::uniform(-scale, scale, &mut blob.mutable_cpu_data()?)
         .expect("scale is finite and positive");
     Ok(())
 }
 
-/// Caffe `ConstantFiller`.
+/// Caffe `ConstantFiller`, for `f32` and `f64` blobs.
 ///
 /// ```
 /// let b = blob_runtime::Blob::<f32>::new(&[3])?;
@@ -32,7 +36,7 @@ pub fn xavier(blob: &Blob<f32>) -> Result<(), BlobError> {
 /// assert_eq!(&*b.cpu_data()?, &[0.1; 3]);
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
-pub fn constant(blob: &Blob<f32>, value: f32) -> Result<(), BlobError> {
+pub fn constant<T: MathElement>(blob: &Blob<T>, value: T) -> Result<(), BlobError> {
     blob.mutable_cpu_data()?.fill(value);
     Ok(())
 }
@@ -63,7 +67,7 @@ pub fn constant(blob: &Blob<f32>, value: f32) -> Result<(), BlobError> {
 /// assert_eq!(&k.cpu_data()?[..4], &[0.0625, 0.1875, 0.1875, 0.0625]);
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
-pub fn fill<T: blob_runtime::MathElement>(
+pub fn fill<T: MathElement>(
     blob: &Blob<T>,
     param: &blob_proto::ParamMessage,
 ) -> Result<(), BlobError> {
