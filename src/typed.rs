@@ -284,6 +284,7 @@
 //! | Flatten with a product above 4096 | `` error[E0277]: cannot flatten (Dyn, D<20>, D<24>, D<24>): it needs at least 2 axes, every axis after the first static, and their product at most 4096 `` |  | `flatten_product_too_large` |
 //! | Arithmetic on a generic dim without its bound | `` error[E0277]: W has no compile-time arithmetic: dims above 4096 have none `` |  | `generic_arithmetic_unbounded` |
 //! | A float as a dim | `` error: expected a dim: an integer literal (`64`), `_` for a dim known at run time, a constant (`CLASSES`, `{ H - 4 }`), or a type parameter bounded by `Dim` (`K`, `H - 4`) `` |  | `macro_float_dim` |
+//! | A batch read at run time written into a type | `` error: `batch` looks like a value known only at run time, and a type's dims are known when the program compiles: write `_` for that dim and give its value when the blob is made (`with_dynamic(batch)`, `from_shape(..)`) `` |  | `macro_runtime_batch` |
 //! | Two `_` dims | `` error: at most one dim can be `_` (known at run time): its value is the blob's only run-time dim `` |  | `macro_two_dynamic` |
 //! | 33 axes | `` error: a blob has at most 32 axes (Caffe's kMaxBlobAxes); this is axis 33 `` |  | `macro_rank_33` |
 //! | A count that overflows `usize` | `` error: the element count overflows usize at this dim `` |  | `macro_count_overflow` |

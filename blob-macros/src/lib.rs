@@ -64,6 +64,22 @@ fn literal(lit: &syn::LitInt) -> syn::Result<u128> {
         .map_err(|_| syn::Error::new(lit.span(), "a dim must be a non-negative integer"))
 }
 
+/// The text of `e` when it reads as a run-time value rather than a dim: a
+/// snake_case name (`batch`: constants are UPPER_CASE and type
+/// parameters CamelCase), a field (`args.batch`), or a call.
+fn run_time_value(e: &Expr) -> Option<String> {
+    let snake = |id: &Ident| id.to_string().starts_with(|c: char| c.is_lowercase());
+    match e {
+        Expr::Path(p) if p.path.get_ident().is_some_and(snake) => {
+            Some(p.path.get_ident()?.to_string())
+        }
+        Expr::Field(_) | Expr::MethodCall(_) | Expr::Call(_) | Expr::Index(_) => {
+            Some(e.to_token_stream().to_string().replace(' ', ""))
+        }
+        _ => None,
+    }
+}
+
 const EXPECTED_DIM: &str = "expected a dim: an integer literal (`64`), `_` for a dim known at run time, \
      a constant (`CLASSES`, `{ H - 4 }`), or a type parameter bounded by `Dim` (`K`, `H - 4`)";
 
@@ -127,6 +143,16 @@ impl DimSpec {
         let expr: Expr = input
             .parse()
             .map_err(|e| syn::Error::new(e.span(), EXPECTED_DIM))?;
+        if let Some(value) = run_time_value(&expr) {
+            return Err(syn::Error::new(
+                expr.span(),
+                format!(
+                    "`{value}` looks like a value known only at run time, and a type's dims are \
+                     known when the program compiles: write `_` for that dim and give its value \
+                     when the blob is made (`with_dynamic({value})`, `from_shape(..)`)"
+                ),
+            ));
+        }
         let kind = match &expr {
             Expr::Lit(l) => match &l.lit {
                 Lit::Int(i) => DimKind::Literal(literal(i)?),
