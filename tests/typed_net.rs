@@ -392,7 +392,7 @@ fn typed_cifar10_full_trains() {
     assert!(last < 0.5 * first, "loss {first} -> {last}");
 }
 
-/// Rectangular kernels, strides and pads per axis: the run-time layer
+/// Rectangular kernels, strides, pads and dilations per axis: the run-time layer
 /// computes the shape the type says.
 #[test]
 fn rectangular_convolutions_have_the_typed_shapes() {
@@ -402,8 +402,11 @@ fn rectangular_convolutions_have_the_typed_shapes() {
     let y: Top<(Dyn, D<4>, D<17>, D<17>)> = n.add("1x7", &x, ConvHW::<4, 1, 7, 1, 1, 0, 3>::new());
     let z: Top<(Dyn, D<6>, D<9>, D<17>)> =
         n.add("3x1/2", &y, ConvHW::<6, 3, 1, 2, 1, 1, 0>::new().group(2));
+    let atrous: Top<(Dyn, D<3>, D<13>, D<17>)> =
+        n.add("atrous", &y, ConvHW::<3, 3, 3, 1, 1, 0, 2, 2, 2>::new());
     let mut net = n.batch(2).build(NetState::test()).unwrap();
     net.forward().unwrap();
+    assert_eq!(atrous.blob(&net).unwrap().shape(), [2, 3, 13, 17]);
     assert_eq!(y.blob(&net).unwrap().shape(), [2, 4, 17, 17]);
     assert_eq!(z.blob(&net).unwrap().shape(), [2, 6, 9, 17]);
     assert_eq!(net.layer_blobs("3x1/2").unwrap()[0].shape(), [6, 2, 3, 1]);

@@ -7,6 +7,9 @@
 //! use blob_runtime::typed::D;
 //! // 28 -> 24 under a 5x5 convolution, 24 -> 12 under 2x2/2 pooling.
 //! let _: <D<28> as ConvDim<5, 1, 0>>::Out = D::<24>;
+//! // Dilation 2 spreads a 3x3 kernel over 5x5: 28 -> 24, padded 2: 28.
+//! let _: <D<28> as ConvDim<3, 1, 0, 2>>::Out = D::<24>;
+//! let _: <D<28> as ConvDim<3, 1, 2, 2>>::Out = D::<28>;
 //! let _: <D<24> as PoolDim<2, 2>>::Out = D::<12>;
 //! // Caffe's ceil rule: 7 -> 3 under 3x3/2 pooling.
 //! let _: <D<7> as PoolDim<3, 2>>::Out = D::<3>;
@@ -24,28 +27,37 @@ use blob_runtime::typed::{
     Times, Twin,
 };
 
-/// A convolution's output dim: `(H + 2P - K) / S + 1`.
+/// A convolution's output dim: `(H + 2P - E) / S + 1`, `E` the kernel's
+/// extent `DIL (K - 1) + 1` (`K` without dilation).
 #[diagnostic::on_unimplemented(
-    message = "no convolution output for {Self} with kernel {K}, stride {S} and pad {P} at compile time",
+    message = "no convolution output for {Self} with kernel {K}, stride {S}, pad {P} and dilation {DIL} at compile time",
     label = "the input is smaller than the kernel, or a dim is dynamic or above 4096",
     note = "a convolution's spatial dims must be static, at most 4096, and at least the kernel (with padding)"
 )]
-pub trait ConvDim<const K: usize, const S: usize, const P: usize>: Dim {
+pub trait ConvDim<const K: usize, const S: usize, const P: usize, const DIL: usize = 1>:
+    Dim
+{
     /// The output dim.
     type Out: Dim;
 }
 
 type Padded<H, const P: usize> = Plus<H, Times<D<2>, D<P>>>;
+/// A dilated kernel's extent: `DIL (K - 1) + 1`.
+type Extent<const K: usize, const DIL: usize> = Plus<Times<D<DIL>, Minus<D<K>, D<1>>>, D<1>>;
 
-impl<H: Dim, const K: usize, const S: usize, const P: usize> ConvDim<K, S, P> for H
+impl<H: Dim, const K: usize, const S: usize, const P: usize, const DIL: usize> ConvDim<K, S, P, DIL>
+    for H
 where
     D<2>: DimMul<D<P>>,
     H: DimAdd<Times<D<2>, D<P>>>,
-    Padded<H, P>: DimSub<D<K>>,
-    Minus<Padded<H, P>, D<K>>: DimDiv<D<S>>,
-    Over<Minus<Padded<H, P>, D<K>>, D<S>>: DimAdd<D<1>>,
+    D<K>: DimSub<D<1>>,
+    D<DIL>: DimMul<Minus<D<K>, D<1>>>,
+    Times<D<DIL>, Minus<D<K>, D<1>>>: DimAdd<D<1>>,
+    Padded<H, P>: DimSub<Extent<K, DIL>>,
+    Minus<Padded<H, P>, Extent<K, DIL>>: DimDiv<D<S>>,
+    Over<Minus<Padded<H, P>, Extent<K, DIL>>, D<S>>: DimAdd<D<1>>,
 {
-    type Out = Plus<Over<Minus<Padded<H, P>, D<K>>, D<S>>, D<1>>;
+    type Out = Plus<Over<Minus<Padded<H, P>, Extent<K, DIL>>, D<S>>, D<1>>;
 }
 
 /// `D<1>` when `Self >= Rhs`, `D<0>` otherwise: a comparison as a dim,

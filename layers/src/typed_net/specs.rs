@@ -130,8 +130,9 @@ where
 }
 
 /// Caffe `Convolution` with a rectangular kernel `KH` x `KW`, stride
-/// `SH`, `SW` and pad `PH`, `PW` per axis (Caffe's `kernel_h`/`kernel_w`,
-/// `stride_h`/`stride_w`, `pad_h`/`pad_w`), as Inception's 1x7 and 7x1.
+/// `SH`, `SW`, pad `PH`, `PW` and dilation `DH`, `DW` per axis (Caffe's
+/// `kernel_h`/`kernel_w`, `stride_h`/`stride_w`, `pad_h`/`pad_w`,
+/// `dilation`), as Inception's 1x7 and 7x1 or DeepLab's atrous 3x3.
 ///
 /// ```
 /// use blob_layers::typed_net::*;
@@ -142,7 +143,10 @@ where
 ///     n.add("1x7", &x, ConvHW::<4, 1, 7, 1, 1, 0, 3>::new());
 /// let z: Top<(Dyn, D<4>, D<9>, D<17>)> =
 ///     n.add("3x1/2", &y, ConvHW::<4, 3, 1, 2, 1, 1, 0>::new());
-/// # let _ = z;
+/// // Atrous: a 3x3 kernel at dilation 2, padded 2, keeps 17 x 17.
+/// let a: Top<(Dyn, D<4>, D<17>, D<17>)> =
+///     n.add("atrous", &y, ConvHW::<4, 3, 3, 1, 1, 2, 2, 2, 2>::new());
+/// # let _ = (z, a);
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct ConvHW<
@@ -153,6 +157,8 @@ pub struct ConvHW<
     const SW: usize = 1,
     const PH: usize = 0,
     const PW: usize = 0,
+    const DH: usize = 1,
+    const DW: usize = 1,
 > {
     learned: Learned,
     group: Option<usize>,
@@ -166,7 +172,9 @@ impl<
     const SW: usize,
     const PH: usize,
     const PW: usize,
-> ConvHW<COUT, KH, KW, SH, SW, PH, PW>
+    const DH: usize,
+    const DW: usize,
+> ConvHW<COUT, KH, KW, SH, SW, PH, PW, DH, DW>
 {
     /// The layer with Caffe's defaults.
     pub fn new() -> Self {
@@ -188,7 +196,9 @@ impl<
     const SW: usize,
     const PH: usize,
     const PW: usize,
-> LayerFields for ConvHW<COUT, KH, KW, SH, SW, PH, PW>
+    const DH: usize,
+    const DW: usize,
+> LayerFields for ConvHW<COUT, KH, KW, SH, SW, PH, PW, DH, DW>
 {
     fn type_name(&self) -> &str {
         "Convolution"
@@ -198,7 +208,7 @@ impl<
         let _ = write!(
             text,
             "convolution_param {{ num_output: {COUT} kernel_h: {KH} kernel_w: {KW} \
-             stride_h: {SH} stride_w: {SW} pad_h: {PH} pad_w: {PW}"
+             stride_h: {SH} stride_w: {SW} pad_h: {PH} pad_w: {PW} dilation: {DH} dilation: {DW}"
         );
         if let Some(g) = self.group {
             let _ = write!(text, " group: {g}");
@@ -217,17 +227,19 @@ impl<
     const SW: usize,
     const PH: usize,
     const PW: usize,
-> LayerSpec<One<X>> for ConvHW<COUT, KH, KW, SH, SW, PH, PW>
+    const DH: usize,
+    const DW: usize,
+> LayerSpec<One<X>> for ConvHW<COUT, KH, KW, SH, SW, PH, PW, DH, DW>
 where
     X::Dims: Rank4,
-    HeightOf<X>: ConvDim<KH, SH, PH>,
-    WidthOf<X>: ConvDim<KW, SW, PW>,
+    HeightOf<X>: ConvDim<KH, SH, PH, DH>,
+    WidthOf<X>: ConvDim<KW, SW, PW, DW>,
 {
     type Out = (
         BatchOf<X>,
         D<COUT>,
-        <HeightOf<X> as ConvDim<KH, SH, PH>>::Out,
-        <WidthOf<X> as ConvDim<KW, SW, PW>>::Out,
+        <HeightOf<X> as ConvDim<KH, SH, PH, DH>>::Out,
+        <WidthOf<X> as ConvDim<KW, SW, PW, DW>>::Out,
     );
 }
 
