@@ -61,7 +61,8 @@
 //! adding up) and refuses what cannot be wired. What comes out is Caffe's
 //! `Net` of run-time layers, the one a `.prototxt` builds: named blobs,
 //! parameters with the `lr_mult`/`decay_mult` declared beside the layer,
-//! the solvers, `.caffemodel`s by layer name, reshaping, devices.
+//! the solvers, `.caffemodel`s by layer name, reshaping, devices, and
+//! `caffe time`'s per-layer timing (`Net::time`).
 //!
 //! A handle passed by value lets a layer that can run in place (ReLU,
 //! Dropout, BatchNorm, Scale) write over the blob, as Caffe's prototxts

@@ -488,3 +488,58 @@ fn a_typed_layer_loads_and_saves_its_blobs_by_name() {
         [0.5; 20]
     );
 }
+
+/// A typed net is timed as `blobflow time` times a prototxt: per layer,
+/// with its multiply-adds.
+#[test]
+fn a_typed_net_times_its_layers() {
+    let (spec, _) = lenet(4);
+    let mut net = spec.build(NetState::test()).unwrap();
+    let timing = net.time(2).unwrap();
+    let names: Vec<&str> = timing.layers.iter().map(|l| l.name.as_str()).collect();
+    // The inputs are Caffe's `Input` layer, first, as `caffe time` lists it.
+    assert_eq!(
+        names,
+        [
+            "input", "conv1", "pool1", "conv2", "pool2", "ip1", "relu1", "ip2", "prob"
+        ]
+    );
+    assert!(timing.forward_ms() > 0.0);
+    // conv1: 4 x 20 x 24 x 24 outputs of 25 multiply-adds each.
+    assert_eq!(net.multiply_adds("conv1"), Some(4 * 20 * 24 * 24 * 25));
+    assert_eq!(net.multiply_adds("pool1"), None);
+}
+
+/// Concat joins (N, C) blobs too, and Eltwise takes four bottoms.
+#[test]
+fn flat_concats_and_four_way_sums() {
+    blob!(pub shape Row = _, 3);
+    let mut n = NetSpec::<f32>::new("flat");
+    let x = n.input::<Row>("x");
+    let y = n.add(
+        "ip",
+        &x,
+        Fc::<5>::new().weight_filler(Filler::constant(1.0)),
+    );
+    let joined: Top<(Dyn, D<8>)> = n.add("join", (&x, &y), Concat);
+    let sum = n.add(
+        "sum",
+        (&x, &x, &x, &x),
+        Eltwise::weighted_sum(&[1.0, 2.0, 3.0, 4.0]),
+    );
+    let mut net = n.batch(1).build(NetState::test()).unwrap();
+    net.blob("x")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&[1.0, 2.0, 3.0]);
+    net.forward().unwrap();
+    assert_eq!(
+        joined.blob(&net).unwrap().to_vec().unwrap(),
+        [1.0, 2.0, 3.0, 6.0, 6.0, 6.0, 6.0, 6.0]
+    );
+    assert_eq!(
+        sum.blob(&net).unwrap().to_vec().unwrap(),
+        [10.0, 20.0, 30.0]
+    );
+}

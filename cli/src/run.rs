@@ -3,7 +3,6 @@
 //! each layer's forward and backward milliseconds).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use blobflow::BlobError;
 use blobflow::layers::net::{Net, NetState};
@@ -322,39 +321,14 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         "threads: {} (RAYON_NUM_THREADS sets it)",
         rayon_threads()
     ));
-    let layers: Vec<(String, String)> = net
-        .layer_names()
-        .map(|n| (n.to_string(), net.layer_type(n).unwrap_or("").to_string()))
-        .collect();
-    let n = layers.len();
-    if n == 0 {
+    if net.layer_names().next().is_none() {
         return Err(bad("the net has no layers".into()));
     }
-    net.forward()?;
-    net.backward()?;
-    sync.wait()?;
-    let mut forward = vec![0f64; n];
-    let mut backward = vec![0f64; n];
-    let started = Instant::now();
-    for _ in 0..args.iterations {
-        for (i, f) in forward.iter_mut().enumerate() {
-            let t = Instant::now();
-            net.forward_from_to(i, i)?;
-            sync.wait()?;
-            *f += t.elapsed().as_secs_f64();
-        }
-        for (i, b) in backward.iter_mut().enumerate().rev() {
-            let t = Instant::now();
-            net.backward_from_to(i, i)?;
-            sync.wait()?;
-            *b += t.elapsed().as_secs_f64();
-        }
-    }
-    let total = started.elapsed().as_secs_f64();
-    let per = |s: f64| s * 1e3 / args.iterations as f64;
-    let width = layers
+    let timing = net.time_with(args.iterations, || sync.wait())?;
+    let width = timing
+        .layers
         .iter()
-        .map(|(l, _)| l.len())
+        .map(|l| l.name.len())
         .max()
         .unwrap_or(5)
         .max(5);
@@ -362,65 +336,44 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         "{:width$}  {:14}  {:>12}  {:>12}",
         "layer", "type", "forward ms", "backward ms"
     ));
-    for (i, (name, kind)) in layers.iter().enumerate() {
+    for l in &timing.layers {
         log.push(format!(
-            "{name:width$}  {kind:14}  {:>12.4}  {:>12.4}",
-            per(forward[i]),
-            per(backward[i])
+            "{:width$}  {:14}  {:>12.4}  {:>12.4}",
+            l.name, l.kind, l.forward_ms, l.backward_ms
         ));
     }
-    let (f, b): (f64, f64) = (forward.iter().sum(), backward.iter().sum());
+    let forward_ms = timing.forward_ms();
     let batch = inputs
         .first()
         .and_then(|name| net.blob(name))
         .and_then(|b| b.shape().first().copied())
         .unwrap_or(1);
-    log.push(format!("Average Forward pass: {:.4} ms", per(f)));
-    log.push(format!("Average Backward pass: {:.4} ms", per(b)));
-    log.push(format!("Average Forward-Backward: {:.4} ms", per(total)));
+    log.push(format!("Average Forward pass: {forward_ms:.4} ms"));
+    log.push(format!(
+        "Average Backward pass: {:.4} ms",
+        timing.backward_ms()
+    ));
+    log.push(format!(
+        "Average Forward-Backward: {:.4} ms",
+        timing.forward_backward_ms
+    ));
     log.push(format!(
         "Forward: {:.1} images/s at batch {batch}",
-        batch as f64 * args.iterations as f64 / f.max(1e-12)
+        batch as f64 * 1e3 / forward_ms.max(1e-12)
     ));
-    let macs: u64 = layers
+    let macs: u64 = timing
+        .layers
         .iter()
-        .filter_map(|(name, _)| multiply_adds(&net, name))
+        .filter_map(|l| net.multiply_adds(&l.name))
         .sum();
     if macs > 0 {
         log.push(format!(
             "Forward: {:.6} GFLOP a pass in convolutions and inner products (multiply-adds twice), {:.1} GFLOP/s",
             2.0 * macs as f64 / 1e9,
-            2.0 * macs as f64 / 1e9 / (per(f) / 1e3).max(1e-12)
+            2.0 * macs as f64 / 1e9 / (forward_ms / 1e3).max(1e-12)
         ));
     }
     Ok(log)
-}
-
-/// The multiply-adds of one forward pass of a Convolution, Deconvolution
-/// or InnerProduct layer at the blobs' current shapes (`None` for other
-/// layers): each output value of a convolution or inner product takes
-/// `weights / outputs` of them, each input value of a deconvolution
-/// `weights / inputs`.
-fn multiply_adds(net: &Net<f32>, layer: &str) -> Option<u64> {
-    let weights = net.layer_blobs(layer)?.first()?;
-    let (first_axis, count) = (*weights.shape().first()?, weights.count());
-    let blob = |names: Option<Vec<&str>>| net.blob(names?.first()?);
-    let per = |n: usize| (n > 0).then(|| (count / n) as u64);
-    match net.layer_type(layer)? {
-        "Convolution" => {
-            let top = blob(net.layer_tops(layer))?;
-            Some(top.count() as u64 * per(first_axis)?)
-        }
-        "InnerProduct" => {
-            let top = blob(net.layer_tops(layer))?;
-            Some(top.count() as u64 * per(*top.shape().last()?)?)
-        }
-        "Deconvolution" => {
-            let bottom = blob(net.layer_bottoms(layer))?;
-            Some(bottom.count() as u64 * per(first_axis)?)
-        }
-        _ => None,
-    }
 }
 
 fn rayon_threads() -> usize {

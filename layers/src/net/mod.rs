@@ -23,6 +23,7 @@
 //! ```
 
 mod init;
+mod timing;
 mod upgrade;
 mod upgrade_v0;
 
@@ -36,6 +37,7 @@ use blob_runtime::{Blob, BlobError, CaffeModel, CopyReport, DeviceBackend, MathE
 use crate::dyn_layer::{DynLayer, Sharing};
 use crate::registry::LayerRegistry;
 pub use init::{NetState, Phase};
+pub use timing::{LayerTime, NetTiming};
 
 /// One layer of a [`Net`]: its name, its run-time layer and its wiring.
 struct NetLayer<T: MathElement> {
