@@ -720,12 +720,18 @@ impl<X: Shape, Y: EltwiseOperand<X>, Z: EltwiseOperand<X>> LayerSpec<Three<X, Y,
     type Out = X;
 }
 
-/// `Self` and `Other`, `(N, C, H, W)` each, can be joined on the channel
-/// axis: equal outside it.
+impl<X: Shape, Y: EltwiseOperand<X>, Z: EltwiseOperand<X>, V: EltwiseOperand<X>>
+    LayerSpec<Four<X, Y, Z, V>> for Eltwise
+{
+    type Out = X;
+}
+
+/// `Self` and `Other`, `(N, C)` or `(N, C, H, W)` each, can be joined
+/// on the channel axis: equal outside it.
 #[diagnostic::on_unimplemented(
     message = "Concat joins {Self} and {Other} on the channel axis, but they differ on another axis",
     label = "shapes differ outside the channel axis",
-    note = "Concat (axis 1) needs (N, C, H, W) bottoms with the same N, H and W"
+    note = "Concat (axis 1) needs (N, C) or (N, C, H, W) bottoms of one rank, the same outside the channels"
 )]
 pub trait ConcatChannels<Other: Shape>: Shape {
     /// The joined shape, channels added.
@@ -737,26 +743,49 @@ type ChannelsOf<X> = <<X as Shape>::Dims as Rank4>::A1;
 type HeightOf<X> = <<X as Shape>::Dims as Rank4>::A2;
 type WidthOf<X> = <<X as Shape>::Dims as Rank4>::A3;
 
+/// Dim lists joined on axis 1: `(N, C)` or `(N, C, H, W)` pairs, equal
+/// outside axis 1, channels added.
+#[diagnostic::on_unimplemented(
+    message = "Concat joins {Self} and {Other} on the channel axis, but they differ on another axis",
+    label = "shapes differ outside the channel axis",
+    note = "Concat (axis 1) needs (N, C) or (N, C, H, W) bottoms of one rank, the same outside the channels"
+)]
+pub trait JoinChannels<Other> {
+    /// The joined dims.
+    type Out: Shape;
+}
+
+#[diagnostic::do_not_recommend]
+impl<A: Dim, B: Dim, A2: Dim, B2: Dim> JoinChannels<(A2, B2)> for (A, B)
+where
+    A2: SameAs<A>,
+    B: DimAdd<B2>,
+{
+    type Out = (A, Plus<B, B2>);
+}
+
+#[diagnostic::do_not_recommend]
+impl<A: Dim, B: Dim, C: Dim, E: Dim, A2: Dim, B2: Dim, C2: Dim, E2: Dim>
+    JoinChannels<(A2, B2, C2, E2)> for (A, B, C, E)
+where
+    A2: SameAs<A>,
+    C2: SameAs<C>,
+    E2: SameAs<E>,
+    B: DimAdd<B2>,
+{
+    type Out = (A, Plus<B, B2>, C, E);
+}
+
 #[diagnostic::do_not_recommend]
 impl<X: Shape, Y: Shape> ConcatChannels<Y> for X
 where
-    X::Dims: Rank4,
-    Y::Dims: Rank4,
-    BatchOf<Y>: SameAs<BatchOf<X>>,
-    HeightOf<Y>: SameAs<HeightOf<X>>,
-    WidthOf<Y>: SameAs<WidthOf<X>>,
-    ChannelsOf<X>: DimAdd<ChannelsOf<Y>>,
+    X::Dims: JoinChannels<Y::Dims>,
 {
-    type Out = (
-        BatchOf<X>,
-        Plus<ChannelsOf<X>, ChannelsOf<Y>>,
-        HeightOf<X>,
-        WidthOf<X>,
-    );
+    type Out = <X::Dims as JoinChannels<Y::Dims>>::Out;
 }
 
-/// Caffe `Concat` on the channel axis (axis 1), of two to four bottoms:
-/// the channels add up at compile time.
+/// Caffe `Concat` on the channel axis (axis 1) of two to four `(N, C)` or
+/// `(N, C, H, W)` bottoms: the channels add up at compile time.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Concat;
 
