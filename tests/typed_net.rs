@@ -543,3 +543,23 @@ fn flat_concats_and_four_way_sums() {
         [10.0, 20.0, 30.0]
     );
 }
+
+/// The typed `Layer` API (layers called with their blobs): a convolution
+/// given one blob as bottom and top is refused, naming the layer and the
+/// cause, where it used to report a borrowed guard; ReLU still runs in
+/// place.
+#[test]
+fn a_typed_layer_that_cannot_run_in_place_says_so() {
+    use blobflow::layers::{Convolution, Layer, ReLU};
+    blob!(pub shape Same = _, 4, 6, 6);
+    let mut conv = Convolution::<f32, Same, 4, 3, 1, 1>::new().unwrap();
+    let x = TypedBlob::<f32, Same>::with_dynamic(1).unwrap();
+    let err = conv.forward(&x, &x).unwrap_err().to_string();
+    assert!(
+        err.contains("Convolution cannot run in place") && err.contains("same blob"),
+        "{err}"
+    );
+    let err = conv.backward(&x, &x, true).unwrap_err().to_string();
+    assert!(err.contains("cannot run in place"), "{err}");
+    ReLU::<f32, Same>::new().forward(&x, &x).unwrap();
+}

@@ -38,6 +38,10 @@ pub trait Layer {
     /// Caffe's name for the layer type (`"Convolution"`), for messages and
     /// model files.
     const TYPE: &'static str;
+    /// Whether the layer may run in place, its bottom and top the same
+    /// blob (Caffe's ReLU, Dropout...). Given one blob as both, a layer
+    /// that may not is refused with an error saying so.
+    const IN_PLACE: bool = false;
 
     /// Caffe `Forward` on the runtime blobs: `top` from `bottom`, shapes
     /// checked at run time.
@@ -68,6 +72,7 @@ pub trait Layer {
         X: Feeds<Self>,
         Y: WrittenBy<Self>,
     {
+        refuse_in_place::<Self, U>(bottom.as_dyn(), top.as_dyn())?;
         self.forward_blobs(same(bottom.as_dyn()), same(top.as_dyn()))
     }
 
@@ -85,8 +90,24 @@ pub trait Layer {
         X: Feeds<Self>,
         Y: WrittenBy<Self>,
     {
+        refuse_in_place::<Self, U>(bottom.as_dyn(), top.as_dyn())?;
         self.backward_blobs(same(bottom.as_dyn()), same(top.as_dyn()), propagate_down)
     }
+}
+
+/// An error when `bottom` and `top` are one blob and layer `L` cannot run
+/// in place (its output would overwrite the input it still reads).
+fn refuse_in_place<L: Layer, U: MathElement>(bottom: &Blob<U>, top: &Blob<U>) -> Result<()> {
+    if L::IN_PLACE || !std::ptr::eq(bottom, top) {
+        return Ok(());
+    }
+    Err(BlobError::InvalidParameter {
+        op: L::TYPE,
+        detail: format!(
+            "{} cannot run in place: its bottom and top are the same blob; give it an output blob of its own",
+            L::TYPE
+        ),
+    })
 }
 
 /// The blob as the layer's element type, which [`ElementOf`] has proved

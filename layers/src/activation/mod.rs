@@ -112,6 +112,7 @@ impl<T: MathElement, S: Shape, F: Activate> Layer for Activation<T, S, F> {
     type Input = S;
     type Output = S;
     const TYPE: &'static str = F::TYPE;
+    const IN_PLACE: bool = true;
 
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         forward::<F, T>(x, y)

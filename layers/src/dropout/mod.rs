@@ -59,6 +59,7 @@ impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
     type Input = S;
     type Output = S;
     const TYPE: &'static str = "Dropout";
+    const IN_PLACE: bool = true;
 
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         self.engine.forward(self.train, x, y)

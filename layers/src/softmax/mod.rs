@@ -95,6 +95,7 @@ where
     type Input = S;
     type Output = S;
     const TYPE: &'static str = "Softmax";
+    const IN_PLACE: bool = true;
 
     fn forward_blobs(&mut self, x: &Blob<T>, prob: &Blob<T>) -> Result<()> {
         let classes = check_rank2("softmax", x)?;
