@@ -274,6 +274,7 @@
 //! | `axpy` on different shapes | `` error[E0277]: shapes differ: (D<11>,) is not (D<10>,) `` |  | `axpy_shape` |
 //! | Mix f32 and f64 | `` error[E0277]: cannot mix f64 and f32 blobs: element types differ `` |  | `mix_copy` |
 //! | Inner product with mismatched K | `` error[E0277]: cannot multiply (D<8>, D<800>) by weights (D<500>, D<801>): K differs (D<800> vs D<801>) `` |  | `inner_product_k` |
+//! | Inner product on an image batch not flattened | `` error[E0277]: inner_product multiplies (B, K) inputs, but (D<8>, D<50>, D<4>, D<4>) does not have 2 axes `` | `` not (B, K) `` | `inner_product_rank` |
 //! | Inner product, declared shapes | `` error[E0277]: cannot multiply Ip1In by weights Ip2Weights: K differs (D<800> vs D<500>) `` |  | `inner_product_named` |
 //! | A helper generic over the input, wrong weights | `` error[E0277]: cannot multiply (Dyn, D<32>) by weights (D<32>, D<16>): K differs (D<32> vs D<16>) `` |  | `ip_helper_wrong_weights` |
 //! | Legacy accessors on 5 axes | `` error[E0277]: legacy accessors need at most 4 axes, and (D<1>, D<2>, D<3>, D<4>, D<5>) has more `` |  | `legacy_num` |

@@ -7,8 +7,8 @@ use std::ops::Deref;
 use blob_kernels::cpu::{self, Transpose};
 
 use super::relations::{
-    CountKnown, Flat, Flatten, InnerProductOut, LegacyRank, ReshapeFrom, SameElement, SameShapeAs,
-    ShareWith, WeightsFor,
+    CountKnown, Flat, Flatten, InnerProductOut, LegacyRank, MatrixInput, ReshapeFrom, SameElement,
+    SameShapeAs, ShareWith, WeightsFor,
 };
 use super::shape::{DimList, Rank2, Rank4, Shape, StaticShape};
 use super::twin::{Axis, Idx, Within};
@@ -640,6 +640,7 @@ impl<T: MathElement, S: Shape> TypedBlob<T, S> {
     ) -> Result<TypedBlob<T, InnerProductOut<S, W>>>
     where
         U: SameElement<T>,
+        S: MatrixInput,
         W: WeightsFor<S>,
     {
         TypedBlob::wrap_ok(inner_product_blobs(

@@ -30,8 +30,8 @@ pub use blob::TypedBlob;
 pub use dims::{D, Dim, Dyn, StaticDim};
 pub use relations::{
     AtMostFour, CountKnown, DimProduct, Flat, Flatten, FlattenDims, InnerProductOut,
-    InnerProductWith, LegacyRank, ReshapeFrom, ReshapeInto, SameAs, SameElement, SameShapeAs,
-    ShareWith, WeightsFor,
+    InnerProductWith, LegacyRank, MatrixInput, ReshapeFrom, ReshapeInto, SameAs, SameElement,
+    SameShapeAs, ShareWith, WeightsFor,
 };
 pub use shape::{
     AllStatic, CountFactor, CountOf, Counted, CountedAs, DimList, Rank2, Rank4, Shape, StaticShape,

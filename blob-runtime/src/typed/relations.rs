@@ -235,7 +235,7 @@ pub trait InnerProductWith<
     W: Shape,
     InputK = <<Self as Shape>::Dims as DimList>::Last,
     WeightK = <<W as Shape>::Dims as DimList>::Last,
->: Shape
+>: MatrixInput
 {
 }
 
@@ -247,6 +247,19 @@ where
     <X::Dims as Rank2>::A1: SameAs<<W::Dims as Rank2>::A1>,
 {
 }
+
+/// `Self` is `(B, K)`: what [`TypedBlob::inner_product`](crate::typed::TypedBlob::inner_product)
+/// multiplies. An image batch is flattened first; the error says so
+/// before it compares K.
+#[diagnostic::on_unimplemented(
+    message = "inner_product multiplies (B, K) inputs, but {Self} does not have 2 axes",
+    label = "not (B, K)",
+    note = "flatten an (N, C, H, W) input first (`flatten()`), then its K is C x H x W"
+)]
+pub trait MatrixInput: Shape {}
+
+#[diagnostic::do_not_recommend]
+impl<X: Shape> MatrixInput for X where X::Dims: Rank2 {}
 
 /// [`InnerProductWith`] seen from the weights: what `inner_product`
 /// requires, so that the compiler knows the weights' type before it
