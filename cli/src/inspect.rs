@@ -51,12 +51,12 @@ fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blobflow::prot
 /// "type", "bottom", "top", "blobs": []}]}` for a net (read against
 /// Caffe's schema) and `{"format": "solver prototxt", "solver":
 /// {...}, "max_iter", ...}` for a solver, as `SolverFile` reads it.
-pub fn describe(path: &Path) -> Result<Value, BlobError> {
+pub fn describe(path: &Path) -> Result<Described, BlobError> {
     if path.extension().is_some_and(|e| e == "safetensors") {
-        return describe_tensors(path);
+        return describe_tensors(path).map(Described::Whole);
     }
     if path.extension().is_some_and(|e| e == "prototxt") {
-        return describe_text(path);
+        return describe_text(path).map(Described::Whole);
     }
     let bytes = blobflow::runtime::read_file(path)?;
     if bytes.is_empty() {
@@ -79,18 +79,20 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
     let value = match format {
         FileFormat::NetParameter | FileFormat::NetParameterV1 => {
             let net = NetParameter::decode(&bytes).map_err(perr)?;
-            let layers = net
-                .iter_layers()
-                .map(|l| {
-                    Ok(json!({
-                        "name": l.name(),
-                        "type": l.type_name(),
-                        "blobs": summaries(l.blobs(), &format!("layer '{}' blob ", l.name()))?,
-                    }))
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(perr)?;
-            json!({ "format": format.name(), "name": net.name(), "layers": layers })
+            // Every blob is checked before anything is written: a bad one
+            // is an error with no partial output.
+            for l in net.iter_layers() {
+                for (i, b) in l.blobs().iter().enumerate() {
+                    b.check_values(&format!("layer '{}' blob {i}", l.name()))
+                        .map_err(perr)?;
+                    b.stored_values().map_err(perr)?;
+                }
+            }
+            return Ok(Described::Net {
+                format: format.name(),
+                net,
+                path: path.display().to_string(),
+            });
         }
         FileFormat::BlobProto => {
             let b: BlobProto =
@@ -114,7 +116,93 @@ pub fn describe(path: &Path) -> Result<Value, BlobError> {
             })
         }
     };
-    Ok(value)
+    Ok(Described::Whole(value))
+}
+
+/// What [`describe`] found. A net's layers are summarised one at a time
+/// as they are written, so a file of many layers is never held as a
+/// whole tree of summaries (100,000 layers made one of about 180 MB).
+pub enum Described {
+    /// Everything, summarised.
+    Whole(Value),
+    /// A binary net, every blob checked, summarised layer by layer.
+    Net {
+        /// `NetParameter` or `NetParameterV1`.
+        format: &'static str,
+        /// The decoded net.
+        net: NetParameter,
+        /// The file, for messages.
+        path: String,
+    },
+}
+
+/// One layer of a binary net, as `--json` writes it.
+fn layer_value(l: &blobflow::proto::LayerParameter) -> Result<Value, blobflow::proto::ProtoError> {
+    Ok(json!({
+        "name": l.name(),
+        "type": l.type_name(),
+        "blobs": summaries(l.blobs(), &format!("layer '{}' blob ", l.name()))?,
+    }))
+}
+
+/// Why a description could not be written out.
+pub enum WriteError {
+    /// The output refused the bytes (a closed pipe, a full disk).
+    Output(std::io::Error),
+    /// A layer could not be summarised.
+    Summary(BlobError),
+}
+
+fn written(e: std::io::Error) -> WriteError {
+    WriteError::Output(e)
+}
+
+fn summary(path: &str) -> impl FnOnce(blobflow::proto::ProtoError) -> WriteError + '_ {
+    move |source| {
+        WriteError::Summary(BlobError::Proto {
+            path: path.to_string(),
+            source,
+        })
+    }
+}
+
+impl Described {
+    /// The description as one JSON object (compact, keys sorted), written
+    /// as it is made.
+    pub fn write_json(&self, out: &mut impl std::io::Write) -> Result<(), WriteError> {
+        let (format, net, path) = match self {
+            Described::Whole(v) => return writeln!(out, "{v}").map_err(written),
+            Described::Net { format, net, path } => (format, net, path),
+        };
+        let text = |v: &Value| v.to_string();
+        write!(out, "{{\"format\":{},\"layers\":[", text(&json!(format))).map_err(written)?;
+        for (i, l) in net.iter_layers().enumerate() {
+            let v = layer_value(l).map_err(summary(path))?;
+            let comma = if i == 0 { "" } else { "," };
+            write!(out, "{comma}{v}").map_err(written)?;
+        }
+        writeln!(out, "],\"name\":{}}}", text(&json!(net.name()))).map_err(written)
+    }
+
+    /// The description as the human-readable table, written as it is
+    /// made.
+    pub fn write_table(&self, out: &mut impl std::io::Write) -> Result<(), WriteError> {
+        let (format, net, path) = match self {
+            Described::Whole(v) => return out.write_all(table(v).as_bytes()).map_err(written),
+            Described::Net { format, net, path } => (format, net, path),
+        };
+        let mut text = String::new();
+        table_head(&mut text, format, net.name(), None);
+        blob_header(&mut text);
+        out.write_all(text.as_bytes()).map_err(written)?;
+        for l in net.iter_layers() {
+            let v = layer_value(l).map_err(summary(path))?;
+            text.clear();
+            layer_rows(&mut text, &v);
+            out.write_all(text.as_bytes()).map_err(written)?;
+        }
+        Ok(())
+    }
 }
 
 /// A `float` of a prototxt as the file wrote it (0.01, not the nearest
@@ -331,16 +419,51 @@ fn blob_row(out: &mut String, layer: &str, kind: &str, blob: &Value) {
     );
 }
 
-/// The human-readable table for a [`describe`] value.
-pub fn table(v: &Value) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "format: {}", v["format"].as_str().unwrap_or("?"));
-    if let Some(name) = v["name"].as_str() {
+/// The table's first lines: format, name and iteration where known.
+fn table_head(out: &mut String, format: &str, name: Option<&str>, iter: Option<i64>) {
+    let _ = writeln!(out, "format: {format}");
+    if let Some(name) = name {
         let _ = writeln!(out, "name:   {}", shown(name));
     }
-    if let Some(iter) = v["iter"].as_i64() {
+    if let Some(iter) = iter {
         let _ = writeln!(out, "iter:   {iter}");
     }
+}
+
+/// The column titles of a table of blobs.
+fn blob_header(out: &mut String) {
+    let _ = writeln!(
+        out,
+        "{:<24} {:<18} {:<20} {:>10} {:>16}",
+        "layer", "type", "shape", "count", "sum |x|"
+    );
+}
+
+/// One layer's rows: one per blob, or a dash for a layer without.
+fn layer_rows(out: &mut String, l: &Value) {
+    let name = shown(l["name"].as_str().unwrap_or(""));
+    let kind = shown(l["type"].as_str().unwrap_or(""));
+    match l["blobs"].as_array() {
+        Some(blobs) if !blobs.is_empty() => {
+            for b in blobs {
+                blob_row(out, &name, &kind, b);
+            }
+        }
+        _ => {
+            let _ = writeln!(out, "{name:<24} {kind:<18} -");
+        }
+    }
+}
+
+/// The human-readable table for a whole [`describe`] value.
+pub fn table(v: &Value) -> String {
+    let mut out = String::new();
+    table_head(
+        &mut out,
+        v["format"].as_str().unwrap_or("?"),
+        v["name"].as_str(),
+        v["iter"].as_i64(),
+    );
     if let Some(solver) = v["solver"].as_object() {
         for (key, value) in solver {
             let _ = writeln!(out, "{:<20} {}", shown(key), shown(&value.to_string()));
@@ -356,25 +479,10 @@ pub fn table(v: &Value) -> String {
         }
         return out;
     }
-    let _ = writeln!(
-        out,
-        "{:<24} {:<18} {:<20} {:>10} {:>16}",
-        "layer", "type", "shape", "count", "sum |x|"
-    );
+    blob_header(&mut out);
     let empty = Vec::new();
-    if let Some(layers) = v["layers"].as_array() {
-        for l in layers {
-            let name = l["name"].as_str().unwrap_or("");
-            let kind = l["type"].as_str().unwrap_or("");
-            let (name, kind) = (&shown(name), &shown(kind));
-            let blobs = l["blobs"].as_array().unwrap_or(&empty);
-            if blobs.is_empty() {
-                let _ = writeln!(out, "{name:<24} {kind:<18} -");
-            }
-            for b in blobs {
-                blob_row(&mut out, name, kind, b);
-            }
-        }
+    for l in v["layers"].as_array().unwrap_or(&empty) {
+        layer_rows(&mut out, l);
     }
     if v.get("blob").is_some() {
         blob_row(&mut out, "-", "blob", &v["blob"]);

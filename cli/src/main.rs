@@ -166,14 +166,39 @@ fn convert(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Inspect { file, json } => match inspect::describe(&file) {
-            Ok(v) if json => emit("inspect", &format!("{v}\n")),
-            Ok(v) => emit("inspect", &inspect::table(&v)),
-            Err(e) => {
-                eprintln!("blobflow inspect: {e}");
-                ExitCode::FAILURE
+        Command::Inspect { file, json } => {
+            let described = match inspect::describe(&file) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("blobflow inspect: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let written = if json {
+                described.write_json(&mut out)
+            } else {
+                described.write_table(&mut out)
             }
-        },
+            .and_then(|()| std::io::Write::flush(&mut out).map_err(inspect::WriteError::Output));
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                // A reader that stops early (`| head`) is not a failure.
+                Err(inspect::WriteError::Output(e))
+                    if e.kind() == std::io::ErrorKind::BrokenPipe =>
+                {
+                    ExitCode::SUCCESS
+                }
+                Err(inspect::WriteError::Output(e)) => {
+                    eprintln!("blobflow inspect: cannot write the output: {e}");
+                    ExitCode::FAILURE
+                }
+                Err(inspect::WriteError::Summary(e)) => {
+                    eprintln!("blobflow inspect: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Run {
             prototxt,
             weights,

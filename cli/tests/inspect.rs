@@ -478,3 +478,33 @@ fn inspect_refuses_a_device() {
         );
     }
 }
+
+/// A net of 100,000 layers is written layer by layer (it was a whole tree
+/// of summaries, about 180 MB, before the first byte): the JSON and the
+/// table hold every layer, in order.
+#[test]
+fn a_net_of_many_layers_is_written_whole_layer_by_layer() {
+    let dir = tempdir();
+    let path = dir.join("many.caffemodel");
+    // name "n", then 100,000 `layer { name: "l<i>" }`.
+    let mut bytes = vec![0x0a, 0x01, b'n'];
+    for i in 0..100_000 {
+        let name = format!("l{i}");
+        bytes.extend([0xa2, 0x06, name.len() as u8 + 2, 0x0a, name.len() as u8]);
+        bytes.extend(name.as_bytes());
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let json = inspect_json(&path);
+    let layers = json["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 100_000);
+    assert_eq!(layers[99_999]["name"], "l99999");
+    assert_eq!(json["name"], "n");
+    let out = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .arg("inspect")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(table.lines().count(), 3 + 100_000);
+    assert!(table.lines().last().unwrap().starts_with("l99999 "));
+}
