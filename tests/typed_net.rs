@@ -563,3 +563,61 @@ fn a_typed_layer_that_cannot_run_in_place_says_so() {
     assert!(err.contains("cannot run in place"), "{err}");
     ReLU::<f32, Same>::new().forward(&x, &x).unwrap();
 }
+
+/// Every neuron layer of Caffe's through the typed front end, against the
+/// formula it computes; those Caffe may run in place do, given their
+/// bottom by value.
+#[test]
+fn every_neuron_layer_computes_its_formula() {
+    blob!(pub shape Row = _, 4);
+    let inputs = [-2.0f32, -0.5, 0.5, 3.0];
+    type Formula = fn(f32) -> f32;
+    let cases: Vec<(Neuron, Formula, bool)> = vec![
+        (Neuron::relu(), |x| x.max(0.0), true),
+        (
+            Neuron::leaky_relu(0.1),
+            |x| if x > 0.0 { x } else { 0.1 * x },
+            true,
+        ),
+        (Neuron::sigmoid(), |x| 1.0 / (1.0 + (-x).exp()), true),
+        (Neuron::tanh(), f32::tanh, true),
+        (
+            Neuron::elu(1.0),
+            |x| if x > 0.0 { x } else { x.exp() - 1.0 },
+            true,
+        ),
+        (
+            Neuron::power(2.0, 0.5, 1.0),
+            |x| (1.0 + 0.5 * x).powi(2),
+            false,
+        ),
+        (Neuron::abs_val(), f32::abs, false),
+        (Neuron::bnll(), |x| (1.0 + x.exp()).ln(), false),
+        (Neuron::exp(-1.0, 1.0, 0.0), f32::exp, true),
+        (Neuron::log(-1.0, 1.0, 3.0), |x| (3.0 + x).ln(), false),
+        (
+            Neuron::threshold(0.0),
+            |x| if x > 0.0 { 1.0 } else { 0.0 },
+            true,
+        ),
+        (Neuron::clip(0.0, 1.0), |x| x.clamp(0.0, 1.0), false),
+    ];
+    for (layer, formula, in_place) in cases {
+        let kind = layer.type_name().to_string();
+        let mut n = NetSpec::<f32>::new("neuron");
+        let x = n.input::<Row>("x");
+        let y = n.add("y", x, layer);
+        assert_eq!(y.name() == "x", in_place, "{kind}");
+        let mut net = n.batch(1).build(NetState::test()).unwrap();
+        net.blob("x")
+            .unwrap()
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&inputs);
+        net.forward().unwrap();
+        let got = y.blob(&net).unwrap().to_vec().unwrap();
+        for (g, &x) in got.iter().zip(&inputs) {
+            assert!((g - formula(x)).abs() < 1e-5, "{kind}({x}) = {g}");
+        }
+    }
+}

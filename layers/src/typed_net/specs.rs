@@ -426,9 +426,10 @@ macro_rules! same_shape_layer {
     };
 }
 
-/// Caffe's neuron layers without parameters to learn (`ReLU`, leaky
-/// `ReLU`, `Sigmoid`, `TanH`, `Dropout`): the shape is kept, and the
-/// layer runs in place when given its bottom by value.
+/// Caffe's element-wise ("neuron") layers without parameters to learn:
+/// `ReLU` (and leaky), `Sigmoid`, `TanH`, `Dropout`, `ELU`, `Power`,
+/// `AbsVal`, `BNLL`, `Exp`, `Log`, `Threshold`, `Clip`. The shape is kept;
+/// given its bottom by value, a layer that Caffe may run in place does.
 ///
 /// ```
 /// use blob_layers::typed_net::*;
@@ -438,39 +439,87 @@ macro_rules! same_shape_layer {
 /// let y = n.add("relu", x, Neuron::relu());
 /// let y = n.add("drop", y, Neuron::dropout(0.5));
 /// assert_eq!(y.name(), "x"); // both in place
+/// let z = n.add("abs", y, Neuron::abs_val());
+/// assert_eq!(z.name(), "abs"); // its backward reads its input: never in place
 /// ```
 #[derive(Clone, Debug)]
 pub struct Neuron {
     type_name: &'static str,
     fields: String,
+    in_place: bool,
 }
 
 impl Neuron {
-    fn of(type_name: &'static str, fields: String) -> Self {
-        Self { type_name, fields }
+    fn of(type_name: &'static str, fields: String, in_place: bool) -> Self {
+        Self {
+            type_name,
+            fields,
+            in_place,
+        }
     }
     /// Caffe `ReLU`: `max(x, 0)`.
     pub fn relu() -> Self {
-        Self::of("ReLU", String::new())
+        Self::of("ReLU", String::new(), true)
     }
-    /// Caffe `ReLU` with `negative_slope`: `x < 0` maps to `slope * x`.
+    /// Caffe `ReLU` with `negative_slope`: `x < 0` maps to `slope * x`
+    /// (in place for a slope of at least 0).
     pub fn leaky_relu(slope: f64) -> Self {
-        Self::of("ReLU", format!("relu_param {{ negative_slope: {slope} }}"))
+        let fields = format!("relu_param {{ negative_slope: {slope} }}");
+        Self::of("ReLU", fields, slope >= 0.0)
     }
     /// Caffe `Sigmoid`.
     pub fn sigmoid() -> Self {
-        Self::of("Sigmoid", String::new())
+        Self::of("Sigmoid", String::new(), true)
     }
     /// Caffe `TanH`.
     pub fn tanh() -> Self {
-        Self::of("TanH", String::new())
+        Self::of("TanH", String::new(), true)
     }
     /// Caffe `Dropout`: drops a `ratio` of the values in training.
     pub fn dropout(ratio: f64) -> Self {
+        let fields = format!("dropout_param {{ dropout_ratio: {ratio} }}");
+        Self::of("Dropout", fields, true)
+    }
+    /// Caffe `ELU` (`alpha`; in place for an alpha of at least 0).
+    pub fn elu(alpha: f64) -> Self {
         Self::of(
-            "Dropout",
-            format!("dropout_param {{ dropout_ratio: {ratio} }}"),
+            "ELU",
+            format!("elu_param {{ alpha: {alpha} }}"),
+            alpha >= 0.0,
         )
+    }
+    /// Caffe `Power`: `(shift + scale x) ^ power`.
+    pub fn power(power: f64, scale: f64, shift: f64) -> Self {
+        let fields = format!("power_param {{ power: {power} scale: {scale} shift: {shift} }}");
+        Self::of("Power", fields, false)
+    }
+    /// Caffe `AbsVal`: `|x|`.
+    pub fn abs_val() -> Self {
+        Self::of("AbsVal", String::new(), false)
+    }
+    /// Caffe `BNLL`: `log(1 + exp(x))`.
+    pub fn bnll() -> Self {
+        Self::of("BNLL", String::new(), false)
+    }
+    /// Caffe `Exp`: `base ^ (shift + scale x)` (`base` -1: e).
+    pub fn exp(base: f64, scale: f64, shift: f64) -> Self {
+        let fields = format!("exp_param {{ base: {base} scale: {scale} shift: {shift} }}");
+        Self::of("Exp", fields, true)
+    }
+    /// Caffe `Log`: `log_base(shift + scale x)` (`base` -1: e).
+    pub fn log(base: f64, scale: f64, shift: f64) -> Self {
+        let fields = format!("log_param {{ base: {base} scale: {scale} shift: {shift} }}");
+        Self::of("Log", fields, false)
+    }
+    /// Caffe `Threshold`: 1 above `threshold`, else 0.
+    pub fn threshold(threshold: f64) -> Self {
+        let fields = format!("threshold_param {{ threshold: {threshold} }}");
+        Self::of("Threshold", fields, true)
+    }
+    /// Caffe `Clip` to `[min, max]` (ReLU6 is `clip(0.0, 6.0)`).
+    pub fn clip(min: f64, max: f64) -> Self {
+        let fields = format!("clip_param {{ min: {min} max: {max} }}");
+        Self::of("Clip", fields, false)
     }
 }
 
@@ -479,7 +528,7 @@ impl LayerFields for Neuron {
         self.type_name
     }
     fn in_place(&self) -> bool {
-        true
+        self.in_place
     }
     fn write_fields(&self, text: &mut String) {
         text.push_str(&self.fields);
