@@ -1,5 +1,5 @@
-//! ResNet-50 and GoogLeNet declared typed, with their branches (residual
-//! sums, inception concats): each builds the same `Net` as its
+//! ResNet-50, GoogLeNet and SqueezeNet declared typed, with their
+//! branches (residual sums, inception and fire concats): each builds the same `Net` as its
 //! `.prototxt` in `tests/fixtures/nets`, the same blobs under the same
 //! names, and with the same weights gives the same output bit for bit.
 
@@ -12,6 +12,7 @@ use blobflow::prelude::*;
 mod digits;
 
 blob!(pub shape Image = _, 3, 224, 224);
+blob!(pub shape Image227 = _, 3, 227, 227);
 
 /// Fills every parameter blob of `net` from the seeded generator (batch
 /// norm's variances positive and its scale factor 1) and the input.
@@ -46,8 +47,13 @@ fn randomize(net: &Net<f32>) {
 /// after a forward pass.
 fn same_as_prototxt(typed: &NetSpec<f32>, prototxt: &str, output: &str) {
     cpu::set_seed(7);
+    let side = if prototxt.contains("squeezenet") {
+        227
+    } else {
+        224
+    };
     let mut from_file = Net::<f32>::builder()
-        .input_shape("data", &[1, 3, 224, 224])
+        .input_shape("data", &[1, 3, side, side])
         .from_file(digits::root().join(prototxt))
         .unwrap();
     randomize(&from_file);
@@ -211,6 +217,47 @@ fn typed_googlenet_is_its_prototxt() {
     same_as_prototxt(
         n.batch(1),
         "tests/fixtures/nets/bvlc_googlenet/deploy.prototxt",
+        prob.name(),
+    );
+}
+
+/// A fire module: a 1x1 squeeze, then 1x1 and 3x3 expands joined on
+/// channels, each convolution with its in-place ReLU.
+macro_rules! fire {
+    ($n:ident, $x:ident, $tag:literal, $s:literal, $e:literal) => {{
+        let s = conv_relu!($n, &$x, $tag, "squeeze1x1", Conv::<$s, 1>::new());
+        let a = conv_relu!($n, &s, $tag, "expand1x1", Conv::<$e, 1>::new());
+        let b = conv_relu!($n, &s, $tag, "expand3x3", Conv::<$e, 3, 1, 1>::new());
+        $n.add(concat!($tag, "/concat"), (&a, &b), Concat)
+    }};
+}
+
+#[test]
+fn typed_squeezenet_is_its_prototxt() {
+    let mut n = NetSpec::<f32>::new("squeezenet");
+    let data = n.input::<Image227>("data");
+    let x = n.add("conv1", &data, Conv::<64, 3, 2>::new());
+    let x = n.add("relu_conv1", x, Neuron::relu());
+    let x = n.add("pool1", &x, Pool::<3, 2>::max());
+    let x = fire!(n, x, "fire2", 16, 64);
+    let x = fire!(n, x, "fire3", 16, 64);
+    let x = n.add("pool3", &x, Pool::<3, 2>::max());
+    let x = fire!(n, x, "fire4", 32, 128);
+    let x = fire!(n, x, "fire5", 32, 128);
+    let x = n.add("pool5", &x, Pool::<3, 2>::max());
+    let x = fire!(n, x, "fire6", 48, 192);
+    let x = fire!(n, x, "fire7", 48, 192);
+    let x = fire!(n, x, "fire8", 64, 256);
+    let x = fire!(n, x, "fire9", 64, 256);
+    let x: Top<(Dyn, D<512>, D<14>, D<14>)> = x;
+    let x = n.add("drop9", x, Neuron::dropout(0.5));
+    let x = n.add("conv10", &x, Conv::<1000, 1>::new());
+    let x = n.add("relu_conv10", x, Neuron::relu());
+    let x = n.add("pool10", &x, GlobalPool::ave());
+    let prob: Top<(Dyn, D<1000>, D<1>, D<1>)> = n.add("prob", &x, Prob);
+    same_as_prototxt(
+        n.batch(1),
+        "tests/fixtures/nets/squeezenet_v1.1/deploy.prototxt",
         prob.name(),
     );
 }
