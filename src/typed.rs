@@ -301,6 +301,7 @@
 //! | One-hot labels to SoftmaxWithLoss | `` error[E0277]: labels OneHot do not fit scores (Dyn, D<10>) `` | `` not the labels of these scores `` | `net_labels_one_hot` |
 //! | A convolution declared on a flat (N, 500) blob | `` error[E0277]: a convolution with kernel 3, stride 1 and pad 0 cannot take Hidden `` | `` needs (N, C, H, W) with static H and W of at least the kernel `` | `net_conv_on_vector` |
 //! | A Slice that would leave no channels | `` error[E0277]: Slice cannot split Maps at channel 8 `` | `` no such split `` | `net_slice_past_the_channels` |
+//! | A typed net's Reshape into another element count | `` error[E0277]: cannot reshape Pool5 into Wrong: element counts differ (D<25088> vs D<25000>) `` | `` element counts differ `` | `net_reshape_count` |
 //! | A layer fed its own output (its handle does not exist yet) | `` error[E0425]: cannot find value `conv` in this scope `` | `` not found in this scope `` | `net_fed_its_own_output` |
 //! | A blob type where a layer wants a shape | `` error[E0277]: TypedBlob<f32, (Dyn, D<8>)> is not a shape `` |  | `layer_shape_is_a_blob_type` |
 //!

@@ -74,8 +74,8 @@ use crate::registry::LayerRegistry;
 pub use blob_runtime::typed::{D, Dyn};
 pub use specs::{
     Accuracy, BatchNorm, Concat, ConcatChannels, Conv, ConvHW, Eltwise, EltwiseOperand, Fc,
-    FcInput, Flatten, GlobalPool, JoinChannels, LRN, LabelsFor, Neuron, PReLU, Pool, Prob, Scale,
-    SliceChannels, SoftmaxLoss,
+    FcInput, Flatten, GlobalPool, JoinChannels, LRN, LabelsFor, Neuron, PReLU, Pool, Prob,
+    ReshapeAs, Scale, SliceChannels, SoftmaxLoss,
 };
 
 static NEXT_SPEC: AtomicU64 = AtomicU64::new(0);

@@ -695,6 +695,57 @@ where
     type Out = blob_runtime::typed::Flat<X>;
 }
 
+/// Caffe `Reshape` (and `Flatten`) into a shape you name: the element
+/// count must be the same at compile time (the run-time dim, the batch,
+/// carries over). A declared shape's count has no limit, so VGG's
+/// `(N, 512, 7, 7)` flattens into a declared `(N, 25088)`.
+///
+/// ```
+/// use blob_layers::typed_net::*;
+/// blob_runtime::blob!(pub shape Pool5 = _, 512, 7, 7);
+/// blob_runtime::blob!(pub shape Pool5Flat = _, 25088);
+/// let mut n = NetSpec::<f32>::new("n");
+/// let x = n.input::<Pool5>("pool5");
+/// let flat: Top<Pool5Flat> = n.add("flatten", &x, ReshapeAs::<Pool5Flat>::new());
+/// let net = n.batch(2).build(blob_layers::net::NetState::test())?;
+/// assert_eq!(flat.blob(&net)?.shape(), &[2, 25088]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub struct ReshapeAs<S>(std::marker::PhantomData<fn() -> S>);
+
+impl<S: Shape> ReshapeAs<S> {
+    /// The layer.
+    pub fn new() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<S: Shape> Default for ReshapeAs<S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S: Shape> LayerFields for ReshapeAs<S> {
+    fn type_name(&self) -> &str {
+        "Reshape"
+    }
+    fn write_fields(&self, text: &mut String) {
+        use blob_runtime::typed::DimList;
+        // A run-time dim is inferred (-1): the counts agree, so it is the
+        // batch wherever it sits.
+        let dims: Vec<String> = S::Dims::STATIC_DIMS
+            .iter()
+            .map(|d| format!("dim: {}", d.map_or(-1, |d| d as i64)))
+            .collect();
+        let _ = write!(text, "reshape_param {{ shape {{ {} }} }}", dims.join(" "));
+    }
+}
+
+impl<X: blob_runtime::typed::ReshapeInto<S>, S: Shape> LayerSpec<One<X>> for ReshapeAs<S> {
+    type Out = S;
+}
+
 /// `Self` and `Other` can be combined element by element: one shape.
 #[diagnostic::on_unimplemented(
     message = "Eltwise combines blobs of one shape, but is given {Other} and {Self}",
