@@ -137,6 +137,23 @@ fn feed_halves(net: &Net<f32>, step: usize) {
     assert_eq!(batch, labels.len());
 }
 
+/// 60 steps of SGD (rate 0.01, momentum 0.9) on [`feed_halves`]: the
+/// mean loss of the first 10 steps and of the last 10.
+fn train_on_halves(net: &mut Net<f32>) -> (f32, f32) {
+    let mut solver = SgdSolver::lenet();
+    solver.base_lr = 0.01;
+    let mut losses = Vec::new();
+    for step in 0..60 {
+        feed_halves(net, step);
+        net.clear_param_diffs().unwrap();
+        losses.push(net.forward().unwrap());
+        net.backward().unwrap();
+        solver.step(&net.param_blobs(), &net.param_specs()).unwrap();
+    }
+    let mean = |l: &[f32]| l.iter().sum::<f32>() / l.len() as f32;
+    (mean(&losses[..10]), mean(&losses[50..]))
+}
+
 #[test]
 fn typed_cifar10_quick_with_a_prelu_trains_and_round_trips_its_weights() {
     blobflow::kernels::cpu::set_seed(1701);
@@ -152,18 +169,7 @@ fn typed_cifar10_quick_with_a_prelu_trains_and_round_trips_its_weights() {
     let lr: Vec<f32> = net.param_specs().iter().map(|s| s.lr_mult).collect();
     assert_eq!(lr, [1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 1.0, 2.0]);
 
-    let mut solver = SgdSolver::lenet();
-    solver.base_lr = 0.01;
-    let mut losses = Vec::new();
-    for step in 0..60 {
-        feed_halves(&net, step);
-        net.clear_param_diffs().unwrap();
-        losses.push(net.forward().unwrap());
-        net.backward().unwrap();
-        solver.step(&net.param_blobs(), &net.param_specs()).unwrap();
-    }
-    let first: f32 = losses[..10].iter().sum::<f32>() / 10.0;
-    let last: f32 = losses[50..].iter().sum::<f32>() / 10.0;
+    let (first, last) = train_on_halves(&mut net);
     assert!(last < 0.5 * first, "loss {first} -> {last}");
 
     // The test net, its weights from a save and load of the train net's.
@@ -377,18 +383,7 @@ fn typed_cifar10_full_trains() {
     assert_eq!(net.layer_type("norm1"), Some("LRN"));
     let decay: Vec<f32> = net.param_specs().iter().map(|s| s.decay_mult).collect();
     assert_eq!(decay[6..], [250.0, 0.0]);
-    let mut solver = SgdSolver::lenet();
-    solver.base_lr = 0.01;
-    let mut losses = Vec::new();
-    for step in 0..60 {
-        feed_halves(&net, step);
-        net.clear_param_diffs().unwrap();
-        losses.push(net.forward().unwrap());
-        net.backward().unwrap();
-        solver.step(&net.param_blobs(), &net.param_specs()).unwrap();
-    }
-    let first: f32 = losses[..10].iter().sum::<f32>() / 10.0;
-    let last: f32 = losses[50..].iter().sum::<f32>() / 10.0;
+    let (first, last) = train_on_halves(&mut net);
     assert!(last < 0.5 * first, "loss {first} -> {last}");
 }
 

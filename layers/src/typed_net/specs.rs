@@ -40,6 +40,18 @@ impl Learned {
     }
 }
 
+/// A convolution's fields: its `param`s, then `convolution_param` with
+/// its `geometry` (outputs, kernel, stride, pad), group and fillers.
+fn write_convolution(text: &mut String, learned: &Learned, group: Option<usize>, geometry: &str) {
+    learned.write_params(text);
+    let _ = write!(text, "convolution_param {{ {geometry}");
+    if let Some(g) = group {
+        let _ = write!(text, " group: {g}");
+    }
+    learned.write_inner(text);
+    text.push_str(" }");
+}
+
 /// The builder methods of a layer with weights and a bias.
 macro_rules! learned_methods {
     () => {
@@ -108,16 +120,8 @@ impl<const COUT: usize, const K: usize, const S: usize, const P: usize> LayerFie
         "Convolution"
     }
     fn write_fields(&self, text: &mut String) {
-        self.learned.write_params(text);
-        let _ = write!(
-            text,
-            "convolution_param {{ num_output: {COUT} kernel_size: {K} stride: {S} pad: {P}"
-        );
-        if let Some(g) = self.group {
-            let _ = write!(text, " group: {g}");
-        }
-        self.learned.write_inner(text);
-        text.push_str(" }");
+        let geometry = format!("num_output: {COUT} kernel_size: {K} stride: {S} pad: {P}");
+        write_convolution(text, &self.learned, self.group, &geometry);
     }
 }
 
@@ -204,17 +208,11 @@ impl<
         "Convolution"
     }
     fn write_fields(&self, text: &mut String) {
-        self.learned.write_params(text);
-        let _ = write!(
-            text,
-            "convolution_param {{ num_output: {COUT} kernel_h: {KH} kernel_w: {KW} \
-             stride_h: {SH} stride_w: {SW} pad_h: {PH} pad_w: {PW} dilation: {DH} dilation: {DW}"
+        let geometry = format!(
+            "num_output: {COUT} kernel_h: {KH} kernel_w: {KW} stride_h: {SH} stride_w: {SW} \
+             pad_h: {PH} pad_w: {PW} dilation: {DH} dilation: {DW}"
         );
-        if let Some(g) = self.group {
-            let _ = write!(text, " group: {g}");
-        }
-        self.learned.write_inner(text);
-        text.push_str(" }");
+        write_convolution(text, &self.learned, self.group, &geometry);
     }
 }
 
