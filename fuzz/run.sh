@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Fuzzes the Caffe decoders, `convert`'s path and the borrowed blob
-# reader, seeded with every real
-# Caffe file of the repository's tests/fixtures, then the .safetensors
-# reader, seeded with
-# small converted files, then the prototxt readers and caffe.proto's
-# schema reader, seeded with the repository's .prototxt files, then the
-# .npy reader, seeded with the reference outputs. Usage: fuzz/run.sh [seconds per target]
-# (600).
+# reader, seeded with every real Caffe file of the repository's
+# tests/fixtures; then the .safetensors reader, seeded with small
+# converted files; then the prototxt readers and caffe.proto's schema
+# reader, seeded with the repository's .prototxt files; then nets built
+# and run from prototxts; then the .npy reader, seeded with the
+# reference outputs. Usage: fuzz/run.sh [seconds per target] (600).
 set -euo pipefail
 cd "$(dirname "$0")"
 corpus=corpus/decode
@@ -29,6 +28,14 @@ find .. \( -path ../target -o -path ../fuzz/corpus -o -path ../fuzz/target \) -p
     | while read -r f; do cp "$f" "$texts/$(echo "$f" | tr '/.' '__')"; done
 cargo +nightly fuzz run prototxt "$texts" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 cargo +nightly fuzz run params "$texts" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+# Nets built and run: seeded with the small nets only (a big one spends
+# each run filling its weights) and a small SSD head.
+nets=corpus/net
+mkdir -p "$nets"
+find "$texts" -type f -size -12k -exec cp {} "$nets/" \;
+cp seeds/ssd_head.prototxt "$nets/"
+cargo +nightly fuzz run net "$nets" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 arrays=corpus/npy
 mkdir -p "$arrays"

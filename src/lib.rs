@@ -55,7 +55,8 @@ pub use blob_runtime as runtime;
 
 pub use blob_runtime::{
     Blob, BlobError, CaffeModel, DeviceBackend, DeviceError, Element, Head, HostBuffer,
-    MathElement, ShapeError, SyncedMemory,
+    MathElement, ShapeError, SyncedMemory, check_host_room, host_memory_in_use, host_memory_limit,
+    set_host_memory_limit,
 };
 #[cfg(feature = "safetensors")]
 pub use blob_runtime::{TensorFile, TensorInfo, write_tensors};

@@ -256,6 +256,8 @@ impl DeviceBackend for CudaBackend {
     /// `cuMemFreeHost` with this device's context bound to the freeing
     /// thread (Caffe issues 3053, 3640).
     fn alloc_host(&self, bytes: usize) -> Result<HostBuffer, DeviceError> {
+        crate::check_host_room("pin host memory", bytes)
+            .map_err(|e| DeviceError::with_source("host allocation", e))?;
         let ctx = self.gpu.context().clone();
         ctx.bind_to_thread().map_err(drv_err)?;
         let size = bytes.max(1);

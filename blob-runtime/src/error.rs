@@ -145,6 +145,24 @@ pub enum BlobError {
         /// Size asked for.
         bytes: usize,
     },
+    /// An allocation that would take blobs' host memory above
+    /// [`host_memory_limit`](crate::host_memory_limit).
+    #[error(
+        "{op}: {} more host memory would take blobs to {}, above the limit of {} (blob_runtime::set_host_memory_limit)",
+        human_bytes(*bytes),
+        human_bytes(in_use.saturating_add(*bytes)),
+        human_bytes(*limit)
+    )]
+    HostMemoryLimit {
+        /// Operation refused.
+        op: &'static str,
+        /// Size asked for.
+        bytes: usize,
+        /// Bytes all blobs held at the time.
+        in_use: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A shape in a file that no blob can have (negative or overflowing).
     #[error("invalid blob shape {shape:?} in file: {detail}")]
     InvalidProtoShape {
@@ -414,5 +432,32 @@ impl DeviceError {
     /// ```
     pub fn message(&self) -> &str {
         &self.message
+    }
+}
+
+/// `bytes` as a person reads it: `512 B`, `3.2 MiB`, `8.0 GiB`.
+fn human_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_bytes;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 << 20 | 1 << 18), "3.2 MiB");
+        assert_eq!(human_bytes(8 << 30), "8.0 GiB");
     }
 }

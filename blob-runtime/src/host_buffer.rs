@@ -6,6 +6,7 @@ use std::fmt;
 use std::ptr::NonNull;
 
 use crate::error::{BlobError, Result};
+use crate::host_limit;
 
 /// Alignment of every host buffer: a cache line, and enough for AVX-512.
 pub const HOST_ALIGN: usize = 64;
@@ -42,8 +43,9 @@ unsafe impl Send for HostBuffer {}
 unsafe impl Sync for HostBuffer {}
 
 impl HostBuffer {
-    /// Allocates `len` zeroed bytes; an allocation failure is an error, not
-    /// an abort.
+    /// Allocates `len` zeroed bytes; an allocation failure, or one over
+    /// [`host_memory_limit`](crate::host_memory_limit), is an error, not an
+    /// abort.
     ///
     /// ```
     /// let b = blob_runtime::HostBuffer::zeroed(0).unwrap();
@@ -59,12 +61,16 @@ impl HostBuffer {
             });
         }
         let layout = layout(len)?;
+        host_limit::take("allocate blob memory", len)?;
         // SAFETY: `layout` has a non-zero size (len > 0 checked above).
         let raw = unsafe { alloc_zeroed(layout) };
-        let base = NonNull::new(raw).ok_or(BlobError::OutOfMemory {
-            op: "allocate",
-            bytes: len,
-        })?;
+        let Some(base) = NonNull::new(raw) else {
+            host_limit::give_back(len);
+            return Err(BlobError::OutOfMemory {
+                op: "allocate",
+                bytes: len,
+            });
+        };
         advise_huge_pages(base.as_ptr(), layout.size());
         let lead = base.as_ptr().align_offset(HOST_ALIGN);
         debug_assert!(lead + len <= layout.size());
@@ -103,7 +109,8 @@ impl HostBuffer {
     }
 
     /// Adopts `values`' allocation without copying; it is freed as the
-    /// `Vec` it was. The bytes are aligned as `T` (not to [`HOST_ALIGN`]),
+    /// `Vec` it was, and counts toward
+    /// [`host_memory_in_use`](crate::host_memory_in_use) meanwhile. The bytes are aligned as `T` (not to [`HOST_ALIGN`]),
     /// which is all a [`crate::Blob`] of `T` needs.
     ///
     /// ```
@@ -123,6 +130,7 @@ impl HostBuffer {
                 release: None,
             };
         }
+        host_limit::count(bytes);
         let mut values = std::mem::ManuallyDrop::new(values);
         let (len, capacity) = (values.len(), values.capacity());
         let ptr = NonNull::new(values.as_mut_ptr())
@@ -143,7 +151,10 @@ impl HostBuffer {
     }
 
     /// Wraps memory from another allocator; `release(ptr, len)` frees it
-    /// when the buffer is dropped.
+    /// when the buffer is dropped. It counts toward
+    /// [`host_memory_in_use`](crate::host_memory_in_use) but, being
+    /// allocated already, is never refused: ask
+    /// [`check_host_room`](crate::check_host_room) before allocating it.
     ///
     /// # Safety
     /// `ptr` must be 64-byte aligned, valid for reads and writes of `len`
@@ -155,6 +166,7 @@ impl HostBuffer {
         release: impl FnOnce(NonNull<u8>, usize) + Send + Sync + 'static,
     ) -> Self {
         debug_assert_eq!(ptr.as_ptr() as usize % HOST_ALIGN, 0);
+        host_limit::count(len);
         Self {
             ptr,
             len,
@@ -260,6 +272,7 @@ fn layout(len: usize) -> Result<Layout> {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
+        host_limit::give_back(self.len);
         if let Some(release) = self.release.take() {
             release(self.ptr, self.len);
         } else if self.len > 0 {

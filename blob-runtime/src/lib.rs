@@ -43,6 +43,7 @@ mod error;
 mod head;
 mod host_buffer;
 pub mod host_device;
+mod host_limit;
 #[cfg(feature = "ndarray")]
 mod ndarray_views;
 pub mod npy;
@@ -68,6 +69,9 @@ pub use element::{Element, MathElement};
 pub use error::{BlobError, DeviceError, Result, ShapeError};
 pub use head::Head;
 pub use host_buffer::{HOST_ALIGN, HostBuffer};
+pub use host_limit::{
+    check_host_room, host_memory_in_use, host_memory_limit, set_host_memory_limit,
+};
 #[cfg(feature = "ndarray")]
 pub use ndarray_views::NdRank;
 pub use proto::{

@@ -25,6 +25,35 @@ mod run;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The most host memory all blobs may take, e.g. 512M or 4G (the
+    /// machine's physical memory by default); a file or net declaring
+    /// more is refused with the layer and the sizes
+    #[arg(long, global = true, value_name = "SIZE", value_parser = memory_size)]
+    memory_limit: Option<usize>,
+}
+
+/// `SIZE` of `--memory-limit`: bytes, or a number with K, M, G or T
+/// (powers of 1024).
+fn memory_size(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((at, c)) if c.is_ascii_alphabetic() => (&text[..at], c.to_ascii_uppercase()),
+        _ => (text, 'B'),
+    };
+    let shift = match unit {
+        'B' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        other => return Err(format!("unknown unit '{other}' (use K, M, G or T)")),
+    };
+    let value: usize = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size such as 512M or 4G"))?;
+    value
+        .checked_mul(1 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("'{text}' is not a size between 1 byte and 16 EiB"))
 }
 
 #[derive(Subcommand)]
@@ -165,6 +194,9 @@ fn convert(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(limit) = cli.memory_limit {
+        blobflow::set_host_memory_limit(limit);
+    }
     match cli.command {
         Command::Inspect { file, json } => {
             let described = match inspect::describe(&file) {

@@ -136,3 +136,31 @@ fn time_prints_each_layer_and_the_totals() {
         assert!(stdout.contains(want), "{want} in\n{stdout}");
     }
 }
+
+#[test]
+fn a_net_declaring_more_than_the_memory_limit_is_refused_with_its_layer() {
+    let dir = std::env::temp_dir().join(format!("blobflow-limit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let net = dir.join("wide.prototxt");
+    // 200 bytes declaring 400 MB of weights.
+    std::fs::write(
+        &net,
+        r#"input: "x" input_shape { dim: 1 dim: 1000 }
+           layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+                   inner_product_param { num_output: 100000 } }"#,
+    )
+    .unwrap();
+    let out = blobflow(&["run", net.to_str().unwrap(), "--memory-limit", "64M"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("layer 'ip' (InnerProduct): "), "{err}");
+    assert!(err.contains("above the limit of 64.0 MiB"), "{err}");
+    let out = blobflow(&["run", net.to_str().unwrap(), "--memory-limit", "64Q"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown unit 'Q'"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

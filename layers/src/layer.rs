@@ -151,11 +151,23 @@ pub trait ElementOf<L: Layer, Expected = <L as Layer>::Elem>: MathElement {}
 impl<U: MathElement, L: Layer> ElementOf<L> for U where U: SameAs<L::Elem> {}
 
 /// Grows `buf` to `n` elements without shrinking (Caffe's grow-only
-/// buffers): layers allocate nothing once the batch size is known.
-pub(crate) fn ensure<T: Clone + Default>(buf: &mut Vec<T>, n: usize) {
+/// buffers): layers allocate nothing once the batch size is known. Scratch
+/// is not a blob, but must fit in the room blobs leave under
+/// [`blob_runtime::host_memory_limit`]: a convolution's column buffer can
+/// be hundreds of times its input.
+pub(crate) fn ensure<T: Clone + Default>(buf: &mut Vec<T>, n: usize) -> Result<()> {
     if buf.len() < n {
+        let more = n - buf.len();
+        let bytes = more.saturating_mul(size_of::<T>());
+        blob_runtime::check_host_room("grow a layer's scratch buffer", bytes)?;
+        buf.try_reserve_exact(more)
+            .map_err(|_| BlobError::OutOfMemory {
+                op: "grow a layer's scratch buffer",
+                bytes,
+            })?;
         buf.resize(n, T::default());
     }
+    Ok(())
 }
 
 /// The run-time check of a dynamic entry point: `blob` has `want`'s shape.

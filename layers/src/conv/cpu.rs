@@ -5,7 +5,7 @@
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
 
-use crate::layer::ensure;
+use crate::layer::{Result, ensure};
 
 /// A convolution's sizes for one input: batch, input and output planes,
 /// and per spatial axis (height, width) the kernel, stride, padding and
@@ -281,6 +281,35 @@ struct PartScratch<T> {
     db: Vec<T>,
 }
 
+impl<T: Clone + Default> PartScratch<T> {
+    /// Grows the buffers a forward pass over `g` needs, before the parts
+    /// run: a refusal (the host memory limit) fails the whole pass, not
+    /// one core's share of it.
+    fn reserve_forward(&mut self, g: &ConvGeometry) -> Result<()> {
+        if g.is_pointwise() {
+            return Ok(());
+        }
+        let cols = g.images_per_round().saturating_mul(g.oh * g.ow);
+        ensure(&mut self.col, g.patch().saturating_mul(cols))?;
+        ensure(&mut self.tmp, g.channels_out.saturating_mul(cols))
+    }
+
+    /// [`reserve_forward`](Self::reserve_forward)'s twin for a backward
+    /// pass, with the column gradient when the input's is wanted.
+    fn reserve_backward(&mut self, g: &ConvGeometry, input_gradient: bool) -> Result<()> {
+        let (cout, ckk) = (g.channels_out, g.patch());
+        let cols = g.images_per_round().saturating_mul(g.oh * g.ow);
+        ensure(&mut self.col, ckk.saturating_mul(cols))?;
+        ensure(&mut self.tmp, cout.saturating_mul(cols))?;
+        ensure(&mut self.dw, cout.saturating_mul(ckk))?;
+        ensure(&mut self.db, cout)?;
+        if input_gradient {
+            ensure(&mut self.dcol, ckk.saturating_mul(cols))?;
+        }
+        Ok(())
+    }
+}
+
 impl<T: Send> ConvScratch<T> {
     /// Splits the batch into one run of images per core (Caffe splits
     /// nothing and leaves the cores to a threaded BLAS, whose gemms are too
@@ -308,9 +337,12 @@ pub(crate) fn forward<T: MathElement>(
     weight: &[T],
     bias: &[T],
     y: &mut [T],
-) {
+) -> Result<()> {
     let per_image = g.channels_out * g.oh * g.ow;
     let (per_part, parts) = scratch.parts(g.batch);
+    for s in parts.iter_mut() {
+        s.reserve_forward(g)?;
+    }
     if let [only] = parts {
         // One part (one image, or one core): no task to hand out.
         forward_part(
@@ -323,7 +355,7 @@ pub(crate) fn forward<T: MathElement>(
             g.batch,
             &mut y[..g.batch * per_image],
         );
-        return;
+        return Ok(());
     }
     let items = y[..g.batch * per_image]
         .chunks_mut((per_part * per_image).max(1))
@@ -333,6 +365,7 @@ pub(crate) fn forward<T: MathElement>(
         let first = i * per_part;
         forward_part(g, s, x, weight, bias, first, y.len() / per_image.max(1), y);
     });
+    Ok(())
 }
 
 /// A grouped convolution's forward pass: each (image, group) pair a
@@ -350,16 +383,19 @@ pub(crate) fn forward_groups<T: MathElement>(
     weight: &[T],
     bias: &[T],
     y: &mut [T],
-) {
+) -> Result<()> {
     let units = batch * groups;
     let xs = sub.channels_in * sub.h * sub.w;
     let ys = sub.channels_out * sub.oh * sub.ow;
     let ws = sub.channels_out * sub.patch();
     let bs = sub.channels_out;
     if units == 0 || ys == 0 {
-        return;
+        return Ok(());
     }
     let (per_part, parts) = scratch.parts(units);
+    for s in parts.iter_mut() {
+        s.reserve_forward(sub)?;
+    }
     let items = y[..units * ys]
         .chunks_mut(per_part * ys)
         .zip(parts.iter_mut())
@@ -373,6 +409,7 @@ pub(crate) fn forward_groups<T: MathElement>(
             forward_part(sub, s, &x[u * xs..][..xs], w, b, 0, 1, yu);
         }
     });
+    Ok(())
 }
 
 /// [`forward`] of images `first..first + count`, into `y` (theirs alone).
@@ -412,8 +449,6 @@ fn forward_part<T: MathElement>(
         return;
     }
     let round = g.images_per_round();
-    ensure(&mut s.col, ckk * round * p);
-    ensure(&mut s.tmp, cout * round * p);
     for start in (0..count).step_by(round) {
         let n = round.min(count - start);
         let cols = n * p;
@@ -500,7 +535,7 @@ pub(crate) fn backward<T: MathElement>(
     weight: &[T],
     dy: &[T],
     grads: ConvGradients<'_, T>,
-) {
+) -> Result<()> {
     let ConvGradients {
         weight: mut dw,
         bias: mut db,
@@ -511,7 +546,11 @@ pub(crate) fn backward<T: MathElement>(
     // No images, nothing to add: a part that did not run would add what
     // its buffers kept from an earlier batch.
     if g.batch == 0 {
-        return;
+        return Ok(());
+    }
+    let input_gradient = dx.is_some() && in_image > 0;
+    for s in parts.iter_mut() {
+        s.reserve_backward(g, input_gradient)?;
     }
     let wanted = (dw.is_some(), db.is_some());
     let work = |i: usize, s: &mut PartScratch<T>, dx: Option<&mut [T]>| {
@@ -539,6 +578,7 @@ pub(crate) fn backward<T: MathElement>(
             cpu::axpy(T::ONE, &s.db[..db.len()], db);
         }
     }
+    Ok(())
 }
 
 /// [`backward`] of images `first..first + count`: the part's weight and
@@ -558,14 +598,9 @@ fn backward_part<T: MathElement>(
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     let round = g.images_per_round();
-    ensure(&mut s.col, ckk * round * p);
-    ensure(&mut s.tmp, cout * round * p);
-    ensure(&mut s.dw, cout * ckk);
-    ensure(&mut s.db, cout);
     s.dw[..cout * ckk].fill(T::ZERO);
     s.db[..cout].fill(T::ZERO);
     if let Some(dx) = dx.as_deref_mut() {
-        ensure(&mut s.dcol, ckk * round * p);
         dx.fill(T::ZERO);
     }
     for start in (0..count).step_by(round) {

@@ -61,7 +61,7 @@ impl<T: MathElement> ConvEngine<T> {
             &weight.cpu_data()?,
             &bias.cpu_data()?,
             &mut y.mutable_cpu_data()?,
-        );
+        )?;
         Ok(())
     }
 
@@ -105,7 +105,7 @@ impl<T: MathElement> ConvEngine<T> {
                 bias: Some(&mut bias.mutable_cpu_diff()?),
                 input: dx.as_deref_mut(),
             },
-        );
+        )?;
         Ok(())
     }
 }
@@ -150,7 +150,7 @@ impl<T: MathElement> ConvEngine<T> {
             &wd,
             &bd,
             &mut y.mutable_cpu_data()?,
-        );
+        )?;
         Ok(())
     }
 
@@ -194,7 +194,7 @@ impl<T: MathElement> ConvEngine<T> {
                         bias: Some(&mut db[gi * mg..(gi + 1) * mg]),
                         input: dx.as_deref_mut().map(|d| &mut d[xo..xo + xs]),
                     },
-                );
+                )?;
             }
         }
         Ok(())
@@ -232,7 +232,7 @@ impl<T: MathElement> ConvEngine<T> {
                         bias: None,
                         input: Some(&mut yd[yo..yo + ys]),
                     },
-                );
+                )?;
             }
         }
         if let Some(bias) = bias {
@@ -284,7 +284,7 @@ impl<T: MathElement> ConvEngine<T> {
                         bias: None,
                         input: None,
                     },
-                );
+                )?;
                 if let Some(dx) = dx.as_deref_mut() {
                     let w = &wd[gi * ws..(gi + 1) * ws];
                     cpu::forward(
@@ -294,7 +294,7 @@ impl<T: MathElement> ConvEngine<T> {
                         w,
                         &no_bias,
                         &mut dx[xo..xo + xs],
-                    );
+                    )?;
                 }
             }
         }

@@ -125,7 +125,7 @@ impl DropoutEngine {
             return Ok(());
         }
         let n = y.count();
-        ensure(&mut self.mask, n);
+        ensure(&mut self.mask, n)?;
         cpu::bernoulli(1.0 - self.ratio, &mut self.mask[..n]).map_err(|e| {
             BlobError::InvalidParameter {
                 op: "dropout",

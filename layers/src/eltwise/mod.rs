@@ -142,7 +142,7 @@ impl<T: MathElement> DynLayer<T> for EltwiseLayer<T> {
                 }
             }
             Op::Max => {
-                ensure(&mut self.mask, y.len());
+                ensure(&mut self.mask, y.len())?;
                 let (a, b) = (bottoms[0].cpu_data()?, bottoms[1].cpu_data()?);
                 // Bottoms 0 and 1: a tie goes to 1 (Caffe's strict a > b).
                 for (j, (o, m)) in y.iter_mut().zip(self.mask.iter_mut()).enumerate() {

@@ -247,7 +247,7 @@ impl<T: MathElement> InnerProductEngine<T> {
                 &mut dw,
             );
         }
-        ensure(&mut self.ones, m);
+        ensure(&mut self.ones, m)?;
         self.ones[..m].fill(T::ONE);
         let mut db = bias.mutable_cpu_diff()?;
         cpu::gemv(

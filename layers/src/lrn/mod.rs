@@ -73,7 +73,7 @@ impl<T: MathElement> LrnLayer<T> {
     }
 
     /// The window sums of squares, as the scale before `^-beta`.
-    fn fill_scale(&mut self, x: &[T], [n, c, h, w]: [usize; 4]) {
+    fn fill_scale(&mut self, x: &[T], [n, c, h, w]: [usize; 4]) -> Result<()> {
         let Lrn {
             size,
             alpha,
@@ -81,7 +81,7 @@ impl<T: MathElement> LrnLayer<T> {
             within_channel,
             ..
         } = self.lrn;
-        ensure(&mut self.scale, x.len());
+        ensure(&mut self.scale, x.len())?;
         let scale = &mut self.scale[..x.len()];
         let r = (size - 1) / 2;
         let plane = h * w;
@@ -103,7 +103,7 @@ impl<T: MathElement> LrnLayer<T> {
                     }
                 }
             }
-            return;
+            return Ok(());
         }
         // Across channels: per pixel, a window sum sliding over the
         // channels (Caffe's padded_square walk), the whole plane at once.
@@ -135,6 +135,7 @@ impl<T: MathElement> LrnLayer<T> {
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -178,7 +179,7 @@ impl<T: MathElement> DynLayer<T> for LrnLayer<T> {
             );
         }
         let xd = x.cpu_data()?;
-        self.fill_scale(&xd, dims);
+        self.fill_scale(&xd, dims)?;
         let beta = self.lrn.beta;
         for ((o, &v), &s) in y
             .mutable_cpu_data()?

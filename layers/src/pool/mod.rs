@@ -170,7 +170,7 @@ impl PoolEngine {
                 cpu::max_values(g, &xd, &mut yd);
             }
             PoolMethod::Max => {
-                ensure(&mut self.argmax, yd.len());
+                ensure(&mut self.argmax, yd.len())?;
                 cpu::max_forward(g, &xd, &mut yd, &mut self.argmax[..y.count()]);
             }
             PoolMethod::Ave => cpu::ave_forward(g, &xd, &mut yd),
