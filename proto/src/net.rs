@@ -46,6 +46,38 @@ fn within_limit(at: &str, what: &str, held: usize, max: usize) -> Result<(), Pro
     })
 }
 
+/// Counts a net's layers and other fields before any is decoded: a
+/// million 3-byte layers would otherwise take 15 MB (a hundred thousand
+/// of them decoded) before the limit refused the next. Bytes the count
+/// cannot walk are left to the decoder, whose error says more.
+fn refuse_over_limits(at: &str, bytes: &[u8]) -> Result<(), ProtoError> {
+    let (mut layers, mut others) = (0usize, 0usize);
+    let mut buf = bytes;
+    while let Ok((tag, wt)) = decode_key(&mut buf) {
+        if wt == WireType::LengthDelimited && (tag == NEW_LAYER_TAG || tag == V1_LAYER_TAG) {
+            let field = if tag == NEW_LAYER_TAG {
+                "layer"
+            } else {
+                "layers"
+            };
+            within_limit(
+                &format!("{at}.{field}[{layers}]"),
+                "layers",
+                layers,
+                MAX_LAYERS,
+            )?;
+            layers += 1;
+        } else {
+            within_limit(at, "fields besides its layers", others, MAX_FIELDS)?;
+            others += 1;
+        }
+        if skip_field(wt, tag, &mut buf, DecodeContext::default()).is_err() || buf.is_empty() {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Which of Caffe's layer formats a layer is stored in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayerFormat {
@@ -506,6 +538,7 @@ impl NetParameter {
     /// ```
     pub fn decode(bytes: &[u8]) -> Result<Self, ProtoError> {
         let at = "NetParameter";
+        refuse_over_limits(at, bytes)?;
         let ctx = DecodeContext::default();
         let mut net = Self {
             name: None,
