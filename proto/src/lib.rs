@@ -32,6 +32,7 @@
 mod blob;
 mod detect;
 mod error;
+mod limits;
 mod messages;
 mod net;
 mod param;
@@ -42,14 +43,12 @@ mod view;
 pub use blob::{BlobProto, BlobShape, RawDataType};
 pub use detect::{FileFormat, detect_format};
 pub use error::{CAFFE_MAX_MESSAGE_BYTES, ProtoError};
+pub use limits::{MAX_FIELDS, MAX_LAYERS, MAX_TEXT_FIELDS, ReadLimits};
 pub use messages::{BlobProtoVector, Datum, SolverState};
-pub use net::{
-    LayerFormat, LayerParameter, MAX_FIELDS, MAX_LAYERS, NetFormat, NetParameter,
-    v1_layer_type_name,
-};
+pub use net::{LayerFormat, LayerParameter, NetFormat, NetParameter, v1_layer_type_name};
 pub use param::{ParamField, ParamMessage, ParamValue, UnknownField};
 pub use prost::Message;
-pub use text::{MAX_TEXT_FIELDS, TextField, TextMessage, TextValue};
+pub use text::{TextField, TextMessage, TextValue};
 pub use view::{BlobProtoRef, BlobProtoView, ScalarRuns};
 
 /// Decodes a message, naming it in the error (`BlobProto: buffer underflow`).
@@ -74,18 +73,11 @@ pub fn decode_message<M: Message + Default>(
     // says more.
     let mut buf = bytes;
     let mut held = 0usize;
+    let max = ReadLimits::current().fields;
     while let Ok((tag, wire_type)) = prost::encoding::decode_key(&mut buf) {
         if wire_type == prost::encoding::WireType::LengthDelimited {
+            limits::within_limit(what, "messages, strings and arrays", held, max)?;
             held += 1;
-            if held > MAX_FIELDS {
-                return Err(ProtoError::Invalid {
-                    at: what.into(),
-                    detail: format!(
-                        "more than {MAX_FIELDS} messages, strings and arrays: no Caffe file holds that \
-                         many, so it is refused rather than decoded into memory out of proportion to it"
-                    ),
-                });
-            }
         }
         let skipped = prost::encoding::skip_field(
             wire_type,

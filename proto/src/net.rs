@@ -22,35 +22,14 @@ use prost::encoding::{
 
 use crate::blob::BlobProto;
 use crate::error::{ProtoError, check_writable, decode_at};
-
-/// The most layers a net may hold. The largest public Caffe nets have a
-/// few thousand; a file of a million 6-byte layers would otherwise decode
-/// into 300 MB, out of proportion to it.
-pub const MAX_LAYERS: usize = 100_000;
-
-/// The most fields (blobs included) one layer, or a net besides its
-/// layers, may hold: a real one has tens.
-pub const MAX_FIELDS: usize = 100_000;
-
-/// Refuses a message about to hold more than `max` of `what`.
-fn within_limit(at: &str, what: &str, held: usize, max: usize) -> Result<(), ProtoError> {
-    if held < max {
-        return Ok(());
-    }
-    Err(ProtoError::Invalid {
-        at: at.into(),
-        detail: format!(
-            "more than {max} {what}: no Caffe file holds that many, so it is refused rather than \
-             decoded into memory out of proportion to it"
-        ),
-    })
-}
+use crate::limits::{ReadLimits, within_limit};
 
 /// Counts a net's layers and other fields before any is decoded: a
 /// million 3-byte layers would otherwise take 15 MB (a hundred thousand
 /// of them decoded) before the limit refused the next. Bytes the count
 /// cannot walk are left to the decoder, whose error says more.
 fn refuse_over_limits(at: &str, bytes: &[u8]) -> Result<(), ProtoError> {
+    let limits = ReadLimits::current();
     let (mut layers, mut others) = (0usize, 0usize);
     let mut buf = bytes;
     while let Ok((tag, wt)) = decode_key(&mut buf) {
@@ -60,15 +39,13 @@ fn refuse_over_limits(at: &str, bytes: &[u8]) -> Result<(), ProtoError> {
             } else {
                 "layers"
             };
-            within_limit(
-                &format!("{at}.{field}[{layers}]"),
-                "layers",
-                layers,
-                MAX_LAYERS,
-            )?;
+            if layers >= limits.layers {
+                let at = format!("{at}.{field}[{layers}]");
+                return within_limit(&at, "layers", layers, limits.layers);
+            }
             layers += 1;
         } else {
-            within_limit(at, "fields besides its layers", others, MAX_FIELDS)?;
+            within_limit(at, "fields besides its layers", others, limits.fields)?;
             others += 1;
         }
         if skip_field(wt, tag, &mut buf, DecodeContext::default()).is_err() || buf.is_empty() {
@@ -338,7 +315,7 @@ impl LayerParameter {
                 at,
                 "fields and blobs",
                 layer.fields.len() + layer.blobs.len(),
-                MAX_FIELDS,
+                ReadLimits::current().fields,
             )?;
             let (tag, wt) = decode_key(&mut buf).map_err(decode_at(at))?;
             if wt == WireType::LengthDelimited && (tag == tags.blobs || Some(tag) == tags.nested_v0)
@@ -539,6 +516,7 @@ impl NetParameter {
     pub fn decode(bytes: &[u8]) -> Result<Self, ProtoError> {
         let at = "NetParameter";
         refuse_over_limits(at, bytes)?;
+        let limits = ReadLimits::current();
         let ctx = DecodeContext::default();
         let mut net = Self {
             name: None,
@@ -556,7 +534,7 @@ impl NetParameter {
                     (LayerFormat::V1, "layers")
                 };
                 let where_ = format!("{at}.{field}[{}]", net.layers.len());
-                within_limit(&where_, "layers", net.layers.len(), MAX_LAYERS)?;
+                within_limit(&where_, "layers", net.layers.len(), limits.layers)?;
                 let body = length_delimited(&mut buf).map_err(decode_at(where_.clone()))?;
                 let layer = LayerParameter::decode(body, format, &where_, ctx.clone())?;
                 net.fields.push(NetField::Layer(net.layers.len()));
@@ -567,7 +545,7 @@ impl NetParameter {
                 at,
                 "fields besides its layers",
                 net.fields.len() - net.layers.len(),
-                MAX_FIELDS,
+                limits.fields,
             )?;
             skip_field(wt, tag, &mut buf, ctx.clone()).map_err(decode_at(at))?;
             let raw = &bytes[start..bytes.len() - buf.len()];

@@ -3,6 +3,7 @@
 //! map it onto their own types and name the line of a bad value.
 
 use crate::ProtoError;
+use crate::limits::{ReadLimits, over_limit};
 
 /// A message in text format: its fields in file order, a repeated field
 /// once per value.
@@ -52,12 +53,6 @@ pub enum TextValue {
 /// reader stops at 100).
 const MAX_DEPTH: usize = 100;
 
-/// The most fields (values of repeated fields counted one by one) a text
-/// message may hold, nested ones included. ResNet-152's training net has
-/// about 15,000; a text of a million empty `layer {}` (7 MB) would
-/// otherwise take 1.6 GB to hold, out of proportion to the file.
-pub const MAX_TEXT_FIELDS: usize = 200_000;
-
 impl TextField {
     /// An error about this field: `line L, column C: detail`.
     ///
@@ -85,6 +80,7 @@ impl TextMessage {
             line: 1,
             line_start: 0,
             fields: 0,
+            max_fields: ReadLimits::current().text_fields,
         };
         let message = reader.message(0, None)?;
         Ok(message)
@@ -120,6 +116,8 @@ struct Reader<'a> {
     line_start: usize,
     /// Fields read so far, nested ones included.
     fields: usize,
+    /// The most it may read.
+    max_fields: usize,
 }
 
 /// Bytes that end an unquoted token.
@@ -128,14 +126,12 @@ fn ends_token(b: u8) -> bool {
 }
 
 impl Reader<'_> {
-    /// Counts one more field (or list value) against [`MAX_TEXT_FIELDS`].
+    /// Counts one more field (or list value) against
+    /// [`ReadLimits::text_fields`].
     fn count_field(&mut self) -> Result<(), ProtoError> {
         self.fields += 1;
-        if self.fields > MAX_TEXT_FIELDS {
-            return Err(self.error(format!(
-                "more than {MAX_TEXT_FIELDS} fields: no Caffe prototxt has that many, so the text is \
-                 refused rather than held in memory out of proportion to it"
-            )));
+        if self.fields > self.max_fields {
+            return Err(self.error(over_limit(self.max_fields, "fields")));
         }
         Ok(())
     }
