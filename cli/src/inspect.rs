@@ -47,7 +47,7 @@ fn summaries(blobs: &[BlobProto], at: &str) -> Result<Vec<Value>, blobflow::prot
 /// for a blob vector; `{"format": "safetensors", "tensors": [{"name",
 /// "dtype", "shape", "count", "sum_abs", "first5"}]}` for a `.safetensors`
 /// file (sums and values for floating-point tensors); for a `.prototxt`,
-/// `{"format": "net prototxt", "name", "input", "layers": [{"name",
+/// `{"format": "net prototxt", "name", "input", "input_shape", "layers": [{"name",
 /// "type", "bottom", "top", "blobs": []}]}` for a net (read against
 /// Caffe's schema) and `{"format": "solver prototxt", "solver":
 /// {...}, "max_iter", ...}` for a solver, as `SolverFile` reads it.
@@ -283,10 +283,19 @@ fn describe_text(path: &Path) -> Result<Value, BlobError> {
                 })
             })
             .collect();
+        // Each input's shape as declared: an `input_shape`, or four
+        // `input_dim`s (the old form); none where the file gives none.
+        let dims: Vec<i64> = net.ints("input_dim");
+        let shapes: Vec<Value> = net
+            .messages("input_shape")
+            .map(|s| json!(s.ints("dim")))
+            .chain(dims.chunks(4).map(|d| json!(d)))
+            .collect();
         return Ok(json!({
             "format": "net prototxt",
             "name": net.string("name"),
             "input": strings(&net, "input"),
+            "input_shape": shapes,
             "layers": layers,
         }));
     }
@@ -478,8 +487,20 @@ pub fn table(v: &Value) -> String {
         }
         return out;
     }
-    blob_header(&mut out);
     let empty = Vec::new();
+    let shapes = v["input_shape"].as_array().unwrap_or(&empty);
+    for (i, input) in v["input"].as_array().unwrap_or(&empty).iter().enumerate() {
+        let shape = shapes.get(i).and_then(Value::as_array).map_or_else(
+            || "(shape not declared)".to_string(),
+            |d| d.iter().map(Value::to_string).collect::<Vec<_>>().join("x"),
+        );
+        let _ = writeln!(
+            out,
+            "input:  {} {shape}",
+            shown(input.as_str().unwrap_or(""))
+        );
+    }
+    blob_header(&mut out);
     for l in v["layers"].as_array().unwrap_or(&empty) {
         layer_rows(&mut out, l);
     }

@@ -12,7 +12,7 @@ mod ground_truth;
 use ground_truth::{check_blob, expected_files, fixtures};
 
 mod common;
-use common::inspect_json;
+use common::{inspect_json, inspect_table};
 
 /// Runs `blobflow inspect FILE` and returns its exit success and stderr.
 fn inspect_failure(path: &Path) -> (bool, String) {
@@ -257,10 +257,21 @@ fn inspect_checks_net_prototxts_against_the_schema() {
         "{err}"
     );
     let inputs_only = dir.join("inputs.prototxt");
-    std::fs::write(&inputs_only, "input: \"data\"\ninput_dim: 1\n").unwrap();
+    std::fs::write(
+        &inputs_only,
+        "input: \"data\"\ninput_shape { dim: 1 dim: 2 }\ninput: \"label\"\n",
+    )
+    .unwrap();
     let net = inspect_json(&inputs_only);
     assert_eq!(net["format"], "net prototxt");
     assert_eq!(net["input"][0], "data");
+    assert_eq!(net["input_shape"][0], serde_json::json!([1, 2]));
+    let table = inspect_table(&inputs_only);
+    assert!(table.contains("input:  data 1x2\n"), "{table}");
+    assert!(
+        table.contains("input:  label (shape not declared)\n"),
+        "{table}"
+    );
     let scalar_layer = dir.join("scalar.prototxt");
     std::fs::write(&scalar_layer, "layer: 5\n").unwrap();
     let (ok, err) = inspect_failure(&scalar_layer);
