@@ -9,6 +9,7 @@ use super::cpu::{self, ConvGeometry, ConvGradients, ConvScratch};
 use super::cuda;
 #[cfg(feature = "cudnn")]
 use super::cudnn;
+use super::volume::{self, VolumeGeometry, VolumeScratch};
 use crate::layer::Result;
 
 /// Whether the GPU side may take cuDNN, and with TF32 (feature `cudnn`;
@@ -25,6 +26,7 @@ pub(crate) struct CudnnChoice {
 #[derive(Default)]
 pub(crate) struct ConvEngine<T: MathElement> {
     scratch: ConvScratch<T>,
+    volume: VolumeScratch<T>,
     #[cfg(feature = "cuda")]
     gpu_scratch: cuda::GpuScratch,
     #[cfg(feature = "cudnn")]
@@ -89,25 +91,76 @@ impl<T: MathElement> ConvEngine<T> {
             }
             return cuda::backward(g, &mut self.gpu_scratch, &gpu, blobs, propagate_down);
         }
-        let mut dx = if propagate_down {
-            Some(x.mutable_cpu_diff()?)
-        } else {
-            None
-        };
-        cpu::backward(
+        let scratch = &mut self.scratch;
+        on_host_backward(x, weight, bias, y, propagate_down, |x, w, dy, grads| {
+            cpu::backward(g, scratch, x, w, dy, grads)
+        })
+    }
+
+    /// [`forward`](Self::forward) over three or more spatial axes, on
+    /// the host whatever the device: the blobs' heads move the bytes.
+    pub fn forward_volume(
+        &mut self,
+        g: &VolumeGeometry,
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
+        volume::forward(
             g,
-            &mut self.scratch,
+            &mut self.volume,
             &x.cpu_data()?,
             &weight.cpu_data()?,
-            &y.cpu_diff()?,
-            ConvGradients {
-                weight: Some(&mut weight.mutable_cpu_diff()?),
-                bias: Some(&mut bias.mutable_cpu_diff()?),
-                input: dx.as_deref_mut(),
-            },
-        )?;
-        Ok(())
+            &bias.cpu_data()?,
+            &mut y.mutable_cpu_data()?,
+        )
     }
+
+    /// [`backward`](Self::backward) over three or more spatial axes, on
+    /// the host as [`forward_volume`](Self::forward_volume).
+    pub fn backward_volume(
+        &mut self,
+        g: &VolumeGeometry,
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: &Blob<T>,
+        y: &Blob<T>,
+        propagate_down: bool,
+    ) -> Result<()> {
+        let scratch = &mut self.volume;
+        on_host_backward(x, weight, bias, y, propagate_down, |x, w, dy, grads| {
+            volume::backward(g, scratch, x, w, dy, grads)
+        })
+    }
+}
+
+/// Hands a backward pass on the host its slices: `x`, the weights, `y`'s
+/// diff, and the weight, bias and (when `propagate_down`) input
+/// gradients to write.
+fn on_host_backward<T: MathElement>(
+    x: &Blob<T>,
+    weight: &Blob<T>,
+    bias: &Blob<T>,
+    y: &Blob<T>,
+    propagate_down: bool,
+    pass: impl FnOnce(&[T], &[T], &[T], ConvGradients<'_, T>) -> Result<()>,
+) -> Result<()> {
+    let mut dx = if propagate_down {
+        Some(x.mutable_cpu_diff()?)
+    } else {
+        None
+    };
+    pass(
+        &x.cpu_data()?,
+        &weight.cpu_data()?,
+        &y.cpu_diff()?,
+        ConvGradients {
+            weight: Some(&mut weight.mutable_cpu_diff()?),
+            bias: Some(&mut bias.mutable_cpu_diff()?),
+            input: dx.as_deref_mut(),
+        },
+    )
 }
 
 impl<T: MathElement> ConvEngine<T> {

@@ -18,8 +18,9 @@ use crate::layer::{Layer, Result, expect_shape};
 use crate::shapes::{ConvOut, ConvShape};
 mod engine;
 mod runtime;
+mod volume;
 
-pub(crate) use cpu::ConvGeometry;
+pub(crate) use cpu::{ConvGeometry, ConvGradients};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::CONV;
 pub(crate) use engine::ConvEngine;

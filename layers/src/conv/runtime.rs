@@ -6,29 +6,35 @@ use blob_runtime::{Blob, MathElement};
 
 use super::ConvGeometry;
 use super::engine::{ConvEngine, CudnnChoice};
+use super::volume::VolumeGeometry;
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
 
 const OP: &str = "set up Convolution";
 
-/// A `convolution_param` as Convolution and Deconvolution read it (two
-/// spatial axes; per axis: height, width).
+/// A `convolution_param` as Convolution and Deconvolution read it. The
+/// per-axis settings are resolved once the input's rank says how many
+/// spatial axes there are ([`window`](Self::window)).
 pub(crate) struct ConvParam {
     pub num_output: usize,
     pub group: usize,
     pub bias_term: bool,
-    pub kernel: [usize; 2],
-    pub stride: [usize; 2],
-    pub pad: [usize; 2],
-    pub dilation: [usize; 2],
+    /// The channel axis (Caffe's `axis`, negative from the end).
+    pub axis: i64,
+    kernel: PerAxis,
+    stride: PerAxis,
+    pad: PerAxis,
+    dilation: PerAxis,
     pub weight_filler: ParamMessage,
     pub bias_filler: ParamMessage,
     pub choice: CudnnChoice,
 }
 
-/// Caffe `Convolution` over two spatial axes: bottom `i` to top `i`, all
-/// with the same weights `(num_output, C / group, kh, kw)` and, with
-/// `bias_term`, bias `(num_output)`.
+/// Caffe `Convolution` over any number of spatial axes (those after
+/// `axis`, the channels): bottom `i` to top `i`, all with the same weights
+/// `(num_output, C / group, kernel...)` and, with `bias_term`, bias
+/// `(num_output)`. Two spatial axes or fewer run on the planar engine
+/// (CPU, CUDA, cuDNN), more on the host.
 pub(crate) struct ConvolutionLayer<T: MathElement> {
     p: ConvParam,
     /// The zeros a convolution without bias adds, on the input's device.
@@ -37,46 +43,141 @@ pub(crate) struct ConvolutionLayer<T: MathElement> {
     engine: ConvEngine<T>,
 }
 
-/// The value for each spatial axis (height, width), from the repeated
-/// field `name` (none, once, or once per axis) or, where `prefix` is
-/// given, its `_h`/`_w` pair (Caffe's rules for kernel, stride and pad).
-fn per_axis(
-    param: &ParamMessage,
-    name: &str,
-    prefix: Option<&str>,
-    default: u64,
-) -> Result<[usize; 2]> {
-    let list = param.uints(name);
-    let (h, w) = prefix.map_or((String::new(), String::new()), |p| {
-        (format!("{p}_h"), format!("{p}_w"))
-    });
-    let pair = prefix.map_or((false, false), |_| (param.has(&h), param.has(&w)));
-    let (vh, vw) = match (list.as_slice(), pair) {
-        ([], (false, false)) => (default, default),
-        ([v], (false, false)) => (*v, *v),
-        ([a, b], (false, false)) => (*a, *b),
-        // One of the pair alone leaves the other at 0, as in Caffe: fine
-        // for a pad, refused below for a kernel or stride.
-        ([], _) => (param.uint(&h), param.uint(&w)),
-        (_, (false, false)) => {
-            return Err(bad_param(
-                OP,
-                format!(
-                    "{name} must be specified once, or once per spatial dimension ({} given for 2; N-D convolutions are not supported)",
-                    list.len()
-                ),
-            ));
+/// A per-axis setting as written: a list (none, once, or once per spatial
+/// axis) or, for kernel, stride and pad, an `_h`/`_w` pair (2-D only).
+enum PerAxis {
+    List(&'static str, Vec<usize>, usize),
+    Pair(&'static str, [usize; 2]),
+}
+
+impl PerAxis {
+    /// Reads `name` (or its `prefix_h`/`prefix_w` pair) with Caffe's
+    /// rules; `default` stands for a setting not given.
+    fn read(
+        param: &ParamMessage,
+        name: &'static str,
+        prefix: Option<&str>,
+        default: usize,
+    ) -> Result<Self> {
+        let size = |v: u64| {
+            usize::try_from(v).map_err(|_| bad_param(OP, format!("{name} {v} is too large")))
+        };
+        let list = param
+            .uints(name)
+            .into_iter()
+            .map(size)
+            .collect::<Result<Vec<_>>>()?;
+        let Some(prefix) = prefix else {
+            return Ok(Self::List(name, list, default));
+        };
+        let (h, w) = (format!("{prefix}_h"), format!("{prefix}_w"));
+        if !param.has(&h) && !param.has(&w) {
+            return Ok(Self::List(name, list, default));
         }
-        _ => {
+        if !list.is_empty() {
             return Err(bad_param(
                 OP,
                 format!("{name} is {name} OR {h} and {w}; not both"),
             ));
         }
-    };
-    let size =
-        |v: u64| usize::try_from(v).map_err(|_| bad_param(OP, format!("{name} {v} is too large")));
-    Ok([size(vh)?, size(vw)?])
+        // One of the pair alone leaves the other at 0, as in Caffe: fine
+        // for a pad, refused for a kernel or stride.
+        Ok(Self::Pair(
+            name,
+            [size(param.uint(&h))?, size(param.uint(&w))?],
+        ))
+    }
+
+    /// The values as given (the default where none is).
+    fn given(&self) -> Vec<usize> {
+        match self {
+            Self::List(_, list, default) if list.is_empty() => vec![*default],
+            Self::List(_, list, _) => list.clone(),
+            Self::Pair(_, pair) => pair.to_vec(),
+        }
+    }
+
+    /// The value for each of `axes` spatial axes.
+    fn for_axes(&self, axes: usize) -> Result<Vec<usize>> {
+        match self {
+            Self::List(_, list, default) if list.is_empty() => Ok(vec![*default; axes]),
+            Self::List(_, list, _) if list.len() == 1 => Ok(vec![list[0]; axes]),
+            Self::List(_, list, _) if list.len() == axes => Ok(list.clone()),
+            Self::List(name, list, _) => Err(bad_param(
+                OP,
+                format!(
+                    "{name} must be specified once, or once per spatial dimension ({} given for {axes})",
+                    list.len()
+                ),
+            )),
+            Self::Pair(_, pair) if axes == 2 => Ok(pair.to_vec()),
+            Self::Pair(name, _) => Err(bad_param(
+                OP,
+                format!(
+                    "{name}'s _h and _w can only be used for 2D convolution, not over {axes} spatial axes"
+                ),
+            )),
+        }
+    }
+}
+
+/// Kernel, stride, pad and dilation for each spatial axis of an input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub kernel: Vec<usize>,
+    pub stride: Vec<usize>,
+    pub pad: Vec<usize>,
+    pub dilation: Vec<usize>,
+}
+
+impl Window {
+    /// The kernel's extent along axis `a`: `dilation (kernel - 1) + 1`
+    /// (checked: the settings come from a file).
+    pub(crate) fn extent(&self, a: usize) -> Result<usize> {
+        self.dilation[a]
+            .checked_mul(self.kernel[a] - 1)
+            .and_then(|e| e.checked_add(1))
+            .ok_or_else(|| {
+                bad_param(
+                    OP,
+                    format!(
+                        "a dilated kernel of {} x {} overflows",
+                        self.kernel[a], self.dilation[a]
+                    ),
+                )
+            })
+    }
+
+    /// Twice the pad along axis `a`, checked.
+    pub(crate) fn both_pads(&self, a: usize) -> Result<usize> {
+        self.pad[a]
+            .checked_mul(2)
+            .ok_or_else(|| bad_param(OP, format!("pad {} overflows", self.pad[a])))
+    }
+
+    /// The settings on two axes, a missing leading axis (a 1-D or 0-D
+    /// convolution) as one of size 1 with a 1-wide kernel: the planar
+    /// engine's.
+    fn planar(&self) -> ([usize; 2], [usize; 2], [usize; 2], [usize; 2]) {
+        let two = |v: &[usize], fill: usize| match v {
+            [a, b] => [*a, *b],
+            [b] => [fill, *b],
+            _ => [fill, fill],
+        };
+        (
+            two(&self.kernel, 1),
+            two(&self.stride, 1),
+            two(&self.pad, 0),
+            two(&self.dilation, 1),
+        )
+    }
+}
+
+fn joined(v: &[usize]) -> String {
+    v.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(" x ")
 }
 
 impl ConvParam {
@@ -88,16 +189,19 @@ impl ConvParam {
         if num_output == 0 {
             return Err(bad_param(OP, "num_output must be set and positive"));
         }
-        let kernel = per_axis(&p, "kernel_size", Some("kernel"), 0)?;
-        let stride = per_axis(&p, "stride", Some("stride"), 1)?;
-        let pad = per_axis(&p, "pad", Some("pad"), 0)?;
-        let dilation = per_axis(&p, "dilation", None, 1)?;
-        if kernel.contains(&0) || stride.contains(&0) || dilation.contains(&0) {
+        let kernel = PerAxis::read(&p, "kernel_size", Some("kernel"), 0)?;
+        let stride = PerAxis::read(&p, "stride", Some("stride"), 1)?;
+        let pad = PerAxis::read(&p, "pad", Some("pad"), 0)?;
+        let dilation = PerAxis::read(&p, "dilation", None, 1)?;
+        let (k, s, d) = (kernel.given(), stride.given(), dilation.given());
+        if [&k, &s, &d].iter().any(|v| v.contains(&0)) {
             return Err(bad_param(
                 OP,
                 format!(
-                    "kernel ({} x {}), stride ({} x {}) and dilation ({} x {}) must be positive",
-                    kernel[0], kernel[1], stride[0], stride[1], dilation[0], dilation[1]
+                    "kernel ({}), stride ({}) and dilation ({}) must be positive",
+                    joined(&k),
+                    joined(&s),
+                    joined(&d)
                 ),
             ));
         }
@@ -108,18 +212,13 @@ impl ConvParam {
                 format!("num_output {num_output} is not a multiple of group {group}"),
             ));
         }
-        if p.int("axis") != 1 {
-            return Err(bad_param(
-                OP,
-                format!("axis {} is not supported yet (only 1)", p.int("axis")),
-            ));
-        }
         #[cfg_attr(not(feature = "cudnn"), allow(unused_variables))]
         let use_cudnn = p.enum_name("engine") != "CAFFE";
         Ok(Self {
             num_output,
             group,
             bias_term: p.boolean("bias_term"),
+            axis: p.int("axis"),
             kernel,
             stride,
             pad,
@@ -135,17 +234,55 @@ impl ConvParam {
         })
     }
 
-    /// The convolution of `batch` images of `cin` channels and `size`
-    /// (height, width) by these settings.
-    pub(crate) fn geometry(&self, batch: usize, cin: usize, size: [usize; 2]) -> ConvGeometry {
+    /// Where `x`'s channels are (`axis`, counted from the end when
+    /// negative); the spatial axes follow it.
+    pub(crate) fn channel_axis<T: MathElement>(&self, x: &Blob<T>) -> Result<usize> {
+        let rank = x.shape().len();
+        usize::try_from(self.axis)
+            .ok()
+            .filter(|&a| a < rank)
+            .or_else(|| {
+                let back = self
+                    .axis
+                    .checked_neg()
+                    .and_then(|b| usize::try_from(b).ok())?;
+                rank.checked_sub(back)
+            })
+            .ok_or_else(|| {
+                bad_param(
+                    "convolve",
+                    format!(
+                        "axis {} is not an axis of the input {}",
+                        self.axis,
+                        x.shape_string()
+                    ),
+                )
+            })
+    }
+
+    /// The settings for `axes` spatial axes.
+    pub(crate) fn window(&self, axes: usize) -> Result<Window> {
+        Ok(Window {
+            kernel: self.kernel.for_axes(axes)?,
+            stride: self.stride.for_axes(axes)?,
+            pad: self.pad.for_axes(axes)?,
+            dilation: self.dilation.for_axes(axes)?,
+        })
+    }
+
+    /// The planar convolution of `batch` images of `cin` channels and
+    /// `size` (height, width) through `window` (two spatial axes or
+    /// fewer).
+    pub(crate) fn geometry(
+        &self,
+        batch: usize,
+        cin: usize,
+        size: [usize; 2],
+        window: &Window,
+    ) -> ConvGeometry {
+        let (kernel, stride, pad, dilation) = window.planar();
         let out = |a: usize| {
-            ConvGeometry::output_size(
-                size[a],
-                self.kernel[a],
-                self.stride[a],
-                self.pad[a],
-                self.dilation[a],
-            )
+            ConvGeometry::output_size(size[a], kernel[a], stride[a], pad[a], dilation[a])
         };
         ConvGeometry {
             batch,
@@ -155,16 +292,11 @@ impl ConvParam {
             w: size[1],
             oh: out(0),
             ow: out(1),
-            kernel: self.kernel,
-            stride: self.stride,
-            pad: self.pad,
-            dilation: self.dilation,
+            kernel,
+            stride,
+            pad,
+            dilation,
         }
-    }
-
-    /// The kernel's extent along axis `a`: `dilation (kernel - 1) + 1`.
-    pub(crate) fn extent(&self, a: usize) -> usize {
-        self.dilation[a] * (self.kernel[a] - 1) + 1
     }
 
     /// The weights (and, with `bias_term`, the bias of `bias_len`) of
@@ -186,6 +318,91 @@ impl ConvParam {
     }
 }
 
+/// How one input is convolved: on the planar engine (two spatial axes or
+/// fewer, the batch being every axis before the channels), or over three
+/// or more spatial axes on the host.
+pub(crate) enum Plan {
+    Planar(ConvGeometry),
+    Volume(VolumeGeometry),
+}
+
+/// A checked input's plan, its top shape and its weights' shape.
+pub(crate) struct Planned {
+    pub plan: Plan,
+    pub top: Vec<usize>,
+    pub weights: Vec<usize>,
+}
+
+impl ConvParam {
+    /// Checks `x` against these settings and `weights_in` (the input
+    /// channels the weights were made for, once they exist), and plans
+    /// its convolution: Caffe's `LayerSetUp` and `Reshape` checks.
+    pub(crate) fn plan<T: MathElement>(
+        &self,
+        x: &Blob<T>,
+        weights_in: Option<usize>,
+    ) -> Result<Planned> {
+        let s = x.shape();
+        let axis = self.channel_axis(x)?;
+        let (cin, spatial) = (s[axis], &s[axis + 1..]);
+        let window = self.window(spatial.len())?;
+        if !cin.is_multiple_of(self.group) {
+            return Err(bad_param(
+                "convolve",
+                format!(
+                    "the input's {cin} channels are not a multiple of group {}",
+                    self.group
+                ),
+            ));
+        }
+        let want = weights_in.unwrap_or(cin);
+        if cin != want {
+            return Err(bad_param(
+                "convolve",
+                format!(
+                    "Input size incompatible with convolution kernel: the input {} has {cin} channels, the weights {want}",
+                    x.shape_string()
+                ),
+            ));
+        }
+        let mut out = Vec::with_capacity(spatial.len());
+        for (a, &size) in spatial.iter().enumerate() {
+            let (extent, pads) = (window.extent(a)?, window.both_pads(a)?);
+            let padded = size.checked_add(pads).filter(|&p| p >= extent).ok_or_else(|| {
+                bad_param(
+                    "convolve",
+                    format!(
+                        "the input {} is {size} along axis {}, where the kernel (extent {extent}, pad {}) needs at least {}",
+                        x.shape_string(),
+                        axis + 1 + a,
+                        window.pad[a],
+                        extent.saturating_sub(pads)
+                    ),
+                )
+            })?;
+            out.push((padded - extent) / window.stride[a] + 1);
+        }
+        let batch = s[..axis].iter().product();
+        let top = [&s[..axis], &[self.num_output], &out[..]].concat();
+        let weights = [&[self.num_output, cin / self.group], &window.kernel[..]].concat();
+        let plan = match *spatial {
+            [h, w] => Plan::Planar(self.geometry(batch, cin, [h, w], &window)),
+            [w] => Plan::Planar(self.geometry(batch, cin, [1, w], &window)),
+            [] => Plan::Planar(self.geometry(batch, cin, [1, 1], &window)),
+            _ => Plan::Volume(VolumeGeometry {
+                batch,
+                groups: self.group,
+                channels_in: cin,
+                channels_out: self.num_output,
+                input: spatial.to_vec(),
+                output: out,
+                window,
+            }),
+        };
+        Ok(Planned { plan, top, weights })
+    }
+}
+
 impl<T: MathElement> ConvolutionLayer<T> {
     /// Reads the layer's `convolution_param`.
     pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
@@ -197,43 +414,9 @@ impl<T: MathElement> ConvolutionLayer<T> {
         })
     }
 
-    fn geometry(&self, x: &Blob<T>) -> Result<ConvGeometry> {
-        let s = x.shape();
-        let p = &self.p;
-        let reach = |a: usize| p.extent(a).saturating_sub(2 * p.pad[a]);
-        if s.len() != 4 || s[2] < reach(0) || s[3] < reach(1) {
-            return Err(bad_param(
-                "convolve",
-                format!(
-                    "the input is {}, not (N, C, H, W) with H at least {} and W at least {}",
-                    x.shape_string(),
-                    reach(0),
-                    reach(1)
-                ),
-            ));
-        }
-        let cin = self.blobs.first().map_or(s[1], |w| w.shape()[1] * p.group);
-        if !s[1].is_multiple_of(p.group) {
-            return Err(bad_param(
-                "convolve",
-                format!(
-                    "the input's {} channels are not a multiple of group {}",
-                    s[1], p.group
-                ),
-            ));
-        }
-        if s[1] != cin {
-            return Err(bad_param(
-                "convolve",
-                format!(
-                    "Input size incompatible with convolution kernel: the input {} has {} channels, the weights {}",
-                    x.shape_string(),
-                    s[1],
-                    cin
-                ),
-            ));
-        }
-        Ok(p.geometry(s[0], cin, [s[2], s[3]]))
+    fn plan(&self, x: &Blob<T>) -> Result<Planned> {
+        let weights_in = self.blobs.first().map(|w| w.shape()[1] * self.p.group);
+        self.p.plan(x, weights_in)
     }
 }
 
@@ -270,30 +453,33 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         if bottoms.iter().any(|b| b.shape() != bottoms[0].shape()) {
             return Err(bad_param("convolve", "all inputs must have the same shape"));
         }
-        let g = self.geometry(bottoms[0])?;
+        let planned = self.plan(bottoms[0])?;
         if self.blobs.is_empty() {
-            let [kh, kw] = self.p.kernel;
-            let shape = [self.p.num_output, g.channels_in / self.p.group, kh, kw];
-            self.blobs = self.p.fresh_blobs(&shape, self.p.num_output)?;
+            self.blobs = self.p.fresh_blobs(&planned.weights, self.p.num_output)?;
         }
         Ok(bottoms
             .iter()
-            .map(|_| TopShape::new(vec![g.batch, g.channels_out, g.oh, g.ow]))
+            .map(|_| TopShape::new(planned.top.clone()))
             .collect())
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         self.place_zero_bias(bottoms[0])?;
         for (x, y) in bottoms.iter().zip(tops) {
-            let g = self.geometry(x)?;
+            let plan = self.plan(x)?.plan;
             let w = &self.blobs[0];
             let b = if self.p.bias_term {
                 &self.blobs[1]
             } else {
                 &self.zero_bias
             };
-            self.engine
-                .forward_grouped(&g, self.p.group, self.p.choice, x, w, b, y)?;
+            match plan {
+                Plan::Planar(g) => {
+                    self.engine
+                        .forward_grouped(&g, self.p.group, self.p.choice, x, w, b, y)?
+                }
+                Plan::Volume(g) => self.engine.forward_volume(&g, x, w, b, y)?,
+            }
         }
         Ok(())
     }
@@ -306,15 +492,26 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     ) -> Result<()> {
         self.place_zero_bias(bottoms[0])?;
         for ((x, y), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
-            let g = self.geometry(x)?;
+            let plan = self.plan(x)?.plan;
             let w = &self.blobs[0];
             let b = if self.p.bias_term {
                 &self.blobs[1]
             } else {
                 &self.zero_bias
             };
-            self.engine
-                .backward_grouped(&g, self.p.group, self.p.choice, x, w, b, y, down)?;
+            match plan {
+                Plan::Planar(g) => self.engine.backward_grouped(
+                    &g,
+                    self.p.group,
+                    self.p.choice,
+                    x,
+                    w,
+                    b,
+                    y,
+                    down,
+                )?,
+                Plan::Volume(g) => self.engine.backward_volume(&g, x, w, b, y, down)?,
+            }
         }
         Ok(())
     }

@@ -29,57 +29,83 @@ impl<T: MathElement> DeconvolutionLayer<T> {
         })
     }
 
-    /// The convolution this layer transposes: its input is the top, its
-    /// output the bottom `x`.
-    fn geometry(&self, x: &Blob<T>) -> Result<ConvGeometry> {
+    /// The convolution this layer transposes (its input is the top, its
+    /// output the bottom `x`), the top's shape and the weights'.
+    fn geometry(&self, x: &Blob<T>) -> Result<(ConvGeometry, Vec<usize>, Vec<usize>)> {
         let s = x.shape();
         let p = &self.p;
-        if s.len() != 4 || s[2] == 0 || s[3] == 0 {
+        let axis = p.channel_axis(x)?;
+        let (cin, spatial) = (s[axis], &s[axis + 1..]);
+        if spatial.len() > 2 || spatial.contains(&0) {
             return Err(bad_param(
                 "deconvolve",
                 format!(
-                    "the input is {}, not (N, C, H, W) with H and W at least 1",
+                    "the input is {}: Deconvolution takes one or two spatial axes after the channels (axis {axis}), each at least 1",
                     x.shape_string()
                 ),
             ));
         }
-        let channels = self.blobs.first().map_or(s[1], |w| w.shape()[0]);
-        if s[1] != channels || !s[1].is_multiple_of(p.group) {
+        let window = p.window(spatial.len())?;
+        let channels = self.blobs.first().map_or(cin, |w| w.shape()[0]);
+        if cin != channels || !cin.is_multiple_of(p.group) {
             return Err(bad_param(
                 "deconvolve",
                 format!(
-                    "Input size incompatible with convolution kernel: the input {} has {} channels, the weights {channels} (group {})",
+                    "Input size incompatible with convolution kernel: the input {} has {cin} channels, the weights {channels} (group {})",
                     x.shape_string(),
-                    s[1],
                     p.group
                 ),
             ));
         }
-        let out = |a: usize| (p.stride[a] * (s[2 + a] - 1) + p.extent(a)).checked_sub(2 * p.pad[a]);
-        let (Some(oh), Some(ow)) = (out(0), out(1)) else {
-            return Err(bad_param(
-                "deconvolve",
-                format!(
-                    "padding {:?} is larger than the output of {}",
-                    p.pad,
-                    x.shape_string()
-                ),
-            ));
+        let mut out = Vec::with_capacity(spatial.len());
+        for (a, &size) in spatial.iter().enumerate() {
+            let full = window.stride[a]
+                .checked_mul(size - 1)
+                .and_then(|v| v.checked_add(window.extent(a).ok()?));
+            let size_out = full.and_then(|v| v.checked_sub(window.both_pads(a).ok()?));
+            let Some(size_out) = size_out.filter(|&v| v > 0) else {
+                return Err(bad_param(
+                    "deconvolve",
+                    format!(
+                        "padding {} leaves no output of {} along axis {}",
+                        window.pad[a],
+                        x.shape_string(),
+                        axis + 1 + a
+                    ),
+                ));
+            };
+            out.push(size_out);
+        }
+        let planar = |v: &[usize]| match *v {
+            [h, w] => [h, w],
+            [w] => [1, w],
+            _ => [1, 1],
         };
+        let batch = s[..axis].iter().product();
         // The transposed convolution: num_output channels of the output
         // size in, the input's channels and size out.
-        let mut g = p.geometry(s[0], p.num_output, [oh, ow]);
-        g.channels_out = s[1];
-        if (g.oh, g.ow) != (s[2], s[3]) {
+        let mut g = p.geometry(batch, p.num_output, planar(&out), &window);
+        g.channels_out = cin;
+        if [g.oh, g.ow] != planar(spatial) {
             return Err(bad_param(
                 "deconvolve",
                 format!(
-                    "an output of {oh} x {ow} does not convolve back to the input's {} x {}",
-                    s[2], s[3]
+                    "an output of {} does not convolve back to the input's {}",
+                    out.iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" x "),
+                    spatial
+                        .iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" x ")
                 ),
             ));
         }
-        Ok(g)
+        let top = [&s[..axis], &[p.num_output], &out[..]].concat();
+        let weights = [&[cin, p.num_output / p.group], &window.kernel[..]].concat();
+        Ok((g, top, weights))
     }
 }
 
@@ -103,21 +129,16 @@ impl<T: MathElement> DynLayer<T> for DeconvolutionLayer<T> {
                 "all inputs must have the same shape",
             ));
         }
-        let g = self.geometry(bottoms[0])?;
+        let (_, top, weights) = self.geometry(bottoms[0])?;
         if self.blobs.is_empty() {
-            let [kh, kw] = self.p.kernel;
-            let shape = [g.channels_out, self.p.num_output / self.p.group, kh, kw];
-            self.blobs = self.p.fresh_blobs(&shape, self.p.num_output)?;
+            self.blobs = self.p.fresh_blobs(&weights, self.p.num_output)?;
         }
-        Ok(bottoms
-            .iter()
-            .map(|_| TopShape::new(vec![g.batch, self.p.num_output, g.h, g.w]))
-            .collect())
+        Ok(bottoms.iter().map(|_| TopShape::new(top.clone())).collect())
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         for (x, y) in bottoms.iter().zip(tops) {
-            let g = self.geometry(x)?;
+            let (g, ..) = self.geometry(x)?;
             let bias = self.blobs.get(1);
             self.engine
                 .deconv_forward(&g, self.p.group, x, &self.blobs[0], bias, y)?;
@@ -132,7 +153,7 @@ impl<T: MathElement> DynLayer<T> for DeconvolutionLayer<T> {
         bottoms: &[&Blob<T>],
     ) -> Result<()> {
         for ((x, y), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
-            let g = self.geometry(x)?;
+            let (g, ..) = self.geometry(x)?;
             let bias = self.blobs.get(1);
             self.engine
                 .deconv_backward(&g, self.p.group, x, &self.blobs[0], bias, y, down)?;
