@@ -1,6 +1,6 @@
-//! Convolution over any number of spatial axes (Caffe's `im2col_nd`
-//! path): three axes against Caffe's sum written out over coordinates,
-//! its gradients against central differences, one axis and a channel
+//! Convolution and Deconvolution over any number of spatial axes
+//! (Caffe's `im2col_nd` path): three axes against Caffe's sums written
+//! out over coordinates, their gradients against central differences, one axis and a channel
 //! axis other than 1 against the planar convolution they equal, and the
 //! settings refused for the input's rank.
 
@@ -81,12 +81,7 @@ fn a_convolution_over_three_axes_is_caffes_sum() {
     let output = [4, 2, 4];
     assert_eq!(y.shape(), [n, m, 4, 2, 4]);
     assert_eq!(l.blobs()[0].shape(), [m, c / 2, 2, 3, 2]);
-    let (xv, w, b, yv) = (
-        x.to_vec().unwrap(),
-        l.blobs()[0].to_vec().unwrap(),
-        l.blobs()[1].to_vec().unwrap(),
-        y.to_vec().unwrap(),
-    );
+    let [xv, w, b, yv] = [&x, &l.blobs()[0], &l.blobs()[1], &y].map(|b| b.to_vec().unwrap());
     let (cg, mg) = (c / 2, m / 2);
     let taps: usize = kernel.iter().product();
     let plane: usize = input.iter().product();
@@ -169,27 +164,79 @@ fn one_spatial_axis_and_a_later_channel_axis_are_the_planar_convolution() {
 }
 
 #[test]
-fn a_net_of_volumes_runs_forward_and_backward() {
-    let net = Net::<f32>::from_prototxt(
-        r#"input: "scan" input_shape { dim: 1 dim: 1 dim: 6 dim: 8 dim: 8 }
-           force_backward: true
-           layer { name: "conv" type: "Convolution" bottom: "scan" top: "features"
-                   convolution_param { num_output: 2 kernel_size: 3 pad: 1
-                                       weight_filler { type: "constant" value: 1 } } }
-           layer { name: "up" type: "Deconvolution" bottom: "features" top: "up"
-                   convolution_param { num_output: 1 kernel_size: 1 } }"#,
-        NetState::test(),
+fn a_deconvolution_over_three_axes_scatters_each_input_point_through_the_kernel() {
+    let (kernel, stride, pad) = ([2, 3, 2], [2, 1, 2], [0, 1, 1]);
+    let mut l = layer(
+        r#"type: "Deconvolution" convolution_param { num_output: 4 group: 2
+           kernel_size: 2 kernel_size: 3 kernel_size: 2 stride: 2 stride: 1 stride: 2
+           pad: 0 pad: 1 pad: 1 }"#,
     );
-    // Deconvolution takes at most two spatial axes: said, with the layer.
-    let err = net.err().expect("a 3-D deconvolution").to_string();
-    assert!(err.starts_with("layer 'up' (Deconvolution): "), "{err}");
-    assert!(err.contains("one or two spatial axes"), "{err}");
+    let (n, c, m, input) = (2, 4, 4, [2, 3, 3]);
+    let x = blob(&[n, c, input[0], input[1], input[2]], 1);
+    let y = forward(l.as_mut(), &x);
+    // stride (in - 1) + kernel - 2 pad: 2 + 2, 2 + 3 - 2, 4 + 2 - 2.
+    let output = [4, 3, 4];
+    assert_eq!(y.shape(), [n, m, 4, 3, 4]);
+    assert_eq!(l.blobs()[0].shape(), [c, m / 2, 2, 3, 2]);
+    let [xv, w, b, yv] = [&x, &l.blobs()[0], &l.blobs()[1], &y].map(|b| b.to_vec().unwrap());
+    let (cg, mg) = (c / 2, m / 2);
+    let taps: usize = kernel.iter().product();
+    let plane: usize = input.iter().product();
+    let points: usize = output.iter().product();
+    let mut want = vec![0.0; n * m * points];
+    for (i, v) in want.iter_mut().enumerate() {
+        *v = b[(i / points) % m];
+    }
+    for img in 0..n {
+        for ci in 0..c {
+            let g = ci / cg;
+            for p in 0..plane {
+                let at = coords(p, &input);
+                for t in 0..taps {
+                    let tap = coords(t, &kernel);
+                    let out: Option<Vec<usize>> = (0..3)
+                        .map(|a| {
+                            (at[a] * stride[a] + tap[a])
+                                .checked_sub(pad[a])
+                                .filter(|&v| v < output[a])
+                        })
+                        .collect();
+                    let Some(out) = out else { continue };
+                    for mo in 0..mg {
+                        let o = g * mg + mo;
+                        want[(img * m + o) * points + index(&out, &output)] +=
+                            w[(ci * mg + mo) * taps + t] * xv[(img * c + ci) * plane + p];
+                    }
+                }
+            }
+        }
+    }
+    for (i, (got, want)) in yv.iter().zip(&want).enumerate() {
+        assert!((got - want).abs() < 1e-12, "y[{i}]: {got} vs {want}");
+    }
+    let report = GradientChecker {
+        step: 1e-4,
+        threshold: 1e-7,
+    }
+    .check(l.as_mut(), &[x])
+    .unwrap();
+    assert_eq!(report.checked, n * c * plane + c * mg * taps + m);
+}
 
+#[test]
+fn a_net_of_volumes_runs_forward_and_backward() {
+    // A 3-D encoder step and its upsampling back, as in a 3-D U-Net.
     let mut net = Net::<f32>::from_prototxt(
         r#"input: "scan" input_shape { dim: 1 dim: 1 dim: 6 dim: 8 dim: 8 }
            force_backward: true
            layer { name: "conv" type: "Convolution" bottom: "scan" top: "features"
                    convolution_param { num_output: 2 kernel_size: 3 pad: 1
+                                       weight_filler { type: "constant" value: 1 } } }
+           layer { name: "down" type: "Convolution" bottom: "features" top: "coarse"
+                   convolution_param { num_output: 2 kernel_size: 2 stride: 2
+                                       weight_filler { type: "constant" value: 1 } } }
+           layer { name: "up" type: "Deconvolution" bottom: "coarse" top: "up"
+                   convolution_param { num_output: 1 kernel_size: 2 stride: 2
                                        weight_filler { type: "constant" value: 1 } } }"#,
         NetState::test(),
     )
@@ -204,13 +251,23 @@ fn a_net_of_volumes_runs_forward_and_backward() {
     assert_eq!(y.shape(), [1, 2, 6, 8, 8]);
     let yv = y.to_vec().unwrap();
     // An inner point sees all 27 ones; a corner 8.
-    assert_eq!(yv[(6 * 8 + 3) * 8 + 3 + 8 * 8], 27.0);
+    assert_eq!(yv[(3 * 8 + 3) * 8 + 3], 27.0);
     assert_eq!(yv[0], 8.0);
-    y.mutable_cpu_diff().unwrap().fill(1.0);
+    assert_eq!(net.blob("coarse").unwrap().shape(), [1, 2, 3, 4, 4]);
+    assert_eq!(net.blob("up").unwrap().shape(), [1, 1, 6, 8, 8]);
+    net.blob("up")
+        .unwrap()
+        .mutable_cpu_diff()
+        .unwrap()
+        .fill(1.0);
     net.backward().unwrap();
+    // d up / d coarse: each coarse point feeds 8 up points through 1s.
+    let dc = net.blob("coarse").unwrap().diff_to_vec().unwrap();
+    assert!(dc.iter().all(|&v| v == 8.0), "{dc:?}");
     let dx = net.blob("scan").unwrap().diff_to_vec().unwrap();
-    // Each inner input point feeds 27 outputs of each of 2 channels.
-    assert_eq!(dx[(2 * 8 + 3) * 8 + 3], 54.0);
+    // Each features point feeds one coarse point per channel (8 x 2),
+    // and each inner scan point 27 features points of each channel.
+    assert_eq!(dx[(3 * 8 + 3) * 8 + 3], 27.0 * 2.0 * 2.0 * 8.0);
 }
 
 #[test]

@@ -288,14 +288,7 @@ impl<T: MathElement> ConvEngine<T> {
                 )?;
             }
         }
-        if let Some(bias) = bias {
-            let bd = bias.cpu_data()?;
-            let plane = g.h * g.w;
-            for (i, v) in yd.iter_mut().enumerate() {
-                *v += bd[(i / plane.max(1)) % g.channels_in];
-            }
-        }
-        Ok(())
+        add_channel_bias(bias, &mut yd, g.h * g.w, g.channels_in)
     }
 
     /// Caffe's Deconvolution backward, on the host: the weight gradient
@@ -351,15 +344,95 @@ impl<T: MathElement> ConvEngine<T> {
                 }
             }
         }
-        if let Some(bias) = bias {
-            let mut db = bias.mutable_cpu_diff()?;
-            let plane = (g.h * g.w).max(1);
-            for (i, row) in dy.chunks(plane).enumerate() {
-                db[i % g.channels_in] += row.iter().copied().sum::<T>();
-            }
-        }
-        Ok(())
+        add_channel_sums(bias, &dy, g.h * g.w, g.channels_in)
     }
+
+    /// [`deconv_forward`](Self::deconv_forward) over three or more
+    /// spatial axes: `g` is the convolution transposed.
+    pub fn deconv_forward_volume(
+        &mut self,
+        g: &VolumeGeometry,
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: Option<&Blob<T>>,
+        y: &Blob<T>,
+    ) -> Result<()> {
+        let mut yd = y.mutable_cpu_data()?;
+        volume::backward(
+            g,
+            &mut self.volume,
+            &[],
+            &weight.cpu_data()?,
+            &x.cpu_data()?,
+            ConvGradients {
+                weight: None,
+                bias: None,
+                input: Some(&mut yd),
+            },
+        )?;
+        add_channel_bias(bias, &mut yd, g.input.iter().product(), g.channels_in)
+    }
+
+    /// [`deconv_backward`](Self::deconv_backward) over three or more
+    /// spatial axes.
+    pub fn deconv_backward_volume(
+        &mut self,
+        g: &VolumeGeometry,
+        x: &Blob<T>,
+        weight: &Blob<T>,
+        bias: Option<&Blob<T>>,
+        y: &Blob<T>,
+        propagate_down: bool,
+    ) -> Result<()> {
+        let (xd, wd, dy) = (x.cpu_data()?, weight.cpu_data()?, y.cpu_diff()?);
+        let grads = ConvGradients {
+            weight: Some(&mut weight.mutable_cpu_diff()?),
+            bias: None,
+            input: None,
+        };
+        volume::backward(g, &mut self.volume, &dy, &wd, &xd, grads)?;
+        if propagate_down {
+            let no_bias = vec![T::ZERO; g.channels_out];
+            let mut dx = x.mutable_cpu_diff()?;
+            volume::forward(g, &mut self.volume, &dy, &wd, &no_bias, &mut dx)?;
+        }
+        add_channel_sums(bias, &dy, g.input.iter().product(), g.channels_in)
+    }
+}
+
+/// `y += bias[c]` over each plane of `plane` values of `channels`
+/// channels, where there is a bias.
+fn add_channel_bias<T: MathElement>(
+    bias: Option<&Blob<T>>,
+    y: &mut [T],
+    plane: usize,
+    channels: usize,
+) -> Result<()> {
+    if let Some(bias) = bias {
+        let bd = bias.cpu_data()?;
+        for (i, row) in y.chunks_mut(plane.max(1)).enumerate() {
+            let b = bd[i % channels];
+            row.iter_mut().for_each(|v| *v += b);
+        }
+    }
+    Ok(())
+}
+
+/// The bias gradient: each channel's plane sums of `dy` added, where
+/// there is a bias.
+fn add_channel_sums<T: MathElement>(
+    bias: Option<&Blob<T>>,
+    dy: &[T],
+    plane: usize,
+    channels: usize,
+) -> Result<()> {
+    if let Some(bias) = bias {
+        let mut db = bias.mutable_cpu_diff()?;
+        for (i, row) in dy.chunks(plane.max(1)).enumerate() {
+            db[i % channels] += row.iter().copied().sum::<T>();
+        }
+    }
+    Ok(())
 }
 
 /// One group of one image: its geometry, and the input, output and

@@ -25,7 +25,8 @@ pub(crate) use cpu::{ConvGeometry, ConvGradients};
 pub(crate) use cuda::CONV;
 pub(crate) use engine::ConvEngine;
 use engine::CudnnChoice;
-pub(crate) use runtime::{ConvParam, ConvolutionLayer};
+pub(crate) use runtime::{ConvParam, ConvolutionLayer, Plan, planar_size};
+pub(crate) use volume::VolumeGeometry;
 
 /// How a [`Convolution`] convolves on a GPU in this build on this
 /// machine, in words: `"cuDNN 9.21.0"`, or `"im2col + cuBLAS"` and why

@@ -326,6 +326,16 @@ pub(crate) enum Plan {
     Volume(VolumeGeometry),
 }
 
+/// Sizes on at most two spatial axes as the planar engine's (height,
+/// width): a missing leading axis is 1 high.
+pub(crate) fn planar_size(sizes: &[usize]) -> [usize; 2] {
+    match *sizes {
+        [h, w] => [h, w],
+        [w] => [1, w],
+        _ => [1, 1],
+    }
+}
+
 /// A checked input's plan, its top shape and its weights' shape.
 pub(crate) struct Planned {
     pub plan: Plan,
@@ -385,10 +395,8 @@ impl ConvParam {
         let batch = s[..axis].iter().product();
         let top = [&s[..axis], &[self.num_output], &out[..]].concat();
         let weights = [&[self.num_output, cin / self.group], &window.kernel[..]].concat();
-        let plan = match *spatial {
-            [h, w] => Plan::Planar(self.geometry(batch, cin, [h, w], &window)),
-            [w] => Plan::Planar(self.geometry(batch, cin, [1, w], &window)),
-            [] => Plan::Planar(self.geometry(batch, cin, [1, 1], &window)),
+        let plan = match spatial.len() {
+            0..=2 => Plan::Planar(self.geometry(batch, cin, planar_size(spatial), &window)),
             _ => Plan::Volume(VolumeGeometry {
                 batch,
                 groups: self.group,

@@ -6,7 +6,7 @@
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
-use crate::conv::{ConvEngine, ConvGeometry, ConvParam};
+use crate::conv::{ConvEngine, ConvParam, Plan, VolumeGeometry, planar_size};
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
 
@@ -31,16 +31,16 @@ impl<T: MathElement> DeconvolutionLayer<T> {
 
     /// The convolution this layer transposes (its input is the top, its
     /// output the bottom `x`), the top's shape and the weights'.
-    fn geometry(&self, x: &Blob<T>) -> Result<(ConvGeometry, Vec<usize>, Vec<usize>)> {
+    fn geometry(&self, x: &Blob<T>) -> Result<(Plan, Vec<usize>, Vec<usize>)> {
         let s = x.shape();
         let p = &self.p;
         let axis = p.channel_axis(x)?;
         let (cin, spatial) = (s[axis], &s[axis + 1..]);
-        if spatial.len() > 2 || spatial.contains(&0) {
+        if spatial.contains(&0) {
             return Err(bad_param(
                 "deconvolve",
                 format!(
-                    "the input is {}: Deconvolution takes one or two spatial axes after the channels (axis {axis}), each at least 1",
+                    "the input is {}: every spatial axis after the channels (axis {axis}) must be at least 1",
                     x.shape_string()
                 ),
             ));
@@ -76,36 +76,27 @@ impl<T: MathElement> DeconvolutionLayer<T> {
             };
             out.push(size_out);
         }
-        let planar = |v: &[usize]| match *v {
-            [h, w] => [h, w],
-            [w] => [1, w],
-            _ => [1, 1],
-        };
+        let weights = [&[cin, p.num_output / p.group], &window.kernel[..]].concat();
         let batch = s[..axis].iter().product();
         // The transposed convolution: num_output channels of the output
         // size in, the input's channels and size out.
-        let mut g = p.geometry(batch, p.num_output, planar(&out), &window);
-        g.channels_out = cin;
-        if [g.oh, g.ow] != planar(spatial) {
-            return Err(bad_param(
-                "deconvolve",
-                format!(
-                    "an output of {} does not convolve back to the input's {}",
-                    out.iter()
-                        .map(usize::to_string)
-                        .collect::<Vec<_>>()
-                        .join(" x "),
-                    spatial
-                        .iter()
-                        .map(usize::to_string)
-                        .collect::<Vec<_>>()
-                        .join(" x ")
-                ),
-            ));
-        }
+        let plan = if out.len() <= 2 {
+            let mut g = p.geometry(batch, p.num_output, planar_size(&out), &window);
+            g.channels_out = cin;
+            Plan::Planar(g)
+        } else {
+            Plan::Volume(VolumeGeometry {
+                batch,
+                groups: p.group,
+                channels_in: p.num_output,
+                channels_out: cin,
+                input: out.clone(),
+                output: spatial.to_vec(),
+                window,
+            })
+        };
         let top = [&s[..axis], &[p.num_output], &out[..]].concat();
-        let weights = [&[cin, p.num_output / p.group], &window.kernel[..]].concat();
-        Ok((g, top, weights))
+        Ok((plan, top, weights))
     }
 }
 
@@ -138,10 +129,14 @@ impl<T: MathElement> DynLayer<T> for DeconvolutionLayer<T> {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         for (x, y) in bottoms.iter().zip(tops) {
-            let (g, ..) = self.geometry(x)?;
-            let bias = self.blobs.get(1);
-            self.engine
-                .deconv_forward(&g, self.p.group, x, &self.blobs[0], bias, y)?;
+            let (plan, ..) = self.geometry(x)?;
+            let (w, bias) = (&self.blobs[0], self.blobs.get(1));
+            match plan {
+                Plan::Planar(g) => self
+                    .engine
+                    .deconv_forward(&g, self.p.group, x, w, bias, y)?,
+                Plan::Volume(g) => self.engine.deconv_forward_volume(&g, x, w, bias, y)?,
+            }
         }
         Ok(())
     }
@@ -153,10 +148,17 @@ impl<T: MathElement> DynLayer<T> for DeconvolutionLayer<T> {
         bottoms: &[&Blob<T>],
     ) -> Result<()> {
         for ((x, y), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
-            let (g, ..) = self.geometry(x)?;
-            let bias = self.blobs.get(1);
-            self.engine
-                .deconv_backward(&g, self.p.group, x, &self.blobs[0], bias, y, down)?;
+            let (plan, ..) = self.geometry(x)?;
+            let (w, bias) = (&self.blobs[0], self.blobs.get(1));
+            match plan {
+                Plan::Planar(g) => {
+                    self.engine
+                        .deconv_backward(&g, self.p.group, x, w, bias, y, down)?
+                }
+                Plan::Volume(g) => self
+                    .engine
+                    .deconv_backward_volume(&g, x, w, bias, y, down)?,
+            }
         }
         Ok(())
     }
