@@ -427,6 +427,19 @@ fn padded_pooling() {
         r#"type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 }"#,
         &[&[1, 2, 5, 5]],
     );
+    for pool in ["MAX", "AVE"] {
+        check(
+            &format!(
+                r#"type: "Pooling" pooling_param {{ pool: {pool} kernel_h: 3 kernel_w: 2
+                   stride_h: 1 stride_w: 2 pad_h: 1 pad_w: 0 }}"#
+            ),
+            &[&[1, 2, 5, 6]],
+        );
+    }
+    check(
+        r#"type: "Pooling" pooling_param { pool: AVE global_pooling: true }"#,
+        &[&[2, 3, 4, 7]],
+    );
 }
 
 #[test]

@@ -19,11 +19,13 @@ pub(crate) struct PoolGeometry {
     pub w: usize,
     pub oh: usize,
     pub ow: usize,
-    pub kernel: usize,
-    pub stride: usize,
-    /// Zero padding on each side (MAX ignores it; AVE counts it in its
-    /// divisor, as Caffe does).
-    pub pad: usize,
+    /// The window's (height, width).
+    pub kernel: [usize; 2],
+    /// The step between windows, down and across.
+    pub stride: [usize; 2],
+    /// Zero padding on each side, (rows, columns) (MAX ignores it; AVE
+    /// counts it in its divisor, as Caffe does).
+    pub pad: [usize; 2],
 }
 
 impl PoolGeometry {
@@ -35,26 +37,41 @@ impl PoolGeometry {
     /// The window of output `(r, q)`: rows `h0..h1`, columns `w0..w1`,
     /// clipped to the input (empty when it starts past the input's end).
     fn window(&self, r: usize, q: usize) -> (usize, usize, usize, usize) {
-        let span = |o: usize, n: usize| {
-            let start = (o * self.stride).saturating_sub(self.pad).min(n);
-            let end = (o * self.stride + self.kernel)
-                .saturating_sub(self.pad)
+        let span = |a: usize, o: usize, n: usize| {
+            let start = (o * self.stride[a]).saturating_sub(self.pad[a]).min(n);
+            let end = (o * self.stride[a] + self.kernel[a])
+                .saturating_sub(self.pad[a])
                 .min(n);
             (start, end.max(start))
         };
-        let ((h0, h1), (w0, w1)) = (span(r, self.h), span(q, self.w));
+        let ((h0, h1), (w0, w1)) = (span(0, r, self.h), span(1, q, self.w));
         (h0, h1, w0, w1)
+    }
+
+    /// The square, unpadded window (kernel, stride) that the GPU's
+    /// kernels take, if this is one.
+    pub fn square_unpadded(&self) -> Option<(usize, usize)> {
+        let [k, kw] = self.kernel;
+        let [s, sw] = self.stride;
+        (k == kw && s == sw && self.pad == [0, 0]).then_some((k, s))
+    }
+
+    /// The 2x2 window at stride 2 over even planes, with a loop of its own.
+    fn is_even_2x2(&self) -> bool {
+        self.square_unpadded() == Some((2, 2))
+            && self.h.is_multiple_of(2)
+            && self.w.is_multiple_of(2)
     }
 
     /// AVE's divisor for output `(r, q)`: the window clipped to the
     /// padded input, padding counted (Caffe's `pool_size`).
     fn divisor(&self, r: usize, q: usize) -> usize {
-        let extent = |o: usize, n: usize| {
-            let start = o * self.stride;
-            let end = (start + self.kernel).min(n + 2 * self.pad);
+        let extent = |a: usize, o: usize, n: usize| {
+            let start = o * self.stride[a];
+            let end = (start + self.kernel[a]).min(n + 2 * self.pad[a]);
             end.saturating_sub(start)
         };
-        extent(r, self.h) * extent(q, self.w)
+        extent(0, r, self.h) * extent(1, q, self.w)
     }
 
     /// How a pass is cut across cores, in whole planes: the input and
@@ -172,12 +189,7 @@ pub(crate) fn ave_backward<T: MathElement>(g: &PoolGeometry, dy: &[T], dx: &mut 
 
 /// [`max_forward`] on one part.
 fn max_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut [u32]) {
-    if g.kernel == 2
-        && g.stride == 2
-        && g.pad == 0
-        && g.h.is_multiple_of(2)
-        && g.w.is_multiple_of(2)
-    {
+    if g.is_even_2x2() {
         return max_2x2(g, x, y, argmax);
     }
     let (h, w) = (g.h, g.w);
@@ -262,12 +274,7 @@ fn max_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut 
 
 /// [`max_values`] on one part.
 fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
-    if g.kernel == 2
-        && g.stride == 2
-        && g.pad == 0
-        && g.h.is_multiple_of(2)
-        && g.w.is_multiple_of(2)
-    {
+    if g.is_even_2x2() {
         return max_values_2x2(g, x, y);
     }
     let (h, w) = (g.h, g.w);
@@ -282,7 +289,7 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
         .collect();
     // The columns whose windows are whole (not clipped) make one run, as
     // the windows move right by the stride.
-    let whole = |c: &&(usize, usize)| c.1 - c.0 == g.kernel;
+    let whole = |c: &&(usize, usize)| c.1 - c.0 == g.kernel[1];
     let first_whole = columns.iter().position(|c| whole(&c)).unwrap_or(g.ow);
     let end_whole = first_whole + columns[first_whole..].iter().take_while(whole).count();
     let clipped: Vec<usize> = (0..first_whole).chain(end_whole..g.ow).collect();
@@ -316,9 +323,9 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
                     for (q, o) in (first_whole..).zip(run.iter_mut()) {
                         *o = colmax[start(q)];
                     }
-                    for offset in 1..g.kernel {
+                    for offset in 1..g.kernel[1] {
                         for (q, o) in (first_whole..).zip(run.iter_mut()) {
-                            *o = larger(*o, colmax[q * g.stride - g.pad + offset]);
+                            *o = larger(*o, colmax[q * g.stride[1] - g.pad[1] + offset]);
                         }
                     }
                     for &q in &clipped {
@@ -451,9 +458,9 @@ mod max_tests {
                 w,
                 oh: PoolGeometry::output_size(h, k, s),
                 ow: PoolGeometry::output_size(w, k, s),
-                kernel: k,
-                stride: s,
-                pad: 0,
+                kernel: [k, k],
+                stride: [s, s],
+                pad: [0, 0],
             };
             // Few distinct values: many ties, some NaN.
             let x: Vec<f32> = (0..3 * h * w)

@@ -40,13 +40,19 @@ blob_kernels::cuda_kernels! {
 const OP: &str = "pool on the GPU";
 
 fn dims(g: &PoolGeometry) -> Result<[i32; 6]> {
+    let (kernel, stride) =
+        g.square_unpadded()
+            .ok_or_else(|| blob_runtime::BlobError::InvalidParameter {
+                op: OP,
+                detail: "the kernels take square windows without padding".into(),
+            })?;
     Ok([
         int(OP, g.h)?,
         int(OP, g.w)?,
         int(OP, g.oh)?,
         int(OP, g.ow)?,
-        int(OP, g.kernel)?,
-        int(OP, g.stride)?,
+        int(OP, kernel)?,
+        int(OP, stride)?,
     ])
 }
 

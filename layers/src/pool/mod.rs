@@ -90,9 +90,9 @@ where
             w: s[3],
             oh: PoolGeometry::output_size(s[2], K, S),
             ow: PoolGeometry::output_size(s[3], K, S),
-            kernel: K,
-            stride: S,
-            pad: 0,
+            kernel: [K, K],
+            stride: [S, S],
+            pad: [0, 0],
         };
         expect_shape("write pooling output", y, &[s[0], s[1], g.oh, g.ow])?;
         Ok(g)
@@ -155,9 +155,10 @@ impl PoolEngine {
         x: &Blob<T>,
         y: &Blob<T>,
     ) -> Result<()> {
-        // The kernels have no padding: a padded window pools on the host.
+        // The kernels take square windows without padding: others pool
+        // on the host.
         #[cfg(feature = "cuda")]
-        if g.pad == 0
+        if g.square_unpadded().is_some()
             && let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])?
         {
             use crate::gpu::as_f32;
@@ -186,7 +187,7 @@ impl PoolEngine {
         y: &Blob<T>,
     ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if g.pad == 0
+        if g.square_unpadded().is_some()
             && let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])?
         {
             use crate::gpu::as_f32;

@@ -10,18 +10,18 @@ use crate::layer::Result;
 
 const OP: &str = "set up Pooling";
 
-/// The window, or the whole plane for `global_pooling`.
+/// The window (height, width), or the whole plane for `global_pooling`.
 #[derive(Clone, Copy, Debug)]
 enum Window {
-    Square {
-        kernel: usize,
-        stride: usize,
-        pad: usize,
+    Sized {
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        pad: [usize; 2],
     },
     Global,
 }
 
-/// Caffe `Pooling`, MAX or AVE, square windows with padding, ceil or
+/// Caffe `Pooling`, MAX or AVE, rectangular windows with padding, ceil or
 /// floor rounding, or global.
 pub(crate) struct PoolingLayer {
     method: PoolMethod,
@@ -30,25 +30,25 @@ pub(crate) struct PoolingLayer {
     engine: PoolEngine,
 }
 
-/// A square size from `name` or its `_h`/`_w` pair.
-fn square(p: &ParamMessage, name: &str, h: &str, w: &str) -> Result<Option<usize>> {
+/// A (height, width) size from `name` or its `_h`/`_w` pair (Caffe: one
+/// or the other; the pair both or neither).
+fn pair(p: &ParamMessage, name: &str, h: &str, w: &str) -> Result<Option<[usize; 2]>> {
+    let size = |f: &str| {
+        usize::try_from(p.uint(f))
+            .map_err(|_| bad_param(OP, format!("{f} {} is too large", p.uint(f))))
+    };
     match (p.has(name), p.has(h), p.has(w)) {
         (false, false, false) => Ok(None),
-        (true, false, false) => Ok(Some(p.uint(name) as usize)),
-        (false, true, true) if p.uint(h) == p.uint(w) => Ok(Some(p.uint(h) as usize)),
-        (false, true, true) => Err(bad_param(
-            OP,
-            format!(
-                "a rectangular window ({h} {} x {w} {}) is not supported yet",
-                p.uint(h),
-                p.uint(w)
-            ),
-        )),
+        (true, false, false) => Ok(Some([size(name)?; 2])),
+        (false, true, true) => Ok(Some([size(h)?, size(w)?])),
         (true, _, _) => Err(bad_param(
             OP,
             format!("{name} OR {h} and {w} may be given; not both"),
         )),
-        _ => Err(bad_param(OP, format!("both {h} and {w} are required"))),
+        _ => Err(bad_param(
+            OP,
+            format!("both {h} and {w} are required (for a non-square window)"),
+        )),
     }
 }
 
@@ -66,9 +66,9 @@ impl PoolingLayer {
                 ));
             }
         };
-        let kernel = square(&p, "kernel_size", "kernel_h", "kernel_w")?;
-        let stride = square(&p, "stride", "stride_h", "stride_w")?.unwrap_or(1);
-        let pad = square(&p, "pad", "pad_h", "pad_w")?.unwrap_or(0);
+        let kernel = pair(&p, "kernel_size", "kernel_h", "kernel_w")?;
+        let stride = pair(&p, "stride", "stride_h", "stride_w")?.unwrap_or([1, 1]);
+        let pad = pair(&p, "pad", "pad_h", "pad_w")?.unwrap_or([0, 0]);
         let window = if p.boolean("global_pooling") {
             if kernel.is_some() {
                 return Err(bad_param(
@@ -76,7 +76,7 @@ impl PoolingLayer {
                     "With Global_pooling: true Filter size cannot specified",
                 ));
             }
-            if stride != 1 || pad != 0 {
+            if stride != [1, 1] || pad != [0, 0] {
                 return Err(bad_param(
                     OP,
                     "With Global_pooling: true; only pad = 0 and stride = 1",
@@ -84,19 +84,25 @@ impl PoolingLayer {
             }
             Window::Global
         } else {
-            let Some(kernel) = kernel.filter(|&k| k > 0) else {
-                return Err(bad_param(OP, "kernel_size must be given and positive"));
-            };
-            if stride == 0 {
-                return Err(bad_param(OP, "stride must be positive"));
-            }
-            if pad >= kernel {
+            let Some(kernel) = kernel.filter(|k| !k.contains(&0)) else {
                 return Err(bad_param(
                     OP,
-                    format!("pad {pad} must be smaller than the kernel {kernel}"),
+                    "kernel_size (or kernel_h and kernel_w) must be given and positive",
+                ));
+            };
+            if stride.contains(&0) {
+                return Err(bad_param(OP, "stride must be positive"));
+            }
+            if pad[0] >= kernel[0] || pad[1] >= kernel[1] {
+                return Err(bad_param(
+                    OP,
+                    format!(
+                        "pad {} x {} must be smaller than the kernel {} x {}",
+                        pad[0], pad[1], kernel[0], kernel[1]
+                    ),
                 ));
             }
-            Window::Square {
+            Window::Sized {
                 kernel,
                 stride,
                 pad,
@@ -120,40 +126,39 @@ impl PoolingLayer {
         }
         let (h, w) = (s[2], s[3]);
         let (kernel, stride, pad) = match self.window {
-            Window::Global if h != w => {
-                return Err(bad_param(
-                    "pool",
-                    format!(
-                        "global pooling over a {h} x {w} plane is not supported yet (square only)"
-                    ),
-                ));
-            }
-            Window::Global => (h, 1, 0),
-            Window::Square {
+            Window::Global => ([h, w], [1, 1], [0, 0]),
+            Window::Sized {
                 kernel,
                 stride,
                 pad,
             } => (kernel, stride, pad),
         };
-        if h + 2 * pad < kernel || w + 2 * pad < kernel {
+        let padded = |a: usize, n: usize| {
+            (pad[a].checked_mul(2))
+                .and_then(|both| n.checked_add(both))
+                .filter(|&p| p >= kernel[a])
+        };
+        let (Some(ph), Some(pw)) = (padded(0, h), padded(1, w)) else {
             return Err(bad_param(
                 "pool",
                 format!(
-                    "the input {} is smaller than the {kernel} x {kernel} window",
-                    x.shape_string()
+                    "the input {} is smaller than the {} x {} window",
+                    x.shape_string(),
+                    kernel[0],
+                    kernel[1]
                 ),
             ));
-        }
-        // Caffe's rule: ceil (or floor), and with padding no window may
-        // start in the padding past the input's end.
-        let size = |n: usize| {
-            let span = n + 2 * pad - kernel;
+        };
+        // Caffe's rule: ceil (or floor), and with any padding no window
+        // may start in the padding past the input's end.
+        let size = |a: usize, n: usize, padded: usize| {
+            let span = padded - kernel[a];
             let mut out = if self.floor {
-                span / stride + 1
+                span / stride[a] + 1
             } else {
-                span.div_ceil(stride) + 1
+                span.div_ceil(stride[a]) + 1
             };
-            if pad > 0 && (out - 1) * stride >= n + pad {
+            if pad != [0, 0] && (out - 1) * stride[a] >= n + pad[a] {
                 out -= 1;
             }
             out
@@ -162,8 +167,8 @@ impl PoolingLayer {
             planes: s[0] * s[1],
             h,
             w,
-            oh: size(h),
-            ow: size(w),
+            oh: size(0, h, ph),
+            ow: size(1, w, pw),
             kernel,
             stride,
             pad,
