@@ -190,22 +190,23 @@ fn the_public_deploy_nets_build_and_run() {
     }
 }
 
-/// SqueezeNet pools globally: one net runs at any input size.
+/// SqueezeNet pools globally: one net runs at any input size, a
+/// landscape photo's included.
 #[test]
 fn squeezenet_reshapes_to_another_size() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/nets/squeezenet_v1.1/deploy.prototxt");
     let mut net = Net::<f32>::from_file(file, NetState::test()).unwrap();
-    for side in [227, 131] {
+    for (h, w) in [(227, 227), (131, 131), (227, 303)] {
         net.blob_mut("data")
             .unwrap()
-            .reshape(&[1, 3, side, side])
+            .reshape(&[1, 3, h, w])
             .unwrap();
         net.forward().unwrap();
         assert_eq!(
             net.blob("prob").unwrap().shape(),
             [1, 1000, 1, 1],
-            "at {side}"
+            "at {h} x {w}"
         );
     }
 }
