@@ -1326,10 +1326,10 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::layers::net::{Net, NetState};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nets/mtcnn");
-    // Grouped and bias-free convolutions, LRN, BatchNorm, Scale, padded
-    // pooling, Eltwise, Concat and Flatten (the layers that run on the
-    // host whatever the device, their blobs' heads moving the bytes),
-    // with random weights.
+    // Grouped and bias-free convolutions, LRN, BatchNorm and Scale (the
+    // layers that run on the host whatever the device, their blobs'
+    // heads moving the bytes), padded and rectangular pooling, Eltwise,
+    // Concat and Flatten, with random weights.
     let grouped = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
         layer { name: "g" type: "Convolution" bottom: "data" top: "g"
                 convolution_param { num_output: 6 group: 2 kernel_size: 3 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
@@ -1340,6 +1340,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "d" type: "Convolution" bottom: "n" top: "d"
                 convolution_param { num_output: 6 group: 6 kernel_size: 3 bias_term: false weight_filler { type: "xavier" } } }
         layer { name: "p" type: "Pooling" bottom: "d" top: "p" pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 } }
+        layer { name: "pr" type: "Pooling" bottom: "d" top: "pr"
+                pooling_param { pool: MAX kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0 } }
         layer { name: "e" type: "Eltwise" bottom: "d" bottom: "p" top: "e" }
         layer { name: "emax" type: "Eltwise" bottom: "d" bottom: "p" bottom: "e" top: "emax" eltwise_param { operation: MAX } }
         layer { name: "eprod" type: "Eltwise" bottom: "d" bottom: "p" top: "eprod" eltwise_param { operation: PROD } }

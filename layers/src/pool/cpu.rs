@@ -1,6 +1,6 @@
 //! The CPU side of Pooling: MAX (remembering each maximum's position for
-//! the backward pass) and AVE, with Caffe's windows (no padding, the last
-//! window clipped to the input).
+//! the backward pass) and AVE, with Caffe's windows (height and width
+//! each with its own size, stride and padding, clipped to the input).
 //!
 //! With a stride longer than the window, Caffe's ceil rule can place the
 //! last window past the input's end (1x1 windows with stride 4 over 7
@@ -48,17 +48,11 @@ impl PoolGeometry {
         (h0, h1, w0, w1)
     }
 
-    /// The square, unpadded window (kernel, stride) that the GPU's
-    /// kernels take, if this is one.
-    pub fn square_unpadded(&self) -> Option<(usize, usize)> {
-        let [k, kw] = self.kernel;
-        let [s, sw] = self.stride;
-        (k == kw && s == sw && self.pad == [0, 0]).then_some((k, s))
-    }
-
     /// The 2x2 window at stride 2 over even planes, with a loop of its own.
     fn is_even_2x2(&self) -> bool {
-        self.square_unpadded() == Some((2, 2))
+        self.kernel == [2, 2]
+            && self.stride == [2, 2]
+            && self.pad == [0, 0]
             && self.h.is_multiple_of(2)
             && self.w.is_multiple_of(2)
     }

@@ -17,43 +17,45 @@ blob_kernels::cuda_kernels! {
     pub(crate) static POOL = "pool.cu";
     /// MAX pooling, with each maximum's position.
     pub(crate) fn max_pool_f32(
-        total: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
+        total: i64, h: i32, w: i32, oh: i32, ow: i32, kh: i32, kw: i32, sh: i32, sw: i32,
+        ph: i32, pw: i32,
         x: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>, argmax: &mut CudaViewMut<'_, u32>
     );
     /// MAX pooling's input gradient.
     pub(crate) fn max_unpool_f32(
-        n: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
+        n: i64, h: i32, w: i32, oh: i32, ow: i32, kh: i32, kw: i32, sh: i32, sw: i32,
+        ph: i32, pw: i32,
         dy: &CudaView<'_, f32>, argmax: &CudaView<'_, u32>, dx: &mut CudaViewMut<'_, f32>
     );
     /// AVE pooling.
     pub(crate) fn ave_pool_f32(
-        total: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
+        total: i64, h: i32, w: i32, oh: i32, ow: i32, kh: i32, kw: i32, sh: i32, sw: i32,
+        ph: i32, pw: i32,
         x: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>
     );
     /// AVE pooling's input gradient.
     pub(crate) fn ave_unpool_f32(
-        n: i64, h: i32, w: i32, oh: i32, ow: i32, k: i32, s: i32,
+        n: i64, h: i32, w: i32, oh: i32, ow: i32, kh: i32, kw: i32, sh: i32, sw: i32,
+        ph: i32, pw: i32,
         dy: &CudaView<'_, f32>, dx: &mut CudaViewMut<'_, f32>
     );
 }
 
 const OP: &str = "pool on the GPU";
 
-fn dims(g: &PoolGeometry) -> Result<[i32; 6]> {
-    let (kernel, stride) =
-        g.square_unpadded()
-            .ok_or_else(|| blob_runtime::BlobError::InvalidParameter {
-                op: OP,
-                detail: "the kernels take square windows without padding".into(),
-            })?;
-    Ok([
-        int(OP, g.h)?,
-        int(OP, g.w)?,
-        int(OP, g.oh)?,
-        int(OP, g.ow)?,
-        int(OP, kernel)?,
-        int(OP, stride)?,
-    ])
+/// `h, w, oh, ow, kh, kw, sh, sw, ph, pw` as the kernels take them.
+fn dims(g: &PoolGeometry) -> Result<[i32; 10]> {
+    let [kh, kw] = g.kernel;
+    let [sh, sw] = g.stride;
+    let [ph, pw] = g.pad;
+    let mut out = [0; 10];
+    for (o, v) in out
+        .iter_mut()
+        .zip([g.h, g.w, g.oh, g.ow, kh, kw, sh, sw, ph, pw])
+    {
+        *o = int(OP, v)?;
+    }
+    Ok(out)
 }
 
 /// The pooled output; MAX keeps each maximum's position in `argmax`.
@@ -65,7 +67,7 @@ pub(crate) fn forward(
     x: &Blob<f32>,
     y: &Blob<f32>,
 ) -> Result<()> {
-    let [h, w, oh, ow, k, s] = dims(g)?;
+    let [h, w, oh, ow, kh, kw, sh, sw, ph, pw] = dims(g)?;
     let total = y.count();
     let (xg, mut yg) = (x.gpu_data()?, y.mutable_gpu_data()?);
     let (xv, mut yv) = (read(&xg, x.count())?, write(&mut yg, total)?);
@@ -85,8 +87,12 @@ pub(crate) fn forward(
                     w,
                     oh,
                     ow,
-                    k,
-                    s,
+                    kh,
+                    kw,
+                    sh,
+                    sw,
+                    ph,
+                    pw,
                     &xv,
                     &mut yv,
                     &mut positions,
@@ -95,7 +101,23 @@ pub(crate) fn forward(
         }
         // SAFETY: as above, without positions.
         PoolMethod::Ave => unsafe {
-            ave_pool_f32(gpu, config, total as i64, h, w, oh, ow, k, s, &xv, &mut yv)
+            ave_pool_f32(
+                gpu,
+                config,
+                total as i64,
+                h,
+                w,
+                oh,
+                ow,
+                kh,
+                kw,
+                sh,
+                sw,
+                ph,
+                pw,
+                &xv,
+                &mut yv,
+            )
         },
     }
     .map_err(|e| cuda(OP, e))
@@ -110,7 +132,7 @@ pub(crate) fn backward(
     x: &Blob<f32>,
     y: &Blob<f32>,
 ) -> Result<()> {
-    let [h, w, oh, ow, k, s] = dims(g)?;
+    let [h, w, oh, ow, kh, kw, sh, sw, ph, pw] = dims(g)?;
     let (total, n) = (y.count(), x.count());
     let dyg = y.gpu_diff()?;
     let mut dxg = x.mutable_gpu_diff()?;
@@ -130,13 +152,16 @@ pub(crate) fn backward(
             // dx n = planes*h*w.
             unsafe {
                 max_unpool_f32(
-                    gpu, config, n as i64, h, w, oh, ow, k, s, &dy, &positions, &mut dx,
+                    gpu, config, n as i64, h, w, oh, ow, kh, kw, sh, sw, ph, pw, &dy, &positions,
+                    &mut dx,
                 )
             }
         }
         // SAFETY: dy holds planes*oh*ow, dx n = planes*h*w.
         PoolMethod::Ave => unsafe {
-            ave_unpool_f32(gpu, config, n as i64, h, w, oh, ow, k, s, &dy, &mut dx)
+            ave_unpool_f32(
+                gpu, config, n as i64, h, w, oh, ow, kh, kw, sh, sw, ph, pw, &dy, &mut dx,
+            )
         },
     }
     .map_err(|e| cuda(OP, e))

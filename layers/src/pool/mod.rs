@@ -155,12 +155,8 @@ impl PoolEngine {
         x: &Blob<T>,
         y: &Blob<T>,
     ) -> Result<()> {
-        // The kernels take square windows without padding: others pool
-        // on the host.
         #[cfg(feature = "cuda")]
-        if g.square_unpadded().is_some()
-            && let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])?
-        {
+        if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
             use crate::gpu::as_f32;
             return cuda::forward(g, method, &gpu, &mut self.gpu_argmax, as_f32(x), as_f32(y));
         }
@@ -187,9 +183,7 @@ impl PoolEngine {
         y: &Blob<T>,
     ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if g.square_unpadded().is_some()
-            && let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])?
-        {
+        if let Some(gpu) = crate::gpu::gpu_for("pool", x, &[("output", y)])? {
             use crate::gpu::as_f32;
             return cuda::backward(g, method, &gpu, &self.gpu_argmax, as_f32(x), as_f32(y));
         }

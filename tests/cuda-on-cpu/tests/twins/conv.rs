@@ -8,7 +8,7 @@ use blob_runtime::blob;
 use cuda_on_cpu as k;
 
 use crate::sums::add_sums;
-use crate::{CpuRun, assert_close, random, run_on_cpu};
+use crate::{CpuRun, assert_close, random, run_dyn_on_cpu, run_on_cpu};
 
 blob!(shape Image = _, 3, 9, 9);
 
@@ -278,42 +278,13 @@ fn im2col_path_matches_cpu_convolution() {
 fn im2col_path_matches_rectangular_dilated_convolution() {
     let g = Geometry::rect(2, 3, 4, [9, 11], [3, 2], [2, 1], [1, 0], [2, 3]);
     check("3x2 stride 2x1 pad 1x0 dilation 2x3", g, |p, x, dy| {
-        let param = blob_proto::ParamMessage::from_text(
-            &blob_proto::schema::LAYER_PARAMETER,
-            &blob_proto::TextMessage::parse(
-                r#"type: "Convolution" convolution_param { num_output: 4 kernel_h: 3 kernel_w: 2
-                   stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0 dilation: 2 dilation: 3 }"#,
-            )
-            .unwrap(),
+        run_dyn_on_cpu(
+            r#"type: "Convolution" convolution_param { num_output: 4 kernel_h: 3 kernel_w: 2
+               stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0 dilation: 2 dilation: 3 }"#,
+            p,
+            (&[2, 3, 9, 11], x),
+            (&[2, 4, g.oh, g.ow], dy),
         )
-        .unwrap();
-        let mut conv = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers()
-            .build("Convolution", &param)
-            .unwrap();
-        let xb = blob_runtime::Blob::<f32>::new(&[2, 3, 9, 11]).unwrap();
-        xb.mutable_cpu_data().unwrap().copy_from_slice(x);
-        let yb = blob_runtime::Blob::<f32>::default();
-        let shapes = conv.reshape(&[&xb], &[&yb]).unwrap();
-        assert_eq!(shapes[0].dims, [2, 4, g.oh, g.ow]);
-        let mut yb = yb;
-        yb.reshape(&shapes[0].dims).unwrap();
-        for (blob, values) in conv.blobs().iter().zip(p) {
-            blob.mutable_cpu_data().unwrap().copy_from_slice(values);
-            blob.mutable_cpu_diff().unwrap().fill(0.0);
-        }
-        conv.forward(&[&xb], &[&yb]).unwrap();
-        let y = yb.to_vec().unwrap();
-        yb.mutable_cpu_diff().unwrap().copy_from_slice(dy);
-        conv.backward(&[&yb], &[true], &[&xb]).unwrap();
-        CpuRun {
-            y,
-            dx: xb.diff_to_vec().unwrap(),
-            param_diffs: conv
-                .blobs()
-                .iter()
-                .map(|b| b.diff_to_vec().unwrap())
-                .collect(),
-        }
     });
 }
 

@@ -82,3 +82,45 @@ pub fn run_on_cpu<L: Layer<Elem = f32>>(
             .collect(),
     }
 }
+
+/// [`run_on_cpu`] for the run-time layer that `text` (a
+/// `LayerParameter` in text) describes, its blobs set to `params`:
+/// the CPU side the kernels of its `cuda.rs` must match.
+pub fn run_dyn_on_cpu(
+    text: &str,
+    params: &[Vec<f32>],
+    (x_shape, x): (&[usize], &[f32]),
+    (y_shape, dy): (&[usize], &[f32]),
+) -> CpuRun {
+    let param = blob_proto::ParamMessage::from_text(
+        &blob_proto::schema::LAYER_PARAMETER,
+        &blob_proto::TextMessage::parse(text).unwrap(),
+    )
+    .unwrap();
+    let mut layer = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers()
+        .build(param.string("type"), &param)
+        .unwrap();
+    let xb = Blob::<f32>::new(x_shape).unwrap();
+    xb.mutable_cpu_data().unwrap().copy_from_slice(x);
+    let mut yb = Blob::<f32>::default();
+    let shapes = layer.reshape(&[&xb], &[&yb]).unwrap();
+    assert_eq!(shapes[0].dims, y_shape, "{text}");
+    yb.reshape(y_shape).unwrap();
+    for (blob, values) in layer.blobs().iter().zip(params) {
+        blob.mutable_cpu_data().unwrap().copy_from_slice(values);
+        blob.mutable_cpu_diff().unwrap().fill(0.0);
+    }
+    layer.forward(&[&xb], &[&yb]).unwrap();
+    let y = yb.to_vec().unwrap();
+    yb.mutable_cpu_diff().unwrap().copy_from_slice(dy);
+    layer.backward(&[&yb], &[true], &[&xb]).unwrap();
+    CpuRun {
+        y,
+        dx: xb.diff_to_vec().unwrap(),
+        param_diffs: layer
+            .blobs()
+            .iter()
+            .map(|b| b.diff_to_vec().unwrap())
+            .collect(),
+    }
+}

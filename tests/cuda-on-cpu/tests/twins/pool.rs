@@ -1,38 +1,45 @@
 //! `pool.cu` against the CPU Pooling, with Caffe's ceil rule (windows
-//! clipped at the input's edge), as `pool/cuda.rs` calls the kernels:
-//! bit for bit, overlapping windows included (the backward kernels add in
-//! the CPU's order).
+//! clipped at the input's edge), square and rectangular windows, padded
+//! or not, as `pool/cuda.rs` calls the kernels: bit for bit, overlapping
+//! windows included (the backward kernels add in the CPU's order).
 
 use blob_layers::{PoolMethod, Pooling};
 use blob_runtime::blob;
 use cuda_on_cpu as k;
 
-use crate::{CpuRun, assert_close, random, run_on_cpu};
+use crate::{CpuRun, assert_close, random, run_dyn_on_cpu, run_on_cpu};
 
 blob!(shape Image = _, 3, 9, 9);
 
-/// A pooling's sizes: planes of `hw` x `hw` pooled to `o` x `o` by
-/// `kernel`/`stride` windows.
+/// A pooling's sizes: planes of `h` x `w` pooled to `oh` x `ow` by
+/// windows of `kernel`, `stride` and `pad`, each (height, width).
 #[derive(Clone, Copy)]
 struct Geometry {
     planes: usize,
-    hw: usize,
-    o: usize,
-    kernel: usize,
-    stride: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    pad: [usize; 2],
 }
 
 /// The GPU's calls, forward then backward.
 fn gpu_calls(method: PoolMethod, g: &Geometry, x: &[f32], dy: &[f32]) -> CpuRun {
     let Geometry {
         planes,
-        hw,
-        o,
-        kernel,
-        stride,
+        h,
+        w,
+        oh,
+        ow,
+        kernel: [kh, kw],
+        stride: [sh, sw],
+        pad: [ph, pw],
     } = *g;
-    let [h, w, oh, ow, kk, s] = [hw, hw, o, o, kernel, stride].map(|v| v as i32);
-    let (total, n) = (planes * o * o, planes * hw * hw);
+    let [h, w, oh, ow, kh, kw, sh, sw, ph, pw] =
+        [h, w, oh, ow, kh, kw, sh, sw, ph, pw].map(|v| v as i32);
+    let (total, n) = (planes * g.oh * g.ow, planes * g.h * g.w);
     let mut y = vec![f32::NAN; total];
     let mut argmax = vec![u32::MAX; total];
     // SAFETY: x holds n values, y and argmax total.
@@ -45,13 +52,32 @@ fn gpu_calls(method: PoolMethod, g: &Geometry, x: &[f32], dy: &[f32]) -> CpuRun 
                 w,
                 oh,
                 ow,
-                kk,
-                s,
+                kh,
+                kw,
+                sh,
+                sw,
+                ph,
+                pw,
                 x,
                 &mut y,
                 &mut argmax,
             ),
-            PoolMethod::Ave => k::ave_pool_f32(total, total as i64, h, w, oh, ow, kk, s, x, &mut y),
+            PoolMethod::Ave => k::ave_pool_f32(
+                total,
+                total as i64,
+                h,
+                w,
+                oh,
+                ow,
+                kh,
+                kw,
+                sh,
+                sw,
+                ph,
+                pw,
+                x,
+                &mut y,
+            ),
         }
     }
     // NaN: a value the kernel does not write shows.
@@ -59,10 +85,12 @@ fn gpu_calls(method: PoolMethod, g: &Geometry, x: &[f32], dy: &[f32]) -> CpuRun 
     // SAFETY: dy and argmax hold total values, dx n.
     unsafe {
         match method {
-            PoolMethod::Max => {
-                k::max_unpool_f32(n, n as i64, h, w, oh, ow, kk, s, dy, &argmax, &mut dx)
-            }
-            PoolMethod::Ave => k::ave_unpool_f32(n, n as i64, h, w, oh, ow, kk, s, dy, &mut dx),
+            PoolMethod::Max => k::max_unpool_f32(
+                n, n as i64, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dy, &argmax, &mut dx,
+            ),
+            PoolMethod::Ave => k::ave_unpool_f32(
+                n, n as i64, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dy, &mut dx,
+            ),
         }
     }
     CpuRun {
@@ -72,26 +100,33 @@ fn gpu_calls(method: PoolMethod, g: &Geometry, x: &[f32], dy: &[f32]) -> CpuRun 
     }
 }
 
+/// Inputs with ties on purpose (MAX keeps the first maximum of a window)
+/// and output gradients for `g`.
+fn values(g: &Geometry) -> (Vec<f32>, Vec<f32>) {
+    let x: Vec<f32> = random(g.planes * g.h * g.w, 1, -1.0, 1.0)
+        .iter()
+        .map(|v| (v * 4.0).round())
+        .collect();
+    (x, random(g.planes * g.oh * g.ow, 2, -1.0, 1.0))
+}
+
 fn check<const K: usize, const S: usize>(method: PoolMethod, o: usize)
 where
     Image: blob_layers::shapes::PoolShape<K, S>,
 {
-    let planes = 2 * 3;
-    // Ties on purpose: MAX keeps the first maximum of a window.
-    let x: Vec<f32> = random(planes * 81, 1, -1.0, 1.0)
-        .iter()
-        .map(|v| (v * 4.0).round())
-        .collect();
-    let dy = random(planes * o * o, 2, -1.0, 1.0);
+    let g = Geometry {
+        planes: 2 * 3,
+        h: 9,
+        w: 9,
+        oh: o,
+        ow: o,
+        kernel: [K, K],
+        stride: [S, S],
+        pad: [0, 0],
+    };
+    let (x, dy) = values(&g);
     let mut pool = Pooling::<f32, Image, K, S>::new(method);
     let want = run_on_cpu(&mut pool, &[], (&[2, 3, 9, 9], &x), (&[2, 3, o, o], &dy));
-    let g = Geometry {
-        planes,
-        hw: 9,
-        o,
-        kernel: K,
-        stride: S,
-    };
     let got = gpu_calls(method, &g, &x, &dy);
     let name = format!("{method:?} {K}/{S}");
     assert_close(&format!("{name}: output"), &got.y, &want.y, 0.0);
@@ -111,4 +146,53 @@ fn pooling_matches_cpu() {
     // Windows at 0, 3, 6 and 9: the last past the input, empty.
     check::<1, 3>(PoolMethod::Max, 4);
     check::<1, 3>(PoolMethod::Ave, 4);
+}
+
+/// Rectangular and padded windows, against the run-time Pooling built
+/// from its `pooling_param` (AVE counts the padding in its divisor).
+#[test]
+fn padded_and_rectangular_pooling_matches_cpu() {
+    for (param, g) in [
+        (
+            "kernel_size: 3 stride: 2 pad: 1",
+            ([3, 3], [2, 2], [1, 1], [5, 6]),
+        ),
+        (
+            "kernel_size: 3 stride: 1 pad: 1",
+            ([3, 3], [1, 1], [1, 1], [9, 11]),
+        ),
+        (
+            "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0",
+            ([3, 2], [2, 1], [1, 0], [5, 10]),
+        ),
+        (
+            "kernel_h: 2 kernel_w: 4 stride_h: 1 stride_w: 3 pad_h: 0 pad_w: 2",
+            ([2, 4], [1, 3], [0, 2], [8, 5]),
+        ),
+    ] {
+        let (kernel, stride, pad, [oh, ow]) = g;
+        let g = Geometry {
+            planes: 2 * 3,
+            h: 9,
+            w: 11,
+            oh,
+            ow,
+            kernel,
+            stride,
+            pad,
+        };
+        for (method, pool) in [(PoolMethod::Max, "MAX"), (PoolMethod::Ave, "AVE")] {
+            let (x, dy) = values(&g);
+            let text = format!(r#"type: "Pooling" pooling_param {{ pool: {pool} {param} }}"#);
+            let want = run_dyn_on_cpu(&text, &[], (&[2, 3, 9, 11], &x), (&[2, 3, oh, ow], &dy));
+            let got = gpu_calls(method, &g, &x, &dy);
+            assert_close(&format!("{pool} {param}: output"), &got.y, &want.y, 0.0);
+            assert_close(
+                &format!("{pool} {param}: input gradient"),
+                &got.dx,
+                &want.dx,
+                0.0,
+            );
+        }
+    }
 }
