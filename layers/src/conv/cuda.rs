@@ -1,6 +1,7 @@
-//! The CUDA side of Convolution: im2col + one cuBLAS gemm for the whole
-//! batch, then the bias; backward as the CPU side, with col2im gathering
-//! per input pixel.
+//! The CUDA side of Convolution: im2col + one cuBLAS gemm per group for
+//! the whole batch (a group's rows of the column buffer, the weights and
+//! the output are each one block), then the bias; backward as the CPU
+//! side, with col2im gathering per input pixel.
 
 use blob_kernels::cpu::Transpose;
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
@@ -152,33 +153,71 @@ impl<'a> ConvBlobs<'a> {
     }
 }
 
-/// `y = conv(x) + bias` on the GPU.
+/// One group's blocks: its rows of the weights `(cout, ckk)`, of the
+/// column buffer `(ckk, cols)` and of the gemm's output `(cout, cols)`,
+/// each as (start, length) for `g` cut into `groups`.
+struct GroupBlocks {
+    cout: usize,
+    ckk: usize,
+    cols: usize,
+}
+
+impl GroupBlocks {
+    fn of(g: &ConvGeometry, groups: usize) -> Self {
+        Self {
+            cout: g.channels_out / groups,
+            ckk: g.patch() / groups,
+            cols: g.batch * g.oh * g.ow,
+        }
+    }
+
+    fn weights(&self, group: usize) -> std::ops::Range<usize> {
+        let n = self.cout * self.ckk;
+        group * n..(group + 1) * n
+    }
+
+    fn col(&self, group: usize) -> std::ops::Range<usize> {
+        let n = self.ckk * self.cols;
+        group * n..(group + 1) * n
+    }
+
+    fn out(&self, group: usize) -> std::ops::Range<usize> {
+        let n = self.cout * self.cols;
+        group * n..(group + 1) * n
+    }
+}
+
+/// `y = conv(x) + bias` on the GPU, the channels cut into `groups`.
 pub(crate) fn forward(
     g: &ConvGeometry,
+    groups: usize,
     scratch: &mut GpuScratch,
     gpu: &Gpu,
     blobs: ConvBlobs<'_>,
 ) -> Result<()> {
     let ConvBlobs { x, weight, bias, y } = blobs;
-    let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
-    let cols = g.batch * p;
+    let (cout, p) = (g.channels_out, g.oh * g.ow);
+    let b = GroupBlocks::of(g, groups);
     let (mut col, mut tmp) = scratch.for_geometry(gpu, g)?;
     let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
     let mut yg = y.mutable_gpu_data()?;
     im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
-    gpu.gemm(
-        Transpose::No,
-        Transpose::No,
-        cout,
-        cols,
-        ckk,
-        1.0,
-        &read(&wg, weight.count())?,
-        &col.as_view(),
-        0.0,
-        &mut tmp,
-    )
-    .map_err(|e| cuda("convolution gemm", e))?;
+    let wv = read(&wg, weight.count())?;
+    for group in 0..groups {
+        gpu.gemm(
+            Transpose::No,
+            Transpose::No,
+            b.cout,
+            b.cols,
+            b.ckk,
+            1.0,
+            &wv.slice(b.weights(group)),
+            &col.slice(b.col(group)),
+            0.0,
+            &mut tmp.slice_mut(b.out(group)),
+        )
+        .map_err(|e| cuda("convolution gemm", e))?;
+    }
     let total = y.count();
     // SAFETY: tmp holds cout*batch*P, bias cout, y batch*cout*P = total.
     unsafe {
@@ -198,17 +237,20 @@ pub(crate) fn forward(
     Ok(())
 }
 
-/// Weight and bias gradients, and the input's when asked, on the GPU.
+/// Weight and bias gradients, and the input's when asked, on the GPU,
+/// the channels cut into `groups`.
 pub(crate) fn backward(
     g: &ConvGeometry,
+    groups: usize,
     scratch: &mut GpuScratch,
     gpu: &Gpu,
     blobs: ConvBlobs<'_>,
     propagate_down: bool,
 ) -> Result<()> {
     let ConvBlobs { x, weight, bias, y } = blobs;
-    let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
-    let cols = g.batch * p;
+    let (cout, p) = (g.channels_out, g.oh * g.ow);
+    let b = GroupBlocks::of(g, groups);
+    let cols = b.cols;
     let (mut col, mut tmp) = scratch.for_geometry(gpu, g)?;
     let (xg, dyg, wg) = (x.gpu_data()?, y.gpu_diff()?, weight.gpu_data()?);
     im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
@@ -236,35 +278,41 @@ pub(crate) fn backward(
         )
         .map_err(|e| cuda("convolution bias gradient", e))?;
         let mut dwg = weight.mutable_gpu_diff()?;
-        gpu.gemm(
-            Transpose::No,
-            Transpose::Yes,
-            cout,
-            ckk,
-            cols,
-            1.0,
-            &tmp.as_view(),
-            &col.as_view(),
-            1.0,
-            &mut write(&mut dwg, weight.count())?,
-        )
-        .map_err(|e| cuda("convolution weight gradient", e))?;
+        let mut dw = write(&mut dwg, weight.count())?;
+        for group in 0..groups {
+            gpu.gemm(
+                Transpose::No,
+                Transpose::Yes,
+                b.cout,
+                b.ckk,
+                cols,
+                1.0,
+                &tmp.slice(b.out(group)),
+                &col.slice(b.col(group)),
+                1.0,
+                &mut dw.slice_mut(b.weights(group)),
+            )
+            .map_err(|e| cuda("convolution weight gradient", e))?;
+        }
     }
     if propagate_down {
         // dcol = W^T dy into the column buffer, then col2im into dx.
-        gpu.gemm(
-            Transpose::Yes,
-            Transpose::No,
-            ckk,
-            cols,
-            cout,
-            1.0,
-            &read(&wg, weight.count())?,
-            &tmp.as_view(),
-            0.0,
-            &mut col,
-        )
-        .map_err(|e| cuda("convolution input gradient", e))?;
+        let wv = read(&wg, weight.count())?;
+        for group in 0..groups {
+            gpu.gemm(
+                Transpose::Yes,
+                Transpose::No,
+                b.ckk,
+                cols,
+                b.cout,
+                1.0,
+                &wv.slice(b.weights(group)),
+                &tmp.slice(b.out(group)),
+                0.0,
+                &mut col.slice_mut(b.col(group)),
+            )
+            .map_err(|e| cuda("convolution input gradient", e))?;
+        }
         let [cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = ints(g)?;
         let n = x.count();
         let mut dxg = x.mutable_gpu_diff()?;

@@ -36,7 +36,6 @@ pub(crate) struct ConvEngine<T: MathElement> {
 impl<T: MathElement> ConvEngine<T> {
     /// `y = conv(x) + bias` (Caffe `Forward_cpu`, or `Forward_gpu` when
     /// `x` lives on a CUDA device).
-    #[cfg_attr(not(feature = "cudnn"), allow(unused_variables))]
     pub fn forward(
         &mut self,
         g: &ConvGeometry,
@@ -46,31 +45,12 @@ impl<T: MathElement> ConvEngine<T> {
         bias: &Blob<T>,
         y: &Blob<T>,
     ) -> Result<()> {
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)? {
-            let blobs = cuda::ConvBlobs::of(x, weight, bias, y);
-            #[cfg(feature = "cudnn")]
-            if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, choice.use_cudnn, &gpu)?
-            {
-                return dnn.forward(&gpu, g, choice.allow_tf32, blobs);
-            }
-            return cuda::forward(g, &mut self.gpu_scratch, &gpu, blobs);
-        }
-        cpu::forward(
-            g,
-            &mut self.scratch,
-            &x.cpu_data()?,
-            &weight.cpu_data()?,
-            &bias.cpu_data()?,
-            &mut y.mutable_cpu_data()?,
-        )?;
-        Ok(())
+        self.forward_grouped(g, 1, choice, x, weight, bias, y)
     }
 
     /// Weight and bias gradients from `y`'s diff (accumulated), and `x`'s
     /// diff when `propagate_down` (Caffe `Backward_cpu`).
     #[allow(clippy::too_many_arguments)]
-    #[cfg_attr(not(feature = "cudnn"), allow(unused_variables))]
     pub fn backward(
         &mut self,
         g: &ConvGeometry,
@@ -81,20 +61,7 @@ impl<T: MathElement> ConvEngine<T> {
         y: &Blob<T>,
         propagate_down: bool,
     ) -> Result<()> {
-        #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)? {
-            let blobs = cuda::ConvBlobs::of(x, weight, bias, y);
-            #[cfg(feature = "cudnn")]
-            if let Some(dnn) = cudnn::CudnnConv::for_layer(&mut self.cudnn, choice.use_cudnn, &gpu)?
-            {
-                return dnn.backward(&gpu, g, choice.allow_tf32, blobs, propagate_down);
-            }
-            return cuda::backward(g, &mut self.gpu_scratch, &gpu, blobs, propagate_down);
-        }
-        let scratch = &mut self.scratch;
-        on_host_backward(x, weight, bias, y, propagate_down, |x, w, dy, grads| {
-            cpu::backward(g, scratch, x, w, dy, grads)
-        })
+        self.backward_grouped(g, 1, choice, x, weight, bias, y, propagate_down)
     }
 
     /// [`forward`](Self::forward) over three or more spatial axes, on
@@ -166,9 +133,10 @@ fn on_host_backward<T: MathElement>(
 impl<T: MathElement> ConvEngine<T> {
     /// [`forward`](Self::forward) with the channels cut into `groups`
     /// (Caffe's `group`: group `i` reads input channels `i C/G..(i+1)
-    /// C/G` and writes outputs `i M/G..`). More than one group runs on the
-    /// host whatever the device: the blobs' heads move the bytes.
+    /// C/G` and writes outputs `i M/G..`). On a GPU, one gemm per group
+    /// (cuDNN takes ungrouped convolutions).
     #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(not(feature = "cudnn"), allow(unused_variables))]
     pub fn forward_grouped(
         &mut self,
         g: &ConvGeometry,
@@ -179,8 +147,27 @@ impl<T: MathElement> ConvEngine<T> {
         bias: &Blob<T>,
         y: &Blob<T>,
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)? {
+            let blobs = cuda::ConvBlobs::of(x, weight, bias, y);
+            #[cfg(feature = "cudnn")]
+            if groups == 1
+                && let Some(dnn) =
+                    cudnn::CudnnConv::for_layer(&mut self.cudnn, choice.use_cudnn, &gpu)?
+            {
+                return dnn.forward(&gpu, g, choice.allow_tf32, blobs);
+            }
+            return cuda::forward(g, groups, &mut self.gpu_scratch, &gpu, blobs);
+        }
         if groups == 1 {
-            return self.forward(g, choice, x, weight, bias, y);
+            return cpu::forward(
+                g,
+                &mut self.scratch,
+                &x.cpu_data()?,
+                &weight.cpu_data()?,
+                &bias.cpu_data()?,
+                &mut y.mutable_cpu_data()?,
+            );
         }
         if g.is_depthwise(groups) {
             super::depthwise::forward(
@@ -208,8 +195,9 @@ impl<T: MathElement> ConvEngine<T> {
     }
 
     /// [`backward`](Self::backward) with the channels cut into `groups`,
-    /// on the host as [`forward_grouped`](Self::forward_grouped).
+    /// on the GPU as [`forward_grouped`](Self::forward_grouped).
     #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(not(feature = "cudnn"), allow(unused_variables))]
     pub fn backward_grouped(
         &mut self,
         g: &ConvGeometry,
@@ -221,8 +209,30 @@ impl<T: MathElement> ConvEngine<T> {
         y: &Blob<T>,
         propagate_down: bool,
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)? {
+            let blobs = cuda::ConvBlobs::of(x, weight, bias, y);
+            #[cfg(feature = "cudnn")]
+            if groups == 1
+                && let Some(dnn) =
+                    cudnn::CudnnConv::for_layer(&mut self.cudnn, choice.use_cudnn, &gpu)?
+            {
+                return dnn.backward(&gpu, g, choice.allow_tf32, blobs, propagate_down);
+            }
+            return cuda::backward(
+                g,
+                groups,
+                &mut self.gpu_scratch,
+                &gpu,
+                blobs,
+                propagate_down,
+            );
+        }
         if groups == 1 {
-            return self.backward(g, choice, x, weight, bias, y, propagate_down);
+            let scratch = &mut self.scratch;
+            return on_host_backward(x, weight, bias, y, propagate_down, |x, w, dy, grads| {
+                cpu::backward(g, scratch, x, w, dy, grads)
+            });
         }
         let (sub, xs, ys, ws) = per_group(g, groups);
         let (xd, wd, dy) = (x.cpu_data()?, weight.cpu_data()?, y.cpu_diff()?);
