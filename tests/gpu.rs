@@ -1349,9 +1349,9 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "sl" type: "Slice" bottom: "c" top: "s1" top: "s2" slice_param { axis: 1 slice_point: 4 } }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
-    // SSD's head: Permute, PriorBox, Reshape, Softmax over axis 2,
-    // DetectionOutput, ArgMax and Crop on the host; a second Permute an
-    // output of its own so that its backward runs too.
+    // SSD's head: Permute (on the GPU), PriorBox, Reshape, Softmax over
+    // axis 2, DetectionOutput, ArgMax and Crop (on the host); a second
+    // Permute an output of its own so that its backward runs too.
     let ssd = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 6 dim: 6 }
         layer { name: "loc" type: "Convolution" bottom: "data" top: "loc"
                 convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }

@@ -93,7 +93,7 @@ pub mod typed_net;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 13] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 14] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -107,6 +107,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 13] = [
     &scale::SCALE,
     &batch_norm::BATCH_NORM,
     &solver::SOLVER,
+    &permute::PERMUTE,
 ];
 
 pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};

@@ -43,7 +43,8 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "concat.cu",
             "scale.cu",
             "batch_norm.cu",
-            "solver.cu"
+            "solver.cu",
+            "permute.cu"
         ]
     );
 }

@@ -1,12 +1,17 @@
 //! The SSD fork's Permute: the bottom's axes reordered (NCHW to NHWC for
 //! SSD's heads), a gather forward and the matching scatter backward; on
-//! the host whatever the device.
+//! the GPU for tops of up to four axes.
+
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, Sharing, TopShape, bad_param, sub_param};
 use crate::layer::Result;
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::PERMUTE;
 
 /// SSD `Permute`, never in place (the top is written while the bottom is
 /// still read).
@@ -120,6 +125,13 @@ impl<T: MathElement> DynLayer<T> for PermuteLayer {
         if self.is_identity() {
             return Ok(());
         }
+        #[cfg(feature = "cuda")]
+        if let Some(sizes) = cuda::sizes(tops[0].shape(), &self.strides)
+            && let Some(gpu) = crate::gpu::gpu_for("permute", bottoms[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::as_f32;
+            return cuda::forward(&gpu, sizes, as_f32(bottoms[0]), as_f32(tops[0]));
+        }
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
         self.walk(tops[0].shape(), |to, from| y[to] = x[from]);
@@ -129,6 +141,13 @@ impl<T: MathElement> DynLayer<T> for PermuteLayer {
     fn backward(&mut self, tops: &[&Blob<T>], down: &[bool], bottoms: &[&Blob<T>]) -> Result<()> {
         if !down[0] || self.is_identity() {
             return Ok(());
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(sizes) = cuda::sizes(tops[0].shape(), &self.strides)
+            && let Some(gpu) = crate::gpu::gpu_for("permute", bottoms[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::as_f32;
+            return cuda::backward(&gpu, sizes, as_f32(tops[0]), as_f32(bottoms[0]));
         }
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
