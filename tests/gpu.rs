@@ -1387,7 +1387,19 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "bng" type: "BatchNorm" bottom: "rect" top: "bng" batch_norm_param { use_global_stats: true } }
         layer { name: "sc_out" type: "Scale" bottom: "bng" top: "sc_out"
                 scale_param { filler { type: "gaussian" } } }"#;
+    // Caffe's element-wise layers with parameters, in place where they
+    // may be, on the GPU's kernels.
+    let neurons = r#"input: "data" input_shape { dim: 2 dim: 3 dim: 4 dim: 5 }
+        layer { name: "abs" type: "AbsVal" bottom: "data" top: "abs" }
+        layer { name: "pow" type: "Power" bottom: "abs" top: "pow" power_param { power: 1.5 scale: 0.5 shift: 1 } }
+        layer { name: "log" type: "Log" bottom: "pow" top: "log" log_param { base: 2 shift: 0.5 } }
+        layer { name: "elu" type: "ELU" bottom: "data" top: "elu" elu_param { alpha: 0.7 } }
+        layer { name: "leaky" type: "ReLU" bottom: "elu" top: "elu" relu_param { negative_slope: 0.1 } }
+        layer { name: "exp" type: "Exp" bottom: "elu" top: "elu" exp_param { base: 2 scale: 0.5 } }
+        layer { name: "bnll" type: "BNLL" bottom: "data" top: "bnll" }
+        layer { name: "clip" type: "Clip" bottom: "data" top: "clip" clip_param { min: -0.5 max: 0.5 } }"#;
     for (name, shape) in [
+        ("neurons", [2, 3, 4, 5]),
         ("det1", [1, 3, 31, 45]),
         ("det2", [2, 3, 24, 24]),
         ("det3", [2, 3, 48, 48]),
@@ -1397,13 +1409,14 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     ] {
         let text = match name {
             "grouped" => grouped.to_string(),
+            "neurons" => neurons.to_string(),
             "ssd" => ssd.to_string(),
             "geometry" => geometry.to_string(),
             _ => std::fs::read_to_string(dir.join(format!("{name}.prototxt"))).map_err(fail)?,
         };
         let text = format!("force_backward: true\n{text}");
         let model = match name {
-            "grouped" | "ssd" | "geometry" => None,
+            "grouped" | "ssd" | "geometry" | "neurons" => None,
             _ => Some(
                 blobflow::runtime::CaffeModel::open(dir.join(format!("{name}.caffemodel")))
                     .map_err(fail)?,

@@ -93,7 +93,7 @@ pub mod typed_net;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 14] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 15] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -108,6 +108,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 14] = [
     &batch_norm::BATCH_NORM,
     &solver::SOLVER,
     &permute::PERMUTE,
+    &neuron::NEURON,
 ];
 
 pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};

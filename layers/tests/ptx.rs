@@ -44,7 +44,8 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "scale.cu",
             "batch_norm.cu",
             "solver.cu",
-            "permute.cu"
+            "permute.cu",
+            "neuron.cu"
         ]
     );
 }

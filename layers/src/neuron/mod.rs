@@ -1,14 +1,19 @@
 //! Caffe's other element-wise layers, each `y = f(x)` with its own
 //! parameters: AbsVal, Power, ELU, BNLL, Exp, Log, Threshold, Clip, and
-//! ReLU with a `negative_slope` (leaky). On the host whatever the device
-//! (the blobs' heads move the bytes); ReLU, Sigmoid and TanH without a
-//! slope have their CUDA sides in `activation`.
+//! ReLU with a `negative_slope` (leaky), computed in double on the CPU
+//! and the GPU alike; ReLU, Sigmoid and TanH without a slope are in
+//! `activation`.
+
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, like_first_bottom, sub_param};
 use crate::layer::{Result, in_place};
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::NEURON;
 
 /// Which function, with its parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -177,6 +182,34 @@ impl Neuron {
         }
     }
 
+    /// The GPU kernels' kind number and parameters (see `neuron.cu`).
+    #[cfg(feature = "cuda")]
+    fn kernel_args(self) -> cuda::Kind {
+        match self {
+            Self::AbsVal => (0, [0.0; 3]),
+            Self::Power {
+                power,
+                scale,
+                shift,
+            } => (1, [power, scale, shift]),
+            Self::Elu { alpha } => (2, [alpha, 0.0, 0.0]),
+            Self::Bnll => (3, [0.0; 3]),
+            Self::Exp {
+                ln_base,
+                scale,
+                shift,
+            } => (4, [ln_base, scale, shift]),
+            Self::Log {
+                ln_base,
+                scale,
+                shift,
+            } => (5, [ln_base, scale, shift]),
+            Self::Threshold { threshold } => (6, [threshold, 0.0, 0.0]),
+            Self::Clip { min, max } => (7, [min, max, 0.0]),
+            Self::LeakyRelu { slope } => (8, [slope, 0.0, 0.0]),
+        }
+    }
+
     /// Whether backward can work from the output alone (in place).
     fn in_place_ok(self) -> bool {
         matches!(
@@ -271,6 +304,13 @@ impl<T: MathElement> DynLayer<T> for NeuronLayer {
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("element-wise", bottoms[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::as_f32;
+            let args = self.neuron.kernel_args();
+            return cuda::forward(&gpu, args, as_f32(bottoms[0]), as_f32(tops[0]));
+        }
         let x = bottoms[0].to_vec()?;
         for (o, v) in tops[0].mutable_cpu_data()?.iter_mut().zip(x) {
             *o = T::from_f64(self.neuron.forward(v.to_f64()));
@@ -292,6 +332,13 @@ impl<T: MathElement> DynLayer<T> for NeuronLayer {
                 "threshold backward",
                 "Threshold has no backward pass (Caffe's neither)",
             ));
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("element-wise", bottoms[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::as_f32;
+            let args = self.neuron.kernel_args();
+            return cuda::backward(&gpu, args, as_f32(bottoms[0]), as_f32(tops[0]));
         }
         let (x, y, dy) = (
             bottoms[0].to_vec()?,

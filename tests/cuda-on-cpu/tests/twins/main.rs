@@ -9,6 +9,7 @@ mod coverage;
 mod elementwise;
 mod eltwise;
 mod layers;
+mod neuron;
 mod permute;
 mod pool;
 mod prelu;
