@@ -1327,9 +1327,10 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::layers::net::{Net, NetState};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nets/mtcnn");
     // Grouped, depthwise and bias-free convolutions, padded and
-    // rectangular pooling, LRN, BatchNorm and Scale (these three on the
-    // host whatever the device, their blobs' heads moving the bytes),
-    // Eltwise, Concat and Flatten, with random weights.
+    // rectangular pooling, BatchNorm with the batch's statistics, LRN
+    // and Scale (these two on the host whatever the device, their blobs'
+    // heads moving the bytes), Eltwise, Concat and Flatten, with random
+    // weights.
     let grouped = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
         layer { name: "g" type: "Convolution" bottom: "data" top: "g"
                 convolution_param { num_output: 6 group: 2 kernel_size: 3 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }

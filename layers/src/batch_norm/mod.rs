@@ -1,9 +1,8 @@
 //! Caffe's BatchNorm: `y = (x - mean) / sqrt(var + eps)` per channel,
 //! with the running statistics in its three blobs (mean sum, variance
 //! sum, and their scale factor) or the batch's own while training; no
-//! affine part (a Scale layer follows). With global statistics (a deploy
-//! net) the forward pass runs on the GPU where the blobs live there;
-//! batch statistics and the backward pass on the host.
+//! affine part (a Scale layer follows). Both passes run on the GPU where
+//! the blobs live there, with either statistics.
 
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -29,9 +28,15 @@ pub(crate) struct BatchNormLayer<T: MathElement> {
     /// statistics (Caffe's `x_norm_`): backward needs it, and in place
     /// the top holds what the layers after this one made of it.
     normalized: Vec<f64>,
-    /// Global statistics on the GPU: the means, then the deviations.
+    /// Statistics on the GPU: the means, then the deviations.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     gpu_stats: Blob<T>,
+    /// The normalized output of the last forward pass with batch
+    /// statistics on the GPU (`normalized`'s twin).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    gpu_normalized: Blob<T>,
+    #[cfg(feature = "cuda")]
+    gpu_scratch: cuda::BatchScratch,
 }
 
 impl<T: MathElement> BatchNormLayer<T> {
@@ -60,6 +65,9 @@ impl<T: MathElement> BatchNormLayer<T> {
             inv_std: Vec::new(),
             normalized: Vec::new(),
             gpu_stats: Blob::default(),
+            gpu_normalized: Blob::default(),
+            #[cfg(feature = "cuda")]
+            gpu_scratch: Default::default(),
         })
     }
 
@@ -107,6 +115,71 @@ fn batch_statistics<T: MathElement>(x: &[T], c: usize, spatial: usize) -> (Vec<f
     (m, v)
 }
 
+#[cfg(feature = "cuda")]
+impl<T: MathElement> BatchNormLayer<T> {
+    /// The forward pass with batch statistics on `gpu`: the statistics
+    /// and the running sums on the device, the normalized output kept
+    /// for the backward pass.
+    fn forward_batch_on(
+        &mut self,
+        gpu: &blob_kernels::cuda::Gpu,
+        dims: cuda::Dims,
+        x: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
+        use crate::gpu::as_f32;
+        let (_, c, spatial) = dims;
+        crate::softmax::place_with(&mut self.gpu_stats, x, &[2, c])?;
+        let [mean, var, factor] = [&self.blobs[0], &self.blobs[1], &self.blobs[2]].map(as_f32);
+        cuda::batch_statistics(
+            gpu,
+            dims,
+            (self.eps, self.moving_average),
+            as_f32(x),
+            as_f32(&self.gpu_stats),
+            [mean, var, factor],
+            &mut self.gpu_scratch,
+        )?;
+        let input = (!in_place(x, y)).then(|| as_f32(x));
+        cuda::forward(gpu, (c, spatial), input, as_f32(&self.gpu_stats), as_f32(y))?;
+        self.normalized.clear();
+        crate::softmax::place_with(&mut self.gpu_normalized, y, y.shape())?;
+        self.gpu_normalized.copy_from(y, false, false)
+    }
+
+    /// Both backward passes on `gpu`, from the statistics the forward
+    /// pass left there.
+    fn backward_on(
+        &mut self,
+        gpu: &blob_kernels::cuda::Gpu,
+        dims: cuda::Dims,
+        x: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<()> {
+        use crate::gpu::as_f32;
+        let kept = if self.global_stats {
+            self.gpu_stats.count() == 2 * dims.1
+        } else {
+            self.gpu_normalized.count() == y.count() && self.gpu_stats.count() == 2 * dims.1
+        };
+        if !kept {
+            return Err(bad_param(
+                "batch norm",
+                "backward before a forward pass of this size on the GPU",
+            ));
+        }
+        let normalized = (!self.global_stats).then(|| as_f32(&self.gpu_normalized));
+        cuda::backward(
+            gpu,
+            dims,
+            normalized,
+            as_f32(&self.gpu_stats),
+            (as_f32(x), as_f32(y)),
+            &mut self.gpu_scratch,
+        )
+    }
+}
+
 impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
     fn type_name(&self) -> &str {
         "BatchNorm"
@@ -126,6 +199,13 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (n, c, spatial) = self.dims(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if !self.global_stats
+            && let Some(gpu) =
+                crate::gpu::gpu_for("batch norm", bottoms[0], &[("output", tops[0])])?
+        {
+            return self.forward_batch_on(&gpu, (n, c, spatial), bottoms[0], tops[0]);
+        }
         let (mean, var) = if self.global_stats {
             let s = self.blobs[2].cpu_data()?[0].to_f64();
             let factor = if s == 0.0 { 0.0 } else { 1.0 / s };
@@ -222,6 +302,10 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
             return Ok(());
         }
         let (n, c, spatial) = self.dims(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("batch norm", bottoms[0], &[("output", tops[0])])? {
+            return self.backward_on(&gpu, (n, c, spatial), bottoms[0], tops[0]);
+        }
         let dy = tops[0].diff_to_vec()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
         if self.global_stats {
