@@ -1327,10 +1327,10 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::layers::net::{Net, NetState};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nets/mtcnn");
     // Grouped, depthwise and bias-free convolutions, padded and
-    // rectangular pooling, BatchNorm with the batch's statistics, LRN
-    // and Scale (these two on the host whatever the device, their blobs'
-    // heads moving the bytes), Eltwise, Concat and Flatten, with random
-    // weights.
+    // rectangular pooling, BatchNorm with the batch's statistics, Scale
+    // in place with a bias, LRN (on the host whatever the device, its
+    // blobs' heads moving the bytes), Eltwise, Concat and Flatten, with
+    // random weights.
     let grouped = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
         layer { name: "g" type: "Convolution" bottom: "data" top: "g"
                 convolution_param { num_output: 6 group: 2 kernel_size: 3 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
@@ -1389,7 +1389,7 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "sc_out" type: "Scale" bottom: "bng" top: "sc_out"
                 scale_param { filler { type: "gaussian" } } }"#;
     // Caffe's element-wise layers with parameters, in place where they
-    // may be, on the GPU's kernels.
+    // may be, and a Scale by a second bottom, on the GPU's kernels.
     let neurons = r#"input: "data" input_shape { dim: 2 dim: 3 dim: 4 dim: 5 }
         layer { name: "abs" type: "AbsVal" bottom: "data" top: "abs" }
         layer { name: "pow" type: "Power" bottom: "abs" top: "pow" power_param { power: 1.5 scale: 0.5 shift: 1 } }
@@ -1398,7 +1398,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "leaky" type: "ReLU" bottom: "elu" top: "elu" relu_param { negative_slope: 0.1 } }
         layer { name: "exp" type: "Exp" bottom: "elu" top: "elu" exp_param { base: 2 scale: 0.5 } }
         layer { name: "bnll" type: "BNLL" bottom: "data" top: "bnll" }
-        layer { name: "clip" type: "Clip" bottom: "data" top: "clip" clip_param { min: -0.5 max: 0.5 } }"#;
+        layer { name: "clip" type: "Clip" bottom: "data" top: "clip" clip_param { min: -0.5 max: 0.5 } }
+        layer { name: "given" type: "Scale" bottom: "bnll" bottom: "clip" top: "given" scale_param { axis: 0 } }"#;
     for (name, shape) in [
         ("neurons", [2, 3, 4, 5]),
         ("det1", [1, 3, 31, 45]),

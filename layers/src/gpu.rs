@@ -138,3 +138,12 @@ pub(crate) fn write<'a>(guard: &'a mut DeviceWrite<'_>, n: usize) -> Result<Cuda
         source,
     })
 }
+
+/// Device buffers for per-channel sums (`Gpu::add_sums`) and one value
+/// per input value for their terms, kept between passes (grow-only):
+/// BatchNorm's statistics and gradients, Scale's factor gradient.
+#[derive(Default)]
+pub(crate) struct SumScratch {
+    pub sums: blob_kernels::cuda::Scratch<f32>,
+    pub terms: blob_kernels::cuda::Scratch<f32>,
+}

@@ -61,12 +61,6 @@ extern "C" __global__ void batch_norm_finish_f32(int channels, float count, doub
     }
 }
 
-// out[i] = dy[i] * xnorm[i], for the sums of the batch statistics' backward.
-extern "C" __global__ void batch_norm_dy_xnorm_f32(long long n, const float* dy,
-                                                   const float* xnorm, float* out) {
-    GRID_STRIDE(i, n) { out[i] = dy[i] * xnorm[i]; }
-}
-
 // Batch statistics: dx = (dy - mean(dy) - xnorm mean(dy xnorm)) / std, the
 // means per channel from sums (those of dy, then of dy xnorm).
 __device__ float batch_norm_grad(long long i, int channels, long long spatial, float count,

@@ -4,11 +4,11 @@
 //! `Gpu::add_sums`'s, in a fixed order: a run repeats bit for bit.
 
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
-use blob_kernels::cuda::{Gpu, Scratch, launch_config};
+use blob_kernels::cuda::{BinaryOp, Gpu, launch_config};
 use blob_kernels::sums::SumLayout;
 use blob_runtime::Blob;
 
-use crate::gpu::{cuda, int, read, write};
+use crate::gpu::{SumScratch, cuda, int, read, write};
 use crate::layer::Result;
 
 blob_kernels::cuda_kernels! {
@@ -39,10 +39,6 @@ blob_kernels::cuda_kernels! {
         run_mean: &mut CudaViewMut<'_, f32>, run_var: &mut CudaViewMut<'_, f32>,
         run_factor: &mut CudaViewMut<'_, f32>
     );
-    /// `dy xnorm`.
-    pub(crate) fn batch_norm_dy_xnorm_f32(
-        n: i64, dy: &CudaView<'_, f32>, xnorm: &CudaView<'_, f32>, out: &mut CudaViewMut<'_, f32>
-    );
     /// The input's gradient with batch statistics.
     pub(crate) fn batch_norm_backward_f32(
         n: i64, channels: i32, spatial: i64, count: f32, dy: &CudaView<'_, f32>,
@@ -63,14 +59,6 @@ blob_kernels::cuda_kernels! {
 /// The sizes of a pass: `(batch, channels, values per channel per item)`.
 pub(crate) type Dims = (usize, usize, usize);
 
-/// Device buffers the batch statistics keep between passes: the
-/// per-channel sums and one value per input value.
-#[derive(Default)]
-pub(crate) struct BatchScratch {
-    sums: Scratch<f32>,
-    terms: Scratch<f32>,
-}
-
 const OP: &str = "BatchNorm on the GPU";
 
 /// `stats` (the means, then the deviations) from the batch `x` (`y` in
@@ -84,7 +72,7 @@ pub(crate) fn batch_statistics(
     x: &Blob<f32>,
     stats: &Blob<f32>,
     running: [&Blob<f32>; 3],
-    scratch: &mut BatchScratch,
+    scratch: &mut SumScratch,
 ) -> Result<()> {
     let (n, c) = (x.count(), int(OP, channels)?);
     let per_channel = (batch * spatial) as f32;
@@ -168,7 +156,7 @@ pub(crate) fn backward(
     xnorm: Option<&Blob<f32>>,
     stats: &Blob<f32>,
     (x, y): (&Blob<f32>, &Blob<f32>),
-    scratch: &mut BatchScratch,
+    scratch: &mut SumScratch,
 ) -> Result<()> {
     let (n, c) = (y.count(), int(OP, channels)?);
     let fail = |e| cuda(OP, e);
@@ -214,8 +202,7 @@ pub(crate) fn backward(
     {
         let dyg = y.gpu_diff()?;
         let dy = read(&dyg, n)?;
-        // SAFETY: dy, xnorm and terms hold n values.
-        unsafe { batch_norm_dy_xnorm_f32(gpu, cfg, n as i64, &dy, &nv, &mut terms) }
+        gpu.binary(BinaryOp::Mul, &dy, &nv, &mut terms)
             .map_err(fail)?;
         gpu.add_sums(&layout, &dy, &mut sums.slice_mut(..channels))
             .map_err(fail)?;

@@ -36,7 +36,7 @@ pub(crate) struct BatchNormLayer<T: MathElement> {
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     gpu_normalized: Blob<T>,
     #[cfg(feature = "cuda")]
-    gpu_scratch: cuda::BatchScratch,
+    gpu_scratch: crate::gpu::SumScratch,
 }
 
 impl<T: MathElement> BatchNormLayer<T> {

@@ -1,13 +1,14 @@
-//! The CUDA side of Scale's forward pass (a deploy net's BatchNorm
-//! partner); its backward pass, with the factor's gradient to sum per
-//! channel, runs on the host.
+//! The CUDA side of Scale (BatchNorm's partner): the forward pass, and
+//! the backward pass with the factor's and bias's gradients summed per
+//! channel by `Gpu::add_sums` (a fixed order: a run repeats bit for bit).
 
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
-use blob_kernels::cuda::{Gpu, launch_config};
+use blob_kernels::cuda::{BinaryOp, Gpu, launch_config};
+use blob_kernels::sums::SumLayout;
 use blob_runtime::Blob;
 
 use super::Span;
-use crate::gpu::{cuda, read, write};
+use crate::gpu::{SumScratch, cuda, read, write};
 use crate::layer::Result;
 
 blob_kernels::cuda_kernels! {
@@ -36,42 +37,122 @@ pub(crate) fn forward(
     y: &Blob<f32>,
 ) -> Result<()> {
     let n = y.count();
-    let cfg = launch_config(n);
     let sg = scale.gpu_data()?;
     let bg = bias.map(Blob::gpu_data).transpose()?;
-    let s = read(&sg, sp.dim)?;
-    // No bias: the factors stand in for it, unread.
-    let b = match &bg {
-        Some(g) => read(g, sp.dim)?,
-        None => read(&sg, sp.dim)?,
-    };
-    let has_bias = i32::from(bias.is_some());
-    let (dim, inner) = (sp.dim as i64, sp.inner as i64);
+    let b = bg.as_ref().map(|g| read(g, sp.dim)).transpose()?;
+    let xg = x.map(Blob::gpu_data).transpose()?;
+    let xv = xg.as_ref().map(|g| read(g, n)).transpose()?;
     let mut yg = y.mutable_gpu_data()?;
-    let mut yv = write(&mut yg, n)?;
-    match x {
-        Some(x) => {
-            let xg = x.gpu_data()?;
-            // SAFETY: x and y hold n values, scale and bias `dim`.
-            unsafe {
-                scale_forward_f32(
-                    gpu,
-                    cfg,
-                    n as i64,
-                    dim,
-                    inner,
-                    &read(&xg, n)?,
-                    &s,
-                    &b,
-                    has_bias,
-                    &mut yv,
-                )
-            }
-        }
-        // SAFETY: y holds n values, scale and bias `dim`.
+    apply(
+        gpu,
+        sp,
+        xv.as_ref(),
+        (&read(&sg, sp.dim)?, b.as_ref()),
+        &mut write(&mut yg, n)?,
+    )
+}
+
+/// `dst = src scale (+ bias)` over `sp`; `src` `None` in place (`dst`
+/// holds it).
+fn apply(
+    gpu: &Gpu,
+    sp: Span,
+    src: Option<&CudaView<'_, f32>>,
+    (scale, bias): (&CudaView<'_, f32>, Option<&CudaView<'_, f32>>),
+    dst: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let n = dst.len();
+    let cfg = launch_config(n);
+    // No bias: the factors stand in for it, unread.
+    let (b, has_bias) = match bias {
+        Some(b) => (b, 1),
+        None => (scale, 0),
+    };
+    let (dim, inner) = (sp.dim as i64, sp.inner as i64);
+    match src {
+        // SAFETY: src and dst hold n values, scale and bias `dim`.
+        Some(src) => unsafe {
+            scale_forward_f32(gpu, cfg, n as i64, dim, inner, src, scale, b, has_bias, dst)
+        },
+        // SAFETY: dst holds n values, scale and bias `dim`.
         None => unsafe {
-            scale_forward_inplace_f32(gpu, cfg, n as i64, dim, inner, &s, &b, has_bias, &mut yv)
+            scale_forward_inplace_f32(gpu, cfg, n as i64, dim, inner, scale, b, has_bias, dst)
         },
     }
     .map_err(|e| cuda(OP, e))
+}
+
+/// What a backward pass computes: the bias's gradient (added) where there
+/// is a bias, the factor's (added when `learned`, else written) when
+/// `factor`, and the input's when `input`.
+#[derive(Clone, Copy)]
+pub(crate) struct Wanted {
+    pub learned: bool,
+    pub factor: bool,
+    pub input: bool,
+}
+
+/// Scale's backward pass: `input` is the forward pass's input (the copy
+/// it kept, in place), `x` and `y` the layer's bottom and top.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn backward(
+    gpu: &Gpu,
+    sp: Span,
+    input: &Blob<f32>,
+    (scale, bias): (&Blob<f32>, Option<&Blob<f32>>),
+    (x, y): (&Blob<f32>, &Blob<f32>),
+    wanted: Wanted,
+    scratch: &mut SumScratch,
+) -> Result<()> {
+    let n = y.count();
+    let fail = |e| cuda(OP, e);
+    let layout = SumLayout::channels_of(sp.outer, sp.dim, sp.inner);
+    {
+        let dyg = y.gpu_diff()?;
+        let dy = read(&dyg, n)?;
+        let mut sums = scratch.sums.grown(gpu, sp.dim).map_err(fail)?;
+        if let Some(bias) = bias {
+            gpu.set(0.0, &mut sums).map_err(fail)?;
+            gpu.add_sums(&layout, &dy, &mut sums).map_err(fail)?;
+            let mut dbg = bias.mutable_gpu_diff()?;
+            gpu.axpy(1.0, &sums.as_view(), &mut write(&mut dbg, sp.dim)?)
+                .map_err(fail)?;
+        }
+        if wanted.factor {
+            let mut terms = scratch.terms.grown(gpu, n).map_err(fail)?;
+            let ig = input.gpu_data()?;
+            gpu.binary(BinaryOp::Mul, &dy, &read(&ig, n)?, &mut terms)
+                .map_err(fail)?;
+            gpu.set(0.0, &mut sums).map_err(fail)?;
+            gpu.add_sums(&layout, &terms.as_view(), &mut sums)
+                .map_err(fail)?;
+            let mut dsg = scale.mutable_gpu_diff()?;
+            let mut ds = write(&mut dsg, sp.dim)?;
+            if wanted.learned {
+                gpu.axpy(1.0, &sums.as_view(), &mut ds).map_err(fail)?;
+            } else {
+                let copy = blob_kernels::cuda::CudaError::driver("copy the factor's gradient");
+                gpu.stream()
+                    .memcpy_dtod(&sums.as_view(), &mut ds)
+                    .map_err(|e| fail(copy(e)))?;
+            }
+        }
+    }
+    if !wanted.input {
+        return Ok(());
+    }
+    let sg = scale.gpu_data()?;
+    let factors = read(&sg, sp.dim)?;
+    if crate::layer::in_place(x, y) {
+        let mut dg = y.mutable_gpu_diff()?;
+        return apply(gpu, sp, None, (&factors, None), &mut write(&mut dg, n)?);
+    }
+    let (dyg, mut dxg) = (y.gpu_diff()?, x.mutable_gpu_diff()?);
+    apply(
+        gpu,
+        sp,
+        Some(&read(&dyg, n)?),
+        (&factors, None),
+        &mut write(&mut dxg, n)?,
+    )
 }

@@ -1,8 +1,8 @@
 //! Caffe's Scale and Bias: a blob broadcast over a bottom from `axis` on
 //! (`y = x * scale[d]`, `y = x + bias[d]`), learned or given as a second
 //! bottom; Scale with `bias_term` adds a learned bias after. What follows
-//! BatchNorm in ResNet and MobileNet. Scale's forward pass runs on the
-//! GPU where the blobs live there; the rest on the host.
+//! BatchNorm in ResNet and MobileNet. Scale runs on the GPU where the
+//! blobs live there; Bias on the host.
 
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -150,6 +150,8 @@ pub(crate) struct ScaleLayer<T: MathElement> {
     saved: Blob<T>,
     /// Whether a backward pass can follow (else nothing is saved).
     keep_input: bool,
+    #[cfg(feature = "cuda")]
+    gpu_scratch: crate::gpu::SumScratch,
 }
 
 impl<T: MathElement> ScaleLayer<T> {
@@ -168,27 +170,39 @@ impl<T: MathElement> ScaleLayer<T> {
             blobs: Vec::new(),
             saved: Blob::default(),
             keep_input: true,
+            #[cfg(feature = "cuda")]
+            gpu_scratch: Default::default(),
         })
     }
 
     /// The span of the scale over `x`, and the scale blob.
     fn layout<'a>(&'a self, bottoms: &[&'a Blob<T>]) -> Result<ScaleLayout<'a, T>> {
+        Self::layout_of(self.placement, &self.blobs, bottoms)
+    }
+
+    /// [`layout`](Self::layout) from the fields it reads, so that a pass
+    /// may hold it and borrow the others.
+    fn layout_of<'a>(
+        placement: Placement,
+        blobs: &'a [Blob<T>],
+        bottoms: &[&'a Blob<T>],
+    ) -> Result<ScaleLayout<'a, T>> {
         let x = bottoms[0];
         match bottoms.get(1) {
             Some(&scale) => {
                 let axis = if scale.num_axes() == 0 {
                     0
                 } else {
-                    axis_of(x, self.placement.axis, "scale")?
+                    axis_of(x, placement.axis, "scale")?
                 };
                 let sp = span(x, axis, scale.shape(), "scale")?;
-                Ok((sp, scale, self.blobs.first()))
+                Ok((sp, scale, blobs.first()))
             }
             None => {
-                let scale = &self.blobs[0];
-                let (axis, _) = self.placement.learned_dims(x, "scale")?;
+                let scale = &blobs[0];
+                let (axis, _) = placement.learned_dims(x, "scale")?;
                 let sp = span(x, axis, scale.shape(), "scale")?;
-                Ok((sp, scale, self.blobs.get(1)))
+                Ok((sp, scale, blobs.get(1)))
             }
         }
     }
@@ -293,7 +307,26 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
     ) -> Result<()> {
         let (x, y) = (bottoms[0], tops[0]);
         let input = if in_place(x, y) { &self.saved } else { x };
-        let (sp, scale, bias) = self.layout(bottoms)?;
+        let (sp, scale, bias) = Self::layout_of(self.placement, &self.blobs, bottoms)?;
+        let learned = bottoms.len() == 1;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("scale", x, &[("output", y), ("scale", scale)])? {
+            use crate::gpu::as_f32;
+            let wanted = cuda::Wanted {
+                learned,
+                factor: learned || propagate_down.get(1) == Some(&true),
+                input: propagate_down[0],
+            };
+            return cuda::backward(
+                &gpu,
+                sp,
+                as_f32(input),
+                (as_f32(scale), bias.map(as_f32)),
+                (as_f32(x), as_f32(y)),
+                wanted,
+                &mut self.gpu_scratch,
+            );
+        }
         let dy = y.diff_to_vec()?;
         if let Some(bias) = bias {
             let db = reduce(&dy, None, sp);
@@ -301,7 +334,6 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
                 *d += s;
             }
         }
-        let learned = bottoms.len() == 1;
         if learned || propagate_down.get(1) == Some(&true) {
             let ds = reduce(&dy, Some(&input.to_vec()?), sp);
             let mut d = scale.mutable_cpu_diff()?;
