@@ -1373,7 +1373,7 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "det" type: "DetectionOutput" bottom: "loc_flat" bottom: "conf_out" bottom: "prior" top: "det"
                 detection_output_param { num_classes: 3 nms_param { nms_threshold: 0.45 } code_type: CENTER_SIZE confidence_threshold: 0.3 } }"#;
     // Rectangular, strided, dilated convolutions on the GPU's kernels
-    // (or cuDNN); Deconvolution and Crop on the host.
+    // (or cuDNN), a Deconvolution on them too; Crop on the host.
     let geometry = r#"input: "data" input_shape { dim: 2 dim: 3 dim: 16 dim: 20 }
         layer { name: "rect" type: "Convolution" bottom: "data" top: "rect"
                 convolution_param { num_output: 6 kernel_h: 3 kernel_w: 5 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 2 dilation: 2

@@ -49,22 +49,29 @@ blob_kernels::cuda_kernels! {
 pub(crate) struct GpuScratch {
     col: Scratch<f32>,
     tmp: Scratch<f32>,
+    /// A bias of zeros, for a Deconvolution's input gradient.
+    zeros: Scratch<f32>,
 }
 
 impl GpuScratch {
     /// The column buffer and the gemm's result for `g`, grown to fit.
-    fn for_geometry(
-        &mut self,
-        gpu: &Gpu,
-        g: &ConvGeometry,
-    ) -> Result<(CudaViewMut<'_, f32>, CudaViewMut<'_, f32>)> {
+    fn for_geometry(&mut self, gpu: &Gpu, g: &ConvGeometry) -> Result<Buffers<'_>> {
         let cols = g.batch * g.oh * g.ow;
         let grow = |e| cuda("allocate convolution scratch", e);
-        Ok((
-            self.col.grown(gpu, g.patch() * cols).map_err(grow)?,
-            self.tmp.grown(gpu, g.channels_out * cols).map_err(grow)?,
-        ))
+        Ok(Buffers {
+            col: self.col.grown(gpu, g.patch() * cols).map_err(grow)?,
+            tmp: self.tmp.grown(gpu, g.channels_out * cols).map_err(grow)?,
+            zeros: self.zeros.grown(gpu, g.channels_out).map_err(grow)?,
+        })
     }
+}
+
+/// A pass's views of the scratch: the column buffer `(ckk, batch P)`,
+/// the gemm's result `(cout, batch P)`, and `cout` values for zeros.
+struct Buffers<'a> {
+    col: CudaViewMut<'a, f32>,
+    tmp: CudaViewMut<'a, f32>,
+    zeros: CudaViewMut<'a, f32>,
 }
 
 const OP: &str = "convolve on the GPU";
@@ -187,6 +194,231 @@ impl GroupBlocks {
     }
 }
 
+/// Which of a group's blocks an operand is.
+#[derive(Clone, Copy)]
+enum Block {
+    Weights,
+    Col,
+    Out,
+}
+
+impl GroupBlocks {
+    fn range(&self, block: Block, group: usize) -> std::ops::Range<usize> {
+        match block {
+            Block::Weights => self.weights(group),
+            Block::Col => self.col(group),
+            Block::Out => self.out(group),
+        }
+    }
+}
+
+/// One gemm per group, `c = op(a) op(b) + beta c` on the group's blocks
+/// of each operand: `m x k` by `k x n`.
+#[allow(clippy::too_many_arguments)]
+fn per_group_gemm(
+    gpu: &Gpu,
+    blocks: &GroupBlocks,
+    groups: usize,
+    (trans_a, trans_b): (Transpose, Transpose),
+    (m, n, k): (usize, usize, usize),
+    (a, a_block): (&CudaView<'_, f32>, Block),
+    (b, b_block): (&CudaView<'_, f32>, Block),
+    (beta, c, c_block): (f32, &mut CudaViewMut<'_, f32>, Block),
+    what: &'static str,
+) -> Result<()> {
+    for group in 0..groups {
+        gpu.gemm(
+            trans_a,
+            trans_b,
+            m,
+            n,
+            k,
+            1.0,
+            &a.slice(blocks.range(a_block, group)),
+            &b.slice(blocks.range(b_block, group)),
+            beta,
+            &mut c.slice_mut(blocks.range(c_block, group)),
+        )
+        .map_err(|e| cuda(what, e))?;
+    }
+    Ok(())
+}
+
+/// `tmp = W col`: the convolution's output as `(cout, batch P)`.
+fn weights_times_columns(
+    gpu: &Gpu,
+    b: &GroupBlocks,
+    groups: usize,
+    w: &CudaView<'_, f32>,
+    col: &CudaView<'_, f32>,
+    tmp: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let no = (Transpose::No, Transpose::No);
+    let (w, col, tmp) = (
+        (w, Block::Weights),
+        (col, Block::Col),
+        (0.0, tmp, Block::Out),
+    );
+    per_group_gemm(
+        gpu,
+        b,
+        groups,
+        no,
+        (b.cout, b.cols, b.ckk),
+        w,
+        col,
+        tmp,
+        "convolution gemm",
+    )
+}
+
+/// `dW += tmp col^T`: the weights' gradient from the output's (`tmp`,
+/// `(cout, batch P)`) and the input's columns.
+fn weight_gradient(
+    gpu: &Gpu,
+    b: &GroupBlocks,
+    groups: usize,
+    tmp: &CudaView<'_, f32>,
+    col: &CudaView<'_, f32>,
+    dw: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let t = (Transpose::No, Transpose::Yes);
+    let (tmp, col, dw) = (
+        (tmp, Block::Out),
+        (col, Block::Col),
+        (1.0, dw, Block::Weights),
+    );
+    let what = "convolution weight gradient";
+    per_group_gemm(
+        gpu,
+        b,
+        groups,
+        t,
+        (b.cout, b.ckk, b.cols),
+        tmp,
+        col,
+        dw,
+        what,
+    )
+}
+
+/// `col = W^T tmp`: the columns' gradient from the output's.
+fn column_gradient(
+    gpu: &Gpu,
+    b: &GroupBlocks,
+    groups: usize,
+    w: &CudaView<'_, f32>,
+    tmp: &CudaView<'_, f32>,
+    col: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let t = (Transpose::Yes, Transpose::No);
+    let (w, tmp, col) = (
+        (w, Block::Weights),
+        (tmp, Block::Out),
+        (0.0, col, Block::Col),
+    );
+    let what = "convolution input gradient";
+    per_group_gemm(
+        gpu,
+        b,
+        groups,
+        t,
+        (b.ckk, b.cols, b.cout),
+        w,
+        tmp,
+        col,
+        what,
+    )
+}
+
+/// `(batch, cout, P)` to `tmp`'s `(cout, batch P)`.
+fn gather(
+    gpu: &Gpu,
+    g: &ConvGeometry,
+    from: &CudaView<'_, f32>,
+    tmp: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let (cout, p) = (g.channels_out, g.oh * g.ow);
+    let total = g.batch * cout * p;
+    // SAFETY: from holds batch*cout*P = total values, tmp as many.
+    unsafe {
+        gather_f32(
+            gpu,
+            launch_config(total),
+            total as i64,
+            int(OP, cout)?,
+            int(OP, g.batch)?,
+            int(OP, p)?,
+            from,
+            tmp,
+        )
+    }
+    .map_err(|e| cuda("convolution gradient layout", e))
+}
+
+/// `tmp`'s `(cout, batch P)` to `(batch, cout, P)`, plus `bias`.
+fn scatter(
+    gpu: &Gpu,
+    g: &ConvGeometry,
+    tmp: &CudaView<'_, f32>,
+    bias: &CudaView<'_, f32>,
+    to: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let (cout, p) = (g.channels_out, g.oh * g.ow);
+    let total = g.batch * cout * p;
+    // SAFETY: tmp and to hold total values, bias cout.
+    unsafe {
+        scatter_bias_f32(
+            gpu,
+            launch_config(total),
+            total as i64,
+            int(OP, cout)?,
+            int(OP, g.batch)?,
+            int(OP, p)?,
+            tmp,
+            bias,
+            to,
+        )
+    }
+    .map_err(|e| cuda("convolution bias", e))
+}
+
+/// col2im of `col` into `dx` (overwritten).
+fn col2im(
+    gpu: &Gpu,
+    g: &ConvGeometry,
+    col: &CudaView<'_, f32>,
+    dx: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let [cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = ints(g)?;
+    let n = g.batch * g.channels_in * g.h * g.w;
+    // SAFETY: col holds ckk*cols, dx batch*cin*h*w = n.
+    unsafe {
+        col2im_f32(
+            gpu,
+            launch_config(n),
+            n as i64,
+            cin,
+            h,
+            w,
+            kh,
+            kw,
+            sh,
+            sw,
+            ph,
+            pw,
+            dh,
+            dw,
+            oh,
+            ow,
+            batch,
+            col,
+            dx,
+        )
+    }
+    .map_err(|e| cuda("col2im", e))
+}
+
 /// `y = conv(x) + bias` on the GPU, the channels cut into `groups`.
 pub(crate) fn forward(
     g: &ConvGeometry,
@@ -196,45 +428,22 @@ pub(crate) fn forward(
     blobs: ConvBlobs<'_>,
 ) -> Result<()> {
     let ConvBlobs { x, weight, bias, y } = blobs;
-    let (cout, p) = (g.channels_out, g.oh * g.ow);
     let b = GroupBlocks::of(g, groups);
-    let (mut col, mut tmp) = scratch.for_geometry(gpu, g)?;
+    let Buffers {
+        mut col, mut tmp, ..
+    } = scratch.for_geometry(gpu, g)?;
     let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
     let mut yg = y.mutable_gpu_data()?;
     im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
     let wv = read(&wg, weight.count())?;
-    for group in 0..groups {
-        gpu.gemm(
-            Transpose::No,
-            Transpose::No,
-            b.cout,
-            b.cols,
-            b.ckk,
-            1.0,
-            &wv.slice(b.weights(group)),
-            &col.slice(b.col(group)),
-            0.0,
-            &mut tmp.slice_mut(b.out(group)),
-        )
-        .map_err(|e| cuda("convolution gemm", e))?;
-    }
-    let total = y.count();
-    // SAFETY: tmp holds cout*batch*P, bias cout, y batch*cout*P = total.
-    unsafe {
-        scatter_bias_f32(
-            gpu,
-            launch_config(total),
-            total as i64,
-            int(OP, cout)?,
-            int(OP, g.batch)?,
-            int(OP, p)?,
-            &tmp.as_view(),
-            &read(&bg, cout)?,
-            &mut write(&mut yg, total)?,
-        )
-    }
-    .map_err(|e| cuda("convolution bias", e))?;
-    Ok(())
+    weights_times_columns(gpu, &b, groups, &wv, &col.as_view(), &mut tmp)?;
+    scatter(
+        gpu,
+        g,
+        &tmp.as_view(),
+        &read(&bg, g.channels_out)?,
+        &mut write(&mut yg, y.count())?,
+    )
 }
 
 /// Weight and bias gradients, and the input's when asked, on the GPU,
@@ -248,99 +457,145 @@ pub(crate) fn backward(
     propagate_down: bool,
 ) -> Result<()> {
     let ConvBlobs { x, weight, bias, y } = blobs;
-    let (cout, p) = (g.channels_out, g.oh * g.ow);
     let b = GroupBlocks::of(g, groups);
-    let cols = b.cols;
-    let (mut col, mut tmp) = scratch.for_geometry(gpu, g)?;
+    let Buffers {
+        mut col, mut tmp, ..
+    } = scratch.for_geometry(gpu, g)?;
     let (xg, dyg, wg) = (x.gpu_data()?, y.gpu_diff()?, weight.gpu_data()?);
     im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
-    let total = y.count();
-    // SAFETY: dy holds batch*cout*P = total, tmp cout*batch*P.
-    unsafe {
-        gather_f32(
-            gpu,
-            launch_config(total),
-            total as i64,
-            int(OP, cout)?,
-            int(OP, g.batch)?,
-            int(OP, p)?,
-            &read(&dyg, total)?,
-            &mut tmp,
-        )
-    }
-    .map_err(|e| cuda("convolution gradient layout", e))?;
+    gather(gpu, g, &read(&dyg, y.count())?, &mut tmp)?;
     {
         let mut dbg = bias.mutable_gpu_diff()?;
         gpu.add_sums(
-            &SumLayout::rows_of(cout, cols),
+            &SumLayout::rows_of(g.channels_out, b.cols),
             &tmp.as_view(),
-            &mut write(&mut dbg, cout)?,
+            &mut write(&mut dbg, g.channels_out)?,
         )
         .map_err(|e| cuda("convolution bias gradient", e))?;
         let mut dwg = weight.mutable_gpu_diff()?;
         let mut dw = write(&mut dwg, weight.count())?;
-        for group in 0..groups {
-            gpu.gemm(
-                Transpose::No,
-                Transpose::Yes,
-                b.cout,
-                b.ckk,
-                cols,
-                1.0,
-                &tmp.slice(b.out(group)),
-                &col.slice(b.col(group)),
-                1.0,
-                &mut dw.slice_mut(b.weights(group)),
-            )
-            .map_err(|e| cuda("convolution weight gradient", e))?;
-        }
+        weight_gradient(gpu, &b, groups, &tmp.as_view(), &col.as_view(), &mut dw)?;
     }
     if propagate_down {
-        // dcol = W^T dy into the column buffer, then col2im into dx.
         let wv = read(&wg, weight.count())?;
-        for group in 0..groups {
-            gpu.gemm(
-                Transpose::Yes,
-                Transpose::No,
-                b.ckk,
-                cols,
-                b.cout,
-                1.0,
-                &wv.slice(b.weights(group)),
-                &tmp.slice(b.out(group)),
-                0.0,
-                &mut col.slice_mut(b.col(group)),
-            )
-            .map_err(|e| cuda("convolution input gradient", e))?;
-        }
-        let [cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = ints(g)?;
-        let n = x.count();
+        column_gradient(gpu, &b, groups, &wv, &tmp.as_view(), &mut col)?;
         let mut dxg = x.mutable_gpu_diff()?;
-        // SAFETY: col holds ckk*cols, dx batch*cin*h*w = n.
-        unsafe {
-            col2im_f32(
-                gpu,
-                launch_config(n),
-                n as i64,
-                cin,
-                h,
-                w,
-                kh,
-                kw,
-                sh,
-                sw,
-                ph,
-                pw,
-                dh,
-                dw,
-                oh,
-                ow,
-                batch,
-                &col.as_view(),
-                &mut write(&mut dxg, n)?,
-            )
-        }
-        .map_err(|e| cuda("col2im", e))?;
+        col2im(gpu, g, &col.as_view(), &mut write(&mut dxg, x.count())?)?;
+    }
+    Ok(())
+}
+
+/// A Deconvolution's blobs: input, weights, bias (if any), output.
+pub(crate) type DeconvBlobs<'a> = (
+    &'a Blob<f32>,
+    &'a Blob<f32>,
+    Option<&'a Blob<f32>>,
+    &'a Blob<f32>,
+);
+
+/// Caffe's Deconvolution forward on the GPU: the convolution `g` (whose
+/// input is the deconvolution's output `y`, whose output is its input
+/// `x`) run backward to its input, then the bias per output channel.
+pub(crate) fn deconv_forward(
+    g: &ConvGeometry,
+    groups: usize,
+    scratch: &mut GpuScratch,
+    gpu: &Gpu,
+    (x, weight, bias, y): DeconvBlobs<'_>,
+) -> Result<()> {
+    let b = GroupBlocks::of(g, groups);
+    let Buffers {
+        mut col, mut tmp, ..
+    } = scratch.for_geometry(gpu, g)?;
+    let (xg, wg) = (x.gpu_data()?, weight.gpu_data()?);
+    gather(gpu, g, &read(&xg, x.count())?, &mut tmp)?;
+    column_gradient(
+        gpu,
+        &b,
+        groups,
+        &read(&wg, weight.count())?,
+        &tmp.as_view(),
+        &mut col,
+    )?;
+    let n = y.count();
+    let mut yg = y.mutable_gpu_data()?;
+    let mut yv = write(&mut yg, n)?;
+    col2im(gpu, g, &col.as_view(), &mut yv)?;
+    let Some(bias) = bias else {
+        return Ok(());
+    };
+    let bg = bias.gpu_data()?;
+    // SAFETY: y holds n = batch * channels_in * h * w values, the bias
+    // channels_in.
+    unsafe {
+        add_channel_bias_f32(
+            gpu,
+            launch_config(n),
+            n as i64,
+            int(OP, g.channels_in)?,
+            int(OP, g.h * g.w)?,
+            &read(&bg, g.channels_in)?,
+            &mut yv,
+        )
+    }
+    .map_err(|e| cuda("deconvolution bias", e))
+}
+
+/// Caffe's Deconvolution backward on the GPU: the weight gradient (the
+/// convolution's, `y`'s diff its input and `x` its output's gradient),
+/// the bias gradient, and `x`'s diff (the convolution of `y`'s diff)
+/// when `propagate_down`.
+pub(crate) fn deconv_backward(
+    g: &ConvGeometry,
+    groups: usize,
+    scratch: &mut GpuScratch,
+    gpu: &Gpu,
+    (x, weight, bias, y): DeconvBlobs<'_>,
+    propagate_down: bool,
+) -> Result<()> {
+    let b = GroupBlocks::of(g, groups);
+    let Buffers {
+        mut col,
+        mut tmp,
+        mut zeros,
+    } = scratch.for_geometry(gpu, g)?;
+    let (xg, dyg, wg) = (x.gpu_data()?, y.gpu_diff()?, weight.gpu_data()?);
+    let dy = read(&dyg, y.count())?;
+    im2col(gpu, g, &dy, &mut col)?;
+    gather(gpu, g, &read(&xg, x.count())?, &mut tmp)?;
+    {
+        let mut dwg = weight.mutable_gpu_diff()?;
+        let mut dw = write(&mut dwg, weight.count())?;
+        weight_gradient(gpu, &b, groups, &tmp.as_view(), &col.as_view(), &mut dw)?;
+    }
+    if let Some(bias) = bias {
+        let mut dbg = bias.mutable_gpu_diff()?;
+        gpu.add_sums(
+            &SumLayout::channels_of(g.batch, g.channels_in, g.h * g.w),
+            &dy,
+            &mut write(&mut dbg, g.channels_in)?,
+        )
+        .map_err(|e| cuda("deconvolution bias gradient", e))?;
+    }
+    if propagate_down {
+        weights_times_columns(
+            gpu,
+            &b,
+            groups,
+            &read(&wg, weight.count())?,
+            &col.as_view(),
+            &mut tmp,
+        )?;
+        gpu.set(0.0, &mut zeros)
+            .map_err(|e| cuda("deconvolution input gradient", e))?;
+        let mut dxg = x.mutable_gpu_diff()?;
+        scatter(
+            gpu,
+            g,
+            &tmp.as_view(),
+            &zeros.as_view(),
+            &mut write(&mut dxg, x.count())?,
+        )?;
     }
     Ok(())
 }

@@ -102,6 +102,20 @@ impl<T: MathElement> ConvEngine<T> {
     }
 }
 
+/// The GPU a Deconvolution's blobs all live on, if any (an error if
+/// they are spread over devices).
+#[cfg(feature = "cuda")]
+fn gpu_for_deconv<T: MathElement>(
+    x: &Blob<T>,
+    weight: &Blob<T>,
+    bias: Option<&Blob<T>>,
+    y: &Blob<T>,
+) -> Result<Option<std::sync::Arc<blob_kernels::cuda::Gpu>>> {
+    let mut others = vec![("output", y), ("weights", weight)];
+    others.extend(bias.map(|b| ("bias", b)));
+    crate::gpu::gpu_for("deconvolve", x, &others)
+}
+
 /// Hands a backward pass on the host its slices: `x`, the weights, `y`'s
 /// diff, and the weight, bias and (when `propagate_down`) input
 /// gradients to write.
@@ -265,10 +279,10 @@ impl<T: MathElement> ConvEngine<T> {
 }
 
 impl<T: MathElement> ConvEngine<T> {
-    /// Caffe's Deconvolution forward, on the host: the convolution `g`
-    /// (whose input is the deconvolution's output `y`, whose output is
-    /// its input `x`) run backward to its input, then the bias per
-    /// output channel.
+    /// Caffe's Deconvolution forward (on the GPU where the blobs live
+    /// there): the convolution `g` (whose input is the deconvolution's
+    /// output `y`, whose output is its input `x`) run backward to its
+    /// input, then the bias per output channel.
     pub fn deconv_forward(
         &mut self,
         g: &ConvGeometry,
@@ -278,6 +292,12 @@ impl<T: MathElement> ConvEngine<T> {
         bias: Option<&Blob<T>>,
         y: &Blob<T>,
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = gpu_for_deconv(x, weight, bias, y)? {
+            use crate::gpu::as_f32;
+            let blobs = (as_f32(x), as_f32(weight), bias.map(as_f32), as_f32(y));
+            return cuda::deconv_forward(g, groups, &mut self.gpu_scratch, &gpu, blobs);
+        }
         let (sub, ys, xs, ws) = per_group(g, groups);
         let (xd, wd) = (x.cpu_data()?, weight.cpu_data()?);
         let mut yd = y.mutable_cpu_data()?;
@@ -301,10 +321,11 @@ impl<T: MathElement> ConvEngine<T> {
         add_channel_bias(bias, &mut yd, g.h * g.w, g.channels_in)
     }
 
-    /// Caffe's Deconvolution backward, on the host: the weight gradient
-    /// (the convolution's, from `y`'s diff as its input and `x` as its
-    /// output's gradient), the bias gradient, and `x`'s diff (the
-    /// convolution of `y`'s diff) when `propagate_down`.
+    /// Caffe's Deconvolution backward (on the GPU where the blobs live
+    /// there): the weight gradient (the convolution's, from `y`'s diff as
+    /// its input and `x` as its output's gradient), the bias gradient,
+    /// and `x`'s diff (the convolution of `y`'s diff) when
+    /// `propagate_down`.
     #[allow(clippy::too_many_arguments)]
     pub fn deconv_backward(
         &mut self,
@@ -316,6 +337,19 @@ impl<T: MathElement> ConvEngine<T> {
         y: &Blob<T>,
         propagate_down: bool,
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = gpu_for_deconv(x, weight, bias, y)? {
+            use crate::gpu::as_f32;
+            let blobs = (as_f32(x), as_f32(weight), bias.map(as_f32), as_f32(y));
+            return cuda::deconv_backward(
+                g,
+                groups,
+                &mut self.gpu_scratch,
+                &gpu,
+                blobs,
+                propagate_down,
+            );
+        }
         let (sub, ys, xs, ws) = per_group(g, groups);
         let (xd, wd, dy) = (x.cpu_data()?, weight.cpu_data()?, y.cpu_diff()?);
         let mut dw = weight.mutable_cpu_diff()?;

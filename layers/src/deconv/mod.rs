@@ -1,7 +1,8 @@
 //! Caffe's Deconvolution: the transpose of a convolution (its forward is
 //! a convolution's input gradient), with the same `convolution_param`.
-//! Upsampling in FCN and segmentation nets. On the host whatever the
-//! device: the blobs' heads move the bytes.
+//! Upsampling in FCN and segmentation nets. On the GPU where the blobs
+//! live there (one or two spatial axes), the convolution's kernels run
+//! the other way.
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
