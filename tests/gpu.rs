@@ -1350,9 +1350,9 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "sl" type: "Slice" bottom: "c" top: "s1" top: "s2" slice_param { axis: 1 slice_point: 4 } }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
-    // SSD's head: Permute (on the GPU), PriorBox, Reshape, Softmax over
-    // axis 2, DetectionOutput, ArgMax and Crop (on the host); a second
-    // Permute an output of its own so that its backward runs too.
+    // SSD's head: Permute and Crop (on the GPU), PriorBox, Reshape,
+    // Softmax over axis 2, DetectionOutput and ArgMax (on the host); a
+    // second Permute an output of its own so that its backward runs too.
     let ssd = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 6 dim: 6 }
         layer { name: "loc" type: "Convolution" bottom: "data" top: "loc"
                 convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
@@ -1373,7 +1373,7 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "det" type: "DetectionOutput" bottom: "loc_flat" bottom: "conf_out" bottom: "prior" top: "det"
                 detection_output_param { num_classes: 3 nms_param { nms_threshold: 0.45 } code_type: CENTER_SIZE confidence_threshold: 0.3 } }"#;
     // Rectangular, strided, dilated convolutions on the GPU's kernels
-    // (or cuDNN), a Deconvolution on them too; Crop on the host.
+    // (or cuDNN), a Deconvolution and a Crop on them too.
     let geometry = r#"input: "data" input_shape { dim: 2 dim: 3 dim: 16 dim: 20 }
         layer { name: "rect" type: "Convolution" bottom: "data" top: "rect"
                 convolution_param { num_output: 6 kernel_h: 3 kernel_w: 5 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 2 dilation: 2

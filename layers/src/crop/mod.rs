@@ -1,6 +1,6 @@
 //! Caffe's Crop: a window of the first bottom, as large as the second
 //! bottom from `axis` on, at the given offsets (FCN's score alignment); on
-//! the host whatever the device.
+//! the GPU for blobs of up to four axes (Permute's strided moves).
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
@@ -55,6 +55,22 @@ impl CropLayer {
             }
         }
     }
+}
+
+/// The window of `top` in a bottom of `bottom`, as the GPU's strided
+/// moves walk it.
+#[cfg(feature = "cuda")]
+fn window_walk(
+    bottom: &[usize],
+    top: &[usize],
+    offsets: &[usize],
+) -> Option<crate::permute::cuda::Walk> {
+    let mut strides = vec![1usize; bottom.len()];
+    for a in (0..bottom.len().saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * bottom[a + 1];
+    }
+    let base = offsets.iter().zip(&strides).map(|(o, s)| o * s).sum();
+    crate::permute::cuda::Walk::new(top, &strides, base)
 }
 
 impl<T: MathElement> DynLayer<T> for CropLayer {
@@ -114,6 +130,16 @@ impl<T: MathElement> DynLayer<T> for CropLayer {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (shape, window) = (bottoms[0].shape(), tops[0].shape());
+        #[cfg(feature = "cuda")]
+        if let Some(walk) = window_walk(shape, window, &self.offsets)
+            && let Some(gpu) = crate::gpu::gpu_for("crop", bottoms[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::{as_f32, read, write};
+            let (x, y) = (as_f32(bottoms[0]), as_f32(tops[0]));
+            let (xg, mut yg) = (x.gpu_data()?, y.mutable_gpu_data()?);
+            let (from, mut to) = (read(&xg, x.count())?, write(&mut yg, y.count())?);
+            return walk.gather(&gpu, "crop on the GPU", &from, &mut to);
+        }
         let len = window.last().copied().unwrap_or(1);
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
@@ -131,6 +157,18 @@ impl<T: MathElement> DynLayer<T> for CropLayer {
             return Ok(());
         }
         let (shape, window) = (bottoms[0].shape(), tops[0].shape());
+        #[cfg(feature = "cuda")]
+        if let Some(walk) = window_walk(shape, window, &self.offsets)
+            && let Some(gpu) = crate::gpu::gpu_for("crop", bottoms[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::{as_f32, cuda, read, write};
+            let (x, y) = (as_f32(bottoms[0]), as_f32(tops[0]));
+            let (dyg, mut dxg) = (y.gpu_diff()?, x.mutable_gpu_diff()?);
+            let mut dx = write(&mut dxg, x.count())?;
+            gpu.set(0.0, &mut dx)
+                .map_err(|e| cuda("crop on the GPU", e))?;
+            return walk.scatter(&gpu, "crop on the GPU", &read(&dyg, y.count())?, &mut dx);
+        }
         let len = window.last().copied().unwrap_or(1);
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;

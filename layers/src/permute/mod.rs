@@ -3,7 +3,7 @@
 //! the GPU for tops of up to four axes.
 
 #[cfg(feature = "cuda")]
-mod cuda;
+pub(crate) mod cuda;
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
@@ -126,11 +126,14 @@ impl<T: MathElement> DynLayer<T> for PermuteLayer {
             return Ok(());
         }
         #[cfg(feature = "cuda")]
-        if let Some(sizes) = cuda::sizes(tops[0].shape(), &self.strides)
+        if let Some(walk) = cuda::Walk::new(tops[0].shape(), &self.strides, 0)
             && let Some(gpu) = crate::gpu::gpu_for("permute", bottoms[0], &[("output", tops[0])])?
         {
-            use crate::gpu::as_f32;
-            return cuda::forward(&gpu, sizes, as_f32(bottoms[0]), as_f32(tops[0]));
+            use crate::gpu::{as_f32, read, write};
+            let (x, y) = (as_f32(bottoms[0]), as_f32(tops[0]));
+            let (xg, mut yg) = (x.gpu_data()?, y.mutable_gpu_data()?);
+            let (from, mut to) = (read(&xg, x.count())?, write(&mut yg, y.count())?);
+            return walk.gather(&gpu, "permute on the GPU", &from, &mut to);
         }
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
@@ -143,11 +146,14 @@ impl<T: MathElement> DynLayer<T> for PermuteLayer {
             return Ok(());
         }
         #[cfg(feature = "cuda")]
-        if let Some(sizes) = cuda::sizes(tops[0].shape(), &self.strides)
+        if let Some(walk) = cuda::Walk::new(tops[0].shape(), &self.strides, 0)
             && let Some(gpu) = crate::gpu::gpu_for("permute", bottoms[0], &[("output", tops[0])])?
         {
-            use crate::gpu::as_f32;
-            return cuda::backward(&gpu, sizes, as_f32(tops[0]), as_f32(bottoms[0]));
+            use crate::gpu::{as_f32, read, write};
+            let (x, y) = (as_f32(bottoms[0]), as_f32(tops[0]));
+            let (dyg, mut dxg) = (y.gpu_diff()?, x.mutable_gpu_diff()?);
+            let (from, mut to) = (read(&dyg, y.count())?, write(&mut dxg, x.count())?);
+            return walk.scatter(&gpu, "permute on the GPU", &from, &mut to);
         }
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
