@@ -160,38 +160,15 @@ impl<'a> ConvBlobs<'a> {
     }
 }
 
-/// One group's blocks: its rows of the weights `(cout, ckk)`, of the
-/// column buffer `(ckk, cols)` and of the gemm's output `(cout, cols)`,
-/// each as (start, length) for `g` cut into `groups`.
+/// A convolution cut into `groups`: each group's rows of the weights
+/// `(cout, ckk)`, of the column buffer `(ckk, cols)` and of the gemm's
+/// output `(cout, cols)` are one block of each, so a pass is one gemm
+/// per group on its blocks.
 struct GroupBlocks {
+    groups: usize,
     cout: usize,
     ckk: usize,
     cols: usize,
-}
-
-impl GroupBlocks {
-    fn of(g: &ConvGeometry, groups: usize) -> Self {
-        Self {
-            cout: g.channels_out / groups,
-            ckk: g.patch() / groups,
-            cols: g.batch * g.oh * g.ow,
-        }
-    }
-
-    fn weights(&self, group: usize) -> std::ops::Range<usize> {
-        let n = self.cout * self.ckk;
-        group * n..(group + 1) * n
-    }
-
-    fn col(&self, group: usize) -> std::ops::Range<usize> {
-        let n = self.ckk * self.cols;
-        group * n..(group + 1) * n
-    }
-
-    fn out(&self, group: usize) -> std::ops::Range<usize> {
-        let n = self.cout * self.cols;
-        group * n..(group + 1) * n
-    }
 }
 
 /// Which of a group's blocks an operand is.
@@ -203,132 +180,100 @@ enum Block {
 }
 
 impl GroupBlocks {
-    fn range(&self, block: Block, group: usize) -> std::ops::Range<usize> {
-        match block {
-            Block::Weights => self.weights(group),
-            Block::Col => self.col(group),
-            Block::Out => self.out(group),
+    fn of(g: &ConvGeometry, groups: usize) -> Self {
+        Self {
+            groups,
+            cout: g.channels_out / groups,
+            ckk: g.patch() / groups,
+            cols: g.batch * g.oh * g.ow,
         }
     }
-}
 
-/// One gemm per group, `c = op(a) op(b) + beta c` on the group's blocks
-/// of each operand: `m x k` by `k x n`.
-#[allow(clippy::too_many_arguments)]
-fn per_group_gemm(
-    gpu: &Gpu,
-    blocks: &GroupBlocks,
-    groups: usize,
-    (trans_a, trans_b): (Transpose, Transpose),
-    (m, n, k): (usize, usize, usize),
-    (a, a_block): (&CudaView<'_, f32>, Block),
-    (b, b_block): (&CudaView<'_, f32>, Block),
-    (beta, c, c_block): (f32, &mut CudaViewMut<'_, f32>, Block),
-    what: &'static str,
-) -> Result<()> {
-    for group in 0..groups {
-        gpu.gemm(
-            trans_a,
-            trans_b,
-            m,
-            n,
-            k,
-            1.0,
-            &a.slice(blocks.range(a_block, group)),
-            &b.slice(blocks.range(b_block, group)),
-            beta,
-            &mut c.slice_mut(blocks.range(c_block, group)),
-        )
-        .map_err(|e| cuda(what, e))?;
+    fn range(&self, block: Block, group: usize) -> std::ops::Range<usize> {
+        let n = match block {
+            Block::Weights => self.cout * self.ckk,
+            Block::Col => self.ckk * self.cols,
+            Block::Out => self.cout * self.cols,
+        };
+        group * n..(group + 1) * n
     }
-    Ok(())
-}
 
-/// `tmp = W col`: the convolution's output as `(cout, batch P)`.
-fn weights_times_columns(
-    gpu: &Gpu,
-    b: &GroupBlocks,
-    groups: usize,
-    w: &CudaView<'_, f32>,
-    col: &CudaView<'_, f32>,
-    tmp: &mut CudaViewMut<'_, f32>,
-) -> Result<()> {
-    let no = (Transpose::No, Transpose::No);
-    let (w, col, tmp) = (
-        (w, Block::Weights),
-        (col, Block::Col),
-        (0.0, tmp, Block::Out),
-    );
-    per_group_gemm(
-        gpu,
-        b,
-        groups,
-        no,
-        (b.cout, b.cols, b.ckk),
-        w,
-        col,
-        tmp,
-        "convolution gemm",
-    )
-}
+    /// `c = op(a) op(b) + beta c` on each group's blocks, `op(a)` being
+    /// `m x k` and `op(b)` `k x n`.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        &self,
+        gpu: &Gpu,
+        (trans_a, trans_b): (Transpose, Transpose),
+        (m, n, k): (usize, usize, usize),
+        (a, a_block): (&CudaView<'_, f32>, Block),
+        (b, b_block): (&CudaView<'_, f32>, Block),
+        (beta, c, c_block): (f32, &mut CudaViewMut<'_, f32>, Block),
+        what: &'static str,
+    ) -> Result<()> {
+        for group in 0..self.groups {
+            gpu.gemm(
+                trans_a,
+                trans_b,
+                m,
+                n,
+                k,
+                1.0,
+                &a.slice(self.range(a_block, group)),
+                &b.slice(self.range(b_block, group)),
+                beta,
+                &mut c.slice_mut(self.range(c_block, group)),
+            )
+            .map_err(|e| cuda(what, e))?;
+        }
+        Ok(())
+    }
 
-/// `dW += tmp col^T`: the weights' gradient from the output's (`tmp`,
-/// `(cout, batch P)`) and the input's columns.
-fn weight_gradient(
-    gpu: &Gpu,
-    b: &GroupBlocks,
-    groups: usize,
-    tmp: &CudaView<'_, f32>,
-    col: &CudaView<'_, f32>,
-    dw: &mut CudaViewMut<'_, f32>,
-) -> Result<()> {
-    let t = (Transpose::No, Transpose::Yes);
-    let (tmp, col, dw) = (
-        (tmp, Block::Out),
-        (col, Block::Col),
-        (1.0, dw, Block::Weights),
-    );
-    let what = "convolution weight gradient";
-    per_group_gemm(
-        gpu,
-        b,
-        groups,
-        t,
-        (b.cout, b.ckk, b.cols),
-        tmp,
-        col,
-        dw,
-        what,
-    )
-}
+    /// `tmp = W col`: the convolution's output as `(cout, batch P)`.
+    fn weights_times_columns(
+        &self,
+        gpu: &Gpu,
+        w: &CudaView<'_, f32>,
+        col: &CudaView<'_, f32>,
+        tmp: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
+        let shape = (self.cout, self.cols, self.ckk);
+        let (w, col) = ((w, Block::Weights), (col, Block::Col));
+        let out = (0.0, tmp, Block::Out);
+        let no = (Transpose::No, Transpose::No);
+        self.gemm(gpu, no, shape, w, col, out, "convolution gemm")
+    }
 
-/// `col = W^T tmp`: the columns' gradient from the output's.
-fn column_gradient(
-    gpu: &Gpu,
-    b: &GroupBlocks,
-    groups: usize,
-    w: &CudaView<'_, f32>,
-    tmp: &CudaView<'_, f32>,
-    col: &mut CudaViewMut<'_, f32>,
-) -> Result<()> {
-    let t = (Transpose::Yes, Transpose::No);
-    let (w, tmp, col) = (
-        (w, Block::Weights),
-        (tmp, Block::Out),
-        (0.0, col, Block::Col),
-    );
-    let what = "convolution input gradient";
-    per_group_gemm(
-        gpu,
-        b,
-        groups,
-        t,
-        (b.ckk, b.cols, b.cout),
-        w,
-        tmp,
-        col,
-        what,
-    )
+    /// `dW += tmp col^T`: the weights' gradient from the output's (`tmp`,
+    /// `(cout, batch P)`) and the input's columns.
+    fn weight_gradient(
+        &self,
+        gpu: &Gpu,
+        tmp: &CudaView<'_, f32>,
+        col: &CudaView<'_, f32>,
+        dw: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
+        let shape = (self.cout, self.ckk, self.cols);
+        let (tmp, col) = ((tmp, Block::Out), (col, Block::Col));
+        let out = (1.0, dw, Block::Weights);
+        let t = (Transpose::No, Transpose::Yes);
+        self.gemm(gpu, t, shape, tmp, col, out, "convolution weight gradient")
+    }
+
+    /// `col = W^T tmp`: the columns' gradient from the output's.
+    fn column_gradient(
+        &self,
+        gpu: &Gpu,
+        w: &CudaView<'_, f32>,
+        tmp: &CudaView<'_, f32>,
+        col: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
+        let shape = (self.ckk, self.cols, self.cout);
+        let (w, tmp) = ((w, Block::Weights), (tmp, Block::Out));
+        let out = (0.0, col, Block::Col);
+        let t = (Transpose::Yes, Transpose::No);
+        self.gemm(gpu, t, shape, w, tmp, out, "convolution input gradient")
+    }
 }
 
 /// `(batch, cout, P)` to `tmp`'s `(cout, batch P)`.
@@ -436,7 +381,7 @@ pub(crate) fn forward(
     let mut yg = y.mutable_gpu_data()?;
     im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
     let wv = read(&wg, weight.count())?;
-    weights_times_columns(gpu, &b, groups, &wv, &col.as_view(), &mut tmp)?;
+    b.weights_times_columns(gpu, &wv, &col.as_view(), &mut tmp)?;
     scatter(
         gpu,
         g,
@@ -474,11 +419,11 @@ pub(crate) fn backward(
         .map_err(|e| cuda("convolution bias gradient", e))?;
         let mut dwg = weight.mutable_gpu_diff()?;
         let mut dw = write(&mut dwg, weight.count())?;
-        weight_gradient(gpu, &b, groups, &tmp.as_view(), &col.as_view(), &mut dw)?;
+        b.weight_gradient(gpu, &tmp.as_view(), &col.as_view(), &mut dw)?;
     }
     if propagate_down {
         let wv = read(&wg, weight.count())?;
-        column_gradient(gpu, &b, groups, &wv, &tmp.as_view(), &mut col)?;
+        b.column_gradient(gpu, &wv, &tmp.as_view(), &mut col)?;
         let mut dxg = x.mutable_gpu_diff()?;
         col2im(gpu, g, &col.as_view(), &mut write(&mut dxg, x.count())?)?;
     }
@@ -509,14 +454,7 @@ pub(crate) fn deconv_forward(
     } = scratch.for_geometry(gpu, g)?;
     let (xg, wg) = (x.gpu_data()?, weight.gpu_data()?);
     gather(gpu, g, &read(&xg, x.count())?, &mut tmp)?;
-    column_gradient(
-        gpu,
-        &b,
-        groups,
-        &read(&wg, weight.count())?,
-        &tmp.as_view(),
-        &mut col,
-    )?;
+    b.column_gradient(gpu, &read(&wg, weight.count())?, &tmp.as_view(), &mut col)?;
     let n = y.count();
     let mut yg = y.mutable_gpu_data()?;
     let mut yv = write(&mut yg, n)?;
@@ -566,7 +504,7 @@ pub(crate) fn deconv_backward(
     {
         let mut dwg = weight.mutable_gpu_diff()?;
         let mut dw = write(&mut dwg, weight.count())?;
-        weight_gradient(gpu, &b, groups, &tmp.as_view(), &col.as_view(), &mut dw)?;
+        b.weight_gradient(gpu, &tmp.as_view(), &col.as_view(), &mut dw)?;
     }
     if let Some(bias) = bias {
         let mut dbg = bias.mutable_gpu_diff()?;
@@ -578,14 +516,7 @@ pub(crate) fn deconv_backward(
         .map_err(|e| cuda("deconvolution bias gradient", e))?;
     }
     if propagate_down {
-        weights_times_columns(
-            gpu,
-            &b,
-            groups,
-            &read(&wg, weight.count())?,
-            &col.as_view(),
-            &mut tmp,
-        )?;
+        b.weights_times_columns(gpu, &read(&wg, weight.count())?, &col.as_view(), &mut tmp)?;
         gpu.set(0.0, &mut zeros)
             .map_err(|e| cuda("deconvolution input gradient", e))?;
         let mut dxg = x.mutable_gpu_diff()?;
