@@ -17,6 +17,7 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -73,6 +74,15 @@ struct State {
     /// An upload that may still be reading the host bytes: waited for
     /// before they are written, replaced or freed.
     upload: Option<Box<dyn DeviceFence>>,
+    /// See [`SyncedMemory::write_stamp`].
+    stamp: u64,
+}
+
+/// A stamp no memory has had before: one counter for the process, so
+/// that stamps also tell memories apart.
+fn fresh_stamp() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl State {
@@ -170,6 +180,7 @@ impl SyncedMemory {
                 borrow: Borrow::Free,
                 writer_waiting: false,
                 upload: None,
+                stamp: fresh_stamp(),
             }),
             freed: Condvar::new(),
         }
@@ -244,6 +255,28 @@ impl SyncedMemory {
         self.backend.as_ref()
     }
 
+    /// A number that changes whenever the bytes may have changed: each
+    /// write guard taken ([`mutable_cpu_data`](Self::mutable_cpu_data),
+    /// [`mutable_gpu_data`](Self::mutable_gpu_data)) and each buffer set
+    /// gives a new one, and no two memories ever share one. A layer keeps
+    /// what it derived from a blob (a convolution its weights' Winograd
+    /// transform) for as long as the stamp it was made at holds. Reads,
+    /// and the copies between host and device, leave it as it is.
+    ///
+    /// ```
+    /// let m = blob_runtime::SyncedMemory::new(4);
+    /// let before = m.write_stamp();
+    /// let _ = m.cpu_data()?;
+    /// assert_eq!(m.write_stamp(), before);
+    /// m.mutable_cpu_data()?[0] = 1;
+    /// assert_ne!(m.write_stamp(), before);
+    /// assert_ne!(blob_runtime::SyncedMemory::new(4).write_stamp(), m.write_stamp());
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn write_stamp(&self) -> u64 {
+        self.lock().stamp
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is only changed by this module, which leaves it
         // consistent before any call that could panic; a poisoned lock is
@@ -267,6 +300,7 @@ impl SyncedMemory {
             (Borrow::Read(n), false) => Borrow::Read(n + 1),
             (Borrow::Free, true) => {
                 st.writer_waiting = false;
+                st.stamp = fresh_stamp();
                 Borrow::Write
             }
             (Borrow::Write, _) => {
@@ -497,6 +531,7 @@ impl SyncedMemory {
         st.finish_upload(op)?;
         let old = st.host.replace(buffer);
         st.head = Head::AtCpu;
+        st.stamp = fresh_stamp();
         Ok(old)
     }
 
@@ -525,6 +560,7 @@ impl SyncedMemory {
         Self::check_free(&st, op)?;
         let old = st.dev.replace(DevBox::new(buffer));
         st.head = Head::AtGpu;
+        st.stamp = fresh_stamp();
         Ok(old.map(DevBox::into_box))
     }
 

@@ -10,12 +10,16 @@ use super::cuda;
 #[cfg(feature = "cudnn")]
 use super::cudnn;
 use super::volume::{self, VolumeGeometry, VolumeScratch};
+use super::winograd::{self, WinogradScratch};
 use crate::layer::Result;
 
-/// Whether the GPU side may take cuDNN, and with TF32 (feature `cudnn`;
-/// empty otherwise).
+/// Which algorithms a convolution may take beyond Caffe's im2col: on the
+/// CPU Winograd for f32 3x3 layers, on the GPU cuDNN, with or without
+/// TF32 (feature `cudnn`). Caffe's `engine: CAFFE` keeps both sides on
+/// im2col, so that the results are Caffe's own to the bit on the CPU.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct CudnnChoice {
+pub(crate) struct EngineChoice {
+    pub winograd: bool,
     #[cfg(feature = "cudnn")]
     pub use_cudnn: bool,
     #[cfg(feature = "cudnn")]
@@ -26,6 +30,7 @@ pub(crate) struct CudnnChoice {
 #[derive(Default)]
 pub(crate) struct ConvEngine<T: MathElement> {
     scratch: ConvScratch<T>,
+    winograd: WinogradScratch<T>,
     volume: VolumeScratch<T>,
     #[cfg(feature = "cuda")]
     gpu_scratch: cuda::GpuScratch,
@@ -39,7 +44,7 @@ impl<T: MathElement> ConvEngine<T> {
     pub fn forward(
         &mut self,
         g: &ConvGeometry,
-        choice: CudnnChoice,
+        choice: EngineChoice,
         x: &Blob<T>,
         weight: &Blob<T>,
         bias: &Blob<T>,
@@ -54,7 +59,7 @@ impl<T: MathElement> ConvEngine<T> {
     pub fn backward(
         &mut self,
         g: &ConvGeometry,
-        choice: CudnnChoice,
+        choice: EngineChoice,
         x: &Blob<T>,
         weight: &Blob<T>,
         bias: &Blob<T>,
@@ -148,14 +153,15 @@ impl<T: MathElement> ConvEngine<T> {
     /// [`forward`](Self::forward) with the channels cut into `groups`
     /// (Caffe's `group`: group `i` reads input channels `i C/G..(i+1)
     /// C/G` and writes outputs `i M/G..`). On a GPU, one gemm per group
-    /// (cuDNN takes ungrouped convolutions).
+    /// (cuDNN takes ungrouped convolutions); on the CPU, ungrouped f32
+    /// 3x3 layers at stride 1 take Winograd where it pays and `choice`
+    /// allows it.
     #[allow(clippy::too_many_arguments)]
-    #[cfg_attr(not(feature = "cudnn"), allow(unused_variables))]
     pub fn forward_grouped(
         &mut self,
         g: &ConvGeometry,
         groups: usize,
-        choice: CudnnChoice,
+        choice: EngineChoice,
         x: &Blob<T>,
         weight: &Blob<T>,
         bias: &Blob<T>,
@@ -172,6 +178,17 @@ impl<T: MathElement> ConvEngine<T> {
                 return dnn.forward(&gpu, g, choice.allow_tf32, blobs);
             }
             return cuda::forward(g, groups, &mut self.gpu_scratch, &gpu, blobs);
+        }
+        if groups == 1 && choice.winograd && g.suits_winograd::<T>() {
+            return winograd::forward(
+                g,
+                &mut self.winograd,
+                weight.data().write_stamp(),
+                &x.cpu_data()?,
+                &weight.cpu_data()?,
+                &bias.cpu_data()?,
+                &mut y.mutable_cpu_data()?,
+            );
         }
         if groups == 1 {
             return cpu::forward(
@@ -216,7 +233,7 @@ impl<T: MathElement> ConvEngine<T> {
         &mut self,
         g: &ConvGeometry,
         groups: usize,
-        choice: CudnnChoice,
+        choice: EngineChoice,
         x: &Blob<T>,
         weight: &Blob<T>,
         bias: &Blob<T>,

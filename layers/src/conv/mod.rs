@@ -19,12 +19,13 @@ use crate::shapes::{ConvOut, ConvShape};
 mod engine;
 mod runtime;
 mod volume;
+mod winograd;
 
 pub(crate) use cpu::{ConvGeometry, ConvGradients};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::CONV;
 pub(crate) use engine::ConvEngine;
-use engine::CudnnChoice;
+use engine::EngineChoice;
 pub(crate) use runtime::{ConvParam, ConvolutionLayer, Plan, planar_size};
 pub(crate) use volume::VolumeGeometry;
 
@@ -137,8 +138,9 @@ where
         })
     }
 
-    fn cudnn_choice(&self) -> CudnnChoice {
-        CudnnChoice {
+    fn engine_choice(&self) -> EngineChoice {
+        EngineChoice {
+            winograd: true,
             #[cfg(feature = "cudnn")]
             use_cudnn: self.use_cudnn,
             #[cfg(feature = "cudnn")]
@@ -195,7 +197,7 @@ where
     /// `x` lives on a CUDA device).
     fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
         let g = self.geometry(x, y)?;
-        let choice = self.cudnn_choice();
+        let choice = self.engine_choice();
         self.engine
             .forward(&g, choice, x, &self.weight, &self.bias, y)
     }
@@ -204,7 +206,7 @@ where
     /// `propagate_down` (Caffe `Backward_cpu`).
     fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
         let g = self.geometry(x, y)?;
-        let choice = self.cudnn_choice();
+        let choice = self.engine_choice();
         self.engine
             .backward(&g, choice, x, &self.weight, &self.bias, y, propagate_down)
     }

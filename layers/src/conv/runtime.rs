@@ -5,7 +5,7 @@ use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use super::ConvGeometry;
-use super::engine::{ConvEngine, CudnnChoice};
+use super::engine::{ConvEngine, EngineChoice};
 use super::volume::VolumeGeometry;
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
@@ -27,7 +27,7 @@ pub(crate) struct ConvParam {
     dilation: PerAxis,
     pub weight_filler: ParamMessage,
     pub bias_filler: ParamMessage,
-    pub choice: CudnnChoice,
+    pub choice: EngineChoice,
 }
 
 /// Caffe `Convolution` over any number of spatial axes (those after
@@ -212,8 +212,8 @@ impl ConvParam {
                 format!("num_output {num_output} is not a multiple of group {group}"),
             ));
         }
-        #[cfg_attr(not(feature = "cudnn"), allow(unused_variables))]
-        let use_cudnn = p.enum_name("engine") != "CAFFE";
+        // Caffe's own engine: im2col on both sides.
+        let own_engine = p.enum_name("engine") == "CAFFE";
         Ok(Self {
             num_output,
             group,
@@ -225,9 +225,10 @@ impl ConvParam {
             dilation,
             weight_filler: sub_param(&p, "weight_filler"),
             bias_filler: sub_param(&p, "bias_filler"),
-            choice: CudnnChoice {
+            choice: EngineChoice {
+                winograd: !own_engine,
                 #[cfg(feature = "cudnn")]
-                use_cudnn,
+                use_cudnn: !own_engine,
                 #[cfg(feature = "cudnn")]
                 allow_tf32: false,
             },
