@@ -116,13 +116,16 @@ pub fn gemm<T: Real>(
     }
 }
 
-/// From this many matrix elements (16 MB of f32) a gemv's rows are
-/// shared across the cores.
-const PARALLEL_GEMV_MIN: usize = 1 << 22;
+/// From this many matrix elements (512 KB of f32) a gemv's rows are
+/// shared across the cores: each reads its rows at its own core's
+/// bandwidth (O-Net's conv5 at batch 1, 256 x 1152, two threads: 23 ->
+/// 14 µs).
+const PARALLEL_GEMV_MIN: usize = 1 << 17;
 
-/// Below this many multiply-adds a gemm runs on one core: about 20 µs of
-/// work, against a few µs to hand half of it to another core.
-const PARALLEL_GEMM_MIN: usize = 1 << 21;
+/// Below this many multiply-adds a gemm runs on one core: about 5 µs of
+/// work, against 1-2 µs to hand half of it to a helper that is awake
+/// (O-Net's conv1 at batch 1, 32 x 2116 x 27, two threads: 51 -> 38 µs).
+const PARALLEL_GEMM_MIN: usize = 1 << 19;
 
 /// How many pieces a gemm is cut into, along the longer of C's sides: one
 /// per core for large products. matrixmultiply's own threads split only

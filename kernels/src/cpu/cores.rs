@@ -12,7 +12,7 @@
 //! - the caller publishes the parts and takes them one by one itself, as
 //!   do the helpers; a helper that is not awake yet simply finds none left,
 //!   so the caller never waits for a wake-up;
-//! - a helper spins for 50 µs after its last part before it sleeps, so
+//! - a helper spins for 500 µs after its last part before it sleeps, so
 //!   parts that follow soon find it awake (OpenMP runtimes do the same, for
 //!   longer).
 //!
@@ -25,12 +25,14 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering:
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How long a helper keeps looking for work after its last part. Short:
-/// a helper spinning longer slowed the caller's own work on this VM,
-/// whose two cores may share one physical core (O-Net at batch 1 on two
-/// threads: 0.40-0.41 ms a pass spinning 50 µs, 0.415 not spinning, 0.40
-/// to 0.72 spinning 300 µs).
-const SPIN: Duration = Duration::from_micros(50);
+/// How long a helper keeps looking for work after its last part: long
+/// enough to span the layers of a small net that run on one core between
+/// those that share (O-Net at batch 1 on two threads, same run: 0.31 ms
+/// a pass spinning 500 µs, 0.33-0.36 spinning 50 µs, after which the
+/// helper slept through the next shared layer and its parts went to the
+/// caller). An earlier VM measured a longer spin slowing the caller (0.40
+/// to 0.72 ms at 300 µs); today's did not.
+const SPIN: Duration = Duration::from_micros(500);
 
 /// Runs `f` on every item, on the calling thread and the helpers (see
 /// the module docs), and returns once all are done; a panic in any part

@@ -4,6 +4,7 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 
+use blob_kernels::cpu;
 use blob_proto::{ParamMessage, ParamValue, schema};
 use blob_runtime::{Blob, MathElement};
 
@@ -22,6 +23,44 @@ pub(crate) struct PReLULayer<T: MathElement> {
     /// The input of an in-place forward pass, which backward needs
     /// (Caffe's `bottom_memory_`).
     saved: Blob<T>,
+    /// Whether a backward pass can follow (else nothing is saved).
+    keep_input: bool,
+}
+
+/// Values from which a PReLU pass is shared across the cores.
+const PARALLEL_MIN: usize = 1 << 15;
+
+/// `y = max(x, 0) + a_c min(x, 0)` over planes of `dim` values, plane `k`
+/// of channel `k % channels`; with no `x`, in place on `y`. Runs of
+/// planes go to the cores.
+fn forward_cpu<T: MathElement>(y: &mut [T], x: Option<&[T]>, a: &[T], channels: usize, dim: usize) {
+    let dim = dim.max(1);
+    let planes = y.len() / dim;
+    let per_part = if y.len() < PARALLEL_MIN {
+        planes
+    } else {
+        planes.div_ceil(cpu::cores())
+    }
+    .max(1);
+    let prelu = |v: T, a: T| if v > T::ZERO { v } else { v * a };
+    cpu::on_cores(y.chunks_mut(per_part * dim).enumerate(), |(part, y)| {
+        cpu::vectorized(
+            #[inline(always)]
+            || {
+                for (k, out) in (part * per_part..).zip(y.chunks_mut(dim)) {
+                    let a = a[k % channels];
+                    match x {
+                        Some(x) => {
+                            for (o, &v) in out.iter_mut().zip(&x[k * dim..][..dim]) {
+                                *o = prelu(v, a);
+                            }
+                        }
+                        None => out.iter_mut().for_each(|o| *o = prelu(*o, a)),
+                    }
+                }
+            },
+        )
+    });
 }
 
 impl<T: MathElement> PReLULayer<T> {
@@ -38,6 +77,7 @@ impl<T: MathElement> PReLULayer<T> {
             filler,
             blobs: Vec::new(),
             saved: Blob::default(),
+            keep_input: true,
         })
     }
 
@@ -100,16 +140,22 @@ impl<T: MathElement> DynLayer<T> for PReLULayer<T> {
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (x, y) = (bottoms[0], tops[0]);
         let (channels, dim) = self.dims(x)?;
-        let input = if in_place(x, y) {
+        #[cfg(feature = "cuda")]
+        let gpu = crate::gpu::gpu_for("PReLU", x, &[("output", y), ("slope", &self.blobs[0])])?;
+        #[cfg(not(feature = "cuda"))]
+        let gpu: Option<std::convert::Infallible> = None;
+        // In place, backward reads the input from a copy (Caffe's
+        // `bottom_memory_`), made only where a backward pass can run; the
+        // GPU kernel reads its input from it too.
+        let copy = in_place(x, y) && (self.keep_input || gpu.is_some());
+        if copy {
             crate::softmax::place_with(&mut self.saved, x, x.shape())?;
             self.saved.copy_from(x, false, false)?;
-            &self.saved
-        } else {
-            x
-        };
+        }
+        let input = if copy { &self.saved } else { x };
         let slope = &self.blobs[0];
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = crate::gpu::gpu_for("PReLU", x, &[("output", y), ("slope", slope)])? {
+        if let Some(gpu) = gpu {
             use crate::gpu::as_f32;
             return cuda::forward(
                 &gpu,
@@ -119,20 +165,23 @@ impl<T: MathElement> DynLayer<T> for PReLULayer<T> {
                 as_f32(y),
             );
         }
-        let (xd, a) = (input.cpu_data()?, slope.cpu_data()?);
-        let mut yd = y.mutable_cpu_data()?;
-        // One channel's plane at a time: its slope is one value.
-        for (k, (out, x)) in yd
-            .chunks_mut(dim.max(1))
-            .zip(xd.chunks(dim.max(1)))
-            .enumerate()
-        {
-            let a = a[k % channels];
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = if v > T::ZERO { v } else { v * a };
-            }
+        let a = slope.cpu_data()?;
+        if in_place(input, y) {
+            forward_cpu(&mut y.mutable_cpu_data()?, None, &a, channels, dim);
+        } else {
+            forward_cpu(
+                &mut y.mutable_cpu_data()?,
+                Some(&input.cpu_data()?),
+                &a,
+                channels,
+                dim,
+            );
         }
         Ok(())
+    }
+
+    fn backward_will_run(&mut self, will: bool) {
+        self.keep_input = will;
     }
 
     /// `da_c += sum(dy x [x <= 0])`, then `dx = dy ([x > 0] + a_c [x <= 0])`
