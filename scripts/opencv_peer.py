@@ -27,7 +27,7 @@ Needs numpy and opencv-python-headless<5 (5.0 dropped the Caffe
 importer): it installs them under target/python-opencv if pip can, and
 says so and exits 0 where they cannot be had.
 
-Run: python3 scripts/opencv_peer.py [--blobflow target/release/blobflow] [--bench] [--threads N]
+Run: python3 scripts/opencv_peer.py [--blobflow target/release/blobflow] [--bench] [--threads N] [--only LABEL]
 """
 import argparse
 import os
@@ -52,9 +52,18 @@ CASES = [
     ("resnet-50", "resnet50/ResNet-50-deploy.prototxt", None),
     ("mobilenet-ssd", "mobilenet_ssd/MobileNetSSD_deploy.prototxt", None),
     ("mobilenet-ssd unfolded", "mobilenet_ssd/deploy.prototxt", None),
-    # Relative to the repository: a net of the convolution geometries.
+    # Relative to the repository: LeNet as the examples run it, and a net
+    # of the convolution geometries.
+    ("lenet", "models/lenet/lenet.prototxt", "models/lenet/lenet_iter_10000.caffemodel"),
     ("conv geometry (synthetic)", "scripts/peer_nets/geometry.prototxt", None),
 ]
+
+
+def located(rel):
+    """A case's file: under the repository for its own nets, else among
+    the fixtures' nets."""
+    own = rel.startswith("scripts/") or rel.startswith("models/")
+    return os.path.join(ROOT if own else NETS, rel)
 
 
 def load_peer():
@@ -147,6 +156,7 @@ def main():
     ap.add_argument("--blobflow", help="the blobflow binary (default: cargo run --release)")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", help="the one case to run, by its label")
     args = ap.parse_args()
     peer = load_peer()
     if peer is None:
@@ -161,7 +171,9 @@ def main():
     failed, compared, skipped = 0, 0, 0
     try:
         for label, proto_rel, weights_rel in CASES:
-            proto = os.path.join(ROOT if proto_rel.startswith("scripts/") else NETS, proto_rel)
+            if args.only and args.only != label:
+                continue
+            proto = located(proto_rel)
             text = open(proto).read()
             detections = detection_layers(text)
             if detections:
@@ -181,7 +193,7 @@ def main():
             out_dir = os.path.join(work, "out")
             shutil.rmtree(out_dir, ignore_errors=True)
             saved = os.path.join(work, "weights.caffemodel")
-            weights = [os.path.join(NETS, weights_rel)] if weights_rel else ["--fill", "1701"]
+            weights = [located(weights_rel)] if weights_rel else ["--fill", "1701"]
             run = cmd + ["run", proto] + weights + [
                 "--input", f"{name}={xin}", "--out", out_dir, "--save", saved, "--all-blobs"]
             r = subprocess.run(run, capture_output=True, text=True, env=env)
