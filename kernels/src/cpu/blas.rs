@@ -116,11 +116,11 @@ pub fn gemm<T: Real>(
     }
 }
 
-/// From this many matrix elements (512 KB of f32) a gemv's rows are
-/// shared across the cores: each reads its rows at its own core's
-/// bandwidth (O-Net's conv5 at batch 1, 256 x 1152, two threads: 23 ->
-/// 14 µs).
-const PARALLEL_GEMV_MIN: usize = 1 << 17;
+/// From this many matrix elements (256 KB of f32) a gemv's rows are
+/// shared across the cores: each core reads its half from its own cache
+/// on every pass (at batch 1, two threads: O-Net's conv5, 256 x 1152,
+/// 23 -> 14 µs; R-Net's conv4, 128 x 576, 8.5 -> 5.6 µs).
+const PARALLEL_GEMV_MIN: usize = 1 << 16;
 
 /// Below this many multiply-adds a gemm runs on one core: about 5 µs of
 /// work, against 1-2 µs to hand half of it to a helper that is awake

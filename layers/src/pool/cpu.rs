@@ -72,9 +72,10 @@ impl PoolGeometry {
     /// output values of one part (at least 1, for chunking). Planes are
     /// independent, so each part is the same pass over fewer planes.
     fn chunks(&self) -> (usize, usize) {
-        /// Below this many input values a pass stays on one core (O-Net's
-        /// pool2, 64 planes of 21 x 21, two threads: 29 -> 18 µs split).
-        const PARALLEL_MIN: usize = 1 << 14;
+        /// Below this many input values a pass stays on one core (two
+        /// threads: O-Net's pool2, 64 planes of 21 x 21, 29 -> 18 µs
+        /// split; R-Net's pool1, 28 of 22 x 22, 13.3 -> 11.3 µs).
+        const PARALLEL_MIN: usize = 1 << 13;
         let per = if self.planes * self.h * self.w < PARALLEL_MIN {
             self.planes
         } else {
