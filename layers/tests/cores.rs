@@ -1,6 +1,6 @@
-//! The CPU layers cut a batch (convolution) or its planes (pooling) into
-//! one part per core; the results must not depend on how many cores there
-//! are. Each layer runs forward and backward in a pool of 1 thread and of
+//! The CPU layers cut a batch (convolution), one image's output channels
+//! (convolution) or its planes (pooling) into one part per core; the
+//! results must not depend on how many cores there are. Each layer runs forward and backward in a pool of 1 thread and of
 //! 3 (uneven parts), on inputs large enough to be cut.
 
 use blob_layers::{Convolution, Layer, PoolMethod, Pooling};
@@ -24,7 +24,7 @@ fn fill(b: &Blob<f64>, seed: u64) {
 /// `threads`: the output, the input gradient and every parameter gradient.
 fn run<L: Layer<Elem = f64>>(
     make: &(impl Fn() -> L + Sync),
-    y_dims: &[usize],
+    (batch, y_dims): (usize, &[usize]),
     threads: usize,
 ) -> Vec<Vec<f64>> {
     let pool = rayon::ThreadPoolBuilder::new()
@@ -33,8 +33,8 @@ fn run<L: Layer<Elem = f64>>(
         .unwrap();
     pool.install(|| {
         let mut layer = make();
-        let x = Blob::<f64>::new(&[BATCH, 8, 48, 48]).unwrap();
-        let y = Blob::<f64>::new(&[BATCH, y_dims[0], y_dims[1], y_dims[2]]).unwrap();
+        let x = Blob::<f64>::new(&[batch, 8, 48, 48]).unwrap();
+        let y = Blob::<f64>::new(&[batch, y_dims[0], y_dims[1], y_dims[2]]).unwrap();
         fill(&x, 1);
         for p in layer.params() {
             p.mutable_cpu_diff().unwrap().fill(0.5);
@@ -57,10 +57,10 @@ fn run<L: Layer<Elem = f64>>(
 fn same_on_one_core_and_three<L: Layer<Elem = f64>>(
     what: &str,
     make: impl Fn() -> L + Sync,
-    y_dims: &[usize],
+    shape: (usize, &[usize]),
 ) -> Vec<Vec<f64>> {
-    let one = run(&make, y_dims, 1);
-    let three = run(&make, y_dims, 3);
+    let one = run(&make, shape, 1);
+    let three = run(&make, shape, 3);
     assert_eq!(one.len(), three.len());
     for (k, (a, b)) in one.iter().zip(&three).enumerate() {
         assert_eq!(a.len(), b.len());
@@ -82,7 +82,7 @@ fn convolution_gives_the_same_on_one_core_and_three() {
         fill(&conv.bias, 4);
         conv
     };
-    let results = same_on_one_core_and_three("convolution", make, &[4, 48, 48]);
+    let results = same_on_one_core_and_three("convolution", make, (BATCH, &[4, 48, 48]));
     // Weight and bias gradients accumulate onto what was there (0.5).
     assert!(
         results[2].iter().all(|&g| g != 0.5),
@@ -91,9 +91,22 @@ fn convolution_gives_the_same_on_one_core_and_three() {
 }
 
 #[test]
+fn one_images_channels_give_the_same_on_one_core_and_three() {
+    // 40 output channels on 3 cores: parts of 16, 16 and 8.
+    let make = || {
+        let conv = Convolution::<f64, Images, 40, 3, 1, 1>::new().unwrap();
+        fill(&conv.weight, 5);
+        fill(&conv.bias, 6);
+        conv
+    };
+    let results = same_on_one_core_and_three("one image's convolution", make, (1, &[40, 48, 48]));
+    assert!(results[0].iter().all(|v| v.is_finite() && *v != 0.0));
+}
+
+#[test]
 fn pooling_gives_the_same_on_one_core_and_three() {
     let max = || Pooling::<f64, Images, 2, 2>::new(PoolMethod::Max);
-    same_on_one_core_and_three("max pooling", max, &[8, 24, 24]);
+    same_on_one_core_and_three("max pooling", max, (BATCH, &[8, 24, 24]));
     let ave = || Pooling::<f64, Images, 3, 3>::new(PoolMethod::Ave);
-    same_on_one_core_and_three("average pooling", ave, &[8, 16, 16]);
+    same_on_one_core_and_three("average pooling", ave, (BATCH, &[8, 16, 16]));
 }

@@ -338,6 +338,9 @@ pub(crate) fn forward<T: MathElement>(
     bias: &[T],
     y: &mut [T],
 ) -> Result<()> {
+    if g.batch == 1 && split_channels(g) {
+        return forward_channels(g, scratch, x, weight, bias, y);
+    }
     let per_image = g.channels_out * g.oh * g.ow;
     let (per_part, parts) = scratch.parts(g.batch);
     for s in parts.iter_mut() {
@@ -364,6 +367,69 @@ pub(crate) fn forward<T: MathElement>(
     cpu::on_cores(items, |(i, (y, s))| {
         let first = i * per_part;
         forward_part(g, s, x, weight, bias, first, y.len() / per_image.max(1), y);
+    });
+    Ok(())
+}
+
+/// Multiply-adds of one image from which its output channels are cut
+/// across the cores.
+const CHANNEL_SPLIT_MIN: usize = 1 << 18;
+
+/// The largest column buffer, in values, that each core makes for itself
+/// when one image's channels are cut: small layers' (MTCNN's, 13-57 K).
+/// Above it, making it twice costs more than the cut saves (ResNet-50 at
+/// batch 1, two threads: 55-58 -> 62-66 ms with every layer cut so), and
+/// cpu::gemm cuts the product of one shared buffer instead.
+const CHANNEL_SPLIT_MAX_COLUMNS: usize = 1 << 16;
+
+/// Whether one image's pass is cut by output channels: two cores or
+/// more, enough work but a small column buffer (never a 1x1 layer's,
+/// whose input is its buffer), and at least 8 channels (a gemm kernel's
+/// rows) a core.
+fn split_channels(g: &ConvGeometry) -> bool {
+    let work = g.channels_out * g.oh * g.ow * g.patch();
+    cpu::cores() > 1
+        && !g.is_pointwise()
+        && work >= CHANNEL_SPLIT_MIN
+        && g.patch() * g.oh * g.ow <= CHANNEL_SPLIT_MAX_COLUMNS
+        && g.channels_out >= 16
+}
+
+/// [`forward`] of one image, its output channels cut into one run per
+/// core. Each core makes the column buffer itself: the input is small
+/// next to that buffer, which a core would otherwise read from the cache
+/// of the core that wrote it (R-Net's conv2, 48 x 81 x 252, ran slower
+/// cut that way than on one core).
+fn forward_channels<T: MathElement>(
+    g: &ConvGeometry,
+    scratch: &mut ConvScratch<T>,
+    x: &[T],
+    weight: &[T],
+    bias: &[T],
+    y: &mut [T],
+) -> Result<()> {
+    let cores = cpu::cores();
+    let per_part = g.channels_out.div_ceil(cores).next_multiple_of(8);
+    let parts = g.channels_out.div_ceil(per_part);
+    if scratch.parts.len() < parts {
+        scratch.parts.resize_with(parts, PartScratch::default);
+    }
+    let (p, ckk) = (g.oh * g.ow, g.patch());
+    let sub = |channels: usize| ConvGeometry {
+        channels_out: channels,
+        ..*g
+    };
+    for s in &mut scratch.parts[..parts] {
+        s.reserve_forward(&sub(per_part))?;
+    }
+    let items = y[..g.channels_out * p]
+        .chunks_mut(per_part * p)
+        .zip(&mut scratch.parts[..parts])
+        .enumerate();
+    cpu::on_cores(items, |(i, (y, s))| {
+        let (first, channels) = (i * per_part, y.len() / p.max(1));
+        let w = &weight[first * ckk..][..channels * ckk];
+        forward_part(&sub(channels), s, x, w, &bias[first..][..channels], 0, 1, y);
     });
     Ok(())
 }
