@@ -265,6 +265,26 @@ fn gemv_f64() {
     gemv_cases::<f64>();
 }
 
+/// `A x` row by row against sums written out, on shapes that leave rows
+/// over a group of four and values over the lanes, and on a matrix large
+/// enough to be cut across cores. Small integers: every sum is exact.
+#[test]
+fn gemv_rows_in_groups_and_tails() {
+    for (m, n) in [(1, 1), (3, 15), (4, 16), (5, 17), (7, 40), (9, 100), (257, 300)] {
+        let a: Vec<f32> = (0..m * n).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();
+        let x: Vec<f32> = (0..n).map(|i| ((i * 2) % 5) as f32 - 2.0).collect();
+        let want: Vec<f32> = (0..m)
+            .map(|r| {
+                let dot: f32 = (0..n).map(|c| a[r * n + c] * x[c]).sum();
+                2.0 * dot + 0.5 * r as f32
+            })
+            .collect();
+        let mut y: Vec<f32> = (0..m).map(|r| r as f32).collect();
+        cpu::gemv(Transpose::No, m, n, 2.0, &a, &x, 0.5, &mut y);
+        assert_eq!(y, want, "{m} x {n}");
+    }
+}
+
 #[test]
 fn empty_inputs_are_no_ops() {
     let e: [f32; 0] = [];

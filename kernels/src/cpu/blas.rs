@@ -6,7 +6,7 @@
 //! see `sgemm_avx512`); one piece per core (cut here, on rayon's pool,
 //! the one pool of the crate); no system BLAS is needed to build.
 
-use super::{cores, on_cores};
+use super::{cores, on_cores, vectorized};
 use crate::Real;
 
 /// Whether an operand is used as stored or transposed (CBLAS `CblasNoTrans`
@@ -114,6 +114,55 @@ pub fn gemm<T: Real>(
             block(0, m, p * cols, cols.min(n - p * cols))
         });
     }
+}
+
+/// Rows of a gemv computed together: `x` is read once for all four, and
+/// four streams of the matrix are in flight at once (CaffeNet's fc6 at
+/// batch 1, 4096 x 9216, same runs: 4.9 -> 4.15 ms on two threads, 8.2
+/// -> 6.0 on one).
+const ROWS_AT_ONCE: usize = 4;
+
+/// The dot products of `x` with each of the (up to [`ROWS_AT_ONCE`])
+/// rows of `n` values in `a`; unused entries are 0. Each row sums in 16
+/// lanes, added pairwise at the end, then its tail.
+#[inline(always)]
+fn row_dots<T: Real>(a: &[T], n: usize, x: &[T]) -> [T; ROWS_AT_ONCE] {
+    const L: usize = 16;
+    let count = a.len() / n.max(1);
+    // Missing rows repeat the first: the loop stays one shape.
+    let row = |i: usize| &a[if i < count { i } else { 0 } * n..][..n];
+    let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+    let (xc, xt) = x.as_chunks::<L>();
+    let mut acc = [[T::ZERO; L]; ROWS_AT_ONCE];
+    let chunks = r0.as_chunks::<L>().0.iter().zip(r1.as_chunks::<L>().0);
+    let chunks = chunks.zip(r2.as_chunks::<L>().0).zip(r3.as_chunks::<L>().0);
+    for ((((c0, c1), c2), c3), xv) in chunks.zip(xc) {
+        for l in 0..L {
+            acc[0][l] += c0[l] * xv[l];
+            acc[1][l] += c1[l] * xv[l];
+            acc[2][l] += c2[l] * xv[l];
+            acc[3][l] += c3[l] * xv[l];
+        }
+    }
+    let tail = xc.len() * L;
+    let rows = [r0, r1, r2, r3];
+    std::array::from_fn(|i| {
+        if i >= count {
+            return T::ZERO;
+        }
+        let mut v = acc[i];
+        let mut width = L;
+        while width > 1 {
+            width /= 2;
+            for j in 0..width {
+                v[j] += v[j + width];
+            }
+        }
+        rows[i][tail..]
+            .iter()
+            .zip(xt)
+            .fold(v[0], |s, (&p, &q)| s + p * q)
+    })
 }
 
 /// From this many matrix elements (256 KB of f32) a gemv's rows are
@@ -243,10 +292,6 @@ pub fn gemv<T: Real>(
     }
     match trans {
         Transpose::No => {
-            let row_out = |(yi, row): (&mut T, &[T])| {
-                let d = alpha * super::dot(row, x);
-                *yi = if beta == T::ZERO { d } else { d + beta * *yi };
-            };
             // A large matrix (an fc layer at batch 1: 150 MB in CaffeNet's
             // fc6) is read at the speed of memory; rows on every core
             // read it faster. Each row's dot is the same either way.
@@ -255,9 +300,20 @@ pub fn gemv<T: Real>(
             } else {
                 1
             };
-            let rows = m.div_ceil(parts);
+            let rows = m.div_ceil(parts).next_multiple_of(ROWS_AT_ONCE);
             on_cores(y.chunks_mut(rows).zip(a.chunks(rows * n)), |(y, a)| {
-                y.iter_mut().zip(a.chunks_exact(n)).for_each(row_out)
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for (y, a) in y.chunks_mut(ROWS_AT_ONCE).zip(a.chunks(ROWS_AT_ONCE * n)) {
+                            let dots = row_dots(a, n, x);
+                            for (yi, d) in y.iter_mut().zip(dots) {
+                                let d = alpha * d;
+                                *yi = if beta == T::ZERO { d } else { d + beta * *yi };
+                            }
+                        }
+                    },
+                )
             });
         }
         Transpose::Yes => {
