@@ -1389,7 +1389,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "sc_out" type: "Scale" bottom: "bng" top: "sc_out"
                 scale_param { filler { type: "gaussian" } } }"#;
     // Caffe's element-wise layers with parameters, in place where they
-    // may be, and a Scale by a second bottom, on the GPU's kernels.
+    // may be, a Scale by a second bottom, and Bias learned in place and by
+    // a second bottom, on the GPU's kernels.
     let neurons = r#"input: "data" input_shape { dim: 2 dim: 3 dim: 4 dim: 5 }
         layer { name: "abs" type: "AbsVal" bottom: "data" top: "abs" }
         layer { name: "pow" type: "Power" bottom: "abs" top: "pow" power_param { power: 1.5 scale: 0.5 shift: 1 } }
@@ -1399,7 +1400,9 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "exp" type: "Exp" bottom: "elu" top: "elu" exp_param { base: 2 scale: 0.5 } }
         layer { name: "bnll" type: "BNLL" bottom: "data" top: "bnll" }
         layer { name: "clip" type: "Clip" bottom: "data" top: "clip" clip_param { min: -0.5 max: 0.5 } }
-        layer { name: "given" type: "Scale" bottom: "bnll" bottom: "clip" top: "given" scale_param { axis: 0 } }"#;
+        layer { name: "shift" type: "Bias" bottom: "clip" top: "clip" bias_param { filler { type: "gaussian" } } }
+        layer { name: "given" type: "Scale" bottom: "bnll" bottom: "clip" top: "given" scale_param { axis: 0 } }
+        layer { name: "offset" type: "Bias" bottom: "data" bottom: "bnll" top: "offset" bias_param { axis: 0 } }"#;
     for (name, shape) in [
         ("neurons", [2, 3, 4, 5]),
         ("det1", [1, 3, 31, 45]),
@@ -1450,6 +1453,12 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
                 cpu::set_seed(k as u64 + 7);
                 cpu::uniform(-1.0, 1.0, &mut dy).map_err(fail)?;
                 blob.mutable_cpu_diff().map_err(fail)?.copy_from_slice(&dy);
+            }
+            // Parameter gradients add onto what is there (Caffe's solver
+            // clears them, not the net): start from a value, so that a
+            // side that overwrites instead shows.
+            for blob in net.param_blobs() {
+                blob.mutable_cpu_diff().map_err(fail)?.fill(0.25);
             }
             net.backward().map_err(fail)?;
             let data = net.blob("data").ok_or_else(|| fail("no data blob"))?;

@@ -270,7 +270,15 @@ fn gemv_f64() {
 /// enough to be cut across cores. Small integers: every sum is exact.
 #[test]
 fn gemv_rows_in_groups_and_tails() {
-    for (m, n) in [(1, 1), (3, 15), (4, 16), (5, 17), (7, 40), (9, 100), (257, 300)] {
+    for (m, n) in [
+        (1, 1),
+        (3, 15),
+        (4, 16),
+        (5, 17),
+        (7, 40),
+        (9, 100),
+        (257, 300),
+    ] {
         let a: Vec<f32> = (0..m * n).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();
         let x: Vec<f32> = (0..n).map(|i| ((i * 2) % 5) as f32 - 2.0).collect();
         let want: Vec<f32> = (0..m)

@@ -415,6 +415,13 @@ fn scale_and_bias_learned_and_given() {
         r#"type: "Bias" bias_param { filler { type: "gaussian" } }"#,
         &[&[2, 3, 2]],
     );
+    // A bias given as a second bottom (it once panicked looking for a
+    // learned one that such a layer does not have).
+    let mut given = layer(r#"type: "Bias" bias_param { axis: 0 }"#);
+    let report = CHECKER
+        .check(given.as_mut(), &[input(&[2, 3], 1), input(&[2, 3], 2)])
+        .unwrap();
+    assert_eq!(report.checked, 12, "both bottoms");
 }
 
 #[test]

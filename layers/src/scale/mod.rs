@@ -1,8 +1,8 @@
 //! Caffe's Scale and Bias: a blob broadcast over a bottom from `axis` on
 //! (`y = x * scale[d]`, `y = x + bias[d]`), learned or given as a second
 //! bottom; Scale with `bias_term` adds a learned bias after. What follows
-//! BatchNorm in ResNet and MobileNet. Scale runs on the GPU where the
-//! blobs live there; Bias on the host.
+//! BatchNorm in ResNet and MobileNet. Both run on the GPU where the blobs
+//! live there.
 
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -255,7 +255,7 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
                 &gpu,
                 sp,
                 source,
-                (as_f32(scale), bias.map(as_f32)),
+                (Some(as_f32(scale)), bias.map(as_f32)),
                 as_f32(y),
             );
         }
@@ -362,6 +362,8 @@ pub(crate) struct BiasLayer<T: MathElement> {
     placement: Placement,
     filler: ParamMessage,
     blobs: Vec<Blob<T>>,
+    #[cfg(feature = "cuda")]
+    gpu_scratch: crate::gpu::SumScratch,
 }
 
 impl<T: MathElement> BiasLayer<T> {
@@ -371,16 +373,28 @@ impl<T: MathElement> BiasLayer<T> {
             placement: Placement::read(&p, "set up Bias")?,
             filler: sub_param(&p, "filler"),
             blobs: Vec::new(),
+            #[cfg(feature = "cuda")]
+            gpu_scratch: Default::default(),
         })
     }
 
-    fn layout<'a>(&'a self, bottoms: &[&'a Blob<T>]) -> Result<(Span, &'a Blob<T>)> {
+    /// The span and the bias: a second bottom, or the learned blob.
+    fn layout<'a>(
+        placement: Placement,
+        blobs: &'a [Blob<T>],
+        bottoms: &[&'a Blob<T>],
+    ) -> Result<(Span, &'a Blob<T>)> {
         let x = bottoms[0];
-        let bias = bottoms.get(1).copied().unwrap_or(&self.blobs[0]);
+        let Some(bias) = bottoms.get(1).copied().or(blobs.first()) else {
+            return Err(bad_param(
+                "Bias",
+                "no bias: neither a second bottom nor a learned blob",
+            ));
+        };
         let axis = if bias.num_axes() == 0 {
             0
         } else {
-            axis_of(x, self.placement.axis, "bias")?
+            axis_of(x, placement.axis, "bias")?
         };
         Ok((span(x, axis, bias.shape(), "bias")?, bias))
     }
@@ -402,12 +416,21 @@ impl<T: MathElement> DynLayer<T> for BiasLayer<T> {
             crate::filler::fill(&bias, &self.filler)?;
             self.blobs.push(bias);
         }
-        self.layout(bottoms)?;
+        Self::layout(self.placement, &self.blobs, bottoms)?;
         Ok(crate::dyn_layer::like_first_bottom(bottoms))
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        let (sp, bias) = self.layout(bottoms)?;
+        let (sp, bias) = Self::layout(self.placement, &self.blobs, bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) =
+            crate::gpu::gpu_for("bias", bottoms[0], &[("output", tops[0]), ("bias", bias)])?
+        {
+            use crate::gpu::as_f32;
+            let (x, y) = (bottoms[0], tops[0]);
+            let source = (!in_place(x, y)).then(|| as_f32(x));
+            return cuda::forward(&gpu, sp, source, (None, Some(as_f32(bias))), as_f32(y));
+        }
         let x = bottoms[0].to_vec()?;
         broadcast(
             &x,
@@ -425,12 +448,31 @@ impl<T: MathElement> DynLayer<T> for BiasLayer<T> {
         propagate_down: &[bool],
         bottoms: &[&Blob<T>],
     ) -> Result<()> {
-        let (sp, bias) = self.layout(bottoms)?;
+        let (sp, bias) = Self::layout(self.placement, &self.blobs, bottoms)?;
+        let learned = bottoms.len() == 1;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) =
+            crate::gpu::gpu_for("bias", bottoms[0], &[("output", tops[0]), ("bias", bias)])?
+        {
+            use crate::gpu::as_f32;
+            let wanted = cuda::Wanted {
+                learned,
+                factor: learned || propagate_down.get(1) == Some(&true),
+                input: propagate_down[0],
+            };
+            return cuda::bias_backward(
+                &gpu,
+                sp,
+                as_f32(bias),
+                (as_f32(bottoms[0]), as_f32(tops[0])),
+                wanted,
+                &mut self.gpu_scratch,
+            );
+        }
         let dy = tops[0].diff_to_vec()?;
         if propagate_down[0] && !in_place(bottoms[0], tops[0]) {
             bottoms[0].mutable_cpu_diff()?.copy_from_slice(&dy);
         }
-        let learned = bottoms.len() == 1;
         if learned || propagate_down.get(1) == Some(&true) {
             let db = reduce(&dy, None, sp);
             for (d, s) in bias.mutable_cpu_diff()?.iter_mut().zip(db) {

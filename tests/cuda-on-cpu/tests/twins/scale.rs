@@ -1,5 +1,5 @@
-//! `scale.cu` against the CPU side of the run-time Scale layer, with and
-//! without its bias, out of place and in place.
+//! `scale.cu` against the CPU sides of the run-time Scale layer, with and
+//! without its bias, and of Bias (no factor), out of place and in place.
 
 use blob_layers::net::{Net, NetState};
 use cuda_on_cpu as k;
@@ -12,22 +12,33 @@ fn scale_forward_matches_cpu() {
     let count = n * c * inner;
     let x = random(count, 1, -2.0, 2.0);
     let (factor, shift) = (random(c, 2, -1.5, 1.5), random(c, 3, -0.5, 0.5));
-    for bias_term in [true, false] {
+    // (has a factor, has a bias): Scale with and without its bias, Bias.
+    for (has_scale, bias_term) in [(true, true), (true, false), (false, true)] {
+        let layer = if has_scale {
+            format!(r#"type: "Scale" scale_param {{ bias_term: {bias_term} }}"#)
+        } else {
+            r#"type: "Bias""#.to_string()
+        };
         let mut net = Net::<f32>::from_prototxt(
             &format!(
                 r#"input: "x" input_shape {{ dim: 2 dim: 3 dim: 5 }}
-                   layer {{ name: "l" type: "Scale" bottom: "x" top: "y" scale_param {{ bias_term: {bias_term} }} }}"#
+                   layer {{ name: "l" {layer} bottom: "x" top: "y" }}"#
             ),
             NetState::test(),
         )
         .unwrap();
         let blobs = net.layer_blobs("l").unwrap();
-        blobs[0]
-            .mutable_cpu_data()
-            .unwrap()
-            .copy_from_slice(&factor);
+        if has_scale {
+            blobs[0]
+                .mutable_cpu_data()
+                .unwrap()
+                .copy_from_slice(&factor);
+        }
         if bias_term {
-            blobs[1].mutable_cpu_data().unwrap().copy_from_slice(&shift);
+            blobs[usize::from(has_scale)]
+                .mutable_cpu_data()
+                .unwrap()
+                .copy_from_slice(&shift);
         }
         net.blob("x")
             .unwrap()
@@ -37,7 +48,7 @@ fn scale_forward_matches_cpu() {
         net.forward().unwrap();
         let want = net.blob("y").unwrap().to_vec().unwrap();
 
-        let has = i32::from(bias_term);
+        let (scaled, has) = (i32::from(has_scale), i32::from(bias_term));
         let mut y = vec![f32::NAN; count];
         // SAFETY: x and y hold count values, factor and shift c.
         unsafe {
@@ -48,6 +59,7 @@ fn scale_forward_matches_cpu() {
                 inner as i64,
                 &x,
                 &factor,
+                scaled,
                 &shift,
                 has,
                 &mut y,
@@ -63,6 +75,7 @@ fn scale_forward_matches_cpu() {
                 c as i64,
                 inner as i64,
                 &factor,
+                scaled,
                 &shift,
                 has,
                 &mut in_place,
