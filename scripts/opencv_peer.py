@@ -21,13 +21,16 @@ With --bench it also times the forward pass of each net that agrees, at
 batch 1 and at the declared batch, both on the same number of threads
 (--threads, default 1): blobflow through `blobflow time` (net alone,
 inputs all zeros), OpenCV through net.forward() on the same zeros, and
-prints images/s and blobflow's ratio.
+prints images/s and blobflow's ratio. With --repeat N the two are timed
+N times, one after the other, and the medians are printed with the
+range of the N ratios (a VM's neighbours move single runs by 10% and
+more).
 
 Needs numpy and opencv-python-headless<5 (5.0 dropped the Caffe
 importer): it installs them under target/python-opencv if pip can, and
 says so and exits 0 where they cannot be had.
 
-Run: python3 scripts/opencv_peer.py [--blobflow target/release/blobflow] [--bench] [--threads N] [--only LABEL]
+Run: python3 scripts/opencv_peer.py [--blobflow target/release/blobflow] [--bench] [--threads N] [--repeat N] [--only LABEL]
 """
 import argparse
 import os
@@ -157,6 +160,7 @@ def main():
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", help="the one case to run, by its label")
+    ap.add_argument("--repeat", type=int, default=1, help="timings of each side, alternating")
     args = ap.parse_args()
     peer = load_peer()
     if peer is None:
@@ -233,16 +237,17 @@ def main():
             failed += not ok
             print(f"{label}: {'agrees' if ok else 'DIFFERS'}: {', '.join(outs + scores + feeds)} within {worst:.2e} of their scale")
             if args.bench and ok:
-                bench(cv2, np, cmd, env, label, proto, saved, name, text, args.threads)
+                bench(cv2, np, cmd, env, label, proto, saved, name, text, args.threads, args.repeat)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{compared} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
 
 
-def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads):
+def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads, repeat):
     """Forward images/s, blobflow against OpenCV, at batch 1 and the
-    declared batch, inputs zeros, net alone."""
+    declared batch, inputs zeros, net alone; `repeat` timings of each,
+    alternating, their medians and the range of the ratios."""
     _, declared = declared_input(np, text)
     for batch in sorted({1, declared[0]}):
         def blobflow_ms(iters):
@@ -265,26 +270,44 @@ def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads):
         if guess is None:
             continue
         iters = int(min(5000, max(3, 1000.0 / max(guess, 1e-3))))
-        ms = blobflow_ms(iters)
-        if ms is None:
-            continue
-        ours = batch / (ms / 1e3)
         net = cv2.dnn.readNetFromCaffe(proto, weights)
         x = np.zeros([batch] + declared[1:], dtype=np.float32)
         net.setInput(x, name)
         net.forward()
-        t = time.perf_counter()
-        for _ in range(iters):
-            net.setInput(x, name)
-            net.forward()
-        theirs = batch * iters / (time.perf_counter() - t)
+        ours_all, theirs_all = [], []
+        for _ in range(max(1, repeat)):
+            time.sleep(0.5)
+            ms = blobflow_ms(iters)
+            if ms is None:
+                break
+            ours_all.append(batch / (ms / 1e3))
+            t = time.perf_counter()
+            for _ in range(iters):
+                net.setInput(x, name)
+                net.forward()
+            theirs_all.append(batch * iters / (time.perf_counter() - t))
+        if not ours_all:
+            continue
+        ours, theirs = median(ours_all), median(theirs_all)
         rates = ""
         if gflop[0]:
             # The same multiply-adds (convolutions, inner products) per pass.
             per_image = gflop[0] / batch
             rates = f" ({ours * per_image:.1f} vs {theirs * per_image:.1f} GFLOP/s)"
+        spread = ""
+        if len(ours_all) > 1:
+            ratios = [a / b for a, b in zip(ours_all, theirs_all)]
+            spread = f", {len(ratios)} runs {min(ratios):.2f}x-{max(ratios):.2f}x"
+        what = "median " if len(ours_all) > 1 else ""
         print(f"  {label} batch {batch} ({threads} thread(s), forward, zeros): blobflow {ours:.1f} images/s, "
-              f"OpenCV {theirs:.1f} images/s, ratio {ours / theirs:.2f}x{rates}")
+              f"OpenCV {theirs:.1f} images/s, {what}ratio {ours / theirs:.2f}x{spread}{rates}")
+
+
+def median(values):
+    """The middle value (the mean of the two middle ones)."""
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
 
 
 if __name__ == "__main__":
