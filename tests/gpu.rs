@@ -1328,13 +1328,13 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nets/mtcnn");
     // Grouped, depthwise and bias-free convolutions, padded and
     // rectangular pooling, BatchNorm with the batch's statistics, Scale
-    // in place with a bias, LRN (on the host whatever the device, its
-    // blobs' heads moving the bytes), Eltwise, Concat and Flatten, with
-    // random weights.
+    // in place with a bias, LRN across and within channels, Eltwise,
+    // Concat and Flatten, with random weights.
     let grouped = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
         layer { name: "g" type: "Convolution" bottom: "data" top: "g"
                 convolution_param { num_output: 6 group: 2 kernel_size: 3 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
         layer { name: "n" type: "LRN" bottom: "g" top: "n" lrn_param { local_size: 3 alpha: 0.1 } }
+        layer { name: "nw" type: "LRN" bottom: "g" top: "nw" lrn_param { local_size: 3 alpha: 0.2 norm_region: WITHIN_CHANNEL } }
         layer { name: "bn" type: "BatchNorm" bottom: "n" top: "n" batch_norm_param { use_global_stats: false } }
         layer { name: "sc" type: "Scale" bottom: "n" top: "n"
                 scale_param { bias_term: true filler { type: "gaussian" } bias_filler { type: "gaussian" } } }

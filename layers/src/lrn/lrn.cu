@@ -1,5 +1,7 @@
-// LRN across channels on the GPU, as lrn/mod.rs computes it on the CPU:
+// LRN on the GPU, as lrn/mod.rs computes it on the CPU. Across channels:
 // element (n, c, p) of a (N, C, P) blob, window c - r .. c + r clipped.
+// Within a channel: element (plane, i, j) of (planes, H, W), window
+// i - r .. i + r by j - r .. j + r clipped to the plane.
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
@@ -46,5 +48,61 @@ extern "C" __global__ void lrn_backward_f32(long long total, int channels, long 
             sum += dy[at] * y[at] / scale[at];
         }
         dx[i] = dy[i] * powf(scale[i], -beta) - 2.0f * alpha * beta / (float)size * x[i] * sum;
+    }
+}
+
+// Within a channel: scale = 1 + alpha / size^2 * sum of x^2 over the
+// window; y = x scale^-beta.
+extern "C" __global__ void lrn_within_forward_f32(long long total, long long height,
+                                                  long long width, int size, float alpha,
+                                                  float beta, const float* x, float* scale,
+                                                  float* y) {
+    GRID_STRIDE(i, total) {
+        long long col = i % width;
+        long long row = (i / width) % height;
+        long long base = i - row * width - col;
+        int r = (size - 1) / 2;
+        long long r0 = row - r < 0 ? 0 : row - r;
+        long long r1 = row + r >= height ? height - 1 : row + r;
+        long long c0 = col - r < 0 ? 0 : col - r;
+        long long c1 = col + r >= width ? width - 1 : col + r;
+        float sum = 0.0f;
+        for (long long a = r0; a <= r1; ++a) {
+            for (long long b = c0; b <= c1; ++b) {
+                float v = x[base + a * width + b];
+                sum += v * v;
+            }
+        }
+        float s = 1.0f + alpha / (float)(size * size) * sum;
+        scale[i] = s;
+        y[i] = x[i] * powf(s, -beta);
+    }
+}
+
+// Within a channel: dx = dy scale^-beta - 2 alpha beta / size^2 * x * sum
+// over the window of dy y / scale.
+extern "C" __global__ void lrn_within_backward_f32(long long total, long long height,
+                                                   long long width, int size, float alpha,
+                                                   float beta, const float* x, const float* y,
+                                                   const float* scale, const float* dy,
+                                                   float* dx) {
+    GRID_STRIDE(i, total) {
+        long long col = i % width;
+        long long row = (i / width) % height;
+        long long base = i - row * width - col;
+        int r = (size - 1) / 2;
+        long long r0 = row - r < 0 ? 0 : row - r;
+        long long r1 = row + r >= height ? height - 1 : row + r;
+        long long c0 = col - r < 0 ? 0 : col - r;
+        long long c1 = col + r >= width ? width - 1 : col + r;
+        float sum = 0.0f;
+        for (long long a = r0; a <= r1; ++a) {
+            for (long long b = c0; b <= c1; ++b) {
+                long long at = base + a * width + b;
+                sum += dy[at] * y[at] / scale[at];
+            }
+        }
+        dx[i] = dy[i] * powf(scale[i], -beta)
+                - 2.0f * alpha * beta / (float)(size * size) * x[i] * sum;
     }
 }

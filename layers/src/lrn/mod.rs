@@ -164,15 +164,12 @@ impl<T: MathElement> DynLayer<T> for LrnLayer<T> {
         let (x, y) = (bottoms[0], tops[0]);
         let dims = Self::dims(x)?;
         #[cfg(feature = "cuda")]
-        if !self.lrn.within_channel
-            && let Some(gpu) = crate::gpu::gpu_for("LRN", x, &[("output", y)])?
-        {
+        if let Some(gpu) = crate::gpu::gpu_for("LRN", x, &[("output", y)])? {
             use crate::gpu::as_f32;
-            let shape = (dims[1], dims[2] * dims[3]);
             return cuda::forward(
                 &gpu,
                 &self.lrn,
-                shape,
+                dims,
                 &mut self.gpu_scale,
                 as_f32(x),
                 as_f32(y),
@@ -206,14 +203,12 @@ impl<T: MathElement> DynLayer<T> for LrnLayer<T> {
         let (x, y) = (bottoms[0], tops[0]);
         let [n, c, h, w] = Self::dims(x)?;
         #[cfg(feature = "cuda")]
-        if !self.lrn.within_channel
-            && let Some(gpu) = crate::gpu::gpu_for("LRN", x, &[("output", y)])?
-        {
+        if let Some(gpu) = crate::gpu::gpu_for("LRN", x, &[("output", y)])? {
             use crate::gpu::as_f32;
             return cuda::backward(
                 &gpu,
                 &self.lrn,
-                (c, h * w),
+                [n, c, h, w],
                 &mut self.gpu_scale,
                 as_f32(x),
                 as_f32(y),

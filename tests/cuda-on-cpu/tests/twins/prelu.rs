@@ -1,4 +1,5 @@
-//! `prelu.cu`, `lrn.cu`, and `softmax.cu` over an inner axis, against the
+//! `prelu.cu`, `lrn.cu` (across and within channels), and `softmax.cu`
+//! over an inner axis, against the
 //! CPU sides of the run-time PReLU, LRN and Softmax layers, as a net runs
 //! them.
 
@@ -215,4 +216,54 @@ fn lrn_across_channels_matches_cpu() {
         )
     };
     assert_close("lrn gradient", &dx, &want_dx, 1e-5);
+}
+
+#[test]
+fn lrn_within_a_channel_matches_cpu() {
+    // 5 x 6 planes: a 3 x 3 window is clipped on every side.
+    let (n, c, h, w) = (2usize, 3usize, 5usize, 6usize);
+    let count = n * c * h * w;
+    let x = random(count, 33, -2.0, 2.0);
+    let dy = random(count, 34, -1.0, 1.0);
+    let (size, alpha, beta) = (3, 0.4f32, 0.75f32);
+    let layer = format!(
+        r#"layer {{ name: "l" type: "LRN" bottom: "x" top: "y" lrn_param {{ local_size: {size} alpha: {alpha} beta: {beta} norm_region: WITHIN_CHANNEL }} }}"#
+    );
+    let (want_y, want_dx, _) = cpu_net(&layer, &[n, c, h, w], &x, &dy, &[]);
+    let (mut scale, mut y) = (vec![f32::NAN; count], vec![f32::NAN; count]);
+    // SAFETY: x, scale and y hold count values.
+    unsafe {
+        k::lrn_within_forward_f32(
+            count,
+            count as i64,
+            h as i64,
+            w as i64,
+            size,
+            alpha,
+            beta,
+            &x,
+            &mut scale,
+            &mut y,
+        )
+    };
+    assert_close("lrn within", &y, &want_y, 1e-6);
+    let mut dx = vec![f32::NAN; count];
+    // SAFETY: every buffer holds count values.
+    unsafe {
+        k::lrn_within_backward_f32(
+            count,
+            count as i64,
+            h as i64,
+            w as i64,
+            size,
+            alpha,
+            beta,
+            &x,
+            &y,
+            &scale,
+            &dy,
+            &mut dx,
+        )
+    };
+    assert_close("lrn within gradient", &dx, &want_dx, 1e-5);
 }
