@@ -1368,6 +1368,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "conf_out" type: "Flatten" bottom: "conf_prob" top: "conf_out" }
         layer { name: "best" type: "ArgMax" bottom: "conf_prob" top: "best" argmax_param { axis: 2 } }
         layer { name: "crop" type: "Crop" bottom: "loc" bottom: "conf" top: "crop" crop_param { axis: 1 offset: 1 offset: 0 offset: 0 } }
+        layer { name: "conf5" type: "Reshape" bottom: "conf" top: "conf5" reshape_param { shape { dim: 0 dim: 2 dim: 3 dim: 6 dim: 6 } } }
+        layer { name: "conf5_perm" type: "Permute" bottom: "conf5" top: "conf5_perm" permute_param { order: 0 order: 1 order: 3 order: 4 order: 2 } }
         layer { name: "prior" type: "PriorBox" bottom: "data" bottom: "data" top: "prior"
                 prior_box_param { min_size: 2 aspect_ratio: 2 flip: false variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 } }
         layer { name: "det" type: "DetectionOutput" bottom: "loc_flat" bottom: "conf_out" bottom: "prior" top: "det"

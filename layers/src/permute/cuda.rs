@@ -1,6 +1,7 @@
-//! Strided moves on the GPU, for tops of up to four axes: Permute's
-//! (SSD's heads) and Crop's (FCN's), one thread a value, gathering
-//! forward and scattering back.
+//! Strided moves on the GPU, for tops whose walk takes four axes or
+//! fewer once axes of one value are dropped and axes that walk as one
+//! are merged: Permute's (SSD's heads) and Crop's (FCN's), one thread a
+//! value, gathering forward and scattering back.
 
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
 use blob_kernels::cuda::{Gpu, launch_config};
@@ -31,6 +32,27 @@ pub(crate) struct Walk {
     args: [i64; 8],
 }
 
+/// The same walk as `(dims, strides)` over as few axes as it takes:
+/// axes of one value dropped, and each axis merged into the one before
+/// it where the two walk as one (the outer's stride is the inner's
+/// times its length). A 5-D Permute that keeps two neighbours together
+/// walks in four axes or fewer.
+fn merged(dims: &[usize], strides: &[usize]) -> Vec<(usize, usize)> {
+    let mut axes: Vec<(usize, usize)> = Vec::with_capacity(dims.len());
+    for (&dim, &stride) in dims.iter().zip(strides) {
+        if dim == 1 {
+            continue;
+        }
+        match axes.last_mut() {
+            Some(outer) if outer.1 == dim.saturating_mul(stride) => {
+                *outer = (outer.0 * dim, stride);
+            }
+            _ => axes.push((dim, stride)),
+        }
+    }
+    axes
+}
+
 type Kernel = unsafe fn(
     &Gpu,
     blob_kernels::cuda::cudarc::driver::LaunchConfig,
@@ -49,12 +71,14 @@ type Kernel = unsafe fn(
 
 impl Walk {
     /// A top of `dims` walking the bottom by `strides` from `base`;
-    /// `None` above four axes (the host takes those).
+    /// `None` where the walk needs more than four axes (the host takes
+    /// those).
     pub(crate) fn new(dims: &[usize], strides: &[usize], base: usize) -> Option<Self> {
-        let pad = 4usize.checked_sub(dims.len())?;
+        let axes = merged(dims, strides);
+        let pad = 4usize.checked_sub(axes.len())?;
         let mut d = [1i64; 4];
         let mut s = [0i64; 4];
-        for (a, (&dim, &stride)) in dims.iter().zip(strides).enumerate() {
+        for (a, &(dim, stride)) in axes.iter().enumerate() {
             d[pad + a] = i64::try_from(dim).ok()?;
             s[pad + a] = i64::try_from(stride).ok()?;
         }
@@ -124,5 +148,33 @@ impl Walk {
             )
         }
         .map_err(|e| cuda(what, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merged;
+
+    #[test]
+    fn walks_merge_where_axes_walk_as_one() {
+        // Permute (0, 1, 3, 4, 2) of a (2, 2, 3, 6, 6) bottom: the first
+        // two axes, and the two spatial ones, walk as one each.
+        let (dims, strides) = ([2, 2, 6, 6, 3], [216, 108, 6, 1, 36]);
+        assert_eq!(merged(&dims, &strides), [(4, 108), (36, 1), (3, 36)]);
+        // Axes of one value go; nothing else merges in a transposition.
+        assert_eq!(merged(&[1, 3, 1, 4], &[12, 1, 5, 3]), [(3, 1), (4, 3)]);
+        // An identity walk is one axis.
+        assert_eq!(merged(&[2, 3, 4, 5, 6], &[360, 120, 30, 6, 1]), [(720, 1)]);
+        // Every source of the merged walk is the original's.
+        let source = |axes: &[(usize, usize)], mut i: usize| {
+            axes.iter().rev().fold(0, |at, &(d, s)| {
+                let a = i % d;
+                i /= d;
+                at + a * s
+            })
+        };
+        let original: Vec<_> = dims.iter().copied().zip(strides).collect();
+        let m = merged(&dims, &strides);
+        assert!((0..432).all(|i| source(&original, i) == source(&m, i)));
     }
 }

@@ -1,6 +1,7 @@
 //! The SSD fork's Permute: the bottom's axes reordered (NCHW to NHWC for
 //! SSD's heads), a gather forward and the matching scatter backward; on
-//! the GPU for tops of up to four axes.
+//! the GPU where the walk takes four axes or fewer once neighbours that
+//! move together are merged.
 
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
