@@ -30,11 +30,12 @@ cargo +nightly fuzz run prototxt "$texts" -- -max_total_time="${1:-600}" -rss_li
 cargo +nightly fuzz run params "$texts" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 # Nets built and run: seeded with the small nets only (a big one spends
-# each run filling its weights) and a small SSD head.
+# each run filling its weights), a small SSD head and 3x3 layers that
+# take Winograd.
 nets=corpus/net
 mkdir -p "$nets"
 find "$texts" -type f -size -12k -exec cp {} "$nets/" \;
-cp seeds/ssd_head.prototxt "$nets/"
+cp seeds/ssd_head.prototxt seeds/winograd.prototxt "$nets/"
 cargo +nightly fuzz run net "$nets" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 arrays=corpus/npy
