@@ -42,15 +42,14 @@ const MIN_BLOCK: usize = 8;
 /// One block's transformed input and products, in values: 512 KiB of
 /// f32, half a Zen 5 core's L2.
 const BLOCK_VALUES: usize = 1 << 17;
-/// Channels below which im2col stays faster (measured: see
-/// `docs/BENCHMARKS.md`, 2026-11-25).
-const MIN_CHANNELS: usize = 8;
+/// Channels, in and out, below which im2col stays faster: the output
+/// transform costs the same per output channel whatever the depth, and
+/// a shallow gemm is cheap. One thread, same runs, µs, Winograd against
+/// im2col: 8 -> 32 on 48 x 48 181 / 113, 12 -> 32 203 / 166, 16 -> 32
+/// 220 / 264, 16 -> 16 161 / 173; P-Net's conv2 at 30 x 30 (10 -> 16)
+/// 47 / 27.
+const MIN_CHANNELS: usize = 16;
 
-/// The tiles of a plane must cover at most a third more than its
-/// outputs: on MTCNN's small planes (3x3 and 9x9 outputs in 1 and 9
-/// tiles, 44% of each tile wasted) the transforms cost more than the
-/// products they save.
-///
 /// Tiles a pass needs to reuse its transformed weights enough, when they
 /// do not stay in cache: each weight is read once per block of tiles and
 /// used once per tile, so with few tiles (ResNet-50's last 3x3 layers at
@@ -85,6 +84,10 @@ impl ConvGeometry {
             && self.channels_in >= MIN_CHANNELS
             && self.channels_out >= MIN_CHANNELS
             && self.oh * self.ow > 0
+            // The tiles must cover at most a third more than the outputs:
+            // on MTCNN's small planes (3x3 and 9x9 outputs in 1 and 9
+            // tiles, 44% of each wasted) the transforms cost more than
+            // the products they save.
             && self.oh * self.ow * 4
                 >= 3 * TILE * TILE * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE)
             && (self.batch * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE) >= MIN_TILES
@@ -600,11 +603,14 @@ mod tests {
         assert!(geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
         assert!(geometry(1, 64, 64, 10, 10, [0, 0]).suits_winograd::<f32>());
         assert!(geometry(1, 128, 128, 28, 28, [1, 1]).suits_winograd::<f32>());
-        // f64 stays exact; too few channels; R-Net's 9x9 outputs (tiles
+        // f64 stays exact; too few channels (an RGB image's first layer,
+        // P-Net's 10 -> 16); R-Net's 9x9 outputs (tiles
         // 44% wasted); res5 at batch 1 (4 tiles, 38 MB of weights), but
         // not at batch 8.
         assert!(!geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f64>());
         assert!(!geometry(1, 3, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
+        assert!(!geometry(1, 10, 16, 30, 30, [0, 0]).suits_winograd::<f32>());
+        assert!(geometry(1, 16, 16, 48, 48, [0, 0]).suits_winograd::<f32>());
         assert!(!geometry(1, 28, 48, 11, 11, [0, 0]).suits_winograd::<f32>());
         assert!(!geometry(1, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
         assert!(geometry(8, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
