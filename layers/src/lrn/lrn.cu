@@ -51,6 +51,25 @@ extern "C" __global__ void lrn_backward_f32(long long total, int channels, long 
     }
 }
 
+// The window within a channel around value i of (planes, height, width):
+// its plane's first value, and rows r0..=r1, columns c0..=c1 clipped.
+struct Window {
+    long long base, r0, r1, c0, c1;
+};
+
+__device__ Window window_of(long long i, long long height, long long width, int size) {
+    long long col = i % width;
+    long long row = (i / width) % height;
+    int r = (size - 1) / 2;
+    Window w;
+    w.base = i - row * width - col;
+    w.r0 = row - r < 0 ? 0 : row - r;
+    w.r1 = row + r >= height ? height - 1 : row + r;
+    w.c0 = col - r < 0 ? 0 : col - r;
+    w.c1 = col + r >= width ? width - 1 : col + r;
+    return w;
+}
+
 // Within a channel: scale = 1 + alpha / size^2 * sum of x^2 over the
 // window; y = x scale^-beta.
 extern "C" __global__ void lrn_within_forward_f32(long long total, long long height,
@@ -58,18 +77,11 @@ extern "C" __global__ void lrn_within_forward_f32(long long total, long long hei
                                                   float beta, const float* x, float* scale,
                                                   float* y) {
     GRID_STRIDE(i, total) {
-        long long col = i % width;
-        long long row = (i / width) % height;
-        long long base = i - row * width - col;
-        int r = (size - 1) / 2;
-        long long r0 = row - r < 0 ? 0 : row - r;
-        long long r1 = row + r >= height ? height - 1 : row + r;
-        long long c0 = col - r < 0 ? 0 : col - r;
-        long long c1 = col + r >= width ? width - 1 : col + r;
+        Window win = window_of(i, height, width, size);
         float sum = 0.0f;
-        for (long long a = r0; a <= r1; ++a) {
-            for (long long b = c0; b <= c1; ++b) {
-                float v = x[base + a * width + b];
+        for (long long a = win.r0; a <= win.r1; ++a) {
+            for (long long b = win.c0; b <= win.c1; ++b) {
+                float v = x[win.base + a * width + b];
                 sum += v * v;
             }
         }
@@ -87,18 +99,11 @@ extern "C" __global__ void lrn_within_backward_f32(long long total, long long he
                                                    const float* scale, const float* dy,
                                                    float* dx) {
     GRID_STRIDE(i, total) {
-        long long col = i % width;
-        long long row = (i / width) % height;
-        long long base = i - row * width - col;
-        int r = (size - 1) / 2;
-        long long r0 = row - r < 0 ? 0 : row - r;
-        long long r1 = row + r >= height ? height - 1 : row + r;
-        long long c0 = col - r < 0 ? 0 : col - r;
-        long long c1 = col + r >= width ? width - 1 : col + r;
+        Window win = window_of(i, height, width, size);
         float sum = 0.0f;
-        for (long long a = r0; a <= r1; ++a) {
-            for (long long b = c0; b <= c1; ++b) {
-                long long at = base + a * width + b;
+        for (long long a = win.r0; a <= win.r1; ++a) {
+            for (long long b = win.c0; b <= win.c1; ++b) {
+                long long at = win.base + a * width + b;
                 sum += dy[at] * y[at] / scale[at];
             }
         }
