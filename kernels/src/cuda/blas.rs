@@ -202,6 +202,29 @@ impl Gpu {
         self.axpy(alpha, x, y)
     }
 
+    /// `y = x` on the device (Caffe `caffe_copy` between device pointers).
+    ///
+    /// ```no_run
+    /// # fn demo(gpu: &blob_kernels::cuda::Gpu) -> Result<(), blob_kernels::cuda::CudaError> {
+    /// let x = gpu.stream().clone_htod(&[1.0f32, 2.0]).unwrap();
+    /// let mut y = gpu.stream().alloc_zeros::<f32>(2).unwrap();
+    /// gpu.copy(&x.as_view(), &mut y.as_view_mut())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn copy<T: GpuReal>(
+        &self,
+        x: &CudaView<'_, T>,
+        y: &mut CudaViewMut<'_, T>,
+    ) -> Result<(), CudaError> {
+        check_len("copy", "x", x.len(), y.len())?;
+        if y.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .memcpy_dtod(x, y)
+            .map_err(CudaError::driver("copy"))
+    }
+
     /// `y = alpha x` (Caffe `caffe_gpu_scale`: copy then scal).
     pub fn scale<T: GpuReal>(
         &self,
@@ -209,13 +232,7 @@ impl Gpu {
         x: &CudaView<'_, T>,
         y: &mut CudaViewMut<'_, T>,
     ) -> Result<(), CudaError> {
-        check_len("scale", "x", x.len(), y.len())?;
-        if y.is_empty() {
-            return Ok(());
-        }
-        self.stream
-            .memcpy_dtod(x, y)
-            .map_err(CudaError::driver("scale: copy"))?;
+        self.copy(x, y)?;
         self.scal(alpha, y)
     }
 

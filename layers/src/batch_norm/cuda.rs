@@ -169,13 +169,7 @@ pub(crate) fn backward(
             let dyg = y.gpu_diff()?;
             let mut dxg = x.mutable_gpu_diff()?;
             let mut dx = write(&mut dxg, n)?;
-            gpu.stream()
-                .memcpy_dtod(&read(&dyg, n)?, &mut dx)
-                .map_err(|e| {
-                    fail(blob_kernels::cuda::CudaError::driver("copy the gradient")(
-                        e,
-                    ))
-                })?;
+            gpu.copy(&read(&dyg, n)?, &mut dx).map_err(fail)?;
         }
         let mut dg = x.mutable_gpu_diff()?;
         // SAFETY: the diff holds n values, stats 2 * channels.

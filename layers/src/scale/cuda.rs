@@ -110,10 +110,7 @@ fn bias_gradient(
     if learned {
         gpu.axpy(1.0, &sums.as_view(), &mut db).map_err(fail)
     } else {
-        let copy = blob_kernels::cuda::CudaError::driver("copy the bias's gradient");
-        gpu.stream()
-            .memcpy_dtod(&sums.as_view(), &mut db)
-            .map_err(|e| fail(copy(e)))
+        gpu.copy(&sums.as_view(), &mut db).map_err(fail)
     }
 }
 
@@ -139,10 +136,7 @@ pub(crate) fn bias_backward(
     }
     if wanted.input && !crate::layer::in_place(x, y) {
         let mut dxg = x.mutable_gpu_diff()?;
-        let copy = blob_kernels::cuda::CudaError::driver("copy the input's gradient");
-        gpu.stream()
-            .memcpy_dtod(&dy, &mut write(&mut dxg, n)?)
-            .map_err(|e| fail(copy(e)))?;
+        gpu.copy(&dy, &mut write(&mut dxg, n)?).map_err(fail)?;
     }
     Ok(())
 }
@@ -193,10 +187,7 @@ pub(crate) fn backward(
             if wanted.learned {
                 gpu.axpy(1.0, &sums.as_view(), &mut ds).map_err(fail)?;
             } else {
-                let copy = blob_kernels::cuda::CudaError::driver("copy the factor's gradient");
-                gpu.stream()
-                    .memcpy_dtod(&sums.as_view(), &mut ds)
-                    .map_err(|e| fail(copy(e)))?;
+                gpu.copy(&sums.as_view(), &mut ds).map_err(fail)?;
             }
         }
     }
