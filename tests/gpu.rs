@@ -1350,9 +1350,10 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "sl" type: "Slice" bottom: "c" top: "s1" top: "s2" slice_param { axis: 1 slice_point: 4 } }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
-    // SSD's head: Permute and Crop (on the GPU), PriorBox, Reshape,
-    // Softmax over axis 2, DetectionOutput and ArgMax (on the host); a
-    // second Permute an output of its own so that its backward runs too.
+    // SSD's head: Permute, Crop and Normalize (per pixel, and per image
+    // in place) on the GPU, PriorBox, Reshape, Softmax over axis 2,
+    // DetectionOutput and ArgMax (on the host); a second Permute an
+    // output of its own so that its backward runs too.
     let ssd = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 6 dim: 6 }
         layer { name: "loc" type: "Convolution" bottom: "data" top: "loc"
                 convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
@@ -1361,6 +1362,9 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "loc_perm" type: "Permute" bottom: "loc" top: "loc_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
         layer { name: "loc_flat" type: "Flatten" bottom: "loc_perm" top: "loc_flat" }
         layer { name: "loc_side" type: "Permute" bottom: "loc" top: "loc_side" permute_param { order: 0 order: 3 order: 1 order: 2 } }
+        layer { name: "loc_norm" type: "Normalize" bottom: "loc_side" top: "loc_side" norm_param { across_spatial: true channel_shared: true } }
+        layer { name: "norm" type: "Normalize" bottom: "data" top: "norm"
+                norm_param { across_spatial: false channel_shared: false scale_filler { type: "gaussian" std: 1 } } }
         layer { name: "conf_perm" type: "Permute" bottom: "conf" top: "conf_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
         layer { name: "conf_flat" type: "Flatten" bottom: "conf_perm" top: "conf_flat" }
         layer { name: "conf_shape" type: "Reshape" bottom: "conf_flat" top: "conf_shape" reshape_param { shape { dim: 0 dim: -1 dim: 3 } } }

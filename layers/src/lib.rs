@@ -93,7 +93,7 @@ pub mod typed_net;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 15] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 16] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -109,6 +109,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 15] = [
     &solver::SOLVER,
     &permute::PERMUTE,
     &neuron::NEURON,
+    &normalize::NORMALIZE,
 ];
 
 pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};

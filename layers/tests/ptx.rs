@@ -45,7 +45,8 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "batch_norm.cu",
             "solver.cu",
             "permute.cu",
-            "neuron.cu"
+            "neuron.cu",
+            "normalize.cu"
         ]
     );
 }

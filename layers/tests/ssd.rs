@@ -218,6 +218,40 @@ fn normalize_divides_by_each_pixels_or_images_norm() {
     assert_near(&values(&net, "y"), &want, "per image");
 }
 
+/// In place (as SSD nets may write it), Normalize gives the output and
+/// gradients it gives out of place: it keeps its input for backward.
+#[test]
+fn normalize_in_place_matches_out_of_place() {
+    let x: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
+    let dy: Vec<f32> = (0..24).map(|i| (i as f32 * 0.61).cos()).collect();
+    for param in ["across_spatial: false", "across_spatial: true channel_shared: true"] {
+        let pass = |top: &str| {
+            let text = format!(
+                r#"force_backward: true input: "x" input_shape {{ dim: 2 dim: 3 dim: 2 dim: 2 }}
+                   layer {{ name: "n" type: "Normalize" bottom: "x" top: "{top}"
+                           norm_param {{ {param} scale_filler {{ type: "constant" value: 3 }} }} }}"#
+            );
+            let mut net = run(&text, &[("x", &x)]).unwrap();
+            let y = values(&net, top);
+            net.blob(top)
+                .unwrap()
+                .mutable_cpu_diff()
+                .unwrap()
+                .copy_from_slice(&dy);
+            net.backward().unwrap();
+            let dx = net.blob("x").unwrap().diff_to_vec().unwrap();
+            let ds = net.layer_blobs("n").unwrap()[0].diff_to_vec().unwrap();
+            (y, dx, ds)
+        };
+        let (y, dx, ds) = pass("y");
+        let (y_in, dx_in, ds_in) = pass("x");
+        assert_near(&y_in, &y, &format!("{param}: output"));
+        assert_near(&dx_in, &dx, &format!("{param}: input gradient"));
+        assert_near(&ds_in, &ds, &format!("{param}: scale gradient"));
+        assert!(dx.iter().any(|v| v.abs() > 1e-3), "{param}: a gradient to compare");
+    }
+}
+
 /// Three priors, three classes (0 the background), CORNER offsets of 0
 /// (boxes are the priors): A and B overlap by IoU 0.78, C stands apart.
 fn detect(settings: &str, scores: &[f32]) -> Result<Vec<f32>, blob_runtime::BlobError> {

@@ -10,6 +10,7 @@ mod elementwise;
 mod eltwise;
 mod layers;
 mod neuron;
+mod normalize;
 mod permute;
 mod pool;
 mod prelu;
@@ -42,6 +43,47 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], rel: f32) {
             "{what}: element {i} is {g}, the CPU's {w} (scale {scale})"
         );
     }
+}
+
+/// A net of one layer reading `x` of `shape` into `y`, run forward and
+/// backward (from `dy`) on the CPU: `y`, `x`'s diff and the parameters'
+/// diffs, with the parameters set to `params`.
+pub fn cpu_net(
+    layer: &str,
+    shape: &[usize],
+    x: &[f32],
+    dy: &[f32],
+    params: &[Vec<f32>],
+) -> (Vec<f32>, Vec<f32>, Vec<Vec<f32>>) {
+    let dims: String = shape.iter().map(|d| format!("dim: {d} ")).collect();
+    let text = format!("force_backward: true input: \"x\" input_shape {{ {dims}}} {layer}");
+    let mut net =
+        blob_layers::net::Net::<f32>::from_prototxt(&text, blob_layers::net::NetState::test())
+            .unwrap();
+    for (blob, values) in net.layer_blobs("l").unwrap().iter().zip(params) {
+        blob.mutable_cpu_data().unwrap().copy_from_slice(values);
+    }
+    net.blob("x")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(x);
+    net.forward().unwrap();
+    let y = net.blob("y").unwrap().to_vec().unwrap();
+    net.blob("y")
+        .unwrap()
+        .mutable_cpu_diff()
+        .unwrap()
+        .copy_from_slice(dy);
+    net.backward().unwrap();
+    let dx = net.blob("x").unwrap().diff_to_vec().unwrap();
+    let dp = net
+        .layer_blobs("l")
+        .unwrap()
+        .iter()
+        .map(|b| b.diff_to_vec().unwrap())
+        .collect();
+    (y, dx, dp)
 }
 
 /// What a layer computed on the CPU: the output, the input's gradient and

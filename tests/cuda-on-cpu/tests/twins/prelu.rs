@@ -3,49 +3,9 @@
 //! CPU sides of the run-time PReLU, LRN and Softmax layers, as a net runs
 //! them.
 
-use blob_layers::net::{Net, NetState};
 use cuda_on_cpu as k;
 
-use crate::{assert_close, random};
-
-/// A net of one layer reading `x` of `shape` into `y`, run forward and
-/// backward (from `dy`) on the CPU: `y`, `x`'s diff and the parameters'
-/// diffs, with the parameters set to `params`.
-fn cpu_net(
-    layer: &str,
-    shape: &[usize],
-    x: &[f32],
-    dy: &[f32],
-    params: &[Vec<f32>],
-) -> (Vec<f32>, Vec<f32>, Vec<Vec<f32>>) {
-    let dims: String = shape.iter().map(|d| format!("dim: {d} ")).collect();
-    let text = format!("force_backward: true input: \"x\" input_shape {{ {dims}}} {layer}");
-    let mut net = Net::<f32>::from_prototxt(&text, NetState::test()).unwrap();
-    for (blob, values) in net.layer_blobs("l").unwrap().iter().zip(params) {
-        blob.mutable_cpu_data().unwrap().copy_from_slice(values);
-    }
-    net.blob("x")
-        .unwrap()
-        .mutable_cpu_data()
-        .unwrap()
-        .copy_from_slice(x);
-    net.forward().unwrap();
-    let y = net.blob("y").unwrap().to_vec().unwrap();
-    net.blob("y")
-        .unwrap()
-        .mutable_cpu_diff()
-        .unwrap()
-        .copy_from_slice(dy);
-    net.backward().unwrap();
-    let dx = net.blob("x").unwrap().diff_to_vec().unwrap();
-    let dp = net
-        .layer_blobs("l")
-        .unwrap()
-        .iter()
-        .map(|b| b.diff_to_vec().unwrap())
-        .collect();
-    (y, dx, dp)
-}
+use crate::{assert_close, cpu_net, random};
 
 #[test]
 fn prelu_matches_cpu() {
