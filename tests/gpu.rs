@@ -1350,8 +1350,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "sl" type: "Slice" bottom: "c" top: "s1" top: "s2" slice_param { axis: 1 slice_point: 4 } }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
-    // SSD's head: Permute, Crop and Normalize (per pixel, and per image
-    // in place) on the GPU, PriorBox, Reshape, Softmax over axis 2,
+    // SSD's head: Permute (one walk of six axes), Crop and Normalize (per
+    // pixel, and per image in place) on the GPU, PriorBox, Reshape, Softmax over axis 2,
     // DetectionOutput and ArgMax (on the host); a second Permute an
     // output of its own so that its backward runs too.
     let ssd = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 6 dim: 6 }
@@ -1374,6 +1374,9 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "crop" type: "Crop" bottom: "loc" bottom: "conf" top: "crop" crop_param { axis: 1 offset: 1 offset: 0 offset: 0 } }
         layer { name: "conf5" type: "Reshape" bottom: "conf" top: "conf5" reshape_param { shape { dim: 0 dim: 2 dim: 3 dim: 6 dim: 6 } } }
         layer { name: "conf5_perm" type: "Permute" bottom: "conf5" top: "conf5_perm" permute_param { order: 0 order: 1 order: 3 order: 4 order: 2 } }
+        layer { name: "conf6" type: "Reshape" bottom: "conf" top: "conf6" reshape_param { shape { dim: 0 dim: 2 dim: 3 dim: 2 dim: 3 dim: 6 } } }
+        layer { name: "conf6_perm" type: "Permute" bottom: "conf6" top: "conf6_perm"
+                permute_param { order: 0 order: 5 order: 3 order: 1 order: 4 order: 2 } }
         layer { name: "prior" type: "PriorBox" bottom: "data" bottom: "data" top: "prior"
                 prior_box_param { min_size: 2 aspect_ratio: 2 flip: false variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 } }
         layer { name: "det" type: "DetectionOutput" bottom: "loc_flat" bottom: "conf_out" bottom: "prior" top: "det"

@@ -224,7 +224,10 @@ fn normalize_divides_by_each_pixels_or_images_norm() {
 fn normalize_in_place_matches_out_of_place() {
     let x: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
     let dy: Vec<f32> = (0..24).map(|i| (i as f32 * 0.61).cos()).collect();
-    for param in ["across_spatial: false", "across_spatial: true channel_shared: true"] {
+    for param in [
+        "across_spatial: false",
+        "across_spatial: true channel_shared: true",
+    ] {
         let pass = |top: &str| {
             let text = format!(
                 r#"force_backward: true input: "x" input_shape {{ dim: 2 dim: 3 dim: 2 dim: 2 }}
@@ -248,7 +251,10 @@ fn normalize_in_place_matches_out_of_place() {
         assert_near(&y_in, &y, &format!("{param}: output"));
         assert_near(&dx_in, &dx, &format!("{param}: input gradient"));
         assert_near(&ds_in, &ds, &format!("{param}: scale gradient"));
-        assert!(dx.iter().any(|v| v.abs() > 1e-3), "{param}: a gradient to compare");
+        assert!(
+            dx.iter().any(|v| v.abs() > 1e-3),
+            "{param}: a gradient to compare"
+        );
     }
 }
 

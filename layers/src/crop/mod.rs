@@ -1,7 +1,6 @@
 //! Caffe's Crop: a window of the first bottom, as large as the second
 //! bottom from `axis` on, at the given offsets (FCN's score alignment); on
-//! the GPU where the walk takes four axes or fewer once neighbours that
-//! move together are merged (Permute's strided moves).
+//! the GPU by Permute's strided moves.
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};

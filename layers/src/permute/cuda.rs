@@ -1,7 +1,7 @@
-//! Strided moves on the GPU, for tops whose walk takes four axes or
-//! fewer once axes of one value are dropped and axes that walk as one
-//! are merged: Permute's (SSD's heads) and Crop's (FCN's), one thread a
-//! value, gathering forward and scattering back.
+//! Strided moves on the GPU: Permute's (SSD's heads) and Crop's (FCN's),
+//! one thread a value, gathering forward and scattering back. Axes of one
+//! value are dropped and axes that walk as one merged; a walk still of
+//! more than four axes runs as blocks of its innermost four.
 
 use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
 use blob_kernels::cuda::{Gpu, launch_config};
@@ -24,12 +24,17 @@ blob_kernels::cuda_kernels! {
     );
 }
 
-/// Where each value of a top lies in its bottom: the top's count, and
-/// `d1, d2, d3, s0, s1, s2, s3, base` as the kernels take them.
-#[derive(Clone, Copy)]
+/// Where each value of a top lies in its bottom: the innermost four axes
+/// of the walk as the kernels take them (`d1, d2, d3, s0, s1, s2, s3`),
+/// and the axes outside them, `(dim, stride)`, which the host steps
+/// through launch by launch (a walk of five or more axes after merging:
+/// rare, and each launch still moves a block of values).
+#[derive(Clone)]
 pub(crate) struct Walk {
-    n: usize,
-    args: [i64; 8],
+    inner_n: usize,
+    inner: [i64; 7],
+    outer: Vec<(usize, usize)>,
+    base: usize,
 }
 
 /// The same walk as `(dims, strides)` over as few axes as it takes:
@@ -71,65 +76,102 @@ type Kernel = unsafe fn(
 
 impl Walk {
     /// A top of `dims` walking the bottom by `strides` from `base`;
-    /// `None` where the walk needs more than four axes (the host takes
-    /// those).
+    /// `None` where an offset does not fit the kernels' 64 bits.
     pub(crate) fn new(dims: &[usize], strides: &[usize], base: usize) -> Option<Self> {
-        let axes = merged(dims, strides);
-        let pad = 4usize.checked_sub(axes.len())?;
+        let mut axes = merged(dims, strides);
+        let outer = axes.drain(..axes.len().saturating_sub(4)).collect();
+        let pad = 4 - axes.len();
         let mut d = [1i64; 4];
         let mut s = [0i64; 4];
         for (a, &(dim, stride)) in axes.iter().enumerate() {
             d[pad + a] = i64::try_from(dim).ok()?;
             s[pad + a] = i64::try_from(stride).ok()?;
         }
-        let base = i64::try_from(base).ok()?;
+        let count: usize = dims.iter().product();
+        // The largest offset a kernel computes must fit too.
+        let last = dims.iter().zip(strides).try_fold(base, |at, (&d, &s)| {
+            at.checked_add(d.saturating_sub(1).checked_mul(s)?)
+        })?;
+        i64::try_from(last.max(count)).ok()?;
         Some(Self {
-            n: dims.iter().product(),
-            args: [d[1], d[2], d[3], s[0], s[1], s[2], s[3], base],
+            inner_n: axes.iter().map(|a| a.0).product(),
+            inner: [d[1], d[2], d[3], s[0], s[1], s[2], s[3]],
+            outer,
+            base,
         })
     }
 
-    /// The top's `n` values from the bottom's.
+    /// Each block of the walk: where its top values start and the source
+    /// of its first one, the outer axes stepped in the top's order.
+    fn blocks(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let blocks: usize = self.outer.iter().map(|a| a.0).product();
+        (0..blocks).map(move |b| {
+            let (mut rest, mut source) = (b, self.base);
+            for &(dim, stride) in self.outer.iter().rev() {
+                source += rest % dim * stride;
+                rest /= dim;
+            }
+            (b * self.inner_n, source)
+        })
+    }
+
+    /// The top's values from the bottom's.
     pub(crate) fn gather(
-        self,
+        &self,
         gpu: &Gpu,
         what: &'static str,
         x: &CudaView<'_, f32>,
         y: &mut CudaViewMut<'_, f32>,
     ) -> Result<()> {
-        // SAFETY: y holds n values and each source lies in x (the
-        // layer's shapes say so).
-        unsafe { self.launch(gpu, what, gather_strided_f32, x, y) }
+        if self.inner_n == 0 {
+            return Ok(());
+        }
+        for (at, source) in self.blocks() {
+            let mut block = y.slice_mut(at..at + self.inner_n);
+            // SAFETY: the block holds inner_n values and each source lies
+            // in x (the layer's shapes say so).
+            unsafe { self.launch(gpu, what, gather_strided_f32, source, x, &mut block) }?;
+        }
+        Ok(())
     }
 
     /// The top's gradient put back at the sources in the bottom's.
     pub(crate) fn scatter(
-        self,
+        &self,
         gpu: &Gpu,
         what: &'static str,
         dy: &CudaView<'_, f32>,
         dx: &mut CudaViewMut<'_, f32>,
     ) -> Result<()> {
-        // SAFETY: as gather, the other way.
-        unsafe { self.launch(gpu, what, scatter_strided_f32, dy, dx) }
+        if self.inner_n == 0 {
+            return Ok(());
+        }
+        for (at, source) in self.blocks() {
+            let block = dy.slice(at..at + self.inner_n);
+            // SAFETY: as gather, the other way.
+            unsafe { self.launch(gpu, what, scatter_strided_f32, source, &block, dx) }?;
+        }
+        Ok(())
     }
 
-    /// One thread per top value, `kernel` moving it.
+    /// One thread per value of a block of the top, `kernel` moving it,
+    /// the block's first source at `base`.
     ///
     /// # Safety
-    /// The top's view holds its values and every source lies in the
-    /// bottom's view.
+    /// The top's view holds the block's values and every source lies in
+    /// the bottom's view.
     unsafe fn launch(
-        self,
+        &self,
         gpu: &Gpu,
         what: &'static str,
         kernel: Kernel,
+        base: usize,
         from: &CudaView<'_, f32>,
         to: &mut CudaViewMut<'_, f32>,
     ) -> Result<()> {
-        let [d1, d2, d3, s0, s1, s2, s3, base] = self.args;
-        let n = self.n;
-        // SAFETY: the caller's.
+        let [d1, d2, d3, s0, s1, s2, s3] = self.inner;
+        let n = self.inner_n;
+        // SAFETY: the caller's; base fits (checked in new).
         unsafe {
             kernel(
                 gpu,
@@ -142,7 +184,7 @@ impl Walk {
                 s1,
                 s2,
                 s3,
-                base,
+                base as i64,
                 from,
                 to,
             )
@@ -153,7 +195,37 @@ impl Walk {
 
 #[cfg(test)]
 mod tests {
-    use super::merged;
+    use super::{Walk, merged};
+
+    #[test]
+    fn walks_of_more_than_four_axes_run_as_blocks_of_the_same_sources() {
+        // Permute (0, 5, 3, 1, 4, 2) of a (2, 2, 3, 2, 3, 6) bottom: no two
+        // neighbours walk as one, so six axes.
+        let (dims, strides) = ([2, 6, 2, 2, 3, 3], [216, 1, 18, 108, 6, 36]);
+        assert_eq!(merged(&dims, &strides).len(), 6);
+        let base = 5;
+        let walk = Walk::new(&dims, &strides, base).unwrap();
+        let original = |mut i: usize| {
+            dims.iter().zip(&strides).rev().fold(base, |at, (&d, &s)| {
+                let a = i % d;
+                i /= d;
+                at + a * s
+            })
+        };
+        let [d1, d2, d3, s0, s1, s2, s3] = walk.inner.map(|v| v as usize);
+        let mut seen = 0;
+        for (at, first) in walk.blocks() {
+            for i in 0..walk.inner_n {
+                let (a3, r) = (i % d3, i / d3);
+                let (a2, r) = (r % d2, r / d2);
+                let (a1, a0) = (r % d1, r / d1);
+                let source = first + a0 * s0 + a1 * s1 + a2 * s2 + a3 * s3;
+                assert_eq!(source, original(at + i), "top value {}", at + i);
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 432, "every top value once");
+    }
 
     #[test]
     fn walks_merge_where_axes_walk_as_one() {

@@ -1,7 +1,6 @@
 //! The SSD fork's Permute: the bottom's axes reordered (NCHW to NHWC for
-//! SSD's heads), a gather forward and the matching scatter backward; on
-//! the GPU where the walk takes four axes or fewer once neighbours that
-//! move together are merged.
+//! SSD's heads), a gather forward and the matching scatter backward, on
+//! the CPU or the GPU.
 
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
