@@ -1382,7 +1382,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "det" type: "DetectionOutput" bottom: "loc_flat" bottom: "conf_out" bottom: "prior" top: "det"
                 detection_output_param { num_classes: 3 nms_param { nms_threshold: 0.45 } code_type: CENTER_SIZE confidence_threshold: 0.3 } }"#;
     // Rectangular, strided, dilated convolutions on the GPU's kernels
-    // (or cuDNN), a Deconvolution and a Crop on them too.
+    // (or cuDNN), a Deconvolution and a Crop on them too; a convolution
+    // and a grouped deconvolution over three spatial axes.
     let geometry = r#"input: "data" input_shape { dim: 2 dim: 3 dim: 16 dim: 20 }
         layer { name: "rect" type: "Convolution" bottom: "data" top: "rect"
                 convolution_param { num_output: 6 kernel_h: 3 kernel_w: 5 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 2 dilation: 2
@@ -1396,7 +1397,15 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "crop" type: "Crop" bottom: "up" bottom: "rect" top: "crop" crop_param { axis: 2 offset: 1 } }
         layer { name: "bng" type: "BatchNorm" bottom: "rect" top: "bng" batch_norm_param { use_global_stats: true } }
         layer { name: "sc_out" type: "Scale" bottom: "bng" top: "sc_out"
-                scale_param { filler { type: "gaussian" } } }"#;
+                scale_param { filler { type: "gaussian" } } }
+        layer { name: "volume" type: "Reshape" bottom: "data" top: "volume" reshape_param { shape { dim: 0 dim: 3 dim: 4 dim: 4 dim: 20 } } }
+        layer { name: "conv3d" type: "Convolution" bottom: "volume" top: "conv3d"
+                convolution_param { num_output: 4 group: 1 kernel_size: 3 kernel_size: 2 kernel_size: 3 stride: 1 stride: 2 stride: 2
+                                    pad: 1 pad: 0 pad: 1 dilation: 1 dilation: 1 dilation: 2
+                                    weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "up3d" type: "Deconvolution" bottom: "conv3d" top: "up3d"
+                convolution_param { num_output: 2 group: 2 kernel_size: 2 stride: 2
+                                    weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }"#;
     // Caffe's element-wise layers with parameters, in place where they
     // may be, a Scale by a second bottom, and Bias learned in place and by
     // a second bottom, on the GPU's kernels.

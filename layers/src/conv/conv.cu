@@ -82,3 +82,44 @@ extern "C" __global__ void add_channel_bias_f32(long long total, int cout, int p
                                                 const float* bias, float* y) {
     GRID_STRIDE(i, total) { y[i] += bias[(i / p) % cout]; }
 }
+
+// A volume's im2col by tables (conv/cuda.rs builds them from
+// conv/volume.rs's taps): col is (cin*K) x (batch*P), row (c, k), column
+// (image, p), value x[image, c, taps[k*P + p]], zero where the tap is
+// padding (0xffffffff).
+extern "C" __global__ void im2col_taps_f32(long long total, int cin, long long plane,
+                                           int kernel_points, long long points, int batch,
+                                           const unsigned int* taps, const float* x,
+                                           float* col) {
+    long long cols = (long long)batch * points;
+    GRID_STRIDE(idx, total) {
+        long long row = idx / cols, j = idx % cols;
+        long long c = row / kernel_points, k = row % kernel_points;
+        long long img = j / points, p = j % points;
+        unsigned int tap = taps[k * points + p];
+        col[idx] = tap == 0xffffffffu ? 0.0f : x[(img * cin + c) * plane + tap];
+    }
+}
+
+// Its inverse: input point q of each channel and image gathers the
+// column entries read from it, entries[starts[q]..starts[q + 1]] (each
+// k*P + p, increasing: the order the CPU adds them), overwriting dx.
+extern "C" __global__ void col2im_taps_f32(long long total, int cin, long long plane,
+                                           int kernel_points, long long points, int batch,
+                                           const unsigned int* starts,
+                                           const unsigned int* entries, const float* col,
+                                           float* dx) {
+    long long cols = (long long)batch * points;
+    GRID_STRIDE(idx, total) {
+        long long q = idx % plane;
+        long long c = (idx / plane) % cin;
+        long long img = idx / (plane * cin);
+        float sum = 0.0f;
+        for (unsigned int e = starts[q]; e < starts[q + 1]; ++e) {
+            long long kp = entries[e];
+            long long row = c * kernel_points + kp / points;
+            sum += col[row * cols + img * points + kp % points];
+        }
+        dx[idx] = sum;
+    }
+}

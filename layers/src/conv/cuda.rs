@@ -1,15 +1,18 @@
 //! The CUDA side of Convolution: im2col + one cuBLAS gemm per group for
 //! the whole batch (a group's rows of the column buffer, the weights and
 //! the output are each one block), then the bias; backward as the CPU
-//! side, with col2im gathering per input pixel.
+//! side, with col2im gathering per input pixel. A volume (three or more
+//! spatial axes) runs the same passes as a plane of one row, its im2col
+//! and col2im reading tables of taps built on the host.
 
 use blob_kernels::cpu::Transpose;
-use blob_kernels::cuda::cudarc::driver::{CudaView, CudaViewMut};
+use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 use blob_kernels::cuda::{Gpu, Scratch, launch_config};
 use blob_kernels::sums::SumLayout;
 use blob_runtime::Blob;
 
 use super::ConvGeometry;
+use super::volume::VolumeGeometry;
 use crate::gpu::{GpuResult, cuda, int, read, write};
 use crate::layer::Result;
 
@@ -41,6 +44,18 @@ blob_kernels::cuda_kernels! {
     );
     /// `y[image, co, p] += bias[co]`.
     pub(crate) fn add_channel_bias_f32(total: i64, cout: i32, p: i32, bias: &CudaView<'_, f32>, y: &mut CudaViewMut<'_, f32>);
+    /// A volume's im2col of a batch, by its taps.
+    pub(crate) fn im2col_taps_f32(
+        total: i64, cin: i32, plane: i64, kernel_points: i32, points: i64, batch: i32,
+        taps: &CudaView<'_, u32>, x: &CudaView<'_, f32>, col: &mut CudaViewMut<'_, f32>
+    );
+    /// A volume's col2im of a batch, each input point gathering its
+    /// entries, overwriting the input gradient.
+    pub(crate) fn col2im_taps_f32(
+        total: i64, cin: i32, plane: i64, kernel_points: i32, points: i64, batch: i32,
+        starts: &CudaView<'_, u32>, entries: &CudaView<'_, u32>, col: &CudaView<'_, f32>,
+        dx: &mut CudaViewMut<'_, f32>
+    );
 }
 
 /// Device scratch of a convolution: the column buffer and the gemm's
@@ -51,27 +66,118 @@ pub(crate) struct GpuScratch {
     tmp: Scratch<f32>,
     /// A bias of zeros, for a Deconvolution's input gradient.
     zeros: Scratch<f32>,
+    /// The last volume's tables of taps.
+    tables: Option<TapTables>,
 }
 
 impl GpuScratch {
-    /// The column buffer and the gemm's result for `g`, grown to fit.
-    fn for_geometry(&mut self, gpu: &Gpu, g: &ConvGeometry) -> Result<Buffers<'_>> {
+    /// The column buffer and the gemm's result for `g`, grown to fit,
+    /// and the tables of `volume` when `g` is one flattened.
+    fn for_geometry(
+        &mut self,
+        gpu: &Gpu,
+        g: &ConvGeometry,
+        volume: Option<&VolumeGeometry>,
+    ) -> Result<Buffers<'_>> {
         let cols = g.batch * g.oh * g.ow;
         let grow = |e| cuda("allocate convolution scratch", e);
+        if let Some(v) = volume
+            && self.tables.as_ref().is_none_or(|t| t.geometry != *v)
+        {
+            self.tables = Some(TapTables::new(gpu, v)?);
+        }
         Ok(Buffers {
             col: self.col.grown(gpu, g.patch() * cols).map_err(grow)?,
             tmp: self.tmp.grown(gpu, g.channels_out * cols).map_err(grow)?,
             zeros: self.zeros.grown(gpu, g.channels_out).map_err(grow)?,
+            tables: volume.and(self.tables.as_ref()),
         })
     }
 }
 
 /// A pass's views of the scratch: the column buffer `(ckk, batch P)`,
-/// the gemm's result `(cout, batch P)`, and `cout` values for zeros.
+/// the gemm's result `(cout, batch P)`, `cout` values for zeros, and a
+/// volume's tables.
 struct Buffers<'a> {
     col: CudaViewMut<'a, f32>,
     tmp: CudaViewMut<'a, f32>,
     zeros: CudaViewMut<'a, f32>,
+    tables: Option<&'a TapTables>,
+}
+
+/// A volume's im2col as tables on the device, built on the host once per
+/// geometry: for kernel offset `k` and output point `p`, the input point
+/// at `k P + p` (`u32::MAX` for padding); and the inverse, each input
+/// point's `k P + p`s in increasing order (`entries[starts[q]..starts[q
+/// + 1]]`), which col2im gathers in the order the CPU adds them.
+pub(crate) struct TapTables {
+    geometry: VolumeGeometry,
+    taps: CudaSlice<u32>,
+    starts: CudaSlice<u32>,
+    entries: CudaSlice<u32>,
+}
+
+impl TapTables {
+    fn new(gpu: &Gpu, g: &VolumeGeometry) -> Result<Self> {
+        const WHAT: &str = "a volume's im2col tables";
+        let mut taps = Vec::new();
+        g.taps(&mut taps)?;
+        let plane = g.input_points();
+        let narrow = |v: usize| u32::try_from(v).map_err(|_| crate::gpu::too_big(WHAT, v));
+        // u32::MAX marks padding: no real tap or entry may reach it.
+        narrow(taps.len().max(plane).saturating_add(1))?;
+        let mut starts = vec![0u32; plane + 1];
+        for &tap in taps.iter().filter(|&&t| t != usize::MAX) {
+            starts[tap + 1] += 1;
+        }
+        for q in 0..plane {
+            starts[q + 1] += starts[q];
+        }
+        let mut next: Vec<u32> = starts[..plane].to_vec();
+        let mut entries = vec![0u32; starts[plane] as usize];
+        for (kp, &tap) in taps.iter().enumerate() {
+            if tap != usize::MAX {
+                entries[next[tap] as usize] = kp as u32;
+                next[tap] += 1;
+            }
+        }
+        let taps: Vec<u32> = taps
+            .iter()
+            .map(|&t| if t == usize::MAX { u32::MAX } else { t as u32 })
+            .collect();
+        let upload = |v: &[u32]| {
+            // An empty table still needs a buffer to view.
+            let v = if v.is_empty() { &[0u32][..] } else { v };
+            gpu.stream()
+                .clone_htod(v)
+                .map_err(|e| cuda(WHAT, blob_kernels::cuda::CudaError::driver("copy")(e)))
+        };
+        Ok(Self {
+            geometry: g.clone(),
+            taps: upload(&taps)?,
+            starts: upload(&starts)?,
+            entries: upload(&entries)?,
+        })
+    }
+}
+
+/// A volume as a plane of one row, for the planar passes: its points in
+/// a row, its kernel's offsets a row of `K` (the tables say where each
+/// reads).
+pub(crate) fn flattened(v: &VolumeGeometry) -> ConvGeometry {
+    ConvGeometry {
+        batch: v.batch,
+        channels_in: v.channels_in,
+        channels_out: v.channels_out,
+        h: 1,
+        w: v.input_points(),
+        oh: 1,
+        ow: v.output_points(),
+        kernel: [1, v.kernel_points()],
+        stride: [1, 1],
+        pad: [0, 0],
+        dilation: [1, 1],
+    }
 }
 
 const OP: &str = "convolve on the GPU";
@@ -101,9 +207,31 @@ fn ints(g: &ConvGeometry) -> GpuResult<[i32; 14]> {
 fn im2col(
     gpu: &Gpu,
     g: &ConvGeometry,
+    tables: Option<&TapTables>,
     x: &CudaView<'_, f32>,
     col: &mut CudaViewMut<'_, f32>,
 ) -> GpuResult<()> {
+    if let Some(t) = tables {
+        let total = g.patch() * g.batch * g.ow;
+        // SAFETY: x holds batch*cin*w values (the volume's points), col
+        // total, the taps K*P (K = kw, P = ow) below `w` or the mark.
+        return unsafe {
+            im2col_taps_f32(
+                gpu,
+                launch_config(total),
+                total as i64,
+                int(OP, g.channels_in)?,
+                g.w as i64,
+                int(OP, g.kernel[1])?,
+                g.ow as i64,
+                int(OP, g.batch)?,
+                &t.taps.as_view(),
+                x,
+                col,
+            )
+        }
+        .map_err(|e| cuda("im2col", e));
+    }
     let [cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = ints(g)?;
     let total = g.patch() * g.batch * g.oh * g.ow;
     // SAFETY: x holds batch*cin*h*w values and col total, checked by the
@@ -332,9 +460,32 @@ fn scatter(
 fn col2im(
     gpu: &Gpu,
     g: &ConvGeometry,
+    tables: Option<&TapTables>,
     col: &CudaView<'_, f32>,
     dx: &mut CudaViewMut<'_, f32>,
 ) -> Result<()> {
+    if let Some(t) = tables {
+        let n = g.batch * g.channels_in * g.w;
+        // SAFETY: col holds ckk*cols, dx n; starts holds w + 1 values
+        // and the entries it bounds are below K*P.
+        return unsafe {
+            col2im_taps_f32(
+                gpu,
+                launch_config(n),
+                n as i64,
+                int(OP, g.channels_in)?,
+                g.w as i64,
+                int(OP, g.kernel[1])?,
+                g.ow as i64,
+                int(OP, g.batch)?,
+                &t.starts.as_view(),
+                &t.entries.as_view(),
+                col,
+                dx,
+            )
+        }
+        .map_err(|e| cuda("col2im", e));
+    }
     let [cin, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = ints(g)?;
     let n = g.batch * g.channels_in * g.h * g.w;
     // SAFETY: col holds ckk*cols, dx batch*cin*h*w = n.
@@ -364,9 +515,10 @@ fn col2im(
     .map_err(|e| cuda("col2im", e))
 }
 
-/// `y = conv(x) + bias` on the GPU, the channels cut into `groups`.
+/// `y = conv(x) + bias` on the GPU, the channels cut into `groups`;
+/// `g` is `volume` flattened where there is one.
 pub(crate) fn forward(
-    g: &ConvGeometry,
+    (g, volume): (&ConvGeometry, Option<&VolumeGeometry>),
     groups: usize,
     scratch: &mut GpuScratch,
     gpu: &Gpu,
@@ -375,11 +527,14 @@ pub(crate) fn forward(
     let ConvBlobs { x, weight, bias, y } = blobs;
     let b = GroupBlocks::of(g, groups);
     let Buffers {
-        mut col, mut tmp, ..
-    } = scratch.for_geometry(gpu, g)?;
+        mut col,
+        mut tmp,
+        tables,
+        ..
+    } = scratch.for_geometry(gpu, g, volume)?;
     let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
     let mut yg = y.mutable_gpu_data()?;
-    im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
+    im2col(gpu, g, tables, &read(&xg, x.count())?, &mut col)?;
     let wv = read(&wg, weight.count())?;
     b.weights_times_columns(gpu, &wv, &col.as_view(), &mut tmp)?;
     scatter(
@@ -394,7 +549,7 @@ pub(crate) fn forward(
 /// Weight and bias gradients, and the input's when asked, on the GPU,
 /// the channels cut into `groups`.
 pub(crate) fn backward(
-    g: &ConvGeometry,
+    (g, volume): (&ConvGeometry, Option<&VolumeGeometry>),
     groups: usize,
     scratch: &mut GpuScratch,
     gpu: &Gpu,
@@ -404,10 +559,13 @@ pub(crate) fn backward(
     let ConvBlobs { x, weight, bias, y } = blobs;
     let b = GroupBlocks::of(g, groups);
     let Buffers {
-        mut col, mut tmp, ..
-    } = scratch.for_geometry(gpu, g)?;
+        mut col,
+        mut tmp,
+        tables,
+        ..
+    } = scratch.for_geometry(gpu, g, volume)?;
     let (xg, dyg, wg) = (x.gpu_data()?, y.gpu_diff()?, weight.gpu_data()?);
-    im2col(gpu, g, &read(&xg, x.count())?, &mut col)?;
+    im2col(gpu, g, tables, &read(&xg, x.count())?, &mut col)?;
     gather(gpu, g, &read(&dyg, y.count())?, &mut tmp)?;
     {
         let mut dbg = bias.mutable_gpu_diff()?;
@@ -425,7 +583,13 @@ pub(crate) fn backward(
         let wv = read(&wg, weight.count())?;
         b.column_gradient(gpu, &wv, &tmp.as_view(), &mut col)?;
         let mut dxg = x.mutable_gpu_diff()?;
-        col2im(gpu, g, &col.as_view(), &mut write(&mut dxg, x.count())?)?;
+        col2im(
+            gpu,
+            g,
+            tables,
+            &col.as_view(),
+            &mut write(&mut dxg, x.count())?,
+        )?;
     }
     Ok(())
 }
@@ -442,7 +606,7 @@ pub(crate) type DeconvBlobs<'a> = (
 /// input is the deconvolution's output `y`, whose output is its input
 /// `x`) run backward to its input, then the bias per output channel.
 pub(crate) fn deconv_forward(
-    g: &ConvGeometry,
+    (g, volume): (&ConvGeometry, Option<&VolumeGeometry>),
     groups: usize,
     scratch: &mut GpuScratch,
     gpu: &Gpu,
@@ -450,15 +614,18 @@ pub(crate) fn deconv_forward(
 ) -> Result<()> {
     let b = GroupBlocks::of(g, groups);
     let Buffers {
-        mut col, mut tmp, ..
-    } = scratch.for_geometry(gpu, g)?;
+        mut col,
+        mut tmp,
+        tables,
+        ..
+    } = scratch.for_geometry(gpu, g, volume)?;
     let (xg, wg) = (x.gpu_data()?, weight.gpu_data()?);
     gather(gpu, g, &read(&xg, x.count())?, &mut tmp)?;
     b.column_gradient(gpu, &read(&wg, weight.count())?, &tmp.as_view(), &mut col)?;
     let n = y.count();
     let mut yg = y.mutable_gpu_data()?;
     let mut yv = write(&mut yg, n)?;
-    col2im(gpu, g, &col.as_view(), &mut yv)?;
+    col2im(gpu, g, tables, &col.as_view(), &mut yv)?;
     let Some(bias) = bias else {
         return Ok(());
     };
@@ -484,7 +651,7 @@ pub(crate) fn deconv_forward(
 /// the bias gradient, and `x`'s diff (the convolution of `y`'s diff)
 /// when `propagate_down`.
 pub(crate) fn deconv_backward(
-    g: &ConvGeometry,
+    (g, volume): (&ConvGeometry, Option<&VolumeGeometry>),
     groups: usize,
     scratch: &mut GpuScratch,
     gpu: &Gpu,
@@ -496,10 +663,11 @@ pub(crate) fn deconv_backward(
         mut col,
         mut tmp,
         mut zeros,
-    } = scratch.for_geometry(gpu, g)?;
+        tables,
+    } = scratch.for_geometry(gpu, g, volume)?;
     let (xg, dyg, wg) = (x.gpu_data()?, y.gpu_diff()?, weight.gpu_data()?);
     let dy = read(&dyg, y.count())?;
-    im2col(gpu, g, &dy, &mut col)?;
+    im2col(gpu, g, tables, &dy, &mut col)?;
     gather(gpu, g, &read(&xg, x.count())?, &mut tmp)?;
     {
         let mut dwg = weight.mutable_gpu_diff()?;

@@ -69,8 +69,8 @@ impl<T: MathElement> ConvEngine<T> {
         self.backward_grouped(g, 1, choice, x, weight, bias, y, propagate_down)
     }
 
-    /// [`forward`](Self::forward) over three or more spatial axes, on
-    /// the host whatever the device: the blobs' heads move the bytes.
+    /// [`forward`](Self::forward) over three or more spatial axes (Caffe's
+    /// `im2col_nd`), on the device the blobs live on.
     pub fn forward_volume(
         &mut self,
         g: &VolumeGeometry,
@@ -79,6 +79,18 @@ impl<T: MathElement> ConvEngine<T> {
         bias: &Blob<T>,
         y: &Blob<T>,
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)? {
+            let blobs = cuda::ConvBlobs::of(x, weight, bias, y);
+            let plane = cuda::flattened(g);
+            return cuda::forward(
+                (&plane, Some(g)),
+                g.groups,
+                &mut self.gpu_scratch,
+                &gpu,
+                blobs,
+            );
+        }
         volume::forward(
             g,
             &mut self.volume,
@@ -90,7 +102,7 @@ impl<T: MathElement> ConvEngine<T> {
     }
 
     /// [`backward`](Self::backward) over three or more spatial axes, on
-    /// the host as [`forward_volume`](Self::forward_volume).
+    /// the device as [`forward_volume`](Self::forward_volume).
     pub fn backward_volume(
         &mut self,
         g: &VolumeGeometry,
@@ -100,6 +112,20 @@ impl<T: MathElement> ConvEngine<T> {
         y: &Blob<T>,
         propagate_down: bool,
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)? {
+            let blobs = cuda::ConvBlobs::of(x, weight, bias, y);
+            let plane = cuda::flattened(g);
+            let scratch = &mut self.gpu_scratch;
+            return cuda::backward(
+                (&plane, Some(g)),
+                g.groups,
+                scratch,
+                &gpu,
+                blobs,
+                propagate_down,
+            );
+        }
         let scratch = &mut self.volume;
         on_host_backward(x, weight, bias, y, propagate_down, |x, w, dy, grads| {
             volume::backward(g, scratch, x, w, dy, grads)
@@ -177,7 +203,7 @@ impl<T: MathElement> ConvEngine<T> {
             {
                 return dnn.forward(&gpu, g, choice.allow_tf32, blobs);
             }
-            return cuda::forward(g, groups, &mut self.gpu_scratch, &gpu, blobs);
+            return cuda::forward((g, None), groups, &mut self.gpu_scratch, &gpu, blobs);
         }
         if groups == 1 && choice.winograd && g.suits_winograd::<T>() {
             return winograd::forward(
@@ -251,7 +277,7 @@ impl<T: MathElement> ConvEngine<T> {
                 return dnn.backward(&gpu, g, choice.allow_tf32, blobs, propagate_down);
             }
             return cuda::backward(
-                g,
+                (g, None),
                 groups,
                 &mut self.gpu_scratch,
                 &gpu,
@@ -313,7 +339,7 @@ impl<T: MathElement> ConvEngine<T> {
         if let Some(gpu) = gpu_for_deconv(x, weight, bias, y)? {
             use crate::gpu::as_f32;
             let blobs = (as_f32(x), as_f32(weight), bias.map(as_f32), as_f32(y));
-            return cuda::deconv_forward(g, groups, &mut self.gpu_scratch, &gpu, blobs);
+            return cuda::deconv_forward((g, None), groups, &mut self.gpu_scratch, &gpu, blobs);
         }
         let (sub, ys, xs, ws) = per_group(g, groups);
         let (xd, wd) = (x.cpu_data()?, weight.cpu_data()?);
@@ -359,7 +385,7 @@ impl<T: MathElement> ConvEngine<T> {
             use crate::gpu::as_f32;
             let blobs = (as_f32(x), as_f32(weight), bias.map(as_f32), as_f32(y));
             return cuda::deconv_backward(
-                g,
+                (g, None),
                 groups,
                 &mut self.gpu_scratch,
                 &gpu,
@@ -418,6 +444,14 @@ impl<T: MathElement> ConvEngine<T> {
         bias: Option<&Blob<T>>,
         y: &Blob<T>,
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = gpu_for_deconv(x, weight, bias, y)? {
+            use crate::gpu::as_f32;
+            let blobs = (as_f32(x), as_f32(weight), bias.map(as_f32), as_f32(y));
+            let plane = cuda::flattened(g);
+            let scratch = &mut self.gpu_scratch;
+            return cuda::deconv_forward((&plane, Some(g)), g.groups, scratch, &gpu, blobs);
+        }
         let mut yd = y.mutable_cpu_data()?;
         volume::backward(
             g,
@@ -445,6 +479,21 @@ impl<T: MathElement> ConvEngine<T> {
         y: &Blob<T>,
         propagate_down: bool,
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = gpu_for_deconv(x, weight, bias, y)? {
+            use crate::gpu::as_f32;
+            let blobs = (as_f32(x), as_f32(weight), bias.map(as_f32), as_f32(y));
+            let plane = cuda::flattened(g);
+            let scratch = &mut self.gpu_scratch;
+            return cuda::deconv_backward(
+                (&plane, Some(g)),
+                g.groups,
+                scratch,
+                &gpu,
+                blobs,
+                propagate_down,
+            );
+        }
         let (xd, wd, dy) = (x.cpu_data()?, weight.cpu_data()?, y.cpu_diff()?);
         let grads = ConvGradients {
             weight: Some(&mut weight.mutable_cpu_diff()?),

@@ -34,7 +34,7 @@ pub(crate) struct ConvParam {
 /// `axis`, the channels): bottom `i` to top `i`, all with the same weights
 /// `(num_output, C / group, kernel...)` and, with `bias_term`, bias
 /// `(num_output)`. Two spatial axes or fewer run on the planar engine
-/// (CPU, CUDA, cuDNN), more on the host.
+/// (CPU, CUDA, cuDNN), more on the volume engine (CPU, CUDA).
 pub(crate) struct ConvolutionLayer<T: MathElement> {
     p: ConvParam,
     /// The zeros a convolution without bias adds, on the input's device.
@@ -321,7 +321,7 @@ impl ConvParam {
 
 /// How one input is convolved: on the planar engine (two spatial axes or
 /// fewer, the batch being every axis before the channels), or over three
-/// or more spatial axes on the host.
+/// or more spatial axes (Caffe's `im2col_nd`).
 pub(crate) enum Plan {
     Planar(ConvGeometry),
     Volume(VolumeGeometry),

@@ -1,6 +1,7 @@
 //! Convolution over three or more spatial axes (volumes: video, CT
-//! scans), on the host: Caffe's `im2col_nd` and `col2im_nd` around one
-//! gemm per image and group. Two axes or fewer take the planar engine.
+//! scans) on the host: Caffe's `im2col_nd` and `col2im_nd` around one
+//! gemm per image and group. Two axes or fewer take the planar engine;
+//! on a GPU, the planar kernels' passes read this file's tables of taps.
 
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
@@ -23,22 +24,22 @@ pub(crate) struct VolumeGeometry {
 }
 
 impl VolumeGeometry {
-    fn input_points(&self) -> usize {
+    pub(crate) fn input_points(&self) -> usize {
         self.input.iter().product()
     }
 
-    fn output_points(&self) -> usize {
+    pub(crate) fn output_points(&self) -> usize {
         self.output.iter().product()
     }
 
-    fn kernel_points(&self) -> usize {
+    pub(crate) fn kernel_points(&self) -> usize {
         self.window.kernel.iter().product()
     }
 
     /// For each kernel offset `k` and output point `p`, the input point
     /// it reads at `k * P + p`, or `usize::MAX` where that is padding:
     /// the same for every channel, so worked out once a pass.
-    fn taps(&self, taps: &mut Vec<usize>) -> Result<()> {
+    pub(crate) fn taps(&self, taps: &mut Vec<usize>) -> Result<()> {
         let (kernel_points, points) = (self.kernel_points(), self.output_points());
         ensure(taps, kernel_points.saturating_mul(points))?;
         let w = &self.window;

@@ -329,3 +329,159 @@ fn cudnn_bias_kernels_match_cpu_convolution() {
     );
     assert_close("bias gradient", &db, &want.param_diffs[1], 1e-5);
 }
+
+/// A volume's taps, worked out here from Caffe's `im2col_nd` definition:
+/// for kernel offset `k` and output point `p` (each in C order), the
+/// input point read, or `u32::MAX` in the padding; and the inverse
+/// tables `conv/cuda.rs` builds (each input point's `k P + p`s, in order).
+fn volume_tables(
+    input: [usize; 3],
+    output: [usize; 3],
+    [kernel, stride, pad, dilation]: [[usize; 3]; 4],
+) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let index = |at: [usize; 3], dims: [usize; 3]| (at[0] * dims[1] + at[1]) * dims[2] + at[2];
+    let points = output.iter().product::<usize>();
+    let mut taps = vec![u32::MAX; kernel.iter().product::<usize>() * points];
+    for k in 0..kernel.iter().product() {
+        let ko = [
+            k / (kernel[1] * kernel[2]),
+            k / kernel[2] % kernel[1],
+            k % kernel[2],
+        ];
+        for p in 0..points {
+            let po = [
+                p / (output[1] * output[2]),
+                p / output[2] % output[1],
+                p % output[2],
+            ];
+            let mut at = [0; 3];
+            let inside = (0..3).all(|a| {
+                let pos = (po[a] * stride[a] + ko[a] * dilation[a]) as isize - pad[a] as isize;
+                at[a] = pos.max(0) as usize;
+                pos >= 0 && (pos as usize) < input[a]
+            });
+            if inside {
+                taps[k * points + p] = index(at, input) as u32;
+            }
+        }
+    }
+    let plane = input.iter().product::<usize>();
+    let (mut starts, mut entries) = (vec![0u32], Vec::new());
+    for q in 0..plane as u32 {
+        entries.extend((0..taps.len() as u32).filter(|&e| taps[e as usize] == q));
+        starts.push(entries.len() as u32);
+    }
+    (taps, starts, entries)
+}
+
+#[test]
+fn volume_taps_match_cpu_convolution() {
+    let (batch, cin, cout) = (2usize, 2usize, 3usize);
+    let input = [4usize, 5, 6];
+    let window = [[3usize, 2, 3], [1, 2, 1], [1, 0, 1], [1, 1, 2]];
+    let output = [4usize, 2, 4];
+    let (plane, points) = (120usize, 32usize);
+    let kernel_points = 18usize;
+    let (ckk, cols) = (cin * kernel_points, batch * points);
+    let x = random(batch * cin * plane, 51, -1.0, 1.0);
+    let dy = random(batch * cout * points, 52, -1.0, 1.0);
+    let weight = random(cout * ckk, 53, -0.5, 0.5);
+    let bias = random(cout, 54, -0.5, 0.5);
+    let axes = |v: [usize; 3], name: &str| -> String {
+        v.iter().map(|d| format!("{name}: {d} ")).collect()
+    };
+    let layer = format!(
+        r#"layer {{ name: "l" type: "Convolution" bottom: "x" top: "y" convolution_param {{ num_output: {cout} {}{}{}{} }} }}"#,
+        axes(window[0], "kernel_size"),
+        axes(window[1], "stride"),
+        axes(window[2], "pad"),
+        axes(window[3], "dilation"),
+    );
+    let shape = [batch, cin, input[0], input[1], input[2]];
+    let (want_y, want_dx, want_dp) =
+        crate::cpu_net(&layer, &shape, &x, &dy, &[weight.clone(), bias.clone()]);
+    let (taps, starts, entries) = volume_tables(input, output, window);
+    let (ki, pl, pt, bi) = (
+        kernel_points as i32,
+        plane as i64,
+        points as i64,
+        batch as i32,
+    );
+
+    let mut col = vec![f32::NAN; ckk * cols];
+    // SAFETY: x holds batch*cin*plane values, col ckk*cols, taps K*P
+    // below plane or the mark.
+    unsafe {
+        k::im2col_taps_f32(
+            col.len(),
+            col.len() as i64,
+            cin as i32,
+            pl,
+            ki,
+            pt,
+            bi,
+            &taps,
+            &x,
+            &mut col,
+        )
+    };
+    let mut tmp = vec![f32::NAN; cout * cols];
+    gemm(
+        Transpose::No,
+        Transpose::No,
+        cout,
+        cols,
+        ckk,
+        1.0,
+        &weight,
+        &col,
+        0.0,
+        &mut tmp,
+    );
+    let total = batch * cout * points;
+    let mut y = vec![f32::NAN; total];
+    let (ci, pi) = (cout as i32, points as i32);
+    // SAFETY: tmp holds cout*cols, bias cout, y total.
+    unsafe { k::scatter_bias_f32(total, total as i64, ci, bi, pi, &tmp, &bias, &mut y) };
+    assert_close("volume convolution", &y, &want_y, 1e-5);
+
+    // SAFETY: dy holds total, tmp cout*cols.
+    unsafe { k::gather_f32(total, total as i64, ci, bi, pi, &dy, &mut tmp) };
+    let mut dw = vec![0.0; cout * ckk];
+    gemm(
+        Transpose::No,
+        Transpose::Yes,
+        cout,
+        ckk,
+        cols,
+        1.0,
+        &tmp,
+        &col,
+        1.0,
+        &mut dw,
+    );
+    assert_close("volume weight gradient", &dw, &want_dp[0], 1e-5);
+    let mut dcol = vec![f32::NAN; ckk * cols];
+    gemm(
+        Transpose::Yes,
+        Transpose::No,
+        ckk,
+        cols,
+        cout,
+        1.0,
+        &weight,
+        &tmp,
+        0.0,
+        &mut dcol,
+    );
+    let n = batch * cin * plane;
+    let mut dx = vec![f32::NAN; n];
+    // SAFETY: dcol holds ckk*cols, dx n, starts plane + 1 bounding
+    // entries below K*P.
+    unsafe {
+        k::col2im_taps_f32(
+            n, n as i64, cin as i32, pl, ki, pt, bi, &starts, &entries, &dcol, &mut dx,
+        )
+    };
+    assert_close("volume input gradient", &dx, &want_dx, 1e-5);
+}
