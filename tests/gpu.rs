@@ -1350,9 +1350,10 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "sl" type: "Slice" bottom: "c" top: "s1" top: "s2" slice_param { axis: 1 slice_point: 4 } }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
         layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
-    // SSD's head: Permute (one walk of six axes), Crop and Normalize (per
-    // pixel, and per image in place) on the GPU, PriorBox, Reshape, Softmax over axis 2,
-    // DetectionOutput and ArgMax (on the host); a second Permute an
+    // SSD's head: Permute (one walk of six axes), Crop, Normalize (per
+    // pixel, and per image in place), Reshape, Softmax over axis 2 and
+    // ArgMax (along an axis, and per image with values) on the GPU,
+    // PriorBox and DetectionOutput on the host; a second Permute an
     // output of its own so that its backward runs too.
     let ssd = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 6 dim: 6 }
         layer { name: "loc" type: "Convolution" bottom: "data" top: "loc"
@@ -1371,6 +1372,7 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "conf_prob" type: "Softmax" bottom: "conf_shape" top: "conf_prob" softmax_param { axis: 2 } }
         layer { name: "conf_out" type: "Flatten" bottom: "conf_prob" top: "conf_out" }
         layer { name: "best" type: "ArgMax" bottom: "conf_prob" top: "best" argmax_param { axis: 2 } }
+        layer { name: "best3" type: "ArgMax" bottom: "conf_out" top: "best3" argmax_param { top_k: 3 out_max_val: true } }
         layer { name: "crop" type: "Crop" bottom: "loc" bottom: "conf" top: "crop" crop_param { axis: 1 offset: 1 offset: 0 offset: 0 } }
         layer { name: "conf5" type: "Reshape" bottom: "conf" top: "conf5" reshape_param { shape { dim: 0 dim: 2 dim: 3 dim: 6 dim: 6 } } }
         layer { name: "conf5_perm" type: "Permute" bottom: "conf5" top: "conf5_perm" permute_param { order: 0 order: 1 order: 3 order: 4 order: 2 } }

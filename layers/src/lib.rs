@@ -93,7 +93,7 @@ pub mod typed_net;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 16] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 17] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -110,6 +110,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 16] = [
     &permute::PERMUTE,
     &neuron::NEURON,
     &normalize::NORMALIZE,
+    &argmax::ARGMAX,
 ];
 
 pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};

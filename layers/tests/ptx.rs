@@ -46,7 +46,8 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "solver.cu",
             "permute.cu",
             "neuron.cu",
-            "normalize.cu"
+            "normalize.cu",
+            "argmax.cu"
         ]
     );
 }

@@ -148,6 +148,51 @@ fn prior_box_places_each_cells_boxes_in_the_forks_order() {
     assert_near(&pb[8..], &[0.1; 8], "the default variance");
 }
 
+/// The boxes are written once per shape: a second pass leaves the top
+/// untouched (on a GPU, no upload), a new map size or a write by someone
+/// else brings them back.
+#[test]
+fn prior_box_writes_its_boxes_once_per_shape() {
+    let mut net = run(
+        r#"input: "map" input_shape { dim: 1 dim: 5 dim: 2 dim: 2 }
+           input: "image" input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }
+           layer { name: "pb" type: "PriorBox" bottom: "map" bottom: "image" top: "pb"
+                   prior_box_param { min_size: 2 } }"#,
+        &[],
+    )
+    .unwrap();
+    let first = values(&net, "pb");
+    let stamp = |net: &Net<f32>| net.blob("pb").unwrap().data().write_stamp();
+    let written = stamp(&net);
+    net.forward().unwrap();
+    assert_eq!(stamp(&net), written, "the second pass writes nothing");
+    net.blob("pb")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .fill(7.0);
+    net.forward().unwrap();
+    assert_eq!(values(&net, "pb"), first, "a foreign write is undone");
+    net.blob_mut("map").unwrap().reshape(&[1, 5, 3, 2]).unwrap();
+    net.reshape().unwrap();
+    net.forward().unwrap();
+    assert_eq!(net.blob("pb").unwrap().shape(), [1, 2, 24]);
+    let fresh = run(
+        r#"input: "map" input_shape { dim: 1 dim: 5 dim: 3 dim: 2 }
+           input: "image" input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }
+           layer { name: "pb" type: "PriorBox" bottom: "map" bottom: "image" top: "pb"
+                   prior_box_param { min_size: 2 } }"#,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        values(&net, "pb"),
+        values(&fresh, "pb"),
+        "the new map's boxes"
+    );
+    assert_ne!(values(&net, "pb")[..16], first[..16]);
+}
+
 #[test]
 fn prior_box_refuses_what_the_fork_refuses() {
     for (param, says) in [

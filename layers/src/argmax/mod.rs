@@ -1,13 +1,30 @@
 //! Caffe's ArgMax: the indices (or values) of the `top_k` largest entries
 //! of each item or along an axis, ties to the larger index as Caffe's
-//! partial sort leaves them. Forward only; on the host whatever the
-//! device.
+//! partial sort leaves them. Forward only; `f32` blobs on a GPU rank
+//! there (`cuda.rs`), where Caffe ranks on the host.
+
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, axis_of, bad_param, sub_param};
 use crate::layer::Result;
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::ARGMAX;
+
+/// What one forward pass ranks: `items` runs of `span` values (each
+/// `inner` apart) per position of `inner`, keeping `top_k`.
+#[derive(Clone, Copy)]
+pub(crate) struct Ranking {
+    items: usize,
+    span: usize,
+    inner: usize,
+    top_k: usize,
+    out_max_val: bool,
+    along_axis: bool,
+}
 
 /// Caffe `ArgMax`.
 pub(crate) struct ArgMaxLayer {
@@ -30,6 +47,33 @@ impl ArgMaxLayer {
             out_max_val: p.boolean("out_max_val"),
             top_k,
             axis: p.has("axis").then(|| p.int("axis")),
+        })
+    }
+
+    /// What a pass over `x` ranks: along the axis, or each item's values.
+    fn ranking<T: MathElement>(&self, x: &Blob<T>) -> Result<Ranking> {
+        let shape = x.shape();
+        let (items, span, inner) = match self.axis {
+            Some(axis) => {
+                let a = axis_of(x, axis, "argmax")?;
+                (
+                    shape[..a].iter().product(),
+                    shape[a],
+                    shape[a + 1..].iter().product(),
+                )
+            }
+            None => {
+                let items = shape.first().copied().unwrap_or(1);
+                (items, x.count() / items.max(1), 1)
+            }
+        };
+        Ok(Ranking {
+            items,
+            span,
+            inner,
+            top_k: self.top_k,
+            out_max_val: self.out_max_val,
+            along_axis: self.axis.is_some(),
         })
     }
 }
@@ -75,45 +119,31 @@ impl<T: MathElement> DynLayer<T> for ArgMaxLayer {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let x = bottoms[0];
-        let shape = x.shape();
-        // items x span x inner: rank along the middle.
-        let (items, span, inner) = match self.axis {
-            Some(axis) => {
-                let a = axis_of(x, axis, "argmax")?;
-                (
-                    shape[..a].iter().product(),
-                    shape[a],
-                    shape[a + 1..].iter().product(),
-                )
-            }
-            None => {
-                let items = shape.first().copied().unwrap_or(1);
-                (items, x.count() / items.max(1), 1)
-            }
-        };
+        let r = self.ranking(x)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("argmax", x, &[("output", tops[0])])? {
+            use crate::gpu::as_f32;
+            return cuda::forward(&gpu, r, as_f32(x), as_f32(tops[0]));
+        }
         let data = x.cpu_data()?;
         let mut top = tops[0].mutable_cpu_data()?;
-        let k = self.top_k;
+        let (span, inner, k) = (r.span, r.inner, r.top_k);
         let mut pairs: Vec<(f64, usize)> = Vec::with_capacity(span);
-        for item in 0..items {
+        for item in 0..r.items {
             for i in 0..inner {
                 pairs.clear();
                 pairs.extend((0..span).map(|j| (data[(item * span + j) * inner + i].to_f64(), j)));
                 // Descending by (value, index): ties to the larger index.
                 pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
-                for (r, &(value, index)) in pairs[..k].iter().enumerate() {
-                    if self.axis.is_some() {
-                        let at = (item * k + r) * inner + i;
-                        top[at] = T::from_f64(if self.out_max_val {
-                            value
-                        } else {
-                            index as f64
-                        });
+                for (rank, &(value, index)) in pairs[..k].iter().enumerate() {
+                    if r.along_axis {
+                        let at = (item * k + rank) * inner + i;
+                        top[at] = T::from_f64(if r.out_max_val { value } else { index as f64 });
                     } else {
-                        let width = if self.out_max_val { 2 * k } else { k };
-                        top[item * width + r] = T::from_f64(index as f64);
-                        if self.out_max_val {
-                            top[item * width + k + r] = T::from_f64(value);
+                        let width = if r.out_max_val { 2 * k } else { k };
+                        top[item * width + rank] = T::from_f64(index as f64);
+                        if r.out_max_val {
+                            top[item * width + k + rank] = T::from_f64(value);
                         }
                     }
                 }

@@ -1,6 +1,8 @@
 //! The SSD fork's PriorBox: the default boxes of one feature map, from its
 //! size and the image's, with their variances. The values depend on
-//! shapes alone; computed on the host whatever the device.
+//! shapes alone: computed on the host once per shape and left in the top
+//! while nothing else writes it, so on a GPU they are uploaded once,
+//! where the fork computes and uploads them on every pass.
 
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
@@ -25,6 +27,9 @@ pub(crate) struct PriorBoxLayer {
     /// (w, h) when given, else image size / feature-map size.
     step: Option<(f32, f32)>,
     offset: f32,
+    /// The (h, w, image w, image h) of the last boxes written, and the
+    /// top's write stamp just after.
+    written: Option<([usize; 4], u64)>,
 }
 
 fn positive(what: &str, values: &[f64]) -> Result<()> {
@@ -125,6 +130,7 @@ impl PriorBoxLayer {
             img,
             step,
             offset: p.float("offset") as f32,
+            written: None,
         })
     }
 
@@ -208,15 +214,23 @@ impl<T: MathElement> DynLayer<T> for PriorBoxLayer {
                 format!("the image {} has no pixels", bottoms[1].shape_string()),
             ));
         }
+        let sizes = [h, w, img_w, img_h];
+        let stamp = || tops[0].data().write_stamp();
+        if self.written == Some((sizes, stamp())) {
+            return Ok(());
+        }
         let boxes = self.boxes(h, w, img_w, img_h);
-        let mut top = tops[0].mutable_cpu_data()?;
-        let (coords, variances) = top.split_at_mut(boxes.len());
-        for (t, &b) in coords.iter_mut().zip(&boxes) {
-            *t = T::from_f64(f64::from(b));
+        {
+            let mut top = tops[0].mutable_cpu_data()?;
+            let (coords, variances) = top.split_at_mut(boxes.len());
+            for (t, &b) in coords.iter_mut().zip(&boxes) {
+                *t = T::from_f64(f64::from(b));
+            }
+            for (i, v) in variances.iter_mut().enumerate() {
+                *v = T::from_f64(f64::from(self.variance[i % self.variance.len()]));
+            }
         }
-        for (i, v) in variances.iter_mut().enumerate() {
-            *v = T::from_f64(f64::from(self.variance[i % self.variance.len()]));
-        }
+        self.written = Some((sizes, stamp()));
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! CPU side of its op: the same calls in the same order as the layer's
 //! `cuda.rs` makes them, cuBLAS's gemms done by the CPU's gemm.
 
+mod argmax;
 mod batch_norm;
 mod concat;
 mod conv;
