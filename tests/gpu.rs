@@ -14,6 +14,11 @@ use blobflow::runtime::cuda::CudaBackend;
 use blobflow::{Blob, Head, SyncedMemory};
 use libtest_mimic::{Arguments, Failed, Trial};
 
+#[path = "support/digits.rs"]
+mod digit_feed;
+#[path = "support/small_resnet.rs"]
+mod small_resnet;
+
 type Check = fn(&Arc<CudaBackend>) -> Result<(), Failed>;
 
 fn fail(msg: impl std::fmt::Display) -> Failed {
@@ -948,6 +953,75 @@ fn training_tracks_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// The small ResNet of `resnet_train.rs` (BatchNorm on the batch's
+/// statistics with moving averages, Scale with bias, Eltwise sums, a
+/// projection shortcut, global pooling) trained by Caffe's loop with its
+/// parameters on the GPU: its losses track the same run on the CPU, and
+/// a GPU run resumed from its own snapshot (weights, BatchNorm
+/// statistics, momentum) repeats it bit for bit.
+fn resnet_trains_on_gpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::layers::net::{Net, NetState};
+    use blobflow::layers::solver::{SolveEvent, SolverFile, solve};
+    let data = digits()?;
+    let dir = std::env::temp_dir().join(format!("blobflow-gpu-resnet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(fail)?;
+    let solver = |max_iter: usize, prefix: &str| -> Result<SolverFile<f32>, Failed> {
+        let mut file = SolverFile::parse(&format!(
+            r#"base_lr: 0.05 momentum: 0.9 weight_decay: 0.0005 lr_policy: "fixed"
+               max_iter: {max_iter} display: 1 snapshot: 10"#
+        ))
+        .map_err(fail)?;
+        file.snapshot_prefix = Some(dir.join(prefix).display().to_string());
+        Ok(file)
+    };
+    let train = |file: &mut SolverFile<f32>, net: &mut Net<f32>| -> Result<Vec<f64>, Failed> {
+        let mut losses = Vec::new();
+        let mut feed = |net: &mut _, phase, step| digit_feed::feed_split(&data, net, phase, step);
+        solve(file, net, &mut [], &mut feed, &mut |e| {
+            if let SolveEvent::Loss { loss, .. } = e {
+                losses.push(loss);
+            }
+        })
+        .map_err(fail)?;
+        Ok(losses)
+    };
+    let net = |seed: u64| {
+        cpu::set_seed(seed);
+        small_resnet::resnet(NetState::train(), 32).map_err(fail)
+    };
+    let mut on_cpu = net(1701)?;
+    let mut on_gpu = net(1701)?;
+    on_gpu.to_device(dev.clone()).map_err(fail)?;
+    let want = train(&mut solver(20, "cpu")?, &mut on_cpu)?;
+    let got = train(&mut solver(20, "gpu")?, &mut on_gpu)?;
+    ensure(got.len() == 20, format!("{} losses", got.len()))?;
+    for (it, (g, c)) in got.iter().zip(&want).enumerate() {
+        near(*g, *c, 1e-3, &format!("ResNet loss at iteration {it}"))?;
+    }
+    ensure(
+        got[15..].iter().sum::<f64>() < got[..5].iter().sum::<f64>(),
+        format!("the loss falls on the GPU: {got:?}"),
+    )?;
+    let mut resumed = net(99)?;
+    resumed.to_device(dev.clone()).map_err(fail)?;
+    let model =
+        blobflow::runtime::CaffeModel::open(dir.join("gpu_iter_10.caffemodel")).map_err(fail)?;
+    resumed.copy_from(&model).map_err(fail)?;
+    let state =
+        blobflow::runtime::read_solver_state(dir.join("gpu_iter_10.solverstate")).map_err(fail)?;
+    let mut file = solver(20, "again")?;
+    file.solver
+        .restore(&state, &resumed.param_blobs())
+        .map_err(fail)?;
+    let again = train(&mut file, &mut resumed)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let bits = |l: &[f64]| l.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    ensure(
+        bits(&again) == bits(&got[10..]),
+        format!("resumed {again:?} vs {:?}", &got[10..]),
+    )
+}
+
 /// A GPU run resumed from its own snapshot retraces the uninterrupted GPU
 /// run exactly, with Caffe's SGD (lenet_solver) and with Adam
 /// (lenet_solver_adam, two history blobs per parameter).
@@ -1523,6 +1597,7 @@ const CHECKS: &[(&str, Check)] = &[
     ),
     ("train::gpu_tracks_cpu", training_tracks_cpu),
     ("train::gpu_resume_is_exact", gpu_resume_is_exact),
+    ("train::resnet_on_gpu", resnet_trains_on_gpu),
     ("train::solver_options_match_cpu", solver_options_match_cpu),
     ("syncedmem::gpu_read", syncedmem_gpu_read),
     ("syncedmem::gpu_write", syncedmem_gpu_write),
