@@ -1403,7 +1403,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     // Grouped, depthwise and bias-free convolutions, padded and
     // rectangular pooling, BatchNorm with the batch's statistics, Scale
     // in place with a bias, LRN across and within channels, Eltwise,
-    // Concat and Flatten, with random weights.
+    // Concat, Flatten, an InnerProduct with transposed weights, and the
+    // Splits the net inserts, with random weights.
     let grouped = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
         layer { name: "g" type: "Convolution" bottom: "data" top: "g"
                 convolution_param { num_output: 6 group: 2 kernel_size: 3 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
@@ -1423,7 +1424,9 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "c" type: "Concat" bottom: "e" bottom: "p" top: "c" }
         layer { name: "sl" type: "Slice" bottom: "c" top: "s1" top: "s2" slice_param { axis: 1 slice_point: 4 } }
         layer { name: "f" type: "Flatten" bottom: "c" top: "f" }
-        layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }"#;
+        layer { name: "ip" type: "InnerProduct" bottom: "f" top: "ip" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+        layer { name: "ipt" type: "InnerProduct" bottom: "f" top: "ipt"
+                inner_product_param { num_output: 5 transpose: true weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }"#;
     // SSD's head: Permute (one walk of six axes), Crop, Normalize (per
     // pixel, and per image in place), Reshape, Softmax over axis 2 and
     // ArgMax (along an axis, and per image with values) on the GPU,

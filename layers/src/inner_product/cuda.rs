@@ -19,10 +19,22 @@ blob_kernels::cuda_kernels! {
 
 const OP: &str = "inner product on the GPU";
 
-/// `y = x W^T + b` for `b` rows of `k` inputs and `n` outputs.
+/// Which way a weight matrix is read: `(N, K)`, or `(K, N)` with Caffe's
+/// `transpose: true`.
+fn weights_op(transposed: bool) -> Transpose {
+    if transposed {
+        Transpose::No
+    } else {
+        Transpose::Yes
+    }
+}
+
+/// `y = x W^T + b` (`x W + b` when `transposed`) for `b` rows of `k`
+/// inputs and `n` outputs.
 pub(crate) fn forward(
     gpu: &Gpu,
     (b, k, n): (usize, usize, usize),
+    transposed: bool,
     x: &Blob<f32>,
     weight: &Blob<f32>,
     bias: &Blob<f32>,
@@ -33,7 +45,7 @@ pub(crate) fn forward(
     let mut yv = write(&mut yg, b * n)?;
     gpu.gemm(
         Transpose::No,
-        Transpose::Yes,
+        weights_op(transposed),
         b,
         n,
         k,
@@ -58,10 +70,13 @@ pub(crate) fn forward(
     .map_err(|e| cuda(OP, e))
 }
 
-/// `dW += dy^T x`, `db += colsum(dy)`, and `dx = dy W` when asked.
+/// `dW += dy^T x` (`x^T dy` when `transposed`), `db += colsum(dy)`,
+/// and `dx = dy W` (`dy W^T`) when asked.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn backward(
     gpu: &Gpu,
     (b, k, n): (usize, usize, usize),
+    transposed: bool,
     x: &Blob<f32>,
     weight: &Blob<f32>,
     bias: &Blob<f32>,
@@ -72,18 +87,13 @@ pub(crate) fn backward(
     let dy = read(&dyg, b * n)?;
     {
         let mut dwg = weight.mutable_gpu_diff()?;
-        gpu.gemm(
-            Transpose::Yes,
-            Transpose::No,
-            n,
-            k,
-            b,
-            1.0,
-            &dy,
-            &read(&xg, b * k)?,
-            1.0,
-            &mut write(&mut dwg, n * k)?,
-        )
+        let (xv, mut dw) = (read(&xg, b * k)?, write(&mut dwg, n * k)?);
+        let (t, no) = (Transpose::Yes, Transpose::No);
+        if transposed {
+            gpu.gemm(t, no, k, n, b, 1.0, &xv, &dy, 1.0, &mut dw)
+        } else {
+            gpu.gemm(t, no, n, k, b, 1.0, &dy, &xv, 1.0, &mut dw)
+        }
         .map_err(|e| cuda(OP, e))?;
         let mut dbg = bias.mutable_gpu_diff()?;
         gpu.add_sums(&SumLayout::columns_of(b, n), &dy, &mut write(&mut dbg, n)?)
@@ -92,9 +102,15 @@ pub(crate) fn backward(
     if propagate_down {
         let wg = weight.gpu_data()?;
         let mut dxg = x.mutable_gpu_diff()?;
+        // dx = dy W for (N, K) weights, dy W^T for (K, N) ones.
+        let op = if transposed {
+            Transpose::Yes
+        } else {
+            Transpose::No
+        };
         gpu.gemm(
             Transpose::No,
-            Transpose::No,
+            op,
             b,
             k,
             n,

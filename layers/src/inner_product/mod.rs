@@ -130,14 +130,11 @@ impl<T: MathElement> InnerProductEngine<T> {
         bias: &Blob<T>,
         y: &Blob<T>,
     ) -> Result<()> {
-        // The kernels take (N, K) weights: transposed ones run on the host.
         #[cfg(feature = "cuda")]
-        if !transposed
-            && let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)?
-        {
+        if let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)? {
             use crate::gpu::as_f32;
             let (w, bias) = (as_f32(weight), as_f32(bias));
-            return cuda::forward(&gpu, (m, k, n), as_f32(x), w, bias, as_f32(y));
+            return cuda::forward(&gpu, (m, k, n), transposed, as_f32(x), w, bias, as_f32(y));
         }
         let mut yd = y.mutable_cpu_data()?;
         let w = weight.cpu_data()?;
@@ -202,14 +199,13 @@ impl<T: MathElement> InnerProductEngine<T> {
         propagate_down: bool,
     ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if !transposed
-            && let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)?
-        {
+        if let Some(gpu) = crate::gpu::gpu_for_learned("inner product", x, y, weight, bias)? {
             use crate::gpu::as_f32;
             let (w, bias) = (as_f32(weight), as_f32(bias));
             return cuda::backward(
                 &gpu,
                 (m, k, n),
+                transposed,
                 as_f32(x),
                 w,
                 bias,

@@ -42,7 +42,10 @@ impl<T: MathElement> DynLayer<T> for SplitLayer {
         if !propagate_down[0] {
             return Ok(());
         }
-        // On the host whatever the device: the heads move the bytes.
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_of_all(&[bottoms, tops].concat()) {
+            return gpu_backward(&gpu, tops, bottoms[0]);
+        }
         let mut dx = bottoms[0].mutable_cpu_diff()?;
         dx.fill(T::ZERO);
         for top in tops {
@@ -54,4 +57,30 @@ impl<T: MathElement> DynLayer<T> for SplitLayer {
     fn allows_in_place(&self) -> bool {
         false
     }
+}
+
+/// The bottom's gradient as the sum of the tops' on the GPU: the first
+/// copied, the others added in order (the CPU side's sum, from zero, to
+/// the bit).
+#[cfg(feature = "cuda")]
+fn gpu_backward<T: MathElement>(
+    gpu: &blob_kernels::cuda::Gpu,
+    tops: &[&Blob<T>],
+    bottom: &Blob<T>,
+) -> Result<()> {
+    use crate::gpu::{as_f32, cuda, read, write};
+    let n = bottom.count();
+    let mut dxg = as_f32(bottom).mutable_gpu_diff()?;
+    let mut dx = write(&mut dxg, n)?;
+    let fail = |e| cuda("split on the GPU", e);
+    let Some((first, rest)) = tops.split_first() else {
+        return gpu.set(0.0, &mut dx).map_err(fail);
+    };
+    gpu.copy(&read(&as_f32(*first).gpu_diff()?, n)?, &mut dx)
+        .map_err(fail)?;
+    for top in rest {
+        gpu.axpy(1.0, &read(&as_f32(*top).gpu_diff()?, n)?, &mut dx)
+            .map_err(fail)?;
+    }
+    Ok(())
 }
