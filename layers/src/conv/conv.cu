@@ -123,3 +123,92 @@ extern "C" __global__ void col2im_taps_f32(long long total, int cin, long long p
         dx[idx] = sum;
     }
 }
+
+// Depthwise convolution (group = input channels = output channels, one
+// kh x kw kernel per channel, MobileNet's 3x3 layers): each output pixel
+// sums its own taps, in the order im2col's row (ki, kj) puts them. One
+// gemm of one row per channel would be thousands of launches a net.
+extern "C" __global__ void depthwise_forward_f32(long long total, int channels, int h, int w,
+                                                 int kh, int kw, int sh, int sw, int ph, int pw,
+                                                 int dh, int dw, int oh, int ow, int batch,
+                                                 const float* x, const float* weight,
+                                                 const float* bias, float* y) {
+    GRID_STRIDE(idx, total) {
+        int q = (int)(idx % ow);
+        int r = (int)((idx / ow) % oh);
+        long long plane = idx / ((long long)oh * ow);  // image * channels + c
+        int c = (int)(plane % channels);
+        const float* xp = x + plane * h * w;
+        const float* wp = weight + (long long)c * kh * kw;
+        float sum = 0.0f;
+        for (int ki = 0; ki < kh; ++ki) {
+            int ih = r * sh + ki * dh - ph;
+            if (ih < 0 || ih >= h) continue;
+            for (int kj = 0; kj < kw; ++kj) {
+                int iw = q * sw + kj * dw - pw;
+                if (iw < 0 || iw >= w) continue;
+                sum += wp[ki * kw + kj] * xp[(long long)ih * w + iw];
+            }
+        }
+        y[idx] = sum + bias[c];
+    }
+}
+
+// Its input gradient: each input pixel gathers the outputs that read it,
+// each times its tap's weight, overwriting dx (as col2im does).
+extern "C" __global__ void depthwise_input_grad_f32(long long total, int channels, int h, int w,
+                                                    int kh, int kw, int sh, int sw, int ph,
+                                                    int pw, int dh, int dw, int oh, int ow,
+                                                    int batch, const float* dy,
+                                                    const float* weight, float* dx) {
+    GRID_STRIDE(idx, total) {
+        int iw = (int)(idx % w);
+        int ih = (int)((idx / w) % h);
+        long long plane = idx / ((long long)h * w);
+        int c = (int)(plane % channels);
+        const float* dyp = dy + plane * oh * ow;
+        const float* wp = weight + (long long)c * kh * kw;
+        float sum = 0.0f;
+        for (int ki = 0; ki < kh; ++ki) {
+            int rs = ih + ph - ki * dh;  // r * sh
+            if (rs < 0 || rs % sh != 0 || rs / sh >= oh) continue;
+            for (int kj = 0; kj < kw; ++kj) {
+                int qs = iw + pw - kj * dw;
+                if (qs < 0 || qs % sw != 0 || qs / sw >= ow) continue;
+                sum += wp[ki * kw + kj] * dyp[(long long)(rs / sh) * ow + qs / sw];
+            }
+        }
+        dx[idx] = sum;
+    }
+}
+
+// Its weight gradient: one thread per weight (c, ki, kj) sums, image by
+// image and pixel by pixel, the output's gradient times the input its
+// tap read, and adds the sum to dweight (Caffe accumulates).
+extern "C" __global__ void depthwise_weight_grad_f32(long long total, int channels, int h, int w,
+                                                     int kh, int kw, int sh, int sw, int ph,
+                                                     int pw, int dh, int dw, int oh, int ow,
+                                                     int batch, const float* x, const float* dy,
+                                                     float* dweight) {
+    GRID_STRIDE(idx, total) {
+        int kj = (int)(idx % kw);
+        int ki = (int)((idx / kw) % kh);
+        int c = (int)(idx / ((long long)kh * kw));
+        float sum = 0.0f;
+        for (int img = 0; img < batch; ++img) {
+            long long plane = (long long)img * channels + c;
+            const float* xp = x + plane * h * w;
+            const float* dyp = dy + plane * oh * ow;
+            for (int r = 0; r < oh; ++r) {
+                int ih = r * sh + ki * dh - ph;
+                if (ih < 0 || ih >= h) continue;
+                for (int q = 0; q < ow; ++q) {
+                    int iw = q * sw + kj * dw - pw;
+                    if (iw < 0 || iw >= w) continue;
+                    sum += dyp[(long long)r * ow + q] * xp[(long long)ih * w + iw];
+                }
+            }
+        }
+        dweight[idx] += sum;
+    }
+}

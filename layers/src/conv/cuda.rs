@@ -3,7 +3,9 @@
 //! the output are each one block), then the bias; backward as the CPU
 //! side, with col2im gathering per input pixel. A volume (three or more
 //! spatial axes) runs the same passes as a plane of one row, its im2col
-//! and col2im reading tables of taps built on the host.
+//! and col2im reading tables of taps built on the host. A depthwise
+//! convolution (a group per channel) takes kernels of its own instead:
+//! one launch a pass, not one gemm per channel.
 
 use blob_kernels::cpu::Transpose;
 use blob_kernels::cuda::cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
@@ -55,6 +57,26 @@ blob_kernels::cuda_kernels! {
         total: i64, cin: i32, plane: i64, kernel_points: i32, points: i64, batch: i32,
         starts: &CudaView<'_, u32>, entries: &CudaView<'_, u32>, col: &CudaView<'_, f32>,
         dx: &mut CudaViewMut<'_, f32>
+    );
+    /// A depthwise convolution's output, each pixel summing its taps,
+    /// plus the bias.
+    pub(crate) fn depthwise_forward_f32(
+        total: i64, channels: i32, h: i32, w: i32, kh: i32, kw: i32, sh: i32, sw: i32, ph: i32,
+        pw: i32, dh: i32, dw: i32, oh: i32, ow: i32, batch: i32,
+        x: &CudaView<'_, f32>, weight: &CudaView<'_, f32>, bias: &CudaView<'_, f32>,
+        y: &mut CudaViewMut<'_, f32>
+    );
+    /// A depthwise convolution's input gradient, overwritten.
+    pub(crate) fn depthwise_input_grad_f32(
+        total: i64, channels: i32, h: i32, w: i32, kh: i32, kw: i32, sh: i32, sw: i32, ph: i32,
+        pw: i32, dh: i32, dw: i32, oh: i32, ow: i32, batch: i32,
+        dy: &CudaView<'_, f32>, weight: &CudaView<'_, f32>, dx: &mut CudaViewMut<'_, f32>
+    );
+    /// A depthwise convolution's weight gradient, added on.
+    pub(crate) fn depthwise_weight_grad_f32(
+        total: i64, channels: i32, h: i32, w: i32, kh: i32, kw: i32, sh: i32, sw: i32, ph: i32,
+        pw: i32, dh: i32, dw: i32, oh: i32, ow: i32, batch: i32,
+        x: &CudaView<'_, f32>, dy: &CudaView<'_, f32>, dweight: &mut CudaViewMut<'_, f32>
     );
 }
 
@@ -592,6 +614,75 @@ pub(crate) fn backward(
         )?;
     }
     Ok(())
+}
+
+/// Launches depthwise kernel `$kernel` over `$n` threads: `$g`'s sizes
+/// (channels, h, w, kernel, stride, pad, dilation, oh, ow, batch, as every
+/// depthwise kernel takes them), then the buffers.
+macro_rules! launch_depthwise {
+    ($kernel:ident, $gpu:expr, $n:expr, $g:expr, $($buffer:expr),+) => {{
+        let [c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = ints($g)?;
+        $kernel(
+            $gpu, launch_config($n), $n as i64, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow,
+            batch, $($buffer),+
+        )
+    }};
+}
+
+/// A depthwise convolution's output on the GPU (`g.is_depthwise`): one
+/// kernel, each output pixel summing its own taps.
+pub(crate) fn depthwise_forward(g: &ConvGeometry, gpu: &Gpu, blobs: ConvBlobs<'_>) -> Result<()> {
+    let ConvBlobs { x, weight, bias, y } = blobs;
+    let (xg, wg, bg) = (x.gpu_data()?, weight.gpu_data()?, bias.gpu_data()?);
+    let (xv, wv) = (read(&xg, x.count())?, read(&wg, weight.count())?);
+    let bv = read(&bg, g.channels_out)?;
+    let n = y.count();
+    let mut yg = y.mutable_gpu_data()?;
+    let mut yv = write(&mut yg, n)?;
+    // SAFETY: y holds batch*channels*oh*ow = n values, x batch*channels*h*w,
+    // the weights channels*kh*kw, the bias channels.
+    unsafe { launch_depthwise!(depthwise_forward_f32, gpu, n, g, &xv, &wv, &bv, &mut yv) }
+        .map_err(|e| cuda("depthwise convolution", e))
+}
+
+/// A depthwise convolution's weight and bias gradients (added on), and
+/// its input's (overwritten) when `propagate_down`, on the GPU.
+pub(crate) fn depthwise_backward(
+    g: &ConvGeometry,
+    gpu: &Gpu,
+    blobs: ConvBlobs<'_>,
+    propagate_down: bool,
+) -> Result<()> {
+    let ConvBlobs { x, weight, bias, y } = blobs;
+    let (xg, dyg, wg) = (x.gpu_data()?, y.gpu_diff()?, weight.gpu_data()?);
+    let (xv, dy) = (read(&xg, x.count())?, read(&dyg, y.count())?);
+    {
+        let mut dbg = bias.mutable_gpu_diff()?;
+        gpu.add_sums(
+            &SumLayout::channels_of(g.batch, g.channels_out, g.oh * g.ow),
+            &dy,
+            &mut write(&mut dbg, g.channels_out)?,
+        )
+        .map_err(|e| cuda("depthwise convolution bias gradient", e))?;
+        let n = weight.count();
+        let mut dwg = weight.mutable_gpu_diff()?;
+        let mut dw = write(&mut dwg, n)?;
+        // SAFETY: the weights hold channels*kh*kw = n values, x
+        // batch*channels*h*w, dy batch*channels*oh*ow.
+        unsafe { launch_depthwise!(depthwise_weight_grad_f32, gpu, n, g, &xv, &dy, &mut dw) }
+            .map_err(|e| cuda("depthwise convolution weight gradient", e))?;
+    }
+    if !propagate_down {
+        return Ok(());
+    }
+    let wv = read(&wg, weight.count())?;
+    let n = x.count();
+    let mut dxg = x.mutable_gpu_diff()?;
+    let mut dx = write(&mut dxg, n)?;
+    // SAFETY: x holds batch*channels*h*w = n values, dy and the weights
+    // as above.
+    unsafe { launch_depthwise!(depthwise_input_grad_f32, gpu, n, g, &dy, &wv, &mut dx) }
+        .map_err(|e| cuda("depthwise convolution input gradient", e))
 }
 
 /// A Deconvolution's blobs: input, weights, bias (if any), output.

@@ -179,7 +179,8 @@ impl<T: MathElement> ConvEngine<T> {
     /// [`forward`](Self::forward) with the channels cut into `groups`
     /// (Caffe's `group`: group `i` reads input channels `i C/G..(i+1)
     /// C/G` and writes outputs `i M/G..`). On a GPU, one gemm per group
-    /// (cuDNN takes ungrouped convolutions); on the CPU, ungrouped f32
+    /// (cuDNN takes ungrouped convolutions, a kernel of its own depthwise
+    /// ones); on the CPU, ungrouped f32
     /// 3x3 layers at stride 1 take Winograd where it pays and `choice`
     /// allows it.
     #[allow(clippy::too_many_arguments)]
@@ -202,6 +203,9 @@ impl<T: MathElement> ConvEngine<T> {
                     cudnn::CudnnConv::for_layer(&mut self.cudnn, choice.use_cudnn, &gpu)?
             {
                 return dnn.forward(&gpu, g, choice.allow_tf32, blobs);
+            }
+            if g.is_depthwise(groups) {
+                return cuda::depthwise_forward(g, &gpu, blobs);
             }
             return cuda::forward((g, None), groups, &mut self.gpu_scratch, &gpu, blobs);
         }
@@ -275,6 +279,9 @@ impl<T: MathElement> ConvEngine<T> {
                     cudnn::CudnnConv::for_layer(&mut self.cudnn, choice.use_cudnn, &gpu)?
             {
                 return dnn.backward(&gpu, g, choice.allow_tf32, blobs, propagate_down);
+            }
+            if g.is_depthwise(groups) {
+                return cuda::depthwise_backward(g, &gpu, blobs, propagate_down);
             }
             return cuda::backward(
                 (g, None),

@@ -230,6 +230,12 @@ fn check(name: &str, g: Geometry, cpu: impl FnOnce(&[Vec<f32>], &[f32], &[f32]) 
     let dy = random(g.y_len(), 2, -1.0, 1.0);
     let want = cpu(&[weight.clone(), bias.clone()], &x, &dy);
     let got = im2col_path(&g, &weight, &bias, &x, &dy);
+    assert_same_run(name, &got, &want);
+}
+
+/// A convolution's output, input, weight and bias gradients within 1e-5
+/// of the CPU's.
+fn assert_same_run(name: &str, got: &CpuRun, want: &CpuRun) {
     assert_close(&format!("{name}: output"), &got.y, &want.y, 1e-5);
     assert_close(&format!("{name}: input gradient"), &got.dx, &want.dx, 1e-5);
     assert_close(
@@ -484,4 +490,88 @@ fn volume_taps_match_cpu_convolution() {
         )
     };
     assert_close("volume input gradient", &dx, &want_dx, 1e-5);
+}
+
+/// The depthwise kernels (`conv/cuda.rs` takes them where the group is
+/// the channel count), forward, input, weight and bias gradients,
+/// against the run-time Convolution with `group` = channels on the CPU:
+/// MobileNet's 3x3 at strides 1 and 2, and a rectangular, dilated one
+/// with uneven padding.
+#[test]
+fn depthwise_kernels_match_cpu_grouped_convolution() {
+    let cases = [
+        ("3x3 stride 1 pad 1", Geometry::new(2, 4, 4, 9, 3, 1, 1), ""),
+        ("3x3 stride 2 pad 1", Geometry::new(2, 4, 4, 9, 3, 2, 1), ""),
+        (
+            "3x2 stride 2x1 pad 1x0 dilation 2x3",
+            Geometry::rect(2, 3, 3, [9, 11], [3, 2], [2, 1], [1, 0], [2, 3]),
+            "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0 dilation: 2 dilation: 3",
+        ),
+    ];
+    for (name, g, geometry) in cases {
+        let geometry = if geometry.is_empty() {
+            format!(
+                "kernel_size: {} stride: {} pad: {}",
+                g.k[0], g.s[0], g.pad[0]
+            )
+        } else {
+            geometry.to_string()
+        };
+        let taps = g.k[0] * g.k[1];
+        let weight = random(g.cin * taps, 10, -0.5, 0.5);
+        let bias = random(g.cin, 11, -0.5, 0.5);
+        let x = random(g.x_len(), 1, -1.0, 1.0);
+        let dy = random(g.y_len(), 2, -1.0, 1.0);
+        let want = run_dyn_on_cpu(
+            &format!(
+                r#"type: "Convolution" convolution_param {{ num_output: {} group: {} {geometry} }}"#,
+                g.cin, g.cin
+            ),
+            &[weight.clone(), bias.clone()],
+            (&[g.batch, g.cin, g.h, g.w], &x),
+            (&[g.batch, g.cin, g.oh, g.ow], &dy),
+        );
+        let [c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch] = g.ints();
+        let n = g.y_len();
+        let mut y = vec![f32::NAN; n];
+        // SAFETY: y holds n values, x x_len, the weights c*kh*kw, the bias c.
+        unsafe {
+            k::depthwise_forward_f32(
+                n, n as i64, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch, &x, &weight,
+                &bias, &mut y,
+            )
+        };
+        let n = g.x_len();
+        let mut dx = vec![f32::NAN; n];
+        // SAFETY: dx holds n values, dy y_len, the weights c*kh*kw.
+        unsafe {
+            k::depthwise_input_grad_f32(
+                n, n as i64, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch, &dy, &weight,
+                &mut dx,
+            )
+        };
+        let n = weight.len();
+        // Added on, as Caffe accumulates: start from a value.
+        let mut wgrad = vec![0.25; n];
+        // SAFETY: wgrad holds c*kh*kw = n values, x x_len, dy y_len.
+        unsafe {
+            k::depthwise_weight_grad_f32(
+                n, n as i64, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, batch, &x, &dy,
+                &mut wgrad,
+            )
+        };
+        wgrad.iter_mut().for_each(|v| *v -= 0.25);
+        let mut dbias = vec![0.0; g.cin];
+        add_sums(
+            &SumLayout::channels_of(g.batch, g.cin, g.p()),
+            &dy,
+            &mut dbias,
+        );
+        let got = CpuRun {
+            y,
+            dx,
+            param_diffs: vec![wgrad, dbias],
+        };
+        assert_same_run(name, &got, &want);
+    }
 }
