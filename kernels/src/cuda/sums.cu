@@ -1,4 +1,4 @@
-// Strided sums in two passes (sums.rs): partial sums of every lanes-th
+// Strided sums in passes (sums.rs): partial sums of every lanes-th
 // value, neighbouring threads reading neighbouring values, then each sum's
 // partials added in lane order, so the result does not depend on timing.
 

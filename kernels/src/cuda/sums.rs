@@ -1,4 +1,4 @@
-//! [`SumLayout`]'s sums on the GPU: the two passes of `sums.cu`.
+//! [`SumLayout`]'s sums on the GPU: the passes of `sums.cu`.
 
 use cudarc::driver::{CudaView, CudaViewMut};
 
@@ -6,7 +6,7 @@ use super::{CudaError, Gpu, launch_config, len_i64};
 use crate::sums::SumLayout;
 
 crate::cuda_kernels! {
-    /// `sums.cu`: strided sums in two passes, `f32`.
+    /// `sums.cu`: strided sums in passes, `f32`.
     pub static SUMS = "sums.cu";
     fn partial_sums_f32(
         total: i64, lanes: i32, len: i64, run: i64, sum_stride: i64, run_stride: i64,
@@ -52,36 +52,48 @@ impl Gpu {
         if layout.sums == 0 || layout.len == 0 {
             return Ok(());
         }
-        let lanes = layout.lanes();
-        let total = layout.sums * lanes;
-        // lanes is at most 1024.
-        let lanes_i32 = lanes as i32;
-        self.with_scratch(total, |partial| {
-            // SAFETY: partial_sums reads m below span (checked above) and
-            // writes partial[0..total].
-            unsafe {
-                partial_sums_f32(
-                    self,
-                    launch_config(total),
-                    len_i64(total),
-                    lanes_i32,
-                    len_i64(layout.len),
-                    len_i64(layout.run),
-                    len_i64(layout.sum_stride),
-                    len_i64(layout.run_stride),
-                    m,
-                    partial,
-                )
-            }?;
-            // SAFETY: partial holds sums * lanes values and sums at least
-            // sums.
+        let passes = layout.passes();
+        let sizes: Vec<usize> = passes.iter().map(|(l, lanes)| l.sums * lanes).collect();
+        self.with_scratch(sizes.iter().sum(), |scratch| {
+            // Each pass writes the region after the one it reads.
+            let mut start = 0;
+            for (k, (&(pass, lanes), &size)) in passes.iter().zip(&sizes).enumerate() {
+                let (before, mut after) = scratch.split_at_mut(start);
+                let input = if k == 0 {
+                    m.slice(..)
+                } else {
+                    before.slice(start - sizes[k - 1]..)
+                };
+                // SAFETY: the first pass reads m below the layout's span
+                // (checked above), a later one the sums * lanes partial
+                // sums before it; each writes size = sums * lanes values.
+                unsafe {
+                    partial_sums_f32(
+                        self,
+                        launch_config(size),
+                        len_i64(size),
+                        lanes as i32,
+                        len_i64(pass.len),
+                        len_i64(pass.run),
+                        len_i64(pass.sum_stride),
+                        len_i64(pass.run_stride),
+                        &input,
+                        &mut after.slice_mut(..size),
+                    )
+                }?;
+                start += size;
+            }
+            let last = sizes[sizes.len() - 1];
+            let lanes = passes[passes.len() - 1].1;
+            // SAFETY: the last region holds sums * lanes values and sums
+            // at least sums.
             unsafe {
                 add_partial_sums_f32(
                     self,
                     launch_config(layout.sums),
                     len_i64(layout.sums),
-                    lanes_i32,
-                    &partial.as_view(),
+                    lanes as i32,
+                    &scratch.slice(start - last..start),
                     sums,
                 )
             }

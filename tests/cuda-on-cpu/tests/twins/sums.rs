@@ -6,41 +6,48 @@ use cuda_on_cpu as k;
 
 use crate::random;
 
-/// `Gpu::add_sums`'s two launches.
+/// `Gpu::add_sums`'s launches: a partial-sums pass per
+/// `SumLayout::passes`, each reading the one before, then the final add.
 pub fn add_sums(layout: &SumLayout, m: &[f32], sums: &mut [f32]) {
     assert!(m.len() >= layout.span() && sums.len() >= layout.sums);
-    let lanes = layout.lanes();
-    let total = layout.sums * lanes;
-    let mut partial = vec![f32::NAN; total];
+    let mut input = m.to_vec();
+    let mut lanes = 1;
+    for (pass, pass_lanes) in layout.passes() {
+        let total = pass.sums * pass_lanes;
+        let mut partial = vec![f32::NAN; total];
+        // SAFETY: input holds the pass's span, partial total values.
+        unsafe {
+            k::partial_sums_f32(
+                total,
+                total as i64,
+                pass_lanes as i32,
+                pass.len as i64,
+                pass.run as i64,
+                pass.sum_stride as i64,
+                pass.run_stride as i64,
+                &input,
+                &mut partial,
+            )
+        };
+        (input, lanes) = (partial, pass_lanes);
+    }
     let l = lanes as i32;
-    // SAFETY: m holds span values, partial total.
-    unsafe {
-        k::partial_sums_f32(
-            total,
-            total as i64,
-            l,
-            layout.len as i64,
-            layout.run as i64,
-            layout.sum_stride as i64,
-            layout.run_stride as i64,
-            m,
-            &mut partial,
-        )
-    };
-    // SAFETY: partial holds sums * lanes values, sums at least sums.
-    unsafe { k::add_partial_sums_f32(layout.sums, layout.sums as i64, l, &partial, sums) };
+    // SAFETY: input holds sums * lanes values, sums at least sums.
+    unsafe { k::add_partial_sums_f32(layout.sums, layout.sums as i64, l, &input, sums) };
 }
 
 #[test]
 fn strided_sums_match_cpu() {
     let layouts = [
         SumLayout::rows_of(3, 1000),
-        SumLayout::rows_of(2, 70_001), // lanes of uneven length
+        SumLayout::rows_of(2, 70_001), // lanes of uneven length, two passes
+        SumLayout::rows_of(3, 600_000), // the most lanes, then 128
         SumLayout::rows_of(4, 1),
         SumLayout::columns_of(300, 7),
         SumLayout::columns_of(1, 5),
         SumLayout::channels_of(5, 3, 49), // lanes longer than a run
         SumLayout::channels_of(64, 20, 576),
+        SumLayout::channels_of(1000, 20, 576), // LeNet's conv1 at batch 1000
         SumLayout::channels_of(3, 4, 1),
     ];
     for layout in layouts {
