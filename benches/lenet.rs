@@ -7,9 +7,10 @@
 //! The CPU runs on every core, then on one in the same run: the ratio is
 //! what the cores add. Each rate is then given in GFLOP/s (the convolutions'
 //! and inner products' multiply-adds) against the machine's FMA peak on
-//! as many cores, measured in the same run. Built with `--features cuda`, it runs the same net
-//! on GPU 0 too and prints the ratio to the CPU; `scripts/lenet_torch.py`
-//! runs the same net in PyTorch on the same machine for a peer figure.
+//! as many cores, measured in the same run. Built with `--features cuda`,
+//! it runs the same net on GPU 0 too, with f32 and then TF32 convolutions,
+//! and prints the ratio to the CPU; `scripts/lenet_torch.py` runs the same
+//! net in PyTorch on the same machine for a peer figure.
 //!
 //! Run: `cargo bench --bench lenet` (GPU: `cargo bench --features cuda
 //! --bench lenet`).
@@ -160,6 +161,13 @@ fn gpu(cpu: &Rates) -> Result<(), BlobError> {
     let device: std::sync::Arc<dyn blobflow::runtime::DeviceBackend> = backend;
     let rates = measure(|n| n.to_device(device.clone()))?;
     print("gpu", &rates, Some(("cpu", cpu)));
+    // TF32 convolutions, as Caffe and PyTorch run cuDNN by default.
+    let tf32 = measure(|n| {
+        n.to_device(device.clone())?;
+        n.allow_tf32(true);
+        Ok(())
+    })?;
+    print("gpu tf32", &tf32, Some(("gpu", &rates)));
     Ok(())
 }
 

@@ -40,7 +40,7 @@ CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind -q --error-exitcode=1" \
     cargo test -q --features cudnn --test gpu -- --skip lenet:: --skip train:: --skip steady_state::
 unset BLOBFLOW_CPU_CUDA_LEAK_CHECK
 
-cargo run -q --features cuda --example typed_layers -- --device cuda
+cargo run -q --features cuda --example user_layer -- --device cuda
 cargo run -q --features cudnn --example lenet_mnist -- --device cuda
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT

@@ -9,7 +9,7 @@
 #       needed): PART "measure" runs the GPU suite, GPU benchmark, LeNet
 #       benchmark and its PyTorch peer, the solver benchmark,
 #       lenet_mnist, train_lenet and
-#       typed_layers with --device cuda, and the public deploy nets
+#       user_layer with --device cuda, and the public deploy nets
 #       (gpu_nets.py: GPU against CPU, then timed); PART "sanitize" runs
 #       compute-sanitizer memcheck (with leak check) on the GPU suite,
 #       racecheck and initcheck on it less its training runs and LeNet's
@@ -43,7 +43,7 @@ bundle() {
     python3 - "$msgs" "$out/bin" <<'PY'
 import json, shutil, sys, os
 msgs, dest = sys.argv[1], sys.argv[2]
-want = {("bin", "blobflow"), ("test", "gpu"), ("bench", "gpu"), ("example", "lenet_mnist"), ("example", "train_lenet"), ("example", "typed_layers"), ("bench", "lenet"), ("bench", "solver")}
+want = {("bin", "blobflow"), ("test", "gpu"), ("bench", "gpu"), ("example", "lenet_mnist"), ("example", "train_lenet"), ("example", "user_layer"), ("bench", "lenet"), ("bench", "solver")}
 for line in open(msgs):
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
@@ -113,7 +113,7 @@ run() {
         step torch python3 "$dir/lenet_torch.py"
         step lenet-b64 "$b/example-lenet_mnist" --device cuda --model "$m" --images "$im" --labels "$lb"
         step lenet-b1000 "$b/example-lenet_mnist" --device cuda --batch 1000 --model "$m" --images "$im" --labels "$lb"
-        step user-layer "$b/example-typed_layers" --device cuda
+        step user-layer "$b/example-user_layer" --device cuda
         step train "$b/example-train_lenet" --device cuda --iters 1000 --out "$dir/train" --images "$im" --labels "$lb"
         step nets python3 "$dir/gpu_nets.py" "$b/bin-blobflow" "$dir/tests/fixtures/nets" "${TMPDIR:-/tmp}/blobflow-gpu-nets"
     fi
@@ -160,7 +160,7 @@ for (who, what, batch), ours in sorted(rates.items()):
     if who.startswith("gpu") and peer:
         print(f"  vs PyTorch: {who:<8} {what:<10} batch {batch:>4}  {ours:>10.0f} / {peer:>10.0f} images/s = {ours / peer:.2f}")
 PY
-    [ -f "$logs/user-layer.log" ] && tail -2 "$logs/user-layer.log" | sed 's/^/  typed_layers: /'
+    [ -f "$logs/user-layer.log" ] && tail -2 "$logs/user-layer.log" | sed 's/^/  user_layer: /'
     [ -f "$logs/train.log" ] && tail -3 "$logs/train.log" | sed 's/^/  train_lenet: /'
     grep -hsE "GPU vs CPU|images/s|failure" "$logs/nets.log" | sed 's/^/  nets: /'
     ! printf '%s\n' "${summary[@]}" | grep -q FAILED

@@ -118,136 +118,171 @@
 //! module) are a `macro_rules!` that adds their layers:
 //! `tests/typed_models.rs` declares ResNet-50 and GoogLeNet so.
 //!
-//! ## Layers
+//! ## Layers of your own
 //!
-//! Caffe's layers (`blobflow::layers`) are typed the same way: a layer's
-//! type names its input shape, its output shape follows at compile time
-//! (`Convolution<f32, Digits, 20, 5>` writes `(_, 20, 24, 24)` for 28x28
-//! digits), and its parameters are typed blobs. Your own layer implements
-//! the same [`Layer`](crate::layers::Layer) trait: Caffe's Forward and
-//! Backward on the blobs, its learnable blobs in `params`; the typed
-//! `forward` and `backward` that check the wiring come with it.
+//! A layer is Caffe's `Layer` at run time, a
+//! [`DynLayer`](crate::layers::DynLayer): a reshape step that makes its
+//! parameters and says its tops' shapes, Forward, Backward (adding into
+//! its parameters' diffs, as Caffe does) and its blobs. The built-in
+//! layers are these too; [`LayerRegistry::build_text`](crate::layers::registry::LayerRegistry::build_text) makes one from its
+//! `LayerParameter` to run on its own, and
+//! [`GradientChecker`](crate::layers::check::GradientChecker) holds yours
+//! to central differences. In a typed net it is declared by a
+//! [`LayerSpec`](crate::layers::typed_net::LayerSpec): its Caffe type and
+//! the output shape as a function of the input's, with bounds on the
+//! input that make a wrong one a compile error.
 //!
 //! ```
-//! use blobflow::layers::Layer;
-//! use blobflow::{Blob, BlobError, blob, typed::TypedBlob};
+//! use blobflow::layers::check::GradientChecker;
+//! use blobflow::layers::net::NetState;
+//! use blobflow::layers::registry::LayerRegistry;
+//! use blobflow::layers::typed_net::*;
+//! use blobflow::layers::{DynLayer, TopShape};
+//! use blobflow::typed::{Rank2, Shape};
+//! use blobflow::{Blob, BlobError, blob};
 //!
-//! blob!(pub shape Hidden = _, 4);
-//!
-//! /// y = x * gamma per channel, gamma learned (Caffe's Scale, one axis).
+//! /// y = x * gamma per channel of (N, C), gamma learned (Caffe's Scale,
+//! /// one axis).
 //! struct ChannelScale {
-//!     gamma: blob!(f32; 4),
+//!     gamma: Vec<Blob<f32>>,
 //! }
 //!
-//! impl Layer for ChannelScale {
-//!     type Elem = f32;
-//!     type Input = Hidden;
-//!     type Output = Hidden;
-//!     const TYPE: &'static str = "Scale";
-//!
-//!     fn forward_blobs(&mut self, x: &Blob<f32>, y: &Blob<f32>) -> Result<(), BlobError> {
-//!         let (g, xd) = (self.gamma.cpu_data()?, x.cpu_data()?);
-//!         for (i, o) in y.mutable_cpu_data()?.iter_mut().enumerate() {
-//!             *o = xd[i] * g[i % 4];
+//! impl DynLayer<f32> for ChannelScale {
+//!     fn type_name(&self) -> &str {
+//!         "ChannelScale"
+//!     }
+//!     fn reshape(&mut self, x: &[&Blob<f32>], _: &[&Blob<f32>]) -> Result<Vec<TopShape>, BlobError> {
+//!         if self.gamma.is_empty() {
+//!             let gamma = Blob::new(&[x[0].shape()[1]])?;
+//!             gamma.mutable_cpu_data()?.fill(1.0);
+//!             self.gamma.push(gamma);
+//!         }
+//!         Ok(vec![TopShape::new(x[0].shape().to_vec())])
+//!     }
+//!     fn forward(&mut self, x: &[&Blob<f32>], y: &[&Blob<f32>]) -> Result<(), BlobError> {
+//!         let (g, xd) = (self.gamma[0].cpu_data()?, x[0].cpu_data()?);
+//!         for (i, o) in y[0].mutable_cpu_data()?.iter_mut().enumerate() {
+//!             *o = xd[i] * g[i % g.len()];
 //!         }
 //!         Ok(())
 //!     }
-//!
-//!     fn backward_blobs(&mut self, x: &Blob<f32>, y: &Blob<f32>, down: bool) -> Result<(), BlobError> {
-//!         let (xd, dy, g) = (x.cpu_data()?, y.cpu_diff()?, self.gamma.cpu_data()?.to_vec());
-//!         let mut dg = self.gamma.mutable_cpu_diff()?;
+//!     fn backward(&mut self, y: &[&Blob<f32>], down: &[bool], x: &[&Blob<f32>]) -> Result<(), BlobError> {
+//!         let (xd, dy) = (x[0].to_vec()?, y[0].diff_to_vec()?);
+//!         let g = self.gamma[0].to_vec()?;
+//!         let mut dg = self.gamma[0].mutable_cpu_diff()?;
 //!         for i in 0..dy.len() {
-//!             dg[i % 4] += dy[i] * xd[i];
+//!             dg[i % g.len()] += dy[i] * xd[i];
 //!         }
-//!         if down {
-//!             for (i, d) in x.mutable_cpu_diff()?.iter_mut().enumerate() {
-//!                 *d = dy[i] * g[i % 4];
+//!         if down[0] {
+//!             for (i, d) in x[0].mutable_cpu_diff()?.iter_mut().enumerate() {
+//!                 *d = dy[i] * g[i % g.len()];
 //!             }
 //!         }
 //!         Ok(())
 //!     }
-//!
-//!     fn params(&self) -> Vec<&Blob<f32>> {
-//!         vec![self.gamma.as_dyn()]
+//!     fn blobs(&self) -> &[Blob<f32>] {
+//!         &self.gamma
+//!     }
+//!     fn blobs_mut(&mut self) -> &mut [Blob<f32>] {
+//!         &mut self.gamma
 //!     }
 //! }
 //!
-//! let mut scale = ChannelScale { gamma: <blob!(f32; 4)>::new()? };
-//! scale.gamma.mutable_cpu_data()?.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
-//! let x = TypedBlob::<f32, Hidden>::with_dynamic(2)?;
-//! x.mutable_cpu_data()?.fill(1.0);
-//! let y = TypedBlob::<f32, Hidden>::with_dynamic(2)?;
-//! scale.forward(&x, &y)?; // fed anything but Hidden: a compile error
-//! assert_eq!(y.to_vec()?, vec![1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0]);
-//! # Ok::<(), blobflow::BlobError>(())
+//! // Held to central differences.
+//! let x = Blob::from_vec(&[2, 3], vec![0.5, -1.0, 2.0, 1.5, -0.5, 1.0])?;
+//! let report = GradientChecker::default().check(&mut ChannelScale { gamma: vec![] }, &[x])?;
+//! assert_eq!(report.checked, 6 + 3);
+//!
+//! // Declared for typed nets: (N, C) in, the same out.
+//! struct Scaled;
+//! impl LayerFields for Scaled {
+//!     fn type_name(&self) -> &str {
+//!         "ChannelScale"
+//!     }
+//!     fn write_fields(&self, _text: &mut String) {}
+//! }
+//! impl<X: Shape> LayerSpec<One<X>> for Scaled where X::Dims: Rank2 {
+//!     type Out = X;
+//! }
+//!
+//! blob!(pub shape Features = _, 4);
+//! let mut n = NetSpec::<f32>::new("scaled");
+//! let x = n.input::<Features>("x");
+//! let h = n.add("ip", &x, Fc::<3>::new().weight_filler(Filler::xavier()));
+//! let y = n.add("scale", &h, Scaled); // on an image batch: a compile error
+//! let mut registry = LayerRegistry::with_caffe_layers();
+//! registry.register("ChannelScale", |_| Ok(Box::new(ChannelScale { gamma: vec![] })));
+//! let mut net = n.batch(2).build_with(NetState::test(), &registry)?;
+//! net.forward()?;
+//! assert_eq!(y.blob(&net)?.to_vec()?, h.blob(&net)?.to_vec()?); // gamma starts at 1
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The `typed_layers` example trains a net with such a layer in it, and
+//! The `user_layer` example trains a net with such a layer in it, and
 //! gives the layer a CUDA side as the built-in layers have one (feature
 //! `cuda`): a kernel in a `.cu` file beside the code, a typed launcher
 //! declared with `blobflow::kernels::cuda_kernels!`, and a branch at the
-//! top of `forward_blobs`/`backward_blobs` taken when the blobs all live
-//! on one CUDA device (`blob.device()` and `runtime::cuda::CudaBackend::of`,
-//! the same ordinal for each: a kernel cannot read another GPU's memory),
-//! reading their device memory with `runtime::cuda::view`. Its run on a
-//! GPU is `typed_layers --device cuda`; `tests/cuda-on-cpu` runs its
-//! kernel on the CPU against the layer's CPU arithmetic.
+//! top of `forward`/`backward` taken when the blobs all live on one CUDA
+//! device (`blob.device()` and `runtime::cuda::CudaBackend::of`, the same
+//! ordinal for each: a kernel cannot read another GPU's memory), reading
+//! their device memory with `runtime::cuda::view`. `Net::to_device` moves
+//! its blobs with the net's. Its run on a GPU is `user_layer --device
+//! cuda`; `tests/cuda-on-cpu` runs its kernel on the CPU against the
+//! layer's CPU arithmetic.
 //!
 //! On a GPU a layer's work is queued and the host goes on: it waits for
 //! the device only where a value must reach it, a host read of a blob
-//! that lives there (`cpu_data`, `to_vec`, `accuracy`), or the loss
-//! (`SoftmaxWithLoss::value`, `Net::forward`). Uploads do not
-//! wait; writing a blob's host side again waits for its last upload. A
-//! training loop that reads its loss only when it shows it, as
-//! `typed_layers` does and as Caffe's `display` interval would, never
-//! holds the GPU back between (`Net::forward_unread` is the net's pass
-//! without the read, `Net::loss` the read); one that reads it every step
-//! reads it last, once
-//! the update is queued too (`Trainer::step` does), so the device has
-//! the whole step before the host waits.
+//! that lives there (`cpu_data`, `to_vec`) or the loss (`Net::forward`).
+//! Uploads do not wait; writing a blob's host side again waits for its
+//! last upload. A training loop that reads its loss only when it shows
+//! it, as `user_layer` does and as Caffe's `display` interval would,
+//! never holds the GPU back between (`Net::forward_unread` is the net's
+//! pass without the read, `Net::loss` the read); one that reads it every
+//! step reads it last, once the update is queued too (`Trainer::step`
+//! does), so the device has the whole step before the host waits.
 //!
 //! ## Training
 //!
-//! The learnable blobs of a net (each layer's `params()`) go to Caffe's
-//! solvers, `layers::solver`: an `SgdSolver` (SGD, Nesterov, AdaGrad,
-//! RMSProp, AdaDelta or Adam, with Caffe's rate policies) takes a step
-//! from the diffs the backward pass left, with a `ParamSpec` (`lr_mult`,
-//! `decay_mult`) per blob, where the blobs live. `SolverFile` reads a
-//! Caffe solver prototxt into one. Layers add into their parameters'
-//! diffs, as in Caffe, so a loop clears them before each backward pass
-//! (or lets `iter_size` passes accumulate).
+//! A net's learnable blobs (`Net::param_blobs`, with their `lr_mult` and
+//! `decay_mult` in `Net::param_specs`) go to Caffe's solvers,
+//! `layers::solver`: an `SgdSolver` (SGD, Nesterov, AdaGrad, RMSProp,
+//! AdaDelta or Adam, with Caffe's rate policies) takes a step from the
+//! diffs the backward pass left, where the blobs live. `SolverFile` reads
+//! a Caffe solver prototxt into one, and `solve` runs Caffe's whole
+//! training loop (test intervals, snapshots, `.solverstate`). Layers add
+//! into their parameters' diffs, as in Caffe, so a loop clears them
+//! before each backward pass (or lets `iter_size` passes accumulate).
 //!
 //! ```
-//! use blobflow::layers::solver::{ParamSpec, SolverFile};
-//! use blobflow::layers::{InnerProduct, Labels, Layer, SoftmaxWithLoss};
-//! use blobflow::{blob, typed::TypedBlob};
+//! use blobflow::layers::net::NetState;
+//! use blobflow::layers::solver::SolverFile;
+//! use blobflow::layers::typed_net::*;
+//! use blobflow::blob;
 //!
 //! blob!(pub shape Features = _, 2);
-//! blob!(pub shape Scores = _, 2);
+//! blob!(pub shape Classes = _);
 //!
-//! let mut ip = InnerProduct::<f32, Features, 2>::new()?;
-//! let mut loss = SoftmaxWithLoss::<f32, Scores>::new();
+//! let mut n = NetSpec::<f32>::new("two points");
+//! let x = n.input::<Features>("x");
+//! let label = n.input::<Classes>("label");
+//! let scores = n.add("ip", &x, Fc::<2>::new());
+//! n.add("loss", (&scores, &label), SoftmaxLoss::new());
+//! let mut net = n.batch(2).build(NetState::train())?;
 //! let mut solver = SolverFile::parse("base_lr: 0.5  lr_policy: \"fixed\"  momentum: 0.9")?.solver;
 //! // Two points, each of its own class.
-//! let x = TypedBlob::<f32, Features>::from_shape(&[2, 2])?;
-//! x.mutable_cpu_data()?.copy_from_slice(&[1.0, 0.0, 0.0, 1.0]);
-//! let labels = TypedBlob::<f32, Labels<Scores>>::from_shape(&[2])?;
-//! labels.mutable_cpu_data()?.copy_from_slice(&[0.0, 1.0]);
-//! let scores = TypedBlob::<f32, Scores>::from_shape(&[2, 2])?;
+//! net.blob("x").unwrap().mutable_cpu_data()?.copy_from_slice(&[1.0, 0.0, 0.0, 1.0]);
+//! net.blob("label").unwrap().mutable_cpu_data()?.copy_from_slice(&[0.0, 1.0]);
 //! let mut first = None;
+//! let mut loss = 0.0;
 //! for _ in 0..20 {
-//!     ip.forward(&x, &scores)?;
-//!     loss.forward(&scores, &labels)?;
-//!     first.get_or_insert(loss.value()?);
-//!     for p in ip.params() {
-//!         p.clear_diff()?;
-//!     }
-//!     loss.backward(&scores, &labels)?;
-//!     ip.backward(&x, &scores, false)?;
-//!     solver.step(&ip.params(), &[ParamSpec::default(); 2])?;
+//!     net.clear_param_diffs()?;
+//!     loss = net.forward()?;
+//!     first.get_or_insert(loss);
+//!     net.backward()?;
+//!     solver.step(&net.param_blobs(), &net.param_specs())?;
 //! }
-//! assert!(loss.value()? < 0.1 * first.unwrap());
-//! # Ok::<(), blobflow::BlobError>(())
+//! assert!(loss < 0.1 * first.unwrap());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! ## What the compiler refuses, and what it says
@@ -290,11 +325,6 @@
 //! | Two `_` dims | `` error: at most one dim can be `_` (known at run time): its value is the blob's only run-time dim `` |  | `macro_two_dynamic` |
 //! | 33 axes | `` error: a blob has at most 32 axes (Caffe's kMaxBlobAxes); this is axis 33 `` |  | `macro_rank_33` |
 //! | A count that overflows `usize` | `` error: the element count overflows usize at this dim `` |  | `macro_count_overflow` |
-//! | A convolution fed the wrong activation | `` error[E0277]: layer Convolution<f32, Pool1Out, 50, 5> reads Pool1Out, but is fed Conv1Out `` |  | `layer_conv_fed_wrong_activation` |
-//! | A convolution whose declared output disagrees with its arithmetic | `` error[E0277]: layer Convolution<f32, Digits, 20, 3> writes (Dyn, D<20>, D<26>, D<26>), but its output blob is Conv1Out `` |  | `layer_conv_declared_output` |
-//! | Pooled maps into an inner product of another K | `` error[E0277]: layer InnerProduct<f32, Small, 500> reads Small, but is fed Pool2Out `` |  | `layer_pool_into_wrong_k` |
-//! | A layer on f64 fed f32 | `` error[E0277]: layer Activation<f64, Hidden, Rectify> works on f64 blobs, but is fed f32 blobs `` |  | `layer_f64_fed_f32` |
-//! | A user's own layer fed the wrong shape | `` error[E0277]: layer Double reads Hidden, but is fed Logits `` |  | `layer_user_defined_fed_wrong` |
 //! | A residual branch that ends in other channels than its shortcut | `` error[E0277]: Eltwise combines blobs of one shape, but is given Features and (Dyn, D<128>, D<56>, D<56>) `` | `` shapes differ `` | `net_residual_branch` |
 //! | An Eltwise of two declared shapes | `` error[E0277]: Eltwise combines blobs of one shape, but is given Wide and Narrow `` | `` shapes differ `` | `net_eltwise_shapes` |
 //! | A Concat whose parts differ outside the channel axis | `` error[E0277]: Concat joins (Dyn, D<64>, D<28>, D<28>) and (Dyn, D<192>, D<14>, D<14>) on the channel axis, but they differ on another axis `` | `` shapes differ outside the channel axis `` | `net_concat_parts` |
@@ -303,7 +333,8 @@
 //! | A Slice that would leave no channels | `` error[E0277]: Slice cannot split Maps at channel 8 `` | `` no such split `` | `net_slice_past_the_channels` |
 //! | A typed net's Reshape into another element count | `` error[E0277]: cannot reshape Pool5 into Wrong: element counts differ (D<25088> vs D<25000>) `` | `` element counts differ `` | `net_reshape_count` |
 //! | A layer fed its own output (its handle does not exist yet) | `` error[E0425]: cannot find value `conv` in this scope `` | `` not found in this scope `` | `net_fed_its_own_output` |
-//! | A blob type where a layer wants a shape | `` error[E0277]: TypedBlob<f32, (Dyn, D<8>)> is not a shape `` |  | `layer_shape_is_a_blob_type` |
+//! | A blob type where a net wants a shape | `` error[E0277]: TypedBlob<f32, (Dyn, D<8>)> is not a shape `` | `` expected a shape here `` | `net_shape_is_a_blob_type` |
+//! | A user's layer that takes (N, C), declared on an image batch | `` error[E0277]: (Dyn, D<8>, D<4>, D<4>) does not have 2 axes `` | `` expected a shape of 2 axes `` | `net_user_layer_wrong_rank` |
 //!
 //! Anonymous shapes have a count at compile time when each dim is at most
 //! 4096 (`CountOf<..>` in a message stands for it); a shape declared with

@@ -10,6 +10,9 @@ use std::sync::Arc;
 
 use blobflow::kernels::cpu::{self, Transpose};
 use blobflow::kernels::cuda::{BinaryOp, Gpu, UnaryOp};
+use blobflow::layers::DynLayer;
+use blobflow::layers::net::{Net, NetState};
+use blobflow::layers::registry::LayerRegistry;
 use blobflow::runtime::cuda::CudaBackend;
 use blobflow::{Blob, Head, SyncedMemory};
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -537,25 +540,22 @@ const F32_TOLERANCE: f64 = 1e-5;
 
 /// One layer's forward and backward on host blobs and on device blobs
 /// with the same values: outputs, input gradients and parameter gradients
-/// agree within `tolerance` of their scale.
-#[allow(clippy::too_many_arguments)]
-fn compare_layer<L: blobflow::layers::Layer<Elem = f32>>(
+/// agree within `tolerance` of their scale. `text` is the layer's
+/// `LayerParameter`; `configure` sets what the text cannot (TF32).
+fn compare_layer(
     name: &str,
     dev: &Arc<CudaBackend>,
     tolerance: f64,
-    make: impl Fn() -> L,
-    x_shape: &[usize],
-    y_shape: &[usize],
+    (text, configure): (&str, fn(&mut dyn DynLayer<f32>)),
+    (x_shape, y_shape): (&[usize], &[usize]),
     in_place: bool,
-    move_params: impl Fn(&mut L, &Arc<CudaBackend>),
 ) -> Result<(), Failed> {
     let mut results = Vec::new();
     for on_gpu in [false, true] {
-        let mut layer = make();
-        for (k, p) in layer.params().iter().enumerate() {
-            cpu::set_seed(10 + k as u64);
-            cpu::uniform(-0.5, 0.5, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
-        }
+        let mut layer = LayerRegistry::<f32>::with_caffe_layers()
+            .build_text(text)
+            .map_err(fail)?;
+        configure(layer.as_mut());
         let blob = |shape: &[usize]| {
             if on_gpu {
                 Blob::<f32>::with_device(shape, dev.clone())
@@ -563,29 +563,39 @@ fn compare_layer<L: blobflow::layers::Layer<Elem = f32>>(
                 Blob::<f32>::new(shape)
             }
         };
-        if on_gpu {
-            move_params(&mut layer, dev);
-        }
         let x = blob(x_shape).map_err(fail)?;
         cpu::set_seed(1);
         cpu::uniform(-1.0, 1.0, &mut x.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
         let y_owned = blob(y_shape).map_err(fail)?;
         let y = if in_place { &x } else { &y_owned };
-        layer.forward_blobs(&x, y).map_err(fail)?;
+        // The first reshape makes the parameters, on the host.
+        let shapes = layer.reshape(&[&x], &[y]).map_err(fail)?;
+        ensure(
+            shapes[0].dims == y_shape,
+            format!("{name}: output {:?}, not {y_shape:?}", shapes[0].dims),
+        )?;
+        for (k, p) in layer.blobs_mut().iter_mut().enumerate() {
+            cpu::set_seed(10 + k as u64);
+            cpu::uniform(-0.5, 0.5, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+            if on_gpu {
+                p.move_to(dev.clone()).map_err(fail)?;
+            }
+        }
+        layer.forward(&[&x], &[y]).map_err(fail)?;
         cpu::set_seed(2);
         cpu::uniform(-1.0, 1.0, &mut y.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
         // Caffe's Backward adds to the parameters' gradients and writes
         // the input's: start both from values that show a pass that
         // overwrites the first or adds to the second.
-        for p in layer.params() {
+        for p in layer.blobs() {
             p.mutable_cpu_diff().map_err(fail)?.fill(0.25);
         }
         if !in_place {
             x.mutable_cpu_diff().map_err(fail)?.fill(3.0);
         }
-        layer.backward_blobs(&x, y, true).map_err(fail)?;
+        layer.backward(&[y], &[true], &[&x]).map_err(fail)?;
         let mut values = vec![y.to_vec().map_err(fail)?, x.diff_to_vec().map_err(fail)?];
-        for p in layer.params() {
+        for p in layer.blobs() {
             values.push(p.diff_to_vec().map_err(fail)?);
         }
         results.push(values);
@@ -600,134 +610,83 @@ fn compare_layer<L: blobflow::layers::Layer<Elem = f32>>(
     Ok(())
 }
 
-/// Replaces a typed parameter by a device copy of it.
-fn to_device<S: blobflow::typed::Shape>(
-    p: &mut blobflow::typed::TypedBlob<f32, S>,
-    dev: &Arc<CudaBackend>,
-) {
-    p.as_dyn_mut()
-        .move_to(dev.clone())
-        .expect("move to the GPU");
-}
-
-/// Moves a layer's weights and bias.
-fn to_device_pair<A: blobflow::typed::Shape, B: blobflow::typed::Shape>(
-    weight: &mut blobflow::typed::TypedBlob<f32, A>,
-    bias: &mut blobflow::typed::TypedBlob<f32, B>,
-    dev: &Arc<CudaBackend>,
-) {
-    to_device(weight, dev);
-    to_device(bias, dev);
-}
+/// A layer as its text gives it.
+fn as_written(_: &mut dyn DynLayer<f32>) {}
 
 fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::blob;
-    use blobflow::layers::{Convolution, InnerProduct, PoolMethod, Pooling, ReLU, Sigmoid, TanH};
-    blob!(shape Image = _, 3, 9, 9);
-    blob!(shape Flat = _, 20);
     // The strided, padded convolution: with cuDNN where it loads (in f32,
     // then with TF32 allowed: a 10-bit mantissa, about 1e-3 of the scale,
-    // so held within 1e-2), and with im2col + cuBLAS.
-    type Strided = Convolution<f32, Image, 4, 3, 2, 1>;
-    type Variant = (&'static str, f64, fn(&mut Strided));
-    #[allow(unused_mut)]
-    let mut variants: Vec<Variant> = vec![("conv 3x3/2 pad 1", F32_TOLERANCE, |_| {})];
-    #[cfg(feature = "cudnn")]
-    variants.extend::<[Variant; 2]>([
-        ("conv 3x3/2 pad 1, im2col", F32_TOLERANCE, |c| {
-            c.use_cudnn = false
-        }),
-        ("conv 3x3/2 pad 1, TF32 allowed", 1e-2, |c| {
-            c.allow_tf32 = true
-        }),
-    ]);
-    for (name, tolerance, configure) in variants {
+    // so held within 1e-2), and with im2col + cuBLAS (Caffe's own engine).
+    let strided = r#"type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1 }"#;
+    let caffe_engine = r#"type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1 engine: CAFFE }"#;
+    type Variant<'a> = (&'static str, f64, (&'a str, fn(&mut dyn DynLayer<f32>)));
+    let variants: [Variant; 3] = [
+        ("conv 3x3/2 pad 1", F32_TOLERANCE, (strided, as_written)),
+        (
+            "conv 3x3/2 pad 1, im2col",
+            F32_TOLERANCE,
+            (caffe_engine, as_written),
+        ),
+        (
+            "conv 3x3/2 pad 1, TF32 allowed",
+            1e-2,
+            (strided, |l| l.allow_tf32(true)),
+        ),
+    ];
+    for (name, tolerance, layer) in variants {
         compare_layer(
             name,
             dev,
             tolerance,
-            || {
-                let mut conv = Strided::new().unwrap();
-                configure(&mut conv);
-                conv
-            },
-            &[2, 3, 9, 9],
-            &[2, 4, 5, 5],
+            layer,
+            (&[2, 3, 9, 9], &[2, 4, 5, 5]),
             false,
-            |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
         )?;
     }
-    compare_layer(
-        "conv 5x5",
-        dev,
-        F32_TOLERANCE,
-        || Convolution::<f32, Image, 6, 5>::new().unwrap(),
-        &[2, 3, 9, 9],
-        &[2, 6, 5, 5],
-        false,
-        |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
-    )?;
-    compare_layer(
-        "max pool 3/2",
-        dev,
-        F32_TOLERANCE,
-        || Pooling::<f32, Image, 3, 2>::new(PoolMethod::Max),
-        &[2, 3, 9, 9],
-        &[2, 3, 4, 4],
-        false,
-        |_, _| {},
-    )?;
-    compare_layer(
-        "ave pool 2/2",
-        dev,
-        F32_TOLERANCE,
-        || Pooling::<f32, Image, 2, 2>::new(PoolMethod::Ave),
-        &[2, 3, 9, 9],
-        &[2, 3, 5, 5],
-        false,
-        |_, _| {},
-    )?;
-    compare_layer(
-        "inner product",
-        dev,
-        F32_TOLERANCE,
-        || InnerProduct::<f32, Image, 7>::new().unwrap(),
-        &[2, 3, 9, 9],
-        &[2, 7],
-        false,
-        |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
-    )?;
+    let image = [2, 3, 9, 9];
+    let cases: [(&str, &str, &[usize]); 4] = [
+        (
+            "conv 5x5",
+            r#"type: "Convolution" convolution_param { num_output: 6 kernel_size: 5 }"#,
+            &[2, 6, 5, 5],
+        ),
+        (
+            "max pool 3/2",
+            r#"type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 }"#,
+            &[2, 3, 4, 4],
+        ),
+        (
+            "ave pool 2/2",
+            r#"type: "Pooling" pooling_param { pool: AVE kernel_size: 2 stride: 2 }"#,
+            &[2, 3, 5, 5],
+        ),
+        (
+            "inner product",
+            r#"type: "InnerProduct" inner_product_param { num_output: 7 }"#,
+            &[2, 7],
+        ),
+    ];
+    for (name, text, y_shape) in cases {
+        compare_layer(
+            name,
+            dev,
+            F32_TOLERANCE,
+            (text, as_written),
+            (&image, y_shape),
+            false,
+        )?;
+    }
     for in_place in [false, true] {
-        compare_layer(
-            "relu",
-            dev,
-            F32_TOLERANCE,
-            ReLU::<f32, Flat>::new,
-            &[4, 20],
-            &[4, 20],
-            in_place,
-            |_, _| {},
-        )?;
-        compare_layer(
-            "sigmoid",
-            dev,
-            F32_TOLERANCE,
-            Sigmoid::<f32, Flat>::new,
-            &[4, 20],
-            &[4, 20],
-            in_place,
-            |_, _| {},
-        )?;
-        compare_layer(
-            "tanh",
-            dev,
-            F32_TOLERANCE,
-            TanH::<f32, Flat>::new,
-            &[4, 20],
-            &[4, 20],
-            in_place,
-            |_, _| {},
-        )?;
+        for kind in ["ReLU", "Sigmoid", "TanH"] {
+            compare_layer(
+                kind,
+                dev,
+                F32_TOLERANCE,
+                (&format!(r#"type: "{kind}""#), as_written),
+                (&[4, 20], &[4, 20]),
+                in_place,
+            )?;
+        }
     }
     Ok(())
 }
@@ -740,9 +699,7 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 ///
 /// [`cudnn`]: blobflow::kernels::cuda::cudnn
 fn conv_engine_follows_the_library(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::blob;
     use blobflow::kernels::cuda::{CUDNN_MAJOR, CudnnUnavailable, CudnnVersion, cudnn};
-    use blobflow::layers::Convolution;
     let status = cudnn();
     let reported = std::env::var("BLOBFLOW_CPU_CUDNN_VERSION").ok();
     if !cfg!(feature = "cudnn") {
@@ -762,17 +719,17 @@ fn conv_engine_follows_the_library(dev: &Arc<CudaBackend>) -> Result<(), Failed>
             format!("cuDNN reporting {raw}: {status:?}, not {want:?}"),
         )?;
     }
-    blob!(shape Image = _, 3, 9, 9);
     let compare = || {
         compare_layer(
             "conv 3x3",
             dev,
             F32_TOLERANCE,
-            || Convolution::<f32, Image, 4, 3>::new().unwrap(),
-            &[2, 3, 9, 9],
-            &[2, 4, 7, 7],
+            (
+                r#"type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 }"#,
+                as_written,
+            ),
+            (&[2, 3, 9, 9], &[2, 4, 7, 7]),
             false,
-            |l, d| to_device_pair(&mut l.weight, &mut l.bias, d),
         )
     };
     let Some(counter) = driver_calls::Counter::open() else {
@@ -853,13 +810,14 @@ fn cudnn_functions_are_those_called() -> Result<(), Failed> {
 /// A layer whose input is on the GPU but whose weights stayed on the host
 /// is refused, the error naming both places.
 fn mixed_devices_are_refused(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::blob;
-    use blobflow::layers::{Convolution, Layer};
-    blob!(shape Image = _, 3, 9, 9);
-    let mut conv = Convolution::<f32, Image, 4, 3>::new().map_err(fail)?;
+    let mut conv = LayerRegistry::<f32>::with_caffe_layers()
+        .build_text(r#"type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 }"#)
+        .map_err(fail)?;
     let x = Blob::<f32>::with_device(&[1, 3, 9, 9], dev.clone()).map_err(fail)?;
     let y = Blob::<f32>::with_device(&[1, 4, 7, 7], dev.clone()).map_err(fail)?;
-    let err = match conv.forward_blobs(&x, &y) {
+    // The first reshape makes the weights, on the host.
+    conv.reshape(&[&x], &[&y]).map_err(fail)?;
+    let err = match conv.forward(&[&x], &[&y]) {
         Ok(()) => return Err(fail("a convolution with host weights ran on the GPU")),
         Err(e) => e.to_string(),
     };
@@ -872,42 +830,41 @@ fn mixed_devices_are_refused(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 /// Softmax and SoftmaxWithLoss on device blobs give the host's values;
 /// dropout on the GPU keeps and scales consistently forward and backward.
 fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
-    use blobflow::blob;
-    use blobflow::layers::{Dropout, Layer, Softmax, SoftmaxWithLoss};
-    use blobflow::typed::TypedBlob;
-    blob!(shape Scores = _, 10);
     compare_layer(
         "softmax",
         dev,
         F32_TOLERANCE,
-        Softmax::<f32, Scores>::new,
-        &[6, 10],
-        &[6, 10],
+        (r#"type: "Softmax""#, as_written),
+        (&[6, 10], &[6, 10]),
         false,
-        |_, _| {},
     )?;
     let mut results = Vec::new();
     for on_gpu in [false, true] {
-        let blob = |shape: &[usize]| -> Result<Blob<f32>, Failed> {
-            if on_gpu {
-                Blob::with_device(shape, dev.clone()).map_err(fail)
-            } else {
-                Blob::new(shape).map_err(fail)
-            }
-        };
-        let logits: TypedBlob<f32, Scores> = blob(&[6, 10])?.try_into_static().map_err(fail)?;
+        let mut net = Net::<f32>::from_prototxt(
+            r#"input: "x" input_shape { dim: 6 dim: 10 } input: "label" input_shape { dim: 6 }
+               force_backward: true
+               layer { name: "loss" type: "SoftmaxWithLoss" bottom: "x" bottom: "label" top: "loss" }"#,
+            NetState::train(),
+        )
+        .map_err(fail)?;
+        if on_gpu {
+            net.to_device(dev.clone()).map_err(fail)?;
+        }
+        let logits = net.blob("x").ok_or_else(|| fail("no blob x"))?;
         cpu::set_seed(5);
         cpu::uniform(-3.0, 3.0, &mut logits.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
-        let labels: TypedBlob<f32, (blobflow::typed::Dyn,)> =
-            blob(&[6])?.try_into_static().map_err(fail)?;
-        labels
+        net.blob("label")
+            .ok_or_else(|| fail("no blob label"))?
             .mutable_cpu_data()
             .map_err(fail)?
             .copy_from_slice(&[0.0, 9.0, 3.0, 3.0, 7.0, 1.0]);
-        let mut loss = SoftmaxWithLoss::<f32, Scores>::new();
-        loss.forward(&logits, &labels).map_err(fail)?;
-        loss.backward(&logits, &labels).map_err(fail)?;
-        let value = loss.value().map_err(fail)?;
+        let value = net.forward().map_err(fail)?;
+        net.backward().map_err(fail)?;
+        let logits = net.blob("x").ok_or_else(|| fail("no blob x"))?;
+        ensure(
+            logits.device().is_some() == on_gpu,
+            "the logits stay where the net was put",
+        )?;
         results.push((value, logits.diff_to_vec().map_err(fail)?));
     }
     near(results[1].0 as f64, results[0].0 as f64, 1e-5, "loss")?;
@@ -917,10 +874,12 @@ fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Fail
     let x = Blob::<f32>::with_device(&[1000], dev.clone()).map_err(fail)?;
     x.mutable_cpu_data().map_err(fail)?.fill(1.0);
     let y = Blob::<f32>::with_device(&[1000], dev.clone()).map_err(fail)?;
-    let mut drop = Dropout::<f32, (blobflow::typed::D<1000>,)>::new(0.25).map_err(fail)?;
-    drop.forward_blobs(&x, &y).map_err(fail)?;
+    let mut drop = LayerRegistry::<f32>::with_caffe_layers()
+        .build_text(r#"type: "Dropout" dropout_param { dropout_ratio: 0.25 }"#)
+        .map_err(fail)?;
+    drop.forward(&[&x], &[&y]).map_err(fail)?;
     y.mutable_cpu_diff().map_err(fail)?.fill(1.0);
-    drop.backward_blobs(&x, &y, true).map_err(fail)?;
+    drop.backward(&[&y], &[true], &[&x]).map_err(fail)?;
     let (yv, dx) = (y.to_vec().map_err(fail)?, x.diff_to_vec().map_err(fail)?);
     let kept = yv.iter().filter(|&&v| v != 0.0).count();
     ensure(

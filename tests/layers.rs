@@ -1,12 +1,12 @@
-//! Every built-in layer against finite differences (in f64, so the check
-//! is tight), and against direct definitions of what it computes: Caffe's
-//! output-size rules, padding, AVE windows, dropout's mask.
+//! The layers LeNet and its kin use, run on their own, against finite
+//! differences (in f64, so the check is tight) and against direct
+//! definitions of what they compute: Caffe's output-size rules, padding,
+//! AVE windows, dropout's mask.
 
-use blobflow::layers::{
-    Convolution, Dropout, InnerProduct, Layer, PoolMethod, Pooling, ReLU, Sigmoid, Softmax, TanH,
-};
-use blobflow::typed::{Shape, TypedBlob};
-use blobflow::{Blob, blob};
+use blobflow::Blob;
+use blobflow::layers::DynLayer;
+use blobflow::layers::check::GradientChecker;
+use blobflow::layers::registry::LayerRegistry;
 
 fn fill(b: &Blob<f64>, seed: u64) {
     // A fixed, irregular fill: no ties for max pooling, no exact zeros for
@@ -22,89 +22,67 @@ fn fill(b: &Blob<f64>, seed: u64) {
     }
 }
 
-/// The loss `sum(y * r)`: its gradient at `y` is `r`.
-fn loss<L: Layer<Elem = f64>>(layer: &mut L, x: &Blob<f64>, y: &Blob<f64>, r: &[f64]) -> f64 {
-    layer.forward_blobs(x, y).unwrap();
-    y.cpu_data()
-        .unwrap()
-        .iter()
-        .zip(r)
-        .map(|(a, b)| a * b)
-        .sum()
+/// The layer `text` (a `LayerParameter` in text) describes.
+fn layer(text: &str) -> Box<dyn DynLayer<f64>> {
+    LayerRegistry::with_caffe_layers()
+        .build_text(text)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
 }
 
-/// Holds the layer's input and parameter gradients to central differences.
-fn check_gradients<L: Layer<Elem = f64>>(layer: &mut L, x: &Blob<f64>, y: &Blob<f64>) {
-    let r: Vec<f64> = {
-        let probe = Blob::<f64>::new(y.shape()).unwrap();
-        fill(&probe, 99);
-        probe.to_vec().unwrap()
+/// Reshapes `y` to what `layer` makes of `x` (the first time, Caffe's
+/// LayerSetUp: the parameters are made) and runs it forward.
+fn forward(layer: &mut dyn DynLayer<f64>, x: &Blob<f64>, y: &mut Blob<f64>) {
+    let shape = layer.reshape(&[x], &[y]).unwrap().remove(0);
+    if !std::ptr::eq(x, y) {
+        y.reshape(&shape.dims).unwrap();
+    }
+    layer.forward(&[x], &[y]).unwrap();
+}
+
+/// Holds the layer's input and parameter gradients to central differences
+/// (Caffe's GradientChecker, tight in f64).
+fn check_gradients(layer: &mut dyn DynLayer<f64>, x: &Blob<f64>) {
+    let input = Blob::from_vec(x.shape(), x.to_vec().unwrap()).unwrap();
+    let checker = GradientChecker {
+        step: 1e-6,
+        threshold: 1e-6,
     };
-    layer.forward_blobs(x, y).unwrap();
-    y.mutable_cpu_diff().unwrap().copy_from_slice(&r);
-    for p in layer.params() {
-        p.mutable_cpu_diff().unwrap().fill(0.0);
-    }
-    layer.backward_blobs(x, y, true).unwrap();
-    // Which blob: None the input, Some(k) the layer's k-th parameter.
-    let mut analytic: Vec<(Option<usize>, Vec<f64>)> = vec![(None, x.diff_to_vec().unwrap())];
-    for (k, p) in layer.params().iter().enumerate() {
-        analytic.push((Some(k), p.diff_to_vec().unwrap()));
-    }
-    let eps = 1e-6;
-    for (which, grad) in analytic {
-        let nudge = |layer: &L, i: usize, delta: f64| {
-            let params = layer.params();
-            let blob = which.map_or(x, |k| params[k]);
-            blob.mutable_cpu_data().unwrap()[i] += delta;
-        };
-        for i in (0..grad.len()).step_by(grad.len().div_ceil(40).max(1)) {
-            nudge(layer, i, eps);
-            let up = loss(layer, x, y, &r);
-            nudge(layer, i, -2.0 * eps);
-            let down = loss(layer, x, y, &r);
-            nudge(layer, i, eps);
-            let numeric = (up - down) / (2.0 * eps);
-            assert!(
-                (numeric - grad[i]).abs() <= 1e-6 * (1.0 + numeric.abs()),
-                "{} {which:?}[{i}]: analytic {}, numeric {numeric}",
-                L::TYPE,
-                grad[i]
-            );
-        }
-    }
+    let report = checker
+        .check(layer, &[input])
+        .unwrap_or_else(|e| panic!("{}: {e}", layer.type_name()));
+    assert!(report.checked > 0);
 }
 
-fn blobs<X: Shape, Y: Shape>(
-    x_shape: &[usize],
-    y_shape: &[usize],
-) -> (TypedBlob<f64, X>, TypedBlob<f64, Y>) {
-    let x = TypedBlob::from_shape(x_shape).unwrap();
+/// An input of `shape`, filled from seed 1.
+fn input(shape: &[usize]) -> Blob<f64> {
+    let x = Blob::new(shape).unwrap();
     fill(&x, 1);
-    (x, TypedBlob::from_shape(y_shape).unwrap())
+    x
 }
 
-blob!(shape Image = _, 2, 7, 7);
-blob!(shape Strided = _, 3, 4, 4);
+const STRIDED: &str =
+    r#"type: "Convolution" convolution_param { num_output: 3 kernel_size: 3 stride: 2 pad: 1 }"#;
 
 #[test]
 fn convolution_with_stride_and_padding() {
     // (7 + 2*1 - 3) / 2 + 1 = 4.
-    let mut conv = Convolution::<f64, Image, 3, 3, 2, 1>::new().unwrap();
-    fill(&conv.weight, 2);
-    fill(&conv.bias, 3);
-    let (x, y) = blobs::<Image, Strided>(&[2, 2, 7, 7], &[2, 3, 4, 4]);
-    conv.forward(&x, &y).unwrap();
-    // The run-time entry refuses an input that is not (N, 2, H, W), with
-    // H and W at least the kernel less the padding.
-    let flat = Blob::<f64>::new(&[2, 98]).unwrap();
-    let err = conv.forward_blobs(&flat, &y).unwrap_err().to_string();
-    assert!(err.contains("(N, 2, >= 1, >= 1)"), "{err}");
+    let mut conv = layer(STRIDED);
+    let (x, mut y) = (input(&[2, 2, 7, 7]), Blob::default());
+    forward(conv.as_mut(), &x, &mut y);
+    assert_eq!(y.shape(), [2, 3, 4, 4]);
+    fill(&conv.blobs()[0], 2);
+    fill(&conv.blobs()[1], 3);
+    conv.forward(&[&x], &[&y]).unwrap();
+    // An input of other channels than the weights were made for is
+    // refused, naming both.
+    let other = Blob::<f64>::new(&[2, 5, 7, 7]).unwrap();
+    let err = conv.reshape(&[&other], &[&y]).unwrap_err().to_string();
+    assert!(err.contains("2 5 7 7") && err.contains("channels"), "{err}");
     // Against the definition, padding reading zero.
     let (xd, w, b, yd) = (
         x.to_vec().unwrap(),
-        conv.weight.to_vec().unwrap(),
-        conv.bias.to_vec().unwrap(),
+        conv.blobs()[0].to_vec().unwrap(),
+        conv.blobs()[1].to_vec().unwrap(),
         y.to_vec().unwrap(),
     );
     for n in 0..2 {
@@ -133,7 +111,7 @@ fn convolution_with_stride_and_padding() {
             }
         }
     }
-    check_gradients(&mut conv, &x, &y);
+    check_gradients(conv.as_mut(), &x);
 }
 
 #[test]
@@ -141,43 +119,46 @@ fn an_empty_batch_adds_no_gradient() {
     // A batch of 0 is a valid batch: nothing to compute, and the
     // parameters' gradients stay as they were, including after a batch
     // that filled the layer's per-core buffers.
-    let mut conv = Convolution::<f64, Image, 3, 3, 2, 1>::new().unwrap();
-    fill(&conv.weight, 2);
+    let mut conv = layer(STRIDED);
+    let mut y = Blob::default();
     for (batch, propagate_down) in [(0, true), (2, true), (0, true), (0, false)] {
-        let (x, y) = blobs::<Image, Strided>(&[batch, 2, 7, 7], &[batch, 3, 4, 4]);
-        conv.forward(&x, &y).unwrap();
+        let x = input(&[batch, 2, 7, 7]);
+        forward(conv.as_mut(), &x, &mut y);
+        fill(&conv.blobs()[0], 2);
         y.mutable_cpu_diff().unwrap().fill(1.0);
-        conv.weight.mutable_cpu_diff().unwrap().fill(0.5);
-        conv.bias.mutable_cpu_diff().unwrap().fill(0.5);
-        conv.backward(&x, &y, propagate_down).unwrap();
-        if batch == 0 {
-            assert!(conv.weight.diff_to_vec().unwrap().iter().all(|&d| d == 0.5));
-            assert!(conv.bias.diff_to_vec().unwrap().iter().all(|&d| d == 0.5));
+        for p in conv.blobs() {
+            p.mutable_cpu_diff().unwrap().fill(0.5);
         }
+        conv.backward(&[&y], &[propagate_down], &[&x]).unwrap();
+        let untouched = conv
+            .blobs()
+            .iter()
+            .all(|p| p.diff_to_vec().unwrap().iter().all(|&d| d == 0.5));
+        assert_eq!(untouched, batch == 0, "batch {batch}");
     }
 }
-
-blob!(shape Pooled = _, 2, 3, 3);
 
 #[test]
 fn pooling_uses_caffes_ceil_rule_and_clipped_windows() {
     // ceil((7 - 3) / 2) + 1 = 3; with kernel 3 stride 3, ceil(4 / 3) + 1 = 3
     // and the last window is clipped to one column.
-    let mut max = Pooling::<f64, Image, 3, 2>::new(PoolMethod::Max);
-    let (x, y) = blobs::<Image, Pooled>(&[2, 2, 7, 7], &[2, 2, 3, 3]);
-    max.forward(&x, &y).unwrap();
-    check_gradients(&mut max, &x, &y);
-    let mut ave = Pooling::<f64, Image, 3, 3>::new(PoolMethod::Ave);
-    ave.forward(&x, &y).unwrap();
+    let mut max = layer(r#"type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 }"#);
+    let (x, mut y) = (input(&[2, 2, 7, 7]), Blob::default());
+    forward(max.as_mut(), &x, &mut y);
+    assert_eq!(y.shape(), [2, 2, 3, 3]);
+    check_gradients(max.as_mut(), &x);
+    let mut ave = layer(r#"type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 3 }"#);
+    forward(ave.as_mut(), &x, &mut y);
+    assert_eq!(y.shape(), [2, 2, 3, 3]);
     let xd = x.to_vec().unwrap();
     // Output (0, 0, 2, 2) averages the clipped window rows 6..7, cols 6..7.
-    assert_eq!(y.data_at([0, 0, 2, 2]), xd[6 * 7 + 6]);
+    assert_eq!(y.data_at(&[0, 0, 2, 2]), xd[6 * 7 + 6]);
     let window: f64 = (0..3)
         .flat_map(|r| (6..7).map(move |c| (r, c)))
         .map(|(r, c)| xd[r * 7 + c])
         .sum();
-    assert!((y.data_at([0, 0, 0, 2]) - window / 3.0).abs() < 1e-12);
-    check_gradients(&mut ave, &x, &y);
+    assert!((y.data_at(&[0, 0, 0, 2]) - window / 3.0).abs() < 1e-12);
+    check_gradients(ave.as_mut(), &x);
 }
 
 #[test]
@@ -186,10 +167,13 @@ fn pooling_windows_past_the_input_hold_nothing() {
     // 4 and 8, the last past the input (Caffe writes -FLT_MAX there, and
     // its backward pass writes outside its blob). Here such a window gives
     // 0 and passes no gradient.
-    for method in [PoolMethod::Max, PoolMethod::Ave] {
-        let mut pool = Pooling::<f64, Image, 1, 4>::new(method);
-        let (x, y) = blobs::<Image, Pooled>(&[2, 2, 7, 7], &[2, 2, 3, 3]);
-        pool.forward(&x, &y).unwrap();
+    for method in ["MAX", "AVE"] {
+        let mut pool = layer(&format!(
+            r#"type: "Pooling" pooling_param {{ pool: {method} kernel_size: 1 stride: 4 }}"#
+        ));
+        let (x, mut y) = (input(&[2, 2, 7, 7]), Blob::default());
+        forward(pool.as_mut(), &x, &mut y);
+        assert_eq!(y.shape(), [2, 2, 3, 3]);
         let (xd, yd) = (x.to_vec().unwrap(), y.to_vec().unwrap());
         for plane in 0..4 {
             for r in 0..3 {
@@ -202,80 +186,70 @@ fn pooling_windows_past_the_input_hold_nothing() {
                     assert_eq!(
                         yd[(plane * 3 + r) * 3 + q],
                         want,
-                        "{method:?} {plane} {r} {q}"
+                        "{method} {plane} {r} {q}"
                     );
                 }
             }
         }
-        check_gradients(&mut pool, &x, &y);
+        check_gradients(pool.as_mut(), &x);
     }
 }
 
-blob!(shape Flat = _, 98);
-blob!(shape Hidden = _, 5);
+const IP: &str = r#"type: "InnerProduct" inner_product_param { num_output: 5 }"#;
 
 #[test]
 fn inner_product_flattens_its_input() {
-    let mut ip = InnerProduct::<f64, Image, 5>::new().unwrap();
-    assert_eq!(ip.weight.shape(), &[5, 98]);
-    fill(&ip.weight, 4);
-    fill(&ip.bias, 5);
-    let (x, y) = blobs::<Image, Hidden>(&[2, 2, 7, 7], &[2, 5]);
-    check_gradients(&mut ip, &x, &y);
+    let mut ip = layer(IP);
+    let (x, mut y) = (input(&[2, 2, 7, 7]), Blob::default());
+    forward(ip.as_mut(), &x, &mut y);
+    assert_eq!(ip.blobs()[0].shape(), [5, 98]);
+    assert_eq!(y.shape(), [2, 5]);
+    fill(&ip.blobs()[0], 4);
+    fill(&ip.blobs()[1], 5);
+    check_gradients(ip.as_mut(), &x);
     // The same layer on the flattened input gives the same output.
-    let mut flat = InnerProduct::<f64, Flat, 5>::new().unwrap();
-    flat.weight
-        .mutable_cpu_data()
-        .unwrap()
-        .copy_from_slice(&ip.weight.cpu_data().unwrap());
-    flat.bias
-        .mutable_cpu_data()
-        .unwrap()
-        .copy_from_slice(&ip.bias.cpu_data().unwrap());
-    let fx: TypedBlob<f64, Flat> = Blob::from_vec(&[2, 98], x.to_vec().unwrap())
-        .unwrap()
-        .try_into_static()
-        .unwrap();
-    let fy = TypedBlob::<f64, Hidden>::with_dynamic(2).unwrap();
-    ip.forward(&x, &y).unwrap();
-    flat.forward(&fx, &fy).unwrap();
+    let mut flat = layer(IP);
+    let fx = Blob::from_vec(&[2, 98], x.to_vec().unwrap()).unwrap();
+    let mut fy = Blob::default();
+    forward(flat.as_mut(), &fx, &mut fy);
+    for (to, from) in flat.blobs().iter().zip(ip.blobs()) {
+        to.mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&from.cpu_data().unwrap());
+    }
+    forward(ip.as_mut(), &x, &mut y);
+    forward(flat.as_mut(), &fx, &mut fy);
     assert_eq!(fy.to_vec().unwrap(), y.to_vec().unwrap());
 }
 
 #[test]
 fn activations_and_softmax() {
-    let (x, y) = blobs::<Hidden, Hidden>(&[3, 5], &[3, 5]);
-    check_gradients(&mut ReLU::<f64, Hidden>::new(), &x, &y);
-    check_gradients(&mut Sigmoid::<f64, Hidden>::new(), &x, &y);
-    check_gradients(&mut TanH::<f64, Hidden>::new(), &x, &y);
-    let mut softmax = Softmax::<f64, Hidden>::new();
-    check_gradients(&mut softmax, &x, &y);
-    softmax.forward(&x, &y).unwrap();
+    let x = input(&[3, 5]);
+    for kind in ["ReLU", "Sigmoid", "TanH", "Softmax"] {
+        check_gradients(layer(&format!(r#"type: "{kind}""#)).as_mut(), &x);
+    }
+    let mut y = Blob::default();
+    forward(layer(r#"type: "Softmax""#).as_mut(), &x, &mut y);
     for row in y.to_vec().unwrap().chunks(5) {
         assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-12);
     }
     // TanH against the definition.
-    TanH::<f64, Hidden>::new().forward(&x, &y).unwrap();
-    assert_eq!(y.data_at([1, 2]), x.data_at([1, 2]).tanh());
+    forward(layer(r#"type: "TanH""#).as_mut(), &x, &mut y);
+    assert_eq!(y.data_at(&[1, 2]), x.data_at(&[1, 2]).tanh());
 }
 
 #[test]
 fn in_place_activation_backward_matches_the_out_of_place_one() {
-    let (x, y) = blobs::<Hidden, Hidden>(&[3, 5], &[3, 5]);
-    let mut sigmoid = Sigmoid::<f64, Hidden>::new();
-    sigmoid.forward(&x, &y).unwrap();
-    fill(y.as_dyn(), 0);
+    let (x, mut y) = (input(&[3, 5]), Blob::default());
+    let mut sigmoid = layer(r#"type: "Sigmoid""#);
+    forward(sigmoid.as_mut(), &x, &mut y);
     y.mutable_cpu_diff().unwrap().fill(0.5);
-    sigmoid.forward(&x, &y).unwrap();
-    sigmoid.backward(&x, &y, true).unwrap();
+    sigmoid.backward(&[&y], &[true], &[&x]).unwrap();
     let out_of_place = x.diff_to_vec().unwrap();
-    let z = TypedBlob::<f64, Hidden>::with_dynamic(3).unwrap();
-    z.mutable_cpu_data()
-        .unwrap()
-        .copy_from_slice(&x.cpu_data().unwrap());
-    sigmoid.forward(&z, &z).unwrap();
+    let z = Blob::from_vec(&[3, 5], x.to_vec().unwrap()).unwrap();
+    sigmoid.forward(&[&z], &[&z]).unwrap();
     z.mutable_cpu_diff().unwrap().fill(0.5);
-    sigmoid.backward(&z, &z, true).unwrap();
+    sigmoid.backward(&[&z], &[true], &[&z]).unwrap();
     let in_place = z.diff_to_vec().unwrap();
     for (a, b) in in_place.iter().zip(&out_of_place) {
         assert!((a - b).abs() < 1e-15);
@@ -284,12 +258,12 @@ fn in_place_activation_backward_matches_the_out_of_place_one() {
 
 #[test]
 fn dropout_keeps_what_its_mask_keeps_forward_and_backward() {
-    let (x, y) = blobs::<Hidden, Hidden>(&[40, 5], &[40, 5]);
-    let mut drop = Dropout::<f64, Hidden>::new(0.25).unwrap();
+    let (x, mut y) = (input(&[40, 5]), Blob::default());
+    let mut drop = layer(r#"type: "Dropout" dropout_param { dropout_ratio: 0.25 }"#);
     blobflow::kernels::cpu::set_seed(3);
-    drop.forward(&x, &y).unwrap();
+    forward(drop.as_mut(), &x, &mut y);
     y.mutable_cpu_diff().unwrap().fill(1.0);
-    drop.backward(&x, &y, true).unwrap();
+    drop.backward(&[&y], &[true], &[&x]).unwrap();
     let (xd, yd, dx) = (
         x.to_vec().unwrap(),
         y.to_vec().unwrap(),
@@ -309,7 +283,7 @@ fn dropout_keeps_what_its_mask_keeps_forward_and_backward() {
         (110..190).contains(&kept),
         "{kept} of 200 kept at ratio 0.25"
     );
-    drop.train = false;
-    drop.forward(&x, &y).unwrap();
+    let mut testing = layer(r#"type: "Dropout" phase: TEST dropout_param { dropout_ratio: 0.25 }"#);
+    forward(testing.as_mut(), &x, &mut y);
     assert_eq!(y.to_vec().unwrap(), xd);
 }

@@ -454,28 +454,30 @@ fn a_users_layer_in_a_typed_net_checks_builds_and_learns() {
     assert!(slopes.iter().all(|&a| a != 0.25), "{slopes:?}");
 }
 
-/// A typed layer (the `Layer` trait's, outside a net) loads its blobs from
-/// a `.caffemodel` by layer name and saves them back.
+/// A layer on its own (outside a net) loads its blobs from a `.caffemodel`
+/// by layer name and saves them back.
 #[test]
-fn a_typed_layer_loads_and_saves_its_blobs_by_name() {
-    use blobflow::layers::{Convolution, Layer};
+fn a_layer_loads_and_saves_its_blobs_by_name() {
+    use blobflow::layers::registry::LayerRegistry;
     let mut model =
         CaffeModel::open(root().join("models/lenet/lenet_iter_10000.caffemodel")).unwrap();
-    let conv1 = Convolution::<f32, Digits, 20, 5>::new().unwrap();
-    model.load_layer("conv1", &conv1.params()).unwrap();
-    let stored = model.layer_blobs::<f32>("conv1").unwrap();
-    assert_eq!(conv1.weight.to_vec().unwrap(), stored[0].to_vec().unwrap());
-    assert_eq!(conv1.bias.to_vec().unwrap(), stored[1].to_vec().unwrap());
-    // The wrong layer's blobs are refused by shape, naming the layer.
-    let err = model
-        .load_layer("conv2", &conv1.params())
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("conv2"), "{err}");
-    conv1.bias.mutable_cpu_data().unwrap().fill(0.5);
-    model
-        .set_layer_blobs("conv1", &conv1.params(), false)
+    let mut conv1 = LayerRegistry::<f32>::with_caffe_layers()
+        .build_text(r#"type: "Convolution" convolution_param { num_output: 20 kernel_size: 5 }"#)
         .unwrap();
+    // Its first reshape makes its blobs, as Caffe's LayerSetUp.
+    let digits = Blob::<f32>::new(&[1, 1, 28, 28]).unwrap();
+    conv1.reshape(&[&digits], &[&Blob::default()]).unwrap();
+    let params: Vec<&Blob<f32>> = conv1.blobs().iter().collect();
+    model.load_layer("conv1", &params).unwrap();
+    let stored = model.layer_blobs::<f32>("conv1").unwrap();
+    for (loaded, stored) in params.iter().zip(&stored) {
+        assert_eq!(loaded.to_vec().unwrap(), stored.to_vec().unwrap());
+    }
+    // The wrong layer's blobs are refused by shape, naming the layer.
+    let err = model.load_layer("conv2", &params).unwrap_err().to_string();
+    assert!(err.contains("conv2"), "{err}");
+    params[1].mutable_cpu_data().unwrap().fill(0.5);
+    model.set_layer_blobs("conv1", &params, false).unwrap();
     assert_eq!(
         model.layer_blobs::<f32>("conv1").unwrap()[1]
             .to_vec()
@@ -537,26 +539,6 @@ fn flat_concats_and_four_way_sums() {
         sum.blob(&net).unwrap().to_vec().unwrap(),
         [10.0, 20.0, 30.0]
     );
-}
-
-/// The typed `Layer` API (layers called with their blobs): a convolution
-/// given one blob as bottom and top is refused, naming the layer and the
-/// cause, where it used to report a borrowed guard; ReLU still runs in
-/// place.
-#[test]
-fn a_typed_layer_that_cannot_run_in_place_says_so() {
-    use blobflow::layers::{Convolution, Layer, ReLU};
-    blob!(pub shape Same = _, 4, 6, 6);
-    let mut conv = Convolution::<f32, Same, 4, 3, 1, 1>::new().unwrap();
-    let x = TypedBlob::<f32, Same>::with_dynamic(1).unwrap();
-    let err = conv.forward(&x, &x).unwrap_err().to_string();
-    assert!(
-        err.contains("Convolution cannot run in place") && err.contains("same blob"),
-        "{err}"
-    );
-    let err = conv.backward(&x, &x, true).unwrap_err().to_string();
-    assert!(err.contains("cannot run in place"), "{err}");
-    ReLU::<f32, Same>::new().forward(&x, &x).unwrap();
 }
 
 /// Every neuron layer of Caffe's through the typed front end, against the

@@ -229,7 +229,7 @@ impl CaffeModel {
     }
 
     /// Loads the file's layer `name` into blobs that live elsewhere (a
-    /// typed layer's `params()`, typed blobs' `as_dyn()`), with the rules
+    /// layer's `blobs()`, typed blobs' `as_dyn()`), with the rules
     /// of [`copy_layer_into`](Self::copy_layer_into): as many blobs as the
     /// file's, each of the file's shape; an error names the layer and
     /// blob otherwise, and nothing is written.

@@ -239,6 +239,15 @@ pub trait DynLayer<T: MathElement>: Send {
     fn allows_in_place(&self) -> bool {
         true
     }
+
+    /// Lets the layer's cuDNN convolutions run f32 on TF32 tensor cores
+    /// (Ampere and later GPUs): faster, with inputs rounded to a 10-bit
+    /// mantissa (about 1e-3 relative off f32). Off by default, so a GPU
+    /// matches the CPU within 1e-5; on is what Caffe (cuDNN's default
+    /// math) and PyTorch (`torch.backends.cudnn.allow_tf32`) do. Layers
+    /// without such math ignore it; see
+    /// [`Net::allow_tf32`](crate::net::Net::allow_tf32).
+    fn allow_tf32(&mut self, _allowed: bool) {}
 }
 
 /// The error of a layer built from a bad parameter.

@@ -99,7 +99,9 @@ pub(crate) fn gpu_for_learned<T: MathElement>(
 
 /// The blob as `f32`, which [`gpu_of`] has checked it is.
 pub(crate) fn as_f32<T: MathElement>(blob: &Blob<T>) -> &Blob<f32> {
-    crate::layer::same(blob)
+    (blob as &dyn std::any::Any)
+        .downcast_ref::<Blob<f32>>()
+        .expect("gpu_of admits f32 blobs only")
 }
 
 /// A failed CUDA call of `op`, keeping the error as its source.

@@ -1,16 +1,14 @@
-//! Caffe's layers on typed blobs, forward and backward: a layer's input,
-//! output and parameters are typed blobs, and its output shape follows
-//! from its input's at compile time, so a mis-wired net does not compile.
+//! Caffe's layers, `Net` and solvers, with typed nets over them: a net
+//! declared in Rust whose every layer reads the output of the layer before
+//! it (or of a named branch), its shapes computed at compile time, so a
+//! mis-wired net does not compile.
 //!
-//! - [`Layer`]: what every layer implements, built in or your own (see
-//!   the `typed` guide and the `typed_layers` example for a user's layer).
-//! - [`Convolution`] (kernel, stride, pad), [`Pooling`] (MAX, AVE),
-//!   [`InnerProduct`], [`ReLU`], [`Sigmoid`], [`TanH`], [`Dropout`],
-//!   [`Softmax`]; [`SoftmaxWithLoss`] and [`accuracy`] on labels.
-//! - [`shapes`]: the output shapes, as type-level functions of the input.
+//! - [`typed_net`]: nets declared by construction ([`typed_net::NetSpec`]),
+//!   built into the same [`net::Net`] a `.prototxt` builds.
 //! - [`net::Net`]: Caffe's `Net`, built at run time from a `.prototxt`
 //!   over the run-time layers ([`DynLayer`]) of a
 //!   [`registry::LayerRegistry`], to which you can add your own types.
+//! - [`shapes`]: the output shapes, as type-level functions of the input.
 //! - [`filler`] (Caffe's fillers); [`solver`] (Caffe's six solver
 //!   types with its arithmetic, learning-rate policies, `.solverstate`
 //!   snapshots, solver prototxt files and Caffe's training loop);
@@ -113,13 +111,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 17] = [
     &argmax::ARGMAX,
 ];
 
-pub use activation::{Activate, Activation, Hyperbolic, Logistic, ReLU, Rectify, Sigmoid, TanH};
 #[cfg(feature = "cuda")]
 pub use conv::gpu_convolution_path;
-pub use conv::{ConvWeights, Convolution};
-pub use dropout::Dropout;
 pub use dyn_layer::{Arity, DynLayer, Sharing, TopShape};
-pub use inner_product::InnerProduct;
-pub use layer::{ElementOf, Feeds, Layer, WrittenBy};
-pub use pool::{PoolMethod, Pooling};
-pub use softmax::{Labels, Softmax, SoftmaxWithLoss, accuracy};
+pub use pool::PoolMethod;

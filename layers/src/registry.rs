@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use blob_proto::ParamMessage;
+use blob_proto::{ParamMessage, TextMessage, schema};
 use blob_runtime::{BlobError, MathElement};
 
 use crate::dyn_layer::DynLayer;
@@ -77,6 +77,35 @@ impl<T: MathElement> LayerRegistry<T> {
                 ),
             }),
         }
+    }
+}
+
+impl<T: MathElement> LayerRegistry<T> {
+    /// Builds one layer from its `LayerParameter` in Caffe's text format,
+    /// of the type its `type` field names: a layer on its own, to run or
+    /// test without a net (with [`GradientChecker`](crate::check), say).
+    /// Its phase is TRAIN unless the text sets `phase: TEST`.
+    ///
+    /// ```
+    /// use blob_layers::registry::LayerRegistry;
+    /// use blob_runtime::Blob;
+    /// let mut relu = LayerRegistry::<f32>::with_caffe_layers().build_text(r#"type: "ReLU""#)?;
+    /// let x = Blob::from_vec(&[3], vec![-1.0, 0.5, 2.0])?;
+    /// let y = Blob::new(&[3])?;
+    /// relu.forward(&[&x], &[&y])?;
+    /// assert_eq!(y.to_vec()?, [0.0, 0.5, 2.0]);
+    /// let err = LayerRegistry::<f32>::with_caffe_layers().build_text("type: ReLU").err().unwrap();
+    /// assert!(err.to_string().contains("line 1"), "{err}");
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn build_text(&self, text: &str) -> Result<Box<dyn DynLayer<T>>> {
+        let in_text = |source| BlobError::Proto {
+            path: "<layer text>".into(),
+            source,
+        };
+        let tree = TextMessage::parse(text).map_err(in_text)?;
+        let param = ParamMessage::from_text(&schema::LAYER_PARAMETER, &tree).map_err(in_text)?;
+        self.build(param.string("type"), &param)
     }
 }
 

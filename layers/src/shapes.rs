@@ -23,8 +23,7 @@
 
 use blob_runtime::typed::typenum::{B0, B1, GrEq, IsGreaterOrEqual};
 use blob_runtime::typed::{
-    D, Dim, DimAdd, DimDiv, DimMul, DimSub, FlattenDims, Minus, Over, Plus, Rank2, Rank4, Shape,
-    Times, Twin,
+    D, Dim, DimAdd, DimDiv, DimMul, DimSub, Minus, Over, Plus, Rank4, Shape, Times, Twin,
 };
 
 /// A convolution's output dim: `(H + 2P - E) / S + 1`, `E` the kernel's
@@ -184,32 +183,6 @@ where
     );
 }
 
-/// An input of an inner product: `(B, ...)` flattened to `(B, K)`.
-#[diagnostic::on_unimplemented(
-    message = "an inner product cannot take {Self}: it flattens every axis after the first",
-    label = "needs at least 2 axes, every axis after the first static, their product at most 4096"
-)]
-pub trait InnerProductInput: Shape {
-    /// The batch dim.
-    type Batch: Dim;
-    /// `K`, the product of the other dims.
-    type K: Dim;
-}
-
-impl<X: Shape> InnerProductInput for X
-where
-    X::Dims: FlattenDims,
-    <X::Dims as FlattenDims>::Output: Rank2,
-{
-    type Batch = <<X::Dims as FlattenDims>::Output as Rank2>::A0;
-    type K = <<X::Dims as FlattenDims>::Output as Rank2>::A1;
-}
-
 /// The dims of a convolution's output.
 pub type ConvOut<X, const COUT: usize, const K: usize, const S: usize, const P: usize> =
     <X as ConvShape<COUT, K, S, P>>::Out;
-/// The dims of a pooling output.
-pub type PoolOut<X, const K: usize, const S: usize, const P: usize = 0> =
-    <X as PoolShape<K, S, P>>::Out;
-/// The dims of an inner product's output, `(B, N)`.
-pub type InnerProductOut<X, const N: usize> = (<X as InnerProductInput>::Batch, D<N>);

@@ -1,12 +1,11 @@
 //! The CPU layers cut a batch (convolution), one image's output channels
 //! (convolution) or its planes (pooling) into one part per core; the
-//! results must not depend on how many cores there are. Each layer runs forward and backward in a pool of 1 thread and of
-//! 3 (uneven parts), on inputs large enough to be cut.
+//! results must not depend on how many cores there are. Each layer runs
+//! forward and backward in a pool of 1 thread and of 3 (uneven parts), on inputs large enough to be cut.
 
-use blob_layers::{Convolution, Layer, PoolMethod, Pooling};
-use blob_runtime::{Blob, blob};
-
-blob!(shape Images = _, 8, 48, 48);
+use blob_layers::DynLayer;
+use blob_layers::registry::LayerRegistry;
+use blob_runtime::Blob;
 
 const BATCH: usize = 5;
 
@@ -20,47 +19,45 @@ fn fill(b: &Blob<f64>, seed: u64) {
     }
 }
 
-/// Forward and backward of a layer from `make` on fixed data in a pool of
-/// `threads`: the output, the input gradient and every parameter gradient.
-fn run<L: Layer<Elem = f64>>(
-    make: &(impl Fn() -> L + Sync),
-    (batch, y_dims): (usize, &[usize]),
-    threads: usize,
-) -> Vec<Vec<f64>> {
+/// Forward and backward of the layer `text` describes on fixed data in a
+/// pool of `threads`: the output, the input gradient and every parameter
+/// gradient.
+fn run(text: &str, batch: usize, threads: usize) -> Vec<Vec<f64>> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .unwrap();
     pool.install(|| {
-        let mut layer = make();
+        let mut layer: Box<dyn DynLayer<f64>> =
+            LayerRegistry::with_caffe_layers().build_text(text).unwrap();
         let x = Blob::<f64>::new(&[batch, 8, 48, 48]).unwrap();
-        let y = Blob::<f64>::new(&[batch, y_dims[0], y_dims[1], y_dims[2]]).unwrap();
+        let mut y = Blob::<f64>::default();
+        // The first reshape makes the parameters (Caffe's LayerSetUp).
+        let shape = layer.reshape(&[&x], &[&y]).unwrap().remove(0);
+        y.reshape(&shape.dims).unwrap();
         fill(&x, 1);
-        for p in layer.params() {
+        for (k, p) in layer.blobs().iter().enumerate() {
+            fill(p, 3 + k as u64);
             p.mutable_cpu_diff().unwrap().fill(0.5);
         }
-        layer.forward_blobs(&x, &y).unwrap();
+        layer.forward(&[&x], &[&y]).unwrap();
         // The gradient arriving at y: fixed, whatever the forward gave.
         let dy: Vec<f64> = (0..y.count())
             .map(|i| ((i * 7) % 13) as f64 - 6.0)
             .collect();
         y.mutable_cpu_diff().unwrap().copy_from_slice(&dy);
-        layer.backward_blobs(&x, &y, true).unwrap();
+        layer.backward(&[&y], &[true], &[&x]).unwrap();
         let mut out = vec![y.to_vec().unwrap(), x.diff_to_vec().unwrap()];
-        out.extend(layer.params().iter().map(|p| p.diff_to_vec().unwrap()));
+        out.extend(layer.blobs().iter().map(|p| p.diff_to_vec().unwrap()));
         out
     })
 }
 
-/// Runs a fresh layer from `make` on 1 core and on 3 and compares every
+/// Runs the layer `text` describes on 1 core and on 3 and compares every
 /// result.
-fn same_on_one_core_and_three<L: Layer<Elem = f64>>(
-    what: &str,
-    make: impl Fn() -> L + Sync,
-    shape: (usize, &[usize]),
-) -> Vec<Vec<f64>> {
-    let one = run(&make, shape, 1);
-    let three = run(&make, shape, 3);
+fn same_on_one_core_and_three(what: &str, text: &str, batch: usize) -> Vec<Vec<f64>> {
+    let one = run(text, batch, 1);
+    let three = run(text, batch, 3);
     assert_eq!(one.len(), three.len());
     for (k, (a, b)) in one.iter().zip(&three).enumerate() {
         assert_eq!(a.len(), b.len());
@@ -76,13 +73,9 @@ fn same_on_one_core_and_three<L: Layer<Elem = f64>>(
 
 #[test]
 fn convolution_gives_the_same_on_one_core_and_three() {
-    let make = || {
-        let conv = Convolution::<f64, Images, 4, 3, 1, 1>::new().unwrap();
-        fill(&conv.weight, 3);
-        fill(&conv.bias, 4);
-        conv
-    };
-    let results = same_on_one_core_and_three("convolution", make, (BATCH, &[4, 48, 48]));
+    let conv = r#"type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 pad: 1 }"#;
+    let results = same_on_one_core_and_three("convolution", conv, BATCH);
+    assert_eq!(results[0].len(), BATCH * 4 * 48 * 48);
     // Weight and bias gradients accumulate onto what was there (0.5).
     assert!(
         results[2].iter().all(|&g| g != 0.5),
@@ -93,20 +86,17 @@ fn convolution_gives_the_same_on_one_core_and_three() {
 #[test]
 fn one_images_channels_give_the_same_on_one_core_and_three() {
     // 40 output channels on 3 cores: parts of 16, 16 and 8.
-    let make = || {
-        let conv = Convolution::<f64, Images, 40, 3, 1, 1>::new().unwrap();
-        fill(&conv.weight, 5);
-        fill(&conv.bias, 6);
-        conv
-    };
-    let results = same_on_one_core_and_three("one image's convolution", make, (1, &[40, 48, 48]));
+    let conv = r#"type: "Convolution" convolution_param { num_output: 40 kernel_size: 3 pad: 1 }"#;
+    let results = same_on_one_core_and_three("one image's convolution", conv, 1);
     assert!(results[0].iter().all(|v| v.is_finite() && *v != 0.0));
 }
 
 #[test]
 fn pooling_gives_the_same_on_one_core_and_three() {
-    let max = || Pooling::<f64, Images, 2, 2>::new(PoolMethod::Max);
-    same_on_one_core_and_three("max pooling", max, (BATCH, &[8, 24, 24]));
-    let ave = || Pooling::<f64, Images, 3, 3>::new(PoolMethod::Ave);
-    same_on_one_core_and_three("average pooling", ave, (BATCH, &[8, 16, 16]));
+    let max = r#"type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 2 }"#;
+    let pooled = same_on_one_core_and_three("max pooling", max, BATCH);
+    assert_eq!(pooled[0].len(), BATCH * 8 * 24 * 24);
+    let ave = r#"type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 3 }"#;
+    let pooled = same_on_one_core_and_three("average pooling", ave, BATCH);
+    assert_eq!(pooled[0].len(), BATCH * 8 * 16 * 16);
 }

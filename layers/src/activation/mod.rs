@@ -1,22 +1,21 @@
-//! Caffe's element-wise activations on typed blobs: ReLU, Sigmoid, TanH.
-//! Each runs in place (bottom and top the same blob, as Caffe nets run
-//! ReLU) or from one blob into another of the same shape.
+//! Caffe's element-wise activations ReLU, Sigmoid and TanH. Each runs in
+//! place (bottom and top the same blob, as Caffe nets run ReLU) or from
+//! one blob into another of the same shape.
 
 #[cfg(feature = "cuda")]
 mod cuda;
 
 use std::marker::PhantomData;
 
-use blob_runtime::typed::Shape;
 use blob_runtime::{Blob, MathElement};
 
-use crate::layer::{Layer, Result, expect_shape, in_place};
+use crate::layer::{Result, expect_shape, in_place};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::ACTIVATION;
 
 /// An element-wise function and its derivative, written in terms of the
 /// output `y = f(x)` (all three of Caffe's can be).
-pub trait Activate {
+pub(crate) trait Activate {
     /// Caffe's layer type name.
     const TYPE: &'static str;
     /// `f(x)`.
@@ -26,7 +25,7 @@ pub trait Activate {
 }
 
 /// `max(x, 0)` (Caffe `ReLU`, `negative_slope` 0).
-pub struct Rectify;
+pub(crate) struct Rectify;
 impl Activate for Rectify {
     const TYPE: &'static str = "ReLU";
     fn apply<T: MathElement>(x: T) -> T {
@@ -38,7 +37,7 @@ impl Activate for Rectify {
 }
 
 /// `1 / (1 + e^-x)` (Caffe `Sigmoid`).
-pub struct Logistic;
+pub(crate) struct Logistic;
 impl Activate for Logistic {
     const TYPE: &'static str = "Sigmoid";
     fn apply<T: MathElement>(x: T) -> T {
@@ -50,7 +49,7 @@ impl Activate for Logistic {
 }
 
 /// `tanh(x)` (Caffe `TanH`).
-pub struct Hyperbolic;
+pub(crate) struct Hyperbolic;
 impl Activate for Hyperbolic {
     const TYPE: &'static str = "TanH";
     fn apply<T: MathElement>(x: T) -> T {
@@ -61,74 +60,7 @@ impl Activate for Hyperbolic {
     }
 }
 
-/// An element-wise activation layer on shape `S`.
-///
-/// ```
-/// use blob_layers::{Layer, Sigmoid};
-/// use blob_runtime::{blob, typed::TypedBlob};
-/// blob!(pub shape Pair = 2);
-/// let x = TypedBlob::<f64, Pair>::new()?;
-/// let y = TypedBlob::<f64, Pair>::new()?;
-/// Sigmoid::<f64, Pair>::new().forward(&x, &y)?;
-/// assert_eq!(y.to_vec()?, vec![0.5, 0.5]);
-/// # Ok::<(), blob_runtime::BlobError>(())
-/// ```
-pub struct Activation<T: MathElement, S: Shape, F: Activate> {
-    _types: PhantomData<Marker<T, S, F>>,
-}
-
-/// Ties the type parameters to the layer without holding any of them.
-type Marker<T, S, F> = fn() -> (T, S, F);
-
-/// Caffe `ReLU`.
-pub type ReLU<T, S> = Activation<T, S, Rectify>;
-/// Caffe `Sigmoid`.
-pub type Sigmoid<T, S> = Activation<T, S, Logistic>;
-/// Caffe `TanH`.
-pub type TanH<T, S> = Activation<T, S, Hyperbolic>;
-
-impl<T: MathElement, S: Shape, F: Activate> Activation<T, S, F> {
-    /// The layer (it has no parameters).
-    ///
-    /// ```
-    /// blob_runtime::blob!(pub shape Hidden = _, 500);
-    /// let _relu = blob_layers::ReLU::<f32, Hidden>::new();
-    /// ```
-    pub fn new() -> Self {
-        Self {
-            _types: PhantomData,
-        }
-    }
-}
-
-impl<T: MathElement, S: Shape, F: Activate> Default for Activation<T, S, F> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<T: MathElement, S: Shape, F: Activate> Layer for Activation<T, S, F> {
-    type Elem = T;
-    type Input = S;
-    type Output = S;
-    const TYPE: &'static str = F::TYPE;
-    const IN_PLACE: bool = true;
-
-    fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
-        forward::<F, T>(x, y)
-    }
-
-    /// `dx = dy * f'(x)`.
-    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
-        if !propagate_down {
-            return Ok(());
-        }
-        backward::<F, T>(x, y)
-    }
-}
-
-/// `y = f(x)`, in place or not, on the device `x` lives on: what the
-/// typed [`Activation`] and the run-time [`ActivationLayer`] both run.
+/// `y = f(x)`, in place or not, on the device `x` lives on.
 pub(crate) fn forward<F: Activate, T: MathElement>(x: &Blob<T>, y: &Blob<T>) -> Result<()> {
     if !in_place(x, y) {
         expect_shape("write activation output", y, x.shape())?;

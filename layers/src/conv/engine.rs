@@ -39,37 +39,7 @@ pub(crate) struct ConvEngine<T: MathElement> {
 }
 
 impl<T: MathElement> ConvEngine<T> {
-    /// `y = conv(x) + bias` (Caffe `Forward_cpu`, or `Forward_gpu` when
-    /// `x` lives on a CUDA device).
-    pub fn forward(
-        &mut self,
-        g: &ConvGeometry,
-        choice: EngineChoice,
-        x: &Blob<T>,
-        weight: &Blob<T>,
-        bias: &Blob<T>,
-        y: &Blob<T>,
-    ) -> Result<()> {
-        self.forward_grouped(g, 1, choice, x, weight, bias, y)
-    }
-
-    /// Weight and bias gradients from `y`'s diff (accumulated), and `x`'s
-    /// diff when `propagate_down` (Caffe `Backward_cpu`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn backward(
-        &mut self,
-        g: &ConvGeometry,
-        choice: EngineChoice,
-        x: &Blob<T>,
-        weight: &Blob<T>,
-        bias: &Blob<T>,
-        y: &Blob<T>,
-        propagate_down: bool,
-    ) -> Result<()> {
-        self.backward_grouped(g, 1, choice, x, weight, bias, y, propagate_down)
-    }
-
-    /// [`forward`](Self::forward) over three or more spatial axes (Caffe's
+    /// A convolution over three or more spatial axes (Caffe's
     /// `im2col_nd`), on the device the blobs live on.
     pub fn forward_volume(
         &mut self,

@@ -450,6 +450,14 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         "Convolution"
     }
 
+    #[cfg_attr(not(feature = "cudnn"), allow(unused_variables))]
+    fn allow_tf32(&mut self, allowed: bool) {
+        #[cfg(feature = "cudnn")]
+        {
+            self.p.choice.allow_tf32 = allowed;
+        }
+    }
+
     fn bottoms(&self) -> Arity {
         Arity::at_least(1)
     }

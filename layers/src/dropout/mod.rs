@@ -1,80 +1,18 @@
-//! Caffe's Dropout layer on typed blobs: in training, each value is kept
+//! Caffe's Dropout layer: in training, each value is kept
 //! with probability `1 - ratio` and scaled by `1 / (1 - ratio)`; in testing
 //! it passes unchanged.
 
 #[cfg(feature = "cuda")]
 mod cuda;
 
-use std::marker::PhantomData;
-
 use blob_kernels::cpu;
-use blob_runtime::typed::Shape;
 use blob_runtime::{Blob, BlobError, MathElement};
 
-use crate::layer::{Layer, Result, ensure, expect_shape, in_place};
+use crate::layer::{Result, ensure, expect_shape, in_place};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::DROPOUT;
 
-/// Caffe `Dropout` on shape `S` (`scale_train: true`), in place or not.
-///
-/// ```
-/// use blob_layers::{Dropout, Layer};
-/// use blob_runtime::{blob, typed::TypedBlob};
-/// blob!(pub shape Units = 1000);
-/// let x = TypedBlob::<f32, Units>::new()?;
-/// x.mutable_cpu_data()?.fill(1.0);
-/// let mut drop = Dropout::<f32, Units>::new(0.5)?;
-/// blob_kernels::cpu::set_seed(7);
-/// drop.forward(&x, &x)?;
-/// let kept = x.to_vec()?.iter().filter(|&&v| v == 2.0).count();
-/// assert!((400..600).contains(&kept), "{kept}"); // the others are 0
-/// # Ok::<(), blob_runtime::BlobError>(())
-/// ```
-pub struct Dropout<T: MathElement, S: Shape> {
-    /// Training (drop and scale) or testing (pass through); Caffe's phase.
-    pub train: bool,
-    engine: DropoutEngine,
-    _types: PhantomData<fn() -> (T, S)>,
-}
-
-impl<T: MathElement, S: Shape> Dropout<T, S> {
-    /// A dropout layer in training mode; `ratio` (the share dropped) must
-    /// be in `[0, 1)`.
-    ///
-    /// ```
-    /// blob_runtime::blob!(pub shape Units = 4);
-    /// assert!(blob_layers::Dropout::<f32, Units>::new(1.0).is_err());
-    /// ```
-    pub fn new(ratio: f64) -> Result<Self> {
-        Ok(Self {
-            train: true,
-            engine: DropoutEngine::new(ratio)?,
-            _types: PhantomData,
-        })
-    }
-}
-
-impl<T: MathElement, S: Shape> Layer for Dropout<T, S> {
-    type Elem = T;
-    type Input = S;
-    type Output = S;
-    const TYPE: &'static str = "Dropout";
-    const IN_PLACE: bool = true;
-
-    fn forward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
-        self.engine.forward(self.train, x, y)
-    }
-
-    fn backward_blobs(&mut self, x: &Blob<T>, y: &Blob<T>, propagate_down: bool) -> Result<()> {
-        if !propagate_down {
-            return Ok(());
-        }
-        self.engine.backward(self.train, x, y)
-    }
-}
-
-/// Dropout's ratio and the mask of its last training pass: what the typed
-/// [`Dropout`] and the run-time [`DropoutLayer`] both run.
+/// Dropout's ratio and the mask of its last training pass.
 pub(crate) struct DropoutEngine {
     ratio: f64,
     mask: Vec<u32>,

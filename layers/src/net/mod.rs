@@ -1201,6 +1201,29 @@ impl<T: MathElement> Net<T> {
         CaffeModel::from_bytes(&bytes)
     }
 
+    /// Lets every convolution of the net run f32 on TF32 tensor cores
+    /// where cuDNN convolves it on a GPU ([`DynLayer::allow_tf32`]): about
+    /// 1e-3 relative off f32, as Caffe and PyTorch compute by default. Off
+    /// unless set; it changes nothing on the CPU.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let mut net = Net::<f32>::from_prototxt(
+    ///     r#"input: "x" input_shape { dim: 1 dim: 1 dim: 3 dim: 3 }
+    ///        layer { name: "c" type: "Convolution" bottom: "x" top: "y"
+    ///                convolution_param { num_output: 1 kernel_size: 3 } }"#,
+    ///     NetState::test(),
+    /// )?;
+    /// net.allow_tf32(true);
+    /// net.forward()?;
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn allow_tf32(&mut self, allowed: bool) {
+        for l in &mut self.layers {
+            l.layer.allow_tf32(allowed);
+        }
+    }
+
     /// Puts every blob and parameter on `device` (Caffe's
     /// `Caffe::set_mode(GPU)` for this net): the layers then run there.
     ///

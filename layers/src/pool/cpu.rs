@@ -29,11 +29,6 @@ pub(crate) struct PoolGeometry {
 }
 
 impl PoolGeometry {
-    /// Caffe's output size: `ceil((input - kernel) / stride) + 1`.
-    pub fn output_size(input: usize, kernel: usize, stride: usize) -> usize {
-        input.saturating_sub(kernel).div_ceil(stride) + 1
-    }
-
     /// The window of output `(r, q)`: rows `h0..h1`, columns `w0..w1`,
     /// clipped to the input (empty when it starts past the input's end).
     fn window(&self, r: usize, q: usize) -> (usize, usize, usize, usize) {
@@ -488,8 +483,8 @@ mod max_tests {
                 planes: 3,
                 h,
                 w,
-                oh: PoolGeometry::output_size(h, k, s),
-                ow: PoolGeometry::output_size(w, k, s),
+                oh: (h - k).div_ceil(s) + 1,
+                ow: (w - k).div_ceil(s) + 1,
                 kernel: [k, k],
                 stride: [s, s],
                 pad: [0, 0],

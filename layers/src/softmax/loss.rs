@@ -82,29 +82,9 @@ fn normalizer(mode: Normalization, (outer, _, inner): (usize, usize, usize), val
 
 impl SoftmaxLossEngine {
     /// `prob = softmax(logits)` over `(outer, classes, inner)`, and the
-    /// loss into `loss`'s one value (normalization VALID, nothing ignored:
-    /// the typed layer's).
-    pub(crate) fn forward<T: MathElement>(
-        &mut self,
-        dims: (usize, usize, usize),
-        logits: &Blob<T>,
-        labels: &Blob<T>,
-        prob: &Blob<T>,
-        loss: &Blob<T>,
-    ) -> Result<()> {
-        self.forward_with(
-            dims,
-            (Normalization::Valid, None),
-            logits,
-            labels,
-            prob,
-            loss,
-        )
-    }
-
-    /// [`forward`](Self::forward) with a normalization and an ignored
+    /// loss into `loss`'s one value, with a normalization and an ignored
     /// label.
-    pub(crate) fn forward_with<T: MathElement>(
+    pub(crate) fn forward<T: MathElement>(
         &mut self,
         dims: (usize, usize, usize),
         (mode, ignore): (Normalization, Option<i64>),
@@ -141,28 +121,9 @@ impl SoftmaxLossEngine {
         Ok(())
     }
 
-    /// `(prob - onehot) / B` into the logits' diff (the typed layer's).
-    pub(crate) fn backward<T: MathElement>(
-        &self,
-        dims: (usize, usize, usize),
-        logits: &Blob<T>,
-        labels: &Blob<T>,
-        prob: &Blob<T>,
-        weight: T,
-    ) -> Result<()> {
-        self.backward_with(
-            dims,
-            (Normalization::Valid, None),
-            logits,
-            labels,
-            prob,
-            weight,
-        )
-    }
-
     /// `(prob - onehot) weight / normalizer` into the logits' diff, zero
     /// at ignored positions.
-    pub(crate) fn backward_with<T: MathElement>(
+    pub(crate) fn backward<T: MathElement>(
         &self,
         dims: (usize, usize, usize),
         (mode, ignore): (Normalization, Option<i64>),
@@ -304,7 +265,7 @@ impl<T: MathElement> DynLayer<T> for SoftmaxWithLossLayer<T> {
             }
         };
         self.engine
-            .forward_with(dims, self.settings, bottoms[0], bottoms[1], prob, tops[0])
+            .forward(dims, self.settings, bottoms[0], bottoms[1], prob, tops[0])
     }
 
     fn backward(
@@ -326,7 +287,7 @@ impl<T: MathElement> DynLayer<T> for SoftmaxWithLossLayer<T> {
         let prob = tops.get(1).copied().unwrap_or(&self.prob);
         let weight = tops[0].cpu_diff()?[0];
         self.engine
-            .backward_with(dims, self.settings, bottoms[0], bottoms[1], prob, weight)
+            .backward(dims, self.settings, bottoms[0], bottoms[1], prob, weight)
     }
 
     fn allow_force_backward(&self, bottom: usize) -> bool {

@@ -1,4 +1,4 @@
-// The wiring mistake shown in examples/typed_layers.rs.
+// Weights of another K handed to an inner product of typed blobs.
 use blobflow::blob;
 
 fn main() {

@@ -3,14 +3,10 @@
 
 use blob_kernels::cpu::{Transpose, gemm};
 use blob_kernels::sums::SumLayout;
-use blob_layers::Convolution;
-use blob_runtime::blob;
 use cuda_on_cpu as k;
 
 use crate::sums::add_sums;
-use crate::{CpuRun, assert_close, random, run_dyn_on_cpu, run_on_cpu};
-
-blob!(shape Image = _, 3, 9, 9);
+use crate::{CpuRun, assert_close, random, run_on_cpu};
 
 /// A convolution's sizes, as `ConvGeometry` holds them: per spatial
 /// axis (height, width) the kernel, stride, padding and dilation.
@@ -252,6 +248,13 @@ fn assert_same_run(name: &str, got: &CpuRun, want: &CpuRun) {
     );
 }
 
+/// A square convolution's `LayerParameter` text.
+fn conv_text(num_output: usize, kernel: usize, stride: usize, pad: usize) -> String {
+    format!(
+        r#"type: "Convolution" convolution_param {{ num_output: {num_output} kernel_size: {kernel} stride: {stride} pad: {pad} }}"#
+    )
+}
+
 #[test]
 fn im2col_path_matches_cpu_convolution() {
     let x_shape = [2, 3, 9, 9];
@@ -259,21 +262,33 @@ fn im2col_path_matches_cpu_convolution() {
         "3x3 stride 2 pad 1",
         Geometry::new(2, 3, 4, 9, 3, 2, 1),
         |p, x, dy| {
-            let mut conv = Convolution::<f32, Image, 4, 3, 2, 1>::new().unwrap();
-            run_on_cpu(&mut conv, p, (&x_shape, x), (&[2, 4, 5, 5], dy))
+            run_on_cpu(
+                &conv_text(4, 3, 2, 1),
+                p,
+                (&x_shape, x),
+                (&[2, 4, 5, 5], dy),
+            )
         },
     );
     check("5x5", Geometry::new(2, 3, 6, 9, 5, 1, 0), |p, x, dy| {
-        let mut conv = Convolution::<f32, Image, 6, 5>::new().unwrap();
-        run_on_cpu(&mut conv, p, (&x_shape, x), (&[2, 6, 5, 5], dy))
+        run_on_cpu(
+            &conv_text(6, 5, 1, 0),
+            p,
+            (&x_shape, x),
+            (&[2, 6, 5, 5], dy),
+        )
     });
     // A stride that skips input pixels and padding wider than a step.
     check(
         "2x2 stride 3 pad 2",
         Geometry::new(2, 3, 5, 9, 2, 3, 2),
         |p, x, dy| {
-            let mut conv = Convolution::<f32, Image, 5, 2, 3, 2>::new().unwrap();
-            run_on_cpu(&mut conv, p, (&x_shape, x), (&[2, 5, 4, 4], dy))
+            run_on_cpu(
+                &conv_text(5, 2, 3, 2),
+                p,
+                (&x_shape, x),
+                (&[2, 5, 4, 4], dy),
+            )
         },
     );
 }
@@ -284,7 +299,7 @@ fn im2col_path_matches_cpu_convolution() {
 fn im2col_path_matches_rectangular_dilated_convolution() {
     let g = Geometry::rect(2, 3, 4, [9, 11], [3, 2], [2, 1], [1, 0], [2, 3]);
     check("3x2 stride 2x1 pad 1x0 dilation 2x3", g, |p, x, dy| {
-        run_dyn_on_cpu(
+        run_on_cpu(
             r#"type: "Convolution" convolution_param { num_output: 4 kernel_h: 3 kernel_w: 2
                stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0 dilation: 2 dilation: 3 }"#,
             p,
@@ -304,9 +319,8 @@ fn cudnn_bias_kernels_match_cpu_convolution() {
     let x = random(g.x_len(), 1, -1.0, 1.0);
     let dy = random(g.y_len(), 2, -1.0, 1.0);
     let run = |b: &[f32]| {
-        let mut conv = Convolution::<f32, Image, 4, 3, 2, 1>::new().unwrap();
         run_on_cpu(
-            &mut conv,
+            &conv_text(4, 3, 2, 1),
             &[weight.clone(), b.to_vec()],
             (&[2, 3, 9, 9], &x),
             (&[2, 4, 5, 5], &dy),
@@ -522,7 +536,7 @@ fn depthwise_kernels_match_cpu_grouped_convolution() {
         let bias = random(g.cin, 11, -0.5, 0.5);
         let x = random(g.x_len(), 1, -1.0, 1.0);
         let dy = random(g.y_len(), 2, -1.0, 1.0);
-        let want = run_dyn_on_cpu(
+        let want = run_on_cpu(
             &format!(
                 r#"type: "Convolution" convolution_param {{ num_output: {} group: {} {geometry} }}"#,
                 g.cin, g.cin

@@ -3,15 +3,12 @@
 
 use blob_kernels::cpu::{Transpose, gemm};
 use blob_kernels::sums::SumLayout;
-use blob_layers::{Dropout, InnerProduct, Layer, ReLU, Sigmoid, TanH};
-use blob_runtime::{Blob, blob};
+use blob_layers::registry::LayerRegistry;
+use blob_runtime::Blob;
 use cuda_on_cpu as k;
 
 use crate::sums::add_sums;
 use crate::{assert_close, random, run_on_cpu};
-
-blob!(shape Image = _, 3, 9, 9);
-blob!(shape Flat = _, 20);
 
 /// `inner_product/cuda.rs`: y = x W^T + b; dW += dy^T x, db += colsum(dy),
 /// dx = dy W.
@@ -22,9 +19,8 @@ fn inner_product_matches_cpu() {
     let bias = random(n, 11, -0.5, 0.5);
     let x = random(b * kk, 1, -1.0, 1.0);
     let dy = random(b * n, 2, -1.0, 1.0);
-    let mut ip = InnerProduct::<f32, Image, 7>::new().unwrap();
     let want = run_on_cpu(
-        &mut ip,
+        r#"type: "InnerProduct" inner_product_param { num_output: 7 }"#,
         &[weight.clone(), bias.clone()],
         (&[b, 3, 9, 9], &x),
         (&[b, n], &dy),
@@ -91,20 +87,18 @@ fn inner_product_matches_cpu() {
 
 /// An activation's output and input gradient on host blobs, in place
 /// (output and gradient in the input's blob) or not.
-fn activation_on_cpu<L: Layer<Elem = f32>>(
-    mut layer: L,
-    x: &[f32],
-    dy: &[f32],
-    in_place: bool,
-) -> (Vec<f32>, Vec<f32>) {
+fn activation_on_cpu(kind: &str, x: &[f32], dy: &[f32], in_place: bool) -> (Vec<f32>, Vec<f32>) {
+    let mut layer = LayerRegistry::<f32>::with_caffe_layers()
+        .build_text(&format!(r#"type: "{kind}""#))
+        .unwrap();
     let xb = Blob::<f32>::new(&[4, 20]).unwrap();
     xb.mutable_cpu_data().unwrap().copy_from_slice(x);
     let yb = Blob::<f32>::new(&[4, 20]).unwrap();
     let y = if in_place { &xb } else { &yb };
-    layer.forward_blobs(&xb, y).unwrap();
+    layer.forward(&[&xb], &[y]).unwrap();
     let out = y.to_vec().unwrap();
     y.mutable_cpu_diff().unwrap().copy_from_slice(dy);
-    layer.backward_blobs(&xb, y, true).unwrap();
+    layer.backward(&[y], &[true], &[&xb]).unwrap();
     (out, xb.diff_to_vec().unwrap())
 }
 
@@ -117,9 +111,9 @@ fn activations_match_cpu() {
     x[0] = 0.0; // ReLU's slope at 0 is Caffe's 0
     let dy = random(n, 2, -1.0, 1.0);
     let cpu = |kind: i32, in_place: bool| match kind {
-        0 => activation_on_cpu(ReLU::<f32, Flat>::new(), &x, &dy, in_place),
-        1 => activation_on_cpu(Sigmoid::<f32, Flat>::new(), &x, &dy, in_place),
-        _ => activation_on_cpu(TanH::<f32, Flat>::new(), &x, &dy, in_place),
+        0 => activation_on_cpu("ReLU", &x, &dy, in_place),
+        1 => activation_on_cpu("Sigmoid", &x, &dy, in_place),
+        _ => activation_on_cpu("TanH", &x, &dy, in_place),
     };
     for kind in 0..3 {
         let (want_y, want_dx) = cpu(kind, false);
@@ -161,8 +155,8 @@ fn dropout_matches_cpu() {
     let n = 1000;
     let x = random(n, 1, 0.5, 1.5); // never 0, so a 0 output is a drop
     let dy = random(n, 2, -1.0, 1.0);
-    let mut drop = Dropout::<f32, (blob_runtime::typed::D<1000>,)>::new(0.25).unwrap();
-    let want = run_on_cpu(&mut drop, &[], (&[n], &x), (&[n], &dy));
+    let drop = r#"type: "Dropout" dropout_param { dropout_ratio: 0.25 }"#;
+    let want = run_on_cpu(drop, &[], (&[n], &x), (&[n], &dy));
     let keep: Vec<u32> = want.y.iter().map(|&v| u32::from(v != 0.0)).collect();
     let kept = keep.iter().filter(|&&b| b == 1).count();
     assert!(
@@ -180,7 +174,7 @@ fn dropout_matches_cpu() {
     assert_close("dropout gradient", &dx, &want.dx, 1e-6);
 }
 
-/// The `typed_layers` example's own kernel (its user layer's CUDA side)
+/// The `user_layer` example's own kernel (its user layer's CUDA side)
 /// against what that layer's CPU side computes: `y[b, c] = x[b, c] *
 /// gamma[c]`, used for the output and for the input's gradient.
 #[test]

@@ -21,7 +21,6 @@ mod solver;
 mod sums;
 
 use blob_kernels::cpu;
-use blob_layers::Layer;
 use blob_runtime::Blob;
 
 /// `n` values uniform on `[lo, hi]` from `seed`.
@@ -98,52 +97,18 @@ pub struct CpuRun {
     pub param_diffs: Vec<Vec<f32>>,
 }
 
-/// Runs `layer` forward on `x` and backward from `dy` on host blobs, with
-/// its parameters set to `params` and their diffs zeroed first.
-pub fn run_on_cpu<L: Layer<Elem = f32>>(
-    layer: &mut L,
-    params: &[Vec<f32>],
-    (x_shape, x): (&[usize], &[f32]),
-    (y_shape, dy): (&[usize], &[f32]),
-) -> CpuRun {
-    for (p, values) in layer.params().iter().zip(params) {
-        p.mutable_cpu_data().unwrap().copy_from_slice(values);
-        p.mutable_cpu_diff().unwrap().fill(0.0);
-    }
-    let xb = Blob::<f32>::new(x_shape).unwrap();
-    xb.mutable_cpu_data().unwrap().copy_from_slice(x);
-    let yb = Blob::<f32>::new(y_shape).unwrap();
-    layer.forward_blobs(&xb, &yb).unwrap();
-    let y = yb.to_vec().unwrap();
-    yb.mutable_cpu_diff().unwrap().copy_from_slice(dy);
-    layer.backward_blobs(&xb, &yb, true).unwrap();
-    CpuRun {
-        y,
-        dx: xb.diff_to_vec().unwrap(),
-        param_diffs: layer
-            .params()
-            .iter()
-            .map(|p| p.diff_to_vec().unwrap())
-            .collect(),
-    }
-}
-
-/// [`run_on_cpu`] for the run-time layer that `text` (a
-/// `LayerParameter` in text) describes, its blobs set to `params`:
-/// the CPU side the kernels of its `cuda.rs` must match.
-pub fn run_dyn_on_cpu(
+/// Runs the layer that `text` (a `LayerParameter` in text) describes
+/// forward on `x` and backward from `dy` on host blobs, its blobs set to
+/// `params` and their diffs zeroed first: the CPU side the kernels of its
+/// `cuda.rs` must match.
+pub fn run_on_cpu(
     text: &str,
     params: &[Vec<f32>],
     (x_shape, x): (&[usize], &[f32]),
     (y_shape, dy): (&[usize], &[f32]),
 ) -> CpuRun {
-    let param = blob_proto::ParamMessage::from_text(
-        &blob_proto::schema::LAYER_PARAMETER,
-        &blob_proto::TextMessage::parse(text).unwrap(),
-    )
-    .unwrap();
     let mut layer = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers()
-        .build(param.string("type"), &param)
+        .build_text(text)
         .unwrap();
     let xb = Blob::<f32>::new(x_shape).unwrap();
     xb.mutable_cpu_data().unwrap().copy_from_slice(x);

@@ -4,7 +4,7 @@
 
 use cuda_on_cpu as k;
 
-use crate::{CpuRun, assert_close, random, run_dyn_on_cpu};
+use crate::{CpuRun, assert_close, random, run_on_cpu};
 
 /// The kernels' calls for `kind` with parameters `p`, out of place.
 fn gpu_calls(kind: i32, p: [f64; 3], x: &[f32], dy: &[f32]) -> CpuRun {
@@ -116,7 +116,7 @@ fn element_wise_layers_with_parameters_match_cpu() {
             assert_close(&format!("{text}: output"), &got.y, &want, 0.0);
             continue;
         }
-        let want = run_dyn_on_cpu(text, &[], (&[3, 20], &x), (&[3, 20], &dy));
+        let want = run_on_cpu(text, &[], (&[3, 20], &x), (&[3, 20], &dy));
         assert_close(&format!("{text}: output"), &got.y, &want.y, 0.0);
         assert_close(&format!("{text}: input gradient"), &got.dx, &want.dx, 0.0);
         if inplace {

@@ -4,7 +4,7 @@
 
 use cuda_on_cpu as k;
 
-use crate::{CpuRun, assert_close, random, run_dyn_on_cpu};
+use crate::{CpuRun, assert_close, random, run_on_cpu};
 
 /// The GPU's calls for a bottom of `shape` permuted by `order` (complete).
 fn gpu_calls(shape: &[usize], order: &[usize], x: &[f32], dy: &[f32]) -> CpuRun {
@@ -64,7 +64,7 @@ fn permute_matches_cpu() {
         let (x, dy) = (random(n, 1, -1.0, 1.0), random(n, 2, -1.0, 1.0));
         let top: Vec<usize> = full.iter().map(|&a| shape[a]).collect();
         let text = format!(r#"type: "Permute" permute_param {{ {given} }}"#);
-        let want = run_dyn_on_cpu(&text, &[], (&shape, &x), (&top, &dy));
+        let want = run_on_cpu(&text, &[], (&shape, &x), (&top, &dy));
         let got = gpu_calls(&shape, &full, &x, &dy);
         assert_close(&format!("{given}: output"), &got.y, &want.y, 0.0);
         assert_close(&format!("{given}: input gradient"), &got.dx, &want.dx, 0.0);

@@ -3,13 +3,10 @@
 //! or not, as `pool/cuda.rs` calls the kernels: bit for bit, overlapping
 //! windows included (the backward kernels add in the CPU's order).
 
-use blob_layers::{PoolMethod, Pooling};
-use blob_runtime::blob;
+use blob_layers::PoolMethod;
 use cuda_on_cpu as k;
 
-use crate::{CpuRun, assert_close, random, run_dyn_on_cpu, run_on_cpu};
-
-blob!(shape Image = _, 3, 9, 9);
+use crate::{CpuRun, assert_close, random, run_on_cpu};
 
 /// A pooling's sizes: planes of `h` x `w` pooled to `oh` x `ow` by
 /// windows of `kernel`, `stride` and `pad`, each (height, width).
@@ -110,10 +107,7 @@ fn values(g: &Geometry) -> (Vec<f32>, Vec<f32>) {
     (x, random(g.planes * g.oh * g.ow, 2, -1.0, 1.0))
 }
 
-fn check<const K: usize, const S: usize>(method: PoolMethod, o: usize)
-where
-    Image: blob_layers::shapes::PoolShape<K, S>,
-{
+fn check<const K: usize, const S: usize>(method: PoolMethod, o: usize) {
     let g = Geometry {
         planes: 2 * 3,
         h: 9,
@@ -125,8 +119,13 @@ where
         pad: [0, 0],
     };
     let (x, dy) = values(&g);
-    let mut pool = Pooling::<f32, Image, K, S>::new(method);
-    let want = run_on_cpu(&mut pool, &[], (&[2, 3, 9, 9], &x), (&[2, 3, o, o], &dy));
+    let pool = match method {
+        PoolMethod::Max => "MAX",
+        PoolMethod::Ave => "AVE",
+    };
+    let text =
+        format!(r#"type: "Pooling" pooling_param {{ pool: {pool} kernel_size: {K} stride: {S} }}"#);
+    let want = run_on_cpu(&text, &[], (&[2, 3, 9, 9], &x), (&[2, 3, o, o], &dy));
     let got = gpu_calls(method, &g, &x, &dy);
     let name = format!("{method:?} {K}/{S}");
     assert_close(&format!("{name}: output"), &got.y, &want.y, 0.0);
@@ -184,7 +183,7 @@ fn padded_and_rectangular_pooling_matches_cpu() {
         for (method, pool) in [(PoolMethod::Max, "MAX"), (PoolMethod::Ave, "AVE")] {
             let (x, dy) = values(&g);
             let text = format!(r#"type: "Pooling" pooling_param {{ pool: {pool} {param} }}"#);
-            let want = run_dyn_on_cpu(&text, &[], (&[2, 3, 9, 11], &x), (&[2, 3, oh, ow], &dy));
+            let want = run_on_cpu(&text, &[], (&[2, 3, 9, 11], &x), (&[2, 3, oh, ow], &dy));
             let got = gpu_calls(method, &g, &x, &dy);
             assert_close(&format!("{pool} {param}: output"), &got.y, &want.y, 0.0);
             assert_close(

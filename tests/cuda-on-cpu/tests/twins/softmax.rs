@@ -2,14 +2,10 @@
 //! `softmax/cuda.rs` calls the kernels (the loss's terms summed in order
 //! by one thread).
 
-use blob_layers::{Softmax, SoftmaxWithLoss};
-use blob_runtime::typed::{Dyn, TypedBlob};
-use blob_runtime::{Blob, blob};
+use blob_layers::net::{Net, NetState};
 use cuda_on_cpu as k;
 
 use crate::{assert_close, random, run_on_cpu};
-
-blob!(shape Scores = _, 10);
 
 #[test]
 fn softmax_matches_cpu() {
@@ -18,7 +14,7 @@ fn softmax_matches_cpu() {
     let x = random(n, 1, -3.0, 3.0);
     let dprob = random(n, 2, -1.0, 1.0);
     let want = run_on_cpu(
-        &mut Softmax::<f32, Scores>::new(),
+        r#"type: "Softmax""#,
         &[],
         (&[rows, classes], &x),
         (&[rows, classes], &dprob),
@@ -41,20 +37,22 @@ fn softmax_loss_matches_cpu() {
     let n = rows * classes;
     let x = random(n, 5, -3.0, 3.0);
     let labels = [0.0, 9.0, 3.0, 3.0, 7.0, 1.0];
-    let logits: TypedBlob<f32, Scores> = Blob::new(&[rows, classes])
-        .unwrap()
-        .try_into_static()
-        .unwrap();
+    let mut net = Net::<f32>::from_prototxt(
+        r#"input: "x" input_shape { dim: 6 dim: 10 } input: "label" input_shape { dim: 6 }
+           force_backward: true
+           layer { name: "loss" type: "SoftmaxWithLoss" bottom: "x" bottom: "label" top: "loss" }"#,
+        NetState::train(),
+    )
+    .unwrap();
+    let (logits, label_blob) = (net.blob("x").unwrap(), net.blob("label").unwrap());
     logits.mutable_cpu_data().unwrap().copy_from_slice(&x);
-    let label_blob: TypedBlob<f32, (Dyn,)> = Blob::new(&[rows]).unwrap().try_into_static().unwrap();
     label_blob
         .mutable_cpu_data()
         .unwrap()
         .copy_from_slice(&labels);
-    let mut loss_layer = SoftmaxWithLoss::<f32, Scores>::new();
-    loss_layer.forward(&logits, &label_blob).unwrap();
-    loss_layer.backward(&logits, &label_blob).unwrap();
-    let want_loss = loss_layer.value().unwrap();
+    let want_loss = net.forward().unwrap();
+    net.backward().unwrap();
+    let want_dx = net.blob("x").unwrap().diff_to_vec().unwrap();
 
     let mut prob = vec![f32::NAN; n];
     // SAFETY: x and prob hold rows*classes values.
@@ -88,5 +86,5 @@ fn softmax_loss_matches_cpu() {
             &mut dx,
         )
     };
-    assert_close("loss gradient", &dx, &logits.diff_to_vec().unwrap(), 1e-6);
+    assert_close("loss gradient", &dx, &want_dx, 1e-6);
 }
