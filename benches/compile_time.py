@@ -8,7 +8,8 @@ shape relations checked by the compiler), one on dynamic `Blob<f32>`
 declared as a typed net (`NetSpec`, every output shape computed by the
 compiler), against the same net from its prototxt text (`Net::from_prototxt`).
 Builds blobflow once, then times a debug build (and `cargo check`) of each
-crate alone, from clean (dependencies excluded), best of three.
+crate alone, from clean (dependencies excluded), the two crates built in
+turn, best of three rounds (of five for ResNet-50).
 
 Run: python3 benches/compile_time.py [nets]   (nets: the ResNet-50 comparison only)
 """
@@ -196,15 +197,20 @@ def make_crate(name, source):
     return d
 
 
-def timed_build(d, target, command="build"):
+def timed_builds(crates, target, command="build", rounds=3):
+    """The best time of each crate's build from clean, the crates built in
+    turn each round, so a slow spell of the machine (its disk is shared)
+    falls on all of them alike."""
     env = dict(os.environ, CARGO_TARGET_DIR=str(target))
-    subprocess.run(["cargo", command, "-q"], cwd=d, env=env, check=True)  # dependencies
-    best = float("inf")
-    for _ in range(3):
-        subprocess.run(["cargo", "clean", "-q", "-p", d.name], cwd=d, env=env, check=True)
-        t = time.monotonic()
-        subprocess.run(["cargo", command, "-q"], cwd=d, env=env, check=True)
-        best = min(best, time.monotonic() - t)
+    for d in crates:
+        subprocess.run(["cargo", command, "-q"], cwd=d, env=env, check=True)  # dependencies
+    best = [float("inf")] * len(crates)
+    for _ in range(rounds):
+        for i, d in enumerate(crates):
+            subprocess.run(["cargo", "clean", "-q", "-p", d.name], cwd=d, env=env, check=True)
+            t = time.monotonic()
+            subprocess.run(["cargo", command, "-q"], cwd=d, env=env, check=True)
+            best[i] = min(best[i], time.monotonic() - t)
     return best
 
 
@@ -214,8 +220,7 @@ def main():
     for layers in () if sys.argv[1:] == ["nets"] else SIZES:
         typed = make_crate(f"typed_layers_{layers}", typed_source(layers))
         dynamic = make_crate(f"dynamic_layers_{layers}", dynamic_source(layers))
-        t_dyn = timed_build(dynamic, target)
-        t_typed = timed_build(typed, target)
+        t_dyn, t_typed = timed_builds([dynamic, typed], target)
         print(f"{layers} layer functions, {2 * layers} distinct shapes, debug build of the crate alone:")
         print(f"  dynamic blobs: {t_dyn:.2f} s")
         print(f"  typed blobs:   {t_typed:.2f} s")
@@ -228,8 +233,7 @@ def main():
         print(f"{d.name}: {run.stdout.strip()}")
     print(f"ResNet-50 ({len(resnet50_layers())} layers, 16 residual sums), debug build of the crate alone:")
     for command in ("build", "check"):
-        t_dyn = timed_build(dynamic, target, command)
-        t_typed = timed_build(typed, target, command)
+        t_dyn, t_typed = timed_builds([dynamic, typed], target, command, rounds=5)
         print(f"  cargo {command}: from prototxt text {t_dyn:.2f} s, typed net {t_typed:.2f} s, ratio {t_typed / t_dyn:.2f}")
 
 

@@ -152,12 +152,21 @@ impl<A: Dim, B: Dim, C: Dim, E: Dim> AtMostFour for (A, B, C, E) {}
 #[diagnostic::on_unimplemented(
     message = "cannot flatten {Self}: it needs at least 2 axes, every axis after the first static, and their product at most 4096",
     label = "not flattenable",
-    note = "for a larger product, declare the flattened shape with `blob!(shape Name = ..)` and `reshape` into it"
+    note = "for a larger product, declare the flattened shape with `blob!(shape Name = ..)` and `reshape` into it (in a typed net, `ReshapeAs::<Name>`)"
 )]
-pub trait Flatten: Shape {}
+pub trait Flatten: Shape {
+    /// `(first, product of the rest)`.
+    #[doc(hidden)]
+    type FlatDims: DimList;
+}
 
 #[diagnostic::do_not_recommend]
-impl<S: Shape> Flatten for S where S::Dims: FlattenDims {}
+impl<S: Shape> Flatten for S
+where
+    S::Dims: FlattenDims,
+{
+    type FlatDims = <S::Dims as FlattenDims>::Output;
+}
 
 /// The shape [`TypedBlob::flatten`](crate::typed::TypedBlob::flatten)
 /// returns: `S` with every axis after the first folded into one. Its dims
@@ -165,11 +174,8 @@ impl<S: Shape> Flatten for S where S::Dims: FlattenDims {}
 /// type (or a declared name), for free.
 pub struct Flat<S>(PhantomData<fn() -> S>);
 
-impl<S: Shape> Shape for Flat<S>
-where
-    S::Dims: FlattenDims,
-{
-    type Dims = <S::Dims as FlattenDims>::Output;
+impl<S: Flatten> Shape for Flat<S> {
+    type Dims = S::FlatDims;
     type Counts = S::Counts;
     type CountName = S::CountName;
 }

@@ -96,16 +96,23 @@ static NEXT_SPEC: AtomicU64 = AtomicU64::new(0);
 /// assert_eq!((kept.name(), y.name()), ("x", "relu"));
 /// ```
 pub struct Top<S: Shape> {
+    handle: Handle,
+    _shape: PhantomData<fn() -> S>,
+}
+
+/// What a [`Top`] holds, whatever its shape: the blob's name and the spec
+/// it came from. Code on handles goes through this, compiled once rather
+/// than once a shape.
+#[derive(Clone)]
+struct Handle {
     name: Arc<str>,
     spec: u64,
-    _shape: PhantomData<fn() -> S>,
 }
 
 impl<S: Shape> Clone for Top<S> {
     fn clone(&self) -> Self {
         Self {
-            name: Arc::clone(&self.name),
-            spec: self.spec,
+            handle: self.handle.clone(),
             _shape: PhantomData,
         }
     }
@@ -113,21 +120,22 @@ impl<S: Shape> Clone for Top<S> {
 
 impl<S: Shape> std::fmt::Debug for Top<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Top(\"{}\": {})", self.name, S::describe())
+        write!(f, "Top(\"{}\": {})", self.handle.name, S::describe())
     }
 }
 
 impl<S: Shape> Top<S> {
     /// The blob's name in the net.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.handle.name
     }
 
     /// The blob in a net built from the spec; an error names the blob when
     /// the net lacks it (a layer of another phase wrote it).
     pub fn blob<'n, T: MathElement>(&self, net: &'n Net<T>) -> Result<&'n Blob<T>> {
-        net.blob(&self.name).ok_or_else(|| BlobError::Net {
-            at: format!("blob '{}'", self.name),
+        let name = self.name();
+        net.blob(name).ok_or_else(|| BlobError::Net {
+            at: format!("blob '{name}'"),
             detail: format!(
                 "net '{}' has no such blob (is its layer excluded in phase {:?}?)",
                 net.name(),
@@ -154,8 +162,7 @@ impl<S: Shape> Top<S> {
         S2::Dims: blob_runtime::typed::SameAs<S::Dims>,
     {
         Top {
-            name: self.name,
-            spec: self.spec,
+            handle: self.handle,
             _shape: PhantomData,
         }
     }
@@ -164,22 +171,38 @@ impl<S: Shape> Top<S> {
 /// The bottoms of one layer, as handles: `&top` (read), `top` (read, and
 /// overwritten in place by a layer that can), or a tuple of up to four
 /// `&top`s.
-pub trait Bottoms: BottomNames {
+pub trait Bottoms {
     /// The shapes, as [`One`], [`Two`], [`Three`] or [`Four`].
     type Shapes;
+    /// The handles without their shapes: what a net's text needs, the
+    /// same code for every layer.
+    #[doc(hidden)]
+    fn into_list(self) -> BottomList;
 }
 
-/// The names behind [`Bottoms`], without their shapes: what a net's text
-/// needs, the same code for every layer.
-pub trait BottomNames {
-    /// The blobs' names, with the spec they came from.
-    #[doc(hidden)]
-    fn handles(&self) -> Vec<(&str, u64)>;
+/// A layer's bottoms without their shapes.
+#[doc(hidden)]
+pub struct BottomList {
+    handles: Vec<Handle>,
     /// Whether the one bottom was given by value and no clone of it is
     /// alive: the layer may write over it.
-    #[doc(hidden)]
-    fn may_overwrite(&self) -> bool {
-        false
+    may_overwrite: bool,
+}
+
+impl BottomList {
+    fn read(handles: &[&Handle]) -> Self {
+        Self {
+            handles: handles.iter().map(|h| (*h).clone()).collect(),
+            may_overwrite: false,
+        }
+    }
+
+    fn owned(handle: Handle) -> Self {
+        let may_overwrite = Arc::strong_count(&handle.name) == 1;
+        Self {
+            handles: vec![handle],
+            may_overwrite,
+        }
     }
 }
 
@@ -197,63 +220,42 @@ pub struct Four<X, Y, Z, W>(Marker<(X, Y, Z, W)>);
 
 impl<X: Shape> Bottoms for &Top<X> {
     type Shapes = One<X>;
-}
-
-impl<X: Shape> BottomNames for &Top<X> {
-    fn handles(&self) -> Vec<(&str, u64)> {
-        vec![(&self.name, self.spec)]
+    fn into_list(self) -> BottomList {
+        BottomList::read(&[&self.handle])
     }
 }
 
 impl<X: Shape> Bottoms for Top<X> {
     type Shapes = One<X>;
-}
-
-impl<X: Shape> BottomNames for Top<X> {
-    fn handles(&self) -> Vec<(&str, u64)> {
-        vec![(&self.name, self.spec)]
-    }
-    fn may_overwrite(&self) -> bool {
-        Arc::strong_count(&self.name) == 1
+    fn into_list(self) -> BottomList {
+        BottomList::owned(self.handle)
     }
 }
 
 impl<X: Shape, Y: Shape> Bottoms for (&Top<X>, &Top<Y>) {
     type Shapes = Two<X, Y>;
-}
-
-impl<X: Shape, Y: Shape> BottomNames for (&Top<X>, &Top<Y>) {
-    fn handles(&self) -> Vec<(&str, u64)> {
-        vec![(&self.0.name, self.0.spec), (&self.1.name, self.1.spec)]
+    fn into_list(self) -> BottomList {
+        BottomList::read(&[&self.0.handle, &self.1.handle])
     }
 }
 
 impl<X: Shape, Y: Shape, Z: Shape> Bottoms for (&Top<X>, &Top<Y>, &Top<Z>) {
     type Shapes = Three<X, Y, Z>;
-}
-
-impl<X: Shape, Y: Shape, Z: Shape> BottomNames for (&Top<X>, &Top<Y>, &Top<Z>) {
-    fn handles(&self) -> Vec<(&str, u64)> {
-        vec![
-            (&self.0.name, self.0.spec),
-            (&self.1.name, self.1.spec),
-            (&self.2.name, self.2.spec),
-        ]
+    fn into_list(self) -> BottomList {
+        BottomList::read(&[&self.0.handle, &self.1.handle, &self.2.handle])
     }
 }
 
 impl<X: Shape, Y: Shape, Z: Shape, W: Shape> Bottoms for (&Top<X>, &Top<Y>, &Top<Z>, &Top<W>) {
     type Shapes = Four<X, Y, Z, W>;
-}
-
-impl<X: Shape, Y: Shape, Z: Shape, W: Shape> BottomNames for (&Top<X>, &Top<Y>, &Top<Z>, &Top<W>) {
-    fn handles(&self) -> Vec<(&str, u64)> {
-        vec![
-            (&self.0.name, self.0.spec),
-            (&self.1.name, self.1.spec),
-            (&self.2.name, self.2.spec),
-            (&self.3.name, self.3.spec),
-        ]
+    fn into_list(self) -> BottomList {
+        let handles = [
+            &self.0.handle,
+            &self.1.handle,
+            &self.2.handle,
+            &self.3.handle,
+        ];
+        BottomList::read(&handles)
     }
 }
 
@@ -271,6 +273,16 @@ pub trait LayerFields {
     /// The layer's fields other than name, type, bottom and top, in
     /// prototxt text (`convolution_param { num_output: 20 ... }`).
     fn write_fields(&self, text: &mut String);
+    /// The fields as a trait object. A layer generic over its settings
+    /// (`Conv<COUT, K, S, P>`) hands out fields of one type for every
+    /// setting, so a net's declaration compiles that code once.
+    #[doc(hidden)]
+    fn as_fields(&self) -> &dyn LayerFields
+    where
+        Self: Sized,
+    {
+        self
+    }
 }
 
 /// A layer as a typed net declares it: its output shape as a function of
@@ -473,7 +485,7 @@ struct Declared<'a> {
     name: &'a str,
     phase: Option<Phase>,
     type_name: &'a str,
-    bottoms: Vec<(&'a str, u64)>,
+    bottoms: Vec<Handle>,
     fields: String,
 }
 
@@ -514,7 +526,9 @@ impl<T: MathElement> NetSpec<T> {
         B: Bottoms,
         L: LayerSpec<B::Shapes>,
     {
-        let top = self.text.add_layer(name, None, &bottoms, &layer);
+        let top = self
+            .text
+            .add_layer(name, None, bottoms.into_list(), layer.as_fields());
         self.top(top)
     }
 
@@ -525,7 +539,9 @@ impl<T: MathElement> NetSpec<T> {
         B: Bottoms,
         L: LayerSpec<B::Shapes>,
     {
-        let top = self.text.add_layer(name, Some(phase), &bottoms, &layer);
+        let top = self
+            .text
+            .add_layer(name, Some(phase), bottoms.into_list(), layer.as_fields());
         self.top(top)
     }
 
@@ -554,14 +570,18 @@ impl<T: MathElement> NetSpec<T> {
     where
         X: SliceChannels<POINT>,
     {
-        let [a, b] = self.text.add_slice(name, &bottom, POINT, tops);
+        let [a, b] = self
+            .text
+            .add_slice(name, BottomList::read(&[&bottom.handle]), POINT, tops);
         (self.top(a), self.top(b))
     }
 
     fn top<S: Shape>(&self, name: Arc<str>) -> Top<S> {
         Top {
-            name,
-            spec: self.text.id,
+            handle: Handle {
+                name,
+                spec: self.text.id,
+            },
             _shape: PhantomData,
         }
     }
@@ -619,21 +639,21 @@ impl NetText {
         &mut self,
         name: &str,
         phase: Option<Phase>,
-        bottoms: &dyn BottomNames,
+        bottoms: BottomList,
         spec: &dyn LayerFields,
     ) -> Arc<str> {
         let mut fields = String::new();
         spec.write_fields(&mut fields);
+        let top: Arc<str> = match bottoms.handles.first() {
+            Some(bottom) if spec.in_place() && bottoms.may_overwrite => bottom.name.clone(),
+            _ => Arc::from(name),
+        };
         let layer = Declared {
             name,
             phase,
             type_name: spec.type_name(),
-            bottoms: bottoms.handles(),
+            bottoms: bottoms.handles,
             fields,
-        };
-        let top: Arc<str> = match layer.bottoms.first() {
-            Some((bottom, _)) if spec.in_place() && bottoms.may_overwrite() => Arc::from(*bottom),
-            _ => Arc::from(name),
         };
         self.write_layer(layer, &[&top]);
         top
@@ -643,7 +663,7 @@ impl NetText {
     fn add_slice(
         &mut self,
         name: &str,
-        bottom: &dyn BottomNames,
+        bottom: BottomList,
         point: usize,
         tops: [&str; 2],
     ) -> [Arc<str>; 2] {
@@ -651,7 +671,7 @@ impl NetText {
             name,
             phase: None,
             type_name: "Slice",
-            bottoms: bottom.handles(),
+            bottoms: bottom.handles,
             fields: format!("slice_param {{ axis: 1 slice_point: {point} }}"),
         };
         for top in tops {
@@ -671,10 +691,10 @@ impl NetText {
     fn write_layer(&mut self, layer: Declared<'_>, tops: &[&str]) {
         let name = layer.name;
         self.check_name(name);
-        if let Some((blob, _)) = layer.bottoms.iter().find(|(_, spec)| *spec != self.id) {
+        if let Some(other) = layer.bottoms.iter().find(|h| h.spec != self.id) {
             self.fail(
                 format!("layer '{name}'"),
-                format!("bottom '{blob}' is a handle of another NetSpec"),
+                format!("bottom '{}' is a handle of another NetSpec", other.name),
             );
         }
         let mut text = format!(
@@ -682,8 +702,8 @@ impl NetText {
             quoted(name),
             quoted(layer.type_name)
         );
-        for (blob, _) in &layer.bottoms {
-            let _ = writeln!(text, "  bottom: {}", quoted(blob));
+        for bottom in &layer.bottoms {
+            let _ = writeln!(text, "  bottom: {}", quoted(&bottom.name));
         }
         for top in tops {
             let _ = writeln!(text, "  top: {}", quoted(top));

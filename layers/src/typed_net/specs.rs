@@ -4,9 +4,7 @@
 
 use std::fmt::Write as _;
 
-use blob_runtime::typed::{
-    D, Dim, DimAdd, DimSub, FlattenDims, Minus, Plus, Rank2, Rank4, SameAs, Shape,
-};
+use blob_runtime::typed::{D, Dim, DimAdd, DimSub, Minus, Plus, Rank2, Rank4, SameAs, Shape};
 
 use super::{Filler, Four, LayerFields, LayerSpec, Mult, One, Three, Two};
 use crate::shapes::{AtLeast, ConvDim, ConvOut, ConvShape, PoolShape};
@@ -40,16 +38,76 @@ impl Learned {
     }
 }
 
-/// A convolution's fields: its `param`s, then `convolution_param` with
-/// its `geometry` (outputs, kernel, stride, pad), group and fillers.
-fn write_convolution(text: &mut String, learned: &Learned, group: Option<usize>, geometry: &str) {
-    learned.write_params(text);
-    let _ = write!(text, "convolution_param {{ {geometry}");
-    if let Some(g) = group {
-        let _ = write!(text, " group: {g}");
+/// A convolution's settings as numbers: `[outputs, kernel, stride, pad]`
+/// square, or outputs and each axis's kernel, stride, pad and dilation.
+#[derive(Clone, Copy, Debug)]
+enum ConvSettings {
+    Square([usize; 4]),
+    PerAxis([usize; 9]),
+}
+
+/// A convolution's fields, for every setting one type (`Conv` and `ConvHW`
+/// hand these out): its `param`s, then `convolution_param` with its
+/// geometry, group and fillers.
+#[derive(Clone, Debug)]
+struct ConvFields {
+    settings: ConvSettings,
+    learned: Learned,
+    group: Option<usize>,
+}
+
+impl ConvFields {
+    fn new(settings: ConvSettings) -> Self {
+        Self {
+            settings,
+            learned: Learned::default(),
+            group: None,
+        }
     }
-    learned.write_inner(text);
-    text.push_str(" }");
+}
+
+impl LayerFields for ConvFields {
+    fn type_name(&self) -> &str {
+        "Convolution"
+    }
+    fn write_fields(&self, text: &mut String) {
+        self.learned.write_params(text);
+        let _ = match self.settings {
+            ConvSettings::Square([cout, k, s, p]) => write!(
+                text,
+                "convolution_param {{ num_output: {cout} kernel_size: {k} stride: {s} pad: {p}"
+            ),
+            ConvSettings::PerAxis([cout, kh, kw, sh, sw, ph, pw, dh, dw]) => write!(
+                text,
+                "convolution_param {{ num_output: {cout} kernel_h: {kh} kernel_w: {kw} \
+                 stride_h: {sh} stride_w: {sw} pad_h: {ph} pad_w: {pw} dilation: {dh} dilation: {dw}"
+            ),
+        };
+        if let Some(g) = self.group {
+            let _ = write!(text, " group: {g}");
+        }
+        self.learned.write_inner(text);
+        text.push_str(" }");
+    }
+}
+
+/// `LayerFields` for a layer generic over its settings, through fields
+/// of one type for every setting (its `fields`): the text is written by
+/// code compiled once, not once a setting.
+macro_rules! fields_of_every_setting {
+    (impl[$($generics:tt)*] $ty:ty) => {
+        impl<$($generics)*> LayerFields for $ty {
+            fn type_name(&self) -> &str {
+                self.fields.type_name()
+            }
+            fn write_fields(&self, text: &mut String) {
+                self.fields.write_fields(text);
+            }
+            fn as_fields(&self) -> &dyn LayerFields {
+                &self.fields
+            }
+        }
+    };
 }
 
 /// The builder methods of a layer with weights and a bias.
@@ -57,24 +115,24 @@ macro_rules! learned_methods {
     () => {
         /// Caffe's `weight_filler`.
         pub fn weight_filler(mut self, filler: Filler) -> Self {
-            self.learned.weight_filler = Some(filler);
+            self.fields.learned.weight_filler = Some(filler);
             self
         }
         /// Caffe's `bias_filler`.
         pub fn bias_filler(mut self, filler: Filler) -> Self {
-            self.learned.bias_filler = Some(filler);
+            self.fields.learned.bias_filler = Some(filler);
             self
         }
         /// The `lr_mult`/`decay_mult` of the weights and of the bias
         /// (Caffe's two `param { }` fields).
         pub fn mults(mut self, weights: Mult, bias: Mult) -> Self {
-            self.learned.mults = vec![weights, bias];
+            self.fields.learned.mults = vec![weights, bias];
             self
         }
         /// Caffe's `bias_term`: `false` for a layer without a bias (as
         /// ResNet's convolutions).
         pub fn bias_term(mut self, bias: bool) -> Self {
-            self.learned.bias_term = Some(bias);
+            self.fields.learned.bias_term = Some(bias);
             self
         }
     };
@@ -92,38 +150,39 @@ macro_rules! learned_methods {
 /// let y: Top<(Dyn, D<32>, D<32>, D<32>)> = y;
 /// # let _ = y;
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Conv<const COUT: usize, const K: usize, const S: usize = 1, const P: usize = 0> {
-    learned: Learned,
-    group: Option<usize>,
+    fields: ConvFields,
 }
 
 impl<const COUT: usize, const K: usize, const S: usize, const P: usize> Conv<COUT, K, S, P> {
     /// The layer with Caffe's defaults.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            fields: ConvFields::new(ConvSettings::Square([COUT, K, S, P])),
+        }
     }
     learned_methods!();
     /// Caffe's `group`: channels split in `group` independent
     /// convolutions (both channel counts must divide by it, checked when
     /// the net is built).
     pub fn group(mut self, group: usize) -> Self {
-        self.group = Some(group);
+        self.fields.group = Some(group);
         self
     }
 }
 
-impl<const COUT: usize, const K: usize, const S: usize, const P: usize> LayerFields
+impl<const COUT: usize, const K: usize, const S: usize, const P: usize> Default
     for Conv<COUT, K, S, P>
 {
-    fn type_name(&self) -> &str {
-        "Convolution"
-    }
-    fn write_fields(&self, text: &mut String) {
-        let geometry = format!("num_output: {COUT} kernel_size: {K} stride: {S} pad: {P}");
-        write_convolution(text, &self.learned, self.group, &geometry);
+    fn default() -> Self {
+        Self::new()
     }
 }
+
+fields_of_every_setting!(
+    impl[const COUT: usize, const K: usize, const S: usize, const P: usize] Conv<COUT, K, S, P>
+);
 
 impl<X, const COUT: usize, const K: usize, const S: usize, const P: usize> LayerSpec<One<X>>
     for Conv<COUT, K, S, P>
@@ -152,7 +211,7 @@ where
 ///     n.add("atrous", &y, ConvHW::<4, 3, 3, 1, 1, 2, 2, 2, 2>::new());
 /// # let _ = (z, a);
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ConvHW<
     const COUT: usize,
     const KH: usize,
@@ -164,8 +223,7 @@ pub struct ConvHW<
     const DH: usize = 1,
     const DW: usize = 1,
 > {
-    learned: Learned,
-    group: Option<usize>,
+    fields: ConvFields,
 }
 
 impl<
@@ -182,12 +240,15 @@ impl<
 {
     /// The layer with Caffe's defaults.
     pub fn new() -> Self {
-        Self::default()
+        let settings = ConvSettings::PerAxis([COUT, KH, KW, SH, SW, PH, PW, DH, DW]);
+        Self {
+            fields: ConvFields::new(settings),
+        }
     }
     learned_methods!();
     /// Caffe's `group` (checked when the net is built).
     pub fn group(mut self, group: usize) -> Self {
-        self.group = Some(group);
+        self.fields.group = Some(group);
         self
     }
 }
@@ -202,19 +263,26 @@ impl<
     const PW: usize,
     const DH: usize,
     const DW: usize,
-> LayerFields for ConvHW<COUT, KH, KW, SH, SW, PH, PW, DH, DW>
+> Default for ConvHW<COUT, KH, KW, SH, SW, PH, PW, DH, DW>
 {
-    fn type_name(&self) -> &str {
-        "Convolution"
-    }
-    fn write_fields(&self, text: &mut String) {
-        let geometry = format!(
-            "num_output: {COUT} kernel_h: {KH} kernel_w: {KW} stride_h: {SH} stride_w: {SW} \
-             pad_h: {PH} pad_w: {PW} dilation: {DH} dilation: {DW}"
-        );
-        write_convolution(text, &self.learned, self.group, &geometry);
+    fn default() -> Self {
+        Self::new()
     }
 }
+
+fields_of_every_setting!(
+    impl[
+        const COUT: usize,
+        const KH: usize,
+        const KW: usize,
+        const SH: usize,
+        const SW: usize,
+        const PH: usize,
+        const PW: usize,
+        const DH: usize,
+        const DW: usize,
+    ] ConvHW<COUT, KH, KW, SH, SW, PH, PW, DH, DW>
+);
 
 impl<
     X: Shape,
@@ -243,30 +311,50 @@ where
 
 /// Caffe `InnerProduct` (fully connected) with `N` outputs: `(B, ...)` flattened to
 /// `(B, K)`, to `(B, N)`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Fc<const N: usize> {
+    fields: FcFields,
+}
+
+/// An inner product's fields, for every output count one type.
+#[derive(Clone, Debug)]
+struct FcFields {
+    outputs: usize,
     learned: Learned,
 }
 
-impl<const N: usize> Fc<N> {
-    /// The layer with Caffe's defaults.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    learned_methods!();
-}
-
-impl<const N: usize> LayerFields for Fc<N> {
+impl LayerFields for FcFields {
     fn type_name(&self) -> &str {
         "InnerProduct"
     }
     fn write_fields(&self, text: &mut String) {
         self.learned.write_params(text);
-        let _ = write!(text, "inner_product_param {{ num_output: {N}");
+        let _ = write!(text, "inner_product_param {{ num_output: {}", self.outputs);
         self.learned.write_inner(text);
         text.push_str(" }");
     }
 }
+
+impl<const N: usize> Fc<N> {
+    /// The layer with Caffe's defaults.
+    pub fn new() -> Self {
+        Self {
+            fields: FcFields {
+                outputs: N,
+                learned: Learned::default(),
+            },
+        }
+    }
+    learned_methods!();
+}
+
+impl<const N: usize> Default for Fc<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fields_of_every_setting!(impl[const N: usize] Fc<N>);
 
 impl<X: FcInput, const N: usize> LayerSpec<One<X>> for Fc<N> {
     type Out = (<X as FcInput>::Batch, D<N>);
@@ -332,32 +420,53 @@ where
 /// ```
 #[derive(Clone, Debug)]
 pub struct Pool<const K: usize, const S: usize, const P: usize = 0> {
+    fields: PoolFields,
+}
+
+/// A pooling's fields, for every window one type: MAX or not, then
+/// kernel, stride and pad.
+#[derive(Clone, Debug)]
+struct PoolFields {
     max: bool,
+    window: [usize; 3],
+}
+
+impl LayerFields for PoolFields {
+    fn type_name(&self) -> &str {
+        "Pooling"
+    }
+    fn write_fields(&self, text: &mut String) {
+        let [k, s, p] = self.window;
+        let _ = write!(
+            text,
+            "pooling_param {{ pool: {} kernel_size: {k} stride: {s} pad: {p} }}",
+            pool_method(self.max)
+        );
+    }
 }
 
 impl<const K: usize, const S: usize, const P: usize> Pool<K, S, P> {
     /// `pool: MAX`.
     pub fn max() -> Self {
-        Self { max: true }
+        Self {
+            fields: PoolFields {
+                max: true,
+                window: [K, S, P],
+            },
+        }
     }
     /// `pool: AVE`.
     pub fn ave() -> Self {
-        Self { max: false }
+        Self {
+            fields: PoolFields {
+                max: false,
+                window: [K, S, P],
+            },
+        }
     }
 }
 
-impl<const K: usize, const S: usize, const P: usize> LayerFields for Pool<K, S, P> {
-    fn type_name(&self) -> &str {
-        "Pooling"
-    }
-    fn write_fields(&self, text: &mut String) {
-        let _ = write!(
-            text,
-            "pooling_param {{ pool: {} kernel_size: {K} stride: {S} pad: {P} }}",
-            pool_method(self.max)
-        );
-    }
-}
+fields_of_every_setting!(impl[const K: usize, const S: usize, const P: usize] Pool<K, S, P>);
 
 impl<X, const K: usize, const S: usize, const P: usize> LayerSpec<One<X>> for Pool<K, S, P>
 where
@@ -686,10 +795,7 @@ impl LayerFields for Flatten {
     fn write_fields(&self, _text: &mut String) {}
 }
 
-impl<X: blob_runtime::typed::Flatten> LayerSpec<One<X>> for Flatten
-where
-    X::Dims: FlattenDims,
-{
+impl<X: blob_runtime::typed::Flatten> LayerSpec<One<X>> for Flatten {
     type Out = blob_runtime::typed::Flat<X>;
 }
 
@@ -709,12 +815,43 @@ where
 /// assert_eq!(flat.blob(&net)?.shape(), &[2, 25088]);
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
-pub struct ReshapeAs<S>(std::marker::PhantomData<fn() -> S>);
+pub struct ReshapeAs<S> {
+    fields: ReshapeFields,
+    _shape: std::marker::PhantomData<fn() -> S>,
+}
+
+/// A reshape's fields, for every shape one type: the dims, `None` for the
+/// run-time one.
+struct ReshapeFields {
+    dims: &'static [Option<usize>],
+}
+
+impl LayerFields for ReshapeFields {
+    fn type_name(&self) -> &str {
+        "Reshape"
+    }
+    fn write_fields(&self, text: &mut String) {
+        // A run-time dim is inferred (-1): the counts agree, so it is the
+        // batch wherever it sits.
+        let dims: Vec<String> = self
+            .dims
+            .iter()
+            .map(|d| format!("dim: {}", d.map_or(-1, |d| d as i64)))
+            .collect();
+        let _ = write!(text, "reshape_param {{ shape {{ {} }} }}", dims.join(" "));
+    }
+}
 
 impl<S: Shape> ReshapeAs<S> {
     /// The layer.
     pub fn new() -> Self {
-        Self(std::marker::PhantomData)
+        use blob_runtime::typed::DimList;
+        Self {
+            fields: ReshapeFields {
+                dims: S::Dims::STATIC_DIMS,
+            },
+            _shape: std::marker::PhantomData,
+        }
     }
 }
 
@@ -724,21 +861,7 @@ impl<S: Shape> Default for ReshapeAs<S> {
     }
 }
 
-impl<S: Shape> LayerFields for ReshapeAs<S> {
-    fn type_name(&self) -> &str {
-        "Reshape"
-    }
-    fn write_fields(&self, text: &mut String) {
-        use blob_runtime::typed::DimList;
-        // A run-time dim is inferred (-1): the counts agree, so it is the
-        // batch wherever it sits.
-        let dims: Vec<String> = S::Dims::STATIC_DIMS
-            .iter()
-            .map(|d| format!("dim: {}", d.map_or(-1, |d| d as i64)))
-            .collect();
-        let _ = write!(text, "reshape_param {{ shape {{ {} }} }}", dims.join(" "));
-    }
-}
+fields_of_every_setting!(impl[S: Shape] ReshapeAs<S>);
 
 impl<X: blob_runtime::typed::ReshapeInto<S>, S: Shape> LayerSpec<One<X>> for ReshapeAs<S> {
     type Out = S;
