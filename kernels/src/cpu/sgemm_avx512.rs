@@ -26,6 +26,16 @@ const NR: usize = 32;
 /// Depth of one packed block: a `KC x NR` panel of B (32 KiB) stays in L1.
 const KC: usize = 256;
 
+/// Rows of C a tile takes for an `m`-row product: the height of 8, 10
+/// or 12 that leaves the fewest rows of the last tile unused (ties to the
+/// lower), so LeNet's 20 and 50 channels fill every tile.
+fn rows_per_tile(m: usize) -> usize {
+    [MR, 10, 12]
+        .into_iter()
+        .min_by_key(|&r| m.next_multiple_of(r) - m)
+        .unwrap_or(MR)
+}
+
 /// Whether this kernel is the faster one for an `m x n` product of depth
 /// `k`. Measured on a Zen 5 core (one thread, 2026-11-24), against
 /// matrixmultiply: LeNet's conv1/conv2 gemms 1.57x/1.54x, MTCNN's
@@ -90,26 +100,23 @@ pub(crate) unsafe fn run_if_suited(
             // one past the end with nothing read from there, when k == 0).
             let (a, b) = unsafe { (a.offset(pc as isize * sa[1]), b.offset(pc as isize * sb[0])) };
             // A B with adjacent columns is read in place; a transposed one
-            // is packed so the kernel's loads are adjacent.
+            // is packed so the kernel's loads are adjacent. A panel is
+            // packed just before its tiles use it, so it is still in L1.
             let packed = sb[1] != 1 || (m > MR && n > 2 * NR && k >= 128);
-            let (panels, rsb) = if !packed {
-                (b, sb[0])
-            } else {
-                // SAFETY: the kc x n block at `b` is inside B, per the caller.
-                unsafe { pack_b(&mut pack, b, sb, kc, n) };
-                (pack.as_ptr(), NR as isize)
-            };
             for j in (0..n).step_by(NR) {
                 let cols = NR.min(n - j);
-                let panel = if !packed {
-                    // SAFETY: column j is inside B's rows.
-                    unsafe { panels.add(j) }
+                let (panel, rsb) = if packed {
+                    // SAFETY: the kc x cols block at row 0, column j of
+                    // `b` is inside B, per the caller.
+                    unsafe { pack_panel(&mut pack, b.offset(j as isize * sb[1]), sb, kc, cols) };
+                    (pack.as_ptr(), NR as isize)
                 } else {
-                    // SAFETY: the pack holds one kc x NR panel per NR columns.
-                    unsafe { panels.add(j / NR * kc * NR) }
+                    // SAFETY: column j is inside B's rows.
+                    (unsafe { b.add(j) }, sb[0])
                 };
-                for i in (0..m).step_by(MR) {
-                    let rows = MR.min(m - i);
+                let mr = rows_per_tile(m);
+                for i in (0..m).step_by(mr) {
+                    let rows = mr.min(m - i);
                     // SAFETY: rows i..i+rows and columns pc..pc+kc of A,
                     // rows pc..pc+kc and columns j..j+cols of B (or of its
                     // pack) and that tile of C are inside them, per the
@@ -125,7 +132,11 @@ pub(crate) unsafe fn run_if_suited(
                             c,
                             rsc,
                         };
-                        kernel(kc, a, sa, panel, rsb, &tile)
+                        match mr {
+                            10 => kernel::<10>(kc, a, sa, panel, rsb, &tile),
+                            12 => kernel::<12>(kc, a, sa, panel, rsb, &tile),
+                            _ => kernel::<MR>(kc, a, sa, panel, rsb, &tile),
+                        }
                     };
                 }
             }
@@ -134,43 +145,38 @@ pub(crate) unsafe fn run_if_suited(
     true
 }
 
-/// Packs the `kc x n` block of B into
-/// panels of `NR` columns, each `kc` rows of `NR` values, the last panel
-/// zero-padded.
+/// Packs the `kc x cols` block of B at `b` into one panel of `kc` rows
+/// of `NR` values, zero-padded past `cols`.
 ///
 /// # Safety
-/// Every element of the `kc x n` block at `b` with strides `sb` is
+/// Every element of the `kc x cols` block at `b` with strides `sb` is
 /// readable.
-unsafe fn pack_b(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usize, n: usize) {
-    let panels = n.div_ceil(NR);
-    pack.clear();
-    pack.resize(panels * kc * NR, 0.0);
-    for (jp, panel) in pack.chunks_exact_mut(kc * NR).enumerate() {
-        let j0 = jp * NR;
-        let cols = NR.min(n - j0);
-        if sb[1] == 1 {
-            for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
-                // SAFETY: columns j0..j0+cols of row p are inside the block.
-                let src = unsafe {
-                    std::slice::from_raw_parts(b.offset(p as isize * sb[0] + j0 as isize), cols)
-                };
-                row[..cols].copy_from_slice(src);
-            }
-        } else if let Some(columns) = gather_offsets(sb[1]) {
-            // A transposed B: each row of the panel gathers 16 columns at
-            // once (a scalar copy moves one value a cycle).
-            // SAFETY: row p, columns j0..j0+cols of the block are inside
-            // it, and the masks keep the others unread; `isa` found
-            // AVX-512 F.
-            unsafe { gather_rows(panel, b.offset(j0 as isize * sb[1]), sb[0], columns, cols) };
-        } else {
-            for (j, column) in (j0..j0 + cols).enumerate() {
-                // SAFETY: column `column` is inside the block.
-                let src = unsafe { b.offset(column as isize * sb[1]) };
-                for p in 0..kc {
-                    // SAFETY: row p of that column is inside the block.
-                    panel[p * NR + j] = unsafe { *src.offset(p as isize * sb[0]) };
-                }
+unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usize, cols: usize) {
+    if pack.len() < kc * NR {
+        pack.resize(kc * NR, 0.0);
+    }
+    let panel = &mut pack[..kc * NR];
+    if sb[1] == 1 {
+        for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
+            // SAFETY: columns 0..cols of row p are inside the block.
+            let src = unsafe { std::slice::from_raw_parts(b.offset(p as isize * sb[0]), cols) };
+            row[..cols].copy_from_slice(src);
+            row[cols..].fill(0.0);
+        }
+    } else if let Some(columns) = gather_offsets(sb[1]) {
+        // A transposed B: each row of the panel gathers 16 columns at
+        // once (a scalar copy moves one value a cycle).
+        // SAFETY: row p, columns 0..cols of the block are inside it, and
+        // the masks keep the others unread; `isa` found AVX-512 F.
+        unsafe { gather_rows(panel, b, sb[0], columns, cols) };
+    } else {
+        panel.fill(0.0);
+        for j in 0..cols {
+            // SAFETY: column j is inside the block.
+            let src = unsafe { b.offset(j as isize * sb[1]) };
+            for p in 0..kc {
+                // SAFETY: row p of that column is inside the block.
+                panel[p * NR + j] = unsafe { *src.offset(p as isize * sb[0]) };
             }
         }
     }
@@ -236,16 +242,23 @@ struct Tile {
 /// block of B and the tile of C are inside their allocations, C's tile
 /// writable (and readable unless `beta == 0`).
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel(kc: usize, a: *const f32, sa: [isize; 2], b: *const f32, rsb: isize, tile: &Tile) {
+unsafe fn kernel<const ROWS: usize>(
+    kc: usize,
+    a: *const f32,
+    sa: [isize; 2],
+    b: *const f32,
+    rsb: isize,
+    tile: &Tile,
+) {
     let lanes = |from: usize| -> __mmask16 {
         let n = tile.cols.saturating_sub(from).min(16);
         ((1u32 << n) - 1) as __mmask16
     };
     let masks = [lanes(0), lanes(16)];
-    let rows: [*const f32; MR] =
+    let rows: [*const f32; ROWS] =
         // SAFETY: row min(i, rows - 1) is inside A.
         std::array::from_fn(|i| unsafe { a.offset(i.min(tile.rows - 1) as isize * sa[0]) });
-    let mut acc = [_mm512_setzero_ps(); 2 * MR];
+    let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
     for p in 0..kc {
         // SAFETY: p < kc, so row p of B's block (its first `cols` values,
         // the masks keep the rest unread) and column p of A's rows are
@@ -255,16 +268,16 @@ unsafe fn kernel(kc: usize, a: *const f32, sa: [isize; 2], b: *const f32, rsb: i
             let b0 = _mm512_maskz_loadu_ps(masks[0], row);
             let b1 = _mm512_maskz_loadu_ps(masks[1], row.add(16));
             let col = p as isize * sa[1];
-            for i in 0..MR {
-                let ai = _mm512_set1_ps(*rows[i].offset(col));
-                acc[2 * i] = _mm512_fmadd_ps(ai, b0, acc[2 * i]);
-                acc[2 * i + 1] = _mm512_fmadd_ps(ai, b1, acc[2 * i + 1]);
+            for (acc, row) in acc.iter_mut().zip(rows) {
+                let ai = _mm512_set1_ps(*row.offset(col));
+                acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
+                acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
             }
         }
     }
     let alpha = _mm512_set1_ps(tile.alpha);
     let beta = _mm512_set1_ps(tile.beta);
-    for (i, pair) in acc.chunks_exact(2).take(tile.rows).enumerate() {
+    for (i, pair) in acc.iter().take(tile.rows).enumerate() {
         for (half, (&v, &mask)) in pair.iter().zip(&masks).enumerate() {
             if mask == 0 {
                 continue;
