@@ -287,3 +287,75 @@ fn dropout_keeps_what_its_mask_keeps_forward_and_backward() {
     forward(testing.as_mut(), &x, &mut y);
     assert_eq!(y.to_vec().unwrap(), xd);
 }
+
+/// f32 convolutions of a shallow patch (the first layers of LeNet and
+/// MTCNN; read straight from the image on AVX-512 machines) against the
+/// definition, with padding, dilation, channel counts that leave partial
+/// steps and outputs narrower than a vector.
+#[test]
+fn shallow_f32_convolutions_match_the_definition() {
+    let cases = [
+        // (input, num_output, kernel, pad, dilation)
+        ([2, 1, 28, 28], 20, 5, 0, 1),
+        ([3, 3, 12, 13], 10, 3, 1, 1),
+        ([1, 2, 11, 9], 13, 3, 2, 2),
+        ([2, 3, 5, 4], 7, 2, 0, 1),
+    ];
+    for (shape, cout, k, pad, dil) in cases {
+        let text = format!(
+            r#"type: "Convolution" convolution_param {{ num_output: {cout} kernel_size: {k} pad: {pad} dilation: {dil} }}"#
+        );
+        let mut conv = LayerRegistry::<f32>::with_caffe_layers()
+            .build_text(&text)
+            .unwrap();
+        let x = Blob::<f32>::new(&shape).unwrap();
+        let fill32 = |b: &Blob<f32>, seed: u64| {
+            let probe = Blob::<f64>::new(b.shape()).unwrap();
+            fill(&probe, seed);
+            let values: Vec<f32> = probe.to_vec().unwrap().iter().map(|&v| v as f32).collect();
+            b.mutable_cpu_data().unwrap().copy_from_slice(&values);
+        };
+        fill32(&x, 1);
+        let mut y = Blob::<f32>::default();
+        let dims = conv.reshape(&[&x], &[&y]).unwrap().remove(0).dims;
+        y.reshape(&dims).unwrap();
+        fill32(&conv.blobs()[0], 2);
+        fill32(&conv.blobs()[1], 3);
+        conv.forward(&[&x], &[&y]).unwrap();
+        let [n, cin, h, w] = shape;
+        let (oh, ow) = (dims[2], dims[3]);
+        let (xd, wd, bd, yd) = (
+            x.to_vec().unwrap(),
+            conv.blobs()[0].to_vec().unwrap(),
+            conv.blobs()[1].to_vec().unwrap(),
+            y.to_vec().unwrap(),
+        );
+        for (i, &got) in yd.iter().enumerate() {
+            let (img, co, r, q) = (
+                i / (cout * oh * ow),
+                i / (oh * ow) % cout,
+                i / ow % oh,
+                i % ow,
+            );
+            let mut sum = f64::from(bd[co]);
+            for ci in 0..cin {
+                for ki in 0..k {
+                    for kj in 0..k {
+                        let ih = (r + ki * dil) as isize - pad as isize;
+                        let iw = (q + kj * dil) as isize - pad as isize;
+                        if (0..h as isize).contains(&ih) && (0..w as isize).contains(&iw) {
+                            let xv = xd[((img * cin + ci) * h + ih as usize) * w + iw as usize];
+                            let wv = wd[((co * cin + ci) * k + ki) * k + kj];
+                            sum += f64::from(xv) * f64::from(wv);
+                        }
+                    }
+                }
+            }
+            assert!(
+                (f64::from(got) - sum).abs() < 1e-5 * (1.0 + sum.abs()),
+                "{shape:?} k{k} p{pad} d{dil}: y[{i}] {got} vs {sum}"
+            );
+        }
+        assert_eq!(yd.len(), n * cout * oh * ow);
+    }
+}

@@ -9,6 +9,7 @@
 
 pub mod blas;
 pub mod cores;
+mod correlate;
 pub mod elementwise;
 pub mod isa;
 pub mod rng;
@@ -18,6 +19,7 @@ pub mod vector;
 
 pub use blas::{Transpose, gemm, gemv};
 pub use cores::{cores, on_cores};
+pub use correlate::{CORRELATE_PAD, correlate};
 pub use elementwise::*;
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use rng::{RngError, bernoulli, gaussian, set_seed, uniform};

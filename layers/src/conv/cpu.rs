@@ -285,9 +285,17 @@ impl<T: Clone + Default> PartScratch<T> {
     /// Grows the buffers a forward pass over `g` needs, before the parts
     /// run: a refusal (the host memory limit) fails the whole pass, not
     /// one core's share of it.
-    fn reserve_forward(&mut self, g: &ConvGeometry) -> Result<()> {
+    fn reserve_forward(&mut self, g: &ConvGeometry) -> Result<()>
+    where
+        T: 'static,
+    {
         if g.is_pointwise() {
             return Ok(());
+        }
+        if let Some(sizes) = g.direct::<T>() {
+            let (padded, planes) = super::direct::scratch_sizes(g, sizes);
+            ensure(&mut self.col, padded)?;
+            return ensure(&mut self.tmp, planes);
         }
         let cols = g.images_per_round().saturating_mul(g.oh * g.ow);
         ensure(&mut self.col, g.patch().saturating_mul(cols))?;
@@ -491,6 +499,12 @@ fn forward_part<T: MathElement>(
     y: &mut [T],
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
+    if let Some(sizes) = g.direct::<T>() {
+        let (padded, planes) = (&mut s.col[..], &mut s.tmp[..]);
+        let operands = (x, weight, bias);
+        super::direct::forward(g, sizes, operands, first, count, y, padded, planes);
+        return;
+    }
     if g.is_pointwise() {
         // A 1x1 window at stride 1 without padding: each image is its own
         // column buffer, and the gemm writes the image's output in place.

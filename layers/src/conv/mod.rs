@@ -9,6 +9,7 @@ mod cuda;
 #[cfg(feature = "cudnn")]
 mod cudnn;
 mod depthwise;
+mod direct;
 mod engine;
 mod runtime;
 mod volume;

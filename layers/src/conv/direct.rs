@@ -1,0 +1,151 @@
+//! Shallow convolutions on the CPU without im2col: a net's first layer
+//! (LeNet's conv1, 1 x 5 x 5; MTCNN's, 3 x 3 x 3) read straight from the
+//! image by `cpu::correlate`, whose sums are the im2col + gemm path's,
+//! bit for bit. im2col would copy the image once per tap, 25 times for
+//! LeNet's conv1, and that copy cost as much as the product.
+
+use std::any::TypeId;
+
+use blob_kernels::cpu;
+use blob_runtime::MathElement;
+
+use super::cpu::ConvGeometry;
+
+/// The deepest patch taken directly: beyond it the column buffer is
+/// small next to the product, and the gemm's packed blocks win.
+const DIRECT_PATCH_MAX: usize = 32;
+
+/// The sizes of a direct pass over one image: the padded image with the
+/// reads past its end, and the output positions of one channel (output
+/// rows laid out with the padded row length).
+#[derive(Clone, Copy)]
+pub(super) struct DirectSizes {
+    padded: usize,
+    positions: usize,
+}
+
+impl ConvGeometry {
+    /// Whether this convolution takes the direct path: `f32` on an
+    /// AVX-512 machine, stride 1, a shallow patch, and not a 1x1 layer
+    /// (whose input is its own column buffer).
+    pub(super) fn direct<T: 'static>(&self) -> Option<DirectSizes> {
+        let suited = TypeId::of::<T>() == TypeId::of::<f32>()
+            && cpu::isa() == cpu::Isa::Avx512
+            && self.stride == [1, 1]
+            && !self.is_pointwise()
+            && self.patch() <= DIRECT_PATCH_MAX
+            && self.oh > 0
+            && self.ow > 0;
+        if !suited {
+            return None;
+        }
+        let (rows, width) = (self.h + 2 * self.pad[0], self.w + 2 * self.pad[1]);
+        let positions = (self.oh - 1) * width + self.ow;
+        // The last position reads the image's last value; a step reads
+        // up to CORRELATE_PAD past it.
+        Some(DirectSizes {
+            padded: self.channels_in * rows * width + cpu::CORRELATE_PAD,
+            positions,
+        })
+    }
+
+    /// The input offset of each tap, in im2col's order (channel, row,
+    /// column), in the padded image.
+    fn tap_offsets(&self) -> Vec<usize> {
+        let (rows, width) = (self.h + 2 * self.pad[0], self.w + 2 * self.pad[1]);
+        let [kh, kw] = self.kernel;
+        let [dh, dw] = self.dilation;
+        let mut offsets = Vec::with_capacity(self.patch());
+        for c in 0..self.channels_in {
+            for i in 0..kh {
+                for j in 0..kw {
+                    offsets.push(c * rows * width + i * dh * width + j * dw);
+                }
+            }
+        }
+        offsets
+    }
+}
+
+/// The scratch a direct pass over one image needs: the padded image and
+/// the output planes at the padded row length.
+pub(super) fn scratch_sizes(g: &ConvGeometry, sizes: DirectSizes) -> (usize, usize) {
+    (sizes.padded, g.channels_out * sizes.positions)
+}
+
+/// `y = conv(x) + bias` for images `first..first + count` of `x` into
+/// `y` (those images' outputs), through `padded` and `planes` (at least
+/// [`scratch_sizes`]). `T` is `f32`, as [`ConvGeometry::direct`] found.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn forward<T: MathElement>(
+    g: &ConvGeometry,
+    sizes: DirectSizes,
+    (x, weight, bias): (&[T], &[T], &[T]),
+    first: usize,
+    count: usize,
+    y: &mut [T],
+    padded: &mut [T],
+    planes: &mut [T],
+) {
+    let (x, weight, bias) = (as_f32(x), as_f32(weight), as_f32(bias));
+    let (y, padded, planes) = (as_f32_mut(y), as_f32_mut(padded), as_f32_mut(planes));
+    let offsets = g.tap_offsets();
+    let (rows, width) = (g.h + 2 * g.pad[0], g.w + 2 * g.pad[1]);
+    let [ph, pw] = g.pad;
+    let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
+    let image_in = g.channels_in * plane_in;
+    let padded = &mut padded[..sizes.padded];
+    let planes = &mut planes[..g.channels_out * sizes.positions];
+    // The padding (and the reads past the end) stay zero: only the
+    // image's own values are written below.
+    padded.fill(0.0);
+    for img in 0..count {
+        let xi = &x[(first + img) * image_in..][..image_in];
+        for (c, plane) in xi.chunks_exact(plane_in.max(1)).enumerate() {
+            for (r, row) in plane.chunks_exact(g.w.max(1)).enumerate() {
+                let at = c * rows * width + (r + ph) * width + pw;
+                padded[at..at + g.w].copy_from_slice(row);
+            }
+        }
+        let ran = cpu::correlate(
+            padded,
+            &offsets,
+            weight,
+            g.channels_out,
+            sizes.positions,
+            planes,
+        );
+        debug_assert!(ran, "ConvGeometry::direct found AVX-512");
+        let yi = &mut y[img * g.channels_out * plane_out..][..g.channels_out * plane_out];
+        for ((out, plane), &b) in yi
+            .chunks_exact_mut(plane_out)
+            .zip(planes.chunks(sizes.positions))
+            .zip(bias)
+        {
+            cpu::vectorized(
+                #[inline(always)]
+                || {
+                    for (r, out_row) in out.chunks_exact_mut(g.ow).enumerate() {
+                        for (o, &v) in out_row.iter_mut().zip(&plane[r * width..][..g.ow]) {
+                            *o = v + b;
+                        }
+                    }
+                },
+            );
+        }
+    }
+}
+
+/// `values` as the `f32` they are ([`ConvGeometry::direct`] checked).
+fn as_f32<T: 'static>(values: &[T]) -> &[f32] {
+    assert_eq!(TypeId::of::<T>(), TypeId::of::<f32>());
+    // SAFETY: T is f32 (asserted), so the slice is one of f32.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
+}
+
+/// [`as_f32`] for a slice written to.
+fn as_f32_mut<T: 'static>(values: &mut [T]) -> &mut [f32] {
+    assert_eq!(TypeId::of::<T>(), TypeId::of::<f32>());
+    // SAFETY: T is f32 (asserted), so the slice is one of f32.
+    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), values.len()) }
+}
