@@ -44,16 +44,13 @@ fn rows_per_tile(m: usize) -> usize {
 /// the product; 0.88x-1.00x on CaffeNet's and ResNet's large ones, left to
 /// matrixmultiply.
 ///
-/// A transposed B must be packed (gathered) first, which a product of a
-/// few rows does not repay: CaffeNet's fc6 at batch 10 (10 x 4096 x 9216,
-/// B transposed) runs at 0.65x of matrixmultiply here, so below
-/// [`MR`]`* 2` rows a transposed B stays there; LeNet's weight gradients
-/// (20 x 25 x 5184 and 50 x 500 x 256, B transposed) run 1.39x and 1.12x.
+/// A transposed B (an inner product's weights) is packed 16 x 16 through
+/// registers, which beat matrixmultiply's packing at every size measured
+/// (2026-11-26, one thread): CaffeNet's fc6 at batch 10 (10 x 4096 x
+/// 9216) 2.14x, at batch 4 2.88x, LeNet's ip1 at batch 64 1.23x, 256 x
+/// 1024 x 1024 1.14x, 128 x 4096 x 4096 1.12x.
 pub(crate) fn suits(m: usize, n: usize, k: usize, b_transposed: bool) -> bool {
-    if b_transposed && m < 2 * MR {
-        return false;
-    }
-    m < 64 || k < 128 || n < 256
+    b_transposed || m < 64 || k < 128 || n < 256
 }
 
 thread_local! {
@@ -163,12 +160,13 @@ unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usi
             row[..cols].copy_from_slice(src);
             row[cols..].fill(0.0);
         }
-    } else if let Some(columns) = gather_offsets(sb[1]) {
-        // A transposed B: each row of the panel gathers 16 columns at
-        // once (a scalar copy moves one value a cycle).
-        // SAFETY: row p, columns 0..cols of the block are inside it, and
-        // the masks keep the others unread; `isa` found AVX-512 F.
-        unsafe { gather_rows(panel, b, sb[0], columns, cols) };
+    } else if sb[0] == 1 {
+        // A transposed B (a gemm's `Transpose::Yes`): each column is a
+        // run of adjacent values, moved 16 x 16 at a time through
+        // registers (gathers read 16 cache lines for 16 values).
+        // SAFETY: columns 0..cols, rows 0..kc of the block are inside it
+        // and the masks keep the others unread; `isa` found AVX-512 F.
+        unsafe { transpose_columns(panel, b, sb[1], kc, cols) };
     } else {
         panel.fill(0.0);
         for j in 0..cols {
@@ -182,45 +180,84 @@ unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usi
     }
 }
 
-/// The element offsets of 16 columns `stride` apart, where they fit the
-/// gather instruction's 32-bit indices.
-fn gather_offsets(stride: isize) -> Option<[i32; 16]> {
-    let last = i32::try_from(stride.checked_mul(31)?).ok()?;
-    let stride = i32::try_from(stride).ok()?;
-    (last >= 0).then(|| std::array::from_fn(|j| j as i32 * stride))
-}
-
-/// Fills each `NR`-wide row `p` of `panel` with row `p` of the `cols`
-/// columns at `b` (rows `rs` apart, columns as in `columns`), two
-/// 16-lane gathers a row.
+/// Fills the `kc` rows of `NR` values of `panel` with the `cols` columns
+/// at `b`, each `kc` adjacent values, columns `cs` apart: blocks of 16
+/// columns by 16 rows loaded as 16 column runs, transposed in registers
+/// and stored as 16 panel rows; columns past `cols` are zero.
 ///
 /// # Safety
-/// AVX-512 F is available; row p < panel rows, columns below `cols` of
-/// the block at `b` are readable.
+/// AVX-512 F is available; values 0..kc of columns below `cols` at `b`
+/// are readable; `panel` holds `kc * NR` values.
 #[target_feature(enable = "avx512f")]
-unsafe fn gather_rows(
-    panel: &mut [f32],
-    b: *const f32,
-    rs: isize,
-    columns: [i32; 16],
-    cols: usize,
-) {
-    let lanes = |from: usize| ((1u32 << cols.saturating_sub(from).min(16)) - 1) as __mmask16;
-    let masks = [lanes(0), lanes(16)];
-    // SAFETY: `columns` holds 16 i32.
-    let first = unsafe { _mm512_loadu_si512(columns.as_ptr().cast()) };
-    let second = _mm512_add_epi32(first, _mm512_set1_epi32(columns[1].wrapping_mul(16)));
-    for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
-        // SAFETY: the masked lanes read columns below `cols` of row p,
-        // inside the block per the caller; the row holds NR = 32 values.
-        unsafe {
-            let src = b.offset(p as isize * rs);
-            let lo = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), masks[0], first, src);
-            let hi = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), masks[1], second, src);
-            _mm512_storeu_ps(row.as_mut_ptr(), lo);
-            _mm512_storeu_ps(row.as_mut_ptr().add(16), hi);
+unsafe fn transpose_columns(panel: &mut [f32], b: *const f32, cs: isize, kc: usize, cols: usize) {
+    for half in 0..NR / 16 {
+        let j0 = half * 16;
+        for p0 in (0..kc).step_by(16) {
+            let depth = (kc - p0).min(16);
+            let mask = ((1u32 << depth) - 1) as __mmask16;
+            let runs: [__m512; 16] = std::array::from_fn(|jj| {
+                if j0 + jj < cols {
+                    // SAFETY: values p0..p0 + depth of column j0 + jj are
+                    // inside the block; the mask keeps the rest unread.
+                    unsafe {
+                        _mm512_maskz_loadu_ps(mask, b.offset((j0 + jj) as isize * cs).add(p0))
+                    }
+                } else {
+                    _mm512_setzero_ps()
+                }
+            });
+            let rows = transpose16(runs);
+            for (pp, row) in rows.iter().enumerate().take(depth) {
+                // SAFETY: row p0 + pp < kc of the panel holds NR values,
+                // of which this half's 16 start at j0.
+                unsafe { _mm512_storeu_ps(panel.as_mut_ptr().add((p0 + pp) * NR + j0), *row) };
+            }
         }
     }
+}
+
+/// The 16 x 16 transpose of `rows`: lane `j` of output `i` is lane `i`
+/// of input `j`.
+#[target_feature(enable = "avx512f")]
+fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+    // Pairs of rows interleaved by 32 bits, then by 64: each 128-bit
+    // lane holds a 4 x 4 block transposed.
+    let t: [__m512; 16] = std::array::from_fn(|i| {
+        let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+        if i % 2 == 0 {
+            _mm512_unpacklo_ps(a, b)
+        } else {
+            _mm512_unpackhi_ps(a, b)
+        }
+    });
+    let u: [__m512; 16] = std::array::from_fn(|i| {
+        let base = i / 4 * 4;
+        let (a, b) = (t[base + i % 4 / 2], t[base + i % 4 / 2 + 2]);
+        let (a, b) = (_mm512_castps_pd(a), _mm512_castps_pd(b));
+        _mm512_castpd_ps(if i % 2 == 0 {
+            _mm512_unpacklo_pd(a, b)
+        } else {
+            _mm512_unpackhi_pd(a, b)
+        })
+    });
+    // Then the 128-bit lanes, twice.
+    let v: [__m512; 16] = std::array::from_fn(|i| {
+        let base = i / 8 * 8;
+        let (a, b) = (u[base + i % 4], u[base + i % 4 + 4]);
+        if i % 8 < 4 {
+            _mm512_shuffle_f32x4::<0x88>(a, b)
+        } else {
+            _mm512_shuffle_f32x4::<0xdd>(a, b)
+        }
+    });
+    std::array::from_fn(|i| {
+        let (a, b) = (v[i % 8], v[i % 8 + 8]);
+        if i < 8 {
+            _mm512_shuffle_f32x4::<0x88>(a, b)
+        } else {
+            _mm512_shuffle_f32x4::<0xdd>(a, b)
+        }
+    })
 }
 
 /// Where one kernel call writes: `rows x cols` of C at `c`.
@@ -293,6 +330,31 @@ unsafe fn kernel<const ROWS: usize>(
                 };
                 _mm512_mask_storeu_ps(dst, mask, out);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose16_moves_lane_j_of_row_i_to_lane_i_of_row_j() {
+        if isa() != Isa::Avx512 {
+            return;
+        }
+        let values: Vec<f32> = (0..256).map(|v| v as f32).collect();
+        // SAFETY: `isa` found AVX-512 F; each row reads 16 of the 256.
+        let out = unsafe {
+            let rows = std::array::from_fn(|i| _mm512_loadu_ps(values.as_ptr().add(16 * i)));
+            transpose16(rows)
+        };
+        for (i, row) in out.iter().enumerate() {
+            let mut lanes = [0f32; 16];
+            // SAFETY: `lanes` holds 16 values.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *row) };
+            let want: Vec<f32> = (0..16).map(|j| (16 * j + i) as f32).collect();
+            assert_eq!(lanes.to_vec(), want, "row {i}");
         }
     }
 }

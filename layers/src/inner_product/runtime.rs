@@ -121,10 +121,6 @@ impl<T: MathElement> DynLayer<T> for InnerProductLayer<T> {
         &mut self.blobs
     }
 
-    fn backward_will_run(&mut self, will: bool) {
-        self.engine.transposes = !will;
-    }
-
     fn allows_in_place(&self) -> bool {
         false
     }
