@@ -80,7 +80,8 @@ pub fn correlate(
     #[cfg(not(target_arch = "x86_64"))]
     return false;
     #[cfg(target_arch = "x86_64")]
-    let run = match channels_per_step(channels) {
+    // As many channels a step as the gemm kernel takes rows a tile.
+    let run = match super::sgemm_avx512::rows_per_tile(channels) {
         10 => steps::<10>,
         12 => steps::<12>,
         _ => steps::<8>,
@@ -95,16 +96,6 @@ pub fn correlate(
     };
     #[cfg(target_arch = "x86_64")]
     true
-}
-
-#[cfg(target_arch = "x86_64")]
-/// Output channels a step computes: 8, 10 or 12, whichever leaves the
-/// fewest unused in the last step (LeNet's 20 channels: 10).
-fn channels_per_step(channels: usize) -> usize {
-    [8, 10, 12]
-        .into_iter()
-        .min_by_key(|&r| channels.next_multiple_of(r) - channels)
-        .unwrap_or(8)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -29,7 +29,7 @@ const KC: usize = 256;
 /// Rows of C a tile takes for an `m`-row product: the height of 8, 10
 /// or 12 that leaves the fewest rows of the last tile unused (ties to the
 /// lower), so LeNet's 20 and 50 channels fill every tile.
-fn rows_per_tile(m: usize) -> usize {
+pub(super) fn rows_per_tile(m: usize) -> usize {
     [MR, 10, 12]
         .into_iter()
         .min_by_key(|&r| m.next_multiple_of(r) - m)

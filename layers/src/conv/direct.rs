@@ -39,7 +39,7 @@ impl ConvGeometry {
         if !suited {
             return None;
         }
-        let (rows, width) = (self.h + 2 * self.pad[0], self.w + 2 * self.pad[1]);
+        let (rows, width) = self.padded_plane();
         let positions = (self.oh - 1) * width + self.ow;
         // The last position reads the image's last value; a step reads
         // up to CORRELATE_PAD past it.
@@ -49,10 +49,15 @@ impl ConvGeometry {
         })
     }
 
+    /// Rows and row length of an input plane with its padding.
+    fn padded_plane(&self) -> (usize, usize) {
+        (self.h + 2 * self.pad[0], self.w + 2 * self.pad[1])
+    }
+
     /// The input offset of each tap, in im2col's order (channel, row,
     /// column), in the padded image.
     fn tap_offsets(&self) -> Vec<usize> {
-        let (rows, width) = (self.h + 2 * self.pad[0], self.w + 2 * self.pad[1]);
+        let (rows, width) = self.padded_plane();
         let [kh, kw] = self.kernel;
         let [dh, dw] = self.dilation;
         let mut offsets = Vec::with_capacity(self.patch());
@@ -90,7 +95,7 @@ pub(super) fn forward<T: MathElement>(
     let (x, weight, bias) = (as_f32(x), as_f32(weight), as_f32(bias));
     let (y, padded, planes) = (as_f32_mut(y), as_f32_mut(padded), as_f32_mut(planes));
     let offsets = g.tap_offsets();
-    let (rows, width) = (g.h + 2 * g.pad[0], g.w + 2 * g.pad[1]);
+    let (rows, width) = g.padded_plane();
     let [ph, pw] = g.pad;
     let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
     let image_in = g.channels_in * plane_in;
