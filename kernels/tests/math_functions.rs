@@ -553,3 +553,54 @@ fn reductions_give_the_same_bits_on_any_number_of_cores() {
     assert_eq!(on(2), one);
     assert_eq!(on(3), one);
 }
+
+#[test]
+fn gemm_filled_gives_gemms_bits() {
+    // LeNet's conv2 round (50 x 256 x 500: two depth blocks), a product
+    // whose last panel is partial (n = 70), one row short of a tile.
+    for (m, n, k) in [(50, 256, 500), (20, 70, 25), (9, 33, 300)] {
+        let a: Vec<f32> = gaussian_data(m * k);
+        let b: Vec<f32> = gaussian_data(k * n);
+        let mut want = vec![f32::NAN; m * n];
+        cpu::gemm(
+            Transpose::No,
+            Transpose::No,
+            m,
+            n,
+            k,
+            1.0,
+            &a,
+            &b,
+            0.0,
+            &mut want,
+        );
+        let mut got = vec![f32::NAN; m * n];
+        let mut asked = vec![0u32; k * n];
+        let ran = cpu::gemm_filled(
+            m,
+            n,
+            k,
+            &a,
+            |rows, cols, panel| {
+                assert!(cols.len() <= cpu::PANEL_COLUMNS, "{cols:?}");
+                for (i, p) in rows.enumerate() {
+                    for (j, q) in cols.clone().enumerate() {
+                        panel[i * cpu::PANEL_COLUMNS + j] = b[p * n + q];
+                        asked[p * n + q] += 1;
+                    }
+                }
+            },
+            &mut got,
+        );
+        assert_eq!(ran, cpu::isa() == cpu::Isa::Avx512, "{m}x{n}x{k}");
+        if !ran {
+            continue;
+        }
+        assert!(
+            asked.iter().all(|&times| times == 1),
+            "{m}x{n}x{k}: each value of B asked for once"
+        );
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k}");
+    }
+}

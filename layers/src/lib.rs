@@ -58,6 +58,7 @@ mod dropout;
 mod dummy_data;
 mod dyn_layer;
 mod eltwise;
+mod f32_view;
 pub mod filler;
 mod flatten;
 #[cfg(feature = "cuda")]

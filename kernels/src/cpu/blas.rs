@@ -19,6 +19,75 @@ pub enum Transpose {
     Yes,
 }
 
+/// Values in a row of the panels [`gemm_filled`] asks for: the columns
+/// of C its kernel computes at a time (two AVX-512 registers).
+pub const PANEL_COLUMNS: usize = 32;
+
+/// Row-major `C = A * B` (`A` of `m x k`, `C` of `m x n`) for an `f32`
+/// `B` of `k x n` that is never stored whole: `fill(rows, cols, panel)`
+/// writes rows `rows` and columns `cols` of it (at most
+/// [`PANEL_COLUMNS`] columns), row `p` of them at
+/// `panel[p * PANEL_COLUMNS..]`, each just before the product uses it.
+/// This is Caffe's convolution product (`forward_cpu_gemm`) with its
+/// column buffer built a panel at a time in cache, rather than by a whole
+/// im2col first. It runs where `gemm` would run its own AVX-512 kernel
+/// (an AVX-512 machine, a small layer's shape), with the same sums in the
+/// same order, so the same bits as `gemm` of the stored `B`; it says
+/// whether it ran (`false`: nothing was filled or written).
+///
+/// ```
+/// use blob_kernels::cpu::{PANEL_COLUMNS, gemm_filled};
+/// // B = 2 x 3, row p column q holding p + q; A = [[1, 10]].
+/// let mut c = [0.0f32; 3];
+/// let ran = gemm_filled(1, 3, 2, &[1.0, 10.0], |rows, cols, panel| {
+///     for (i, p) in rows.enumerate() {
+///         for (j, q) in cols.clone().enumerate() {
+///             panel[i * PANEL_COLUMNS + j] = (p + q) as f32;
+///         }
+///     }
+/// }, &mut c);
+/// if ran {
+///     assert_eq!(c, [10.0, 21.0, 32.0]);
+/// }
+/// ```
+///
+/// # Panics
+/// If `a` or `c` is shorter than its matrix.
+#[track_caller]
+pub fn gemm_filled(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    mut fill: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>, &mut [f32]),
+    c: &mut [f32],
+) -> bool {
+    assert!(
+        a.len() >= m * k && c.len() >= m * n,
+        "gemm_filled: {m}x{k} * {k}x{n} needs A and C of {} and {} elements, got {} and {}",
+        m * k,
+        m * n,
+        a.len(),
+        c.len()
+    );
+    if m == 0 || n == 0 || k == 0 {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the assert above proves A's `m x k` and C's `m x n` values
+    // inside their slices; `c` is a unique borrow, aliasing nothing.
+    return unsafe {
+        super::sgemm_avx512::run_filled_if_suited(
+            (m, k, n),
+            (a.as_ptr(), [k as isize, 1]),
+            &mut fill,
+            c.as_mut_ptr(),
+        )
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Row-major `C = alpha * op(A) * op(B) + beta * C` (Caffe
 /// `caffe_cpu_gemm`), with `op(A)` of `m x k`, `op(B)` of `k x n` and `C` of
 /// `m x n`; leading dimensions are Caffe's (`lda = k` or `m`, `ldb = n` or

@@ -12,16 +12,18 @@ pub mod cores;
 mod correlate;
 pub mod elementwise;
 pub mod isa;
+mod pool2x2;
 pub mod rng;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm_avx512;
 pub mod vector;
 
-pub use blas::{Transpose, gemm, gemv};
+pub use blas::{PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemv};
 pub use cores::{cores, on_cores};
-pub use correlate::{CORRELATE_PAD, correlate};
+pub use correlate::{CORRELATE_PAD, OutputRows, correlate};
 pub use elementwise::*;
 pub use isa::{Isa, isa, limit_isa, vectorized};
+pub use pool2x2::{max_pool_2x2, max_pool_2x2_positions};
 pub use rng::{RngError, bernoulli, gaussian, set_seed, uniform};
 pub use vector::*;
 

@@ -16,13 +16,14 @@
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
+use std::ops::Range;
 
 use super::{Isa, isa};
 
 /// Rows of C one kernel call computes.
 const MR: usize = 8;
 /// Columns of C one kernel call computes: two 16-lane registers.
-const NR: usize = 32;
+const NR: usize = super::PANEL_COLUMNS;
 /// Depth of one packed block: a `KC x NR` panel of B (32 KiB) stays in L1.
 const KC: usize = 256;
 
@@ -59,6 +60,19 @@ thread_local! {
     static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Writes rows `rows` and columns `cols` of a B that exists nowhere as a
+/// matrix into a panel, row `p` of them at `panel[p * PANEL_COLUMNS..]`
+/// (`NR` values; those past `cols` in a row are never read).
+pub(crate) type FilledB<'f> = &'f mut dyn FnMut(Range<usize>, Range<usize>, &mut [f32]);
+
+/// Where the kernel finds B.
+enum Source<'f> {
+    /// A matrix at the pointer, with its [row, column] strides.
+    Matrix(*const f32, [isize; 2]),
+    /// Panels a caller writes.
+    Filled(FilledB<'f>),
+}
+
 /// `c = alpha * a * b + beta * c` for `a` of `m x k`, `b` of `k x n` and
 /// `c` of `m x n`, each given by its [row, column] strides, where this
 /// kernel is the faster one: on a machine with AVX-512 ([`isa`]), for a
@@ -86,30 +100,103 @@ pub(crate) unsafe fn run_if_suited(
     if sc[1] != 1 || isa() != Isa::Avx512 || !suits(m, n, k, sb[1] != 1) {
         return false;
     }
-    let rsc = sc[0];
+    // SAFETY: as the caller promises.
+    unsafe {
+        product(
+            (m, k, n),
+            alpha,
+            (a, sa),
+            Source::Matrix(b, sb),
+            beta,
+            (c, sc[0]),
+        )
+    };
+    true
+}
+
+/// [`run_if_suited`] for a B that `fill` writes a panel at a time (a
+/// convolution's im2col, taken straight from the image), `c` row-major
+/// (`m x n`, rows `n` apart). Runs on an AVX-512 machine for a shape the
+/// kernel [`suits`], and says whether it ran.
+///
+/// # Safety
+/// A's `m x k` elements at `a` with strides `sa` are readable; `c` holds
+/// `m * n` values written by no one else meanwhile, aliasing nothing
+/// `fill` reads.
+pub(crate) unsafe fn run_filled_if_suited(
+    (m, k, n): (usize, usize, usize),
+    (a, sa): (*const f32, [isize; 2]),
+    fill: FilledB<'_>,
+    c: *mut f32,
+) -> bool {
+    if isa() != Isa::Avx512 || !suits(m, n, k, false) {
+        return false;
+    }
+    // SAFETY: as the caller promises; every panel is one of `pack`.
+    unsafe {
+        product(
+            (m, k, n),
+            1.0,
+            (a, sa),
+            Source::Filled(fill),
+            0.0,
+            (c, n as isize),
+        )
+    };
+    true
+}
+
+/// The product behind both entries: depth blocks of `KC`, B a panel of
+/// `NR` columns at a time, tiles of C down each panel.
+///
+/// # Safety
+/// AVX-512 F is available; as [`run_if_suited`], for a matrix B.
+unsafe fn product(
+    (m, k, n): (usize, usize, usize),
+    alpha: f32,
+    (a, sa): (*const f32, [isize; 2]),
+    mut b: Source<'_>,
+    beta: f32,
+    (c, rsc): (*mut f32, isize),
+) {
     PACK.with(|pack| {
         let mut pack = pack.borrow_mut();
         for pc in (0..k).step_by(KC) {
             let kc = KC.min(k - pc);
             // Later depth blocks add to what the first one wrote.
             let beta = if pc == 0 { beta } else { 1.0 };
-            // SAFETY: column pc of A and row pc of B are inside them (or
-            // one past the end with nothing read from there, when k == 0).
-            let (a, b) = unsafe { (a.offset(pc as isize * sa[1]), b.offset(pc as isize * sb[0])) };
-            // A B with adjacent columns is read in place; a transposed one
-            // is packed so the kernel's loads are adjacent. A panel is
-            // packed just before its tiles use it, so it is still in L1.
-            let packed = sb[1] != 1 || (m > MR && n > 2 * NR && k >= 128);
+            // SAFETY: column pc of A is inside it (or one past the end
+            // with nothing read from there, when k == 0).
+            let a = unsafe { a.offset(pc as isize * sa[1]) };
             for j in (0..n).step_by(NR) {
                 let cols = NR.min(n - j);
-                let (panel, rsb) = if packed {
-                    // SAFETY: the kc x cols block at row 0, column j of
-                    // `b` is inside B, per the caller.
-                    unsafe { pack_panel(&mut pack, b.offset(j as isize * sb[1]), sb, kc, cols) };
-                    (pack.as_ptr(), NR as isize)
-                } else {
-                    // SAFETY: column j is inside B's rows.
-                    (unsafe { b.add(j) }, sb[0])
+                let (panel, rsb) = match &mut b {
+                    Source::Matrix(b, sb) => {
+                        // SAFETY: row pc of B is inside it, per the caller.
+                        let b = unsafe { b.offset(pc as isize * sb[0]) };
+                        // A B with adjacent columns is read in place; a
+                        // transposed one is packed so the kernel's loads
+                        // are adjacent. A panel is packed just before its
+                        // tiles use it, so it is still in L1.
+                        if sb[1] != 1 || (m > MR && n > 2 * NR && k >= 128) {
+                            // SAFETY: the kc x cols block at row 0, column
+                            // j of `b` is inside B, per the caller.
+                            unsafe {
+                                pack_panel(&mut pack, b.offset(j as isize * sb[1]), *sb, kc, cols)
+                            };
+                            (pack.as_ptr(), NR as isize)
+                        } else {
+                            // SAFETY: column j is inside B's rows.
+                            (unsafe { b.add(j) }, sb[0])
+                        }
+                    }
+                    Source::Filled(fill) => {
+                        if pack.len() < kc * NR {
+                            pack.resize(kc * NR, 0.0);
+                        }
+                        fill(pc..pc + kc, j..j + cols, &mut pack[..kc * NR]);
+                        (pack.as_ptr(), NR as isize)
+                    }
                 };
                 let mr = rows_per_tile(m);
                 for i in (0..m).step_by(mr) {
@@ -117,7 +204,7 @@ pub(crate) unsafe fn run_if_suited(
                     // SAFETY: rows i..i+rows and columns pc..pc+kc of A,
                     // rows pc..pc+kc and columns j..j+cols of B (or of its
                     // pack) and that tile of C are inside them, per the
-                    // caller; `isa` found AVX-512 F.
+                    // caller; the caller found AVX-512 F.
                     unsafe {
                         let a = a.offset(i as isize * sa[0]);
                         let c = c.offset(i as isize * rsc + j as isize);
@@ -139,7 +226,6 @@ pub(crate) unsafe fn run_if_suited(
             }
         }
     });
-    true
 }
 
 /// Packs the `kc x cols` block of B at `b` into one panel of `kc` rows
@@ -157,6 +243,15 @@ unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usi
         for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
             // SAFETY: columns 0..cols of row p are inside the block.
             let src = unsafe { std::slice::from_raw_parts(b.offset(p as isize * sb[0]), cols) };
+            // A whole row as one fixed-size move the compiler inlines
+            // (a copy of unknown length calls memcpy, 5% of LeNet's pass).
+            if let (Ok(row), Ok(src)) = (
+                <&mut [f32; NR]>::try_from(&mut *row),
+                <&[f32; NR]>::try_from(src),
+            ) {
+                *row = *src;
+                continue;
+            }
             row[..cols].copy_from_slice(src);
             row[cols..].fill(0.0);
         }

@@ -5,6 +5,9 @@
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
 
+use std::ops::Range;
+
+use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::{Result, ensure};
 
 /// A convolution's sizes for one input: batch, input and output planes,
@@ -42,7 +45,8 @@ fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, len: usize)
             _ => false,
         }
     }
-    let done = (len <= 16 && block::<T, 16>(col, to, x, from))
+    let done = (len <= 8 && block::<T, 8>(col, to, x, from))
+        || (len <= 16 && block::<T, 16>(col, to, x, from))
         || (len <= 32 && block::<T, 32>(col, to, x, from));
     if !done {
         col[to..to + len].copy_from_slice(&x[from..from + len]);
@@ -215,6 +219,69 @@ impl ConvGeometry {
         );
     }
 
+    /// The product `weight x im2col(images first..first + count)` into
+    /// `out` (`channels_out` rows of `count * oh * ow`) with the column
+    /// buffer never built whole: `cpu::gemm_filled` asks for it a panel
+    /// at a time, and each panel is copied from the image while the
+    /// product's kernel waits on it in cache (LeNet's conv2 spent a third
+    /// of its time writing and re-reading its 2 MB of im2col). For `f32`
+    /// dense windows where that kernel runs; the same bits as im2col and
+    /// `gemm`. Says whether it ran.
+    fn product_from_image<T: MathElement>(
+        &self,
+        x: &[T],
+        first: usize,
+        count: usize,
+        weight: &[T],
+        out: &mut [T],
+    ) -> bool {
+        let (Some(x), Some(weight), Some(out)) = (as_f32(x), as_f32(weight), as_f32_mut(out))
+        else {
+            return false;
+        };
+        if !self.is_dense() {
+            return false;
+        }
+        let (h, w, ow, [kh, kw]) = (self.h, self.w, self.ow, self.kernel);
+        let (plane, image) = (self.oh * ow, self.channels_in * h * w);
+        let (cout, n, k) = (self.channels_out, count * plane, self.patch());
+        let fill = |rows: Range<usize>, cols: Range<usize>, panel: &mut [f32]| {
+            // The panel's columns as runs along output rows: where each
+            // starts in a panel row and in the input (at tap 0), the same
+            // for every row (tap) of the panel.
+            let mut runs = [(0, 0, 0); cpu::PANEL_COLUMNS];
+            let mut count = 0;
+            let mut column = cols.start;
+            while column < cols.end {
+                let (img, at) = (column / plane, column % plane);
+                let (r, q) = (at / ow, at % ow);
+                let len = (ow - q).min(cols.end - column);
+                runs[count] = (column - cols.start, (first + img) * image + r * w + q, len);
+                count += 1;
+                column += len;
+            }
+            // Tap (c, ki, kj) reads the input shifted by c * h * w + ki * w + kj.
+            let (mut ki, mut kj) = (rows.start / kw % kh, rows.start % kw);
+            let mut shift = rows.start / (kh * kw) * h * w + ki * w + kj;
+            for row in panel.chunks_exact_mut(cpu::PANEL_COLUMNS).take(rows.len()) {
+                for &(to, from, len) in &runs[..count] {
+                    copy_run(row, to, x, from + shift, len);
+                }
+                kj += 1;
+                shift += 1;
+                if kj == kw {
+                    (kj, ki) = (0, ki + 1);
+                    shift += w - kw;
+                    if ki == kh {
+                        ki = 0;
+                        shift += h * w - kh * w;
+                    }
+                }
+            }
+        };
+        cpu::gemm_filled(cout, n, k, weight, fill, out)
+    }
+
     /// The inverse of [`Self::im2col`]: adds each column entry back onto
     /// the input pixel it was copied from (padding takes nothing).
     pub fn col2im_add<T: MathElement>(&self, col: &[T], first: usize, count: usize, dx: &mut [T]) {
@@ -293,9 +360,7 @@ impl<T: Clone + Default> PartScratch<T> {
             return Ok(());
         }
         if let Some(sizes) = g.direct::<T>() {
-            let (padded, planes) = super::direct::scratch_sizes(g, sizes);
-            ensure(&mut self.col, padded)?;
-            return ensure(&mut self.tmp, planes);
+            return ensure(&mut self.col, super::direct::scratch_size(sizes));
         }
         let cols = g.images_per_round().saturating_mul(g.oh * g.ow);
         ensure(&mut self.col, g.patch().saturating_mul(cols))?;
@@ -500,9 +565,8 @@ fn forward_part<T: MathElement>(
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     if let Some(sizes) = g.direct::<T>() {
-        let (padded, planes) = (&mut s.col[..], &mut s.tmp[..]);
         let operands = (x, weight, bias);
-        super::direct::forward(g, sizes, operands, first, count, y, padded, planes);
+        super::direct::forward(g, sizes, operands, (first, count), y, &mut s.col);
         return;
     }
     if g.is_pointwise() {
@@ -532,54 +596,62 @@ fn forward_part<T: MathElement>(
     for start in (0..count).step_by(round) {
         let n = round.min(count - start);
         let cols = n * p;
-        g.im2col(x, first + start, n, &mut s.col);
-        if n == 1 {
-            // One image: the gemm's (cout, p) is the image's layout.
-            let yi = &mut y[start * cout * p..][..cout * p];
+        // One image: the product's (cout, p) is the image's layout.
+        let out = if n == 1 {
+            &mut y[start * cout * p..][..cout * p]
+        } else {
+            &mut s.tmp[..cout * cols]
+        };
+        if !g.product_from_image(x, first + start, n, weight, out) {
+            g.im2col(x, first + start, n, &mut s.col);
+            let col = &s.col[..ckk * cols];
             cpu::gemm(
                 Transpose::No,
                 Transpose::No,
                 cout,
-                p,
+                cols,
                 ckk,
                 T::ONE,
                 weight,
-                &s.col[..ckk * p],
+                col,
                 T::ZERO,
-                yi,
+                out,
             );
-            add_bias(yi, bias, p);
-            continue;
         }
-        let tmp = &mut s.tmp[..cout * cols];
-        cpu::gemm(
-            Transpose::No,
-            Transpose::No,
-            cout,
-            cols,
-            ckk,
-            T::ONE,
-            weight,
-            &s.col[..ckk * cols],
-            T::ZERO,
-            tmp,
-        );
-        // (cout, image, p) to (image, cout, p), adding the bias.
-        cpu::vectorized(
-            #[inline(always)]
-            || {
-                for img in 0..n {
-                    for (co, &b) in bias.iter().enumerate() {
-                        let src = &tmp[co * cols + img * p..][..p];
-                        let dst = &mut y[((start + img) * cout + co) * p..][..p];
-                        for (d, &v) in dst.iter_mut().zip(src) {
-                            *d = v + b;
-                        }
+        if n == 1 {
+            add_bias(&mut y[start * cout * p..][..cout * p], bias, p);
+        } else {
+            add_bias_by_image(g, &s.tmp[..cout * cols], bias, start, n, y);
+        }
+    }
+}
+
+/// `tmp`, the `(cout, image, p)` product of images `start..start + n` of
+/// a part, into `y` as `(image, cout, p)`, the bias added.
+fn add_bias_by_image<T: MathElement>(
+    g: &ConvGeometry,
+    tmp: &[T],
+    bias: &[T],
+    start: usize,
+    n: usize,
+    y: &mut [T],
+) {
+    let (cout, p) = (g.channels_out, g.oh * g.ow);
+    let cols = n * p;
+    cpu::vectorized(
+        #[inline(always)]
+        || {
+            for img in 0..n {
+                for (co, &b) in bias.iter().enumerate() {
+                    let src = &tmp[co * cols + img * p..][..p];
+                    let dst = &mut y[((start + img) * cout + co) * p..][..p];
+                    for (d, &v) in dst.iter_mut().zip(src) {
+                        *d = v + b;
                     }
                 }
-            },
-        );
-    }
+            }
+        },
+    );
 }
 
 /// `y[co, p] += bias[co]` over one image's `(cout, p)` output.
@@ -729,5 +801,69 @@ fn backward_part<T: MathElement>(
             dcol,
         );
         g.col2im_add(dcol, start, n, dx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut v = vec![0.0f32; n];
+        cpu::set_seed(seed);
+        cpu::gaussian(0.0, 1.0, &mut v).unwrap();
+        v
+    }
+
+    #[test]
+    fn products_from_the_image_give_im2cols_bits() {
+        // LeNet's conv2 (two depth blocks), rows of 6 outputs that
+        // straddle the 32-column panels with a 3 x 2 window, and a
+        // partial last image's panel.
+        for (cin, (h, w), [kh, kw], cout, images) in [
+            (20, (12, 12), [5, 5], 50, 4),
+            (3, (9, 7), [3, 2], 13, 3),
+            (40, (6, 5), [3, 3], 9, 5),
+        ] {
+            let g = ConvGeometry {
+                batch: images,
+                channels_in: cin,
+                channels_out: cout,
+                h,
+                w,
+                oh: h - kh + 1,
+                ow: w - kw + 1,
+                kernel: [kh, kw],
+                stride: [1, 1],
+                pad: [0, 0],
+                dilation: [1, 1],
+            };
+            let x = values(images * cin * h * w, 1);
+            let weight = values(cout * g.patch(), 2);
+            let cols = images * g.oh * g.ow;
+            let mut col = vec![0.0; g.patch() * cols];
+            g.im2col(&x, 0, images, &mut col);
+            let mut want = vec![f32::NAN; cout * cols];
+            let (m, k) = (cout, g.patch());
+            cpu::gemm(
+                Transpose::No,
+                Transpose::No,
+                m,
+                cols,
+                k,
+                1.0,
+                &weight,
+                &col,
+                0.0,
+                &mut want,
+            );
+            let mut got = vec![f32::NAN; cout * cols];
+            let ran = g.product_from_image(&x, 0, images, &weight, &mut got);
+            assert_eq!(ran, cpu::isa() == cpu::Isa::Avx512, "{g:?}");
+            if ran {
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{g:?}");
+            }
+        }
     }
 }

@@ -9,6 +9,8 @@ use std::any::TypeId;
 use blob_kernels::cpu;
 use blob_runtime::MathElement;
 
+use crate::f32_view::{as_f32, as_f32_mut};
+
 use super::cpu::ConvGeometry;
 
 /// The deepest patch taken directly: beyond it the column buffer is
@@ -16,12 +18,10 @@ use super::cpu::ConvGeometry;
 const DIRECT_PATCH_MAX: usize = 32;
 
 /// The sizes of a direct pass over one image: the padded image with the
-/// reads past its end, and the output positions of one channel (output
-/// rows laid out with the padded row length).
+/// reads past its end.
 #[derive(Clone, Copy)]
 pub(super) struct DirectSizes {
     padded: usize,
-    positions: usize,
 }
 
 impl ConvGeometry {
@@ -40,12 +40,10 @@ impl ConvGeometry {
             return None;
         }
         let (rows, width) = self.padded_plane();
-        let positions = (self.oh - 1) * width + self.ow;
-        // The last position reads the image's last value; a step reads
-        // up to CORRELATE_PAD past it.
+        // The last output reads the image's last value; a step reads up
+        // to CORRELATE_PAD past it.
         Some(DirectSizes {
             padded: self.channels_in * rows * width + cpu::CORRELATE_PAD,
-            positions,
         })
     }
 
@@ -72,35 +70,40 @@ impl ConvGeometry {
     }
 }
 
-/// The scratch a direct pass over one image needs: the padded image and
-/// the output planes at the padded row length.
-pub(super) fn scratch_sizes(g: &ConvGeometry, sizes: DirectSizes) -> (usize, usize) {
-    (sizes.padded, g.channels_out * sizes.positions)
+/// The scratch a direct pass over one image needs: the padded image.
+pub(super) fn scratch_size(sizes: DirectSizes) -> usize {
+    sizes.padded
 }
 
 /// `y = conv(x) + bias` for images `first..first + count` of `x` into
-/// `y` (those images' outputs), through `padded` and `planes` (at least
-/// [`scratch_sizes`]). `T` is `f32`, as [`ConvGeometry::direct`] found.
-#[allow(clippy::too_many_arguments)]
+/// `y` (those images' outputs), through `padded` (at least
+/// [`scratch_size`]). `T` is `f32`, as [`ConvGeometry::direct`] found.
 pub(super) fn forward<T: MathElement>(
     g: &ConvGeometry,
     sizes: DirectSizes,
     (x, weight, bias): (&[T], &[T], &[T]),
-    first: usize,
-    count: usize,
+    (first, count): (usize, usize),
     y: &mut [T],
     padded: &mut [T],
-    planes: &mut [T],
 ) {
-    let (x, weight, bias) = (as_f32(x), as_f32(weight), as_f32(bias));
-    let (y, padded, planes) = (as_f32_mut(y), as_f32_mut(padded), as_f32_mut(planes));
+    const F32: &str = "ConvGeometry::direct found f32";
+    let (x, weight, bias) = (
+        as_f32(x).expect(F32),
+        as_f32(weight).expect(F32),
+        as_f32(bias).expect(F32),
+    );
+    let (y, padded) = (as_f32_mut(y).expect(F32), as_f32_mut(padded).expect(F32));
     let offsets = g.tap_offsets();
     let (rows, width) = g.padded_plane();
     let [ph, pw] = g.pad;
     let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
     let image_in = g.channels_in * plane_in;
     let padded = &mut padded[..sizes.padded];
-    let planes = &mut planes[..g.channels_out * sizes.positions];
+    let at = cpu::OutputRows {
+        rows: g.oh,
+        cols: g.ow,
+        stride: width,
+    };
     // The padding (and the reads past the end) stay zero: only the
     // image's own values are written below.
     padded.fill(0.0);
@@ -112,45 +115,8 @@ pub(super) fn forward<T: MathElement>(
                 padded[at..at + g.w].copy_from_slice(row);
             }
         }
-        let ran = cpu::correlate(
-            padded,
-            &offsets,
-            weight,
-            g.channels_out,
-            sizes.positions,
-            planes,
-        );
-        debug_assert!(ran, "ConvGeometry::direct found AVX-512");
         let yi = &mut y[img * g.channels_out * plane_out..][..g.channels_out * plane_out];
-        for ((out, plane), &b) in yi
-            .chunks_exact_mut(plane_out)
-            .zip(planes.chunks(sizes.positions))
-            .zip(bias)
-        {
-            cpu::vectorized(
-                #[inline(always)]
-                || {
-                    for (r, out_row) in out.chunks_exact_mut(g.ow).enumerate() {
-                        for (o, &v) in out_row.iter_mut().zip(&plane[r * width..][..g.ow]) {
-                            *o = v + b;
-                        }
-                    }
-                },
-            );
-        }
+        let ran = cpu::correlate(padded, &offsets, weight, bias, g.channels_out, at, yi);
+        debug_assert!(ran, "ConvGeometry::direct found AVX-512");
     }
-}
-
-/// `values` as the `f32` they are ([`ConvGeometry::direct`] checked).
-fn as_f32<T: 'static>(values: &[T]) -> &[f32] {
-    assert_eq!(TypeId::of::<T>(), TypeId::of::<f32>());
-    // SAFETY: T is f32 (asserted), so the slice is one of f32.
-    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
-}
-
-/// [`as_f32`] for a slice written to.
-fn as_f32_mut<T: 'static>(values: &mut [T]) -> &mut [f32] {
-    assert_eq!(TypeId::of::<T>(), TypeId::of::<f32>());
-    // SAFETY: T is f32 (asserted), so the slice is one of f32.
-    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), values.len()) }
 }

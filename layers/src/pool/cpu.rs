@@ -11,6 +11,8 @@
 use blob_kernels::cpu;
 use blob_runtime::MathElement;
 
+use crate::f32_view::{as_f32, as_f32_mut};
+
 /// A pooling's sizes for one input.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PoolGeometry {
@@ -235,6 +237,12 @@ fn max_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argm
 /// loop's bounds: the same maxima and first-maximum ties.
 fn max_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut [u32]) {
     let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
+    if let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y))
+        && cpu::max_pool_2x2_positions(x, g.planes, h, w, y, argmax)
+    {
+        return;
+    }
+    let neg = T::from_f64(f64::NEG_INFINITY);
     for pl in 0..g.planes {
         let plane = &x[pl * h * w..][..h * w];
         for r in 0..oh {
@@ -250,13 +258,14 @@ fn max_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut 
                     (2 * r + 1) * w + 2 * q,
                     (2 * r + 1) * w + 2 * q + 1,
                 ];
-                let mut best = 0;
-                for i in 1..4 {
-                    if c[i] > c[best] {
-                        best = i;
+                // From -inf, as Caffe's scan starts: a NaN never wins.
+                let (mut best, mut value) = (0, neg);
+                for (i, &v) in c.iter().enumerate() {
+                    if v > value {
+                        (best, value) = (i, v);
                     }
                 }
-                out[q] = c[best];
+                out[q] = value;
                 arg[q] = at[best] as u32;
             }
         }
@@ -371,22 +380,40 @@ fn whole_windows<T: MathElement, const S: usize>(
     }
 }
 
-/// [`max_values`] over the common 2x2, stride 2 window of even planes.
+/// [`max_values`] over the common 2x2, stride 2 window of even planes,
+/// in the general path's order (each column's maximum over the two rows
+/// from -inf, then the pair's), so a NaN never wins here either.
 fn max_values_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
-    let larger = |a: T, b: T| if b > a { b } else { a };
-    for pl in 0..g.planes {
-        let plane = &x[pl * h * w..][..h * w];
-        for r in 0..oh {
-            let top = &plane[2 * r * w..][..w];
-            let bottom = &plane[(2 * r + 1) * w..][..w];
-            let out = &mut y[(pl * oh + r) * ow..][..ow];
-            for (q, o) in out.iter_mut().enumerate() {
-                let m = larger(larger(top[2 * q], top[2 * q + 1]), bottom[2 * q]);
-                *o = larger(m, bottom[2 * q + 1]);
-            }
-        }
+    if let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y))
+        && cpu::max_pool_2x2(x, g.planes, h, w, y)
+    {
+        return;
     }
+    let neg = T::from_f64(f64::NEG_INFINITY);
+    let larger = |m: T, v: T| if v > m { v } else { m };
+    cpu::vectorized(
+        #[inline(always)]
+        || {
+            for pl in 0..g.planes {
+                let plane = &x[pl * h * w..][..h * w];
+                for r in 0..oh {
+                    let top = &plane[2 * r * w..][..2 * ow];
+                    let bottom = &plane[(2 * r + 1) * w..][..2 * ow];
+                    let out = &mut y[(pl * oh + r) * ow..][..ow];
+                    for ((o, t), b) in out
+                        .iter_mut()
+                        .zip(top.chunks_exact(2))
+                        .zip(bottom.chunks_exact(2))
+                    {
+                        let left = larger(larger(neg, t[0]), b[0]);
+                        let right = larger(larger(neg, t[1]), b[1]);
+                        *o = larger(left, right);
+                    }
+                }
+            }
+        },
+    );
 }
 
 /// [`max_backward`] on one part.
@@ -478,6 +505,11 @@ mod max_tests {
             (7, 7, 1, 4),
             (5, 8, 3, 3),
             (4, 4, 4, 1),
+            // 2x2 at stride 2 over even planes: a loop (and an AVX-512
+            // kernel) of their own; rows of 4, 8, 40 (two vectors) inputs.
+            (6, 4, 2, 2),
+            (4, 8, 2, 2),
+            (2, 40, 2, 2),
         ] {
             let g = PoolGeometry {
                 planes: 3,
@@ -504,6 +536,15 @@ mod max_tests {
             let mut values = vec![9.0; want_y.len()];
             max_values_part(&g, &x, &mut values);
             assert_eq!(values, want_y, "values alone: {h}x{w} k{k} s{s}");
+            // f64 takes the loops that f32 leaves to AVX-512 kernels.
+            let x: Vec<f64> = x.iter().map(|&v| v.into()).collect();
+            let want_y: Vec<f64> = want_y.iter().map(|&v| v.into()).collect();
+            let (mut y, mut a) = (vec![9.0; want_y.len()], vec![7; want_a.len()]);
+            max_forward_part(&g, &x, &mut y, &mut a);
+            assert_eq!((a, y), (want_a, want_y.clone()), "f64: {h}x{w} k{k} s{s}");
+            let mut values = vec![9.0; want_y.len()];
+            max_values_part(&g, &x, &mut values);
+            assert_eq!(values, want_y, "f64 values alone: {h}x{w} k{k} s{s}");
         }
     }
 }
