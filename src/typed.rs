@@ -57,7 +57,7 @@
 //! takes the handles of its bottoms, so (bottom, top) pairs are never
 //! written, a layer cannot read its own output, and backward runs in the
 //! reverse order by itself. The compiler computes each output shape from
-//! the bottoms' (convolution and pooling arithmetic, Concat's channels
+//! the bottoms' (convolution and pooling arithmetic, the axis Concat joins
 //! adding up) and refuses what cannot be wired. What comes out is Caffe's
 //! `Net` of run-time layers, the one a `.prototxt` builds: named blobs,
 //! parameters with the `lr_mult`/`decay_mult` declared beside the layer,
@@ -327,7 +327,8 @@
 //! | A count that overflows `usize` | `` error: the element count overflows usize at this dim `` |  | `macro_count_overflow` |
 //! | A residual branch that ends in other channels than its shortcut | `` error[E0277]: Eltwise combines blobs of one shape, but is given Features and (Dyn, D<128>, D<56>, D<56>) `` | `` shapes differ `` | `net_residual_branch` |
 //! | An Eltwise of two declared shapes | `` error[E0277]: Eltwise combines blobs of one shape, but is given Wide and Narrow `` | `` shapes differ `` | `net_eltwise_shapes` |
-//! | A Concat whose parts differ outside the channel axis | `` error[E0277]: Concat joins (Dyn, D<64>, D<28>, D<28>) and (Dyn, D<192>, D<14>, D<14>) on the channel axis, but they differ on another axis `` | `` shapes differ outside the channel axis `` | `net_concat_parts` |
+//! | A Concat whose parts differ outside the channel axis | `` error[E0277]: Concat cannot join (Dyn, D<64>, D<28>, D<28>) and (Dyn, D<192>, D<14>, D<14>) on axis 1 `` | `` not equal outside axis 1, or no axis 1 `` | `net_concat_parts` |
+//! | A Concat on an axis its bottoms do not have | `` error[E0277]: Concat cannot join Near and Far on axis 3 `` | `` not equal outside axis 3, or no axis 3 `` | `net_concat_axis_past_the_rank` |
 //! | One-hot labels to SoftmaxWithLoss | `` error[E0277]: labels OneHot do not fit scores (Dyn, D<10>) `` | `` not the labels of these scores `` | `net_labels_one_hot` |
 //! | A convolution declared on a flat (N, 500) blob | `` error[E0277]: a convolution with kernel 3, stride 1 and pad 0 cannot take Hidden `` | `` needs (N, C, H, W) with static H and W of at least the kernel `` | `net_conv_on_vector` |
 //! | A Slice that would leave no channels | `` error[E0277]: Slice cannot split Maps at channel 8 `` | `` no such split `` | `net_slice_past_the_channels` |

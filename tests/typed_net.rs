@@ -541,6 +541,51 @@ fn flat_concats_and_four_way_sums() {
     );
 }
 
+/// Concat on other axes: SSD's prior boxes, `(1, 2, K)` each, on axis 2;
+/// two run-time batches on axis 0 make a run-time batch; the joined
+/// blobs hold their bottoms' values in Caffe's order.
+#[test]
+fn concats_on_any_axis_join_the_blobs_caffe_joins() {
+    blob!(pub shape Near = 1, 2, 3);
+    blob!(pub shape Far = 1, 2, 1);
+    blob!(pub shape Image = _, 2, 2, 2);
+    let mut n = NetSpec::<f32>::new("axes");
+    let (near, far) = (n.input::<Near>("near"), n.input::<Far>("far"));
+    let priors: Top<(D<1>, D<2>, D<4>)> = n.add("priors", (&near, &far), ConcatAxis::<2>);
+    let x = n.input::<Image>("x");
+    let twice: Top<(Dyn, D<2>, D<2>, D<2>)> = n.add("twice", (&x, &x), ConcatAxis::<0>);
+    let rows: Top<(Dyn, D<2>, D<4>, D<2>)> = n.add("rows", (&x, &x), ConcatAxis::<2>);
+    let mut net = n.batch(1).build(NetState::test()).unwrap();
+    let fill = |name: &str, values: &[f32]| {
+        net.blob(name)
+            .unwrap()
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(values)
+    };
+    fill("near", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    fill("far", &[7.0, 8.0]);
+    let image: Vec<f32> = (0..8).map(|v| v as f32).collect();
+    fill("x", &image);
+    net.forward().unwrap();
+    assert_eq!(
+        priors.blob(&net).unwrap().to_vec().unwrap(),
+        [1.0, 2.0, 3.0, 7.0, 4.0, 5.0, 6.0, 8.0]
+    );
+    assert_eq!(twice.blob(&net).unwrap().shape(), [2, 2, 2, 2]);
+    assert_eq!(
+        twice.blob(&net).unwrap().to_vec().unwrap(),
+        [image.clone(), image.clone()].concat()
+    );
+    assert_eq!(rows.blob(&net).unwrap().shape(), [1, 2, 4, 2]);
+    assert_eq!(
+        rows.blob(&net).unwrap().to_vec().unwrap(),
+        [
+            0.0, 1.0, 2.0, 3.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 4.0, 5.0, 6.0, 7.0
+        ]
+    );
+}
+
 /// Every neuron layer of Caffe's through the typed front end, against the
 /// formula it computes; those Caffe may run in place do, given their
 /// bottom by value.

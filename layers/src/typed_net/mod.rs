@@ -73,8 +73,8 @@ use crate::registry::LayerRegistry;
 
 pub use blob_runtime::typed::{D, Dyn};
 pub use specs::{
-    Accuracy, BatchNorm, Concat, ConcatChannels, Conv, ConvHW, Eltwise, EltwiseOperand, Fc,
-    FcInput, Flatten, GlobalPool, JoinChannels, LRN, LabelsFor, Neuron, PReLU, Pool, Prob,
+    Accuracy, BatchNorm, Concat, ConcatAxis, ConcatOn, Conv, ConvHW, Eltwise, EltwiseOperand, Fc,
+    FcInput, Flatten, GlobalPool, JoinOn, JoinedDim, LRN, LabelsFor, Neuron, PReLU, Pool, Prob,
     ReshapeAs, Scale, SliceChannels, SoftmaxLoss,
 };
 

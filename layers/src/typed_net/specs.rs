@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use blob_runtime::typed::{D, Dim, DimAdd, DimSub, Minus, Plus, Rank2, Rank4, SameAs, Shape};
+use blob_runtime::typed::{D, Dim, DimAdd, DimSub, Dyn, Minus, Plus, Rank2, Rank4, SameAs, Shape};
 
 use super::{Filler, Four, LayerFields, LayerSpec, Mult, One, Three, Two};
 use crate::shapes::{AtLeast, ConvDim, ConvOut, ConvShape, PoolShape};
@@ -947,68 +947,104 @@ impl<X: Shape, Y: EltwiseOperand<X>, Z: EltwiseOperand<X>, V: EltwiseOperand<X>>
     type Out = X;
 }
 
-/// `Self` and `Other`, `(N, C)` or `(N, C, H, W)` each, can be joined
-/// on the channel axis: equal outside it.
+/// `Self` and `Other`, shapes of one rank, can be joined on axis `AXIS`:
+/// equal on every other axis, the joined dims added (two run-time dims
+/// give a run-time dim).
 #[diagnostic::on_unimplemented(
-    message = "Concat joins {Self} and {Other} on the channel axis, but they differ on another axis",
-    label = "shapes differ outside the channel axis",
-    note = "Concat (axis 1) needs (N, C) or (N, C, H, W) bottoms of one rank, the same outside the channels"
+    message = "Concat cannot join {Self} and {Other} on axis {AXIS}",
+    label = "not equal outside axis {AXIS}, or no axis {AXIS}",
+    note = "Concat (axis {AXIS}) joins bottoms of one rank (2 to 4 axes, more than {AXIS}) equal on every other axis; on axis {AXIS}, two compile-time dims or two run-time ones (`_`)"
 )]
-pub trait ConcatChannels<Other: Shape>: Shape {
-    /// The joined shape, channels added.
+pub trait ConcatOn<const AXIS: usize, Other: Shape>: Shape {
+    /// The joined shape.
     type Out: Shape;
 }
 
-type BatchOf<X> = <<X as Shape>::Dims as Rank4>::A0;
-type ChannelsOf<X> = <<X as Shape>::Dims as Rank4>::A1;
-type HeightOf<X> = <<X as Shape>::Dims as Rank4>::A2;
-type WidthOf<X> = <<X as Shape>::Dims as Rank4>::A3;
+#[diagnostic::do_not_recommend]
+impl<X: Shape, Y: Shape, const AXIS: usize> ConcatOn<AXIS, Y> for X
+where
+    X::Dims: JoinOn<AXIS, Y::Dims>,
+{
+    type Out = <X::Dims as JoinOn<AXIS, Y::Dims>>::Out;
+}
 
-/// Dim lists joined on axis 1: `(N, C)` or `(N, C, H, W)` pairs, equal
-/// outside axis 1, channels added.
+/// Dim lists joined on axis `AXIS`: [`ConcatOn`] on the dims.
 #[diagnostic::on_unimplemented(
-    message = "Concat joins {Self} and {Other} on the channel axis, but they differ on another axis",
-    label = "shapes differ outside the channel axis",
-    note = "Concat (axis 1) needs (N, C) or (N, C, H, W) bottoms of one rank, the same outside the channels"
+    message = "Concat cannot join {Self} and {Other} on axis {AXIS}",
+    label = "not equal outside axis {AXIS}, or no axis {AXIS}",
+    note = "Concat (axis {AXIS}) joins bottoms of one rank (2 to 4 axes, more than {AXIS}) equal on every other axis; on axis {AXIS}, two compile-time dims or two run-time ones (`_`)"
 )]
-pub trait JoinChannels<Other> {
+pub trait JoinOn<const AXIS: usize, Other> {
     /// The joined dims.
     type Out: Shape;
 }
 
-#[diagnostic::do_not_recommend]
-impl<A: Dim, B: Dim, A2: Dim, B2: Dim> JoinChannels<(A2, B2)> for (A, B)
-where
-    A2: SameAs<A>,
-    B: DimAdd<B2>,
-{
-    type Out = (A, Plus<B, B2>);
+/// Two dims on a concat axis: their sum at compile time, or a run-time
+/// dim for two run-time ones (a static and a run-time dim do not join).
+pub trait JoinedDim<Other: Dim>: Dim {
+    /// The joined dim.
+    type Out: Dim;
 }
 
-#[diagnostic::do_not_recommend]
-impl<A: Dim, B: Dim, C: Dim, E: Dim, A2: Dim, B2: Dim, C2: Dim, E2: Dim>
-    JoinChannels<(A2, B2, C2, E2)> for (A, B, C, E)
+impl<const A: usize, const B: usize> JoinedDim<D<B>> for D<A>
 where
-    A2: SameAs<A>,
-    C2: SameAs<C>,
-    E2: SameAs<E>,
-    B: DimAdd<B2>,
+    D<A>: DimAdd<D<B>>,
 {
-    type Out = (A, Plus<B, B2>, C, E);
+    type Out = Plus<D<A>, D<B>>;
 }
 
-#[diagnostic::do_not_recommend]
-impl<X: Shape, Y: Shape> ConcatChannels<Y> for X
-where
-    X::Dims: JoinChannels<Y::Dims>,
-{
-    type Out = <X::Dims as JoinChannels<Y::Dims>>::Out;
+impl JoinedDim<Dyn> for Dyn {
+    type Out = Dyn;
 }
 
-/// Caffe `Concat` on the channel axis (axis 1) of two to four `(N, C)` or
-/// `(N, C, H, W)` bottoms: the channels add up at compile time.
+/// `JoinOn<axis>` for one rank: the dims before the axis, the axis, the
+/// dims after, each as (this list's, the other list's).
+macro_rules! join_on {
+    ($axis:literal: ($(($a:ident, $b:ident)),*), ($j:ident, $k:ident), ($(($c:ident, $d:ident)),*)) => {
+        #[diagnostic::do_not_recommend]
+        impl<$($a: Dim, $b: Dim,)* $j: JoinedDim<$k>, $k: Dim, $($c: Dim, $d: Dim,)*>
+            JoinOn<$axis, ($($b,)* $k, $($d,)*)> for ($($a,)* $j, $($c,)*)
+        where
+            $($b: SameAs<$a>,)*
+            $($d: SameAs<$c>,)*
+        {
+            type Out = ($($a,)* <$j as JoinedDim<$k>>::Out, $($c,)*);
+        }
+    };
+}
+
+join_on!(0: (), (A, A2), ());
+join_on!(0: (), (A, A2), ((B, B2)));
+join_on!(1: ((A, A2)), (B, B2), ());
+join_on!(0: (), (A, A2), ((B, B2), (C, C2)));
+join_on!(1: ((A, A2)), (B, B2), ((C, C2)));
+join_on!(2: ((A, A2), (B, B2)), (C, C2), ());
+join_on!(0: (), (A, A2), ((B, B2), (C, C2), (E, E2)));
+join_on!(1: ((A, A2)), (B, B2), ((C, C2), (E, E2)));
+join_on!(2: ((A, A2), (B, B2)), (C, C2), ((E, E2)));
+join_on!(3: ((A, A2), (B, B2), (C, C2)), (E, E2), ());
+
+/// Caffe `Concat` on its default axis, the channels (axis 1), of two to
+/// four bottoms of 2 to 4 axes (`(N, C)`, `(N, C, H, W)`), the channels
+/// added up at compile time. [`ConcatAxis`] joins on another axis.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Concat;
+
+/// Caffe `Concat` with `concat_param { axis: AXIS }` (SSD joins its prior
+/// boxes, `(1, 2, K)` each, on axis 2): the bottoms' dims on that axis
+/// added up at compile time, equal on every other.
+///
+/// ```
+/// use blob_layers::typed_net::*;
+/// blob_runtime::blob!(pub shape Near = 1, 2, 64);
+/// blob_runtime::blob!(pub shape Far = 1, 2, 16);
+/// let mut n = NetSpec::<f32>::new("priors");
+/// let (near, far) = (n.input::<Near>("near"), n.input::<Far>("far"));
+/// let all = n.add("priors", (&near, &far), ConcatAxis::<2>);
+/// let _: &Top<(D<1>, D<2>, D<80>)> = &all;
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConcatAxis<const AXIS: usize>;
 
 impl LayerFields for Concat {
     fn type_name(&self) -> &str {
@@ -1017,28 +1053,50 @@ impl LayerFields for Concat {
     fn write_fields(&self, _text: &mut String) {}
 }
 
-impl<X: ConcatChannels<Y>, Y: Shape> LayerSpec<Two<X, Y>> for Concat {
-    type Out = <X as ConcatChannels<Y>>::Out;
+impl<const AXIS: usize> LayerFields for ConcatAxis<AXIS> {
+    fn type_name(&self) -> &str {
+        "Concat"
+    }
+    fn write_fields(&self, text: &mut String) {
+        let _ = write!(text, "concat_param {{ axis: {AXIS} }}");
+    }
 }
 
-impl<X, Y: Shape, Z: Shape> LayerSpec<Three<X, Y, Z>> for Concat
-where
-    X: ConcatChannels<Y>,
-    <X as ConcatChannels<Y>>::Out: ConcatChannels<Z>,
-{
-    type Out = <<X as ConcatChannels<Y>>::Out as ConcatChannels<Z>>::Out;
+type BatchOf<X> = <<X as Shape>::Dims as Rank4>::A0;
+type ChannelsOf<X> = <<X as Shape>::Dims as Rank4>::A1;
+type HeightOf<X> = <<X as Shape>::Dims as Rank4>::A2;
+type WidthOf<X> = <<X as Shape>::Dims as Rank4>::A3;
+
+type Joined<X, Y, const AXIS: usize> = <X as ConcatOn<AXIS, Y>>::Out;
+
+/// Two to four bottoms joined on `$axis`, for `$spec`.
+macro_rules! concat_specs {
+    ($spec:ty, $axis:tt $(, $generic:tt)?) => {
+        impl<$(const $generic: usize,)? X: ConcatOn<$axis, Y>, Y: Shape> LayerSpec<Two<X, Y>> for $spec {
+            type Out = Joined<X, Y, $axis>;
+        }
+
+        impl<$(const $generic: usize,)? X, Y: Shape, Z: Shape> LayerSpec<Three<X, Y, Z>> for $spec
+        where
+            X: ConcatOn<$axis, Y>,
+            Joined<X, Y, $axis>: ConcatOn<$axis, Z>,
+        {
+            type Out = Joined<Joined<X, Y, $axis>, Z, $axis>;
+        }
+
+        impl<$(const $generic: usize,)? X, Y: Shape, Z: Shape, V: Shape> LayerSpec<Four<X, Y, Z, V>> for $spec
+        where
+            X: ConcatOn<$axis, Y>,
+            Joined<X, Y, $axis>: ConcatOn<$axis, Z>,
+            Joined<Joined<X, Y, $axis>, Z, $axis>: ConcatOn<$axis, V>,
+        {
+            type Out = Joined<Joined<Joined<X, Y, $axis>, Z, $axis>, V, $axis>;
+        }
+    };
 }
 
-type Joined3<X, Y, Z> = <<X as ConcatChannels<Y>>::Out as ConcatChannels<Z>>::Out;
-
-impl<X, Y: Shape, Z: Shape, V: Shape> LayerSpec<Four<X, Y, Z, V>> for Concat
-where
-    X: ConcatChannels<Y>,
-    <X as ConcatChannels<Y>>::Out: ConcatChannels<Z>,
-    Joined3<X, Y, Z>: ConcatChannels<V>,
-{
-    type Out = <Joined3<X, Y, Z> as ConcatChannels<V>>::Out;
-}
+concat_specs!(Concat, 1);
+concat_specs!(ConcatAxis<AXIS>, AXIS, AXIS);
 
 /// `Self`, `(N, C, H, W)`, splits at channel `POINT` (Caffe `Slice` on
 /// axis 1): `0 < POINT < C`.
