@@ -331,7 +331,7 @@
 //! | A Concat on an axis its bottoms do not have | `` error[E0277]: Concat cannot join Near and Far on axis 3 `` | `` not equal outside axis 3, or no axis 3 `` | `net_concat_axis_past_the_rank` |
 //! | One-hot labels to SoftmaxWithLoss | `` error[E0277]: labels OneHot do not fit scores (Dyn, D<10>) `` | `` not the labels of these scores `` | `net_labels_one_hot` |
 //! | A convolution declared on a flat (N, 500) blob | `` error[E0277]: a convolution with kernel 3, stride 1 and pad 0 cannot take Hidden `` | `` needs (N, C, H, W) with static H and W of at least the kernel `` | `net_conv_on_vector` |
-//! | A Slice that would leave no channels | `` error[E0277]: Slice cannot split Maps at channel 8 `` | `` no such split `` | `net_slice_past_the_channels` |
+//! | A Slice that would leave no channels | `` error[E0277]: Slice cannot split (Dyn, D<8>, D<4>, D<4>) at 8 on axis 1 `` | `` no such split `` | `net_slice_past_the_channels` |
 //! | VGG's pool5 (512 x 7 x 7) through a typed net's Flatten | `` error[E0277]: cannot flatten Pool5: it needs at least 2 axes, every axis after the first static, and their product at most 4096 `` | `` not flattenable `` | `net_flatten_product_too_large` |
 //! | A typed net's Reshape into another element count | `` error[E0277]: cannot reshape Pool5 into Wrong: element counts differ (D<25088> vs D<25000>) `` | `` element counts differ `` | `net_reshape_count` |
 //! | A layer fed its own output (its handle does not exist yet) | `` error[E0425]: cannot find value `conv` in this scope `` | `` not found in this scope `` | `net_fed_its_own_output` |

@@ -293,6 +293,18 @@ fn names_with_quotes_survive_the_text() {
     assert!(net.blob("in \"x\"").is_some());
 }
 
+/// The net of `n` at `batch`, run forward on `values` in its input "x".
+fn forward_on(n: &mut NetSpec<f32>, batch: usize, values: &[f32]) -> Net<f32> {
+    let mut net = n.batch(batch).build(NetState::test()).unwrap();
+    net.blob("x")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(values);
+    net.forward().unwrap();
+    net
+}
+
 #[test]
 fn a_slice_and_a_concat_give_the_blob_back() {
     blob!(pub shape Maps = _, 5, 2, 2);
@@ -302,14 +314,8 @@ fn a_slice_and_a_concat_give_the_blob_back() {
     let a: Top<(Dyn, D<2>, D<2>, D<2>)> = a;
     let b: Top<(Dyn, D<3>, D<2>, D<2>)> = b;
     let joined: Top<Maps> = n.add("join", (&a, &b), Concat).named();
-    let mut net = n.batch(2).build(NetState::test()).unwrap();
     let values: Vec<f32> = (0..40).map(|v| v as f32).collect();
-    net.blob("x")
-        .unwrap()
-        .mutable_cpu_data()
-        .unwrap()
-        .copy_from_slice(&values);
-    net.forward().unwrap();
+    let net = forward_on(&mut n, 2, &values);
     assert_eq!(a.blob(&net).unwrap().to_vec().unwrap()[..8], values[..8]);
     assert_eq!(b.blob(&net).unwrap().to_vec().unwrap()[..12], values[8..20]);
     assert_eq!(joined.blob(&net).unwrap().to_vec().unwrap(), values);
@@ -583,6 +589,28 @@ fn concats_on_any_axis_join_the_blobs_caffe_joins() {
         [
             0.0, 1.0, 2.0, 3.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 4.0, 5.0, 6.0, 7.0
         ]
+    );
+}
+
+/// Slice on another axis: rows of an image split at row 1, the parts
+/// holding the rows Caffe gives them.
+#[test]
+fn a_slice_on_the_rows_splits_them() {
+    blob!(pub shape Image = _, 2, 3, 2);
+    let mut n = NetSpec::<f32>::new("rows");
+    let x = n.input::<Image>("x");
+    let (top, rest) = n.slice_axis::<2, 1, _>("split", &x, ["top", "rest"]);
+    let top: Top<(Dyn, D<2>, D<1>, D<2>)> = top;
+    let rest: Top<(Dyn, D<2>, D<2>, D<2>)> = rest;
+    let values: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let net = forward_on(&mut n, 1, &values);
+    assert_eq!(
+        top.blob(&net).unwrap().to_vec().unwrap(),
+        [0.0, 1.0, 6.0, 7.0]
+    );
+    assert_eq!(
+        rest.blob(&net).unwrap().to_vec().unwrap(),
+        [2.0, 3.0, 4.0, 5.0, 8.0, 9.0, 10.0, 11.0]
     );
 }
 

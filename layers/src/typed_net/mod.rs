@@ -75,7 +75,7 @@ pub use blob_runtime::typed::{D, Dyn};
 pub use specs::{
     Accuracy, BatchNorm, Concat, ConcatAxis, ConcatOn, Conv, ConvHW, Eltwise, EltwiseOperand, Fc,
     FcInput, Flatten, GlobalPool, JoinOn, JoinedDim, LRN, LabelsFor, Neuron, PReLU, Pool, Prob,
-    ReshapeAs, Scale, SliceChannels, SoftmaxLoss,
+    ReshapeAs, Scale, SliceOn, SoftmaxLoss, SplitOn,
 };
 
 static NEXT_SPEC: AtomicU64 = AtomicU64::new(0);
@@ -547,7 +547,8 @@ impl<T: MathElement> NetSpec<T> {
 
     /// Caffe `Slice` on the channel axis: `(N, C, H, W)` split at channel
     /// `POINT` into `(N, POINT, H, W)` and `(N, C - POINT, H, W)`, the
-    /// tops named `tops`.
+    /// tops named `tops`. [`slice_axis`](Self::slice_axis) splits another
+    /// axis.
     ///
     /// ```
     /// use blob_layers::typed_net::*;
@@ -564,15 +565,44 @@ impl<T: MathElement> NetSpec<T> {
         bottom: &Top<X>,
         tops: [&str; 2],
     ) -> (
-        Top<<X as SliceChannels<POINT>>::First>,
-        Top<<X as SliceChannels<POINT>>::Rest>,
+        Top<<X as SliceOn<1, POINT>>::First>,
+        Top<<X as SliceOn<1, POINT>>::Rest>,
     )
     where
-        X: SliceChannels<POINT>,
+        X: SliceOn<1, POINT>,
     {
+        self.slice_axis::<1, POINT, X>(name, bottom, tops)
+    }
+
+    /// Caffe `Slice` on axis `AXIS` (`slice_param { axis: AXIS
+    /// slice_point: POINT }`): the bottom split at `POINT` on that axis
+    /// into two tops named `tops`, their shapes computed at compile time.
+    ///
+    /// ```
+    /// use blob_layers::typed_net::*;
+    /// blob_runtime::blob!(pub shape Rows = _, 3, 10, 4);
+    /// let mut n = NetSpec::<f32>::new("n");
+    /// let x = n.input::<Rows>("x");
+    /// let (top, bottom) = n.slice_axis::<2, 6, _>("halves", &x, ["top", "bottom"]);
+    /// let _: Top<(Dyn, D<3>, D<6>, D<4>)> = top;
+    /// let _: Top<(Dyn, D<3>, D<4>, D<4>)> = bottom;
+    /// ```
+    pub fn slice_axis<const AXIS: usize, const POINT: usize, X>(
+        &mut self,
+        name: &str,
+        bottom: &Top<X>,
+        tops: [&str; 2],
+    ) -> (
+        Top<<X as SliceOn<AXIS, POINT>>::First>,
+        Top<<X as SliceOn<AXIS, POINT>>::Rest>,
+    )
+    where
+        X: SliceOn<AXIS, POINT>,
+    {
+        let fields = format!("slice_param {{ axis: {AXIS} slice_point: {POINT} }}");
         let [a, b] = self
             .text
-            .add_slice(name, BottomList::read(&[&bottom.handle]), POINT, tops);
+            .add_slice(name, BottomList::read(&[&bottom.handle]), fields, tops);
         (self.top(a), self.top(b))
     }
 
@@ -664,7 +694,7 @@ impl NetText {
         &mut self,
         name: &str,
         bottom: BottomList,
-        point: usize,
+        fields: String,
         tops: [&str; 2],
     ) -> [Arc<str>; 2] {
         let layer = Declared {
@@ -672,7 +702,7 @@ impl NetText {
             phase: None,
             type_name: "Slice",
             bottoms: bottom.handles,
-            fields: format!("slice_param {{ axis: 1 slice_point: {point} }}"),
+            fields,
         };
         for top in tops {
             if top != name {

@@ -1063,7 +1063,6 @@ impl<const AXIS: usize> LayerFields for ConcatAxis<AXIS> {
 }
 
 type BatchOf<X> = <<X as Shape>::Dims as Rank4>::A0;
-type ChannelsOf<X> = <<X as Shape>::Dims as Rank4>::A1;
 type HeightOf<X> = <<X as Shape>::Dims as Rank4>::A2;
 type WidthOf<X> = <<X as Shape>::Dims as Rank4>::A3;
 
@@ -1098,36 +1097,69 @@ macro_rules! concat_specs {
 concat_specs!(Concat, 1);
 concat_specs!(ConcatAxis<AXIS>, AXIS, AXIS);
 
-/// `Self`, `(N, C, H, W)`, splits at channel `POINT` (Caffe `Slice` on
-/// axis 1): `0 < POINT < C`.
+/// `Self` splits at `POINT` on axis `AXIS` (Caffe `Slice` with
+/// `slice_param { axis: AXIS slice_point: POINT }`): `0 < POINT < dim`,
+/// the dim known at compile time.
 #[diagnostic::on_unimplemented(
-    message = "Slice cannot split {Self} at channel {POINT}",
+    message = "Slice cannot split {Self} at {POINT} on axis {AXIS}",
     label = "no such split",
-    note = "Slice (axis 1) needs (N, C, H, W) with 0 < POINT < C, C static"
+    note = "Slice (axis {AXIS}) needs bottoms of 2 to 4 axes, more than {AXIS}, whose dim on axis {AXIS} is static and above POINT, with POINT > 0"
 )]
-pub trait SliceChannels<const POINT: usize>: Shape {
-    /// `(N, POINT, H, W)`.
+pub trait SliceOn<const AXIS: usize, const POINT: usize>: Shape {
+    /// The first part: `POINT` on the axis.
     type First: Shape;
-    /// `(N, C - POINT, H, W)`.
+    /// The rest: the dim less `POINT` on the axis.
     type Rest: Shape;
 }
 
 #[diagnostic::do_not_recommend]
-impl<X: Shape, const POINT: usize> SliceChannels<POINT> for X
+impl<X: Shape, const AXIS: usize, const POINT: usize> SliceOn<AXIS, POINT> for X
 where
-    X::Dims: Rank4,
-    ChannelsOf<X>: DimSub<D<POINT>>,
-    Minus<ChannelsOf<X>, D<POINT>>: AtLeast<D<1>, Bit = D<1>>,
-    D<POINT>: AtLeast<D<1>, Bit = D<1>>,
+    X::Dims: SplitOn<AXIS, POINT>,
 {
-    type First = (BatchOf<X>, D<POINT>, HeightOf<X>, WidthOf<X>);
-    type Rest = (
-        BatchOf<X>,
-        Minus<ChannelsOf<X>, D<POINT>>,
-        HeightOf<X>,
-        WidthOf<X>,
-    );
+    type First = <X::Dims as SplitOn<AXIS, POINT>>::First;
+    type Rest = <X::Dims as SplitOn<AXIS, POINT>>::Rest;
 }
+
+/// A dim list split on axis `AXIS` at `POINT`: [`SliceOn`] on the dims.
+#[diagnostic::on_unimplemented(
+    message = "Slice cannot split {Self} at {POINT} on axis {AXIS}",
+    label = "no such split",
+    note = "Slice (axis {AXIS}) needs bottoms of 2 to 4 axes, more than {AXIS}, whose dim on axis {AXIS} is static and above POINT, with POINT > 0"
+)]
+pub trait SplitOn<const AXIS: usize, const POINT: usize> {
+    /// The first part's dims.
+    type First: Shape;
+    /// The rest's dims.
+    type Rest: Shape;
+}
+
+/// `SplitOn<axis>` for one rank: the dims before the axis, the axis, the
+/// dims after.
+macro_rules! split_on {
+    ($axis:literal: ($($a:ident),*), $j:ident, ($($c:ident),*)) => {
+        #[diagnostic::do_not_recommend]
+        impl<$($a: Dim,)* $j: DimSub<D<POINT>>, $($c: Dim,)* const POINT: usize> SplitOn<$axis, POINT>
+            for ($($a,)* $j, $($c,)*)
+        where
+            Minus<$j, D<POINT>>: AtLeast<D<1>, Bit = D<1>>,
+            D<POINT>: AtLeast<D<1>, Bit = D<1>>,
+        {
+            type First = ($($a,)* D<POINT>, $($c,)*);
+            type Rest = ($($a,)* Minus<$j, D<POINT>>, $($c,)*);
+        }
+    };
+}
+
+split_on!(0: (), A, (B));
+split_on!(1: (A), B, ());
+split_on!(0: (), A, (B, C));
+split_on!(1: (A), B, (C));
+split_on!(2: (A, B), C, ());
+split_on!(0: (), A, (B, C, E));
+split_on!(1: (A), B, (C, E));
+split_on!(2: (A, B), C, (E));
+split_on!(3: (A, B, C), E, ());
 
 /// `Self` holds the labels of scores `X`: `(N,)`, one class index per
 /// item of scores `(N, C)`.
