@@ -72,6 +72,7 @@ mod net_layers;
 mod neuron;
 mod normalize;
 mod permute;
+mod planes;
 mod pool;
 mod prelu;
 mod prior_box;

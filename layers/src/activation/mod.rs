@@ -7,6 +7,7 @@ mod cuda;
 
 use std::marker::PhantomData;
 
+use blob_kernels::cpu;
 use blob_runtime::{Blob, MathElement};
 
 use crate::layer::{Result, expect_shape, in_place};
@@ -71,15 +72,10 @@ pub(crate) fn forward<F: Activate, T: MathElement>(x: &Blob<T>, y: &Blob<T>) -> 
         return cuda::forward(F::TYPE, &gpu, as_f32(x), as_f32(y));
     }
     if in_place(x, y) {
-        y.mutable_cpu_data()?
-            .iter_mut()
-            .for_each(|v| *v = F::apply(*v));
+        cpu::map_in_place(&mut y.mutable_cpu_data()?, F::apply);
         return Ok(());
     }
-    let xd = x.cpu_data()?;
-    for (o, &v) in y.mutable_cpu_data()?.iter_mut().zip(xd.iter()) {
-        *o = F::apply(v);
-    }
+    cpu::map(&x.cpu_data()?, &mut y.mutable_cpu_data()?, F::apply);
     Ok(())
 }
 

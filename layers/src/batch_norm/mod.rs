@@ -12,6 +12,7 @@ use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, is_train, sub_param};
 use crate::layer::{Result, in_place};
+use crate::planes::map_planes;
 
 /// Caffe `BatchNorm`, in place or not.
 #[cfg(feature = "cuda")]
@@ -263,23 +264,26 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
                 as_f32(tops[0]),
             );
         }
-        let normalize = |plane: usize, v: T| (v - mean[plane % c]) / std[plane % c];
-        let plane = spatial.max(1);
+        // (v - mean) / deviation, the channel's pair taken once a plane.
+        let pair = |plane: usize| (mean[plane % c], std[plane % c]);
+        let normalize = |v: T, (m, s): (T, T)| (v - m) / s;
         if in_place(bottoms[0], tops[0]) {
-            let mut y = tops[0].mutable_cpu_data()?;
-            for (i, row) in y.chunks_mut(plane).enumerate() {
-                for v in row {
-                    *v = normalize(i, *v);
-                }
-            }
+            map_planes(
+                None,
+                &mut tops[0].mutable_cpu_data()?,
+                spatial,
+                pair,
+                normalize,
+            );
         } else {
             let x = bottoms[0].cpu_data()?;
-            let mut y = tops[0].mutable_cpu_data()?;
-            for (i, (out, row)) in y.chunks_mut(plane).zip(x.chunks(plane)).enumerate() {
-                for (o, &v) in out.iter_mut().zip(row) {
-                    *o = normalize(i, v);
-                }
-            }
+            map_planes(
+                Some(&x),
+                &mut tops[0].mutable_cpu_data()?,
+                spatial,
+                pair,
+                normalize,
+            );
         }
         self.normalized.clear();
         if !self.global_stats {

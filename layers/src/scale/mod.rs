@@ -12,6 +12,7 @@ use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, axis_of, bad_param, sub_param};
 use crate::layer::{Result, in_place};
+use crate::planes::map_planes;
 
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SCALE;
@@ -261,36 +262,20 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
         }
         let factor = scale.cpu_data()?;
         let shift = bias.map(Blob::cpu_data).transpose()?;
-        let at = |d: usize| (factor[d], shift.as_ref().map_or(T::ZERO, |b| b[d]));
         // y = x * scale (+ bias), one pass over the input or, in place,
-        // over the output itself.
-        let apply = |out: &mut [T], src: Option<&[T]>| {
-            for o in 0..sp.outer {
-                for d in 0..sp.dim {
-                    let (f, b) = at(d);
-                    let base = (o * sp.dim + d) * sp.inner;
-                    let out = &mut out[base..base + sp.inner];
-                    match (src, shift.is_some()) {
-                        (Some(src), true) => {
-                            for (o, &v) in out.iter_mut().zip(&src[base..]) {
-                                *o = v * f + b;
-                            }
-                        }
-                        (Some(src), false) => {
-                            for (o, &v) in out.iter_mut().zip(&src[base..]) {
-                                *o = v * f;
-                            }
-                        }
-                        (None, true) => out.iter_mut().for_each(|o| *o = *o * f + b),
-                        (None, false) => out.iter_mut().for_each(|o| *o *= f),
-                    }
-                }
+        // over the output itself; a plane is `inner` values of one d.
+        let factor_of = |plane: usize| factor[plane % sp.dim];
+        let source = (!in_place(x, y)).then(|| x.cpu_data()).transpose()?;
+        let mut out = y.mutable_cpu_data()?;
+        match &shift {
+            Some(shift) => {
+                let pair = |plane: usize| (factor_of(plane), shift[plane % sp.dim]);
+                let scaled = |v: T, (f, b): (T, T)| v * f + b;
+                map_planes(source.as_deref(), &mut out, sp.inner, pair, scaled);
             }
-        };
-        if in_place(x, y) {
-            apply(&mut y.mutable_cpu_data()?, None);
-        } else {
-            apply(&mut y.mutable_cpu_data()?, Some(&x.cpu_data()?));
+            None => map_planes(source.as_deref(), &mut out, sp.inner, factor_of, |v, f| {
+                v * f
+            }),
         }
         Ok(())
     }
