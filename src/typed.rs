@@ -118,6 +118,23 @@
 //! module) are a `macro_rules!` that adds their layers:
 //! `tests/typed_models.rs` declares ResNet-50 and GoogLeNet so.
 //!
+//! Branches join and split on any axis of bottoms of 2 to 4 axes:
+//! `Concat` on the channels (Caffe's default), `ConcatAxis::<AXIS>`
+//! elsewhere (SSD's prior boxes on axis 2), `n.slice::<POINT, _>` and
+//! `n.slice_axis::<AXIS, POINT, _>` into two tops; the joined or split
+//! dims are computed at compile time.
+//!
+//! ```
+//! use blobflow::layers::typed_net::*;
+//! blobflow::blob!(pub shape Near = 1, 2, 64);
+//! blobflow::blob!(pub shape Far = 1, 2, 16);
+//! let mut n = NetSpec::<f32>::new("priors");
+//! let (near, far) = (n.input::<Near>("near"), n.input::<Far>("far"));
+//! let priors: Top<(D<1>, D<2>, D<80>)> = n.add("priors", (&near, &far), ConcatAxis::<2>);
+//! let (first, rest) = n.slice_axis::<2, 64, _>("again", &priors, ["first", "rest"]);
+//! let _: (Top<Near>, Top<Far>) = (first.named(), rest.named());
+//! ```
+//!
 //! ## Layers of your own
 //!
 //! A layer is Caffe's `Layer` at run time, a
