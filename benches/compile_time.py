@@ -9,13 +9,16 @@ declared as a typed net (`NetSpec`, every output shape computed by the
 compiler), against the same net from its prototxt text (`Net::from_prototxt`).
 Builds blobflow once, then times a debug build (and `cargo check`) of each
 crate alone, from clean (dependencies excluded), the two crates built in
-turn, best of three rounds (of five for ResNet-50).
+turn, best of three rounds (of five for ResNet-50), with the median CPU
+time of the compiler beside the ResNet-50 wall times.
 
 Run: python3 benches/compile_time.py [nets]   (nets: the ResNet-50 comparison only)
 """
 import os
 import pathlib
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -198,20 +201,26 @@ def make_crate(name, source):
 
 
 def timed_builds(crates, target, command="build", rounds=3):
-    """The best time of each crate's build from clean, the crates built in
-    turn each round, so a slow spell of the machine (its disk is shared)
-    falls on all of them alike."""
+    """Each crate's build from clean, the crates built in turn each round,
+    so a slow spell of the machine (its disk is shared) falls on all of
+    them alike: the best wall time of each, and the median of its
+    compiler's CPU time (user + system, all threads), which the VM's
+    neighbours move less."""
     env = dict(os.environ, CARGO_TARGET_DIR=str(target))
     for d in crates:
         subprocess.run(["cargo", command, "-q"], cwd=d, env=env, check=True)  # dependencies
     best = [float("inf")] * len(crates)
+    cpu = [[] for _ in crates]
     for _ in range(rounds):
         for i, d in enumerate(crates):
             subprocess.run(["cargo", "clean", "-q", "-p", d.name], cwd=d, env=env, check=True)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.monotonic()
             subprocess.run(["cargo", command, "-q"], cwd=d, env=env, check=True)
             best[i] = min(best[i], time.monotonic() - t)
-    return best
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[i].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return best, [statistics.median(c) for c in cpu]
 
 
 def main():
@@ -220,7 +229,7 @@ def main():
     for layers in () if sys.argv[1:] == ["nets"] else SIZES:
         typed = make_crate(f"typed_layers_{layers}", typed_source(layers))
         dynamic = make_crate(f"dynamic_layers_{layers}", dynamic_source(layers))
-        t_dyn, t_typed = timed_builds([dynamic, typed], target)
+        (t_dyn, t_typed), _ = timed_builds([dynamic, typed], target)
         print(f"{layers} layer functions, {2 * layers} distinct shapes, debug build of the crate alone:")
         print(f"  dynamic blobs: {t_dyn:.2f} s")
         print(f"  typed blobs:   {t_typed:.2f} s")
@@ -233,8 +242,9 @@ def main():
         print(f"{d.name}: {run.stdout.strip()}")
     print(f"ResNet-50 ({len(resnet50_layers())} layers, 16 residual sums), debug build of the crate alone:")
     for command in ("build", "check"):
-        t_dyn, t_typed = timed_builds([dynamic, typed], target, command, rounds=5)
-        print(f"  cargo {command}: from prototxt text {t_dyn:.2f} s, typed net {t_typed:.2f} s, ratio {t_typed / t_dyn:.2f}")
+        (t_dyn, t_typed), (c_dyn, c_typed) = timed_builds([dynamic, typed], target, command, rounds=5)
+        print(f"  cargo {command}: from prototxt text {t_dyn:.2f} s, typed net {t_typed:.2f} s, ratio {t_typed / t_dyn:.2f} (best wall time);"
+              f" CPU time {c_dyn:.2f} s and {c_typed:.2f} s, ratio {c_typed / c_dyn:.2f} (median)")
 
 
 if __name__ == "__main__":
