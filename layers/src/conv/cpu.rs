@@ -223,8 +223,9 @@ impl ConvGeometry {
     /// `out` (`channels_out` rows of `count * oh * ow`) with the column
     /// buffer never built whole: `cpu::gemm_filled` asks for it a panel
     /// at a time, and each panel is copied from the image while the
-    /// product's kernel waits on it in cache (LeNet's conv2 spent a third
-    /// of its time writing and re-reading its 2 MB of im2col). For `f32`
+    /// product's kernel waits on it in cache (LeNet's conv2 spent about a
+    /// quarter of its time writing its im2col, 512 KB a round of four
+    /// images, and packing it again). For `f32`
     /// dense windows where that kernel runs; the same bits as im2col and
     /// `gemm`. Says whether it ran.
     fn product_from_image<T: MathElement>(
