@@ -2,10 +2,10 @@
 //! to stay in cache, and col2im for the input gradient (Caffe's
 //! `Forward_cpu` and `Backward_cpu`).
 
+use std::ops::Range;
+
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
-
-use std::ops::Range;
 
 use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::{Result, ensure};
@@ -225,9 +225,9 @@ impl ConvGeometry {
     /// at a time, and each panel is copied from the image while the
     /// product's kernel waits on it in cache (LeNet's conv2 spent about a
     /// quarter of its time writing its im2col, 512 KB a round of four
-    /// images, and packing it again). For `f32`
-    /// dense windows where that kernel runs; the same bits as im2col and
-    /// `gemm`. Says whether it ran.
+    /// images, and packing it again). For `f32` dense windows where that
+    /// kernel runs; the same bits as im2col and `gemm`. Says whether it
+    /// ran.
     fn product_from_image<T: MathElement>(
         &self,
         x: &[T],

@@ -9,6 +9,11 @@ use blob_runtime::typed::{D, Dim, DimAdd, DimSub, Dyn, Minus, Plus, Rank2, Rank4
 use super::{Filler, Four, LayerFields, LayerSpec, Mult, One, Three, Two};
 use crate::shapes::{AtLeast, ConvDim, ConvOut, ConvShape, PoolShape};
 
+/// The dims of an `(N, C, H, W)` shape, by axis.
+type BatchOf<X> = <<X as Shape>::Dims as Rank4>::A0;
+type HeightOf<X> = <<X as Shape>::Dims as Rank4>::A2;
+type WidthOf<X> = <<X as Shape>::Dims as Rank4>::A3;
+
 /// What a layer with weights and a bias declares beside them.
 #[derive(Clone, Debug, Default)]
 struct Learned {
@@ -1061,10 +1066,6 @@ impl<const AXIS: usize> LayerFields for ConcatAxis<AXIS> {
         let _ = write!(text, "concat_param {{ axis: {AXIS} }}");
     }
 }
-
-type BatchOf<X> = <<X as Shape>::Dims as Rank4>::A0;
-type HeightOf<X> = <<X as Shape>::Dims as Rank4>::A2;
-type WidthOf<X> = <<X as Shape>::Dims as Rank4>::A3;
 
 type Joined<X, Y, const AXIS: usize> = <X as ConcatOn<AXIS, Y>>::Out;
 
