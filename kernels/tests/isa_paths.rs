@@ -37,7 +37,12 @@ fn all_results<T: Real>() -> Vec<u64> {
             .iter()
             .map(|&v| if v.is_nan() { T::ONE } else { v })
             .collect();
-        push(&[cpu::asum(&xf), cpu::sumsq(&xf), cpu::dot(&xf, &y)]);
+        push(&[
+            cpu::asum(&xf),
+            cpu::sum(&xf),
+            cpu::sumsq(&xf),
+            cpu::dot(&xf, &y),
+        ]);
         let mut z = y.clone();
         cpu::axpy(a, &x, &mut z);
         push(&z);

@@ -389,6 +389,13 @@ fn reductions_of_1e7_are_accurate() {
         (asum - asum_ref).abs() <= 1e-6 * asum_ref,
         "asum {asum} vs {asum_ref}"
     );
+    // A sum of values of both signs: within 1e-6 of their absolute sum.
+    let sum_ref: f64 = x.iter().map(|&v| v as f64).sum();
+    let sum = cpu::sum(&x) as f64;
+    assert!(
+        (sum - sum_ref).abs() <= 1e-6 * asum_ref,
+        "sum {sum} vs {sum_ref}"
+    );
     assert!(
         (dot - dot_ref).abs() <= 1e-6 * dot_ref.abs(),
         "dot {dot} vs {dot_ref}"
@@ -547,7 +554,15 @@ fn reductions_give_the_same_bits_on_any_number_of_cores() {
             .num_threads(threads)
             .build()
             .unwrap();
-        pool.install(|| [cpu::asum(&x), cpu::sumsq(&x), cpu::dot(&x, &y)].map(f32::to_bits))
+        pool.install(|| {
+            [
+                cpu::asum(&x),
+                cpu::sum(&x),
+                cpu::sumsq(&x),
+                cpu::dot(&x, &y),
+            ]
+            .map(f32::to_bits)
+        })
     };
     let one = on(1);
     assert_eq!(on(2), one);

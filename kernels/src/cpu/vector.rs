@@ -1,4 +1,4 @@
-//! BLAS level 1: axpy, axpby, scal, scale, dot, strided_dot, asum, copy, set.
+//! BLAS level 1: axpy, axpby, scal, scale, dot, strided_dot, asum, sum, copy, set.
 //!
 //! Reductions keep 32 independent accumulators per 4096-element block, so
 //! the compiler vectorizes them into enough registers to hide the add
@@ -160,6 +160,22 @@ pub fn asum<T: Real>(x: &[T]) -> T {
         x.len(),
         #[inline(always)]
         |r, lanes| block_sum1(&x[r], lanes, |v| v.abs()),
+    ))
+}
+
+/// Sum of the values, in a fixed order (what Caffe's bias gradients get
+/// from a gemv against a vector of ones). A plain `iter().sum()` adds one
+/// value after another and cannot be vectorized; this keeps 32
+/// accumulators, as [`asum`] does.
+///
+/// ```
+/// assert_eq!(blob_kernels::cpu::sum(&[1.0f32, -2.5, 0.5]), -1.0);
+/// ```
+pub fn sum<T: Real>(x: &[T]) -> T {
+    T::from_f64(blocked_sum(
+        x.len(),
+        #[inline(always)]
+        |r, lanes| block_sum1(&x[r], lanes, |v| v),
     ))
 }
 

@@ -765,7 +765,7 @@ fn backward_part<T: MathElement>(
                 let src = &dy[((first + start + img) * cout + co) * p..][..p];
                 tmp[co * cols + img * p..][..p].copy_from_slice(src);
                 if want_db {
-                    *b += src.iter().copied().sum::<T>();
+                    *b += cpu::sum(src);
                 }
             }
         }

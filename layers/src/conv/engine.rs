@@ -516,7 +516,7 @@ fn add_channel_sums<T: MathElement>(
     if let Some(bias) = bias {
         let mut db = bias.mutable_cpu_diff()?;
         for (i, row) in dy.chunks(plane.max(1)).enumerate() {
-            db[i % channels] += row.iter().copied().sum::<T>();
+            db[i % channels] += blob_kernels::cpu::sum(row);
         }
     }
     Ok(())

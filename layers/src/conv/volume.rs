@@ -211,7 +211,7 @@ pub(crate) fn backward<T: MathElement>(
             let dyu = &dy[unit * q.cout * q.points..][..q.cout * q.points];
             if let Some(db) = db.as_deref_mut() {
                 for (o, row) in dyu.chunks(q.points.max(1)).enumerate() {
-                    db[group * q.cout + o] += row.iter().copied().sum::<T>();
+                    db[group * q.cout + o] += cpu::sum(row);
                 }
             }
             if let Some(dw) = dw.as_deref_mut() {
