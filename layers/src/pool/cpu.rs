@@ -420,9 +420,17 @@ fn max_values_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
 fn max_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], argmax: &[u32], dx: &mut [T]) {
     let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
     dx.fill(T::ZERO);
-    for (o, (&d, &at)) in dy.iter().zip(argmax).enumerate() {
-        if at != NO_POSITION {
-            dx[(o / plane_out) * plane_in + at as usize] += d;
+    if plane_in == 0 || plane_out == 0 {
+        return;
+    }
+    // Plane by plane: finding each value's plane by division cost ~15
+    // cycles a value, most of LeNet's pool1 backward.
+    let planes = dy.chunks(plane_out).zip(argmax.chunks(plane_out));
+    for (dx, (dy, argmax)) in dx.chunks_mut(plane_in).zip(planes) {
+        for (&d, &at) in dy.iter().zip(argmax) {
+            if at != NO_POSITION {
+                dx[at as usize] += d;
+            }
         }
     }
 }
