@@ -9,13 +9,17 @@ median over 7 batches of calls of at least 20 ms each; GB/s counts every
 stream (asum and sumsq read one, update reads two and writes one, scale
 reads and writes one). Each side runs alone with 1, then 2 threads
 (RAYON_NUM_THREADS, OPENBLAS_NUM_THREADS), at 10^6, 10^7 and 10^8
-floats; the ratio is blobflow's GB/s over OpenBLAS's.
+floats, the two sides taking turns for --rounds rounds (default 3); the
+figures are each side's median over the rounds, and the ratio is
+blobflow's GB/s over OpenBLAS's. On a shared VM one round of each moved
+a row by up to 0.4x between runs; turns and medians keep a neighbour's
+burst from landing on one side only.
 
 Needs numpy, scipy and threadpoolctl: installed under target/python-blas
 if pip can; without them it says so and exits 0.
 
-Run: python3 scripts/blas_peer.py [--quick] [--blobflow PATH-TO-blob_ops]
-  --quick: 10^5 floats and one thread only (a check that both sides run).
+Run: python3 scripts/blas_peer.py [--quick] [--rounds R] [--blobflow PATH-TO-blob_ops]
+  --quick: 10^5 floats, one thread, one round (a check that both sides run).
 """
 import argparse
 import json
@@ -107,6 +111,7 @@ def run_json(cmd, env):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3, help="turns each side takes (medians reported)")
     ap.add_argument("--blobflow", help="a built blob_ops example (default: cargo run --release)")
     ap.add_argument("--peer-child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -120,15 +125,21 @@ def main():
         "cargo", "run", "-q", "--release", "--example", "blob_ops", "--"]
     sizes = [100_000] if args.quick else [1_000_000, 10_000_000, 100_000_000]
     threads = [1] if args.quick else [1, 2]
-    print(f"{openblas_info()} against blobflow's blob ops, f32; GB/s counts every stream")
+    rounds = 1 if args.quick else max(1, args.rounds)
+    print(f"{openblas_info()} against blobflow's blob ops, f32; GB/s counts every stream; "
+          f"medians of {rounds} alternating round(s)")
     print(f"{'op':<8} {'n':>6} {'threads':>7} {'blobflow':>10} {'OpenBLAS':>10} {'ratio':>6}")
     worst = None
     for t in threads:
         env = dict(os.environ, RAYON_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS=str(t),
                    PYTHONPATH=os.pathsep.join([SITE] + sys.path))
         for n in sizes:
-            peer = run_json([sys.executable, __file__, "--peer-child", str(n)], env)
-            mine = run_json(ours + [str(n)], env)
+            peers, mines = [], []
+            for _ in range(rounds):
+                peers.append(run_json([sys.executable, __file__, "--peer-child", str(n)], env))
+                mines.append(run_json(ours + [str(n)], env))
+            peer = {op: statistics.median(r[op] for r in peers) for op in STREAMS}
+            mine = {op: statistics.median(r[op] for r in mines) for op in STREAMS}
             for op, streams in STREAMS.items():
                 gb = streams * n * 4 / 1e9
                 ratio = peer[op] / mine[op]
