@@ -10,9 +10,6 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-#[path = "support/fma_peak.rs"]
-mod fma_peak;
-
 use blob_kernels::Real;
 use blob_kernels::cpu::{self, Transpose};
 
@@ -169,8 +166,9 @@ fn main() {
         memory_bound::<f64>(n);
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (peak, how) = fma_peak::gflops(threads);
-    println!("measured f32 peak: {peak:.1} GFLOP/s ({how}, all cores)");
+    let peak = cpu::fma_peak(threads);
+    println!("measured f32 peak: {peak}");
+    let peak = peak.gflops;
     for n in [256, 1024, 2048] {
         let f32_rate = gemm::<f32>(n);
         println!(

@@ -20,8 +20,6 @@ use blobflow::layers::net::Net;
 use blobflow::layers::solver::SgdSolver;
 use blobflow_mnist::Trainer;
 
-#[path = "support/fma_peak.rs"]
-mod fma_peak;
 #[cfg(feature = "cuda")]
 #[path = "support/no_gpu.rs"]
 mod no_gpu;
@@ -179,8 +177,9 @@ fn gpu(_cpu: &Rates) -> Result<(), BlobError> {
 
 /// Each rate as GFLOP/s and as a fraction of the FMA peak of `cores`.
 fn print_flops(name: &str, rates: &Rates, cores: usize) {
-    let (peak, how) = fma_peak::gflops(cores);
-    println!("{name}: measured peak {peak:.0} GFLOP/s ({how})");
+    let peak = blobflow::kernels::cpu::fma_peak(cores);
+    println!("{name}: measured peak {peak}");
+    let peak = peak.gflops;
     for (what, values, flops) in [
         ("forward", &rates.forward, FORWARD_FLOPS),
         ("train step", &rates.train, TRAIN_FLOPS),

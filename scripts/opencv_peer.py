@@ -21,7 +21,10 @@ With --bench it also times the forward pass of each net that agrees, at
 batch 1 and at the declared batch, both on the same number of threads
 (--threads, default 1): blobflow through `blobflow time` (net alone,
 inputs all zeros), OpenCV through net.forward() on the same zeros, and
-prints images/s and blobflow's ratio. With --repeat N the two are timed
+prints images/s and blobflow's ratio, and each side's GFLOP/s (the
+convolutions' and inner products' multiply-adds) as a share of the
+machine's multiply-add peak on those threads, which `blobflow time`
+measures after its passes. With --repeat N the two are timed
 N times, one after the other, and the medians are printed with the
 range of the N ratios (a VM's neighbours move single runs by 10% and
 more).
@@ -259,8 +262,14 @@ def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads, repeat)
                 return None
             g = re.search(r"Forward: ([0-9.]+) GFLOP a pass", r.stdout)
             gflop[0] = float(g.group(1)) if g else None
+            p = re.search(r"multiply-add peak, measured now: ([0-9.]+) GFLOP/s", r.stdout)
+            if p:
+                peaks.append(float(p.group(1)))
             return float(m.group(1))
         gflop = [None]
+        # The machine's multiply-add peak on these threads, as each
+        # `blobflow time` measured it after its passes.
+        peaks = []
         # About a second of passes each (a tiny net needs thousands to be
         # timed at all), after a short run that says how long one takes.
         # OpenCV's threads spin for a while after the last net it ran, in
@@ -293,7 +302,12 @@ def bench(cv2, np, cmd, env, label, proto, weights, name, text, threads, repeat)
         if gflop[0]:
             # The same multiply-adds (convolutions, inner products) per pass.
             per_image = gflop[0] / batch
-            rates = f" ({ours * per_image:.1f} vs {theirs * per_image:.1f} GFLOP/s)"
+            rates = f" ({ours * per_image:.1f} vs {theirs * per_image:.1f} GFLOP/s"
+            if peaks:
+                peak = median(peaks)
+                rates += (f"; {100 * ours * per_image / peak:.0f}% vs {100 * theirs * per_image / peak:.0f}%"
+                          f" of the {peak:.0f} GFLOP/s peak")
+            rates += ")"
         spread = ""
         if len(ours_all) > 1:
             ratios = [a / b for a, b in zip(ours_all, theirs_all)]

@@ -367,11 +367,19 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         .filter_map(|l| net.multiply_adds(&l.name))
         .sum();
     if macs > 0 {
+        let achieved = 2.0 * macs as f64 / 1e9 / (forward_ms / 1e3).max(1e-12);
         log.push(format!(
-            "Forward: {:.6} GFLOP a pass in convolutions and inner products (multiply-adds twice), {:.1} GFLOP/s",
+            "Forward: {:.6} GFLOP a pass in convolutions and inner products (multiply-adds twice), {achieved:.1} GFLOP/s",
             2.0 * macs as f64 / 1e9,
-            2.0 * macs as f64 / 1e9 / (forward_ms / 1e3).max(1e-12)
         ));
+        if args.device == Device::Cpu {
+            // Measured after the passes, on as many threads as they ran.
+            let peak = blobflow::kernels::cpu::fma_peak(blobflow::kernels::cpu::cores());
+            log.push(format!(
+                "Forward: {:.0}% of this machine's multiply-add peak, measured now: {peak}",
+                100.0 * achieved / peak.gflops
+            ));
+        }
     }
     Ok(log)
 }

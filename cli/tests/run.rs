@@ -132,6 +132,7 @@ fn time_prints_each_layer_and_the_totals() {
         // 48 x 252 x 9 x 9, conv3 64 x 192 x 3 x 3, conv4 576 x 128,
         // conv5-1 128 x 2, conv5-2 128 x 4; four images, twice.
         "Forward: 0.012246 GFLOP a pass",
+        "of this machine's multiply-add peak, measured now: ",
     ] {
         assert!(stdout.contains(want), "{want} in\n{stdout}");
     }

@@ -12,6 +12,7 @@ pub mod cores;
 mod correlate;
 pub mod elementwise;
 pub mod isa;
+mod peak;
 mod pool2x2;
 pub mod rng;
 #[cfg(target_arch = "x86_64")]
@@ -23,6 +24,7 @@ pub use cores::{cores, on_cores};
 pub use correlate::{CORRELATE_PAD, OutputRows, correlate};
 pub use elementwise::*;
 pub use isa::{Isa, isa, limit_isa, vectorized};
+pub use peak::{FmaPeak, fma_peak};
 pub use pool2x2::{max_pool_2x2, max_pool_2x2_positions};
 pub use rng::{RngError, bernoulli, gaussian, set_seed, uniform};
 pub use vector::*;
