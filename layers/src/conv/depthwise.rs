@@ -39,19 +39,61 @@ pub(crate) fn forward<T: MathElement>(
         .chunks_mut(per_part * plane_out)
         .enumerate();
     cpu::on_cores(items, |(part, out)| {
-        for (i, out) in (part * per_part..).zip(out.chunks_mut(plane_out)) {
-            let c = i % channels;
-            let xi = &x[i * plane_in..][..plane_in];
-            plane(g, xi, &weight[c * taps..][..taps], bias[c], out);
-        }
+        let mut scratch = PlaneScratch::default();
+        cpu::vectorized(
+            #[inline(always)]
+            || {
+                for (i, out) in (part * per_part..).zip(out.chunks_mut(plane_out)) {
+                    let c = i % channels;
+                    let xi = &x[i * plane_in..][..plane_in];
+                    plane(
+                        g,
+                        xi,
+                        &weight[c * taps..][..taps],
+                        bias[c],
+                        out,
+                        &mut scratch,
+                    );
+                }
+            },
+        );
     });
 }
 
-/// One channel's plane.
-fn plane<T: MathElement>(g: &ConvGeometry, x: &[T], w: &[T], bias: T, y: &mut [T]) {
+/// Outputs of a row computed together, their sums kept in registers
+/// across every tap (one AVX-512 register of f32).
+const STRIP: usize = 16;
+
+/// A part's buffers for [`plane`]: the padded input, split by phase, and
+/// each tap's offset into it.
+#[derive(Default)]
+struct PlaneScratch<T> {
+    phases: Vec<T>,
+    taps: Vec<usize>,
+}
+
+/// One channel's plane. The input is first copied with its padding as
+/// zeros, its columns split into `stride` phases (columns `p, p + s,
+/// ...` of each row), so that every tap reads the inputs of [`STRIP`]
+/// neighbouring outputs as one contiguous run, with room past each row
+/// for a whole strip. Each strip then sums its taps in registers and is
+/// stored once: summed tap by tap through memory, with the bounds of
+/// each tap recomputed, MobileNet's 150x150 depthwise layer ran at 13
+/// GFLOP/s. Each output adds its taps in order, padding's zeros included
+/// (as Caffe's im2col product does), then the bias.
+#[inline(always)]
+fn plane<T: MathElement>(
+    g: &ConvGeometry,
+    x: &[T],
+    w: &[T],
+    bias: T,
+    y: &mut [T],
+    scratch: &mut PlaneScratch<T>,
+) {
     let ConvGeometry {
         h,
         w: width,
+        oh,
         ow,
         kernel: [kh, kw],
         stride: [sh, sw],
@@ -59,36 +101,163 @@ fn plane<T: MathElement>(g: &ConvGeometry, x: &[T], w: &[T], bias: T, y: &mut [T
         dilation: [dh, dw],
         ..
     } = *g;
-    y.fill(T::ZERO);
-    for (r, row) in y.chunks_exact_mut(ow).enumerate() {
-        for ki in 0..kh {
-            let Some(ih) = (r * sh + ki * dh).checked_sub(ph).filter(|&ih| ih < h) else {
-                continue;
-            };
-            let line = &x[ih * width..][..width];
-            for kj in 0..kw {
-                let wv = w[ki * kw + kj];
-                let shift = kj * dw;
-                // Outputs q reading inside the line: q * sw + shift - pw in [0, width).
-                let lo = pw.saturating_sub(shift).div_ceil(sw);
-                let hi = (width + pw).saturating_sub(shift).div_ceil(sw).min(ow);
-                if lo >= hi {
-                    continue;
+    let (sw, hp) = (sw.max(1), h + 2 * ph);
+    // A phase row holds the padded row's columns of its phase, and reads
+    // of a strip starting at any output stay inside it.
+    let row = (width + 2 * pw)
+        .div_ceil(sw)
+        .max(ow + ((kw - 1) * dw).div_ceil(sw))
+        + STRIP;
+    let phases = &mut scratch.phases;
+    phases.clear();
+    phases.resize(sw * hp * row, T::ZERO);
+    for p in 0..sw {
+        // The first padded column of phase p that holds an input column.
+        let first = pw + (p + sw - pw % sw) % sw;
+        if first >= width + pw {
+            continue;
+        }
+        for iy in 0..h {
+            let dst = &mut phases[(p * hp + iy + ph) * row + first / sw..][..row - first / sw];
+            let src = &x[iy * width + first - pw..(iy + 1) * width];
+            if sw == 1 {
+                // A plain copy: `step_by(1)` moves one value at a time.
+                dst[..src.len()].copy_from_slice(src);
+            } else {
+                for (d, &v) in dst.iter_mut().zip(src.iter().step_by(sw)) {
+                    *d = v;
                 }
-                let from = lo * sw + shift - pw;
-                if sw == 1 {
-                    for (o, &v) in row[lo..hi].iter_mut().zip(&line[from..from + (hi - lo)]) {
-                        *o += wv * v;
+            }
+        }
+    }
+    // Tap (ki, kj) of output (r, q) reads padded row r * sh + ki * dh,
+    // column q * sw + kj * dw: phase (kj * dw) % sw, place q + kj * dw / sw.
+    scratch.taps.clear();
+    for ki in 0..kh {
+        for kj in 0..kw {
+            let column = kj * dw;
+            scratch
+                .taps
+                .push(((column % sw) * hp + ki * dh) * row + column / sw);
+        }
+    }
+    let taps = &scratch.taps;
+    for (r, out) in y.chunks_exact_mut(ow).take(oh).enumerate() {
+        let line = r * sh * row;
+        for (q, out) in (0..ow).step_by(STRIP).zip(out.chunks_mut(STRIP)) {
+            let mut acc = [T::ZERO; STRIP];
+            for (&at, &wv) in taps.iter().zip(w) {
+                let src = &phases[at + line + q..][..STRIP];
+                for i in 0..STRIP {
+                    acc[i] += wv * src[i];
+                }
+            }
+            match <&mut [T; STRIP]>::try_from(&mut *out) {
+                // A whole strip as one vector store.
+                Ok(out) => {
+                    for i in 0..STRIP {
+                        out[i] = acc[i] + bias;
                     }
-                } else {
-                    for (k, o) in row[lo..hi].iter_mut().enumerate() {
-                        *o += wv * line[from + k * sw];
+                }
+                Err(_) => {
+                    for (o, &a) in out.iter_mut().zip(&acc) {
+                        *o = a + bias;
                     }
                 }
             }
         }
-        for o in row {
-            *o += bias;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each output as the definition: its taps in order over the padded
+    /// input (padding read as zero), then the bias.
+    fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+        let [kh, kw] = g.kernel;
+        let mut y = Vec::new();
+        for plane in 0..g.batch * g.channels_out {
+            let c = plane % g.channels_out;
+            for r in 0..g.oh {
+                for q in 0..g.ow {
+                    let mut acc = 0.0f32;
+                    for ki in 0..kh {
+                        for kj in 0..kw {
+                            let iy =
+                                (r * g.stride[0] + ki * g.dilation[0]) as isize - g.pad[0] as isize;
+                            let ix =
+                                (q * g.stride[1] + kj * g.dilation[1]) as isize - g.pad[1] as isize;
+                            let inside =
+                                (0..g.h as isize).contains(&iy) && (0..g.w as isize).contains(&ix);
+                            let v = if inside {
+                                x[(plane * g.h + iy as usize) * g.w + ix as usize]
+                            } else {
+                                0.0
+                            };
+                            acc += w[(c * kh + ki) * kw + kj] * v;
+                        }
+                    }
+                    y.push(acc + bias[c]);
+                }
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn depthwise_planes_give_the_definitions_bits() {
+        let mut seed = 7u32;
+        let mut value = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        // (h, w, kernel, stride, pad, dilation): MobileNet's 3x3 at
+        // strides 1 and 2, planes narrower and wider than a strip, odd
+        // sizes, rectangular windows, stride 3, dilation, padding wider
+        // than a tap's reach.
+        let cases = [
+            (19, 19, [3, 3], [1, 1], [1, 1], [1, 1]),
+            (19, 19, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (5, 40, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (7, 9, [1, 5], [1, 3], [0, 2], [1, 1]),
+            (11, 13, [5, 5], [2, 1], [2, 2], [1, 2]),
+            (4, 4, [3, 3], [1, 1], [2, 2], [1, 1]),
+            (3, 35, [2, 2], [1, 2], [0, 0], [2, 1]),
+        ];
+        for (h, w, kernel, stride, pad, dilation) in cases {
+            let (channels, batch) = (3, 2);
+            let extent = |a: usize| dilation[a] * (kernel[a] - 1) + 1;
+            let oh = (h + 2 * pad[0] - extent(0)) / stride[0] + 1;
+            let ow = (w + 2 * pad[1] - extent(1)) / stride[1] + 1;
+            let g = ConvGeometry {
+                batch,
+                channels_in: channels,
+                channels_out: channels,
+                h,
+                w,
+                oh,
+                ow,
+                kernel,
+                stride,
+                pad,
+                dilation,
+            };
+            let x: Vec<f32> = (0..batch * channels * h * w).map(|_| value()).collect();
+            let weight: Vec<f32> = (0..channels * kernel[0] * kernel[1])
+                .map(|_| value())
+                .collect();
+            let bias: Vec<f32> = (0..channels).map(|_| value()).collect();
+            let mut y = vec![f32::NAN; batch * channels * oh * ow];
+            forward(&g, &x, &weight, &bias, &mut y);
+            let want = reference(&g, &x, &weight, &bias);
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&y),
+                bits(&want),
+                "{h}x{w}, kernel {kernel:?}, stride {stride:?}, pad {pad:?}, dilation {dilation:?}"
+            );
         }
     }
 }
