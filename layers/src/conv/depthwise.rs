@@ -111,7 +111,31 @@ fn plane<T: MathElement>(
     let phases = &mut scratch.phases;
     phases.clear();
     phases.resize(sw * hp * row, T::ZERO);
-    for p in 0..sw {
+    if sw == 2 {
+        // Input column ix is padded column pw + ix: even ones go to one
+        // phase, odd ones to the other, a pair of columns at a time.
+        let (even_at, odd_at) = (pw / 2, pw.div_ceil(2));
+        for iy in 0..h {
+            let src = &x[iy * width..][..width];
+            let (first, second) = phases.split_at_mut(hp * row);
+            let (a, b) = if pw % 2 == 0 {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            let a = &mut a[(iy + ph) * row + even_at..][..width.div_ceil(2)];
+            let b = &mut b[(iy + ph) * row + odd_at..][..width / 2];
+            let (pairs, last) = src.as_chunks::<2>();
+            for ((a, b), pair) in a.iter_mut().zip(b.iter_mut()).zip(pairs) {
+                *a = pair[0];
+                *b = pair[1];
+            }
+            if let [v] = last {
+                a[width / 2] = *v;
+            }
+        }
+    }
+    for p in (0..sw).filter(|_| sw != 2) {
         // The first padded column of phase p that holds an input column.
         let first = pw + (p + sw - pw % sw) % sw;
         if first >= width + pw {
