@@ -45,7 +45,7 @@ const CHAINS: usize = 12;
 const ROUNDS: usize = 20_000_000;
 
 /// This machine's f32 multiply-add peak on `threads` threads at once (one
-/// a core: pass at most the cores you have): [`CHAINS`] independent
+/// a core: pass at most the cores you have): twelve independent
 /// chains of the widest multiply-add the CPU has, whatever
 /// `BLOBFLOW_CPU` caps (it caps blobflow's loops, not the machine, nor
 /// the gemm library's own choice). Takes about 70 ms with AVX-512, longer
