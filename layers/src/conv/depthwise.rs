@@ -39,21 +39,14 @@ pub(crate) fn forward<T: MathElement>(
         .chunks_mut(per_part * plane_out)
         .enumerate();
     cpu::on_cores(items, |(part, out)| {
-        let mut scratch = PlaneScratch::default();
+        let mut padded = Padded::new(g);
         cpu::vectorized(
             #[inline(always)]
             || {
                 for (i, out) in (part * per_part..).zip(out.chunks_mut(plane_out)) {
                     let c = i % channels;
-                    let xi = &x[i * plane_in..][..plane_in];
-                    plane(
-                        g,
-                        xi,
-                        &weight[c * taps..][..taps],
-                        bias[c],
-                        out,
-                        &mut scratch,
-                    );
+                    padded.fill(g, &x[i * plane_in..][..plane_in]);
+                    plane(g, &padded, &weight[c * taps..][..taps], bias[c], out);
                 }
             },
         );
@@ -64,114 +57,108 @@ pub(crate) fn forward<T: MathElement>(
 /// across every tap (one AVX-512 register of f32).
 const STRIP: usize = 16;
 
-/// A part's buffers for [`plane`]: the padded input, split by phase, and
-/// each tap's offset into it.
-#[derive(Default)]
-struct PlaneScratch<T> {
+/// One input plane copied with its padding as zeros, its columns split
+/// into `stride` phases (columns `p, p + s, ...` of each padded row), so
+/// that every tap reads the inputs of [`STRIP`] neighbouring outputs as
+/// one contiguous run, with room past each row for a whole strip; and
+/// where each tap starts in it. A part's buffer, reused plane by plane.
+struct Padded<T> {
     phases: Vec<T>,
+    /// The length of a phase's row.
+    row: usize,
+    /// Tap (ki, kj) of output (r, q) reads padded row r * sh + ki * dh,
+    /// column q * sw + kj * dw: phase (kj * dw) % sw, place q + kj * dw /
+    /// sw. Its start for output (0, 0).
     taps: Vec<usize>,
 }
 
-/// One channel's plane. The input is first copied with its padding as
-/// zeros, its columns split into `stride` phases (columns `p, p + s,
-/// ...` of each row), so that every tap reads the inputs of [`STRIP`]
-/// neighbouring outputs as one contiguous run, with room past each row
-/// for a whole strip. Each strip then sums its taps in registers and is
-/// stored once: summed tap by tap through memory, with the bounds of
-/// each tap recomputed, MobileNet's 150x150 depthwise layer ran at 13
-/// GFLOP/s. Each output adds its taps in order, padding's zeros included
-/// (as Caffe's im2col product does), then the bias.
-#[inline(always)]
-fn plane<T: MathElement>(
-    g: &ConvGeometry,
-    x: &[T],
-    w: &[T],
-    bias: T,
-    y: &mut [T],
-    scratch: &mut PlaneScratch<T>,
-) {
-    let ConvGeometry {
-        h,
-        w: width,
-        oh,
-        ow,
-        kernel: [kh, kw],
-        stride: [sh, sw],
-        pad: [ph, pw],
-        dilation: [dh, dw],
-        ..
-    } = *g;
-    let (sw, hp) = (sw.max(1), h + 2 * ph);
-    // A phase row holds the padded row's columns of its phase, and reads
-    // of a strip starting at any output stay inside it.
-    let row = (width + 2 * pw)
-        .div_ceil(sw)
-        .max(ow + ((kw - 1) * dw).div_ceil(sw))
-        + STRIP;
-    let phases = &mut scratch.phases;
-    phases.clear();
-    phases.resize(sw * hp * row, T::ZERO);
-    if sw == 2 {
-        // Input column ix is padded column pw + ix: even ones go to one
-        // phase, odd ones to the other, a pair of columns at a time.
-        let (even_at, odd_at) = (pw / 2, pw.div_ceil(2));
-        for iy in 0..h {
-            let src = &x[iy * width..][..width];
-            let (first, second) = phases.split_at_mut(hp * row);
-            let (a, b) = if pw % 2 == 0 {
-                (first, second)
-            } else {
-                (second, first)
-            };
-            let a = &mut a[(iy + ph) * row + even_at..][..width.div_ceil(2)];
-            let b = &mut b[(iy + ph) * row + odd_at..][..width / 2];
-            let (pairs, last) = src.as_chunks::<2>();
-            for ((a, b), pair) in a.iter_mut().zip(b.iter_mut()).zip(pairs) {
-                *a = pair[0];
-                *b = pair[1];
-            }
-            if let [v] = last {
-                a[width / 2] = *v;
-            }
+impl<T: MathElement> Padded<T> {
+    fn new(g: &ConvGeometry) -> Self {
+        let ([kh, kw], [dh, dw], [ph, pw]) = (g.kernel, g.dilation, g.pad);
+        let (sw, hp) = (g.stride[1].max(1), g.h + 2 * ph);
+        // Holds the padded row's columns of its phase, and reads of a
+        // strip starting at any output stay inside it.
+        let row = (g.w + 2 * pw)
+            .div_ceil(sw)
+            .max(g.ow + ((kw - 1) * dw).div_ceil(sw))
+            + STRIP;
+        let taps = (0..kh)
+            .flat_map(|ki| (0..kw).map(move |kj| (ki, kj * dw)))
+            .map(|(ki, column)| ((column % sw) * hp + ki * dh) * row + column / sw)
+            .collect();
+        Padded {
+            phases: Vec::new(),
+            row,
+            taps,
         }
     }
-    for p in (0..sw).filter(|_| sw != 2) {
-        // The first padded column of phase p that holds an input column.
-        let first = pw + (p + sw - pw % sw) % sw;
-        if first >= width + pw {
-            continue;
-        }
-        for iy in 0..h {
-            let dst = &mut phases[(p * hp + iy + ph) * row + first / sw..][..row - first / sw];
-            let src = &x[iy * width + first - pw..(iy + 1) * width];
-            if sw == 1 {
-                // A plain copy: `step_by(1)` moves one value at a time.
-                dst[..src.len()].copy_from_slice(src);
-            } else {
-                for (d, &v) in dst.iter_mut().zip(src.iter().step_by(sw)) {
-                    *d = v;
+
+    /// Copies plane `x` in (MobileNet's strided layers, read in place at
+    /// stride 2, took twice as long as their unstrided neighbours with
+    /// half the outputs).
+    #[inline(always)]
+    fn fill(&mut self, g: &ConvGeometry, x: &[T]) {
+        let (width, [ph, pw]) = (g.w, g.pad);
+        let (sw, hp, row) = (g.stride[1].max(1), g.h + 2 * ph, self.row);
+        self.phases.clear();
+        self.phases.resize(sw * hp * row, T::ZERO);
+        let phases = &mut self.phases[..];
+        // Where input row iy's column ix lands: padded column pw + ix.
+        let at =
+            |phase: usize, iy: usize, column: usize| (phase * hp + iy + ph) * row + column / sw;
+        for (iy, src) in x.chunks_exact(width).enumerate() {
+            match sw {
+                1 => phases[at(0, iy, pw)..][..width].copy_from_slice(src),
+                // Even input columns to one phase, odd ones to the other,
+                // a pair of columns at a time (`step_by` moves one value).
+                2 => {
+                    let (first, second) = phases.split_at_mut(hp * row);
+                    let (even, odd) = if pw % 2 == 0 {
+                        (first, second)
+                    } else {
+                        (second, first)
+                    };
+                    let even = &mut even[at(0, iy, pw)..][..width.div_ceil(2)];
+                    let odd = &mut odd[at(0, iy, pw + 1)..][..width / 2];
+                    let (pairs, last) = src.as_chunks::<2>();
+                    for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(pairs) {
+                        *e = pair[0];
+                        *o = pair[1];
+                    }
+                    if let [v] = last {
+                        even[width / 2] = *v;
+                    }
+                }
+                // Input columns k, k + sw, ... share a phase, in a row.
+                _ => {
+                    for k in 0..sw.min(width) {
+                        let start = at((pw + k) % sw, iy, pw + k);
+                        let dst = &mut phases[start..];
+                        for (d, &v) in dst.iter_mut().zip(src[k..].iter().step_by(sw)) {
+                            *d = v;
+                        }
+                    }
                 }
             }
         }
     }
-    // Tap (ki, kj) of output (r, q) reads padded row r * sh + ki * dh,
-    // column q * sw + kj * dw: phase (kj * dw) % sw, place q + kj * dw / sw.
-    scratch.taps.clear();
-    for ki in 0..kh {
-        for kj in 0..kw {
-            let column = kj * dw;
-            scratch
-                .taps
-                .push(((column % sw) * hp + ki * dh) * row + column / sw);
-        }
-    }
-    let taps = &scratch.taps;
-    for (r, out) in y.chunks_exact_mut(ow).take(oh).enumerate() {
-        let line = r * sh * row;
+}
+
+/// One channel's plane from its [`Padded`] input: each strip of
+/// [`STRIP`] outputs sums its taps in registers and is stored once
+/// (summed tap by tap through memory, with the bounds of each tap
+/// recomputed, MobileNet's 150x150 depthwise layer ran at 13 GFLOP/s).
+/// Each output adds its taps in order, padding's zeros included (as
+/// Caffe's im2col product does), then the bias.
+#[inline(always)]
+fn plane<T: MathElement>(g: &ConvGeometry, padded: &Padded<T>, w: &[T], bias: T, y: &mut [T]) {
+    let (ow, sh) = (g.ow, g.stride[0]);
+    for (r, out) in y.chunks_exact_mut(ow).take(g.oh).enumerate() {
+        let line = r * sh * padded.row;
         for (q, out) in (0..ow).step_by(STRIP).zip(out.chunks_mut(STRIP)) {
             let mut acc = [T::ZERO; STRIP];
-            for (&at, &wv) in taps.iter().zip(w) {
-                let src = &phases[at + line + q..][..STRIP];
+            for (&at, &wv) in padded.taps.iter().zip(w) {
+                let src = &padded.phases[at + line + q..][..STRIP];
                 for i in 0..STRIP {
                     acc[i] += wv * src[i];
                 }
