@@ -69,6 +69,10 @@ struct Args {
     /// Where to train
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
+    /// Print the loss every N iterations with the seconds since the first
+    /// step began (Caffe's `display`; 0: never)
+    #[arg(long, default_value_t = 0)]
+    display: usize,
     /// Caffe's solver: `sgd` (lenet_solver), `adam` (lenet_solver_adam),
     /// or a solver prototxt as `caffe train --solver` takes (its rate
     /// settings, max_iter and snapshot). Pass the same again with --resume
@@ -172,6 +176,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     bar.set_style(
         ProgressStyle::with_template("{bar:40} iter {pos}/{len} {msg}").expect("valid template"),
     );
+    // Lines between the bar's redraws, or plain lines where there is no
+    // terminal to draw it on.
+    let say = |line: String| {
+        if bar.is_hidden() {
+            println!("{line}");
+        } else {
+            bar.println(line);
+        }
+    };
     let mut losses = Vec::new();
     let clock = Instant::now();
     while t.solver.iter < iters {
@@ -182,6 +195,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             t.solver.learning_rate()?
         ));
         bar.inc(1);
+        if args.display != 0 && t.solver.iter.is_multiple_of(args.display) {
+            let line = format!(
+                "iteration {}, loss = {loss}, {:.6} s",
+                t.solver.iter,
+                clock.elapsed().as_secs_f64()
+            );
+            say(line);
+        }
         let periodic = snapshot_every != 0 && t.solver.iter.is_multiple_of(snapshot_every);
         if periodic || t.solver.iter == iters {
             let (model, _) = t.snapshot(&args.out, "lenet")?;
@@ -192,11 +213,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 100.0 * acc,
                 model.display()
             );
-            if bar.is_hidden() {
-                println!("{line}");
-            } else {
-                bar.println(line);
-            }
+            say(line);
         }
     }
     bar.finish_and_clear();

