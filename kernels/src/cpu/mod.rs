@@ -8,6 +8,7 @@
 //! as `copy_from_slice` does; every function accepts empty slices.
 
 pub mod blas;
+mod col2im;
 pub mod cores;
 mod correlate;
 pub mod elementwise;
@@ -20,6 +21,7 @@ pub(crate) mod sgemm_avx512;
 pub mod vector;
 
 pub use blas::{PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemv};
+pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
 pub use correlate::{CORRELATE_PAD, OutputRows, correlate};
 pub use elementwise::*;

@@ -297,6 +297,27 @@ impl ConvGeometry {
         });
     }
 
+    /// [`Self::col2im_add`] onto `count` images of nothing: the column
+    /// gradient of a round written into its images' input gradient (by
+    /// `cpu::col2im_dense` for `f32` dense windows on AVX-512, which sums
+    /// each row in registers; zeroed and added run by run elsewhere, the
+    /// same bits).
+    fn col2im_set<T: MathElement>(&self, col: &[T], count: usize, dx: &mut [T]) {
+        let window = cpu::DenseWindow {
+            channels: self.channels_in,
+            input: [self.h, self.w],
+            kernel: self.kernel,
+        };
+        if self.is_dense()
+            && let (Some(col), Some(dx)) = (as_f32(col), as_f32_mut(dx))
+            && cpu::col2im_dense(col, window, count, dx)
+        {
+            return;
+        }
+        dx.fill(T::ZERO);
+        self.col2im_add(col, 0, count, dx);
+    }
+
     /// [`Self::col2im_add`] of a dense window, each run a whole output row
     /// added onto one input row (as [`Self::im2col_unpadded`] reads them).
     fn col2im_add_unpadded<T: MathElement>(
@@ -753,9 +774,6 @@ fn backward_part<T: MathElement>(
     let round = g.images_per_round();
     s.dw[..cout * ckk].fill(T::ZERO);
     s.db[..cout].fill(T::ZERO);
-    if let Some(dx) = dx.as_deref_mut() {
-        dx.fill(T::ZERO);
-    }
     for start in (0..count).step_by(round) {
         let n = round.min(count - start);
         let cols = n * p;
@@ -801,7 +819,8 @@ fn backward_part<T: MathElement>(
             T::ZERO,
             dcol,
         );
-        g.col2im_add(dcol, start, n, dx);
+        let in_image = g.channels_in * g.h * g.w;
+        g.col2im_set(dcol, n, &mut dx[start * in_image..][..n * in_image]);
     }
 }
 
