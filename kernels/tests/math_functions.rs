@@ -134,6 +134,60 @@ fn gemm_large_matches_naive() {
     }
 }
 
+/// A, B and C of an `m x n` product of depth `k`, uniform in [-1, 1).
+fn operands<T: Real>(seed: u64, m: usize, n: usize, k: usize) -> (Vec<T>, Vec<T>, Vec<T>) {
+    cpu::set_seed(seed);
+    let values = |len: usize| {
+        let mut v = vec![T::ZERO; len];
+        cpu::uniform(-T::ONE, T::ONE, &mut v).unwrap();
+        v
+    };
+    (values(m * k), values(k * n), values(m * n))
+}
+
+/// Products of long dots (A's rows and B's columns adjacent along a deep
+/// k, into a small C: a convolution's weight gradient), which AVX-512
+/// machines take as dot products: LeNet's conv1, tails in every
+/// dimension, C at the largest side taken, a single dot; beta 0 (C is
+/// never read) and 2.
+#[test]
+fn gemm_of_long_dots_matches_naive() {
+    for (m, n, k) in [(20, 25, 5184), (5, 7, 2051), (64, 64, 2048), (1, 1, 4096)] {
+        for beta in [0.0f32, 2.0] {
+            let (a, b, mut c) = operands::<f32>(11, m, n, k);
+            let c0 = c.clone();
+            if beta == 0.0 {
+                c.fill(f32::NAN);
+            }
+            cpu::gemm(
+                Transpose::No,
+                Transpose::Yes,
+                m,
+                n,
+                k,
+                0.5,
+                &a,
+                &b,
+                beta,
+                &mut c,
+            );
+            for i in 0..m {
+                for j in 0..n {
+                    let products =
+                        (0..k).map(|p| f64::from(a[i * k + p]) * f64::from(b[j * k + p]));
+                    let (dot, size) = products.fold((0.0, 0.0), |(s, z), v| (s + v, z + v.abs()));
+                    let want = 0.5 * dot + f64::from(beta * c0[i * n + j]);
+                    let got = f64::from(c[i * n + j]);
+                    assert!(
+                        (got - want).abs() <= 1e-6 * (size + 1.0),
+                        "{m}x{n}x{k} beta {beta}: C[{i},{j}] = {got}, want {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Products large enough to be cut into one piece per core, in a pool of 3
 /// (uneven pieces, whatever the machine's cores): tall C cut by rows, wide
 /// C by columns, each operand transposed or not, and beta adding into C.
@@ -150,13 +204,7 @@ fn gemm_cut_across_cores_matches_naive() {
             (Transpose::No, Transpose::Yes),
             (Transpose::Yes, Transpose::Yes),
         ] {
-            cpu::set_seed(5);
-            let mut a = vec![0f64; m * k];
-            let mut b = vec![0f64; k * n];
-            let mut c = vec![0f64; m * n];
-            cpu::uniform(-1.0, 1.0, &mut a).unwrap();
-            cpu::uniform(-1.0, 1.0, &mut b).unwrap();
-            cpu::uniform(-1.0, 1.0, &mut c).unwrap();
+            let (a, b, mut c) = operands::<f64>(5, m, n, k);
             let c0 = c.clone();
             pool.install(|| cpu::gemm(ta, tb, m, n, k, 0.5, &a, &b, 2.0, &mut c));
             let at = |i: usize, p: usize| match ta {

@@ -10,6 +10,10 @@
 //! shape runs the one kernel. [`suits`] keeps it to the shapes where it
 //! measured faster.
 //!
+//! Products whose operands both run along a long depth into a small C
+//! (a convolution's weight gradient) are [`dots`] instead: no panel to
+//! pack or transpose.
+//!
 //! One call runs on one thread; `cpu::gemm` cuts large products into
 //! pieces first. The order of the additions is fixed by the shape alone,
 //! so a run repeats bit for bit.
@@ -52,6 +56,92 @@ pub(super) fn rows_per_tile(m: usize) -> usize {
 /// 1024 x 1024 1.14x, 128 x 4096 x 4096 1.12x.
 pub(crate) fn suits(m: usize, n: usize, k: usize, b_transposed: bool) -> bool {
     b_transposed || m < 64 || k < 128 || n < 256
+}
+
+/// Whether [`dots`] takes the product: A's rows and B's columns each
+/// adjacent along a long depth, into a small C (a convolution's weight
+/// gradient over many pixels: LeNet's conv1, 20 x 25 of depth 5184 a
+/// round of 9 images, where packing B's 25 columns 32 wide and
+/// transposing them cost more than the products).
+fn dots_suit(m: usize, n: usize, k: usize, sa: [isize; 2], sb: [isize; 2]) -> bool {
+    sa[1] == 1 && sb[0] == 1 && k >= DOTS_MIN_DEPTH && m <= DOTS_MAX_SIDE && n <= DOTS_MAX_SIDE
+}
+
+/// The depth from which a product of dots beats packing B: each dot's
+/// 16 lanes are summed once at its end.
+const DOTS_MIN_DEPTH: usize = 2048;
+/// The largest C side [`dots`] takes (beyond it, the packed kernel's
+/// reuse of each loaded value wins).
+const DOTS_MAX_SIDE: usize = 64;
+/// A tile of C in [`dots`]: 4 x 4 dots in 16 registers, 8 loads for 16
+/// multiply-adds a step.
+const DOT_TILE: usize = 4;
+
+/// `c = alpha * a * b + beta * c` as `m x n` dot products of A's rows
+/// and B's columns, each `k` adjacent values (`lda` and `ldb` apart),
+/// 4 x 4 at a time, 16 lanes each, a masked step for the depth's tail.
+/// Each dot adds its lanes once, at its end, in an order fixed by the
+/// build, so a run repeats bit for bit. With `beta == 0`, `c` is never
+/// read.
+///
+/// # Safety
+/// AVX-512 F is available; rows `0..m` of A and columns `0..n` of B hold
+/// `k` readable values each; C's `m x n` values (rows `ldc` apart) are
+/// written by no one else and alias neither.
+#[target_feature(enable = "avx512f")]
+unsafe fn dots(
+    (m, k, n): (usize, usize, usize),
+    alpha: f32,
+    (a, lda): (*const f32, isize),
+    (b, ldb): (*const f32, isize),
+    beta: f32,
+    (c, ldc): (*mut f32, isize),
+) {
+    let tail = ((1u32 << (k % 16)) - 1) as __mmask16;
+    for i0 in (0..m).step_by(DOT_TILE) {
+        // A tile past C's edge repeats its last row or column and
+        // stores nothing for it.
+        let rows: [*const f32; DOT_TILE] =
+            std::array::from_fn(|r| a.wrapping_offset((i0 + r).min(m - 1) as isize * lda));
+        for j0 in (0..n).step_by(DOT_TILE) {
+            let cols: [*const f32; DOT_TILE] =
+                std::array::from_fn(|q| b.wrapping_offset((j0 + q).min(n - 1) as isize * ldb));
+            let mut acc = [[_mm512_setzero_ps(); DOT_TILE]; DOT_TILE];
+            let mut step = |p: usize, mask: __mmask16| {
+                // SAFETY: values p..p + 16 of each row and column, those
+                // the mask keeps, are inside them (p + 16 <= k, or the
+                // tail's mask).
+                let (x, y): ([__m512; DOT_TILE], [__m512; DOT_TILE]) = unsafe {
+                    (
+                        std::array::from_fn(|r| _mm512_maskz_loadu_ps(mask, rows[r].add(p))),
+                        std::array::from_fn(|q| _mm512_maskz_loadu_ps(mask, cols[q].add(p))),
+                    )
+                };
+                for r in 0..DOT_TILE {
+                    for q in 0..DOT_TILE {
+                        acc[r][q] = _mm512_fmadd_ps(x[r], y[q], acc[r][q]);
+                    }
+                }
+            };
+            let body = k - k % 16;
+            for p in (0..body).step_by(16) {
+                step(p, !0);
+            }
+            if tail != 0 {
+                step(body, tail);
+            }
+            for (r, acc) in acc.iter().enumerate().take(m - i0) {
+                for (q, &v) in acc.iter().enumerate().take(n - j0) {
+                    let sum = alpha * _mm512_reduce_add_ps(v);
+                    // SAFETY: (i0 + r, j0 + q) is inside C.
+                    unsafe {
+                        let at = c.offset((i0 + r) as isize * ldc + (j0 + q) as isize);
+                        *at = if beta == 0.0 { sum } else { sum + beta * *at };
+                    }
+                }
+            }
+        }
+    }
 }
 
 thread_local! {
@@ -97,7 +187,16 @@ pub(crate) unsafe fn run_if_suited(
     c: *mut f32,
     sc: [isize; 2],
 ) -> bool {
-    if sc[1] != 1 || isa() != Isa::Avx512 || !suits(m, n, k, sb[1] != 1) {
+    if sc[1] != 1 || isa() != Isa::Avx512 {
+        return false;
+    }
+    if dots_suit(m, n, k, sa, sb) {
+        // SAFETY: as the caller promises; `dots_suit` checked that A's
+        // rows and B's columns run along the depth.
+        unsafe { dots((m, k, n), alpha, (a, sa[0]), (b, sb[1]), beta, (c, sc[0])) };
+        return true;
+    }
+    if !suits(m, n, k, sb[1] != 1) {
         return false;
     }
     // SAFETY: as the caller promises.
