@@ -17,7 +17,7 @@ pub(crate) use cuda::SOLVER;
 pub use policy::LrPolicy;
 pub use prototxt::SolverFile;
 pub use rules::SolverType;
-use rules::{Scratch, adam_correction, dtype, update_value};
+use rules::{Scratch, adam_correction, dtype, sgd_in_one_pass, update_value};
 pub use solve::{Feed, SolveEvent, solve};
 
 use blob_proto::SolverState;
@@ -468,6 +468,21 @@ impl<T: MathElement> SgdSolver<T> {
                     done?;
                     continue;
                 }
+            }
+            if self.solver_type == SolverType::Sgd {
+                let mut data = p.mutable_cpu_data()?;
+                let mut diff = p.mutable_cpu_diff()?;
+                let mut history = history[0].mutable_cpu_data()?;
+                let l1 = self.regularization == Regularization::L1;
+                sgd_in_one_pass(
+                    (decay, l1),
+                    momentum,
+                    rate,
+                    &mut data,
+                    &mut diff,
+                    &mut history,
+                );
+                continue;
             }
             {
                 let data = p.cpu_data()?;

@@ -153,7 +153,8 @@ impl<T: MathElement> Scratch<T> {
     }
 }
 
-/// Caffe's `ComputeUpdateValue` on the CPU: the update of `solver_type`
+/// Caffe's `ComputeUpdateValue` on the CPU for every type but SGD (see
+/// [`sgd_in_one_pass`]): the update of `solver_type`
 /// from the regularized gradient in `diff`, written into `diff`, with the
 /// parameter's `history` blobs (two for AdaDelta and Adam); `rate`
 /// carries the parameter's `lr_mult` (and Adam's correction). Each step
@@ -170,10 +171,8 @@ pub(super) fn update_value<T: MathElement>(
     let mut hist = history[0].mutable_cpu_data()?;
     let (update, temp) = scratch.two(diff.len());
     match solver_type {
-        SolverType::Sgd => {
-            cpu::axpby(rate, diff, momentum, &mut hist);
-            cpu::copy(&hist, diff);
-        }
+        // The solver steps SGD in one pass of its own.
+        SolverType::Sgd => unreachable!("SGD's update is sgd_in_one_pass"),
         SolverType::Nesterov => {
             cpu::copy(&hist, update);
             cpu::axpby(rate, diff, momentum, &mut hist);
@@ -236,6 +235,73 @@ pub(super) fn update_value<T: MathElement>(
     Ok(())
 }
 
+/// From this many values a fused SGD step is shared across the cores, as
+/// the vector operations it replaces are.
+const SHARED_FROM: usize = 1 << 18;
+
+/// Caffe's SGD step on the CPU in one pass over the parameter, as the
+/// GPU's `sgd_step` kernel makes it: the weight decay (`l1`: its sign
+/// instead of the weight) added to the gradient, `history = momentum *
+/// history + rate * gradient`, the update (the history) written to
+/// `diff` and taken from `data`. Each value goes through the operations
+/// of Caffe's separate passes (axpy, axpby, copy, and `Update`'s axpy by
+/// -1), in their order, so the bits are theirs; the parameter and its
+/// history are read and written once instead of four times.
+pub(super) fn sgd_in_one_pass<T: MathElement>(
+    (decay, l1): (T, bool),
+    momentum: T,
+    rate: T,
+    data: &mut [T],
+    diff: &mut [T],
+    history: &mut [T],
+) {
+    let n = data.len();
+    let parts = if n < SHARED_FROM { 1 } else { cpu::cores() };
+    let len = n.div_ceil(parts).next_multiple_of(16).max(1);
+    let items = data
+        .chunks_mut(len)
+        .zip(diff.chunks_mut(len))
+        .zip(history.chunks_mut(len));
+    cpu::on_cores(items, |((data, diff), history)| {
+        cpu::vectorized(
+            #[inline(always)]
+            || match (decay != T::ZERO, l1) {
+                (false, _) => sgd_values(data, diff, history, momentum, rate, |_, g| g),
+                (true, false) => {
+                    sgd_values(data, diff, history, momentum, rate, |w, g| g + decay * w)
+                }
+                (true, true) => sgd_values(data, diff, history, momentum, rate, |w, g| {
+                    let pos = if T::ZERO < w { T::ONE } else { T::ZERO };
+                    let neg = if w < T::ZERO { T::ONE } else { T::ZERO };
+                    g + decay * (pos - neg)
+                }),
+            },
+        )
+    });
+}
+
+/// [`sgd_in_one_pass`] over one part, with the decay's term chosen
+/// before the loop so the loop stays one vectorizable shape.
+#[inline(always)]
+fn sgd_values<T: MathElement>(
+    data: &mut [T],
+    diff: &mut [T],
+    history: &mut [T],
+    momentum: T,
+    rate: T,
+    regularized: impl Fn(T, T) -> T,
+) {
+    let n = data.len();
+    let (diff, history) = (&mut diff[..n], &mut history[..n]);
+    for i in 0..n {
+        let w = data[i];
+        let h = momentum * history[i] + rate * regularized(w, diff[i]);
+        history[i] = h;
+        diff[i] = h;
+        data[i] = w + -T::ONE * h;
+    }
+}
+
 /// AdaGrad's and RMSProp's update, as Caffe's powx, axpby (AdaGrad:
 /// add), powx, add_scalar, div and axpby compute it: `history = keep *
 /// history + add * diff^2` (AdaGrad keeps and adds all: `1 * h + 1 * u`
@@ -254,4 +320,63 @@ fn adaptive<T: MathElement>(
     cpu::add_scalar(delta, root);
     cpu::div(diff, root, update);
     cpu::axpby(rate, update, T::ZERO, diff);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Caffe's separate passes, as the solver made them before.
+    fn by_passes(
+        (decay, l1): (f32, bool),
+        momentum: f32,
+        rate: f32,
+        data: &mut [f32],
+        diff: &mut [f32],
+        history: &mut [f32],
+    ) {
+        if decay != 0.0 {
+            let mut penalty = data.to_vec();
+            if l1 {
+                cpu::sign(data, &mut penalty);
+            }
+            cpu::axpy(decay, &penalty, diff);
+        }
+        cpu::axpby(rate, diff, momentum, history);
+        cpu::copy(history, diff);
+        cpu::axpy(-1.0, diff, data);
+    }
+
+    #[test]
+    fn one_pass_gives_the_separate_passes_bits() {
+        // Below and above the size shared across cores; L2, L1 and no
+        // decay; signed zeros and a NaN among the weights.
+        for n in [37, (1 << 18) + 5] {
+            for decay in [(5e-4f32, false), (5e-4, true), (0.0, false)] {
+                let values = |seed: u64| {
+                    let mut v = vec![0.0f32; n];
+                    cpu::set_seed(seed);
+                    cpu::gaussian(0.0, 1.0, &mut v).unwrap();
+                    v
+                };
+                let mut data = values(1);
+                data[..3].copy_from_slice(&[0.0, -0.0, f32::NAN]);
+                let (diff, history) = (values(2), values(3));
+                let (mut want, mut got) = (
+                    (data.clone(), diff.clone(), history.clone()),
+                    (data, diff, history),
+                );
+                by_passes(decay, 0.9, 0.01, &mut want.0, &mut want.1, &mut want.2);
+                sgd_in_one_pass(decay, 0.9, 0.01, &mut got.0, &mut got.1, &mut got.2);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                for (got, want, what) in [
+                    (&got.0, &want.0, "data"),
+                    (&got.1, &want.1, "diff"),
+                    (&got.2, &want.2, "history"),
+                ] {
+                    assert_eq!(bits(got), bits(want), "{what}, n {n}, decay {decay:?}");
+                }
+            }
+        }
+    }
 }
