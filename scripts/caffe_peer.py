@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""LeNet's training against real Caffe, same machine, same digits, same run.
+"""LeNet against real Caffe, same machine, same run: training on the same
+digits, and the deploy net's forward pass as `caffe time` times it.
 
 Builds Caffe (CPU only, OpenBLAS) from the `brocolli-caffe` 9.0.2 source
 package on PyPI (BVLC Caffe's last master, commit 9b89154, with extra
@@ -10,6 +11,10 @@ momentum, seed 1701) against `examples/train_lenet.rs` on the same
 digits and recipe. Both print the loss every 100 iterations with a clock:
 the figure is images/s over iterations 100..1000 (900 steps: forward,
 backward and update, the data included; no test passes, no snapshots).
+
+Then the deploy net alone: `caffe time` against `blobflow time` on
+models/lenet/lenet.prototxt with its trained weights, batch 64, inputs
+all zeros (as `caffe time` feeds them), the average forward pass of 200.
 
 Threads: for 1, both are pinned to one core (Caffe's data prefetch
 thread shares it, as blobflow's input copy does) with
@@ -185,6 +190,34 @@ def blobflow_rate(binary, out_dir, threads):
     return 64 * (LAST - FIRST) / (stamps[LAST] - stamps[FIRST])
 
 
+def forward_ms(cmd, env, threads):
+    """`Average Forward pass: X ms` of a `caffe time` or `blobflow time` run."""
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                         preexec_fn=pinned(threads))
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{(out.stderr or out.stdout)[-2000:]}")
+    m = re.search(r"Average Forward pass: ([0-9.]+) ms", out.stdout + out.stderr)
+    if not m:
+        raise SystemExit(f"{' '.join(cmd)} printed no average forward pass")
+    return float(m.group(1))
+
+
+def compare(title, threads, rounds, caffe, ours):
+    """Takes turns between the two rate functions for each thread count and
+    prints each side's median images/s and the ratio."""
+    print(title)
+    print(f"{'threads':>7} {'Caffe':>10} {'blobflow':>10} {'ratio':>6}")
+    for t in threads:
+        theirs, mine = [], []
+        for _ in range(max(1, rounds)):
+            theirs.append(caffe(t))
+            mine.append(ours(t))
+        c, b = statistics.median(theirs), statistics.median(mine)
+        print(f"{t:>7} {c:>10.0f} {b:>10.0f} {b / c:>5.2f}x   "
+              f"(Caffe {min(theirs):.0f}-{max(theirs):.0f}, blobflow {min(mine):.0f}-{max(mine):.0f})",
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3, help="turns each side takes (medians reported)")
@@ -199,23 +232,34 @@ def main():
     shutil.copy(os.path.join(FIXTURE, "lenet_train_test.prototxt"), run_dir)
     with open(os.path.join(run_dir, "solver.prototxt"), "w") as f:
         f.write(SOLVER)
-    subprocess.run(["cargo", "build", "-q", "--release", "--example", "train_lenet"], cwd=ROOT,
-                   check=True)
+    for what in (["--example", "train_lenet"], ["-p", "blobflow-cli"]):
+        subprocess.run(["cargo", "build", "-q", "--release", *what], cwd=ROOT, check=True)
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     ours = os.path.join(target, "release", "examples", "train_lenet")
-    print(f"LeNet training, batch 64, digits 0..8000, images/s over iterations {FIRST}..{LAST} "
-          f"(forward + backward + update, data included); medians of {args.rounds} alternating round(s)")
-    print(f"Caffe: {PACKAGE} (BVLC master 9b89154), CPU only, Debian's OpenBLAS")
-    print(f"{'threads':>7} {'Caffe':>10} {'blobflow':>10} {'ratio':>6}")
-    for t in threads:
-        caffe, mine = [], []
-        for _ in range(max(1, args.rounds)):
-            caffe.append(caffe_rate(run_dir, t))
-            mine.append(blobflow_rate(ours, os.path.join(run_dir, "blobflow"), t))
-        c, b = statistics.median(caffe), statistics.median(mine)
-        print(f"{t:>7} {c:>10.0f} {b:>10.0f} {b / c:>5.2f}x   "
-              f"(Caffe {min(caffe):.0f}-{max(caffe):.0f}, blobflow {min(mine):.0f}-{max(mine):.0f})",
-              flush=True)
+    blobflow = os.path.join(target, "release", "blobflow")
+    print(f"Caffe: {PACKAGE} (BVLC master 9b89154), CPU only, Debian's OpenBLAS; "
+          f"medians of {args.rounds} alternating round(s)")
+    compare(f"LeNet training, batch 64, digits 0..8000, images/s over iterations {FIRST}..{LAST} "
+            "(forward + backward + update, data included)", threads, args.rounds,
+            lambda t: caffe_rate(run_dir, t),
+            lambda t: blobflow_rate(ours, os.path.join(run_dir, "blobflow"), t))
+    # The deploy net alone, as `caffe time` times it: its declared batch
+    # of 64, inputs all zeros, the trained weights, 200 passes.
+    model = os.path.join(ROOT, "models", "lenet", "lenet.prototxt")
+    weights = os.path.join(ROOT, "models", "lenet", "lenet_iter_10000.caffemodel")
+    caffe_time = [CAFFE, "time", "-model", model, "-weights", weights, "-iterations", "200"]
+    ours_time = [blobflow, "time", model, "--weights", weights, "--iterations", "200"]
+
+    def caffe_forward(t):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(t), GLOG_logtostderr="1")
+        return 64 / forward_ms(caffe_time, env, t) * 1000
+
+    def blobflow_forward(t):
+        return 64 / forward_ms(ours_time, dict(os.environ, RAYON_NUM_THREADS=str(t)), t) * 1000
+
+    compare("LeNet's deploy net alone (lenet.prototxt), forward, batch 64, zeros in, images/s "
+            "(caffe time / blobflow time, 200 passes)", threads, args.rounds,
+            caffe_forward, blobflow_forward)
     return 0
 
 
