@@ -60,20 +60,16 @@ impl DenseWindow {
 /// ```
 ///
 /// # Panics
-/// If the window is larger than the input, or `col` or `dx` is shorter
-/// than the images need.
+/// If `col` or `dx` is shorter than the images need.
 pub fn col2im_dense(col: &[f32], window: DenseWindow, images: usize, dx: &mut [f32]) -> bool {
-    let Some([oh, ow]) = window.output() else {
-        panic!(
-            "col2im_dense: a {:?} window over {:?} inputs has no outputs",
-            window.kernel, window.input
-        );
-    };
     let DenseWindow {
         channels,
         input: [h, w],
         kernel: [kh, kw],
     } = window;
+    // A window larger than its input (or empty) has no outputs: nothing
+    // is copied from any pixel, so each sums to zero.
+    let [oh, ow] = window.output().unwrap_or([0, 0]);
     let col_len = channels * kh * kw * images * oh * ow;
     let dx_len = images * channels * h * w;
     assert!(
@@ -84,6 +80,10 @@ pub fn col2im_dense(col: &[f32], window: DenseWindow, images: usize, dx: &mut [f
     );
     if isa() != Isa::Avx512 {
         return false;
+    }
+    if oh == 0 {
+        dx[..dx_len].fill(0.0);
+        return true;
     }
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `isa` found AVX-512 F; the assert put every row read inside
@@ -228,6 +228,19 @@ mod tests {
                 assert_eq!(bits(&got[..want.len()]), bits(&want), "{window:?}");
                 assert!(got[want.len()..].iter().all(|v| v.is_nan()), "{window:?}");
             }
+        }
+    }
+
+    #[test]
+    fn a_window_larger_than_its_input_gives_zeros() {
+        let window = DenseWindow {
+            channels: 2,
+            input: [3, 4],
+            kernel: [4, 2],
+        };
+        let mut dx = [f32::NAN; 24];
+        if col2im_dense(&[], window, 1, &mut dx) {
+            assert_eq!(dx, [0.0; 24]);
         }
     }
 
