@@ -21,7 +21,7 @@ use rules::{Scratch, adam_correction, dtype, sgd_in_one_pass, update_value};
 pub use solve::{Feed, SolveEvent, solve};
 
 use blob_proto::SolverState;
-use blob_runtime::{Blob, BlobError, MathElement};
+use blob_runtime::{Blob, BlobError, Head, MathElement};
 
 /// What a net says of one learnable parameter (the part of Caffe's
 /// `ParamSpec` a solver reads): its multipliers of the learning rate and
@@ -469,7 +469,7 @@ impl<T: MathElement> SgdSolver<T> {
                     continue;
                 }
             }
-            if self.solver_type == SolverType::Sgd {
+            if self.solver_type == SolverType::Sgd && p.data_head() == Head::AtCpu {
                 let mut data = p.mutable_cpu_data()?;
                 let mut diff = p.mutable_cpu_diff()?;
                 let mut history = history[0].mutable_cpu_data()?;

@@ -153,8 +153,7 @@ impl<T: MathElement> Scratch<T> {
     }
 }
 
-/// Caffe's `ComputeUpdateValue` on the CPU for every type but SGD (see
-/// [`sgd_in_one_pass`]): the update of `solver_type`
+/// Caffe's `ComputeUpdateValue` on the CPU: the update of `solver_type`
 /// from the regularized gradient in `diff`, written into `diff`, with the
 /// parameter's `history` blobs (two for AdaDelta and Adam); `rate`
 /// carries the parameter's `lr_mult` (and Adam's correction). Each step
@@ -171,8 +170,10 @@ pub(super) fn update_value<T: MathElement>(
     let mut hist = history[0].mutable_cpu_data()?;
     let (update, temp) = scratch.two(diff.len());
     match solver_type {
-        // The solver steps SGD in one pass of its own.
-        SolverType::Sgd => unreachable!("SGD's update is sgd_in_one_pass"),
+        SolverType::Sgd => {
+            cpu::axpby(rate, diff, momentum, &mut hist);
+            cpu::copy(&hist, diff);
+        }
         SolverType::Nesterov => {
             cpu::copy(&hist, update);
             cpu::axpby(rate, diff, momentum, &mut hist);
@@ -246,7 +247,9 @@ const SHARED_FROM: usize = 1 << 18;
 /// `diff` and taken from `data`. Each value goes through the operations
 /// of Caffe's separate passes (axpy, axpby, copy, and `Update`'s axpy by
 /// -1), in their order, so the bits are theirs; the parameter and its
-/// history are read and written once instead of four times.
+/// history are read and written once instead of four times. For a
+/// parameter whose data is on the host: one a device holds too takes the
+/// passes, its `Update` on the device, as Caffe's on a SYNCED head.
 pub(super) fn sgd_in_one_pass<T: MathElement>(
     (decay, l1): (T, bool),
     momentum: T,
@@ -326,7 +329,8 @@ fn adaptive<T: MathElement>(
 mod tests {
     use super::*;
 
-    /// Caffe's separate passes, as the solver made them before.
+    /// Caffe's separate passes, as the solver makes them for a parameter
+    /// a device holds (there `Update`'s axpy runs on the device).
     fn by_passes(
         (decay, l1): (f32, bool),
         momentum: f32,
@@ -342,8 +346,18 @@ mod tests {
             }
             cpu::axpy(decay, &penalty, diff);
         }
-        cpu::axpby(rate, diff, momentum, history);
-        cpu::copy(history, diff);
+        let hist = Blob::<f32>::from_vec(&[history.len()], history.to_vec()).unwrap();
+        let mut scratch = Scratch::default();
+        update_value(
+            SolverType::Sgd,
+            momentum,
+            rate,
+            &[&hist],
+            diff,
+            &mut scratch,
+        )
+        .unwrap();
+        history.copy_from_slice(&hist.to_vec().unwrap());
         cpu::axpy(-1.0, diff, data);
     }
 
