@@ -62,15 +62,26 @@ fn blocked_sum(
     sums.into_iter().sum()
 }
 
-/// Elements per part when `n` are cut into `parts` (whole cache lines).
-fn part_len(n: usize, parts: usize) -> usize {
-    n.div_ceil(parts).next_multiple_of(16).max(1)
+/// Elements per part of an element-wise kernel over `n` elements: all of
+/// them below the size worth sharing, else one part a core, in whole
+/// cache lines. The level-1 kernels cut their slices so; a loop of the
+/// caller's own over several slices (a solver's one-pass step) can cut
+/// its slices the same way with `chunks_mut` and hand them to
+/// [`on_cores`].
+///
+/// ```
+/// // Too few to share: one part (rounded up to whole cache lines).
+/// assert_eq!(blob_kernels::cpu::part_len_for(1000), 1008);
+/// assert!(blob_kernels::cpu::part_len_for(10_000_000) % 16 == 0);
+/// ```
+pub fn part_len_for(n: usize) -> usize {
+    n.div_ceil(parts_for(n)).next_multiple_of(16).max(1)
 }
 
 /// Runs `f` on matching parts of `y` and `x`, one per core for large ones:
 /// each element is computed alone, so the result is the same bit for bit.
 fn zip_chunks<T: Real>(y: &mut [T], x: &[T], f: impl Fn(&mut [T], &[T]) + Sync) {
-    let len = part_len(y.len(), parts_for(y.len()));
+    let len = part_len_for(y.len());
     on_cores(y.chunks_mut(len).zip(x.chunks(len)), |(y, x)| {
         vectorized(
             #[inline(always)]
@@ -81,7 +92,7 @@ fn zip_chunks<T: Real>(y: &mut [T], x: &[T], f: impl Fn(&mut [T], &[T]) + Sync) 
 
 /// Runs `f` on parts of `x`, one per core for large ones.
 fn chunks<T: Real>(x: &mut [T], f: impl Fn(&mut [T]) + Sync + Send) {
-    let len = part_len(x.len(), parts_for(x.len()));
+    let len = part_len_for(x.len());
     on_cores(x.chunks_mut(len), |x| {
         vectorized(
             #[inline(always)]

@@ -771,6 +771,7 @@ fn backward_part<T: MathElement>(
     mut dx: Option<&mut [T]>,
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
+    let in_image = g.channels_in * g.h * g.w;
     let round = g.images_per_round();
     s.dw[..cout * ckk].fill(T::ZERO);
     s.db[..cout].fill(T::ZERO);
@@ -819,7 +820,6 @@ fn backward_part<T: MathElement>(
             T::ZERO,
             dcol,
         );
-        let in_image = g.channels_in * g.h * g.w;
         g.col2im_set(dcol, n, &mut dx[start * in_image..][..n * in_image]);
     }
 }

@@ -236,10 +236,6 @@ pub(super) fn update_value<T: MathElement>(
     Ok(())
 }
 
-/// From this many values a fused SGD step is shared across the cores, as
-/// the vector operations it replaces are.
-const SHARED_FROM: usize = 1 << 18;
-
 /// Caffe's SGD step on the CPU in one pass over the parameter, as the
 /// GPU's `sgd_step` kernel makes it: the weight decay (`l1`: its sign
 /// instead of the weight) added to the gradient, `history = momentum *
@@ -258,9 +254,8 @@ pub(super) fn sgd_in_one_pass<T: MathElement>(
     diff: &mut [T],
     history: &mut [T],
 ) {
-    let n = data.len();
-    let parts = if n < SHARED_FROM { 1 } else { cpu::cores() };
-    let len = n.div_ceil(parts).next_multiple_of(16).max(1);
+    // Cut as the vector operations it replaces cut their slices.
+    let len = cpu::part_len_for(data.len());
     let items = data
         .chunks_mut(len)
         .zip(diff.chunks_mut(len))
