@@ -288,10 +288,52 @@ fn dropout_keeps_what_its_mask_keeps_forward_and_backward() {
     assert_eq!(y.to_vec().unwrap(), xd);
 }
 
+/// A convolution at stride 1 for the definition's sums: the input
+/// `shape`, `cout` outputs of a `k x k` kernel, padding and dilation,
+/// and the output's plane.
+struct Window {
+    shape: [usize; 4],
+    cout: usize,
+    k: usize,
+    pad: usize,
+    dil: usize,
+    out: (usize, usize),
+}
+
+impl Window {
+    /// Calls `tap(output, input, weight)` with the indices of every
+    /// product the convolution sums (taps on padding left out).
+    fn for_each_tap(&self, mut tap: impl FnMut(usize, usize, usize)) {
+        let ([n, cin, h, w], (oh, ow), k) = (self.shape, self.out, self.k);
+        let (pad, dil) = (self.pad as isize, self.dil);
+        for o in 0..n * self.cout * oh * ow {
+            let (img, co, r, q) = (
+                o / (self.cout * oh * ow),
+                o / (oh * ow) % self.cout,
+                o / ow % oh,
+                o % ow,
+            );
+            for ci in 0..cin {
+                for ki in 0..k {
+                    for kj in 0..k {
+                        let ih = (r + ki * dil) as isize - pad;
+                        let iw = (q + kj * dil) as isize - pad;
+                        if (0..h as isize).contains(&ih) && (0..w as isize).contains(&iw) {
+                            let xi = ((img * cin + ci) * h + ih as usize) * w + iw as usize;
+                            tap(o, xi, ((co * cin + ci) * k + ki) * k + kj);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// f32 convolutions of a shallow patch (the first layers of LeNet and
-/// MTCNN; read straight from the image on AVX-512 machines) against the
-/// definition, with padding, dilation, channel counts that leave partial
-/// steps and outputs narrower than a vector.
+/// MTCNN; read from shifted copies of the image on AVX-512 machines),
+/// forward and weight and bias gradients, against the definition, with
+/// padding, dilation, channel counts that leave partial steps and
+/// outputs narrower than a vector.
 #[test]
 fn shallow_f32_convolutions_match_the_definition() {
     let cases = [
@@ -322,7 +364,7 @@ fn shallow_f32_convolutions_match_the_definition() {
         fill32(&conv.blobs()[0], 2);
         fill32(&conv.blobs()[1], 3);
         conv.forward(&[&x], &[&y]).unwrap();
-        let [n, cin, h, w] = shape;
+        let n = shape[0];
         let (oh, ow) = (dims[2], dims[3]);
         let (xd, wd, bd, yd) = (
             x.to_vec().unwrap(),
@@ -330,32 +372,53 @@ fn shallow_f32_convolutions_match_the_definition() {
             conv.blobs()[1].to_vec().unwrap(),
             y.to_vec().unwrap(),
         );
-        for (i, &got) in yd.iter().enumerate() {
-            let (img, co, r, q) = (
-                i / (cout * oh * ow),
-                i / (oh * ow) % cout,
-                i / ow % oh,
-                i % ow,
-            );
-            let mut sum = f64::from(bd[co]);
-            for ci in 0..cin {
-                for ki in 0..k {
-                    for kj in 0..k {
-                        let ih = (r + ki * dil) as isize - pad as isize;
-                        let iw = (q + kj * dil) as isize - pad as isize;
-                        if (0..h as isize).contains(&ih) && (0..w as isize).contains(&iw) {
-                            let xv = xd[((img * cin + ci) * h + ih as usize) * w + iw as usize];
-                            let wv = wd[((co * cin + ci) * k + ki) * k + kj];
-                            sum += f64::from(xv) * f64::from(wv);
-                        }
-                    }
-                }
-            }
+        let window = Window {
+            shape,
+            cout,
+            k,
+            pad,
+            dil,
+            out: (oh, ow),
+        };
+        let mut want_y: Vec<f64> = (0..yd.len())
+            .map(|i| f64::from(bd[i / (oh * ow) % cout]))
+            .collect();
+        window.for_each_tap(|o, xi, wi| want_y[o] += f64::from(xd[xi]) * f64::from(wd[wi]));
+        for (i, (&got, &sum)) in yd.iter().zip(&want_y).enumerate() {
             assert!(
                 (f64::from(got) - sum).abs() < 1e-5 * (1.0 + sum.abs()),
                 "{shape:?} k{k} p{pad} d{dil}: y[{i}] {got} vs {sum}"
             );
         }
         assert_eq!(yd.len(), n * cout * oh * ow);
+        // The weight and bias gradients (from shifted copies of the image
+        // on AVX-512 machines), added onto what the diffs held.
+        fill32(&y, 4);
+        let dy = y.to_vec().unwrap();
+        y.mutable_cpu_diff().unwrap().copy_from_slice(&dy);
+        for p in conv.blobs() {
+            p.mutable_cpu_diff().unwrap().fill(0.5);
+        }
+        conv.backward(&[&y], &[false], &[&x]).unwrap();
+        let (dw, db) = (
+            conv.blobs()[0].diff_to_vec().unwrap(),
+            conv.blobs()[1].diff_to_vec().unwrap(),
+        );
+        let mut want_dw = vec![0.5f64; dw.len()];
+        let mut want_db = vec![0.5f64; db.len()];
+        for (i, &g) in dy.iter().enumerate() {
+            want_db[i / (oh * ow) % cout] += f64::from(g);
+        }
+        window.for_each_tap(|o, xi, wi| want_dw[wi] += f64::from(dy[o]) * f64::from(xd[xi]));
+        let close = |got: &[f32], want: &[f64], what: &str| {
+            for (j, (&g, &w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (f64::from(g) - w).abs() < 1e-4 * (1.0 + w.abs()),
+                    "{shape:?} k{k} p{pad} d{dil}: {what}[{j}] {g} vs {w}"
+                );
+            }
+        };
+        close(&dw, &want_dw, "weight diff");
+        close(&db, &want_db, "bias diff");
     }
 }

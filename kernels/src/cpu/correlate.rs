@@ -1,120 +1,125 @@
 //! Shallow correlations (a net's first convolution: LeNet's 1 x 5 x 5,
-//! MTCNN's 3 x 3 x 3 patches) straight from the image, on AVX-512.
+//! MTCNN's 3 x 3 x 3 patches) and their weight gradients, on AVX-512,
+//! without im2col.
 //!
 //! im2col copies each input value once per tap into a column buffer 25
 //! times the image (LeNet's conv1), and for so shallow a product that
-//! copy costs as much as the multiply-adds. Here output position `t`
-//! (counted along the input's rows, so row `r` starts at `r * stride`)
-//! reads the input at `t + offset` for each tap's offset, so every tap
-//! is one unaligned load of 16 adjacent positions. The positions at the
-//! right edge of each input row (past the output's columns) are computed
-//! too and never stored: each vector is stored with one mask per output
-//! row it touches, straight into the output's own rows, the bias added.
+//! copy costs as much as the multiply-adds. Here the caller lays its
+//! input out once so that output `t`, counted along the output plane,
+//! reads tap `p` at `t + offsets[p]`: for a 2-D window at stride 1, one
+//! copy of the image per kernel column, shifted by that column and cut
+//! to the output's width (5 copies of the image for LeNet's conv1, not
+//! 25). Every tap of 16 adjacent outputs is then one unaligned load, no
+//! output is computed and thrown away, and each vector of outputs is
+//! stored whole.
 //!
-//! Each output is summed over the taps in their order with one fused
-//! multiply-add a tap, the weight broadcast as the gemm kernel broadcasts
-//! A, and the bias added to the sum: the same operations in the same
-//! order as im2col, `cpu::gemm` on AVX-512 (for a patch of up to 256
-//! values) and a bias pass, so both give the same bits.
+//! [`correlate`] sums each output over the taps in their order with one
+//! fused multiply-add a tap, the weight broadcast as the gemm kernel
+//! broadcasts A, and adds the bias to the sum: the same operations in
+//! the same order as im2col, `cpu::gemm` on AVX-512 (for a patch of up
+//! to 256 values) and a bias pass, so both give the same bits.
+//! [`correlate_gradient`] is the weight gradient of the same layout:
+//! each weight's gradient a dot product of an output gradient plane with
+//! the input at the tap's offset, over every image.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use super::{Isa, isa};
 
-/// Adjacent output positions a step computes: two 16-lane registers.
+/// Adjacent outputs a step of [`correlate`] computes: two 16-lane
+/// registers.
+#[cfg(target_arch = "x86_64")]
 const SPAN: usize = 32;
 
-/// Values past the end of the input that a step may read (and ignore):
-/// the caller pads its input with this many.
-pub const CORRELATE_PAD: usize = SPAN;
-
-/// The output of a [`correlate`] per channel: `rows` rows of `cols`
-/// values, output row `r` read from the input `r * stride` positions in
-/// (`stride` is the input's row length, at least `cols`).
+/// Where a correlation reads: output `t` (for `t < len`) reads tap `p`
+/// at `t + offsets[p]` of its input.
+///
+/// A 2-D window at stride 1 is laid out so: one copy of the (padded)
+/// image per channel and kernel column `j`, each row of it cut to the
+/// output's width `ow` from column `j * dilation`; output `(r, q)` is
+/// `t = r * ow + q`, and tap `(c, i, j)` reads copy `(c, j)` from row
+/// `i * dilation`. That is `kw` copies of the image where im2col makes
+/// `kh * kw`.
+///
+/// ```
+/// use blob_kernels::cpu::Taps;
+/// // A 1 x 2 window over rows of 3 outputs laid out as two shifted
+/// // copies of the image (each 3 wide, 2 rows): the second copy starts
+/// // 6 values in.
+/// let taps = Taps { offsets: &[0, 6], len: 6 };
+/// assert_eq!(taps.reach(), 12);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OutputRows {
-    /// Output rows.
-    pub rows: usize,
-    /// Output values a row.
-    pub cols: usize,
-    /// Input positions from one output row to the next.
-    pub stride: usize,
+pub struct Taps<'a> {
+    /// Each tap's offset into the input, in the weights' order.
+    pub offsets: &'a [usize],
+    /// Outputs per channel.
+    pub len: usize,
 }
 
-impl OutputRows {
-    /// Input positions from the first output to just past the last.
-    fn span(&self) -> usize {
-        if self.rows == 0 || self.cols == 0 {
-            0
-        } else {
-            (self.rows - 1) * self.stride + self.cols
+impl Taps<'_> {
+    /// The input values an image's outputs read: up to the last output
+    /// at the largest offset (0 without outputs).
+    pub fn reach(&self) -> usize {
+        if self.len == 0 {
+            return 0;
         }
+        self.len + self.offsets.iter().max().copied().unwrap_or(0)
     }
 }
 
-/// `out[c][r][q] = bias[c] + sum over taps p of weight[c][p] *
-/// input[r * stride + q + offsets[p]]` for `c < channels` and the output
-/// rows `at` describes, on AVX-512 (Caffe's convolution at stride 1 of a
-/// padded image, as im2col and gemm compute it). `weight` holds
-/// `channels` rows of `offsets.len()` values, `out` `channels` planes of
-/// `rows * cols`. Says whether it ran (`false`: no AVX-512, and nothing
-/// was written).
+/// `out[c][t] = bias[c] + sum over taps p of weight[c][p] *
+/// input[t + offsets[p]]` for `c < channels` and `t < len`, on AVX-512
+/// (Caffe's convolution at stride 1, read from an input laid out as
+/// [`Taps`] describes, as im2col and gemm compute it). `weight`
+/// holds `channels` rows of `offsets.len()` values, `out` `channels`
+/// planes of `len`. Says whether it ran (`false`: no AVX-512, and
+/// nothing was written).
 ///
 /// ```
-/// use blob_kernels::cpu::{CORRELATE_PAD, OutputRows, correlate};
-/// // Rows of 4 values, taps [1, 10] at offsets 0 and 1, a bias of 0.5:
-/// // 3 outputs a row, 2 rows.
-/// let mut input = vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
-/// input.resize(8 + CORRELATE_PAD, 0.0);
-/// let at = OutputRows { rows: 2, cols: 3, stride: 4 };
+/// use blob_kernels::cpu::{Taps, correlate};
+/// // Rows of 3 outputs, 2 rows, a 1 x 2 window [1, 10] and a bias of
+/// // 0.5: the image [[1 2 3 4] [5 6 7 8]] as its two shifted copies.
+/// let input = [1.0f32, 2.0, 3.0, 5.0, 6.0, 7.0, 2.0, 3.0, 4.0, 6.0, 7.0, 8.0];
+/// let taps = Taps { offsets: &[0, 6], len: 6 };
 /// let mut out = [0.0f32; 6];
-/// if correlate(&input, &[0, 1], &[1.0, 10.0], &[0.5], 1, at, &mut out) {
+/// if correlate(&input, taps, &[1.0, 10.0], &[0.5], 1, &mut out) {
 ///     assert_eq!(out, [21.5, 32.5, 43.5, 65.5, 76.5, 87.5]);
 /// }
 /// ```
 ///
 /// # Panics
-/// If `cols` exceeds `stride`, `input` is shorter than its last read (the
-/// last output's position plus the largest offset, plus
-/// [`CORRELATE_PAD`]), or `weight`, `bias` or `out` shorter than the
-/// channels need.
+/// If `input` is shorter than [`Taps::reach`], or `weight`, `bias` or
+/// `out` shorter than the channels need.
 pub fn correlate(
     input: &[f32],
-    offsets: &[usize],
+    taps: Taps<'_>,
     weight: &[f32],
     bias: &[f32],
     channels: usize,
-    at: OutputRows,
     out: &mut [f32],
 ) -> bool {
     if isa() != Isa::Avx512 {
         return false;
     }
-    let taps = offsets.len();
-    assert!(
-        at.cols <= at.stride,
-        "correlate: output rows of {} values cannot be {} input positions apart",
-        at.cols,
-        at.stride
-    );
-    let positions = at.span();
-    if channels == 0 || positions == 0 {
+    let Taps { offsets, len } = taps;
+    let count = offsets.len();
+    if channels == 0 || len == 0 {
         return true;
     }
-    let reach = offsets.iter().max().copied().unwrap_or(0);
     assert!(
-        input.len() >= positions.next_multiple_of(SPAN) + reach,
-        "correlate: {positions} positions reaching {reach} past them read {} values, the input has {}",
-        positions.next_multiple_of(SPAN) + reach,
+        input.len() >= taps.reach(),
+        "correlate: {len} outputs reaching {} read {} values, the input has {}",
+        taps.reach() - len,
+        taps.reach(),
         input.len()
     );
-    let plane = at.rows * at.cols;
     assert!(
-        weight.len() >= channels * taps && bias.len() >= channels && out.len() >= channels * plane,
-        "correlate: {channels} channels of {taps} taps and {plane} outputs need {} weights, {channels} biases and {} outputs, got {}, {} and {}",
-        channels * taps,
-        channels * plane,
+        weight.len() >= channels * count && bias.len() >= channels && out.len() >= channels * len,
+        "correlate: {channels} channels of {count} taps and {len} outputs need {} weights, {channels} biases and {} outputs, got {}, {} and {}",
+        channels * count,
+        channels * len,
         weight.len(),
         bias.len(),
         out.len()
@@ -129,51 +134,15 @@ pub fn correlate(
         _ => steps::<8>,
     };
     // SAFETY: `isa` found AVX-512 F; the asserts above prove every read
-    // (a step's 32 positions from a multiple of 32 below the span, plus
-    // an offset) and every write (masked to the output rows, channels
-    // below `channels`) inside the slices.
+    // (outputs below `len`, each at an offset, the last step masked to
+    // them) and every write (channels below `channels`, outputs below
+    // `len`) inside the slices.
     #[cfg(target_arch = "x86_64")]
     unsafe {
-        run(input, offsets, (weight, bias), channels, at, out)
+        run(input, taps, (weight, bias), channels, out)
     };
     #[cfg(target_arch = "x86_64")]
     true
-}
-
-/// Where the 16 positions from `t` go: for each output row they touch,
-/// the lanes in that row's columns and the output index of lane 0 (lanes
-/// outside the mask may index outside the plane, and are never stored).
-/// At most 17 rows (a stride of 1). `row` is the output row of an
-/// earlier `t` (or 0), moved on to `t`'s: no division a step.
-#[cfg(target_arch = "x86_64")]
-fn placements(
-    t: usize,
-    at: OutputRows,
-    row: &mut usize,
-    placed: &mut [(__mmask16, isize); 17],
-) -> usize {
-    let span = at.span();
-    while (*row + 1) * at.stride <= t {
-        *row += 1;
-    }
-    let mut count = 0;
-    let mut r = *row;
-    while r < at.rows && r * at.stride < (t + 16).min(span) {
-        let row_start = r * at.stride;
-        let from = row_start.max(t) - t;
-        let to = (row_start + at.cols)
-            .min(t + 16)
-            .min(span)
-            .saturating_sub(t);
-        if from < to {
-            let mask = (((1u32 << to) - 1) & !((1u32 << from) - 1)) as __mmask16;
-            let lane0 = (r * at.cols) as isize + t as isize - row_start as isize;
-            placed[count] = (mask, lane0);
-            count += 1;
-        }
-        r += 1;
-    }
-    count
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -185,52 +154,249 @@ fn placements(
 #[target_feature(enable = "avx512f")]
 unsafe fn steps<const ROWS: usize>(
     input: &[f32],
-    offsets: &[usize],
+    Taps { offsets, len }: Taps<'_>,
     (weight, bias): (&[f32], &[f32]),
     channels: usize,
-    at: OutputRows,
     out: &mut [f32],
 ) {
     let taps = offsets.len();
-    let (positions, plane) = (at.span(), at.rows * at.cols);
-    let mut placed = [[(0 as __mmask16, 0isize); 17]; 2];
     for c0 in (0..channels).step_by(ROWS) {
+        let last = channels - 1;
         let rows: [&[f32]; ROWS] =
-            std::array::from_fn(|r| &weight[(c0 + r).min(channels - 1) * taps..][..taps]);
-        let mut row = 0;
-        for t0 in (0..positions).step_by(SPAN) {
-            let counts = [0, 1].map(|half| {
-                let t = t0 + 16 * half;
-                if t < positions {
-                    placements(t, at, &mut row, &mut placed[half])
+            std::array::from_fn(|r| &weight[(c0 + r).min(last) * taps..][..taps]);
+        let bias: [__m512; ROWS] =
+            std::array::from_fn(|r| _mm512_set1_ps(bias[(c0 + r).min(last)]));
+        let live = (channels - c0).min(ROWS);
+        let plane = out.as_mut_ptr().wrapping_add(c0 * len);
+        for t0 in (0..len).step_by(SPAN) {
+            // The lanes of each half below `len`: all of them but in the
+            // last step.
+            let lanes = |from: usize| {
+                let n = (len - t0).saturating_sub(from).min(16);
+                ((1u32 << n) - 1) as __mmask16
+            };
+            let masks = [lanes(0), lanes(16)];
+            // SAFETY: the masks keep the outputs below `len`.
+            unsafe { step(input, offsets, &rows, &bias, live, (t0, len), masks, plane) };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+/// Outputs `t0..t0 + 32` (the lanes `masks` keep, low half first) of the
+/// `live` channels whose weight rows are `rows`, into their planes of
+/// `len` from `plane`.
+///
+/// # Safety
+/// AVX-512 F is available; each kept output reads inside `input` at
+/// every offset and is written inside `out`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn step<const ROWS: usize>(
+    input: &[f32],
+    offsets: &[usize],
+    rows: &[&[f32]; ROWS],
+    bias: &[__m512; ROWS],
+    live: usize,
+    (t0, len): (usize, usize),
+    masks: [__mmask16; 2],
+    plane: *mut f32,
+) {
+    let whole = masks == [!0; 2];
+    let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
+    for (p, &offset) in offsets.iter().enumerate() {
+        let at = input.as_ptr().wrapping_add(t0 + offset);
+        // SAFETY: the kept lanes are inside `input`, per the caller.
+        let (lo, hi) = unsafe {
+            if whole {
+                (_mm512_loadu_ps(at), _mm512_loadu_ps(at.add(16)))
+            } else {
+                (
+                    _mm512_maskz_loadu_ps(masks[0], at),
+                    _mm512_maskz_loadu_ps(masks[1], at.wrapping_add(16)),
+                )
+            }
+        };
+        for (acc, row) in acc.iter_mut().zip(rows) {
+            // SAFETY: p < taps, the row's length.
+            let w = _mm512_set1_ps(unsafe { *row.get_unchecked(p) });
+            acc[0] = _mm512_fmadd_ps(w, lo, acc[0]);
+            acc[1] = _mm512_fmadd_ps(w, hi, acc[1]);
+        }
+    }
+    for (r, (acc, b)) in acc.iter().zip(bias).enumerate().take(live) {
+        let at = plane.wrapping_add(r * len + t0);
+        for half in 0..2 {
+            let v = _mm512_add_ps(acc[half], *b);
+            let to = at.wrapping_add(16 * half);
+            // SAFETY: the kept lanes are outputs of a live channel.
+            unsafe {
+                if whole {
+                    _mm512_storeu_ps(to, v);
                 } else {
-                    0
-                }
-            });
-            let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
-            for (p, &offset) in offsets.iter().enumerate() {
-                // SAFETY: t0 + offset + 32 <= input.len(), per the caller.
-                let (lo, hi) = unsafe {
-                    let at = input.as_ptr().add(t0 + offset);
-                    (_mm512_loadu_ps(at), _mm512_loadu_ps(at.add(16)))
-                };
-                for (acc, row) in acc.iter_mut().zip(&rows) {
-                    // SAFETY: p < taps, the row's length.
-                    let w = _mm512_set1_ps(unsafe { *row.get_unchecked(p) });
-                    acc[0] = _mm512_fmadd_ps(w, lo, acc[0]);
-                    acc[1] = _mm512_fmadd_ps(w, hi, acc[1]);
+                    _mm512_mask_storeu_ps(to, masks[half], v);
                 }
             }
-            for (r, acc) in acc.iter().enumerate().take(channels - c0) {
-                let b = _mm512_set1_ps(bias[c0 + r]);
-                let channel = out.as_mut_ptr().wrapping_add((c0 + r) * plane);
-                for half in 0..2 {
-                    let v = _mm512_add_ps(acc[half], b);
-                    for &(mask, lane0) in &placed[half][..counts[half]] {
-                        // SAFETY: the masked lanes are outputs of row
-                        // c0 + r < channels, inside `out`, per the caller.
-                        unsafe { _mm512_mask_storeu_ps(channel.wrapping_offset(lane0), mask, v) };
+        }
+    }
+}
+
+/// `dw[c][p] += sum over images i and outputs t < len of dy_i[c][t] *
+/// input_i[t + offsets[p]]`: the weight gradient of [`correlate`]
+/// (Caffe's convolution weight gradient, without im2col), on AVX-512.
+/// Image `i`'s input starts at `i * input_stride` of `input`; `dy` holds
+/// whole images of `channels` planes of `len` output gradients, one
+/// after another; `dw` holds `channels` rows of `offsets.len()`. Each
+/// gradient sums over 16 lanes along the images in order and adds the
+/// lanes once at its end, in an order fixed by the build: a run repeats
+/// bit for bit. Says whether it ran (`false`: no AVX-512, and nothing
+/// was written).
+///
+/// ```
+/// use blob_kernels::cpu::{Taps, correlate_gradient};
+/// // One image of 2 outputs, taps at offsets 0 and 1 of [1, 2, 3].
+/// let taps = Taps { offsets: &[0, 1], len: 2 };
+/// let mut dw = [0.5f32, 0.0];
+/// if correlate_gradient(&[1.0, 2.0, 3.0], 3, taps, &[1.0, 10.0], 1, &mut dw) {
+///     assert_eq!(dw, [21.5, 32.0]);
+/// }
+/// ```
+///
+/// # Panics
+/// If `dy` is not whole images, `input` is shorter than its last image's
+/// [`Taps::reach`], the input stride is shorter than that reach, or `dw`
+/// shorter than the channels' taps.
+pub fn correlate_gradient(
+    input: &[f32],
+    input_stride: usize,
+    taps: Taps<'_>,
+    dy: &[f32],
+    channels: usize,
+    dw: &mut [f32],
+) -> bool {
+    if isa() != Isa::Avx512 {
+        return false;
+    }
+    let image = channels * taps.len;
+    let count = taps.offsets.len();
+    if image == 0 || count == 0 {
+        return true;
+    }
+    assert!(
+        dy.len().is_multiple_of(image),
+        "correlate_gradient: {} output gradients are not whole images of {channels} x {}",
+        dy.len(),
+        taps.len
+    );
+    let images = dy.len() / image;
+    let reach = taps.reach();
+    assert!(
+        images == 0
+            || (input_stride >= reach && input.len() >= (images - 1) * input_stride + reach),
+        "correlate_gradient: {images} images {input_stride} apart, each reading {reach}, need {} input values, got {}",
+        images.saturating_sub(1) * input_stride + reach,
+        input.len()
+    );
+    assert!(
+        dw.len() >= channels * count,
+        "correlate_gradient: {channels} channels of {count} taps need {} gradients, got {}",
+        channels * count,
+        dw.len()
+    );
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+    // The tile's width that leaves the fewest taps of the last one unused.
+    #[cfg(target_arch = "x86_64")]
+    let run = if count.next_multiple_of(5) < count.next_multiple_of(4) {
+        gradient_tiles::<5>
+    } else {
+        gradient_tiles::<4>
+    };
+    // SAFETY: `isa` found AVX-512 F; the asserts above prove every read
+    // (each image's outputs below `len` at each offset, the depth's tail
+    // masked) and write (`channels x count` gradients) inside the slices.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        run(input, input_stride, taps, (dy, images), channels, dw)
+    };
+    #[cfg(target_arch = "x86_64")]
+    true
+}
+
+/// Channels a tile of [`correlate_gradient`] takes: 4 rows of output
+/// gradients against up to 5 taps, 20 sums in registers, 9 loads for 20
+/// multiply-adds a step.
+#[cfg(target_arch = "x86_64")]
+const GRADIENT_ROWS: usize = 4;
+
+#[cfg(target_arch = "x86_64")]
+/// [`correlate_gradient`] in tiles of [`GRADIENT_ROWS`] channels by
+/// `COLS` taps, each tile summed over every image before its lanes are
+/// added (a tile past the last channel or tap repeats it and stores
+/// nothing for it).
+///
+/// # Safety
+/// AVX-512 F is available, and the slices are as [`correlate_gradient`]
+/// checks.
+#[target_feature(enable = "avx512f")]
+unsafe fn gradient_tiles<const COLS: usize>(
+    input: &[f32],
+    input_stride: usize,
+    Taps { offsets, len }: Taps<'_>,
+    (dy, images): (&[f32], usize),
+    channels: usize,
+    dw: &mut [f32],
+) {
+    let count = offsets.len();
+    let body = len - len % 16;
+    let tail = ((1u32 << (len % 16)) - 1) as __mmask16;
+    for c0 in (0..channels).step_by(GRADIENT_ROWS) {
+        for p0 in (0..count).step_by(COLS) {
+            let mut acc = [[_mm512_setzero_ps(); COLS]; GRADIENT_ROWS];
+            // Image 0's rows and reads; each image's are a stride on.
+            let mut grads: [*const f32; GRADIENT_ROWS] =
+                std::array::from_fn(|r| dy.as_ptr().wrapping_add((c0 + r).min(channels - 1) * len));
+            let mut reads: [*const f32; COLS] = std::array::from_fn(|q| {
+                input
+                    .as_ptr()
+                    .wrapping_add(offsets[(p0 + q).min(count - 1)])
+            });
+            for _ in 0..images {
+                let mut step = |t: usize, mask: __mmask16| {
+                    // SAFETY: outputs t..t + 16, those the mask keeps, are
+                    // below `len`: inside `dy`, and inside `input` at
+                    // every offset, per the caller.
+                    let (g, x): ([__m512; GRADIENT_ROWS], [__m512; COLS]) = unsafe {
+                        (
+                            std::array::from_fn(|r| _mm512_maskz_loadu_ps(mask, grads[r].add(t))),
+                            std::array::from_fn(|q| _mm512_maskz_loadu_ps(mask, reads[q].add(t))),
+                        )
+                    };
+                    for (acc, g) in acc.iter_mut().zip(g) {
+                        for (acc, x) in acc.iter_mut().zip(x) {
+                            *acc = _mm512_fmadd_ps(g, x, *acc);
+                        }
                     }
+                };
+                for t in (0..body).step_by(16) {
+                    step(t, !0);
+                }
+                if tail != 0 {
+                    step(body, tail);
+                }
+                for g in &mut grads {
+                    *g = g.wrapping_add(channels * len);
+                }
+                for x in &mut reads {
+                    *x = x.wrapping_add(input_stride);
+                }
+            }
+            let rows = (channels - c0).min(GRADIENT_ROWS);
+            let cols = (count - p0).min(COLS);
+            for (r, acc) in acc.iter().enumerate().take(rows) {
+                for (q, &v) in acc.iter().enumerate().take(cols) {
+                    dw[(c0 + r) * count + p0 + q] += _mm512_reduce_add_ps(v);
                 }
             }
         }

@@ -23,7 +23,7 @@ pub mod vector;
 pub use blas::{PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemv};
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
-pub use correlate::{CORRELATE_PAD, OutputRows, correlate};
+pub use correlate::{Taps, correlate, correlate_gradient};
 pub use elementwise::*;
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};

@@ -34,7 +34,7 @@ pub(crate) struct ConvGeometry {
 /// calls `memcpy`, which costs more than 8 values take to move); what the
 /// block writes past the run, the runs after it overwrite.
 #[inline(always)]
-fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, len: usize) {
+pub(super) fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, len: usize) {
     #[inline(always)]
     fn block<T: Copy, const B: usize>(col: &mut [T], to: usize, x: &[T], from: usize) -> bool {
         match (col.get_mut(to..to + B), x.get(from..from + B)) {
@@ -370,7 +370,7 @@ struct PartScratch<T> {
     db: Vec<T>,
 }
 
-impl<T: Clone + Default> PartScratch<T> {
+impl<T: Clone + Default + 'static> PartScratch<T> {
     /// Grows the buffers a forward pass over `g` needs, before the parts
     /// run: a refusal (the host memory limit) fails the whole pass, not
     /// one core's share of it.
@@ -381,8 +381,8 @@ impl<T: Clone + Default> PartScratch<T> {
         if g.is_pointwise() {
             return Ok(());
         }
-        if let Some(sizes) = g.direct::<T>() {
-            return ensure(&mut self.col, super::direct::scratch_size(sizes));
+        if let Some(direct) = g.direct::<T>() {
+            return ensure(&mut self.col, super::direct::scratch_size(&direct, 1));
         }
         let cols = g.images_per_round().saturating_mul(g.oh * g.ow);
         ensure(&mut self.col, g.patch().saturating_mul(cols))?;
@@ -393,8 +393,13 @@ impl<T: Clone + Default> PartScratch<T> {
     /// pass, with the column gradient when the input's is wanted.
     fn reserve_backward(&mut self, g: &ConvGeometry, input_gradient: bool) -> Result<()> {
         let (cout, ckk) = (g.channels_out, g.patch());
-        let cols = g.images_per_round().saturating_mul(g.oh * g.ow);
-        ensure(&mut self.col, ckk.saturating_mul(cols))?;
+        let round = g.images_per_round();
+        let cols = round.saturating_mul(g.oh * g.ow);
+        let col = match g.direct::<T>() {
+            Some(direct) => super::direct::scratch_size(&direct, direct.images_per_round(g.batch)),
+            None => ckk.saturating_mul(cols),
+        };
+        ensure(&mut self.col, col)?;
         ensure(&mut self.tmp, cout.saturating_mul(cols))?;
         ensure(&mut self.dw, cout.saturating_mul(ckk))?;
         ensure(&mut self.db, cout)?;
@@ -586,9 +591,9 @@ fn forward_part<T: MathElement>(
     y: &mut [T],
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
-    if let Some(sizes) = g.direct::<T>() {
+    if let Some(direct) = g.direct::<T>() {
         let operands = (x, weight, bias);
-        super::direct::forward(g, sizes, operands, (first, count), y, &mut s.col);
+        super::direct::forward(g, &direct, operands, (first, count), y, &mut s.col);
         return;
     }
     if g.is_pointwise() {
@@ -773,22 +778,42 @@ fn backward_part<T: MathElement>(
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     let in_image = g.channels_in * g.h * g.w;
     let round = g.images_per_round();
+    // A shallow layer's weight gradient read from the images' shifted
+    // copies (as its forward pass), in rounds of its own, with no im2col
+    // or gemm.
+    let direct = g.direct::<T>().filter(|_| want_dw);
     s.dw[..cout * ckk].fill(T::ZERO);
     s.db[..cout].fill(T::ZERO);
+    if let Some(direct) = &direct {
+        let images = direct.images_per_round(count);
+        for start in (0..count).step_by(images) {
+            let n = images.min(count - start);
+            let dy_round = &dy[(first + start) * cout * p..][..n * cout * p];
+            let dw = &mut s.dw[..cout * ckk];
+            let round = (first + start, n);
+            super::direct::weight_gradient(g, direct, (x, dy_round), round, dw, &mut s.col);
+        }
+    }
     for start in (0..count).step_by(round) {
         let n = round.min(count - start);
         let cols = n * p;
-        let tmp = &mut s.tmp[..cout * cols];
-        for img in 0..n {
-            for (co, b) in s.db[..cout].iter_mut().enumerate() {
-                let src = &dy[((first + start + img) * cout + co) * p..][..p];
-                tmp[co * cols + img * p..][..p].copy_from_slice(src);
-                if want_db {
-                    *b += cpu::sum(src);
-                }
+        let dy_round = &dy[(first + start) * cout * p..][..n * cout * p];
+        if want_db {
+            for (i, plane) in dy_round.chunks_exact(p.max(1)).enumerate() {
+                s.db[i % cout] += cpu::sum(plane);
             }
         }
-        if want_dw {
+        // The gemms' operand: the round's output gradient as (cout, image, p).
+        let gemm_dw = want_dw && direct.is_none();
+        if !gemm_dw && dx.is_none() {
+            continue;
+        }
+        let tmp = &mut s.tmp[..cout * cols];
+        for (i, plane) in dy_round.chunks_exact(p.max(1)).enumerate() {
+            let (img, co) = (i / cout, i % cout);
+            tmp[co * cols + img * p..][..p].copy_from_slice(plane);
+        }
+        if gemm_dw {
             g.im2col(x, first + start, n, &mut s.col);
             cpu::gemm(
                 Transpose::No,

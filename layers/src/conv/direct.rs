@@ -1,8 +1,12 @@
 //! Shallow convolutions on the CPU without im2col: a net's first layer
-//! (LeNet's conv1, 1 x 5 x 5; MTCNN's, 3 x 3 x 3) read straight from the
-//! image by `cpu::correlate`, whose sums are the im2col + gemm path's,
-//! bit for bit. im2col would copy the image once per tap, 25 times for
-//! LeNet's conv1, and that copy cost as much as the product.
+//! (LeNet's conv1, 1 x 5 x 5; MTCNN's, 3 x 3 x 3) read by
+//! `cpu::correlate` from one copy of the image per kernel column, each
+//! shifted by its column and cut to the output's width, with its
+//! padding. Output `(r, q)` then reads tap `(c, i, j)` at a fixed offset
+//! from `r * ow + q` in those copies. Its sums are the im2col + gemm
+//! path's, bit for bit; the weight gradient (`cpu::correlate_gradient`)
+//! reads the same copies. im2col would copy the image once per tap, 25
+//! times for LeNet's conv1, and that copy cost as much as the product.
 
 use std::any::TypeId;
 
@@ -11,24 +15,38 @@ use blob_runtime::MathElement;
 
 use crate::f32_view::{as_f32, as_f32_mut};
 
-use super::cpu::ConvGeometry;
+use super::cpu::{ConvGeometry, copy_run};
 
 /// The deepest patch taken directly: beyond it the column buffer is
-/// small next to the product, and the gemm's packed blocks win.
+/// small next to the product, and the gemm's packed blocks win (LeNet's
+/// conv2, 500 deep, ran its weight gradient from shifted copies at 83-89
+/// GFLOP/s, no faster than im2col and gemm).
 const DIRECT_PATCH_MAX: usize = 32;
 
-/// The sizes of a direct pass over one image: the padded image with the
-/// reads past its end.
-#[derive(Clone, Copy)]
-pub(super) struct DirectSizes {
-    padded: usize,
+/// The most values of shifted copies a weight-gradient round makes
+/// (LeNet's conv1: 39 images): enough images that adding each
+/// gradient's 16 lanes once a round costs little, few enough to stay in
+/// the core's cache.
+const DIRECT_ROUND_MAX: usize = 1 << 17;
+
+/// One image laid out as its shifted copies, and where each tap reads
+/// in them.
+#[derive(Clone, Debug)]
+pub(super) struct Direct {
+    /// Values of one image's copies.
+    per_image: usize,
+    /// Each tap's offset, in im2col's order (channel, row, column).
+    offsets: Vec<usize>,
 }
 
+const F32: &str = "ConvGeometry::direct found f32";
+
 impl ConvGeometry {
-    /// Whether this convolution takes the direct path: `f32` on an
-    /// AVX-512 machine, stride 1, a shallow patch, and not a 1x1 layer
-    /// (whose input is its own column buffer).
-    pub(super) fn direct<T: 'static>(&self) -> Option<DirectSizes> {
+    /// Whether this convolution is taken directly, and the layout of
+    /// its shifted copies: `f32` on an AVX-512 machine, stride 1, a
+    /// shallow patch, and not a 1x1 layer (whose input is its own column
+    /// buffer).
+    pub(super) fn direct<T: 'static>(&self) -> Option<Direct> {
         let suited = TypeId::of::<T>() == TypeId::of::<f32>()
             && cpu::isa() == cpu::Isa::Avx512
             && self.stride == [1, 1]
@@ -39,84 +57,138 @@ impl ConvGeometry {
         if !suited {
             return None;
         }
-        let (rows, width) = self.padded_plane();
-        // The last output reads the image's last value; a step reads up
-        // to CORRELATE_PAD past it.
-        Some(DirectSizes {
-            padded: self.channels_in * rows * width + cpu::CORRELATE_PAD,
-        })
-    }
-
-    /// Rows and row length of an input plane with its padding.
-    fn padded_plane(&self) -> (usize, usize) {
-        (self.h + 2 * self.pad[0], self.w + 2 * self.pad[1])
-    }
-
-    /// The input offset of each tap, in im2col's order (channel, row,
-    /// column), in the padded image.
-    fn tap_offsets(&self) -> Vec<usize> {
-        let (rows, width) = self.padded_plane();
+        let rows = self.h + 2 * self.pad[0];
         let [kh, kw] = self.kernel;
-        let [dh, dw] = self.dilation;
+        let [dh, _] = self.dilation;
+        // Copy (c, j) holds `rows` rows of `ow`; tap (c, i, j) starts
+        // `i * dh` rows into it.
+        let copy = rows * self.ow;
         let mut offsets = Vec::with_capacity(self.patch());
         for c in 0..self.channels_in {
             for i in 0..kh {
                 for j in 0..kw {
-                    offsets.push(c * rows * width + i * dh * width + j * dw);
+                    offsets.push((c * kw + j) * copy + i * dh * self.ow);
                 }
             }
         }
-        offsets
+        Some(Direct {
+            per_image: self.channels_in * kw * copy,
+            offsets,
+        })
+    }
+
+    /// Writes the image `x` (`channels_in` planes of `h x w`) as its
+    /// shifted copies into `out` ([`Direct`]'s layout): copy `(c, j)`
+    /// row `r` holds padded row `r`'s values `q + j * dilation` for
+    /// `q < ow`, padding as zero.
+    fn shift_image(&self, x: &[f32], out: &mut [f32]) {
+        let Self {
+            h,
+            w,
+            ow,
+            kernel: [_, kw],
+            pad: [ph, pw],
+            dilation: [_, dw],
+            ..
+        } = *self;
+        let rows = h + 2 * ph;
+        let copies = out.chunks_exact_mut(rows * ow);
+        let channel_columns = (0..self.channels_in).flat_map(|c| (0..kw).map(move |j| (c, j)));
+        for (copy, (c, j)) in copies.zip(channel_columns) {
+            // Output column q reads input column q + j * dw - pw.
+            let shift = j * dw;
+            let lo = pw.saturating_sub(shift).min(ow);
+            let hi = (w + pw).saturating_sub(shift).clamp(lo, ow);
+            for r in 0..rows {
+                let at = r * ow;
+                match r.checked_sub(ph).filter(|&ih| ih < h) {
+                    Some(ih) => {
+                        // Rows are written in order: what a block copies
+                        // past this row, the next overwrites.
+                        let from = (c * h + ih) * w + lo + shift - pw;
+                        copy_run(copy, at + lo, x, from, hi - lo);
+                        let row = &mut copy[at..at + ow];
+                        if lo > 0 {
+                            row[..lo].fill(0.0);
+                        }
+                        if hi < ow {
+                            row[hi..].fill(0.0);
+                        }
+                    }
+                    None => copy[at..at + ow].fill(0.0),
+                }
+            }
+        }
     }
 }
 
-/// The scratch a direct pass over one image needs: the padded image.
-pub(super) fn scratch_size(sizes: DirectSizes) -> usize {
-    sizes.padded
+impl Direct {
+    /// Images a weight-gradient round takes, of a part of `count`.
+    pub(super) fn images_per_round(&self, count: usize) -> usize {
+        (DIRECT_ROUND_MAX / self.per_image.max(1)).clamp(1, count.max(1))
+    }
+}
+
+/// The scratch a direct pass over `images` images needs.
+pub(super) fn scratch_size(direct: &Direct, images: usize) -> usize {
+    direct.per_image.saturating_mul(images)
 }
 
 /// `y = conv(x) + bias` for images `first..first + count` of `x` into
-/// `y` (those images' outputs), through `padded` (at least
-/// [`scratch_size`]). `T` is `f32`, as [`ConvGeometry::direct`] found.
+/// `y` (those images' outputs), through `scratch` (at least
+/// [`scratch_size`] of one image). `T` is `f32`, as
+/// [`ConvGeometry::direct`] found.
 pub(super) fn forward<T: MathElement>(
     g: &ConvGeometry,
-    sizes: DirectSizes,
+    direct: &Direct,
     (x, weight, bias): (&[T], &[T], &[T]),
     (first, count): (usize, usize),
     y: &mut [T],
-    padded: &mut [T],
+    scratch: &mut [T],
 ) {
-    const F32: &str = "ConvGeometry::direct found f32";
     let (x, weight, bias) = (
         as_f32(x).expect(F32),
         as_f32(weight).expect(F32),
         as_f32(bias).expect(F32),
     );
-    let (y, padded) = (as_f32_mut(y).expect(F32), as_f32_mut(padded).expect(F32));
-    let offsets = g.tap_offsets();
-    let (rows, width) = g.padded_plane();
-    let [ph, pw] = g.pad;
-    let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
-    let image_in = g.channels_in * plane_in;
-    let padded = &mut padded[..sizes.padded];
-    let at = cpu::OutputRows {
-        rows: g.oh,
-        cols: g.ow,
-        stride: width,
+    let (y, scratch) = (as_f32_mut(y).expect(F32), as_f32_mut(scratch).expect(F32));
+    let copies = &mut scratch[..direct.per_image];
+    let (image_in, plane_out) = (g.channels_in * g.h * g.w, g.oh * g.ow);
+    let taps = cpu::Taps {
+        offsets: &direct.offsets,
+        len: plane_out,
     };
-    // The padding (and the reads past the end) stay zero: only the
-    // image's own values are written below.
-    padded.fill(0.0);
     for img in 0..count {
-        let xi = &x[(first + img) * image_in..][..image_in];
-        for (c, plane) in xi.chunks_exact(plane_in.max(1)).enumerate() {
-            for (r, row) in plane.chunks_exact(g.w.max(1)).enumerate() {
-                let at = c * rows * width + (r + ph) * width + pw;
-                padded[at..at + g.w].copy_from_slice(row);
-            }
-        }
+        g.shift_image(&x[(first + img) * image_in..][..image_in], copies);
         let yi = &mut y[img * g.channels_out * plane_out..][..g.channels_out * plane_out];
-        let ran = cpu::correlate(padded, &offsets, weight, bias, g.channels_out, at, yi);
+        let ran = cpu::correlate(copies, taps, weight, bias, g.channels_out, yi);
         debug_assert!(ran, "ConvGeometry::direct found AVX-512");
     }
+}
+
+/// `dw += ` the weight gradient of images `first..first + count`, whose
+/// output gradients are `dy` (theirs alone), through `scratch` (at least
+/// [`scratch_size`] of `count` images). `T` is `f32`, as
+/// [`ConvGeometry::direct`] found.
+pub(super) fn weight_gradient<T: MathElement>(
+    g: &ConvGeometry,
+    direct: &Direct,
+    (x, dy): (&[T], &[T]),
+    (first, count): (usize, usize),
+    dw: &mut [T],
+    scratch: &mut [T],
+) {
+    let (x, dy) = (as_f32(x).expect(F32), as_f32(dy).expect(F32));
+    let (dw, scratch) = (as_f32_mut(dw).expect(F32), as_f32_mut(scratch).expect(F32));
+    let image_in = g.channels_in * g.h * g.w;
+    let copies = &mut scratch[..direct.per_image * count];
+    for (img, out) in copies.chunks_exact_mut(direct.per_image).enumerate() {
+        g.shift_image(&x[(first + img) * image_in..][..image_in], out);
+    }
+    let taps = cpu::Taps {
+        offsets: &direct.offsets,
+        len: g.oh * g.ow,
+    };
+    let ran = cpu::correlate_gradient(copies, direct.per_image, taps, dy, g.channels_out, dw);
+    debug_assert!(ran, "ConvGeometry::direct found AVX-512");
 }
