@@ -125,38 +125,86 @@ unsafe fn dense_avx512(col: &[f32], window: DenseWindow, images: usize, dx: &mut
     let plane = oh * ow;
     let row_len = images * plane;
     let (col, dx) = (col.as_ptr(), dx.as_mut_ptr());
+    // Channels a pass sums side by side: each row's sum is a chain of
+    // kh * kw dependent adds (25 for LeNet's conv2), so one row at a time
+    // waits on the adder's latency; rows of different channels do not
+    // depend on each other.
+    const CHANNELS: usize = 4;
+    let whole = channels - channels % CHANNELS;
     for img in 0..images {
-        for c in 0..channels {
-            for y in 0..h {
-                // Taps ki with an output row y - ki inside the plane.
-                let ki_range = y.saturating_sub(oh - 1)..(y + 1).min(kh);
-                // SAFETY: row `y` of plane `c` of image `img` is inside `dx`.
-                let out = unsafe { dx.add(((img * channels + c) * h + y) * w) };
-                for x0 in (0..w).step_by(16) {
-                    let mut sum = _mm512_setzero_ps();
-                    for ki in ki_range.clone() {
-                        let row = (c * kh + ki) * kw;
-                        let run = img * plane + (y - ki) * ow;
-                        for kj in 0..kw {
-                            // Lane l is pixel x0 + l, output x0 + l - kj of the run.
-                            let first = kj as isize - x0 as isize;
-                            let mask = lanes(first, first + ow as isize);
-                            // Masked-off lanes are not read, so the start
-                            // may lie before the row.
-                            let at = col
-                                .wrapping_add((row + kj) * row_len + run + x0)
-                                .wrapping_sub(kj);
-                            // SAFETY: every unmasked lane is output
-                            // `x0 + l - kj < ow` of this run, inside `col`.
-                            let v = unsafe { _mm512_maskz_loadu_ps(mask, at) };
-                            sum = _mm512_add_ps(sum, v);
-                        }
-                    }
-                    let keep = lanes(0, (w - x0) as isize);
-                    // SAFETY: the kept lanes are pixels `x0..w` of the row.
-                    unsafe { _mm512_mask_storeu_ps(out.add(x0), keep, sum) };
+        for y in 0..h {
+            // Taps ki with an output row y - ki inside the plane.
+            let ki_range = y.saturating_sub(oh - 1)..(y + 1).min(kh);
+            let at = Row {
+                img,
+                y,
+                ki_range,
+                sizes: (plane, row_len, [h, w], [kh, kw], [oh, ow], channels),
+            };
+            for c0 in (0..whole).step_by(CHANNELS) {
+                // SAFETY: as the caller promises; channels c0..c0 + 4 exist.
+                unsafe { row_sums::<CHANNELS>(col, &at, c0, dx) };
+            }
+            for c in whole..channels {
+                // SAFETY: as above, channel c exists.
+                unsafe { row_sums::<1>(col, &at, c, dx) };
+            }
+        }
+    }
+}
+
+/// Input row `y` of image `img`, the taps `ki_range` whose output row
+/// `y - ki` exists, and the window's sizes (plane, column row length,
+/// input, kernel, output, channels).
+#[cfg(target_arch = "x86_64")]
+struct Row {
+    img: usize,
+    y: usize,
+    ki_range: std::ops::Range<usize>,
+    #[allow(clippy::type_complexity)]
+    sizes: (usize, usize, [usize; 2], [usize; 2], [usize; 2], usize),
+}
+
+/// Row `at.y` of channels `c0..c0 + N` of image `at.img`: each pixel
+/// the sum of its column entries, in the order of the taps (`ki`, then
+/// `kj`), 16 pixels a register.
+///
+/// # Safety
+/// AVX-512 F is available; `col` and `dx` hold what [`col2im_dense`]
+/// asserts, and channels `c0..c0 + N` exist.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn row_sums<const N: usize>(col: *const f32, at: &Row, c0: usize, dx: *mut f32) {
+    let (plane, row_len, [h, w], [kh, kw], [_, ow], channels) = at.sizes;
+    for x0 in (0..w).step_by(16) {
+        let mut sums = [_mm512_setzero_ps(); N];
+        for ki in at.ki_range.clone() {
+            let run = at.img * plane + (at.y - ki) * ow;
+            for kj in 0..kw {
+                // Lane l is pixel x0 + l, output x0 + l - kj of the run.
+                let first = kj as isize - x0 as isize;
+                let mask = lanes(first, first + ow as isize);
+                for (u, sum) in sums.iter_mut().enumerate() {
+                    let row = ((c0 + u) * kh + ki) * kw;
+                    // Masked-off lanes are not read, so the start may lie
+                    // before the row.
+                    let from = col
+                        .wrapping_add((row + kj) * row_len + run + x0)
+                        .wrapping_sub(kj);
+                    // SAFETY: every unmasked lane is output `x0 + l - kj <
+                    // ow` of this run, inside `col`.
+                    let v = unsafe { _mm512_maskz_loadu_ps(mask, from) };
+                    *sum = _mm512_add_ps(*sum, v);
                 }
             }
+        }
+        let keep = lanes(0, (w - x0) as isize);
+        for (u, sum) in sums.iter().enumerate() {
+            let row = ((at.img * channels + c0 + u) * h + at.y) * w;
+            // SAFETY: the kept lanes are pixels `x0..w` of the row, inside
+            // `dx`.
+            unsafe { _mm512_mask_storeu_ps(dx.add(row + x0), keep, *sum) };
         }
     }
 }
