@@ -27,7 +27,7 @@ pub use correlate::{Taps, correlate, correlate_gradient};
 pub use elementwise::*;
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};
-pub use pool2x2::{max_pool_2x2, max_pool_2x2_positions};
+pub use pool2x2::{max_pool_2x2, max_pool_2x2_positions, max_unpool_2x2};
 pub use rng::{RngError, bernoulli, gaussian, set_seed, uniform};
 pub use vector::*;
 

@@ -35,7 +35,7 @@ use super::{Isa, isa};
 /// # Panics
 /// If `h` or `w` is odd, or `x` or `y` is shorter than its planes.
 pub fn max_pool_2x2(x: &[f32], planes: usize, h: usize, w: usize, y: &mut [f32]) -> bool {
-    check(x, planes, h, w, y);
+    check("max_pool_2x2", x, planes, h, w, y);
     if isa() != Isa::Avx512 {
         return false;
     }
@@ -86,7 +86,7 @@ pub fn max_pool_2x2_positions(
         h * w <= u32::MAX as usize,
         "max_pool_2x2_positions: a plane of {h} x {w} has positions past u32"
     );
-    check(x, planes, h, w, y);
+    check("max_pool_2x2_positions", x, planes, h, w, y);
     if isa() != Isa::Avx512 {
         return false;
     }
@@ -102,17 +102,67 @@ pub fn max_pool_2x2_positions(
     false
 }
 
+/// The gradient of [`max_pool_2x2_positions`]: `dx[p][i]` = `dy[p][o]`
+/// where `i` is `argmax[p][o]`, the maximum's position in the window of
+/// output `o`, and 0 elsewhere (Caffe's MAX pooling `Backward_cpu`,
+/// which zeroes `dx` and adds each gradient at its position), for
+/// `planes` planes of `h x w` (both even), on AVX-512. Each input is
+/// written once, from its own window; a position outside its window (not
+/// one `max_pool_2x2_positions` writes) routes nothing. Says whether it
+/// ran (`false`: no AVX-512, and nothing was written).
+///
+/// ```
+/// // One plane of 2 x 4: windows with their maxima at 1 and 6.
+/// let mut dx = [f32::NAN; 8];
+/// if blob_kernels::cpu::max_unpool_2x2(&[0.5, 2.0], &[1, 6], 1, 2, 4, &mut dx) {
+///     assert_eq!(dx, [0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0]);
+/// }
+/// ```
+///
+/// # Panics
+/// If `h` or `w` is odd, or `dx`, `dy` or `argmax` is shorter than its
+/// planes.
+pub fn max_unpool_2x2(
+    dy: &[f32],
+    argmax: &[u32],
+    planes: usize,
+    h: usize,
+    w: usize,
+    dx: &mut [f32],
+) -> bool {
+    check("max_unpool_2x2", dx, planes, h, w, dy);
+    let outputs = planes * (h / 2) * (w / 2);
+    assert!(
+        argmax.len() >= outputs,
+        "max_unpool_2x2: {outputs} outputs need as many positions, got {}",
+        argmax.len()
+    );
+    if isa() != Isa::Avx512 {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `isa` found AVX-512 F; the asserts put every plane inside
+    // `dx`, `dy` and `argmax`.
+    unsafe {
+        unpool_avx512(dy, argmax, planes, (h, w), dx)
+    };
+    #[cfg(target_arch = "x86_64")]
+    return true;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Panics unless `planes` planes of `h x w` (both even) fit `x`, and
 /// their halves `y`.
-fn check(x: &[f32], planes: usize, h: usize, w: usize, y: &[f32]) {
+fn check(op: &str, x: &[f32], planes: usize, h: usize, w: usize, y: &[f32]) {
     assert!(
         h.is_multiple_of(2) && w.is_multiple_of(2),
-        "max_pool_2x2: planes of {h} x {w} are not even"
+        "{op}: planes of {h} x {w} are not even"
     );
     let (plane_in, plane_out) = (h * w, h / 2 * (w / 2));
     assert!(
         x.len() >= planes * plane_in && y.len() >= planes * plane_out,
-        "max_pool_2x2: {planes} planes of {h} x {w} need {} inputs and {} outputs, got {} and {}",
+        "{op}: {planes} planes of {h} x {w} need {} inputs and {} outputs, got {} and {}",
         planes * plane_in,
         planes * plane_out,
         x.len(),
@@ -230,6 +280,103 @@ unsafe fn positions_avx512(
                 _mm512_mask_storeu_ps(y.as_mut_ptr().add(out + q0), keep, best);
                 _mm512_mask_storeu_epi32(argmax.as_mut_ptr().add(out + q0).cast(), keep, at);
             }
+        }
+    }
+}
+
+/// [`max_unpool_2x2`] over `planes` planes of `h x w`: for 16 outputs of
+/// a row at a time, each gradient and position spread to the two input
+/// columns of its window, kept in each of the window's two rows where
+/// the position is that input's.
+///
+/// # Safety
+/// AVX-512 F is available; `dx` holds the planes, `dy` and `argmax`
+/// their outputs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn unpool_avx512(
+    dy: &[f32],
+    argmax: &[u32],
+    planes: usize,
+    (h, w): (usize, usize),
+    dx: &mut [f32],
+) {
+    let (oh, ow) = (h / 2, w / 2);
+    // Input column 2q + c of a register reads output q: lanes 0..16 of
+    // the left half's inputs from outputs 0..8, the right half's from 8..16.
+    let spread = [
+        _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+        _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15),
+    ];
+    let column = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for pair in 0..planes * oh {
+        let out = pair * ow;
+        let top = dx.as_mut_ptr().wrapping_add(2 * pair * w);
+        // Row 2r's first position in the plane.
+        let corner = (2 * (pair % oh) * w) as i32;
+        for q0 in (0..ow).step_by(16) {
+            let outputs = (ow - q0).min(16);
+            let keep = lanes(outputs);
+            // SAFETY: outputs q0 .. q0 + outputs of the row are inside
+            // `dy` and `argmax`, inputs 2 * q0 .. 2 * (q0 + outputs) of
+            // both rows inside `dx`, per the caller; the masks keep the
+            // rest untouched.
+            unsafe {
+                let grads = _mm512_maskz_loadu_ps(keep, dy.as_ptr().add(out + q0));
+                let at = _mm512_maskz_loadu_epi32(keep, argmax.as_ptr().add(out + q0).cast());
+                for (half, spread) in spread.iter().enumerate() {
+                    let inputs = (2 * outputs).saturating_sub(16 * half).min(16);
+                    if inputs == 0 {
+                        continue;
+                    }
+                    let (g, a) = (
+                        _mm512_permutexvar_ps(*spread, grads),
+                        _mm512_permutexvar_epi32(*spread, at),
+                    );
+                    let first = corner + (2 * q0 + 16 * half) as i32;
+                    for row in 0..2 {
+                        let position =
+                            _mm512_add_epi32(column, _mm512_set1_epi32(first + (row * w) as i32));
+                        let here = _mm512_cmpeq_epi32_mask(a, position);
+                        let to = top.add(row * w + 2 * q0 + 16 * half);
+                        _mm512_mask_storeu_ps(to, lanes(inputs), _mm512_maskz_mov_ps(here, g));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpooling_routes_each_gradient_to_its_maximum_alone() {
+        // Rows of 1, 12 (LeNet's pool1), 16, 17 and 20 windows: a partial
+        // register, a whole one, one past it, two.
+        for (planes, h, w) in [(3, 4, 2), (2, 24, 24), (2, 2, 32), (1, 6, 34), (2, 4, 40)] {
+            let n = planes * h * w;
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919 % 211) as f32 - 100.0) * 0.25)
+                .collect();
+            let outputs = planes * (h / 2) * (w / 2);
+            let (mut y, mut at) = (vec![0.0f32; outputs], vec![0u32; outputs]);
+            if !max_pool_2x2_positions(&x, planes, h, w, &mut y, &mut at) {
+                return;
+            }
+            let dy: Vec<f32> = (0..outputs).map(|o| o as f32 + 1.0).collect();
+            let mut want = vec![0.0f32; n];
+            for (o, (&g, &p)) in dy.iter().zip(&at).enumerate() {
+                want[o / (h / 2 * (w / 2)) * h * w + p as usize] += g;
+            }
+            let mut got = vec![f32::NAN; n + 3];
+            assert!(max_unpool_2x2(&dy, &at, planes, h, w, &mut got));
+            assert_eq!(got[..n], want, "{planes} x {h} x {w}");
+            assert!(
+                got[n..].iter().all(|v| v.is_nan()),
+                "{planes} x {h} x {w}: past the planes"
+            );
         }
     }
 }

@@ -419,6 +419,15 @@ fn max_values_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
 /// [`max_backward`] on one part.
 fn max_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], argmax: &[u32], dx: &mut [T]) {
     let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
+    // The 2x2 forward's positions lie in their own windows: each input
+    // written once, with no pass to zero them first (LeNet's pool1, 2.9
+    // MB of input gradient a batch of 64).
+    if g.is_even_2x2()
+        && let (Some(dy), Some(dx)) = (as_f32(dy), as_f32_mut(dx))
+        && cpu::max_unpool_2x2(dy, argmax, g.planes, g.h, g.w, dx)
+    {
+        return;
+    }
     dx.fill(T::ZERO);
     if plane_in == 0 || plane_out == 0 {
         return;
