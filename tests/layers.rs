@@ -329,16 +329,17 @@ impl Window {
     }
 }
 
-/// f32 convolutions of a shallow patch (the first layers of LeNet and
-/// MTCNN; read from shifted copies of the image on AVX-512 machines),
-/// forward and weight and bias gradients, against the definition, with
-/// padding, dilation, channel counts that leave partial steps and
-/// outputs narrower than a vector.
+/// f32 convolutions at stride 1 (the first layers of LeNet and MTCNN,
+/// and LeNet's conv2 with padding; read from shifted copies of the image
+/// on AVX-512 machines), forward and weight and bias gradients, against
+/// the definition, with padding, dilation, channel counts that leave
+/// partial steps and outputs narrower than a vector.
 #[test]
-fn shallow_f32_convolutions_match_the_definition() {
+fn f32_convolutions_at_stride_1_match_the_definition() {
     let cases = [
         // (input, num_output, kernel, pad, dilation)
         ([2, 1, 28, 28], 20, 5, 0, 1),
+        ([2, 20, 12, 12], 50, 5, 2, 1),
         ([3, 3, 12, 13], 10, 3, 1, 1),
         ([1, 2, 11, 9], 13, 3, 2, 2),
         ([2, 3, 5, 4], 7, 2, 0, 1),

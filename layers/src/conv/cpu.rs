@@ -397,7 +397,7 @@ impl<T: Clone + Default + 'static> PartScratch<T> {
         let (cout, ckk) = (g.channels_out, g.patch());
         let round = g.images_per_round();
         let cols = round.saturating_mul(g.oh * g.ow);
-        let col = match g.direct::<T>() {
+        let col = match g.direct_gradient::<T>() {
             Some(direct) => super::direct::scratch_size(&direct, direct.images_per_round(g.batch)),
             None => ckk.saturating_mul(cols),
         };
@@ -784,7 +784,7 @@ fn backward_part<T: MathElement>(
     // A shallow layer's weight gradient read from the images' shifted
     // copies (as its forward pass), in rounds of its own, with no im2col
     // or gemm.
-    let direct = g.direct::<T>().filter(|_| want_dw);
+    let direct = g.direct_gradient::<T>().filter(|_| want_dw);
     s.dw[..cout * ckk].fill(T::ZERO);
     s.db_planes[..cout * p].fill(T::ZERO);
     if let Some(direct) = &direct {

@@ -1,12 +1,14 @@
-//! Shallow convolutions on the CPU without im2col: a net's first layer
-//! (LeNet's conv1, 1 x 5 x 5; MTCNN's, 3 x 3 x 3) read by
-//! `cpu::correlate` from one copy of the image per kernel column, each
-//! shifted by its column and cut to the output's width, with its
-//! padding. Output `(r, q)` then reads tap `(c, i, j)` at a fixed offset
-//! from `r * ow + q` in those copies. Its sums are the im2col + gemm
-//! path's, bit for bit; the weight gradient (`cpu::correlate_gradient`)
-//! reads the same copies. im2col would copy the image once per tap, 25
-//! times for LeNet's conv1, and that copy cost as much as the product.
+//! Convolutions at stride 1 on the CPU without im2col: a net's first
+//! layer (LeNet's conv1, 1 x 5 x 5; MTCNN's, 3 x 3 x 3) and the layers
+//! up to LeNet's conv2 (20 x 5 x 5), read by `cpu::correlate` from one
+//! copy of the image per kernel column, each shifted by its column and
+//! cut to the output's width, with its padding. Output `(r, q)` then
+//! reads tap `(c, i, j)` at a fixed offset from `r * ow + q` in those
+//! copies. Its sums are the im2col + gemm path's, bit for bit, up to a
+//! patch of 256 (the gemm's depth block; a deeper patch is one chain of
+//! multiply-adds here, two blocks there); a shallow layer's weight
+//! gradient (`cpu::correlate_gradient`) reads the same copies. im2col would copy the image once per tap, 25 times for
+//! LeNet's conv1, and that copy cost as much as the product.
 
 use std::any::TypeId;
 
@@ -17,11 +19,18 @@ use crate::f32_view::{as_f32, as_f32_mut};
 
 use super::cpu::{ConvGeometry, copy_run};
 
-/// The deepest patch taken directly: beyond it the column buffer is
-/// small next to the product, and the gemm's packed blocks win (LeNet's
-/// conv2, 500 deep, ran its weight gradient from shifted copies at 83-89
-/// GFLOP/s, no faster than im2col and gemm).
-const DIRECT_PATCH_MAX: usize = 32;
+/// The deepest patch whose forward pass is taken directly: LeNet's conv2
+/// (500 deep) ran 2.27-2.31 -> 2.15-2.16 ms a batch of 64 taken so
+/// rather than by gemm on panels filled from the image; MTCNN's,
+/// SqueezeNet's and GoogLeNet's layers below it ran as fast either way.
+/// Deeper layers (ResNet's and VGG's 3x3 of 64 channels and more) keep
+/// the gemm, unmeasured this way.
+const DIRECT_PATCH_MAX: usize = 512;
+
+/// The deepest patch whose weight gradient is taken from the shifted
+/// copies: LeNet's conv2 (500 deep) ran its at 83-89 GFLOP/s that way,
+/// no faster than im2col and gemm; conv1's (25) at 112.
+const DIRECT_GRADIENT_PATCH_MAX: usize = 32;
 
 /// The most values of shifted copies a weight-gradient round makes
 /// (LeNet's conv1: 39 images): enough images that adding each
@@ -42,10 +51,10 @@ pub(super) struct Direct {
 const F32: &str = "ConvGeometry::direct found f32";
 
 impl ConvGeometry {
-    /// Whether this convolution is taken directly, and the layout of
-    /// its shifted copies: `f32` on an AVX-512 machine, stride 1, a
-    /// shallow patch, and not a 1x1 layer (whose input is its own column
-    /// buffer).
+    /// Whether this convolution's forward pass is taken directly, and
+    /// the layout of its shifted copies: `f32` on an AVX-512 machine,
+    /// stride 1, a patch of at most [`DIRECT_PATCH_MAX`], and not a 1x1
+    /// layer (whose input is its own column buffer).
     pub(super) fn direct<T: 'static>(&self) -> Option<Direct> {
         let suited = TypeId::of::<T>() == TypeId::of::<f32>()
             && cpu::isa() == cpu::Isa::Avx512
@@ -75,6 +84,13 @@ impl ConvGeometry {
             per_image: self.channels_in * kw * copy,
             offsets,
         })
+    }
+
+    /// Whether the weight gradient is taken from the shifted copies too:
+    /// a patch of at most [`DIRECT_GRADIENT_PATCH_MAX`].
+    pub(super) fn direct_gradient<T: 'static>(&self) -> Option<Direct> {
+        self.direct::<T>()
+            .filter(|_| self.patch() <= DIRECT_GRADIENT_PATCH_MAX)
     }
 
     /// Writes the image `x` (`channels_in` planes of `h x w`) as its
@@ -169,7 +185,7 @@ pub(super) fn forward<T: MathElement>(
 /// `dw += ` the weight gradient of images `first..first + count`, whose
 /// output gradients are `dy` (theirs alone), through `scratch` (at least
 /// [`scratch_size`] of `count` images). `T` is `f32`, as
-/// [`ConvGeometry::direct`] found.
+/// [`ConvGeometry::direct_gradient`] found.
 pub(super) fn weight_gradient<T: MathElement>(
     g: &ConvGeometry,
     direct: &Direct,
