@@ -21,16 +21,24 @@ use super::cpu::{ConvGeometry, copy_run};
 
 /// The deepest patch whose forward pass is taken directly: LeNet's conv2
 /// (500 deep) ran 2.27-2.31 -> 2.15-2.16 ms a batch of 64 taken so
-/// rather than by gemm on panels filled from the image; MTCNN's,
-/// SqueezeNet's and GoogLeNet's layers below it ran as fast either way.
-/// Deeper layers (ResNet's and VGG's 3x3 of 64 channels and more) keep
-/// the gemm, unmeasured this way.
+/// rather than by gemm on panels filled from the image, MTCNN's P-Net
+/// conv2 on a 60 x 80 image 0.045-0.049 -> 0.033 ms; SqueezeNet's and
+/// GoogLeNet's layers below it ran as fast either way. Deeper layers
+/// (ResNet's and VGG's 3x3 of 64 channels and more) keep the gemm,
+/// unmeasured this way.
 const DIRECT_PATCH_MAX: usize = 512;
 
-/// The deepest patch whose weight gradient is taken from the shifted
-/// copies: LeNet's conv2 (500 deep) ran its at 83-89 GFLOP/s that way,
+/// The fewest outputs a plane for which a patch deeper than
+/// [`SHALLOW_PATCH_MAX`] is taken directly: a step computes 32 outputs,
+/// and on planes of 9 and 1 (P-Net's conv2 and conv3 on its 12 x 12
+/// input, R-Net's conv3) the direct pass ran 10-20% slower than gemm.
+const DIRECT_PLANE_MIN: usize = 16;
+
+/// The deepest patch taken directly on planes of any size, whose weight
+/// gradient is taken from the shifted copies too (a net's first layer):
+/// LeNet's conv2 (500 deep) ran its gradient at 83-89 GFLOP/s that way,
 /// no faster than im2col and gemm; conv1's (25) at 112.
-const DIRECT_GRADIENT_PATCH_MAX: usize = 32;
+const SHALLOW_PATCH_MAX: usize = 32;
 
 /// The most values of shifted copies a weight-gradient round makes
 /// (LeNet's conv1: 39 images): enough images that adding each
@@ -53,14 +61,17 @@ const F32: &str = "ConvGeometry::direct found f32";
 impl ConvGeometry {
     /// Whether this convolution's forward pass is taken directly, and
     /// the layout of its shifted copies: `f32` on an AVX-512 machine,
-    /// stride 1, a patch of at most [`DIRECT_PATCH_MAX`], and not a 1x1
-    /// layer (whose input is its own column buffer).
+    /// stride 1, a patch of at most [`DIRECT_PATCH_MAX`] (beyond
+    /// [`SHALLOW_PATCH_MAX`], on planes of [`DIRECT_PLANE_MIN`] outputs
+    /// or more), and not a 1x1 layer (whose input is its own column
+    /// buffer).
     pub(super) fn direct<T: 'static>(&self) -> Option<Direct> {
         let suited = TypeId::of::<T>() == TypeId::of::<f32>()
             && cpu::isa() == cpu::Isa::Avx512
             && self.stride == [1, 1]
             && !self.is_pointwise()
             && self.patch() <= DIRECT_PATCH_MAX
+            && (self.patch() <= SHALLOW_PATCH_MAX || self.oh * self.ow >= DIRECT_PLANE_MIN)
             && self.oh > 0
             && self.ow > 0;
         if !suited {
@@ -87,10 +98,10 @@ impl ConvGeometry {
     }
 
     /// Whether the weight gradient is taken from the shifted copies too:
-    /// a patch of at most [`DIRECT_GRADIENT_PATCH_MAX`].
+    /// a patch of at most [`SHALLOW_PATCH_MAX`].
     pub(super) fn direct_gradient<T: 'static>(&self) -> Option<Direct> {
         self.direct::<T>()
-            .filter(|_| self.patch() <= DIRECT_GRADIENT_PATCH_MAX)
+            .filter(|_| self.patch() <= SHALLOW_PATCH_MAX)
     }
 
     /// Writes the image `x` (`channels_in` planes of `h x w`) as its
