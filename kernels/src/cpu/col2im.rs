@@ -114,16 +114,11 @@ fn lanes(lo: isize, hi: isize) -> __mmask16 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn dense_avx512(col: &[f32], window: DenseWindow, images: usize, dx: &mut [f32]) {
-    let Some([oh, ow]) = window.output() else {
-        return;
-    };
     let DenseWindow {
         channels,
-        input: [h, w],
-        kernel: [kh, kw],
+        input: [h, _],
+        ..
     } = window;
-    let plane = oh * ow;
-    let row_len = images * plane;
     let (col, dx) = (col.as_ptr(), dx.as_mut_ptr());
     // Channels a pass sums side by side: each row's sum is a chain of
     // kh * kw dependent adds (25 for LeNet's conv2), so one row at a time
@@ -133,54 +128,49 @@ unsafe fn dense_avx512(col: &[f32], window: DenseWindow, images: usize, dx: &mut
     let whole = channels - channels % CHANNELS;
     for img in 0..images {
         for y in 0..h {
-            // Taps ki with an output row y - ki inside the plane.
-            let ki_range = y.saturating_sub(oh - 1)..(y + 1).min(kh);
-            let at = Row {
-                img,
-                y,
-                ki_range,
-                sizes: (plane, row_len, [h, w], [kh, kw], [oh, ow], channels),
-            };
             for c0 in (0..whole).step_by(CHANNELS) {
                 // SAFETY: as the caller promises; channels c0..c0 + 4 exist.
-                unsafe { row_sums::<CHANNELS>(col, &at, c0, dx) };
+                unsafe { row_sums::<CHANNELS>(col, (window, images), (img, y, c0), dx) };
             }
             for c in whole..channels {
                 // SAFETY: as above, channel c exists.
-                unsafe { row_sums::<1>(col, &at, c, dx) };
+                unsafe { row_sums::<1>(col, (window, images), (img, y, c), dx) };
             }
         }
     }
 }
 
-/// Input row `y` of image `img`, the taps `ki_range` whose output row
-/// `y - ki` exists, and the window's sizes (plane, column row length,
-/// input, kernel, output, channels).
-#[cfg(target_arch = "x86_64")]
-struct Row {
-    img: usize,
-    y: usize,
-    ki_range: std::ops::Range<usize>,
-    #[allow(clippy::type_complexity)]
-    sizes: (usize, usize, [usize; 2], [usize; 2], [usize; 2], usize),
-}
-
-/// Row `at.y` of channels `c0..c0 + N` of image `at.img`: each pixel
-/// the sum of its column entries, in the order of the taps (`ki`, then
-/// `kj`), 16 pixels a register.
+/// Row `y` of channels `c0..c0 + N` of image `img` of `images`: each
+/// pixel the sum of its column entries, in the order of the taps (`ki`,
+/// then `kj`), 16 pixels a register.
 ///
 /// # Safety
 /// AVX-512 F is available; `col` and `dx` hold what [`col2im_dense`]
-/// asserts, and channels `c0..c0 + N` exist.
+/// asserts for `window` and `images`, and channels `c0..c0 + N` exist.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn row_sums<const N: usize>(col: *const f32, at: &Row, c0: usize, dx: *mut f32) {
-    let (plane, row_len, [h, w], [kh, kw], [_, ow], channels) = at.sizes;
+unsafe fn row_sums<const N: usize>(
+    col: *const f32,
+    (window, images): (DenseWindow, usize),
+    (img, y, c0): (usize, usize, usize),
+    dx: *mut f32,
+) {
+    let Some([oh, ow]) = window.output() else {
+        return;
+    };
+    let DenseWindow {
+        channels,
+        input: [h, w],
+        kernel: [kh, kw],
+    } = window;
+    let (plane, row_len) = (oh * ow, images * oh * ow);
+    // Taps ki with an output row y - ki inside the plane.
+    let ki_range = y.saturating_sub(oh - 1)..(y + 1).min(kh);
     for x0 in (0..w).step_by(16) {
         let mut sums = [_mm512_setzero_ps(); N];
-        for ki in at.ki_range.clone() {
-            let run = at.img * plane + (at.y - ki) * ow;
+        for ki in ki_range.clone() {
+            let run = img * plane + (y - ki) * ow;
             for kj in 0..kw {
                 // Lane l is pixel x0 + l, output x0 + l - kj of the run.
                 let first = kj as isize - x0 as isize;
@@ -201,7 +191,7 @@ unsafe fn row_sums<const N: usize>(col: *const f32, at: &Row, c0: usize, dx: *mu
         }
         let keep = lanes(0, (w - x0) as isize);
         for (u, sum) in sums.iter().enumerate() {
-            let row = ((at.img * channels + c0 + u) * h + at.y) * w;
+            let row = ((img * channels + c0 + u) * h + y) * w;
             // SAFETY: the kept lanes are pixels `x0..w` of the row, inside
             // `dx`.
             unsafe { _mm512_mask_storeu_ps(dx.add(row + x0), keep, *sum) };

@@ -384,7 +384,7 @@ impl<T: Clone + Default + 'static> PartScratch<T> {
             return Ok(());
         }
         if let Some(direct) = g.direct::<T>() {
-            return ensure(&mut self.col, super::direct::scratch_size(&direct, 1));
+            return ensure(&mut self.col, direct.scratch_size(1));
         }
         let cols = g.images_per_round().saturating_mul(g.oh * g.ow);
         ensure(&mut self.col, g.patch().saturating_mul(cols))?;
@@ -398,7 +398,7 @@ impl<T: Clone + Default + 'static> PartScratch<T> {
         let round = g.images_per_round();
         let cols = round.saturating_mul(g.oh * g.ow);
         let col = match g.direct_gradient::<T>() {
-            Some(direct) => super::direct::scratch_size(&direct, direct.images_per_round(g.batch)),
+            Some(direct) => direct.scratch_size(direct.images_per_round(g.batch)),
             None => ckk.saturating_mul(cols),
         };
         ensure(&mut self.col, col)?;
@@ -786,7 +786,9 @@ fn backward_part<T: MathElement>(
     // or gemm.
     let direct = g.direct_gradient::<T>().filter(|_| want_dw);
     s.dw[..cout * ckk].fill(T::ZERO);
-    s.db_planes[..cout * p].fill(T::ZERO);
+    if want_db {
+        s.db_planes[..cout * p].fill(T::ZERO);
+    }
     if let Some(direct) = &direct {
         let images = direct.images_per_round(count);
         for start in (0..count).step_by(images) {
@@ -853,11 +855,13 @@ fn backward_part<T: MathElement>(
         );
         g.col2im_set(dcol, n, &mut dx[start * in_image..][..n * in_image]);
     }
-    for (b, plane) in s.db[..cout]
-        .iter_mut()
-        .zip(s.db_planes.chunks_exact(p.max(1)))
-    {
-        *b = cpu::sum(plane);
+    if want_db {
+        for (b, plane) in s.db[..cout]
+            .iter_mut()
+            .zip(s.db_planes.chunks_exact(p.max(1)))
+        {
+            *b = cpu::sum(plane);
+        }
     }
 }
 

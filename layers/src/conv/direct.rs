@@ -154,16 +154,16 @@ impl Direct {
     pub(super) fn images_per_round(&self, count: usize) -> usize {
         (DIRECT_ROUND_MAX / self.per_image.max(1)).clamp(1, count.max(1))
     }
-}
 
-/// The scratch a direct pass over `images` images needs.
-pub(super) fn scratch_size(direct: &Direct, images: usize) -> usize {
-    direct.per_image.saturating_mul(images)
+    /// The scratch a direct pass over `images` images needs.
+    pub(super) fn scratch_size(&self, images: usize) -> usize {
+        self.per_image.saturating_mul(images)
+    }
 }
 
 /// `y = conv(x) + bias` for images `first..first + count` of `x` into
 /// `y` (those images' outputs), through `scratch` (at least
-/// [`scratch_size`] of one image). `T` is `f32`, as
+/// [`Direct::scratch_size`] of one image). `T` is `f32`, as
 /// [`ConvGeometry::direct`] found.
 pub(super) fn forward<T: MathElement>(
     g: &ConvGeometry,
@@ -195,7 +195,7 @@ pub(super) fn forward<T: MathElement>(
 
 /// `dw += ` the weight gradient of images `first..first + count`, whose
 /// output gradients are `dy` (theirs alone), through `scratch` (at least
-/// [`scratch_size`] of `count` images). `T` is `f32`, as
+/// [`Direct::scratch_size`] of `count` images). `T` is `f32`, as
 /// [`ConvGeometry::direct_gradient`] found.
 pub(super) fn weight_gradient<T: MathElement>(
     g: &ConvGeometry,
