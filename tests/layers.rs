@@ -330,16 +330,19 @@ impl Window {
 }
 
 /// f32 convolutions at stride 1 (the first layers of LeNet and MTCNN,
-/// and LeNet's conv2 with padding; read from shifted copies of the image
-/// on AVX-512 machines), forward and weight and bias gradients, against
-/// the definition, with padding, dilation, channel counts that leave
-/// partial steps and outputs narrower than a vector.
+/// and LeNet's conv2 with and without padding; read from shifted copies
+/// of the image on AVX-512 machines), forward, weight, bias and input
+/// gradients, against the definition, with padding, dilation, channel
+/// counts that leave partial steps (and partial blocks of the input
+/// gradient's channels) and outputs narrower than a vector.
 #[test]
 fn f32_convolutions_at_stride_1_match_the_definition() {
     let cases = [
         // (input, num_output, kernel, pad, dilation)
         ([2, 1, 28, 28], 20, 5, 0, 1),
         ([2, 20, 12, 12], 50, 5, 2, 1),
+        ([2, 20, 12, 12], 50, 5, 0, 1),
+        ([2, 5, 12, 12], 7, 5, 0, 1),
         ([3, 3, 12, 13], 10, 3, 1, 1),
         ([1, 2, 11, 9], 13, 3, 2, 2),
         ([2, 3, 5, 4], 7, 2, 0, 1),
@@ -393,14 +396,15 @@ fn f32_convolutions_at_stride_1_match_the_definition() {
         }
         assert_eq!(yd.len(), n * cout * oh * ow);
         // The weight and bias gradients (from shifted copies of the image
-        // on AVX-512 machines), added onto what the diffs held.
+        // on AVX-512 machines), added onto what the diffs held, and the
+        // input gradient.
         fill32(&y, 4);
         let dy = y.to_vec().unwrap();
         y.mutable_cpu_diff().unwrap().copy_from_slice(&dy);
         for p in conv.blobs() {
             p.mutable_cpu_diff().unwrap().fill(0.5);
         }
-        conv.backward(&[&y], &[false], &[&x]).unwrap();
+        conv.backward(&[&y], &[true], &[&x]).unwrap();
         let (dw, db) = (
             conv.blobs()[0].diff_to_vec().unwrap(),
             conv.blobs()[1].diff_to_vec().unwrap(),
@@ -421,5 +425,8 @@ fn f32_convolutions_at_stride_1_match_the_definition() {
         };
         close(&dw, &want_dw, "weight diff");
         close(&db, &want_db, "bias diff");
+        let mut want_dx = vec![0f64; xd.len()];
+        window.for_each_tap(|o, xi, wi| want_dx[xi] += f64::from(dy[o]) * f64::from(wd[wi]));
+        close(&x.diff_to_vec().unwrap(), &want_dx, "input diff");
     }
 }

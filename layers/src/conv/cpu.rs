@@ -349,6 +349,26 @@ impl ConvGeometry {
         let per_image = (self.patch() * self.oh * self.ow).max(1);
         (COLUMN_BUFFER_FLOATS / per_image).clamp(1, self.batch.max(1))
     }
+
+    /// Input channels an image's input gradient takes at a time, where it
+    /// is made image by image (see [`input_gradient`]): as many as fit the
+    /// column gradient in 8,192 values (L1, for `f32`), a multiple of the
+    /// four channels `cpu::col2im_dense` sums side by side (LeNet's conv2:
+    /// 4 channels, 6,400 values; 8 ran 3% slower a training step). `None`
+    /// (the gradient of a round of images at once) where fewer than four
+    /// fit or a plane has fewer outputs than a gemm panel's columns:
+    /// products that thin ran slower than the round's (MTCNN O-Net's
+    /// conv1, conv2 and conv4 backward 8.0, 24.0, 1.0 ms -> 10.9, 26.9,
+    /// 1.9 ms at batch 64).
+    fn input_gradient_block(&self) -> Option<usize> {
+        const BLOCK_FLOATS: usize = 1 << 13;
+        const COL2IM_CHANNELS: usize = 4;
+        let plane = self.oh * self.ow;
+        let per_channel = (self.kernel[0] * self.kernel[1] * plane).max(1);
+        let block = (BLOCK_FLOATS / per_channel).min(self.channels_in);
+        let block = block - block % COL2IM_CHANNELS;
+        (block > 0 && plane >= cpu::PANEL_COLUMNS).then_some(block)
+    }
 }
 
 /// Reusable buffers of a convolution's CPU passes: one set per part of the
@@ -356,6 +376,9 @@ impl ConvGeometry {
 #[derive(Default)]
 pub(crate) struct ConvScratch<T> {
     parts: Vec<PartScratch<T>>,
+    /// The weights transposed, `(cin * kh * kw, cout)`, for the input
+    /// gradient's products.
+    weight_t: Vec<T>,
 }
 
 /// One part's buffers: the column buffer and gemm output of a round, the
@@ -407,7 +430,11 @@ impl<T: Clone + Default + 'static> PartScratch<T> {
         ensure(&mut self.db, cout)?;
         ensure(&mut self.db_planes, cout.saturating_mul(g.oh * g.ow))?;
         if input_gradient {
-            ensure(&mut self.dcol, ckk.saturating_mul(cols))?;
+            let rows = match g.input_gradient_block() {
+                Some(block) => block * g.kernel[0] * g.kernel[1],
+                None => ckk.saturating_mul(round),
+            };
+            ensure(&mut self.dcol, rows.saturating_mul(g.oh * g.ow))?;
         }
         Ok(())
     }
@@ -417,8 +444,9 @@ impl<T: Send> ConvScratch<T> {
     /// Splits the batch into one run of images per core (Caffe splits
     /// nothing and leaves the cores to a threaded BLAS, whose gemms are too
     /// small here to share: LeNet's conv2 is 50 x 256 x 500 per round).
-    /// Returns the images per part and the parts' buffers.
-    fn parts(&mut self, batch: usize) -> (usize, &mut [PartScratch<T>])
+    /// Returns the images per part, the parts' buffers and the weights
+    /// as the backward pass last transposed them.
+    fn parts(&mut self, batch: usize) -> (usize, &mut [PartScratch<T>], &[T])
     where
         PartScratch<T>: Default,
     {
@@ -428,7 +456,7 @@ impl<T: Send> ConvScratch<T> {
         if self.parts.len() < parts {
             self.parts.resize_with(parts, PartScratch::default);
         }
-        (per_part, &mut self.parts[..parts])
+        (per_part, &mut self.parts[..parts], &self.weight_t)
     }
 }
 
@@ -445,7 +473,7 @@ pub(crate) fn forward<T: MathElement>(
         return forward_channels(g, scratch, x, weight, bias, y);
     }
     let per_image = g.channels_out * g.oh * g.ow;
-    let (per_part, parts) = scratch.parts(g.batch);
+    let (per_part, parts, _) = scratch.parts(g.batch);
     for s in parts.iter_mut() {
         s.reserve_forward(g)?;
     }
@@ -561,7 +589,7 @@ pub(crate) fn forward_groups<T: MathElement>(
     if units == 0 || ys == 0 {
         return Ok(());
     }
-    let (per_part, parts) = scratch.parts(units);
+    let (per_part, parts, _) = scratch.parts(units);
     for s in parts.iter_mut() {
         s.reserve_forward(sub)?;
     }
@@ -724,13 +752,22 @@ pub(crate) fn backward<T: MathElement>(
         input: dx,
     } = grads;
     let in_image = g.channels_in * g.h * g.w;
-    let (per_part, parts) = scratch.parts(g.batch);
     // No images, nothing to add: a part that did not run would add what
     // its buffers kept from an earlier batch.
     if g.batch == 0 {
         return Ok(());
     }
     let input_gradient = dx.is_some() && in_image > 0;
+    if input_gradient && g.input_gradient_block().is_some() {
+        let (cout, ckk) = (g.channels_out, g.patch());
+        ensure(&mut scratch.weight_t, cout * ckk)?;
+        for (r, row) in weight[..cout * ckk].chunks_exact(ckk.max(1)).enumerate() {
+            for (c, &v) in row.iter().enumerate() {
+                scratch.weight_t[c * cout + r] = v;
+            }
+        }
+    }
+    let (per_part, parts, weight_t) = scratch.parts(g.batch);
     for s in parts.iter_mut() {
         s.reserve_backward(g, input_gradient)?;
     }
@@ -738,7 +775,7 @@ pub(crate) fn backward<T: MathElement>(
     let work = |i: usize, s: &mut PartScratch<T>, dx: Option<&mut [T]>| {
         let first = i * per_part;
         let count = per_part.min(g.batch - first);
-        backward_part(g, s, x, weight, dy, first, count, wanted, dx);
+        backward_part(g, s, (x, weight, weight_t), dy, first, count, wanted, dx);
     };
     // An input with no values (a 0-wide image, all padding) has no
     // gradient to write, and cutting it would give no part to run.
@@ -770,8 +807,7 @@ pub(crate) fn backward<T: MathElement>(
 fn backward_part<T: MathElement>(
     g: &ConvGeometry,
     s: &mut PartScratch<T>,
-    x: &[T],
-    weight: &[T],
+    (x, weight, weight_t): (&[T], &[T], &[T]),
     dy: &[T],
     first: usize,
     count: usize,
@@ -780,6 +816,7 @@ fn backward_part<T: MathElement>(
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     let in_image = g.channels_in * g.h * g.w;
+    let block = g.input_gradient_block();
     let round = g.images_per_round();
     // A shallow layer's weight gradient read from the images' shifted
     // copies (as its forward pass), in rounds of its own, with no im2col
@@ -813,7 +850,8 @@ fn backward_part<T: MathElement>(
         }
         // The gemms' operand: the round's output gradient as (cout, image, p).
         let gemm_dw = want_dw && direct.is_none();
-        if !gemm_dw && dx.is_none() {
+        let round_dx = block.is_none() && dx.is_some();
+        if !gemm_dw && !round_dx {
             continue;
         }
         let tmp = &mut s.tmp[..cout * cols];
@@ -836,7 +874,7 @@ fn backward_part<T: MathElement>(
                 &mut s.dw[..cout * ckk],
             );
         }
-        let Some(dx) = dx.as_deref_mut() else {
+        let Some(dx) = dx.as_deref_mut().filter(|_| round_dx) else {
             continue;
         };
         // dcol = W^T dy, then col2im into the part's input diff.
@@ -855,12 +893,61 @@ fn backward_part<T: MathElement>(
         );
         g.col2im_set(dcol, n, &mut dx[start * in_image..][..n * in_image]);
     }
+    if let (Some(dx), Some(block)) = (dx, block) {
+        let dy = &dy[first * cout * p..][..count * cout * p];
+        input_gradient(g, block, (weight_t, dy), &mut s.dcol, dx);
+    }
     if want_db {
         for (b, plane) in s.db[..cout]
             .iter_mut()
             .zip(s.db_planes.chunks_exact(p.max(1)))
         {
             *b = cpu::sum(plane);
+        }
+    }
+}
+
+/// The input gradient of a part's images into `dx`, image by image and a
+/// block of input channels at a time: the block's column gradient
+/// `W_block^T dy` (from `weight_t`, the weights transposed), then col2im
+/// of those channels. A block's column gradient stays in L1 between the
+/// product that writes it and the col2im that reads it back (a round's,
+/// 512 KB for LeNet's conv2, was read back from L2 at 6 cycles a load).
+fn input_gradient<T: MathElement>(
+    g: &ConvGeometry,
+    block: usize,
+    (weight_t, dy): (&[T], &[T]),
+    dcol: &mut [T],
+    dx: &mut [T],
+) {
+    let (cout, p, cin) = (g.channels_out, g.oh * g.ow, g.channels_in);
+    let (taps, plane) = (g.kernel[0] * g.kernel[1], g.h * g.w);
+    let images = dy
+        .chunks_exact((cout * p).max(1))
+        .zip(dx.chunks_exact_mut((cin * plane).max(1)));
+    for (dy, dx) in images {
+        for c0 in (0..cin).step_by(block) {
+            let channels = block.min(cin - c0);
+            let rows = channels * taps;
+            let dcol = &mut dcol[..rows * p];
+            cpu::gemm(
+                Transpose::No,
+                Transpose::No,
+                rows,
+                p,
+                cout,
+                T::ONE,
+                &weight_t[c0 * taps * cout..][..rows * cout],
+                dy,
+                T::ZERO,
+                dcol,
+            );
+            let sub = ConvGeometry {
+                batch: 1,
+                channels_in: channels,
+                ..*g
+            };
+            sub.col2im_set(dcol, 1, &mut dx[c0 * plane..][..channels * plane]);
         }
     }
 }
