@@ -346,6 +346,10 @@ fn f32_convolutions_at_stride_1_match_the_definition() {
         ([3, 3, 12, 13], 10, 3, 1, 1),
         ([1, 2, 11, 9], 13, 3, 2, 2),
         ([2, 3, 5, 4], 7, 2, 0, 1),
+        // 54 taps, dilated and padded; 72 outputs a plane, so the weight
+        // gradient's depth blocks of 256 end inside an image (a core
+        // takes 4 images or more on up to 4 cores).
+        ([16, 6, 11, 10], 9, 3, 1, 2),
     ];
     for (shape, cout, k, pad, dil) in cases {
         let text = format!(

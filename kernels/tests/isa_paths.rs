@@ -81,6 +81,27 @@ fn all_results<T: Real>() -> Vec<u64> {
     out
 }
 
+/// What the f32-only moves write (a convolution's shifted copies and
+/// the panels of its weight gradient), as bits: runs shorter than a
+/// register, whole ones with a tail, and panels of fewer than 16, 16 and
+/// more columns over depths with a partial last block of 16.
+fn moves() -> Vec<u64> {
+    let (x, _) = inputs::<f32>(4096);
+    let mut out = Vec::new();
+    for (stride, len, rows) in [(28, 24, 28), (12, 8, 12), (40, 33, 5), (3, 1, 7)] {
+        let mut dst = vec![f32::NAN; rows * (len + 2)];
+        cpu::copy_rows(&x, stride, &mut dst, len + 2, [rows, len]);
+        out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
+    }
+    for (columns, rows) in [(3, 5), (16, 16), (20, 64), (32, 37)] {
+        let cols: Vec<&[f32]> = (0..columns).map(|j| &x[j * 97..][..rows]).collect();
+        let mut panel = vec![f32::NAN; rows * cpu::PANEL_COLUMNS];
+        cpu::panel_from_columns(&cols, rows, &mut panel);
+        out.extend(panel.iter().map(|v| u64::from(v.to_bits())));
+    }
+    out
+}
+
 /// gemm on this path against a sum in f64, for shapes on both sides of
 /// each kernel's tile and depth block, every transpose, and `beta == 0`
 /// over a C of NaN (never read).
@@ -151,7 +172,7 @@ fn every_available_path_matches_the_baseline_bit_for_bit() {
     let widest = cpu::isa();
     cpu::limit_isa(Isa::Baseline);
     gemm_matches_reference(Isa::Baseline);
-    let baseline = (all_results::<f32>(), all_results::<f64>());
+    let baseline = (all_results::<f32>(), all_results::<f64>(), moves());
     let mut compared = Vec::new();
     for isa in Isa::ALL
         .into_iter()
@@ -159,8 +180,13 @@ fn every_available_path_matches_the_baseline_bit_for_bit() {
     {
         assert_eq!(cpu::limit_isa(isa), isa);
         gemm_matches_reference(isa);
-        let got = (all_results::<f32>(), all_results::<f64>());
-        for (name, base, got) in [("f32", &baseline.0, &got.0), ("f64", &baseline.1, &got.1)] {
+        let got = (all_results::<f32>(), all_results::<f64>(), moves());
+        let pairs = [
+            ("f32", &baseline.0, &got.0),
+            ("f64", &baseline.1, &got.1),
+            ("f32 moves", &baseline.2, &got.2),
+        ];
+        for (name, base, got) in pairs {
             assert_eq!(base.len(), got.len());
             if let Some(i) = (0..base.len()).find(|&i| base[i] != got[i]) {
                 panic!(

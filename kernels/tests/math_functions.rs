@@ -653,6 +653,7 @@ fn gemm_filled_gives_gemms_bits() {
                     }
                 }
             },
+            0.0,
             &mut got,
         );
         assert_eq!(ran, cpu::isa() == cpu::Isa::Avx512, "{m}x{n}x{k}");
@@ -665,5 +666,48 @@ fn gemm_filled_gives_gemms_bits() {
         );
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k}");
+    }
+}
+
+/// A convolution's weight gradient: `C += A B` with B's columns read
+/// where they lie (`panel_from_columns`), against `gemm` of the stored
+/// transpose, beta 1 onto the same C.
+#[test]
+fn gemm_filled_adds_panels_of_columns_as_gemm_does() {
+    for (m, n, k) in [(50, 500, 256), (20, 70, 300), (9, 33, 17)] {
+        let a: Vec<f32> = gaussian_data(m * k);
+        let bt: Vec<f32> = gaussian_data(n * k);
+        let c0: Vec<f32> = gaussian_data(m * n);
+        let mut want = c0.clone();
+        cpu::gemm(
+            Transpose::No,
+            Transpose::Yes,
+            m,
+            n,
+            k,
+            1.0,
+            &a,
+            &bt,
+            1.0,
+            &mut want,
+        );
+        let mut got = c0.clone();
+        let fill =
+            |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, panel: &mut [f32]| {
+                let columns: Vec<&[f32]> = cols
+                    .map(|q| &bt[q * k + rows.start..][..rows.len()])
+                    .collect();
+                cpu::panel_from_columns(&columns, rows.len(), panel);
+            };
+        if !cpu::gemm_filled(m, n, k, &a, fill, 1.0, &mut got) {
+            assert_ne!(cpu::isa(), cpu::Isa::Avx512, "{m}x{n}x{k}");
+            continue;
+        }
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "{m}x{n}x{k}: c[{i}] {g} vs {w}"
+            );
+        }
     }
 }

@@ -23,14 +23,17 @@ pub enum Transpose {
 /// of C its kernel computes at a time (two AVX-512 registers).
 pub const PANEL_COLUMNS: usize = 32;
 
-/// Row-major `C = A * B` (`A` of `m x k`, `C` of `m x n`) for an `f32`
-/// `B` of `k x n` that is never stored whole: `fill(rows, cols, panel)`
+/// Row-major `C = A * B + beta * C` (`A` of `m x k`, `C` of `m x n`;
+/// with `beta == 0`, `C` is never read) for an `f32` `B` of `k x n`
+/// that is never stored whole: `fill(rows, cols, panel)`
 /// writes rows `rows` and columns `cols` of it (at most
 /// [`PANEL_COLUMNS`] columns), row `p` of them at
 /// `panel[p * PANEL_COLUMNS..]`, each just before the product uses it.
-/// This is Caffe's convolution product (`forward_cpu_gemm`) with its
-/// column buffer built a panel at a time in cache, rather than by a whole
-/// im2col first. It runs where `gemm` would run its own AVX-512 kernel
+/// This is Caffe's convolution product (`forward_cpu_gemm`, and with
+/// `beta == 1` its weight gradient, `weight_cpu_gemm`) with its column
+/// buffer built a panel at a time in cache, rather than by a whole
+/// im2col first ([`panel_from_columns`] moves columns that lie in
+/// memory). It runs where `gemm` would run its own AVX-512 kernel
 /// (an AVX-512 machine, a small layer's shape), with the same sums in the
 /// same order, so the same bits as `gemm` of the stored `B`; it says
 /// whether it ran (`false`: nothing was filled or written).
@@ -39,13 +42,14 @@ pub const PANEL_COLUMNS: usize = 32;
 /// use blob_kernels::cpu::{PANEL_COLUMNS, gemm_filled};
 /// // B = 2 x 3, row p column q holding p + q; A = [[1, 10]].
 /// let mut c = [0.0f32; 3];
-/// let ran = gemm_filled(1, 3, 2, &[1.0, 10.0], |rows, cols, panel| {
+/// let fill = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, panel: &mut [f32]| {
 ///     for (i, p) in rows.enumerate() {
 ///         for (j, q) in cols.clone().enumerate() {
 ///             panel[i * PANEL_COLUMNS + j] = (p + q) as f32;
 ///         }
 ///     }
-/// }, &mut c);
+/// };
+/// let ran = gemm_filled(1, 3, 2, &[1.0, 10.0], fill, 0.0, &mut c);
 /// if ran {
 ///     assert_eq!(c, [10.0, 21.0, 32.0]);
 /// }
@@ -60,6 +64,7 @@ pub fn gemm_filled(
     k: usize,
     a: &[f32],
     mut fill: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>, &mut [f32]),
+    beta: f32,
     c: &mut [f32],
 ) -> bool {
     assert!(
@@ -81,11 +86,62 @@ pub fn gemm_filled(
             (m, k, n),
             (a.as_ptr(), [k as isize, 1]),
             &mut fill,
+            beta,
             c.as_mut_ptr(),
         )
     };
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// Fills rows `0..rows` of a [`gemm_filled`] panel from columns that lie
+/// in memory: `panel[p * PANEL_COLUMNS + j] = columns[j][p]`, and 0 in
+/// the panel's columns past `columns.len()`. A convolution's weight
+/// gradient reads its im2col rows this way, each a run of an image's
+/// shifted copy, so the column buffer is neither built nor packed. On
+/// AVX-512, 16 columns by 16 rows move at a time through registers.
+///
+/// ```
+/// use blob_kernels::cpu::{PANEL_COLUMNS, panel_from_columns};
+/// let (a, b) = ([1.0f32, 2.0, 3.0], [4.0f32, 5.0, 6.0]);
+/// let mut panel = vec![f32::NAN; 3 * PANEL_COLUMNS];
+/// panel_from_columns(&[&a, &b], 3, &mut panel);
+/// assert_eq!(panel[PANEL_COLUMNS..PANEL_COLUMNS + 3], [2.0, 5.0, 0.0]);
+/// ```
+///
+/// # Panics
+/// If there are more than [`PANEL_COLUMNS`] columns, a column is shorter
+/// than `rows`, or `panel` shorter than `rows` panel rows.
+#[track_caller]
+pub fn panel_from_columns(columns: &[&[f32]], rows: usize, panel: &mut [f32]) {
+    assert!(
+        columns.len() <= PANEL_COLUMNS
+            && columns.iter().all(|c| c.len() >= rows)
+            && panel.len() >= rows * PANEL_COLUMNS,
+        "panel_from_columns: {} columns of {rows} values into a panel of {} values",
+        columns.len(),
+        panel.len()
+    );
+    let panel = &mut panel[..rows * PANEL_COLUMNS];
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() == super::Isa::Avx512 {
+        // SAFETY: AVX-512 F is there; the assert put `rows` values behind
+        // each column pointer and `rows` panel rows in `panel`.
+        unsafe {
+            super::sgemm_avx512::transpose_columns(
+                panel,
+                |j| columns[j].as_ptr(),
+                rows,
+                columns.len(),
+            )
+        };
+        return;
+    }
+    for (p, row) in panel.chunks_exact_mut(PANEL_COLUMNS).enumerate() {
+        for (j, value) in row.iter_mut().enumerate() {
+            *value = columns.get(j).map_or(0.0, |c| c[p]);
+        }
+    }
 }
 
 /// Row-major `C = alpha * op(A) * op(B) + beta * C` (Caffe

@@ -226,6 +226,7 @@ pub(crate) unsafe fn run_filled_if_suited(
     (m, k, n): (usize, usize, usize),
     (a, sa): (*const f32, [isize; 2]),
     fill: FilledB<'_>,
+    beta: f32,
     c: *mut f32,
 ) -> bool {
     if isa() != Isa::Avx512 || !suits(m, n, k, false) {
@@ -238,7 +239,7 @@ pub(crate) unsafe fn run_filled_if_suited(
             1.0,
             (a, sa),
             Source::Filled(fill),
-            0.0,
+            beta,
             (c, n as isize),
         )
     };
@@ -360,7 +361,7 @@ unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usi
         // registers (gathers read 16 cache lines for 16 values).
         // SAFETY: columns 0..cols, rows 0..kc of the block are inside it
         // and the masks keep the others unread; `isa` found AVX-512 F.
-        unsafe { transpose_columns(panel, b, sb[1], kc, cols) };
+        unsafe { transpose_columns(panel, |j| b.offset(j as isize * sb[1]), kc, cols) };
     } else {
         panel.fill(0.0);
         for j in 0..cols {
@@ -375,15 +376,20 @@ unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usi
 }
 
 /// Fills the `kc` rows of `NR` values of `panel` with the `cols` columns
-/// at `b`, each `kc` adjacent values, columns `cs` apart: blocks of 16
+/// that `column(j)` points at, each `kc` adjacent values: blocks of 16
 /// columns by 16 rows loaded as 16 column runs, transposed in registers
 /// and stored as 16 panel rows; columns past `cols` are zero.
 ///
 /// # Safety
-/// AVX-512 F is available; values 0..kc of columns below `cols` at `b`
-/// are readable; `panel` holds `kc * NR` values.
+/// AVX-512 F is available; values 0..kc at `column(j)` are readable for
+/// each `j < cols`; `panel` holds `kc * NR` values.
 #[target_feature(enable = "avx512f")]
-unsafe fn transpose_columns(panel: &mut [f32], b: *const f32, cs: isize, kc: usize, cols: usize) {
+pub(super) unsafe fn transpose_columns(
+    panel: &mut [f32],
+    column: impl Fn(usize) -> *const f32,
+    kc: usize,
+    cols: usize,
+) {
     for half in 0..NR / 16 {
         let j0 = half * 16;
         for p0 in (0..kc).step_by(16) {
@@ -393,9 +399,7 @@ unsafe fn transpose_columns(panel: &mut [f32], b: *const f32, cs: isize, kc: usi
                 if j0 + jj < cols {
                     // SAFETY: values p0..p0 + depth of column j0 + jj are
                     // inside the block; the mask keeps the rest unread.
-                    unsafe {
-                        _mm512_maskz_loadu_ps(mask, b.offset((j0 + jj) as isize * cs).add(p0))
-                    }
+                    unsafe { _mm512_maskz_loadu_ps(mask, column(j0 + jj).add(p0)) }
                 } else {
                     _mm512_setzero_ps()
                 }

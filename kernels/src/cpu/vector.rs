@@ -356,6 +356,94 @@ pub fn copy<T: Copy>(x: &[T], y: &mut [T]) {
     y.copy_from_slice(x);
 }
 
+/// Copies `rows` runs of `len` values, `src_stride` apart in `src`, into
+/// runs `dst_stride` apart in `dst`: a 2-D block copy (a convolution's
+/// shifted copies of its image, `caffe_copy` a row at a time). On
+/// AVX-512 each run moves as whole and masked 16-value registers; a
+/// short copy of unknown length otherwise calls `memcpy`, which costs
+/// more than the run takes to move.
+///
+/// ```
+/// let src = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// let mut dst = [0.0f32; 4];
+/// blob_kernels::cpu::copy_rows(&src, 3, &mut dst, 2, [2, 2]);
+/// assert_eq!(dst, [1.0, 2.0, 4.0, 5.0]);
+/// ```
+///
+/// # Panics
+/// If a run lies outside its slice.
+#[track_caller]
+pub fn copy_rows(
+    src: &[f32],
+    src_stride: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+    [rows, len]: [usize; 2],
+) {
+    if rows == 0 || len == 0 {
+        return;
+    }
+    let reach = |stride: usize| (rows - 1).saturating_mul(stride).saturating_add(len);
+    assert!(
+        src.len() >= reach(src_stride) && dst.len() >= reach(dst_stride),
+        "copy_rows: {rows} runs of {len} need {} source and {} destination values, got {} and {}",
+        reach(src_stride),
+        reach(dst_stride),
+        src.len(),
+        dst.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() == super::Isa::Avx512 {
+        // SAFETY: AVX-512 F is there; the assert put every run inside
+        // its slice; `dst` is a unique borrow, so the runs do not overlap.
+        unsafe {
+            copy_rows_avx512(
+                src.as_ptr(),
+                src_stride,
+                dst.as_mut_ptr(),
+                dst_stride,
+                [rows, len],
+            )
+        };
+        return;
+    }
+    for r in 0..rows {
+        dst[r * dst_stride..][..len].copy_from_slice(&src[r * src_stride..][..len]);
+    }
+}
+
+/// # Safety
+/// AVX-512 F is available; each of the `rows` runs of `len` values at
+/// `src` and `dst`, `src_stride` and `dst_stride` apart, lies in its
+/// allocation, and the two do not overlap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_rows_avx512(
+    src: *const f32,
+    src_stride: usize,
+    dst: *mut f32,
+    dst_stride: usize,
+    [rows, len]: [usize; 2],
+) {
+    use std::arch::x86_64::*;
+    let whole = len - len % 16;
+    let tail = ((1u32 << (len % 16)) - 1) as __mmask16;
+    for r in 0..rows {
+        // SAFETY: run r's values 0..len are inside both allocations, per
+        // the caller; the mask keeps the rest untouched.
+        unsafe {
+            let (s, d) = (src.add(r * src_stride), dst.add(r * dst_stride));
+            for i in (0..whole).step_by(16) {
+                _mm512_storeu_ps(d.add(i), _mm512_loadu_ps(s.add(i)));
+            }
+            if tail != 0 {
+                let v = _mm512_maskz_loadu_ps(tail, s.add(whole));
+                _mm512_mask_storeu_ps(d.add(whole), tail, v);
+            }
+        }
+    }
+}
+
 /// `y[i] = f(x[i])` for an element-wise `f` (an activation: Caffe's
 /// `ReLU`, `Sigmoid`, `TanH` forward), vectorized, and on every core for
 /// large slices; each element is computed alone, so the bits do not

@@ -34,7 +34,7 @@ pub(crate) struct ConvGeometry {
 /// calls `memcpy`, which costs more than 8 values take to move); what the
 /// block writes past the run, the runs after it overwrite.
 #[inline(always)]
-pub(super) fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, len: usize) {
+fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, len: usize) {
     #[inline(always)]
     fn block<T: Copy, const B: usize>(col: &mut [T], to: usize, x: &[T], from: usize) -> bool {
         match (col.get_mut(to..to + B), x.get(from..from + B)) {
@@ -280,7 +280,7 @@ impl ConvGeometry {
                 }
             }
         };
-        cpu::gemm_filled(cout, n, k, weight, fill, out)
+        cpu::gemm_filled(cout, n, k, weight, fill, 0.0, out)
     }
 
     /// The inverse of [`Self::im2col`]: adds each column entry back onto
@@ -420,9 +420,10 @@ impl<T: Clone + Default + 'static> PartScratch<T> {
         let (cout, ckk) = (g.channels_out, g.patch());
         let round = g.images_per_round();
         let cols = round.saturating_mul(g.oh * g.ow);
-        let col = match g.direct_gradient::<T>() {
-            Some(direct) => direct.scratch_size(direct.images_per_round(g.batch)),
-            None => ckk.saturating_mul(cols),
+        let col = match (g.direct_gradient::<T>(), g.direct::<T>()) {
+            (Some(direct), _) => direct.scratch_size(direct.images_per_round(g.batch)),
+            (None, Some(deep)) => ckk.saturating_mul(cols).max(deep.scratch_size(round)),
+            (None, None) => ckk.saturating_mul(cols),
         };
         ensure(&mut self.col, col)?;
         ensure(&mut self.tmp, cout.saturating_mul(cols))?;
@@ -822,6 +823,8 @@ fn backward_part<T: MathElement>(
     // copies (as its forward pass), in rounds of its own, with no im2col
     // or gemm.
     let direct = g.direct_gradient::<T>().filter(|_| want_dw);
+    // A deeper one's gemm reads its im2col from the same copies.
+    let deep_direct = g.direct::<T>().filter(|_| want_dw && direct.is_none());
     s.dw[..cout * ckk].fill(T::ZERO);
     if want_db {
         s.db_planes[..cout * p].fill(T::ZERO);
@@ -859,7 +862,18 @@ fn backward_part<T: MathElement>(
             let (img, co) = (i / cout, i % cout);
             tmp[co * cols + img * p..][..p].copy_from_slice(plane);
         }
-        if gemm_dw {
+        let from_copies = gemm_dw
+            && deep_direct.as_ref().is_some_and(|direct| {
+                super::direct::weight_gradient_product(
+                    g,
+                    direct,
+                    (x, &*tmp),
+                    (first + start, n),
+                    &mut s.dw[..cout * ckk],
+                    &mut s.col,
+                )
+            });
+        if gemm_dw && !from_copies {
             g.im2col(x, first + start, n, &mut s.col);
             cpu::gemm(
                 Transpose::No,

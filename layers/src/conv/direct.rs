@@ -11,13 +11,14 @@
 //! LeNet's conv1, and that copy cost as much as the product.
 
 use std::any::TypeId;
+use std::ops::Range;
 
 use blob_kernels::cpu;
 use blob_runtime::MathElement;
 
 use crate::f32_view::{as_f32, as_f32_mut};
 
-use super::cpu::{ConvGeometry, copy_run};
+use super::cpu::ConvGeometry;
 
 /// The deepest patch whose forward pass is taken directly: LeNet's conv2
 /// (500 deep) ran 2.27-2.31 -> 2.15-2.16 ms a batch of 64 taken so
@@ -122,27 +123,23 @@ impl ConvGeometry {
         let copies = out.chunks_exact_mut(rows * ow);
         let channel_columns = (0..self.channels_in).flat_map(|c| (0..kw).map(move |j| (c, j)));
         for (copy, (c, j)) in copies.zip(channel_columns) {
-            // Output column q reads input column q + j * dw - pw.
+            // Output column q reads input column q + j * dw - pw: columns
+            // lo..hi of each row of the image, padding around them.
             let shift = j * dw;
             let lo = pw.saturating_sub(shift).min(ow);
             let hi = (w + pw).saturating_sub(shift).clamp(lo, ow);
-            for r in 0..rows {
-                let at = r * ow;
-                match r.checked_sub(ph).filter(|&ih| ih < h) {
-                    Some(ih) => {
-                        // Rows are written in order: what a block copies
-                        // past this row, the next overwrites.
-                        let from = (c * h + ih) * w + lo + shift - pw;
-                        copy_run(copy, at + lo, x, from, hi - lo);
-                        let row = &mut copy[at..at + ow];
-                        if lo > 0 {
-                            row[..lo].fill(0.0);
-                        }
-                        if hi < ow {
-                            row[hi..].fill(0.0);
-                        }
-                    }
-                    None => copy[at..at + ow].fill(0.0),
+            let (above, image) = copy.split_at_mut(ph * ow);
+            let (image, below) = image.split_at_mut(h * ow);
+            above.fill(0.0);
+            below.fill(0.0);
+            if hi > lo {
+                let from = c * h * w + lo + shift - pw;
+                cpu::copy_rows(&x[from..], w, &mut image[lo..], ow, [h, hi - lo]);
+            }
+            if lo > 0 || hi < ow {
+                for row in image.chunks_exact_mut(ow) {
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
                 }
             }
         }
@@ -193,6 +190,23 @@ pub(super) fn forward<T: MathElement>(
     }
 }
 
+/// The shifted copies of images `first..first + count` of `x`, one after
+/// another at the front of `scratch`.
+fn shift_images<'s>(
+    g: &ConvGeometry,
+    direct: &Direct,
+    x: &[f32],
+    (first, count): (usize, usize),
+    scratch: &'s mut [f32],
+) -> &'s mut [f32] {
+    let image_in = g.channels_in * g.h * g.w;
+    let copies = &mut scratch[..direct.per_image * count];
+    for (img, out) in copies.chunks_exact_mut(direct.per_image).enumerate() {
+        g.shift_image(&x[(first + img) * image_in..][..image_in], out);
+    }
+    copies
+}
+
 /// `dw += ` the weight gradient of images `first..first + count`, whose
 /// output gradients are `dy` (theirs alone), through `scratch` (at least
 /// [`Direct::scratch_size`] of `count` images). `T` is `f32`, as
@@ -207,15 +221,53 @@ pub(super) fn weight_gradient<T: MathElement>(
 ) {
     let (x, dy) = (as_f32(x).expect(F32), as_f32(dy).expect(F32));
     let (dw, scratch) = (as_f32_mut(dw).expect(F32), as_f32_mut(scratch).expect(F32));
-    let image_in = g.channels_in * g.h * g.w;
-    let copies = &mut scratch[..direct.per_image * count];
-    for (img, out) in copies.chunks_exact_mut(direct.per_image).enumerate() {
-        g.shift_image(&x[(first + img) * image_in..][..image_in], out);
-    }
+    let copies = shift_images(g, direct, x, (first, count), scratch);
     let taps = cpu::Taps {
         offsets: &direct.offsets,
         len: g.oh * g.ow,
     };
     let ran = cpu::correlate_gradient(copies, direct.per_image, taps, dy, g.channels_out, dw);
     debug_assert!(ran, "ConvGeometry::direct found AVX-512");
+}
+
+/// `dw += dy_t x im2col^T` for images `first..first + count` of a patch
+/// deeper than [`ConvGeometry::direct_gradient`] takes (Caffe's
+/// `weight_cpu_gemm`), `dy_t` their output gradients as `(cout, image,
+/// p)`: the gemm asks for im2col's rows a panel at a time, and each is
+/// read where it lies, a run of an image's shifted copy (im2col row
+/// `(c, ki, kj)` of an image is its copy for `(c, kj)` from row `ki`
+/// on), so the column buffer is neither written nor packed. `scratch`
+/// holds [`Direct::scratch_size`] of `count` images. Says whether it ran
+/// (`false`: a shape the gemm's own kernel does not take; nothing added).
+pub(super) fn weight_gradient_product<T: MathElement>(
+    g: &ConvGeometry,
+    direct: &Direct,
+    (x, dy_t): (&[T], &[T]),
+    (first, count): (usize, usize),
+    dw: &mut [T],
+    scratch: &mut [T],
+) -> bool {
+    let (x, dy_t) = (as_f32(x).expect(F32), as_f32(dy_t).expect(F32));
+    let (dw, scratch) = (as_f32_mut(dw).expect(F32), as_f32_mut(scratch).expect(F32));
+    let copies = &*shift_images(g, direct, x, (first, count), scratch);
+    let plane = g.oh * g.ow;
+    let fill = |rows: Range<usize>, taps: Range<usize>, panel: &mut [f32]| {
+        // Panel row r is output position rows.start + r of the round: a
+        // run of positions within one image reads each tap's copy once.
+        let mut at = rows.start;
+        while at < rows.end {
+            let (img, q) = (at / plane, at % plane);
+            let len = (plane - q).min(rows.end - at);
+            let image = &copies[img * direct.per_image..][..direct.per_image];
+            let columns: [&[f32]; cpu::PANEL_COLUMNS] = std::array::from_fn(|j| {
+                let tap = direct.offsets[(taps.start + j).min(taps.end - 1)];
+                &image[tap + q..][..len]
+            });
+            let panel_rows = &mut panel[(at - rows.start) * cpu::PANEL_COLUMNS..];
+            cpu::panel_from_columns(&columns[..taps.len()], len, panel_rows);
+            at += len;
+        }
+    };
+    let (cout, patch) = (g.channels_out, g.patch());
+    cpu::gemm_filled(cout, patch, count * plane, dy_t, fill, 1.0, dw)
 }
