@@ -434,3 +434,75 @@ fn f32_convolutions_at_stride_1_match_the_definition() {
         close(&x.diff_to_vec().unwrap(), &want_dx, "input diff");
     }
 }
+
+/// f32 inner products against the definition, forward and every
+/// gradient, at batches that fill the gemm kernel's panels (where the
+/// weights lead the product and its result is transposed) and at one
+/// that does not.
+#[test]
+fn f32_inner_products_match_the_definition() {
+    // (batch, inputs, outputs)
+    for (m, k, n) in [(32, 256, 128), (64, 300, 500), (64, 300, 20), (5, 40, 7)] {
+        let text = format!(r#"type: "InnerProduct" inner_product_param {{ num_output: {n} }}"#);
+        let mut ip = LayerRegistry::<f32>::with_caffe_layers()
+            .build_text(&text)
+            .unwrap();
+        let values = |len: usize, seed: u64| -> Vec<f32> {
+            let probe = Blob::<f64>::new(&[len]).unwrap();
+            fill(&probe, seed);
+            probe.to_vec().unwrap().iter().map(|&v| v as f32).collect()
+        };
+        let x = Blob::from_vec(&[m, k], values(m * k, 1)).unwrap();
+        let mut y = Blob::<f32>::default();
+        let dims = ip.reshape(&[&x], &[&y]).unwrap().remove(0).dims;
+        y.reshape(&dims).unwrap();
+        let (w, b) = (values(n * k, 2), values(n, 3));
+        ip.blobs()[0]
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&w);
+        ip.blobs()[1]
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&b);
+        ip.forward(&[&x], &[&y]).unwrap();
+        let dy = values(m * n, 4);
+        y.mutable_cpu_diff().unwrap().copy_from_slice(&dy);
+        for p in ip.blobs() {
+            p.mutable_cpu_diff().unwrap().fill(0.0);
+        }
+        ip.backward(&[&y], &[true], &[&x]).unwrap();
+        let xd = x.to_vec().unwrap();
+        let (mut want_y, mut want_dx) = (vec![0f64; m * n], vec![0f64; m * k]);
+        let (mut want_dw, mut want_db) = (vec![0f64; n * k], vec![0f64; n]);
+        for i in 0..m {
+            for o in 0..n {
+                want_y[i * n + o] = f64::from(b[o]);
+                want_db[o] += f64::from(dy[i * n + o]);
+                for p in 0..k {
+                    let (xv, wv, g) = (xd[i * k + p], w[o * k + p], dy[i * n + o]);
+                    want_y[i * n + o] += f64::from(xv) * f64::from(wv);
+                    want_dx[i * k + p] += f64::from(g) * f64::from(wv);
+                    want_dw[o * k + p] += f64::from(g) * f64::from(xv);
+                }
+            }
+        }
+        let close = |got: &[f32], want: &[f64], what: &str| {
+            assert_eq!(got.len(), want.len(), "{m}x{k}x{n} {what}");
+            for (j, (&g, &w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (f64::from(g) - w).abs() < 1e-4 * (1.0 + w.abs()),
+                    "{m}x{k}x{n}: {what}[{j}] {g} vs {w}"
+                );
+            }
+        };
+        close(&y.to_vec().unwrap(), &want_y, "y");
+        close(&x.diff_to_vec().unwrap(), &want_dx, "input diff");
+        close(
+            &ip.blobs()[0].diff_to_vec().unwrap(),
+            &want_dw,
+            "weight diff",
+        );
+        close(&ip.blobs()[1].diff_to_vec().unwrap(), &want_db, "bias diff");
+    }
+}

@@ -81,8 +81,9 @@ fn all_results<T: Real>() -> Vec<u64> {
     out
 }
 
-/// What the f32-only moves write (a convolution's shifted copies and
-/// the panels of its weight gradient), as bits: runs shorter than a
+/// What the f32-only moves write (a convolution's shifted copies, an
+/// inner product's turned result and the panels of a weight gradient),
+/// as bits: runs shorter than a
 /// register, whole ones with a tail, and panels of fewer than 16, 16 and
 /// more columns over depths with a partial last block of 16.
 fn moves() -> Vec<u64> {
@@ -91,6 +92,11 @@ fn moves() -> Vec<u64> {
     for (stride, len, rows) in [(28, 24, 28), (12, 8, 12), (40, 33, 5), (3, 1, 7)] {
         let mut dst = vec![f32::NAN; rows * (len + 2)];
         cpu::copy_rows(&x, stride, &mut dst, len + 2, [rows, len]);
+        out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
+    }
+    for shape in [[60, 64], [17, 33], [1, 5]] {
+        let mut dst = vec![f32::NAN; shape[0] * shape[1]];
+        cpu::transpose(&x, shape, &mut dst);
         out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
     }
     for (columns, rows) in [(3, 5), (16, 16), (20, 64), (32, 37)] {

@@ -417,7 +417,7 @@ pub(super) unsafe fn transpose_columns(
 /// The 16 x 16 transpose of `rows`: lane `j` of output `i` is lane `i`
 /// of input `j`.
 #[target_feature(enable = "avx512f")]
-fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+pub(super) fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
     // Pairs of rows interleaved by 32 bits, then by 64: each 128-bit
     // lane holds a 4 x 4 block transposed.
     let t: [__m512; 16] = std::array::from_fn(|i| {

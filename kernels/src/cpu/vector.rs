@@ -452,6 +452,72 @@ unsafe fn copy_rows_avx512(
     }
 }
 
+/// `dst = src^T`: `src` of `rows x cols`, row-major, into `dst` of `cols
+/// x rows`. On AVX-512, 16 x 16 blocks move through registers.
+///
+/// ```
+/// let src = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]; // 2 x 3
+/// let mut dst = [0.0f32; 6];
+/// blob_kernels::cpu::transpose(&src, [2, 3], &mut dst);
+/// assert_eq!(dst, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+/// ```
+///
+/// # Panics
+/// If `src` or `dst` is shorter than `rows * cols`.
+#[track_caller]
+pub fn transpose(src: &[f32], [rows, cols]: [usize; 2], dst: &mut [f32]) {
+    let len = rows * cols;
+    assert!(
+        src.len() >= len && dst.len() >= len,
+        "transpose: a {rows} x {cols} matrix needs {len} values each side, got {} and {}",
+        src.len(),
+        dst.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() == super::Isa::Avx512 {
+        // SAFETY: AVX-512 F is there; the assert put both matrices inside
+        // their slices, and `dst` is a unique borrow.
+        unsafe { transpose_avx512(src.as_ptr(), [rows, cols], dst.as_mut_ptr()) };
+        return;
+    }
+    for (i, row) in src[..len].chunks_exact(cols.max(1)).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            dst[j * rows + i] = v;
+        }
+    }
+}
+
+/// # Safety
+/// AVX-512 F is available; `src` and `dst` each hold `rows * cols`
+/// values, and do not overlap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose_avx512(src: *const f32, [rows, cols]: [usize; 2], dst: *mut f32) {
+    use std::arch::x86_64::*;
+    let lanes = |n: usize| ((1u32 << n.min(16)) - 1) as __mmask16;
+    for i0 in (0..rows).step_by(16) {
+        let down = lanes(rows - i0);
+        for j0 in (0..cols).step_by(16) {
+            let across = lanes(cols - j0);
+            let block: [__m512; 16] = std::array::from_fn(|ii| {
+                if i0 + ii < rows {
+                    // SAFETY: row i0 + ii, columns j0.. of src, the mask
+                    // keeping those past `cols` unread.
+                    unsafe { _mm512_maskz_loadu_ps(across, src.add((i0 + ii) * cols + j0)) }
+                } else {
+                    _mm512_setzero_ps()
+                }
+            });
+            let turned = super::sgemm_avx512::transpose16(block);
+            for (jj, row) in turned.iter().enumerate().take(cols - j0) {
+                // SAFETY: row j0 + jj < cols of dst, columns i0.. of it,
+                // the mask keeping those past `rows` unwritten.
+                unsafe { _mm512_mask_storeu_ps(dst.add((j0 + jj) * rows + i0), down, *row) };
+            }
+        }
+    }
+}
+
 /// `y[i] = f(x[i])` for an element-wise `f` (an activation: Caffe's
 /// `ReLU`, `Sigmoid`, `TanH` forward), vectorized, and on every core for
 /// large slices; each element is computed alone, so the bits do not
