@@ -1,6 +1,8 @@
 //! The CPU side of Convolution: im2col, one gemm per round of images sized
 //! to stay in cache, and col2im for the input gradient (Caffe's
-//! `Forward_cpu` and `Backward_cpu`).
+//! `Forward_cpu` and `Backward_cpu`); where a block of input channels'
+//! column gradient fits L1, the input gradient goes image by image, a
+//! block at a time, so col2im reads what the gemm has just written.
 
 use std::ops::Range;
 
