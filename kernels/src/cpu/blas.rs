@@ -94,6 +94,21 @@ pub fn gemm_filled(
     false
 }
 
+/// Whether [`gemm_filled`] runs an `m x n` product of depth `k` on this
+/// machine (so a caller can skip preparing what its fill reads). A
+/// shallower product of the same `m` and `n` runs too.
+///
+/// ```
+/// use blob_kernels::cpu::{Isa, gemm_filled_runs, isa};
+/// assert_eq!(gemm_filled_runs(50, 500, 256), isa() == Isa::Avx512);
+/// ```
+pub fn gemm_filled_runs(m: usize, n: usize, k: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::sgemm_avx512::filled_runs(m, n, k);
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Fills rows `0..rows` of a [`gemm_filled`] panel from columns that lie
 /// in memory: `panel[p * PANEL_COLUMNS + j] = columns[j][p]`, and 0 in
 /// the panel's columns past `columns.len()`. A convolution's weight

@@ -20,7 +20,9 @@ pub mod rng;
 pub(crate) mod sgemm_avx512;
 pub mod vector;
 
-pub use blas::{PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemv, panel_from_columns};
+pub use blas::{
+    PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_runs, gemv, panel_from_columns,
+};
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};

@@ -213,6 +213,12 @@ pub(crate) unsafe fn run_if_suited(
     true
 }
 
+/// Whether [`run_filled_if_suited`] runs an `m x n` product of depth `k`
+/// on this machine.
+pub(crate) fn filled_runs(m: usize, n: usize, k: usize) -> bool {
+    isa() == Isa::Avx512 && suits(m, n, k, false)
+}
+
 /// [`run_if_suited`] for a B that `fill` writes a panel at a time (a
 /// convolution's im2col, taken straight from the image), `c` row-major
 /// (`m x n`, rows `n` apart). Runs on an AVX-512 machine for a shape the
@@ -229,7 +235,7 @@ pub(crate) unsafe fn run_filled_if_suited(
     beta: f32,
     c: *mut f32,
 ) -> bool {
-    if isa() != Isa::Avx512 || !suits(m, n, k, false) {
+    if !filled_runs(m, n, k) {
         return false;
     }
     // SAFETY: as the caller promises; every panel is one of `pack`.

@@ -453,7 +453,8 @@ unsafe fn copy_rows_avx512(
 }
 
 /// `dst = src^T`: `src` of `rows x cols`, row-major, into `dst` of `cols
-/// x rows`. On AVX-512, 16 x 16 blocks move through registers.
+/// x rows`, any `Copy` element. For `f32` on AVX-512, 16 x 16 blocks move
+/// through registers.
 ///
 /// ```
 /// let src = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]; // 2 x 3
@@ -465,7 +466,7 @@ unsafe fn copy_rows_avx512(
 /// # Panics
 /// If `src` or `dst` is shorter than `rows * cols`.
 #[track_caller]
-pub fn transpose(src: &[f32], [rows, cols]: [usize; 2], dst: &mut [f32]) {
+pub fn transpose<T: Copy + 'static>(src: &[T], [rows, cols]: [usize; 2], dst: &mut [T]) {
     let len = rows * cols;
     assert!(
         src.len() >= len && dst.len() >= len,
@@ -474,10 +475,13 @@ pub fn transpose(src: &[f32], [rows, cols]: [usize; 2], dst: &mut [f32]) {
         dst.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if super::isa() == super::Isa::Avx512 {
-        // SAFETY: AVX-512 F is there; the assert put both matrices inside
-        // their slices, and `dst` is a unique borrow.
-        unsafe { transpose_avx512(src.as_ptr(), [rows, cols], dst.as_mut_ptr()) };
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+        && super::isa() == super::Isa::Avx512
+    {
+        // SAFETY: T is f32, so both pointers are to f32; AVX-512 F is
+        // there; the assert put both matrices inside their slices, and
+        // `dst` is a unique borrow.
+        unsafe { transpose_avx512(src.as_ptr().cast(), [rows, cols], dst.as_mut_ptr().cast()) };
         return;
     }
     for (i, row) in src[..len].chunks_exact(cols.max(1)).enumerate() {

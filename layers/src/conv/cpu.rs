@@ -764,11 +764,7 @@ pub(crate) fn backward<T: MathElement>(
     if input_gradient && g.input_gradient_block().is_some() {
         let (cout, ckk) = (g.channels_out, g.patch());
         ensure(&mut scratch.weight_t, cout * ckk)?;
-        for (r, row) in weight[..cout * ckk].chunks_exact(ckk.max(1)).enumerate() {
-            for (c, &v) in row.iter().enumerate() {
-                scratch.weight_t[c * cout + r] = v;
-            }
-        }
+        cpu::transpose(&weight[..cout * ckk], [cout, ckk], &mut scratch.weight_t);
     }
     let (per_part, parts, weight_t) = scratch.parts(g.batch);
     for s in parts.iter_mut() {
@@ -825,8 +821,11 @@ fn backward_part<T: MathElement>(
     // copies (as its forward pass), in rounds of its own, with no im2col
     // or gemm.
     let direct = g.direct_gradient::<T>().filter(|_| want_dw);
-    // A deeper one's gemm reads its im2col from the same copies.
-    let deep_direct = g.direct::<T>().filter(|_| want_dw && direct.is_none());
+    // A deeper one's gemm reads its im2col from the same copies, where
+    // that gemm runs (for a whole round, so for a shorter last one too).
+    let deep_direct = g
+        .direct::<T>()
+        .filter(|_| want_dw && direct.is_none() && cpu::gemm_filled_runs(cout, ckk, round * p));
     s.dw[..cout * ckk].fill(T::ZERO);
     if want_db {
         s.db_planes[..cout * p].fill(T::ZERO);
@@ -864,18 +863,16 @@ fn backward_part<T: MathElement>(
             let (img, co) = (i / cout, i % cout);
             tmp[co * cols + img * p..][..p].copy_from_slice(plane);
         }
-        let from_copies = gemm_dw
-            && deep_direct.as_ref().is_some_and(|direct| {
-                super::direct::weight_gradient_product(
-                    g,
-                    direct,
-                    (x, &*tmp),
-                    (first + start, n),
-                    &mut s.dw[..cout * ckk],
-                    &mut s.col,
-                )
-            });
-        if gemm_dw && !from_copies {
+        if let Some(direct) = deep_direct.as_ref().filter(|_| gemm_dw) {
+            super::direct::weight_gradient_product(
+                g,
+                direct,
+                (x, &*tmp),
+                (first + start, n),
+                &mut s.dw[..cout * ckk],
+                &mut s.col,
+            );
+        } else if gemm_dw {
             g.im2col(x, first + start, n, &mut s.col);
             cpu::gemm(
                 Transpose::No,

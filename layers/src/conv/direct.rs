@@ -237,8 +237,8 @@ pub(super) fn weight_gradient<T: MathElement>(
 /// read where it lies, a run of an image's shifted copy (im2col row
 /// `(c, ki, kj)` of an image is its copy for `(c, kj)` from row `ki`
 /// on), so the column buffer is neither written nor packed. `scratch`
-/// holds [`Direct::scratch_size`] of `count` images. Says whether it ran
-/// (`false`: a shape the gemm's own kernel does not take; nothing added).
+/// holds [`Direct::scratch_size`] of `count` images. `T` is `f32`, and
+/// `cpu::gemm_filled_runs` took the shape.
 pub(super) fn weight_gradient_product<T: MathElement>(
     g: &ConvGeometry,
     direct: &Direct,
@@ -246,7 +246,7 @@ pub(super) fn weight_gradient_product<T: MathElement>(
     (first, count): (usize, usize),
     dw: &mut [T],
     scratch: &mut [T],
-) -> bool {
+) {
     let (x, dy_t) = (as_f32(x).expect(F32), as_f32(dy_t).expect(F32));
     let (dw, scratch) = (as_f32_mut(dw).expect(F32), as_f32_mut(scratch).expect(F32));
     let copies = &*shift_images(g, direct, x, (first, count), scratch);
@@ -269,5 +269,6 @@ pub(super) fn weight_gradient_product<T: MathElement>(
         }
     };
     let (cout, patch) = (g.channels_out, g.patch());
-    cpu::gemm_filled(cout, patch, count * plane, dy_t, fill, 1.0, dw)
+    let ran = cpu::gemm_filled(cout, patch, count * plane, dy_t, fill, 1.0, dw);
+    debug_assert!(ran, "cpu::gemm_filled_runs took the shape");
 }

@@ -7,7 +7,7 @@ mod cuda;
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::{Blob, MathElement};
 
-use crate::f32_view::{as_f32, as_f32_mut};
+use crate::f32_view::as_f32;
 use crate::layer::{Result, ensure};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::INNER_PRODUCT;
@@ -41,15 +41,34 @@ fn weights_lead<T: 'static>(m: usize, n: usize, k: usize) -> bool {
         && k >= 256
 }
 
-/// `out = src^T` for `src` of `rows x cols`, where `T` is `f32`.
-fn turn<T: 'static>(src: &[T], shape: [usize; 2], out: &mut [T]) {
-    let (Some(src), Some(out)) = (as_f32(src), as_f32_mut(out)) else {
-        unreachable!("weights_lead found f32");
-    };
-    cpu::transpose(src, shape, out);
-}
-
 impl<T: MathElement> InnerProductEngine<T> {
+    /// `out = (op(w) b^T)^T` for `op(w)` of `rows x depth` (the weights,
+    /// as stored or transposed) and `b` of `cols x depth` (the batch):
+    /// the product with the weights first, turned into `out`'s `cols x
+    /// rows` through `self.turned` (see [`weights_lead`]).
+    fn turned_product(
+        &mut self,
+        (trans_w, (rows, cols, depth), w, b): (Transpose, (usize, usize, usize), &[T], &[T]),
+        out: &mut [T],
+    ) -> Result<()> {
+        ensure(&mut self.turned, rows * cols)?;
+        let turned = &mut self.turned[..rows * cols];
+        cpu::gemm(
+            trans_w,
+            Transpose::Yes,
+            rows,
+            cols,
+            depth,
+            T::ONE,
+            w,
+            b,
+            T::ZERO,
+            turned,
+        );
+        cpu::transpose(turned, [rows, cols], out);
+        Ok(())
+    }
+
     /// `y = x W^T + b` for `(m, k, n)` (`x W + b` transposed).
     pub(crate) fn forward(
         &mut self,
@@ -96,21 +115,8 @@ impl<T: MathElement> InnerProductEngine<T> {
             );
         } else if weights_lead::<T>(m, n, k) {
             // y^T = W x^T, then turned.
-            ensure(&mut self.turned, m * n)?;
-            let turned = &mut self.turned[..m * n];
-            cpu::gemm(
-                Transpose::No,
-                Transpose::Yes,
-                n,
-                m,
-                k,
-                T::ONE,
-                &w,
-                &x.cpu_data()?,
-                T::ZERO,
-                turned,
-            );
-            turn(turned, [n, m], &mut yd);
+            let product = (Transpose::No, (n, m, k), &*w, &*x.cpu_data()?);
+            self.turned_product(product, &mut yd)?;
         } else {
             cpu::gemm(
                 Transpose::No,
@@ -205,21 +211,8 @@ impl<T: MathElement> InnerProductEngine<T> {
         );
         if propagate_down && !transposed && weights_lead::<T>(m, k, n) {
             // dx^T = W^T dy^T, then turned.
-            ensure(&mut self.turned, m * k)?;
-            let turned = &mut self.turned[..m * k];
-            cpu::gemm(
-                Transpose::Yes,
-                Transpose::Yes,
-                k,
-                m,
-                n,
-                T::ONE,
-                &weight.cpu_data()?,
-                &dy,
-                T::ZERO,
-                turned,
-            );
-            turn(turned, [k, m], &mut x.mutable_cpu_diff()?);
+            let product = (Transpose::Yes, (k, m, n), &*weight.cpu_data()?, &*dy);
+            self.turned_product(product, &mut x.mutable_cpu_diff()?)?;
         } else if propagate_down {
             let w = weight.cpu_data()?;
             let trans_w = if transposed {
