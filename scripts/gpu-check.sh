@@ -128,7 +128,7 @@ run() {
             # over 120 s on an H200, the rest 10 s. memcheck runs all.
             [ "$tool" != memcheck ] && cases=(--skip train:: --skip lenet::)
             step "sanitizer-$tool" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 1 "$b/test-gpu" --test-threads 1 "${cases[@]}"
-            errors="$(grep -h 'ERROR SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
+            errors="$(grep -hE '(ERROR|RACECHECK) SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
             summary+=("$(printf '%-22s %s' "  $tool" "${errors:-no summary printed}")")
         done
     fi
