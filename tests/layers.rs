@@ -334,7 +334,8 @@ impl Window {
 /// of the image on AVX-512 machines), forward, weight, bias and input
 /// gradients, against the definition, with padding, dilation, channel
 /// counts that leave partial steps (and partial blocks of the input
-/// gradient's channels) and outputs narrower than a vector.
+/// gradient's channels), outputs narrower than a vector, and one output
+/// a plane.
 #[test]
 fn f32_convolutions_at_stride_1_match_the_definition() {
     let cases = [
@@ -350,6 +351,11 @@ fn f32_convolutions_at_stride_1_match_the_definition() {
         // gradient's depth blocks of 256 end inside an image (a core
         // takes 4 images or more on up to 4 cores).
         ([16, 6, 11, 10], 9, 3, 1, 2),
+        // Windows over the whole input (MTCNN P-Net's conv3 at 12 x 12),
+        // whose forward pass is an inner product: one image (a gemv) and
+        // three.
+        ([1, 16, 3, 3], 32, 3, 0, 1),
+        ([3, 4, 3, 3], 5, 3, 0, 1),
     ];
     for (shape, cout, k, pad, dil) in cases {
         let text = format!(

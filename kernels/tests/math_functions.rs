@@ -134,6 +134,58 @@ fn gemm_large_matches_naive() {
     }
 }
 
+/// Products with one row or one column of C (taken as matrix-vector
+/// products), each way the operands can be stored: against the
+/// definition, with beta 0 (C never read) and beta 1.5.
+#[test]
+fn gemm_with_one_row_or_column_matches_naive() {
+    for (m, n, k) in [(1, 37, 19), (23, 1, 300), (1, 1, 5), (1, 64, 1)] {
+        for ta in [Transpose::No, Transpose::Yes] {
+            for tb in [Transpose::No, Transpose::Yes] {
+                for beta in [0.0f64, 1.5] {
+                    let (a, b, c0) = operands::<f64>(5, m, n, k);
+                    let mut c = if beta == 0.0 {
+                        vec![f64::NAN; m * n]
+                    } else {
+                        c0.clone()
+                    };
+                    cpu::gemm(ta, tb, m, n, k, 0.5, &a, &b, beta, &mut c);
+                    let dots = product_by_definition((ta, tb), (m, n, k), &a, &b);
+                    for (o, (&got, &dot)) in c.iter().zip(&dots).enumerate() {
+                        let added = if beta == 0.0 { 0.0 } else { beta * c0[o] };
+                        let want = 0.5 * dot + added;
+                        assert!(
+                            (got - want).abs() < 1e-12,
+                            "{m}x{n}x{k} {ta:?} {tb:?} beta {beta}: C[{o}] = {got}, want {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `op(A) op(B)` by the definition, for A and B stored as `ta` and `tb`
+/// say (`m x k` and `k x n` as used).
+fn product_by_definition(
+    (ta, tb): (Transpose, Transpose),
+    (m, n, k): (usize, usize, usize),
+    a: &[f64],
+    b: &[f64],
+) -> Vec<f64> {
+    let at = |i: usize, p: usize| match ta {
+        Transpose::No => a[i * k + p],
+        Transpose::Yes => a[p * m + i],
+    };
+    let bt = |p: usize, j: usize| match tb {
+        Transpose::No => b[p * n + j],
+        Transpose::Yes => b[j * k + p],
+    };
+    (0..m * n)
+        .map(|o| (0..k).map(|p| at(o / n, p) * bt(p, o % n)).sum())
+        .collect()
+}
+
 /// A, B and C of an `m x n` product of depth `k`, uniform in [-1, 1).
 fn operands<T: Real>(seed: u64, m: usize, n: usize, k: usize) -> (Vec<T>, Vec<T>, Vec<T>) {
     cpu::set_seed(seed);
@@ -207,24 +259,13 @@ fn gemm_cut_across_cores_matches_naive() {
             let (a, b, mut c) = operands::<f64>(5, m, n, k);
             let c0 = c.clone();
             pool.install(|| cpu::gemm(ta, tb, m, n, k, 0.5, &a, &b, 2.0, &mut c));
-            let at = |i: usize, p: usize| match ta {
-                Transpose::No => a[i * k + p],
-                Transpose::Yes => a[p * m + i],
-            };
-            let bt = |p: usize, j: usize| match tb {
-                Transpose::No => b[p * n + j],
-                Transpose::Yes => b[j * k + p],
-            };
-            for i in 0..m {
-                for j in 0..n {
-                    let dot: f64 = (0..k).map(|p| at(i, p) * bt(p, j)).sum();
-                    let want = 0.5 * dot + 2.0 * c0[i * n + j];
-                    assert!(
-                        (c[i * n + j] - want).abs() < 1e-11,
-                        "{m}x{n}x{k} {ta:?} {tb:?}: C[{i},{j}] = {}, want {want}",
-                        c[i * n + j]
-                    );
-                }
+            let dots = product_by_definition((ta, tb), (m, n, k), &a, &b);
+            for (o, (&got, &dot)) in c.iter().zip(&dots).enumerate() {
+                let want = 0.5 * dot + 2.0 * c0[o];
+                assert!(
+                    (got - want).abs() < 1e-11,
+                    "{m}x{n}x{k} {ta:?} {tb:?}: C[{o}] = {got}, want {want}"
+                );
             }
         }
     }

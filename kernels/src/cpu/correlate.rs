@@ -17,7 +17,9 @@
 //! fused multiply-add a tap, the weight broadcast as the gemm kernel
 //! broadcasts A, and adds the bias to the sum: the same operations in
 //! the same order as im2col, `cpu::gemm` on AVX-512 (for a patch of up
-//! to 256 values) and a bias pass, so both give the same bits.
+//! to 256 values, and more than one channel and one output, which
+//! `cpu::gemm` takes as a matrix-vector product) and a bias pass, so
+//! both give the same bits.
 //! [`correlate_gradient`] is the weight gradient of the same layout:
 //! each weight's gradient a dot product of an output gradient plane with
 //! the input at the tap's offset, over every image.

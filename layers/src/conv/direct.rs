@@ -6,7 +6,8 @@
 //! reads tap `(c, i, j)` at a fixed offset from `r * ow + q` in those
 //! copies. Its sums are the im2col + gemm path's, bit for bit, up to a
 //! patch of 256 (the gemm's depth block; a deeper patch is one chain of
-//! multiply-adds here, two blocks there); a shallow layer's weight
+//! multiply-adds here, two blocks there) where the product has more
+//! than one row and column (one is a gemv's); a shallow layer's weight
 //! gradient (`cpu::correlate_gradient`) reads the same copies. im2col would copy the image once per tap, 25 times for
 //! LeNet's conv1, and that copy cost as much as the product.
 
