@@ -277,6 +277,19 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     if g.is_even_2x2() {
         return max_values_2x2(g, x, y);
     }
+    let stride2 = cpu::Stride2Pool {
+        planes: g.planes,
+        input: [g.h, g.w],
+        kernel: g.kernel,
+        output: [g.oh, g.ow],
+    };
+    if g.stride == [2, 2]
+        && g.pad == [0, 0]
+        && let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y))
+        && cpu::max_pool_stride2(x, stride2, y)
+    {
+        return;
+    }
     let (h, w) = (g.h, g.w);
     let neg = T::from_f64(f64::NEG_INFINITY);
     let larger = |m: T, v: T| if v > m { v } else { m };

@@ -1,0 +1,263 @@
+//! MAX pooling at stride 2 over windows 2 or 3 wide, unpadded, on
+//! AVX-512: MTCNN's 3x3 pools (R-Net's and O-Net's, whose last windows
+//! are clipped by Caffe's rounding up), and 2x2 pools over odd planes.
+//!
+//! The general loop takes each output row in short pieces (the column
+//! maxima, the windows a run at a time, the clipped ones one by one); on
+//! MTCNN's small planes that bookkeeping cost more than the comparisons
+//! (R-Net's pool1, 28 planes of 22 x 22, took 13 us; its conv1 9). Here
+//! a row's column maxima are made 16 at a time, and 16 windows' maxima
+//! from them with one two-register permute per window column.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use super::{Isa, isa};
+
+/// The shape [`max_pool_stride2`] pools: `planes` planes of
+/// `input[0] x input[1]` into planes of `output[0] x output[1]`, windows
+/// of `kernel` at stride 2 without padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stride2Pool {
+    /// Planes (images times channels).
+    pub planes: usize,
+    /// Input height and width.
+    pub input: [usize; 2],
+    /// Window height and width.
+    pub kernel: [usize; 2],
+    /// Output height and width.
+    pub output: [usize; 2],
+}
+
+impl Stride2Pool {
+    /// Whether [`max_pool_stride2`] takes this shape: a window 2 or 3
+    /// wide and at least 2 high (so every window starts inside the input,
+    /// as Caffe's rounding leaves them), and every output's window
+    /// starting inside the input.
+    pub fn is_taken(&self) -> bool {
+        let [h, w] = self.input;
+        let [kh, kw] = self.kernel;
+        let [oh, ow] = self.output;
+        (2..=3).contains(&kw) && kh >= 2 && oh > 0 && ow > 0 && 2 * (oh - 1) < h && 2 * (ow - 1) < w
+    }
+}
+
+/// `y[p][r][q]` = the largest value of plane `p` of `x` in rows `2r ..
+/// 2r + kernel[0]` and columns `2q .. 2q + kernel[1]`, each clipped to
+/// the plane (Caffe's MAX pooling at stride 2, no padding), on AVX-512.
+/// The comparisons are a general MAX pooling's, in its order: each
+/// column's largest from -inf down the window's rows, then across the
+/// window's columns left to right, each step keeping the value held
+/// unless the new one is greater (so a NaN never wins, and the bits are
+/// the general loop's). Says whether it ran (`false`: no AVX-512, or a
+/// shape [`Stride2Pool::is_taken`] refuses; nothing was written).
+///
+/// ```
+/// use blob_kernels::cpu::{Stride2Pool, max_pool_stride2};
+/// // One 3 x 5 plane, 3x3 windows: outputs at columns 0 and 2 (clipped).
+/// let x = [1.0f32, 2.0, 3.0, 4.0, 5.0,
+///          6.0, 0.0, 0.0, 0.0, 0.0,
+///          0.0, 0.0, 9.0, 0.0, -1.0];
+/// let shape = Stride2Pool { planes: 1, input: [3, 5], kernel: [3, 3], output: [1, 2] };
+/// let mut y = [0.0f32; 2];
+/// if max_pool_stride2(&x, shape, &mut y) {
+///     assert_eq!(y, [9.0, 9.0]);
+/// }
+/// ```
+///
+/// # Panics
+/// If `x` or `y` is shorter than its planes.
+pub fn max_pool_stride2(x: &[f32], shape: Stride2Pool, y: &mut [f32]) -> bool {
+    let Stride2Pool {
+        planes,
+        input: [h, w],
+        output: [oh, ow],
+        ..
+    } = shape;
+    assert!(
+        x.len() >= planes * h * w && y.len() >= planes * oh * ow,
+        "max_pool_stride2: {planes} planes of {h} x {w} into {oh} x {ow} need {} and {} values, got {} and {}",
+        planes * h * w,
+        planes * oh * ow,
+        x.len(),
+        y.len()
+    );
+    if isa() != Isa::Avx512 || !shape.is_taken() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // A row's column maxima, then -inf to the furthest value the last
+        // 16 windows read (two registers past their first column, and
+        // two more for the third column's).
+        let mut columns = vec![f32::NEG_INFINITY; w.next_multiple_of(16) + 48];
+        // SAFETY: `isa` found AVX-512 F; the assert put every plane inside
+        // `x` and `y`; `columns` holds what the kernel reads.
+        unsafe { planes_avx512(x, shape, y, &mut columns) };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Lanes `0..n` of a 16-lane mask.
+#[cfg(target_arch = "x86_64")]
+fn first_lanes(n: usize) -> __mmask16 {
+    ((1u32 << n.min(16)) - 1) as __mmask16
+}
+
+/// # Safety
+/// AVX-512 F is available; `x` and `y` hold `shape`'s planes, which
+/// [`Stride2Pool::is_taken`] takes; `columns` holds `w` rounded up to 16
+/// plus 48 values, those past the rounded width -inf.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn planes_avx512(x: &[f32], shape: Stride2Pool, y: &mut [f32], columns: &mut [f32]) {
+    let Stride2Pool {
+        planes,
+        input: [h, w],
+        kernel: [kh, kw],
+        output: [oh, ow],
+    } = shape;
+    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
+    // Lane l of a window column's register: column 2l (+1, +2) of the 32
+    // values in the two registers from the windows' first column.
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    let (x, y, columns) = (x.as_ptr(), y.as_mut_ptr(), columns.as_mut_ptr());
+    for p in 0..planes {
+        let plane = x.wrapping_add(p * h * w);
+        for r in 0..oh {
+            let rows = 2 * r..(2 * r + kh).min(h);
+            for x0 in (0..w).step_by(16) {
+                let keep = first_lanes(w - x0);
+                let mut m = neg;
+                for row in rows.clone() {
+                    // SAFETY: the kept lanes are columns x0.. of the row,
+                    // inside the plane; the others read nothing.
+                    let v = unsafe { _mm512_mask_loadu_ps(neg, keep, plane.add(row * w + x0)) };
+                    m = _mm512_max_ps(v, m);
+                }
+                // SAFETY: columns holds w rounded up to 16.
+                unsafe { _mm512_storeu_ps(columns.add(x0), m) };
+            }
+            for q0 in (0..ow).step_by(16) {
+                let at = columns.wrapping_add(2 * q0);
+                // SAFETY: 2 * q0 + 34 <= w + 33 values, inside `columns`
+                // (-inf past the row).
+                let window = |offset: usize, index: __m512i| unsafe {
+                    let (lo, hi) = (
+                        _mm512_loadu_ps(at.add(offset)),
+                        _mm512_loadu_ps(at.add(offset + 16)),
+                    );
+                    _mm512_permutex2var_ps(lo, index, hi)
+                };
+                let mut best = window(0, even);
+                best = _mm512_max_ps(window(0, odd), best);
+                if kw == 3 {
+                    best = _mm512_max_ps(window(2, even), best);
+                }
+                let out = y.wrapping_add((p * oh + r) * ow + q0);
+                // SAFETY: the kept lanes are outputs q0.. of the row.
+                unsafe { _mm512_mask_storeu_ps(out, first_lanes(ow - q0), best) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The general loop's arithmetic: column maxima from -inf, then the
+    /// window left to right, the held value kept unless the new is greater.
+    fn by_definition(x: &[f32], shape: Stride2Pool) -> Vec<f32> {
+        let Stride2Pool {
+            planes,
+            input: [h, w],
+            kernel: [kh, kw],
+            output: [oh, ow],
+        } = shape;
+        let larger = |m: f32, v: f32| if v > m { v } else { m };
+        let mut y = Vec::new();
+        for p in 0..planes {
+            for r in 0..oh {
+                let mut columns = vec![f32::NEG_INFINITY; w];
+                for row in 2 * r..(2 * r + kh).min(h) {
+                    for (c, m) in columns.iter_mut().enumerate() {
+                        *m = larger(*m, x[(p * h + row) * w + c]);
+                    }
+                }
+                for q in 0..ow {
+                    let (w0, w1) = (2 * q, (2 * q + kw).min(w));
+                    y.push(
+                        columns[w0 + 1..w1]
+                            .iter()
+                            .fold(columns[w0], |m, &v| larger(m, v)),
+                    );
+                }
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn windows_clipped_or_whole_give_the_general_loops_bits() {
+        // MTCNN R-Net's and O-Net's 3x3 pools (rounded up: the last
+        // windows clipped), a plane wider than two registers, 2x2 over odd
+        // planes, tall windows, one output.
+        for (planes, input, kernel) in [
+            (3, [22, 22], [3, 3]),
+            (2, [46, 46], [3, 3]),
+            (2, [9, 9], [3, 3]),
+            (1, [21, 70], [3, 3]),
+            (2, [7, 9], [2, 2]),
+            (1, [5, 33], [4, 2]),
+            (1, [3, 3], [3, 3]),
+        ] {
+            let [h, w] = input;
+            let out = |n: usize, k: usize| (n - k).div_ceil(2) + 1;
+            let output = [out(h, kernel[0]), out(w, kernel[1])];
+            let shape = Stride2Pool {
+                planes,
+                input,
+                kernel,
+                output,
+            };
+            assert!(shape.is_taken(), "{shape:?}");
+            // NaNs, signed zeros, infinities and ties among the values.
+            let x: Vec<f32> = (0..planes * h * w)
+                .map(|i| match i % 23 {
+                    0 => f32::NAN,
+                    5 => -0.0,
+                    6 => 0.0,
+                    11 => f32::NEG_INFINITY,
+                    _ => ((i * 7919 % 101) as f32 - 50.0) / 8.0,
+                })
+                .collect();
+            let want = by_definition(&x, shape);
+            let mut got = vec![f32::NAN; want.len() + 3];
+            if !max_pool_stride2(&x, shape, &mut got) {
+                assert_ne!(isa(), Isa::Avx512);
+                continue;
+            }
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got[..want.len()]), bits(&want), "{shape:?}");
+            assert!(got[want.len()..].iter().all(|v| v.is_nan()), "{shape:?}");
+        }
+    }
+
+    #[test]
+    fn shapes_with_windows_past_the_input_are_left_to_the_general_loop() {
+        // Windows 1 wide at stride 2: the last of 3 outputs over 4 columns
+        // would start past the input.
+        let shape = Stride2Pool {
+            planes: 1,
+            input: [4, 4],
+            kernel: [2, 1],
+            output: [2, 3],
+        };
+        assert!(!shape.is_taken());
+        assert!(!max_pool_stride2(&[0.0; 16], shape, &mut [7.0; 6]));
+    }
+}
