@@ -236,13 +236,15 @@ mod tests {
     fn rows_summed_in_registers_give_the_run_by_run_bits() {
         // LeNet's conv2 round; rows wider than a register with a window
         // straddling the 16-lane segments; a window as large as its
-        // input; a one-pixel window; tall and wide windows.
+        // input; a one-pixel window; tall and wide windows; a window
+        // wider than a register, whose taps move runs 16 lanes and more.
         for (channels, input, kernel, images) in [
             (20, [12, 12], [5, 5], 4),
             (3, [9, 40], [3, 7], 2),
             (2, [5, 17], [5, 17], 3),
             (4, [6, 33], [1, 1], 1),
             (1, [20, 3], [7, 2], 2),
+            (2, [3, 45], [2, 21], 2),
         ] {
             let window = DenseWindow {
                 channels,
