@@ -100,19 +100,6 @@ impl<T: MathElement> InnerProductEngine<T> {
                 T::ZERO,
                 &mut yd,
             );
-        } else if m == 1 {
-            // One item: a matrix-vector product, which a gemm would pack
-            // the whole weight matrix for.
-            cpu::gemv(
-                Transpose::No,
-                n,
-                k,
-                T::ONE,
-                &w,
-                &x.cpu_data()?,
-                T::ZERO,
-                &mut yd[..n],
-            );
         } else if weights_lead::<T>(m, n, k) {
             // y^T = W x^T, then turned.
             let product = (Transpose::No, (n, m, k), &*w, &*x.cpu_data()?);
