@@ -17,6 +17,16 @@ use super::{Isa, isa};
 /// The shape [`max_pool_stride2`] pools: `planes` planes of
 /// `input[0] x input[1]` into planes of `output[0] x output[1]`, windows
 /// of `kernel` at stride 2 without padding.
+///
+/// ```
+/// use blob_kernels::cpu::Stride2Pool;
+/// // MTCNN R-Net's pool1: 28 channels of 22 x 22, 3x3 windows, 11 x 11
+/// // outputs (Caffe rounds up; the last windows are clipped).
+/// let pool1 = Stride2Pool { planes: 28, input: [22, 22], kernel: [3, 3], output: [11, 11] };
+/// assert!(pool1.is_taken());
+/// // Windows 1 wide are left to the general loop.
+/// assert!(!Stride2Pool { kernel: [3, 1], ..pool1 }.is_taken());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stride2Pool {
     /// Planes (images times channels).
