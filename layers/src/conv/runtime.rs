@@ -496,12 +496,7 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         if let Some(weights) = weights {
             self.blobs = self.p.fresh_blobs(&weights, self.p.num_output)?;
         }
-        let mut shapes: Vec<TopShape> = bottoms[1..]
-            .iter()
-            .map(|_| TopShape::new(top.clone()))
-            .collect();
-        shapes.push(TopShape::new(top));
-        Ok(shapes)
+        Ok(vec![TopShape::new(top); bottoms.len()])
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {

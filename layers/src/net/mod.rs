@@ -223,6 +223,17 @@ fn gathered<T: MathElement, R>(
     }
 }
 
+/// Calls `f` with a layer's bottoms and tops, each list [`gathered`].
+fn with_layer_blobs<T: MathElement, R>(
+    blobs: &[Blob<T>],
+    (bottoms, tops): (&[usize], &[usize]),
+    f: impl FnOnce(&[&Blob<T>], &[&Blob<T>]) -> R,
+) -> R {
+    gathered(blobs, bottoms, |bottoms| {
+        gathered(blobs, tops, |tops| f(bottoms, tops))
+    })
+}
+
 /// `v[a]` mutably and `v[b]` shared, `a != b`.
 fn pair<X>(v: &mut [X], a: usize, b: usize) -> (&mut X, &X) {
     assert_ne!(a, b, "a top never views itself");
@@ -737,10 +748,9 @@ impl<T: MathElement> Net<T> {
     /// Caffe's `Layer::Reshape` for one layer, and the tops given the
     /// shapes it computes (memory only grows) and the memory it shares.
     fn reshape_layer(blobs: &mut [Blob<T>], entry: &mut NetLayer<T>) -> Result<()> {
-        let shapes = gathered(blobs, &entry.bottoms, |bottoms| {
-            gathered(blobs, &entry.tops, |tops| {
-                entry.layer.reshape(bottoms, tops)
-            })
+        let lists = (entry.bottoms.as_slice(), entry.tops.as_slice());
+        let shapes = with_layer_blobs(blobs, lists, |bottoms, tops| {
+            entry.layer.reshape(bottoms, tops)
         })?;
         if shapes.len() != entry.tops.len() {
             return Err(BlobError::InvalidParameter {
@@ -792,10 +802,9 @@ impl<T: MathElement> Net<T> {
             let wrap = in_layer(&entry.name, entry.layer.type_name());
             let run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<()> {
                 Self::reshape_layer(blobs, entry)?;
-                gathered(blobs, &entry.bottoms, |bottoms| {
-                    gathered(blobs, &entry.tops, |tops| {
-                        entry.layer.forward(bottoms, tops)
-                    })
+                let lists = (entry.bottoms.as_slice(), entry.tops.as_slice());
+                with_layer_blobs(blobs, lists, |bottoms, tops| {
+                    entry.layer.forward(bottoms, tops)
                 })
             };
             run(&mut self.blobs, entry).map_err(wrap)?;
@@ -892,13 +901,10 @@ impl<T: MathElement> Net<T> {
             if !entry.need_backward {
                 continue;
             }
-            let blobs = &self.blobs;
-            gathered(blobs, &entry.bottoms, |bottoms| {
-                gathered(blobs, &entry.tops, |tops| {
-                    entry
-                        .layer
-                        .backward(tops, &entry.bottom_need_backward, bottoms)
-                })
+            let lists = (entry.bottoms.as_slice(), entry.tops.as_slice());
+            with_layer_blobs(&self.blobs, lists, |bottoms, tops| {
+                let down = &entry.bottom_need_backward;
+                entry.layer.backward(tops, down, bottoms)
             })
             .map_err(in_layer(&entry.name, entry.layer.type_name()))?;
         }
