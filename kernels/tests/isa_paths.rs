@@ -81,8 +81,9 @@ fn all_results<T: Real>() -> Vec<u64> {
     out
 }
 
-/// What the f32-only moves write (a convolution's shifted copies, an
-/// inner product's turned result and the panels of a weight gradient),
+/// What the f32-only moves write (a convolution's shifted and phase
+/// copies, an inner product's turned result and the panels of a weight
+/// gradient),
 /// as bits: runs shorter than a
 /// register, whole ones with a tail, and panels of fewer than 16, 16 and
 /// more columns over depths with a partial last block of 16.
@@ -93,6 +94,16 @@ fn moves() -> Vec<u64> {
         let mut dst = vec![f32::NAN; rows * (len + 2)];
         cpu::copy_rows(&x, stride, &mut dst, len + 2, [rows, len]);
         out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
+    }
+    // Strided picks from a source that ends at the last value read (the
+    // loads' masks stop there), into a run whose neighbours must stay.
+    for stride in 1..=5 {
+        for len in [1, 15, 16, 17, 40] {
+            let src = &x[..(len - 1) * stride + 1];
+            let mut dst = vec![f32::NAN; len + 2];
+            cpu::copy_strided(src, stride, &mut dst[1..=len]);
+            out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
+        }
     }
     for shape in [[60, 64], [17, 33], [1, 5]] {
         let mut dst = vec![f32::NAN; shape[0] * shape[1]];

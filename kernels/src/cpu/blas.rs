@@ -33,10 +33,13 @@ pub const PANEL_COLUMNS: usize = 32;
 /// `beta == 1` its weight gradient, `weight_cpu_gemm`) with its column
 /// buffer built a panel at a time in cache, rather than by a whole
 /// im2col first ([`panel_from_columns`] moves columns that lie in
-/// memory). It runs where `gemm` would run its own AVX-512 kernel
-/// (an AVX-512 machine, a small layer's shape), with the same sums in the
-/// same order, so the same bits as `gemm` of the stored `B`; it says
-/// whether it ran (`false`: nothing was filled or written).
+/// memory). It runs on an AVX-512 machine, any shape, and says whether
+/// it ran (`false`: nothing was filled or written). For the shapes where
+/// `gemm` runs the same kernel ([`gemm_filled_suits`]), the sums are
+/// `gemm`'s, in the same order, so the same bits as `gemm` of the stored
+/// `B`; for larger ones `gemm` of a stored `B` is the faster product,
+/// unless storing `B` costs more than the difference (a strided
+/// window's im2col).
 ///
 /// ```
 /// use blob_kernels::cpu::{PANEL_COLUMNS, gemm_filled};
@@ -82,7 +85,7 @@ pub fn gemm_filled(
     // SAFETY: the assert above proves A's `m x k` and C's `m x n` values
     // inside their slices; `c` is a unique borrow, aliasing nothing.
     return unsafe {
-        super::sgemm_avx512::run_filled_if_suited(
+        super::sgemm_avx512::run_filled(
             (m, k, n),
             (a.as_ptr(), [k as isize, 1]),
             &mut fill,
@@ -94,17 +97,20 @@ pub fn gemm_filled(
     false
 }
 
-/// Whether [`gemm_filled`] runs an `m x n` product of depth `k` on this
-/// machine (so a caller can skip preparing what its fill reads). A
-/// shallower product of the same `m` and `n` runs too.
+/// Whether [`gemm_filled`] runs an `m x n` product of depth `k` with
+/// the kernel `gemm` itself runs for that shape on this machine (an
+/// AVX-512 machine, a small layer's shape), so with `gemm`'s bits, and
+/// as the faster way to a product whose B would otherwise be stored (a
+/// caller can skip preparing what its fill reads). A shallower product
+/// of the same `m` and `n` suits too.
 ///
 /// ```
-/// use blob_kernels::cpu::{Isa, gemm_filled_runs, isa};
-/// assert_eq!(gemm_filled_runs(50, 500, 256), isa() == Isa::Avx512);
+/// use blob_kernels::cpu::{Isa, gemm_filled_suits, isa};
+/// assert_eq!(gemm_filled_suits(50, 500, 256), isa() == Isa::Avx512);
 /// ```
-pub fn gemm_filled_runs(m: usize, n: usize, k: usize) -> bool {
+pub fn gemm_filled_suits(m: usize, n: usize, k: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return super::sgemm_avx512::filled_runs(m, n, k);
+    return super::sgemm_avx512::filled_suits(m, n, k);
     #[cfg(not(target_arch = "x86_64"))]
     false
 }

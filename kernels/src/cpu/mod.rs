@@ -22,7 +22,7 @@ pub(crate) mod sgemm_avx512;
 pub mod vector;
 
 pub use blas::{
-    PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_runs, gemv, panel_from_columns,
+    PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_suits, gemv, panel_from_columns,
 };
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};

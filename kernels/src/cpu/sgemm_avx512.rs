@@ -213,29 +213,28 @@ pub(crate) unsafe fn run_if_suited(
     true
 }
 
-/// Whether [`run_filled_if_suited`] runs an `m x n` product of depth `k`
-/// on this machine.
-pub(crate) fn filled_runs(m: usize, n: usize, k: usize) -> bool {
+/// Whether [`run_filled`]'s `m x n` product of depth `k` is the one [`run_if_suited`] runs for that shape on this machine.
+pub(crate) fn filled_suits(m: usize, n: usize, k: usize) -> bool {
     isa() == Isa::Avx512 && suits(m, n, k, false)
 }
 
 /// [`run_if_suited`] for a B that `fill` writes a panel at a time (a
 /// convolution's im2col, taken straight from the image), `c` row-major
-/// (`m x n`, rows `n` apart). Runs on an AVX-512 machine for a shape the
-/// kernel [`suits`], and says whether it ran.
+/// (`m x n`, rows `n` apart). Runs on an AVX-512 machine, any shape, and
+/// says whether it ran.
 ///
 /// # Safety
 /// A's `m x k` elements at `a` with strides `sa` are readable; `c` holds
 /// `m * n` values written by no one else meanwhile, aliasing nothing
 /// `fill` reads.
-pub(crate) unsafe fn run_filled_if_suited(
+pub(crate) unsafe fn run_filled(
     (m, k, n): (usize, usize, usize),
     (a, sa): (*const f32, [isize; 2]),
     fill: FilledB<'_>,
     beta: f32,
     c: *mut f32,
 ) -> bool {
-    if !filled_runs(m, n, k) {
+    if isa() != Isa::Avx512 {
         return false;
     }
     // SAFETY: as the caller promises; every panel is one of `pack`.

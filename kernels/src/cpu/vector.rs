@@ -452,6 +452,97 @@ unsafe fn copy_rows_avx512(
     }
 }
 
+/// `dst[i] = src[i * stride]` for each `i < dst.len()`: one row of a
+/// strided window's im2col (the first layers of CaffeNet, GoogLeNet,
+/// ResNet, SqueezeNet and MobileNet read every second or fourth input
+/// column). On AVX-512, strides 1, 2 and 4 move 16 values at a time
+/// (picked out of two or four registers); other strides go value by
+/// value.
+///
+/// ```
+/// let src = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// let mut dst = [0.0f32; 3];
+/// blob_kernels::cpu::copy_strided(&src, 3, &mut dst);
+/// assert_eq!(dst, [0.0, 3.0, 6.0]);
+/// ```
+///
+/// # Panics
+/// If `stride` is 0 or `src` holds no value `(dst.len() - 1) * stride`.
+#[track_caller]
+pub fn copy_strided(src: &[f32], stride: usize, dst: &mut [f32]) {
+    let Some(last) = dst.len().checked_sub(1) else {
+        return;
+    };
+    assert!(stride > 0, "copy_strided: the stride is 0");
+    let reach = last.saturating_mul(stride);
+    assert!(
+        reach < src.len(),
+        "copy_strided: {} values {stride} apart need {} source values, got {}",
+        dst.len(),
+        reach.saturating_add(1),
+        src.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if matches!(stride, 1 | 2 | 4) && super::isa() == super::Isa::Avx512 {
+        // SAFETY: AVX-512 F is there; the assert put value `reach` inside
+        // `src`, and every value the kernel reads is at or before it.
+        unsafe { copy_strided_avx512(src.as_ptr(), src.len(), stride, dst) };
+        return;
+    }
+    for (d, s) in dst.iter_mut().zip(src.iter().step_by(stride)) {
+        *d = *s;
+    }
+}
+
+/// [`copy_strided`] for strides 1, 2 and 4: 16 values picked from the
+/// `16 * stride` that follow their first, loaded under masks that stop
+/// at `src_len`.
+///
+/// # Safety
+/// AVX-512 F is available; `src` holds `src_len` readable values, at
+/// least `(dst.len() - 1) * stride + 1`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_strided_avx512(src: *const f32, src_len: usize, stride: usize, dst: &mut [f32]) {
+    use std::arch::x86_64::*;
+    // Lane i of the pick takes lane 2i of the pair (lo, hi): 0, 2, ..., 30.
+    let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    // Lanes 0..8 of (a, b) then lanes 0..8 of (c, d), each the first 8 of
+    // a stride-4 pick: 0, 4, ..., 28 of a pair.
+    let fourths = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    let load = |at: usize| -> __m512 {
+        if at + 16 <= src_len {
+            // SAFETY: values at..at + 16 are inside `src`.
+            return unsafe { _mm512_loadu_ps(src.add(at)) };
+        }
+        let left = src_len.saturating_sub(at).min(16);
+        let mask = ((1u32 << left) - 1) as __mmask16;
+        // SAFETY: the mask keeps the load to values at..src_len.
+        unsafe { _mm512_maskz_loadu_ps(mask, src.wrapping_add(at)) }
+    };
+    for (i, out) in dst.chunks_mut(16).enumerate() {
+        let at = i * 16 * stride;
+        let picked = if stride == 1 {
+            load(at)
+        } else if stride == 2 {
+            _mm512_permutex2var_ps(load(at), evens, load(at + 16))
+        } else {
+            let low = _mm512_permutex2var_ps(load(at), fourths, load(at + 16));
+            let high = _mm512_permutex2var_ps(load(at + 32), fourths, load(at + 48));
+            // Low's lanes 0..8, then high's 0..8 (its 128-bit lanes 0, 1).
+            _mm512_shuffle_f32x4::<0b0100_0100>(low, high)
+        };
+        if out.len() == 16 {
+            // SAFETY: `out` holds 16 values.
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), picked) };
+        } else {
+            let mask = ((1u32 << out.len()) - 1) as __mmask16;
+            // SAFETY: the mask keeps the store to `out`'s values.
+            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), mask, picked) };
+        }
+    }
+}
+
 /// `dst = src^T`: `src` of `rows x cols`, row-major, into `dst` of `cols
 /// x rows`, any `Copy` element. For `f32` on AVX-512, 16 x 16 blocks move
 /// through registers.

@@ -36,7 +36,7 @@ pub(crate) struct ConvGeometry {
 /// calls `memcpy`, which costs more than 8 values take to move); what the
 /// block writes past the run, the runs after it overwrite.
 #[inline(always)]
-fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, len: usize) {
+pub(super) fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, len: usize) {
     #[inline(always)]
     fn block<T: Copy, const B: usize>(col: &mut [T], to: usize, x: &[T], from: usize) -> bool {
         match (col.get_mut(to..to + B), x.get(from..from + B)) {
@@ -54,6 +54,10 @@ fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, len: usize)
         col[to..to + len].copy_from_slice(&x[from..from + len]);
     }
 }
+
+/// Up to a panel's worth of runs, `(panel column, source, length)`, and
+/// how many of them there are ([`ConvGeometry::panel_runs`]).
+pub(super) type PanelRuns = ([(usize, usize, usize); cpu::PANEL_COLUMNS], usize);
 
 /// One run of `ow` column entries: where it starts in the column buffer,
 /// the input row it reads (`None` for a row of padding), and the outputs
@@ -221,15 +225,15 @@ impl ConvGeometry {
         );
     }
 
-    /// The product `weight x im2col(images first..first + count)` into
-    /// `out` (`channels_out` rows of `count * oh * ow`) with the column
-    /// buffer never built whole: `cpu::gemm_filled` asks for it a panel
-    /// at a time, and each panel is copied from the image while the
-    /// product's kernel waits on it in cache (LeNet's conv2 spent about a
-    /// quarter of its time writing its im2col, 512 KB a round of four
-    /// images, and packing it again). For `f32` dense windows where that
-    /// kernel runs; the same bits as im2col and `gemm`. Says whether it
-    /// ran.
+    /// The product `weight x im2col(images first..first + count)` of a
+    /// dense window into `out` (`channels_out` rows of `count * oh *
+    /// ow`) with the column buffer never built whole: `cpu::gemm_filled`
+    /// asks for it a panel at a time, and each panel is copied from the
+    /// image while the product's kernel waits on it in cache (LeNet's
+    /// conv2 spent about a quarter of its time writing its im2col, 512 KB
+    /// a round of four images, and packing it again). For `f32` where
+    /// that kernel is `gemm`'s (`cpu::gemm_filled_suits`); the same bits
+    /// as im2col and `gemm`. Says whether it ran.
     fn product_from_image<T: MathElement>(
         &self,
         x: &[T],
@@ -242,47 +246,75 @@ impl ConvGeometry {
         else {
             return false;
         };
-        if !self.is_dense() {
+        let (cout, n, k) = (self.channels_out, count * self.oh * self.ow, self.patch());
+        if !self.is_dense() || !cpu::gemm_filled_suits(cout, n, k) {
             return false;
         }
-        let (h, w, ow, [kh, kw]) = (self.h, self.w, self.ow, self.kernel);
-        let (plane, image) = (self.oh * ow, self.channels_in * h * w);
-        let (cout, n, k) = (self.channels_out, count * plane, self.patch());
         let fill = |rows: Range<usize>, cols: Range<usize>, panel: &mut [f32]| {
-            // The panel's columns as runs along output rows: where each
-            // starts in a panel row and in the input (at tap 0), the same
-            // for every row (tap) of the panel.
-            let mut runs = [(0, 0, 0); cpu::PANEL_COLUMNS];
-            let mut count = 0;
-            let mut column = cols.start;
-            while column < cols.end {
-                let (img, at) = (column / plane, column % plane);
-                let (r, q) = (at / ow, at % ow);
-                let len = (ow - q).min(cols.end - column);
-                runs[count] = (column - cols.start, (first + img) * image + r * w + q, len);
-                count += 1;
-                column += len;
-            }
-            // Tap (c, ki, kj) reads the input shifted by c * h * w + ki * w + kj.
-            let (mut ki, mut kj) = (rows.start / kw % kh, rows.start % kw);
-            let mut shift = rows.start / (kh * kw) * h * w + ki * w + kj;
-            for row in panel.chunks_exact_mut(cpu::PANEL_COLUMNS).take(rows.len()) {
-                for &(to, from, len) in &runs[..count] {
-                    copy_run(row, to, x, from + shift, len);
-                }
-                kj += 1;
-                shift += 1;
-                if kj == kw {
-                    (kj, ki) = (0, ki + 1);
-                    shift += w - kw;
-                    if ki == kh {
-                        ki = 0;
-                        shift += h * w - kh * w;
-                    }
-                }
-            }
+            self.fill_dense_panel(x, first, (rows, cols), panel)
         };
         cpu::gemm_filled(cout, n, k, weight, fill, 0.0, out)
+    }
+
+    /// A panel's columns `cols` as runs along output rows, each `(where
+    /// it starts in a panel row, where it starts in what the taps read,
+    /// length)`, the second `start(image, output row, output column)` of
+    /// its first column (images counted from the product's first). A run
+    /// never crosses an output row, so each tap reads it from one input
+    /// row.
+    pub(super) fn panel_runs(
+        &self,
+        cols: Range<usize>,
+        start: impl Fn(usize, usize, usize) -> usize,
+    ) -> PanelRuns {
+        let (ow, plane) = (self.ow, self.oh * self.ow);
+        let mut runs = [(0, 0, 0); cpu::PANEL_COLUMNS];
+        let mut count = 0;
+        let mut column = cols.start;
+        while column < cols.end {
+            let (img, at) = (column / plane, column % plane);
+            let (r, q) = (at / ow, at % ow);
+            let len = (ow - q).min(cols.end - column);
+            runs[count] = (column - cols.start, start(img, r, q), len);
+            count += 1;
+            column += len;
+        }
+        (runs, count)
+    }
+
+    /// Rows `rows` (taps) and columns `cols` of im2col of a dense window
+    /// into `panel`, [`cpu::PANEL_COLUMNS`] values a row: each run is a
+    /// copy of adjacent input values.
+    fn fill_dense_panel(
+        &self,
+        x: &[f32],
+        first: usize,
+        (rows, cols): (Range<usize>, Range<usize>),
+        panel: &mut [f32],
+    ) {
+        let (h, w, [kh, kw]) = (self.h, self.w, self.kernel);
+        let image = self.channels_in * h * w;
+        // Where each run starts in the input at tap 0, the same for every
+        // row (tap) of the panel.
+        let (runs, count) = self.panel_runs(cols, |img, r, q| (first + img) * image + r * w + q);
+        // Tap (c, ki, kj) reads the input shifted by c * h * w + ki * w + kj.
+        let (mut ki, mut kj) = (rows.start / kw % kh, rows.start % kw);
+        let mut shift = rows.start / (kh * kw) * h * w + ki * w + kj;
+        for row in panel.chunks_exact_mut(cpu::PANEL_COLUMNS).take(rows.len()) {
+            for &(to, from, len) in &runs[..count] {
+                copy_run(row, to, x, from + shift, len);
+            }
+            kj += 1;
+            shift += 1;
+            if kj == kw {
+                (kj, ki) = (0, ki + 1);
+                shift += w - kw;
+                if ki == kh {
+                    ki = 0;
+                    shift += h * w - kh * w;
+                }
+            }
+        }
     }
 
     /// The inverse of [`Self::im2col`]: adds each column entry back onto
@@ -411,8 +443,13 @@ impl<T: Clone + Default + 'static> PartScratch<T> {
         if let Some(direct) = g.direct::<T>() {
             return ensure(&mut self.col, direct.scratch_size(1));
         }
-        let cols = g.images_per_round().saturating_mul(g.oh * g.ow);
-        ensure(&mut self.col, g.patch().saturating_mul(cols))?;
+        let round = g.images_per_round();
+        let cols = round.saturating_mul(g.oh * g.ow);
+        let col = match g.phase_copies::<T>() {
+            Some(copies) => copies.scratch_size(round),
+            None => g.patch().saturating_mul(cols),
+        };
+        ensure(&mut self.col, col)?;
         ensure(&mut self.tmp, g.channels_out.saturating_mul(cols))
     }
 
@@ -472,7 +509,7 @@ pub(crate) fn forward<T: MathElement>(
     bias: &[T],
     y: &mut [T],
 ) -> Result<()> {
-    if g.batch == 1 && split_channels(g) {
+    if g.batch == 1 && split_channels(g, g.phase_copies::<T>().is_some()) {
         return forward_channels(g, scratch, x, weight, bias, y);
     }
     let per_image = g.channels_out * g.oh * g.ow;
@@ -518,14 +555,15 @@ const CHANNEL_SPLIT_MAX_COLUMNS: usize = 1 << 16;
 
 /// Whether one image's pass is cut by output channels: two cores or
 /// more, enough work but a small column buffer (never a 1x1 layer's,
-/// whose input is its buffer), and at least 8 channels (a gemm kernel's
-/// rows) a core.
-fn split_channels(g: &ConvGeometry) -> bool {
+/// whose input is its buffer) or `phase_copies` of the image (a strided
+/// first layer's, about the image's size), and at least 8 channels (a
+/// gemm kernel's rows) a core.
+fn split_channels(g: &ConvGeometry, phase_copies: bool) -> bool {
     let work = g.channels_out * g.oh * g.ow * g.patch();
     cpu::cores() > 1
         && !g.is_pointwise()
         && work >= CHANNEL_SPLIT_MIN
-        && g.patch() * g.oh * g.ow <= CHANNEL_SPLIT_MAX_COLUMNS
+        && (phase_copies || g.patch() * g.oh * g.ow <= CHANNEL_SPLIT_MAX_COLUMNS)
         && g.channels_out >= 16
 }
 
@@ -680,6 +718,7 @@ fn forward_part<T: MathElement>(
         return;
     }
     let round = g.images_per_round();
+    let phase_copies = g.phase_copies::<T>();
     for start in (0..count).step_by(round) {
         let n = round.min(count - start);
         let cols = n * p;
@@ -689,7 +728,10 @@ fn forward_part<T: MathElement>(
         } else {
             &mut s.tmp[..cout * cols]
         };
-        if !g.product_from_image(x, first + start, n, weight, out) {
+        let images = (first + start, n);
+        if let Some(copies) = &phase_copies {
+            super::strided::product(g, copies, (x, weight), images, out, &mut s.col);
+        } else if !g.product_from_image(x, first + start, n, weight, out) {
             g.im2col(x, first + start, n, &mut s.col);
             let col = &s.col[..ckk * cols];
             cpu::gemm(
@@ -851,7 +893,7 @@ fn backward_part<T: MathElement>(
     // that gemm runs (for a whole round, so for a shorter last one too).
     let deep_direct = g
         .direct::<T>()
-        .filter(|_| want_dw && direct.is_none() && cpu::gemm_filled_runs(cout, ckk, round * p));
+        .filter(|_| want_dw && direct.is_none() && cpu::gemm_filled_suits(cout, ckk, round * p));
     s.dw[..cout * ckk].fill(T::ZERO);
     if want_db {
         s.db_planes[..cout * p].fill(T::ZERO);

@@ -239,7 +239,7 @@ pub(super) fn weight_gradient<T: MathElement>(
 /// `(c, ki, kj)` of an image is its copy for `(c, kj)` from row `ki`
 /// on), so the column buffer is neither written nor packed. `scratch`
 /// holds [`Direct::scratch_size`] of `count` images. `T` is `f32`, and
-/// `cpu::gemm_filled_runs` took the shape.
+/// `cpu::gemm_filled_suits` took the shape.
 pub(super) fn weight_gradient_product<T: MathElement>(
     g: &ConvGeometry,
     direct: &Direct,
@@ -271,5 +271,5 @@ pub(super) fn weight_gradient_product<T: MathElement>(
     };
     let (cout, patch) = (g.channels_out, g.patch());
     let ran = cpu::gemm_filled(cout, patch, count * plane, dy_t, fill, 1.0, dw);
-    debug_assert!(ran, "cpu::gemm_filled_runs took the shape");
+    debug_assert!(ran, "an AVX-512 machine, as cpu::gemm_filled_suits found");
 }

@@ -12,6 +12,7 @@ mod depthwise;
 mod direct;
 mod engine;
 mod runtime;
+mod strided;
 mod volume;
 mod winograd;
 

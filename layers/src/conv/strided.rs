@@ -1,0 +1,239 @@
+//! A strided window's forward product on the CPU (a net's first layer:
+//! GoogLeNet's and ResNet's 7 x 7 at stride 2, CaffeNet's 11 x 11 at 4,
+//! SqueezeNet's and MobileNet's 3 x 3 at 2) without im2col. Their im2col
+//! took a quarter of the layer's time: GoogLeNet's writes 7 MB an image,
+//! a value at a time, for a product that packs it again.
+//!
+//! Here each input channel is laid out as `stride` phase copies: copy
+//! `(c, b)` row `R` holds the padded input row `R`'s values at columns
+//! `Q * stride + b`, so the tap `(c, i, j)` whose column offset `j *
+//! dilation` is `a * stride + b` reads output row `r` as a run of
+//! adjacent values of copy `(c, b)`, row `r * stride + i * dilation`,
+//! from column `a`. The copies are about the input's size (0.6 MB for
+//! GoogLeNet's, which stays in L2), and `cpu::gemm_filled` asks for
+//! im2col a panel at a time, each panel row copied from them.
+
+use std::any::TypeId;
+use std::ops::Range;
+
+use blob_kernels::cpu;
+use blob_runtime::MathElement;
+
+use super::cpu::{ConvGeometry, copy_run};
+use crate::f32_view::{as_f32, as_f32_mut};
+
+/// The deepest patch taken so (CaffeNet's conv1 is 363 deep). Deeper
+/// strided windows (SSD's 3 x 3 at stride 2 over 256 channels) keep
+/// im2col and `gemm`, unmeasured this way.
+const PATCH_MAX: usize = 512;
+
+/// One image laid out as its phase copies, and where each tap reads in
+/// them.
+#[derive(Clone, Debug)]
+pub(super) struct PhaseCopies {
+    /// Values of a copy's row: the output's width and the widest column
+    /// offset a tap adds.
+    row_len: usize,
+    /// Rows of a copy: the padded input's.
+    rows: usize,
+    /// Values of one image's copies.
+    per_image: usize,
+    /// Each tap's offset, in im2col's order (channel, row, column).
+    offsets: Vec<usize>,
+}
+
+const F32: &str = "ConvGeometry::phase_copies found f32";
+
+impl ConvGeometry {
+    /// Whether this convolution's forward product is taken from phase
+    /// copies, and their layout: `f32` on an AVX-512 machine, a stride
+    /// above 1, a window of more than one tap and a patch of at most
+    /// [`PATCH_MAX`].
+    pub(super) fn phase_copies<T: 'static>(&self) -> Option<PhaseCopies> {
+        let suited = TypeId::of::<T>() == TypeId::of::<f32>()
+            && cpu::isa() == cpu::Isa::Avx512
+            && self.stride != [1, 1]
+            && self.kernel[0] * self.kernel[1] > 1
+            && self.patch() <= PATCH_MAX
+            && self.oh > 0
+            && self.ow > 0;
+        if !suited {
+            return None;
+        }
+        let ([kh, kw], sw, [dh, dw]) = (self.kernel, self.stride[1], self.dilation);
+        let row_len = self.ow + (kw - 1) * dw / sw;
+        let rows = self.h + 2 * self.pad[0];
+        let mut offsets = Vec::with_capacity(self.patch());
+        for c in 0..self.channels_in {
+            for i in 0..kh {
+                for j in 0..kw {
+                    let (a, b) = (j * dw / sw, j * dw % sw);
+                    offsets.push(((c * sw + b) * rows + i * dh) * row_len + a);
+                }
+            }
+        }
+        Some(PhaseCopies {
+            row_len,
+            rows,
+            per_image: self.channels_in * sw * rows * row_len,
+            offsets,
+        })
+    }
+}
+
+impl PhaseCopies {
+    /// The scratch the copies of `images` images need.
+    pub(super) fn scratch_size(&self, images: usize) -> usize {
+        self.per_image.saturating_mul(images)
+    }
+
+    /// Writes the image `x` (`channels_in` planes of `h x w`) as its
+    /// phase copies into `out`: copy `(c, b)` row `R` column `Q` holds
+    /// input row `R - pad`, column `Q * stride + b - pad`, or 0 where that
+    /// is padding.
+    fn write(&self, g: &ConvGeometry, x: &[f32], out: &mut [f32]) {
+        let (h, w, sw, [ph, pw]) = (g.h, g.w, g.stride[1], g.pad);
+        let len = self.row_len;
+        let copies = out.chunks_exact_mut(self.rows * len);
+        let channel_phases = (0..g.channels_in).flat_map(|c| (0..sw).map(move |b| (c, b)));
+        for (copy, (c, b)) in copies.zip(channel_phases) {
+            // Columns lo..hi of each row read the image.
+            let lo = pw.saturating_sub(b).div_ceil(sw).min(len);
+            let hi = (w + pw).saturating_sub(b).div_ceil(sw).clamp(lo, len);
+            let (above, image) = copy.split_at_mut(ph * len);
+            let (image, below) = image.split_at_mut(h * len);
+            above.fill(0.0);
+            below.fill(0.0);
+            for (r, row) in image.chunks_exact_mut(len).enumerate() {
+                row[..lo].fill(0.0);
+                row[hi..].fill(0.0);
+                if hi > lo {
+                    let from = (c * h + r) * w + lo * sw + b - pw;
+                    cpu::copy_strided(&x[from..], sw, &mut row[lo..hi]);
+                }
+            }
+        }
+    }
+}
+
+/// `out = weight x im2col(images first..first + count)` (`channels_out`
+/// rows of `count * oh * ow`) for a window [`ConvGeometry::phase_copies`]
+/// took, through `scratch` (at least [`PhaseCopies::scratch_size`] of
+/// `count` images). The same sums as im2col and `gemm` wherever `gemm`
+/// runs the kernel `gemm_filled` does.
+pub(super) fn product<T: MathElement>(
+    g: &ConvGeometry,
+    copies: &PhaseCopies,
+    (x, weight): (&[T], &[T]),
+    (first, count): (usize, usize),
+    out: &mut [T],
+    scratch: &mut [T],
+) {
+    let (x, weight) = (as_f32(x).expect(F32), as_f32(weight).expect(F32));
+    let (out, scratch) = (as_f32_mut(out).expect(F32), as_f32_mut(scratch).expect(F32));
+    let image_in = g.channels_in * g.h * g.w;
+    let made = &mut scratch[..copies.per_image * count];
+    for (img, out) in made.chunks_exact_mut(copies.per_image).enumerate() {
+        copies.write(g, &x[(first + img) * image_in..][..image_in], out);
+    }
+    let made = &*made;
+    let row_step = g.stride[0] * copies.row_len;
+    let fill = |taps: Range<usize>, cols: Range<usize>, panel: &mut [f32]| {
+        let (runs, count) =
+            g.panel_runs(cols, |img, r, q| img * copies.per_image + r * row_step + q);
+        let rows = panel.chunks_exact_mut(cpu::PANEL_COLUMNS);
+        for (&tap, row) in copies.offsets[taps].iter().zip(rows) {
+            for &(to, from, len) in &runs[..count] {
+                copy_run(row, to, made, tap + from, len);
+            }
+        }
+    };
+    let (m, n, k) = (g.channels_out, count * g.oh * g.ow, g.patch());
+    let ran = cpu::gemm_filled(m, n, k, weight, fill, 0.0, out);
+    debug_assert!(ran, "ConvGeometry::phase_copies found AVX-512");
+}
+
+#[cfg(test)]
+mod tests {
+    use blob_kernels::cpu::Transpose;
+
+    use super::*;
+
+    /// Values in [-1, 1) that differ from seed to seed.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn products_from_phase_copies_give_im2cols_sums() {
+        // Strides 2, 4 and 3 (the vector picks and the plain loop),
+        // padding on either axis (whole rows of it, runs that start or
+        // end in it), dilation, column offsets past the output's width,
+        // images whose panels straddle two images; then GoogLeNet's first
+        // layer on a small image, whose product `gemm` hands to another
+        // kernel (sums within rounding there, the same bits elsewhere).
+        for (cin, (h, w), [kh, kw], cout, images, [sh, sw], [ph, pw], [dh, dw]) in [
+            (3, (15, 15), [3, 3], 16, 2, [2, 2], [1, 1], [1, 1]),
+            (3, (23, 29), [7, 7], 24, 2, [2, 2], [3, 3], [1, 1]),
+            (3, (27, 43), [11, 11], 20, 2, [4, 4], [0, 0], [1, 1]),
+            (2, (13, 17), [3, 5], 11, 3, [1, 3], [2, 1], [2, 1]),
+            (5, (8, 70), [2, 4], 12, 1, [2, 4], [1, 3], [1, 2]),
+            (1, (9, 9), [3, 3], 8, 2, [3, 2], [4, 4], [2, 3]),
+            (3, (40, 40), [7, 7], 64, 1, [2, 2], [3, 3], [1, 1]),
+        ] {
+            let size = |i, k, s, p, d| ConvGeometry::output_size(i, k, s, p, d);
+            let g = ConvGeometry {
+                batch: images,
+                channels_in: cin,
+                channels_out: cout,
+                h,
+                w,
+                oh: size(h, kh, sh, ph, dh),
+                ow: size(w, kw, sw, pw, dw),
+                kernel: [kh, kw],
+                stride: [sh, sw],
+                pad: [ph, pw],
+                dilation: [dh, dw],
+            };
+            let Some(copies) = g.phase_copies::<f32>() else {
+                assert_ne!(cpu::isa(), cpu::Isa::Avx512, "{g:?}");
+                continue;
+            };
+            let x = values(images * cin * h * w, 1);
+            let weight = values(cout * g.patch(), 2);
+            let (k, n) = (g.patch(), images * g.oh * g.ow);
+            let mut col = vec![0.0; k * n];
+            g.im2col(&x, 0, images, &mut col);
+            let mut want = vec![f32::NAN; cout * n];
+            let (a, b) = (Transpose::No, Transpose::No);
+            cpu::gemm(a, b, cout, n, k, 1.0, &weight, &col, 0.0, &mut want);
+            let mut got = vec![f32::NAN; cout * n];
+            let mut scratch = vec![f32::NAN; copies.scratch_size(images)];
+            product(
+                &g,
+                &copies,
+                (&x, &weight),
+                (0, images),
+                &mut got,
+                &mut scratch,
+            );
+            if cpu::gemm_filled_suits(cout, n, k) {
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{g:?}");
+            } else {
+                for (i, (&got, &want)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                        "{g:?}: {i}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
