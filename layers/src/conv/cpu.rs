@@ -180,7 +180,7 @@ impl ConvGeometry {
 
     /// A dense window: stride 1, no padding or dilation. Each im2col run
     /// is then a whole output row read from one input row.
-    fn is_dense(&self) -> bool {
+    pub(super) fn is_dense(&self) -> bool {
         self.pad == [0, 0] && self.stride == [1, 1] && self.dilation == [1, 1]
     }
 
@@ -555,9 +555,9 @@ const CHANNEL_SPLIT_MAX_COLUMNS: usize = 1 << 16;
 
 /// Whether one image's pass is cut by output channels: two cores or
 /// more, enough work but a small column buffer (never a 1x1 layer's,
-/// whose input is its buffer) or `phase_copies` of the image (a strided
-/// first layer's, about the image's size), and at least 8 channels (a
-/// gemm kernel's rows) a core.
+/// whose input is its buffer) or the image's phase copies (about the
+/// image's size, made by each core), and at least 8 channels (a gemm
+/// kernel's rows) a core.
 fn split_channels(g: &ConvGeometry, phase_copies: bool) -> bool {
     let work = g.channels_out * g.oh * g.ow * g.patch();
     cpu::cores() > 1
@@ -730,7 +730,7 @@ fn forward_part<T: MathElement>(
         };
         let images = (first + start, n);
         if let Some(copies) = &phase_copies {
-            super::strided::product(g, copies, (x, weight), images, out, &mut s.col);
+            super::phase_copies::product(g, copies, (x, weight), images, out, &mut s.col);
         } else if !g.product_from_image(x, first + start, n, weight, out) {
             g.im2col(x, first + start, n, &mut s.col);
             let col = &s.col[..ckk * cols];

@@ -11,8 +11,8 @@ mod cudnn;
 mod depthwise;
 mod direct;
 mod engine;
+mod phase_copies;
 mod runtime;
-mod strided;
 mod volume;
 mod winograd;
 

@@ -1,17 +1,22 @@
-//! A strided window's forward product on the CPU (a net's first layer:
-//! GoogLeNet's and ResNet's 7 x 7 at stride 2, CaffeNet's 11 x 11 at 4,
-//! SqueezeNet's and MobileNet's 3 x 3 at 2) without im2col. Their im2col
-//! took a quarter of the layer's time: GoogLeNet's writes 7 MB an image,
-//! a value at a time, for a product that packs it again.
+//! The CPU forward product of a convolution whose im2col is not its
+//! input's plain runs (a stride, padding or dilation), without im2col:
+//! a net's first layer (GoogLeNet's and ResNet's 7 x 7 at stride 2,
+//! CaffeNet's 11 x 11 at 4, SqueezeNet's and MobileNet's 3 x 3 at 2) and
+//! the padded layers Winograd does not take (GoogLeNet's 5 x 5 and its
+//! 3 x 3 on 14 x 14 and 7 x 7, ResNet's and CaffeNet's 3 x 3 at batch 1,
+//! SSD's heads). Their im2col, written to memory and packed again by
+//! the product, took a fifth to a half of such a layer's time:
+//! GoogLeNet's first layer writes 7 MB an image, a value at a time.
 //!
 //! Here each input channel is laid out as `stride` phase copies: copy
 //! `(c, b)` row `R` holds the padded input row `R`'s values at columns
-//! `Q * stride + b`, so the tap `(c, i, j)` whose column offset `j *
-//! dilation` is `a * stride + b` reads output row `r` as a run of
-//! adjacent values of copy `(c, b)`, row `r * stride + i * dilation`,
-//! from column `a`. The copies are about the input's size (0.6 MB for
-//! GoogLeNet's, which stays in L2), and `cpu::gemm_filled` asks for
-//! im2col a panel at a time, each panel row copied from them.
+//! `Q * stride + b` (at stride 1, the padded input itself), so the tap
+//! `(c, i, j)` whose column offset `j * dilation` is `a * stride + b`
+//! reads output row `r` as a run of adjacent values of copy `(c, b)`,
+//! row `r * stride + i * dilation`, from column `a`. The copies are about
+//! the input's size (0.6 MB for GoogLeNet's first layer, which stays in
+//! L2), and `cpu::gemm_filled` asks for im2col a panel at a time, each
+//! panel row copied from them while the product waits on it in L1.
 
 use std::any::TypeId;
 use std::ops::Range;
@@ -21,11 +26,6 @@ use blob_runtime::MathElement;
 
 use super::cpu::{ConvGeometry, copy_run};
 use crate::f32_view::{as_f32, as_f32_mut};
-
-/// The deepest patch taken so (CaffeNet's conv1 is 363 deep). Deeper
-/// strided windows (SSD's 3 x 3 at stride 2 over 256 channels) keep
-/// im2col and `gemm`, unmeasured this way.
-const PATCH_MAX: usize = 512;
 
 /// One image laid out as its phase copies, and where each tap reads in
 /// them.
@@ -46,15 +46,18 @@ const F32: &str = "ConvGeometry::phase_copies found f32";
 
 impl ConvGeometry {
     /// Whether this convolution's forward product is taken from phase
-    /// copies, and their layout: `f32` on an AVX-512 machine, a stride
-    /// above 1, a window of more than one tap and a patch of at most
-    /// [`PATCH_MAX`].
+    /// copies, and their layout: `f32` on an AVX-512 machine, a window
+    /// of more than one tap whose im2col is not its input's plain runs
+    /// (not [`ConvGeometry::is_dense`]). Measured against im2col and
+    /// `gemm`, one layer alone at batch 1 (`docs/BENCHMARKS.md`,
+    /// 2026-11-27): 1.02x-1.8x on one core, 1.2x-1.5x on two; level or
+    /// up to 7% slower only for stride-2 windows onto 5 x 5 outputs or
+    /// fewer (SSD's last extra layers).
     pub(super) fn phase_copies<T: 'static>(&self) -> Option<PhaseCopies> {
         let suited = TypeId::of::<T>() == TypeId::of::<f32>()
             && cpu::isa() == cpu::Isa::Avx512
-            && self.stride != [1, 1]
+            && !self.is_dense()
             && self.kernel[0] * self.kernel[1] > 1
-            && self.patch() <= PATCH_MAX
             && self.oh > 0
             && self.ow > 0;
         if !suited {
@@ -175,9 +178,10 @@ mod tests {
         // Strides 2, 4 and 3 (the vector picks and the plain loop),
         // padding on either axis (whole rows of it, runs that start or
         // end in it), dilation, column offsets past the output's width,
-        // images whose panels straddle two images; then GoogLeNet's first
-        // layer on a small image, whose product `gemm` hands to another
-        // kernel (sums within rounding there, the same bits elsewhere).
+        // images whose panels straddle two images, padded and dilated
+        // windows at stride 1; then GoogLeNet's first layer on a small
+        // image, whose product `gemm` hands to another kernel (sums
+        // within rounding there, the same bits elsewhere).
         for (cin, (h, w), [kh, kw], cout, images, [sh, sw], [ph, pw], [dh, dw]) in [
             (3, (15, 15), [3, 3], 16, 2, [2, 2], [1, 1], [1, 1]),
             (3, (23, 29), [7, 7], 24, 2, [2, 2], [3, 3], [1, 1]),
@@ -185,6 +189,9 @@ mod tests {
             (2, (13, 17), [3, 5], 11, 3, [1, 3], [2, 1], [2, 1]),
             (5, (8, 70), [2, 4], 12, 1, [2, 4], [1, 3], [1, 2]),
             (1, (9, 9), [3, 3], 8, 2, [3, 2], [4, 4], [2, 3]),
+            (4, (9, 40), [3, 3], 8, 2, [1, 1], [1, 1], [1, 1]),
+            (6, (7, 7), [5, 5], 10, 3, [1, 1], [2, 2], [1, 1]),
+            (2, (11, 12), [3, 2], 9, 2, [1, 1], [0, 0], [2, 3]),
             (3, (40, 40), [7, 7], 64, 1, [2, 2], [3, 3], [1, 1]),
         ] {
             let size = |i, k, s, p, d| ConvGeometry::output_size(i, k, s, p, d);
