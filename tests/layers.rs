@@ -330,12 +330,12 @@ impl Window {
 }
 
 /// f32 convolutions at stride 1 (the first layers of LeNet and MTCNN,
-/// and LeNet's conv2 with and without padding; read from shifted copies
-/// of the image on AVX-512 machines), forward, weight, bias and input
-/// gradients, against the definition, with padding, dilation, channel
-/// counts that leave partial steps (and partial blocks of the input
-/// gradient's channels), outputs narrower than a vector, and one output
-/// a plane.
+/// and LeNet's conv2 with and without padding; read from shifted or
+/// padded copies of the image on AVX-512 machines), forward, weight,
+/// bias and input gradients, against the definition, with padding,
+/// dilation, channel counts that leave partial steps (and partial blocks
+/// of the input gradient's channels), outputs narrower than a vector,
+/// and one output a plane.
 #[test]
 fn f32_convolutions_at_stride_1_match_the_definition() {
     let cases = [
@@ -356,6 +356,11 @@ fn f32_convolutions_at_stride_1_match_the_definition() {
         // three.
         ([1, 16, 3, 3], 32, 3, 0, 1),
         ([3, 4, 3, 3], 5, 3, 0, 1),
+        // Padded windows the shifted copies do not take (540 taps; 360
+        // taps onto 4 outputs a plane), whose forward product fills its
+        // panels from the padded image.
+        ([2, 60, 5, 6], 9, 3, 1, 1),
+        ([1, 40, 4, 4], 16, 3, 1, 2),
     ];
     for (shape, cout, k, pad, dil) in cases {
         let text = format!(
