@@ -509,7 +509,7 @@ pub(crate) fn forward<T: MathElement>(
     bias: &[T],
     y: &mut [T],
 ) -> Result<()> {
-    if g.batch == 1 && split_channels(g, g.phase_copies::<T>().is_some()) {
+    if g.batch == 1 && split_channels(g, g.takes_phase_copies::<T>()) {
         return forward_channels(g, scratch, x, weight, bias, y);
     }
     let per_image = g.channels_out * g.oh * g.ow;

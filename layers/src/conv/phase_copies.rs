@@ -46,21 +46,26 @@ const F32: &str = "ConvGeometry::phase_copies found f32";
 
 impl ConvGeometry {
     /// Whether this convolution's forward product is taken from phase
-    /// copies, and their layout: `f32` on an AVX-512 machine, a window
-    /// of more than one tap whose im2col is not its input's plain runs
-    /// (not [`ConvGeometry::is_dense`]). Measured against im2col and
-    /// `gemm`, one layer alone at batch 1 (`docs/BENCHMARKS.md`,
-    /// 2026-11-27): 1.02x-1.8x on one core, 1.2x-1.5x on two; level or
-    /// up to 7% slower only for stride-2 windows onto 5 x 5 outputs or
-    /// fewer (SSD's last extra layers).
-    pub(super) fn phase_copies<T: 'static>(&self) -> Option<PhaseCopies> {
-        let suited = TypeId::of::<T>() == TypeId::of::<f32>()
+    /// copies: `f32` on an AVX-512 machine, a window of more than one tap
+    /// whose im2col is not its input's plain runs (not
+    /// [`ConvGeometry::is_dense`]). Measured against im2col and `gemm`,
+    /// one layer alone at batch 1 (`docs/BENCHMARKS.md`, 2026-11-27):
+    /// 1.02x-1.8x on one core, 1.2x-1.5x on two; level or up to 7% slower
+    /// only for stride-2 windows onto 5 x 5 outputs or fewer (SSD's last
+    /// extra layers).
+    pub(super) fn takes_phase_copies<T: 'static>(&self) -> bool {
+        TypeId::of::<T>() == TypeId::of::<f32>()
             && cpu::isa() == cpu::Isa::Avx512
             && !self.is_dense()
             && self.kernel[0] * self.kernel[1] > 1
             && self.oh > 0
-            && self.ow > 0;
-        if !suited {
+            && self.ow > 0
+    }
+
+    /// The layout of this convolution's phase copies, where
+    /// [`Self::takes_phase_copies`].
+    pub(super) fn phase_copies<T: 'static>(&self) -> Option<PhaseCopies> {
+        if !self.takes_phase_copies::<T>() {
             return None;
         }
         let ([kh, kw], sw, [dh, dw]) = (self.kernel, self.stride[1], self.dilation);
