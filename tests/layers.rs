@@ -329,6 +329,61 @@ impl Window {
     }
 }
 
+/// f32 1x1 layers on small planes, whose forward product runs from
+/// weights packed once on AVX-512 machines (7 x 7, 3 x 3 and 2 x 2
+/// outputs; 93 and 33 channels leave a partial panel): against the
+/// definition, then again after the weights are written, which must make
+/// the pack again, and after a reshape to another batch.
+#[test]
+fn f32_1x1_convolutions_on_small_planes_follow_their_weights() {
+    for (cin, cout, side) in [(40, 93, 7), (300, 33, 3), (64, 96, 2)] {
+        let text = format!(
+            r#"type: "Convolution" convolution_param {{ num_output: {cout} kernel_size: 1 }}"#
+        );
+        let mut conv = LayerRegistry::<f32>::with_caffe_layers()
+            .build_text(&text)
+            .unwrap();
+        let fill32 = |b: &Blob<f32>, seed: u64| {
+            let probe = Blob::<f64>::new(b.shape()).unwrap();
+            fill(&probe, seed);
+            let values: Vec<f32> = probe.to_vec().unwrap().iter().map(|&v| v as f32).collect();
+            b.mutable_cpu_data().unwrap().copy_from_slice(&values);
+        };
+        for (batch, weights_seed) in [(1, 2), (1, 5), (3, 6)] {
+            let x = Blob::<f32>::new(&[batch, cin, side, side]).unwrap();
+            fill32(&x, 1 + batch as u64);
+            let mut y = Blob::<f32>::default();
+            let dims = conv.reshape(&[&x], &[&y]).unwrap().remove(0).dims;
+            y.reshape(&dims).unwrap();
+            fill32(&conv.blobs()[0], weights_seed);
+            fill32(&conv.blobs()[1], 3);
+            conv.forward(&[&x], &[&y]).unwrap();
+            let p = side * side;
+            let (xd, wd, bd, yd) = (
+                x.to_vec().unwrap(),
+                conv.blobs()[0].to_vec().unwrap(),
+                conv.blobs()[1].to_vec().unwrap(),
+                y.to_vec().unwrap(),
+            );
+            assert_eq!(yd.len(), batch * cout * p);
+            for (i, &got) in yd.iter().enumerate() {
+                let (img, co, at) = (i / (cout * p), i / p % cout, i % p);
+                let sum: f64 = f64::from(bd[co])
+                    + (0..cin)
+                        .map(|ci| {
+                            f64::from(wd[co * cin + ci]) * f64::from(xd[(img * cin + ci) * p + at])
+                        })
+                        .sum::<f64>();
+                assert!(
+                    (f64::from(got) - sum).abs() < 1e-5 * (1.0 + sum.abs()),
+                    "{cin} -> {cout} at {side} x {side}, batch {batch}, weights {weights_seed}: \
+                     y[{i}] {got} vs {sum}"
+                );
+            }
+        }
+    }
+}
+
 /// f32 convolutions at stride 1 (the first layers of LeNet and MTCNN,
 /// and LeNet's conv2 with and without padding; read from shifted or
 /// padded copies of the image on AVX-512 machines), forward, weight,

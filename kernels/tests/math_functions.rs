@@ -658,6 +658,25 @@ fn reductions_give_the_same_bits_on_any_number_of_cores() {
     assert_eq!(on(3), one);
 }
 
+/// `A B` by `gemm` (`A` of `m x k`, `B` of `k x n`, both as stored): the
+/// bits the other products of f32 are held to.
+fn gemm_of(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut c = vec![f32::NAN; m * n];
+    cpu::gemm(
+        Transpose::No,
+        Transpose::No,
+        m,
+        n,
+        k,
+        1.0,
+        a,
+        b,
+        0.0,
+        &mut c,
+    );
+    c
+}
+
 #[test]
 fn gemm_filled_gives_gemms_bits() {
     // LeNet's conv2 round (50 x 256 x 500: two depth blocks), a product
@@ -665,19 +684,7 @@ fn gemm_filled_gives_gemms_bits() {
     for (m, n, k) in [(50, 256, 500), (20, 70, 25), (9, 33, 300)] {
         let a: Vec<f32> = gaussian_data(m * k);
         let b: Vec<f32> = gaussian_data(k * n);
-        let mut want = vec![f32::NAN; m * n];
-        cpu::gemm(
-            Transpose::No,
-            Transpose::No,
-            m,
-            n,
-            k,
-            1.0,
-            &a,
-            &b,
-            0.0,
-            &mut want,
-        );
+        let want = gemm_of(m, n, k, &a, &b);
         let mut got = vec![f32::NAN; m * n];
         let mut asked = vec![0u32; k * n];
         let ran = cpu::gemm_filled(
@@ -708,6 +715,43 @@ fn gemm_filled_gives_gemms_bits() {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k}");
     }
+}
+
+/// `gemm_packed` against `gemm` of the unpacked A, bit for bit: C with
+/// few columns (49, 9, 4, 100), A's rows not a whole number of panels,
+/// depths across blocks of 256 and shorter than a vector, on this
+/// machine's cores and cut into 3 pieces.
+#[test]
+fn gemm_packed_gives_gemms_bits() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    for (m, n, k) in [(512, 49, 600), (70, 9, 300), (100, 4, 13), (33, 100, 513)] {
+        let a: Vec<f32> = gaussian_data(m * k);
+        let b: Vec<f32> = gaussian_data::<f32>(k * n + 1)[1..].to_vec();
+        let want = gemm_of(m, n, k, &a, &b);
+        let mut packed = vec![f32::NAN; cpu::gemm_packed_len(m, k)];
+        let packs = cpu::pack_for_gemm_packed(&a, m, k, &mut packed);
+        assert_eq!(packs, cpu::isa() == cpu::Isa::Avx512, "{m}x{n}x{k}");
+        if !packs {
+            continue;
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut got = vec![f32::NAN; m * n];
+        assert!(cpu::gemm_packed(m, n, k, &packed, &b, &mut got));
+        assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k}");
+        let mut got = vec![f32::NAN; m * n];
+        assert!(pool.install(|| cpu::gemm_packed(m, n, k, &packed, &b, &mut got)));
+        assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} in 3 pieces");
+    }
+    // Where the transpose fills its tiles a fifth better, it is the path.
+    assert_eq!(
+        cpu::gemm_packed_suits(512, 49, 2048),
+        cpu::isa() == cpu::Isa::Avx512
+    );
+    assert!(!cpu::gemm_packed_suits(256, 196, 1024));
+    assert!(!cpu::gemm_packed_suits(512, 300, 1024));
 }
 
 /// A convolution's weight gradient: `C += A B` with B's columns read

@@ -115,6 +115,140 @@ pub fn gemm_filled_suits(m: usize, n: usize, k: usize) -> bool {
     false
 }
 
+/// Whether an `f32` product `C = A B` (`A` of `m x k`, `C` of `m x n`)
+/// runs faster through [`gemm_packed`], A packed once by
+/// [`pack_for_gemm_packed`]: an AVX-512 machine, a C with few columns for
+/// the kernel's panels of [`PANEL_COLUMNS`] and rows enough to fill
+/// them, as a convolution's product at batch 1 on a 7 x 7 or 14 x 14
+/// output (49 or 196 columns, of 64 or 224 computed). Such a product is
+/// computed as its transpose, with the same sums in the same order as
+/// [`gemm`]'s, so the same bits.
+///
+/// ```
+/// use blob_kernels::cpu::{Isa, gemm_packed_suits, isa};
+/// assert_eq!(gemm_packed_suits(512, 49, 4608), isa() == Isa::Avx512);
+/// assert!(!gemm_packed_suits(512, 64, 4608));
+/// ```
+pub fn gemm_packed_suits(m: usize, n: usize, k: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::sgemm_avx512::transposed_suits(m, n, k);
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Values [`pack_for_gemm_packed`] writes for an `m x k` A.
+///
+/// ```
+/// assert_eq!(blob_kernels::cpu::gemm_packed_len(50, 3), 64 * 3);
+/// ```
+pub fn gemm_packed_len(m: usize, k: usize) -> usize {
+    m.next_multiple_of(PANEL_COLUMNS).saturating_mul(k)
+}
+
+/// Packs the row-major `m x k` A (a convolution's weights, Caffe's `(cout,
+/// cin * kh * kw)`) for [`gemm_packed`]: A's transpose in panels of
+/// [`PANEL_COLUMNS`] of A's rows, the layout the kernel reads. A layer
+/// keeps the pack while its weights stay unchanged. Returns `false`, and
+/// writes nothing, where [`gemm_packed`] cannot run (no AVX-512).
+///
+/// ```
+/// use blob_kernels::cpu::{gemm_packed_len, pack_for_gemm_packed};
+/// let a = [1.0f32; 6];
+/// let mut packed = vec![0.0; gemm_packed_len(2, 3)];
+/// let _ran = pack_for_gemm_packed(&a, 2, 3, &mut packed);
+/// ```
+///
+/// # Panics
+/// If `a` holds fewer than `m * k` values or `packed` fewer than
+/// [`gemm_packed_len`]`(m, k)`.
+#[track_caller]
+pub fn pack_for_gemm_packed(a: &[f32], m: usize, k: usize, packed: &mut [f32]) -> bool {
+    let len = gemm_packed_len(m, k);
+    assert!(
+        a.len() >= m * k && packed.len() >= len,
+        "pack_for_gemm_packed: a {m} x {k} A needs {} values and a pack of {len}, got {} and {}",
+        m * k,
+        a.len(),
+        packed.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() == super::Isa::Avx512 {
+        // SAFETY: AVX-512 F is there; the assert put A's values and the
+        // pack's inside their slices.
+        unsafe { super::sgemm_avx512::pack_transposed(a.as_ptr(), (m, k), &mut packed[..len]) };
+        return true;
+    }
+    false
+}
+
+/// Row-major `C = A B` (`A` of `m x k`, packed by
+/// [`pack_for_gemm_packed`]; `B` of `k x n`; `C` of `m x n`, overwritten)
+/// where [`gemm_packed_suits`]: computed as `C^T = B^T A^T` a panel of
+/// [`PANEL_COLUMNS`] of A's rows at a time, each transposed into C while
+/// it is in cache; the panels cut across the cores for large products.
+/// The same bits as [`gemm`] of the unpacked A. Returns `false`, and
+/// writes nothing, where it cannot run (no AVX-512).
+///
+/// ```
+/// use blob_kernels::cpu::{gemm, gemm_packed, gemm_packed_len, pack_for_gemm_packed, Transpose};
+/// let (m, n, k) = (40, 9, 16);
+/// let a: Vec<f32> = (0..m * k).map(|v| (v % 7) as f32 - 3.0).collect();
+/// let b: Vec<f32> = (0..k * n).map(|v| (v % 5) as f32 * 0.5).collect();
+/// let mut packed = vec![0.0; gemm_packed_len(m, k)];
+/// if pack_for_gemm_packed(&a, m, k, &mut packed) {
+///     let mut c = vec![0.0; m * n];
+///     assert!(gemm_packed(m, n, k, &packed, &b, &mut c));
+///     let mut want = vec![0.0; m * n];
+///     gemm(Transpose::No, Transpose::No, m, n, k, 1.0, &a, &b, 0.0, &mut want);
+///     assert_eq!(c, want);
+/// }
+/// ```
+///
+/// # Panics
+/// If a slice is shorter than its matrix, or the pack than
+/// [`gemm_packed_len`]`(m, k)`.
+#[track_caller]
+pub fn gemm_packed(m: usize, n: usize, k: usize, packed: &[f32], b: &[f32], c: &mut [f32]) -> bool {
+    assert!(
+        packed.len() >= gemm_packed_len(m, k) && b.len() >= k * n && c.len() >= m * n,
+        "gemm_packed: {m}x{k} * {k}x{n} needs a pack of {}, B of {} and C of {} values, \
+         got {}, {}, {}",
+        gemm_packed_len(m, k),
+        k * n,
+        m * n,
+        packed.len(),
+        b.len(),
+        c.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() == super::Isa::Avx512 {
+        if m == 0 || n == 0 {
+            return true;
+        }
+        // Whole panels of A's rows a piece.
+        let panels = m.div_ceil(PANEL_COLUMNS);
+        let per_piece = panels.div_ceil(gemm_pieces(m, n, k).min(panels)) * PANEL_COLUMNS;
+        let b = &b[..k * n];
+        let pieces = c[..m * n].chunks_mut(per_piece * n).enumerate();
+        on_cores(pieces, |(q, c)| {
+            let packed = &packed[q * per_piece * k..];
+            // SAFETY: AVX-512 F is there; this piece's panels, B, and its
+            // rows of C are inside their slices (the assert), and `c` is
+            // this piece's alone.
+            unsafe {
+                super::sgemm_avx512::run_transposed(
+                    (c.len() / n, k, n),
+                    packed.as_ptr(),
+                    b.as_ptr(),
+                    c.as_mut_ptr(),
+                )
+            };
+        });
+        return true;
+    }
+    false
+}
+
 /// Fills rows `0..rows` of a [`gemm_filled`] panel from columns that lie
 /// in memory: `panel[p * PANEL_COLUMNS + j] = columns[j][p]`, and 0 in
 /// the panel's columns past `columns.len()`. A convolution's weight

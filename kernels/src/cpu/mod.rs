@@ -22,7 +22,8 @@ pub(crate) mod sgemm_avx512;
 pub mod vector;
 
 pub use blas::{
-    PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_suits, gemv, panel_from_columns,
+    PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_suits, gemm_packed, gemm_packed_len,
+    gemm_packed_suits, gemv, pack_for_gemm_packed, panel_from_columns,
 };
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};

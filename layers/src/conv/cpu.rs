@@ -500,12 +500,14 @@ impl<T: Send> ConvScratch<T> {
     }
 }
 
-/// `y = conv(x) + bias`, `weight` `(cout, cin, kh, kw)`.
+/// `y = conv(x) + bias`, `weight` `(cout, cin, kh, kw)`; `packed`, the
+/// weights packed where the layer
+/// [`takes packed weights`](ConvGeometry::takes_packed_weights).
 pub(crate) fn forward<T: MathElement>(
     g: &ConvGeometry,
     scratch: &mut ConvScratch<T>,
     x: &[T],
-    weight: &[T],
+    (weight, packed): (&[T], Option<&[f32]>),
     bias: &[T],
     y: &mut [T],
 ) -> Result<()> {
@@ -523,7 +525,7 @@ pub(crate) fn forward<T: MathElement>(
             g,
             only,
             x,
-            weight,
+            (weight, packed),
             bias,
             0,
             g.batch,
@@ -537,7 +539,8 @@ pub(crate) fn forward<T: MathElement>(
         .enumerate();
     cpu::on_cores(items, |(i, (y, s))| {
         let first = i * per_part;
-        forward_part(g, s, x, weight, bias, first, y.len() / per_image.max(1), y);
+        let count = y.len() / per_image.max(1);
+        forward_part(g, s, x, (weight, packed), bias, first, count, y);
     });
     Ok(())
 }
@@ -601,7 +604,16 @@ fn forward_channels<T: MathElement>(
     cpu::on_cores(items, |(i, (y, s))| {
         let (first, channels) = (i * per_part, y.len() / p.max(1));
         let w = &weight[first * ckk..][..channels * ckk];
-        forward_part(&sub(channels), s, x, w, &bias[first..][..channels], 0, 1, y);
+        forward_part(
+            &sub(channels),
+            s,
+            x,
+            (w, None),
+            &bias[first..][..channels],
+            0,
+            1,
+            y,
+        );
     });
     Ok(())
 }
@@ -644,7 +656,7 @@ pub(crate) fn forward_groups<T: MathElement>(
             let gi = u % groups;
             let w = &weight[gi * ws..][..ws];
             let b = &bias[gi * bs..][..bs];
-            forward_part(sub, s, &x[u * xs..][..xs], w, b, 0, 1, yu);
+            forward_part(sub, s, &x[u * xs..][..xs], (w, None), b, 0, 1, yu);
         }
     });
     Ok(())
@@ -656,7 +668,7 @@ fn forward_part<T: MathElement>(
     g: &ConvGeometry,
     s: &mut PartScratch<T>,
     x: &[T],
-    weight: &[T],
+    (weight, packed): (&[T], Option<&[f32]>),
     bias: &[T],
     first: usize,
     count: usize,
@@ -701,6 +713,10 @@ fn forward_part<T: MathElement>(
         for img in 0..count {
             let xi = &x[(first + img) * cin * p..][..cin * p];
             let yi = &mut y[img * cout * p..][..cout * p];
+            if product_from_packed(packed, (cout, p, cin), xi, yi) {
+                add_bias(yi, bias, p);
+                continue;
+            }
             cpu::gemm(
                 Transpose::No,
                 Transpose::No,
@@ -753,6 +769,23 @@ fn forward_part<T: MathElement>(
             add_bias_by_image(g, &s.tmp[..cout * cols], bias, start, n, y);
         }
     }
+}
+
+/// `y = W x` (`W` of `m x k`, packed; `x` of `k x n`) through
+/// `cpu::gemm_packed`; says whether it ran (`packed` is `Some` only for
+/// `f32` 1x1 layers, on AVX-512).
+fn product_from_packed<T: 'static>(
+    packed: Option<&[f32]>,
+    (m, n, k): (usize, usize, usize),
+    x: &[T],
+    y: &mut [T],
+) -> bool {
+    const F32: &str = "weights are packed for f32 alone";
+    let Some(packed) = packed else {
+        return false;
+    };
+    let (x, y) = (as_f32(x).expect(F32), as_f32_mut(y).expect(F32));
+    cpu::gemm_packed(m, n, k, packed, x, y)
 }
 
 /// `tmp`, the `(cout, image, p)` product of images `start..start + n` of

@@ -9,6 +9,7 @@ use super::cpu::{self, ConvGeometry, ConvGradients, ConvScratch};
 use super::cuda;
 #[cfg(feature = "cudnn")]
 use super::cudnn;
+use super::packed_weights::PackedWeights;
 use super::volume::{self, VolumeGeometry, VolumeScratch};
 use super::winograd::{self, WinogradScratch};
 use crate::layer::Result;
@@ -30,6 +31,7 @@ pub(crate) struct EngineChoice {
 #[derive(Default)]
 pub(crate) struct ConvEngine<T: MathElement> {
     scratch: ConvScratch<T>,
+    packed: PackedWeights,
     winograd: WinogradScratch<T>,
     volume: VolumeScratch<T>,
     #[cfg(feature = "cuda")]
@@ -191,11 +193,13 @@ impl<T: MathElement> ConvEngine<T> {
             );
         }
         if groups == 1 {
+            let w = weight.cpu_data()?;
+            let packed = self.packed.for_layer(g, weight.data().write_stamp(), &w)?;
             return cpu::forward(
                 g,
                 &mut self.scratch,
                 &x.cpu_data()?,
-                &weight.cpu_data()?,
+                (&w, packed),
                 &bias.cpu_data()?,
                 &mut y.mutable_cpu_data()?,
             );
@@ -401,7 +405,7 @@ impl<T: MathElement> ConvEngine<T> {
                         &sub,
                         &mut self.scratch,
                         top,
-                        w,
+                        (w, None),
                         &no_bias,
                         &mut dx[xo..xo + xs],
                     )?;

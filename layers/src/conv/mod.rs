@@ -11,6 +11,7 @@ mod cudnn;
 mod depthwise;
 mod direct;
 mod engine;
+mod packed_weights;
 mod phase_copies;
 mod runtime;
 mod volume;
