@@ -27,15 +27,19 @@ fn parts_for(n: usize) -> usize {
 /// two Zen 5 cores, 9 alternating runs: 188 -> 196 GB/s; one core level).
 const GROUP: usize = 4;
 
-/// Sums over 4096-element blocks: `block(range, lanes)` adds a block's
-/// [`LANES`] partial sums into `lanes` (in f64) and returns the sum of its
-/// leftover tail. Blocks go in groups of [`GROUP`], one vectorized call a
-/// group, whose lanes are combined once; the groups are shared across
-/// cores for large inputs and their sums added in order.
+/// Sums over 4096-element blocks of inputs of `bytes` in all:
+/// `block(range, lanes, ahead)` adds a block's [`LANES`] partial sums into
+/// `lanes` (in f64) and returns the sum of its leftover tail, asking for
+/// its lines ahead of its reads where `ahead` ([`PREFETCH_MAX_BYTES`]).
+/// Blocks go in groups of [`GROUP`], one vectorized call a group, whose
+/// lanes are combined once; the groups are shared across cores for large
+/// inputs and their sums added in order.
 fn blocked_sum(
     n: usize,
-    block: impl Fn(std::ops::Range<usize>, &mut [f64; LANES]) -> f64 + Sync,
+    bytes: usize,
+    block: impl Fn(std::ops::Range<usize>, &mut [f64; LANES], bool) -> f64 + Sync,
 ) -> f64 {
+    let ahead = bytes <= PREFETCH_MAX_BYTES;
     let blocks = n.div_ceil(BLOCK);
     let group = |g: usize| -> f64 {
         vectorized(
@@ -44,7 +48,7 @@ fn blocked_sum(
                 let mut lanes = [0.0f64; LANES];
                 let mut tails = 0.0;
                 for b in g * GROUP..((g + 1) * GROUP).min(blocks) {
-                    tails += block(b * BLOCK..((b + 1) * BLOCK).min(n), &mut lanes);
+                    tails += block(b * BLOCK..((b + 1) * BLOCK).min(n), &mut lanes, ahead);
                 }
                 combine(lanes) + tails
             },
@@ -137,11 +141,55 @@ fn widen_into<T: Real>(acc: [T; LANES], lanes: &mut [f64; LANES]) {
     }
 }
 
+/// How far ahead of a reduction's reads it asks for the cache lines it
+/// will read: the hardware's own prefetching left `asum` of 10^6 f32 (4
+/// MB, in L3) at 98-103 GB/s on a Zen 5 core, 4 KiB ahead 122 (two
+/// cores: 199-203 -> 223-228; OpenBLAS 103 / 215), 8 and 16 KiB ahead
+/// 115-117.
+const PREFETCH_BYTES: usize = 4096;
+
+/// The largest input a reduction reads with [`prefetch_ahead`]: from
+/// memory (10^7 f32, 40 MB) the requests cost 7-9% at 4 KiB ahead, as the
+/// hardware's prefetching already keeps up there (10^8: level).
+const PREFETCH_MAX_BYTES: usize = 8 << 20;
+
+/// Asks for the cache lines of `chunk`'s values [`PREFETCH_BYTES`] on.
 #[inline(always)]
-fn block_sum1<T: Real>(x: &[T], lanes: &mut [f64; LANES], f: impl Fn(T) -> T) -> f64 {
+fn prefetch_ahead<T>(chunk: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..size_of_val(chunk)).step_by(64) {
+        let at = chunk
+            .as_ptr()
+            .cast::<i8>()
+            .wrapping_add(PREFETCH_BYTES + line);
+        // SAFETY: a prefetch reads nothing the program sees and never
+        // faults, whatever the address (past the slice's end included).
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at) };
+    }
+}
+
+/// A block's sum of `f(x)`, reading ahead where `ahead`.
+#[inline(always)]
+fn block_sum1<T: Real>(x: &[T], lanes: &mut [f64; LANES], ahead: bool, f: impl Fn(T) -> T) -> f64 {
+    if ahead {
+        block_sum1_reading::<T, true>(x, lanes, f)
+    } else {
+        block_sum1_reading::<T, false>(x, lanes, f)
+    }
+}
+
+#[inline(always)]
+fn block_sum1_reading<T: Real, const AHEAD: bool>(
+    x: &[T],
+    lanes: &mut [f64; LANES],
+    f: impl Fn(T) -> T,
+) -> f64 {
     let (chunks, tail) = x.as_chunks::<LANES>();
     let mut acc = [T::ZERO; LANES];
     for c in chunks {
+        if AHEAD {
+            prefetch_ahead(c);
+        }
         for i in 0..LANES {
             acc[i] += f(c[i]);
         }
@@ -150,12 +198,36 @@ fn block_sum1<T: Real>(x: &[T], lanes: &mut [f64; LANES], f: impl Fn(T) -> T) ->
     tail.iter().map(|&v| f(v).to_f64()).sum()
 }
 
+/// A block's sum of `f(x, y)`, reading ahead where `ahead`.
 #[inline(always)]
-fn block_sum2<T: Real>(x: &[T], y: &[T], lanes: &mut [f64; LANES], f: impl Fn(T, T) -> T) -> f64 {
+fn block_sum2<T: Real>(
+    (x, y): (&[T], &[T]),
+    lanes: &mut [f64; LANES],
+    ahead: bool,
+    f: impl Fn(T, T) -> T,
+) -> f64 {
+    if ahead {
+        block_sum2_reading::<T, true>(x, y, lanes, f)
+    } else {
+        block_sum2_reading::<T, false>(x, y, lanes, f)
+    }
+}
+
+#[inline(always)]
+fn block_sum2_reading<T: Real, const AHEAD: bool>(
+    x: &[T],
+    y: &[T],
+    lanes: &mut [f64; LANES],
+    f: impl Fn(T, T) -> T,
+) -> f64 {
     let (xc, xt) = x.as_chunks::<LANES>();
     let (yc, yt) = y.as_chunks::<LANES>();
     let mut acc = [T::ZERO; LANES];
     for (a, b) in xc.iter().zip(yc) {
+        if AHEAD {
+            prefetch_ahead(a);
+            prefetch_ahead(b);
+        }
         for i in 0..LANES {
             acc[i] += f(a[i], b[i]);
         }
@@ -172,8 +244,9 @@ fn block_sum2<T: Real>(x: &[T], y: &[T], lanes: &mut [f64; LANES], f: impl Fn(T,
 pub fn asum<T: Real>(x: &[T]) -> T {
     T::from_f64(blocked_sum(
         x.len(),
+        size_of_val(x),
         #[inline(always)]
-        |r, lanes| block_sum1(&x[r], lanes, |v| v.abs()),
+        |r, lanes, ahead| block_sum1(&x[r], lanes, ahead, |v| v.abs()),
     ))
 }
 
@@ -188,8 +261,9 @@ pub fn asum<T: Real>(x: &[T]) -> T {
 pub fn sum<T: Real>(x: &[T]) -> T {
     T::from_f64(blocked_sum(
         x.len(),
+        size_of_val(x),
         #[inline(always)]
-        |r, lanes| block_sum1(&x[r], lanes, |v| v),
+        |r, lanes, ahead| block_sum1(&x[r], lanes, ahead, |v| v),
     ))
 }
 
@@ -203,8 +277,9 @@ pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     check_len("dot", "y", y.len(), x.len());
     T::from_f64(blocked_sum(
         x.len(),
+        2 * size_of_val(x),
         #[inline(always)]
-        |r, lanes| block_sum2(&x[r.clone()], &y[r], lanes, |p, q| p * q),
+        |r, lanes, ahead| block_sum2((&x[r.clone()], &y[r]), lanes, ahead, |p, q| p * q),
     ))
 }
 
@@ -216,8 +291,9 @@ pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
 pub fn sumsq<T: Real>(x: &[T]) -> T {
     T::from_f64(blocked_sum(
         x.len(),
+        size_of_val(x),
         #[inline(always)]
-        |r, lanes| block_sum1(&x[r], lanes, |v| v * v),
+        |r, lanes, ahead| block_sum1(&x[r], lanes, ahead, |v| v * v),
     ))
 }
 
