@@ -60,6 +60,64 @@ fn input(shape: &[usize]) -> Blob<f64> {
     x
 }
 
+/// LRN across channels (GoogLeNet's and CaffeNet's), against Caffe's
+/// definition: channel counts that cut the 16-channel blocks the cores
+/// share (windows that reach across a block's edge), windows of 3 and 5,
+/// beta 0.75 (square roots) and 0.6, a batch of 1 and of 2; the input
+/// gradient by differences; f32 the same bits on 1 and 3 threads.
+#[test]
+fn lrn_across_channels_matches_the_definition() {
+    let cases = [
+        (5, 0.75, [1, 37, 3, 5]),
+        (3, 0.6, [2, 20, 4, 3]),
+        (5, 0.75, [2, 3, 2, 2]),
+    ];
+    for (size, beta, shape) in cases {
+        let (alpha, k) = (0.3, 1.5);
+        let text = format!(
+            r#"type: "LRN" lrn_param {{ local_size: {size} alpha: {alpha} beta: {beta} k: {k} }}"#
+        );
+        let mut lrn = layer(&text);
+        let (x, mut y) = (input(&shape), Blob::default());
+        forward(lrn.as_mut(), &x, &mut y);
+        let [_, c, h, w] = shape;
+        let (xd, yd) = (x.to_vec().unwrap(), y.to_vec().unwrap());
+        let r = (size - 1) / 2;
+        for (i, &got) in yd.iter().enumerate() {
+            let (ch, at, img) = (i / (h * w) % c, i % (h * w), i / (c * h * w));
+            let sum: f64 = (ch.saturating_sub(r)..=(ch + r).min(c - 1))
+                .map(|q| xd[(img * c + q) * h * w + at].powi(2))
+                .sum();
+            let want = xd[i] * (k + alpha / size as f64 * sum).powf(-beta);
+            assert!(
+                (got - want).abs() < 1e-12,
+                "{shape:?} size {size}: y[{i}] {got} vs {want}"
+            );
+        }
+        check_gradients(lrn.as_mut(), &x);
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut lrn = LayerRegistry::<f32>::with_caffe_layers()
+                .build_text(&text)
+                .unwrap();
+            let x = Blob::<f32>::from_vec(&shape, xd.iter().map(|&v| v as f32).collect()).unwrap();
+            let mut y = Blob::<f32>::default();
+            let dims = lrn.reshape(&[&x], &[&y]).unwrap().remove(0).dims;
+            y.reshape(&dims).unwrap();
+            pool.install(|| lrn.forward(&[&x], &[&y])).unwrap();
+            y.to_vec()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(on(1), on(3), "{shape:?}: f32 on 1 and 3 threads");
+    }
+}
+
 const STRIDED: &str =
     r#"type: "Convolution" convolution_param { num_output: 3 kernel_size: 3 stride: 2 pad: 1 }"#;
 

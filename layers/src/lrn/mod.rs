@@ -9,6 +9,8 @@ mod cuda;
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
+use blob_kernels::cpu;
+
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, like_first_bottom, sub_param};
 use crate::layer::{Result, ensure};
 #[cfg(feature = "cuda")]
@@ -29,6 +31,8 @@ pub(crate) struct LrnLayer<T: MathElement> {
     lrn: Lrn,
     /// The forward pass's denominators (before `^-beta`), for backward.
     scale: Vec<T>,
+    /// Each channel block's window sums, across channels.
+    windows: Vec<f64>,
     #[cfg(feature = "cuda")]
     gpu_scale: blob_kernels::cuda::Scratch<f32>,
 }
@@ -53,6 +57,7 @@ impl<T: MathElement> LrnLayer<T> {
                 within_channel: p.enum_name("norm_region") == "WITHIN_CHANNEL",
             },
             scale: Vec::new(),
+            windows: Vec::new(),
             #[cfg(feature = "cuda")]
             gpu_scale: blob_kernels::cuda::Scratch::new(),
         })
@@ -72,79 +77,144 @@ impl<T: MathElement> LrnLayer<T> {
         }
     }
 
-    /// The window sums of squares, as the scale before `^-beta`.
-    fn fill_scale(&mut self, x: &[T], [n, c, h, w]: [usize; 4]) -> Result<()> {
-        let Lrn {
-            size,
-            alpha,
-            k,
-            within_channel,
-            ..
-        } = self.lrn;
+    /// The window sums of squares within each channel, as the scale
+    /// before `^-beta` (Caffe builds this one from inner layers; `k` does
+    /// not enter it).
+    fn fill_scale_within_channel(&mut self, x: &[T], [h, w]: [usize; 2]) -> Result<()> {
+        let size = self.lrn.size;
         ensure(&mut self.scale, x.len())?;
         let scale = &mut self.scale[..x.len()];
         let r = (size - 1) / 2;
         let plane = h * w;
-        if within_channel {
-            let factor = alpha / (size * size) as f64;
-            for (xp, sp) in x.chunks(plane.max(1)).zip(scale.chunks_mut(plane.max(1))) {
-                for i in 0..h {
-                    let (i0, i1) = (i.saturating_sub(r), (i + r).min(h - 1));
-                    for j in 0..w {
-                        let (j0, j1) = (j.saturating_sub(r), (j + r).min(w - 1));
-                        let mut sum = 0.0;
-                        for a in i0..=i1 {
-                            for b in j0..=j1 {
-                                let v = xp[a * w + b].to_f64();
-                                sum += v * v;
-                            }
+        let factor = self.lrn.alpha / (size * size) as f64;
+        for (xp, sp) in x.chunks(plane.max(1)).zip(scale.chunks_mut(plane.max(1))) {
+            for i in 0..h {
+                let (i0, i1) = (i.saturating_sub(r), (i + r).min(h - 1));
+                for j in 0..w {
+                    let (j0, j1) = (j.saturating_sub(r), (j + r).min(w - 1));
+                    let mut sum = 0.0;
+                    for a in i0..=i1 {
+                        for b in j0..=j1 {
+                            let v = xp[a * w + b].to_f64();
+                            sum += v * v;
                         }
-                        sp[i * w + j] = T::from_f64(1.0 + factor * sum);
                     }
-                }
-            }
-            return Ok(());
-        }
-        // Across channels: per pixel, a window sum sliding over the
-        // channels (Caffe's padded_square walk), the whole plane at once.
-        let factor = alpha / size as f64;
-        let mut window = vec![0.0f64; plane];
-        for img in 0..n {
-            let base = img * c * plane;
-            let square = |ch: usize, p: usize| x[base + ch * plane + p].to_f64().powi(2);
-            window.fill(0.0);
-            for ch in 0..r.min(c) {
-                for (p, sum) in window.iter_mut().enumerate() {
-                    *sum += square(ch, p);
-                }
-            }
-            for ch in 0..c {
-                if ch + r < c {
-                    for (p, sum) in window.iter_mut().enumerate() {
-                        *sum += square(ch + r, p);
-                    }
-                }
-                if ch > r {
-                    for (p, sum) in window.iter_mut().enumerate() {
-                        *sum -= square(ch - r - 1, p);
-                    }
-                }
-                let out = &mut scale[base + ch * plane..][..plane];
-                for (o, &sum) in out.iter_mut().zip(&window) {
-                    *o = T::from_f64(k + factor * sum.max(0.0));
+                    sp[i * w + j] = T::from_f64(1.0 + factor * sum);
                 }
             }
         }
         Ok(())
     }
+
+    /// The forward pass across channels: `scale` and `y` for `x`. Per
+    /// pixel a window sum slides over the channels (Caffe's
+    /// `padded_square` walk), a whole plane at once, in blocks of
+    /// [`CHANNEL_BLOCK`] channels that start their window afresh: the
+    /// blocks go to the cores (one image's channels to both at batch 1)
+    /// and the sums do not depend on how many there are.
+    fn forward_across_channels(
+        &mut self,
+        x: &[T],
+        y: &mut [T],
+        [n, c, h, w]: [usize; 4],
+    ) -> Result<()> {
+        let Lrn {
+            size,
+            alpha,
+            beta,
+            k,
+            ..
+        } = self.lrn;
+        let plane = h * w;
+        let len = n * c * plane;
+        ensure(&mut self.scale, len)?;
+        let blocks = c.div_ceil(CHANNEL_BLOCK);
+        ensure(&mut self.windows, n * blocks * plane)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let (r, factor) = ((size - 1) / 2, alpha / size as f64);
+        let block_len = CHANNEL_BLOCK * plane;
+        // (image, block) units, each with its slices of scale, y and the
+        // window buffers.
+        let images = self.scale[..len]
+            .chunks_mut(c * plane)
+            .zip(y[..len].chunks_mut(c * plane));
+        let units = images
+            .flat_map(|(scale, y)| scale.chunks_mut(block_len).zip(y.chunks_mut(block_len)))
+            .zip(self.windows.chunks_mut(plane))
+            .enumerate()
+            .map(|(u, ((scale, y), window))| {
+                (u / blocks, u % blocks * CHANNEL_BLOCK, scale, y, window)
+            });
+        cpu::on_cores(units, |(img, first, scale, y, window)| {
+            let x = &x[img * c * plane..][..c * plane];
+            let square_into = |window: &mut [f64], ch: usize, sign: f64| {
+                for (sum, &v) in window.iter_mut().zip(&x[ch * plane..][..plane]) {
+                    let v = v.to_f64();
+                    *sum += sign * v * v;
+                }
+            };
+            cpu::vectorized(
+                #[inline(always)]
+                || {
+                    // The window of channel `first` but its last channel.
+                    window.fill(0.0);
+                    for ch in first.saturating_sub(r)..(first + r).min(c) {
+                        square_into(window, ch, 1.0);
+                    }
+                    let planes = scale.chunks_exact_mut(plane).zip(y.chunks_exact_mut(plane));
+                    for (ch, (scale, y)) in (first..).zip(planes) {
+                        if ch + r < c {
+                            square_into(window, ch + r, 1.0);
+                        }
+                        // The block's first window holds no channel before it.
+                        if ch > first && ch > r {
+                            square_into(window, ch - r - 1, -1.0);
+                        }
+                        for (o, &sum) in scale.iter_mut().zip(&*window) {
+                            *o = T::from_f64(k + factor * sum.max(0.0));
+                        }
+                        let x = &x[ch * plane..][..plane];
+                        scale_by_inverse_power(y, x, scale, beta);
+                    }
+                },
+            );
+        });
+        Ok(())
+    }
 }
 
-/// `s^-beta`, by square roots for LRN's usual beta of 0.75 (a power is
-/// several times slower, and this is the layer's hot loop).
+/// Channels whose window sums slide from one start, on one core.
+const CHANNEL_BLOCK: usize = 16;
+
+/// `y = x s^-beta`, element by element.
+#[inline(always)]
+fn scale_by_inverse_power<T: MathElement>(y: &mut [T], x: &[T], s: &[T], beta: f64) {
+    let values = y.iter_mut().zip(x).zip(s);
+    if beta == 0.75 {
+        for ((o, &v), &s) in values {
+            *o = T::from_f64(v.to_f64() * inverse_three_quarters(s.to_f64()));
+        }
+    } else {
+        for ((o, &v), &s) in values {
+            *o = T::from_f64(v.to_f64() * s.to_f64().powf(-beta));
+        }
+    }
+}
+
+/// `s^-0.75` by square roots (a power is several times slower, and this
+/// is the layer's hot loop).
+#[inline(always)]
+fn inverse_three_quarters(s: f64) -> f64 {
+    let root = s.sqrt();
+    1.0 / (root * root.sqrt())
+}
+
+/// `s^-beta`, by square roots for LRN's usual beta of 0.75.
 fn inverse_power(s: f64, beta: f64) -> f64 {
     if beta == 0.75 {
-        let root = s.sqrt();
-        1.0 / (root * root.sqrt())
+        inverse_three_quarters(s)
     } else {
         s.powf(-beta)
     }
@@ -176,16 +246,13 @@ impl<T: MathElement> DynLayer<T> for LrnLayer<T> {
             );
         }
         let xd = x.cpu_data()?;
-        self.fill_scale(&xd, dims)?;
-        let beta = self.lrn.beta;
-        for ((o, &v), &s) in y
-            .mutable_cpu_data()?
-            .iter_mut()
-            .zip(xd.iter())
-            .zip(&self.scale)
-        {
-            *o = T::from_f64(v.to_f64() * inverse_power(s.to_f64(), beta));
+        let mut yd = y.mutable_cpu_data()?;
+        if !self.lrn.within_channel {
+            return self.forward_across_channels(&xd, &mut yd, dims);
         }
+        self.fill_scale_within_channel(&xd, [dims[2], dims[3]])?;
+        let len = xd.len();
+        scale_by_inverse_power(&mut yd[..len], &xd, &self.scale[..len], self.lrn.beta);
         Ok(())
     }
 
