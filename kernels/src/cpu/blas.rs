@@ -119,8 +119,8 @@ pub fn gemm_filled_suits(m: usize, n: usize, k: usize) -> bool {
 /// runs faster through [`gemm_packed`], A packed once by
 /// [`pack_for_gemm_packed`]: an AVX-512 machine, a C with few columns for
 /// the kernel's panels of [`PANEL_COLUMNS`] and rows enough to fill
-/// them, as a convolution's product at batch 1 on a 7 x 7 or 14 x 14
-/// output (49 or 196 columns, of 64 or 224 computed). Such a product is
+/// them, as a 1x1 convolution's product on a 7 x 7 or 10 x 10 output
+/// (49 or 100 columns, of 64 or 128 computed). Such a product is
 /// computed as its transpose, with the same sums in the same order as
 /// [`gemm`]'s, so the same bits.
 ///

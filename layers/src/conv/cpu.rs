@@ -713,22 +713,20 @@ fn forward_part<T: MathElement>(
         for img in 0..count {
             let xi = &x[(first + img) * cin * p..][..cin * p];
             let yi = &mut y[img * cout * p..][..cout * p];
-            if product_from_packed(packed, (cout, p, cin), xi, yi) {
-                add_bias(yi, bias, p);
-                continue;
+            if !product_from_packed(packed, (cout, p, cin), xi, yi) {
+                cpu::gemm(
+                    Transpose::No,
+                    Transpose::No,
+                    cout,
+                    p,
+                    cin,
+                    T::ONE,
+                    weight,
+                    xi,
+                    T::ZERO,
+                    yi,
+                );
             }
-            cpu::gemm(
-                Transpose::No,
-                Transpose::No,
-                cout,
-                p,
-                cin,
-                T::ONE,
-                weight,
-                xi,
-                T::ZERO,
-                yi,
-            );
             add_bias(yi, bias, p);
         }
         return;
