@@ -87,3 +87,32 @@ fn inside_a_rayon_pool_the_parts_use_that_pool() {
         assert_eq!(hits.load(Ordering::Relaxed), 10);
     });
 }
+
+#[test]
+fn the_caller_runs_the_first_share_of_the_parts_in_order() {
+    // Part k of a call runs on the same thread call after call, so its data
+    // stays in that core's caches: the caller's share is the first
+    // len / cores parts, which it claims before any helper could reach
+    // them (a helper takes the others' parts only after its own, and from
+    // the end). The parts sleep so that awake helpers claim their shares.
+    let parts = 2 * cores();
+    let caller = std::thread::current().id();
+    for _ in 0..3 {
+        let ran_on: Vec<std::sync::Mutex<Option<std::thread::ThreadId>>> =
+            (0..parts).map(|_| std::sync::Mutex::new(None)).collect();
+        let order = std::sync::Mutex::new(Vec::new());
+        on_cores(0..parts, |i| {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            *ran_on[i].lock().unwrap() = Some(std::thread::current().id());
+            if std::thread::current().id() == caller {
+                order.lock().unwrap().push(i);
+            }
+        });
+        let own = parts / cores();
+        for (i, thread) in ran_on.iter().enumerate().take(own) {
+            assert_eq!(*thread.lock().unwrap(), Some(caller), "part {i} of {parts}");
+        }
+        let order = order.into_inner().unwrap();
+        assert_eq!(&order[..own], (0..own).collect::<Vec<_>>(), "{order:?}");
+    }
+}

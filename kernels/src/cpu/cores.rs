@@ -123,9 +123,21 @@ pub fn cores() -> usize {
 }
 
 /// One call's parts: claimed by index, each exactly once.
+///
+/// Each thread first claims its own share of the parts, in order (the
+/// caller the first share, helper `k` the `k`-th), then takes what is left
+/// of the others' from the end backwards. So with the helpers awake, part
+/// `k` of a call runs on the same core call after call, and the data it
+/// touches stays in that core's caches: a 40 MB blob scaled in place on
+/// two Zen 5 cores, each half in its own core's L3, took 0.23-0.26 ms a
+/// call where the halves changed cores from call to call 0.31-0.49 ms
+/// (OpenBLAS, whose threads keep their parts, 0.24 ms). A helper still
+/// asleep simply finds its share taken.
 struct Batch {
-    /// The next index to claim.
-    next: AtomicUsize,
+    /// Whether part `i` has been claimed.
+    claimed: Box<[AtomicBool]>,
+    /// The threads that may work on the batch: the caller and the helpers.
+    threads: usize,
     len: usize,
     /// Parts run to the end (or to a panic).
     finished: AtomicUsize,
@@ -137,22 +149,30 @@ struct Batch {
 }
 
 impl Batch {
-    /// Claims and runs parts until none is left.
-    fn work(&self) {
-        loop {
-            let i = self.next.fetch_add(1, SeqCst);
-            if i >= self.len {
-                return;
+    /// Claims and runs parts until none is left: thread `me`'s own share
+    /// first (0 is the caller, `k` helper `k`), then the others' from the
+    /// end.
+    fn work(&self, me: usize) {
+        let own = self.len * me / self.threads..self.len * (me + 1) / self.threads;
+        for i in own
+            .clone()
+            .chain((0..self.len).rev().filter(|i| !own.contains(i)))
+        {
+            if !self.claimed[i].load(Relaxed) && !self.claimed[i].swap(true, SeqCst) {
+                self.run_part(i);
             }
-            // SAFETY: `run` stays valid until `finished` reaches `len`,
-            // which cannot happen before this part finishes below.
-            let run = unsafe { &*self.run };
-            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| run(i))) {
-                let mut first = self.panic.lock().unwrap_or_else(|p| p.into_inner());
-                first.get_or_insert(payload);
-            }
-            self.finished.fetch_add(1, SeqCst);
         }
+    }
+
+    fn run_part(&self, i: usize) {
+        // SAFETY: `run` stays valid until `finished` reaches `len`, which
+        // cannot happen before this part finishes below.
+        let run = unsafe { &*self.run };
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| run(i))) {
+            let mut first = self.panic.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert(payload);
+        }
+        self.finished.fetch_add(1, SeqCst);
     }
 }
 
@@ -189,7 +209,8 @@ impl Helpers {
         // every part has finished and no helper can still reach the batch.
         let run: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(run) };
         let batch = Batch {
-            next: AtomicUsize::new(0),
+            claimed: (0..len).map(|_| AtomicBool::new(false)).collect(),
+            threads: self.threads + 1,
             len,
             finished: AtomicUsize::new(0),
             run,
@@ -200,7 +221,7 @@ impl Helpers {
         if *self.sleeping.lock().unwrap_or_else(|p| p.into_inner()) > 0 {
             self.wake.notify_all();
         }
-        batch.work();
+        batch.work(0);
         while batch.finished.load(SeqCst) < len {
             std::hint::spin_loop();
         }
@@ -215,8 +236,9 @@ impl Helpers {
         }
     }
 
-    /// Works on the published batch, if any; says whether there was one.
-    fn look_for_work(&self) -> bool {
+    /// Works on the published batch, if any, as helper `me`; says whether
+    /// there was one.
+    fn look_for_work(&self, me: usize) -> bool {
         // Announce the read before looking, so a caller that has withdrawn
         // its batch waits for this thread (or this thread sees null).
         self.reading.fetch_add(1, SeqCst);
@@ -225,15 +247,15 @@ impl Helpers {
         if found {
             // SAFETY: the caller keeps the batch alive until `reading`
             // drops to 0 after withdrawing it.
-            unsafe { &*batch }.work();
+            unsafe { &*batch }.work(me);
         }
         self.reading.fetch_sub(1, SeqCst);
         found
     }
 
-    /// A helper's life: work, spin for [`SPIN`] looking for more, sleep
-    /// until the next batch.
-    fn serve(&self) {
+    /// Helper `me`'s life (1 and up): work, spin for [`SPIN`] looking for
+    /// more, sleep until the next batch.
+    fn serve(&self, me: usize) {
         loop {
             let mut idle_since = Instant::now();
             let mut seen = self.generation.load(SeqCst);
@@ -242,7 +264,7 @@ impl Helpers {
                 let now = self.generation.load(SeqCst);
                 if now != seen {
                     seen = now;
-                    self.look_for_work();
+                    self.look_for_work(me);
                     idle_since = Instant::now();
                 } else if idle_since.elapsed() > SPIN {
                     break;
@@ -272,7 +294,7 @@ impl Helpers {
             }
             *sleeping -= 1;
             drop(sleeping);
-            self.look_for_work();
+            self.look_for_work(me);
         }
     }
 }
@@ -306,7 +328,10 @@ fn helpers() -> Option<&'static Helpers> {
             .filter(|i| {
                 std::thread::Builder::new()
                     .name(format!("blobflow-helper-{i}"))
-                    .spawn(move || helpers.serve())
+                    .spawn({
+                        let me = *i;
+                        move || helpers.serve(me)
+                    })
                     .is_ok()
             })
             .count();
