@@ -11,6 +11,7 @@ pub mod blas;
 mod col2im;
 pub mod cores;
 mod correlate;
+mod depthwise;
 pub mod elementwise;
 pub mod isa;
 mod peak;
@@ -28,6 +29,7 @@ pub use blas::{
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};
+pub use depthwise::{DepthwiseTaps, depthwise_plane};
 pub use elementwise::*;
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};
