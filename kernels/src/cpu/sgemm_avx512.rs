@@ -46,8 +46,15 @@ pub(super) fn rows_per_tile(m: usize) -> usize {
 /// matrixmultiply: LeNet's conv1/conv2 gemms 1.57x/1.54x, MTCNN's
 /// convolutions 1.10x-1.39x (O-Net's conv3 64 x 64 x 576 1.39x, conv4
 /// 128 x 9 x 256 1.25x), where matrixmultiply's packing costs as much as
-/// the product; 0.88x-1.00x on CaffeNet's and ResNet's large ones, left to
-/// matrixmultiply.
+/// the product.
+///
+/// Large products too, up to [`C_MAX`] values of C (2026-11-27, Zen 5,
+/// after the kernel learned to read ahead and to fill 10- and 12-row
+/// tiles; one thread / two): 512 x 361 x 512 (MobileNet-SSD's 1x1 layers
+/// at 19 x 19) 1.09x / 1.12x, 256 x 1024 x 256 1.17x / 1.19x, 1024^3
+/// 1.06x / 1.15x, 4096 x 256 x 1024 1.13x / 1.25x; in the nets at batch
+/// 1, MobileNet-SSD's 1x1 layers at 38 x 38 and 19 x 19 1.20x-1.27x,
+/// ResNet-50's at 56 x 56 and 28 x 28 1.05x-1.44x.
 ///
 /// A transposed B (an inner product's weights) is packed 16 x 16 through
 /// registers, which beat matrixmultiply's packing at every size measured
@@ -55,8 +62,16 @@ pub(super) fn rows_per_tile(m: usize) -> usize {
 /// 9216) 2.14x, at batch 4 2.88x, LeNet's ip1 at batch 64 1.23x, 256 x
 /// 1024 x 1024 1.14x, 128 x 4096 x 4096 1.12x.
 pub(crate) fn suits(m: usize, n: usize, k: usize, b_transposed: bool) -> bool {
-    b_transposed || m < 64 || k < 128 || n < 256
+    b_transposed || m < 64 || k < 128 || n < 256 || m * n <= C_MAX
 }
+
+/// The most values of C [`suits`] gives this kernel beyond the small
+/// shapes. It reads and writes each tile of C once a depth block of
+/// [`KC`], and C beyond a few MB comes from memory each time, where
+/// matrixmultiply's blocking keeps it in cache: 2048^3 ran at 0.85x of
+/// matrixmultiply on one core (a C of 4 M values), 0.95x on two (2 M
+/// a core); 64 x 50176 x 147 0.93x on one.
+const C_MAX: usize = 1 << 20;
 
 /// Whether [`dots`] takes the product: A's rows and B's columns each
 /// adjacent along a long depth, into a small C (a convolution's weight
