@@ -52,6 +52,21 @@ fn all_results<T: Real>() -> Vec<u64> {
         push(&z);
         cpu::scale(a, &x, &mut z);
         push(&z);
+        // Caffe's Eltwise SUM: a zero fill and an axpy a bottom, the
+        // same bits as the one pass on every path and length.
+        let mut filled = vec![T::ZERO; n];
+        cpu::axpy(a, &x, &mut filled);
+        cpu::axpy(b, &y, &mut filled);
+        cpu::sum_of_scaled(a, &x, b, &y, &mut z);
+        assert_eq!(
+            z.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>(),
+            filled
+                .iter()
+                .map(|v| v.to_f64().to_bits())
+                .collect::<Vec<_>>(),
+            "sum_of_scaled of {n}"
+        );
+        push(&z);
         cpu::add_scalar(b, &mut z);
         push(&z);
         let binary: [Binary<T>; 4] = [cpu::add, cpu::sub, cpu::mul, cpu::div];

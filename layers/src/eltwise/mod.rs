@@ -128,9 +128,13 @@ impl<T: MathElement> DynLayer<T> for EltwiseLayer<T> {
         let mut y = tops[0].mutable_cpu_data()?;
         match self.op {
             Op::Sum => {
-                y.fill(T::ZERO);
-                for (i, b) in bottoms.iter().enumerate() {
-                    blob_kernels::cpu::axpy(T::from_f64(self.coeff(i)), &b.cpu_data()?, &mut y);
+                // Caffe's zero fill and an axpy a bottom, the first two
+                // in one pass.
+                let c = |i: usize| T::from_f64(self.coeff(i));
+                let (x, z) = (bottoms[0].cpu_data()?, bottoms[1].cpu_data()?);
+                blob_kernels::cpu::sum_of_scaled(c(0), &x, c(1), &z, &mut y);
+                for (i, b) in bottoms.iter().enumerate().skip(2) {
+                    blob_kernels::cpu::axpy(c(i), &b.cpu_data()?, &mut y);
                 }
             }
             Op::Prod => {
