@@ -16,6 +16,7 @@ pub mod elementwise;
 pub mod isa;
 mod peak;
 mod pool2x2;
+mod pool_stride1;
 mod pool_stride2;
 pub mod rng;
 #[cfg(target_arch = "x86_64")]
@@ -33,6 +34,7 @@ pub use depthwise::{DepthwiseTaps, depthwise_plane};
 pub use elementwise::*;
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};
+pub use pool_stride1::{Stride1Pool, max_pool_stride1};
 pub use pool_stride2::{Stride2Pool, max_pool_stride2};
 pub use pool2x2::{max_pool_2x2, max_pool_2x2_positions, max_unpool_2x2};
 pub use rng::{RngError, bernoulli, gaussian, set_seed, uniform};

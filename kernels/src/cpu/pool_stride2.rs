@@ -112,7 +112,7 @@ pub fn max_pool_stride2(x: &[f32], shape: Stride2Pool, y: &mut [f32]) -> bool {
 
 /// Lanes `0..n` of a 16-lane mask.
 #[cfg(target_arch = "x86_64")]
-fn first_lanes(n: usize) -> __mmask16 {
+pub(super) fn first_lanes(n: usize) -> __mmask16 {
     ((1u32 << n.min(16)) - 1) as __mmask16
 }
 

@@ -290,6 +290,19 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     {
         return;
     }
+    let stride1 = cpu::Stride1Pool {
+        planes: g.planes,
+        input: [g.h, g.w],
+        kernel: g.kernel,
+        pad: g.pad,
+        output: [g.oh, g.ow],
+    };
+    if g.stride == [1, 1]
+        && let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y))
+        && cpu::max_pool_stride1(x, stride1, y)
+    {
+        return;
+    }
     let (h, w) = (g.h, g.w);
     let neg = T::from_f64(f64::NEG_INFINITY);
     let larger = |m: T, v: T| if v > m { v } else { m };
@@ -529,27 +542,32 @@ mod max_tests {
 
     #[test]
     fn columns_first_gives_caffes_maxima_and_ties() {
-        for (h, w, k, s) in [
-            (7, 9, 3, 2),
-            (6, 5, 2, 1),
-            (7, 7, 1, 4),
-            (5, 8, 3, 3),
-            (4, 4, 4, 1),
+        for (h, w, k, s, p) in [
+            (7, 9, 3, 2, 0),
+            (6, 5, 2, 1, 0),
+            (7, 7, 1, 4, 0),
+            (5, 8, 3, 3, 0),
+            (4, 4, 4, 1, 0),
             // 2x2 at stride 2 over even planes: a loop (and an AVX-512
             // kernel) of their own; rows of 4, 8, 40 (two vectors) inputs.
-            (6, 4, 2, 2),
-            (4, 8, 2, 2),
-            (2, 40, 2, 2),
+            (6, 4, 2, 2, 0),
+            (4, 8, 2, 2, 0),
+            (2, 40, 2, 2, 0),
+            // Stride 1, padded (GoogLeNet's inception pools) or not: an
+            // AVX-512 kernel of their own; rows of 14 and 37.
+            (14, 14, 3, 1, 1),
+            (5, 37, 3, 1, 1),
+            (6, 7, 2, 1, 1),
         ] {
             let g = PoolGeometry {
                 planes: 3,
                 h,
                 w,
-                oh: (h - k).div_ceil(s) + 1,
-                ow: (w - k).div_ceil(s) + 1,
+                oh: (h + 2 * p - k).div_ceil(s) + 1,
+                ow: (w + 2 * p - k).div_ceil(s) + 1,
                 kernel: [k, k],
                 stride: [s, s],
-                pad: [0, 0],
+                pad: [p, p],
             };
             // Few distinct values: many ties, some NaN.
             let x: Vec<f32> = (0..3 * h * w)
@@ -561,20 +579,24 @@ mod max_tests {
             let (want_y, want_a) = scan(&g, &x);
             let (mut y, mut a) = (vec![9.0; want_y.len()], vec![7; want_a.len()]);
             max_forward_part(&g, &x, &mut y, &mut a);
-            assert_eq!(a, want_a, "{h}x{w} k{k} s{s}");
-            assert_eq!(y, want_y, "{h}x{w} k{k} s{s}");
+            assert_eq!(a, want_a, "{h}x{w} k{k} s{s} p{p}");
+            assert_eq!(y, want_y, "{h}x{w} k{k} s{s} p{p}");
             let mut values = vec![9.0; want_y.len()];
             max_values_part(&g, &x, &mut values);
-            assert_eq!(values, want_y, "values alone: {h}x{w} k{k} s{s}");
+            assert_eq!(values, want_y, "values alone: {h}x{w} k{k} s{s} p{p}");
             // f64 takes the loops that f32 leaves to AVX-512 kernels.
             let x: Vec<f64> = x.iter().map(|&v| v.into()).collect();
             let want_y: Vec<f64> = want_y.iter().map(|&v| v.into()).collect();
             let (mut y, mut a) = (vec![9.0; want_y.len()], vec![7; want_a.len()]);
             max_forward_part(&g, &x, &mut y, &mut a);
-            assert_eq!((a, y), (want_a, want_y.clone()), "f64: {h}x{w} k{k} s{s}");
+            assert_eq!(
+                (a, y),
+                (want_a, want_y.clone()),
+                "f64: {h}x{w} k{k} s{s} p{p}"
+            );
             let mut values = vec![9.0; want_y.len()];
             max_values_part(&g, &x, &mut values);
-            assert_eq!(values, want_y, "f64 values alone: {h}x{w} k{k} s{s}");
+            assert_eq!(values, want_y, "f64 values alone: {h}x{w} k{k} s{s} p{p}");
         }
     }
 }
