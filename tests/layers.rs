@@ -83,12 +83,16 @@ fn lrn_across_channels_matches_the_definition() {
         let [_, c, h, w] = shape;
         let (xd, yd) = (x.to_vec().unwrap(), y.to_vec().unwrap());
         let r = (size - 1) / 2;
-        for (i, &got) in yd.iter().enumerate() {
-            let (ch, at, img) = (i / (h * w) % c, i % (h * w), i / (c * h * w));
-            let sum: f64 = (ch.saturating_sub(r)..=(ch + r).min(c - 1))
-                .map(|q| xd[(img * c + q) * h * w + at].powi(2))
-                .sum();
-            let want = xd[i] * (k + alpha / size as f64 * sum).powf(-beta);
+        let wants: Vec<f64> = (0..yd.len())
+            .map(|i| {
+                let (ch, at, img) = (i / (h * w) % c, i % (h * w), i / (c * h * w));
+                let sum: f64 = (ch.saturating_sub(r)..=(ch + r).min(c - 1))
+                    .map(|q| xd[(img * c + q) * h * w + at].powi(2))
+                    .sum();
+                xd[i] * (k + alpha / size as f64 * sum).powf(-beta)
+            })
+            .collect();
+        for (i, (&got, &want)) in yd.iter().zip(&wants).enumerate() {
             assert!(
                 (got - want).abs() < 1e-12,
                 "{shape:?} size {size}: y[{i}] {got} vs {want}"
@@ -114,7 +118,18 @@ fn lrn_across_channels_matches_the_definition() {
                 .map(|v| v.to_bits())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(on(1), on(3), "{shape:?}: f32 on 1 and 3 threads");
+        let f32_bits = on(1);
+        assert_eq!(f32_bits, on(3), "{shape:?}: f32 on 1 and 3 threads");
+        // f32 computes in f32, as Caffe does: within a few rounding
+        // steps of the definition (of the f32 input).
+        for (i, (&bits, &want)) in f32_bits.iter().zip(&wants).enumerate() {
+            let got = f64::from(f32::from_bits(bits));
+            let want = want * f64::from(xd[i] as f32) / xd[i];
+            assert!(
+                (got - want).abs() <= 4.0 * f64::from(f32::EPSILON) * want.abs(),
+                "{shape:?} size {size}: f32 y[{i}] {got} vs {want}"
+            );
+        }
     }
 }
 

@@ -282,8 +282,10 @@ const CHANNEL_BLOCK: usize = 16;
 fn scale_by_inverse_power<T: MathElement>(y: &mut [T], x: &[T], s: &[T], beta: f64) {
     let values = y.iter_mut().zip(x).zip(s);
     if beta == 0.75 {
+        // In T, as Caffe computes: the f64 square roots and division
+        // were this loop's time (GoogLeNet's norm2 0.57 -> 0.34 ms).
         for ((o, &v), &s) in values {
-            *o = T::from_f64(v.to_f64() * inverse_three_quarters(s.to_f64()));
+            *o = v * inverse_three_quarters(s);
         }
     } else {
         for ((o, &v), &s) in values {
@@ -295,9 +297,9 @@ fn scale_by_inverse_power<T: MathElement>(y: &mut [T], x: &[T], s: &[T], beta: f
 /// `s^-0.75` by square roots (a power is several times slower, and this
 /// is the layer's hot loop).
 #[inline(always)]
-fn inverse_three_quarters(s: f64) -> f64 {
+fn inverse_three_quarters<T: blob_kernels::Real>(s: T) -> T {
     let root = s.sqrt();
-    1.0 / (root * root.sqrt())
+    T::ONE / (root * root.sqrt())
 }
 
 /// `s^-beta`, by square roots for LRN's usual beta of 0.75.
