@@ -796,3 +796,21 @@ fn gemm_filled_adds_panels_of_columns_as_gemm_does() {
         }
     }
 }
+
+#[test]
+fn a_gemv_read_ahead_gives_the_same_bits_as_one_in_cache() {
+    // 2100 x 1003 f32 is 8.4 MB: read ahead of its rows (as CaffeNet's fc
+    // layers are); its first and last rows alone are a matrix small
+    // enough to be read plainly. Each row's dot is the same sum.
+    let (m, n) = (2100, 1003);
+    let (a, x, y0) = operands::<f32>(9, m, 1, n);
+    let mut y = y0.clone();
+    cpu::gemv(Transpose::No, m, n, 0.5, &a, &x, 1.5, &mut y);
+    for rows in [0..7, m - 9..m] {
+        let part = &a[rows.start * n..rows.end * n];
+        let mut want = y0[rows.clone()].to_vec();
+        cpu::gemv(Transpose::No, rows.len(), n, 0.5, part, &x, 1.5, &mut want);
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&y[rows.clone()]), bits(&want), "rows {rows:?}");
+    }
+}

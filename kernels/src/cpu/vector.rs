@@ -153,15 +153,12 @@ const PREFETCH_BYTES: usize = 4096;
 /// hardware's prefetching already keeps up there (10^8: level).
 const PREFETCH_MAX_BYTES: usize = 8 << 20;
 
-/// Asks for the cache lines of `chunk`'s values [`PREFETCH_BYTES`] on.
+/// Asks for the cache lines of `chunk`'s values `BYTES` on.
 #[inline(always)]
-fn prefetch_ahead<T>(chunk: &[T]) {
+pub(super) fn prefetch_ahead<const BYTES: usize, T>(chunk: &[T]) {
     #[cfg(target_arch = "x86_64")]
     for line in (0..size_of_val(chunk)).step_by(64) {
-        let at = chunk
-            .as_ptr()
-            .cast::<i8>()
-            .wrapping_add(PREFETCH_BYTES + line);
+        let at = chunk.as_ptr().cast::<i8>().wrapping_add(BYTES + line);
         // SAFETY: a prefetch reads nothing the program sees and never
         // faults, whatever the address (past the slice's end included).
         unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at) };
@@ -188,7 +185,7 @@ fn block_sum1_reading<T: Real, const AHEAD: bool>(
     let mut acc = [T::ZERO; LANES];
     for c in chunks {
         if AHEAD {
-            prefetch_ahead(c);
+            prefetch_ahead::<PREFETCH_BYTES, T>(c);
         }
         for i in 0..LANES {
             acc[i] += f(c[i]);
@@ -225,8 +222,8 @@ fn block_sum2_reading<T: Real, const AHEAD: bool>(
     let mut acc = [T::ZERO; LANES];
     for (a, b) in xc.iter().zip(yc) {
         if AHEAD {
-            prefetch_ahead(a);
-            prefetch_ahead(b);
+            prefetch_ahead::<PREFETCH_BYTES, T>(a);
+            prefetch_ahead::<PREFETCH_BYTES, T>(b);
         }
         for i in 0..LANES {
             acc[i] += f(a[i], b[i]);
