@@ -50,7 +50,9 @@ struct Args {
     /// Where snapshots and loss.svg go
     #[arg(long, default_value_t = format!("{ROOT}/target/lenet-train"))]
     out: String,
-    /// Continue from a .solverstate (its .caffemodel beside it)
+    /// Continue from a .solverstate (its .caffemodel beside it), or from
+    /// the newest complete snapshot in a folder (snapshots a stopped run
+    /// left unfinished are passed over, each named)
     #[arg(long)]
     resume: Option<PathBuf>,
     /// Seed of the weight fillers
@@ -146,14 +148,28 @@ fn loss_svg(losses: &[(usize, f32)]) -> String {
     )
 }
 
+/// `from` itself, or the newest complete `lenet_iter_N.solverstate` in
+/// the folder `from`, saying what it passed over.
+fn state_to_resume(from: &std::path::Path) -> Result<PathBuf, BlobError> {
+    if !from.is_dir() {
+        return Ok(from.to_path_buf());
+    }
+    let newest = blobflow::layers::solver::newest_snapshot(from.join("lenet"))?;
+    for (file, why) in &newest.skipped {
+        println!("passed over {}: {why}", file.display());
+    }
+    Ok(newest.state)
+}
+
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let data = Mnist::open(&args.images, &args.labels)?;
     let (solver, max_iter, snapshot) = solver_of(&args.solver)?;
     let iters = args.iters.or(max_iter).unwrap_or(10000);
     let snapshot_every = args.snapshot.or(snapshot).unwrap_or(5000);
     let mut t = match &args.resume {
-        Some(state) => {
-            let t = Trainer::resume_with(state, solver, args.batch, TRAIN)?;
+        Some(from) => {
+            let state = state_to_resume(from)?;
+            let t = Trainer::resume_with(&state, solver, args.batch, TRAIN)?;
             println!(
                 "resumed from {} at iteration {}",
                 state.display(),
@@ -230,7 +246,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         100.0 * acc
     );
     let svg = PathBuf::from(&args.out).join("loss.svg");
-    std::fs::write(&svg, loss_svg(&losses)).map_err(|e| format!("{}: {e}", svg.display()))?;
+    blobflow::runtime::write_atomically(&svg, loss_svg(&losses).as_bytes())?;
     println!("loss curve: {}", svg.display());
     Ok(())
 }

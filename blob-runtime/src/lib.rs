@@ -34,6 +34,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod atomic_file;
 mod blob;
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -63,6 +64,7 @@ pub mod __private {
     pub use blob_macros::blob_with_crate;
 }
 
+pub use atomic_file::{PARTIAL_MARK, write_atomically};
 pub use blob::{Blob, CpuMut, CpuRef, MAX_BLOB_AXES, shape_string};
 pub use device::{DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream, Precision};
 pub use element::{Element, MathElement};

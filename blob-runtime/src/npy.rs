@@ -180,11 +180,7 @@ pub fn to_bytes<T: MathElement>(blob: &Blob<T>) -> Result<Vec<u8>> {
 
 /// Writes a blob's data as a `.npy` file NumPy reads.
 pub fn write<T: MathElement>(path: impl AsRef<Path>, blob: &Blob<T>) -> Result<()> {
-    let path = path.as_ref();
-    std::fs::write(path, to_bytes(blob)?).map_err(|source| BlobError::Io {
-        path: path.display().to_string(),
-        source,
-    })
+    crate::write_atomically(path, &to_bytes(blob)?)
 }
 
 #[cfg(test)]

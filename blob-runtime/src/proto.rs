@@ -413,11 +413,9 @@ pub fn read_text_file(path: impl AsRef<Path>) -> Result<String> {
     })
 }
 
+/// Every Caffe file is written whole or not at all.
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(path, bytes).map_err(|e| BlobError::Io {
-        path: path.display().to_string(),
-        source: e,
-    })
+    crate::write_atomically(path, bytes)
 }
 
 pub(crate) fn proto_err(path: &Path) -> impl FnOnce(ProtoError) -> BlobError + '_ {

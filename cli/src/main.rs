@@ -181,10 +181,7 @@ fn convert(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
     let tensors = blobflow::TensorFile::from_bytes(bytes.clone())?
         .names()
         .len();
-    std::fs::write(out, &bytes).map_err(|e| blobflow::BlobError::Io {
-        path: out.display().to_string(),
-        source: e,
-    })?;
+    blobflow::runtime::write_atomically(out, &bytes)?;
     Ok(format!(
         "{}: {tensors} tensors, {} bytes",
         out.display(),

@@ -171,12 +171,7 @@ impl Trainer {
         check_batch(batch)?;
         let path = solverstate.as_ref();
         let state = blob_runtime::read_solver_state(path)?;
-        let learned = state.learned_net.clone().unwrap_or_default();
-        let file = Path::new(&learned)
-            .file_name()
-            .map(PathBuf::from)
-            .unwrap_or_default();
-        let model_path = path.parent().unwrap_or(Path::new(".")).join(file);
+        let model_path = blob_layers::solver::model_of_state(path, &state)?;
         let mut net = lenet(NetState::train(), batch)?;
         let report = net.copy_from(&CaffeModel::open(&model_path)?)?;
         if let Some(layer) = report.missing.first() {
@@ -317,13 +312,6 @@ impl Trainer {
             path: dir.display().to_string(),
             source: e,
         })?;
-        let stem = format!("{prefix}_iter_{}", self.solver.iter);
-        let model = dir.join(format!("{stem}.caffemodel"));
-        let state = dir.join(format!("{stem}.solverstate"));
-        self.net.to_model()?.save(&model)?;
-        // Caffe records the model path as written (relative to the working
-        // directory) and `caffe train --snapshot` opens exactly that path.
-        blob_runtime::write_solver_state(&state, &self.solver.state(&model.to_string_lossy())?)?;
-        Ok((model, state))
+        blob_layers::solver::write_snapshot(&self.net, &self.solver, dir.join(prefix))
     }
 }

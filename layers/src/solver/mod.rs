@@ -9,6 +9,7 @@ mod cuda;
 mod policy;
 mod prototxt;
 mod rules;
+mod snapshot;
 mod solve;
 
 use blob_kernels::cpu;
@@ -18,6 +19,9 @@ pub use policy::LrPolicy;
 pub use prototxt::SolverFile;
 pub use rules::SolverType;
 use rules::{Scratch, adam_correction, dtype, sgd_in_one_pass, update_value};
+pub use snapshot::{
+    NewestSnapshot, model_of_state, newest_snapshot, snapshot_paths, write_snapshot,
+};
 pub use solve::{Feed, SolveEvent, solve};
 
 use blob_proto::SolverState;

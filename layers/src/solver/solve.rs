@@ -231,14 +231,6 @@ fn test_all<T: MathElement>(
 /// `Snapshot`).
 fn snapshot<T: MathElement>(file: &SolverFile<T>, train: &Net<T>) -> Result<SolveEvent> {
     let prefix = file.snapshot_prefix.clone().unwrap_or_default();
-    let stem = format!("{prefix}_iter_{}", file.solver.iter);
-    let model = PathBuf::from(format!("{stem}.caffemodel"));
-    let state = PathBuf::from(format!("{stem}.solverstate"));
-    train.to_model()?.save(&model)?;
-    let name = model
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    blob_runtime::write_solver_state(&state, &file.solver.state(&name)?)?;
+    let (model, state) = super::write_snapshot(train, &file.solver, prefix)?;
     Ok(SolveEvent::Snapshot { model, state })
 }
