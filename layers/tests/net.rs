@@ -179,6 +179,12 @@ fn the_public_deploy_nets_build_and_run() {
             if p.num_axes() >= 2 {
                 blob_kernels::cpu::uniform(-0.05, 0.05, &mut p.mutable_cpu_data().unwrap())
                     .unwrap();
+            } else {
+                // BatchNorm's statistics and factor, Scale's and the
+                // biases: 1, not 0. A variance of 0 scales each BatchNorm
+                // by 1/sqrt(eps), and ResNet-50 overflowed to inf, which
+                // its ReLUs turn to NaN, as Caffe's do.
+                p.mutable_cpu_data().unwrap().fill(1.0);
             }
         }
         net.forward().unwrap_or_else(|e| panic!("{file}: {e}"));

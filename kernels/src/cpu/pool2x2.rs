@@ -19,7 +19,7 @@ use super::{Isa, isa};
 /// nothing was written).
 ///
 /// The order of the comparisons is that of a general MAX pooling: each
-/// column's largest from -inf down the window's rows, then the larger
+/// column's largest from -FLT_MAX down the window's rows, then the larger
 /// of the two columns (the left on a tie), each step keeping the value
 /// held unless the new one is greater, so a NaN never wins.
 ///
@@ -53,9 +53,9 @@ pub fn max_pool_2x2(x: &[f32], planes: usize, h: usize, w: usize, y: &mut [f32])
 
 /// [`max_pool_2x2`] that also writes each maximum's position in its
 /// input plane to `argmax` (Caffe's `mask`), as Caffe's scan finds it:
-/// the window's values in row order from -inf, the first strictly
+/// the window's values in row order from -FLT_MAX, the first strictly
 /// greater one kept (so a NaN never wins, and the first of equal values
-/// does; a window of NaN gives -inf at its first position).
+/// does; a window of NaN gives -FLT_MAX, as Caffe's, at its first position).
 ///
 /// ```
 /// let x = [1.0f32, 5.0, 2.0, 2.0,
@@ -217,7 +217,7 @@ unsafe fn corners(top: *const f32, w: usize, outputs: usize) -> [__m512; 4] {
 #[target_feature(enable = "avx512f")]
 unsafe fn planes_avx512(x: &[f32], pairs: usize, w: usize, y: &mut [f32]) {
     let ow = w / 2;
-    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
+    let neg = _mm512_set1_ps(f32::MIN);
     // `larger(held, v)`: v where v > held, else held (NaN never wins).
     let larger = |held: __m512, v: __m512| _mm512_max_ps(v, held);
     for pair in 0..pairs {
@@ -267,7 +267,7 @@ unsafe fn positions_avx512(
             unsafe {
                 let values = corners(top.add(2 * q0), w, outputs);
                 let shifts = [0, 1, w as i32, w as i32 + 1];
-                let mut best = _mm512_set1_ps(f32::NEG_INFINITY);
+                let mut best = _mm512_set1_ps(f32::MIN);
                 let mut at = first;
                 // Caffe's scan: row by row, the first strictly greater.
                 for (v, shift) in values.into_iter().zip(shifts) {

@@ -10,7 +10,7 @@
 //! come from them shifted a window column at a time by lane permutes:
 //! 0.21 -> 0.04 ms for 480 planes of 14 x 14, 0.12 -> 0.075 for 480 of
 //! 28 x 28. Wider rows go through a buffer whose padding columns hold
-//! -inf, every row's column maxima before any window's, since loads
+//! -FLT_MAX (Caffe's start), every row's column maxima before any window's, since loads
 //! across the stores just made wait for them (1 ns an output row by row,
 //! 0.33 ns so).
 
@@ -69,7 +69,7 @@ impl Stride1Pool {
 /// .. r - pad[0] + kernel[0]` and columns `q - pad[1] .. q - pad[1] +
 /// kernel[1]`, each clipped to the plane (Caffe's MAX pooling at stride
 /// 1), on AVX-512. The comparisons are a general MAX pooling's, in its
-/// order: each column's largest from -inf down the window's rows, then
+/// order: each column's largest from -FLT_MAX down the window's rows, then
 /// across the window's columns left to right, each step keeping the value
 /// held unless the new one is greater (so a NaN never wins, and the bits
 /// are the general loop's). Says whether it ran (`false`: no AVX-512, or
@@ -111,11 +111,11 @@ pub fn max_pool_stride1(x: &[f32], shape: Stride1Pool, y: &mut [f32]) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // Each output row's column maxima after `pad[1]` columns of -inf,
-        // and -inf to the furthest value the row's last 16 windows read.
+        // Each output row's column maxima after `pad[1]` columns of -FLT_MAX,
+        // and -FLT_MAX to the furthest value the row's last 16 windows read.
         let [_, kw] = shape.kernel;
         let row = (shape.pad[1] + w).max(ow + kw) + 16;
-        let mut columns = vec![f32::NEG_INFINITY; oh * row];
+        let mut columns = vec![f32::MIN; oh * row];
         // SAFETY: `isa` found AVX-512 F; the assert put every plane inside
         // `x` and `y`; `columns` holds what the kernel reads and writes.
         unsafe { planes_avx512(x, shape, y, (&mut columns, row)) };
@@ -128,7 +128,7 @@ pub fn max_pool_stride1(x: &[f32], shape: Stride1Pool, y: &mut [f32]) -> bool {
 /// # Safety
 /// AVX-512 F is available; `x` and `y` hold `shape`'s planes, which
 /// [`Stride1Pool::is_taken`] takes; `columns` holds `output[0]` rows of
-/// `row` values, all -inf, `row` at least `pad[1] + w` and `output[1] +
+/// `row` values, all -FLT_MAX, `row` at least `pad[1] + w` and `output[1] +
 /// kernel[1]`, plus 16.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
@@ -151,7 +151,7 @@ unsafe fn planes_avx512(
         return unsafe { narrow_planes(x, shape, y) };
     }
     // Column c of output row r's maxima at r * row_len + pw + c; the
-    // padding columns stay -inf.
+    // padding columns stay -FLT_MAX.
     let maxima = columns.as_mut_ptr().wrapping_add(pw);
     let columns = columns.as_ptr();
     for p in 0..planes {
@@ -191,7 +191,7 @@ unsafe fn planes_avx512(
 }
 
 /// The column maxima of a window's rows from `rows` of `plane` (rows `w`
-/// long), columns `x0..` (16, or those of `keep`), from -inf.
+/// long), columns `x0..` (16, or those of `keep`), from -FLT_MAX.
 ///
 /// # Safety
 /// AVX-512 F is available; the kept columns of those rows are inside
@@ -206,7 +206,7 @@ unsafe fn column_maxima(
     keep: __mmask16,
 ) -> __m512 {
     // SAFETY: the caller has AVX-512 F.
-    let neg = unsafe { _mm512_set1_ps(f32::NEG_INFINITY) };
+    let neg = unsafe { _mm512_set1_ps(f32::MIN) };
     let mut m = neg;
     for row in rows {
         // SAFETY: the kept lanes are inside the plane; the others read
@@ -238,7 +238,7 @@ unsafe fn narrow_planes(x: *const f32, shape: Stride1Pool, y: *mut f32) {
         pad: [ph, pw],
         output: [oh, ow],
     } = shape;
-    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
+    let neg = _mm512_set1_ps(f32::MIN);
     // Indices into the 32 lanes of two registers, past the last clamped.
     let lanes = |f: &dyn Fn(usize) -> usize| {
         let index: [i32; 16] = std::array::from_fn(|l| f(l).min(31) as i32);
@@ -249,7 +249,7 @@ unsafe fn narrow_planes(x: *const f32, shape: Stride1Pool, y: *mut f32) {
         (0..16).filter(|&l| f(l)).fold(0, |m, l| m | (1 << l))
     };
     // Lane pw + c of the padded row (two registers) holds column c (lane
-    // c of the column maxima's two); the others -inf.
+    // c of the column maxima's two); the others -FLT_MAX.
     let holds = |lane: usize| (pw..pw + w).contains(&lane);
     let into_place = [0, 16].map(|half| lanes(&|l| (half + l).saturating_sub(pw)));
     let columns = [0, 16].map(|half| mask(&|l| holds(half + l)));
@@ -298,7 +298,7 @@ unsafe fn narrow_planes(x: *const f32, shape: Stride1Pool, y: *mut f32) {
 mod tests {
     use super::*;
 
-    /// The general loop's arithmetic: column maxima from -inf over the
+    /// The general loop's arithmetic: column maxima from -FLT_MAX over the
     /// clipped rows, then the clipped window left to right, the held
     /// value kept unless the new is greater.
     fn by_definition(x: &[f32], shape: Stride1Pool) -> Vec<f32> {
@@ -313,7 +313,7 @@ mod tests {
         let mut y = Vec::new();
         for p in 0..planes {
             for r in 0..oh {
-                let mut columns = vec![f32::NEG_INFINITY; w];
+                let mut columns = vec![f32::MIN; w];
                 for row in r.saturating_sub(ph)..(r + kh - ph).min(h) {
                     for (c, m) in columns.iter_mut().enumerate() {
                         *m = larger(*m, x[(p * h + row) * w + c]);

@@ -56,7 +56,7 @@ impl Stride2Pool {
 /// 2r + kernel[0]` and columns `2q .. 2q + kernel[1]`, each clipped to
 /// the plane (Caffe's MAX pooling at stride 2, no padding), on AVX-512.
 /// The comparisons are a general MAX pooling's, in its order: each
-/// column's largest from -inf down the window's rows, then across the
+/// column's largest from -FLT_MAX down the window's rows, then across the
 /// window's columns left to right, each step keeping the value held
 /// unless the new one is greater (so a NaN never wins, and the bits are
 /// the general loop's). Says whether it ran (`false`: no AVX-512, or a
@@ -97,10 +97,10 @@ pub fn max_pool_stride2(x: &[f32], shape: Stride2Pool, y: &mut [f32]) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // A row's column maxima, then -inf to the furthest value the last
+        // A row's column maxima, then -FLT_MAX to the furthest value the last
         // 16 windows read (two registers past their first column, and
         // two more for the third column's).
-        let mut columns = vec![f32::NEG_INFINITY; w.next_multiple_of(16) + 48];
+        let mut columns = vec![f32::MIN; w.next_multiple_of(16) + 48];
         // SAFETY: `isa` found AVX-512 F; the assert put every plane inside
         // `x` and `y`; `columns` holds what the kernel reads.
         unsafe { planes_avx512(x, shape, y, &mut columns) };
@@ -119,7 +119,7 @@ pub(super) fn first_lanes(n: usize) -> __mmask16 {
 /// # Safety
 /// AVX-512 F is available; `x` and `y` hold `shape`'s planes, which
 /// [`Stride2Pool::is_taken`] takes; `columns` holds `w` rounded up to 16
-/// plus 48 values, those past the rounded width -inf.
+/// plus 48 values, those past the rounded width -FLT_MAX.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn planes_avx512(x: &[f32], shape: Stride2Pool, y: &mut [f32], columns: &mut [f32]) {
@@ -129,7 +129,7 @@ unsafe fn planes_avx512(x: &[f32], shape: Stride2Pool, y: &mut [f32], columns: &
         kernel: [kh, kw],
         output: [oh, ow],
     } = shape;
-    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
+    let neg = _mm512_set1_ps(f32::MIN);
     // Lane l of a window column's register: column 2l (+1, +2) of the 32
     // values in the two registers from the windows' first column.
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -154,7 +154,7 @@ unsafe fn planes_avx512(x: &[f32], shape: Stride2Pool, y: &mut [f32], columns: &
             for q0 in (0..ow).step_by(16) {
                 let at = columns.wrapping_add(2 * q0);
                 // SAFETY: 2 * q0 + 34 <= w + 33 values, inside `columns`
-                // (-inf past the row).
+                // (-FLT_MAX past the row).
                 let window = |offset: usize, index: __m512i| unsafe {
                     let (lo, hi) = (
                         _mm512_loadu_ps(at.add(offset)),
@@ -179,7 +179,7 @@ unsafe fn planes_avx512(x: &[f32], shape: Stride2Pool, y: &mut [f32], columns: &
 mod tests {
     use super::*;
 
-    /// The general loop's arithmetic: column maxima from -inf, then the
+    /// The general loop's arithmetic: column maxima from -FLT_MAX, then the
     /// window left to right, the held value kept unless the new is greater.
     fn by_definition(x: &[f32], shape: Stride2Pool) -> Vec<f32> {
         let Stride2Pool {
@@ -192,7 +192,7 @@ mod tests {
         let mut y = Vec::new();
         for p in 0..planes {
             for r in 0..oh {
-                let mut columns = vec![f32::NEG_INFINITY; w];
+                let mut columns = vec![f32::MIN; w];
                 for row in 2 * r..(2 * r + kh).min(h) {
                     for (c, m) in columns.iter_mut().enumerate() {
                         *m = larger(*m, x[(p * h + row) * w + c]);

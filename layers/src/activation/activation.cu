@@ -6,7 +6,9 @@
          i < (n); i += (long long)blockDim.x * gridDim.x)
 
 __device__ float activate(int kind, float x) {
-    if (kind == 0) return x > 0.0f ? x : 0.0f;
+    // ReLU as Caffe's CPU sums it, max(x, 0) + 0 * min(x, 0): NaN stays
+    // NaN, -inf becomes NaN, -0 stays -0 (activation/mod.rs).
+    if (kind == 0) return (x < 0.0f ? 0.0f : x) + 0.0f * (0.0f < x ? 0.0f : x);
     if (kind == 1) return 1.0f / (1.0f + expf(-x));
     return tanhf(x);
 }

@@ -29,8 +29,14 @@ pub(crate) trait Activate {
 pub(crate) struct Rectify;
 impl Activate for Rectify {
     const TYPE: &'static str = "ReLU";
+    /// Caffe's own sum, `std::max(x, 0) + 0 * std::min(x, 0)`, not a
+    /// comparison: NaN stays NaN and -inf becomes NaN (`0 * -inf`), so a
+    /// layer that diverged is not hidden by the ReLU after it; -0 stays
+    /// -0 and other negatives give +0, Caffe's bits.
     fn apply<T: MathElement>(x: T) -> T {
-        if x > T::ZERO { x } else { T::ZERO }
+        let high = if x < T::ZERO { T::ZERO } else { x };
+        let low = if T::ZERO < x { T::ZERO } else { x };
+        high + T::ZERO * low
     }
     fn slope<T: MathElement>(x: T, _y: T) -> T {
         if x > T::ZERO { T::ONE } else { T::ZERO }

@@ -83,6 +83,9 @@ impl Neuron {
             } => {
                 if power * scale == 0.0 {
                     if power == 0.0 { 1.0 } else { shift.powf(power) }
+                } else if shift == 0.0 {
+                    // Caffe adds no shift of 0: -2 * 0 stays -0.
+                    (scale * x).powf(power)
                 } else {
                     (shift + scale * x).powf(power)
                 }
@@ -91,7 +94,9 @@ impl Neuron {
                 if x > 0.0 {
                     x
                 } else {
-                    alpha * x.exp_m1()
+                    // `+ 0.0`: -0 gives +0, as Caffe's sum
+                    // `max(x, 0) + alpha * (exp(min(x, 0)) - 1)` does.
+                    alpha * x.exp_m1() + 0.0
                 }
             }
             Self::Bnll => {

@@ -13,8 +13,8 @@ __device__ double neuron(int kind, double a, double b, double c, double x) {
         case 0: return fabs(x);
         case 1:
             if (a * b == 0.0) return a == 0.0 ? 1.0 : pow(c, a);
-            return pow(c + b * x, a);
-        case 2: return x > 0.0 ? x : a * expm1(x);
+            return pow(c == 0.0 ? b * x : c + b * x, a);  // no shift of 0 added: -0 stays
+        case 2: return x > 0.0 ? x : a * expm1(x) + 0.0;  // -0 gives +0, as Caffe's sum
         case 3: return x > 0.0 ? x + log1p(exp(-x)) : log1p(exp(x));
         case 4: return exp(a * (c + b * x));
         case 5: return log(c + b * x) / a;

@@ -13,6 +13,11 @@ use blob_runtime::MathElement;
 
 use crate::f32_view::{as_f32, as_f32_mut};
 
+/// Where Caffe starts each MAX window, -FLT_MAX in f32 and f64 alike: a
+/// value is taken only if it is larger, so NaN never wins, and a window
+/// of NaN or -inf alone gives -FLT_MAX, as Caffe's does.
+const CAFFE_MAX_START: f64 = f32::MIN as f64;
+
 /// A pooling's sizes for one input.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PoolGeometry {
@@ -186,7 +191,7 @@ fn max_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argm
         return max_2x2(g, x, y, argmax);
     }
     let (h, w) = (g.h, g.w);
-    let neg = T::from_f64(f64::NEG_INFINITY);
+    let neg = T::from_f64(CAFFE_MAX_START);
     // Per output row: each column's maximum over the window's rows first
     // (an element-wise pass the compiler vectorises), then each window's
     // over its columns. Ties go to the first position in row-major order,
@@ -242,7 +247,7 @@ fn max_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut 
     {
         return;
     }
-    let neg = T::from_f64(f64::NEG_INFINITY);
+    let neg = T::from_f64(CAFFE_MAX_START);
     for pl in 0..g.planes {
         let plane = &x[pl * h * w..][..h * w];
         for r in 0..oh {
@@ -258,7 +263,7 @@ fn max_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T], argmax: &mut 
                     (2 * r + 1) * w + 2 * q,
                     (2 * r + 1) * w + 2 * q + 1,
                 ];
-                // From -inf, as Caffe's scan starts: a NaN never wins.
+                // From -FLT_MAX, as Caffe's scan starts: a NaN never wins.
                 let (mut best, mut value) = (0, neg);
                 for (i, &v) in c.iter().enumerate() {
                     if v > value {
@@ -304,7 +309,7 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
         return;
     }
     let (h, w) = (g.h, g.w);
-    let neg = T::from_f64(f64::NEG_INFINITY);
+    let neg = T::from_f64(CAFFE_MAX_START);
     let larger = |m: T, v: T| if v > m { v } else { m };
     // Each output column's window, the same for every row and plane.
     let columns: Vec<(usize, usize)> = (0..g.ow)
@@ -339,7 +344,7 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
                         out.fill(T::ZERO);
                         continue;
                     }
-                    // From -inf, as Caffe's scan starts: a NaN never wins.
+                    // From -FLT_MAX, as Caffe's scan starts: a NaN never wins.
                     colmax[..w].fill(neg);
                     for hh in h0..h1 {
                         for (m, &v) in colmax.iter_mut().zip(&plane[hh * w..][..w]) {
@@ -408,7 +413,7 @@ fn whole_windows<T: MathElement, const S: usize>(
 
 /// [`max_values`] over the common 2x2, stride 2 window of even planes,
 /// in the general path's order (each column's maximum over the two rows
-/// from -inf, then the pair's), so a NaN never wins here either.
+/// from -FLT_MAX, then the pair's), so a NaN never wins here either.
 fn max_values_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
     if let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y))
@@ -416,7 +421,7 @@ fn max_values_2x2<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     {
         return;
     }
-    let neg = T::from_f64(f64::NEG_INFINITY);
+    let neg = T::from_f64(CAFFE_MAX_START);
     let larger = |m: T, v: T| if v > m { v } else { m };
     cpu::vectorized(
         #[inline(always)]
@@ -524,7 +529,7 @@ mod max_tests {
                 a[o] = NO_POSITION;
                 return;
             }
-            let (mut best, mut at) = (f32::NEG_INFINITY, h0 * g.w + w0);
+            let (mut best, mut at) = (f32::MIN, h0 * g.w + w0);
             for hh in h0..h1 {
                 for ww in w0..w1 {
                     let v = x[pl * g.h * g.w + hh * g.w + ww];

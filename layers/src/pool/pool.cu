@@ -37,7 +37,7 @@ extern "C" __global__ void max_pool_f32(long long total, int h, int w, int oh, i
             continue;
         }
         const float* xp = x + plane * h * w;
-        float best = -__int_as_float(0x7f800000);  // -infinity
+        float best = -3.402823466e+38f;  // -FLT_MAX, where Caffe starts a window
         int at = h0 * w + w0;
         for (int i = h0; i < h1; ++i)
             for (int j = w0; j < w1; ++j)

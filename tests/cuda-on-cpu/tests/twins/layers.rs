@@ -192,3 +192,40 @@ fn user_layer_kernel_matches_its_cpu_side() {
         .collect();
     assert_eq!(y, want);
 }
+
+/// NaN, infinities and signed zeros through `activation.cu` as through
+/// the CPU layer (NaN for NaN, zeros with their sign): ReLU keeps NaN and
+/// makes -inf NaN, as Caffe's sum does.
+#[test]
+fn activations_keep_non_finite_values_as_the_cpu() {
+    let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0];
+    let n = 4 * 20;
+    let x: Vec<f32> = random(n, 3, -3.0, 3.0)
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| if i % 3 == 0 { special[i / 3 % 5] } else { v })
+        .collect();
+    let dy = random(n, 4, -1.0, 1.0);
+    for (kind, name) in [(0, "ReLU"), (1, "Sigmoid"), (2, "TanH")] {
+        let (want_y, want_dx) = activation_on_cpu(name, &x, &dy, false);
+        let mut y = vec![0.5; n];
+        // SAFETY: x and y hold n values.
+        unsafe { k::activate_f32(n, n as i64, kind, &x, &mut y) };
+        let mut dx = vec![0.5; n];
+        // SAFETY: x, y, dy and dx hold n values.
+        unsafe { k::activate_backward_f32(n, n as i64, kind, &x, &y, &dy, &mut dx) };
+        for (what, got, want) in [("output", &y, &want_y), ("gradient", &dx, &want_dx)] {
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                // Finite non-zero values within an f32 rounding (the GPU's
+                // tanhf and expf are not the CPU's); the rest to the bit.
+                let near = w.is_finite() && *w != 0.0 && (g - w).abs() <= 1e-6 * w.abs().max(1.0);
+                assert!(
+                    (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits() || near,
+                    "{name} {what} at {}: {g:?}, the CPU's {w:?}",
+                    x[i]
+                );
+            }
+        }
+    }
+    assert!(activation_on_cpu("ReLU", &x, &dy, false).0[0].is_nan());
+}

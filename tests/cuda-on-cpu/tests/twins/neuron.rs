@@ -107,8 +107,10 @@ fn element_wise_layers_with_parameters_match_cpu() {
             false,
         ),
     ];
+    let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0];
     for (text, kind, p, range, inplace) in cases {
         let (x, dy) = (random(60, 1, -range, range), random(60, 2, -1.0, 1.0));
+        check_non_finite(text, kind, p, &special, &x);
         let got = gpu_calls(kind, p, &x, &dy);
         if kind == 6 {
             // Threshold has no backward pass: the forward alone.
@@ -146,4 +148,27 @@ fn run_threshold_forward(text: &str, x: &[f32]) -> Vec<f32> {
     let yb = blob_runtime::Blob::<f32>::new(&[x.len()]).unwrap();
     layer.forward(&[&xb], &[&yb]).unwrap();
     yb.to_vec().unwrap()
+}
+
+/// The forward pass of `kind` on NaN, infinities and signed zeros (each
+/// value of `special` beside `x`'s), as the CPU layer `text` gives them:
+/// NaN for NaN, zeros with their sign.
+fn check_non_finite(text: &str, kind: i32, p: [f64; 3], special: &[f32], x: &[f32]) {
+    let mut x = x.to_vec();
+    for (i, &v) in special.iter().enumerate() {
+        x[3 * i] = v;
+    }
+    let got = gpu_calls(kind, p, &x, &vec![0.0; x.len()]).y;
+    let want = if kind == 6 {
+        run_threshold_forward(text, &x)
+    } else {
+        run_on_cpu(text, &[], (&[3, 20], &x), (&[3, 20], &vec![0.0; x.len()])).y
+    };
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+            "{text}: {} gives {g:?}, the CPU's {w:?}",
+            x[i]
+        );
+    }
 }
