@@ -178,6 +178,36 @@ fn fill_random(net: &Net<f32>, seed: u64) -> Result<(), BlobError> {
     Ok(())
 }
 
+/// The `.npy` file of each blob written: its name with `/` as `_`, and a
+/// blob whose name gives a file another blob already has (`a/b` and
+/// `a_b`) gets `~2`, `~3`... before `.npy`, so no output overwrites
+/// another; a blob written twice (an output with `--all-blobs`) keeps
+/// its one file.
+#[derive(Default)]
+struct OutputFiles {
+    /// Each blob given a file, and its file.
+    given: std::collections::HashMap<String, String>,
+    taken: std::collections::HashSet<String>,
+}
+
+impl OutputFiles {
+    fn name_for(&mut self, blob: &str) -> String {
+        if let Some(file) = self.given.get(blob) {
+            return file.clone();
+        }
+        let stem = blob.replace('/', "_");
+        let mut file = format!("{stem}.npy");
+        let mut k = 2;
+        while self.taken.contains(&file) {
+            file = format!("{stem}~{k}.npy");
+            k += 1;
+        }
+        self.taken.insert(file.clone());
+        self.given.insert(blob.to_string(), file.clone());
+        file
+    }
+}
+
 /// Runs a forward pass and reports each output; the lines to print.
 pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let mut log = Vec::new();
@@ -194,7 +224,12 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
         ));
     }
     let names: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();
-    for (name, _) in &args.inputs {
+    for (k, (name, file)) in args.inputs.iter().enumerate() {
+        if let Some((_, first)) = args.inputs[..k].iter().find(|(n, _)| n == name) {
+            return Err(bad(format!(
+                "--input {name} is given twice ({first} and {file}); give each input once"
+            )));
+        }
         if !names.contains(name) {
             return Err(bad(format!(
                 "the net has no input named {name:?} (its inputs: {})",
@@ -242,11 +277,12 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
             source,
         })?;
     }
+    let mut files = OutputFiles::default();
     if args.all_blobs
         && let Some(dir) = &args.out
     {
         for name in net.blob_names() {
-            let file = dir.join(format!("{}.npy", name.replace('/', "_")));
+            let file = dir.join(files.name_for(name));
             npy::write(&file, net.blob(name).expect("a blob of the net"))?;
         }
         log.push(format!(
@@ -268,7 +304,7 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
             blob.shape_string()
         );
         if let Some(dir) = &args.out {
-            let file = dir.join(format!("{}.npy", name.replace('/', "_")));
+            let file = dir.join(files.name_for(name));
             npy::write(&file, blob)?;
             line.push_str(&format!(" -> {}", file.display()));
         }

@@ -165,3 +165,80 @@ fn a_net_declaring_more_than_the_memory_limit_is_refused_with_its_layer() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A scratch folder of this test's own.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blobflow-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Outputs `a/b` and `a_b` once both went to `a_b.npy`: one was lost.
+#[test]
+fn outputs_whose_names_map_to_one_file_each_keep_their_own() {
+    let dir = scratch("collide");
+    let net = dir.join("net.prototxt");
+    std::fs::write(
+        &net,
+        "input: 'x' input_shape { dim: 2 } \
+         layer { name: 'p' type: 'Power' bottom: 'x' top: 'a/b' power_param { shift: 1 } } \
+         layer { name: 'q' type: 'Power' bottom: 'x' top: 'a_b' power_param { shift: 2 } }",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = blobflow(&["run", net.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let stdout = text(&run.stdout);
+    assert!(
+        stdout.contains("a_b.npy") && stdout.contains("a_b~2.npy"),
+        "{stdout}"
+    );
+    let first: Blob<f32> = npy::read(out.join("a_b.npy")).unwrap();
+    let second: Blob<f32> = npy::read(out.join("a_b~2.npy")).unwrap();
+    assert_eq!(first.to_vec().unwrap(), [1.0, 1.0], "a/b: 0 + 1");
+    assert_eq!(second.to_vec().unwrap(), [2.0, 2.0], "a_b: 0 + 2");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn an_input_given_twice_is_refused() {
+    let input = mtcnn("det1_60x80_input.npy");
+    let arg = format!("data={}", input.display());
+    let out = blobflow(&[
+        "run",
+        mtcnn("det1.prototxt").to_str().unwrap(),
+        "--input",
+        &arg,
+        "--input",
+        &arg,
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("--input data is given twice"), "{stderr}");
+}
+
+/// The memory limit refuses a large `.npy` input with the sizes; that
+/// it does so before reading the data is `blob-runtime`'s
+/// `tests/npy_memory.rs`.
+#[test]
+fn the_memory_limit_refuses_a_large_input() {
+    let dir = scratch("npy-limit");
+    let big = dir.join("big.npy");
+    npy::write(&big, &Blob::<f32>::new(&[1, 3, 1024, 2731]).unwrap()).unwrap();
+    let out = blobflow(&[
+        "--memory-limit",
+        "4M",
+        "run",
+        mtcnn("det1.prototxt").to_str().unwrap(),
+        "--input",
+        &format!("data={}", big.display()),
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("big.npy") && stderr.contains("above the limit"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

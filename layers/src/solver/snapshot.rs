@@ -145,7 +145,7 @@ pub fn newest_snapshot(prefix: impl AsRef<Path>) -> Result<NewestSnapshot> {
             states.push((iter, entry.path()));
         }
     }
-    states.sort_by(|a, b| b.0.cmp(&a.0));
+    states.sort_by_key(|s| std::cmp::Reverse(s.0));
     for (iter, state_path) in states {
         match complete_pair(&state_path, iter) {
             Ok(model) => {
