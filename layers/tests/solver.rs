@@ -599,6 +599,19 @@ fn a_solver_file_names_the_line_of_what_it_refuses() {
         error(&format!("{base}stepsize: -5")),
         "<text>: line 3, column 1: stepsize must be at least 0, not -5"
     );
+    // Counts are int32 in caffe.proto: Caffe's reader refuses more.
+    assert_eq!(
+        error(&format!("{base}max_iter: 99999999999")),
+        "<text>: line 3, column 1: max_iter is an int32 field: 99999999999 is above its largest value, 2147483647"
+    );
+    assert_eq!(
+        error(&format!("{base}test_iter: 2147483648")),
+        "<text>: line 3, column 1: test_iter is an int32 field: 2147483648 is above its largest value, 2147483647"
+    );
+    assert!(
+        blob_layers::solver::SolverFile::<f32>::parse(&format!("{base}max_iter: 2147483647"))
+            .is_ok()
+    );
     assert_eq!(
         error(&format!("{base}type: \"Adam\"\nsolver_type: ADAM")),
         "<text>: line 3, column 1: type and the older solver_type are both given; Caffe takes one"

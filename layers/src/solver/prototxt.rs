@@ -173,8 +173,20 @@ impl<'a> Fields<'a> {
         })
     }
 
+    /// A count: an `int32` field of Caffe's `SolverParameter` (every
+    /// count is), so at most 2^31 - 1, as Caffe's reader refuses more.
     fn count(&self, field: &TextField) -> Result<usize, BlobError> {
         let value = self.int(field)?;
+        if value > i64::from(i32::MAX) {
+            return Err(self.error(
+                field,
+                format!(
+                    "{} is an int32 field: {value} is above its largest value, {}",
+                    field.name,
+                    i32::MAX
+                ),
+            ));
+        }
         usize::try_from(value).map_err(|_| {
             self.error(
                 field,
