@@ -400,3 +400,39 @@ fn counts_no_caffe_file_reaches_are_refused_before_they_fill_memory() {
             .contains("more than")
     );
 }
+
+/// Fields inside layers count against one budget for the whole file: 3
+/// layers of 99,000 empty blobs each (594 KB) decode into 54 MB, and at
+/// a hundred such layers 20 MB took 1.8 GB.
+#[test]
+fn a_file_of_empty_blobs_is_refused_by_its_size_not_decoded() {
+    fn varint(mut n: usize, out: &mut Vec<u8>) {
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+    for inner in [[0x3a, 0x00], [0x1a, 0x00]] {
+        // blobs (field 7) or bottoms (field 3), each empty.
+        let mut body = vec![0x0a, 0x01, b'l'];
+        body.extend(repeated(&inner, 99_000));
+        let mut layer = vec![0xa2, 0x06];
+        varint(body.len(), &mut layer);
+        layer.extend_from_slice(&body);
+        let net = repeated(&layer, 3);
+        let err = NetParameter::decode(&net).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "layers and blobs in all for a file of {} bytes",
+                net.len()
+            )),
+            "{err}"
+        );
+        // One such layer is within the budget, and reads.
+        assert_eq!(
+            NetParameter::decode(&layer).unwrap().iter_layers().count(),
+            1
+        );
+    }
+}
