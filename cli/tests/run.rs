@@ -242,3 +242,39 @@ fn the_memory_limit_refuses_a_large_input() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A name of any length from a prototxt is quoted cut short: a 1 MB
+/// layer type, blob or layer name once gave a 1 MB error line.
+#[test]
+fn errors_quote_long_names_cut_short() {
+    let dir = scratch("long-names");
+    let long = "x".repeat(1 << 20);
+    let nets = [
+        format!(
+            "input: 'data' input_shape {{ dim: 1 }} layer {{ name: 'l' type: '{long}' bottom: 'data' top: 'y' }}"
+        ),
+        format!(
+            "input: 'data' input_shape {{ dim: 1 }} layer {{ name: 'l' type: 'ReLU' bottom: '{long}' top: 'y' }}"
+        ),
+        format!(
+            "input: 'data' input_shape {{ dim: 1 }} layer {{ name: '{long}' type: 'Convolution' bottom: 'data' top: 'y' }}"
+        ),
+        format!(
+            "input: '{long}' input_shape {{ dim: 1 }} input: '{long}' input_shape {{ dim: 1 }}"
+        ),
+    ];
+    for (k, prototxt) in nets.iter().enumerate() {
+        let net = dir.join(format!("net{k}.prototxt"));
+        std::fs::write(&net, prototxt).unwrap();
+        let out = blobflow(&["run", net.to_str().unwrap()]);
+        assert!(!out.status.success());
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("xxx..."), "net {k}: {stderr}");
+        assert!(
+            stderr.len() < 2000,
+            "net {k}: {} bytes of error",
+            stderr.len()
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -69,10 +69,10 @@ impl<T: MathElement> LayerRegistry<T> {
         match self.builders.get(type_name) {
             Some(build) => build(param),
             None => Err(BlobError::Net {
-                at: format!("layer '{}'", param.string("name")),
+                at: format!("layer '{}'", blob_proto::excerpt(param.string("name"))),
                 detail: format!(
                     "Unknown layer type: {} (known types: {})",
-                    type_name,
+                    blob_proto::excerpt(type_name),
                     self.type_names().collect::<Vec<_>>().join(", ")
                 ),
             }),

@@ -72,7 +72,7 @@ impl NetState {
 
 fn layer_error(layer: &ParamMessage, detail: String) -> BlobError {
     BlobError::Net {
-        at: format!("layer '{}'", layer.string("name")),
+        at: format!("layer '{}'", blob_proto::excerpt(layer.string("name"))),
         detail,
     }
 }
@@ -152,8 +152,9 @@ pub(crate) fn insert_splits(layers: Vec<ParamMessage>) -> Result<Vec<ParamMessag
                 return Err(layer_error(
                     layer,
                     format!(
-                        "Unknown bottom blob '{bottom}' (layer '{}', bottom index {j})",
-                        layer.string("name")
+                        "Unknown bottom blob '{}' (layer '{}', bottom index {j})",
+                        blob_proto::excerpt(bottom),
+                        blob_proto::excerpt(layer.string("name"))
                     ),
                 ));
             };

@@ -180,8 +180,15 @@ fn text_error(at: &str) -> impl FnOnce(blob_proto::ProtoError) -> BlobError + '_
     }
 }
 
+/// A name from the net's file as a message quotes it: cut at 60
+/// characters, control characters escaped (a hostile file's name may be
+/// a megabyte long).
+fn shown(name: &str) -> String {
+    blob_proto::excerpt(name)
+}
+
 fn in_layer(name: &str, kind: &str) -> impl FnOnce(BlobError) -> BlobError + use<> {
-    let (layer, kind) = (name.to_string(), kind.to_string());
+    let (layer, kind) = (shown(name), shown(kind));
     move |source| match source {
         // Already placed: do not wrap twice.
         BlobError::Layer { .. } | BlobError::Net { .. } => source,
@@ -353,10 +360,11 @@ impl<T: MathElement> Net<T> {
             .find(|(n, _)| !net.inputs().contains(&n.as_str()))
         {
             return Err(net_error(
-                format!("net '{}'", net.name),
+                format!("net '{}'", shown(&net.name)),
                 format!(
-                    "a shape is given for '{name}', which is not an input (the inputs: {})",
-                    net.inputs().join(", ")
+                    "a shape is given for '{}', which is not an input (the inputs: {})",
+                    shown(name),
+                    shown(&net.inputs().join(", "))
                 ),
             ));
         }
@@ -376,7 +384,7 @@ impl<T: MathElement> Net<T> {
         let name = param.string("name").to_string();
         let kind = param.string("type").to_string();
         let wrap = || in_layer(&name, &kind);
-        let at = || format!("layer '{name}' ({kind})");
+        let at = || format!("layer '{}' ({})", shown(&name), shown(&kind));
         let bottom_names: Vec<String> = param.strings("bottom").map(String::from).collect();
         let top_names: Vec<String> = param.strings("top").map(String::from).collect();
         let propagate_down = param.bools("propagate_down");
@@ -396,7 +404,8 @@ impl<T: MathElement> Net<T> {
             return Err(net_error(
                 at(),
                 format!(
-                    "{kind} Layer takes {bottoms_ok} bottom blob(s) as input, not {}",
+                    "{} Layer takes {bottoms_ok} bottom blob(s) as input, not {}",
+                    shown(&kind),
                     bottom_names.len()
                 ),
             ));
@@ -405,7 +414,8 @@ impl<T: MathElement> Net<T> {
             return Err(net_error(
                 at(),
                 format!(
-                    "{kind} Layer produces {tops_ok} top blob(s) as output, not {}",
+                    "{} Layer produces {tops_ok} top blob(s) as output, not {}",
+                    shown(&kind),
                     top_names.len()
                 ),
             ));
@@ -417,7 +427,11 @@ impl<T: MathElement> Net<T> {
             if !available.remove(b) {
                 return Err(net_error(
                     at(),
-                    format!("Unknown bottom blob '{b}' (layer '{name}', bottom index {j})"),
+                    format!(
+                        "Unknown bottom blob '{}' (layer '{}', bottom index {j})",
+                        shown(b),
+                        shown(&name)
+                    ),
                 ));
             }
             let id = self.blob_index[b];
@@ -436,7 +450,9 @@ impl<T: MathElement> Net<T> {
                     return Err(net_error(
                         at(),
                         format!(
-                            "{kind} Layer does not allow in-place computation (top '{t}' is its bottom)"
+                            "{} Layer does not allow in-place computation (top '{}' is its bottom)",
+                            shown(&kind),
+                            shown(t)
                         ),
                     ));
                 }
@@ -444,7 +460,7 @@ impl<T: MathElement> Net<T> {
             } else if self.blob_index.contains_key(t) {
                 return Err(net_error(
                     at(),
-                    format!("Top blob '{t}' produced by multiple sources."),
+                    format!("Top blob '{}' produced by multiple sources.", shown(t)),
                 ));
             } else {
                 self.blobs.push(Blob::default());
@@ -549,10 +565,10 @@ impl<T: MathElement> Net<T> {
         let count = entry.layer.blobs().len();
         if specs.len() > count {
             return Err(net_error(
-                format!("layer '{}'", entry.name),
+                format!("layer '{}'", shown(&entry.name)),
                 format!(
                     "Too many params specified for layer {}: {} param specs for {count} blobs",
-                    entry.name,
+                    shown(&entry.name),
                     specs.len()
                 ),
             ));
@@ -617,8 +633,11 @@ impl<T: MathElement> Net<T> {
                     ] {
                         if given && has && *slot != value {
                             return Err(net_error(
-                                format!("layer '{}'", self.layers[layer].name),
-                                format!("Shared param '{}' has mismatched {what}.", owned.name),
+                                format!("layer '{}'", shown(&self.layers[layer].name)),
+                                format!(
+                                    "Shared param '{}' has mismatched {what}.",
+                                    shown(&owned.name)
+                                ),
                             ));
                         }
                         if given && !has {
@@ -659,12 +678,12 @@ impl<T: MathElement> Net<T> {
             return Ok(());
         }
         Err(net_error(
-            format!("layer '{}'", self.layers[layer].name),
+            format!("layer '{}'", shown(&self.layers[layer].name)),
             format!(
                 "Cannot share param '{}' owned by layer '{}' with layer '{}'; {} mismatch. Owner layer param shape is {}; sharing layer shape is {}",
-                spec.string("name"),
-                self.layers[ol].name,
-                self.layers[layer].name,
+                shown(spec.string("name")),
+                shown(&self.layers[ol].name),
+                shown(&self.layers[layer].name),
                 if permissive { "count" } else { "shape" },
                 theirs.shape_string(),
                 mine.shape_string()
@@ -791,7 +810,7 @@ impl<T: MathElement> Net<T> {
     fn run_layers(&mut self, start: usize, end: usize) -> Result<()> {
         if start > end || end >= self.layers.len() {
             return Err(net_error(
-                format!("net '{}'", self.name),
+                format!("net '{}'", shown(&self.name)),
                 format!(
                     "cannot run layers {start}..={end} of a net of {} layers",
                     self.layers.len()
@@ -890,7 +909,7 @@ impl<T: MathElement> Net<T> {
     pub fn backward_from_to(&mut self, start: usize, end: usize) -> Result<()> {
         if end > start || start >= self.layers.len() {
             return Err(net_error(
-                format!("net '{}'", self.name),
+                format!("net '{}'", shown(&self.name)),
                 format!(
                     "cannot run layers {start} down to {end} of a net of {} layers",
                     self.layers.len()

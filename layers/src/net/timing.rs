@@ -80,7 +80,7 @@ impl<T: MathElement> Net<T> {
         let n = self.layers.len();
         if n == 0 || iterations == 0 {
             return Err(BlobError::Net {
-                at: format!("net '{}'", self.name),
+                at: format!("net '{}'", blob_proto::excerpt(&self.name)),
                 detail: format!("nothing to time: {n} layers, {iterations} iterations"),
             }
             .into());

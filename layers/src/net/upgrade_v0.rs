@@ -11,7 +11,7 @@ use blob_runtime::{BlobError, Result};
 
 fn v0_error(layer: &str, detail: String) -> BlobError {
     BlobError::Net {
-        at: format!("V0 layer '{layer}'"),
+        at: format!("V0 layer '{}'", blob_proto::excerpt(layer)),
         detail,
     }
 }
