@@ -5,13 +5,16 @@
 # converted files; then the prototxt readers and caffe.proto's schema
 # reader, seeded with the repository's .prototxt files; then nets built
 # and run from prototxts; then the .npy reader, seeded with the
-# reference outputs. Usage: fuzz/run.sh [seconds per target] (600).
+# reference outputs; then the solver prototxt reader. Each corpus also
+# holds fuzz/seeds' files that once found a fault. Usage: fuzz/run.sh [seconds per target] (600).
 set -euo pipefail
 cd "$(dirname "$0")"
 corpus=corpus/decode
 mkdir -p "$corpus"
 find ../tests/fixtures -type f \( -name '*.caffemodel' -o -name '*.binaryproto' -o -name '*.solverstate' \) \
     -size -2M -exec cp {} "$corpus/" \;
+# Files that once took memory out of proportion to their size.
+cp seeds/*.caffemodel "$corpus/"
 cargo +nightly fuzz run decode "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 cargo +nightly fuzz run convert "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 cargo +nightly fuzz run blob_view "$corpus" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
@@ -20,14 +23,24 @@ tensors=corpus/safetensors
 mkdir -p "$tensors"
 cargo run -q --manifest-path ../Cargo.toml -p blobflow-cli -- \
     convert ../tests/fixtures/mtcnn_det1/det1.caffemodel "$tensors/det1.safetensors"
+cp seeds/*.safetensors "$tensors/"
 cargo +nightly fuzz run safetensors "$tensors" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 texts=corpus/prototxt
 mkdir -p "$texts"
 find .. \( -path ../target -o -path ../fuzz/corpus -o -path ../fuzz/target \) -prune -o -name '*.prototxt' -size -64k -print \
     | while read -r f; do cp "$f" "$texts/$(echo "$f" | tr '/.' '__')"; done
+cp seeds/long_names.prototxt "$texts/"
 cargo +nightly fuzz run prototxt "$texts" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 cargo +nightly fuzz run params "$texts" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+# Solver prototxts: Caffe's own and an out-of-range count.
+solvers=corpus/solver
+mkdir -p "$solvers"
+find .. \( -path ../target -o -path ../fuzz/corpus -o -path ../fuzz/target \) -prune -o -name '*solver*.prototxt' -print \
+    | while read -r f; do cp "$f" "$solvers/$(echo "$f" | tr '/.' '__')"; done
+cp seeds/solver_int32.prototxt "$solvers/"
+cargo +nightly fuzz run solver "$solvers" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 # Nets built and run: seeded with the small nets only (a big one spends
 # each run filling its weights), a small SSD head and 3x3 layers that
@@ -40,5 +53,5 @@ cargo +nightly fuzz run net "$nets" -- -max_total_time="${1:-600}" -rss_limit_mb
 
 arrays=corpus/npy
 mkdir -p "$arrays"
-cp ../tests/fixtures/nets/mtcnn/*.npy "$arrays/"
+cp ../tests/fixtures/nets/mtcnn/*.npy seeds/*.npy "$arrays/"
 cargo +nightly fuzz run npy "$arrays" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1

@@ -9,17 +9,26 @@
 //! guards, or one write guard) makes aliasing through [`std::sync::Arc`]
 //! shared memory safe from any thread: a conflicting request is an error,
 //! [`BlobError::Borrowed`], never a wait and never undefined behaviour.
-//! Readers that come and go without pause can keep a writer out for as
-//! long as they read; a writer that must get in waits, bounded, with
-//! [`SyncedMemory::wait_writable`] (or [`Blob::update_within`](crate::Blob::update_within)),
-//! which refuses new readers while it waits.
+//! A write refused because read guards are alive refuses new readers on
+//! other threads for a moment (2 ms, renewed by each refused try), so a
+//! writer that tries again gets in as soon as the guards alive go, however
+//! steadily others read; a writer that would rather wait than retry waits,
+//! bounded, with [`SyncedMemory::wait_writable`] (or
+//! [`Blob::update_within`](crate::Blob::update_within)), which refuses new
+//! readers while it waits.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
+
+/// How long a refused write keeps readers on other threads out: long
+/// enough for a writer's next try, short enough that a writer that gave
+/// up delays no reader noticeably.
+const WRITE_INTENT: Duration = Duration::from_millis(2);
 
 use crate::device::{DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream};
 use crate::error::{BlobError, Result};
@@ -71,6 +80,11 @@ struct State {
     /// A writer waits for the guards alive to go: new readers are
     /// refused meanwhile, so that they cannot keep it out for ever.
     writer_waiting: bool,
+    /// A write refused because read guards were alive, by which thread,
+    /// and until when: readers on other threads are refused until then,
+    /// so a writer that tries again gets in as soon as the guards alive
+    /// go, however steadily other threads read.
+    write_intent: Option<(ThreadId, Instant)>,
     /// An upload that may still be reading the host bytes: waited for
     /// before they are written, replaced or freed.
     upload: Option<Box<dyn DeviceFence>>,
@@ -179,6 +193,7 @@ impl SyncedMemory {
                 dev: None,
                 borrow: Borrow::Free,
                 writer_waiting: false,
+                write_intent: None,
                 upload: None,
                 stamp: fresh_stamp(),
             }),
@@ -295,11 +310,22 @@ impl SyncedMemory {
                 held: "a writer is waiting for the guards alive to go",
             });
         }
+        if !write && let Some((writer, until)) = st.write_intent {
+            if Instant::now() >= until {
+                st.write_intent = None;
+            } else if writer != std::thread::current().id() {
+                return Err(BlobError::Borrowed {
+                    op,
+                    held: "a writer on another thread is waiting for the read guards alive to go",
+                });
+            }
+        }
         st.borrow = match (st.borrow, write) {
             (Borrow::Free, false) => Borrow::Read(1),
             (Borrow::Read(n), false) => Borrow::Read(n + 1),
             (Borrow::Free, true) => {
                 st.writer_waiting = false;
+                st.write_intent = None;
                 st.stamp = fresh_stamp();
                 Borrow::Write
             }
@@ -310,6 +336,8 @@ impl SyncedMemory {
                 });
             }
             (Borrow::Read(_), true) => {
+                st.write_intent =
+                    Some((std::thread::current().id(), Instant::now() + WRITE_INTENT));
                 return Err(BlobError::Borrowed {
                     op,
                     held: "a read guard is alive",
@@ -457,7 +485,7 @@ impl SyncedMemory {
     pub fn mutable_cpu_data(&self) -> Result<HostWrite<'_>> {
         let op = "mutable_cpu_data";
         let mut st = self.lock();
-        Self::check_free(&st, op)?;
+        Self::check_free(&mut st, op)?;
         self.to_cpu(&mut st, op)?;
         st.finish_upload(op)?;
         st.head = Head::AtCpu;
@@ -500,7 +528,7 @@ impl SyncedMemory {
     pub fn mutable_gpu_data(&self) -> Result<DeviceWrite<'_>> {
         let op = "mutable_gpu_data";
         let mut st = self.lock();
-        Self::check_free(&st, op)?;
+        Self::check_free(&mut st, op)?;
         self.to_gpu(&mut st, op)?;
         st.head = Head::AtGpu;
         Self::acquire(&mut st, op, true)?;
@@ -527,7 +555,7 @@ impl SyncedMemory {
         let op = "set_cpu_data";
         self.check_size(op, "the new host buffer", buffer.len())?;
         let mut st = self.lock();
-        Self::check_free(&st, op)?;
+        Self::check_free(&mut st, op)?;
         st.finish_upload(op)?;
         let old = st.host.replace(buffer);
         st.head = Head::AtCpu;
@@ -557,7 +585,7 @@ impl SyncedMemory {
         self.backend(op)?;
         self.check_size(op, "the new device buffer", buffer.len())?;
         let mut st = self.lock();
-        Self::check_free(&st, op)?;
+        Self::check_free(&mut st, op)?;
         let old = st.dev.replace(DevBox::new(buffer));
         st.head = Head::AtGpu;
         st.stamp = fresh_stamp();
@@ -584,7 +612,7 @@ impl SyncedMemory {
         if st.head != Head::AtCpu {
             return Err(BlobError::WrongHead { op, head: st.head });
         }
-        Self::check_free(&st, op)?;
+        Self::check_free(&mut st, op)?;
         self.ensure_dev(&mut st, op)?;
         let host = st.host.as_ref().expect("head at CPU implies a host buffer");
         let dev = st.dev.as_ref().expect("allocated above");
@@ -611,13 +639,20 @@ impl SyncedMemory {
         }
     }
 
-    fn check_free(st: &State, op: &'static str) -> Result<()> {
+    /// Refuses a write while any guard is alive; one refused for read
+    /// guards keeps new readers on other threads out for a moment
+    /// ([`WRITE_INTENT`]), so a writer that tries again gets in.
+    fn check_free(st: &mut State, op: &'static str) -> Result<()> {
         match st.borrow {
             Borrow::Free => Ok(()),
-            Borrow::Read(_) => Err(BlobError::Borrowed {
-                op,
-                held: "a read guard is alive",
-            }),
+            Borrow::Read(_) => {
+                st.write_intent =
+                    Some((std::thread::current().id(), Instant::now() + WRITE_INTENT));
+                Err(BlobError::Borrowed {
+                    op,
+                    held: "a read guard is alive",
+                })
+            }
             Borrow::Write => Err(BlobError::Borrowed {
                 op,
                 held: "a write guard is alive",

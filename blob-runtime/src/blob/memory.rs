@@ -195,7 +195,9 @@ impl<T: Element> Blob<T> {
     ///
     /// # Panics
     /// When the index is out of bounds, or the data is borrowed for writing
-    /// elsewhere; the message names index and shape.
+    /// elsewhere, as indexing a slice panics; the message names index and
+    /// shape. [`try_data_at`](Self::try_data_at) returns either as an
+    /// error instead.
     ///
     /// ```
     /// let b = blob_runtime::Blob::<f32>::new(&[2, 2]).unwrap();
@@ -223,6 +225,37 @@ impl<T: Element> Blob<T> {
         let off = self.offset(index);
         let diff = self.cpu_diff().unwrap_or_else(|e| panic!("{e}"));
         diff[off]
+    }
+
+    /// [`data_at`](Self::data_at) without a panic: an index out of
+    /// bounds, or the data borrowed for writing (on another thread, say),
+    /// is the error.
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// let writing = b.mutable_cpu_data()?;
+    /// assert!(matches!(b.try_data_at(&[1]), Err(blob_runtime::BlobError::Borrowed { .. })));
+    /// drop(writing);
+    /// assert_eq!(b.try_data_at(&[1])?, 0.0);
+    /// assert!(b.try_data_at(&[2]).is_err());
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn try_data_at(&self, index: &[usize]) -> Result<T> {
+        let off = self.try_offset(index)?;
+        Ok(self.cpu_data()?[off])
+    }
+
+    /// [`diff_at`](Self::diff_at) without a panic, as
+    /// [`try_data_at`](Self::try_data_at).
+    ///
+    /// ```
+    /// let b = blob_runtime::Blob::<f32>::new(&[2]).unwrap();
+    /// assert_eq!(b.try_diff_at(&[0])?, 0.0);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn try_diff_at(&self, index: &[usize]) -> Result<T> {
+        let off = self.try_offset(index)?;
+        Ok(self.cpu_diff()?[off])
     }
 
     /// Makes this blob's data the same memory as `other`'s (Caffe
