@@ -102,6 +102,32 @@ fn case(index: usize) -> Option<(&'static str, usize, Read)> {
                 Box::new(move || SolverFile::<f32>::parse(&text).is_err()),
             )
         }
+        7 | 8 => {
+            // 100 layers of 99,000 empty blobs (field 7) or bottoms
+            // (field 3): once 1.8 GB and 565 MB for these 19.8 MB.
+            let field = if index == 7 { 0x3a } else { 0x1a };
+            let mut body = vec![0x0a, 0x01, b'l'];
+            body.extend([field, 0x00].repeat(99_000));
+            let mut layer = vec![0xa2, 0x06];
+            let mut len = body.len();
+            while len >= 0x80 {
+                layer.push((len as u8) | 0x80);
+                len >>= 7;
+            }
+            layer.push(len as u8);
+            layer.extend_from_slice(&body);
+            let bytes = layer.repeat(100);
+            let n = bytes.len();
+            (
+                if index == 7 {
+                    ".caffemodel, 100 layers of 99,000 empty blobs (refused)"
+                } else {
+                    ".caffemodel, 100 layers of 99,000 empty bottoms (refused)"
+                },
+                n,
+                Box::new(move || CaffeModel::from_bytes(&bytes).is_err()),
+            )
+        }
         _ => return None,
     };
     Some((what, input, read))
