@@ -229,3 +229,98 @@ fn softmax_spreads_nan_over_its_group_as_caffe_does() {
     assert!(got[..6].iter().all(|v| v.is_nan()), "{got:?}");
     assert_same("Softmax with -inf", &got[6..], &[0.0, 0.5, 0.5]);
 }
+
+/// The one-layer net `layer` over `x` (of `shape`), its parameters all
+/// 0.5: which of its outputs are NaN.
+fn nan_mask(layer: &str, shape: &[usize], x: &[f32]) -> Vec<bool> {
+    let dims: String = shape.iter().map(|d| format!("dim: {d} ")).collect();
+    let text = format!(
+        "input: \"x\" input_shape {{ {dims}}} layer {{ name: \"l\" bottom: \"x\" top: \"y\" {layer} }}"
+    );
+    let mut net = Net::<f32>::from_prototxt(&text, NetState::test()).unwrap();
+    for p in net.layer_blobs("l").unwrap() {
+        p.mutable_cpu_data().unwrap().fill(0.5);
+    }
+    net.blob("x")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(x);
+    net.forward().unwrap();
+    let y = net.blob("y").unwrap().to_vec().unwrap();
+    assert!(
+        y.iter().all(|v| v.is_nan() || v.is_finite()),
+        "{layer}: {y:?}"
+    );
+    y.iter().map(|v| v.is_nan()).collect()
+}
+
+/// A NaN in the input reaches exactly the outputs whose sums read it, as
+/// Caffe's arithmetic carries it: no layer drops it by a comparison or
+/// spreads it to outputs that do not read it.
+#[test]
+fn arithmetic_layers_carry_nan_to_exactly_the_outputs_that_read_it() {
+    // One 8 x 8 plane, NaN at row 4, column 4.
+    let (h, w) = (8, 8);
+    let mut plane = vec![0.25f32; h * w];
+    plane[4 * w + 4] = f32::NAN;
+    let near = |r: usize, c: usize, reach: usize| r.abs_diff(4) <= reach && c.abs_diff(4) <= reach;
+
+    // Convolution 3x3, pad 1, Caffe's own im2col: the 3 x 3 around it.
+    let got = nan_mask(
+        r#"type: "Convolution" convolution_param { num_output: 2 kernel_size: 3 pad: 1 engine: CAFFE }"#,
+        &[1, 1, h, w],
+        &plane,
+    );
+    let want: Vec<bool> = (0..2 * h * w)
+        .map(|i| near(i % (h * w) / w, i % w, 1))
+        .collect();
+    assert_eq!(got, want, "Convolution");
+
+    // AVE pooling 2 x 2, stride 2: the one window that holds it.
+    let got = nan_mask(
+        r#"type: "Pooling" pooling_param { pool: AVE kernel_size: 2 stride: 2 }"#,
+        &[1, 1, h, w],
+        &plane,
+    );
+    let want: Vec<bool> = (0..16).map(|i| i == 2 * 4 + 2).collect();
+    assert_eq!(got, want, "AVE pooling");
+
+    // InnerProduct: every output of its item, none of the other's.
+    let mut items = vec![0.25f32; 2 * 4];
+    items[1] = f32::NAN;
+    let got = nan_mask(
+        r#"type: "InnerProduct" inner_product_param { num_output: 3 }"#,
+        &[2, 4],
+        &items,
+    );
+    assert_eq!(got, [true, true, true, false, false, false], "InnerProduct");
+
+    // LRN across 3 channels: the same pixel of its channel and the two
+    // beside it (Caffe's running sum keeps the NaN for every later
+    // channel too, an artifact of its sliding window; the GPU's kernel
+    // and ours give the outputs whose window reads it).
+    let mut channels = vec![0.25f32; 5 * 4];
+    channels[2 * 4 + 1] = f32::NAN;
+    let got = nan_mask(
+        r#"type: "LRN" lrn_param { local_size: 3 }"#,
+        &[1, 5, 2, 2],
+        &channels,
+    );
+    let want: Vec<bool> = (0..20)
+        .map(|i| i % 4 == 1 && (1..=3).contains(&(i / 4)))
+        .collect();
+    assert_eq!(got, want, "LRN");
+
+    // Element by element: Scale with its bias, BatchNorm with its stored
+    // statistics, Power, Dropout at test time.
+    for layer in [
+        r#"type: "Scale" scale_param { bias_term: true }"#,
+        r#"type: "BatchNorm" batch_norm_param { use_global_stats: true }"#,
+        r#"type: "Dropout""#,
+    ] {
+        let got = nan_mask(layer, &[1, 1, h, w], &plane);
+        let want: Vec<bool> = (0..h * w).map(|i| i == 4 * w + 4).collect();
+        assert_eq!(got, want, "{layer}");
+    }
+}

@@ -161,13 +161,36 @@ impl<T: MathElement> LrnLayer<T> {
                             let at = (ch - first) * plane;
                             let scale = &mut scale[at..][..plane];
                             for (o, &sum) in scale.iter_mut().zip(window) {
-                                *o = T::from_f64(k + factor * sum.max(0.0));
+                                // Rounding in the sliding sum can leave it a
+                                // hair below 0: clamped, but NaN kept.
+                                let sum = if sum < 0.0 { 0.0 } else { sum };
+                                *o = T::from_f64(k + factor * sum);
                             }
                             scale_by_inverse_power(&mut y[at..][..plane], channel(ch), scale, beta);
                         },
                     );
                 },
             );
+            // A NaN or infinity that entered the sliding sum stays in it
+            // for every later channel of the block (NaN - NaN, inf - inf);
+            // the sum is then non-finite at the end. Only then, the
+            // block's sums again one window at a time, so a NaN reaches
+            // exactly the outputs whose window reads it, as the GPU's
+            // kernel gives.
+            if window.iter().any(|s| !s.is_finite()) {
+                for ch in first..first + count {
+                    let at = (ch - first) * plane;
+                    let scale = &mut scale[at..][..plane];
+                    window.fill(0.0);
+                    for q in ch.saturating_sub(r)..(ch + r + 1).min(c) {
+                        add(window, q, 1.0);
+                    }
+                    for (o, &sum) in scale.iter_mut().zip(window.iter()) {
+                        *o = T::from_f64(k + factor * sum);
+                    }
+                    scale_by_inverse_power(&mut y[at..][..plane], channel(ch), scale, beta);
+                }
+            }
         });
         Ok(())
     }
