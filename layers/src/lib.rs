@@ -66,6 +66,7 @@ mod gpu;
 mod inner_product;
 mod input;
 mod layer;
+mod loss;
 mod lrn;
 pub mod net;
 mod net_layers;

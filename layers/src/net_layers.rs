@@ -18,6 +18,10 @@ use crate::eltwise::EltwiseLayer;
 use crate::flatten::FlattenLayer;
 use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
+use crate::loss::{
+    ContrastiveLoss, EuclideanLoss, HingeLoss, LossLayer, MultinomialLogisticLoss,
+    SigmoidCrossEntropyLoss,
+};
 use crate::lrn::LrnLayer;
 use crate::neuron::NeuronLayer;
 use crate::normalize::NormalizeLayer;
@@ -100,6 +104,19 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
         Ok(Box::new(SoftmaxWithLossLayer::<T>::from_param(p)))
     });
     r.register("Accuracy", |p| Ok(Box::new(AccuracyLayer::from_param(p)?)));
+    r.register("EuclideanLoss", |_| Ok(Box::new(LossLayer(EuclideanLoss))));
+    r.register("SigmoidCrossEntropyLoss", |p| {
+        Ok(Box::new(LossLayer(SigmoidCrossEntropyLoss::from_param(p))))
+    });
+    r.register("HingeLoss", |p| {
+        Ok(Box::new(LossLayer(HingeLoss::from_param(p))))
+    });
+    r.register("ContrastiveLoss", |p| {
+        Ok(Box::new(LossLayer(ContrastiveLoss::from_param(p))))
+    });
+    r.register("MultinomialLogisticLoss", |_| {
+        Ok(Box::new(LossLayer(MultinomialLogisticLoss)))
+    });
     r.register("Concat", |p| Ok(Box::new(ConcatLayer::from_param(p)?)));
     r.register("Slice", |p| Ok(Box::new(SliceLayer::from_param(p)?)));
     r.register("Flatten", |p| Ok(Box::new(FlattenLayer::from_param(p))));

@@ -304,6 +304,243 @@ fn softmax_with_loss_values_as_caffe_normalizes_them() {
     assert!((run("NONE") - ln2).abs() < 1e-12);
 }
 
+/// The loss `text` gives for `bottoms` (its forward pass alone).
+fn loss_of(text: &str, bottoms: &[Blob<f64>]) -> f64 {
+    let mut l = layer(text);
+    let refs: Vec<&Blob<f64>> = bottoms.iter().collect();
+    let mut top = Blob::<f64>::default();
+    let shapes = l.reshape(&refs, &[&top]).unwrap();
+    top.reshape(&shapes[0].dims).unwrap();
+    l.forward(&refs, &[&top]).unwrap();
+    top.cpu_data().unwrap()[0]
+}
+
+fn values(shape: &[usize], v: Vec<f64>) -> Blob<f64> {
+    Blob::from_vec(shape, v).unwrap()
+}
+
+fn copy(b: &Blob<f64>) -> Blob<f64> {
+    values(b.shape(), b.to_vec().unwrap())
+}
+
+#[test]
+fn euclidean_loss_to_both_inputs() {
+    let mut l = layer(r#"type: "EuclideanLoss""#);
+    let report = CHECKER
+        .check(l.as_mut(), &[input(&[2, 3, 2], 1), input(&[2, 6], 2)])
+        .unwrap();
+    assert_eq!(report.checked, 24, "both inputs take a gradient");
+    // ||(1, 2) - (0, 0)||^2 / 2 over one item; then over two items.
+    let loss = loss_of(
+        r#"type: "EuclideanLoss""#,
+        &[
+            values(&[1, 2], vec![1.0, 2.0]),
+            values(&[1, 2], vec![0.0; 2]),
+        ],
+    );
+    assert!((loss - 2.5).abs() < 1e-12);
+    let loss = loss_of(
+        r#"type: "EuclideanLoss""#,
+        &[
+            values(&[2, 1], vec![1.0, 2.0]),
+            values(&[2, 1], vec![0.0; 2]),
+        ],
+    );
+    assert!((loss - 1.25).abs() < 1e-12);
+}
+
+#[test]
+fn sigmoid_cross_entropy_loss_each_normalization() {
+    // Targets in [0, 1], every fourth the ignored label where one is set.
+    let targets = |ignored: Option<f64>| {
+        let t: Vec<f64> = (0..12)
+            .map(|i| match ignored {
+                Some(ig) if i % 4 == 3 => ig,
+                _ => (i % 5) as f64 / 4.0,
+            })
+            .collect();
+        values(&[2, 6], t)
+    };
+    for norm in [
+        "",
+        "normalization: FULL",
+        "normalization: VALID",
+        "normalization: BATCH_SIZE",
+        "normalization: NONE",
+        "normalize: true",
+    ] {
+        for ignore in [None, Some(-1.0)] {
+            let text = match ignore {
+                Some(ig) => format!(
+                    r#"type: "SigmoidCrossEntropyLoss" loss_param {{ ignore_label: {ig} {norm} }}"#
+                ),
+                None => format!(r#"type: "SigmoidCrossEntropyLoss" loss_param {{ {norm} }}"#),
+            };
+            let mut l = layer(&text);
+            let report = CHECKER
+                .check(l.as_mut(), &[input(&[2, 3, 2], 5), targets(ignore)])
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(report.checked, 12, "{text}: the scores alone");
+        }
+    }
+    // x = 0, t = 1: ln 2 each; two items of two, the second target
+    // ignored. Caffe's default divides by the batch (2).
+    let x = values(&[2, 2], vec![0.0; 4]);
+    let t = values(&[2, 2], vec![1.0, 7.0, 1.0, 1.0]);
+    let ln2 = std::f64::consts::LN_2;
+    for (param, want) in [
+        ("", 3.0 * ln2 / 2.0),
+        ("normalization: VALID", ln2),
+        ("normalization: FULL", 3.0 * ln2 / 4.0),
+        ("normalization: NONE", 3.0 * ln2),
+    ] {
+        let text =
+            format!(r#"type: "SigmoidCrossEntropyLoss" loss_param {{ ignore_label: 7 {param} }}"#);
+        let got = loss_of(&text, &[copy(&x), copy(&t)]);
+        assert!((got - want).abs() < 1e-12, "{param}: {got} vs {want}");
+    }
+    // Large scores stay finite (the stable form): x = 800, t = 0.
+    let big = loss_of(
+        r#"type: "SigmoidCrossEntropyLoss""#,
+        &[values(&[1], vec![800.0]), values(&[1], vec![0.0])],
+    );
+    assert!((big - 800.0).abs() < 1e-9, "{big}");
+}
+
+#[test]
+fn hinge_loss_l1_and_l2() {
+    // Scores within (-1, 1) and away from the margins' kinks at -1 and 1.
+    let scores = || {
+        let b = input(&[3, 4], 3);
+        b.mutable_cpu_data()
+            .unwrap()
+            .iter_mut()
+            .for_each(|v| *v *= 0.5);
+        b
+    };
+    for norm in ["L1", "L2"] {
+        let text = format!(r#"type: "HingeLoss" hinge_loss_param {{ norm: {norm} }}"#);
+        let mut l = layer(&text);
+        let report = CHECKER
+            .check(l.as_mut(), &[scores(), labels(3, 4, None)])
+            .unwrap_or_else(|e| panic!("{norm}: {e}"));
+        assert_eq!(report.checked, 12);
+    }
+    // Class 0 scored 0.5, class 1 -0.2: margins 0.5 and 0.8.
+    let x = || values(&[1, 2], vec![0.5, -0.2]);
+    let label = || values(&[1], vec![0.0]);
+    let l1 = loss_of(r#"type: "HingeLoss""#, &[x(), label()]);
+    let l2 = loss_of(
+        r#"type: "HingeLoss" hinge_loss_param { norm: L2 }"#,
+        &[x(), label()],
+    );
+    assert!(
+        (l1 - 1.3).abs() < 1e-12 && (l2 - 0.89).abs() < 1e-12,
+        "{l1} {l2}"
+    );
+}
+
+#[test]
+fn contrastive_loss_similar_and_dissimilar_pairs() {
+    let similar = || values(&[4, 1, 1, 1], vec![1.0, 0.0, 0.0, 1.0]);
+    for legacy in [false, true] {
+        // A margin the pairs' distances fall on both sides of.
+        let text = format!(
+            r#"type: "ContrastiveLoss" contrastive_loss_param {{ margin: 1.5 legacy_version: {legacy} }}"#
+        );
+        let mut l = layer(&text);
+        // Caffe's gradient divides by d + 1e-4, not d: off from the exact
+        // one by about 1e-5 of its size where d is about 1.
+        let checker = GradientChecker {
+            threshold: if legacy { CHECKER.threshold } else { 1e-4 },
+            ..CHECKER
+        };
+        let report = checker
+            .check(
+                l.as_mut(),
+                &[input(&[4, 3, 1, 1], 1), input(&[4, 3, 1, 1], 2), similar()],
+            )
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(report.checked, 24, "{text}: both features");
+    }
+    // A similar pair at distance 3 (d^2 = 9) and a dissimilar one at
+    // distance 0.5 under margin 1: (9 + 0.25) / 2 / 2.
+    let a = values(&[2, 2, 1, 1], vec![3.0, 0.0, 0.5, 0.0]);
+    let b = values(&[2, 2, 1, 1], vec![0.0; 4]);
+    let y = values(&[2, 1, 1, 1], vec![1.0, 0.0]);
+    let got = loss_of(
+        r#"type: "ContrastiveLoss""#,
+        &[copy(&a), copy(&b), copy(&y)],
+    );
+    assert!((got - 9.25 / 4.0).abs() < 1e-12, "{got}");
+    // Legacy: max(margin - d^2, 0) = 0.75, not squared.
+    let got = loss_of(
+        r#"type: "ContrastiveLoss" contrastive_loss_param { legacy_version: true }"#,
+        &[a, b, y],
+    );
+    assert!((got - 9.75 / 4.0).abs() < 1e-12, "{got}");
+}
+
+#[test]
+fn multinomial_logistic_loss_over_probabilities() {
+    let probabilities = || {
+        let b = input(&[3, 4], 4);
+        b.mutable_cpu_data()
+            .unwrap()
+            .iter_mut()
+            .for_each(|v| *v = v.abs());
+        b
+    };
+    let mut l = layer(r#"type: "MultinomialLogisticLoss""#);
+    let report = CHECKER
+        .check(l.as_mut(), &[probabilities(), labels(3, 4, None)])
+        .unwrap();
+    assert_eq!(report.checked, 12);
+    // -ln 0.5 and -ln(1e-20) (a zero probability is floored).
+    let p = values(&[2, 2], vec![0.5, 0.5, 0.0, 1.0]);
+    let got = loss_of(
+        r#"type: "MultinomialLogisticLoss""#,
+        &[p, values(&[2], vec![0.0, 0.0])],
+    );
+    let want = (std::f64::consts::LN_2 + 20.0 * std::f64::consts::LN_10) / 2.0;
+    assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+}
+
+#[test]
+fn losses_refuse_a_gradient_to_their_labels_and_bad_labels() {
+    let x = values(&[1, 2], vec![0.5, 0.5]);
+    let out_of_range = values(&[1], vec![2.0]);
+    for text in [r#"type: "HingeLoss""#, r#"type: "MultinomialLogisticLoss""#] {
+        let mut l = layer(text);
+        let mut top = Blob::<f64>::default();
+        let shapes = l.reshape(&[&x, &out_of_range], &[&top]).unwrap();
+        top.reshape(&shapes[0].dims).unwrap();
+        let err = l
+            .forward(&[&x, &out_of_range], &[&top])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("label 0 is 2, not a class index below 2"),
+            "{text}: {err}"
+        );
+        let labels = values(&[1], vec![1.0]);
+        l.forward(&[&x, &labels], &[&top]).unwrap();
+        let err = l
+            .backward(&[&top], &[true, true], &[&x, &labels])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot backpropagate to label inputs"),
+            "{text}: {err}"
+        );
+    }
+    let err = layer(r#"type: "EuclideanLoss""#)
+        .reshape(&[&x, &values(&[1, 3], vec![0.0; 3])], &[&Blob::default()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Inputs must have the same dimension"), "{err}");
+}
+
 #[test]
 fn accuracy_top_k_ties_and_ignored_labels() {
     let mut l = layer(r#"type: "Accuracy" accuracy_param { top_k: 2 ignore_label: 7 }"#);

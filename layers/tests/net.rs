@@ -216,3 +216,67 @@ fn squeezenet_reshapes_to_another_size() {
         );
     }
 }
+
+/// Caffe's mnist_autoencoder's losses (SigmoidCrossEntropyLoss on the
+/// logits, EuclideanLoss on the sigmoid with loss_weight 0, as its
+/// prototxt has them) and mnist_siamese's ContrastiveLoss build into
+/// nets that SGD trains: each loss falls.
+#[test]
+fn nets_with_caffes_other_losses_train() {
+    use blob_layers::solver::{LrPolicy, SgdSolver};
+    let autoencoder = r#"
+        input: "data" input_shape { dim: 8 dim: 6 }
+        layer { name: "encode" type: "InnerProduct" bottom: "data" top: "encode"
+                inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.5 } } }
+        layer { name: "decode" type: "InnerProduct" bottom: "encode" top: "decode"
+                inner_product_param { num_output: 6 weight_filler { type: "gaussian" std: 0.5 } } }
+        layer { name: "decode_neuron" type: "Sigmoid" bottom: "decode" top: "decode_neuron" }
+        layer { name: "loss" type: "SigmoidCrossEntropyLoss" bottom: "decode" bottom: "data" top: "cross_entropy_loss" }
+        layer { name: "l2" type: "EuclideanLoss" bottom: "decode_neuron" bottom: "data" top: "l2_error" loss_weight: 0 }"#;
+    let siamese = r#"
+        input: "a" input_shape { dim: 8 dim: 6 }
+        input: "b" input_shape { dim: 8 dim: 6 }
+        input: "sim" input_shape { dim: 8 }
+        layer { name: "feat_a" type: "InnerProduct" bottom: "a" top: "fa"
+                param { name: "w" } param { name: "bias" }
+                inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 } } }
+        layer { name: "feat_b" type: "InnerProduct" bottom: "b" top: "fb"
+                param { name: "w" } param { name: "bias" }
+                inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 } } }
+        layer { name: "loss" type: "ContrastiveLoss" bottom: "fa" bottom: "fb" bottom: "sim" top: "loss"
+                contrastive_loss_param { margin: 1 } }"#;
+    for (text, inputs) in [(autoencoder, &["data"][..]), (siamese, &["a", "b"][..])] {
+        blob_kernels::cpu::set_seed(11);
+        let mut net = Net::<f32>::from_prototxt(text, NetState::train()).unwrap();
+        for (k, name) in inputs.iter().enumerate() {
+            // Values in [0, 1]: targets of the cross-entropy too.
+            let values: Vec<f32> = (0..48)
+                .map(|i| ((i * 7 + k * 5) % 11) as f32 / 10.0)
+                .collect();
+            net.blob(name)
+                .unwrap()
+                .mutable_cpu_data()
+                .unwrap()
+                .copy_from_slice(&values);
+        }
+        if let Some(sim) = net.blob("sim") {
+            sim.mutable_cpu_data()
+                .unwrap()
+                .copy_from_slice(&[1., 0., 1., 0., 0., 1., 1., 0.]);
+        }
+        let specs = net.param_specs();
+        let mut solver = SgdSolver::new(0.1, LrPolicy::Fixed).with_momentum(0.9);
+        let mut losses = Vec::new();
+        for _ in 0..60 {
+            net.clear_param_diffs().unwrap();
+            losses.push(net.forward().unwrap());
+            net.backward().unwrap();
+            solver.step(&net.param_blobs(), &specs).unwrap();
+        }
+        let (first, last) = (losses[0], losses[losses.len() - 1]);
+        assert!(
+            last.is_finite() && last < 0.9 * first,
+            "{text}: {first} -> {last}"
+        );
+    }
+}

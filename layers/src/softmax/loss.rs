@@ -8,19 +8,7 @@ use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, axis_of, bad_param, sub_param};
 use crate::layer::Result;
-
-/// How the summed loss is divided (Caffe's `LossParameter.normalization`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Normalization {
-    /// By every position, ignored ones included.
-    Full,
-    /// By the positions whose label is not ignored (the default).
-    Valid,
-    /// By the outer count (the batch).
-    BatchSize,
-    /// Not at all.
-    None,
-}
+use crate::loss::{Normalization, loss_settings};
 
 /// Each position's class (`None`: its label is `ignore`), checked
 /// against `classes`.
@@ -69,17 +57,6 @@ pub(crate) struct SoftmaxLossEngine {
     gpu_losses: blob_kernels::cuda::Scratch<f32>,
 }
 
-/// What the loss divides by.
-fn normalizer(mode: Normalization, (outer, _, inner): (usize, usize, usize), valid: usize) -> f64 {
-    let n = match mode {
-        Normalization::Full => outer * inner,
-        Normalization::Valid => valid,
-        Normalization::BatchSize => outer,
-        Normalization::None => 1,
-    };
-    (n as f64).max(1.0)
-}
-
 impl SoftmaxLossEngine {
     /// `prob = softmax(logits)` over `(outer, classes, inner)`, and the
     /// loss into `loss`'s one value, with a normalization and an ignored
@@ -117,7 +94,7 @@ impl SoftmaxLossEngine {
             sum = sum - (if v > floor { v } else { floor }).ln();
             valid += 1;
         }
-        loss.mutable_cpu_data()?[0] = sum / T::from_f64(normalizer(mode, dims, valid));
+        loss.mutable_cpu_data()?[0] = sum / T::from_f64(mode.divisor(dims.0, dims.2, valid));
         Ok(())
     }
 
@@ -135,7 +112,7 @@ impl SoftmaxLossEngine {
         let (outer, classes, inner) = dims;
         let items = classes_of("softmax loss", labels, classes, outer * inner, ignore)?;
         let valid = items.iter().filter(|c| c.is_some()).count();
-        let scale = weight / T::from_f64(normalizer(mode, dims, valid));
+        let scale = weight / T::from_f64(mode.divisor(dims.0, dims.2, valid));
         #[cfg(feature = "cuda")]
         if inner == 1
             && ignore.is_none()
@@ -171,26 +148,6 @@ impl SoftmaxLossEngine {
     }
 }
 
-/// `LossParameter`'s normalization and ignored label.
-fn loss_settings(layer: &ParamMessage) -> (Normalization, Option<i64>) {
-    let p = sub_param(layer, "loss_param");
-    let mode = if !p.has("normalization") && p.has("normalize") {
-        if p.boolean("normalize") {
-            Normalization::Valid
-        } else {
-            Normalization::BatchSize
-        }
-    } else {
-        match p.enum_name("normalization") {
-            "FULL" => Normalization::Full,
-            "BATCH_SIZE" => Normalization::BatchSize,
-            "NONE" => Normalization::None,
-            _ => Normalization::Valid,
-        }
-    };
-    (mode, p.has("ignore_label").then(|| p.int("ignore_label")))
-}
-
 /// `(outer, classes, inner)` of scores split at `axis`.
 fn split<T: MathElement>(
     x: &Blob<T>,
@@ -216,7 +173,7 @@ impl<T: MathElement> SoftmaxWithLossLayer<T> {
     pub(crate) fn from_param(layer: &ParamMessage) -> Self {
         Self {
             axis: sub_param(layer, "softmax_param").int("axis"),
-            settings: loss_settings(layer),
+            settings: loss_settings(layer, Normalization::Valid),
             prob: Blob::default(),
             engine: SoftmaxLossEngine::default(),
         }
