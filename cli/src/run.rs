@@ -25,6 +25,38 @@ pub fn name_value(arg: &str) -> Result<(String, String), String> {
     }
 }
 
+/// A build refused for the shape of an `--input` the net does not have,
+/// said as that: the net has no such input.
+fn unknown_input(
+    e: Box<dyn std::error::Error>,
+    given: &[(String, String, blobflow::Blob<f32>)],
+    shapes: &[(String, String)],
+) -> Box<dyn std::error::Error> {
+    let text = e.to_string();
+    let named = given.iter().map(|(n, _, _)| n).find(|n| {
+        text.contains(&format!("a shape is given for '{n}'"))
+            && !shapes.iter().any(|(s, _)| s == *n)
+    });
+    match (named, text.rsplit_once("(the inputs: ")) {
+        (Some(name), Some((_, inputs))) => bad(format!(
+            "the net has no input named {name:?} (its inputs: {}",
+            inputs
+        )),
+        _ => e,
+    }
+}
+
+/// Input shapes by name.
+type Shapes = Vec<(String, Vec<usize>)>;
+
+/// Each `--shape NAME=1,3,H,W` as dims.
+fn parsed_shapes(shapes: &[(String, String)]) -> Result<Shapes, Box<dyn std::error::Error>> {
+    shapes
+        .iter()
+        .map(|(name, text)| Ok((name.clone(), dims(text).map_err(bad)?)))
+        .collect()
+}
+
 /// `1,3,H,W` as dims.
 fn dims(text: &str) -> Result<Vec<usize>, String> {
     text.split(',')
@@ -45,12 +77,12 @@ fn bad(what: String) -> Box<dyn std::error::Error> {
 fn load(
     prototxt: &Path,
     weights: Option<&Path>,
-    shapes: &[(String, String)],
+    shapes: &Shapes,
     log: &mut Vec<String>,
 ) -> Result<Net<f32>, Box<dyn std::error::Error>> {
     let mut builder = Net::<f32>::builder().state(NetState::test());
     for (name, shape) in shapes {
-        builder = builder.input_shape(name, &dims(shape).map_err(bad)?);
+        builder = builder.input_shape(name, shape);
     }
     let mut net = builder.from_file(prototxt)?;
     match weights {
@@ -211,12 +243,31 @@ impl OutputFiles {
 /// Runs a forward pass and reports each output; the lines to print.
 pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let mut log = Vec::new();
-    let mut net = load(
-        &args.prototxt,
-        args.weights.as_deref(),
-        &args.shapes,
-        &mut log,
-    )?;
+    for (k, (name, file)) in args.inputs.iter().enumerate() {
+        if let Some((_, first)) = args.inputs[..k].iter().find(|(n, _)| n == name) {
+            return Err(bad(format!(
+                "--input {name} is given twice ({first} and {file}); give each input once"
+            )));
+        }
+    }
+    // The inputs' files first: the net is built at their shapes (a
+    // prototxt may declare a 1 x 1 placeholder its layers cannot take),
+    // unless --shape names the input.
+    let mut given = Vec::new();
+    for (name, file) in &args.inputs {
+        let values: blobflow::Blob<f32> = npy::read(file)?;
+        given.push((name.clone(), file.clone(), values));
+    }
+    let mut shapes = parsed_shapes(&args.shapes)?;
+    for (name, _, values) in &given {
+        if !shapes.iter().any(|(n, _)| n == name) {
+            shapes.push((name.clone(), values.shape().to_vec()));
+        }
+    }
+    let mut net = match load(&args.prototxt, args.weights.as_deref(), &shapes, &mut log) {
+        Ok(net) => net,
+        Err(e) => return Err(unknown_input(e, &given, &args.shapes)),
+    };
     if let Some(seed) = args.fill {
         fill_random(&net, seed)?;
         log.push(format!(
@@ -224,12 +275,7 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
         ));
     }
     let names: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();
-    for (k, (name, file)) in args.inputs.iter().enumerate() {
-        if let Some((_, first)) = args.inputs[..k].iter().find(|(n, _)| n == name) {
-            return Err(bad(format!(
-                "--input {name} is given twice ({first} and {file}); give each input once"
-            )));
-        }
+    for (name, _, _) in &given {
         if !names.contains(name) {
             return Err(bad(format!(
                 "the net has no input named {name:?} (its inputs: {})",
@@ -239,20 +285,22 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     }
     for name in &names {
         let blob = net.blob_mut(name).expect("an input is a blob");
-        match args.inputs.iter().find(|(n, _)| n == name) {
-            Some((_, file)) => {
-                let values: blobflow::Blob<f32> = npy::read(file)?;
+        match given.iter().find(|(n, _, _)| n == name) {
+            Some((_, file, values)) => {
                 if values.shape() != blob.shape() {
                     log.push(format!(
-                        "input {name}: {file} is {}, the net declares {}: reshaped to the file",
+                        "input {name}: {file} is {}, --shape gives {}: reshaped to the file",
                         values.shape_string(),
                         blob.shape_string()
                     ));
                     blob.reshape(values.shape())?;
                 } else {
-                    log.push(format!("input {name}: {file} ({})", values.shape_string()));
+                    log.push(format!(
+                        "input {name}: {file} ({}; the net is built at the file's shape)",
+                        values.shape_string()
+                    ));
                 }
-                blob.copy_from(&values, false, false)?;
+                blob.copy_from(values, false, false)?;
             }
             None => {
                 blob.mutable_cpu_data()?.fill(0.0);
@@ -332,7 +380,7 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
     let mut net = load(
         &args.prototxt,
         args.weights.as_deref(),
-        &args.shapes,
+        &parsed_shapes(&args.shapes)?,
         &mut log,
     )?;
     let inputs: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();

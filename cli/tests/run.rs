@@ -39,7 +39,9 @@ fn run_writes_the_reference_outputs_at_the_files_size() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("the net declares 1 3 12 12 (432): reshaped to the file"),
+        stdout.contains(
+            "det1_60x80_input.npy (1 3 60 80 (14400); the net is built at the file's shape)"
+        ),
         "{stdout}"
     );
     assert!(
@@ -75,9 +77,10 @@ fn run_says_what_it_filled_and_refuses_what_it_cannot_do() {
     );
     assert!(stdout.contains("output prob1: 3 2 (6)"), "{stdout}");
 
+    let image = format!("image={}", mtcnn("det2_input.npy").display());
     for (args, want) in [
         (
-            vec!["--input", "image=x.npy"],
+            vec!["--input", image.as_str()],
             "the net has no input named \"image\" (its inputs: data)",
         ),
         (
@@ -276,5 +279,33 @@ fn errors_quote_long_names_cut_short() {
             stderr.len()
         );
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A prototxt whose input is a 1 x 1 placeholder its layers cannot take
+/// (OpenPose's hand and MPI nets): run builds the net at the input
+/// file's shape, not at the placeholder's.
+#[test]
+fn run_builds_the_net_at_the_input_files_shape() {
+    let dir = scratch("placeholder");
+    let net = dir.join("net.prototxt");
+    std::fs::write(
+        &net,
+        "input: 'image' input_dim: 1 input_dim: 3 input_dim: 1 input_dim: 1 \
+         layer { name: 'conv' type: 'Convolution' bottom: 'image' top: 'conv' \
+                 convolution_param { num_output: 2 kernel_size: 3 } }",
+    )
+    .unwrap();
+    let image = dir.join("image.npy");
+    npy::write(&image, &Blob::<f32>::new(&[1, 3, 8, 8]).unwrap()).unwrap();
+    let out = blobflow(&[
+        "run",
+        net.to_str().unwrap(),
+        "--input",
+        &format!("image={}", image.display()),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("output conv: 1 2 6 6 (72)"), "{stdout}");
     std::fs::remove_dir_all(dir).unwrap();
 }

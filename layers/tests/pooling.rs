@@ -30,7 +30,9 @@ impl Caffe {
     fn pooled(&self, h: usize, w: usize) -> [usize; 2] {
         let mut out = [0; 2];
         for (a, n) in [h, w].into_iter().enumerate() {
-            let ceil = (n + 2 * self.p[a] - self.k[a]).div_ceil(self.s[a]) + 1;
+            // static_cast<int>(ceil(static_cast<float>(span) / stride)) + 1
+            let span = (n + 2 * self.p[a]) as f64 - self.k[a] as f64;
+            let ceil = (span / self.s[a] as f64).ceil() as usize + 1;
             out[a] = ceil;
             if (self.p[a] > 0 || self.p[1 - a] > 0) && (ceil - 1) * self.s[a] >= n + self.p[a] {
                 out[a] -= 1;
@@ -151,6 +153,71 @@ fn global_pooling_takes_the_whole_plane_whatever_its_shape() {
     y.reshape(&dims).unwrap();
     l.forward(&[&x], &[&y]).unwrap();
     assert_eq!(y.to_vec().unwrap(), [2.5, 8.5]);
+}
+
+/// A window larger than its input (OpenPose's 2 x 2 pools of 1 x 1
+/// maps): Caffe's arithmetic gives one output per axis whose span is
+/// above -stride, its window clipped to the input, AVE dividing by the
+/// clipped size; beyond that there is no output and it is refused.
+#[test]
+fn a_window_larger_than_its_input_gives_caffes_one_output() {
+    for (param, caffe, [h, w]) in [
+        (
+            "kernel_size: 2 stride: 2",
+            Caffe {
+                k: [2, 2],
+                s: [2, 2],
+                p: [0, 0],
+            },
+            [1, 1],
+        ),
+        (
+            "kernel_size: 3 stride: 2",
+            Caffe {
+                k: [3, 3],
+                s: [2, 2],
+                p: [0, 0],
+            },
+            [2, 3],
+        ),
+        (
+            "kernel_h: 5 kernel_w: 2 stride_h: 4 stride_w: 1",
+            Caffe {
+                k: [5, 2],
+                s: [4, 1],
+                p: [0, 0],
+            },
+            [2, 3],
+        ),
+    ] {
+        let x: Vec<f64> = (0..h * w).map(|i| (i as f64 * 0.7).sin()).collect();
+        for pool in ["MAX", "AVE"] {
+            let mut l = layer(&format!(
+                r#"type: "Pooling" pooling_param {{ pool: {pool} {param} }}"#
+            ));
+            let input = Blob::from_vec(&[1, 1, h, w], x.clone()).unwrap();
+            let mut top = Blob::<f64>::default();
+            let shape = l.reshape(&[&input], &[&top]).unwrap().remove(0);
+            assert_eq!(shape.dims[2..], caffe.pooled(h, w), "{pool} {param}");
+            top.reshape(&shape.dims).unwrap();
+            l.forward(&[&input], &[&top]).unwrap();
+            let want = caffe.forward(pool == "MAX", &x, h, w);
+            let got = top.to_vec().unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-12, "{pool} {param}: {got:?} vs {want:?}");
+            }
+        }
+    }
+    let mut l = layer(r#"type: "Pooling" pooling_param { pool: MAX kernel_size: 4 stride: 1 }"#);
+    let input = Blob::<f64>::new(&[1, 1, 1, 1]).unwrap();
+    let err = l
+        .reshape(&[&input], &[&Blob::default()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("too small for the 4 x 4 window at stride 1 x 1"),
+        "{err}"
+    );
 }
 
 #[test]

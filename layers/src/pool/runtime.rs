@@ -133,42 +133,45 @@ impl PoolingLayer {
                 pad,
             } => (kernel, stride, pad),
         };
-        let padded = |a: usize, n: usize| {
-            (pad[a].checked_mul(2))
-                .and_then(|both| n.checked_add(both))
-                .filter(|&p| p >= kernel[a])
+        // Caffe's rule, in its signed arithmetic: ceil (or floor) of
+        // (n + 2 pad - kernel) / stride, plus one, so a window larger
+        // than the input still gives one output (its window clipped to
+        // the input) where the span is above -stride; and with any
+        // padding no window may start in the padding past the input's
+        // end.
+        let size = |a: usize, n: usize| -> Option<usize> {
+            let padded = i128::from(n as u64) + 2 * i128::from(pad[a] as u64);
+            let span = padded - i128::from(kernel[a] as u64);
+            let step = i128::from(stride[a] as u64);
+            let mut out = if self.floor {
+                span.div_euclid(step) + 1
+            } else {
+                -(-span).div_euclid(step) + 1
+            };
+            if out >= 1 && pad != [0, 0] && (out - 1) * step >= i128::from((n + pad[a]) as u64) {
+                out -= 1;
+            }
+            usize::try_from(out).ok().filter(|&o| o >= 1)
         };
-        let (Some(ph), Some(pw)) = (padded(0, h), padded(1, w)) else {
+        let (Some(oh), Some(ow)) = (size(0, h), size(1, w)) else {
             return Err(bad_param(
                 "pool",
                 format!(
-                    "the input {} is smaller than the {} x {} window",
+                    "the input {} is too small for the {} x {} window at stride {} x {}: Caffe's arithmetic gives no output",
                     x.shape_string(),
                     kernel[0],
-                    kernel[1]
+                    kernel[1],
+                    stride[0],
+                    stride[1]
                 ),
             ));
-        };
-        // Caffe's rule: ceil (or floor), and with any padding no window
-        // may start in the padding past the input's end.
-        let size = |a: usize, n: usize, padded: usize| {
-            let span = padded - kernel[a];
-            let mut out = if self.floor {
-                span / stride[a] + 1
-            } else {
-                span.div_ceil(stride[a]) + 1
-            };
-            if pad != [0, 0] && (out - 1) * stride[a] >= n + pad[a] {
-                out -= 1;
-            }
-            out
         };
         Ok(PoolGeometry {
             planes: s[0] * s[1],
             h,
             w,
-            oh: size(0, h, ph),
-            ow: size(1, w, pw),
+            oh,
+            ow,
             kernel,
             stride,
             pad,

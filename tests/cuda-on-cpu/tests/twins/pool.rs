@@ -209,3 +209,31 @@ fn padded_and_rectangular_pooling_matches_cpu() {
         }
     }
 }
+
+/// A window larger than its input (OpenPose's 2 x 2 pools of 1 x 1
+/// maps, and a 3 x 3 window over 2 x 3): one output, its window clipped.
+#[test]
+fn a_window_larger_than_its_input_matches_cpu() {
+    for ([h, w], k, s) in [([1, 1], 2, 2), ([2, 3], 3, 2)] {
+        let g = Geometry {
+            planes: 4,
+            h,
+            w,
+            oh: 1,
+            ow: 1,
+            kernel: [k, k],
+            stride: [s, s],
+            pad: [0, 0],
+        };
+        for (method, pool) in [(PoolMethod::Max, "MAX"), (PoolMethod::Ave, "AVE")] {
+            let (x, dy) = values(&g);
+            let text = format!(
+                r#"type: "Pooling" pooling_param {{ pool: {pool} kernel_size: {k} stride: {s} }}"#
+            );
+            let want = run_on_cpu(&text, &[], (&[1, 4, h, w], &x), (&[1, 4, 1, 1], &dy));
+            let got = gpu_calls(method, &g, &x, &dy);
+            assert_close(&format!("{pool} {h}x{w}: output"), &got.y, &want.y, 0.0);
+            assert_close(&format!("{pool} {h}x{w}: gradient"), &got.dx, &want.dx, 0.0);
+        }
+    }
+}
