@@ -19,8 +19,8 @@ use crate::flatten::FlattenLayer;
 use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
 use crate::loss::{
-    ContrastiveLoss, EuclideanLoss, HingeLoss, LossLayer, MultinomialLogisticLoss,
-    SigmoidCrossEntropyLoss,
+    ContrastiveLoss, EuclideanLoss, HingeLoss, InfogainLossLayer, LossLayer,
+    MultinomialLogisticLoss, SigmoidCrossEntropyLoss,
 };
 use crate::lrn::LrnLayer;
 use crate::neuron::NeuronLayer;
@@ -113,6 +113,9 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     });
     r.register("ContrastiveLoss", |p| {
         Ok(Box::new(LossLayer(ContrastiveLoss::from_param(p))))
+    });
+    r.register("InfogainLoss", |p| {
+        Ok(Box::new(InfogainLossLayer::<T>::from_param(p)?))
     });
     r.register("MultinomialLogisticLoss", |_| {
         Ok(Box::new(LossLayer(MultinomialLogisticLoss)))

@@ -507,6 +507,66 @@ fn multinomial_logistic_loss_over_probabilities() {
 }
 
 #[test]
+fn infogain_loss_with_h_as_a_bottom_or_a_file() {
+    // H: positive, not symmetric; labels with an ignored one.
+    let h = || {
+        values(
+            &[1, 1, 3, 3],
+            (0..9).map(|i| 0.2 + (i * 5 % 7) as f64 / 7.0).collect(),
+        )
+    };
+    for norm in ["FULL", "VALID", "BATCH_SIZE", "NONE"] {
+        let text = format!(
+            r#"type: "InfogainLoss" loss_param {{ ignore_label: -1 normalization: {norm} }}"#
+        );
+        let mut l = layer(&text);
+        let report = CHECKER
+            .check(
+                l.as_mut(),
+                &[input(&[2, 3, 2], 5), labels(4, 3, Some(-1.0)), h()],
+            )
+            .unwrap_or_else(|e| panic!("{norm}: {e}"));
+        assert_eq!(report.checked, 12, "{norm}: the scores alone");
+    }
+    // The identity makes it SoftmaxWithLoss, from a file as from a bottom.
+    let path = std::env::temp_dir().join(format!("infogain-{}.binaryproto", std::process::id()));
+    let identity = values(
+        &[1, 1, 3, 3],
+        (0..9).map(|i| f64::from(u8::from(i % 4 == 0))).collect(),
+    );
+    blob_runtime::write_blob_file(&path, &identity, false).unwrap();
+    let scores = || input(&[4, 3], 6);
+    let softmax = loss_of(
+        r#"type: "SoftmaxWithLoss""#,
+        &[scores(), labels(4, 3, None)],
+    );
+    let from_file = loss_of(
+        &format!(
+            r#"type: "InfogainLoss" infogain_loss_param {{ source: "{}" }}"#,
+            path.display()
+        ),
+        &[scores(), labels(4, 3, None)],
+    );
+    let from_bottom = loss_of(
+        r#"type: "InfogainLoss""#,
+        &[scores(), labels(4, 3, None), copy(&identity)],
+    );
+    std::fs::remove_file(&path).unwrap();
+    assert!((from_file - softmax).abs() < 1e-12 && (from_bottom - softmax).abs() < 1e-12);
+    // Without H: said, as Caffe's check says it.
+    let mut l = layer(r#"type: "InfogainLoss""#);
+    let (x, y) = (scores(), labels(4, 3, None));
+    let mut top = Blob::<f64>::default();
+    let shapes = l.reshape(&[&x, &y], &[&top]).unwrap();
+    top.reshape(&shapes[0].dims).unwrap();
+    let err = l.forward(&[&x, &y], &[&top]).unwrap_err().to_string();
+    assert!(
+        err.contains("Infogain matrix source must be specified"),
+        "{err}"
+    );
+}
+
+#[test]
 fn losses_refuse_a_gradient_to_their_labels_and_bad_labels() {
     let x = values(&[1, 2], vec![0.5, 0.5]);
     let out_of_range = values(&[1], vec![2.0]);

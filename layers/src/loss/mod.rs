@@ -1,6 +1,6 @@
 //! Caffe's loss layers besides SoftmaxWithLoss (which lives with
 //! Softmax): EuclideanLoss, SigmoidCrossEntropyLoss, HingeLoss,
-//! ContrastiveLoss and MultinomialLogisticLoss, and what every loss
+//! ContrastiveLoss, MultinomialLogisticLoss and InfogainLoss, and what every loss
 //! shares: `LossParameter`'s normalization, the scalar top, the loss
 //! weight that arrives as the top's diff. Each runs on the host; with
 //! its blobs on a GPU, the blobs' heads move them.
@@ -8,6 +8,7 @@
 mod contrastive;
 mod euclidean;
 mod hinge;
+mod infogain;
 mod multinomial_logistic;
 mod sigmoid_cross_entropy;
 
@@ -17,6 +18,7 @@ use blob_runtime::{Blob, MathElement};
 pub(crate) use contrastive::ContrastiveLoss;
 pub(crate) use euclidean::EuclideanLoss;
 pub(crate) use hinge::HingeLoss;
+pub(crate) use infogain::InfogainLossLayer;
 pub(crate) use multinomial_logistic::MultinomialLogisticLoss;
 pub(crate) use sigmoid_cross_entropy::SigmoidCrossEntropyLoss;
 
