@@ -80,6 +80,7 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
         "Log",
         "Threshold",
         "Clip",
+        "Swish",
     ] {
         r.register(kind, |p| Ok(Box::new(NeuronLayer::from_param(p)?)));
     }

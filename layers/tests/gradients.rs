@@ -759,6 +759,8 @@ fn element_wise_layers_with_parameters() {
         r#"type: "Log" log_param { base: 10 scale: 1 shift: 2 }"#,
         r#"type: "Clip" clip_param { min: -0.5 max: 0.5 }"#,
         r#"type: "ReLU" relu_param { negative_slope: 0.1 }"#,
+        r#"type: "Swish""#,
+        r#"type: "Swish" swish_param { beta: 1.7 }"#,
     ] {
         check(text, &[&[2, 3, 2]]);
     }

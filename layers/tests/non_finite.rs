@@ -71,7 +71,7 @@ fn assert_same(what: &str, got: &[f32], want: &[f32]) {
 #[test]
 fn element_wise_layers_follow_caffes_formulas_on_non_finite_values() {
     type Formula = fn(f64) -> f64;
-    let cases: [(&str, Formula); 13] = [
+    let cases: [(&str, Formula); 14] = [
         // relu_layer.cpp: max(x, 0) + negative_slope * min(x, 0).
         (r#"type: "ReLU""#, |x| {
             std_max(x, 0.0) + 0.0 * std_min(x, 0.0)
@@ -113,6 +113,8 @@ fn element_wise_layers_follow_caffes_formulas_on_non_finite_values() {
             r#"type: "Power" power_param { power: 1 scale: -2 shift: 0 }"#,
             |x| -2.0 * x,
         ),
+        // swish_layer.cpp: x * sigmoid(beta x).
+        (r#"type: "Swish""#, |x| x * (1.0 / (1.0 + (-x).exp()))),
         // exp_layer.cpp and log_layer.cpp (base e).
         (r#"type: "Exp""#, f64::exp),
         (r#"type: "Log" log_param { shift: 2 }"#, |x| (2.0 + x).ln()),

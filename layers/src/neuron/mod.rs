@@ -1,6 +1,6 @@
 //! Caffe's other element-wise layers, each `y = f(x)` with its own
-//! parameters: AbsVal, Power, ELU, BNLL, Exp, Log, Threshold, Clip, and
-//! ReLU with a `negative_slope` (leaky), computed in double on the CPU
+//! parameters: AbsVal, Power, ELU, BNLL, Exp, Log, Threshold, Clip,
+//! Swish, and ReLU with a `negative_slope` (leaky), computed in double on the CPU
 //! and the GPU alike; ReLU, Sigmoid and TanH without a slope are in
 //! `activation`.
 
@@ -56,6 +56,10 @@ enum Neuron {
     LeakyRelu {
         slope: f64,
     },
+    /// `x sigmoid(beta x)`.
+    Swish {
+        beta: f64,
+    },
 }
 
 impl Neuron {
@@ -70,6 +74,7 @@ impl Neuron {
             Self::Threshold { .. } => "Threshold",
             Self::Clip { .. } => "Clip",
             Self::LeakyRelu { .. } => "ReLU",
+            Self::Swish { .. } => "Swish",
         }
     }
 
@@ -125,6 +130,7 @@ impl Neuron {
                     slope * x
                 }
             }
+            Self::Swish { beta } => x / (1.0 + (-beta * x).exp()),
         }
     }
 
@@ -184,6 +190,11 @@ impl Neuron {
                     dy * slope
                 }
             }
+            Self::Swish { beta } => {
+                // Caffe's swish_layer.cpp, from the output and the sigmoid.
+                let s = 1.0 / (1.0 + (-beta * x).exp());
+                dy * (beta * y + s * (1.0 - beta * y))
+            }
         }
     }
 
@@ -212,6 +223,7 @@ impl Neuron {
             Self::Threshold { threshold } => (6, [threshold, 0.0, 0.0]),
             Self::Clip { min, max } => (7, [min, max, 0.0]),
             Self::LeakyRelu { slope } => (8, [slope, 0.0, 0.0]),
+            Self::Swish { beta } => (9, [beta, 0.0, 0.0]),
         }
     }
 
@@ -291,6 +303,9 @@ impl NeuronLayer {
                     max: p.float("max"),
                 }
             }
+            "Swish" => Neuron::Swish {
+                beta: sub_param(layer, "swish_param").float("beta"),
+            },
             _ => Neuron::LeakyRelu {
                 slope: sub_param(layer, "relu_param").float("negative_slope"),
             },

@@ -2,7 +2,8 @@
 // neuron/mod.rs computes them: in double, each result rounded to float
 // once. Kind 0 AbsVal, 1 Power (a power, b scale, c shift), 2 ELU (a
 // alpha), 3 BNLL, 4 Exp (a ln base, b scale, c shift), 5 Log (the same),
-// 6 Threshold (a), 7 Clip (a min, b max), 8 ReLU with slope a.
+// 6 Threshold (a), 7 Clip (a min, b max), 8 ReLU with slope a, 9 Swish
+// (a beta).
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
@@ -20,6 +21,7 @@ __device__ double neuron(int kind, double a, double b, double c, double x) {
         case 5: return log(c + b * x) / a;
         case 6: return x > a ? 1.0 : 0.0;
         case 7: return fmin(fmax(x, a), b);
+        case 9: return x / (1.0 + exp(-a * x));
         default: return x > 0.0 ? x : a * x;
     }
 }
@@ -42,6 +44,10 @@ __device__ double neuron_grad(int kind, double a, double b, double c, double x, 
         case 5: return dy * b / (a * (c + b * x));
         case 6: return 0.0;
         case 7: return x >= a && x <= b ? dy : 0.0;
+        case 9: {
+            double s = 1.0 / (1.0 + exp(-a * x));
+            return dy * (a * y + s * (1.0 - a * y));
+        }
         default: return x > 0.0 ? dy : dy * a;
     }
 }

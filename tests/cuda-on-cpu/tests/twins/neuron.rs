@@ -47,7 +47,7 @@ fn gpu_calls_in_place(kind: i32, p: [f64; 3], x: &[f32], dy: &[f32]) -> CpuRun {
 fn element_wise_layers_with_parameters_match_cpu() {
     let ln2 = 2f64.ln();
     // (layer, kernel kind and parameters, input range, in place allowed)
-    let cases: [(&str, i32, [f64; 3], f32, bool); 10] = [
+    let cases: [(&str, i32, [f64; 3], f32, bool); 11] = [
         (r#"type: "AbsVal""#, 0, [0.0; 3], 2.0, false),
         (
             r#"type: "Power" power_param { power: 2 scale: 0.5 shift: 3 }"#,
@@ -98,6 +98,13 @@ fn element_wise_layers_with_parameters_match_cpu() {
             [0.1, 0.0, 0.0],
             1.0,
             true,
+        ),
+        (
+            r#"type: "Swish" swish_param { beta: 1.5 }"#,
+            9,
+            [1.5, 0.0, 0.0],
+            4.0,
+            false,
         ),
         (
             r#"type: "Threshold" threshold_param { threshold: 0.2 }"#,
