@@ -68,6 +68,7 @@ mod input;
 mod layer;
 mod loss;
 mod lrn;
+mod mvn;
 pub mod net;
 mod net_layers;
 mod neuron;
@@ -77,14 +78,17 @@ mod planes;
 mod pool;
 mod prelu;
 mod prior_box;
+mod reduction;
 pub mod registry;
 mod reshape;
 mod scale;
 pub mod shapes;
+mod silence;
 mod slice;
 mod softmax;
 pub mod solver;
 mod split;
+mod tile;
 pub mod typed_net;
 
 /// The CUDA sources of the layers, for the checks that hold each launcher

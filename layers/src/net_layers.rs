@@ -23,18 +23,22 @@ use crate::loss::{
     MultinomialLogisticLoss, SigmoidCrossEntropyLoss,
 };
 use crate::lrn::LrnLayer;
+use crate::mvn::MvnLayer;
 use crate::neuron::NeuronLayer;
 use crate::normalize::NormalizeLayer;
 use crate::permute::PermuteLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
 use crate::prior_box::PriorBoxLayer;
+use crate::reduction::ReductionLayer;
 use crate::registry::LayerRegistry;
 use crate::reshape::ReshapeLayer;
 use crate::scale::{BiasLayer, ScaleLayer};
+use crate::silence::SilenceLayer;
 use crate::slice::SliceLayer;
 use crate::softmax::{AccuracyLayer, SoftmaxLayer, SoftmaxWithLossLayer};
 use crate::split::SplitLayer;
+use crate::tile::TileLayer;
 
 /// The data layers a net built here reads as inputs its caller fills.
 pub(crate) const DATA_LAYERS: [&str; 6] = [
@@ -105,6 +109,10 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
         Ok(Box::new(SoftmaxWithLossLayer::<T>::from_param(p)))
     });
     r.register("Accuracy", |p| Ok(Box::new(AccuracyLayer::from_param(p)?)));
+    r.register("Silence", |_| Ok(Box::new(SilenceLayer)));
+    r.register("Tile", |p| Ok(Box::new(TileLayer::from_param(p)?)));
+    r.register("Reduction", |p| Ok(Box::new(ReductionLayer::from_param(p))));
+    r.register("MVN", |p| Ok(Box::new(MvnLayer::from_param(p))));
     r.register("EuclideanLoss", |_| Ok(Box::new(LossLayer(EuclideanLoss))));
     r.register("SigmoidCrossEntropyLoss", |p| {
         Ok(Box::new(LossLayer(SigmoidCrossEntropyLoss::from_param(p))))

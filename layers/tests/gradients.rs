@@ -602,6 +602,103 @@ fn losses_refuse_a_gradient_to_their_labels_and_bad_labels() {
 }
 
 #[test]
+fn tile_reduction_mvn() {
+    check(r#"type: "Tile" tile_param { tiles: 3 }"#, &[&[2, 3, 2]]);
+    check(
+        r#"type: "Tile" tile_param { axis: -1 tiles: 2 }"#,
+        &[&[2, 3, 2]],
+    );
+    for op in ["SUM", "ASUM", "SUMSQ", "MEAN"] {
+        for axis in [0, 1, 2] {
+            check(
+                &format!(
+                    r#"type: "Reduction" reduction_param {{ operation: {op} axis: {axis} coeff: 0.7 }}"#
+                ),
+                &[&[2, 3, 2]],
+            );
+        }
+    }
+    for param in [
+        "",
+        "across_channels: true",
+        "normalize_variance: false",
+        "normalize_variance: false across_channels: true",
+    ] {
+        check(
+            &format!(r#"type: "MVN" mvn_param {{ {param} }}"#),
+            &[&[2, 3, 2, 2]],
+        );
+    }
+}
+
+#[test]
+fn tile_reduction_mvn_values_as_caffe_computes_them() {
+    let run = |text: &str, x: Blob<f64>| -> (Vec<usize>, Vec<f64>) {
+        let mut l = layer(text);
+        let mut top = Blob::<f64>::default();
+        let shapes = l.reshape(&[&x], &[&top]).unwrap();
+        top.reshape(&shapes[0].dims).unwrap();
+        l.forward(&[&x], &[&top]).unwrap();
+        (top.shape().to_vec(), top.to_vec().unwrap())
+    };
+    let x = || values(&[2, 2], vec![1.0, -2.0, 3.0, 4.0]);
+    assert_eq!(
+        run(r#"type: "Tile" tile_param { tiles: 2 }"#, x()),
+        (vec![2, 4], vec![1.0, -2.0, 1.0, -2.0, 3.0, 4.0, 3.0, 4.0])
+    );
+    assert_eq!(
+        run(r#"type: "Tile" tile_param { axis: 0 tiles: 2 }"#, x()),
+        (vec![4, 2], vec![1.0, -2.0, 3.0, 4.0, 1.0, -2.0, 3.0, 4.0])
+    );
+    assert_eq!(run(r#"type: "Reduction""#, x()), (vec![], vec![6.0]));
+    assert_eq!(
+        run(
+            r#"type: "Reduction" reduction_param { operation: ASUM axis: 1 coeff: 2 }"#,
+            x()
+        ),
+        (vec![2], vec![6.0, 14.0])
+    );
+    assert_eq!(
+        run(
+            r#"type: "Reduction" reduction_param { operation: MEAN axis: 1 }"#,
+            x()
+        ),
+        (vec![2], vec![-0.5, 3.5])
+    );
+    // One channel of 1, -2, 3, 4: mean 1.5, variance 5.25.
+    let (_, y) = run(
+        r#"type: "MVN" mvn_param { eps: 0 }"#,
+        values(&[1, 1, 2, 2], vec![1.0, -2.0, 3.0, 4.0]),
+    );
+    let sd = 5.25f64.sqrt();
+    for (g, w) in y.iter().zip([-0.5 / sd, -3.5 / sd, 1.5 / sd, 2.5 / sd]) {
+        assert!((g - w).abs() < 1e-12, "{y:?}");
+    }
+}
+
+#[test]
+fn silence_takes_any_bottoms_and_passes_zero_gradients() {
+    let mut l = layer(r#"type: "Silence""#);
+    let (a, b) = (input(&[2, 3], 1), input(&[4], 2));
+    assert!(l.reshape(&[&a, &b], &[]).unwrap().is_empty());
+    l.forward(&[&a, &b], &[]).unwrap();
+    a.mutable_cpu_diff().unwrap().fill(5.0);
+    b.mutable_cpu_diff().unwrap().fill(5.0);
+    l.backward(&[], &[true, false], &[&a, &b]).unwrap();
+    assert!(a.diff_to_vec().unwrap().iter().all(|&d| d == 0.0));
+    assert!(b.diff_to_vec().unwrap().iter().all(|&d| d == 5.0));
+    // In a net: the blob it silences is no output.
+    let net = blob_layers::net::Net::<f32>::from_prototxt(
+        r#"input: "x" input_shape { dim: 2 }
+           layer { name: "a" type: "AbsVal" bottom: "x" top: "y" }
+           layer { name: "s" type: "Silence" bottom: "y" }"#,
+        blob_layers::net::NetState::test(),
+    )
+    .unwrap();
+    assert!(net.outputs().is_empty(), "{:?}", net.outputs());
+}
+
+#[test]
 fn accuracy_top_k_ties_and_ignored_labels() {
     let mut l = layer(r#"type: "Accuracy" accuracy_param { top_k: 2 ignore_label: 7 }"#);
     let scores = Blob::<f64>::from_vec(
