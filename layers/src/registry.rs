@@ -21,7 +21,7 @@ pub type LayerBuilder<T> = Box<dyn Fn(&ParamMessage) -> Result<Box<dyn DynLayer<
 /// assert!(registry.knows("Convolution"));
 /// let param = blob_proto::ParamMessage::new(&blob_proto::schema::LAYER_PARAMETER);
 /// let err = registry.build("Convolutoin", &param).err().unwrap().to_string();
-/// assert!(err.contains("Unknown layer type: Convolutoin (known types: "), "{err}");
+/// assert!(err.contains("Unknown layer type: Convolutoin (nearest known: Convolution, "), "{err}");
 /// ```
 pub struct LayerRegistry<T: MathElement> {
     builders: BTreeMap<String, LayerBuilder<T>>,
@@ -57,6 +57,23 @@ impl<T: MathElement> LayerRegistry<T> {
         self.builders.contains_key(type_name)
     }
 
+    /// The three registered types nearest `name` in spelling (case
+    /// aside), nearest first: what a typo most likely meant.
+    fn nearest(&self, name: &str) -> Vec<&str> {
+        let name: Vec<char> = name.to_lowercase().chars().take(64).collect();
+        let mut scored: Vec<(usize, &str)> = self
+            .type_names()
+            .map(|t| {
+                (
+                    edit_distance(&name, &t.to_lowercase().chars().collect::<Vec<_>>()),
+                    t,
+                )
+            })
+            .collect();
+        scored.sort();
+        scored.into_iter().take(3).map(|(_, t)| t).collect()
+    }
+
     /// The registered type names, sorted.
     pub fn type_names(&self) -> impl Iterator<Item = &str> {
         self.builders.keys().map(String::as_str)
@@ -71,9 +88,12 @@ impl<T: MathElement> LayerRegistry<T> {
             None => Err(BlobError::Net {
                 at: format!("layer '{}'", blob_proto::excerpt(param.string("name"))),
                 detail: format!(
-                    "Unknown layer type: {} (known types: {})",
+                    "Unknown layer type: {} (nearest known: {}; {} types known). A type of \
+                     your own is added with LayerRegistry::register and built with \
+                     NetBuilder::registry",
                     blob_proto::excerpt(type_name),
-                    self.type_names().collect::<Vec<_>>().join(", ")
+                    self.nearest(type_name).join(", "),
+                    self.builders.len()
                 ),
             }),
         }
@@ -113,4 +133,19 @@ impl<T: MathElement> Default for LayerRegistry<T> {
     fn default() -> Self {
         Self::with_caffe_layers()
     }
+}
+
+/// Levenshtein's distance between two spellings.
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
 }

@@ -185,7 +185,7 @@ fn bad_nets_get_caffes_errors_with_the_layer_named() {
         (
             r#"input: "x" input_shape { dim: 1 dim: 2 }
             layer { name: "s" type: "Sofmax" bottom: "x" top: "y" }"#.into(),
-            "layer 's': Unknown layer type: Sofmax (known types: ",
+            "layer 's': Unknown layer type: Sofmax (nearest known: Softmax, ",
         ),
         (
             r#"input: "x" input_shape { dim: 1 dim: 2 }
