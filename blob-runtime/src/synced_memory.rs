@@ -25,15 +25,15 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-/// How long a refused write keeps readers on other threads out: long
-/// enough for a writer's next try, short enough that a writer that gave
-/// up delays no reader noticeably.
-const WRITE_INTENT: Duration = Duration::from_millis(2);
-
 use crate::device::{DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream};
 use crate::error::{BlobError, Result};
 use crate::head::Head;
 use crate::host_buffer::HostBuffer;
+
+/// How long a refused write keeps readers on other threads out: long
+/// enough for a writer's next try, short enough that a writer that gave
+/// up delays no reader noticeably.
+const WRITE_INTENT: Duration = Duration::from_millis(2);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Borrow {
