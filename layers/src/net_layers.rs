@@ -6,6 +6,7 @@ use blob_runtime::MathElement;
 use crate::activation::{ActivationLayer, Hyperbolic, Logistic, Rectify};
 use crate::argmax::ArgMaxLayer;
 use crate::batch_norm::BatchNormLayer;
+use crate::batch_reindex::BatchReindexLayer;
 use crate::concat::ConcatLayer;
 use crate::conv::ConvolutionLayer;
 use crate::crop::CropLayer;
@@ -15,6 +16,7 @@ use crate::dropout::DropoutLayer;
 use crate::dummy_data::DummyDataLayer;
 use crate::dyn_layer::sub_param;
 use crate::eltwise::EltwiseLayer;
+use crate::embed::EmbedLayer;
 use crate::flatten::FlattenLayer;
 use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
@@ -26,6 +28,7 @@ use crate::lrn::LrnLayer;
 use crate::mvn::MvnLayer;
 use crate::neuron::NeuronLayer;
 use crate::normalize::NormalizeLayer;
+use crate::parameter::ParameterLayer;
 use crate::permute::PermuteLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
@@ -110,6 +113,11 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     });
     r.register("Accuracy", |p| Ok(Box::new(AccuracyLayer::from_param(p)?)));
     r.register("Silence", |_| Ok(Box::new(SilenceLayer)));
+    r.register("Embed", |p| Ok(Box::new(EmbedLayer::<T>::from_param(p)?)));
+    r.register("BatchReindex", |_| Ok(Box::new(BatchReindexLayer)));
+    r.register("Parameter", |p| {
+        Ok(Box::new(ParameterLayer::<T>::from_param(p)?))
+    });
     r.register("Tile", |p| Ok(Box::new(TileLayer::from_param(p)?)));
     r.register("Reduction", |p| Ok(Box::new(ReductionLayer::from_param(p))));
     r.register("MVN", |p| Ok(Box::new(MvnLayer::from_param(p))));

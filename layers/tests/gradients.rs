@@ -699,6 +699,64 @@ fn silence_takes_any_bottoms_and_passes_zero_gradients() {
 }
 
 #[test]
+fn embed_batch_reindex_parameter() {
+    // Embed: indices in, rows of the weights (and the bias) out; the
+    // weights and the bias take the gradients, the indices none.
+    let indices = || values(&[2, 3], vec![0.0, 4.0, 2.0, 4.0, 1.0, 0.0]);
+    let mut l = layer(&format!(
+        r#"type: "Embed" embed_param {{ num_output: 3 input_dim: 5 {FILLED} }}"#
+    ));
+    let report = CHECKER.check(l.as_mut(), &[indices()]).unwrap();
+    assert_eq!(report.checked, 5 * 3 + 3, "the weights and the bias");
+    let mut top = Blob::<f64>::default();
+    let x = indices();
+    let shapes = l.reshape(&[&x], &[&top]).unwrap();
+    assert_eq!(shapes[0].dims, [2, 3, 3]);
+    top.reshape(&shapes[0].dims).unwrap();
+    l.forward(&[&x], &[&top]).unwrap();
+    let (w, b) = (
+        l.blobs()[0].to_vec().unwrap(),
+        l.blobs()[1].to_vec().unwrap(),
+    );
+    assert_eq!(
+        top.to_vec().unwrap()[3..6],
+        [w[12] + b[0], w[13] + b[1], w[14] + b[2]],
+        "row 4"
+    );
+    let bad = values(&[1], vec![5.0]);
+    let err = l.forward(&[&bad], &[&top]).unwrap_err().to_string();
+    assert!(
+        err.contains("input 0 is 5, not an index below input_dim 5"),
+        "{err}"
+    );
+
+    // BatchReindex: items repeated and reordered; gradients add up.
+    let mut l = layer(r#"type: "BatchReindex""#);
+    let report = CHECKER
+        .check(
+            l.as_mut(),
+            &[input(&[3, 2, 2], 4), values(&[4], vec![2.0, 0.0, 2.0, 1.0])],
+        )
+        .unwrap();
+    assert_eq!(report.checked, 12);
+
+    // Parameter: its blob is its top.
+    let mut l = layer(r#"type: "Parameter" parameter_param { shape { dim: 2 dim: 3 } }"#);
+    let mut top = Blob::<f64>::default();
+    let shapes = l.reshape(&[], &[&top]).unwrap();
+    assert_eq!(shapes[0].dims, [2, 3]);
+    top.reshape(&shapes[0].dims).unwrap();
+    l.blobs()[0]
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    l.forward(&[], &[&top]).unwrap();
+    assert_eq!(top.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let report = CHECKER.check(l.as_mut(), &[]).unwrap();
+    assert_eq!(report.checked, 6);
+}
+
+#[test]
 fn accuracy_top_k_ties_and_ignored_labels() {
     let mut l = layer(r#"type: "Accuracy" accuracy_param { top_k: 2 ignore_label: 7 }"#);
     let scores = Blob::<f64>::from_vec(

@@ -1,0 +1,107 @@
+//! Caffe's BatchReindex: a new batch of the input's items, in the order
+//! (and with the repeats) a second bottom of indices gives.
+
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
+use crate::layer::Result;
+
+/// Caffe `BatchReindex`: data `(N, ...)` and `M` indices below `N`
+/// in; `(M, ...)` out, item `i` being item `index[i]`. Backward adds each
+/// copy's gradient to its item; none to the indices.
+pub(crate) struct BatchReindexLayer;
+
+/// The indices, checked against the batch, and an item's size.
+fn reindex<T: MathElement>(bottoms: &[&Blob<T>]) -> Result<(Vec<usize>, usize)> {
+    let n = bottoms[0].shape().first().copied().unwrap_or(0);
+    let inner = bottoms[0].count() / n.max(1);
+    let index = bottoms[1]
+        .cpu_data()?
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let v = v.to_f64();
+            if v >= 0.0 && v.fract() == 0.0 && (v as usize) < n {
+                Ok(v as usize)
+            } else {
+                Err(bad_param(
+                    "BatchReindex",
+                    format!("index {i} is {v}, not an item of the batch of {n}"),
+                ))
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((index, inner))
+}
+
+impl<T: MathElement> DynLayer<T> for BatchReindexLayer {
+    fn type_name(&self) -> &str {
+        "BatchReindex"
+    }
+
+    fn bottoms(&self) -> Arity {
+        Arity::exactly(2)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        let (x, index) = (bottoms[0], bottoms[1]);
+        if x.shape().is_empty() || index.shape().len() != 1 {
+            return Err(bad_param(
+                "BatchReindex",
+                format!(
+                    "the data {} must have a batch axis and the indices {} one axis",
+                    x.shape_string(),
+                    index.shape_string()
+                ),
+            ));
+        }
+        let mut dims = x.shape().to_vec();
+        dims[0] = index.count();
+        Ok(vec![TopShape::new(dims)])
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let (index, inner) = reindex(bottoms)?;
+        let x = bottoms[0].cpu_data()?;
+        let mut y = tops[0].mutable_cpu_data()?;
+        for (out, &item) in y.chunks_mut(inner.max(1)).zip(&index) {
+            out.copy_from_slice(&x[item * inner..][..inner]);
+        }
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if propagate_down.get(1) == Some(&true) {
+            return Err(bad_param(
+                "BatchReindex backward",
+                "Cannot backprop to index.",
+            ));
+        }
+        if !propagate_down[0] {
+            return Ok(());
+        }
+        let (index, inner) = reindex(bottoms)?;
+        let dy = tops[0].cpu_diff()?;
+        let mut dx = bottoms[0].mutable_cpu_diff()?;
+        dx.fill(T::ZERO);
+        for (g, &item) in dy.chunks(inner.max(1)).zip(&index) {
+            for (d, &v) in dx[item * inner..][..inner].iter_mut().zip(g) {
+                *d += v;
+            }
+        }
+        Ok(())
+    }
+
+    fn allow_force_backward(&self, bottom: usize) -> bool {
+        bottom == 0
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}
