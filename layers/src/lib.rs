@@ -62,6 +62,7 @@ mod eltwise;
 mod embed;
 mod f32_view;
 pub mod filler;
+mod filter;
 mod flatten;
 #[cfg(feature = "cuda")]
 mod gpu;

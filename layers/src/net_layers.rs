@@ -17,6 +17,7 @@ use crate::dummy_data::DummyDataLayer;
 use crate::dyn_layer::sub_param;
 use crate::eltwise::EltwiseLayer;
 use crate::embed::EmbedLayer;
+use crate::filter::FilterLayer;
 use crate::flatten::FlattenLayer;
 use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
@@ -115,6 +116,7 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("Silence", |_| Ok(Box::new(SilenceLayer)));
     r.register("Embed", |p| Ok(Box::new(EmbedLayer::<T>::from_param(p)?)));
     r.register("BatchReindex", |_| Ok(Box::new(BatchReindexLayer)));
+    r.register("Filter", |p| Ok(Box::new(FilterLayer::from_param(p))));
     r.register("Parameter", |p| {
         Ok(Box::new(ParameterLayer::<T>::from_param(p)?))
     });

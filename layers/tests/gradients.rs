@@ -757,6 +757,44 @@ fn embed_batch_reindex_parameter() {
 }
 
 #[test]
+fn filter_keeps_the_selected_items() {
+    let param = ParamMessage::from_text(
+        &schema::LAYER_PARAMETER,
+        &TextMessage::parse(r#"type: "Filter" bottom: "a" bottom: "b" bottom: "sel""#).unwrap(),
+    )
+    .unwrap();
+    let build = || {
+        LayerRegistry::<f64>::with_caffe_layers()
+            .build("Filter", &param)
+            .unwrap()
+    };
+    let selector = || values(&[4, 1], vec![1.0, 0.0, 1.0, 1.0]);
+    let mut l = build();
+    let report = CHECKER
+        .check_with_tops(
+            l.as_mut(),
+            &[input(&[4, 3], 1), input(&[4, 2, 2], 2), selector()],
+            2,
+        )
+        .unwrap();
+    assert_eq!(
+        report.checked,
+        12 + 16,
+        "both data bottoms, not the selector"
+    );
+    assert!(!l.allow_force_backward(2) && l.allow_force_backward(1));
+    let a = values(&[4, 1], vec![10.0, 20.0, 30.0, 40.0]);
+    let (b, s) = (copy(&a), selector());
+    let (mut ta, mut tb) = (Blob::<f64>::default(), Blob::<f64>::default());
+    let shapes = l.reshape(&[&a, &b, &s], &[&ta, &tb]).unwrap();
+    assert_eq!(shapes[0].dims, [3, 1]);
+    ta.reshape(&shapes[0].dims).unwrap();
+    tb.reshape(&shapes[1].dims).unwrap();
+    l.forward(&[&a, &b, &s], &[&ta, &tb]).unwrap();
+    assert_eq!(ta.to_vec().unwrap(), [10.0, 30.0, 40.0]);
+}
+
+#[test]
 fn accuracy_top_k_ties_and_ignored_labels() {
     let mut l = layer(r#"type: "Accuracy" accuracy_param { top_k: 2 ignore_label: 7 }"#);
     let scores = Blob::<f64>::from_vec(

@@ -1,0 +1,142 @@
+//! Caffe's Filter: the items whose selector is non-zero, of every data
+//! bottom; the selector is the last bottom.
+
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
+use crate::layer::Result;
+
+/// Caffe `Filter`: bottoms `data_1..data_K` of `N` items and a selector
+/// of `N` values; top `k` holds the items of `data_k` whose selector is
+/// non-zero, in order (their number read at each reshape). Backward
+/// gives the kept items their top's gradient and the others zero; the
+/// selector takes none.
+pub(crate) struct FilterLayer {
+    /// How many bottoms the prototxt gives it: the last is the selector.
+    bottoms: usize,
+}
+
+impl FilterLayer {
+    /// Counts the layer's bottoms, to know its selector.
+    pub(crate) fn from_param(layer: &blob_proto::ParamMessage) -> Self {
+        Self {
+            bottoms: layer.strings("bottom").count(),
+        }
+    }
+}
+
+/// The kept items' indices, from the selector (the last bottom).
+fn kept<T: MathElement>(bottoms: &[&Blob<T>]) -> Result<Vec<usize>> {
+    let selector = bottoms[bottoms.len() - 1];
+    Ok(selector
+        .cpu_data()?
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.to_f64() != 0.0)
+        .map(|(i, _)| i)
+        .collect())
+}
+
+/// The values of one item of `b`.
+fn item_size<T: MathElement>(b: &Blob<T>) -> usize {
+    b.count() / b.shape().first().copied().unwrap_or(1).max(1)
+}
+
+impl<T: MathElement> DynLayer<T> for FilterLayer {
+    fn type_name(&self) -> &str {
+        "Filter"
+    }
+
+    fn bottoms(&self) -> Arity {
+        Arity::range(2, usize::MAX)
+    }
+
+    fn tops(&self) -> Arity {
+        Arity::range(1, usize::MAX)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        let selector = bottoms[bottoms.len() - 1];
+        let n = selector.shape().first().copied().unwrap_or(0);
+        if tops.len() != bottoms.len() - 1 || item_size(selector) != 1 {
+            return Err(bad_param(
+                "Filter",
+                format!(
+                    "one top per data bottom ({} tops for {} data bottoms), and a selector of one value per item (it is {})",
+                    tops.len(),
+                    bottoms.len() - 1,
+                    selector.shape_string()
+                ),
+            ));
+        }
+        let keep = kept(bottoms)?.len();
+        bottoms[..bottoms.len() - 1]
+            .iter()
+            .map(|b| {
+                if b.shape().first() != Some(&n) {
+                    return Err(bad_param(
+                        "Filter",
+                        format!(
+                            "a data bottom {} has another number of items than the selector {}",
+                            b.shape_string(),
+                            selector.shape_string()
+                        ),
+                    ));
+                }
+                let mut dims = b.shape().to_vec();
+                dims[0] = keep;
+                Ok(TopShape::new(dims))
+            })
+            .collect()
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let keep = kept(bottoms)?;
+        for (b, t) in bottoms.iter().zip(tops) {
+            let size = item_size(b);
+            let x = b.cpu_data()?;
+            let mut y = t.mutable_cpu_data()?;
+            for (out, &item) in y.chunks_mut(size.max(1)).zip(&keep) {
+                out.copy_from_slice(&x[item * size..][..size]);
+            }
+        }
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        if propagate_down.last() == Some(&true) {
+            return Err(bad_param(
+                "Filter backward",
+                "Layer cannot backpropagate to filter index inputs",
+            ));
+        }
+        let keep = kept(bottoms)?;
+        for ((b, t), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
+            if !down {
+                continue;
+            }
+            let size = item_size(b);
+            let dy = t.cpu_diff()?;
+            let mut dx = b.mutable_cpu_diff()?;
+            dx.fill(T::ZERO);
+            for (g, &item) in dy.chunks(size.max(1)).zip(&keep) {
+                dx[item * size..][..size].copy_from_slice(g);
+            }
+        }
+        Ok(())
+    }
+
+    /// The data bottoms may be forced; the selector may not.
+    fn allow_force_backward(&self, bottom: usize) -> bool {
+        bottom + 1 < self.bottoms
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}
