@@ -280,3 +280,37 @@ fn nets_with_caffes_other_losses_train() {
         );
     }
 }
+
+/// A convolution over no input channel gives its bias, forward and
+/// backward, on every product path (the direct and phase-copy paths once
+/// read taps from an empty image; the net fuzzer found it).
+#[test]
+fn a_convolution_over_no_channel_gives_its_bias() {
+    for window in [
+        "kernel_size: 3 pad: 1",
+        "kernel_size: 3 pad: 1 stride: 2",
+        "kernel_size: 1",
+        "kernel_size: 5 pad: 2 dilation: 2",
+    ] {
+        let text = format!(
+            r#"force_backward: true input: "x" input_shape {{ dim: 2 dim: 0 dim: 6 dim: 6 }}
+               layer {{ name: "c" type: "Convolution" bottom: "x" top: "y"
+                       convolution_param {{ num_output: 3 {window}
+                                            bias_filler {{ type: "constant" value: 0.5 }} }} }}"#
+        );
+        let mut net = Net::<f32>::from_prototxt(&text, NetState::train()).unwrap();
+        net.forward().unwrap_or_else(|e| panic!("{window}: {e}"));
+        let y = net.blob("y").unwrap();
+        let count = y.count();
+        assert!(count > 0, "{window}");
+        assert!(y.to_vec().unwrap().iter().all(|&v| v == 0.5), "{window}");
+        y.mutable_cpu_diff().unwrap().fill(1.0);
+        net.backward().unwrap_or_else(|e| panic!("{window}: {e}"));
+        let bias_grad = net.layer_blobs("c").unwrap()[1].diff_to_vec().unwrap();
+        let per_channel = (count / 3) as f32;
+        assert!(
+            bias_grad.iter().all(|&g| g == per_channel),
+            "{window}: {bias_grad:?}"
+        );
+    }
+}

@@ -72,6 +72,9 @@ impl ConvGeometry {
             && cpu::isa() == cpu::Isa::Avx512
             && self.stride == [1, 1]
             && !self.is_pointwise()
+            // No input channel: no tap to read, the output is the bias
+            // (the correlation kernel needs at least one tap).
+            && self.patch() > 0
             && self.patch() <= DIRECT_PATCH_MAX
             && (self.patch() <= SHALLOW_PATCH_MAX || self.oh * self.ow >= DIRECT_PLANE_MIN)
             && self.oh > 0

@@ -58,6 +58,8 @@ impl ConvGeometry {
             && cpu::isa() == cpu::Isa::Avx512
             && !self.is_dense()
             && self.kernel[0] * self.kernel[1] > 1
+            // No input channel, no tap: the product is empty, im2col's.
+            && self.channels_in > 0
             && self.oh > 0
             && self.ow > 0
     }
