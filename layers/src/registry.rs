@@ -27,6 +27,20 @@ pub struct LayerRegistry<T: MathElement> {
     builders: BTreeMap<String, LayerBuilder<T>>,
 }
 
+/// The registered type names.
+///
+/// ```
+/// let registry = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers();
+/// assert!(format!("{registry:?}").contains("\"Convolution\""));
+/// ```
+impl<T: MathElement> std::fmt::Debug for LayerRegistry<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LayerRegistry")
+            .field("types", &self.type_names().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
 impl<T: MathElement> LayerRegistry<T> {
     /// A registry with no types.
     pub fn empty() -> Self {

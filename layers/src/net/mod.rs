@@ -173,6 +173,49 @@ pub struct Net<T: MathElement> {
     shared: Vec<Shared>,
 }
 
+/// The net's name, phase, inputs, outputs, and each layer with its type
+/// and its bottoms' and tops' names and shapes (what `blobflow inspect`
+/// prints of a prototxt).
+///
+/// ```
+/// use blob_layers::net::{Net, NetState};
+/// let net = Net::<f32>::from_prototxt(
+///     "name: 'tiny' input: 'x' input_shape { dim: 2 } layer { name: 'a' type: 'AbsVal' bottom: 'x' top: 'y' }",
+///     NetState::test(),
+/// )?;
+/// let shown = format!("{net:?}");
+/// assert!(shown.contains("tiny") && shown.contains("AbsVal") && shown.contains("x: [2]"), "{shown}");
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+impl<T: MathElement> std::fmt::Debug for Net<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let blob = |i: &usize| format!("{}: {:?}", self.blob_names[*i], self.blobs[*i].shape());
+        let layers: Vec<String> = self
+            .layers
+            .iter()
+            .map(|l| {
+                format!(
+                    "{} ({}): {:?} -> {:?}",
+                    l.name,
+                    l.layer.type_name(),
+                    l.bottoms.iter().map(blob).collect::<Vec<_>>(),
+                    l.tops.iter().map(blob).collect::<Vec<_>>()
+                )
+            })
+            .collect();
+        f.debug_struct("Net")
+            .field("name", &self.name)
+            .field("phase", &self.phase)
+            .field("inputs", &self.inputs.iter().map(blob).collect::<Vec<_>>())
+            .field(
+                "outputs",
+                &self.outputs.iter().map(blob).collect::<Vec<_>>(),
+            )
+            .field("layers", &layers)
+            .finish()
+    }
+}
+
 fn text_error(at: &str) -> impl FnOnce(blob_proto::ProtoError) -> BlobError + '_ {
     move |source| BlobError::Proto {
         path: at.to_string(),
