@@ -258,6 +258,29 @@ pub(crate) fn bad_param(op: &'static str, detail: impl Into<String>) -> BlobErro
     }
 }
 
+/// Each value of `blob` as an index below `n` (a label, a row, an
+/// item); the first that is not a whole number in `0..n` is an error of
+/// `op` in the words `refusal(position, value)` gives.
+pub(crate) fn indices_below<T: MathElement>(
+    op: &'static str,
+    blob: &Blob<T>,
+    n: usize,
+    refusal: impl Fn(usize, f64) -> String,
+) -> Result<Vec<usize>> {
+    blob.cpu_data()?
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let v = v.to_f64();
+            if v >= 0.0 && v.fract() == 0.0 && (v as usize) < n {
+                Ok(v as usize)
+            } else {
+                Err(bad_param(op, refusal(i, v)))
+            }
+        })
+        .collect()
+}
+
 /// A layer's typed parameter message, or its defaults where absent.
 pub(crate) fn sub_param(layer: &ParamMessage, name: &str) -> ParamMessage {
     layer.message(name).cloned().unwrap_or_else(|| {

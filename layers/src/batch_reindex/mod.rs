@@ -3,7 +3,7 @@
 
 use blob_runtime::{Blob, MathElement};
 
-use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
+use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, indices_below};
 use crate::layer::Result;
 
 /// Caffe `BatchReindex`: data `(N, ...)` and `M` indices below `N`
@@ -15,22 +15,9 @@ pub(crate) struct BatchReindexLayer;
 fn reindex<T: MathElement>(bottoms: &[&Blob<T>]) -> Result<(Vec<usize>, usize)> {
     let n = bottoms[0].shape().first().copied().unwrap_or(0);
     let inner = bottoms[0].count() / n.max(1);
-    let index = bottoms[1]
-        .cpu_data()?
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let v = v.to_f64();
-            if v >= 0.0 && v.fract() == 0.0 && (v as usize) < n {
-                Ok(v as usize)
-            } else {
-                Err(bad_param(
-                    "BatchReindex",
-                    format!("index {i} is {v}, not an item of the batch of {n}"),
-                ))
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let index = indices_below("BatchReindex", bottoms[1], n, |i, v| {
+        format!("index {i} is {v}, not an item of the batch of {n}")
+    })?;
     Ok((index, inner))
 }
 

@@ -4,7 +4,7 @@
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
-use crate::dyn_layer::{DynLayer, TopShape, bad_param, sub_param};
+use crate::dyn_layer::{DynLayer, TopShape, bad_param, indices_below, sub_param};
 use crate::layer::Result;
 
 /// Caffe `Embed`: indices in `[0, input_dim)` of any shape in, the
@@ -44,24 +44,10 @@ impl<T: MathElement> EmbedLayer<T> {
 
     /// Each input value as a row index, checked.
     fn indices(&self, x: &Blob<T>) -> Result<Vec<usize>> {
-        x.cpu_data()?
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                let v = v.to_f64();
-                if v >= 0.0 && v.fract() == 0.0 && (v as usize) < self.input_dim {
-                    Ok(v as usize)
-                } else {
-                    Err(bad_param(
-                        "Embed",
-                        format!(
-                            "input {i} is {v}, not an index below input_dim {}",
-                            self.input_dim
-                        ),
-                    ))
-                }
-            })
-            .collect()
+        let dim = self.input_dim;
+        indices_below("Embed", x, dim, |i, v| {
+            format!("input {i} is {v}, not an index below input_dim {dim}")
+        })
     }
 }
 

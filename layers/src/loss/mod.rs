@@ -22,7 +22,7 @@ pub(crate) use infogain::InfogainLossLayer;
 pub(crate) use multinomial_logistic::MultinomialLogisticLoss;
 pub(crate) use sigmoid_cross_entropy::SigmoidCrossEntropyLoss;
 
-use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
+use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, indices_below, sub_param};
 use crate::layer::Result;
 
 /// What one of Caffe's losses computes; [`LossLayer`] gives it the rest
@@ -234,20 +234,7 @@ pub(crate) fn class_labels<T: MathElement>(
             ),
         ));
     }
-    labels
-        .cpu_data()?
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let c = v.to_f64();
-            if c >= 0.0 && c.fract() == 0.0 && (c as usize) < classes {
-                Ok(c as usize)
-            } else {
-                Err(bad_param(
-                    op,
-                    format!("label {i} is {c}, not a class index below {classes}"),
-                ))
-            }
-        })
-        .collect()
+    indices_below(op, labels, classes, |i, c| {
+        format!("label {i} is {c}, not a class index below {classes}")
+    })
 }
