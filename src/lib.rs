@@ -27,7 +27,9 @@
 //!   and LeNet;
 //! - [`kernels`] (`blob-kernels`): Caffe's math functions on slices (CPU)
 //!   and device buffers (CUDA);
-//! - [`proto`] (`blob-proto`): Caffe's protobuf messages.
+//! - [`proto`] (`blob-proto`): Caffe's protobuf messages;
+//! - `data` (`blob-data`, feature `data`): Caffe's `Data` layer reading
+//!   LMDB stores, `transform_param`, prefetching.
 //!
 //! Features, all off by default:
 //! - `cuda`: GPU blobs, math and layers through cudarc, loaded at run time,
@@ -35,12 +37,14 @@
 //! - `ndarray`: `Blob::with_array`/`to_array`/`from_array`, and typed blobs'
 //!   views with the fixed dimension type of their rank;
 //! - `safetensors`: `CaffeModel::save_safetensors`, `TensorFile` to load
-//!   tensors into (typed) blobs with their shapes checked.
+//!   tensors into (typed) blobs with their shapes checked;
+//! - `data`: the data layers that read Caffe's stores (LMDB's C library
+//!   and JPEG/PNG decoders are built with it).
 //!
 //! Data moves in and out without one: [`Blob::from_vec`] adopts a `Vec`,
 //! [`Blob::to_vec`] copies one out, and `cpu_data` is a slice.
-//! The `blobflow` command (`inspect`, `convert`) is the `blobflow-cli`
-//! package.
+//! The `blobflow` command (`train`, `test`, `time`, `device-query`,
+//! `run`, `inspect`, `convert`) is the `blobflow-cli` package.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -48,6 +52,9 @@ pub mod typed;
 
 pub use blob_runtime::blob;
 
+#[cfg(feature = "data")]
+#[cfg_attr(docsrs, doc(cfg(feature = "data")))]
+pub use blob_data as data;
 pub use blob_kernels as kernels;
 pub use blob_layers as layers;
 pub use blob_proto as proto;

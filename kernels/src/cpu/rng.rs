@@ -123,6 +123,21 @@ pub fn set_seed(seed: u64) {
     with_rng(|r| *r = Xoshiro256::seed_from_u64(seed));
 }
 
+/// A random 32-bit value from the calling thread's generator (Caffe
+/// `caffe_rng_rand`): what seeds a worker thread's generator, and what
+/// Caffe's `DataTransformer::Rand(n)` takes the remainder of.
+///
+/// ```
+/// use blob_kernels::cpu::{rng_rand, set_seed};
+/// set_seed(1701);
+/// let a = rng_rand();
+/// set_seed(1701);
+/// assert_eq!(rng_rand(), a);
+/// ```
+pub fn rng_rand() -> u32 {
+    with_rng(|r| (r.next_u64() >> 32) as u32)
+}
+
 /// Fills `y` uniformly on the closed range `[a, b]` (Caffe
 /// `caffe_rng_uniform`).
 ///

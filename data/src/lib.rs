@@ -1,0 +1,63 @@
+//! Caffe's data layers for blobflow: what `caffe train` reads.
+//!
+//! - [`DataLayer`] (`type: "Data"`): batches of `Datum` records from an
+//!   LMDB (what Caffe's `convert_imageset` and `convert_mnist_data`
+//!   write), raw or encoded JPEG/PNG, read and transformed by a thread
+//!   ahead of the net.
+//! - [`DataTransformer`] (`transform_param`): crop, mirror, mean file or
+//!   values, scale, `force_color` / `force_gray`, in Caffe's order and
+//!   arithmetic.
+//! - [`LmdbReader`], [`LmdbWriter`]: the stores, read and written as
+//!   Caffe's `db::LMDB` does.
+//!
+//! A net reads its stores when it is built with [`data_registry`] (or a
+//! registry [`register_data_layers`] added them to); without them, a
+//! data layer's tops are inputs its caller fills.
+//!
+//! ```no_run
+//! use blob_layers::net::{Net, NetState};
+//! let net = Net::<f32>::builder()
+//!     .state(NetState::train())
+//!     .registry(&blob_data::data_registry())
+//!     .from_file("examples/mnist/lenet_train_test.prototxt")?;
+//! # Ok::<(), blob_runtime::BlobError>(())
+//! ```
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod data_layer;
+mod datum;
+mod store;
+mod transform;
+
+pub use data_layer::DataLayer;
+pub use datum::{ColorMode, Example, Pixels, decode_datum};
+pub use store::{LmdbReader, LmdbWriter, StoreError};
+pub use transform::DataTransformer;
+
+use blob_layers::registry::LayerRegistry;
+use blob_runtime::MathElement;
+
+/// Adds the data layers that read stores (`Data`) to `registry`,
+/// replacing the caller-filled inputs those types are otherwise.
+///
+/// ```
+/// let mut registry = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers();
+/// blob_data::register_data_layers(&mut registry);
+/// assert!(registry.knows("Data"));
+/// ```
+pub fn register_data_layers<T: MathElement>(registry: &mut LayerRegistry<T>) {
+    registry.register("Data", |p| Ok(Box::new(DataLayer::<T>::from_param(p)?)));
+}
+
+/// Caffe's layers with the data layers that read stores: what
+/// `blobflow train` and `blobflow test` build nets with.
+///
+/// ```
+/// assert!(blob_data::data_registry::<f32>().knows("Convolution"));
+/// ```
+pub fn data_registry<T: MathElement>() -> LayerRegistry<T> {
+    let mut registry = LayerRegistry::with_caffe_layers();
+    register_data_layers(&mut registry);
+    registry
+}
