@@ -44,10 +44,10 @@ fn run(
     solve(file, train, &mut [test], &mut feed, &mut |e| match e {
         SolveEvent::Loss { iter, loss, .. } => losses.push((iter, loss)),
         SolveEvent::Test { outputs, .. } => {
-            let (_, v) = outputs.iter().find(|(n, _)| n == "accuracy").unwrap();
-            accuracy.push(v[0]);
+            let out = outputs.iter().find(|o| o.name == "accuracy").unwrap();
+            accuracy.push(out.values[0]);
         }
-        SolveEvent::Snapshot { .. } => {}
+        SolveEvent::Snapshot { .. } | SolveEvent::FinalLoss { .. } => {}
     })
     .unwrap();
     (losses, accuracy)

@@ -10,6 +10,8 @@ use blobflow::CaffeModel;
 use blobflow::layers::solver::{SgdSolver, SolverFile};
 use blobflow_mnist::Trainer;
 
+#[path = "support/caffe_lenet_run.rs"]
+mod caffe_lenet_run;
 #[path = "support/digits.rs"]
 mod digits;
 
@@ -193,18 +195,7 @@ fn resuming_caffes_own_snapshot_retraces_caffes_losses_and_weights() {
 
 /// The losses Caffe printed for iterations 1000..1020.
 fn caffe_losses() -> Vec<(usize, f32)> {
-    let fixture = root().join("tests/fixtures/caffe-lenet-train");
-    let losses: Vec<(usize, f32)> = std::fs::read_to_string(fixture.join("caffe_losses.txt"))
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| {
-            let (it, loss) = l.split_once(' ').unwrap();
-            (it.parse().unwrap(), loss.parse().unwrap())
-        })
-        .collect();
-    assert_eq!(losses.len(), 20);
-    losses
+    caffe_lenet_run::caffe_losses(root())
 }
 
 /// The bound the GPU suite holds GPU training to (200 iterations at batch
@@ -396,30 +387,22 @@ fn solve_runs_caffes_solver_file_over_its_nets() {
         unreachable!()
     };
     assert_eq!(*iter, 1000);
-    let accuracy = outputs.iter().find(|(n, _)| n == "accuracy").unwrap().1[0];
+    let accuracy = outputs
+        .iter()
+        .find(|o| o.name == "accuracy")
+        .unwrap()
+        .values[0];
     assert!(accuracy > 0.95, "accuracy {accuracy} at iteration 1000");
-    let Some(SolveEvent::Snapshot { model, state }) = events.last() else {
-        panic!("no snapshot at the end: {:?}", events.last())
+    // Caffe's order at the end: the snapshot, then the extra pass's loss.
+    let [
+        ..,
+        SolveEvent::Snapshot { model, state },
+        SolveEvent::FinalLoss { iter: 1020, .. },
+    ] = events.as_slice()
+    else {
+        panic!("no snapshot and final loss at the end: {:?}", events.last())
     };
     assert!(model.ends_with("lenet_iter_1020.caffemodel") && state.exists());
-    let ours = CaffeModel::open(model).unwrap();
-    let caffe_model = CaffeModel::open(fixture.join("lenet_iter_1020.caffemodel")).unwrap();
-    for layer in ["conv1", "conv2", "ip1", "ip2"] {
-        for (a, b) in ours
-            .layer_blobs::<f32>(layer)
-            .unwrap()
-            .iter()
-            .zip(caffe_model.layer_blobs::<f32>(layer).unwrap())
-        {
-            let worst = a
-                .to_vec()
-                .unwrap()
-                .iter()
-                .zip(b.to_vec().unwrap())
-                .map(|(x, y)| (x - y).abs())
-                .fold(0f32, f32::max);
-            assert!(worst <= 1e-6, "{layer}: {worst:e} from Caffe's weights");
-        }
-    }
+    caffe_lenet_run::assert_caffes_weights_at_1020(root(), &CaffeModel::open(model).unwrap());
     std::fs::remove_dir_all(dir).unwrap();
 }

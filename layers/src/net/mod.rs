@@ -1122,6 +1122,33 @@ impl<T: MathElement> Net<T> {
             .collect()
     }
 
+    /// The loss weight of blob `name` (Caffe's `blob_loss_weights`): what
+    /// its layer's `loss_weight` gives it, 1 for a loss layer's first top
+    /// by default, 0 for a blob that is no loss; `None` for no such blob.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let net = Net::<f32>::from_prototxt(r#"
+    ///     input: "x" input_shape { dim: 2 dim: 3 } input: "y" input_shape { dim: 2 }
+    ///     layer { name: "loss" type: "SoftmaxWithLoss" bottom: "x" bottom: "y" top: "loss" }"#,
+    ///     NetState::train())?;
+    /// assert_eq!(net.blob_loss_weight("loss"), Some(1.0));
+    /// assert_eq!(net.blob_loss_weight("x"), Some(0.0));
+    /// assert_eq!(net.blob_loss_weight("z"), None);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn blob_loss_weight(&self, name: &str) -> Option<f64> {
+        let index = self.blob_names.iter().position(|n| n == name)?;
+        let weight = self
+            .layers
+            .iter()
+            .flat_map(|l| l.tops.iter().zip(&l.loss_weights))
+            .filter(|(top, _)| **top == index)
+            .map(|(_, &w)| w)
+            .next_back();
+        Some(weight.unwrap_or(0.0))
+    }
+
     /// The learnable parameters with their `lr_mult` and `decay_mult`
     /// (shared ones once, under their owner).
     pub fn params(&self) -> &[NetParam] {

@@ -22,7 +22,7 @@ use rules::{Scratch, adam_correction, dtype, sgd_in_one_pass, update_value};
 pub use snapshot::{
     NewestSnapshot, model_of_state, newest_snapshot, snapshot_paths, write_snapshot,
 };
-pub use solve::{Feed, SolveEvent, solve};
+pub use solve::{Feed, NetOutput, SolveEvent, SolverAction, solve, solve_until};
 
 use blob_proto::SolverState;
 use blob_runtime::{Blob, BlobError, Head, MathElement};

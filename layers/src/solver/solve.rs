@@ -21,17 +21,34 @@ pub enum SolveEvent {
         iter: usize,
         /// Which test net.
         net: usize,
-        /// Each output blob's values, by name.
-        outputs: Vec<(String, Vec<f64>)>,
+        /// Each output blob's name, loss weight and values.
+        outputs: Vec<NetOutput>,
     },
     /// The loss at an iteration shown (`display`): this iteration's and
-    /// the mean of the last `average_loss`.
+    /// the mean of the last `average_loss`, the train net's outputs and
+    /// the learning rate of the update that follows (Caffe's "Iteration
+    /// 100, loss = 0.2", "Train net output #0: loss = 0.2 (* 1 = 0.2
+    /// loss)", "Iteration 100, lr = 0.01").
     Loss {
         /// The iteration.
         iter: usize,
         /// Its loss.
         loss: f64,
         /// The mean of the last `average_loss` iterations' losses.
+        smoothed: f64,
+        /// Each output blob of the train net: its name, its loss weight
+        /// (0 for none) and its values, from the iteration's last pass.
+        outputs: Vec<NetOutput>,
+        /// The learning rate of this iteration's update.
+        lr: f64,
+    },
+    /// The loss of the extra forward pass Caffe runs after the last
+    /// iteration where `display` divides it (Caffe's "Iteration 1020,
+    /// loss = 0.02" before "Optimization Done."): no update follows.
+    FinalLoss {
+        /// The iteration (`max_iter`).
+        iter: usize,
+        /// The mean of the last `average_loss` losses, this one included.
         smoothed: f64,
     },
     /// Files written by a snapshot.
@@ -41,6 +58,32 @@ pub enum SolveEvent {
         /// The solver's state (`PREFIX_iter_N.solverstate`).
         state: PathBuf,
     },
+}
+
+/// One output blob of a net as a solver reports it: Caffe's "Test net
+/// output #0: loss = 0.1 (* 1 = 0.1 loss)".
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetOutput {
+    /// The blob's name.
+    pub name: String,
+    /// Its loss weight (0: not a loss).
+    pub loss_weight: f64,
+    /// Its values.
+    pub values: Vec<f64>,
+}
+
+/// What a run asks of [`solve_until`] between iterations (Caffe's
+/// `SolverAction`, what `caffe train`'s `-sigint_effect` and
+/// `-sighup_effect` choose).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SolverAction {
+    /// Go on.
+    #[default]
+    None,
+    /// Snapshot now and go on.
+    Snapshot,
+    /// Stop (after the snapshot Caffe takes at the end).
+    Stop,
 }
 
 /// Fills a net's inputs before a pass: the net, its phase, and the
@@ -141,12 +184,57 @@ pub fn solve<T: MathElement>(
     feed: &mut Feed<'_, T>,
     report: &mut dyn FnMut(SolveEvent),
 ) -> Result<()> {
+    solve_until(file, train, tests, feed, report, &mut || SolverAction::None).map(|_| ())
+}
+
+/// [`solve`], asking `action` after each iteration whether to snapshot
+/// or stop (Caffe's `GetRequestedAction`, which `caffe train` wires to
+/// SIGINT and SIGHUP). A stop ends the run after the snapshot Caffe
+/// takes at the end, without the final pass and test; the result says
+/// whether the run stopped early.
+///
+/// ```
+/// use blob_layers::net::{Net, NetState};
+/// use blob_layers::solver::{SolveEvent, SolverAction, SolverFile, solve_until};
+/// let mut file = SolverFile::<f32>::parse("base_lr: 0.1 lr_policy: \"fixed\" max_iter: 100")?;
+/// file.snapshot_prefix = Some(std::env::temp_dir().join("blobflow-solve-until-doc").display().to_string());
+/// let mut net = Net::<f32>::builder().state(NetState::train()).from_prototxt(r#"
+///     layer { name: "d" type: "DummyData" top: "x" top: "y"
+///             dummy_data_param { shape { dim: 4 dim: 3 } shape { dim: 4 } } }
+///     layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s" inner_product_param { num_output: 2 } }
+///     layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "y" top: "loss" }"#)?;
+/// let mut asked = 0;
+/// let mut snapshots = Vec::new();
+/// let stopped = solve_until(&mut file, &mut net, &mut [], &mut |_, _, _| Ok(()),
+///     &mut |e| if let SolveEvent::Snapshot { model, .. } = e { snapshots.push(model) },
+///     &mut || { asked += 1; if asked == 3 { SolverAction::Stop } else { SolverAction::None } })?;
+/// assert!(stopped);
+/// assert_eq!(file.solver.iter, 3);
+/// assert!(snapshots[0].ends_with("blobflow-solve-until-doc_iter_3.caffemodel"));
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+pub fn solve_until<T: MathElement>(
+    file: &mut SolverFile<T>,
+    train: &mut Net<T>,
+    tests: &mut [Net<T>],
+    feed: &mut Feed<'_, T>,
+    report: &mut dyn FnMut(SolveEvent),
+    action: &mut dyn FnMut() -> SolverAction,
+) -> Result<bool> {
     for test in tests.iter_mut() {
         test.share_weights_with(train)?;
     }
     let specs = train.param_specs();
     let iter_size = file.solver.iter_size.max(1);
     let mut recent: Vec<f64> = Vec::new();
+    let mut stopped = false;
+    let smooth = |recent: &mut Vec<f64>, loss: f64, keep: usize| {
+        recent.push(loss);
+        if recent.len() > keep.max(1) {
+            recent.remove(0);
+        }
+        recent.iter().sum::<f64>() / recent.len() as f64
+    };
     while file.solver.iter < file.max_iter {
         let iter = file.solver.iter;
         if file.test_interval > 0
@@ -163,30 +251,60 @@ pub fn solve<T: MathElement>(
             train.backward()?;
         }
         loss /= iter_size as f64;
-        recent.push(loss);
-        if recent.len() > file.average_loss {
-            recent.remove(0);
-        }
+        let smoothed = smooth(&mut recent, loss, file.average_loss);
         if file.display > 0 && iter.is_multiple_of(file.display) {
-            let smoothed = recent.iter().sum::<f64>() / recent.len() as f64;
             report(SolveEvent::Loss {
                 iter,
                 loss,
                 smoothed,
+                outputs: outputs_of(train)?,
+                lr: file.solver.learning_rate()?.to_f64(),
             });
         }
         file.solver.step(&train.param_blobs(), &specs)?;
-        if file.snapshot > 0 && file.solver.iter.is_multiple_of(file.snapshot) {
+        let request = action();
+        if (file.snapshot > 0 && file.solver.iter.is_multiple_of(file.snapshot))
+            || request == SolverAction::Snapshot
+        {
             report(snapshot(file, train)?);
+        }
+        if request == SolverAction::Stop {
+            stopped = true;
+            break;
         }
     }
     if file.snapshot == 0 || !file.solver.iter.is_multiple_of(file.snapshot) {
         report(snapshot(file, train)?);
     }
-    if file.test_interval > 0 && file.solver.iter.is_multiple_of(file.test_interval) {
-        test_all(file, tests, file.solver.iter, feed, report)?;
+    if stopped {
+        return Ok(true);
     }
-    Ok(())
+    let iter = file.solver.iter;
+    if file.display > 0 && iter.is_multiple_of(file.display) {
+        feed(train, Phase::Train, iter)?;
+        let loss = train.forward()?.to_f64();
+        let smoothed = smooth(&mut recent, loss, file.average_loss);
+        report(SolveEvent::FinalLoss { iter, smoothed });
+    }
+    if file.test_interval > 0 && iter.is_multiple_of(file.test_interval) {
+        test_all(file, tests, iter, feed, report)?;
+    }
+    Ok(false)
+}
+
+/// A net's output blobs as they hold now.
+fn outputs_of<T: MathElement>(net: &Net<T>) -> Result<Vec<NetOutput>> {
+    net.outputs()
+        .into_iter()
+        .map(|name| {
+            let values = net.blob(name).expect("an output is a blob").to_vec()?;
+            Ok(NetOutput {
+                name: name.to_string(),
+                loss_weight: net.blob_loss_weight(name).unwrap_or(0.0),
+                values: values.into_iter().map(T::to_f64).collect(),
+            })
+        })
+        .collect()
 }
 
 /// Every test net, `test_iter` passes each, outputs averaged.
@@ -216,7 +334,11 @@ fn test_all<T: MathElement>(
         let outputs = names
             .into_iter()
             .zip(sums)
-            .map(|(n, s)| (n, s.into_iter().map(|v| v / passes.max(1) as f64).collect()))
+            .map(|(name, s)| NetOutput {
+                loss_weight: net.blob_loss_weight(&name).unwrap_or(0.0),
+                name,
+                values: s.into_iter().map(|v| v / passes.max(1) as f64).collect(),
+            })
             .collect();
         report(SolveEvent::Test {
             iter,
