@@ -14,7 +14,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod inspect;
+mod log;
 mod run;
+mod train;
 
 #[derive(Parser)]
 #[command(
@@ -103,6 +105,16 @@ enum Command {
         #[arg(long, value_enum, default_value_t = run::Device::Cpu)]
         device: run::Device,
     },
+    /// Train a net from a solver prototxt (Caffe's `caffe train`): its data layers read
+    /// their stores, Caffe's log lines go to standard error
+    Train(train::TrainArgs),
+    /// Score a net's TEST phase over its data (Caffe's `caffe test`): each output averaged
+    /// over the iterations
+    Test(train::TestArgs),
+    /// The CPU path the kernels take, and the GPU where there is one (Caffe's
+    /// `caffe device_query`)
+    #[command(alias = "device_query")]
+    DeviceQuery,
     /// Time each layer's forward and backward pass (Caffe's `caffe time`), inputs all zeros
     Time {
         /// The net's .prototxt
@@ -156,6 +168,38 @@ fn report(command: &str, result: Result<Vec<String>, Box<dyn std::error::Error>>
     }
 }
 
+/// Caffe's tools take gflags' single-dash long flags (`caffe train
+/// -solver S -weights W`); they are read here as their `--` forms, so
+/// users' scripts keep working with `caffe` replaced by `blobflow`.
+fn caffe_style_flag(arg: std::ffi::OsString) -> std::ffi::OsString {
+    match arg.to_str() {
+        Some(a)
+            if a.len() > 2
+                && a.starts_with('-')
+                && !a.starts_with("--")
+                && a[1..2].chars().all(|c| c.is_ascii_alphabetic())
+                && a[1..].split('=').next().is_some_and(|name| {
+                    name.len() > 1 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                }) =>
+        {
+            format!("-{a}").into()
+        }
+        _ => arg,
+    }
+}
+
+/// The end of a command that logs as it goes: nothing more, or the
+/// error, prefixed with the command's name.
+fn quiet(command: &str, result: Result<(), Box<dyn std::error::Error>>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("blobflow {command}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Converts `model` to `out`, and says what it wrote.
 /// Whether `out` names the file `model` names (through `.`, `..` or
 /// links): converting onto it would replace the model being read.
@@ -190,7 +234,7 @@ fn convert(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(std::env::args_os().map(caffe_style_flag));
     if let Some(limit) = cli.memory_limit {
         blobflow::set_host_memory_limit(limit);
     }
@@ -270,6 +314,9 @@ fn main() -> ExitCode {
                 device,
             }),
         ),
+        Command::Train(args) => quiet("train", train::train(&args)),
+        Command::Test(args) => quiet("test", train::test(&args)),
+        Command::DeviceQuery => quiet("device-query", train::device_query()),
         Command::Convert { model, out } => match convert(&model, &out) {
             Ok(summary) => emit("convert", &format!("{summary}\n")),
             Err(e) => {

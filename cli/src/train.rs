@@ -1,0 +1,452 @@
+//! `blobflow train` and `blobflow test`: Caffe's `caffe train` and
+//! `caffe test` over nets whose data layers read their stores, with
+//! Caffe's log lines.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use blobflow::BlobError;
+use blobflow::layers::net::{Net, NetState};
+use blobflow::layers::solver::{
+    NetOutput, SolveEvent, SolverAction, SolverFile, model_of_state, solve_until,
+};
+
+use crate::log::{Log, g6};
+use crate::run::Device;
+
+type Failure = Box<dyn std::error::Error>;
+
+fn bad(message: impl Into<String>) -> Failure {
+    message.into().into()
+}
+
+/// What a signal does during `train` (Caffe's `-sigint_effect`,
+/// `-sighup_effect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SignalEffect {
+    /// Snapshot and stop.
+    Stop,
+    /// Snapshot and go on.
+    Snapshot,
+    /// Nothing.
+    None,
+}
+
+/// What `blobflow train` is asked to do.
+#[derive(clap::Args)]
+pub struct TrainArgs {
+    /// The solver .prototxt; the paths in it (nets, stores, snapshot_prefix) are read
+    /// from the folder this runs in, as Caffe reads them
+    #[arg(long)]
+    pub solver: PathBuf,
+    /// Weights to start from (.caffemodel; several separated by commas): finetuning
+    #[arg(long, value_name = "W.caffemodel")]
+    pub weights: Option<String>,
+    /// A .solverstate to resume from (its .caffemodel is found as Caffe finds it)
+    #[arg(long, value_name = "S.solverstate", conflicts_with = "weights")]
+    pub snapshot: Option<PathBuf>,
+    /// Stop at this iteration instead of the solver's max_iter
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<usize>,
+    /// Where to run
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
+    /// What Ctrl-C does: snapshot and stop (Caffe's default), snapshot and go on, or nothing
+    #[arg(long = "sigint-effect", alias = "sigint_effect", value_enum, default_value_t = SignalEffect::Stop)]
+    pub sigint_effect: SignalEffect,
+    /// What SIGHUP does (Caffe's default: snapshot and go on)
+    #[arg(long = "sighup-effect", alias = "sighup_effect", value_enum, default_value_t = SignalEffect::Snapshot)]
+    pub sighup_effect: SignalEffect,
+}
+
+/// A net file a solver names, which Caffe reads relative to the folder
+/// it runs in: an error that says so where the file is beside the solver
+/// instead.
+fn net_file(name: &str, solver: &Path) -> Result<PathBuf, Failure> {
+    let path = PathBuf::from(name);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let beside = solver.parent().map(|d| d.join(name));
+    let hint = match beside {
+        Some(b) if b.is_file() => format!(
+            "; {} exists: a solver's paths are read from the folder train runs in, as Caffe reads them, so run it from {}",
+            b.display(),
+            solver
+                .parent()
+                .map_or(".".into(), |d| d.display().to_string())
+        ),
+        _ => String::new(),
+    };
+    Err(bad(format!(
+        "{}: the net file {name:?} is not there{hint}",
+        solver.display()
+    )))
+}
+
+/// The flag each signal sets, cleared as it is read.
+struct Signals {
+    interrupt: Arc<AtomicBool>,
+    hangup: Arc<AtomicBool>,
+    on_interrupt: SignalEffect,
+    on_hangup: SignalEffect,
+}
+
+impl Signals {
+    fn install(on_interrupt: SignalEffect, on_hangup: SignalEffect) -> Result<Self, Failure> {
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let hangup = Arc::new(AtomicBool::new(false));
+        if on_interrupt != SignalEffect::None {
+            signal_hook::flag::register(signal_hook::consts::SIGINT, interrupt.clone())?;
+        }
+        #[cfg(unix)]
+        if on_hangup != SignalEffect::None {
+            signal_hook::flag::register(signal_hook::consts::SIGHUP, hangup.clone())?;
+        }
+        Ok(Self {
+            interrupt,
+            hangup,
+            on_interrupt,
+            on_hangup,
+        })
+    }
+
+    /// Caffe's `SignalHandler::CheckForSignals`.
+    fn action(&self, log: &mut Log) -> SolverAction {
+        let effect = |e: SignalEffect| match e {
+            SignalEffect::Stop => SolverAction::Stop,
+            SignalEffect::Snapshot => SolverAction::Snapshot,
+            SignalEffect::None => SolverAction::None,
+        };
+        if self.interrupt.swap(false, Ordering::SeqCst) {
+            log.info("Interrupted: SIGINT");
+            return effect(self.on_interrupt);
+        }
+        if self.hangup.swap(false, Ordering::SeqCst) {
+            log.info("Hung up: SIGHUP");
+            return effect(self.on_hangup);
+        }
+        SolverAction::None
+    }
+}
+
+/// Caffe's " (* 1 = 0.2 loss)" after a loss output's value.
+fn loss_note(weight: f64, value: f64) -> String {
+    if weight == 0.0 {
+        String::new()
+    } else {
+        format!(" (* {} = {} loss)", g6(weight), g6(weight * value))
+    }
+}
+
+/// Caffe's numbered output lines: each value of each output blob.
+fn output_lines(kind: &str, outputs: &[NetOutput], log: &mut Log) {
+    let mut k = 0;
+    for out in outputs {
+        for &v in &out.values {
+            log.info(&format!(
+                "    {kind} net output #{k}: {} = {}{}",
+                out.name,
+                g6(v),
+                loss_note(out.loss_weight, v)
+            ));
+            k += 1;
+        }
+    }
+}
+
+/// Copies each `.caffemodel` of a comma-separated list into `net`
+/// (Caffe's `CopyLayers`).
+fn copy_weights(net: &mut Net<f32>, list: &str, log: &mut Log) -> Result<(), Failure> {
+    for file in list.split(',').filter(|f| !f.is_empty()) {
+        log.info(&format!("Finetuning from {file}"));
+        let model = blobflow::CaffeModel::open(file)?;
+        net.copy_from(&model)?;
+    }
+    Ok(())
+}
+
+/// `blobflow train`: Caffe's `caffe train`.
+pub fn train(args: &TrainArgs) -> Result<(), Failure> {
+    if args.snapshot.is_some() && args.weights.is_some() {
+        return Err(bad(
+            "Give a snapshot to resume training or weights to finetune but not both.",
+        ));
+    }
+    let mut file = SolverFile::<f32>::open(&args.solver)?;
+    if let Some(n) = args.iterations {
+        file.max_iter = n;
+    }
+    let mut log = Log::new("solver", None);
+    if let Some(seed) = file.random_seed {
+        blobflow::kernels::cpu::set_seed(seed);
+    }
+    match args.device {
+        Device::Cpu => log.info("Use CPU."),
+        Device::Cuda => log.info("Use GPU with device ID 0"),
+    }
+    let registry = blobflow::data::data_registry::<f32>();
+    let Some(train_name) = file.train_net.clone().or(file.net.clone()) else {
+        return Err(bad(format!(
+            "{}: no net: give net or train_net",
+            args.solver.display()
+        )));
+    };
+    let train_path = net_file(&train_name, &args.solver)?;
+    log.info(&format!(
+        "Creating training net from net file: {}",
+        train_path.display()
+    ));
+    let mut train = Net::builder()
+        .state(NetState::train())
+        .registry(&registry)
+        .from_file(&train_path)?;
+    let test_names: Vec<String> = if file.test_nets.is_empty() {
+        file.net
+            .iter()
+            .cycle()
+            .take(file.test_iter.len())
+            .cloned()
+            .collect()
+    } else {
+        file.test_nets.clone()
+    };
+    if test_names.len() != file.test_iter.len() {
+        return Err(bad(format!(
+            "{}: {} test nets but {} test_iter values: give one per test net",
+            args.solver.display(),
+            test_names.len(),
+            file.test_iter.len()
+        )));
+    }
+    let mut tests = Vec::new();
+    for name in &test_names {
+        let path = net_file(name, &args.solver)?;
+        log.info(&format!(
+            "Creating test net (#{}) specified by net file: {}",
+            tests.len(),
+            path.display()
+        ));
+        tests.push(
+            Net::builder()
+                .state(NetState::test())
+                .registry(&registry)
+                .from_file(&path)?,
+        );
+    }
+    log.info("Solver scaffolding done.");
+    if let Some(list) = &args.weights {
+        copy_weights(&mut train, list, &mut log)?;
+    }
+    if let Some(state_path) = &args.snapshot {
+        log.info(&format!("Resuming from {}", state_path.display()));
+        let state = blobflow::runtime::read_solver_state(state_path)?;
+        let model = model_of_state(state_path, &state)?;
+        train.copy_from(&blobflow::CaffeModel::open(&model)?)?;
+        file.solver.restore(&state, &train.param_blobs())?;
+    }
+    #[cfg(feature = "cuda")]
+    if args.device == Device::Cuda {
+        let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
+        log.info(&format!("GPU 0: {}", gpu.gpu().name()));
+        train.to_device(gpu.clone())?;
+        for t in &mut tests {
+            t.to_device(gpu.clone())?;
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    if args.device == Device::Cuda {
+        return Err(bad(
+            "--device cuda: this build of blobflow has no CUDA; rebuild with --features cuda",
+        ));
+    }
+    if file.snapshot_prefix.is_none() {
+        // Caffe's default: the solver file's name without .prototxt.
+        let stem = args.solver.with_extension("");
+        file.snapshot_prefix = Some(stem.display().to_string());
+    }
+    log.info("Starting Optimization");
+    log.info(&format!("Solving {}", train.name()));
+    log.info(&format!(
+        "Learning Rate Policy: {}",
+        file.solver.lr_policy.name()
+    ));
+    let signals = Signals::install(args.sigint_effect, args.sighup_effect)?;
+    let mut log = Log::new("solver", Some((file.solver.iter, file.max_iter)));
+    let mut last_display: Option<(usize, std::time::Instant)> = None;
+    let display = file.display;
+    let log_cell = std::cell::RefCell::new(&mut log);
+    let stopped = solve_until(
+        &mut file,
+        &mut train,
+        &mut tests,
+        &mut |_, _, _| Ok(()),
+        &mut |event| {
+            let mut log = log_cell.borrow_mut();
+            match event {
+                SolveEvent::Test { iter, net, outputs } => {
+                    log.info(&format!("Iteration {iter}, Testing net (#{net})"));
+                    output_lines("Test", &outputs, &mut log);
+                }
+                SolveEvent::Loss {
+                    iter,
+                    smoothed,
+                    outputs,
+                    lr,
+                    ..
+                } => {
+                    let now = std::time::Instant::now();
+                    let (rate, lapse) = match last_display {
+                        Some((from, at)) if iter > from => {
+                            let secs = now.duration_since(at).as_secs_f64();
+                            ((iter - from) as f64 / secs.max(1e-9), secs)
+                        }
+                        _ => (0.0, 0.0),
+                    };
+                    last_display = Some((iter, now));
+                    log.info(&format!(
+                        "Iteration {iter} ({} iter/s, {}s/{display} iters), loss = {}",
+                        g6(rate),
+                        g6(lapse),
+                        g6(smoothed)
+                    ));
+                    output_lines("Train", &outputs, &mut log);
+                    log.info(&format!("Iteration {iter}, lr = {}", g6(lr)));
+                    log.progress(iter + 1);
+                }
+                SolveEvent::FinalLoss { iter, smoothed } => {
+                    log.info(&format!("Iteration {iter}, loss = {}", g6(smoothed)));
+                }
+                SolveEvent::Snapshot { model, state } => {
+                    log.info(&format!(
+                        "Snapshotting to binary proto file {}",
+                        model.display()
+                    ));
+                    log.info(&format!(
+                        "Snapshotting solver state to binary proto file {}",
+                        state.display()
+                    ));
+                }
+            }
+        },
+        &mut || signals.action(&mut log_cell.borrow_mut()),
+    )?;
+    let log = log_cell.into_inner();
+    log.info(if stopped {
+        "Optimization stopped early."
+    } else {
+        "Optimization Done."
+    });
+    Ok(())
+}
+
+/// What `blobflow test` is asked to do.
+#[derive(clap::Args)]
+pub struct TestArgs {
+    /// The net's .prototxt
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Trained weights (.caffemodel; several separated by commas)
+    #[arg(long, value_name = "W.caffemodel")]
+    pub weights: Option<String>,
+    /// Batches to run
+    #[arg(long, default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub iterations: usize,
+    /// Where to run
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
+}
+
+/// `blobflow test`: Caffe's `caffe test`, each output averaged over the
+/// iterations.
+pub fn test(args: &TestArgs) -> Result<(), Failure> {
+    let mut log = Log::new("caffe", None);
+    let registry = blobflow::data::data_registry::<f32>();
+    let mut net = Net::builder()
+        .state(NetState::test())
+        .registry(&registry)
+        .from_file(&args.model)?;
+    match &args.weights {
+        Some(list) => {
+            for file in list.split(',').filter(|f| !f.is_empty()) {
+                net.copy_from(&blobflow::CaffeModel::open(file)?)?;
+            }
+        }
+        None => log.info("No weights given: every parameter as its filler made it"),
+    }
+    #[cfg(feature = "cuda")]
+    if args.device == Device::Cuda {
+        let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
+        net.to_device(gpu)?;
+    }
+    #[cfg(not(feature = "cuda"))]
+    if args.device == Device::Cuda {
+        return Err(bad(
+            "--device cuda: this build of blobflow has no CUDA; rebuild with --features cuda",
+        ));
+    }
+    log.info(&format!("Running for {} iterations.", args.iterations));
+    let names: Vec<String> = net.outputs().iter().map(|s| s.to_string()).collect();
+    let mut sums: Vec<Vec<f64>> = Vec::new();
+    let mut loss = 0.0;
+    for i in 0..args.iterations {
+        loss += f64::from(net.forward()?);
+        for (j, name) in names.iter().enumerate() {
+            let values = net
+                .blob(name)
+                .ok_or_else(|| BlobError::Net {
+                    at: "test".into(),
+                    detail: format!("no output {name}"),
+                })?
+                .to_vec()?;
+            if sums.len() <= j {
+                sums.push(vec![0.0; values.len()]);
+            }
+            for (k, &v) in values.iter().enumerate() {
+                if let Some(s) = sums[j].get_mut(k) {
+                    *s += f64::from(v);
+                }
+                log.info(&format!("Batch {i}, {name} = {}", g6(f64::from(v))));
+            }
+        }
+    }
+    let n = args.iterations as f64;
+    log.info(&format!("Loss: {}", g6(loss / n)));
+    for (name, s) in names.iter().zip(&sums) {
+        let weight = net.blob_loss_weight(name).unwrap_or(0.0);
+        for v in s {
+            let mean = v / n;
+            log.info(&format!("{name} = {}{}", g6(mean), loss_note(weight, mean)));
+        }
+    }
+    Ok(())
+}
+
+/// `blobflow device-query`: Caffe's `caffe device_query`, and the CPU
+/// path this machine takes.
+pub fn device_query() -> Result<(), Failure> {
+    let mut log = Log::new("caffe", None);
+    let isa = blobflow::kernels::cpu::isa();
+    log.info(&format!(
+        "CPU: {} cores; kernels take the {isa:?} path (BLOBFLOW_CPU=avx2 or baseline picks a narrower one)",
+        blobflow::kernels::cpu::cores()
+    ));
+    #[cfg(feature = "cuda")]
+    {
+        match blobflow::runtime::cuda::CudaBackend::new(0) {
+            Ok(gpu) => {
+                log.info("Querying GPUs 0");
+                log.info("Device id:                     0");
+                log.info(&format!(
+                    "Name:                          {}",
+                    gpu.gpu().name()
+                ));
+            }
+            Err(e) => log.info(&format!("No GPU: {e}")),
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    log.info("GPU: this build of blobflow has no CUDA (rebuild with --features cuda)");
+    Ok(())
+}

