@@ -5,7 +5,8 @@
 # converted files; then the prototxt readers and caffe.proto's schema
 # reader, seeded with the repository's .prototxt files; then nets built
 # and run from prototxts; then the .npy reader, seeded with the
-# reference outputs; then the solver prototxt reader. Each corpus also
+# reference outputs; then the solver prototxt reader; then a store's
+# Datum records (raw, JPEG, PNG) through decoding and transform_param. Each corpus also
 # holds fuzz/seeds' files that once found a fault. Usage: fuzz/run.sh [seconds per target] (600).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -55,3 +56,8 @@ arrays=corpus/npy
 mkdir -p "$arrays"
 cp ../tests/fixtures/nets/mtcnn/*.npy seeds/*.npy "$arrays/"
 cargo +nightly fuzz run npy "$arrays" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+records=corpus/datum
+mkdir -p "$records"
+cp seeds/datum_*.bin "$records/"
+cargo +nightly fuzz run datum "$records" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1

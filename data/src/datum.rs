@@ -44,10 +44,17 @@ pub enum ColorMode {
     Gray,
 }
 
-/// The most values one record may decode to: a 16384 x 16384 colour
-/// image. A header claiming more is refused before anything is
-/// allocated.
+/// The most values one raw record may declare (its bytes must be in the
+/// record too): a 16384 x 16384 colour image.
 const MOST_VALUES: usize = 3 << 28;
+
+/// The widest and tallest encoded image decoded: an image header
+/// claiming more is refused before its pixels are allocated.
+const MOST_SIDE: u32 = 16384;
+
+/// The most memory one encoded image may decode into (the decoder's
+/// buffers included): 256 MB, a 64-megapixel photo in colour.
+const MOST_IMAGE_BYTES: u64 = 256 << 20;
 
 /// Decodes a serialized `Datum` (Caffe's `Datum::ParseFromString`, then
 /// `DecodeDatumToCVMat` when it is encoded); the error says what is
@@ -91,6 +98,11 @@ pub fn decode_datum(bytes: &[u8], mode: ColorMode) -> Result<Example, String> {
     if channels == 0 {
         // Caffe: CHECK_GT(datum_channels, 0).
         return Err("a record with 0 channels (Caffe requires at least 1)".into());
+    }
+    if height == 0 || width == 0 {
+        return Err(format!(
+            "a record of {channels} x {height} x {width}: an image with no pixels"
+        ));
     }
     let count = channels
         .checked_mul(height)
@@ -146,16 +158,20 @@ pub(crate) fn decode_image(
             data.len()
         ));
     };
-    let (w, h) = reader
-        .into_dimensions()
-        .map_err(|e| format!("an encoded {format:?} image that cannot be read: {e}"))?;
-    if (w as usize).saturating_mul(h as usize).saturating_mul(4) > MOST_VALUES {
-        return Err(format!(
-            "an encoded {w} x {h} image, more than a record may hold"
-        ));
-    }
-    let decoded = image::load_from_memory_with_format(data, format)
-        .map_err(|e| format!("an encoded {format:?} image that cannot be decoded: {e}"))?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MOST_SIDE);
+    limits.max_image_height = Some(MOST_SIDE);
+    limits.max_alloc = Some(MOST_IMAGE_BYTES);
+    let mut reader = reader;
+    reader.limits(limits);
+    let decoded = reader.decode().map_err(|e| match e {
+        image::ImageError::Limits(_) => format!(
+            "an encoded {format:?} image larger than a record may hold ({MOST_SIDE} pixels a side, {} MB decoded)",
+            MOST_IMAGE_BYTES >> 20
+        ),
+        e => format!("an encoded {format:?} image that cannot be decoded: {e}"),
+    })?;
+    let (w, h) = (decoded.width(), decoded.height());
     let (width, height) = (w as usize, h as usize);
     let plane = width * height;
     let stored_channels = match &decoded {
@@ -184,12 +200,18 @@ pub(crate) fn decode_image(
         ColorMode::AsStored => stored_channels,
     };
     let mut out = vec![0u8; channels * plane];
-    let rgba = decoded.to_rgba8();
-    let gray_source = stored_channels <= 2;
-    for (i, px) in rgba.pixels().enumerate() {
-        let [r, g, b, a] = px.0;
+    // 8-bit samples, interleaved: gray, gray + alpha, RGB or RGBA.
+    let samples = decoded.as_bytes();
+    for (i, px) in samples.chunks_exact(stored_channels).enumerate() {
+        let (r, g, b, a) = match *px {
+            [v] => (v, v, v, 255),
+            [v, a] => (v, v, v, a),
+            [r, g, b] => (r, g, b, 255),
+            [r, g, b, a, ..] => (r, g, b, a),
+            [] => unreachable!("chunks are never empty"),
+        };
         match channels {
-            1 if gray_source => out[i] = r,
+            1 if stored_channels <= 2 => out[i] = r,
             1 => out[i] = opencv_gray(r, g, b),
             _ => {
                 out[i] = b;

@@ -1,9 +1,12 @@
 //! Caffe's data layers for blobflow: what `caffe train` reads.
 //!
-//! - [`DataLayer`] (`type: "Data"`): batches of `Datum` records from an
+//! - [`data_layer`] (`type: "Data"`): batches of `Datum` records from an
 //!   LMDB (what Caffe's `convert_imageset` and `convert_mnist_data`
-//!   write), raw or encoded JPEG/PNG, read and transformed by a thread
-//!   ahead of the net.
+//!   write), raw or encoded JPEG/PNG;
+//! - [`image_data_layer`] (`type: "ImageData"`): images named by a list
+//!   file, resized as OpenCV resizes them ([`resize_linear`]);
+//! - both as a [`PrefetchingDataLayer`]: a thread reads and transforms
+//!   batches ahead of the net.
 //! - [`DataTransformer`] (`transform_param`): crop, mirror, mean file or
 //!   values, scale, `force_color` / `force_gray`, in Caffe's order and
 //!   arithmetic.
@@ -27,11 +30,17 @@
 
 mod data_layer;
 mod datum;
+mod image_data;
+mod prefetch;
+mod resize;
 mod store;
 mod transform;
 
-pub use data_layer::DataLayer;
+pub use data_layer::data_layer;
 pub use datum::{ColorMode, Example, Pixels, decode_datum};
+pub use image_data::image_data_layer;
+pub use prefetch::PrefetchingDataLayer;
+pub use resize::resize_linear;
 pub use store::{LmdbReader, LmdbWriter, StoreError};
 pub use transform::DataTransformer;
 
@@ -47,7 +56,8 @@ use blob_runtime::MathElement;
 /// assert!(registry.knows("Data"));
 /// ```
 pub fn register_data_layers<T: MathElement>(registry: &mut LayerRegistry<T>) {
-    registry.register("Data", |p| Ok(Box::new(DataLayer::<T>::from_param(p)?)));
+    registry.register("Data", |p| Ok(Box::new(data_layer::<T>(p)?)));
+    registry.register("ImageData", |p| Ok(Box::new(image_data_layer::<T>(p)?)));
 }
 
 /// Caffe's layers with the data layers that read stores: what

@@ -20,11 +20,11 @@ enum Mean<T> {
     Values(Vec<T>),
 }
 
-/// Caffe's `DataTransformer` for one layer (`transform_param`): in TRAIN
-/// a random `crop_size` square and a mirror at probability 1/2 where
-/// asked; in TEST the centre crop and no mirror; then `(x - mean) *
-/// scale`, with the mean from `mean_file` (a `.binaryproto`) or
-/// `mean_value`.
+/// Caffe's `DataTransformer` for one layer (`transform_param`): a
+/// `crop_size` square at random in TRAIN and at the centre in TEST; a
+/// mirror at probability 1/2 where `mirror` is set, in either phase, as
+/// Caffe draws it; then `(x - mean) * scale`, with the mean from
+/// `mean_file` (a `.binaryproto`) or `mean_value`.
 ///
 /// ```
 /// use blob_data::{DataTransformer, Example, Pixels};

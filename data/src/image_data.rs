@@ -1,0 +1,235 @@
+//! Caffe's `ImageData` layer: images named by a list file, read and
+//! resized as Caffe's `ReadImageToCVMat` reads them.
+
+use std::path::PathBuf;
+
+use blob_layers::Arity;
+use blob_proto::ParamMessage;
+use blob_runtime::{BlobError, MathElement};
+
+use crate::datum::{ColorMode, Example, Pixels, decode_image};
+use crate::prefetch::{PrefetchingDataLayer, Records, Setup};
+use crate::resize::resize_linear;
+use crate::transform::DataTransformer;
+
+/// One line of the list: the image's name as written, its label, and
+/// the line's number.
+struct Entry {
+    name: String,
+    label: i32,
+    line: usize,
+}
+
+/// The images of a list, in its order or shuffled.
+struct ImageRecords {
+    list: PathBuf,
+    root: String,
+    entries: Vec<Entry>,
+    color: ColorMode,
+    size: Option<(usize, usize)>,
+    shuffle: bool,
+    start: usize,
+}
+
+impl ImageRecords {
+    /// Caffe's `ShuffleImages`, from the prefetch thread's generator.
+    fn shuffle(&mut self) {
+        for i in (1..self.entries.len()).rev() {
+            let j = (blob_kernels::cpu::rng_rand() as usize) % (i + 1);
+            self.entries.swap(i, j);
+        }
+    }
+
+    /// Caffe's `ReadImageToCVMat(root_folder + name, new_height,
+    /// new_width, is_color)`.
+    fn read(&self, entry: &Entry) -> Result<Example, String> {
+        let path = format!("{}{}", self.root, entry.name);
+        let bytes = blob_runtime::read_file(&path).map_err(|e| format!("Could not load {e}"))?;
+        let (channels, height, width, mut pixels) =
+            decode_image(&bytes, self.color).map_err(|e| format!("{path}: {e}"))?;
+        let (mut height, mut width) = (height, width);
+        if let Some((h, w)) = self.size {
+            pixels = resize_linear(&pixels, channels, height, width, h, w);
+            (height, width) = (h, w);
+        }
+        Ok(Example {
+            channels,
+            height,
+            width,
+            pixels: Pixels::Bytes(pixels),
+            label: entry.label,
+        })
+    }
+}
+
+impl Records for ImageRecords {
+    fn cycle(
+        &mut self,
+        visit: &mut dyn FnMut(&str, Result<Example, String>) -> bool,
+    ) -> Result<(), String> {
+        if self.shuffle {
+            self.shuffle();
+        }
+        let mut at = self.start;
+        loop {
+            let entry = &self.entries[at];
+            let key = format!("line {} ({})", entry.line, entry.name);
+            if !visit(&key, self.read(entry)) {
+                return Ok(());
+            }
+            at += 1;
+            if at == self.entries.len() {
+                at = 0;
+                if self.shuffle {
+                    self.shuffle();
+                }
+            }
+        }
+    }
+
+    fn origin(&self) -> String {
+        self.list.display().to_string()
+    }
+}
+
+fn refused(detail: impl Into<String>) -> BlobError {
+    BlobError::InvalidParameter {
+        op: "set up ImageData",
+        detail: detail.into(),
+    }
+}
+
+/// The lines of an image list: `NAME LABEL`, the label after the last
+/// space (so names may hold spaces, as in Caffe); blank lines are passed
+/// over, any other line without a whole-number label is an error naming
+/// it.
+fn read_list(list: &str) -> Result<Vec<Entry>, BlobError> {
+    let text = blob_runtime::read_text_file(list).map_err(|e| refused(e.to_string()))?;
+    let mut entries = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line_number = i + 1;
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some((name, label)) = line.rsplit_once(' ') else {
+            return Err(refused(format!(
+                "{list}, line {line_number}: {:?} has no label (each line is `IMAGE LABEL`)",
+                blob_proto::excerpt(line)
+            )));
+        };
+        let label: i32 = label.trim().parse().map_err(|_| {
+            refused(format!(
+                "{list}, line {line_number}: the label {:?} is not a whole number",
+                blob_proto::excerpt(label)
+            ))
+        })?;
+        entries.push(Entry {
+            name: name.to_string(),
+            label,
+            line: line_number,
+        });
+    }
+    if entries.is_empty() {
+        return Err(refused(format!("{list}: the list names no image")));
+    }
+    Ok(entries)
+}
+
+/// Caffe `ImageData` (`image_data_param { source batch_size shuffle
+/// new_height new_width is_color root_folder rand_skip }` with
+/// `transform_param`): its two tops hold `batch_size` images named by the
+/// list file `source` (a line `NAME LABEL` each; `root_folder` is put
+/// before each name as it is, as in Caffe), decoded (JPEG or PNG; colour
+/// as B, G, R planes unless `is_color: false`), resized to `new_height` x
+/// `new_width` where both are given (OpenCV's bilinear resize, byte for
+/// byte), transformed, and their labels. The list is read in order and
+/// started over after its end, or shuffled at the start and at each
+/// pass with `shuffle`.
+///
+/// ```
+/// use blob_data::data_registry;
+/// use blob_layers::net::Net;
+/// let dir = std::env::temp_dir().join(format!("blobflow-imagedata-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let gray = image::GrayImage::from_raw(2, 2, vec![0, 64, 128, 255]).unwrap();
+/// gray.save(dir.join("a.png"))?;
+/// std::fs::write(dir.join("list.txt"), "a.png 7\n")?;
+/// let text = format!(r#"layer {{ name: "in" type: "ImageData" top: "data" top: "label"
+///     image_data_param {{ source: "{0}/list.txt" root_folder: "{0}/" batch_size: 1
+///                         is_color: false new_height: 4 new_width: 4 }} }}"#, dir.display());
+/// let mut net = Net::<f32>::builder().registry(&data_registry()).from_prototxt(&text)?;
+/// net.forward()?;
+/// assert_eq!(net.blob("data").unwrap().shape(), [1, 1, 4, 4]);
+/// assert_eq!(net.blob("label").unwrap().to_vec()?, [7.0]);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn image_data_layer<T: MathElement>(
+    layer: &ParamMessage,
+) -> Result<PrefetchingDataLayer<T>, BlobError> {
+    let p = layer
+        .message("image_data_param")
+        .cloned()
+        .unwrap_or_else(|| ParamMessage::new(&blob_proto::schema::IMAGE_DATA));
+    let source = p.string("source").to_string();
+    if source.is_empty() {
+        return Err(refused("image_data_param gives no source (the list file)"));
+    }
+    let (h, w) = (p.uint("new_height") as usize, p.uint("new_width") as usize);
+    let size = match (h, w) {
+        (0, 0) => None,
+        (h, w) if h > 0 && w > 0 => Some((h, w)),
+        _ => {
+            return Err(refused(format!(
+                "new_height and new_width must be given together ({h} and {w})"
+            )));
+        }
+    };
+    let batch_size = p.uint("batch_size") as usize;
+    if batch_size == 0 {
+        return Err(refused(format!(
+            "image_data_param.batch_size must be at least 1 (source {source})"
+        )));
+    }
+    let entries = read_list(&source)?;
+    let rand_skip = p.uint("rand_skip").min(u64::from(u32::MAX)) as u32;
+    let start = match rand_skip {
+        0 => 0,
+        n => {
+            let skip = (blob_kernels::cpu::rng_rand() % n) as usize;
+            if skip >= entries.len() {
+                return Err(refused(format!(
+                    "rand_skip drew {skip}, but {source} lists {} images",
+                    entries.len()
+                )));
+            }
+            skip
+        }
+    };
+    let records = ImageRecords {
+        list: PathBuf::from(&source),
+        root: p.string("root_folder").to_string(),
+        entries,
+        color: if p.boolean("is_color") {
+            ColorMode::Color
+        } else {
+            ColorMode::Gray
+        },
+        size,
+        shuffle: p.boolean("shuffle"),
+        start,
+    };
+    PrefetchingDataLayer::start(
+        Setup {
+            type_name: "ImageData",
+            transformer: DataTransformer::<T>::from_layer(layer)?,
+            batch_size,
+            prefetch: layer
+                .message("data_param")
+                .map_or(4, |d| d.uint("prefetch") as usize),
+            tops: Arity::exactly(2),
+        },
+        records,
+    )
+}

@@ -1,0 +1,118 @@
+//! OpenCV's bilinear `cv::resize` (`INTER_LINEAR`) of 8-bit images, in
+//! its fixed-point arithmetic: what Caffe's `ReadImageToCVMat` does to an
+//! image given `new_height` / `new_width` (`convert_imageset
+//! --resize_height/--resize_width`, `ImageData`).
+
+/// OpenCV's `INTER_RESIZE_COEF_BITS`: weights are multiples of 1/2048.
+const COEF_BITS: u32 = 11;
+const COEF_SCALE: i32 = 1 << COEF_BITS;
+
+/// For each output position along one axis: the first source index,
+/// the second and the two weights. OpenCV holds the edge along a row
+/// (`hold_edge`: position and weight clamped) but only clamps the rows
+/// themselves along a column, keeping the weights: the two rounded
+/// halves of an edge row's sum then differ from the row by up to 1.
+fn taps(src: usize, dst: usize, hold_edge: bool) -> Vec<(usize, usize, i32, i32)> {
+    let scale = src as f64 / dst as f64;
+    (0..dst)
+        .map(|d| {
+            // OpenCV computes the position in double and keeps it as float.
+            let f = ((d as f64 + 0.5) * scale - 0.5) as f32;
+            let mut s = f.floor() as i64;
+            let mut frac = f - s as f32;
+            if !hold_edge {
+                let a0 = ((1.0 - frac) * COEF_SCALE as f32).round_ties_even() as i32;
+                let row = |i: i64| i.clamp(0, src as i64 - 1) as usize;
+                return (row(s), row(s + 1), a0, COEF_SCALE - a0);
+            }
+            if s < 0 {
+                s = 0;
+                frac = 0.0;
+            }
+            if s >= src as i64 - 1 {
+                s = src as i64 - 1;
+                frac = 0.0;
+            }
+            let s = s as usize;
+            // saturate_cast<short>(x * 2048): rounded to nearest.
+            let a0 = ((1.0 - frac) * COEF_SCALE as f32).round_ties_even() as i32;
+            (s, (s + 1).min(src - 1), a0, COEF_SCALE - a0)
+        })
+        .collect()
+}
+
+/// Resizes C-H-W planes of `channels` x `height` x `width` bytes to
+/// `new_height` x `new_width` as OpenCV 4's `cv::resize(..., INTER_LINEAR)`
+/// does on x86, in its vector rounding: the bytes OpenCV 4.14 gives
+/// (held to it in this crate's tests).
+///
+/// ```
+/// // A 2 x 2 gray image to 4 x 4: bilinear, edges held.
+/// let out = blob_data::resize_linear(&[0, 100, 200, 255], 1, 2, 2, 4, 4);
+/// assert_eq!(&out[..4], &[0, 25, 75, 100]);
+/// assert_eq!(&out[12..], &[200, 214, 241, 255]);
+/// ```
+pub fn resize_linear(
+    planes: &[u8],
+    channels: usize,
+    height: usize,
+    width: usize,
+    new_height: usize,
+    new_width: usize,
+) -> Vec<u8> {
+    assert_eq!(
+        planes.len(),
+        channels * height * width,
+        "planes of the size given"
+    );
+    let mut out = vec![0u8; channels * new_height * new_width];
+    if height == 0 || width == 0 || new_height == 0 || new_width == 0 {
+        return out;
+    }
+    if (height, width) == (new_height, new_width) {
+        out.copy_from_slice(planes);
+        return out;
+    }
+    if width == 2 * new_width && height == 2 * new_height {
+        // OpenCV takes INTER_AREA's 2x2 means for an exact halving.
+        for c in 0..channels {
+            let plane = &planes[c * height * width..];
+            for y in 0..new_height {
+                for x in 0..new_width {
+                    let at = |yy: usize, xx: usize| u32::from(plane[yy * width + xx]);
+                    let sum = at(2 * y, 2 * x)
+                        + at(2 * y, 2 * x + 1)
+                        + at(2 * y + 1, 2 * x)
+                        + at(2 * y + 1, 2 * x + 1);
+                    out[(c * new_height + y) * new_width + x] = ((sum + 2) >> 2) as u8;
+                }
+            }
+        }
+        return out;
+    }
+    let xs = taps(width, new_width, true);
+    let ys = taps(height, new_height, false);
+    let mut row0 = vec![0i32; new_width];
+    let mut row1 = vec![0i32; new_width];
+    for c in 0..channels {
+        let plane = &planes[c * height * width..(c + 1) * height * width];
+        let horizontal = |y: usize, row: &mut [i32]| {
+            let line = &plane[y * width..(y + 1) * width];
+            for (value, &(s0, s1, a0, a1)) in row.iter_mut().zip(&xs) {
+                *value = i32::from(line[s0]) * a0 + i32::from(line[s1]) * a1;
+            }
+        };
+        for (y, &(s0, s1, b0, b1)) in ys.iter().enumerate() {
+            horizontal(s0, &mut row0);
+            horizontal(s1, &mut row1);
+            let dst = &mut out[(c * new_height + y) * new_width..][..new_width];
+            for ((d, &v0), &v1) in dst.iter_mut().zip(&row0).zip(&row1) {
+                // OpenCV's v_mul_hi on 16-bit lanes, then a rounding shift
+                // by 2 (`VResizeLinearVec_32s8u`).
+                let value = (((b0 * (v0 >> 4)) >> 16) + ((b1 * (v1 >> 4)) >> 16) + 2) >> 2;
+                *d = value.clamp(0, 255) as u8;
+            }
+        }
+    }
+    out
+}
