@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod dataset;
 mod inspect;
 mod log;
 mod run;
@@ -111,6 +112,14 @@ enum Command {
     /// Score a net's TEST phase over its data (Caffe's `caffe test`): each output averaged
     /// over the iterations
     Test(train::TestArgs),
+    /// Write an image list's images into an LMDB of Caffe Datum records (Caffe's
+    /// `convert_imageset ROOTFOLDER/ LISTFILE DB_NAME`)
+    #[command(alias = "convert_imageset")]
+    ConvertImageset(dataset::ConvertImagesetArgs),
+    /// The mean image of an LMDB's records, as the .binaryproto `mean_file` reads (Caffe's
+    /// `compute_image_mean`)
+    #[command(alias = "compute_image_mean")]
+    ComputeImageMean(dataset::ComputeImageMeanArgs),
     /// The CPU path the kernels take, and the GPU where there is one (Caffe's
     /// `caffe device_query`)
     #[command(alias = "device_query")]
@@ -316,6 +325,12 @@ fn main() -> ExitCode {
         ),
         Command::Train(args) => quiet("train", train::train(&args)),
         Command::Test(args) => quiet("test", train::test(&args)),
+        Command::ConvertImageset(args) => {
+            quiet("convert-imageset", dataset::convert_imageset(&args))
+        }
+        Command::ComputeImageMean(args) => {
+            quiet("compute-image-mean", dataset::compute_image_mean(&args))
+        }
         Command::DeviceQuery => quiet("device-query", train::device_query()),
         Command::Convert { model, out } => match convert(&model, &out) {
             Ok(summary) => emit("convert", &format!("{summary}\n")),

@@ -1,30 +1,23 @@
 //! Caffe's `ImageData` layer: images named by a list file, read and
 //! resized as Caffe's `ReadImageToCVMat` reads them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use blob_layers::Arity;
 use blob_proto::ParamMessage;
 use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, Example, Pixels, decode_image};
+use crate::list::{ListLine, read_image_list};
 use crate::prefetch::{PrefetchingDataLayer, Records, Setup};
 use crate::resize::resize_linear;
 use crate::transform::DataTransformer;
-
-/// One line of the list: the image's name as written, its label, and
-/// the line's number.
-struct Entry {
-    name: String,
-    label: i32,
-    line: usize,
-}
 
 /// The images of a list, in its order or shuffled.
 struct ImageRecords {
     list: PathBuf,
     root: String,
-    entries: Vec<Entry>,
+    entries: Vec<ListLine>,
     color: ColorMode,
     size: Option<(usize, usize)>,
     shuffle: bool,
@@ -42,7 +35,7 @@ impl ImageRecords {
 
     /// Caffe's `ReadImageToCVMat(root_folder + name, new_height,
     /// new_width, is_color)`.
-    fn read(&self, entry: &Entry) -> Result<Example, String> {
+    fn read(&self, entry: &ListLine) -> Result<Example, String> {
         let path = format!("{}{}", self.root, entry.name);
         let bytes = blob_runtime::read_file(&path).map_err(|e| format!("Could not load {e}"))?;
         let (channels, height, width, mut pixels) =
@@ -97,43 +90,6 @@ fn refused(detail: impl Into<String>) -> BlobError {
         op: "set up ImageData",
         detail: detail.into(),
     }
-}
-
-/// The lines of an image list: `NAME LABEL`, the label after the last
-/// space (so names may hold spaces, as in Caffe); blank lines are passed
-/// over, any other line without a whole-number label is an error naming
-/// it.
-fn read_list(list: &str) -> Result<Vec<Entry>, BlobError> {
-    let text = blob_runtime::read_text_file(list).map_err(|e| refused(e.to_string()))?;
-    let mut entries = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line_number = i + 1;
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Some((name, label)) = line.rsplit_once(' ') else {
-            return Err(refused(format!(
-                "{list}, line {line_number}: {:?} has no label (each line is `IMAGE LABEL`)",
-                blob_proto::excerpt(line)
-            )));
-        };
-        let label: i32 = label.trim().parse().map_err(|_| {
-            refused(format!(
-                "{list}, line {line_number}: the label {:?} is not a whole number",
-                blob_proto::excerpt(label)
-            ))
-        })?;
-        entries.push(Entry {
-            name: name.to_string(),
-            label,
-            line: line_number,
-        });
-    }
-    if entries.is_empty() {
-        return Err(refused(format!("{list}: the list names no image")));
-    }
-    Ok(entries)
 }
 
 /// Caffe `ImageData` (`image_data_param { source batch_size shuffle
@@ -192,7 +148,10 @@ pub fn image_data_layer<T: MathElement>(
             "image_data_param.batch_size must be at least 1 (source {source})"
         )));
     }
-    let entries = read_list(&source)?;
+    let entries = read_image_list(Path::new(&source)).map_err(refused)?;
+    if entries.is_empty() {
+        return Err(refused(format!("{source}: the list names no image")));
+    }
     let rand_skip = p.uint("rand_skip").min(u64::from(u32::MAX)) as u32;
     let start = match rand_skip {
         0 => 0,

@@ -11,7 +11,8 @@
 //!   values, scale, `force_color` / `force_gray`, in Caffe's order and
 //!   arithmetic.
 //! - [`LmdbReader`], [`LmdbWriter`]: the stores, read and written as
-//!   Caffe's `db::LMDB` does.
+//!   Caffe's `db::LMDB` does;
+//! - Caffe's dataset tools: [`convert_imageset`], [`compute_image_mean`].
 //!
 //! A net reads its stores when it is built with [`data_registry`] (or a
 //! registry [`register_data_layers`] added them to); without them, a
@@ -31,6 +32,8 @@
 mod data_layer;
 mod datum;
 mod image_data;
+mod imageset;
+mod list;
 mod prefetch;
 mod resize;
 mod store;
@@ -39,6 +42,9 @@ mod transform;
 pub use data_layer::data_layer;
 pub use datum::{ColorMode, Example, Pixels, decode_datum};
 pub use image_data::image_data_layer;
+pub use imageset::{
+    ImageSetEvent, ImageSetOptions, ToolError, compute_image_mean, convert_imageset,
+};
 pub use prefetch::PrefetchingDataLayer;
 pub use resize::resize_linear;
 pub use store::{LmdbReader, LmdbWriter, StoreError};

@@ -1,0 +1,221 @@
+//! `blobflow convert-imageset` and `blobflow compute-image-mean`, Caffe's
+//! dataset tools, on a few images: the records they write, what they
+//! pass over, and a Data layer reading the result with its mean.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use blobflow::data::{ColorMode, LmdbReader, Pixels, decode_datum};
+use blobflow::layers::net::{Net, NetState};
+use prost::Message;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn blobflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A folder with a JPEG, two PNGs and a list naming them and a missing
+/// image.
+fn images(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blobflow-dataset-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("img")).unwrap();
+    std::fs::copy(
+        root().join("data/tests/fixtures/astronaut_crop.jpg"),
+        dir.join("img/astronaut.jpg"),
+    )
+    .unwrap();
+    image::RgbImage::from_fn(40, 30, |x, y| image::Rgb([x as u8 * 6, y as u8 * 8, 100]))
+        .save(dir.join("img/ramp.png"))
+        .unwrap();
+    image::GrayImage::from_fn(10, 20, |x, y| image::Luma([(x * y) as u8]))
+        .save(dir.join("img/gray.png"))
+        .unwrap();
+    std::fs::write(
+        dir.join("list.txt"),
+        "astronaut.jpg 3\nramp.png 1\nmissing.png 2\ngray.png 0\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// `blobflow convert-imageset FLAGS ROOT/ LIST DB` over an [`images`]
+/// folder (`command` spelt as Caffe's `convert_imageset` or not).
+fn convert(command: &str, dir: &Path, flags: &[&str], db: &Path) -> Output {
+    let root = format!("{}/img/", dir.display());
+    let list = dir.join("list.txt").display().to_string();
+    let db = db.display().to_string();
+    let mut args = vec![command];
+    args.extend_from_slice(flags);
+    args.extend([root.as_str(), list.as_str(), db.as_str()]);
+    blobflow(&args)
+}
+
+/// Every record of a store: key and decoded Datum.
+fn records(store: &Path) -> Vec<(String, blobflow::proto::Datum)> {
+    let mut out = Vec::new();
+    LmdbReader::open(store)
+        .unwrap()
+        .cycle(
+            &mut |k, v| {
+                if out.iter().any(|(key, _): &(String, _)| key.as_bytes() == k) {
+                    return false;
+                }
+                out.push((
+                    String::from_utf8(k.to_vec()).unwrap(),
+                    blobflow::proto::Datum::decode(v).unwrap(),
+                ));
+                true
+            },
+            &mut || {},
+        )
+        .unwrap();
+    out
+}
+
+#[test]
+fn convert_imageset_resizes_into_caffes_records_and_passes_over_what_it_cannot_read() {
+    let dir = images("resize");
+    let db = dir.join("train_lmdb");
+    let run = convert(
+        "convert-imageset",
+        &dir,
+        &["--resize_height=16", "--resize_width=24"],
+        &db,
+    );
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{log}");
+    assert!(log.contains("] A total of 4 images."), "{log}");
+    assert!(
+        log.contains("] line 3: Could not open or find file"),
+        "{log}"
+    );
+    assert!(log.contains("] Processed 3 files."), "{log}");
+    assert!(log.contains("1 images could not be read"), "{log}");
+    let stored = records(&db);
+    let keys: Vec<&str> = stored.iter().map(|(k, _)| k.as_str()).collect();
+    // Caffe's keys: the line's index in the list (the missing one's too).
+    assert_eq!(
+        keys,
+        [
+            "00000000_astronaut.jpg",
+            "00000001_ramp.png",
+            "00000003_gray.png"
+        ]
+    );
+    for ((_, d), label) in stored.iter().zip([3, 1, 0]) {
+        // A gray image is read in colour, as Caffe's IMREAD_COLOR reads it.
+        assert_eq!(
+            (d.channels, d.height, d.width),
+            (Some(3), Some(16), Some(24))
+        );
+        assert_eq!((d.label, d.encoded), (Some(label), Some(false)));
+        assert_eq!(d.data.as_ref().unwrap().len(), 3 * 16 * 24);
+    }
+    // The ramp's blue plane is its constant 100; red runs along x.
+    let ramp = stored[1].1.data.as_ref().unwrap();
+    assert!(ramp[..16 * 24].iter().all(|&b| b == 100));
+    // The mean, and a Data layer subtracting it from each record.
+    let mean = dir.join("mean.binaryproto");
+    let run = blobflow(&[
+        "compute-image-mean",
+        &db.display().to_string(),
+        &mean.display().to_string(),
+    ]);
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{log}");
+    assert!(log.contains("] Number of channels: 3"), "{log}");
+    assert!(log.contains("] mean_value channel [0]: "), "{log}");
+    let proto = blobflow::proto::BlobProto::decode(&std::fs::read(&mean).unwrap()[..]).unwrap();
+    assert_eq!(
+        (proto.num, proto.channels, proto.height, proto.width),
+        (Some(1), Some(3), Some(16), Some(24))
+    );
+    assert!(
+        proto.shape.is_none(),
+        "Caffe's tool writes the legacy dims only"
+    );
+    for (i, &m) in proto.data.iter().enumerate() {
+        let sum: f32 = stored
+            .iter()
+            .map(|(_, d)| f32::from(d.data.as_ref().unwrap()[i]))
+            .sum();
+        assert_eq!(m, sum / 3.0);
+    }
+    let text = format!(
+        r#"layer {{ name: "d" type: "Data" top: "data" top: "label"
+            transform_param {{ mean_file: "{}" }}
+            data_param {{ source: "{}" batch_size: 3 backend: LMDB }} }}"#,
+        mean.display(),
+        db.display()
+    );
+    let mut net = Net::<f32>::builder()
+        .state(NetState::test())
+        .registry(&blobflow::data::data_registry())
+        .from_prototxt(&text)
+        .unwrap();
+    net.forward().unwrap();
+    let batch = net.blob("data").unwrap().to_vec().unwrap();
+    let per_pixel: Vec<f32> = (0..proto.data.len())
+        .map(|i| (0..3).map(|k| batch[k * proto.data.len() + i]).sum())
+        .collect();
+    assert!(
+        per_pixel.iter().all(|s| s.abs() < 1e-3),
+        "the mean subtracted leaves sums of 0"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn encoded_stores_keep_each_files_bytes_and_gray_reads_one_channel() {
+    let dir = images("encoded");
+    let db = dir.join("encoded_lmdb");
+    let run = convert("convert_imageset", &dir, &["-encoded"], &db);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stored = records(&db);
+    assert_eq!(stored.len(), 3);
+    let jpeg = std::fs::read(dir.join("img/astronaut.jpg")).unwrap();
+    assert_eq!(
+        stored[0].1.data.as_deref(),
+        Some(&jpeg[..]),
+        "Caffe's ReadFileToDatum"
+    );
+    assert_eq!(stored[0].1.encoded, Some(true));
+    let example = decode_datum(&stored[0].1.encode_to_vec(), ColorMode::AsStored).unwrap();
+    assert_eq!(
+        (example.channels, example.height, example.width),
+        (3, 48, 64)
+    );
+    // The gray PNG read in colour is re-encoded (3 channels, as stored 1).
+    let gray = decode_datum(&stored[2].1.encode_to_vec(), ColorMode::AsStored).unwrap();
+    assert_eq!(gray.channels, 3);
+    let db = dir.join("gray_lmdb");
+    let run = convert("convert-imageset", &dir, &["--gray"], &db);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stored = records(&db);
+    let gray = decode_datum(&stored[2].1.encode_to_vec(), ColorMode::AsStored).unwrap();
+    let Pixels::Bytes(pixels) = gray.pixels else {
+        panic!("bytes")
+    };
+    assert_eq!((gray.channels, gray.height, gray.width), (1, 20, 10));
+    assert_eq!(pixels[3 * 10 + 7], 21, "x * y at x 7, y 3");
+    // An existing store is not written over.
+    let run = convert("convert-imageset", &dir, &[], &db);
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("exists already"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,49 @@
+//! Caffe's image lists (`ImageData`'s `source`, `convert_imageset`'s
+//! LISTFILE): a line `NAME LABEL` each.
+
+use std::path::Path;
+
+/// One line of a list.
+pub(crate) struct ListLine {
+    /// Its number in the file, from 1.
+    pub line: usize,
+    /// The image's name as written (spaces and all).
+    pub name: String,
+    /// Its label.
+    pub label: i32,
+}
+
+/// The lines of an image list, the label after the last space (so names
+/// may hold spaces, as in Caffe); blank lines are passed over, and any
+/// other line without a whole-number label is an error naming it.
+pub(crate) fn read_image_list(list: &Path) -> Result<Vec<ListLine>, String> {
+    let text = blob_runtime::read_text_file(list).map_err(|e| e.to_string())?;
+    let at = |line: usize| format!("{}, line {line}", list.display());
+    let mut lines = Vec::new();
+    for (i, text) in text.lines().enumerate() {
+        let text = text.trim_end_matches('\r');
+        if text.trim().is_empty() {
+            continue;
+        }
+        let Some((name, label)) = text.rsplit_once(' ') else {
+            return Err(format!(
+                "{}: {:?} has no label (each line is `IMAGE LABEL`)",
+                at(i + 1),
+                blob_proto::excerpt(text)
+            ));
+        };
+        let label = label.trim().parse().map_err(|_| {
+            format!(
+                "{}: the label {:?} is not a whole number",
+                at(i + 1),
+                blob_proto::excerpt(label)
+            )
+        })?;
+        lines.push(ListLine {
+            line: i + 1,
+            name: name.to_string(),
+            label,
+        });
+    }
+    Ok(lines)
+}
