@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """LeNet against real Caffe, same machine, same run: training on the same
-digits, and the deploy net's forward pass as `caffe time` times it.
+digits (`caffe train` and `blobflow train` on the same solver and LMDB,
+and `examples/train_lenet.rs` fed from memory), and the deploy net's
+forward pass as `caffe time` times it.
 
 Builds Caffe (CPU only, OpenBLAS) from the `brocolli-caffe` 9.0.2 source
 package on PyPI (BVLC Caffe's last master, commit 9b89154, with extra
 layers that LeNet does not use; BSD 2-clause), writes the training LMDB
 of digits 0..8000 as tests/fixtures/caffe-lenet-train/make_lmdb.py does,
 and times Caffe's `caffe train` on lenet_solver (batch 64, SGD with
-momentum, seed 1701) against `examples/train_lenet.rs` on the same
-digits and recipe. Both print the loss every 100 iterations with a clock:
-the figure is images/s over iterations 100..1000 (900 steps: forward,
-backward and update, the data included; no test passes, no snapshots).
+momentum, seed 1701) against `blobflow train` on the same solver and
+LMDB (its Data layer's prefetch thread reading it, as Caffe's does), and
+against `examples/train_lenet.rs` on the same digits and recipe fed from
+memory (what prefetching should match). Each prints the loss every 100
+iterations with a clock: the figure is images/s over iterations
+100..1000 (900 steps: forward, backward and update, the data included;
+no test passes, no snapshots).
 
 Then the deploy net alone: `caffe time` against `blobflow time` on
 models/lenet/lenet.prototxt with its trained weights, batch 64, inputs
@@ -156,24 +161,36 @@ def pinned(threads):
     return lambda: os.sched_setaffinity(0, {core})
 
 
-def caffe_rate(run_dir, threads):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), GLOG_logtostderr="1")
-    out = subprocess.run([CAFFE, "train", "--solver", "solver.prototxt"], cwd=run_dir, env=env,
-                         capture_output=True, text=True, preexec_fn=pinned(threads))
+def glog_rate(cmd, run_dir, env, threads):
+    """Images/s between the losses at iterations FIRST and LAST of a
+    training run that logs as glog does (`caffe train`, `blobflow train`)."""
+    out = subprocess.run(cmd, cwd=run_dir, env=env, capture_output=True, text=True,
+                         preexec_fn=pinned(threads))
     if out.returncode != 0:
-        raise SystemExit(f"caffe train failed:\n{out.stderr[-2000:]}")
-    # glog, with or without the year:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    # glog, with or without the year, Caffe's old and new loss lines:
     # I20261126 13:26:08.575307 21721 solver.cpp:231] Iteration 100, loss = 0.16
+    # I1128 11:43:30.495110 27045 solver] Iteration 100 (361 iter/s, 0.28s/100 iters), loss = 0.16
     stamps = {}
-    for m in re.finditer(r"^I\d{4,8} (\d\d):(\d\d):(\d\d\.\d+) +\d+ solver\.cpp:\d+\] "
-                         r"Iteration (\d+), loss", out.stderr, re.M):
+    for m in re.finditer(r"^I\d{4,8} (\d\d):(\d\d):(\d\d\.\d+) +\d+ solver(?:\.cpp:\d+)?\] "
+                         r"Iteration (\d+)(?: \([^)]*\))?, loss", out.stderr, re.M):
         h, mi, sec = int(m.group(1)), int(m.group(2)), float(m.group(3))
         stamps[int(m.group(4))] = h * 3600 + mi * 60 + sec
     if FIRST not in stamps or LAST not in stamps:
-        raise SystemExit(f"caffe train printed no loss at iterations {FIRST} and {LAST}")
+        raise SystemExit(f"{cmd[0]} printed no loss at iterations {FIRST} and {LAST}")
     # A run that crosses midnight.
     seconds = (stamps[LAST] - stamps[FIRST]) % 86400
     return 64 * (LAST - FIRST) / seconds
+
+
+def caffe_rate(run_dir, threads):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), GLOG_logtostderr="1")
+    return glog_rate([CAFFE, "train", "--solver", "solver.prototxt"], run_dir, env, threads)
+
+
+def blobflow_train_rate(binary, run_dir, threads):
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+    return glog_rate([binary, "train", "--solver", "solver.prototxt"], run_dir, env, threads)
 
 
 def blobflow_rate(binary, out_dir, threads):
@@ -202,20 +219,26 @@ def forward_ms(cmd, env, threads):
     return float(m.group(1))
 
 
-def compare(title, threads, rounds, caffe, ours):
-    """Takes turns between the two rate functions for each thread count and
-    prints each side's median images/s and the ratio."""
+def compare(title, threads, rounds, caffe, *ours):
+    """Takes turns between Caffe's rate function and each of ours for each
+    thread count and prints each side's median images/s and its ratio to
+    Caffe's. `ours` are (name, function) pairs."""
     print(title)
-    print(f"{'threads':>7} {'Caffe':>10} {'blobflow':>10} {'ratio':>6}")
+    print(f"{'threads':>7} {'Caffe':>10} " + " ".join(f"{name:>24}" for name, _ in ours))
     for t in threads:
-        theirs, mine = [], []
+        theirs, mine = [], [[] for _ in ours]
         for _ in range(max(1, rounds)):
             theirs.append(caffe(t))
-            mine.append(ours(t))
-        c, b = statistics.median(theirs), statistics.median(mine)
-        print(f"{t:>7} {c:>10.0f} {b:>10.0f} {b / c:>5.2f}x   "
-              f"(Caffe {min(theirs):.0f}-{max(theirs):.0f}, blobflow {min(mine):.0f}-{max(mine):.0f})",
-              flush=True)
+            for runs, (_, rate) in zip(mine, ours):
+                runs.append(rate(t))
+        c = statistics.median(theirs)
+        cells = []
+        for runs in mine:
+            b = statistics.median(runs)
+            cells.append(f"{b:>10.0f} ({b / c:>4.2f}x)")
+        spread = ", ".join(f"{name} {min(r):.0f}-{max(r):.0f}" for (name, _), r in zip(ours, mine))
+        print(f"{t:>7} {c:>10.0f} " + " ".join(f"{cell:>24}" for cell in cells)
+              + f"   (Caffe {min(theirs):.0f}-{max(theirs):.0f}, {spread})", flush=True)
 
 
 def main():
@@ -240,9 +263,12 @@ def main():
     print(f"Caffe: {PACKAGE} (BVLC master 9b89154), CPU only, Debian's OpenBLAS; "
           f"medians of {args.rounds} alternating round(s)")
     compare(f"LeNet training, batch 64, digits 0..8000, images/s over iterations {FIRST}..{LAST} "
-            "(forward + backward + update, data included)", threads, args.rounds,
+            "(forward + backward + update, data included): caffe train and blobflow train on "
+            "the same solver and LMDB; train_lenet fed from memory", threads, args.rounds,
             lambda t: caffe_rate(run_dir, t),
-            lambda t: blobflow_rate(ours, os.path.join(run_dir, "blobflow"), t))
+            ("blobflow train (LMDB)", lambda t: blobflow_train_rate(blobflow, run_dir, t)),
+            ("train_lenet (memory)",
+             lambda t: blobflow_rate(ours, os.path.join(run_dir, "blobflow"), t)))
     # The deploy net alone, as `caffe time` times it: its declared batch
     # of 64, inputs all zeros, the trained weights, 200 passes.
     model = os.path.join(ROOT, "models", "lenet", "lenet.prototxt")
@@ -259,7 +285,7 @@ def main():
 
     compare("LeNet's deploy net alone (lenet.prototxt), forward, batch 64, zeros in, images/s "
             "(caffe time / blobflow time, 200 passes)", threads, args.rounds,
-            caffe_forward, blobflow_forward)
+            caffe_forward, ("blobflow time", blobflow_forward))
     return 0
 
 

@@ -12,16 +12,18 @@ type Failure = Box<dyn std::error::Error>;
 /// The store kinds Caffe's tools write (`--backend`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
-    /// LMDB (written here).
+    /// LMDB.
     Lmdb,
-    /// LevelDB (not written yet: refused with a word).
+    /// LevelDB.
     Leveldb,
 }
 
-fn lmdb_only(backend: Backend) -> Result<(), Failure> {
-    match backend {
-        Backend::Lmdb => Ok(()),
-        Backend::Leveldb => Err("--backend leveldb: LevelDB stores are not written yet; use --backend lmdb (Caffe's Data layer reads both: set `backend: LMDB`)".into()),
+impl From<Backend> for blobflow::data::Backend {
+    fn from(backend: Backend) -> Self {
+        match backend {
+            Backend::Lmdb => Self::Lmdb,
+            Backend::Leveldb => Self::LevelDb,
+        }
     }
 }
 
@@ -32,7 +34,7 @@ pub struct ConvertImagesetArgs {
     root_folder: String,
     /// The list: `IMAGE LABEL` a line
     list_file: PathBuf,
-    /// The LMDB to create
+    /// The store to create
     db_name: PathBuf,
     /// Store images as one gray channel
     #[arg(long)]
@@ -62,7 +64,6 @@ pub struct ConvertImagesetArgs {
 
 /// Caffe's `convert_imageset`.
 pub fn convert_imageset(args: &ConvertImagesetArgs) -> Result<(), Failure> {
-    lmdb_only(args.backend)?;
     let resize = match (args.resize_height, args.resize_width) {
         (0, 0) => None,
         (h, w) if h > 0 && w > 0 => Some((h, w)),
@@ -93,6 +94,7 @@ pub fn convert_imageset(args: &ConvertImagesetArgs) -> Result<(), Failure> {
         &args.root_folder,
         &args.list_file,
         &args.db_name,
+        args.backend.into(),
         &options,
         &mut |event| match event {
             ImageSetEvent::Total(n) => log.info(&format!("A total of {n} images.")),
@@ -115,7 +117,7 @@ pub fn convert_imageset(args: &ConvertImagesetArgs) -> Result<(), Failure> {
 /// What `blobflow compute-image-mean` is asked to do.
 #[derive(clap::Args)]
 pub struct ComputeImageMeanArgs {
-    /// The LMDB to read
+    /// The store to read
     input_db: PathBuf,
     /// The .binaryproto to write (the mean image)
     output_file: Option<PathBuf>,
@@ -126,10 +128,9 @@ pub struct ComputeImageMeanArgs {
 
 /// Caffe's `compute_image_mean`.
 pub fn compute_image_mean(args: &ComputeImageMeanArgs) -> Result<(), Failure> {
-    lmdb_only(args.backend)?;
     let mut log = Log::new("compute_image_mean", None);
     log.info("Starting iteration");
-    let mean = blobflow::data::compute_image_mean(&args.input_db, &mut |n| {
+    let mean = blobflow::data::compute_image_mean(&args.input_db, args.backend.into(), &mut |n| {
         log.info(&format!("Processed {n} files."))
     })?;
     if let Some(out) = &args.output_file {

@@ -112,11 +112,11 @@ enum Command {
     /// Score a net's TEST phase over its data (Caffe's `caffe test`): each output averaged
     /// over the iterations
     Test(train::TestArgs),
-    /// Write an image list's images into an LMDB of Caffe Datum records (Caffe's
+    /// Write an image list's images into an LMDB or LevelDB of Caffe Datum records (Caffe's
     /// `convert_imageset ROOTFOLDER/ LISTFILE DB_NAME`)
     #[command(alias = "convert_imageset")]
     ConvertImageset(dataset::ConvertImagesetArgs),
-    /// The mean image of an LMDB's records, as the .binaryproto `mean_file` reads (Caffe's
+    /// The mean image of a store's records, as the .binaryproto `mean_file` reads (Caffe's
     /// `compute_image_mean`)
     #[command(alias = "compute_image_mean")]
     ComputeImageMean(dataset::ComputeImageMeanArgs),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use blobflow::data::{ColorMode, LmdbReader, Pixels, decode_datum};
+use blobflow::data::{Backend, ColorMode, Pixels, StoreReader, decode_datum};
 use blobflow::layers::net::{Net, NetState};
 use prost::Message;
 
@@ -60,7 +60,7 @@ fn convert(command: &str, dir: &Path, flags: &[&str], db: &Path) -> Output {
 /// Every record of a store: key and decoded Datum.
 fn records(store: &Path) -> Vec<(String, blobflow::proto::Datum)> {
     let mut out = Vec::new();
-    LmdbReader::open(store)
+    StoreReader::open(store, Backend::Lmdb)
         .unwrap()
         .cycle(
             &mut |k, v| {

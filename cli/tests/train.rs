@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use blobflow::CaffeModel;
-use blobflow::data::LmdbWriter;
+use blobflow::data::{Backend, StoreWriter};
 use blobflow_mnist::Mnist;
 use prost::Message;
 
@@ -43,7 +43,7 @@ fn caffe_folder(name: &str) -> PathBuf {
         ("mnist_train_lmdb", 0..8000),
         ("mnist_test_lmdb", 8000..10000),
     ] {
-        let mut w = LmdbWriter::create(dir.join(store)).unwrap();
+        let mut w = StoreWriter::create(dir.join(store), Backend::Lmdb).unwrap();
         let first = range.start;
         for i in range {
             let datum = blobflow::proto::Datum {
@@ -274,7 +274,7 @@ fn ctrl_c_snapshots_and_stops_and_the_snapshot_resumes() {
 fn a_bad_record_stops_training_naming_the_store_and_the_key() {
     let dir = caffe_folder("bad");
     std::fs::remove_dir_all(dir.join("mnist_train_lmdb")).unwrap();
-    let mut w = LmdbWriter::create(dir.join("mnist_train_lmdb")).unwrap();
+    let mut w = StoreWriter::create(dir.join("mnist_train_lmdb"), Backend::Lmdb).unwrap();
     let good = blobflow::proto::Datum {
         channels: Some(1),
         height: Some(28),

@@ -1,4 +1,5 @@
-//! Caffe's `Data` layer: batches of `Datum` records from an LMDB.
+//! Caffe's `Data` layer: batches of `Datum` records from an LMDB or a
+//! LevelDB store.
 
 use blob_layers::Arity;
 use blob_proto::ParamMessage;
@@ -6,17 +7,17 @@ use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, decode_datum};
 use crate::prefetch::{PrefetchingDataLayer, Records, Setup};
-use crate::store::LmdbReader;
+use crate::store::{Backend, StoreReader};
 use crate::transform::DataTransformer;
 
-/// An LMDB's records in key order, decoded.
-struct LmdbRecords {
-    reader: LmdbReader,
+/// A store's records in key order, decoded.
+struct StoreRecords {
+    reader: StoreReader,
     color: ColorMode,
     skip: u32,
 }
 
-impl Records for LmdbRecords {
+impl Records for StoreRecords {
     fn cycle(
         &mut self,
         visit: &mut dyn FnMut(&str, Result<crate::Example, String>) -> bool,
@@ -51,8 +52,9 @@ fn refused(detail: impl Into<String>) -> BlobError {
 
 /// Caffe `Data` (`data_param { source batch_size backend rand_skip
 /// prefetch }` with `transform_param`): its first top holds
-/// `batch_size` records of the LMDB at `source` (read from the folder
-/// the process runs in, as Caffe reads it), in key order and started
+/// `batch_size` records of the store at `source` (an LMDB or, Caffe's
+/// default `backend`, a LevelDB store; read from the folder the process
+/// runs in, as Caffe reads it), in key order and started
 /// over after the last, each transformed ([`DataTransformer`]); its
 /// second top, where there is one, their labels. `rand_skip` skips a
 /// random number of records below it first (Caffe's `DataReader`),
@@ -61,12 +63,12 @@ fn refused(detail: impl Into<String>) -> BlobError {
 /// by `blob_kernels::cpu::set_seed` in a program).
 ///
 /// ```
-/// use blob_data::{LmdbWriter, data_registry};
+/// use blob_data::{Backend, StoreWriter, data_registry};
 /// use blob_layers::net::{Net, NetState};
 /// use prost::Message;
 /// let dir = std::env::temp_dir().join(format!("blobflow-data-doc-{}", std::process::id()));
 /// let _ = std::fs::remove_dir_all(&dir);
-/// let mut store = LmdbWriter::create(&dir)?;
+/// let mut store = StoreWriter::create(&dir, Backend::Lmdb)?;
 /// for i in 0..3u8 {
 ///     let d = blob_proto::Datum { channels: Some(1), height: Some(1), width: Some(2),
 ///         data: Some(vec![i, 2 * i]), label: Some(i32::from(i)), ..Default::default() };
@@ -101,20 +103,16 @@ pub fn data_layer<T: MathElement>(
             "data_param.batch_size must be at least 1 (source {source})"
         )));
     }
-    if p.enum_name("backend") != "LMDB" {
-        return Err(refused(format!(
-            "source {source}: backend {} is not read yet; LMDB is (`backend: LMDB`)",
-            p.enum_name("backend")
-        )));
-    }
+    let backend = Backend::from_caffe_name(p.enum_name("backend"))
+        .ok_or_else(|| refused(format!("source {source}: unknown backend")))?;
     let transformer = DataTransformer::<T>::from_layer(layer)?;
-    let reader = LmdbReader::open(&source).map_err(|e| refused(e.to_string()))?;
+    let reader = StoreReader::open(&source, backend).map_err(|e| refused(e.to_string()))?;
     let rand_skip = p.uint("rand_skip").min(u64::from(u32::MAX)) as u32;
     let skip = match rand_skip {
         0 => 0,
         n => blob_kernels::cpu::rng_rand() % n,
     };
-    let records = LmdbRecords {
+    let records = StoreRecords {
         reader,
         color: transformer.color_mode(),
         skip,

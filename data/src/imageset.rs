@@ -10,7 +10,7 @@ use prost::Message;
 use crate::datum::{ColorMode, Pixels, decode_datum, decode_image};
 use crate::list::{ListLine, read_image_list};
 use crate::resize::resize_linear;
-use crate::store::{LmdbReader, LmdbWriter};
+use crate::store::{Backend, StoreReader, StoreWriter};
 
 /// `convert_imageset`'s flags.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -158,7 +158,7 @@ fn encode(
 /// store appears only when complete.
 ///
 /// ```
-/// use blob_data::{ImageSetOptions, convert_imageset, compute_image_mean};
+/// use blob_data::{Backend, ImageSetOptions, convert_imageset, compute_image_mean};
 /// let dir = std::env::temp_dir().join(format!("blobflow-imageset-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir)?;
 /// image::GrayImage::from_raw(2, 1, vec![10, 30]).unwrap().save(dir.join("a.png"))?;
@@ -166,9 +166,10 @@ fn encode(
 /// std::fs::write(dir.join("list.txt"), "a.png 0\nb.png 1\n")?;
 /// let options = ImageSetOptions { gray: true, ..Default::default() };
 /// let root = format!("{}/", dir.display());
-/// let stored = convert_imageset(&root, &dir.join("list.txt"), &dir.join("db"), &options, &mut |_| {})?;
+/// let db = dir.join("db");
+/// let stored = convert_imageset(&root, &dir.join("list.txt"), &db, Backend::Lmdb, &options, &mut |_| {})?;
 /// assert_eq!(stored, 2);
-/// let mean = compute_image_mean(&dir.join("db"), &mut |_| {})?;
+/// let mean = compute_image_mean(&db, Backend::Lmdb, &mut |_| {})?;
 /// assert_eq!(mean.data, [15.0, 40.0]);
 /// std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -177,6 +178,7 @@ pub fn convert_imageset(
     root: &str,
     list: &Path,
     db: &Path,
+    backend: Backend,
     options: &ImageSetOptions,
     report: &mut dyn FnMut(ImageSetEvent),
 ) -> Result<usize, ToolError> {
@@ -189,7 +191,7 @@ pub fn convert_imageset(
     }
     report(ImageSetEvent::Total(lines.len()));
     let encoded = options.encoded || options.encode_type.is_some();
-    let mut writer = LmdbWriter::create(db).map_err(|e| e.to_string())?;
+    let mut writer = StoreWriter::create(db, backend).map_err(|e| e.to_string())?;
     let mut first_size: Option<usize> = None;
     let mut count = 0usize;
     for (id, ListLine { line, name, label }) in lines.iter().enumerate() {
@@ -255,9 +257,10 @@ pub fn convert_imageset(
 /// `processed` is told the count every 10000 records.
 pub fn compute_image_mean(
     store: &Path,
+    backend: Backend,
     processed: &mut dyn FnMut(usize),
 ) -> Result<BlobProto, ToolError> {
-    let reader = LmdbReader::open(store).map_err(|e| e.to_string())?;
+    let reader = StoreReader::open(store, backend).map_err(|e| e.to_string())?;
     let mut sum: Vec<f32> = Vec::new();
     let mut dims = (0, 0, 0);
     let mut count = 0usize;

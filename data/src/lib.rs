@@ -1,7 +1,7 @@
 //! Caffe's data layers for blobflow: what `caffe train` reads.
 //!
 //! - [`data_layer`] (`type: "Data"`): batches of `Datum` records from an
-//!   LMDB (what Caffe's `convert_imageset` and `convert_mnist_data`
+//!   LMDB or LevelDB store (what Caffe's `convert_imageset` and `convert_mnist_data`
 //!   write), raw or encoded JPEG/PNG;
 //! - [`image_data_layer`] (`type: "ImageData"`): images named by a list
 //!   file, resized as OpenCV resizes them ([`resize_linear`]);
@@ -10,8 +10,8 @@
 //! - [`DataTransformer`] (`transform_param`): crop, mirror, mean file or
 //!   values, scale, `force_color` / `force_gray`, in Caffe's order and
 //!   arithmetic.
-//! - [`LmdbReader`], [`LmdbWriter`]: the stores, read and written as
-//!   Caffe's `db::LMDB` does;
+//! - [`StoreReader`], [`StoreWriter`]: LMDB and LevelDB stores, read
+//!   and written as Caffe's `db::LMDB` and `db::LevelDB` do;
 //! - Caffe's dataset tools: [`convert_imageset`], [`compute_image_mean`].
 //!
 //! A net reads its stores when it is built with [`data_registry`] (or a
@@ -33,6 +33,7 @@ mod data_layer;
 mod datum;
 mod image_data;
 mod imageset;
+mod leveldb;
 mod list;
 mod prefetch;
 mod resize;
@@ -47,7 +48,7 @@ pub use imageset::{
 };
 pub use prefetch::PrefetchingDataLayer;
 pub use resize::resize_linear;
-pub use store::{LmdbReader, LmdbWriter, StoreError};
+pub use store::{Backend, StoreError, StoreReader, StoreWriter};
 pub use transform::DataTransformer;
 
 use blob_layers::registry::LayerRegistry;

@@ -1,10 +1,31 @@
-//! Caffe's key-value stores (`db::DB`): LMDB read in key order, over and
-//! over, and written the way `convert_imageset` writes it.
+//! Caffe's key-value stores (`db::DB`): LMDB and LevelDB, read in key
+//! order, over and over, and written the way `convert_imageset` writes
+//! them.
 
 use std::path::{Path, PathBuf};
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
+
+/// Caffe's `DataParameter.DB`: which kind of store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// LevelDB (Caffe's default), snappy-compressed as Caffe writes it.
+    LevelDb,
+    /// LMDB.
+    Lmdb,
+}
+
+impl Backend {
+    /// The backend Caffe's enum name gives (`LEVELDB`, `LMDB`).
+    pub fn from_caffe_name(name: &str) -> Option<Self> {
+        match name {
+            "LEVELDB" => Some(Self::LevelDb),
+            "LMDB" => Some(Self::Lmdb),
+            _ => None,
+        }
+    }
+}
 
 /// A store refused or failed: which one, and why.
 #[derive(Debug, thiserror::Error)]
@@ -16,25 +37,28 @@ pub struct StoreError {
     pub detail: String,
 }
 
-fn store_error(path: &Path, detail: impl std::fmt::Display) -> StoreError {
+pub(crate) fn store_error(path: &Path, detail: impl std::fmt::Display) -> StoreError {
     StoreError {
         path: path.display().to_string(),
         detail: detail.to_string(),
     }
 }
 
-/// What a folder that is not an LMDB looks like instead, for the error.
-fn what_else(path: &Path) -> String {
+/// What a folder that is not a store of `wanted` looks like instead, for
+/// the error.
+fn what_else(path: &Path, wanted: Backend) -> String {
     if !path.exists() {
         "no such folder".into()
-    } else if path.join("CURRENT").is_file() {
-        "a LevelDB store, not an LMDB (set `backend: LEVELDB`; LevelDB is not read yet, \
-         convert it with `blobflow convert-imageset --backend lmdb` from its images)"
-            .into()
     } else if path.is_file() {
-        "a file, not an LMDB folder (LMDB keeps data.mdb in a folder)".into()
-    } else {
+        "a file, not a store's folder".into()
+    } else if wanted == Backend::Lmdb && path.join("CURRENT").is_file() {
+        "a LevelDB store, not an LMDB (set `backend: LEVELDB`)".into()
+    } else if wanted == Backend::LevelDb && path.join("data.mdb").is_file() {
+        "an LMDB, not a LevelDB store (set `backend: LMDB`)".into()
+    } else if wanted == Backend::Lmdb {
         "not an LMDB: no data.mdb in it".into()
+    } else {
+        "not a LevelDB store: no CURRENT file in it".into()
     }
 }
 
@@ -43,17 +67,17 @@ type Records<'e> = Database<'e, Bytes, Bytes>;
 /// An LMDB opened for reading (Caffe's `LMDB::Open(source, READ)`: read
 /// only, no thread-local transactions, and without a lock file where the
 /// folder cannot be written).
-pub struct LmdbReader {
+pub(crate) struct LmdbReader {
     path: PathBuf,
     env: Env<WithoutTls>,
 }
 
 impl LmdbReader {
     /// Opens the store in folder `path`.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+    pub(crate) fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         if !path.join("data.mdb").is_file() {
-            return Err(store_error(&path, what_else(&path)));
+            return Err(store_error(&path, what_else(&path, Backend::Lmdb)));
         }
         let open = |flags: EnvFlags| {
             let mut options = EnvOpenOptions::new().read_txn_without_tls();
@@ -82,7 +106,7 @@ impl LmdbReader {
     }
 
     /// The store's folder.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -108,7 +132,7 @@ impl LmdbReader {
     /// when it is no longer valid) until `visit` returns `false`.
     /// `restarted` is told each time the store starts over. An empty
     /// store is an error: it would give no batch ever.
-    pub fn cycle(
+    pub(crate) fn cycle(
         &self,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
         restarted: &mut dyn FnMut(),
@@ -138,30 +162,9 @@ impl LmdbReader {
 /// 1 TB): address space, not disk; the file grows as records are added.
 const MAP_SIZE: usize = if usize::BITS >= 64 { 1 << 40 } else { 1 << 30 };
 
-/// Writes a new LMDB as Caffe's tools do, records committed every 1000
-/// puts; the store appears under its name only when
-/// [`finish`](Self::finish) has committed it all, so a folder named
-/// `path` is never a half-written store.
-///
-/// ```
-/// use blob_data::{LmdbReader, LmdbWriter};
-/// let dir = std::env::temp_dir().join(format!("blobflow-lmdb-doc-{}", std::process::id()));
-/// let _ = std::fs::remove_dir_all(&dir);
-/// let mut w = LmdbWriter::create(&dir)?;
-/// w.put(b"00000001", b"one")?;
-/// w.put(b"00000000", b"zero")?;
-/// assert_eq!(w.finish()?, 2);
-/// let mut seen = Vec::new();
-/// LmdbReader::open(&dir)?.cycle(
-///     &mut |key, value| { seen.push((key.to_vec(), value.to_vec())); seen.len() < 3 },
-///     &mut || {},
-/// )?;
-/// assert_eq!(seen[0], (b"00000000".to_vec(), b"zero".to_vec()));
-/// assert_eq!(seen[2].0, b"00000000"); // started over after the last
-/// std::fs::remove_dir_all(&dir).unwrap();
-/// # Ok::<(), blob_data::StoreError>(())
-/// ```
-pub struct LmdbWriter {
+/// A new LMDB, records committed every 1000 puts, written into a hidden
+/// partial folder that [`finish`](Self::finish) renames.
+pub(crate) struct LmdbWriter {
     path: PathBuf,
     partial: PathBuf,
     env: Env,
@@ -171,28 +174,8 @@ pub struct LmdbWriter {
 }
 
 impl LmdbWriter {
-    /// Starts a store at `path`, which must not exist (Caffe's tools
-    /// refuse to write into an existing store too).
-    pub fn create(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_path_buf();
-        if path.exists() {
-            return Err(store_error(
-                &path,
-                "exists already; remove it or choose another name",
-            ));
-        }
-        let name = path
-            .file_name()
-            .ok_or_else(|| store_error(&path, "names no folder"))?
-            .to_string_lossy()
-            .into_owned();
-        let partial = path.with_file_name(format!(
-            ".{name}{}{}",
-            blob_runtime::PARTIAL_MARK,
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&partial);
-        std::fs::create_dir_all(&partial).map_err(|e| store_error(&partial, e))?;
+    fn create(path: &Path) -> Result<Self, StoreError> {
+        let (path, partial) = partial_folder(path)?;
         let mut options = EnvOpenOptions::new();
         options.map_size(MAP_SIZE);
         // SAFETY: the folder is new and this writer is its only user.
@@ -207,8 +190,7 @@ impl LmdbWriter {
         })
     }
 
-    /// Adds one record.
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         self.pending.push((key.to_vec(), value.to_vec()));
         self.written += 1;
         if self.pending.len() == 1000 {
@@ -241,9 +223,7 @@ impl LmdbWriter {
         txn.commit().map_err(fail)
     }
 
-    /// Commits what is left, flushes it to disk, and gives the store its
-    /// name; returns how many records it holds.
-    pub fn finish(mut self) -> Result<usize, StoreError> {
+    fn finish(mut self) -> Result<usize, StoreError> {
         self.commit()?;
         self.env
             .force_sync()
@@ -260,6 +240,152 @@ impl Drop for LmdbWriter {
     fn drop(&mut self) {
         if !self.finished {
             let _ = std::fs::remove_dir_all(&self.partial);
+        }
+    }
+}
+
+/// A new store's final path and the hidden partial folder beside it that
+/// it is written into: `path` must not exist (Caffe's tools refuse to
+/// write into an existing store too).
+fn partial_folder(path: &Path) -> Result<(PathBuf, PathBuf), StoreError> {
+    if path.exists() {
+        return Err(store_error(
+            path,
+            "exists already; remove it or choose another name",
+        ));
+    }
+    let name = path
+        .file_name()
+        .ok_or_else(|| store_error(path, "names no folder"))?
+        .to_string_lossy()
+        .into_owned();
+    let partial = path.with_file_name(format!(
+        ".{name}{}{}",
+        blob_runtime::PARTIAL_MARK,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).map_err(|e| store_error(&partial, e))?;
+    Ok((path.to_path_buf(), partial))
+}
+
+/// A store opened for reading (Caffe's `db::GetDB(backend)->Open(source,
+/// READ)`): an LMDB read only (without a lock file where the folder
+/// cannot be written), or a LevelDB store, where LevelDB's own rules
+/// apply: opening it replays its log, which may write a table file into
+/// the folder, as Caffe's LevelDB does.
+pub struct StoreReader(Reader);
+
+enum Reader {
+    Lmdb(LmdbReader),
+    LevelDb(crate::leveldb::LevelDbReader),
+}
+
+impl StoreReader {
+    /// Opens the store in folder `path`; a folder that is not a store of
+    /// that kind is an error saying what it is instead.
+    pub fn open(path: impl AsRef<Path>, backend: Backend) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        Ok(Self(match backend {
+            Backend::Lmdb => Reader::Lmdb(LmdbReader::open(path)?),
+            Backend::LevelDb => {
+                if !path.join("CURRENT").is_file() {
+                    return Err(store_error(path, what_else(path, Backend::LevelDb)));
+                }
+                Reader::LevelDb(crate::leveldb::LevelDbReader::new(path))
+            }
+        }))
+    }
+
+    /// The store's folder.
+    pub fn path(&self) -> &Path {
+        match &self.0 {
+            Reader::Lmdb(r) => r.path(),
+            Reader::LevelDb(r) => r.path(),
+        }
+    }
+
+    /// Calls `visit(key, value)` on every record in key order, starting
+    /// over at the first after the last (Caffe's cursor `SeekToFirst`
+    /// when it is no longer valid) until `visit` returns `false`;
+    /// `restarted` is told each time the store starts over. An empty
+    /// store is an error: it would give no batch ever.
+    pub fn cycle(
+        &self,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        restarted: &mut dyn FnMut(),
+    ) -> Result<(), StoreError> {
+        match &self.0 {
+            Reader::Lmdb(r) => r.cycle(visit, restarted),
+            Reader::LevelDb(r) => r.cycle(visit, restarted),
+        }
+    }
+}
+
+/// A new store written as Caffe's tools write it; it appears under its
+/// name only when [`finish`](Self::finish) has written it all, so a
+/// folder named `path` is never a half-written store (a writer dropped
+/// unfinished takes its partial folder with it).
+///
+/// ```
+/// use blob_data::{Backend, StoreReader, StoreWriter};
+/// for backend in [Backend::Lmdb, Backend::LevelDb] {
+///     let dir = std::env::temp_dir().join(format!("blobflow-store-doc-{}-{backend:?}", std::process::id()));
+///     let _ = std::fs::remove_dir_all(&dir);
+///     let mut w = StoreWriter::create(&dir, backend)?;
+///     w.put(b"00000001", b"one")?;
+///     w.put(b"00000000", b"zero")?;
+///     assert_eq!(w.finish()?, 2);
+///     let mut seen = Vec::new();
+///     StoreReader::open(&dir, backend)?.cycle(
+///         &mut |key, value| { seen.push((key.to_vec(), value.to_vec())); seen.len() < 3 },
+///         &mut || {},
+///     )?;
+///     assert_eq!(seen[0], (b"00000000".to_vec(), b"zero".to_vec()));
+///     assert_eq!(seen[2].0, b"00000000"); // started over after the last
+///     std::fs::remove_dir_all(&dir).unwrap();
+/// }
+/// # Ok::<(), blob_data::StoreError>(())
+/// ```
+/// An LMDB is committed every 1000 records; a LevelDB store is
+/// snappy-compressed, as Caffe's are.
+pub struct StoreWriter(Writer);
+
+enum Writer {
+    Lmdb(LmdbWriter),
+    // LevelDB's handle is large; one writer is made per store.
+    LevelDb(Box<crate::leveldb::LevelDbWriter>),
+}
+
+impl StoreWriter {
+    /// Starts a store at `path`, which must not exist.
+    pub fn create(path: impl AsRef<Path>, backend: Backend) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        Ok(Self(match backend {
+            Backend::Lmdb => Writer::Lmdb(LmdbWriter::create(path)?),
+            Backend::LevelDb => {
+                let (path, partial) = partial_folder(path)?;
+                Writer::LevelDb(Box::new(crate::leveldb::LevelDbWriter::create(
+                    path, partial,
+                )?))
+            }
+        }))
+    }
+
+    /// Adds one record.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        match &mut self.0 {
+            Writer::Lmdb(w) => w.put(key, value),
+            Writer::LevelDb(w) => w.put(key, value),
+        }
+    }
+
+    /// Writes what is left to disk and gives the store its name; returns
+    /// how many records it holds.
+    pub fn finish(self) -> Result<usize, StoreError> {
+        match self.0 {
+            Writer::Lmdb(w) => w.finish(),
+            Writer::LevelDb(w) => (*w).finish(),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use blob_data::{LmdbWriter, data_registry};
+use blob_data::{Backend, StoreWriter, data_registry};
 use blob_layers::net::{Net, NetState};
 use blob_runtime::BlobError;
 use prost::Message;
@@ -32,7 +32,7 @@ fn datum(c: i32, h: i32, w: i32, first: u8, label: i32) -> Vec<u8> {
 /// An LMDB of `records` (key `%08d`), each the bytes given.
 fn store(dir: &Path, records: &[Vec<u8>]) -> PathBuf {
     let path = dir.join("store_lmdb");
-    let mut w = LmdbWriter::create(&path).unwrap();
+    let mut w = StoreWriter::create(&path, Backend::Lmdb).unwrap();
     for (i, r) in records.iter().enumerate() {
         w.put(format!("{i:08}").as_bytes(), r).unwrap();
     }
@@ -163,7 +163,10 @@ fn stores_that_are_not_lmdbs_are_refused_with_what_they_are() {
     let err = data_net(&dir.join("leveldb"), "", 1, NetState::test())
         .unwrap_err()
         .to_string();
-    assert!(err.contains("a LevelDB store, not an LMDB"), "{err}");
+    assert!(
+        err.contains("a LevelDB store, not an LMDB (set `backend: LEVELDB`)"),
+        "{err}"
+    );
     let err = data_net(&dir.join("missing"), "", 1, NetState::test())
         .unwrap_err()
         .to_string();
@@ -320,5 +323,47 @@ fn bad_lists_and_missing_images_are_named_with_their_line() {
         err.contains("new_height and new_width must be given together"),
         "{err}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn leveldb_is_caffes_default_backend() {
+    let dir = scratch("leveldb");
+    let path = dir.join("pairs_leveldb");
+    let mut w = StoreWriter::create(&path, Backend::LevelDb).unwrap();
+    for i in 0..5u8 {
+        w.put(
+            format!("{i:08}").as_bytes(),
+            &datum(2, 2, 2, 10 * i, i32::from(i % 2)),
+        )
+        .unwrap();
+    }
+    assert_eq!(w.finish().unwrap(), 5);
+    // No `backend`: LEVELDB, as in Caffe's siamese example.
+    let text = format!(
+        r#"layer {{ name: "pair_data" type: "Data" top: "pair_data" top: "sim"
+            data_param {{ source: "{}" batch_size: 3 }} }}"#,
+        path.display()
+    );
+    let mut net = Net::<f32>::builder()
+        .state(NetState::train())
+        .registry(&data_registry())
+        .from_prototxt(&text)
+        .unwrap();
+    let mut labels = Vec::new();
+    for _ in 0..2 {
+        net.forward().unwrap();
+        labels.extend(net.blob("sim").unwrap().to_vec().unwrap());
+    }
+    assert_eq!(net.blob("pair_data").unwrap().shape(), [3, 2, 2, 2]);
+    assert_eq!(labels, [0.0, 1.0, 0.0, 1.0, 0.0, 0.0]);
+    // The same store named as an LMDB is refused with what it is.
+    let lmdb = text.replace("batch_size: 3", "batch_size: 3 backend: LMDB");
+    let err = Net::<f32>::builder()
+        .registry(&data_registry())
+        .from_prototxt(&lmdb)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("a LevelDB store, not an LMDB"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
