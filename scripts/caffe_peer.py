@@ -168,9 +168,10 @@ def glog_rate(cmd, run_dir, env, threads):
                          preexec_fn=pinned(threads))
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
-    # glog, with or without the year, Caffe's old and new loss lines:
+    # glog, with or without the year, Caffe's loss lines (and the
+    # "(N iter/s, ...)" of later Caffe versions):
     # I20261126 13:26:08.575307 21721 solver.cpp:231] Iteration 100, loss = 0.16
-    # I1128 11:43:30.495110 27045 solver] Iteration 100 (361 iter/s, 0.28s/100 iters), loss = 0.16
+    # I1128 11:43:30.495110 27045 solver] Iteration 100, loss = 0.16
     stamps = {}
     for m in re.finditer(r"^I\d{4,8} (\d\d):(\d\d):(\d\d\.\d+) +\d+ solver(?:\.cpp:\d+)?\] "
                          r"Iteration (\d+)(?: \([^)]*\))?, loss", out.stderr, re.M):

@@ -162,7 +162,18 @@ fn copy_weights(net: &mut Net<f32>, list: &str, log: &mut Log) -> Result<(), Fai
     for file in list.split(',').filter(|f| !f.is_empty()) {
         log.info(&format!("Finetuning from {file}"));
         let model = blobflow::CaffeModel::open(file)?;
-        net.copy_from(&model)?;
+        let report = net.copy_from(&model)?;
+        for layer in &report.copied {
+            log.info(&format!("Copying source layer {layer}"));
+        }
+        for layer in &report.ignored {
+            log.info(&format!("Ignoring source layer {layer}"));
+        }
+        for layer in &report.missing {
+            log.info(&format!(
+                "No source layer for {layer}: its parameters stay as its fillers made them"
+            ));
+        }
     }
     Ok(())
 }
@@ -199,7 +210,7 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         train_path.display()
     ));
     let mut train = Net::builder()
-        .state(NetState::train())
+        .state(file.train_state.clone())
         .registry(&registry)
         .from_file(&train_path)?;
     let test_names: Vec<String> = if file.test_nets.is_empty() {
@@ -220,8 +231,9 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
             file.test_iter.len()
         )));
     }
+    let states = file.test_net_states()?;
     let mut tests = Vec::new();
-    for name in &test_names {
+    for (name, state) in test_names.iter().zip(states) {
         let path = net_file(name, &args.solver)?;
         log.info(&format!(
             "Creating test net (#{}) specified by net file: {}",
@@ -230,7 +242,7 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         ));
         tests.push(
             Net::builder()
-                .state(NetState::test())
+                .state(state)
                 .registry(&registry)
                 .from_file(&path)?,
         );
@@ -274,8 +286,6 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     ));
     let signals = Signals::install(args.sigint_effect, args.sighup_effect)?;
     let mut log = Log::new("solver", Some((file.solver.iter, file.max_iter)));
-    let mut last_display: Option<(usize, std::time::Instant)> = None;
-    let display = file.display;
     let log_cell = std::cell::RefCell::new(&mut log);
     let stopped = solve_until(
         &mut file,
@@ -296,21 +306,7 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
                     lr,
                     ..
                 } => {
-                    let now = std::time::Instant::now();
-                    let (rate, lapse) = match last_display {
-                        Some((from, at)) if iter > from => {
-                            let secs = now.duration_since(at).as_secs_f64();
-                            ((iter - from) as f64 / secs.max(1e-9), secs)
-                        }
-                        _ => (0.0, 0.0),
-                    };
-                    last_display = Some((iter, now));
-                    log.info(&format!(
-                        "Iteration {iter} ({} iter/s, {}s/{display} iters), loss = {}",
-                        g6(rate),
-                        g6(lapse),
-                        g6(smoothed)
-                    ));
+                    log.info(&format!("Iteration {iter}, loss = {}", g6(smoothed)));
                     output_lines("Train", &outputs, &mut log);
                     log.info(&format!("Iteration {iter}, lr = {}", g6(lr)));
                     log.progress(iter + 1);

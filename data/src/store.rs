@@ -3,6 +3,7 @@
 //! them.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
@@ -69,16 +70,40 @@ type Records<'e> = Database<'e, Bytes, Bytes>;
 /// folder cannot be written).
 pub(crate) struct LmdbReader {
     path: PathBuf,
-    env: Env<WithoutTls>,
+    env: Arc<Env<WithoutTls>>,
 }
 
+/// The LMDBs this process has open, by canonical path. LMDB allows one
+/// environment per file in a process (heed refuses a second), while
+/// Caffe's nets often read one store from several layers (a train net
+/// and a "test on train" net): they share it. Entries are weak, so a
+/// store closes when its last reader goes.
+static OPEN_LMDBS: Mutex<Vec<(PathBuf, Weak<Env<WithoutTls>>)>> = Mutex::new(Vec::new());
+
 impl LmdbReader {
-    /// Opens the store in folder `path`.
+    /// Opens the store in folder `path`, or shares the environment
+    /// already open on it.
     pub(crate) fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         if !path.join("data.mdb").is_file() {
             return Err(store_error(&path, what_else(&path, Backend::Lmdb)));
         }
+        let key = std::fs::canonicalize(&path).map_err(|e| store_error(&path, e))?;
+        let mut open_ones = OPEN_LMDBS.lock().unwrap_or_else(|e| e.into_inner());
+        open_ones.retain(|(_, env)| env.strong_count() > 0);
+        if let Some(env) = open_ones
+            .iter()
+            .find(|(p, _)| *p == key)
+            .and_then(|(_, env)| env.upgrade())
+        {
+            return Ok(Self { path, env });
+        }
+        let env = Arc::new(Self::open_env(&path)?);
+        open_ones.push((key, Arc::downgrade(&env)));
+        Ok(Self { path, env })
+    }
+
+    fn open_env(path: &Path) -> Result<Env<WithoutTls>, StoreError> {
         let open = |flags: EnvFlags| {
             let mut options = EnvOpenOptions::new().read_txn_without_tls();
             // SAFETY: READ_ONLY (and NO_LOCK where the folder is read-only):
@@ -86,23 +111,39 @@ impl LmdbReader {
             // not written while they are read.
             unsafe {
                 options.flags(flags);
-                options.open(&path)
+                options.open(path)
             }
         };
-        let env = match open(EnvFlags::READ_ONLY) {
-            Ok(env) => env,
-            Err(heed::Error::Io(e))
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-                ) =>
-            {
-                open(EnvFlags::READ_ONLY | EnvFlags::NO_LOCK)
-                    .map_err(|e| store_error(&path, format!("cannot open the LMDB: {e}")))?
+        let fail = |e: heed::Error| store_error(path, format!("cannot open the LMDB: {e}"));
+        // A store whose last reader was just dropped may still be closing.
+        let mut tries = 0;
+        loop {
+            match open(EnvFlags::READ_ONLY) {
+                Ok(env) => return Ok(env),
+                Err(heed::Error::EnvAlreadyOpened) if tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                // A folder this process cannot write (Caffe retries so
+                // too), or a lock file held open by another LMDB build of
+                // another lock format (a `caffe` reading the store now):
+                // read without the lock table, as nothing writes a store
+                // while it is trained from.
+                Err(heed::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::PermissionDenied
+                            | std::io::ErrorKind::ReadOnlyFilesystem
+                    ) =>
+                {
+                    return open(EnvFlags::READ_ONLY | EnvFlags::NO_LOCK).map_err(fail);
+                }
+                Err(heed::Error::Mdb(heed::MdbError::VersionMismatch)) => {
+                    return open(EnvFlags::READ_ONLY | EnvFlags::NO_LOCK).map_err(fail);
+                }
+                Err(e) => return Err(fail(e)),
             }
-            Err(e) => return Err(store_error(&path, format!("cannot open the LMDB: {e}"))),
-        };
-        Ok(Self { path, env })
+        }
     }
 
     /// The store's folder.

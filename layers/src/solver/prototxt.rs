@@ -7,6 +7,7 @@ use blob_proto::{ProtoError, TextField, TextMessage, TextValue, excerpt};
 use blob_runtime::{BlobError, MathElement};
 
 use super::{LrPolicy, Regularization, SgdSolver, SolverType};
+use crate::net::NetState;
 
 /// A solver prototxt as `caffe train --solver` reads it: the solver (its
 /// type, rate policy, momentum, decay, clipping, `iter_size`) and the
@@ -52,6 +53,29 @@ pub struct SolverFile<T: MathElement = f32> {
     /// `test_initialization` (default true): test before the first
     /// iteration too.
     pub test_initialization: bool,
+    /// `snapshot_after_train` (default true): snapshot at the end where
+    /// the last iteration took none.
+    pub snapshot_after_train: bool,
+    /// `train_state`: the train net's level and stages (its phase is
+    /// TRAIN whatever the file says, as in Caffe).
+    pub train_state: NetState,
+    /// `test_state`: each test net's level and stages, one per test net
+    /// (TEST, level 0, no stages where the file gives none).
+    ///
+    /// ```
+    /// use blob_layers::solver::SolverFile;
+    /// let file = SolverFile::<f32>::parse(r#"net: "ae.prototxt" base_lr: 0.01 lr_policy: "fixed"
+    ///     test_state: { stage: 'test-on-train' } test_iter: 500
+    ///     test_state: { stage: 'test-on-test' level: 2 } test_iter: 100
+    ///     snapshot_after_train: false"#)?;
+    /// let states = file.test_net_states()?;
+    /// assert_eq!(states[1].stages, ["test-on-test"]);
+    /// assert_eq!((states[1].level, file.snapshot_after_train), (2, false));
+    /// let err = SolverFile::<f32>::parse("base_lr: 1 lr_policy: \"fixed\" test_state { stag: 'x' }").unwrap_err();
+    /// assert!(err.to_string().contains("line 1"), "{err}");
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub test_states: Vec<NetState>,
     /// `average_loss` (default 1): the displayed loss is the mean of the
     /// last this many iterations'.
     pub average_loss: usize,
@@ -80,12 +104,9 @@ const LEFT_OUT: &[&str] = &[
     "net_param",
     "train_net_param",
     "test_net_param",
-    "train_state",
-    "test_state",
     "test_compute_loss",
     "snapshot_diff",
     "snapshot_format",
-    "snapshot_after_train",
     "device_id",
     "debug_info",
     "layer_wise_reduce",
@@ -215,6 +236,40 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A `bool` field, `default` where absent.
+    fn boolean_or(&self, name: &str, default: bool) -> Result<bool, BlobError> {
+        match self.enum_name(name)? {
+            None => Ok(default),
+            Some((_, "true")) => Ok(true),
+            Some((_, "false")) => Ok(false),
+            Some((field, other)) => Err(self.error(
+                field,
+                format!("{name} is true or false, not {}", excerpt(other)),
+            )),
+        }
+    }
+
+    /// A `NetState` message (`train_state`, `test_state`): its level and
+    /// stages over `base`, whose phase it keeps.
+    fn net_state(&self, field: &TextField, base: NetState) -> Result<NetState, BlobError> {
+        let TextValue::Message(message) = &field.value else {
+            return Err(self.error(
+                field,
+                format!(
+                    "{} must be a message {{ stage: \"...\" level: N }}",
+                    field.name
+                ),
+            ));
+        };
+        let state = blob_proto::ParamMessage::from_text(&blob_proto::schema::NET_STATE, message)
+            .map_err(|source| text_error(self.path, source))?;
+        Ok(NetState {
+            level: i32::try_from(state.int("level")).unwrap_or(0),
+            stages: state.strings("stage").map(String::from).collect(),
+            ..base
+        })
+    }
+
     fn enum_name(&self, name: &str) -> Result<Option<(&'a TextField, &'a str)>, BlobError> {
         let Some(field) = self.one(name) else {
             return Ok(None);
@@ -277,19 +332,19 @@ impl<T: MathElement> SolverFile<T> {
                 }
             }
         }
-        let test_initialization = match f.enum_name("test_initialization")? {
-            None | Some((_, "true")) => true,
-            Some((_, "false")) => false,
-            Some((field, other)) => {
-                return Err(f.error(
-                    field,
-                    format!(
-                        "test_initialization is true or false, not {}",
-                        excerpt(other)
-                    ),
-                ));
-            }
+        let test_initialization = f.boolean_or("test_initialization", true)?;
+        let snapshot_after_train = f.boolean_or("snapshot_after_train", true)?;
+        let train_state = match f.one("train_state") {
+            Some(field) => f.net_state(field, NetState::train())?,
+            None => NetState::train(),
         };
+        let test_states = f
+            .message
+            .fields
+            .iter()
+            .filter(|field| field.name == "test_state")
+            .map(|field| f.net_state(field, NetState::test()))
+            .collect::<Result<Vec<_>, _>>()?;
         let solver_mode = f.enum_name("solver_mode")?;
         if let Some((field, mode)) = solver_mode
             && !matches!(mode, "CPU" | "GPU")
@@ -302,6 +357,9 @@ impl<T: MathElement> SolverFile<T> {
             train_net: f.string("train_net")?.map(|(_, s)| s.to_string()),
             test_nets,
             test_initialization,
+            snapshot_after_train,
+            train_state,
+            test_states,
             average_loss: f.count_or("average_loss", 1)?.max(1),
             max_iter: f.count_or("max_iter", 0)?,
             display: f.count_or("display", 0)?,
@@ -349,6 +407,9 @@ fn check_names(f: &Fields<'_>) -> Result<(), BlobError> {
         "test_net",
         "test_initialization",
         "average_loss",
+        "snapshot_after_train",
+        "train_state",
+        "test_state",
     ];
     for (i, field) in f.message.fields.iter().enumerate() {
         let name = field.name.as_str();

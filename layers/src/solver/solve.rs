@@ -105,11 +105,28 @@ impl<T: MathElement> SolverFile<T> {
         let Some(file) = self.train_net.as_ref().or(self.net.as_ref()) else {
             return Err(file_error("solver", "no net: give net or train_net".into()));
         };
-        build(dir.join(file), NetState::train(), inputs)
+        build(dir.join(file), self.train_state.clone(), inputs)
+    }
+
+    /// Each test net's state: its `test_state`, where the file gives one
+    /// per test net (Caffe requires as many as there are test nets, or
+    /// none), else TEST, level 0, no stages.
+    pub fn test_net_states(&self) -> Result<Vec<NetState>> {
+        match self.test_states.len() {
+            0 => Ok(vec![NetState::test(); self.test_iter.len()]),
+            n if n == self.test_iter.len() => Ok(self.test_states.clone()),
+            n => Err(file_error(
+                "solver",
+                format!(
+                    "{n} test_state messages for {} test nets (test_iter values): give one per test net, or none",
+                    self.test_iter.len()
+                ),
+            )),
+        }
     }
 
     /// The test nets in the TEST phase: each `test_net`, else `net` once
-    /// per `test_iter`.
+    /// per `test_iter`, each in its `test_state`.
     pub fn test_nets(&self, dir: &Path, inputs: &[(&str, &[usize])]) -> Result<Vec<Net<T>>> {
         let files: Vec<&String> = if self.test_nets.is_empty() {
             self.net.iter().cycle().take(self.test_iter.len()).collect()
@@ -126,9 +143,11 @@ impl<T: MathElement> SolverFile<T> {
                 ),
             ));
         }
+        let states = self.test_net_states()?;
         files
             .into_iter()
-            .map(|f| build(dir.join(f), NetState::test(), inputs))
+            .zip(states)
+            .map(|(f, state)| build(dir.join(f), state, inputs))
             .collect()
     }
 }
@@ -152,7 +171,8 @@ fn build<T: MathElement>(
 /// (sharing the train net's weights) run every `test_interval`
 /// iterations, `test_iter` passes each; the loss is reported every
 /// `display` and the weights and state written every `snapshot`
-/// iterations (to `snapshot_prefix` + `_iter_N`), and at the end.
+/// iterations (to `snapshot_prefix` + `_iter_N`), and at the end
+/// (unless `snapshot_after_train: false`).
 /// The test nets are made to share the train net's weights
 /// ([`Net::share_weights_with`]).
 ///
@@ -273,7 +293,9 @@ pub fn solve_until<T: MathElement>(
             break;
         }
     }
-    if file.snapshot == 0 || !file.solver.iter.is_multiple_of(file.snapshot) {
+    if file.snapshot_after_train
+        && (file.snapshot == 0 || !file.solver.iter.is_multiple_of(file.snapshot))
+    {
         report(snapshot(file, train)?);
     }
     if stopped {
