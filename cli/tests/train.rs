@@ -302,3 +302,48 @@ fn a_bad_record_stops_training_naming_the_store_and_the_key() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--device cuda` retraces Caffe's CPU run too, within what the GPU's
+/// other summation orders allow (1e-4 of each loss). It runs where a CUDA
+/// driver is: a GPU, or `scripts/cuda-on-cpu.sh`'s CPU driver, which sets
+/// `BLOBFLOW_REQUIRE_GPU` so that a missing driver fails it there;
+/// elsewhere it says why it did not run.
+#[cfg(feature = "cuda")]
+#[test]
+fn train_on_the_gpu_retraces_caffes_losses() {
+    let dir = caffe_folder("gpu");
+    let run = blobflow(
+        &dir,
+        &[
+            "train",
+            "--solver",
+            "lenet_solver.prototxt",
+            "--snapshot",
+            "lenet_iter_1000.solverstate",
+            "--device",
+            "cuda",
+        ],
+    );
+    let log = String::from_utf8_lossy(&run.stderr);
+    if !run.status.success() && std::env::var_os("BLOBFLOW_REQUIRE_GPU").is_none() {
+        eprintln!("not run: no CUDA device here ({})", log.trim());
+        return;
+    }
+    assert!(run.status.success(), "{log}");
+    let lines = messages(&run.stderr);
+    let caffe = caffe_lenet_run::caffe_losses(&root());
+    let ours: Vec<f64> = lines
+        .iter()
+        .filter(|l| l.starts_with("Iteration ") && l.contains(", loss = "))
+        .map(|l| after(l, "loss = ").unwrap())
+        .collect();
+    for (&(iter, theirs), ours) in caffe.iter().zip(&ours) {
+        let theirs = f64::from(theirs);
+        assert!(
+            (ours - theirs).abs() <= 1e-4 * theirs.abs(),
+            "iteration {iter}: {ours} on the GPU, {theirs} in Caffe"
+        );
+    }
+    assert!(lines.iter().any(|l| l.starts_with("GPU 0: ")), "{lines:#?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -51,8 +51,8 @@ pub(crate) struct Setup<T: MathElement> {
 }
 
 /// A data layer whose batches a thread of its own makes ahead of the
-/// net (Caffe's `BasePrefetchingDataLayer`): [`Data`](crate::data_layer)
-/// and [`ImageData`](crate::image_data). Each batch takes the shape of
+/// net (Caffe's `BasePrefetchingDataLayer`): [`Data`](crate::data_layer())
+/// and [`ImageData`](crate::image_data_layer()). Each batch takes the shape of
 /// its first record (Caffe's `InferBlobShape`), so batches of different
 /// sizes may follow each other; within a batch a record of another shape
 /// is an error naming it. A record that cannot be read stops the layer
