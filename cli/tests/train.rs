@@ -95,19 +95,29 @@ fn after(line: &str, key: &str) -> Option<f64> {
         .ok()
 }
 
+/// `blobflow train` resuming Caffe's snapshot in `dir`, with `more`.
+fn resume_caffes_snapshot(dir: &Path, more: &[&str]) -> Output {
+    let mut args = vec![
+        "train",
+        "--solver",
+        "lenet_solver.prototxt",
+        "--snapshot",
+        "lenet_iter_1000.solverstate",
+    ];
+    args.extend_from_slice(more);
+    blobflow(dir, &args)
+}
+
 #[test]
 fn train_resumes_caffes_snapshot_from_lmdb_and_retraces_caffes_log_and_weights() {
     let dir = caffe_folder("resume");
-    let lines = blobflow_ok(
-        &dir,
-        &[
-            "train",
-            "--solver",
-            "lenet_solver.prototxt",
-            "--snapshot",
-            "lenet_iter_1000.solverstate",
-        ],
+    let run = resume_caffes_snapshot(&dir, &[]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
     );
+    let lines = messages(&run.stderr);
     // Caffe's lines, as tools/extra/parse_log.py reads them.
     let losses: Vec<(usize, f64)> = lines
         .iter()
@@ -312,18 +322,7 @@ fn a_bad_record_stops_training_naming_the_store_and_the_key() {
 #[test]
 fn train_on_the_gpu_retraces_caffes_losses() {
     let dir = caffe_folder("gpu");
-    let run = blobflow(
-        &dir,
-        &[
-            "train",
-            "--solver",
-            "lenet_solver.prototxt",
-            "--snapshot",
-            "lenet_iter_1000.solverstate",
-            "--device",
-            "cuda",
-        ],
-    );
+    let run = resume_caffes_snapshot(&dir, &["--device", "cuda"]);
     let log = String::from_utf8_lossy(&run.stderr);
     if !run.status.success() && std::env::var_os("BLOBFLOW_REQUIRE_GPU").is_none() {
         eprintln!("not run: no CUDA device here ({})", log.trim());
