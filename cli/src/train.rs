@@ -58,6 +58,12 @@ pub struct TrainArgs {
     /// What SIGHUP does (Caffe's default: snapshot and go on)
     #[arg(long = "sighup-effect", alias = "sighup_effect", value_enum, default_value_t = SignalEffect::Snapshot)]
     pub sighup_effect: SignalEffect,
+    /// The train net's level (Caffe's -level)
+    #[arg(long, default_value_t = 0)]
+    pub level: i32,
+    /// Stages added to the train net's (Caffe's -stage), separated by commas
+    #[arg(long, value_delimiter = ',')]
+    pub stage: Vec<String>,
 }
 
 /// A net file a solver names, which Caffe reads relative to the folder
@@ -189,6 +195,11 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     if let Some(n) = args.iterations {
         file.max_iter = n;
     }
+    // Caffe's -level and -stage: the train net's state, the file's stages kept.
+    if args.level != 0 {
+        file.train_state.level = args.level;
+    }
+    file.train_state.stages.extend(args.stage.iter().cloned());
     let mut log = Log::new("solver", None);
     if let Some(seed) = file.random_seed {
         blobflow::kernels::cpu::set_seed(seed);
@@ -352,6 +363,12 @@ pub struct TestArgs {
     /// Where to run
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     pub device: Device,
+    /// The net's level (Caffe's -level)
+    #[arg(long, default_value_t = 0)]
+    pub level: i32,
+    /// The net's stages (Caffe's -stage), separated by commas
+    #[arg(long, value_delimiter = ',')]
+    pub stage: Vec<String>,
 }
 
 /// `blobflow test`: Caffe's `caffe test`, each output averaged over the
@@ -359,8 +376,13 @@ pub struct TestArgs {
 pub fn test(args: &TestArgs) -> Result<(), Failure> {
     let mut log = Log::new("caffe", None);
     let registry = blobflow::data::data_registry::<f32>();
+    let state = NetState {
+        level: args.level,
+        stages: args.stage.clone(),
+        ..NetState::test()
+    };
     let mut net = Net::builder()
-        .state(NetState::test())
+        .state(state)
         .registry(&registry)
         .from_file(&args.model)?;
     match &args.weights {

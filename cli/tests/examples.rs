@@ -111,6 +111,48 @@ fn the_mnist_autoencoder_trains_from_its_own_prototxt() {
     // on Caffe's recipe, as Caffe's own run goes (see docs/BENCHMARKS.md).
     assert!(losses[0] > 800.0 && losses[20] < 300.0, "{losses:?}");
     assert!(lines.contains(&"Snapshotting to binary proto file examples/mnist/mnist_autoencoder_iter_20.caffemodel".to_string()));
+    // caffe test on a stage, Caffe's single-dash flags.
+    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .current_dir(&dir)
+        .args([
+            "test",
+            "-model",
+            "examples/mnist/mnist_autoencoder.prototxt",
+            "-weights",
+            "examples/mnist/mnist_autoencoder_iter_20.caffemodel",
+            "-iterations",
+            "2",
+            "-stage",
+            "test-on-test",
+        ])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{log}");
+    assert!(
+        log.contains("] l2_error = ") && log.contains("] cross_entropy_loss = "),
+        "{log}"
+    );
+    let err = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .current_dir(&dir)
+        .args([
+            "test",
+            "--model",
+            "examples/mnist/mnist_autoencoder.prototxt",
+            "--iterations",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    // With no stage no data layer is included: "data" has no producer,
+    // and the error says which layer's rules left it out.
+    assert!(!err.status.success());
+    let message = String::from_utf8_lossy(&err.stderr);
+    assert!(
+        message.contains("Unknown bottom blob 'data'")
+            && message.contains("layer 'data' (Data) makes it but its include/exclude rules leave it out of this net (TEST, level 0, no stages)"),
+        "{message}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

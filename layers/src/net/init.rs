@@ -122,6 +122,54 @@ pub(crate) fn filter(net: &ParamMessage, state: &NetState) -> Result<Vec<ParamMe
     Ok(kept)
 }
 
+/// An unknown bottom that a layer left out by its rules would have made
+/// (a data layer for another phase or stage) gets a note saying so: the
+/// net's state is the likelier mistake than the wiring.
+pub(crate) fn explain_left_out(
+    error: BlobError,
+    net: &ParamMessage,
+    state: &NetState,
+) -> BlobError {
+    let BlobError::Net { at, detail } = error else {
+        return error;
+    };
+    let Some(blob) = detail
+        .strip_prefix("Unknown bottom blob '")
+        .and_then(|rest| rest.split_once('\''))
+        .map(|(blob, _)| blob.to_string())
+    else {
+        return BlobError::Net { at, detail };
+    };
+    let maker = filter(net, state).ok().and_then(|kept| {
+        net.messages("layer").find(|layer| {
+            layer.strings("top").any(|t| t == blob)
+                && !kept.iter().any(|k| {
+                    k.string("name") == layer.string("name") && k.strings("top").any(|t| t == blob)
+                })
+        })
+    });
+    let Some(maker) = maker else {
+        return BlobError::Net { at, detail };
+    };
+    let stages = if state.stages.is_empty() {
+        "no stages".to_string()
+    } else {
+        format!("stages {}", state.stages.join(", "))
+    };
+    BlobError::Net {
+        at,
+        detail: format!(
+            "{detail}; layer '{}' ({}) makes it but its include/exclude rules leave it out of \
+             this net ({}, level {}, {stages}): build the net in the state it is for \
+             (blobflow test --stage, a solver's test_state)",
+            blob_proto::excerpt(maker.string("name")),
+            blob_proto::excerpt(maker.string("type")),
+            state.phase.name(),
+            state.level
+        ),
+    }
+}
+
 fn split_layer_name(blob: &str, layer: &str, top: usize) -> String {
     format!("{blob}_{layer}_{top}_split")
 }

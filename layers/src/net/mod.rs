@@ -363,7 +363,8 @@ impl<T: MathElement> Net<T> {
             stages.append(&mut state.stages);
             state.stages = stages;
         }
-        let layers = init::insert_splits(init::filter(&param, &state)?)?;
+        let layers = init::insert_splits(init::filter(&param, &state)?)
+            .map_err(|e| init::explain_left_out(e, &param, &state))?;
         let mut net = Self {
             name: param.string("name").to_string(),
             phase: state.phase,
