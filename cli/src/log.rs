@@ -10,35 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// A number as C++'s `ostream` prints a `float` by default (`%g`, six
 /// significant digits): what Caffe's log lines hold.
 pub fn g6(x: f64) -> String {
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    if !x.is_finite() {
-        return if x.is_nan() {
-            "nan".into()
-        } else if x > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
-        };
-    }
-    let exponent = format!("{x:.5e}");
-    let (mantissa, power) = exponent.split_once('e').expect("an exponent");
-    let power: i32 = power.parse().expect("a number");
-    let trim = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if !(-4..6).contains(&power) {
-        let sign = if power < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mantissa), power.abs())
-    } else {
-        let decimals = (5 - power).max(0) as usize;
-        trim(&format!("{x:.decimals$}"))
-    }
+    blobflow::proto::format_g(x, 6)
 }
 
 /// Writes log lines and the progress line, both on standard error.

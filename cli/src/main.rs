@@ -18,6 +18,7 @@ mod inspect;
 mod log;
 mod run;
 mod train;
+mod upgrade;
 
 #[derive(Parser)]
 #[command(
@@ -120,6 +121,14 @@ enum Command {
     /// `compute_image_mean`)
     #[command(alias = "compute_image_mean")]
     ComputeImageMean(dataset::ComputeImageMeanArgs),
+    /// Rewrite a net .prototxt of an old format (V0, V1 `layers`, ...) in today's (Caffe's
+    /// `upgrade_net_proto_text`)
+    #[command(alias = "upgrade_net_proto_text")]
+    UpgradeNetProtoText(upgrade::UpgradeArgs),
+    /// Rewrite a binary net (a .caffemodel of an old format) in today's (Caffe's
+    /// `upgrade_net_proto_binary`)
+    #[command(alias = "upgrade_net_proto_binary")]
+    UpgradeNetProtoBinary(upgrade::UpgradeArgs),
     /// The CPU path the kernels take, and the GPU where there is one (Caffe's
     /// `caffe device_query`)
     #[command(alias = "device_query")]
@@ -330,6 +339,10 @@ fn main() -> ExitCode {
         }
         Command::ComputeImageMean(args) => {
             quiet("compute-image-mean", dataset::compute_image_mean(&args))
+        }
+        Command::UpgradeNetProtoText(args) => quiet("upgrade-net-proto-text", upgrade::text(&args)),
+        Command::UpgradeNetProtoBinary(args) => {
+            quiet("upgrade-net-proto-binary", upgrade::binary(&args))
         }
         Command::DeviceQuery => quiet("device-query", train::device_query()),
         Command::Convert { model, out } => match convert(&model, &out) {

@@ -53,21 +53,28 @@ fn refused(detail: impl Into<String>) -> BlobError {
 }
 
 impl<T: MathElement> DataTransformer<T> {
-    /// The transformer of a data layer: its `transform_param`, with the
-    /// old `data_param` fields (`scale`, `mean_file`, `crop_size`,
-    /// `mirror`) moved into it as Caffe's net upgrade moves them; TRAIN
-    /// when the layer's phase is TRAIN. A `mean_file` is read here.
+    /// The transformer of a data layer: its `transform_param`; TRAIN when
+    /// the layer's phase is TRAIN. A `mean_file` is read here. The old
+    /// places of these settings (`data_param.scale`, ...) are moved by the
+    /// net's upgrade of a V1 file, as Caffe moves them; in a layer of
+    /// today's format, where Caffe ignores them, they are refused.
     pub fn from_layer(layer: &ParamMessage) -> Result<Self, BlobError> {
-        let schema = &blob_proto::schema::TRANSFORMATION;
-        let mut p = layer
+        let p = layer
             .message("transform_param")
             .cloned()
-            .unwrap_or_else(|| ParamMessage::new(schema));
-        if let Some(data) = layer.message("data_param") {
-            for name in ["scale", "mean_file", "crop_size", "mirror"] {
-                if let Some(field) = data.field(name) {
-                    p.set(name, field.value.clone());
-                }
+            .unwrap_or_else(|| ParamMessage::new(&blob_proto::schema::TRANSFORMATION));
+        for param in ["data_param", "image_data_param", "window_data_param"] {
+            let Some(old) = layer.message(param) else {
+                continue;
+            };
+            if let Some(name) = ["scale", "mean_file", "crop_size", "mirror"]
+                .into_iter()
+                .find(|f| old.has(f))
+            {
+                return Err(refused(format!(
+                    "{param}.{name} is where Caffe's V1 files kept transform_param.{name}; \
+                     Caffe's layers of today ignore it there: move it into transform_param"
+                )));
             }
         }
         Self::from_param(&p, layer.enum_name("phase") == "TRAIN")

@@ -209,7 +209,10 @@ impl ParamMessage {
         Ok(out)
     }
 
-    /// The message's bytes: known fields in order, then the unknown ones.
+    /// The message's bytes as protobuf's C++ writes them (what Caffe's
+    /// files hold): known fields in the order of their numbers (a
+    /// repeated field's values in theirs, the fields `caffe.proto` marks
+    /// `packed` packed), then the unknown ones as they were read.
     pub fn encode_to_vec(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.encode(&mut out);
@@ -217,25 +220,27 @@ impl ParamMessage {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        for f in &self.fields {
-            let number = f.schema.number;
-            match (&f.value, f.schema.kind) {
-                (ParamValue::Float(v), FieldKind::Float) => {
-                    encode_key(number, WireType::ThirtyTwoBit, out);
-                    out.extend_from_slice(&(*v as f32).to_le_bytes());
+        let mut fields: Vec<&ParamField> = self.fields.iter().collect();
+        fields.sort_by_key(|f| f.schema.number);
+        let mut at = 0;
+        while at < fields.len() {
+            let schema = fields[at].schema;
+            let run = fields[at..]
+                .iter()
+                .take_while(|f| std::ptr::eq(f.schema, schema))
+                .count();
+            if packed(self.schema, schema) {
+                let mut values = Vec::new();
+                for f in &fields[at..at + run] {
+                    encode_packed_value(&f.value, schema.kind, &mut values);
                 }
-                (ParamValue::Float(v), _) => {
-                    encode_key(number, WireType::SixtyFourBit, out);
-                    out.extend_from_slice(&v.to_le_bytes());
+                delimited(schema.number, &values, out);
+            } else {
+                for f in &fields[at..at + run] {
+                    encode_value(schema.number, &f.value, schema.kind, out);
                 }
-                (ParamValue::Int(v), _) => varint(number, *v as u64, out),
-                (ParamValue::UInt(v), _) => varint(number, *v, out),
-                (ParamValue::Bool(v), _) => varint(number, u64::from(*v), out),
-                (ParamValue::Enum(v), _) => varint(number, i64::from(*v) as u64, out),
-                (ParamValue::Str(s), _) => delimited(number, s.as_bytes(), out),
-                (ParamValue::Bytes(b), _) => delimited(number, b, out),
-                (ParamValue::Message(m), _) => delimited(number, &m.encode_to_vec(), out),
             }
+            at += run;
         }
         for u in &self.unknown {
             out.extend_from_slice(&u.raw);
@@ -750,6 +755,51 @@ fn read_wire(
         line: 0,
     });
     Ok(())
+}
+
+/// The repeated fields `caffe.proto` declares `[packed = true]`: a blob's
+/// values and its shape's dims.
+fn packed(message: &MessageSchema, field: &FieldSchema) -> bool {
+    matches!(
+        (message.name, field.name),
+        ("BlobProto", "data" | "diff" | "double_data" | "double_diff") | ("BlobShape", "dim")
+    )
+}
+
+/// One field's value with its key.
+fn encode_value(number: u32, value: &ParamValue, kind: FieldKind, out: &mut Vec<u8>) {
+    match (value, kind) {
+        (ParamValue::Float(v), FieldKind::Float) => {
+            encode_key(number, WireType::ThirtyTwoBit, out);
+            out.extend_from_slice(&(*v as f32).to_le_bytes());
+        }
+        (ParamValue::Float(v), _) => {
+            encode_key(number, WireType::SixtyFourBit, out);
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        (ParamValue::Int(v), _) => varint(number, *v as u64, out),
+        (ParamValue::UInt(v), _) => varint(number, *v, out),
+        (ParamValue::Bool(v), _) => varint(number, u64::from(*v), out),
+        (ParamValue::Enum(v), _) => varint(number, i64::from(*v) as u64, out),
+        (ParamValue::Str(s), _) => delimited(number, s.as_bytes(), out),
+        (ParamValue::Bytes(b), _) => delimited(number, b, out),
+        (ParamValue::Message(m), _) => delimited(number, &m.encode_to_vec(), out),
+    }
+}
+
+/// One value of a packed field, without a key.
+fn encode_packed_value(value: &ParamValue, kind: FieldKind, out: &mut Vec<u8>) {
+    match (value, kind) {
+        (ParamValue::Float(v), FieldKind::Float) => {
+            out.extend_from_slice(&(*v as f32).to_le_bytes())
+        }
+        (ParamValue::Float(v), _) => out.extend_from_slice(&v.to_le_bytes()),
+        (ParamValue::Int(v), _) => encode_varint(*v as u64, out),
+        (ParamValue::UInt(v), _) => encode_varint(*v, out),
+        (ParamValue::Bool(v), _) => encode_varint(u64::from(*v), out),
+        (ParamValue::Enum(v), _) => encode_varint(i64::from(*v) as u64, out),
+        (other, _) => unreachable!("a packed field holds numbers, not {other:?}"),
+    }
 }
 
 #[cfg(test)]

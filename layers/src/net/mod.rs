@@ -37,6 +37,28 @@ use blob_runtime::{Blob, BlobError, CaffeModel, CopyReport, DeviceBackend, MathE
 use crate::dyn_layer::{DynLayer, Sharing};
 use crate::registry::LayerRegistry;
 pub use init::{NetState, Phase};
+
+/// Caffe's `UpgradeNetAsNeeded`: a `NetParameter` of an old format (V0
+/// layers, V1 `layers`, data layers' transformation fields in their data
+/// parameters, legacy `input` fields, BatchNorm's statistics specs)
+/// rewritten in today's. What `Net` does to every file it reads, and
+/// what `blobflow upgrade-net-proto-text` writes out.
+///
+/// ```
+/// use blob_proto::{ParamMessage, TextMessage, schema};
+/// let v1 = TextMessage::parse(r#"layers { name: "d" type: DATA top: "x"
+///     data_param { source: "db" scale: 0.5 batch_size: 2 } }"#)?;
+/// let net = ParamMessage::from_text(&schema::NET_PARAMETER, &v1)?;
+/// let new = blob_layers::net::upgrade_net(&net)?;
+/// let layer = new.messages("layer").next().unwrap();
+/// assert_eq!(layer.string("type"), "Data");
+/// assert_eq!(layer.message("transform_param").unwrap().float("scale"), 0.5);
+/// assert!(!layer.message("data_param").unwrap().has("scale"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn upgrade_net(net: &ParamMessage) -> Result<ParamMessage> {
+    upgrade::upgrade(net)
+}
 pub use timing::{LayerTime, NetTiming};
 
 /// One layer of a [`Net`]: its name, its run-time layer and its wiring.

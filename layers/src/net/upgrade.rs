@@ -1,7 +1,8 @@
 //! Caffe's `UpgradeNetAsNeeded` on a net read from a file: V0 layers
 //! become V1 ([`upgrade_v0`](super::upgrade_v0)), V1 `layers` become
 //! `layer`s, legacy `input`/`input_dim`/`input_shape` become an
-//! `Input` layer, and BatchNorm's three statistics specs get `lr_mult: 0`.
+//! `Input` layer, and BatchNorm's three statistics specs are dropped (the
+//! net gives a layer that learns nothing `lr_mult: 0` where it has no spec).
 
 use blob_proto::schema::{self, LAYER_PARAMETER};
 use blob_proto::{ParamMessage, ParamValue};
@@ -18,10 +19,52 @@ fn net_error(detail: String) -> BlobError {
 pub(crate) fn upgrade(net: &ParamMessage) -> Result<ParamMessage> {
     let mut net = net.clone();
     super::upgrade_v0::upgrade_v0(&mut net)?;
+    upgrade_data_transformation(&mut net);
     upgrade_v1(&mut net)?;
     upgrade_inputs(&mut net)?;
     upgrade_batch_norm(&mut net);
     Ok(net)
+}
+
+/// Caffe's `UpgradeNetDataTransformation`: a V1 data layer's `scale`,
+/// `mean_file`, `crop_size` and `mirror` move from its data parameter
+/// into `transform_param`.
+fn upgrade_data_transformation(net: &mut ParamMessage) {
+    const MOVED: [&str; 4] = ["scale", "mean_file", "crop_size", "mirror"];
+    let layers: Vec<ParamMessage> = net.messages("layers").cloned().collect();
+    let param_of = |layer: &ParamMessage| match layer.enum_name("type") {
+        "DATA" => Some("data_param"),
+        "IMAGE_DATA" => Some("image_data_param"),
+        "WINDOW_DATA" => Some("window_data_param"),
+        _ => None,
+    };
+    let needs = |layer: &ParamMessage| {
+        param_of(layer).is_some_and(|p| {
+            layer
+                .message(p)
+                .is_some_and(|m| MOVED.iter().any(|f| m.has(f)))
+        })
+    };
+    if !layers.iter().any(needs) {
+        return;
+    }
+    net.clear("layers");
+    for mut layer in layers {
+        if let Some(param) = param_of(&layer).filter(|_| needs(&layer)) {
+            let moved: Vec<(&str, ParamValue)> = MOVED
+                .iter()
+                .filter_map(|f| {
+                    let value = layer.message(param)?.field(f)?.value.clone();
+                    Some((*f, value))
+                })
+                .collect();
+            for (field, value) in moved {
+                layer.message_mut(param).clear(field);
+                layer.message_mut("transform_param").set(field, value);
+            }
+        }
+        net.set("layers", ParamValue::Message(layer));
+    }
 }
 
 /// The new-format type name of a V1 `LayerType`.
@@ -202,22 +245,17 @@ fn upgrade_inputs(net: &mut ParamMessage) -> Result<()> {
 /// statistics (Caffe's `UpgradeNetBatchNorm`).
 fn upgrade_batch_norm(net: &mut ParamMessage) {
     let layers: Vec<ParamMessage> = net.messages("layer").cloned().collect();
-    if !layers
-        .iter()
-        .any(|l| l.string("type") == "BatchNorm" && l.messages("param").count() == 3)
-    {
+    let old =
+        |l: &ParamMessage| l.string("type") == "BatchNorm" && l.messages("param").count() == 3;
+    if !layers.iter().any(old) {
         return;
     }
+    // Caffe's UpgradeNetBatchNorm (BVLC master): the specs go; the layer's
+    // statistics are not learned whatever a spec says.
     net.clear("layer");
     for mut l in layers {
-        if l.string("type") == "BatchNorm" && l.messages("param").count() == 3 {
-            let specs: Vec<ParamMessage> = l.messages("param").cloned().collect();
+        if old(&l) {
             l.clear("param");
-            for mut s in specs {
-                s.set("lr_mult", ParamValue::Float(0.0));
-                s.set("decay_mult", ParamValue::Float(0.0));
-                l.set("param", ParamValue::Message(s));
-            }
         }
         net.set("layer", ParamValue::Message(l));
     }
