@@ -1,12 +1,14 @@
 //! Caffe's `Data` layer: batches of `Datum` records from an LMDB or a
 //! LevelDB store.
 
+use std::sync::Arc;
+
 use blob_layers::Arity;
 use blob_proto::ParamMessage;
 use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, decode_datum};
-use crate::prefetch::{PrefetchingDataLayer, Records, Setup};
+use crate::prefetch::{Decoder, PrefetchingDataLayer, Raw, Records, Setup};
 use crate::store::{Backend, StoreReader};
 use crate::transform::DataTransformer;
 
@@ -20,9 +22,9 @@ struct StoreRecords {
 impl Records for StoreRecords {
     fn cycle(
         &mut self,
-        visit: &mut dyn FnMut(&str, Result<crate::Example, String>) -> bool,
+        visit: &mut dyn FnMut(&str, Result<Raw, String>) -> bool,
     ) -> Result<(), String> {
-        let (color, skip) = (self.color, &mut self.skip);
+        let skip = &mut self.skip;
         self.reader
             .cycle(
                 &mut |key, value| {
@@ -31,11 +33,20 @@ impl Records for StoreRecords {
                         return true;
                     }
                     let key = String::from_utf8_lossy(&key[..key.len().min(64)]);
-                    visit(&format!("key {key:?}"), decode_datum(value, color))
+                    let raw = Raw {
+                        bytes: value.to_vec(),
+                        label: None,
+                    };
+                    visit(&format!("key {key:?}"), Ok(raw))
                 },
                 &mut || {},
             )
             .map_err(|e| e.to_string())
+    }
+
+    fn decoder(&self) -> Decoder {
+        let color = self.color;
+        Arc::new(move |raw: Raw| decode_datum(&raw.bytes, color))
     }
 
     fn origin(&self) -> String {

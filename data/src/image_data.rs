@@ -2,6 +2,7 @@
 //! resized as Caffe's `ReadImageToCVMat` reads them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use blob_layers::Arity;
 use blob_proto::ParamMessage;
@@ -9,7 +10,7 @@ use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, Example, Pixels, decode_image};
 use crate::list::{ListLine, read_image_list};
-use crate::prefetch::{PrefetchingDataLayer, Records, Setup};
+use crate::prefetch::{Decoder, PrefetchingDataLayer, Raw, Records, Setup};
 use crate::resize::resize_linear;
 use crate::transform::DataTransformer;
 
@@ -33,32 +34,43 @@ impl ImageRecords {
         }
     }
 
-    /// Caffe's `ReadImageToCVMat(root_folder + name, new_height,
-    /// new_width, is_color)`.
-    fn read(&self, entry: &ListLine) -> Result<Example, String> {
+    /// The file of a list line, read (decoding is the decoder's).
+    fn read(&self, entry: &ListLine) -> Result<Raw, String> {
         let path = format!("{}{}", self.root, entry.name);
         let bytes = blob_runtime::read_file(&path).map_err(|e| format!("Could not load {e}"))?;
-        let (channels, height, width, mut pixels) =
-            decode_image(&bytes, self.color).map_err(|e| format!("{path}: {e}"))?;
-        let (mut height, mut width) = (height, width);
-        if let Some((h, w)) = self.size {
-            pixels = resize_linear(&pixels, channels, height, width, h, w);
-            (height, width) = (h, w);
-        }
-        Ok(Example {
-            channels,
-            height,
-            width,
-            pixels: Pixels::Bytes(pixels),
-            label: entry.label,
+        Ok(Raw {
+            bytes,
+            label: Some(entry.label),
         })
     }
+}
+
+/// Caffe's `ReadImageToCVMat(root_folder + name, new_height, new_width,
+/// is_color)` on a file's bytes.
+fn decode_file(
+    raw: Raw,
+    color: ColorMode,
+    size: Option<(usize, usize)>,
+) -> Result<Example, String> {
+    let (channels, height, width, mut pixels) = decode_image(&raw.bytes, color)?;
+    let (mut height, mut width) = (height, width);
+    if let Some((h, w)) = size {
+        pixels = resize_linear(&pixels, channels, height, width, h, w);
+        (height, width) = (h, w);
+    }
+    Ok(Example {
+        channels,
+        height,
+        width,
+        pixels: Pixels::Bytes(pixels),
+        label: raw.label.unwrap_or(0),
+    })
 }
 
 impl Records for ImageRecords {
     fn cycle(
         &mut self,
-        visit: &mut dyn FnMut(&str, Result<Example, String>) -> bool,
+        visit: &mut dyn FnMut(&str, Result<Raw, String>) -> bool,
     ) -> Result<(), String> {
         if self.shuffle {
             self.shuffle();
@@ -78,6 +90,11 @@ impl Records for ImageRecords {
                 }
             }
         }
+    }
+
+    fn decoder(&self) -> Decoder {
+        let (color, size) = (self.color, self.size);
+        Arc::new(move |raw: Raw| decode_file(raw, color, size))
     }
 
     fn origin(&self) -> String {

@@ -46,7 +46,7 @@ pub use image_data::image_data_layer;
 pub use imageset::{
     ImageSetEvent, ImageSetOptions, ToolError, compute_image_mean, convert_imageset,
 };
-pub use prefetch::PrefetchingDataLayer;
+pub use prefetch::{PrefetchingDataLayer, set_decoding_threads};
 pub use resize::resize_linear;
 pub use store::{Backend, StoreError, StoreReader, StoreWriter};
 pub use transform::DataTransformer;

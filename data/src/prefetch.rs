@@ -2,6 +2,7 @@
 //! a source of records, transformed, `prefetch` batches ahead of the
 //! net; a forward pass copies the next one into the tops.
 
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
 
@@ -10,6 +11,16 @@ use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::datum::Example;
 use crate::transform::DataTransformer;
+
+/// A record as its source read it, before decoding: a store's value, or
+/// an image file's bytes with the label its list gives.
+pub(crate) struct Raw {
+    pub bytes: Vec<u8>,
+    pub label: Option<i32>,
+}
+
+/// Decodes a raw record into an image; run on the decoding threads.
+pub(crate) type Decoder = Arc<dyn Fn(Raw) -> Result<Example, String> + Send + Sync>;
 
 /// Records one after another, started over after the last: an LMDB's,
 /// an image list's.
@@ -20,8 +31,11 @@ pub(crate) trait Records: Send + 'static {
     /// source's own (a store that cannot be read).
     fn cycle(
         &mut self,
-        visit: &mut dyn FnMut(&str, Result<Example, String>) -> bool,
+        visit: &mut dyn FnMut(&str, Result<Raw, String>) -> bool,
     ) -> Result<(), String>;
+
+    /// How this source's records are decoded.
+    fn decoder(&self) -> Decoder;
 
     /// Where the records come from, for errors (a store's folder, a
     /// list file).
@@ -145,6 +159,40 @@ struct Fill<T: MathElement> {
     free: Receiver<Batch<T>>,
 }
 
+/// The threads chosen by [`set_decoding_threads`] (0: automatic).
+static DECODING_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets how many threads decode and transform each batch of the data
+/// layers started from now on (0, the default: the machine's cores, up
+/// to 4; `BLOBFLOW_DATA_THREADS` sets it for a process). JPEG decoding is
+/// what keeps a GPU waiting, and Caffe gives it one thread; the batches
+/// are the same whatever the number (each record draws its crop and
+/// mirror from a generator seeded in record order).
+///
+/// ```
+/// blob_data::set_decoding_threads(2);
+/// # blob_data::set_decoding_threads(0);
+/// ```
+pub fn set_decoding_threads(threads: usize) {
+    DECODING_THREADS.store(threads, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn decoding_threads(batch_size: usize) -> usize {
+    let chosen = match DECODING_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => std::env::var("BLOBFLOW_DATA_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4))),
+        n => n,
+    };
+    chosen.min(batch_size).max(1)
+}
+
+/// One record of a batch being made: its key, what was read, and the
+/// seed of its crops and mirrors.
+type Pending = (String, Result<Raw, String>, u64);
+
 impl<T: MathElement> Fill<T> {
     /// Runs until the layer is dropped (the queue closes) or a record is
     /// bad (the error is queued, and the layer reports it at the pass
@@ -152,68 +200,35 @@ impl<T: MathElement> Fill<T> {
     fn run(self, mut records: impl Records, seed: u64) {
         blob_kernels::cpu::set_seed(seed);
         let origin = records.origin();
-        let record_error = |key: &str, detail: &dyn std::fmt::Display| {
-            refused(self.type_name, format!("{origin}, {key}: {detail}"))
-        };
-        let mut batch: Option<Batch<T>> = None;
-        let mut item = 0;
+        let decoder = records.decoder();
+        let threads = decoding_threads(self.batch_size);
+        let mut pending: Vec<Pending> = Vec::with_capacity(self.batch_size);
         let mut failed: Option<BlobError> = None;
-        let mut rand = |n: u32| blob_kernels::cpu::rng_rand() % n;
-        let cycled = records.cycle(&mut |key, record| {
-            let example = match record {
-                Ok(e) => e,
-                Err(e) => {
-                    failed = Some(record_error(key, &e));
-                    return false;
-                }
-            };
-            let dims = match self.transformer.output_shape(&example) {
-                Ok(d) => d,
-                Err(e) => {
-                    failed = Some(record_error(key, &e));
-                    return false;
-                }
-            };
-            let per_item: usize = dims.iter().product();
-            let current = batch.get_or_insert_with(|| {
-                let mut b = self.free.try_recv().unwrap_or(Batch {
-                    shape: Vec::new(),
-                    data: Vec::new(),
-                    labels: Vec::new(),
-                });
-                b.shape = vec![self.batch_size, dims[0], dims[1], dims[2]];
-                b.data.clear();
-                b.data.resize(self.batch_size * per_item, T::ZERO);
-                b.labels.clear();
-                b.labels.resize(self.batch_size, T::ZERO);
-                b
-            });
-            if current.shape[1..] != dims {
-                let first = &current.shape[1..];
-                failed = Some(record_error(
-                    key,
-                    &format!(
-                        "its image is {} x {} x {} but the batch's first was {} x {} x {}: \
-                         records of several sizes need batch_size 1 or resizing",
-                        dims[0], dims[1], dims[2], first[0], first[1], first[2]
-                    ),
-                ));
-                return false;
+        let cycled = records.cycle(&mut |key, raw| {
+            // Each record's draws come from a generator seeded in record
+            // order: the same crops and mirrors on any number of threads.
+            let seed = (u64::from(blob_kernels::cpu::rng_rand()) << 32)
+                | u64::from(blob_kernels::cpu::rng_rand());
+            pending.push((key.to_string(), raw, seed));
+            if pending.len() < self.batch_size {
+                return true;
             }
-            let slot = &mut current.data[item * per_item..(item + 1) * per_item];
-            if let Err(e) = self.transformer.transform(&example, slot, &mut rand) {
-                failed = Some(record_error(key, &e));
-                return false;
-            }
-            current.labels[item] = T::from_f64(f64::from(example.label));
-            item += 1;
-            if item == self.batch_size {
-                item = 0;
-                let full = batch.take().expect("filled above");
+            let items = std::mem::take(&mut pending);
+            let recycled = self.free.try_recv().ok();
+            let shape = Shaping {
+                type_name: self.type_name,
+                transformer: &self.transformer,
+                batch_size: self.batch_size,
+                origin: &origin,
+            };
+            match shape.batch(recycled, items, &decoder, threads) {
                 // The layer was dropped: stop.
-                return self.sender.send(Ok(full)).is_ok();
+                Ok(batch) => self.sender.send(Ok(batch)).is_ok(),
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
             }
-            true
         });
         let error = match cycled {
             Err(e) => Some(refused(self.type_name, e)),
@@ -222,6 +237,126 @@ impl<T: MathElement> Fill<T> {
         if let Some(e) = error {
             let _ = self.sender.send(Err(e));
         }
+    }
+}
+
+/// What making a batch reads, shared by the decoding threads.
+struct Shaping<'a, T: MathElement> {
+    type_name: &'static str,
+    transformer: &'a DataTransformer<T>,
+    batch_size: usize,
+    origin: &'a str,
+}
+
+impl<T: MathElement> Shaping<'_, T> {
+    /// A batch of `items` (in `recycled`'s memory where there is one):
+    /// the first decoded here to shape it, the rest decoded and
+    /// transformed on `threads` threads; the first bad record in batch
+    /// order is the error.
+    fn batch(
+        &self,
+        recycled: Option<Batch<T>>,
+        items: Vec<Pending>,
+        decoder: &Decoder,
+        threads: usize,
+    ) -> Result<Batch<T>, BlobError> {
+        let origin = self.origin;
+        let error = |key: &str, detail: &dyn std::fmt::Display| {
+            refused(self.type_name, format!("{origin}, {key}: {detail}"))
+        };
+        let mut items = items.into_iter();
+        let started = std::time::Instant::now();
+        let (key, raw, seed) = items.next().expect("a batch has records");
+        let first = raw.and_then(|r| decoder(r)).map_err(|e| error(&key, &e))?;
+        let dims = self
+            .transformer
+            .output_shape(&first)
+            .map_err(|e| error(&key, &e))?;
+        let per_item: usize = dims.iter().product();
+        let mut batch = recycled.unwrap_or(Batch {
+            shape: Vec::new(),
+            data: Vec::new(),
+            labels: Vec::new(),
+        });
+        batch.shape = vec![self.batch_size, dims[0], dims[1], dims[2]];
+        batch.data.clear();
+        batch.data.resize(self.batch_size * per_item, T::ZERO);
+        batch.labels.clear();
+        batch.labels.resize(self.batch_size, T::ZERO);
+        let one = |key: &str, example: Example, seed: u64, slot: &mut [T], label: &mut T| {
+            let here = self
+                .transformer
+                .output_shape(&example)
+                .map_err(|e| error(key, &e))?;
+            if here != dims {
+                return Err(error(
+                    key,
+                    &format!(
+                        "its image is {} x {} x {} but the batch's first was {} x {} x {}: \
+                         records of several sizes need batch_size 1 or resizing",
+                        here[0], here[1], here[2], dims[0], dims[1], dims[2]
+                    ),
+                ));
+            }
+            let mut rng = blob_kernels::cpu::SeededRng::new(seed);
+            self.transformer
+                .transform(&example, slot, &mut |n| rng.next_u32() % n)
+                .map_err(|e| error(key, &e))?;
+            *label = T::from_f64(f64::from(example.label));
+            Ok(())
+        };
+        let (first_slot, rest_slots) = batch.data.split_at_mut(per_item);
+        let (first_label, rest_labels) = batch.labels.split_at_mut(1);
+        one(&key, first, seed, first_slot, &mut first_label[0])?;
+        let rest: Vec<Pending> = items.collect();
+        // Raw records take microseconds: threads would cost more than
+        // they save below half a millisecond a batch.
+        let threads =
+            if started.elapsed() * (rest.len() as u32) < std::time::Duration::from_micros(500) {
+                1
+            } else {
+                threads
+            };
+        let per_thread = rest.len().div_ceil(threads).max(1);
+        let mut work = rest.into_iter();
+        let chunk = |mine: Vec<Pending>, slots: &mut [T], labels: &mut [T]| {
+            for (((key, raw, seed), slot), label) in mine
+                .into_iter()
+                .zip(slots.chunks_mut(per_item))
+                .zip(labels.iter_mut())
+            {
+                let example = raw.and_then(|r| decoder(r)).map_err(|e| error(&key, &e))?;
+                one(&key, example, seed, slot, label)?;
+            }
+            Ok(())
+        };
+        let mut parts = rest_slots
+            .chunks_mut(per_item * per_thread)
+            .zip(rest_labels.chunks_mut(per_thread));
+        let outcomes: Vec<Result<(), BlobError>> = std::thread::scope(|scope| {
+            // This thread takes the first part itself, helpers the others.
+            let own = parts.next().map(|(slots, labels)| {
+                let mine: Vec<Pending> = work.by_ref().take(labels.len()).collect();
+                (mine, slots, labels)
+            });
+            let handles: Vec<_> = parts
+                .map(|(slots, labels)| {
+                    let mine: Vec<Pending> = work.by_ref().take(labels.len()).collect();
+                    let chunk = &chunk;
+                    scope.spawn(move || chunk(mine, slots, labels))
+                })
+                .collect();
+            let mut outcomes =
+                vec![own.map_or(Ok(()), |(mine, slots, labels)| chunk(mine, slots, labels))];
+            outcomes.extend(handles.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(error("a record", &"its decoding panicked")))
+            }));
+            outcomes
+        });
+        // Chunks are in batch order: the first error is the first bad record.
+        outcomes.into_iter().collect::<Result<Vec<()>, _>>()?;
+        Ok(batch)
     }
 }
 

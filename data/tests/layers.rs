@@ -367,3 +367,56 @@ fn leveldb_is_caffes_default_backend() {
     assert!(err.contains("a LevelDB store, not an LMDB"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn jpeg_batches_are_the_same_on_one_decoding_thread_and_on_four() {
+    let dir = scratch("threads");
+    let records: Vec<Vec<u8>> = (0..24u32)
+        .map(|i| {
+            let img = image::RgbImage::from_fn(20, 16, |x, y| {
+                image::Rgb([(x * 12 + i) as u8, (y * 15) as u8, (i * 9) as u8])
+            });
+            let mut jpeg = Vec::new();
+            img.write_to(
+                &mut std::io::Cursor::new(&mut jpeg),
+                image::ImageFormat::Jpeg,
+            )
+            .unwrap();
+            blob_proto::Datum {
+                data: Some(jpeg),
+                encoded: Some(true),
+                label: Some(i as i32),
+                ..Default::default()
+            }
+            .encode_to_vec()
+        })
+        .collect();
+    let source = store(&dir, &records);
+    let batches = |threads: usize| {
+        blob_data::set_decoding_threads(threads);
+        blob_kernels::cpu::set_seed(5);
+        let mut net = data_net(
+            &source,
+            "crop_size: 12 mirror: true scale: 0.5",
+            8,
+            NetState::train(),
+        )
+        .unwrap();
+        let out: Vec<(Vec<f32>, Vec<f32>)> = (0..4)
+            .map(|_| {
+                net.forward().unwrap();
+                (
+                    net.blob("data").unwrap().to_vec().unwrap(),
+                    net.blob("label").unwrap().to_vec().unwrap(),
+                )
+            })
+            .collect();
+        blob_data::set_decoding_threads(0);
+        out
+    };
+    let (one, four) = (batches(1), batches(4));
+    assert_eq!(one[0].0.len(), 8 * 3 * 12 * 12);
+    assert_eq!(one[3].1, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+    assert!(one == four, "the threads changed the batches");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

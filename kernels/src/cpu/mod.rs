@@ -37,7 +37,7 @@ pub use peak::{FmaPeak, fma_peak};
 pub use pool_stride1::{Stride1Pool, max_pool_stride1};
 pub use pool_stride2::{Stride2Pool, max_pool_stride2};
 pub use pool2x2::{max_pool_2x2, max_pool_2x2_positions, max_unpool_2x2};
-pub use rng::{RngError, bernoulli, gaussian, rng_rand, set_seed, uniform};
+pub use rng::{RngError, SeededRng, bernoulli, gaussian, rng_rand, set_seed, uniform};
 pub use vector::*;
 
 #[track_caller]

@@ -123,6 +123,29 @@ pub fn set_seed(seed: u64) {
     with_rng(|r| *r = Xoshiro256::seed_from_u64(seed));
 }
 
+/// A generator of its own, seeded: for work split across threads that
+/// must draw the same numbers whichever thread does it (each item of a
+/// batch its own generator, seeded in item order).
+///
+/// ```
+/// use blob_kernels::cpu::SeededRng;
+/// let (mut a, mut b) = (SeededRng::new(7), SeededRng::new(7));
+/// assert_eq!(a.next_u32(), b.next_u32());
+/// ```
+pub struct SeededRng(Xoshiro256);
+
+impl SeededRng {
+    /// A generator from `seed` (SplitMix64-expanded, as [`set_seed`]).
+    pub fn new(seed: u64) -> Self {
+        Self(Xoshiro256::seed_from_u64(seed))
+    }
+
+    /// The next 32 random bits (what [`rng_rand`] gives from a thread's).
+    pub fn next_u32(&mut self) -> u32 {
+        (self.0.next_u64() >> 32) as u32
+    }
+}
+
 /// A random 32-bit value from the calling thread's generator (Caffe
 /// `caffe_rng_rand`): what seeds a worker thread's generator, and what
 /// Caffe's `DataTransformer::Rand(n)` takes the remainder of.
