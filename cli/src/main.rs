@@ -129,6 +129,10 @@ enum Command {
     /// `upgrade_net_proto_binary`)
     #[command(alias = "upgrade_net_proto_binary")]
     UpgradeNetProtoBinary(upgrade::UpgradeArgs),
+    /// Rewrite a solver .prototxt naming its solver by the old `solver_type` enum in today's
+    /// format (Caffe's `upgrade_solver_proto_text`)
+    #[command(alias = "upgrade_solver_proto_text")]
+    UpgradeSolverProtoText(upgrade::UpgradeArgs),
     /// The CPU path the kernels take, and the GPU where there is one (Caffe's
     /// `caffe device_query`)
     #[command(alias = "device_query")]
@@ -343,6 +347,9 @@ fn main() -> ExitCode {
         Command::UpgradeNetProtoText(args) => quiet("upgrade-net-proto-text", upgrade::text(&args)),
         Command::UpgradeNetProtoBinary(args) => {
             quiet("upgrade-net-proto-binary", upgrade::binary(&args))
+        }
+        Command::UpgradeSolverProtoText(args) => {
+            quiet("upgrade-solver-proto-text", upgrade::solver_text(&args))
         }
         Command::DeviceQuery => quiet("device-query", train::device_query()),
         Command::Convert { model, out } => match convert(&model, &out) {

@@ -1,5 +1,6 @@
-//! Caffe's `upgrade_net_proto_text` and `upgrade_net_proto_binary`: a
-//! net file of an old format rewritten in today's.
+//! Caffe's `upgrade_net_proto_text`, `upgrade_net_proto_binary` and
+//! `upgrade_solver_proto_text`: a file of an old format rewritten in
+//! today's.
 
 use std::path::PathBuf;
 
@@ -55,6 +56,37 @@ pub fn binary(args: &UpgradeArgs) -> Result<(), Failure> {
     blobflow::runtime::write_atomically(&args.output, &upgraded.encode_to_vec())?;
     log.info(&format!(
         "Wrote upgraded NetParameter binary proto to {}",
+        args.output.display()
+    ));
+    Ok(())
+}
+
+/// `upgrade_solver_proto_text IN OUT`.
+pub fn solver_text(args: &UpgradeArgs) -> Result<(), Failure> {
+    let mut log = Log::new("upgrade_solver_proto_text", None);
+    let text = blobflow::runtime::read_text_file(&args.input)?;
+    let tree = TextMessage::parse(&text).map_err(proto_error(&args.input))?;
+    let solver = ParamMessage::from_text(&schema::SOLVER_PARAMETER, &tree)
+        .map_err(proto_error(&args.input))?;
+    let upgraded = match blobflow::layers::solver::upgrade_solver(&solver)? {
+        Some(new) => {
+            log.info(&format!(
+                "Successfully upgraded file specified using deprecated solver_type: {}",
+                args.input.display()
+            ));
+            new
+        }
+        None => {
+            log.info(&format!(
+                "File already in latest proto format: {}",
+                args.input.display()
+            ));
+            solver
+        }
+    };
+    blobflow::runtime::write_atomically(&args.output, upgraded.to_text().as_bytes())?;
+    log.info(&format!(
+        "Wrote upgraded SolverParameter text proto to {}",
         args.output.display()
     ));
     Ok(())

@@ -333,3 +333,40 @@ fn binary_upgrades_write_caffes_bytes() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `upgrade-solver-proto-text` names the solver by today's `type` (the
+/// file Caffe's tool writes: checked by hand against the Caffe built by
+/// scripts/caffe_peer.py on four solvers, 2026-11-28), and the file it
+/// writes trains as the old one names it.
+#[test]
+fn upgrading_a_solver_names_its_type() {
+    let dir = caffe_root("upgrade-solver");
+    let old = dir.join("old.prototxt");
+    let text = fixture("mnist_siamese_solver.prototxt")
+        .replace("solver_mode: GPU", "solver_mode: GPU\nsolver_type: ADAGRAD");
+    std::fs::write(&old, text).unwrap();
+    let new = dir.join("new.prototxt");
+    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .args(["upgrade_solver_proto_text"])
+        .args([&old, &new])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let written = std::fs::read_to_string(&new).unwrap();
+    assert!(
+        written.contains("type: \"AdaGrad\"\n") && !written.contains("solver_type"),
+        "{written}"
+    );
+    // Caffe's order (by field number): test_iter (3) before base_lr (5).
+    assert!(written.find("test_iter").unwrap() < written.find("base_lr").unwrap());
+    let solver = blobflow::layers::solver::SolverFile::<f32>::open(&new).unwrap();
+    assert!(matches!(
+        solver.solver.solver_type,
+        blobflow::layers::solver::SolverType::AdaGrad { .. }
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

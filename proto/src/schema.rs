@@ -241,6 +241,12 @@ enums! {
     REDUCTION_OP "ReductionOp" { SUM = 1, ASUM = 2, SUMSQ = 3, MEAN = 4 }
     /// `PriorBoxParameter.CodeType` (SSD fork).
     CODE_TYPE "CodeType" { CORNER = 1, CENTER_SIZE = 2, CORNER_SIZE = 3 }
+    /// `SolverParameter.SnapshotFormat`.
+    SNAPSHOT_FORMAT "SnapshotFormat" { HDF5 = 0, BINARYPROTO = 1 }
+    /// `SolverParameter.SolverMode`.
+    SOLVER_MODE "SolverMode" { CPU = 0, GPU = 1 }
+    /// `SolverParameter.SolverType` (deprecated for `type`).
+    SOLVER_TYPE "SolverType" { SGD = 0, NESTEROV = 1, ADAGRAD = 2, RMSPROP = 3, ADADELTA = 4, ADAM = 5 }
 }
 
 messages! {
@@ -252,6 +258,31 @@ messages! {
         rep("double_data", 8, Double), rep("double_diff", 9, Double),
         opt("num", 1, Int32), opt("channels", 2, Int32), opt("height", 3, Int32),
         opt("width", 4, Int32),
+    ]
+    /// `SolverParameter` (BVLC master's fields), for writing solver files
+    /// (`upgrade_solver_proto_text`); `SolverFile` reads them.
+    SOLVER_PARAMETER "SolverParameter" [
+        opt("net", 24, Str), opt("net_param", 25, msg(&NET_PARAMETER)), opt("train_net", 1, Str),
+        rep("test_net", 2, Str), opt("train_net_param", 21, msg(&NET_PARAMETER)),
+        rep("test_net_param", 22, msg(&NET_PARAMETER)), opt("train_state", 26, msg(&NET_STATE)),
+        rep("test_state", 27, msg(&NET_STATE)), rep("test_iter", 3, Int32),
+        def("test_interval", 4, Int32, I(0)), def("test_compute_loss", 19, Bool, B(false)),
+        def("test_initialization", 32, Bool, B(true)), opt("base_lr", 5, Float),
+        opt("display", 6, Int32), def("average_loss", 33, Int32, I(1)), opt("max_iter", 7, Int32),
+        def("iter_size", 36, Int32, I(1)), opt("lr_policy", 8, Str), opt("gamma", 9, Float),
+        opt("power", 10, Float), opt("momentum", 11, Float), opt("weight_decay", 12, Float),
+        def("regularization_type", 29, Str, S("L2")), opt("stepsize", 13, Int32),
+        rep("stepvalue", 34, Int32), def("clip_gradients", 35, Float, F(-1.0)),
+        def("snapshot", 14, Int32, I(0)), opt("snapshot_prefix", 15, Str),
+        def("snapshot_diff", 16, Bool, B(false)),
+        def("snapshot_format", 37, en(&SNAPSHOT_FORMAT), I(1)),
+        def("solver_mode", 17, en(&SOLVER_MODE), I(1)), def("device_id", 18, Int32, I(0)),
+        def("random_seed", 20, Int64, I(-1)), def("type", 40, Str, S("SGD")),
+        def("delta", 31, Float, F(1e-8)), def("momentum2", 39, Float, F(0.999)),
+        def("rms_decay", 38, Float, F(0.99)), def("debug_info", 23, Bool, B(false)),
+        def("snapshot_after_train", 28, Bool, B(true)),
+        def("solver_type", 30, en(&SOLVER_TYPE), I(0)),
+        def("layer_wise_reduce", 41, Bool, B(true)), rep("weights", 42, Str),
     ]
     /// `NetState`.
     NET_STATE "NetState" [

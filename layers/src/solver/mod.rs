@@ -24,6 +24,47 @@ pub use snapshot::{
 };
 pub use solve::{Feed, NetOutput, SolveEvent, SolverAction, solve, solve_until};
 
+/// Caffe's `UpgradeSolverAsNeeded`: a `SolverParameter` whose solver is
+/// named by the old `solver_type` enum gets today's `type` string
+/// (`NESTEROV` becomes `"Nesterov"`, ...). Both given is an error, as in
+/// Caffe; `Ok(None)` says the file needs no upgrade.
+///
+/// ```
+/// use blob_proto::{ParamMessage, TextMessage, schema};
+/// let old = TextMessage::parse("base_lr: 0.01 solver_type: NESTEROV")?;
+/// let file = ParamMessage::from_text(&schema::SOLVER_PARAMETER, &old)?;
+/// let new = blob_layers::solver::upgrade_solver(&file)?.unwrap();
+/// assert_eq!(new.to_text(), "base_lr: 0.01\ntype: \"Nesterov\"\n");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn upgrade_solver(
+    param: &blob_proto::ParamMessage,
+) -> Result<Option<blob_proto::ParamMessage>, BlobError> {
+    if !param.has("solver_type") {
+        return Ok(None);
+    }
+    if param.has("type") {
+        return Err(BlobError::InvalidParameter {
+            op: "upgrade a solver",
+            detail: "Failed to upgrade solver: old solver_type field (enum) and new type field \
+                     (string) cannot be both specified in solver proto text."
+                .into(),
+        });
+    }
+    let name = match param.enum_name("solver_type") {
+        "SGD" => "SGD",
+        "NESTEROV" => "Nesterov",
+        "ADAGRAD" => "AdaGrad",
+        "RMSPROP" => "RMSProp",
+        "ADADELTA" => "AdaDelta",
+        _ => "Adam",
+    };
+    let mut upgraded = param.clone();
+    upgraded.clear("solver_type");
+    upgraded.set("type", blob_proto::ParamValue::Str(name.into()));
+    Ok(Some(upgraded))
+}
+
 use blob_proto::SolverState;
 use blob_runtime::{Blob, BlobError, Head, MathElement};
 
