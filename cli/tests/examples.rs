@@ -239,6 +239,18 @@ fn the_mnist_siamese_net_trains_from_its_v1_prototxt_on_leveldb_pairs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `blobflow TOOL FROM TO` (an upgrade tool), which must succeed; its log.
+fn upgrade(tool: &str, from: &Path, to: &Path) -> String {
+    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .arg(tool)
+        .args([from, to])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{log}");
+    log
+}
+
 /// `upgrade-net-proto-text` rewrites the V1 siamese net in today's
 /// format (Caffe's own tool writes these bytes: checked by hand against
 /// the Caffe built by scripts/caffe_peer.py, 2026-11-28); the net it
@@ -250,13 +262,7 @@ fn upgrading_the_v1_siamese_net_gives_todays_format() {
     let old = dir.join("v1.prototxt");
     std::fs::write(&old, fixture("mnist_siamese_train_test.prototxt")).unwrap();
     let new = dir.join("new.prototxt");
-    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["upgrade_net_proto_text"])
-        .args([&old, &new])
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{log}");
+    let log = upgrade("upgrade_net_proto_text", &old, &new);
     assert!(
         log.contains("] Successfully upgraded file specified using deprecated fields"),
         "{log}"
@@ -281,12 +287,11 @@ fn upgrading_the_v1_siamese_net_gives_todays_format() {
         "{text}"
     );
     let again = dir.join("again.prototxt");
-    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["upgrade-net-proto-text"])
-        .args([&new, &again])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&run.stderr).contains("] File already in latest proto format"));
+    let log = upgrade("upgrade-net-proto-text", &new, &again);
+    assert!(
+        log.contains("] File already in latest proto format"),
+        "{log}"
+    );
     assert_eq!(std::fs::read_to_string(&again).unwrap(), text);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -299,25 +304,15 @@ fn binary_upgrades_write_caffes_bytes() {
     let dir = caffe_root("upgrade-binary");
     let new_format = root().join("tests/fixtures/lenet/lenet_iter_10000.caffemodel");
     let out = dir.join("same.caffemodel");
-    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["upgrade-net-proto-binary"])
-        .args([&new_format, &out])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&run.stderr).contains("] File already in latest proto format"));
+    let log = upgrade("upgrade-net-proto-binary", &new_format, &out);
+    assert!(
+        log.contains("] File already in latest proto format"),
+        "{log}"
+    );
     assert!(std::fs::read(&out).unwrap() == std::fs::read(&new_format).unwrap());
     let v1 = root().join("tests/fixtures/lenet_v1/lenet_iter_10000.caffemodel");
     let upgraded = dir.join("v1_upgraded.caffemodel");
-    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["upgrade-net-proto-binary"])
-        .args([&v1, &upgraded])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    upgrade("upgrade-net-proto-binary", &v1, &upgraded);
     let (a, b) = (
         blobflow::CaffeModel::open(&v1).unwrap(),
         blobflow::CaffeModel::open(&upgraded).unwrap(),
@@ -346,15 +341,10 @@ fn upgrading_a_solver_names_its_type() {
         .replace("solver_mode: GPU", "solver_mode: GPU\nsolver_type: ADAGRAD");
     std::fs::write(&old, text).unwrap();
     let new = dir.join("new.prototxt");
-    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
-        .args(["upgrade_solver_proto_text"])
-        .args([&old, &new])
-        .output()
-        .unwrap();
+    let log = upgrade("upgrade_solver_proto_text", &old, &new);
     assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+        log.contains("] Successfully upgraded file specified using deprecated solver_type"),
+        "{log}"
     );
     let written = std::fs::read_to_string(&new).unwrap();
     assert!(
