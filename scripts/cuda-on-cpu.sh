@@ -47,8 +47,10 @@ trap 'rm -rf "$out"' EXIT
 cargo run -q --features cudnn --example train_lenet -- --device cuda --iters 20 --snapshot 10 --out "$out"
 cargo run -q --features cudnn --example train_lenet -- --device cuda --iters 30 --snapshot 0 \
     --resume "$out/lenet_iter_20.solverstate" --out "$out"
-# `blobflow train --device cuda` from LMDBs, resuming Caffe's snapshot.
+# `blobflow train --device cuda` from LMDBs, resuming Caffe's snapshot;
+# Caffe's autoencoder and siamese examples on the GPU their solvers name.
 cargo test -q -p blobflow-cli --features cuda --test train -- train_on_the_gpu
+cargo test -q -p blobflow-cli --features cuda --test examples
 # MTCNN's cascade through Net on the GPU, and a net run by the command.
 cargo run -q --features cudnn --example mtcnn -- --device cuda
 cargo run -q -p blobflow-cli --features cuda -- run tests/fixtures/nets/mtcnn/det3.prototxt \

@@ -49,9 +49,10 @@ pub struct TrainArgs {
     /// Stop at this iteration instead of the solver's max_iter
     #[arg(long, value_name = "N")]
     pub iterations: Option<usize>,
-    /// Where to run
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
-    pub device: Device,
+    /// Where to run; by default where the solver's `solver_mode` says, as Caffe does (GPU 0
+    /// for GPU where this build and machine have one, the CPU otherwise)
+    #[arg(long, value_enum)]
+    pub device: Option<Device>,
     /// What Ctrl-C does: snapshot and stop (Caffe's default), snapshot and go on, or nothing
     #[arg(long = "sigint-effect", alias = "sigint_effect", value_enum, default_value_t = SignalEffect::Stop)]
     pub sigint_effect: SignalEffect,
@@ -204,7 +205,22 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     if let Some(seed) = file.random_seed {
         blobflow::kernels::cpu::set_seed(seed);
     }
-    match args.device {
+    let device = match args.device {
+        Some(device) => device,
+        None if file.solver_mode.as_deref() == Some("GPU") => {
+            if gpu_available() {
+                Device::Cuda
+            } else {
+                log.info(
+                    "The solver's solver_mode is GPU, but there is no GPU here for this build: \
+                     running on the CPU (--device cuda insists)",
+                );
+                Device::Cpu
+            }
+        }
+        None => Device::Cpu,
+    };
+    match device {
         Device::Cpu => log.info("Use CPU."),
         Device::Cuda => log.info("Use GPU with device ID 0"),
     }
@@ -270,7 +286,7 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         file.solver.restore(&state, &train.param_blobs())?;
     }
     #[cfg(feature = "cuda")]
-    if args.device == Device::Cuda {
+    if device == Device::Cuda {
         let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
         log.info(&format!("GPU 0: {}", gpu.gpu().name()));
         train.to_device(gpu.clone())?;
@@ -279,7 +295,7 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         }
     }
     #[cfg(not(feature = "cuda"))]
-    if args.device == Device::Cuda {
+    if device == Device::Cuda {
         return Err(bad(
             "--device cuda: this build of blobflow has no CUDA; rebuild with --features cuda",
         ));
@@ -346,6 +362,19 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         "Optimization Done."
     });
     Ok(())
+}
+
+/// Whether GPU 0 can be used: this build has CUDA and the machine a
+/// driver and a device.
+fn gpu_available() -> bool {
+    #[cfg(feature = "cuda")]
+    {
+        blobflow::runtime::cuda::CudaBackend::new(0).is_ok()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        false
+    }
 }
 
 /// What `blobflow test` is asked to do.

@@ -92,6 +92,15 @@ fn the_mnist_autoencoder_trains_from_its_own_prototxt() {
             "20",
         ],
     );
+    // The solver says solver_mode: GPU: GPU 0 where there is one, else
+    // the CPU with a word.
+    assert!(
+        lines.contains(&"Use GPU with device ID 0".to_string())
+            || lines.iter().any(|l| l.starts_with(
+                "The solver's solver_mode is GPU, but there is no GPU here for this build: running on the CPU"
+            )),
+        "{lines:#?}"
+    );
     // Both test nets, each with its stage's data layer (the train store,
     // read by two nets at once, and the test store).
     for k in 0..2 {
