@@ -225,13 +225,8 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         Device::Cuda => log.info("Use GPU with device ID 0"),
     }
     let registry = blobflow::data::data_registry::<f32>();
-    let Some(train_name) = file.train_net.clone().or(file.net.clone()) else {
-        return Err(bad(format!(
-            "{}: no net: give net or train_net",
-            args.solver.display()
-        )));
-    };
-    let train_path = net_file(&train_name, &args.solver)?;
+    let in_solver = |e: BlobError| bad(format!("{}: {e}", args.solver.display()));
+    let train_path = net_file(file.train_net_file().map_err(in_solver)?, &args.solver)?;
     log.info(&format!(
         "Creating training net from net file: {}",
         train_path.display()
@@ -240,27 +235,8 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         .state(file.train_state.clone())
         .registry(&registry)
         .from_file(&train_path)?;
-    let test_names: Vec<String> = if file.test_nets.is_empty() {
-        file.net
-            .iter()
-            .cycle()
-            .take(file.test_iter.len())
-            .cloned()
-            .collect()
-    } else {
-        file.test_nets.clone()
-    };
-    if test_names.len() != file.test_iter.len() {
-        return Err(bad(format!(
-            "{}: {} test nets but {} test_iter values: give one per test net",
-            args.solver.display(),
-            test_names.len(),
-            file.test_iter.len()
-        )));
-    }
-    let states = file.test_net_states()?;
     let mut tests = Vec::new();
-    for (name, state) in test_names.iter().zip(states) {
+    for (name, state) in file.test_net_files().map_err(in_solver)? {
         let path = net_file(name, &args.solver)?;
         log.info(&format!(
             "Creating test net (#{}) specified by net file: {}",
@@ -285,20 +261,8 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         train.copy_from(&blobflow::CaffeModel::open(&model)?)?;
         file.solver.restore(&state, &train.param_blobs())?;
     }
-    #[cfg(feature = "cuda")]
     if device == Device::Cuda {
-        let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
-        log.info(&format!("GPU 0: {}", gpu.gpu().name()));
-        train.to_device(gpu.clone())?;
-        for t in &mut tests {
-            t.to_device(gpu.clone())?;
-        }
-    }
-    #[cfg(not(feature = "cuda"))]
-    if device == Device::Cuda {
-        return Err(bad(
-            "--device cuda: this build of blobflow has no CUDA; rebuild with --features cuda",
-        ));
+        to_gpu(std::iter::once(&mut train).chain(&mut tests), &mut log)?;
     }
     if file.snapshot_prefix.is_none() {
         // Caffe's default: the solver file's name without .prototxt.
@@ -364,6 +328,27 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Moves `nets` to GPU 0, naming it in the log; an error where this
+/// build has no CUDA.
+fn to_gpu<'a>(nets: impl Iterator<Item = &'a mut Net<f32>>, log: &mut Log) -> Result<(), Failure> {
+    #[cfg(feature = "cuda")]
+    {
+        let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
+        log.info(&format!("GPU 0: {}", gpu.gpu().name()));
+        for net in nets {
+            net.to_device(gpu.clone())?;
+        }
+        Ok(())
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (nets, log);
+        Err(bad(
+            "--device cuda: this build of blobflow has no CUDA; rebuild with --features cuda",
+        ))
+    }
+}
+
 /// Whether GPU 0 can be used: this build has CUDA and the machine a
 /// driver and a device.
 fn gpu_available() -> bool {
@@ -422,49 +407,33 @@ pub fn test(args: &TestArgs) -> Result<(), Failure> {
         }
         None => log.info("No weights given: every parameter as its filler made it"),
     }
-    #[cfg(feature = "cuda")]
     if args.device == Device::Cuda {
-        let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
-        net.to_device(gpu)?;
-    }
-    #[cfg(not(feature = "cuda"))]
-    if args.device == Device::Cuda {
-        return Err(bad(
-            "--device cuda: this build of blobflow has no CUDA; rebuild with --features cuda",
-        ));
+        to_gpu(std::iter::once(&mut net), &mut log)?;
     }
     log.info(&format!("Running for {} iterations.", args.iterations));
-    let names: Vec<String> = net.outputs().iter().map(|s| s.to_string()).collect();
-    let mut sums: Vec<Vec<f64>> = Vec::new();
+    let mut sums: Vec<NetOutput> = Vec::new();
     let mut loss = 0.0;
     for i in 0..args.iterations {
         loss += f64::from(net.forward()?);
-        for (j, name) in names.iter().enumerate() {
-            let values = net
-                .blob(name)
-                .ok_or_else(|| BlobError::Net {
-                    at: "test".into(),
-                    detail: format!("no output {name}"),
-                })?
-                .to_vec()?;
-            if sums.len() <= j {
-                sums.push(vec![0.0; values.len()]);
-            }
-            for (k, &v) in values.iter().enumerate() {
-                if let Some(s) = sums[j].get_mut(k) {
-                    *s += f64::from(v);
-                }
-                log.info(&format!("Batch {i}, {name} = {}", g6(f64::from(v))));
+        let batch = NetOutput::read_all(&net)?;
+        for out in &batch {
+            for &v in &out.values {
+                log.info(&format!("Batch {i}, {} = {}", out.name, g6(v)));
             }
         }
+        NetOutput::accumulate(&mut sums, batch);
     }
     let n = args.iterations as f64;
     log.info(&format!("Loss: {}", g6(loss / n)));
-    for (name, s) in names.iter().zip(&sums) {
-        let weight = net.blob_loss_weight(name).unwrap_or(0.0);
-        for v in s {
+    for out in &sums {
+        for v in &out.values {
             let mean = v / n;
-            log.info(&format!("{name} = {}{}", g6(mean), loss_note(weight, mean)));
+            log.info(&format!(
+                "{} = {}{}",
+                out.name,
+                g6(mean),
+                loss_note(out.loss_weight, mean)
+            ));
         }
     }
     Ok(())

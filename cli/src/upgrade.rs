@@ -28,13 +28,20 @@ fn proto_error(path: &std::path::Path) -> impl Fn(blobflow::proto::ProtoError) -
     }
 }
 
+/// A text-format message of `schema` from the file at `path`.
+fn read_text_message(
+    path: &std::path::Path,
+    schema: &'static blobflow::proto::schema::MessageSchema,
+) -> Result<ParamMessage, Failure> {
+    let text = blobflow::runtime::read_text_file(path)?;
+    let tree = TextMessage::parse(&text).map_err(proto_error(path))?;
+    ParamMessage::from_text(schema, &tree).map_err(proto_error(path))
+}
+
 /// `upgrade_net_proto_text IN OUT`.
 pub fn text(args: &UpgradeArgs) -> Result<(), Failure> {
     let mut log = Log::new("upgrade_net_proto_text", None);
-    let text = blobflow::runtime::read_text_file(&args.input)?;
-    let tree = TextMessage::parse(&text).map_err(proto_error(&args.input))?;
-    let net =
-        ParamMessage::from_text(&schema::NET_PARAMETER, &tree).map_err(proto_error(&args.input))?;
+    let net = read_text_message(&args.input, &schema::NET_PARAMETER)?;
     let upgraded = blobflow::layers::net::upgrade_net(&net)?;
     report(&mut log, &net, &upgraded, &args.input);
     blobflow::runtime::write_atomically(&args.output, upgraded.to_text().as_bytes())?;
@@ -64,10 +71,7 @@ pub fn binary(args: &UpgradeArgs) -> Result<(), Failure> {
 /// `upgrade_solver_proto_text IN OUT`.
 pub fn solver_text(args: &UpgradeArgs) -> Result<(), Failure> {
     let mut log = Log::new("upgrade_solver_proto_text", None);
-    let text = blobflow::runtime::read_text_file(&args.input)?;
-    let tree = TextMessage::parse(&text).map_err(proto_error(&args.input))?;
-    let solver = ParamMessage::from_text(&schema::SOLVER_PARAMETER, &tree)
-        .map_err(proto_error(&args.input))?;
+    let solver = read_text_message(&args.input, &schema::SOLVER_PARAMETER)?;
     let upgraded = match blobflow::layers::solver::upgrade_solver(&solver)? {
         Some(new) => {
             log.info(&format!(

@@ -68,9 +68,9 @@ pub struct SolverFile<T: MathElement = f32> {
     ///     test_state: { stage: 'test-on-train' } test_iter: 500
     ///     test_state: { stage: 'test-on-test' level: 2 } test_iter: 100
     ///     snapshot_after_train: false"#)?;
-    /// let states = file.test_net_states()?;
-    /// assert_eq!(states[1].stages, ["test-on-test"]);
-    /// assert_eq!((states[1].level, file.snapshot_after_train), (2, false));
+    /// let tests = file.test_net_files()?;
+    /// assert_eq!(tests[1].1.stages, ["test-on-test"]);
+    /// assert_eq!((tests[1].1.level, file.snapshot_after_train), (2, false));
     /// let err = SolverFile::<f32>::parse("base_lr: 1 lr_policy: \"fixed\" test_state { stag: 'x' }").unwrap_err();
     /// assert!(err.to_string().contains("line 1"), "{err}");
     /// # Ok::<(), blob_runtime::BlobError>(())

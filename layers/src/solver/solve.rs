@@ -72,6 +72,52 @@ pub struct NetOutput {
     pub values: Vec<f64>,
 }
 
+impl NetOutput {
+    /// Each output blob of `net` (Caffe's `output_blobs`, by name) as it
+    /// holds now.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// use blob_layers::solver::NetOutput;
+    /// let mut net = Net::<f32>::from_prototxt(r#"
+    ///     input: "x" input_shape { dim: 2 dim: 3 } input: "y" input_shape { dim: 2 }
+    ///     layer { name: "loss" type: "SoftmaxWithLoss" bottom: "x" bottom: "y" top: "loss" }"#,
+    ///     NetState::train())?;
+    /// net.forward()?;
+    /// let outputs = NetOutput::read_all(&net)?;
+    /// assert_eq!((outputs[0].name.as_str(), outputs[0].loss_weight), ("loss", 1.0));
+    /// assert!((outputs[0].values[0] - 3f64.ln()).abs() < 1e-6);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn read_all<T: MathElement>(net: &Net<T>) -> Result<Vec<NetOutput>> {
+        net.outputs()
+            .into_iter()
+            .map(|name| {
+                let values = net.blob(name).expect("an output is a blob").to_vec()?;
+                Ok(NetOutput {
+                    name: name.to_string(),
+                    loss_weight: net.blob_loss_weight(name).unwrap_or(0.0),
+                    values: values.into_iter().map(T::to_f64).collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// Adds one pass's outputs into `sums` (the first pass's become them):
+    /// Caffe's test scores, summed over the passes of a test.
+    pub fn accumulate(sums: &mut Vec<NetOutput>, pass: Vec<NetOutput>) {
+        if sums.is_empty() {
+            *sums = pass;
+            return;
+        }
+        for (sum, out) in sums.iter_mut().zip(pass) {
+            for (s, v) in sum.values.iter_mut().zip(out.values) {
+                *s += v;
+            }
+        }
+    }
+}
+
 /// What a run asks of [`solve_until`] between iterations (Caffe's
 /// `SolverAction`, what `caffe train`'s `-sigint_effect` and
 /// `-sighup_effect` choose).
@@ -98,40 +144,29 @@ fn file_error(what: &str, detail: String) -> BlobError {
 }
 
 impl<T: MathElement> SolverFile<T> {
-    /// The train net (`train_net`, else `net`) in the TRAIN phase, its
-    /// path relative to `dir` (where the solver prototxt is), with the
-    /// input shapes its data layers need.
-    pub fn train_net(&self, dir: &Path, inputs: &[(&str, &[usize])]) -> Result<Net<T>> {
-        let Some(file) = self.train_net.as_ref().or(self.net.as_ref()) else {
-            return Err(file_error("solver", "no net: give net or train_net".into()));
-        };
-        build(dir.join(file), self.train_state.clone(), inputs)
+    /// The train net's file (`train_net`, else `net`), as the solver
+    /// names it.
+    pub fn train_net_file(&self) -> Result<&str> {
+        self.train_net
+            .as_deref()
+            .or(self.net.as_deref())
+            .ok_or_else(|| file_error("solver", "no net: give net or train_net".into()))
     }
 
-    /// Each test net's state: its `test_state`, where the file gives one
-    /// per test net (Caffe requires as many as there are test nets, or
-    /// none), else TEST, level 0, no stages.
-    pub fn test_net_states(&self) -> Result<Vec<NetState>> {
-        match self.test_states.len() {
-            0 => Ok(vec![NetState::test(); self.test_iter.len()]),
-            n if n == self.test_iter.len() => Ok(self.test_states.clone()),
-            n => Err(file_error(
-                "solver",
-                format!(
-                    "{n} test_state messages for {} test nets (test_iter values): give one per test net, or none",
-                    self.test_iter.len()
-                ),
-            )),
-        }
-    }
-
-    /// The test nets in the TEST phase: each `test_net`, else `net` once
-    /// per `test_iter`, each in its `test_state`.
-    pub fn test_nets(&self, dir: &Path, inputs: &[(&str, &[usize])]) -> Result<Vec<Net<T>>> {
-        let files: Vec<&String> = if self.test_nets.is_empty() {
-            self.net.iter().cycle().take(self.test_iter.len()).collect()
+    /// Each test net's file (each `test_net`, else `net` once per
+    /// `test_iter`) with its state: its `test_state`, where the file gives
+    /// one per test net (Caffe requires as many as there are test nets,
+    /// or none), else TEST, level 0, no stages.
+    pub fn test_net_files(&self) -> Result<Vec<(&str, NetState)>> {
+        let files: Vec<&str> = if self.test_nets.is_empty() {
+            self.net
+                .iter()
+                .cycle()
+                .take(self.test_iter.len())
+                .map(String::as_str)
+                .collect()
         } else {
-            self.test_nets.iter().collect()
+            self.test_nets.iter().map(String::as_str).collect()
         };
         if files.len() != self.test_iter.len() {
             return Err(file_error(
@@ -143,10 +178,38 @@ impl<T: MathElement> SolverFile<T> {
                 ),
             ));
         }
-        let states = self.test_net_states()?;
-        files
+        let states = match self.test_states.len() {
+            0 => vec![NetState::test(); files.len()],
+            n if n == files.len() => self.test_states.clone(),
+            n => {
+                return Err(file_error(
+                    "solver",
+                    format!(
+                        "{n} test_state messages for {} test nets (test_iter values): give one per test net, or none",
+                        files.len()
+                    ),
+                ));
+            }
+        };
+        Ok(files.into_iter().zip(states).collect())
+    }
+
+    /// The train net in the TRAIN phase (its `train_state`), its path
+    /// relative to `dir` (where the solver prototxt is), with the input
+    /// shapes its data layers need.
+    pub fn train_net(&self, dir: &Path, inputs: &[(&str, &[usize])]) -> Result<Net<T>> {
+        build(
+            dir.join(self.train_net_file()?),
+            self.train_state.clone(),
+            inputs,
+        )
+    }
+
+    /// The test nets ([`test_net_files`](Self::test_net_files)) in their
+    /// states.
+    pub fn test_nets(&self, dir: &Path, inputs: &[(&str, &[usize])]) -> Result<Vec<Net<T>>> {
+        self.test_net_files()?
             .into_iter()
-            .zip(states)
             .map(|(f, state)| build(dir.join(f), state, inputs))
             .collect()
     }
@@ -277,7 +340,7 @@ pub fn solve_until<T: MathElement>(
                 iter,
                 loss,
                 smoothed,
-                outputs: outputs_of(train)?,
+                outputs: NetOutput::read_all(train)?,
                 lr: file.solver.learning_rate()?.to_f64(),
             });
         }
@@ -314,21 +377,6 @@ pub fn solve_until<T: MathElement>(
     Ok(false)
 }
 
-/// A net's output blobs as they hold now.
-fn outputs_of<T: MathElement>(net: &Net<T>) -> Result<Vec<NetOutput>> {
-    net.outputs()
-        .into_iter()
-        .map(|name| {
-            let values = net.blob(name).expect("an output is a blob").to_vec()?;
-            Ok(NetOutput {
-                name: name.to_string(),
-                loss_weight: net.blob_loss_weight(name).unwrap_or(0.0),
-                values: values.into_iter().map(T::to_f64).collect(),
-            })
-        })
-        .collect()
-}
-
 /// Every test net, `test_iter` passes each, outputs averaged.
 fn test_all<T: MathElement>(
     file: &SolverFile<T>,
@@ -338,30 +386,17 @@ fn test_all<T: MathElement>(
     report: &mut dyn FnMut(SolveEvent),
 ) -> Result<()> {
     for (k, (net, &passes)) in tests.iter_mut().zip(&file.test_iter).enumerate() {
-        let names: Vec<String> = net.outputs().iter().map(|s| s.to_string()).collect();
-        let mut sums: Vec<Vec<f64>> = Vec::new();
+        let mut outputs: Vec<NetOutput> = Vec::new();
         for pass in 0..passes {
             feed(net, Phase::Test, pass)?;
             net.forward()?;
-            for (j, name) in names.iter().enumerate() {
-                let values = net.blob(name).expect("an output is a blob").to_vec()?;
-                if sums.len() <= j {
-                    sums.push(vec![0.0; values.len()]);
-                }
-                for (s, v) in sums[j].iter_mut().zip(values) {
-                    *s += v.to_f64();
-                }
-            }
+            NetOutput::accumulate(&mut outputs, NetOutput::read_all(net)?);
         }
-        let outputs = names
-            .into_iter()
-            .zip(sums)
-            .map(|(name, s)| NetOutput {
-                loss_weight: net.blob_loss_weight(&name).unwrap_or(0.0),
-                name,
-                values: s.into_iter().map(|v| v / passes.max(1) as f64).collect(),
-            })
-            .collect();
+        for out in &mut outputs {
+            out.values
+                .iter_mut()
+                .for_each(|v| *v /= passes.max(1) as f64);
+        }
         report(SolveEvent::Test {
             iter,
             net: k,
