@@ -32,6 +32,7 @@
 mod blob;
 mod detect;
 mod error;
+mod extend;
 mod limits;
 mod messages;
 mod net;
@@ -44,6 +45,7 @@ mod view;
 pub use blob::{BlobProto, BlobShape, RawDataType};
 pub use detect::{FileFormat, detect_format};
 pub use error::{CAFFE_MAX_MESSAGE_BYTES, ProtoError};
+pub use extend::{Extension, Schemas};
 pub use limits::{MAX_FIELDS, MAX_LAYERS, MAX_TEXT_FIELDS, ReadLimits};
 pub use messages::{BlobProtoVector, Datum, SolverState};
 pub use net::{LayerFormat, LayerParameter, NetFormat, NetParameter, v1_layer_type_name};

@@ -285,6 +285,25 @@ impl ParamMessage {
         self.field(name).is_some()
     }
 
+    /// The field's value where the message's schema has the field and
+    /// it is given; `None` otherwise, without the panic the other
+    /// accessors give for a name the schema lacks. For a field only an
+    /// [extension](crate::Schemas) declares, in a message that may have
+    /// been read without it.
+    ///
+    /// ```
+    /// let m = blob_proto::ParamMessage::new(&blob_proto::schema::POOLING);
+    /// assert_eq!(m.get("ceil_mode"), None);
+    /// ```
+    pub fn get(&self, name: &str) -> Option<&ParamValue> {
+        let fs = self.schema.field(name)?;
+        self.fields
+            .iter()
+            .rev()
+            .find(|f| std::ptr::eq(f.schema, fs))
+            .map(|f| &f.value)
+    }
+
     fn last(&self, name: &str) -> Option<&ParamValue> {
         self.field(name).map(|f| &f.value)
     }

@@ -86,6 +86,40 @@ pub struct MessageSchema {
     pub fields: &'static [FieldSchema],
 }
 
+impl FieldSchema {
+    /// An `optional` field at protobuf's zero default: what a fork's
+    /// or a user's parameter message declares, for
+    /// [`Schemas::extend`](crate::Schemas::extend).
+    ///
+    /// ```
+    /// use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema};
+    /// let f = FieldSchema::optional("zoom_factor", 3, FieldKind::Int32).with_default(FieldDefault::Int(1));
+    /// assert_eq!(f.default, FieldDefault::Int(1));
+    /// ```
+    pub const fn optional(name: &'static str, number: u32, kind: FieldKind) -> Self {
+        Self {
+            name,
+            number,
+            label: Label::Optional,
+            kind,
+            default: FieldDefault::Zero,
+        }
+    }
+
+    /// A `repeated` field.
+    pub const fn repeated(name: &'static str, number: u32, kind: FieldKind) -> Self {
+        Self {
+            label: Label::Repeated,
+            ..Self::optional(name, number, kind)
+        }
+    }
+
+    /// The same field with `[default = ...]`.
+    pub const fn with_default(self, default: FieldDefault) -> Self {
+        Self { default, ..self }
+    }
+}
+
 /// Schemas are statics: one message type is one table.
 impl PartialEq for MessageSchema {
     fn eq(&self, other: &Self) -> bool {
