@@ -224,7 +224,7 @@ fn number(x: f64) -> Value {
 /// A net (it has `layer`s, or V1 `layers`) or a solver prototxt.
 fn describe_text(path: &Path) -> Result<Value, BlobError> {
     use blobflow::layers::solver::SolverFile;
-    use blobflow::proto::{ParamMessage, TextMessage, schema};
+    use blobflow::proto::{ParamMessage, TextMessage};
     let name = path.display().to_string();
     let text = blobflow::runtime::read_text_file(path)?;
     let message = TextMessage::parse(&text).map_err(|source| BlobError::Proto {
@@ -257,7 +257,8 @@ fn describe_text(path: &Path) -> Result<Value, BlobError> {
                 )),
             });
         }
-        let net = ParamMessage::from_text(&schema::NET_PARAMETER, &message).map_err(|source| {
+        let schemas = crate::schemas();
+        let net = ParamMessage::from_text(schemas.net_parameter(), &message).map_err(|source| {
             BlobError::Proto {
                 path: name.clone(),
                 source,

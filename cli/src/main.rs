@@ -255,6 +255,14 @@ fn convert(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
     ))
 }
 
+/// The messages every prototxt, model and solver is read against:
+/// `caffe.proto` and the forks' parameter fields the layer registry adds.
+fn schemas() -> blobflow::proto::Schemas {
+    blobflow::layers::registry::LayerRegistry::<f32>::with_caffe_layers()
+        .schemas()
+        .clone()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse_from(std::env::args_os().map(caffe_style_flag));
     if let Some(limit) = cli.memory_limit {

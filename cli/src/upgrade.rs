@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use blobflow::proto::{ParamMessage, TextMessage, schema};
+use blobflow::proto::{ParamMessage, TextMessage};
 
 use crate::log::Log;
 
@@ -41,7 +41,7 @@ fn read_text_message(
 /// `upgrade_net_proto_text IN OUT`.
 pub fn text(args: &UpgradeArgs) -> Result<(), Failure> {
     let mut log = Log::new("upgrade_net_proto_text", None);
-    let net = read_text_message(&args.input, &schema::NET_PARAMETER)?;
+    let net = read_text_message(&args.input, crate::schemas().net_parameter())?;
     let upgraded = blobflow::layers::net::upgrade_net(&net)?;
     report(&mut log, &net, &upgraded, &args.input);
     blobflow::runtime::write_atomically(&args.output, upgraded.to_text().as_bytes())?;
@@ -56,8 +56,8 @@ pub fn text(args: &UpgradeArgs) -> Result<(), Failure> {
 pub fn binary(args: &UpgradeArgs) -> Result<(), Failure> {
     let mut log = Log::new("upgrade_net_proto_binary", None);
     let bytes = blobflow::runtime::read_file(&args.input)?;
-    let net =
-        ParamMessage::decode(&schema::NET_PARAMETER, &bytes).map_err(proto_error(&args.input))?;
+    let net = ParamMessage::decode(crate::schemas().net_parameter(), &bytes)
+        .map_err(proto_error(&args.input))?;
     let upgraded = blobflow::layers::net::upgrade_net(&net)?;
     report(&mut log, &net, &upgraded, &args.input);
     blobflow::runtime::write_atomically(&args.output, &upgraded.encode_to_vec())?;
@@ -71,7 +71,7 @@ pub fn binary(args: &UpgradeArgs) -> Result<(), Failure> {
 /// `upgrade_solver_proto_text IN OUT`.
 pub fn solver_text(args: &UpgradeArgs) -> Result<(), Failure> {
     let mut log = Log::new("upgrade_solver_proto_text", None);
-    let solver = read_text_message(&args.input, &schema::SOLVER_PARAMETER)?;
+    let solver = read_text_message(&args.input, crate::schemas().solver_parameter())?;
     let upgraded = match blobflow::layers::solver::upgrade_solver(&solver)? {
         Some(new) => {
             log.info(&format!(

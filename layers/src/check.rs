@@ -194,12 +194,10 @@ impl GradientChecker {
         }
         // Blobs no solver learns (BatchNorm's statistics) have no
         // gradient to check.
-        let learned = if layer.learns_params() {
-            analytic_params.len()
-        } else {
-            0
-        };
-        for (p, analytic) in analytic_params.iter().enumerate().take(learned) {
+        for (p, analytic) in analytic_params.iter().enumerate() {
+            if !layer.learns_param(p) {
+                continue;
+            }
             for (i, a) in analytic.iter().enumerate() {
                 // The layer holds the blob: nudge it through a view.
                 let mut view = Blob::<T>::default();

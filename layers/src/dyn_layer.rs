@@ -207,10 +207,12 @@ pub trait DynLayer<T: MathElement>: Send {
         false
     }
 
-    /// Whether a solver learns the layer's blobs. BatchNorm's statistics
-    /// are not learned: a blob without a `param` spec then gets
-    /// `lr_mult: 0` and `decay_mult: 0` (as Caffe's BatchNorm appends).
-    fn learns_params(&self) -> bool {
+    /// Whether a solver learns blob `index` of the layer. Running
+    /// statistics (BatchNorm's, the BN fork's moving mean and variance)
+    /// are not learned: such a blob gets `lr_mult: 0` and `decay_mult:
+    /// 0`, whatever its `param` spec says, as Caffe's BatchNorm and the
+    /// fork's BN set them.
+    fn learns_param(&self, _index: usize) -> bool {
         true
     }
 

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use blob_proto::{ParamMessage, TextMessage, schema};
+use blob_proto::schema::{FieldSchema, MessageSchema};
+use blob_proto::{ParamMessage, Schemas, TextMessage};
 use blob_runtime::{BlobError, MathElement};
 
 use crate::dyn_layer::DynLayer;
@@ -25,6 +26,7 @@ pub type LayerBuilder<T> = Box<dyn Fn(&ParamMessage) -> Result<Box<dyn DynLayer<
 /// ```
 pub struct LayerRegistry<T: MathElement> {
     builders: BTreeMap<String, LayerBuilder<T>>,
+    schemas: Schemas,
 }
 
 /// The registered type names.
@@ -37,6 +39,15 @@ impl<T: MathElement> std::fmt::Debug for LayerRegistry<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LayerRegistry")
             .field("types", &self.type_names().collect::<Vec<_>>())
+            .field(
+                "parameters",
+                &self
+                    .schemas
+                    .extensions()
+                    .iter()
+                    .map(|e| format!("{}.{}", e.message.name, e.field.name))
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -46,6 +57,7 @@ impl<T: MathElement> LayerRegistry<T> {
     pub fn empty() -> Self {
         Self {
             builders: BTreeMap::new(),
+            schemas: Schemas::caffe(),
         }
     }
 
@@ -64,6 +76,81 @@ impl<T: MathElement> LayerRegistry<T> {
     ) {
         self.builders
             .insert(type_name.to_string(), Box::new(builder));
+    }
+
+    /// Adds a layer type that takes a parameter message of its own (a
+    /// field of `LayerParameter` that `caffe.proto` lacks, as a fork's
+    /// `caffe.proto` adds it), so `layer { type: "Gain" gain_param { ... } }`
+    /// reads from a `.prototxt`, round-trips through a `.caffemodel`'s
+    /// bytes and reaches the builder with its defaults.
+    ///
+    /// ```
+    /// use blob_layers::registry::LayerRegistry;
+    /// use blob_layers::net::{Net, NetState};
+    /// use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
+    ///
+    /// static GAIN: MessageSchema = MessageSchema {
+    ///     name: "GainParameter",
+    ///     fields: &[FieldSchema::optional("gain", 1, FieldKind::Float).with_default(FieldDefault::Float(1.0))],
+    /// };
+    /// let mut registry = LayerRegistry::<f32>::with_caffe_layers();
+    /// registry.register_with_param(
+    ///     "Gain",
+    ///     FieldSchema::optional("gain_param", 5001, FieldKind::Message(&GAIN)),
+    ///     |layer| {
+    ///         let gain = layer.message("gain_param").map_or(1.0, |p| p.float("gain"));
+    ///         // A Power layer of scale `gain` stands in for the user's own layer here.
+    ///         let power = format!("type: 'Power' power_param {{ scale: {gain} }}");
+    ///         LayerRegistry::<f32>::with_caffe_layers().build_text(&power)
+    ///     },
+    /// )?;
+    /// let mut net = Net::<f32>::builder().registry(&registry).from_prototxt(
+    ///     "input: 'x' input_shape { dim: 2 }
+    ///      layer { name: 'g' type: 'Gain' bottom: 'x' top: 'y' gain_param { gain: 3 } }",
+    /// )?;
+    /// net.blob("x").unwrap().mutable_cpu_data()?.copy_from_slice(&[1.0, 2.0]);
+    /// net.forward()?;
+    /// assert_eq!(net.blob("y").unwrap().to_vec()?, [3.0, 6.0]);
+    ///
+    /// // A misspelt field still names its line and column.
+    /// let err = Net::<f32>::builder().registry(&registry)
+    ///     .from_prototxt("layer { name: 'g' type: 'Gain'\n gain_param { gian: 3 } }").err().unwrap();
+    /// assert!(err.to_string().contains("line 2, column 15: GainParameter has no field named gian"), "{err}");
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn register_with_param(
+        &mut self,
+        type_name: &str,
+        param: FieldSchema,
+        builder: impl Fn(&ParamMessage) -> Result<Box<dyn DynLayer<T>>> + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.register_param_field(&blob_proto::schema::LAYER_PARAMETER, param)?;
+        self.register(type_name, builder);
+        Ok(())
+    }
+
+    /// Adds a field to one of Caffe's messages (a fork's `ceil_mode` in
+    /// `PoolingParameter`, a user's parameter message in
+    /// `LayerParameter`): every net read with this registry knows it.
+    /// A name or number the message already uses for another field is
+    /// refused.
+    pub fn register_param_field(
+        &mut self,
+        message: &'static MessageSchema,
+        field: FieldSchema,
+    ) -> Result<()> {
+        self.schemas
+            .extend(message, field)
+            .map_err(|source| BlobError::Proto {
+                path: "<layer registry>".into(),
+                source,
+            })
+    }
+
+    /// The messages nets are read against: `caffe.proto` and the fields
+    /// registered here.
+    pub fn schemas(&self) -> &Schemas {
+        &self.schemas
     }
 
     /// Whether a type is registered.
@@ -100,11 +187,17 @@ impl<T: MathElement> LayerRegistry<T> {
         match self.builders.get(type_name) {
             Some(build) => build(param),
             None => Err(BlobError::Net {
-                at: format!("layer '{}'", blob_proto::excerpt(param.string("name"))),
+                at: match param.line_of("type") {
+                    0 => format!("layer '{}'", blob_proto::excerpt(param.string("name"))),
+                    line => format!(
+                        "line {line}, layer '{}'",
+                        blob_proto::excerpt(param.string("name"))
+                    ),
+                },
                 detail: format!(
                     "Unknown layer type: {} (nearest known: {}; {} types known). A type of \
-                     your own is added with LayerRegistry::register and built with \
-                     NetBuilder::registry",
+                     your own is added with LayerRegistry::register (its parameters with \
+                     register_with_param) and built with NetBuilder::registry",
                     blob_proto::excerpt(type_name),
                     self.nearest(type_name).join(", "),
                     self.builders.len()
@@ -138,7 +231,8 @@ impl<T: MathElement> LayerRegistry<T> {
             source,
         };
         let tree = TextMessage::parse(text).map_err(in_text)?;
-        let param = ParamMessage::from_text(&schema::LAYER_PARAMETER, &tree).map_err(in_text)?;
+        let param =
+            ParamMessage::from_text(self.schemas.layer_parameter(), &tree).map_err(in_text)?;
         self.build(param.string("type"), &param)
     }
 }

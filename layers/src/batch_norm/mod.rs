@@ -348,7 +348,7 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
         &mut self.blobs
     }
 
-    fn learns_params(&self) -> bool {
+    fn learns_param(&self, _index: usize) -> bool {
         false
     }
 }

@@ -143,12 +143,15 @@ impl<'r, T: MathElement> NetBuilder<'r, T> {
         self
     }
 
-    /// Builds from a `.prototxt`'s text.
+    /// Builds from a `.prototxt`'s text, read against the registry's
+    /// messages (Caffe's and the parameter fields registered with it).
     pub fn from_prototxt(self, text: &str) -> Result<Net<T>> {
-        let tree = TextMessage::parse(text).map_err(text_error("<prototxt>"))?;
-        let param = ParamMessage::from_text(&schema::NET_PARAMETER, &tree)
-            .map_err(text_error("<prototxt>"))?;
-        self.from_param(&param)
+        self.with_registry(|b, registry| {
+            let tree = TextMessage::parse(text).map_err(text_error("<prototxt>"))?;
+            let param = ParamMessage::from_text(registry.schemas().net_parameter(), &tree)
+                .map_err(text_error("<prototxt>"))?;
+            Net::build(&param, b.state.clone(), registry, &b.shapes)
+        })
     }
 
     /// Builds from a `.prototxt` file; errors name the file.
@@ -156,26 +159,30 @@ impl<'r, T: MathElement> NetBuilder<'r, T> {
         let path = path.as_ref();
         let shown = path.display().to_string();
         let text = blob_runtime::read_text_file(path)?;
-        let tree = TextMessage::parse(&text).map_err(text_error(&shown))?;
-        let param =
-            ParamMessage::from_text(&schema::NET_PARAMETER, &tree).map_err(text_error(&shown))?;
-        self.from_param(&param).map_err(|e| BlobError::InFile {
-            path: shown,
-            source: Box::new(e),
+        self.with_registry(|b, registry| {
+            let tree = TextMessage::parse(&text).map_err(text_error(&shown))?;
+            let param = ParamMessage::from_text(registry.schemas().net_parameter(), &tree)
+                .map_err(text_error(&shown))?;
+            Net::build(&param, b.state.clone(), registry, &b.shapes).map_err(|e| {
+                BlobError::InFile {
+                    path: shown.clone(),
+                    source: Box::new(e),
+                }
+            })
         })
     }
 
     /// Builds from a `NetParameter` message (upgraded first, as Caffe
     /// upgrades what it reads from files).
     pub fn from_param(self, param: &ParamMessage) -> Result<Net<T>> {
+        self.with_registry(|b, registry| Net::build(param, b.state.clone(), registry, &b.shapes))
+    }
+
+    /// Runs `build` with the registry given, or the built-in one.
+    fn with_registry<R>(self, build: impl FnOnce(&Self, &LayerRegistry<T>) -> R) -> R {
         match self.registry {
-            Some(r) => Net::build(param, self.state, r, &self.shapes),
-            None => Net::build(
-                param,
-                self.state,
-                &LayerRegistry::with_caffe_layers(),
-                &self.shapes,
-            ),
+            Some(r) => build(&self, r),
+            None => build(&self, &LayerRegistry::with_caffe_layers()),
         }
     }
 }
@@ -379,7 +386,7 @@ impl<T: MathElement> Net<T> {
         registry: &LayerRegistry<T>,
         shapes: &[(String, Vec<usize>)],
     ) -> Result<Self> {
-        let param = upgrade::upgrade(param)?;
+        let param = upgrade::upgrade(&with_caller_input_shapes(param, shapes))?;
         if let Some(file_state) = param.message("state") {
             let mut stages: Vec<String> = file_state.strings("stage").map(String::from).collect();
             stages.append(&mut state.stages);
@@ -640,16 +647,15 @@ impl<T: MathElement> Net<T> {
             ));
         }
         let mut layer_needs = false;
-        let learns = entry.layer.learns_params();
         for index in 0..count {
-            let spec = specs.get(index).cloned().unwrap_or_else(|| {
-                let mut spec = ParamMessage::new(&schema::PARAM_SPEC);
-                if !learns {
-                    spec.set("lr_mult", blob_proto::ParamValue::Float(0.0));
-                    spec.set("decay_mult", blob_proto::ParamValue::Float(0.0));
-                }
-                spec
-            });
+            let mut spec = specs
+                .get(index)
+                .cloned()
+                .unwrap_or_else(|| ParamMessage::new(&schema::PARAM_SPEC));
+            if !entry.layer.learns_param(index) {
+                spec.set("lr_mult", blob_proto::ParamValue::Float(0.0));
+                spec.set("decay_mult", blob_proto::ParamValue::Float(0.0));
+            }
             let lr_mult = spec.float("lr_mult");
             let decay_mult = spec.float("decay_mult");
             layer_needs |= lr_mult != 0.0;
@@ -1399,4 +1405,29 @@ impl<T: MathElement> Net<T> {
         self.share_params()?;
         self.reshape()
     }
+}
+
+/// A legacy `input: "x"` without `input_shape` or `input_dim` (which
+/// Caffe's upgrade drops, as old model files list them so) is kept when
+/// the caller gives every such input's shape, as OpenCV's importer
+/// keeps them: the net is built at the caller's shapes.
+fn with_caller_input_shapes<'p>(
+    param: &'p ParamMessage,
+    shapes: &[(String, Vec<usize>)],
+) -> std::borrow::Cow<'p, ParamMessage> {
+    let shape_of = |name: &str| shapes.iter().find(|(n, _)| n == name).map(|(_, s)| s);
+    let named: Vec<&str> = param.strings("input").collect();
+    let shapeless = param.messages("input_shape").next().is_none() && !param.has("input_dim");
+    if named.is_empty() || !shapeless || !named.iter().all(|n| shape_of(n).is_some()) {
+        return std::borrow::Cow::Borrowed(param);
+    }
+    let mut given = param.clone();
+    for name in named {
+        let mut shape = ParamMessage::new(&schema::BLOB_SHAPE);
+        for &d in shape_of(name).into_iter().flatten() {
+            shape.set("dim", blob_proto::ParamValue::Int(d as i64));
+        }
+        given.set("input_shape", blob_proto::ParamValue::Message(shape));
+    }
+    std::borrow::Cow::Owned(given)
 }
