@@ -47,8 +47,10 @@
 
 mod activation;
 mod argmax;
+mod axpy;
 mod batch_norm;
 mod batch_reindex;
+mod bn;
 pub mod check;
 mod concat;
 mod conv;
@@ -64,10 +66,12 @@ mod f32_view;
 pub mod filler;
 mod filter;
 mod flatten;
+mod fork_layers;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod inner_product;
 mod input;
+mod interp;
 mod layer;
 mod loss;
 mod lrn;
@@ -85,8 +89,10 @@ mod prior_box;
 mod reduction;
 pub mod registry;
 mod reshape;
+mod roi_pooling;
 mod scale;
 pub mod shapes;
+mod shuffle_channel;
 mod silence;
 mod slice;
 mod softmax;
@@ -94,6 +100,7 @@ pub mod solver;
 mod split;
 mod tile;
 pub mod typed_net;
+mod upsample;
 
 /// The CUDA sources of the layers, for the checks that hold each launcher
 /// against the PTX NVRTC compiles (feature `cuda`).

@@ -152,4 +152,6 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("Scale", |p| Ok(Box::new(ScaleLayer::<T>::from_param(p)?)));
     r.register("Bias", |p| Ok(Box::new(BiasLayer::<T>::from_param(p)?)));
     r.register("Dropout", |p| Ok(Box::new(DropoutLayer::from_param(p)?)));
+    crate::fork_layers::register_forks(r)
+        .expect("the forks' fields are distinct from caffe.proto's and each other's");
 }

@@ -111,7 +111,8 @@ impl PoolingLayer {
         Ok(Self {
             method,
             window,
-            floor: p.enum_name("round_mode") == "FLOOR",
+            floor: p.enum_name("round_mode") == "FLOOR"
+                || p.get("ceil_mode") == Some(&blob_proto::ParamValue::Bool(false)),
             engine: PoolEngine::default(),
         })
     }

@@ -1,0 +1,100 @@
+//! The layers of Caffe's forks that public models use, registered with
+//! their parameter messages through the same
+//! [`LayerRegistry::register_with_param`] a user's own layer takes: no
+//! fork field is in the built-in `caffe.proto` tables.
+
+use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
+use blob_proto::{ParamMessage, ParamValue};
+use blob_runtime::MathElement;
+
+use crate::axpy::AxpyLayer;
+use crate::bn::{BN_FIELD, BnLayer};
+use crate::conv::ConvolutionLayer;
+use crate::interp::{INTERP_FIELD, InterpLayer};
+use crate::layer::Result;
+use crate::neuron::NeuronLayer;
+use crate::registry::LayerRegistry;
+use crate::roi_pooling::{ROI_POOLING_FIELD, RoiPoolingLayer};
+use crate::shuffle_channel::{SHUFFLE_CHANNEL_FIELD, ShuffleChannelLayer};
+use crate::upsample::{UPSAMPLE_FIELD, UpsampleLayer};
+
+/// `ceil_mode` in `PoolingParameter` (BVLC/caffe#3057, used by nets
+/// converted from PyTorch): `false` rounds the output size down, as
+/// `round_mode: FLOOR` does. Its fork number, 13, is BVLC master's
+/// `round_mode`, so 1013 here (Netron's numbering).
+pub(crate) const CEIL_MODE_FIELD: FieldSchema =
+    FieldSchema::optional("ceil_mode", 1013, FieldKind::Bool)
+        .with_default(FieldDefault::Bool(true));
+
+/// A fork's parameter message of `layer`, or its defaults: also for a
+/// layer read against tables without the fork's field (built by hand
+/// from Caffe's `LAYER_PARAMETER`).
+pub(crate) fn fork_param(
+    layer: &ParamMessage,
+    field: &FieldSchema,
+    schema: &'static MessageSchema,
+) -> ParamMessage {
+    layer
+        .get(field.name)
+        .and_then(|v| match v {
+            ParamValue::Message(m) => Some(m.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| ParamMessage::new(schema))
+}
+
+/// Registers the forks' parameter fields and layer types.
+pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result<()> {
+    r.register_param_field(&blob_proto::schema::POOLING, CEIL_MODE_FIELD)?;
+    r.register_with_param("Interp", INTERP_FIELD, |p| {
+        Ok(Box::new(InterpLayer::from_param(p)?))
+    })?;
+    r.register_with_param("BN", BN_FIELD, |p| {
+        Ok(Box::new(BnLayer::<T>::from_param(p)?))
+    })?;
+    r.register_with_param("ShuffleChannel", SHUFFLE_CHANNEL_FIELD, |p| {
+        Ok(Box::new(ShuffleChannelLayer::from_param(p)?))
+    })?;
+    r.register_with_param("Upsample", UPSAMPLE_FIELD, |p| {
+        Ok(Box::new(UpsampleLayer::from_param(p)?))
+    })?;
+    r.register_with_param("ROIPooling", ROI_POOLING_FIELD, |p| {
+        Ok(Box::new(RoiPoolingLayer::from_param(p)?))
+    })?;
+    r.register("Axpy", |_| Ok(Box::new(AxpyLayer)));
+    r.register("ReLU6", |p| {
+        Ok(Box::new(NeuronLayer::from_param(&relu6_as_clip(p))?))
+    });
+    for depthwise in ["DepthwiseConvolution", "ConvolutionDepthwise"] {
+        r.register(depthwise, |p| {
+            Ok(Box::new(ConvolutionLayer::<T>::from_param(
+                &depthwise_as_grouped(p),
+            )?))
+        });
+    }
+    Ok(())
+}
+
+/// ReLU6 (MobileNet's forks) is Caffe's `Clip` from 0 to 6.
+fn relu6_as_clip(layer: &ParamMessage) -> ParamMessage {
+    let mut clip = layer.clone();
+    clip.set("type", ParamValue::Str("Clip".into()));
+    let p = clip.message_mut("clip_param");
+    p.set("min", ParamValue::Float(0.0));
+    p.set("max", ParamValue::Float(6.0));
+    clip
+}
+
+/// The depthwise forks' layers (yonghenglh6/DepthwiseConvolution,
+/// ConvolutionDepthwise of the MobileNet-YOLO and SSD ports) are
+/// convolutions of one input channel per output: Caffe's grouped
+/// convolution, `group` = `num_output` where the prototxt leaves it out.
+fn depthwise_as_grouped(layer: &ParamMessage) -> ParamMessage {
+    let mut grouped = layer.clone();
+    let conv = grouped.message_mut("convolution_param");
+    if !conv.has("group") {
+        let outputs = conv.uint("num_output");
+        conv.set("group", ParamValue::UInt(outputs));
+    }
+    grouped
+}

@@ -1,0 +1,394 @@
+//! The forks' layers (Interp, BN, ShuffleChannel, Upsample, ROIPooling,
+//! Axpy, ReLU6, the depthwise convolutions, `ceil_mode`): their outputs
+//! against the forks' arithmetic written out here, and their backward
+//! passes against central differences.
+
+use blob_layers::DynLayer;
+use blob_layers::check::GradientChecker;
+use blob_layers::net::{Net, NetState};
+use blob_layers::registry::LayerRegistry;
+use blob_runtime::Blob;
+
+const CHECKER: GradientChecker = GradientChecker {
+    step: 1e-5,
+    threshold: 1e-6,
+};
+
+fn layer(text: &str) -> Box<dyn DynLayer<f64>> {
+    LayerRegistry::with_caffe_layers()
+        .build_text(text)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// Distinct values in `[-1, 1]`, no two equal (MAX ties).
+fn input(shape: &[usize], seed: u64) -> Blob<f64> {
+    let b = Blob::new(shape).unwrap();
+    blob_kernels::cpu::set_seed(seed);
+    blob_kernels::cpu::uniform(-1.0, 1.0, &mut b.mutable_cpu_data().unwrap()).unwrap();
+    for (i, v) in b.mutable_cpu_data().unwrap().iter_mut().enumerate() {
+        *v += i as f64 * 1e-5;
+    }
+    b
+}
+
+fn run(layer: &mut dyn DynLayer<f64>, bottoms: &[&Blob<f64>]) -> Blob<f64> {
+    let mut top = Blob::default();
+    let shapes = layer.reshape(bottoms, &[&top]).unwrap();
+    top.reshape(&shapes[0].dims).unwrap();
+    layer.forward(bottoms, &[&top]).unwrap();
+    top
+}
+
+fn gradients(text: &str, bottoms: &[Blob<f64>]) {
+    blob_kernels::cpu::set_seed(11);
+    let mut l = layer(text);
+    let report = CHECKER
+        .check(l.as_mut(), bottoms)
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+    assert!(report.checked > 0, "{text}");
+}
+
+/// The fork's `caffe_cpu_interp2`, written out for one plane.
+fn interp_reference(x: &[f64], (h, w): (usize, usize), (oh, ow): (usize, usize)) -> Vec<f64> {
+    let ratio = |from: usize, to: usize| {
+        if to > 1 {
+            (from - 1) as f32 / (to - 1) as f32
+        } else {
+            0.0
+        }
+    };
+    let (rh, rw) = (ratio(h, oh), ratio(w, ow));
+    let mut out = Vec::new();
+    for i in 0..oh {
+        let hr = rh * i as f32;
+        let h0 = hr as usize;
+        let hp = usize::from(h0 < h - 1);
+        let hl = f64::from(hr - h0 as f32);
+        for j in 0..ow {
+            let wr = rw * j as f32;
+            let w0 = wr as usize;
+            let wp = usize::from(w0 < w - 1);
+            let wl = f64::from(wr - w0 as f32);
+            let at = |r: usize, c: usize| x[r * w + c];
+            out.push(
+                (1.0 - hl) * ((1.0 - wl) * at(h0, w0) + wl * at(h0, w0 + wp))
+                    + hl * ((1.0 - wl) * at(h0 + hp, w0) + wl * at(h0 + hp, w0 + wp)),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn interp_resizes_with_corners_aligned() {
+    let x = input(&[2, 3, 4, 5], 1);
+    for (text, size) in [
+        ("interp_param { height: 9 width: 8 }", (9, 8)),
+        ("interp_param { zoom_factor: 3 }", (10, 13)),
+        ("interp_param { shrink_factor: 2 }", (2, 3)),
+        ("interp_param { height: 1 width: 1 }", (1, 1)),
+    ] {
+        let mut l = layer(&format!("type: 'Interp' {text}"));
+        let y = run(l.as_mut(), &[&x]);
+        assert_eq!(y.shape(), [2, 3, size.0, size.1], "{text}");
+        let xs = x.to_vec().unwrap();
+        let ys = y.to_vec().unwrap();
+        for (plane, out) in xs.chunks(20).zip(ys.chunks(size.0 * size.1)) {
+            let want = interp_reference(plane, (4, 5), size);
+            for (a, b) in out.iter().zip(&want) {
+                assert!((a - b).abs() < 1e-12, "{text}: {a} vs {b}");
+            }
+        }
+    }
+    // Corners land on corners.
+    let mut l = layer("type: 'Interp' interp_param { zoom_factor: 2 }");
+    let y = run(l.as_mut(), &[&x]).to_vec().unwrap();
+    let xs = x.to_vec().unwrap();
+    assert_eq!((y[0], y[6], y[7 * 9 - 1]), (xs[0], xs[3], xs[19]));
+    gradients(
+        "type: 'Interp' interp_param { height: 7 width: 3 }",
+        &[input(&[1, 2, 4, 5], 2)],
+    );
+    gradients(
+        "type: 'Interp' interp_param { zoom_factor: 2 pad_beg: -1 pad_end: -1 }",
+        &[input(&[1, 2, 5, 6], 3)],
+    );
+}
+
+#[test]
+fn interp_refuses_two_sizes_and_padding() {
+    let x = input(&[1, 1, 4, 4], 1);
+    let mut both = layer("type: 'Interp' interp_param { zoom_factor: 2 height: 3 width: 3 }");
+    let err = both
+        .reshape(&[&x], &[&Blob::default()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("given 2 ways"), "{err}");
+    let err = LayerRegistry::<f64>::with_caffe_layers()
+        .build_text("type: 'Interp' interp_param { zoom_factor: 2 pad_beg: 1 }")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("only cropping"), "{err}");
+    // A second bottom gives the size.
+    let mut like = layer("type: 'Interp'");
+    let shapes = like
+        .reshape(
+            &[&x, &Blob::new(&[1, 7, 6, 9]).unwrap()],
+            &[&Blob::default()],
+        )
+        .unwrap();
+    assert_eq!(shapes[0].dims, [1, 1, 6, 9]);
+}
+
+#[test]
+fn bn_uses_its_moving_statistics_in_test_and_batch_statistics_in_train() {
+    let x = input(&[2, 3, 2, 2], 4);
+    let blobs = |l: &mut Box<dyn DynLayer<f64>>, values: [[f64; 3]; 4]| {
+        for (b, v) in l.blobs_mut().iter_mut().zip(values) {
+            b.mutable_cpu_data().unwrap().copy_from_slice(&v);
+        }
+    };
+    let stats = [
+        [2.0, -1.0, 0.5],
+        [0.1, 0.2, 0.3],
+        [0.5, -0.5, 0.0],
+        [4.0, 1.0, 0.25],
+    ];
+    let mut test = layer("type: 'BN' phase: TEST bn_param { eps: 0 }");
+    run(test.as_mut(), &[&x]);
+    assert_eq!(test.blobs().len(), 4);
+    assert_eq!(test.blobs()[0].shape(), [1, 3, 1, 1]);
+    blobs(&mut test, stats);
+    let y = run(test.as_mut(), &[&x]).to_vec().unwrap();
+    for (i, (&v, &out)) in x.to_vec().unwrap().iter().zip(&y).enumerate() {
+        let c = (i / 4) % 3;
+        let want = stats[0][c] * (v - stats[2][c]) / stats[3][c].sqrt() + stats[1][c];
+        assert!((out - want).abs() < 1e-12, "{out} vs {want}");
+    }
+    // Training: the batch's statistics, and the moving ones follow
+    // m = 0.9 m + 0.1 batch.
+    let mut train = layer(
+        "type: 'BN' phase: TRAIN bn_param { eps: 0 slope_filler { type: 'constant' value: 1 } }",
+    );
+    let y = run(train.as_mut(), &[&x]).to_vec().unwrap();
+    let xs = x.to_vec().unwrap();
+    for c in 0..3 {
+        let values: Vec<f64> = (0..2)
+            .flat_map(|n| xs[(n * 3 + c) * 4..][..4].to_vec())
+            .collect();
+        let mean = values.iter().sum::<f64>() / 8.0;
+        let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 8.0;
+        assert!((train.blobs()[2].to_vec().unwrap()[c] - 0.1 * mean).abs() < 1e-12);
+        assert!((train.blobs()[3].to_vec().unwrap()[c] - 0.1 * var).abs() < 1e-12);
+        let out = y[c * 4];
+        assert!((out - (xs[c * 4] - mean) / var.sqrt()).abs() < 1e-9);
+    }
+    let filled = "slope_filler { type: 'gaussian' std: 1 } bias_filler { type: 'gaussian' std: 1 }";
+    gradients(
+        &format!("type: 'BN' phase: TRAIN bn_param {{ {filled} }}"),
+        &[input(&[2, 3, 2, 3], 5)],
+    );
+    let frozen = format!("type: 'BN' phase: TRAIN bn_param {{ frozen: true {filled} }}");
+    gradients(&frozen, &[input(&[2, 3, 2, 3], 6)]);
+    let frozen = layer(&frozen);
+    assert!(!frozen.learns_param(0) && !frozen.learns_param(2));
+    assert!(layer("type: 'BN'").learns_param(1) && !layer("type: 'BN'").learns_param(3));
+}
+
+#[test]
+fn shuffle_channel_transposes_groups() {
+    let x = input(&[2, 6, 1, 2], 7);
+    let mut l = layer("type: 'ShuffleChannel' shuffle_channel_param { group: 3 }");
+    let y = run(l.as_mut(), &[&x]).to_vec().unwrap();
+    let xs = x.to_vec().unwrap();
+    // Channels (0 1 | 2 3 | 4 5) become (0 2 4 1 3 5).
+    for (n, order) in [(0usize, [0usize, 2, 4, 1, 3, 5]), (1, [0, 2, 4, 1, 3, 5])] {
+        for (out, &from) in order.iter().enumerate() {
+            let at = |c: usize| (n * 6 + c) * 2;
+            assert_eq!(y[at(out)..at(out) + 2], xs[at(from)..at(from) + 2]);
+        }
+    }
+    gradients(
+        "type: 'ShuffleChannel' shuffle_channel_param { group: 2 }",
+        &[input(&[1, 4, 2, 2], 8)],
+    );
+    let mut odd = layer("type: 'ShuffleChannel' shuffle_channel_param { group: 4 }");
+    let err = odd
+        .reshape(&[&x], &[&Blob::default()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("divisible by group 4"), "{err}");
+}
+
+#[test]
+fn upsample_repeats_each_value() {
+    let x = Blob::from_vec(&[1, 1, 2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+    let mut l = layer("type: 'Upsample' upsample_param { scale: 2 }");
+    let y = run(l.as_mut(), &[&x]);
+    assert_eq!(y.shape(), [1, 1, 4, 4]);
+    assert_eq!(
+        y.to_vec().unwrap(),
+        [
+            1., 1., 2., 2., 1., 1., 2., 2., 3., 3., 4., 4., 3., 3., 4., 4.
+        ]
+    );
+    gradients(
+        "type: 'Upsample' upsample_param { scale: 3 }",
+        &[input(&[1, 2, 2, 3], 9)],
+    );
+    let err = LayerRegistry::<f64>::with_caffe_layers()
+        .build_text("type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 2 }")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("SegNet's Upsample"), "{err}");
+}
+
+#[test]
+fn axpy_gates_and_adds() {
+    let a = Blob::from_vec(&[1, 2, 1, 1], vec![2.0, -1.0]).unwrap();
+    let x = Blob::from_vec(&[1, 2, 1, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+    let y = Blob::from_vec(&[1, 2, 1, 2], vec![0.5, 0.5, 1.0, 1.0]).unwrap();
+    let mut l = layer("type: 'Axpy'");
+    let out = run(l.as_mut(), &[&a, &x, &y]);
+    assert_eq!(out.to_vec().unwrap(), [2.5, 4.5, -2.0, -3.0]);
+    gradients(
+        "type: 'Axpy'",
+        &[
+            input(&[2, 3, 1, 1], 10),
+            input(&[2, 3, 2, 2], 11),
+            input(&[2, 3, 2, 2], 12),
+        ],
+    );
+}
+
+#[test]
+fn roi_pooling_takes_each_bins_maximum() {
+    let x = input(&[2, 2, 6, 5], 13);
+    // Item 1, x 1..3, y 0..4 at scale 1/2: pixels (0..2, 0..2) of the map.
+    let rois = Blob::from_vec(
+        &[2, 5],
+        vec![1.0, 1.0, 0.0, 3.0, 4.0, 0.0, -40.0, -40.0, -30.0, -30.0],
+    )
+    .unwrap();
+    let mut l = layer(
+        "type: 'ROIPooling' roi_pooling_param { pooled_h: 2 pooled_w: 2 spatial_scale: 0.5 }",
+    );
+    let y = run(l.as_mut(), &[&x, &rois]);
+    assert_eq!(y.shape(), [2, 2, 2, 2]);
+    let xs = x.to_vec().unwrap();
+    let ys = y.to_vec().unwrap();
+    // round(0.5) = 1 (half away from zero): columns 1..2, rows 0..2,
+    // 2 x 3 pixels in 2 x 2 bins: rows {0,1}, {1,2}; columns {1}, {2}.
+    let at = |c: usize, r: usize, col: usize| xs[((2 + c) * 6 + r) * 5 + col];
+    for c in 0..2 {
+        let max = |rows: [usize; 2], col: usize| at(c, rows[0], col).max(at(c, rows[1], col));
+        assert_eq!(
+            ys[c * 4..c * 4 + 4],
+            [
+                max([0, 1], 1),
+                max([0, 1], 2),
+                max([1, 2], 1),
+                max([1, 2], 2)
+            ]
+        );
+    }
+    // A region outside the map pools nothing: zeros.
+    assert!(ys[8..].iter().all(|&v| v == 0.0));
+    let rois = Blob::from_vec(&[1, 5], vec![0.0, 0.0, 0.0, 8.0, 9.0]).unwrap();
+    gradients(
+        "type: 'ROIPooling' roi_pooling_param { pooled_h: 3 pooled_w: 2 spatial_scale: 1 }",
+        &[input(&[1, 2, 6, 5], 14), rois],
+    );
+    let bad = Blob::from_vec(&[1, 5], vec![2.0, 0.0, 0.0, 1.0, 1.0]).unwrap();
+    let mut l = layer("type: 'ROIPooling' roi_pooling_param { pooled_h: 1 pooled_w: 1 }");
+    let mut top = Blob::default();
+    let shapes = l.reshape(&[&x, &bad], &[&top]).unwrap();
+    top.reshape(&shapes[0].dims).unwrap();
+    let err = l.forward(&[&x, &bad], &[&top]).unwrap_err().to_string();
+    assert!(
+        err.contains("region 0 names item 2; the features hold 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn relu6_and_depthwise_convolution_are_caffes_clip_and_grouped_convolution() {
+    let x = Blob::from_vec(&[1, 4], vec![-1.0, 3.0, 6.5, 6.0]).unwrap();
+    let y = run(layer("type: 'ReLU6'").as_mut(), &[&x]);
+    assert_eq!(y.to_vec().unwrap(), [0.0, 3.0, 6.0, 6.0]);
+    let x = input(&[1, 3, 4, 4], 15);
+    let filled =
+        "weight_filler { type: 'gaussian' std: 1 } bias_filler { type: 'gaussian' std: 1 }";
+    for kind in ["DepthwiseConvolution", "ConvolutionDepthwise"] {
+        blob_kernels::cpu::set_seed(3);
+        let mut depthwise = layer(&format!(
+            "type: '{kind}' convolution_param {{ num_output: 3 kernel_size: 3 pad: 1 {filled} }}"
+        ));
+        let a = run(depthwise.as_mut(), &[&x]).to_vec().unwrap();
+        assert_eq!(depthwise.blobs()[0].shape(), [3, 1, 3, 3], "{kind}");
+        blob_kernels::cpu::set_seed(3);
+        let mut grouped = layer(&format!(
+            "type: 'Convolution' convolution_param {{ num_output: 3 group: 3 kernel_size: 3 pad: 1 {filled} }}"
+        ));
+        assert_eq!(a, run(grouped.as_mut(), &[&x]).to_vec().unwrap(), "{kind}");
+    }
+}
+
+#[test]
+fn ceil_mode_false_rounds_the_pooled_size_down() {
+    let x = input(&[1, 1, 6, 6], 16);
+    for (text, size) in [("", 3), ("ceil_mode: true", 3), ("ceil_mode: false", 2)] {
+        let mut l = layer(&format!(
+            "type: 'Pooling' pooling_param {{ kernel_size: 3 stride: 2 {text} }}"
+        ));
+        let y = run(l.as_mut(), &[&x]);
+        assert_eq!(y.shape(), [1, 1, size, size], "{text}");
+    }
+}
+
+#[test]
+fn a_net_of_fork_layers_reads_its_prototxt_and_round_trips_its_bytes() {
+    let text = "
+        input: 'x' input_shape { dim: 1 dim: 4 dim: 3 dim: 3 }
+        layer { name: 'up' type: 'Upsample' bottom: 'x' top: 'up' upsample_param { scale: 2 } }
+        layer { name: 'shuffle' type: 'ShuffleChannel' bottom: 'up' top: 'sh' shuffle_channel_param { group: 2 } }
+        layer { name: 'interp' type: 'Interp' bottom: 'sh' top: 'y' interp_param { shrink_factor: 2 } }
+        layer { name: 'pool' type: 'Pooling' bottom: 'y' top: 'p' pooling_param { kernel_size: 2 stride: 2 ceil_mode: false } }";
+    let net = Net::<f32>::from_prototxt(text, NetState::test()).unwrap();
+    assert_eq!(net.blob("y").unwrap().shape(), [1, 4, 3, 3]);
+    assert_eq!(net.blob("p").unwrap().shape(), [1, 4, 1, 1]);
+    let schemas = LayerRegistry::<f32>::with_caffe_layers().schemas().clone();
+    let tree = blob_proto::TextMessage::parse(text).unwrap();
+    let param = blob_proto::ParamMessage::from_text(schemas.net_parameter(), &tree).unwrap();
+    let back =
+        blob_proto::ParamMessage::decode(schemas.net_parameter(), &param.encode_to_vec()).unwrap();
+    assert_eq!(back.encode_to_vec(), param.encode_to_vec());
+    let interp = back
+        .messages("layer")
+        .nth(2)
+        .unwrap()
+        .message("interp_param")
+        .unwrap()
+        .int("shrink_factor");
+    assert_eq!(interp, 2);
+    // A misspelt fork field names its line and column.
+    let err = Net::<f32>::from_prototxt(&text.replace("shrink_factor", "shrink"), NetState::test())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("line 5") && err.contains("InterpParameter has no field named shrink"),
+        "{err}"
+    );
+    // An unknown type names its line.
+    let err = Net::<f32>::from_prototxt(&text.replace("'Interp'", "'Interpp'"), NetState::test())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("line 5, layer 'interp'") && err.contains("nearest known: Interp"),
+        "{err}"
+    );
+}
