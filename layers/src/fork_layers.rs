@@ -13,6 +13,7 @@ use crate::conv::ConvolutionLayer;
 use crate::interp::{INTERP_FIELD, InterpLayer};
 use crate::layer::Result;
 use crate::neuron::NeuronLayer;
+use crate::proposal::{PROPOSAL_FIELD, ProposalLayer};
 use crate::registry::LayerRegistry;
 use crate::roi_pooling::{ROI_POOLING_FIELD, RoiPoolingLayer};
 use crate::shuffle_channel::{SHUFFLE_CHANNEL_FIELD, ShuffleChannelLayer};
@@ -61,6 +62,27 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
     r.register_with_param("ROIPooling", ROI_POOLING_FIELD, |p| {
         Ok(Box::new(RoiPoolingLayer::from_param(p)?))
     })?;
+    r.register_with_param("Proposal", PROPOSAL_FIELD, |p| {
+        Ok(Box::new(ProposalLayer::from_param(p)?))
+    })?;
+    r.register("Python", |p| {
+        let python = p.message("python_param");
+        let (module, layer) = python.map_or(("", ""), |m| (m.string("module"), m.string("layer")));
+        if (module, layer) == ("rpn.proposal_layer", "ProposalLayer") {
+            return Ok(Box::new(ProposalLayer::from_python(p)?));
+        }
+        Err(crate::dyn_layer::bad_param(
+            "set up a Python layer",
+            format!(
+                "python_param names {}.{}: Python layers run Python code, which blobflow \
+                 cannot; py-faster-rcnn's rpn.proposal_layer.ProposalLayer is the one it \
+                 runs (as Proposal). Register a layer of your own under type \"Python\" to \
+                 run others",
+                blob_proto::excerpt(module),
+                blob_proto::excerpt(layer)
+            ),
+        ))
+    });
     r.register("Axpy", |_| Ok(Box::new(AxpyLayer)));
     r.register("ReLU6", |p| {
         Ok(Box::new(NeuronLayer::from_param(&relu6_as_clip(p))?))

@@ -86,6 +86,7 @@ mod planes;
 mod pool;
 mod prelu;
 mod prior_box;
+mod proposal;
 mod reduction;
 pub mod registry;
 mod reshape;

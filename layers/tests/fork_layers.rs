@@ -392,3 +392,22 @@ fn a_net_of_fork_layers_reads_its_prototxt_and_round_trips_its_bytes() {
         "{err}"
     );
 }
+
+#[test]
+fn a_python_layer_other_than_py_faster_rcnns_proposals_is_refused_by_name() {
+    let err = LayerRegistry::<f64>::with_caffe_layers()
+        .build_text("type: 'Python' python_param { module: 'my.data' layer: 'Loader' }")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("my.data.Loader") && err.contains("rpn.proposal_layer"),
+        "{err}"
+    );
+    let err = LayerRegistry::<f64>::with_caffe_layers()
+        .build_text("type: 'Python' python_param { module: 'rpn.proposal_layer' layer: 'ProposalLayer' param_str: \"'feat_strid': 16\" }")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("'feat_strid'"), "{err}");
+}

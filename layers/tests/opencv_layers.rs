@@ -235,3 +235,55 @@ fn shared_weights() {
     let sum = net.blob(out).unwrap().to_vec().unwrap();
     assert_eq!(sum[..2], [12.0, 16.0]);
 }
+
+/// Faster R-CNN's proposals, written by py-faster-rcnn's Python layer:
+/// as OpenCV's test, the reference rows first (OpenCV pads with zero
+/// rows; blobflow gives exactly the proposals), then the same net with
+/// the prototxt's commented-out `type: "Python"` layer.
+#[test]
+fn faster_rcnn_proposal() {
+    let scores: Blob<f32> = npy::read(fixture("net_faster_rcnn_proposal.scores.npy")).unwrap();
+    let deltas: Blob<f32> = npy::read(fixture("net_faster_rcnn_proposal.deltas.npy")).unwrap();
+    let info = Blob::from_vec(&[1, 3], vec![600.0f32, 800.0, 1.6]).unwrap();
+    let inputs = [
+        ("rpn_cls_prob_reshape", &scores),
+        ("rpn_bbox_pred", &deltas),
+        ("im_info", &info),
+    ];
+    let check = |net: &Net<f32>| {
+        for (top, file) in [("rois", "out_rois"), ("scores", "out_scores")] {
+            let want: Blob<f32> =
+                npy::read(fixture(&format!("net_faster_rcnn_proposal.{file}.npy"))).unwrap();
+            let got = net.blob(top).unwrap();
+            assert_eq!(got.shape(), want.shape(), "{top}");
+            norm_assert(top, &want.to_vec().unwrap(), &got.to_vec().unwrap());
+        }
+    };
+    check(&run("net_faster_rcnn_proposal", false, &inputs));
+
+    let text = std::fs::read_to_string(fixture("net_faster_rcnn_proposal.prototxt")).unwrap();
+    let start = text
+        .rfind("layer {\n  name: 'output'\n  type: 'Proposal'")
+        .unwrap();
+    let python = format!(
+        "{}layer {{ name: 'output' type: 'Python' bottom: 'rpn_cls_prob_reshape' \
+         bottom: 'rpn_bbox_pred' bottom: 'im_info' top: 'rois' top: 'scores' \
+         python_param {{ module: 'rpn.proposal_layer' layer: 'ProposalLayer' \
+         param_str: \"'feat_stride': 9\" }} }}",
+        &text[..start]
+    );
+    let mut builder = Net::<f32>::builder().state(NetState::test());
+    for (blob, value) in &inputs {
+        builder = builder.input_shape(blob, value.shape());
+    }
+    let mut net = builder.from_prototxt(&python).unwrap();
+    for (blob, value) in &inputs {
+        net.blob(blob)
+            .unwrap()
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&value.cpu_data().unwrap());
+    }
+    net.forward().unwrap();
+    check(&net);
+}
