@@ -411,3 +411,26 @@ fn a_python_layer_other_than_py_faster_rcnns_proposals_is_refused_by_name() {
         .to_string();
     assert!(err.contains("'feat_strid'"), "{err}");
 }
+
+#[test]
+fn dropout_without_scale_train_scales_in_test_not_in_train() {
+    let x = input(&[4, 50], 17);
+    let text = "dropout_param { dropout_ratio: 0.25 scale_train: false }";
+    let test = run(
+        layer(&format!("type: 'Dropout' phase: TEST {text}")).as_mut(),
+        &[&x],
+    );
+    for (y, v) in test.to_vec().unwrap().iter().zip(x.to_vec().unwrap()) {
+        assert!((y - v * 0.75).abs() < 1e-12, "{y} vs {v}");
+    }
+    let train = run(
+        layer(&format!("type: 'Dropout' phase: TRAIN {text}")).as_mut(),
+        &[&x],
+    );
+    let (mut kept, xs) = (0, x.to_vec().unwrap());
+    for (y, v) in train.to_vec().unwrap().iter().zip(&xs) {
+        assert!(*y == 0.0 || y == v, "{y} vs {v}");
+        kept += usize::from(y == v);
+    }
+    assert!((100..200).contains(&kept), "{kept} of 200 kept");
+}

@@ -1,6 +1,8 @@
 //! Caffe's Dropout layer: in training, each value is kept
 //! with probability `1 - ratio` and scaled by `1 / (1 - ratio)`; in testing
-//! it passes unchanged.
+//! it passes unchanged. With the Fast R-CNN fork's `scale_train: false`
+//! the kept values pass unscaled in training and testing scales every
+//! value by `1 - ratio` instead.
 
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -15,6 +17,9 @@ pub(crate) use cuda::DROPOUT;
 /// Dropout's ratio and the mask of its last training pass.
 pub(crate) struct DropoutEngine {
     ratio: f64,
+    /// `scale_train`: the kept values scaled in training (Caffe), or
+    /// every value in testing (the Fast R-CNN fork's `false`).
+    scale_train: bool,
     mask: Vec<u32>,
     #[cfg(feature = "cuda")]
     gpu_mask: blob_kernels::cuda::Scratch<u32>,
@@ -22,7 +27,7 @@ pub(crate) struct DropoutEngine {
 
 impl DropoutEngine {
     /// `ratio` (the share dropped) must be in `[0, 1)`.
-    pub(crate) fn new(ratio: f64) -> Result<Self> {
+    pub(crate) fn new(ratio: f64, scale_train: bool) -> Result<Self> {
         if !(0.0..1.0).contains(&ratio) {
             return Err(BlobError::InvalidParameter {
                 op: "make a dropout layer",
@@ -31,14 +36,27 @@ impl DropoutEngine {
         }
         Ok(Self {
             ratio,
+            scale_train,
             mask: Vec::new(),
             #[cfg(feature = "cuda")]
             gpu_mask: blob_kernels::cuda::Scratch::new(),
         })
     }
 
+    /// What a kept value is multiplied by in training.
     fn scale<T: MathElement>(&self) -> T {
-        T::from_f64(1.0 / (1.0 - self.ratio))
+        if self.scale_train {
+            T::from_f64(1.0 / (1.0 - self.ratio))
+        } else {
+            T::ONE
+        }
+    }
+
+    /// What every value is multiplied by in testing: the fork's
+    /// `1 / scale_` with `scale_` in the blob's type.
+    fn test_scale<T: MathElement>(&self) -> Option<T> {
+        (!self.scale_train)
+            .then(|| T::from_f64(1.0 / T::from_f64(1.0 / (1.0 - self.ratio)).to_f64()))
     }
 
     pub(crate) fn forward<T: MathElement>(
@@ -53,13 +71,18 @@ impl DropoutEngine {
         #[cfg(feature = "cuda")]
         if train && let Some(gpu) = crate::gpu::gpu_of_all(&[x, y]) {
             use crate::gpu::as_f32;
-            let (keep, scale) = ((1.0 - self.ratio) as f32, (1.0 / (1.0 - self.ratio)) as f32);
+            let (keep, scale) = ((1.0 - self.ratio) as f32, self.scale::<f32>());
             return cuda::forward(&gpu, &mut self.gpu_mask, keep, scale, as_f32(x), as_f32(y));
         }
         if !in_place(x, y) {
             y.mutable_cpu_data()?.copy_from_slice(&x.cpu_data()?);
         }
         if !train {
+            if let Some(scale) = self.test_scale::<T>() {
+                y.mutable_cpu_data()?
+                    .iter_mut()
+                    .for_each(|v| *v *= scale);
+            }
             return Ok(());
         }
         let n = y.count();
@@ -89,7 +112,7 @@ impl DropoutEngine {
         #[cfg(feature = "cuda")]
         if train && let Some(gpu) = crate::gpu::gpu_of_all(&[x, y]) {
             use crate::gpu::as_f32;
-            let scale = (1.0 / (1.0 - self.ratio)) as f32;
+            let scale = self.scale::<f32>();
             return cuda::backward(&gpu, &self.gpu_mask, scale, as_f32(x), as_f32(y));
         }
         if !in_place(x, y) {
@@ -97,6 +120,11 @@ impl DropoutEngine {
             dx.copy_from_slice(&y.cpu_diff()?);
         }
         if !train {
+            if let Some(scale) = self.test_scale::<T>() {
+                x.mutable_cpu_diff()?
+                    .iter_mut()
+                    .for_each(|d| *d *= scale);
+            }
             return Ok(());
         }
         let n = x.count();
@@ -127,15 +155,9 @@ impl DropoutLayer {
     /// Reads the layer's `dropout_param` and phase.
     pub(crate) fn from_param(layer: &blob_proto::ParamMessage) -> Result<Self> {
         let p = crate::dyn_layer::sub_param(layer, "dropout_param");
-        if !p.boolean("scale_train") {
-            return Err(BlobError::InvalidParameter {
-                op: "set up Dropout",
-                detail: "scale_train: false is not supported".into(),
-            });
-        }
         Ok(Self {
             train: crate::dyn_layer::is_train(layer),
-            engine: DropoutEngine::new(p.float("dropout_ratio"))?,
+            engine: DropoutEngine::new(p.float("dropout_ratio"), p.boolean("scale_train"))?,
         })
     }
 }
