@@ -173,7 +173,9 @@ pub struct RunArgs {
 /// Every parameter blob filled at random from `seed`: Xavier's uniform
 /// for blobs of two or more axes, `U(-0.1, 0.1)` for biases and slopes,
 /// and BatchNorm statistics a trained net could hold (means `U(-0.1,
-/// 0.1)`, variances `U(0.5, 1.5)`, scale factor 1).
+/// 0.1)`, variances `U(0.5, 1.5)`, scale factor 1); the BN fork's
+/// slope `U(0.5, 1.5)`, bias and mean `U(-0.1, 0.1)`, variance `U(0.5,
+/// 1.5)`.
 fn fill_random(net: &Net<f32>, seed: u64) -> Result<(), BlobError> {
     use blobflow::proto::{ParamMessage, ParamValue, schema};
     blobflow::kernels::cpu::set_seed(seed);
@@ -184,17 +186,21 @@ fn fill_random(net: &Net<f32>, seed: u64) -> Result<(), BlobError> {
     small.set("min", ParamValue::Float(-0.1));
     small.set("max", ParamValue::Float(0.1));
     for (param, blob) in net.params().iter().zip(net.param_blobs()) {
-        if net.layer_type(&param.layer) == Some("BatchNorm") {
+        let statistics = match (net.layer_type(&param.layer), param.index) {
             // Statistics a net could have learned: means near 0,
             // variances near 1, a scale factor of 1.
-            let (lo, hi) = match param.index {
-                0 => (-0.1, 0.1),
-                1 => (0.5, 1.5),
-                _ => (1.0, 1.0),
-            };
+            (Some("BatchNorm"), 0) => Some((-0.1, 0.1)),
+            (Some("BatchNorm"), 1) => Some((0.5, 1.5)),
+            (Some("BatchNorm"), _) => Some((1.0, 1.0)),
+            // The BN fork: slope, bias, mean, variance.
+            (Some("BN"), 0 | 3) => Some((0.5, 1.5)),
+            (Some("BN"), _) => Some((-0.1, 0.1)),
+            _ => None,
+        };
+        if let Some((lo, hi)) = statistics {
             blobflow::kernels::cpu::uniform(lo, hi, &mut blob.mutable_cpu_data()?).map_err(
                 |e| BlobError::InvalidParameter {
-                    op: "fill BatchNorm statistics",
+                    op: "fill normalization statistics",
                     detail: e.to_string(),
                 },
             )?;
