@@ -29,6 +29,14 @@ N times, one after the other, and the medians are printed with the
 range of the N ratios (a VM's neighbours move single runs by 10% and
 more).
 
+Nets of Caffe's forks whose layers OpenCV lacks or computes otherwise
+are given to OpenCV rewritten into the same arithmetic in layers it has
+(the rewrite is the whole difference, written out below): the BN fork's
+layer as BatchNorm + Scale (its four blobs moved into theirs), Axpy as
+Scale + Eltwise, and py-faster-rcnn's Python proposal layer taken out,
+OpenCV fed blobflow's proposals, which are held to a NumPy port of
+`rpn/proposal_layer.py` instead.
+
 Needs numpy and opencv-python-headless<5 (5.0 dropped the Caffe
 importer): it installs them under target/python-opencv if pip can, and
 says so and exits 0 where they cannot be had.
@@ -47,7 +55,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NETS = os.path.join(ROOT, "tests", "fixtures", "nets")
 
-# (label, prototxt, trained weights or None)
+# (label, prototxt, trained weights or None[, options]): options name the
+# rewrite OpenCV needs ("opencv") and inputs besides the first ("inputs").
 CASES = [
     ("mtcnn det1", "mtcnn/det1.prototxt", "mtcnn/det1.caffemodel"),
     ("mtcnn det2", "mtcnn/det2.prototxt", "mtcnn/det2.caffemodel"),
@@ -58,6 +67,10 @@ CASES = [
     ("resnet-50", "resnet50/ResNet-50-deploy.prototxt", None),
     ("mobilenet-ssd", "mobilenet_ssd/MobileNetSSD_deploy.prototxt", None),
     ("mobilenet-ssd unfolded", "mobilenet_ssd/deploy.prototxt", None),
+    ("se-resnet-50", "se_resnet50/SE-ResNet-50.prototxt", None, {"opencv": "axpy"}),
+    ("pspnet-50 ade20k", "pspnet50_ade20k/pspnet50_ADE20K_473.prototxt", None, {"opencv": "bn"}),
+    ("py-faster-rcnn zf", "faster_rcnn_zf/faster_rcnn_test.pt", None,
+     {"opencv": "proposal", "inputs": {"im_info": [[224.0, 224.0, 1.0]]}}),
     # Relative to the repository: LeNet as the examples run it, and a net
     # of the convolution geometries.
     ("lenet", "models/lenet/lenet.prototxt", "models/lenet/lenet_iter_10000.caffemodel"),
@@ -157,6 +170,234 @@ def softmax_inputs(text):
     return found
 
 
+# --- A minimal protobuf codec, for the weights the BN rewrite moves ---
+
+def _varint(buf, i):
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, i
+
+
+def _fields(buf):
+    """(number, wire type, value) of each field: ints for varints,
+    bytes for the rest."""
+    i, out = 0, []
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 2:
+            n, i = _varint(buf, i)
+            value, i = buf[i:i + n], i + n
+        elif wire == 5:
+            value, i = buf[i:i + 4], i + 4
+        elif wire == 1:
+            value, i = buf[i:i + 8], i + 8
+        else:
+            raise ValueError(f"wire type {wire}")
+        out.append((number, wire, value))
+    return out
+
+
+def _enc_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _enc_len(number, payload):
+    return _enc_varint(number << 3 | 2) + _enc_varint(len(payload)) + payload
+
+
+def _blob_values(np, blob):
+    """A BlobProto's float data (packed or not)."""
+    values = []
+    for number, wire, value in _fields(blob):
+        if number == 5:
+            values.append(np.frombuffer(value, dtype="<f4") if wire == 2 else np.frombuffer(value, "<f4"))
+    return np.concatenate(values) if values else np.zeros(0, np.float32)
+
+
+def _blob_proto(np, values):
+    """A BlobProto of a 1-D float array."""
+    values = np.asarray(values, dtype="<f4").ravel()
+    shape = _enc_len(1, b"".join(_enc_varint(int(values.size)) for _ in [0]))
+    return _enc_len(7, shape) + _enc_len(5, values.tobytes())
+
+
+def _layer(name, kind, blobs):
+    return (_enc_len(1, name.encode()) + _enc_len(2, kind.encode())
+            + b"".join(_enc_len(7, b) for b in blobs))
+
+
+def layers_of(text):
+    """Each `layer { ... }` block of a prototxt: (start, end, body)."""
+    found, depth, start = [], 0, None
+    for m in re.finditer(r"\blayers?\s*{|[{}]", text):
+        tok = m.group(0)
+        if tok != "}" and tok != "{" and depth == 0:
+            start, depth = m.start(), 1
+        elif tok == "}" and start is not None:
+            depth -= 1
+            if depth == 0:
+                found.append((start, m.end(), text[start:m.end()]))
+                start = None
+        elif start is not None:
+            depth += 1
+    return found
+
+
+def field(body, key):
+    m = re.search(rf"\b{key}:\s*['\"]([^'\"]+)['\"]", body)
+    return m.group(1) if m else None
+
+
+def rewrite_bn(np, text, model_path, out_path):
+    """The BN fork's layers as BatchNorm (its mean and variance, scale
+    factor 1, its eps) and Scale (its slope and bias), in the prototxt
+    and in the weights blobflow saved."""
+    renamed = {}
+    pieces, at = [], 0
+    for start, end, body in layers_of(text):
+        if field(body, "type") != "BN":
+            continue
+        name, bottom, top = field(body, "name"), field(body, "bottom"), field(body, "top")
+        eps = re.search(r"\beps:\s*([0-9.eE+-]+)", body)
+        eps = eps.group(1) if eps else "1e-5"
+        pieces.append(text[at:start])
+        pieces.append(
+            f'layer {{ name: "{name}" type: "BatchNorm" bottom: "{bottom}" top: "{top}" '
+            f"batch_norm_param {{ use_global_stats: true eps: {eps} }} }}\n"
+            f'layer {{ name: "{name}/as_scale" type: "Scale" bottom: "{top}" top: "{top}" '
+            f"scale_param {{ bias_term: true }} }}")
+        at = end
+        renamed[name] = True
+    pieces.append(text[at:])
+    out = []
+    for number, wire, value in _fields(open(model_path, "rb").read()):
+        if number != 100:
+            continue
+        parts = _fields(value)
+        name = next((v.decode() for n, _, v in parts if n == 1), "")
+        if name not in renamed:
+            out.append(_enc_len(100, value))
+            continue
+        slope, bias, mean, var = [_blob_values(np, v) for n, _, v in parts if n == 7]
+        out.append(_enc_len(100, _layer(name, "BatchNorm", [
+            _blob_proto(np, mean), _blob_proto(np, var), _blob_proto(np, [1.0])])))
+        out.append(_enc_len(100, _layer(name + "/as_scale", "Scale", [
+            _blob_proto(np, slope), _blob_proto(np, bias)])))
+    with open(out_path, "wb") as f:
+        f.write(b"".join(out))
+    return "".join(pieces)
+
+
+def rewrite_axpy(text):
+    """Axpy(a, x, y) as Scale(x, a flattened to (N, C)) + Eltwise SUM."""
+    pieces, at = [], 0
+    for start, end, body in layers_of(text):
+        if field(body, "type") != "Axpy":
+            continue
+        name, top = field(body, "name"), field(body, "top")
+        a, x, y = re.findall(r"\bbottom:\s*['\"]([^'\"]+)['\"]", body)
+        pieces.append(text[at:start])
+        pieces.append(
+            f'layer {{ name: "{name}/a" type: "Reshape" bottom: "{a}" top: "{name}/a" '
+            f"reshape_param {{ shape {{ dim: 0 dim: 0 }} }} }}\n"
+            f'layer {{ name: "{name}/ax" type: "Scale" bottom: "{x}" bottom: "{name}/a" '
+            f'top: "{name}/ax" scale_param {{ axis: 0 }} }}\n'
+            f'layer {{ name: "{name}" type: "Eltwise" bottom: "{name}/ax" bottom: "{y}" top: "{top}" }}')
+        at = end
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
+def rewrite_proposal(text):
+    """py-faster-rcnn's Python proposal layer taken out: its `rois`
+    become an input OpenCV is fed. Returns the text and the layer's
+    param_str."""
+    for start, end, body in layers_of(text):
+        if field(body, "type") == "Python" and field(body, "module") == "rpn.proposal_layer":
+            top = field(body, "top")
+            param = re.search(r"param_str:\s*\"([^\"]*)\"", body)
+            stride = re.search(r"'feat_stride':\s*(\d+)", param.group(1) if param else "")
+            declared = (f'layer {{ name: "{top}" type: "Input" top: "{top}" '
+                        f"input_param {{ shape {{ dim: 1 dim: 5 }} }} }}")
+            out = text[:start] + declared + text[end:]
+            # Inputs only the proposal layer read (im_info) go too: OpenCV
+            # refuses a declared input nothing reads.
+            for m in re.finditer(r"input:\s*['\"]([^'\"]+)['\"]\s*input_shape\s*{[^}]*}", out):
+                if not re.search(rf"\bbottom:\s*['\"]{re.escape(m.group(1))}['\"]", out):
+                    out = out.replace(m.group(0), "")
+            return out, top, int(stride.group(1)) if stride else 16
+    raise ValueError("no rpn.proposal_layer Python layer")
+
+
+def proposals_reference(np, scores, deltas, im_info, feat_stride):
+    """py-faster-rcnn's rpn/proposal_layer.py forward (TEST settings:
+    6000 before NMS, 300 after, threshold 0.7, min size 16), in NumPy."""
+    def whctrs(a):
+        w, h = a[2] - a[0] + 1, a[3] - a[1] + 1
+        return w, h, a[0] + 0.5 * (w - 1), a[1] + 0.5 * (h - 1)
+
+    def mkanchors(ws, hs, x, y):
+        ws, hs = ws[:, None], hs[:, None]
+        return np.hstack((x - 0.5 * (ws - 1), y - 0.5 * (hs - 1), x + 0.5 * (ws - 1), y + 0.5 * (hs - 1)))
+
+    base = np.array([1, 1, 16, 16]) - 1
+    w, h, x, y = whctrs(base)
+    ratios, scales = np.array([0.5, 1, 2]), np.array([8, 16, 32])
+    ws = np.round(np.sqrt(w * h / ratios))
+    ratio_anchors = mkanchors(ws, np.round(ws * ratios), x, y)
+    anchors = np.vstack([mkanchors(whctrs(r)[0] * scales, whctrs(r)[1] * scales, whctrs(r)[2], whctrs(r)[3])
+                         for r in ratio_anchors])
+    a = anchors.shape[0]
+    fg = scores[:, a:, :, :]
+    height, width = fg.shape[-2:]
+    sx, sy = np.meshgrid(np.arange(width) * feat_stride, np.arange(height) * feat_stride)
+    shifts = np.vstack((sx.ravel(), sy.ravel(), sx.ravel(), sy.ravel())).transpose()
+    all_anchors = (anchors.reshape((1, a, 4)) + shifts.reshape((1, -1, 4)).transpose((1, 0, 2))).reshape((-1, 4))
+    d = deltas.transpose((0, 2, 3, 1)).reshape((-1, 4))
+    fg = fg.transpose((0, 2, 3, 1)).reshape((-1, 1))
+    widths = all_anchors[:, 2] - all_anchors[:, 0] + 1.0
+    heights = all_anchors[:, 3] - all_anchors[:, 1] + 1.0
+    cx = d[:, 0] * widths + all_anchors[:, 0] + 0.5 * widths
+    cy = d[:, 1] * heights + all_anchors[:, 1] + 0.5 * heights
+    pw, ph = np.exp(d[:, 2]) * widths, np.exp(d[:, 3]) * heights
+    boxes = np.stack((cx - 0.5 * pw, cy - 0.5 * ph, cx + 0.5 * pw, cy + 0.5 * ph), axis=1)
+    boxes[:, 0::2] = np.clip(boxes[:, 0::2], 0, im_info[1] - 1)
+    boxes[:, 1::2] = np.clip(boxes[:, 1::2], 0, im_info[0] - 1)
+    size = 16 * im_info[2]
+    keep = np.where((boxes[:, 2] - boxes[:, 0] + 1 >= size) & (boxes[:, 3] - boxes[:, 1] + 1 >= size))[0]
+    boxes, fg = boxes[keep], fg[keep]
+    order = fg.ravel().argsort(kind="stable")[::-1][:6000]
+    boxes, fg = boxes[order], fg[order]
+    areas = (boxes[:, 2] - boxes[:, 0] + 1) * (boxes[:, 3] - boxes[:, 1] + 1)
+    kept, suppressed = [], np.zeros(len(boxes), bool)
+    for i in range(len(boxes)):
+        if suppressed[i]:
+            continue
+        kept.append(i)
+        xx1 = np.maximum(boxes[i, 0], boxes[i + 1:, 0])
+        yy1 = np.maximum(boxes[i, 1], boxes[i + 1:, 1])
+        xx2 = np.minimum(boxes[i, 2], boxes[i + 1:, 2])
+        yy2 = np.minimum(boxes[i, 3], boxes[i + 1:, 3])
+        inter = np.maximum(0.0, xx2 - xx1 + 1) * np.maximum(0.0, yy2 - yy1 + 1)
+        suppressed[i + 1:] |= inter / (areas[i] + areas[i + 1:] - inter) >= 0.7
+    kept = kept[:300]
+    return np.hstack((np.zeros((len(kept), 1)), boxes[kept])).astype(np.float32)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--blobflow", help="the blobflow binary (default: cargo run --release)")
@@ -177,9 +418,10 @@ def main():
     work = tempfile.mkdtemp(prefix="opencv-peer-")
     failed, compared, skipped = 0, 0, 0
     try:
-        for label, proto_rel, weights_rel in CASES:
+        for label, proto_rel, weights_rel, *rest in CASES:
             if args.only and args.only != label:
                 continue
+            options = rest[0] if rest else {}
             proto = located(proto_rel)
             text = open(proto).read()
             detections = detection_layers(text)
@@ -201,16 +443,51 @@ def main():
             shutil.rmtree(out_dir, ignore_errors=True)
             saved = os.path.join(work, "weights.caffemodel")
             weights = [located(weights_rel)] if weights_rel else ["--fill", "1701"]
+            extra = {k: np.asarray(v, dtype=np.float32) for k, v in options.get("inputs", {}).items()}
+            feeds_in = []
+            for k, v in extra.items():
+                path = os.path.join(work, f"input_{k}.npy")
+                np.save(path, v)
+                feeds_in += ["--input", f"{k}={path}"]
             run = cmd + ["run", proto] + weights + [
-                "--input", f"{name}={xin}", "--out", out_dir, "--save", saved, "--all-blobs"]
+                "--input", f"{name}={xin}", "--out", out_dir, "--save", saved, "--all-blobs"] + feeds_in
             r = subprocess.run(run, capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 reason = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
                 print(f"{label}: skipped: blobflow cannot run it yet: {reason}")
                 skipped += 1
                 continue
-            net = cv2.dnn.readNetFromCaffe(proto, saved)
+            cv_proto, cv_model, rewrite = proto, saved, options.get("opencv")
+            if rewrite:
+                cv_text = text
+                if rewrite == "bn":
+                    cv_model = os.path.join(work, "opencv.caffemodel")
+                    cv_text = rewrite_bn(np, text, saved, cv_model)
+                elif rewrite == "axpy":
+                    cv_text = rewrite_axpy(text)
+                elif rewrite == "proposal":
+                    cv_text, rois, stride = rewrite_proposal(text)
+                    ours = np.load(os.path.join(out_dir, rois + ".npy"))
+                    want = proposals_reference(
+                        np, np.load(os.path.join(out_dir, "rpn_cls_prob_reshape.npy")),
+                        np.load(os.path.join(out_dir, "rpn_bbox_pred.npy")), extra["im_info"][0], stride)
+                    gap = float(np.max(np.abs(ours - want), initial=0.0)) if ours.shape == want.shape else None
+                    agree = gap is not None and gap <= 1e-3
+                    print(f"{label}: {rois}: {len(ours)} proposals against the NumPy port of "
+                          f"rpn/proposal_layer.py's {len(want)}: "
+                          + (f"{'agree' if agree else 'DIFFER'}, largest gap {gap:.2e} px" if gap is not None
+                             else "DIFFER in count"))
+                    failed += not agree
+                    extra[rois] = ours
+                cv_proto = os.path.join(work, "opencv.prototxt")
+                with open(cv_proto, "w") as f:
+                    f.write(cv_text)
+            net = cv2.dnn.readNetFromCaffe(cv_proto, cv_model)
             net.setInput(x, name)
+            for k, v in extra.items():
+                # An input only the rewritten-out layer read is not fed.
+                if re.search(rf"\bbottom:\s*['\"]{re.escape(k)}['\"]", open(cv_proto).read()):
+                    net.setInput(v, k)
             outs = list(net.getUnconnectedOutLayersNames())
             scores = [b for b in softmax_inputs(text) if b not in outs and b in net.getLayerNames()]
             feeds = [b for d in detections for b in d[:3] if b in net.getLayerNames()]

@@ -165,6 +165,7 @@ fn the_public_deploy_nets_build_and_run() {
         ("squeezenet_v1.1/deploy.prototxt", 1000),
         ("bvlc_googlenet/deploy.prototxt", 1000),
         ("resnet50/ResNet-50-deploy.prototxt", 1000),
+        ("se_resnet50/SE-ResNet-50.prototxt", 1000),
     ] {
         blob_kernels::cpu::set_seed(1);
         let mut net = Net::<f32>::builder()
@@ -313,4 +314,72 @@ fn a_convolution_over_no_channel_gives_its_bias() {
             "{window}: {bias_grad:?}"
         );
     }
+}
+
+/// The forks' public nets build from their own prototxts: PSPNet-50
+/// (the BN and Interp forks' layers) at its 473 x 473 input, and
+/// py-faster-rcnn's ZF test net (its Python proposal layer, ROIPooling,
+/// the fork's Dropout without scale_train) runs: proposals inside the
+/// image, each region's class probabilities summing to 1. (Their outputs
+/// against OpenCV's and a NumPy port of the proposal layer are
+/// `scripts/opencv_peer.py`'s.)
+#[test]
+fn the_forks_public_nets_build_and_run() {
+    let nets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/nets");
+    let psp = Net::<f32>::from_file(
+        nets.join("pspnet50_ade20k/pspnet50_ADE20K_473.prototxt"),
+        NetState::test(),
+    )
+    .unwrap();
+    assert_eq!(
+        psp.blob("conv6_interp").unwrap().shape(),
+        [1, 150, 473, 473]
+    );
+    assert_eq!(
+        psp.blob("conv5_3_pool1_interp").unwrap().shape(),
+        [1, 512, 60, 60]
+    );
+
+    blob_kernels::cpu::set_seed(3);
+    let mut zf = Net::<f32>::from_file(
+        nets.join("faster_rcnn_zf/faster_rcnn_test.pt"),
+        NetState::test(),
+    )
+    .unwrap();
+    blob_kernels::cpu::uniform(
+        -1.0,
+        1.0,
+        &mut zf.blob("data").unwrap().mutable_cpu_data().unwrap(),
+    )
+    .unwrap();
+    zf.blob("im_info")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&[224.0, 224.0, 1.0]);
+    for p in zf.param_blobs() {
+        blob_kernels::cpu::uniform(-0.05, 0.05, &mut p.mutable_cpu_data().unwrap()).unwrap();
+    }
+    zf.forward().unwrap();
+    let rois = zf.blob("rois").unwrap();
+    let count = rois.shape()[0];
+    assert!(
+        (1..=300).contains(&count) && rois.shape()[1] == 5,
+        "{:?}",
+        rois.shape()
+    );
+    for roi in rois.to_vec().unwrap().chunks(5) {
+        assert_eq!(roi[0], 0.0);
+        assert!(
+            roi[1..].iter().all(|v| (0.0..=223.0).contains(v)),
+            "{roi:?}"
+        );
+        assert!(roi[1] <= roi[3] && roi[2] <= roi[4], "{roi:?}");
+    }
+    let prob = zf.blob("cls_prob").unwrap();
+    assert_eq!(prob.shape(), [count, 21]);
+    for row in prob.to_vec().unwrap().chunks(21) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+    }
+    assert_eq!(zf.blob("bbox_pred").unwrap().shape(), [count, 84]);
 }
