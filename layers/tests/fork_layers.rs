@@ -237,12 +237,13 @@ fn upsample_repeats_each_value() {
         "type: 'Upsample' upsample_param { scale: 3 }",
         &[input(&[1, 2, 2, 3], 9)],
     );
+    // Two bottoms make it SegNet's unpooling, which needs a real scale.
     let err = LayerRegistry::<f64>::with_caffe_layers()
-        .build_text("type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 2 }")
+        .build_text("type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 1 }")
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("SegNet's Upsample"), "{err}");
+    assert!(err.contains("scales above 1"), "{err}");
 }
 
 #[test]
@@ -433,4 +434,95 @@ fn dropout_without_scale_train_scales_in_test_not_in_train() {
         kept += usize::from(y == v);
     }
     assert!((100..200).contains(&kept), "{kept} of 200 kept");
+}
+
+#[test]
+fn max_pooling_masks_unpool_back_where_the_maxima_were() {
+    let x = Blob::from_vec(
+        &[1, 1, 4, 4],
+        vec![
+            1., 5., 2., 0., //
+            3., 4., 8., 1., //
+            0., 9., 6., 7., //
+            2., 1., 3., 6.,
+        ],
+    )
+    .unwrap();
+    let mut pool = layer("type: 'Pooling' pooling_param { pool: MAX kernel_size: 2 stride: 2 }");
+    let (top, mask) = (Blob::default(), Blob::default());
+    let shapes = pool.reshape(&[&x], &[&top, &mask]).unwrap();
+    assert_eq!(shapes.len(), 2);
+    let (mut top, mut mask) = (top, mask);
+    top.reshape(&shapes[0].dims).unwrap();
+    mask.reshape(&shapes[1].dims).unwrap();
+    pool.forward(&[&x], &[&top, &mask]).unwrap();
+    assert_eq!(top.to_vec().unwrap(), [5., 8., 9., 7.]);
+    assert_eq!(mask.to_vec().unwrap(), [1., 6., 9., 11.]);
+    // SegNet's unpooling puts each value back, zeros elsewhere.
+    let mut unpool =
+        layer("type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 2 }");
+    let y = run(unpool.as_mut(), &[&top, &mask]);
+    assert_eq!(
+        y.to_vec().unwrap(),
+        [
+            0., 5., 0., 0., 0., 0., 8., 0., 0., 9., 0., 7., 0., 0., 0., 0.
+        ]
+    );
+    let mut fixed = layer(
+        "type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { upsample_h: 5 upsample_w: 4 }",
+    );
+    assert_eq!(run(fixed.as_mut(), &[&top, &mask]).shape(), [1, 1, 5, 4]);
+    let mut padded = layer(
+        "type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 2 pad_out_h: true }",
+    );
+    assert_eq!(run(padded.as_mut(), &[&top, &mask]).shape(), [1, 1, 3, 4]);
+    // A mask beyond the output is refused, not written past it.
+    let far = Blob::from_vec(&[1, 1, 2, 2], vec![1., 6., 9., 99.]).unwrap();
+    let mut l = layer("type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 2 }");
+    let out = Blob::default();
+    let shapes = l.reshape(&[&top, &far], &[&out]).unwrap();
+    let mut out = out;
+    out.reshape(&shapes[0].dims).unwrap();
+    let err = l.forward(&[&top, &far], &[&out]).unwrap_err().to_string();
+    assert!(err.contains("upsample top index 99 out of range"), "{err}");
+    gradients(
+        "type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 2 }",
+        &[input(&[1, 1, 2, 2], 18), mask],
+    );
+}
+
+#[test]
+fn segnets_bn_learns_from_the_batch_and_infers_from_its_blobs() {
+    let x = input(&[2, 3, 2, 2], 19);
+    let fillers =
+        "scale_filler { type: 'constant' value: 2 } shift_filler { type: 'constant' value: 0.5 }";
+    let mut inference = layer(&format!(
+        "type: 'BN' bn_param {{ bn_mode: INFERENCE {fillers} }}"
+    ));
+    let y = run(inference.as_mut(), &[&x]);
+    assert_eq!(inference.blobs().len(), 2);
+    for (out, v) in y.to_vec().unwrap().iter().zip(x.to_vec().unwrap()) {
+        assert!((out - (2.0 * v + 0.5)).abs() < 1e-12);
+    }
+    // LEARN normalizes by the batch in TEST too, eps 1e-9.
+    let mut learn = layer(&format!("type: 'BN' phase: TEST bn_param {{ {fillers} }}"));
+    let y = run(learn.as_mut(), &[&x]).to_vec().unwrap();
+    let xs = x.to_vec().unwrap();
+    let values: Vec<f64> = (0..2)
+        .flat_map(|n| xs[n * 12..n * 12 + 4].to_vec())
+        .collect();
+    let mean = values.iter().sum::<f64>() / 8.0;
+    let var = values.iter().map(|v| v * v).sum::<f64>() / 8.0 - mean * mean;
+    assert!((y[0] - (2.0 * (xs[0] - mean) / (var + 1e-9).sqrt() + 0.5)).abs() < 1e-9);
+    let random =
+        "scale_filler { type: 'gaussian' std: 1 } shift_filler { type: 'gaussian' std: 1 }";
+    gradients(
+        &format!("type: 'BN' bn_param {{ {random} }}"),
+        &[input(&[2, 3, 2, 3], 20)],
+    );
+    gradients(
+        &format!("type: 'BN' bn_param {{ bn_mode: INFERENCE {random} }}"),
+        &[input(&[2, 3, 2, 3], 21)],
+    );
+    assert!(layer("type: 'BN' bn_param { bn_mode: LEARN }").learns_param(1));
 }

@@ -1,16 +1,35 @@
-//! `BN` of the PSPNet and DeepLab forks (hszhao/PSPNet `bn_layer.cpp`):
-//! batch normalization and its affine part in one layer, with four blobs
-//! (slope, bias, moving mean, moving variance, each (1, C, 1, 1)) and
-//! exponential moving averages.
+//! `BN`, one type name in two forks' `caffe.proto`s:
+//!
+//! - PSPNet's and DeepLab's (hszhao/PSPNet `bn_layer.cpp`): batch
+//!   normalization and its affine part in one layer, four blobs (slope,
+//!   bias, moving mean, moving variance, each (1, C, 1, 1)), the moving
+//!   statistics in TEST or when `frozen`, exponential moving averages
+//!   updated while training.
+//! - SegNet's and ENet's (alexgkendall/caffe-segnet `bn_layer.cpp`): two
+//!   blobs (scale, shift); `bn_mode: LEARN` normalizes by the batch's own
+//!   statistics in every phase (variance `E(x^2) - E(x)^2`, eps 1e-9),
+//!   `bn_mode: INFERENCE` is `scale * x + shift` (the statistics folded
+//!   into the blobs by SegNet's `compute_bn_statistics.py`).
+//!
+//! A `bn_param` naming SegNet's fields (`bn_mode`, `scale_filler`,
+//! `shift_filler`) is SegNet's; otherwise PSPNet's.
 
 use blob_proto::ParamMessage;
-use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
+use blob_proto::schema::{EnumSchema, FieldDefault, FieldKind, FieldSchema, MessageSchema};
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, is_train};
 use crate::layer::Result;
 
-/// The fork's `BNParameter`.
+/// SegNet's `BNParameter.BNMode`.
+static BN_MODE: EnumSchema = EnumSchema {
+    name: "BNMode",
+    values: &[("LEARN", 0), ("INFERENCE", 1)],
+};
+
+/// `BNParameter`: PSPNet's fields at PSPNet's numbers, SegNet's beside
+/// them (SegNet numbers its own 1 to 3, which PSPNet's take; a
+/// `.prototxt` names them and never sees the numbers).
 pub(crate) static BN_PARAMETER: MessageSchema = MessageSchema {
     name: "BNParameter",
     fields: &[
@@ -29,6 +48,17 @@ pub(crate) static BN_PARAMETER: MessageSchema = MessageSchema {
         FieldSchema::optional("eps", 4, FieldKind::Float).with_default(FieldDefault::Float(1e-5)),
         FieldSchema::optional("frozen", 5, FieldKind::Bool),
         FieldSchema::optional("engine", 6, FieldKind::Enum(&blob_proto::schema::ENGINE)),
+        FieldSchema::optional(
+            "scale_filler",
+            1001,
+            FieldKind::Message(&blob_proto::schema::FILLER),
+        ),
+        FieldSchema::optional(
+            "shift_filler",
+            1002,
+            FieldKind::Message(&blob_proto::schema::FILLER),
+        ),
+        FieldSchema::optional("bn_mode", 1003, FieldKind::Enum(&BN_MODE)),
     ],
 };
 
@@ -36,13 +66,25 @@ pub(crate) static BN_PARAMETER: MessageSchema = MessageSchema {
 pub(crate) const BN_FIELD: FieldSchema =
     FieldSchema::optional("bn_param", 152, FieldKind::Message(&BN_PARAMETER));
 
-/// `y = slope * (x - mean) / sqrt(var + eps) + bias` per channel: the
-/// moving statistics in TEST or when `frozen`, the batch's own (and the
-/// moving averages updated, `m = momentum * m + (1 - momentum) * batch`)
-/// while training.
+/// What each channel is normalized by.
+#[derive(Clone, Copy, Debug)]
+enum Statistics {
+    /// The batch's own; PSPNet's also update the moving averages with
+    /// this momentum.
+    Batch { eps: f64, momentum: Option<f64> },
+    /// PSPNet's moving mean and variance (blobs 2 and 3).
+    Moving { eps: f64 },
+    /// None: SegNet's INFERENCE, `scale * x + shift`.
+    Folded,
+}
+
+/// The BN forks' layer: see the [module](self) documentation.
 pub(crate) struct BnLayer<T: MathElement> {
     param: ParamMessage,
-    batch_stats: bool,
+    statistics: Statistics,
+    /// SegNet's two blobs, or PSPNet's four.
+    segnet: bool,
+    frozen: bool,
     blobs: Vec<Blob<T>>,
     /// `1 / sqrt(var + eps)` per channel of the last forward pass.
     inv_std: Vec<f64>,
@@ -53,10 +95,32 @@ pub(crate) struct BnLayer<T: MathElement> {
 impl<T: MathElement> BnLayer<T> {
     pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
         let param = crate::fork_layers::fork_param(layer, &BN_FIELD, &BN_PARAMETER);
+        let segnet = ["bn_mode", "scale_filler", "shift_filler"]
+            .iter()
+            .any(|f| param.has(f));
         let frozen = param.boolean("frozen");
+        let eps = param.float("eps");
+        let statistics = if segnet {
+            match param.enum_name("bn_mode") {
+                "INFERENCE" => Statistics::Folded,
+                _ => Statistics::Batch {
+                    eps: 1e-9,
+                    momentum: None,
+                },
+            }
+        } else if is_train(layer) && !frozen {
+            Statistics::Batch {
+                eps,
+                momentum: Some(param.float("momentum")),
+            }
+        } else {
+            Statistics::Moving { eps }
+        };
         Ok(Self {
-            batch_stats: is_train(layer) && !frozen,
             param,
+            statistics,
+            segnet,
+            frozen,
             blobs: Vec::new(),
             inv_std: Vec::new(),
             normalized: Vec::new(),
@@ -73,6 +137,17 @@ impl<T: MathElement> BnLayer<T> {
             ));
         }
         let (n, c) = (s[0], s[1]);
+        let wanted = if self.segnet { 2 } else { 4 };
+        if !self.blobs.is_empty() && self.blobs.len() != wanted {
+            return Err(bad_param(
+                "BN",
+                format!(
+                    "the layer has {} blobs; {}'s BN has {wanted}",
+                    self.blobs.len(),
+                    if self.segnet { "SegNet" } else { "PSPNet" }
+                ),
+            ));
+        }
         if let Some(b) = self.blobs.iter().find(|b| b.count() != c) {
             return Err(bad_param(
                 "BN",
@@ -89,6 +164,28 @@ impl<T: MathElement> BnLayer<T> {
     fn channel_values(b: &Blob<T>) -> Result<Vec<f64>> {
         Ok(b.cpu_data()?.iter().map(|v| v.to_f64()).collect())
     }
+
+    fn filler(&self, name: &str) -> ParamMessage {
+        self.param
+            .message(name)
+            .cloned()
+            .unwrap_or_else(|| ParamMessage::new(&blob_proto::schema::FILLER))
+    }
+
+    /// Each channel's mean and variance over the batch (divided by the
+    /// count, as both forks divide).
+    fn batch_statistics(x: &[f64], c: usize, plane: usize, count: f64) -> (Vec<f64>, Vec<f64>) {
+        let mut mean = vec![0.0; c];
+        let mut var = vec![0.0; c];
+        for (i, chunk) in x.chunks(plane).enumerate() {
+            mean[i % c] += chunk.iter().sum::<f64>() / count;
+        }
+        for (i, chunk) in x.chunks(plane).enumerate() {
+            let m = mean[i % c];
+            var[i % c] += chunk.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / count;
+        }
+        (mean, var)
+    }
 }
 
 impl<T: MathElement> DynLayer<T> for BnLayer<T> {
@@ -100,22 +197,18 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
         if self.blobs.is_empty() {
             let c = bottoms[0].shape().get(1).copied().unwrap_or(1);
             let fresh = || Blob::new(&[1, c, 1, 1]);
-            self.blobs = vec![fresh()?, fresh()?, fresh()?, fresh()?];
-            let filler = |name: &str| {
-                self.param
-                    .message(name)
-                    .cloned()
-                    .unwrap_or_else(|| ParamMessage::new(&blob_proto::schema::FILLER))
-            };
-            crate::filler::fill(&self.blobs[0], &filler("slope_filler"))?;
-            crate::filler::fill(&self.blobs[1], &filler("bias_filler"))?;
-            self.blobs[2].mutable_cpu_data()?.fill(T::ZERO);
-            let var = if self.param.boolean("frozen") {
-                T::ONE
+            if self.segnet {
+                self.blobs = vec![fresh()?, fresh()?];
+                crate::filler::fill(&self.blobs[0], &self.filler("scale_filler"))?;
+                crate::filler::fill(&self.blobs[1], &self.filler("shift_filler"))?;
             } else {
-                T::ZERO
-            };
-            self.blobs[3].mutable_cpu_data()?.fill(var);
+                self.blobs = vec![fresh()?, fresh()?, fresh()?, fresh()?];
+                crate::filler::fill(&self.blobs[0], &self.filler("slope_filler"))?;
+                crate::filler::fill(&self.blobs[1], &self.filler("bias_filler"))?;
+                self.blobs[2].mutable_cpu_data()?.fill(T::ZERO);
+                let var = if self.frozen { T::ONE } else { T::ZERO };
+                self.blobs[3].mutable_cpu_data()?.fill(var);
+            }
         }
         self.dims(bottoms[0])?;
         Ok(crate::dyn_layer::like_first_bottom(bottoms))
@@ -123,31 +216,26 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (n, c, plane) = self.dims(bottoms[0])?;
+        let plane = plane.max(1);
         let x: Vec<f64> = bottoms[0].cpu_data()?.iter().map(|v| v.to_f64()).collect();
-        let eps = self.param.float("eps");
-        let (mean, var) = if self.batch_stats {
-            let count = (n * plane).max(1) as f64;
-            let mut mean = vec![0.0; c];
-            let mut var = vec![0.0; c];
-            for (i, chunk) in x.chunks(plane.max(1)).enumerate() {
-                mean[i % c] += chunk.iter().sum::<f64>() / count;
-            }
-            for (i, chunk) in x.chunks(plane.max(1)).enumerate() {
-                let m = mean[i % c];
-                var[i % c] += chunk.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / count;
-            }
-            let momentum = self.param.float("momentum");
-            for (blob, batch) in [(&self.blobs[2], &mean), (&self.blobs[3], &var)] {
-                for (m, &b) in blob.mutable_cpu_data()?.iter_mut().zip(batch.iter()) {
-                    *m = T::from_f64((1.0 - momentum) * b + momentum * m.to_f64());
+        let (mean, var, eps) = match self.statistics {
+            Statistics::Batch { eps, momentum } => {
+                let (mean, var) = Self::batch_statistics(&x, c, plane, (n * plane) as f64);
+                if let Some(momentum) = momentum {
+                    for (blob, batch) in [(&self.blobs[2], &mean), (&self.blobs[3], &var)] {
+                        for (m, &b) in blob.mutable_cpu_data()?.iter_mut().zip(batch.iter()) {
+                            *m = T::from_f64((1.0 - momentum) * b + momentum * m.to_f64());
+                        }
+                    }
                 }
+                (mean, var, eps)
             }
-            (mean, var)
-        } else {
-            (
+            Statistics::Moving { eps } => (
                 Self::channel_values(&self.blobs[2])?,
                 Self::channel_values(&self.blobs[3])?,
-            )
+                eps,
+            ),
+            Statistics::Folded => (vec![0.0; c], vec![1.0; c], 0.0),
         };
         self.inv_std = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
         let slope = Self::channel_values(&self.blobs[0])?;
@@ -155,12 +243,8 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
         self.normalized.resize(x.len(), 0.0);
         let mut y = tops[0].mutable_cpu_data()?;
         for (i, (xs, (norm, ys))) in x
-            .chunks(plane.max(1))
-            .zip(
-                self.normalized
-                    .chunks_mut(plane.max(1))
-                    .zip(y.chunks_mut(plane.max(1))),
-            )
+            .chunks(plane)
+            .zip(self.normalized.chunks_mut(plane).zip(y.chunks_mut(plane)))
             .enumerate()
         {
             let ch = i % c;
@@ -199,6 +283,7 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
         if !propagate_down[0] {
             return Ok(());
         }
+        let batch = matches!(self.statistics, Statistics::Batch { .. });
         let slope = Self::channel_values(&self.blobs[0])?;
         let count = (n * plane) as f64;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
@@ -211,7 +296,7 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
             let ch = i % c;
             let k = slope[ch] * self.inv_std[ch];
             for ((d, &g), &x) in d.iter_mut().zip(g).zip(norm) {
-                *d = T::from_f64(if self.batch_stats {
+                *d = T::from_f64(if batch {
                     k * (g - d_bias[ch] / count - x * d_slope[ch] / count)
                 } else {
                     k * g
@@ -229,10 +314,11 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
         &mut self.blobs
     }
 
-    /// The moving statistics are never learned, nor anything of a frozen
-    /// layer (the fork's `LayerSetUp` sets their `lr_mult` to 0).
+    /// PSPNet's moving statistics are never learned, nor anything of a
+    /// frozen layer (its `LayerSetUp` sets their `lr_mult` to 0);
+    /// SegNet's scale and shift always are.
     fn learns_param(&self, index: usize) -> bool {
-        index < 2 && !self.param.boolean("frozen")
+        self.segnet || (index < 2 && !self.frozen)
     }
 
     fn allows_in_place(&self) -> bool {

@@ -38,7 +38,7 @@ pub(crate) struct PoolGeometry {
 impl PoolGeometry {
     /// The window of output `(r, q)`: rows `h0..h1`, columns `w0..w1`,
     /// clipped to the input (empty when it starts past the input's end).
-    fn window(&self, r: usize, q: usize) -> (usize, usize, usize, usize) {
+    pub(crate) fn window(&self, r: usize, q: usize) -> (usize, usize, usize, usize) {
         let span = |a: usize, o: usize, n: usize| {
             let start = (o * self.stride[a]).saturating_sub(self.pad[a]).min(n);
             let end = (o * self.stride[a] + self.kernel[a])

@@ -5,7 +5,7 @@ use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use super::{PoolEngine, PoolGeometry, PoolMethod};
-use crate::dyn_layer::{DynLayer, TopShape, bad_param, sub_param};
+use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
 
 const OP: &str = "set up Pooling";
@@ -22,7 +22,9 @@ enum Window {
 }
 
 /// Caffe `Pooling`, MAX or AVE, rectangular windows with padding, ceil or
-/// floor rounding, or global.
+/// floor rounding, or global. MAX takes a second top, Caffe's mask: where
+/// in its plane each output's maximum was (`h * W + w`, -1 for an empty
+/// window), as SegNet's and ENet's unpooling Upsample layers read it.
 pub(crate) struct PoolingLayer {
     method: PoolMethod,
     window: Window,
@@ -185,15 +187,27 @@ impl<T: MathElement> DynLayer<T> for PoolingLayer {
         "Pooling"
     }
 
-    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+    fn tops(&self) -> Arity {
+        match self.method {
+            PoolMethod::Max => Arity::range(1, 2),
+            PoolMethod::Ave => Arity::exactly(1),
+        }
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
         let g = self.geometry(bottoms[0])?;
         let s = bottoms[0].shape();
-        Ok(vec![TopShape::new(vec![s[0], s[1], g.oh, g.ow])])
+        let shape = vec![s[0], s[1], g.oh, g.ow];
+        Ok(vec![TopShape::new(shape); tops.len().max(1)])
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let g = self.geometry(bottoms[0])?;
-        self.engine.forward(&g, self.method, bottoms[0], tops[0])
+        self.engine.forward(&g, self.method, bottoms[0], tops[0])?;
+        if let Some(mask) = tops.get(1) {
+            max_positions(&g, &bottoms[0].cpu_data()?, &mut mask.mutable_cpu_data()?);
+        }
+        Ok(())
     }
 
     fn backward(
@@ -215,5 +229,26 @@ impl<T: MathElement> DynLayer<T> for PoolingLayer {
 
     fn allows_in_place(&self) -> bool {
         false
+    }
+}
+
+/// Caffe's MAX mask: each window's first strict maximum from -FLT_MAX,
+/// as its position in the plane (-1 where nothing beats -FLT_MAX).
+fn max_positions<T: MathElement>(g: &PoolGeometry, x: &[T], mask: &mut [T]) {
+    let floor = T::from_f64(-f64::from(f32::MAX));
+    for (plane, out) in x.chunks(g.h * g.w).zip(mask.chunks_mut(g.oh * g.ow)) {
+        for (i, m) in out.iter_mut().enumerate() {
+            let (h0, h1, w0, w1) = g.window(i / g.ow, i % g.ow);
+            let (mut best, mut at) = (floor, -1i64);
+            for h in h0..h1 {
+                for w in w0..w1 {
+                    if plane[h * g.w + w] > best {
+                        best = plane[h * g.w + w];
+                        at = (h * g.w + w) as i64;
+                    }
+                }
+            }
+            *m = T::from_f64(at as f64);
+        }
     }
 }
