@@ -69,6 +69,7 @@ mod flatten;
 mod fork_layers;
 #[cfg(feature = "cuda")]
 mod gpu;
+mod im2col;
 mod inner_product;
 mod input;
 mod interp;
@@ -99,6 +100,7 @@ mod slice;
 mod softmax;
 pub mod solver;
 mod split;
+mod spp;
 mod tile;
 pub mod typed_net;
 mod upsample;

@@ -19,6 +19,7 @@ use crate::eltwise::EltwiseLayer;
 use crate::embed::EmbedLayer;
 use crate::filter::FilterLayer;
 use crate::flatten::FlattenLayer;
+use crate::im2col::Im2colLayer;
 use crate::inner_product::InnerProductLayer;
 use crate::input::InputLayer;
 use crate::loss::{
@@ -42,6 +43,7 @@ use crate::silence::SilenceLayer;
 use crate::slice::SliceLayer;
 use crate::softmax::{AccuracyLayer, SoftmaxLayer, SoftmaxWithLossLayer};
 use crate::split::SplitLayer;
+use crate::spp::SppLayer;
 use crate::tile::TileLayer;
 
 /// The data layers a net built here reads as inputs its caller fills.
@@ -121,6 +123,8 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
         Ok(Box::new(ParameterLayer::<T>::from_param(p)?))
     });
     r.register("Tile", |p| Ok(Box::new(TileLayer::from_param(p)?)));
+    r.register("Im2col", |p| Ok(Box::new(Im2colLayer::from_param(p)?)));
+    r.register("SPP", |p| Ok(Box::new(SppLayer::from_param(p)?)));
     r.register("Reduction", |p| Ok(Box::new(ReductionLayer::from_param(p))));
     r.register("MVN", |p| Ok(Box::new(MvnLayer::from_param(p))));
     r.register("EuclideanLoss", |_| Ok(Box::new(LossLayer(EuclideanLoss))));

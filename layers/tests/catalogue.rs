@@ -1,7 +1,10 @@
-//! The forks' layers (Interp, BN, ShuffleChannel, Upsample, ROIPooling,
-//! Axpy, ReLU6, the depthwise convolutions, `ceil_mode`): their outputs
-//! against the forks' arithmetic written out here, and their backward
-//! passes against central differences.
+//! The layers of Caffe's catalogue beyond the classic ones (Im2col, SPP)
+//! and of the forks the public models use (Interp, both BNs,
+//! ShuffleChannel, both Upsamples and pooling's mask, ROIPooling, Axpy,
+//! ReLU6, the depthwise convolutions, `ceil_mode`, Dropout's
+//! `scale_train`): their outputs against the forks' and Caffe's
+//! arithmetic written out here, their backward passes against central
+//! differences.
 
 use blob_layers::DynLayer;
 use blob_layers::check::GradientChecker;
@@ -525,4 +528,127 @@ fn segnets_bn_learns_from_the_batch_and_infers_from_its_blobs() {
         &[input(&[2, 3, 2, 3], 21)],
     );
     assert!(layer("type: 'BN' bn_param { bn_mode: LEARN }").learns_param(1));
+}
+
+/// Caffe's `im2col_cpu`, written out.
+fn im2col_reference(
+    x: &[f64],
+    (c, h, w): (usize, usize, usize),
+    k: [usize; 2],
+    s: [usize; 2],
+    p: [usize; 2],
+    d: [usize; 2],
+) -> Vec<f64> {
+    let oh = (h + 2 * p[0] - (d[0] * (k[0] - 1) + 1)) / s[0] + 1;
+    let ow = (w + 2 * p[1] - (d[1] * (k[1] - 1) + 1)) / s[1] + 1;
+    let mut out = Vec::new();
+    for ch in 0..c {
+        for ki in 0..k[0] {
+            for kj in 0..k[1] {
+                for r in 0..oh {
+                    for q in 0..ow {
+                        let ih = (r * s[0] + ki * d[0]) as i64 - p[0] as i64;
+                        let iw = (q * s[1] + kj * d[1]) as i64 - p[1] as i64;
+                        let inside = (0..h as i64).contains(&ih) && (0..w as i64).contains(&iw);
+                        out.push(if inside {
+                            x[(ch * h + ih as usize) * w + iw as usize]
+                        } else {
+                            0.0
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn im2col_lays_each_window_out_as_caffe_does() {
+    let x = input(&[2, 3, 5, 6], 22);
+    let xs = x.to_vec().unwrap();
+    for (text, k, s, p, d) in [
+        ("kernel_size: 3", [3, 3], [1, 1], [0, 0], [1, 1]),
+        (
+            "kernel_size: 3 stride: 2 pad: 1",
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [1, 1],
+        ),
+        (
+            "kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 1 pad_w: 0",
+            [2, 3],
+            [1, 2],
+            [1, 0],
+            [1, 1],
+        ),
+        (
+            "kernel_size: 2 dilation: 2 pad: 1",
+            [2, 2],
+            [1, 1],
+            [1, 1],
+            [2, 2],
+        ),
+    ] {
+        let mut l = layer(&format!("type: 'Im2col' convolution_param {{ {text} }}"));
+        let y = run(l.as_mut(), &[&x]);
+        let ys = y.to_vec().unwrap();
+        let per = ys.len() / 2;
+        for img in 0..2 {
+            let want = im2col_reference(&xs[img * 90..(img + 1) * 90], (3, 5, 6), k, s, p, d);
+            assert_eq!(ys[img * per..(img + 1) * per], want[..], "{text}");
+        }
+        assert_eq!(y.shape()[1], 3 * k[0] * k[1], "{text}");
+    }
+    gradients(
+        "type: 'Im2col' convolution_param { kernel_size: 3 stride: 2 pad: 1 }",
+        &[input(&[2, 2, 4, 5], 23)],
+    );
+}
+
+#[test]
+fn spp_pools_a_pyramid_of_bins_and_concatenates_them() {
+    let x = input(&[2, 3, 13, 11], 24);
+    let mut spp = layer("type: 'SPP' spp_param { pyramid_height: 3 pool: MAX }");
+    let y = run(spp.as_mut(), &[&x]);
+    assert_eq!(y.shape(), [2, 3 * (1 + 4 + 16)]);
+    let ys = y.to_vec().unwrap();
+    // Level l is Caffe's GetPoolingParam pooling: window ceil(size / 2^l),
+    // the same stride, padding ceil((window * 2^l - size) / 2).
+    let mut offset = 0;
+    for (bins, (kh, ph), (kw, pw)) in [
+        (1, (13, 0), (11, 0)),
+        (2, (7, 1), (6, 1)),
+        (4, (4, 2), (3, 1)),
+    ] {
+        let mut pool = layer(&format!(
+            "type: 'Pooling' pooling_param {{ pool: MAX kernel_h: {kh} kernel_w: {kw} stride_h: {kh} stride_w: {kw} pad_h: {ph} pad_w: {pw} }}"
+        ));
+        let level = run(pool.as_mut(), &[&x]);
+        assert_eq!(level.shape(), [2, 3, bins, bins]);
+        let per = 3 * bins * bins;
+        let lv = level.to_vec().unwrap();
+        for item in 0..2 {
+            assert_eq!(
+                ys[item * 63 + offset..item * 63 + offset + per],
+                lv[item * per..(item + 1) * per]
+            );
+        }
+        offset += per;
+    }
+    // One level is the pooling alone, still 4-D.
+    let one = run(
+        layer("type: 'SPP' spp_param { pyramid_height: 1 pool: AVE }").as_mut(),
+        &[&x],
+    );
+    assert_eq!(one.shape(), [2, 3, 1, 1]);
+    gradients(
+        "type: 'SPP' spp_param { pyramid_height: 2 pool: MAX }",
+        &[input(&[2, 2, 5, 6], 25)],
+    );
+    gradients(
+        "type: 'SPP' spp_param { pyramid_height: 3 pool: AVE }",
+        &[input(&[1, 2, 9, 8], 26)],
+    );
 }
