@@ -88,6 +88,7 @@ mod pool;
 mod prelu;
 mod prior_box;
 mod proposal;
+mod recurrent;
 mod reduction;
 pub mod registry;
 mod reshape;

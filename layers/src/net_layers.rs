@@ -35,6 +35,7 @@ use crate::permute::PermuteLayer;
 use crate::pool::PoolingLayer;
 use crate::prelu::PReLULayer;
 use crate::prior_box::PriorBoxLayer;
+use crate::recurrent::{LstmUnitLayer, RecurrentLayer};
 use crate::reduction::ReductionLayer;
 use crate::registry::LayerRegistry;
 use crate::reshape::ReshapeLayer;
@@ -125,6 +126,9 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("Tile", |p| Ok(Box::new(TileLayer::from_param(p)?)));
     r.register("Im2col", |p| Ok(Box::new(Im2colLayer::from_param(p)?)));
     r.register("SPP", |p| Ok(Box::new(SppLayer::from_param(p)?)));
+    r.register("LSTM", |p| Ok(Box::new(RecurrentLayer::<T>::lstm(p)?)));
+    r.register("RNN", |p| Ok(Box::new(RecurrentLayer::<T>::rnn(p)?)));
+    r.register("LSTMUnit", |_| Ok(Box::new(LstmUnitLayer)));
     r.register("Reduction", |p| Ok(Box::new(ReductionLayer::from_param(p))));
     r.register("MVN", |p| Ok(Box::new(MvnLayer::from_param(p))));
     r.register("EuclideanLoss", |_| Ok(Box::new(LossLayer(EuclideanLoss))));

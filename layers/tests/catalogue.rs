@@ -652,3 +652,81 @@ fn spp_pools_a_pyramid_of_bins_and_concatenates_them() {
         &[input(&[1, 2, 9, 8], 26)],
     );
 }
+
+#[test]
+fn lstm_and_rnn_backward_through_time() {
+    // 4 steps of 2 items; item 1 starts a new sequence at step 2.
+    let flags = || Blob::from_vec(&[4, 2], vec![0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0]).unwrap();
+    let cont = flags();
+    let filled =
+        "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 }";
+    for kind in ["LSTM", "RNN"] {
+        let text = format!("type: '{kind}' recurrent_param {{ num_output: 3 {filled} }}");
+        gradients(&text, &[input(&[4, 2, 5], 27), flags()]);
+        // With a static input every step sees.
+        gradients(&text, &[input(&[4, 2, 5], 28), flags(), input(&[2, 3], 29)]);
+        let mut l = layer(&text);
+        let y = run(l.as_mut(), &[&input(&[4, 2, 5], 30), &cont]);
+        assert_eq!(y.shape(), [4, 2, 3], "{kind}");
+        let blobs = l.blobs().len();
+        assert_eq!(blobs, if kind == "LSTM" { 3 } else { 5 }, "{kind}");
+    }
+    // A new sequence forgets the old: item 1's step 2 equals a fresh
+    // sequence's first step on the same input.
+    let x = input(&[4, 2, 5], 31);
+    blob_kernels::cpu::set_seed(5);
+    let mut l = layer(&format!(
+        "type: 'LSTM' recurrent_param {{ num_output: 3 {filled} }}"
+    ));
+    let y = run(l.as_mut(), &[&x, &cont]).to_vec().unwrap();
+    let xs = x.to_vec().unwrap();
+    let first = Blob::from_vec(&[1, 1, 5], xs[25..30].to_vec()).unwrap();
+    let fresh = run(
+        l.as_mut(),
+        &[&first, &Blob::from_vec(&[1, 1], vec![0.0]).unwrap()],
+    )
+    .to_vec()
+    .unwrap();
+    for (a, b) in y[15..18].iter().zip(&fresh) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+    let err = LayerRegistry::<f64>::with_caffe_layers()
+        .build_text("type: 'LSTM' recurrent_param { num_output: 3 expose_hidden: true }")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("expose_hidden is not supported"), "{err}");
+}
+
+#[test]
+fn lstm_unit_is_one_step_of_lstm() {
+    let cont = Blob::from_vec(&[1, 3], vec![1.0, 0.0, 1.0]).unwrap();
+    let (c_prev, x) = (input(&[1, 3, 2], 32), input(&[1, 3, 8], 33));
+    let mut unit = layer("type: 'LSTMUnit'");
+    let (c, h) = (Blob::default(), Blob::default());
+    let shapes = unit.reshape(&[&c_prev, &x, &cont], &[&c, &h]).unwrap();
+    let (mut c, mut h) = (c, h);
+    c.reshape(&shapes[0].dims).unwrap();
+    h.reshape(&shapes[1].dims).unwrap();
+    unit.forward(&[&c_prev, &x, &cont], &[&c, &h]).unwrap();
+    let (xs, cp) = (x.to_vec().unwrap(), c_prev.to_vec().unwrap());
+    let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+    for item in 0..3 {
+        for k in 0..2 {
+            let g = |j: usize| xs[item * 8 + j * 2 + k];
+            let keep = [1.0, 0.0, 1.0][item];
+            let cell = keep * sig(g(1)) * cp[item * 2 + k] + sig(g(0)) * g(3).tanh();
+            assert!((c.to_vec().unwrap()[item * 2 + k] - cell).abs() < 1e-12);
+            assert!((h.to_vec().unwrap()[item * 2 + k] - sig(g(2)) * cell.tanh()).abs() < 1e-12);
+        }
+    }
+    blob_kernels::cpu::set_seed(11);
+    let report = CHECKER
+        .check_with_tops(
+            layer("type: 'LSTMUnit'").as_mut(),
+            &[input(&[1, 3, 2], 34), input(&[1, 3, 8], 35), cont],
+            2,
+        )
+        .unwrap();
+    assert!(report.checked > 0);
+}

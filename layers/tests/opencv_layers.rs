@@ -287,3 +287,51 @@ fn faster_rcnn_proposal() {
     net.forward().unwrap();
     check(&net);
 }
+
+/// Caffe's LSTM and RNN, blobs and outputs as Caffe wrote them (OpenCV
+/// tests its own recurrent layers against these): 12 steps of 2 items of
+/// 1332 values, 17 hidden units, every sequence continuing.
+#[test]
+fn lstm_and_rnn() {
+    let x: Blob<f32> = npy::read(fixture("recurrent.input.npy")).unwrap();
+    let steps = Blob::from_vec(&[12, 2, 1332], x.to_vec().unwrap()).unwrap();
+    let mut cont = vec![1.0f32; 24];
+    cont[..2].fill(0.0);
+    let cont = Blob::from_vec(&[12, 2], cont).unwrap();
+    for (kind, files) in [("LSTM", 3), ("RNN", 5)] {
+        let stem = kind.to_lowercase();
+        let text = format!(
+            "input: 'x' input_shape {{ dim: 12 dim: 2 dim: 1332 }} input: 'cont' input_shape {{ dim: 12 dim: 2 }}
+             layer {{ name: 'r' type: '{kind}' bottom: 'x' bottom: 'cont' top: 'h' recurrent_param {{ num_output: 17 }} }}"
+        );
+        let mut net = Net::<f32>::from_prototxt(&text, NetState::test()).unwrap();
+        // OpenCV's files name Caffe's blobs w_0, w_1, ...: LSTM's W_xc,
+        // b_c, W_hc; RNN's W_xh, b_h, W_hh, W_ho, b_o.
+        let layer = net.layer_blobs("r").unwrap();
+        assert_eq!(layer.len(), files, "{kind}");
+        for (i, blob) in layer.iter().enumerate() {
+            let w: Blob<f32> = npy::read(fixture(&format!("{stem}.prototxt.w_{i}.npy"))).unwrap();
+            assert_eq!(blob.shape(), w.shape(), "{kind} blob {i}");
+            blob.mutable_cpu_data()
+                .unwrap()
+                .copy_from_slice(&w.cpu_data().unwrap());
+        }
+        net.blob("x")
+            .unwrap()
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&steps.cpu_data().unwrap());
+        net.blob("cont")
+            .unwrap()
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&cont.cpu_data().unwrap());
+        net.forward().unwrap();
+        let want: Blob<f32> = npy::read(fixture(&format!("{stem}.prototxt.h_1.npy"))).unwrap();
+        norm_assert(
+            kind,
+            &want.to_vec().unwrap(),
+            &net.blob("h").unwrap().to_vec().unwrap(),
+        );
+    }
+}

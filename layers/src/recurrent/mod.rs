@@ -1,0 +1,600 @@
+//! Caffe's recurrent layers, `RNN` and `LSTM` (`RecurrentLayer`), and
+//! the one-step `LSTMUnit` Caffe unrolls LSTM into: a sequence `x` (T, N, ...) and its continuation flags
+//! `cont` (T, N: 0 where a sequence starts) in, one output per step (T,
+//! N, num_output) out, with an optional static input (N, ...) every step
+//! sees. Caffe builds them by unrolling a net of InnerProduct, Eltwise
+//! and LSTMUnit layers; here each is one layer with the same blobs, in
+//! the same order, computing the same formulas in `f64`:
+//!
+//! - LSTM: gates `W_xc x_t + b_c [+ W_xc_static x_static] + W_hc (cont_t
+//!   h_{t-1})` as (i, f, o, g), `c_t = cont_t f c_{t-1} + i g`, `h_t = o
+//!   tanh(c_t)`; blobs `W_xc` (4H, I), `b_c` (4H), [`W_xc_static`
+//!   (4H, S)], `W_hc` (4H, H).
+//! - RNN: `h_t = tanh(W_xh x_t + b_h [+ W_xh_static x_static] + W_hh
+//!   (cont_t h_{t-1}))`, `o_t = tanh(W_ho h_t + b_o)`; blobs `W_xh`,
+//!   `b_h`, [`W_xh_static`], `W_hh`, `W_ho`, `b_o`.
+//!
+//! Backward runs through time (no gradient to `cont`, as in Caffe).
+//! `expose_hidden` (the first and last hidden states as extra bottoms and
+//! tops) is not supported yet.
+
+use blob_proto::ParamMessage;
+use blob_runtime::{Blob, MathElement};
+
+use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
+use crate::layer::Result;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cell {
+    Lstm,
+    Rnn,
+}
+
+/// What the last forward pass kept for backward, per step and item.
+#[derive(Default)]
+struct Trace {
+    /// LSTM: the gates after their squashing (i, f, o, g); RNN: unused.
+    gates: Vec<f64>,
+    /// LSTM: the cells c_t; RNN: unused.
+    cells: Vec<f64>,
+    /// The hidden states h_t.
+    hidden: Vec<f64>,
+    /// RNN: the outputs o_t.
+    outputs: Vec<f64>,
+}
+
+/// Caffe `RNN` or `LSTM`: see the [module](self) documentation.
+pub(crate) struct RecurrentLayer<T: MathElement> {
+    cell: Cell,
+    hidden: usize,
+    weight_filler: ParamMessage,
+    bias_filler: ParamMessage,
+    blobs: Vec<Blob<T>>,
+    trace: Trace,
+}
+
+/// The sizes of one pass.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    steps: usize,
+    items: usize,
+    input: usize,
+    /// The static input's size, where there is one.
+    fixed: Option<usize>,
+}
+
+fn sigmoid(v: f64) -> f64 {
+    1.0 / (1.0 + (-v).exp())
+}
+
+/// `out[r] += sum_k w[r, k] v[k]` for a row-major `w` of `v.len()` columns.
+fn add_product(w: &[f64], v: &[f64], out: &mut [f64]) {
+    for (o, row) in out.iter_mut().zip(w.chunks(v.len().max(1))) {
+        *o += row.iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
+    }
+}
+
+/// `out[k] += sum_r w[r, k] g[r]`: the transposed product.
+fn add_transposed(w: &[f64], g: &[f64], out: &mut [f64]) {
+    for (row, &gr) in w.chunks(out.len().max(1)).zip(g) {
+        for (o, &a) in out.iter_mut().zip(row) {
+            *o += a * gr;
+        }
+    }
+}
+
+/// `dw[r, k] += g[r] v[k]`.
+fn add_outer(g: &[f64], v: &[f64], dw: &mut [f64]) {
+    for (row, &gr) in dw.chunks_mut(v.len().max(1)).zip(g) {
+        for (d, &b) in row.iter_mut().zip(v) {
+            *d += gr * b;
+        }
+    }
+}
+
+impl<T: MathElement> RecurrentLayer<T> {
+    pub(crate) fn lstm(layer: &ParamMessage) -> Result<Self> {
+        Self::new(layer, Cell::Lstm)
+    }
+
+    pub(crate) fn rnn(layer: &ParamMessage) -> Result<Self> {
+        Self::new(layer, Cell::Rnn)
+    }
+
+    fn new(layer: &ParamMessage, cell: Cell) -> Result<Self> {
+        let p = sub_param(layer, "recurrent_param");
+        let hidden = p.uint("num_output") as usize;
+        let op = if cell == Cell::Lstm {
+            "set up LSTM"
+        } else {
+            "set up RNN"
+        };
+        if hidden == 0 {
+            return Err(bad_param(
+                op,
+                "recurrent_param.num_output must be set and positive",
+            ));
+        }
+        if p.boolean("expose_hidden") {
+            return Err(bad_param(
+                op,
+                "recurrent_param.expose_hidden is not supported yet (the hidden state starts at \
+                 zero each pass)",
+            ));
+        }
+        Ok(Self {
+            cell,
+            hidden,
+            weight_filler: sub_param(&p, "weight_filler"),
+            bias_filler: sub_param(&p, "bias_filler"),
+            blobs: Vec::new(),
+            trace: Trace::default(),
+        })
+    }
+
+    /// Rows of the input transforms: 4H gates for LSTM, H for RNN.
+    fn rows(&self) -> usize {
+        match self.cell {
+            Cell::Lstm => 4 * self.hidden,
+            Cell::Rnn => self.hidden,
+        }
+    }
+
+    fn dims(&self, bottoms: &[&Blob<T>]) -> Result<Dims> {
+        let name = if self.cell == Cell::Lstm {
+            "LSTM"
+        } else {
+            "RNN"
+        };
+        let (x, cont) = (bottoms[0].shape(), bottoms[1].shape());
+        if x.len() < 2 || cont != &x[..2] {
+            return Err(bad_param(
+                name,
+                format!(
+                    "the input is {} and cont {}; they must be (T, N, ...) and (T, N)",
+                    bottoms[0].shape_string(),
+                    bottoms[1].shape_string()
+                ),
+            ));
+        }
+        let fixed = match bottoms.get(2) {
+            Some(s) if s.shape().first() == Some(&x[1]) => Some(s.shape()[1..].iter().product()),
+            Some(s) => {
+                return Err(bad_param(
+                    name,
+                    format!(
+                        "the static input {} must be (N, ...) with N = {}",
+                        s.shape_string(),
+                        x[1]
+                    ),
+                ));
+            }
+            None => None,
+        };
+        Ok(Dims {
+            steps: x[0],
+            items: x[1],
+            input: x[2..].iter().product(),
+            fixed,
+        })
+    }
+
+    /// The blobs' shapes, in Caffe's order.
+    fn blob_shapes(&self, d: Dims) -> Vec<Vec<usize>> {
+        let (rows, h) = (self.rows(), self.hidden);
+        let mut shapes = vec![vec![rows, d.input], vec![rows]];
+        if let Some(s) = d.fixed {
+            shapes.push(vec![rows, s]);
+        }
+        shapes.push(vec![rows, h]);
+        if self.cell == Cell::Rnn {
+            shapes.push(vec![h, h]);
+            shapes.push(vec![h]);
+        }
+        shapes
+    }
+
+    fn values(&self) -> Result<Vec<Vec<f64>>> {
+        self.blobs
+            .iter()
+            .map(|b| Ok(b.cpu_data()?.iter().map(|v| v.to_f64()).collect()))
+            .collect()
+    }
+}
+
+/// A blob's values as `f64`.
+fn wide<T: MathElement>(b: &Blob<T>) -> Result<Vec<f64>> {
+    Ok(b.cpu_data()?.iter().map(|v| v.to_f64()).collect())
+}
+
+impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
+    fn type_name(&self) -> &str {
+        match self.cell {
+            Cell::Lstm => "LSTM",
+            Cell::Rnn => "RNN",
+        }
+    }
+
+    fn bottoms(&self) -> Arity {
+        Arity::range(2, 3)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        let d = self.dims(bottoms)?;
+        let shapes = self.blob_shapes(d);
+        if self.blobs.is_empty() {
+            for shape in &shapes {
+                let blob = Blob::new(shape)?;
+                let is_bias = shape.len() == 1;
+                let filler = if is_bias {
+                    &self.bias_filler
+                } else {
+                    &self.weight_filler
+                };
+                crate::filler::fill(&blob, filler)?;
+                self.blobs.push(blob);
+            }
+        } else if let Some((i, (b, want))) = self
+            .blobs
+            .iter()
+            .zip(&shapes)
+            .enumerate()
+            .find(|(_, (b, want))| b.shape() != want.as_slice())
+        {
+            return Err(bad_param(
+                if self.cell == Cell::Lstm {
+                    "LSTM"
+                } else {
+                    "RNN"
+                },
+                format!(
+                    "blob {i} is {}; this input needs {:?}",
+                    b.shape_string(),
+                    want
+                ),
+            ));
+        }
+        if self.blobs.len() != shapes.len() {
+            return Err(bad_param(
+                if self.cell == Cell::Lstm {
+                    "LSTM"
+                } else {
+                    "RNN"
+                },
+                format!(
+                    "the layer has {} blobs; {} blobs with{} a static input",
+                    self.blobs.len(),
+                    shapes.len(),
+                    if d.fixed.is_some() { "" } else { "out" }
+                ),
+            ));
+        }
+        Ok(vec![TopShape::new(vec![d.steps, d.items, self.hidden])])
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let d = self.dims(bottoms)?;
+        let (h, rows, n) = (self.hidden, self.rows(), d.items);
+        let x = wide(bottoms[0])?;
+        let cont = wide(bottoms[1])?;
+        let fixed = bottoms.get(2).map(|b| wide(b)).transpose()?;
+        let w = self.values()?;
+        let (w_x, bias) = (&w[0], &w[1]);
+        let w_fixed = d.fixed.map(|_| &w[2]);
+        let w_h = &w[2 + usize::from(d.fixed.is_some())];
+        let trace = &mut self.trace;
+        trace.gates = vec![0.0; d.steps * n * rows];
+        trace.cells = vec![0.0; d.steps * n * h];
+        trace.hidden = vec![0.0; d.steps * n * h];
+        trace.outputs = vec![0.0; d.steps * n * h];
+        for t in 0..d.steps {
+            for item in 0..n {
+                let at = t * n + item;
+                let keep = cont[at];
+                let mut pre = bias.clone();
+                add_product(w_x, &x[at * d.input..(at + 1) * d.input], &mut pre);
+                if let (Some(wf), Some(s), Some(size)) = (w_fixed, &fixed, d.fixed) {
+                    add_product(wf, &s[item * size..(item + 1) * size], &mut pre);
+                }
+                if t > 0 {
+                    let prev: Vec<f64> = trace.hidden[(at - n) * h..(at - n + 1) * h]
+                        .iter()
+                        .map(|v| v * keep)
+                        .collect();
+                    add_product(w_h, &prev, &mut pre);
+                }
+                match self.cell {
+                    Cell::Lstm => {
+                        for (j, v) in pre.iter_mut().enumerate() {
+                            *v = if j < 3 * h { sigmoid(*v) } else { v.tanh() };
+                        }
+                        for k in 0..h {
+                            let (i, f, o, g) = (pre[k], pre[h + k], pre[2 * h + k], pre[3 * h + k]);
+                            let prev_c = if t > 0 {
+                                trace.cells[(at - n) * h + k]
+                            } else {
+                                0.0
+                            };
+                            let c = keep * f * prev_c + i * g;
+                            trace.cells[at * h + k] = c;
+                            trace.hidden[at * h + k] = o * c.tanh();
+                        }
+                        trace.gates[at * rows..(at + 1) * rows].copy_from_slice(&pre);
+                    }
+                    Cell::Rnn => {
+                        let hid: Vec<f64> = pre.iter().map(|v| v.tanh()).collect();
+                        let mut out = w[w.len() - 1].clone();
+                        add_product(&w[w.len() - 2], &hid, &mut out);
+                        trace.hidden[at * h..(at + 1) * h].copy_from_slice(&hid);
+                        for (o, v) in trace.outputs[at * h..(at + 1) * h].iter_mut().zip(out) {
+                            *o = v.tanh();
+                        }
+                    }
+                }
+            }
+        }
+        let result = match self.cell {
+            Cell::Lstm => &trace.hidden,
+            Cell::Rnn => &trace.outputs,
+        };
+        for (y, &v) in tops[0].mutable_cpu_data()?.iter_mut().zip(result) {
+            *y = T::from_f64(v);
+        }
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        let d = self.dims(bottoms)?;
+        let (h, rows, n) = (self.hidden, self.rows(), d.items);
+        let x = wide(bottoms[0])?;
+        let cont = wide(bottoms[1])?;
+        let fixed = bottoms.get(2).map(|b| wide(b)).transpose()?;
+        let dy: Vec<f64> = tops[0].cpu_diff()?.iter().map(|v| v.to_f64()).collect();
+        let w = self.values()?;
+        let mut dw: Vec<Vec<f64>> = w.iter().map(|b| vec![0.0; b.len()]).collect();
+        let fixed_at = d.fixed.map(|_| 2);
+        let h_at = 2 + usize::from(d.fixed.is_some());
+        let mut dx = vec![0.0; x.len()];
+        let mut d_fixed = vec![0.0; fixed.as_ref().map_or(0, Vec::len)];
+        let trace = &self.trace;
+        // Gradients flowing into step t from step t + 1, per item.
+        let mut dh_next = vec![0.0; n * h];
+        let mut dc_next = vec![0.0; n * h];
+        for t in (0..d.steps).rev() {
+            for item in 0..n {
+                let at = t * n + item;
+                let keep = cont[at];
+                let mut dh: Vec<f64> = (0..h).map(|k| dh_next[item * h + k]).collect();
+                let mut dpre = vec![0.0; rows];
+                match self.cell {
+                    Cell::Lstm => {
+                        let gates = &trace.gates[at * rows..(at + 1) * rows];
+                        for k in 0..h {
+                            dh[k] += dy[at * h + k];
+                            let (i, f, o, g) =
+                                (gates[k], gates[h + k], gates[2 * h + k], gates[3 * h + k]);
+                            let c = trace.cells[at * h + k];
+                            let tc = c.tanh();
+                            let dc = dh[k] * o * (1.0 - tc * tc) + dc_next[item * h + k];
+                            let prev_c = if t > 0 {
+                                trace.cells[(at - n) * h + k]
+                            } else {
+                                0.0
+                            };
+                            dpre[k] = dc * g * i * (1.0 - i);
+                            dpre[h + k] = dc * keep * prev_c * f * (1.0 - f);
+                            dpre[2 * h + k] = dh[k] * tc * o * (1.0 - o);
+                            dpre[3 * h + k] = dc * i * (1.0 - g * g);
+                            dc_next[item * h + k] = dc * keep * f;
+                        }
+                    }
+                    Cell::Rnn => {
+                        let out = &trace.outputs[at * h..(at + 1) * h];
+                        let hid = &trace.hidden[at * h..(at + 1) * h];
+                        let d_out: Vec<f64> = (0..h)
+                            .map(|k| dy[at * h + k] * (1.0 - out[k] * out[k]))
+                            .collect();
+                        let (who, bo) = (w.len() - 2, w.len() - 1);
+                        add_outer(&d_out, hid, &mut dw[who]);
+                        for (b, g) in dw[bo].iter_mut().zip(&d_out) {
+                            *b += g;
+                        }
+                        add_transposed(&w[who], &d_out, &mut dh);
+                        for k in 0..h {
+                            dpre[k] = dh[k] * (1.0 - hid[k] * hid[k]);
+                        }
+                    }
+                }
+                // The shared part: the input, static and recurrent products.
+                add_outer(&dpre, &x[at * d.input..(at + 1) * d.input], &mut dw[0]);
+                for (b, g) in dw[1].iter_mut().zip(&dpre) {
+                    *b += g;
+                }
+                add_transposed(&w[0], &dpre, &mut dx[at * d.input..(at + 1) * d.input]);
+                if let (Some(fa), Some(s), Some(size)) = (fixed_at, &fixed, d.fixed) {
+                    add_outer(&dpre, &s[item * size..(item + 1) * size], &mut dw[fa]);
+                    add_transposed(&w[fa], &dpre, &mut d_fixed[item * size..(item + 1) * size]);
+                }
+                let next = &mut dh_next[item * h..(item + 1) * h];
+                next.fill(0.0);
+                if t > 0 {
+                    let prev: Vec<f64> = trace.hidden[(at - n) * h..(at - n + 1) * h]
+                        .iter()
+                        .map(|v| v * keep)
+                        .collect();
+                    add_outer(&dpre, &prev, &mut dw[h_at]);
+                    let mut back = vec![0.0; h];
+                    add_transposed(&w[h_at], &dpre, &mut back);
+                    for (nx, b) in next.iter_mut().zip(back) {
+                        *nx = b * keep;
+                    }
+                }
+            }
+        }
+        for (blob, grad) in self.blobs.iter().zip(&dw) {
+            for (d, &g) in blob.mutable_cpu_diff()?.iter_mut().zip(grad) {
+                *d += T::from_f64(g);
+            }
+        }
+        if propagate_down[0] {
+            for (d, v) in bottoms[0].mutable_cpu_diff()?.iter_mut().zip(dx) {
+                *d = T::from_f64(v);
+            }
+        }
+        if let Some(s) = bottoms.get(2)
+            && propagate_down.get(2) == Some(&true)
+        {
+            for (d, v) in s.mutable_cpu_diff()?.iter_mut().zip(d_fixed) {
+                *d = T::from_f64(v);
+            }
+        }
+        Ok(())
+    }
+
+    fn blobs(&self) -> &[Blob<T>] {
+        &self.blobs
+    }
+
+    fn blobs_mut(&mut self) -> &mut [Blob<T>] {
+        &mut self.blobs
+    }
+
+    /// The continuation flags take no gradient, as in Caffe.
+    fn allow_force_backward(&self, bottom: usize) -> bool {
+        bottom != 1
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}
+
+/// Caffe `LSTMUnit`: one LSTM step, what Caffe's unrolled LSTM is made
+/// of. Bottoms `c_prev` (1, N, H), the gates' inputs `x` (1, N, 4H) as
+/// (i, f, o, g), `cont` (1, N); tops `c` and `h` (1, N, H).
+pub(crate) struct LstmUnitLayer;
+
+impl LstmUnitLayer {
+    /// `(items, hidden)`, the shapes checked.
+    fn dims<T: MathElement>(bottoms: &[&Blob<T>]) -> Result<(usize, usize)> {
+        let (c, x, cont) = (bottoms[0].shape(), bottoms[1].shape(), bottoms[2].shape());
+        let fits = c.len() == 3
+            && c[0] == 1
+            && x.len() == 3
+            && x[..2] == c[..2]
+            && x[2] == 4 * c[2]
+            && cont == &c[..2];
+        if !fits {
+            return Err(bad_param(
+                "LSTMUnit",
+                format!(
+                    "the bottoms are {}, {} and {}; LSTMUnit needs c_prev (1, N, H), gate inputs \
+                     (1, N, 4H) and cont (1, N)",
+                    bottoms[0].shape_string(),
+                    bottoms[1].shape_string(),
+                    bottoms[2].shape_string()
+                ),
+            ));
+        }
+        Ok((c[1], c[2]))
+    }
+
+    /// The squashed gates (i, f, o, g) of item `n`.
+    fn gates(x: &[f64], n: usize, h: usize) -> Vec<f64> {
+        x[n * 4 * h..(n + 1) * 4 * h]
+            .iter()
+            .enumerate()
+            .map(|(j, &v)| if j < 3 * h { sigmoid(v) } else { v.tanh() })
+            .collect()
+    }
+}
+
+impl<T: MathElement> DynLayer<T> for LstmUnitLayer {
+    fn type_name(&self) -> &str {
+        "LSTMUnit"
+    }
+
+    fn bottoms(&self) -> Arity {
+        Arity::exactly(3)
+    }
+
+    fn tops(&self) -> Arity {
+        Arity::exactly(2)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+        Self::dims(bottoms)?;
+        let shape = bottoms[0].shape().to_vec();
+        Ok(vec![TopShape::new(shape.clone()), TopShape::new(shape)])
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        let (n, h) = Self::dims(bottoms)?;
+        let (c_prev, x, cont) = (wide(bottoms[0])?, wide(bottoms[1])?, wide(bottoms[2])?);
+        let mut c = tops[0].mutable_cpu_data()?;
+        let mut hid = tops[1].mutable_cpu_data()?;
+        for item in 0..n {
+            let g = Self::gates(&x, item, h);
+            for k in 0..h {
+                let cell = cont[item] * g[h + k] * c_prev[item * h + k] + g[k] * g[3 * h + k];
+                c[item * h + k] = T::from_f64(cell);
+                hid[item * h + k] = T::from_f64(g[2 * h + k] * cell.tanh());
+            }
+        }
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<T>],
+        propagate_down: &[bool],
+        bottoms: &[&Blob<T>],
+    ) -> Result<()> {
+        let (n, h) = Self::dims(bottoms)?;
+        let (c_prev, x, cont) = (wide(bottoms[0])?, wide(bottoms[1])?, wide(bottoms[2])?);
+        let dc_top: Vec<f64> = tops[0].cpu_diff()?.iter().map(|v| v.to_f64()).collect();
+        let dh_top: Vec<f64> = tops[1].cpu_diff()?.iter().map(|v| v.to_f64()).collect();
+        let mut d_prev = vec![0.0; n * h];
+        let mut dx = vec![0.0; n * 4 * h];
+        for (item, &keep) in cont.iter().enumerate().take(n) {
+            let g = Self::gates(&x, item, h);
+            for k in 0..h {
+                let at = item * h + k;
+                let (i, f, o, gg) = (g[k], g[h + k], g[2 * h + k], g[3 * h + k]);
+                let cell = keep * f * c_prev[at] + i * gg;
+                let tc = cell.tanh();
+                let dc = dc_top[at] + dh_top[at] * o * (1.0 - tc * tc);
+                let base = item * 4 * h;
+                dx[base + k] = dc * gg * i * (1.0 - i);
+                dx[base + h + k] = dc * keep * c_prev[at] * f * (1.0 - f);
+                dx[base + 2 * h + k] = dh_top[at] * tc * o * (1.0 - o);
+                dx[base + 3 * h + k] = dc * i * (1.0 - gg * gg);
+                d_prev[at] = dc * keep * f;
+            }
+        }
+        if propagate_down[0] {
+            for (d, v) in bottoms[0].mutable_cpu_diff()?.iter_mut().zip(d_prev) {
+                *d = T::from_f64(v);
+            }
+        }
+        if propagate_down[1] {
+            for (d, v) in bottoms[1].mutable_cpu_diff()?.iter_mut().zip(dx) {
+                *d = T::from_f64(v);
+            }
+        }
+        Ok(())
+    }
+
+    fn allow_force_backward(&self, bottom: usize) -> bool {
+        bottom != 2
+    }
+
+    fn allows_in_place(&self) -> bool {
+        false
+    }
+}
