@@ -84,9 +84,7 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
         ))
     });
     r.register("Axpy", |_| Ok(Box::new(AxpyLayer)));
-    r.register("ReLU6", |p| {
-        Ok(Box::new(NeuronLayer::from_param(&relu6_as_clip(p))?))
-    });
+    r.register("ReLU6", |p| Ok(Box::new(NeuronLayer::from_param(p)?)));
     for depthwise in ["DepthwiseConvolution", "ConvolutionDepthwise"] {
         r.register(depthwise, |p| {
             Ok(Box::new(ConvolutionLayer::<T>::from_param(
@@ -95,16 +93,6 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
         });
     }
     Ok(())
-}
-
-/// ReLU6 (MobileNet's forks) is Caffe's `Clip` from 0 to 6.
-fn relu6_as_clip(layer: &ParamMessage) -> ParamMessage {
-    let mut clip = layer.clone();
-    clip.set("type", ParamValue::Str("Clip".into()));
-    let p = clip.message_mut("clip_param");
-    p.set("min", ParamValue::Float(0.0));
-    p.set("max", ParamValue::Float(6.0));
-    clip
 }
 
 /// The depthwise forks' layers (yonghenglh6/DepthwiseConvolution,

@@ -71,7 +71,7 @@ fn assert_same(what: &str, got: &[f32], want: &[f32]) {
 #[test]
 fn element_wise_layers_follow_caffes_formulas_on_non_finite_values() {
     type Formula = fn(f64) -> f64;
-    let cases: [(&str, Formula); 14] = [
+    let cases: [(&str, Formula); 15] = [
         // relu_layer.cpp: max(x, 0) + negative_slope * min(x, 0).
         (r#"type: "ReLU""#, |x| {
             std_max(x, 0.0) + 0.0 * std_min(x, 0.0)
@@ -104,6 +104,8 @@ fn element_wise_layers_follow_caffes_formulas_on_non_finite_values() {
         (r#"type: "Clip" clip_param { min: -1 max: 2 }"#, |x| {
             std_max(-1.0, std_min(x, 2.0))
         }),
+        // The forks' relu6_layer.cpp: std::min(std::max(x, 0), 6).
+        (r#"type: "ReLU6""#, |x| std_min(std_max(x, 0.0), 6.0)),
         // power_layer.cpp: (shift + scale * x) ^ power.
         (
             r#"type: "Power" power_param { power: 2 scale: 0.5 shift: 1 }"#,

@@ -60,6 +60,9 @@ enum Neuron {
     Swish {
         beta: f64,
     },
+    /// ReLU6 of the MobileNet forks: `x` clamped to `[0, 6]`, its
+    /// gradient passing strictly inside, so it holds in place too.
+    Relu6,
 }
 
 impl Neuron {
@@ -75,6 +78,7 @@ impl Neuron {
             Self::Clip { .. } => "Clip",
             Self::LeakyRelu { .. } => "ReLU",
             Self::Swish { .. } => "Swish",
+            Self::Relu6 => "ReLU6",
         }
     }
 
@@ -123,6 +127,14 @@ impl Neuron {
             } => (shift + scale * x).ln() / ln_base,
             Self::Threshold { threshold } => f64::from(u8::from(x > threshold)),
             Self::Clip { min, max } => x.max(min).min(max),
+            // The forks' std::min(std::max(x, 0), 6): NaN stays NaN.
+            Self::Relu6 => {
+                if x.is_nan() {
+                    x
+                } else {
+                    x.clamp(0.0, 6.0)
+                }
+            }
             Self::LeakyRelu { slope } => {
                 if x > 0.0 {
                     x
@@ -183,6 +195,13 @@ impl Neuron {
                     0.0
                 }
             }
+            Self::Relu6 => {
+                if x > 0.0 && x < 6.0 {
+                    dy
+                } else {
+                    0.0
+                }
+            }
             Self::LeakyRelu { slope } => {
                 if x > 0.0 {
                     dy
@@ -224,6 +243,7 @@ impl Neuron {
             Self::Clip { min, max } => (7, [min, max, 0.0]),
             Self::LeakyRelu { slope } => (8, [slope, 0.0, 0.0]),
             Self::Swish { beta } => (9, [beta, 0.0, 0.0]),
+            Self::Relu6 => (10, [0.0; 3]),
         }
     }
 
@@ -232,8 +252,10 @@ impl Neuron {
         matches!(
             self,
             Self::Elu { alpha } if alpha >= 0.0
-        ) || matches!(self, Self::Exp { .. } | Self::Threshold { .. })
-            || matches!(self, Self::LeakyRelu { slope } if slope >= 0.0)
+        ) || matches!(
+            self,
+            Self::Exp { .. } | Self::Threshold { .. } | Self::Relu6
+        ) || matches!(self, Self::LeakyRelu { slope } if slope >= 0.0)
     }
 }
 
@@ -306,6 +328,7 @@ impl NeuronLayer {
             "Swish" => Neuron::Swish {
                 beta: sub_param(layer, "swish_param").float("beta"),
             },
+            "ReLU6" => Neuron::Relu6,
             _ => Neuron::LeakyRelu {
                 slope: sub_param(layer, "relu_param").float("negative_slope"),
             },

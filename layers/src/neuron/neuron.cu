@@ -3,7 +3,7 @@
 // once. Kind 0 AbsVal, 1 Power (a power, b scale, c shift), 2 ELU (a
 // alpha), 3 BNLL, 4 Exp (a ln base, b scale, c shift), 5 Log (the same),
 // 6 Threshold (a), 7 Clip (a min, b max), 8 ReLU with slope a, 9 Swish
-// (a beta).
+// (a beta), 10 ReLU6 (its gradient strictly inside (0, 6): in place too).
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
@@ -22,6 +22,7 @@ __device__ double neuron(int kind, double a, double b, double c, double x) {
         case 6: return x > a ? 1.0 : 0.0;
         case 7: return fmin(fmax(x, a), b);
         case 9: return x / (1.0 + exp(-a * x));
+        case 10: return isnan(x) ? x : fmin(fmax(x, 0.0), 6.0);
         default: return x > 0.0 ? x : a * x;
     }
 }
@@ -48,6 +49,7 @@ __device__ double neuron_grad(int kind, double a, double b, double c, double x, 
             double s = 1.0 / (1.0 + exp(-a * x));
             return dy * (a * y + s * (1.0 - a * y));
         }
+        case 10: return x > 0.0 && x < 6.0 ? dy : 0.0;
         default: return x > 0.0 ? dy : dy * a;
     }
 }

@@ -47,7 +47,7 @@ fn gpu_calls_in_place(kind: i32, p: [f64; 3], x: &[f32], dy: &[f32]) -> CpuRun {
 fn element_wise_layers_with_parameters_match_cpu() {
     let ln2 = 2f64.ln();
     // (layer, kernel kind and parameters, input range, in place allowed)
-    let cases: [(&str, i32, [f64; 3], f32, bool); 11] = [
+    let cases: [(&str, i32, [f64; 3], f32, bool); 12] = [
         (r#"type: "AbsVal""#, 0, [0.0; 3], 2.0, false),
         (
             r#"type: "Power" power_param { power: 2 scale: 0.5 shift: 3 }"#,
@@ -106,6 +106,7 @@ fn element_wise_layers_with_parameters_match_cpu() {
             4.0,
             false,
         ),
+        (r#"type: "ReLU6""#, 10, [0.0; 3], 8.0, true),
         (
             r#"type: "Threshold" threshold_param { threshold: 0.2 }"#,
             6,
