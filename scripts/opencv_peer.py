@@ -33,9 +33,11 @@ Nets of Caffe's forks whose layers OpenCV lacks or computes otherwise
 are given to OpenCV rewritten into the same arithmetic in layers it has
 (the rewrite is the whole difference, written out below): the BN fork's
 layer as BatchNorm + Scale (its four blobs moved into theirs), Axpy as
-Scale + Eltwise, and py-faster-rcnn's Python proposal layer taken out,
-OpenCV fed blobflow's proposals, which are held to a NumPy port of
-`rpn/proposal_layer.py` instead.
+Scale + Eltwise, PriorBox's fractional min_size / max_size cut to the
+integers the SSD fork's `int min_size_` makes of them (Pelee's), and
+py-faster-rcnn's Python proposal layer taken out, OpenCV fed blobflow's
+proposals, which are held to a NumPy port of `rpn/proposal_layer.py`
+instead.
 
 Needs numpy and opencv-python-headless<5 (5.0 dropped the Caffe
 importer): it installs them under target/python-opencv if pip can, and
@@ -69,6 +71,11 @@ CASES = [
     ("mobilenet-ssd unfolded", "mobilenet_ssd/deploy.prototxt", None),
     ("se-resnet-50", "se_resnet50/SE-ResNet-50.prototxt", None, {"opencv": "axpy"}),
     ("pspnet-50 ade20k", "pspnet50_ade20k/pspnet50_ADE20K_473.prototxt", None, {"opencv": "bn"}),
+    # OpenCV 4.14's depthwise convolution is wrong on a 1 x 1 input with
+    # padding (its values reach 1e27; blobflow's equal NumPy's), and
+    # SSDLite's last map is 1 x 1 at 300: compared at 600.
+    ("mobilenetv2-ssdlite", "mobilenetv2_ssdlite/deploy.prototxt", None, {"shape": [1, 3, 600, 600]}),
+    ("pelee-ssd", "pelee_ssd/deploy_merged.prototxt", None, {"opencv": "integer prior sizes"}),
     ("py-faster-rcnn zf", "faster_rcnn_zf/faster_rcnn_test.pt", None,
      {"opencv": "proposal", "inputs": {"im_info": [[224.0, 224.0, 1.0]]}}),
     # Relative to the repository: LeNet as the examples run it, and a net
@@ -435,7 +442,7 @@ def main():
                 print(f"{label}: skipped: no input declared")
                 skipped += 1
                 continue
-            shape = [1] + shape[1:]
+            shape = options.get("shape", [1] + shape[1:])
             x = np.random.RandomState(0).rand(*shape).astype(np.float32)
             xin = os.path.join(work, "input.npy")
             np.save(xin, x)
@@ -465,6 +472,9 @@ def main():
                     cv_text = rewrite_bn(np, text, saved, cv_model)
                 elif rewrite == "axpy":
                     cv_text = rewrite_axpy(text)
+                elif rewrite == "integer prior sizes":
+                    cv_text = re.sub(r"\b(min_size|max_size):\s*([0-9.eE+-]+)",
+                                     lambda m: f"{m.group(1)}: {int(float(m.group(2)))}", text)
                 elif rewrite == "proposal":
                     cv_text, rois, stride = rewrite_proposal(text)
                     ours = np.load(os.path.join(out_dir, rois + ".npy"))
@@ -488,7 +498,9 @@ def main():
                 # An input only the rewritten-out layer read is not fed.
                 if re.search(rf"\bbottom:\s*['\"]{re.escape(k)}['\"]", open(cv_proto).read()):
                     net.setInput(v, k)
-            outs = list(net.getUnconnectedOutLayersNames())
+            # A layer without tops (Silence) is an output to OpenCV only.
+            outs = [o for o in net.getUnconnectedOutLayersNames()
+                    if os.path.exists(os.path.join(out_dir, o.replace("/", "_") + ".npy"))]
             scores = [b for b in softmax_inputs(text) if b not in outs and b in net.getLayerNames()]
             feeds = [b for d in detections for b in d[:3] if b in net.getLayerNames()]
             # A prototxt may name more blobs to compare: "# compare: a b".

@@ -320,7 +320,8 @@ fn a_convolution_over_no_channel_gives_its_bias() {
 /// (the BN and Interp forks' layers) at its 473 x 473 input, and
 /// py-faster-rcnn's ZF test net (its Python proposal layer, ROIPooling,
 /// the fork's Dropout without scale_train) runs: proposals inside the
-/// image, each region's class probabilities summing to 1. (Their outputs
+/// image, each region's class probabilities summing to 1; the SSDLite
+/// and Pelee detectors run. (Their outputs
 /// against OpenCV's and a NumPy port of the proposal layer are
 /// `scripts/opencv_peer.py`'s.)
 #[test]
@@ -382,4 +383,35 @@ fn the_forks_public_nets_build_and_run() {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4);
     }
     assert_eq!(zf.blob("bbox_pred").unwrap().shape(), [count, 84]);
+
+    // MobileNetV2-SSDLite (ReLU6, Silence) and Pelee (fractional prior
+    // sizes) detect with random weights.
+    for file in [
+        "mobilenetv2_ssdlite/deploy.prototxt",
+        "pelee_ssd/deploy_merged.prototxt",
+    ] {
+        blob_kernels::cpu::set_seed(4);
+        let mut net = Net::<f32>::from_file(nets.join(file), NetState::test()).unwrap();
+        blob_kernels::cpu::uniform(
+            0.0,
+            1.0,
+            &mut net.blob("data").unwrap().mutable_cpu_data().unwrap(),
+        )
+        .unwrap();
+        for p in net.param_blobs() {
+            let (lo, hi) = if p.num_axes() >= 2 {
+                (-0.05, 0.05)
+            } else {
+                (0.5, 1.0)
+            };
+            blob_kernels::cpu::uniform(lo, hi, &mut p.mutable_cpu_data().unwrap()).unwrap();
+        }
+        net.forward().unwrap_or_else(|e| panic!("{file}: {e}"));
+        let out = net.blob("detection_out").unwrap();
+        assert_eq!(out.shape()[3], 7, "{file}");
+        assert!(
+            out.to_vec().unwrap().iter().all(|v| v.is_finite()),
+            "{file}"
+        );
+    }
 }
