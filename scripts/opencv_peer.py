@@ -78,6 +78,8 @@ CASES = [
     ("pelee-ssd", "pelee_ssd/deploy_merged.prototxt", None, {"opencv": "integer prior sizes"}),
     ("py-faster-rcnn zf", "faster_rcnn_zf/faster_rcnn_test.pt", None,
      {"opencv": "proposal", "inputs": {"im_info": [[224.0, 224.0, 1.0]]}}),
+    ("py-r-fcn resnet-50", "rfcn_resnet50/test_agnostic.prototxt", None,
+     {"opencv": "proposal", "inputs": {"im_info": [[224.0, 224.0, 1.0]]}}),
     # Relative to the repository: LeNet as the examples run it, and a net
     # of the convolution geometries.
     ("lenet", "models/lenet/lenet.prototxt", "models/lenet/lenet_iter_10000.caffemodel"),
@@ -498,9 +500,15 @@ def main():
                 # An input only the rewritten-out layer read is not fed.
                 if re.search(rf"\bbottom:\s*['\"]{re.escape(k)}['\"]", open(cv_proto).read()):
                     net.setInput(v, k)
-            # A layer without tops (Silence) is an output to OpenCV only.
-            outs = [o for o in net.getUnconnectedOutLayersNames()
-                    if os.path.exists(os.path.join(out_dir, o.replace("/", "_") + ".npy"))]
+            # OpenCV names outputs by layer, blobflow's files by blob: a
+            # layer's file is its top's. A layer without tops (Silence) is
+            # an output to OpenCV only.
+            top_of = {field(body, "name"): field(body, "top") for _, _, body in layers_of(text)}
+
+            def saved_as(layer):
+                return os.path.join(out_dir, (top_of.get(layer) or layer).replace("/", "_") + ".npy")
+
+            outs = [o for o in net.getUnconnectedOutLayersNames() if os.path.exists(saved_as(o))]
             scores = [b for b in softmax_inputs(text) if b not in outs and b in net.getLayerNames()]
             feeds = [b for d in detections for b in d[:3] if b in net.getLayerNames()]
             # A prototxt may name more blobs to compare: "# compare: a b".
@@ -510,7 +518,7 @@ def main():
             got = net.forward(outs + scores + feeds)
             worst = 0.0
             for out_name, theirs in zip(outs + scores + feeds, got):
-                ours = np.load(os.path.join(out_dir, out_name.replace("/", "_") + ".npy"))
+                ours = np.load(saved_as(out_name))
                 if detections and out_name in outs:
                     diff = compare_detections(np, ours, theirs)
                     if diff is None:

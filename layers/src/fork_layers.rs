@@ -14,6 +14,7 @@ use crate::interp::{INTERP_FIELD, InterpLayer};
 use crate::layer::Result;
 use crate::neuron::NeuronLayer;
 use crate::proposal::{PROPOSAL_FIELD, ProposalLayer};
+use crate::psroi_pooling::{PSROI_POOLING_FIELD, PsRoiPoolingLayer};
 use crate::registry::LayerRegistry;
 use crate::roi_pooling::{ROI_POOLING_FIELD, RoiPoolingLayer};
 use crate::shuffle_channel::{SHUFFLE_CHANNEL_FIELD, ShuffleChannelLayer};
@@ -83,6 +84,9 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
             ),
         ))
     });
+    r.register_with_param("PSROIPooling", PSROI_POOLING_FIELD, |p| {
+        Ok(Box::new(PsRoiPoolingLayer::from_param(p)?))
+    })?;
     r.register("Axpy", |_| Ok(Box::new(AxpyLayer)));
     r.register("ReLU6", |p| Ok(Box::new(NeuronLayer::from_param(p)?)));
     for depthwise in ["DepthwiseConvolution", "ConvolutionDepthwise"] {

@@ -88,6 +88,7 @@ mod pool;
 mod prelu;
 mod prior_box;
 mod proposal;
+mod psroi_pooling;
 mod recurrent;
 mod reduction;
 pub mod registry;

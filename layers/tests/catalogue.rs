@@ -730,3 +730,47 @@ fn lstm_unit_is_one_step_of_lstm() {
         .unwrap();
     assert!(report.checked > 0);
 }
+
+#[test]
+fn psroi_pooling_averages_each_bins_own_channel() {
+    let x = input(&[1, 8, 6, 6], 36);
+    // One region over the whole map at scale 1: rows and columns 0..6 in
+    // 2 x 2 bins of 3 x 3; output channel k, bin (i, j) reads channel
+    // (k * 2 + i) * 2 + j.
+    let rois = Blob::from_vec(&[1, 5], vec![0.0, 0.0, 0.0, 5.0, 5.0]).unwrap();
+    let mut l = layer(
+        "type: 'PSROIPooling' psroi_pooling_param { spatial_scale: 1 output_dim: 2 group_size: 2 }",
+    );
+    let y = run(l.as_mut(), &[&x, &rois]);
+    assert_eq!(y.shape(), [1, 2, 2, 2]);
+    let (xs, ys) = (x.to_vec().unwrap(), y.to_vec().unwrap());
+    for k in 0..2 {
+        for i in 0..2 {
+            for j in 0..2 {
+                let c = (k * 2 + i) * 2 + j;
+                let mut sum = 0.0;
+                for r in 3 * i..3 * i + 3 {
+                    for q in 3 * j..3 * j + 3 {
+                        sum += xs[c * 36 + r * 6 + q];
+                    }
+                }
+                assert!((ys[(k * 2 + i) * 2 + j] - sum / 9.0).abs() < 1e-12);
+            }
+        }
+    }
+    let rois = Blob::from_vec(
+        &[2, 5],
+        vec![0.0, 1.0, 0.0, 4.0, 5.0, 0.0, 2.0, 2.0, 3.0, 3.0],
+    )
+    .unwrap();
+    gradients(
+        "type: 'PSROIPooling' psroi_pooling_param { spatial_scale: 1 output_dim: 2 group_size: 2 }",
+        &[input(&[1, 8, 6, 6], 37), rois],
+    );
+    let err = LayerRegistry::<f64>::with_caffe_layers()
+        .build_text("type: 'PSROIPooling' psroi_pooling_param { output_dim: 2 }")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("spatial_scale, group_size"), "{err}");
+}

@@ -319,9 +319,9 @@ fn a_convolution_over_no_channel_gives_its_bias() {
 /// The forks' public nets build from their own prototxts: PSPNet-50
 /// (the BN and Interp forks' layers) at its 473 x 473 input, and
 /// py-faster-rcnn's ZF test net (its Python proposal layer, ROIPooling,
-/// the fork's Dropout without scale_train) runs: proposals inside the
-/// image, each region's class probabilities summing to 1; the SSDLite
-/// and Pelee detectors run. (Their outputs
+/// the fork's Dropout without scale_train) and py-R-FCN's (PSROIPooling)
+/// run: proposals inside the image, each region's class probabilities
+/// summing to 1; the SSDLite and Pelee detectors run. (Their outputs
 /// against OpenCV's and a NumPy port of the proposal layer are
 /// `scripts/opencv_peer.py`'s.)
 #[test]
@@ -341,48 +341,60 @@ fn the_forks_public_nets_build_and_run() {
         [1, 512, 60, 60]
     );
 
-    blob_kernels::cpu::set_seed(3);
-    let mut zf = Net::<f32>::from_file(
-        nets.join("faster_rcnn_zf/faster_rcnn_test.pt"),
-        NetState::test(),
-    )
-    .unwrap();
-    blob_kernels::cpu::uniform(
-        -1.0,
-        1.0,
-        &mut zf.blob("data").unwrap().mutable_cpu_data().unwrap(),
-    )
-    .unwrap();
-    zf.blob("im_info")
-        .unwrap()
-        .mutable_cpu_data()
-        .unwrap()
-        .copy_from_slice(&[224.0, 224.0, 1.0]);
-    for p in zf.param_blobs() {
-        blob_kernels::cpu::uniform(-0.05, 0.05, &mut p.mutable_cpu_data().unwrap()).unwrap();
-    }
-    zf.forward().unwrap();
-    let rois = zf.blob("rois").unwrap();
-    let count = rois.shape()[0];
-    assert!(
-        (1..=300).contains(&count) && rois.shape()[1] == 5,
-        "{:?}",
-        rois.shape()
-    );
-    for roi in rois.to_vec().unwrap().chunks(5) {
-        assert_eq!(roi[0], 0.0);
+    // py-faster-rcnn's ZF (21 class-specific boxes) and py-R-FCN's
+    // ResNet-50 (PSROIPooling, class-agnostic boxes).
+    for (file, boxes) in [
+        ("faster_rcnn_zf/faster_rcnn_test.pt", 84),
+        ("rfcn_resnet50/test_agnostic.prototxt", 8),
+    ] {
+        blob_kernels::cpu::set_seed(3);
+        let mut det = Net::<f32>::from_file(nets.join(file), NetState::test()).unwrap();
+        blob_kernels::cpu::uniform(
+            -1.0,
+            1.0,
+            &mut det.blob("data").unwrap().mutable_cpu_data().unwrap(),
+        )
+        .unwrap();
+        det.blob("im_info")
+            .unwrap()
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&[224.0, 224.0, 1.0]);
+        for p in det.param_blobs() {
+            let (lo, hi) = if p.num_axes() >= 2 {
+                (-0.05, 0.05)
+            } else {
+                (0.5, 1.0)
+            };
+            blob_kernels::cpu::uniform(lo, hi, &mut p.mutable_cpu_data().unwrap()).unwrap();
+        }
+        det.forward().unwrap_or_else(|e| panic!("{file}: {e}"));
+        let rois = det.blob("rois").unwrap();
+        let count = rois.shape()[0];
         assert!(
-            roi[1..].iter().all(|v| (0.0..=223.0).contains(v)),
-            "{roi:?}"
+            (1..=300).contains(&count) && rois.shape()[1] == 5,
+            "{file}: {:?}",
+            rois.shape()
         );
-        assert!(roi[1] <= roi[3] && roi[2] <= roi[4], "{roi:?}");
+        for roi in rois.to_vec().unwrap().chunks(5) {
+            assert_eq!(roi[0], 0.0);
+            assert!(
+                roi[1..].iter().all(|v| (0.0..=223.0).contains(v)),
+                "{roi:?}"
+            );
+            assert!(roi[1] <= roi[3] && roi[2] <= roi[4], "{roi:?}");
+        }
+        let prob = det.blob("cls_prob").unwrap();
+        assert_eq!(prob.count(), count * 21, "{file}");
+        for row in prob.to_vec().unwrap().chunks(21) {
+            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{file}");
+        }
+        assert_eq!(
+            det.blob("bbox_pred").unwrap().count(),
+            count * boxes,
+            "{file}"
+        );
     }
-    let prob = zf.blob("cls_prob").unwrap();
-    assert_eq!(prob.shape(), [count, 21]);
-    for row in prob.to_vec().unwrap().chunks(21) {
-        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4);
-    }
-    assert_eq!(zf.blob("bbox_pred").unwrap().shape(), [count, 84]);
 
     // MobileNetV2-SSDLite (ReLU6, Silence) and Pelee (fractional prior
     // sizes) detect with random weights.

@@ -410,3 +410,50 @@ fn a_data_layer_without_shapes_says_who_must_give_them() {
         "{err}"
     );
 }
+
+/// Every net definition the repository carries reads against the
+/// messages the layer registry knows (Caffe's and the forks' parameter
+/// fields), round-trips through its bytes with nothing unknown, and the
+/// BVLC-only ones read against Caffe's own tables too.
+#[test]
+fn every_shipped_net_reads_against_the_registrys_schema() {
+    use blob_proto::{ParamMessage, TextMessage, schema};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/nets");
+    let mut files = Vec::new();
+    for dir in std::fs::read_dir(&root).unwrap() {
+        let dir = dir.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "prototxt" || e == "pt") {
+                files.push(f);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 15, "{files:?}");
+    let schemas = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers()
+        .schemas()
+        .clone();
+    let mut caffe_only = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let tree = TextMessage::parse(&text).unwrap();
+        let net = ParamMessage::from_text(schemas.net_parameter(), &tree)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let layers = net.messages("layer").count();
+        assert!(layers >= 10, "{}: {layers} layers", file.display());
+        let bytes = net.encode_to_vec();
+        let back = ParamMessage::decode(schemas.net_parameter(), &bytes).unwrap();
+        assert_eq!(back.encode_to_vec(), bytes, "{}", file.display());
+        assert!(back.unknown_fields().is_empty());
+        if ParamMessage::from_text(&schema::NET_PARAMETER, &tree).is_ok() {
+            caffe_only += 1;
+        }
+    }
+    // The BVLC and SSD nets; the forks' (PSPNet's BN and Interp) need
+    // their fields.
+    assert!(caffe_only >= 9, "{caffe_only}");
+}
