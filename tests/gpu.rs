@@ -691,6 +691,132 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// The forks' layers with CUDA sides (ShuffleChannel, both Upsamples,
+/// Axpy, Interp's forward, BN with fixed statistics where no backward
+/// follows) on device blobs against host blobs: outputs and, where the
+/// layer has one, every bottom's gradient.
+fn forks_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let mask: Vec<f32> = vec![1., 6., 9., 15., 0., 3., 12., 14.];
+    type Case<'a> = (&'a str, &'a [&'a [usize]], Option<&'a [f32]>, bool);
+    let cases: [Case; 7] = [
+        (
+            "type: 'ShuffleChannel' shuffle_channel_param { group: 3 }",
+            &[&[2, 6, 3, 4]],
+            None,
+            true,
+        ),
+        (
+            "type: 'Upsample' upsample_param { scale: 2 }",
+            &[&[2, 3, 3, 4]],
+            None,
+            true,
+        ),
+        (
+            "type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 2 }",
+            &[&[1, 2, 2, 2], &[1, 2, 2, 2]],
+            Some(&mask),
+            true,
+        ),
+        (
+            "type: 'Axpy'",
+            &[&[2, 3, 1, 1], &[2, 3, 4, 5], &[2, 3, 4, 5]],
+            None,
+            true,
+        ),
+        (
+            "type: 'Interp' interp_param { zoom_factor: 2 }",
+            &[&[2, 3, 4, 5]],
+            None,
+            true,
+        ),
+        (
+            "type: 'BN' phase: TEST bn_param { eps: 0.001 }",
+            &[&[2, 3, 4, 5]],
+            None,
+            false,
+        ),
+        (
+            "type: 'BN' bn_param { bn_mode: INFERENCE }",
+            &[&[2, 3, 4, 5]],
+            None,
+            false,
+        ),
+    ];
+    for (text, shapes, fixed_second, backward) in cases {
+        let mut results = Vec::new();
+        for on_gpu in [false, true] {
+            let mut layer = LayerRegistry::<f32>::with_caffe_layers()
+                .build_text(text)
+                .map_err(fail)?;
+            layer.backward_will_run(backward);
+            let blob = |shape: &[usize]| {
+                if on_gpu {
+                    Blob::<f32>::with_device(shape, dev.clone())
+                } else {
+                    Blob::<f32>::new(shape)
+                }
+            };
+            let bottoms: Vec<Blob<f32>> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let b = blob(s).map_err(fail)?;
+                    match (i, fixed_second) {
+                        (1, Some(v)) => b.mutable_cpu_data().map_err(fail)?.copy_from_slice(v),
+                        _ => {
+                            cpu::set_seed(1 + i as u64);
+                            cpu::uniform(0.1, 1.0, &mut b.mutable_cpu_data().map_err(fail)?)
+                                .map_err(fail)?;
+                        }
+                    }
+                    Ok(b)
+                })
+                .collect::<Result<_, Failed>>()?;
+            let refs: Vec<&Blob<f32>> = bottoms.iter().collect();
+            let mut y = blob(&[1]).map_err(fail)?;
+            let top_shapes = layer.reshape(&refs, &[&y]).map_err(fail)?;
+            y.reshape(&top_shapes[0].dims).map_err(fail)?;
+            for (k, p) in layer.blobs_mut().iter_mut().enumerate() {
+                cpu::set_seed(10 + k as u64);
+                cpu::uniform(0.5, 1.5, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+                if on_gpu {
+                    p.move_to(dev.clone()).map_err(fail)?;
+                }
+            }
+            layer.forward(&refs, &[&y]).map_err(fail)?;
+            // The forward pass wrote the output on the device (a host
+            // fallback would leave its head on the host).
+            ensure(
+                !on_gpu || y.data_head() == Head::AtGpu,
+                format!("{text}: the output was written on the host"),
+            )?;
+            let mut values = vec![y.to_vec().map_err(fail)?];
+            if backward {
+                cpu::set_seed(3);
+                cpu::uniform(-1.0, 1.0, &mut y.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
+                let down: Vec<bool> = (0..refs.len())
+                    .map(|i| fixed_second.is_none() || i == 0)
+                    .collect();
+                layer.backward(&[&y], &down, &refs).map_err(fail)?;
+                for (b, d) in bottoms.iter().zip(&down) {
+                    if *d {
+                        values.push(b.diff_to_vec().map_err(fail)?);
+                    }
+                }
+            }
+            results.push(values);
+        }
+        for (k, (g, c)) in results[1].iter().zip(&results[0]).enumerate() {
+            let err = max_rel(g, c);
+            ensure(
+                err <= F32_TOLERANCE,
+                format!("{text}: result {k} differs by {err:.2e} of its scale"),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Convolutions go through cuDNN exactly when [`cudnn`] accepts the
 /// library, and give the same result either way. On the CPU CUDA driver,
 /// `BLOBFLOW_CPU_CUDNN_VERSION` makes its cuDNN report another version:
@@ -1568,6 +1694,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("steady_state::lenet_within_budget", steady_state_budget),
     ("lenet::gpu_matches_cpu", lenet_gpu_matches_cpu),
     ("layers::gpu_match_cpu", layers_match_cpu),
+    ("layers::forks_match_cpu", forks_match_cpu),
     (
         "layers::softmax_loss_dropout_on_gpu",
         softmax_loss_and_dropout_match_cpu,

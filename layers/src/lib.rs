@@ -114,7 +114,7 @@ mod upsample;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 17] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 22] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -132,6 +132,11 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 17] = [
     &neuron::NEURON,
     &normalize::NORMALIZE,
     &argmax::ARGMAX,
+    &shuffle_channel::SHUFFLE_CHANNEL,
+    &upsample::UPSAMPLE,
+    &axpy::AXPY,
+    &bn::BN,
+    &interp::INTERP,
 ];
 
 #[cfg(feature = "cuda")]

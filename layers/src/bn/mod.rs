@@ -14,12 +14,18 @@
 //! A `bn_param` naming SegNet's fields (`bn_mode`, `scale_filler`,
 //! `shift_filler`) is SegNet's; otherwise PSPNet's.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
 use blob_proto::ParamMessage;
 use blob_proto::schema::{EnumSchema, FieldDefault, FieldKind, FieldSchema, MessageSchema};
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, is_train};
 use crate::layer::Result;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::BN;
 
 /// SegNet's `BNParameter.BNMode`.
 static BN_MODE: EnumSchema = EnumSchema {
@@ -85,6 +91,9 @@ pub(crate) struct BnLayer<T: MathElement> {
     /// SegNet's two blobs, or PSPNet's four.
     segnet: bool,
     frozen: bool,
+    /// Whether the net runs backward through the layer (then forward
+    /// keeps the normalized input, on the host).
+    backward_runs: bool,
     blobs: Vec<Blob<T>>,
     /// `1 / sqrt(var + eps)` per channel of the last forward pass.
     inv_std: Vec<f64>,
@@ -121,6 +130,7 @@ impl<T: MathElement> BnLayer<T> {
             statistics,
             segnet,
             frozen,
+            backward_runs: true,
             blobs: Vec::new(),
             inv_std: Vec::new(),
             normalized: Vec::new(),
@@ -188,6 +198,70 @@ impl<T: MathElement> BnLayer<T> {
     }
 }
 
+#[cfg(feature = "cuda")]
+impl<T: MathElement> BnLayer<T> {
+    /// Forward with fixed statistics on the GPU, for nets without a
+    /// backward pass through the layer.
+    fn forward_on(
+        &mut self,
+        gpu: &blob_kernels::cuda::Gpu,
+        c: usize,
+        plane: usize,
+        bottom: &Blob<T>,
+        top: &Blob<T>,
+    ) -> Result<()> {
+        use crate::gpu::{as_f32, read, write};
+        let n = bottom.count();
+        let (eps, stats) = match self.statistics {
+            Statistics::Moving { eps } => (eps, true),
+            _ => (0.0, false),
+        };
+        let (s, b) = (&self.blobs[0], &self.blobs[1]);
+        let (m, v) = if stats {
+            (&self.blobs[2], &self.blobs[3])
+        } else {
+            (s, b)
+        };
+        for blob in [m, v] {
+            if crate::gpu::gpu_of(blob).is_none() {
+                return Err(crate::dyn_layer::bad_param(
+                    "BN on the GPU",
+                    "the moving statistics are on the host, the input on the GPU: move the \
+                     layer's blobs to one device",
+                ));
+            }
+        }
+        let (xg, sg, bg, mg, vg) = (
+            as_f32(bottom).gpu_data()?,
+            as_f32(s).gpu_data()?,
+            as_f32(b).gpu_data()?,
+            as_f32(m).gpu_data()?,
+            as_f32(v).gpu_data()?,
+        );
+        let mut yg = as_f32(top).mutable_gpu_data()?;
+        // SAFETY: x and y hold n values of planes of `plane`; the four
+        // per-channel blobs hold c values.
+        unsafe {
+            cuda::bn_forward_f32(
+                gpu,
+                blob_kernels::cuda::launch_config(n),
+                n as i64,
+                c as i64,
+                plane as i64,
+                &read(&xg, n)?,
+                &read(&sg, c)?,
+                &read(&bg, c)?,
+                &read(&mg, c)?,
+                &read(&vg, c)?,
+                eps,
+                i32::from(stats),
+                &mut write(&mut yg, n)?,
+            )
+        }
+        .map_err(|e| crate::gpu::cuda("BN on the GPU", e))
+    }
+}
+
 impl<T: MathElement> DynLayer<T> for BnLayer<T> {
     fn type_name(&self) -> &str {
         "BN"
@@ -217,6 +291,24 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (n, c, plane) = self.dims(bottoms[0])?;
         let plane = plane.max(1);
+        // Fixed statistics on the GPU where no backward pass follows
+        // (which reads the normalized input this keeps on the host); the
+        // rest on the host, the blobs' heads moving the values.
+        #[cfg(feature = "cuda")]
+        if !self.backward_runs
+            && !matches!(self.statistics, Statistics::Batch { .. })
+            && let Some(gpu) = crate::gpu::gpu_for(
+                "BN",
+                bottoms[0],
+                &[
+                    ("output", tops[0]),
+                    ("slope", &self.blobs[0]),
+                    ("bias", &self.blobs[1]),
+                ],
+            )?
+        {
+            return self.forward_on(&gpu, c, plane, bottoms[0], tops[0]);
+        }
         let x: Vec<f64> = bottoms[0].cpu_data()?.iter().map(|v| v.to_f64()).collect();
         let (mean, var, eps) = match self.statistics {
             Statistics::Batch { eps, momentum } => {
@@ -264,6 +356,12 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
     ) -> Result<()> {
         let (n, c, plane) = self.dims(bottoms[0])?;
         let plane = plane.max(1);
+        if self.normalized.len() != bottoms[0].count() {
+            return Err(bad_param(
+                "BN backward",
+                "no forward pass on the host kept the normalized input; run forward first",
+            ));
+        }
         let dy: Vec<f64> = tops[0].cpu_diff()?.iter().map(|v| v.to_f64()).collect();
         let mut d_slope = vec![0.0; c];
         let mut d_bias = vec![0.0; c];
@@ -312,6 +410,10 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
 
     fn blobs_mut(&mut self) -> &mut [Blob<T>] {
         &mut self.blobs
+    }
+
+    fn backward_will_run(&mut self, will: bool) {
+        self.backward_runs = will;
     }
 
     /// PSPNet's moving statistics are never learned, nor anything of a

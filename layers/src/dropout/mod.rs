@@ -79,9 +79,7 @@ impl DropoutEngine {
         }
         if !train {
             if let Some(scale) = self.test_scale::<T>() {
-                y.mutable_cpu_data()?
-                    .iter_mut()
-                    .for_each(|v| *v *= scale);
+                y.mutable_cpu_data()?.iter_mut().for_each(|v| *v *= scale);
             }
             return Ok(());
         }
@@ -121,9 +119,7 @@ impl DropoutEngine {
         }
         if !train {
             if let Some(scale) = self.test_scale::<T>() {
-                x.mutable_cpu_diff()?
-                    .iter_mut()
-                    .for_each(|d| *d *= scale);
+                x.mutable_cpu_diff()?.iter_mut().for_each(|d| *d *= scale);
             }
             return Ok(());
         }

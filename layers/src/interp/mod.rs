@@ -3,11 +3,17 @@
 //! by a zoom or shrink factor, or by a second bottom.
 
 use blob_proto::ParamMessage;
+#[cfg(feature = "cuda")]
+mod cuda;
+
 use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::INTERP;
 
 /// The forks' `InterpParameter`.
 pub(crate) static INTERP_PARAMETER: MessageSchema = MessageSchema {
@@ -194,6 +200,33 @@ impl<T: MathElement> DynLayer<T> for InterpLayer {
         let [h, w, oh, ow] = self.geometry(bottoms)?;
         let s = bottoms[0].shape();
         let (full_h, full_w) = (s[2], s[3]);
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Interp", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (n, count) = (tops[0].count(), bottoms[0].count());
+            let xg = as_f32(bottoms[0]).gpu_data()?;
+            let mut yg = as_f32(tops[0]).mutable_gpu_data()?;
+            let i = |v: usize| v as i64;
+            // SAFETY: x holds planes of full_h x full_w, y n values of
+            // planes of oh x ow; every tap lies in the cropped input.
+            return unsafe {
+                cuda::interp_f32(
+                    &gpu,
+                    blob_kernels::cuda::launch_config(n),
+                    i(n),
+                    i(full_h),
+                    i(full_w),
+                    i(self.crop_begin),
+                    i(h),
+                    i(w),
+                    i(oh),
+                    i(ow),
+                    &read(&xg, count)?,
+                    &mut write(&mut yg, n)?,
+                )
+            }
+            .map_err(|e| crate::gpu::cuda("Interp on the GPU", e));
+        }
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
         let (rows, cols) = (taps::<T>(h, oh), taps::<T>(w, ow));
@@ -205,12 +238,16 @@ impl<T: MathElement> DynLayer<T> for InterpLayer {
                 }
                 continue;
             }
+            // The fork's float weights; the sums in double, rounded once
+            // (interp.cu computes the same).
+            let f = |v: T| v.to_f64();
             for (&(r, rn, r0, r1), out) in rows.iter().zip(dst.chunks_mut(ow)) {
                 for (&(c, cn, c0, c1), o) in cols.iter().zip(out.iter_mut()) {
                     let p = at(r, c);
                     let below = p + rn * full_w;
-                    *o = r0 * (c0 * src[p] + c1 * src[p + cn])
-                        + r1 * (c0 * src[below] + c1 * src[below + cn]);
+                    let top = f(c0) * f(src[p]) + f(c1) * f(src[p + cn]);
+                    let bottom = f(c0) * f(src[below]) + f(c1) * f(src[below + cn]);
+                    *o = T::from_f64(f(r0) * top + f(r1) * bottom);
                 }
             }
         }

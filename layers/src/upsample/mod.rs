@@ -5,12 +5,18 @@
 //! which repeats each value `scale` x `scale` times. Two bottoms (values
 //! and the mask) make it SegNet's; one makes it YOLO's.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
 use blob_proto::ParamMessage;
 use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::UPSAMPLE;
 
 /// `UpsampleParameter`: SegNet's fields, of which YOLO's forks keep
 /// `scale` alone; SegNet's default `scale` of 2 (YOLO's prototxts give
@@ -177,6 +183,135 @@ impl UpsampleLayer {
     }
 }
 
+#[cfg(feature = "cuda")]
+impl UpsampleLayer {
+    const OP: &'static str = "Upsample on the GPU";
+
+    /// The GPU the layer runs on, its mask checked on the host first (a
+    /// position past the output is refused, as on the CPU).
+    fn gpu<T: MathElement>(
+        &self,
+        bottoms: &[&Blob<T>],
+        tops: &[&Blob<T>],
+    ) -> Result<Option<std::sync::Arc<blob_kernels::cuda::Gpu>>> {
+        let mut others = vec![("output", tops[0])];
+        if let Some(mask) = bottoms.get(1) {
+            others.push(("mask", *mask));
+        }
+        let gpu = crate::gpu::gpu_for("Upsample", bottoms[0], &others)?;
+        if gpu.is_some() && matches!(self.mode, Upsampling::Unpool(_)) {
+            let [oh, ow] = self.out_size(bottoms)?;
+            Self::positions(&bottoms[1].cpu_data()?, oh * ow)?;
+        }
+        Ok(gpu)
+    }
+
+    fn forward_on<T: MathElement>(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        [h, w]: [usize; 2],
+        [oh, ow]: [usize; 2],
+        bottoms: &[&Blob<T>],
+        top: &Blob<T>,
+    ) -> Result<()> {
+        use crate::gpu::{as_f32, read, write};
+        use blob_kernels::cuda::launch_config;
+        let (n, out) = (bottoms[0].count(), top.count());
+        let xg = as_f32(bottoms[0]).gpu_data()?;
+        let mut yg = as_f32(top).mutable_gpu_data()?;
+        let (x, mut y) = (read(&xg, n)?, write(&mut yg, out)?);
+        match self.mode {
+            // SAFETY: x holds the planes of h x w, y of oh x ow = their
+            // repetition.
+            Upsampling::Nearest([sh, sw]) => unsafe {
+                cuda::upsample_nearest_f32(
+                    gpu,
+                    launch_config(out),
+                    out as i64,
+                    h as i64,
+                    w as i64,
+                    sh as i32,
+                    sw as i32,
+                    &x,
+                    &mut y,
+                )
+            },
+            Upsampling::Unpool(_) => {
+                let mg = as_f32(bottoms[1]).gpu_data()?;
+                let mask = read(&mg, n)?;
+                // SAFETY: y holds `out` values; every mask position lies
+                // in its plane (checked by `gpu`).
+                unsafe {
+                    cuda::upsample_zero_f32(gpu, launch_config(out), out as i64, &mut y).and_then(
+                        |_| {
+                            cuda::unpool_f32(
+                                gpu,
+                                launch_config(n),
+                                n as i64,
+                                (h * w) as i64,
+                                (oh * ow) as i64,
+                                &x,
+                                &mask,
+                                &mut y,
+                            )
+                        },
+                    )
+                }
+            }
+        }
+        .map_err(|e| crate::gpu::cuda(Self::OP, e))
+    }
+
+    fn backward_on<T: MathElement>(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        [h, w]: [usize; 2],
+        [oh, ow]: [usize; 2],
+        bottoms: &[&Blob<T>],
+        top: &Blob<T>,
+    ) -> Result<()> {
+        use crate::gpu::{as_f32, read, write};
+        use blob_kernels::cuda::launch_config;
+        let (n, out) = (bottoms[0].count(), top.count());
+        let dyg = as_f32(top).gpu_diff()?;
+        let mut dxg = as_f32(bottoms[0]).mutable_gpu_diff()?;
+        let (dy, mut dx) = (read(&dyg, out)?, write(&mut dxg, n)?);
+        match self.mode {
+            // SAFETY: as forward_on's.
+            Upsampling::Nearest([sh, sw]) => unsafe {
+                cuda::upsample_nearest_backward_f32(
+                    gpu,
+                    launch_config(n),
+                    n as i64,
+                    h as i64,
+                    w as i64,
+                    sh as i32,
+                    sw as i32,
+                    &dy,
+                    &mut dx,
+                )
+            },
+            Upsampling::Unpool(_) => {
+                let mg = as_f32(bottoms[1]).gpu_data()?;
+                // SAFETY: as forward_on's.
+                unsafe {
+                    cuda::unpool_backward_f32(
+                        gpu,
+                        launch_config(n),
+                        n as i64,
+                        (h * w) as i64,
+                        (oh * ow) as i64,
+                        &dy,
+                        &read(&mg, n)?,
+                        &mut dx,
+                    )
+                }
+            }
+        }
+        .map_err(|e| crate::gpu::cuda(Self::OP, e))
+    }
+}
+
 impl<T: MathElement> DynLayer<T> for UpsampleLayer {
     fn type_name(&self) -> &str {
         "Upsample"
@@ -195,6 +330,10 @@ impl<T: MathElement> DynLayer<T> for UpsampleLayer {
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let [_, _, h, w] = Self::dims(bottoms[0])?;
         let [oh, ow] = self.out_size(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = self.gpu(bottoms, tops)? {
+            return self.forward_on(&gpu, [h, w], [oh, ow], bottoms, tops[0]);
+        }
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
         match self.mode {
@@ -239,6 +378,10 @@ impl<T: MathElement> DynLayer<T> for UpsampleLayer {
         }
         let [_, _, h, w] = Self::dims(bottoms[0])?;
         let [oh, ow] = self.out_size(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = self.gpu(bottoms, tops)? {
+            return self.backward_on(&gpu, [h, w], [oh, ow], bottoms, tops[0]);
+        }
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
         match self.mode {

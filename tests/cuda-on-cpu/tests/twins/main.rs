@@ -9,6 +9,7 @@ mod conv;
 mod coverage;
 mod elementwise;
 mod eltwise;
+mod forks;
 mod layers;
 mod neuron;
 mod normalize;
