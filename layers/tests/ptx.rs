@@ -47,7 +47,12 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "permute.cu",
             "neuron.cu",
             "normalize.cu",
-            "argmax.cu"
+            "argmax.cu",
+            "shuffle_channel.cu",
+            "upsample.cu",
+            "axpy.cu",
+            "bn.cu",
+            "interp.cu"
         ]
     );
 }
