@@ -7,6 +7,10 @@
 //!   file, resized as OpenCV resizes them ([`resize_linear`]);
 //! - both as a [`PrefetchingDataLayer`]: a thread reads and transforms
 //!   batches ahead of the net.
+//! - `Hdf5DataLayer` and `Hdf5OutputLayer` (`HDF5Data`, `HDF5Output`;
+//!   feature `hdf5`, through the system's HDF5 library): rows of the
+//!   datasets named by the tops from the files a list names, and a net's
+//!   blobs written as `data` and `label`.
 //! - [`DataTransformer`] (`transform_param`): crop, mirror, mean file or
 //!   values, scale, `force_color` / `force_gray`, in Caffe's order and
 //!   arithmetic.
@@ -31,6 +35,8 @@
 
 mod data_layer;
 mod datum;
+#[cfg(feature = "hdf5")]
+mod hdf5;
 mod image_data;
 mod imageset;
 mod leveldb;
@@ -42,6 +48,8 @@ mod transform;
 
 pub use data_layer::data_layer;
 pub use datum::{ColorMode, Example, Pixels, decode_datum};
+#[cfg(feature = "hdf5")]
+pub use hdf5::{Hdf5DataLayer, Hdf5OutputLayer};
 pub use image_data::image_data_layer;
 pub use imageset::{
     ImageSetEvent, ImageSetOptions, ToolError, compute_image_mean, convert_imageset,
@@ -65,6 +73,25 @@ use blob_runtime::MathElement;
 pub fn register_data_layers<T: MathElement>(registry: &mut LayerRegistry<T>) {
     registry.register("Data", |p| Ok(Box::new(data_layer::<T>(p)?)));
     registry.register("ImageData", |p| Ok(Box::new(image_data_layer::<T>(p)?)));
+    #[cfg(feature = "hdf5")]
+    {
+        registry.register("HDF5Data", |p| Ok(Box::new(Hdf5DataLayer::from_param(p)?)));
+        registry.register("HDF5Output", |p| {
+            Ok(Box::new(Hdf5OutputLayer::from_param(p)?))
+        });
+    }
+    #[cfg(not(feature = "hdf5"))]
+    for kind in ["HDF5Data", "HDF5Output"] {
+        registry.register(kind, move |_| {
+            Err(blob_runtime::BlobError::InvalidParameter {
+                op: "set up an HDF5 layer",
+                detail: format!(
+                    "{kind} reads and writes HDF5 files through the HDF5 library: build with the \
+                     `hdf5` feature (blob-data's, or blobflow-cli's) and Debian's libhdf5-dev"
+                ),
+            })
+        });
+    }
 }
 
 /// Caffe's layers with the data layers that read stores: what
