@@ -7,6 +7,9 @@
 //!   file, resized as OpenCV resizes them ([`resize_linear`]);
 //! - both as a [`PrefetchingDataLayer`]: a thread reads and transforms
 //!   batches ahead of the net.
+//! - [`MemoryDataLayer`] (`type: "MemoryData"`): batches from arrays or
+//!   records the program hands it (`reset`, `add_datum_vector`) through
+//!   `Net::layer_mut`.
 //! - `Hdf5DataLayer` and `Hdf5OutputLayer` (`HDF5Data`, `HDF5Output`;
 //!   feature `hdf5`, through the system's HDF5 library): rows of the
 //!   datasets named by the tops from the files a list names, and a net's
@@ -41,6 +44,7 @@ mod image_data;
 mod imageset;
 mod leveldb;
 mod list;
+mod memory_data;
 mod prefetch;
 mod resize;
 mod store;
@@ -54,6 +58,7 @@ pub use image_data::image_data_layer;
 pub use imageset::{
     ImageSetEvent, ImageSetOptions, ToolError, compute_image_mean, convert_imageset,
 };
+pub use memory_data::MemoryDataLayer;
 pub use prefetch::{PrefetchingDataLayer, set_decoding_threads};
 pub use resize::resize_linear;
 pub use store::{Backend, StoreError, StoreReader, StoreWriter};
@@ -73,6 +78,9 @@ use blob_runtime::MathElement;
 pub fn register_data_layers<T: MathElement>(registry: &mut LayerRegistry<T>) {
     registry.register("Data", |p| Ok(Box::new(data_layer::<T>(p)?)));
     registry.register("ImageData", |p| Ok(Box::new(image_data_layer::<T>(p)?)));
+    registry.register("MemoryData", |p| {
+        Ok(Box::new(MemoryDataLayer::<T>::from_param(p)?))
+    });
     #[cfg(feature = "hdf5")]
     {
         registry.register("HDF5Data", |p| Ok(Box::new(Hdf5DataLayer::from_param(p)?)));

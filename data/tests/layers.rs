@@ -420,3 +420,66 @@ fn jpeg_batches_are_the_same_on_one_decoding_thread_and_on_four() {
     assert!(one == four, "the threads changed the batches");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn memory_data_serves_what_the_program_hands_it() {
+    use blob_data::MemoryDataLayer;
+    let text = r#"layer { name: "in" type: "MemoryData" top: "data" top: "label"
+        transform_param { scale: 0.5 }
+        memory_data_param { batch_size: 2 channels: 1 height: 2 width: 2 } }"#;
+    let mut net = Net::<f32>::builder()
+        .registry(&data_registry())
+        .from_prototxt(text)
+        .unwrap();
+    assert_eq!(net.blob("data").unwrap().shape(), [2, 1, 2, 2]);
+    let err = net.forward().unwrap_err().to_string();
+    assert!(
+        err.contains("needs to be initialized by calling Reset"),
+        "{err}"
+    );
+    // Records go through transform_param (scale 0.5), and their labels.
+    let records: Vec<Vec<u8>> = (0..4).map(|i| datum(1, 2, 2, 10 * i as u8, i)).collect();
+    let feed = net.layer_mut::<MemoryDataLayer<f32>>("in").unwrap();
+    feed.add_datum_vector(&records).unwrap();
+    let err = feed.add_datum_vector(&records).unwrap_err().to_string();
+    assert!(
+        err.contains("until current data has been consumed"),
+        "{err}"
+    );
+    let err = feed.set_batch_size(1).unwrap_err().to_string();
+    assert!(
+        err.contains("until current data has been consumed"),
+        "{err}"
+    );
+    net.forward().unwrap();
+    assert_eq!(
+        net.blob("data").unwrap().to_vec().unwrap(),
+        [0., 0.5, 1., 1.5, 5., 5.5, 6., 6.5]
+    );
+    assert_eq!(net.blob("label").unwrap().shape(), [2, 1, 1, 1]);
+    assert_eq!(net.blob("label").unwrap().to_vec().unwrap(), [0., 1.]);
+    net.forward().unwrap();
+    assert_eq!(net.blob("label").unwrap().to_vec().unwrap(), [2., 3.]);
+    // All served: new arrays may come, as they are (no transform).
+    let feed = net.layer_mut::<MemoryDataLayer<f32>>("in").unwrap();
+    let err = feed
+        .reset(&[0.0; 12], &[0.0; 3], 3)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("multiple of batch size"), "{err}");
+    let err = feed.reset(&[0.0; 7], &[0.0; 2], 2).unwrap_err().to_string();
+    assert!(
+        err.contains("need 8 values and 2 labels, not 7 and 2"),
+        "{err}"
+    );
+    feed.reset(&[9.0; 8], &[4.0, 5.0], 2).unwrap();
+    net.forward().unwrap();
+    assert_eq!(net.blob("data").unwrap().to_vec().unwrap(), [9.0; 8]);
+    // A record of another shape is refused, naming it.
+    let feed = net.layer_mut::<MemoryDataLayer<f32>>("in").unwrap();
+    let err = feed
+        .add_datum_vector(&[datum(1, 2, 2, 0, 0), datum(1, 3, 2, 0, 0)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("record 1 becomes [1, 3, 2]"), "{err}");
+}

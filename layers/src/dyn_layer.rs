@@ -235,6 +235,14 @@ pub trait DynLayer<T: MathElement>: Send {
     /// `true` before this, and never where a layer is run by hand.
     fn backward_will_run(&mut self, _will: bool) {}
 
+    /// The layer as its own type, for a caller holding it through a net
+    /// ([`Net::layer_mut`](crate::net::Net::layer_mut)): a layer with
+    /// methods of its own (MemoryData's `reset`) returns itself; others
+    /// `None`.
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
+
     /// Whether a top may be its own bottom. Split, Flatten, Reshape and
     /// the layers whose forward reads a bottom after writing the top say
     /// no, and the net refuses such a wiring by name.

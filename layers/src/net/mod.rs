@@ -1087,6 +1087,30 @@ impl<T: MathElement> Net<T> {
             .map(|l| l.layer.type_name())
     }
 
+    /// A layer by its name as its own type `L` (Caffe's
+    /// `boost::dynamic_pointer_cast<L>(net->layer_by_name(name))`), where
+    /// the layer offers itself ([`DynLayer::as_any_mut`]): MemoryData's
+    /// `reset` and `add_datum_vector` are reached this way. `None` where
+    /// no layer has the name or it is not an `L`.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let mut net = Net::<f32>::from_prototxt(
+    ///     "input: 'x' input_shape { dim: 2 } layer { name: 'r' type: 'ReLU' bottom: 'x' top: 'y' }",
+    ///     NetState::test(),
+    /// )?;
+    /// assert!(net.layer_mut::<String>("r").is_none());
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn layer_mut<L: 'static>(&mut self, name: &str) -> Option<&mut L> {
+        self.layers
+            .iter_mut()
+            .find(|l| l.name == name)?
+            .layer
+            .as_any_mut()?
+            .downcast_mut::<L>()
+    }
+
     /// A layer's parameter blobs by its name (the first layer of that
     /// name, as Caffe's weight copy finds it).
     pub fn layer_blobs(&self, name: &str) -> Option<&[Blob<T>]> {
