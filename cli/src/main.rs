@@ -103,8 +103,8 @@ enum Command {
         /// the prototxt's fillers, which deploy files often leave out (Caffe then fills zeros)
         #[arg(long, value_name = "SEED", conflicts_with = "weights")]
         fill: Option<u64>,
-        /// Where to run
-        #[arg(long, value_enum, default_value_t = run::Device::Cpu)]
+        /// Where to run: cpu, cuda (GPU 0) or cuda:N
+        #[arg(long, default_value = "cpu", value_parser = run::parse_device)]
         device: run::Device,
     },
     /// Train a net from a solver prototxt (Caffe's `caffe train`): its data layers read
@@ -154,8 +154,8 @@ enum Command {
         /// tops have none in the prototxt); repeatable
         #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = run::name_value)]
         shapes: Vec<(String, String)>,
-        /// Where to run
-        #[arg(long, value_enum, default_value_t = run::Device::Cpu)]
+        /// Where to run: cpu, cuda (GPU 0) or cuda:N
+        #[arg(long, default_value = "cpu", value_parser = run::parse_device)]
         device: run::Device,
     },
 }

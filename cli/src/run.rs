@@ -8,13 +8,46 @@ use blobflow::BlobError;
 use blobflow::layers::net::{Net, NetState};
 use blobflow::runtime::{CaffeModel, npy};
 
-/// Where a net runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// Where a net runs: `cpu`, `cuda` (GPU 0) or `cuda:N` (builds with
+/// `--features cuda`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
     /// The host's cores.
     Cpu,
-    /// GPU 0 (builds with `--features cuda`).
-    Cuda,
+    /// The GPU of that ordinal.
+    Cuda(usize),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// A `--device` value: `cpu`, `cuda` or `cuda:N`.
+pub fn parse_device(arg: &str) -> Result<Device, String> {
+    match arg {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => Ok(Device::Cuda(0)),
+        _ => arg
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .map(Device::Cuda)
+            .ok_or_else(|| format!("expected cpu, cuda or cuda:N (N a GPU's number), got {arg:?}")),
+    }
+}
+
+/// A `--device` value, or Caffe's `-gpu N` (a bare number: that GPU;
+/// Caffe's `all` is GPU 0 here, one GPU a run).
+pub fn parse_gpu_or_device(arg: &str) -> Result<Device, String> {
+    match arg.parse::<usize>() {
+        Ok(n) => Ok(Device::Cuda(n)),
+        Err(_) if arg == "all" => Ok(Device::Cuda(0)),
+        Err(_) => parse_device(arg),
+    }
 }
 
 /// A `NAME=VALUE` argument.
@@ -112,10 +145,10 @@ fn load(
     Ok(net)
 }
 
-/// Moves the net to GPU 0.
+/// Moves the net to GPU `ordinal`.
 #[cfg(feature = "cuda")]
-fn to_gpu(net: &mut Net<f32>, log: &mut Vec<String>) -> Result<GpuSync, BlobError> {
-    let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
+fn to_gpu(net: &mut Net<f32>, ordinal: usize, log: &mut Vec<String>) -> Result<GpuSync, BlobError> {
+    let gpu = blobflow::runtime::cuda::CudaBackend::new(ordinal)?;
     log.push(format!(
         "device: {}  |  convolutions: {}",
         gpu.gpu().name(),
@@ -126,7 +159,11 @@ fn to_gpu(net: &mut Net<f32>, log: &mut Vec<String>) -> Result<GpuSync, BlobErro
 }
 
 #[cfg(not(feature = "cuda"))]
-fn to_gpu(_net: &mut Net<f32>, _log: &mut Vec<String>) -> Result<GpuSync, BlobError> {
+fn to_gpu(
+    _net: &mut Net<f32>,
+    _ordinal: usize,
+    _log: &mut Vec<String>,
+) -> Result<GpuSync, BlobError> {
     Err(BlobError::Device {
         op: "--device cuda",
         source: blobflow::runtime::DeviceError::new(
@@ -321,8 +358,8 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
         net.to_model()?.save(file)?;
         log.push(format!("weights saved: {}", file.display()));
     }
-    if args.device == Device::Cuda {
-        to_gpu(&mut net, &mut log)?;
+    if let Device::Cuda(ordinal) = args.device {
+        to_gpu(&mut net, ordinal, &mut log)?;
     }
     net.forward()?;
     if let Some(dir) = &args.out {
@@ -402,8 +439,8 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         blob.mutable_cpu_data()?.fill(0.0);
         log.push(format!("input {name}: zeros, {}", blob.shape_string()));
     }
-    let sync = if args.device == Device::Cuda {
-        to_gpu(&mut net, &mut log)?
+    let sync = if let Device::Cuda(ordinal) = args.device {
+        to_gpu(&mut net, ordinal, &mut log)?
     } else {
         GpuSync::none()
     };

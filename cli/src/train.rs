@@ -49,9 +49,10 @@ pub struct TrainArgs {
     /// Stop at this iteration instead of the solver's max_iter
     #[arg(long, value_name = "N")]
     pub iterations: Option<usize>,
-    /// Where to run; by default where the solver's `solver_mode` says, as Caffe does (GPU 0
-    /// for GPU where this build and machine have one, the CPU otherwise)
-    #[arg(long, value_enum)]
+    /// Where to run: cpu, cuda (GPU 0) or cuda:N (Caffe's -gpu N). By default where the
+    /// solver's `solver_mode` says, as Caffe does (its `device_id`, for GPU where this build
+    /// and machine have one; the CPU otherwise)
+    #[arg(long, alias = "gpu", value_parser = crate::run::parse_gpu_or_device)]
     pub device: Option<Device>,
     /// What Ctrl-C does: snapshot and stop (Caffe's default), snapshot and go on, or nothing
     #[arg(long = "sigint-effect", alias = "sigint_effect", value_enum, default_value_t = SignalEffect::Stop)]
@@ -208,8 +209,8 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     let device = match args.device {
         Some(device) => device,
         None if file.solver_mode.as_deref() == Some("GPU") => {
-            if gpu_available() {
-                Device::Cuda
+            if gpu_available(file.device_id) {
+                Device::Cuda(file.device_id)
             } else {
                 log.info(
                     "The solver's solver_mode is GPU, but there is no GPU here for this build: \
@@ -222,7 +223,7 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     };
     match device {
         Device::Cpu => log.info("Use CPU."),
-        Device::Cuda => log.info("Use GPU with device ID 0"),
+        Device::Cuda(n) => log.info(&format!("Use GPU with device ID {n}")),
     }
     let registry = blobflow::data::data_registry::<f32>();
     let in_solver = |e: BlobError| bad(format!("{}: {e}", args.solver.display()));
@@ -261,8 +262,12 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         train.copy_from(&blobflow::CaffeModel::open(&model)?)?;
         file.solver.restore(&state, &train.param_blobs())?;
     }
-    if device == Device::Cuda {
-        to_gpu(std::iter::once(&mut train).chain(&mut tests), &mut log)?;
+    if let Device::Cuda(ordinal) = device {
+        to_gpu(
+            std::iter::once(&mut train).chain(&mut tests),
+            ordinal,
+            &mut log,
+        )?;
     }
     if file.snapshot_prefix.is_none() {
         // Caffe's default: the solver file's name without .prototxt.
@@ -328,13 +333,17 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Moves `nets` to GPU 0, naming it in the log; an error where this
-/// build has no CUDA.
-fn to_gpu<'a>(nets: impl Iterator<Item = &'a mut Net<f32>>, log: &mut Log) -> Result<(), Failure> {
+/// Moves `nets` to GPU `ordinal`, naming it in the log; an error where
+/// this build has no CUDA.
+fn to_gpu<'a>(
+    nets: impl Iterator<Item = &'a mut Net<f32>>,
+    ordinal: usize,
+    log: &mut Log,
+) -> Result<(), Failure> {
     #[cfg(feature = "cuda")]
     {
-        let gpu = blobflow::runtime::cuda::CudaBackend::new(0)?;
-        log.info(&format!("GPU 0: {}", gpu.gpu().name()));
+        let gpu = blobflow::runtime::cuda::CudaBackend::new(ordinal)?;
+        log.info(&format!("GPU {ordinal}: {}", gpu.gpu().name()));
         for net in nets {
             net.to_device(gpu.clone())?;
         }
@@ -342,22 +351,23 @@ fn to_gpu<'a>(nets: impl Iterator<Item = &'a mut Net<f32>>, log: &mut Log) -> Re
     }
     #[cfg(not(feature = "cuda"))]
     {
-        let _ = (nets, log);
+        let _ = (nets, ordinal, log);
         Err(bad(
             "--device cuda: this build of blobflow has no CUDA; rebuild with --features cuda",
         ))
     }
 }
 
-/// Whether GPU 0 can be used: this build has CUDA and the machine a
-/// driver and a device.
-fn gpu_available() -> bool {
+/// Whether GPU `ordinal` can be used: this build has CUDA and the
+/// machine a driver and that device.
+fn gpu_available(ordinal: usize) -> bool {
     #[cfg(feature = "cuda")]
     {
-        blobflow::runtime::cuda::CudaBackend::new(0).is_ok()
+        blobflow::runtime::cuda::CudaBackend::new(ordinal).is_ok()
     }
     #[cfg(not(feature = "cuda"))]
     {
+        let _ = ordinal;
         false
     }
 }
@@ -374,8 +384,8 @@ pub struct TestArgs {
     /// Batches to run
     #[arg(long, default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub iterations: usize,
-    /// Where to run
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    /// Where to run: cpu, cuda (GPU 0) or cuda:N (Caffe's -gpu N)
+    #[arg(long, alias = "gpu", default_value = "cpu", value_parser = crate::run::parse_gpu_or_device)]
     pub device: Device,
     /// The net's level (Caffe's -level)
     #[arg(long, default_value_t = 0)]
@@ -407,8 +417,8 @@ pub fn test(args: &TestArgs) -> Result<(), Failure> {
         }
         None => log.info("No weights given: every parameter as its filler made it"),
     }
-    if args.device == Device::Cuda {
-        to_gpu(std::iter::once(&mut net), &mut log)?;
+    if let Device::Cuda(ordinal) = args.device {
+        to_gpu(std::iter::once(&mut net), ordinal, &mut log)?;
     }
     log.info(&format!("Running for {} iterations.", args.iterations));
     let mut sums: Vec<NetOutput> = Vec::new();

@@ -106,10 +106,19 @@ fn run_says_what_it_filled_and_refuses_what_it_cannot_do() {
         );
     }
     #[cfg(not(feature = "cuda"))]
-    {
-        let out = blobflow(&["run", net.to_str().unwrap(), "--device", "cuda"]);
-        assert!(text(&out.stderr).contains("rebuild with --features cuda"));
+    for device in ["cuda", "cuda:1"] {
+        let out = blobflow(&["run", net.to_str().unwrap(), "--device", device]);
+        assert!(
+            text(&out.stderr).contains("rebuild with --features cuda"),
+            "{device}"
+        );
     }
+    let out = blobflow(&["run", net.to_str().unwrap(), "--device", "gpu"]);
+    assert!(
+        text(&out.stderr).contains("expected cpu, cuda or cuda:N"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

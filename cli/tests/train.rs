@@ -313,6 +313,27 @@ fn a_bad_record_stops_training_naming_the_store_and_the_key() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Caffe's `-gpu N` and `--device cuda:N` pick GPU N; a build without
+/// CUDA says so rather than training on the CPU.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn a_gpu_asked_for_by_number_is_a_gpu_or_an_error() {
+    let dir = caffe_folder("gpu_number");
+    for flags in [["-gpu", "1"], ["--device", "cuda:1"]] {
+        let mut args = vec!["train", "-solver", "lenet_solver.prototxt"];
+        args.extend(flags);
+        let run = blobflow(&dir, &args);
+        assert!(!run.status.success(), "{flags:?}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains("Use GPU with device ID 1"), "{flags:?}: {err}");
+        assert!(
+            err.contains("rebuild with --features cuda"),
+            "{flags:?}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--device cuda` retraces Caffe's CPU run too, within what the GPU's
 /// other summation orders allow (1e-4 of each loss). It runs where a CUDA
 /// driver is: a GPU, or `scripts/cuda-on-cpu.sh`'s CPU driver, which sets

@@ -16,8 +16,8 @@ use crate::net::NetState;
 /// The nets it names are built by [`train_net`](Self::train_net) and
 /// [`test_nets`](Self::test_nets), and [`solve`](super::solve) runs
 /// Caffe's loop over them. Fields about nets given inline (`net_param`,
-/// ...), states (`test_state`), logging (`debug_info`) and devices
-/// (`device_id`) are read and left out; a field Caffe does not
+/// ...), states (`test_state`) and logging (`debug_info`) are read and
+/// left out; a field Caffe does not
 /// know is an error naming it and its line, as in Caffe. A missing
 /// `base_lr` (Caffe takes 0 and learns nothing) or `lr_policy` (Caffe
 /// aborts) is an error too.
@@ -96,6 +96,8 @@ pub struct SolverFile<T: MathElement = f32> {
     pub test_interval: usize,
     /// `solver_mode`, `CPU` or `GPU`.
     pub solver_mode: Option<String>,
+    /// `device_id`: the GPU `solver_mode: GPU` trains on (0 by default).
+    pub device_id: usize,
 }
 
 /// The fields of Caffe's `SolverParameter` this reader accepts and leaves
@@ -107,7 +109,6 @@ const LEFT_OUT: &[&str] = &[
     "test_compute_loss",
     "snapshot_diff",
     "snapshot_format",
-    "device_id",
     "debug_info",
     "layer_wise_reduce",
     "weights",
@@ -370,6 +371,7 @@ impl<T: MathElement> SolverFile<T> {
             test_iter,
             test_interval: f.count_or("test_interval", 0)?,
             solver_mode: solver_mode.map(|(_, m)| m.to_string()),
+            device_id: f.count_or("device_id", 0)?,
         })
     }
 }
@@ -403,6 +405,7 @@ fn check_names(f: &Fields<'_>) -> Result<(), BlobError> {
         "test_iter",
         "test_interval",
         "solver_mode",
+        "device_id",
         "train_net",
         "test_net",
         "test_initialization",
