@@ -1,7 +1,8 @@
 //! The layers of Caffe's forks that public models use, registered with
 //! their parameter messages through the same
-//! [`LayerRegistry::register_with_param`] a user's own layer takes: no
-//! fork field is in the built-in `caffe.proto` tables.
+//! [`LayerRegistry::register_with_param`] a user's own layer takes. (The
+//! SSD fork's messages and Dropout's `scale_train`, which predate the
+//! registry, stay in the built-in tables.)
 
 use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
 use blob_proto::{ParamMessage, ParamValue};
