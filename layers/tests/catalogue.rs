@@ -774,3 +774,38 @@ fn psroi_pooling_averages_each_bins_own_channel() {
         .to_string();
     assert!(err.contains("spatial_scale, group_size"), "{err}");
 }
+
+#[test]
+fn bn_without_backward_gives_the_same_values_in_place_or_not() {
+    for text in [
+        "type: 'BN' phase: TEST bn_param { eps: 0.001 }",
+        "type: 'BN' bn_param { bn_mode: INFERENCE }",
+    ] {
+        let x = input(&[2, 3, 4, 5], 38);
+        let mut kept = layer(text);
+        run(kept.as_mut(), &[&x]);
+        // Slopes, biases, means and variances of a trained net.
+        for (k, b) in kept.blobs_mut().iter_mut().enumerate() {
+            let v = input(b.shape(), 40 + k as u64).to_vec().unwrap();
+            let v: Vec<f64> = v
+                .iter()
+                .map(|x| if k == 3 { x.abs() + 0.5 } else { *x })
+                .collect();
+            b.mutable_cpu_data().unwrap().copy_from_slice(&v);
+        }
+        let want = run(kept.as_mut(), &[&x]).to_vec().unwrap();
+        assert!(want.iter().any(|v| v.abs() > 0.1), "{text}");
+        let values: Vec<Vec<f64>> = kept.blobs().iter().map(|b| b.to_vec().unwrap()).collect();
+        let mut quick = layer(text);
+        quick.backward_will_run(false);
+        run(quick.as_mut(), &[&x]);
+        for (b, v) in quick.blobs_mut().iter_mut().zip(&values) {
+            b.mutable_cpu_data().unwrap().copy_from_slice(v);
+        }
+        assert_eq!(run(quick.as_mut(), &[&x]).to_vec().unwrap(), want, "{text}");
+        // In place.
+        let same = input(&[2, 3, 4, 5], 38);
+        quick.forward(&[&same], &[&same]).unwrap();
+        assert_eq!(same.to_vec().unwrap(), want, "{text} in place");
+    }
+}

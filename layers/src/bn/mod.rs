@@ -182,6 +182,42 @@ impl<T: MathElement> BnLayer<T> {
             .unwrap_or_else(|| ParamMessage::new(&blob_proto::schema::FILLER))
     }
 
+    /// Forward with fixed statistics where no backward pass follows, on
+    /// the cores, in place or not, nothing kept: each value in double,
+    /// rounded once, as the record-keeping path and bn.cu compute it.
+    fn forward_fixed(&self, c: usize, plane: usize, x: &Blob<T>, y: &Blob<T>) -> Result<()> {
+        let (mean, var, eps) = match self.statistics {
+            Statistics::Moving { eps } => (
+                Self::channel_values(&self.blobs[2])?,
+                Self::channel_values(&self.blobs[3])?,
+                eps,
+            ),
+            _ => (vec![0.0; c], vec![1.0; c], 0.0),
+        };
+        let stats = matches!(self.statistics, Statistics::Moving { .. });
+        let slope = Self::channel_values(&self.blobs[0])?;
+        let bias = Self::channel_values(&self.blobs[1])?;
+        let channel: Vec<[f64; 4]> = (0..c)
+            .map(|k| {
+                let inv = if stats {
+                    1.0 / (var[k] + eps).sqrt()
+                } else {
+                    1.0
+                };
+                [mean[k], inv, slope[k], bias[k]]
+            })
+            .collect();
+        let op = |v: T, [m, inv, a, b]: [f64; 4]| T::from_f64((v.to_f64() - m) * inv * a + b);
+        let of_plane = |p: usize| channel[p % c];
+        if crate::layer::in_place(x, y) {
+            crate::planes::map_planes(None, &mut y.mutable_cpu_data()?, plane, of_plane, op);
+        } else {
+            let (xs, mut ys) = (x.cpu_data()?, y.mutable_cpu_data()?);
+            crate::planes::map_planes(Some(&xs), &mut ys, plane, of_plane, op);
+        }
+        Ok(())
+    }
+
     /// Each channel's mean and variance over the batch (divided by the
     /// count, as both forks divide).
     fn batch_statistics(x: &[f64], c: usize, plane: usize, count: f64) -> (Vec<f64>, Vec<f64>) {
@@ -308,6 +344,9 @@ impl<T: MathElement> DynLayer<T> for BnLayer<T> {
             )?
         {
             return self.forward_on(&gpu, c, plane, bottoms[0], tops[0]);
+        }
+        if !self.backward_runs && !matches!(self.statistics, Statistics::Batch { .. }) {
+            return self.forward_fixed(c, plane, bottoms[0], tops[0]);
         }
         let x: Vec<f64> = bottoms[0].cpu_data()?.iter().map(|v| v.to_f64()).collect();
         let (mean, var, eps) = match self.statistics {

@@ -231,12 +231,14 @@ impl<T: MathElement> DynLayer<T> for InterpLayer {
         let mut y = tops[0].mutable_cpu_data()?;
         let (rows, cols) = (taps::<T>(h, oh), taps::<T>(w, ow));
         let at = |r: usize, c: usize| (self.crop_begin + r) * full_w + self.crop_begin + c;
-        for (src, dst) in x.chunks(full_h * full_w).zip(y.chunks_mut(oh * ow)) {
+        // A plane a core at a time.
+        let planes = x.chunks(full_h * full_w).zip(y.chunks_mut(oh * ow));
+        blob_kernels::cpu::on_cores(planes, |(src, dst)| {
             if h == oh && w == ow {
                 for (r, out) in dst.chunks_mut(ow).enumerate() {
                     out.copy_from_slice(&src[at(r, 0)..at(r, 0) + ow]);
                 }
-                continue;
+                return;
             }
             // The fork's float weights; the sums in double, rounded once
             // (interp.cu computes the same).
@@ -250,7 +252,7 @@ impl<T: MathElement> DynLayer<T> for InterpLayer {
                     *o = T::from_f64(f(r0) * top + f(r1) * bottom);
                 }
             }
-        }
+        });
         Ok(())
     }
 

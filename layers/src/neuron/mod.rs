@@ -354,9 +354,35 @@ impl<T: MathElement> DynLayer<T> for NeuronLayer {
             let args = self.neuron.kernel_args();
             return cuda::forward(&gpu, args, as_f32(bottoms[0]), as_f32(tops[0]));
         }
-        let x = bottoms[0].to_vec()?;
-        for (o, v) in tops[0].mutable_cpu_data()?.iter_mut().zip(x) {
-            *o = T::from_f64(self.neuron.forward(v.to_f64()));
+        // On the cores; ReLU6 in the blob's type (its clamp is exact
+        // there), so it vectorizes: MobileNetV2's nets run 59 of them.
+        let neuron = self.neuron;
+        let six = T::from_f64(6.0);
+        let relu6 = move |v: T| {
+            if v < T::ZERO {
+                T::ZERO
+            } else if v > six {
+                six
+            } else {
+                v
+            }
+        };
+        let any = move |v: T| T::from_f64(neuron.forward(v.to_f64()));
+        let is_relu6 = matches!(neuron, Neuron::Relu6);
+        if crate::layer::in_place(bottoms[0], tops[0]) {
+            let mut y = tops[0].mutable_cpu_data()?;
+            if is_relu6 {
+                blob_kernels::cpu::map_in_place(&mut y, relu6);
+            } else {
+                blob_kernels::cpu::map_in_place(&mut y, any);
+            }
+        } else {
+            let (x, mut y) = (bottoms[0].cpu_data()?, tops[0].mutable_cpu_data()?);
+            if is_relu6 {
+                blob_kernels::cpu::map(&x, &mut y, relu6);
+            } else {
+                blob_kernels::cpu::map(&x, &mut y, any);
+            }
         }
         Ok(())
     }
