@@ -75,6 +75,12 @@ impl Rows {
             values.push(data);
         }
         let rows = shapes[0][0];
+        if rows == 0 {
+            return Err(refused(
+                op,
+                format!("{path}: dataset {} has no rows", tops[0]),
+            ));
+        }
         if let Some((name, s)) = tops.iter().zip(&shapes).find(|(_, s)| s[0] != rows) {
             return Err(refused(
                 op,

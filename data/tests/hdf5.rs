@@ -156,6 +156,14 @@ fn bad_lists_and_files_are_named() {
         err.contains("no_label.h5") && err.contains("dataset label"),
         "{err}"
     );
+    let err = hdf5_net(&list(&dir, &["no_rows.h5"]), 2, "")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("no_rows.h5: dataset data has no rows"),
+        "{err}"
+    );
     let err = hdf5_net(&list(&dir, &["not_there.h5"]), 2, "")
         .err()
         .unwrap()
