@@ -64,11 +64,7 @@ pub(crate) mod sealed {
         };
     }
     #[cfg(target_arch = "x86_64")]
-    sealed_gemm!(
-        f32,
-        matrixmultiply::sgemm,
-        crate::cpu::sgemm_avx512::run_if_suited
-    );
+    sealed_gemm!(f32, matrixmultiply::sgemm, crate::cpu::sgemm::run_if_suited);
     #[cfg(not(target_arch = "x86_64"))]
     sealed_gemm!(f32, matrixmultiply::sgemm);
     sealed_gemm!(f64, matrixmultiply::dgemm);

@@ -2,8 +2,8 @@
 //!
 //! gemm runs on `matrixmultiply`, a maintained pure-Rust kernel with
 //! runtime AVX/FMA dispatch, except f32 products of small layers on
-//! AVX-512 machines, which run on this crate's own kernel (faster there:
-//! see `sgemm_avx512`); one piece per core (cut here, on rayon's pool,
+//! AVX-512 and AVX2 + FMA machines, which run on this crate's own kernel
+//! (faster there: see `sgemm`); one piece per core (cut here, on rayon's pool,
 //! the one pool of the crate); no system BLAS is needed to build.
 
 use super::{cores, on_cores, vectorized};
@@ -20,7 +20,8 @@ pub enum Transpose {
 }
 
 /// Values in a row of the panels [`gemm_filled`] asks for: the columns
-/// of C its kernel computes at a time (two AVX-512 registers).
+/// of C its kernel computes at a time (two AVX-512 registers, four AVX2
+/// ones).
 pub const PANEL_COLUMNS: usize = 32;
 
 /// Row-major `C = A * B + beta * C` (`A` of `m x k`, `C` of `m x n`;
@@ -33,7 +34,7 @@ pub const PANEL_COLUMNS: usize = 32;
 /// `beta == 1` its weight gradient, `weight_cpu_gemm`) with its column
 /// buffer built a panel at a time in cache, rather than by a whole
 /// im2col first ([`panel_from_columns`] moves columns that lie in
-/// memory). It runs on an AVX-512 machine, any shape, and says whether
+/// memory). It runs on an AVX-512 or AVX2 machine, any shape, and says whether
 /// it ran (`false`: nothing was filled or written). For the shapes where
 /// `gemm` runs the same kernel ([`gemm_filled_suits`]), the sums are
 /// `gemm`'s, in the same order, so the same bits as `gemm` of the stored
@@ -85,7 +86,7 @@ pub fn gemm_filled(
     // SAFETY: the assert above proves A's `m x k` and C's `m x n` values
     // inside their slices; `c` is a unique borrow, aliasing nothing.
     return unsafe {
-        super::sgemm_avx512::run_filled(
+        super::sgemm::run_filled(
             (m, k, n),
             (a.as_ptr(), [k as isize, 1]),
             &mut fill,
@@ -99,25 +100,25 @@ pub fn gemm_filled(
 
 /// Whether [`gemm_filled`] runs an `m x n` product of depth `k` with
 /// the kernel `gemm` itself runs for that shape on this machine (an
-/// AVX-512 machine, a small layer's shape), so with `gemm`'s bits, and
+/// AVX-512 or AVX2 machine, a small layer's shape), so with `gemm`'s bits, and
 /// as the faster way to a product whose B would otherwise be stored (a
 /// caller can skip preparing what its fill reads). A shallower product
 /// of the same `m` and `n` suits too.
 ///
 /// ```
 /// use blob_kernels::cpu::{Isa, gemm_filled_suits, isa};
-/// assert_eq!(gemm_filled_suits(50, 500, 256), isa() == Isa::Avx512);
+/// assert_eq!(gemm_filled_suits(50, 500, 256), isa() >= Isa::Avx2);
 /// ```
 pub fn gemm_filled_suits(m: usize, n: usize, k: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return super::sgemm_avx512::filled_suits(m, n, k);
+    return super::sgemm::filled_suits(m, n, k);
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
 /// Whether an `f32` product `C = A B` (`A` of `m x k`, `C` of `m x n`)
 /// runs faster through [`gemm_packed`], A packed once by
-/// [`pack_for_gemm_packed`]: an AVX-512 machine, a C with few columns for
+/// [`pack_for_gemm_packed`]: an AVX-512 or AVX2 machine, a C with few columns for
 /// the kernel's panels of [`PANEL_COLUMNS`] and rows enough to fill
 /// them, as a 1x1 convolution's product on a 7 x 7 or 10 x 10 output
 /// (49 or 100 columns, of 64 or 128 computed). Such a product is
@@ -126,12 +127,12 @@ pub fn gemm_filled_suits(m: usize, n: usize, k: usize) -> bool {
 ///
 /// ```
 /// use blob_kernels::cpu::{Isa, gemm_packed_suits, isa};
-/// assert_eq!(gemm_packed_suits(512, 49, 4608), isa() == Isa::Avx512);
+/// assert_eq!(gemm_packed_suits(512, 49, 4608), isa() >= Isa::Avx2);
 /// assert!(!gemm_packed_suits(512, 64, 4608));
 /// ```
 pub fn gemm_packed_suits(m: usize, n: usize, k: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return super::sgemm_avx512::transposed_suits(m, n, k);
+    return super::sgemm::transposed_suits(m, n, k);
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
@@ -149,7 +150,8 @@ pub fn gemm_packed_len(m: usize, k: usize) -> usize {
 /// cin * kh * kw)`) for [`gemm_packed`]: A's transpose in panels of
 /// [`PANEL_COLUMNS`] of A's rows, the layout the kernel reads. A layer
 /// keeps the pack while its weights stay unchanged. Returns `false`, and
-/// writes nothing, where [`gemm_packed`] cannot run (no AVX-512).
+/// writes nothing, where [`gemm_packed`] cannot run (neither AVX-512
+/// nor AVX2).
 ///
 /// ```
 /// use blob_kernels::cpu::{gemm_packed_len, pack_for_gemm_packed};
@@ -172,10 +174,10 @@ pub fn pack_for_gemm_packed(a: &[f32], m: usize, k: usize, packed: &mut [f32]) -
         packed.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if super::isa() == super::Isa::Avx512 {
-        // SAFETY: AVX-512 F is there; the assert put A's values and the
+    if super::isa() >= super::Isa::Avx2 {
+        // SAFETY: the kernels run here; the assert put A's values and the
         // pack's inside their slices.
-        unsafe { super::sgemm_avx512::pack_transposed(a.as_ptr(), (m, k), &mut packed[..len]) };
+        unsafe { super::sgemm::pack_transposed(a.as_ptr(), (m, k), &mut packed[..len]) };
         return true;
     }
     false
@@ -187,7 +189,7 @@ pub fn pack_for_gemm_packed(a: &[f32], m: usize, k: usize, packed: &mut [f32]) -
 /// [`PANEL_COLUMNS`] of A's rows at a time, each transposed into C while
 /// it is in cache; the panels cut across the cores for large products.
 /// The same bits as [`gemm`] of the unpacked A. Returns `false`, and
-/// writes nothing, where it cannot run (no AVX-512).
+/// writes nothing, where it cannot run (neither AVX-512 nor AVX2).
 ///
 /// ```
 /// use blob_kernels::cpu::{gemm, gemm_packed, gemm_packed_len, pack_for_gemm_packed, Transpose};
@@ -221,7 +223,7 @@ pub fn gemm_packed(m: usize, n: usize, k: usize, packed: &[f32], b: &[f32], c: &
         c.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if super::isa() == super::Isa::Avx512 {
+    if super::isa() >= super::Isa::Avx2 {
         if m == 0 || n == 0 {
             return true;
         }
@@ -232,11 +234,11 @@ pub fn gemm_packed(m: usize, n: usize, k: usize, packed: &[f32], b: &[f32], c: &
         let pieces = c[..m * n].chunks_mut(per_piece * n).enumerate();
         on_cores(pieces, |(q, c)| {
             let packed = &packed[q * per_piece * k..];
-            // SAFETY: AVX-512 F is there; this piece's panels, B, and its
-            // rows of C are inside their slices (the assert), and `c` is
-            // this piece's alone.
+            // SAFETY: the kernels run here; this piece's panels, B, and
+            // its rows of C are inside their slices (the assert), and `c`
+            // is this piece's alone.
             unsafe {
-                super::sgemm_avx512::run_transposed(
+                super::sgemm::run_transposed(
                     (c.len() / n, k, n),
                     packed.as_ptr(),
                     b.as_ptr(),
@@ -254,7 +256,8 @@ pub fn gemm_packed(m: usize, n: usize, k: usize, packed: &[f32], b: &[f32], c: &
 /// the panel's columns past `columns.len()`. A convolution's weight
 /// gradient reads its im2col rows this way, each a run of an image's
 /// shifted copy, so the column buffer is neither built nor packed. On
-/// AVX-512, 16 columns by 16 rows move at a time through registers.
+/// AVX-512, 16 columns by 16 rows move at a time through registers (8 by
+/// 8 on AVX2).
 ///
 /// ```
 /// use blob_kernels::cpu::{PANEL_COLUMNS, panel_from_columns};
@@ -279,17 +282,11 @@ pub fn panel_from_columns(columns: &[&[f32]], rows: usize, panel: &mut [f32]) {
     );
     let panel = &mut panel[..rows * PANEL_COLUMNS];
     #[cfg(target_arch = "x86_64")]
-    if super::isa() == super::Isa::Avx512 {
-        // SAFETY: AVX-512 F is there; the assert put `rows` values behind
-        // each column pointer and `rows` panel rows in `panel`.
-        unsafe {
-            super::sgemm_avx512::transpose_columns(
-                panel,
-                |j| columns[j].as_ptr(),
-                rows,
-                columns.len(),
-            )
-        };
+    // SAFETY: the assert put `rows` values behind each column pointer and
+    // `rows` panel rows in `panel`.
+    if unsafe {
+        super::sgemm::transpose_columns_here(panel, |j| columns[j].as_ptr(), rows, columns.len())
+    } {
         return;
     }
     for (p, row) in panel.chunks_exact_mut(PANEL_COLUMNS).enumerate() {

@@ -178,16 +178,16 @@ pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
     #[inline]
-    pub(super) unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+    pub(crate) unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
         f()
     }
 
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
     #[inline]
-    pub(super) unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+    pub(crate) unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
         f()
     }
 }

@@ -14,13 +14,15 @@ mod correlate;
 mod depthwise;
 pub mod elementwise;
 pub mod isa;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod lanes;
 mod peak;
 mod pool2x2;
 mod pool_stride1;
 mod pool_stride2;
 pub mod rng;
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod sgemm_avx512;
+pub(crate) mod sgemm;
 pub mod vector;
 
 pub use blas::{

@@ -711,7 +711,7 @@ unsafe fn transpose_avx512(src: *const f32, [rows, cols]: [usize; 2], dst: *mut 
                     _mm512_setzero_ps()
                 }
             });
-            let turned = super::sgemm_avx512::transpose16(block);
+            let turned = super::lanes::transpose16(block);
             for (jj, row) in turned.iter().enumerate().take(cols - j0) {
                 // SAFETY: row j0 + jj < cols of dst, columns i0.. of it,
                 // the mask keeping those past `rows` unwritten.

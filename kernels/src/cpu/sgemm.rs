@@ -1,14 +1,21 @@
-//! f32 gemm on AVX-512 for the products of small layers.
+//! f32 gemm on AVX-512 and on AVX2 + FMA for the products of small
+//! layers, written once over [`Lanes`].
 //!
 //! matrixmultiply packs both operands into its own layout before every
 //! product. For the shallow or short products of small layers (LeNet's
 //! 20 x 576 x 25, MTCNN's 16-32 rows) that packing costs as much as the
 //! multiply-adds. This kernel reads A through its strides and B in place
 //! (packing B only when its columns are not adjacent, or when a deep,
-//! wide B would otherwise thrash L1), keeps an `MR x NR` tile of C in 16
-//! AVX-512 registers, and handles every edge with lane masks, so any
-//! shape runs the one kernel. [`suits`] keeps it to the shapes where it
-//! measured faster.
+//! wide B would otherwise thrash L1), keeps a tile of C of two registers
+//! a row in registers (8-12 rows of 32 on AVX-512, 4-6 rows of 16 on
+//! AVX2, twice across each panel of [`NR`] columns), and handles every
+//! edge with lane masks, so any shape runs the one kernel. [`suits`]
+//! keeps it to the shapes where it measured faster.
+//!
+//! Every value of C is the same chain of multiply-adds along the depth on
+//! either family (the tiles differ, not the sums), so the two give the
+//! same bits; [`dots`] adds each dot's lanes at its end, which differs
+//! between widths.
 //!
 //! Products whose operands both run along a long depth into a small C
 //! (a convolution's weight gradient) are [`dots`] instead: no panel to
@@ -18,27 +25,52 @@
 //! pieces first. The order of the additions is fixed by the shape alone,
 //! so a run repeats bit for bit.
 
-use std::arch::x86_64::*;
+use std::arch::x86_64::_mm_prefetch;
+use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1};
 use std::cell::RefCell;
 use std::ops::Range;
 
+use super::lanes::{Avx2, Avx512, Lanes};
 use super::{Isa, isa};
 
-/// Rows of C one kernel call computes.
-const MR: usize = 8;
-/// Columns of C one kernel call computes: two 16-lane registers.
+/// Columns of a panel of B: two AVX-512 registers, four AVX2 ones.
 const NR: usize = super::PANEL_COLUMNS;
 /// Depth of one packed block: a `KC x NR` panel of B (32 KiB) stays in L1.
 const KC: usize = 256;
 
-/// Rows of C a tile takes for an `m`-row product: the height of 8, 10
-/// or 12 that leaves the fewest rows of the last tile unused (ties to the
-/// lower), so LeNet's 20 and 50 channels fill every tile.
-pub(super) fn rows_per_tile(m: usize) -> usize {
-    [MR, 10, 12]
+/// Rows of C a tile takes for an `m`-row product: of the heights
+/// `L::TILE_ROWS` (8, 10 or 12 on AVX-512; 4, 5 or 6 on AVX2), on
+/// AVX-512 the one that leaves the fewest rows of the last tile unused
+/// (ties to the lower), so LeNet's 20 and 50 channels fill every tile.
+pub(super) fn rows_per_tile<L: Lanes>(m: usize) -> usize {
+    if L::ISA == Isa::Avx2 {
+        // AVX2's 4-row tile has 8 sums in flight, barely the multiply-add's
+        // latency on two pipes: the height is the one with the fewest
+        // steps, a tile's step costing its rows and one more (its loads
+        // and the loop), so 6 where the rows are many.
+        return L::TILE_ROWS
+            .into_iter()
+            .min_by_key(|&r| m.div_ceil(r) * (r + 1))
+            .unwrap_or(L::TILE_ROWS[0]);
+    }
+    L::TILE_ROWS
         .into_iter()
         .min_by_key(|&r| m.next_multiple_of(r) - m)
-        .unwrap_or(MR)
+        .unwrap_or(L::TILE_ROWS[0])
+}
+
+/// [`rows_per_tile`] for the family [`isa`] chose (AVX-512's heights on
+/// the baseline, where no tile runs).
+fn rows_per_tile_here(m: usize) -> usize {
+    match isa() {
+        Isa::Avx2 => rows_per_tile::<Avx2>(m),
+        _ => rows_per_tile::<Avx512>(m),
+    }
+}
+
+/// Whether the kernels of this module run here: AVX2 and FMA at least.
+fn runs_here() -> bool {
+    isa() >= Isa::Avx2
 }
 
 /// Whether this kernel is the faster one for an `m x n` product of depth
@@ -88,23 +120,20 @@ const DOTS_MIN_DEPTH: usize = 2048;
 /// The largest C side [`dots`] takes (beyond it, the packed kernel's
 /// reuse of each loaded value wins).
 const DOTS_MAX_SIDE: usize = 64;
-/// A tile of C in [`dots`]: 4 x 4 dots in 16 registers, 8 loads for 16
-/// multiply-adds a step.
-const DOT_TILE: usize = 4;
-
 /// `c = alpha * a * b + beta * c` as `m x n` dot products of A's rows
 /// and B's columns, each `k` adjacent values (`lda` and `ldb` apart),
-/// 4 x 4 at a time, 16 lanes each, a masked step for the depth's tail.
-/// Each dot adds its lanes once, at its end, in an order fixed by the
-/// build, so a run repeats bit for bit. With `beta == 0`, `c` is never
-/// read.
+/// `T x T` at a time (4 x 4 dots in 16 AVX-512 registers, 8 loads for 16
+/// multiply-adds a step; 3 x 3 in AVX2's 16), a register of lanes each,
+/// a masked step for the depth's tail. Each dot adds its lanes once, at
+/// its end, in an order fixed by the build, so a run repeats bit for
+/// bit. With `beta == 0`, `c` is never read.
 ///
 /// # Safety
-/// AVX-512 F is available; rows `0..m` of A and columns `0..n` of B hold
-/// `k` readable values each; C's `m x n` values (rows `ldc` apart) are
-/// written by no one else and alias neither.
-#[target_feature(enable = "avx512f")]
-unsafe fn dots(
+/// `L`'s instructions are enabled; rows `0..m` of A and columns `0..n`
+/// of B hold `k` readable values each; C's `m x n` values (rows `ldc`
+/// apart) are written by no one else and alias neither.
+#[inline(always)]
+unsafe fn dots<L: Lanes, const T: usize>(
     (m, k, n): (usize, usize, usize),
     alpha: f32,
     (a, lda): (*const f32, isize),
@@ -112,42 +141,48 @@ unsafe fn dots(
     beta: f32,
     (c, ldc): (*mut f32, isize),
 ) {
-    let tail = ((1u32 << (k % 16)) - 1) as __mmask16;
-    for i0 in (0..m).step_by(DOT_TILE) {
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let tail = unsafe { L::first(k % L::N) };
+    for i0 in (0..m).step_by(T) {
         // A tile past C's edge repeats its last row or column and
         // stores nothing for it.
-        let rows: [*const f32; DOT_TILE] =
+        let rows: [*const f32; T] =
             std::array::from_fn(|r| a.wrapping_offset((i0 + r).min(m - 1) as isize * lda));
-        for j0 in (0..n).step_by(DOT_TILE) {
-            let cols: [*const f32; DOT_TILE] =
+        for j0 in (0..n).step_by(T) {
+            let cols: [*const f32; T] =
                 std::array::from_fn(|q| b.wrapping_offset((j0 + q).min(n - 1) as isize * ldb));
-            let mut acc = [[_mm512_setzero_ps(); DOT_TILE]; DOT_TILE];
-            let mut step = |p: usize, mask: __mmask16| {
-                // SAFETY: values p..p + 16 of each row and column, those
-                // the mask keeps, are inside them (p + 16 <= k, or the
+            // SAFETY: as above.
+            let mut acc = [[unsafe { L::zero() }; T]; T];
+            let mut step = |p: usize, mask: L::M| {
+                // SAFETY: values p..p + N of each row and column, those
+                // the mask keeps, are inside them (p + N <= k, or the
                 // tail's mask).
-                let (x, y): ([__m512; DOT_TILE], [__m512; DOT_TILE]) = unsafe {
+                let (x, y): ([L::V; T], [L::V; T]) = unsafe {
                     (
-                        std::array::from_fn(|r| _mm512_maskz_loadu_ps(mask, rows[r].add(p))),
-                        std::array::from_fn(|q| _mm512_maskz_loadu_ps(mask, cols[q].add(p))),
+                        std::array::from_fn(|r| L::load_masked(mask, rows[r].add(p))),
+                        std::array::from_fn(|q| L::load_masked(mask, cols[q].add(p))),
                     )
                 };
-                for r in 0..DOT_TILE {
-                    for q in 0..DOT_TILE {
-                        acc[r][q] = _mm512_fmadd_ps(x[r], y[q], acc[r][q]);
+                for r in 0..T {
+                    for q in 0..T {
+                        // SAFETY: as above.
+                        acc[r][q] = unsafe { L::fmadd(x[r], y[q], acc[r][q]) };
                     }
                 }
             };
-            let body = k - k % 16;
-            for p in (0..body).step_by(16) {
-                step(p, !0);
+            let body = k - k % L::N;
+            // SAFETY: as above.
+            let whole = unsafe { L::first(L::N) };
+            for p in (0..body).step_by(L::N) {
+                step(p, whole);
             }
-            if tail != 0 {
+            if k % L::N != 0 {
                 step(body, tail);
             }
             for (r, acc) in acc.iter().enumerate().take(m - i0) {
                 for (q, &v) in acc.iter().enumerate().take(n - j0) {
-                    let sum = alpha * _mm512_reduce_add_ps(v);
+                    // SAFETY: as above.
+                    let sum = alpha * unsafe { L::reduce_add(v) };
                     // SAFETY: (i0 + r, j0 + q) is inside C.
                     unsafe {
                         let at = c.offset((i0 + r) as isize * ldc + (j0 + q) as isize);
@@ -183,8 +218,9 @@ enum Source<'f> {
 
 /// `c = alpha * a * b + beta * c` for `a` of `m x k`, `b` of `k x n` and
 /// `c` of `m x n`, each given by its [row, column] strides, where this
-/// kernel is the faster one: on a machine with AVX-512 ([`isa`]), for a
-/// C whose columns are adjacent and a shape it [`suits`]. Says whether it
+/// kernel is the faster one: on a machine with AVX-512 or AVX2 + FMA
+/// ([`isa`]), for a C whose columns are adjacent and a shape it
+/// [`suits`]. Says whether it
 /// ran; matrixmultiply runs the rest. With `beta == 0`, `c` is never read.
 ///
 /// # Safety
@@ -205,21 +241,27 @@ pub(crate) unsafe fn run_if_suited(
     c: *mut f32,
     sc: [isize; 2],
 ) -> bool {
-    if sc[1] != 1 || isa() != Isa::Avx512 {
+    if sc[1] != 1 || !runs_here() {
         return false;
     }
     if dots_suit(m, n, k, sa, sb) {
+        let args = ((m, k, n), alpha, (a, sa[0]), (b, sb[1]), beta, (c, sc[0]));
         // SAFETY: as the caller promises; `dots_suit` checked that A's
-        // rows and B's columns run along the depth.
-        unsafe { dots((m, k, n), alpha, (a, sa[0]), (b, sb[1]), beta, (c, sc[0])) };
-        return true;
+        // rows and B's columns run along the depth; `runs_here` that the
+        // family `isa` chose is one of these.
+        return unsafe {
+            match isa() {
+                Isa::Avx512 => Avx512::dots(args),
+                _ => Avx2::dots(args),
+            }
+        };
     }
     if !suits(m, n, k, sb[1] != 1) {
         return false;
     }
     // SAFETY: as the caller promises.
     unsafe {
-        product(
+        product_here(
             (m, k, n),
             alpha,
             (a, sa),
@@ -227,19 +269,18 @@ pub(crate) unsafe fn run_if_suited(
             beta,
             (c, sc[0]),
         )
-    };
-    true
+    }
 }
 
 /// Whether [`run_filled`]'s `m x n` product of depth `k` is the one [`run_if_suited`] runs for that shape on this machine.
 pub(crate) fn filled_suits(m: usize, n: usize, k: usize) -> bool {
-    isa() == Isa::Avx512 && suits(m, n, k, false)
+    runs_here() && suits(m, n, k, false)
 }
 
 /// [`run_if_suited`] for a B that `fill` writes a panel at a time (a
 /// convolution's im2col, taken straight from the image), `c` row-major
-/// (`m x n`, rows `n` apart). Runs on an AVX-512 machine, any shape, and
-/// says whether it ran.
+/// (`m x n`, rows `n` apart). Runs on an AVX-512 or AVX2 machine, any
+/// shape, and says whether it ran.
 ///
 /// # Safety
 /// A's `m x k` elements at `a` with strides `sa` are readable; `c` holds
@@ -252,12 +293,9 @@ pub(crate) unsafe fn run_filled(
     beta: f32,
     c: *mut f32,
 ) -> bool {
-    if isa() != Isa::Avx512 {
-        return false;
-    }
     // SAFETY: as the caller promises; every panel is one of `pack`.
     unsafe {
-        product(
+        product_here(
             (m, k, n),
             1.0,
             (a, sa),
@@ -265,8 +303,7 @@ pub(crate) unsafe fn run_filled(
             beta,
             (c, n as isize),
         )
-    };
-    true
+    }
 }
 
 /// The share of a tiling's cells that hold values: `len` cut into
@@ -292,9 +329,12 @@ fn filled(len: usize, piece: usize) -> f64 {
 /// 14, 13 x 13), 0.94x-1.09x, and 0.71x-0.77x for SqueezeNet's
 /// expand layers of depth 48-64.
 pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
-    let as_is = filled(n, NR) * filled(m, rows_per_tile(m));
-    let transposed = filled(n, rows_per_tile(n)) * filled(m, NR);
-    isa() == Isa::Avx512 && k > 0 && m > 1 && n > 1 && n < 256 && transposed >= 1.2 * as_is
+    // A tile is two registers wide: C's columns on AVX2 are computed 16
+    // at a time.
+    let width = if isa() == Isa::Avx2 { 2 * Avx2::N } else { NR };
+    let as_is = filled(n, width) * filled(m, rows_per_tile_here(m));
+    let transposed = filled(n, rows_per_tile_here(n)) * filled(m, width);
+    runs_here() && k > 0 && m > 1 && n > 1 && n < 256 && transposed >= 1.2 * as_is
 }
 
 /// Packs the row-major `m x k` A as the B of `C^T = B^T A^T`: panel `q`
@@ -302,8 +342,8 @@ pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
 /// A's column `p`, zero past A's last row.
 ///
 /// # Safety
-/// AVX-512 F is available; `a` holds `m * k` values and `packed` the
-/// `m.next_multiple_of(32) * k` of the pack.
+/// The kernels run here ([`runs_here`]); `a` holds `m * k` values and
+/// `packed` the `m.next_multiple_of(32) * k` of the pack.
 pub(crate) unsafe fn pack_transposed(a: *const f32, (m, k): (usize, usize), packed: &mut [f32]) {
     for (q, panel) in packed
         .chunks_exact_mut(k * NR)
@@ -311,9 +351,9 @@ pub(crate) unsafe fn pack_transposed(a: *const f32, (m, k): (usize, usize), pack
         .enumerate()
     {
         let cols = NR.min(m - q * NR);
-        // SAFETY: rows q NR..q NR + cols of A hold k values each; AVX-512
-        // F is there, per the caller.
-        unsafe { transpose_columns(panel, |j| a.add((q * NR + j) * k), k, cols) };
+        // SAFETY: rows q NR..q NR + cols of A hold k values each; the
+        // kernels run here, per the caller.
+        unsafe { transpose_columns_here(panel, |j| a.add((q * NR + j) * k), k, cols) };
     }
 }
 
@@ -331,7 +371,7 @@ thread_local! {
 /// Panel by panel, the pack is read front to back.
 ///
 /// # Safety
-/// AVX-512 F is available; `packed` holds `rows.div_ceil(32)` panels of
+/// The kernels run here ([`runs_here`]); `packed` holds `rows.div_ceil(32)` panels of
 /// `k * 32` values, `b` holds `k * n` values, `c` `rows * n`, written by
 /// no one else and aliasing neither.
 pub(crate) unsafe fn run_transposed(
@@ -352,7 +392,7 @@ pub(crate) unsafe fn run_transposed(
             // strides [1, n], and panel q of the pack holds A^T's rows
             // q 32..q 32 + cols; `ct` holds n x cols values.
             unsafe {
-                product(
+                product_here(
                     (n, k, cols),
                     1.0,
                     (b, [1, n as isize]),
@@ -367,12 +407,60 @@ pub(crate) unsafe fn run_transposed(
     });
 }
 
+/// [`product`] on the family [`isa`] chose; says whether it ran
+/// (`false` on the baseline, where nothing is read or written).
+///
+/// # Safety
+/// As [`run_if_suited`], for a matrix B.
+unsafe fn product_here(
+    shape: (usize, usize, usize),
+    alpha: f32,
+    a: (*const f32, [isize; 2]),
+    b: Source<'_>,
+    beta: f32,
+    c: (*mut f32, isize),
+) -> bool {
+    // SAFETY: as the caller promises; each family runs only where `isa`
+    // chose it.
+    unsafe {
+        match isa() {
+            Isa::Avx512 => product::<Avx512>(shape, alpha, a, b, beta, c),
+            Isa::Avx2 => product::<Avx2>(shape, alpha, a, b, beta, c),
+            Isa::Baseline => return false,
+        }
+    }
+    true
+}
+
+/// [`Lanes::transpose_columns`] on the family [`isa`] chose; says
+/// whether it ran (`false` on the baseline, where nothing is written).
+///
+/// # Safety
+/// As [`Lanes::transpose_columns`].
+pub(super) unsafe fn transpose_columns_here(
+    panel: &mut [f32],
+    column: impl Fn(usize) -> *const f32,
+    kc: usize,
+    cols: usize,
+) -> bool {
+    // SAFETY: as the caller promises; each family runs only where `isa`
+    // chose it.
+    unsafe {
+        match isa() {
+            Isa::Avx512 => Avx512::transpose_columns(panel, column, kc, cols),
+            Isa::Avx2 => Avx2::transpose_columns(panel, column, kc, cols),
+            Isa::Baseline => return false,
+        }
+    }
+    true
+}
+
 /// The product behind both entries: depth blocks of `KC`, B a panel of
 /// `NR` columns at a time, tiles of C down each panel.
 ///
 /// # Safety
-/// AVX-512 F is available; as [`run_if_suited`], for a matrix B.
-unsafe fn product(
+/// `L`'s instructions are available; as [`run_if_suited`], for a matrix B.
+unsafe fn product<L: Tiles>(
     (m, k, n): (usize, usize, usize),
     alpha: f32,
     (a, sa): (*const f32, [isize; 2]),
@@ -399,11 +487,17 @@ unsafe fn product(
                         // transposed one is packed so the kernel's loads
                         // are adjacent. A panel is packed just before its
                         // tiles use it, so it is still in L1.
-                        if sb[1] != 1 || (m > MR && n > 2 * NR && k >= 128) {
+                        if sb[1] != 1 || (m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128) {
                             // SAFETY: the kc x cols block at row 0, column
                             // j of `b` is inside B, per the caller.
                             unsafe {
-                                pack_panel(&mut pack, b.offset(j as isize * sb[1]), *sb, kc, cols)
+                                pack_panel::<L>(
+                                    &mut pack,
+                                    b.offset(j as isize * sb[1]),
+                                    *sb,
+                                    kc,
+                                    cols,
+                                )
                             };
                             (pack.as_ptr(), NR as isize)
                         } else {
@@ -437,34 +531,34 @@ unsafe fn product(
                     }
                     _ => std::ptr::null(),
                 };
-                let mr = rows_per_tile(m);
+                let mr = rows_per_tile::<L>(m);
+                // A tile is two registers wide: the panel's 32 columns in
+                // one on AVX-512, in two side by side on AVX2.
+                let width = 2 * L::N;
                 for i in (0..m).step_by(mr) {
                     let rows = mr.min(m - i);
-                    // SAFETY: rows i..i+rows and columns pc..pc+kc of A,
-                    // rows pc..pc+kc and columns j..j+cols of B (or of its
-                    // pack) and that tile of C are inside them, per the
-                    // caller; the caller found AVX-512 F.
-                    unsafe {
-                        let a = a.offset(i as isize * sa[0]);
-                        let c = c.offset(i as isize * rsc + j as isize);
-                        let tile = Tile {
-                            rows,
-                            cols,
-                            alpha,
-                            beta,
-                            c,
-                            rsc,
-                            next_panel: if i == 0 { next_panel } else { std::ptr::null() },
-                        };
-                        match (mr, tile.next_panel.is_null()) {
-                            (10, true) => kernel::<10, false>(kc, a, sa, panel, rsb, &tile),
-                            (12, true) => kernel::<12, false>(kc, a, sa, panel, rsb, &tile),
-                            (_, true) => kernel::<MR, false>(kc, a, sa, panel, rsb, &tile),
-                            (10, false) => kernel::<10, true>(kc, a, sa, panel, rsb, &tile),
-                            (12, false) => kernel::<12, true>(kc, a, sa, panel, rsb, &tile),
-                            (_, false) => kernel::<MR, true>(kc, a, sa, panel, rsb, &tile),
+                    for j0 in (0..cols).step_by(width) {
+                        // SAFETY: rows i..i+rows and columns pc..pc+kc of
+                        // A, rows pc..pc+kc and columns j+j0..j+cols of B
+                        // (or of its pack) and that tile of C are inside
+                        // them, per the caller, who found `L`'s
+                        // instructions.
+                        unsafe {
+                            let a = a.offset(i as isize * sa[0]);
+                            let c = c.offset(i as isize * rsc + (j + j0) as isize);
+                            let ahead = i == 0 && j0 == 0 && !next_panel.is_null();
+                            let tile = Tile {
+                                rows,
+                                cols: (cols - j0).min(width),
+                                alpha,
+                                beta,
+                                c,
+                                rsc,
+                                next_panel: if ahead { next_panel } else { std::ptr::null() },
+                            };
+                            L::tile(mr, ahead, (kc, a, sa, panel.add(j0), rsb), &tile);
                         }
-                    };
+                    }
                 }
             }
         }
@@ -475,9 +569,15 @@ unsafe fn product(
 /// of `NR` values, zero-padded past `cols`.
 ///
 /// # Safety
-/// Every element of the `kc x cols` block at `b` with strides `sb` is
-/// readable.
-unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usize, cols: usize) {
+/// `L`'s instructions are available; every element of the `kc x cols`
+/// block at `b` with strides `sb` is readable.
+unsafe fn pack_panel<L: Lanes>(
+    pack: &mut Vec<f32>,
+    b: *const f32,
+    sb: [isize; 2],
+    kc: usize,
+    cols: usize,
+) {
     if pack.len() < kc * NR {
         pack.resize(kc * NR, 0.0);
     }
@@ -500,11 +600,11 @@ unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usi
         }
     } else if sb[0] == 1 {
         // A transposed B (a gemm's `Transpose::Yes`): each column is a
-        // run of adjacent values, moved 16 x 16 at a time through
+        // run of adjacent values, moved a square block at a time through
         // registers (gathers read 16 cache lines for 16 values).
         // SAFETY: columns 0..cols, rows 0..kc of the block are inside it
-        // and the masks keep the others unread; `isa` found AVX-512 F.
-        unsafe { transpose_columns(panel, |j| b.offset(j as isize * sb[1]), kc, cols) };
+        // and the masks keep the others unread; the caller found `L`.
+        unsafe { L::transpose_columns(panel, |j| b.offset(j as isize * sb[1]), kc, cols) };
     } else {
         panel.fill(0.0);
         for j in 0..cols {
@@ -516,89 +616,6 @@ unsafe fn pack_panel(pack: &mut Vec<f32>, b: *const f32, sb: [isize; 2], kc: usi
             }
         }
     }
-}
-
-/// Fills the `kc` rows of `NR` values of `panel` with the `cols` columns
-/// that `column(j)` points at, each `kc` adjacent values: blocks of 16
-/// columns by 16 rows loaded as 16 column runs, transposed in registers
-/// and stored as 16 panel rows; columns past `cols` are zero.
-///
-/// # Safety
-/// AVX-512 F is available; values 0..kc at `column(j)` are readable for
-/// each `j < cols`; `panel` holds `kc * NR` values.
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn transpose_columns(
-    panel: &mut [f32],
-    column: impl Fn(usize) -> *const f32,
-    kc: usize,
-    cols: usize,
-) {
-    for half in 0..NR / 16 {
-        let j0 = half * 16;
-        for p0 in (0..kc).step_by(16) {
-            let depth = (kc - p0).min(16);
-            let mask = ((1u32 << depth) - 1) as __mmask16;
-            let runs: [__m512; 16] = std::array::from_fn(|jj| {
-                if j0 + jj < cols {
-                    // SAFETY: values p0..p0 + depth of column j0 + jj are
-                    // inside the block; the mask keeps the rest unread.
-                    unsafe { _mm512_maskz_loadu_ps(mask, column(j0 + jj).add(p0)) }
-                } else {
-                    _mm512_setzero_ps()
-                }
-            });
-            let rows = transpose16(runs);
-            for (pp, row) in rows.iter().enumerate().take(depth) {
-                // SAFETY: row p0 + pp < kc of the panel holds NR values,
-                // of which this half's 16 start at j0.
-                unsafe { _mm512_storeu_ps(panel.as_mut_ptr().add((p0 + pp) * NR + j0), *row) };
-            }
-        }
-    }
-}
-
-/// The 16 x 16 transpose of `rows`: lane `j` of output `i` is lane `i`
-/// of input `j`.
-#[target_feature(enable = "avx512f")]
-pub(super) fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
-    // Pairs of rows interleaved by 32 bits, then by 64: each 128-bit
-    // lane holds a 4 x 4 block transposed.
-    let t: [__m512; 16] = std::array::from_fn(|i| {
-        let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
-        if i % 2 == 0 {
-            _mm512_unpacklo_ps(a, b)
-        } else {
-            _mm512_unpackhi_ps(a, b)
-        }
-    });
-    let u: [__m512; 16] = std::array::from_fn(|i| {
-        let base = i / 4 * 4;
-        let (a, b) = (t[base + i % 4 / 2], t[base + i % 4 / 2 + 2]);
-        let (a, b) = (_mm512_castps_pd(a), _mm512_castps_pd(b));
-        _mm512_castpd_ps(if i % 2 == 0 {
-            _mm512_unpacklo_pd(a, b)
-        } else {
-            _mm512_unpackhi_pd(a, b)
-        })
-    });
-    // Then the 128-bit lanes, twice.
-    let v: [__m512; 16] = std::array::from_fn(|i| {
-        let base = i / 8 * 8;
-        let (a, b) = (u[base + i % 4], u[base + i % 4 + 4]);
-        if i % 8 < 4 {
-            _mm512_shuffle_f32x4::<0x88>(a, b)
-        } else {
-            _mm512_shuffle_f32x4::<0xdd>(a, b)
-        }
-    });
-    std::array::from_fn(|i| {
-        let (a, b) = (v[i % 8], v[i % 8 + 8]);
-        if i < 8 {
-            _mm512_shuffle_f32x4::<0x88>(a, b)
-        } else {
-            _mm512_shuffle_f32x4::<0xdd>(a, b)
-        }
-    })
 }
 
 /// Where one kernel call writes: `rows x cols` of C at `c`.
@@ -614,19 +631,103 @@ struct Tile {
     next_panel: *const f32,
 }
 
+/// A family's tile kernels, each compiled for it: the heights of
+/// [`Lanes::TILE_ROWS`] with and without reading ahead, and [`dots`].
+trait Tiles: Lanes {
+    /// [`kernel`] with `mr` rows (one of `TILE_ROWS`), reading ahead when
+    /// `ahead`, for the tile `(kc, a, sa, b, rsb)` of A and B.
+    ///
+    /// # Safety
+    /// As [`kernel`].
+    unsafe fn tile(
+        mr: usize,
+        ahead: bool,
+        ab: (usize, *const f32, [isize; 2], *const f32, isize),
+        tile: &Tile,
+    );
+
+    /// [`dots`] in this family's tile of dots; returns `true`.
+    ///
+    /// # Safety
+    /// The CPU has this family's instructions; as [`dots`].
+    unsafe fn dots(args: DotsArgs) -> bool;
+}
+
+/// [`dots`]' arguments: the shape, alpha, A's rows, B's columns, beta
+/// and C, each with its stride.
+type DotsArgs = (
+    (usize, usize, usize),
+    f32,
+    (*const f32, isize),
+    (*const f32, isize),
+    f32,
+    (*mut f32, isize),
+);
+
+/// Implements [`Tiles`] for a family: `$features` enabled in each
+/// kernel's copy, `$rows` its three heights, `$dot` its tile of dots.
+macro_rules! tiles {
+    ($lanes:ty, $features:literal, [$r0:literal, $r1:literal, $r2:literal], $dot:literal) => {
+        impl Tiles for $lanes {
+            #[inline]
+            unsafe fn tile(
+                mr: usize,
+                ahead: bool,
+                (kc, a, sa, b, rsb): (usize, *const f32, [isize; 2], *const f32, isize),
+                tile: &Tile,
+            ) {
+                #[target_feature(enable = $features)]
+                unsafe fn run<const ROWS: usize, const AHEAD: bool>(
+                    (kc, a, sa, b, rsb): (usize, *const f32, [isize; 2], *const f32, isize),
+                    tile: &Tile,
+                ) {
+                    // SAFETY: the caller's, and the features are enabled.
+                    unsafe { kernel::<$lanes, ROWS, AHEAD>(kc, a, sa, b, rsb, tile) }
+                }
+                let ab = (kc, a, sa, b, rsb);
+                // SAFETY: the caller's.
+                unsafe {
+                    match (mr, ahead) {
+                        ($r1, false) => run::<$r1, false>(ab, tile),
+                        ($r2, false) => run::<$r2, false>(ab, tile),
+                        (_, false) => run::<$r0, false>(ab, tile),
+                        ($r1, true) => run::<$r1, true>(ab, tile),
+                        ($r2, true) => run::<$r2, true>(ab, tile),
+                        (_, true) => run::<$r0, true>(ab, tile),
+                    }
+                }
+            }
+
+            unsafe fn dots((shape, alpha, a, b, beta, c): DotsArgs) -> bool {
+                #[target_feature(enable = $features)]
+                unsafe fn run((shape, alpha, a, b, beta, c): DotsArgs) {
+                    // SAFETY: the caller's, and the features are enabled.
+                    unsafe { dots::<$lanes, $dot>(shape, alpha, a, b, beta, c) }
+                }
+                // SAFETY: the caller's.
+                unsafe { run((shape, alpha, a, b, beta, c)) };
+                true
+            }
+        }
+    };
+}
+
+tiles!(Avx512, "avx512f", [8, 10, 12], 4);
+tiles!(Avx2, "avx2,fma", [4, 5, 6], 3);
+
 /// `C[..rows, ..cols] = alpha * A[..rows, ..kc] * B[..kc, ..cols] + beta * C`
-/// for one tile, A read through its strides (rows past `rows` read the
-/// last row again, and are not written), B by rows `rsb` apart; with
-/// `AHEAD`, row `p` of `tile.next_panel` is asked for at step `p` (a
-/// constant, so the other products carry no test in their loop: one cost
-/// SqueezeNet 3%).
+/// for one tile of two registers a row, A read through its strides (rows
+/// past `rows` read the last row again, and are not written), B by rows
+/// `rsb` apart; with `AHEAD`, row `p` of `tile.next_panel` is asked for
+/// at step `p` (a constant, so the other products carry no test in their
+/// loop: one cost SqueezeNet 3%).
 ///
 /// # Safety
-/// AVX-512 F is available; the `rows x kc` block of A, the `kc x cols`
-/// block of B and the tile of C are inside their allocations, C's tile
-/// writable (and readable unless `beta == 0`).
-#[target_feature(enable = "avx512f")]
-unsafe fn kernel<const ROWS: usize, const AHEAD: bool>(
+/// `L`'s instructions are enabled; the `rows x kc` block of A, the `kc x
+/// cols` block of B and the tile of C are inside their allocations, C's
+/// tile writable (and readable unless `beta == 0`).
+#[inline(always)]
+unsafe fn kernel<L: Lanes, const ROWS: usize, const AHEAD: bool>(
     kc: usize,
     a: *const f32,
     sa: [isize; 2],
@@ -634,11 +735,13 @@ unsafe fn kernel<const ROWS: usize, const AHEAD: bool>(
     rsb: isize,
     tile: &Tile,
 ) {
-    let lanes = |from: usize| -> __mmask16 {
-        let n = tile.cols.saturating_sub(from).min(16);
-        ((1u32 << n) - 1) as __mmask16
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let masks = unsafe {
+        [
+            L::first(tile.cols),
+            L::first(tile.cols.saturating_sub(L::N)),
+        ]
     };
-    let masks = [lanes(0), lanes(16)];
     let rows: [*const f32; ROWS] =
         // SAFETY: row min(i, rows - 1) is inside A.
         std::array::from_fn(|i| unsafe { a.offset(i.min(tile.rows - 1) as isize * sa[0]) });
@@ -648,14 +751,66 @@ unsafe fn kernel<const ROWS: usize, const AHEAD: bool>(
         // 1.6 MB for LeNet's ip1) is in L1 by then.
         for i in 0..tile.rows {
             let row = tile.c.wrapping_offset(i as isize * tile.rsc);
-            for at in [0, 16] {
-                if at < tile.cols {
-                    _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(at) as *const i8);
-                }
+            for at in (0..tile.cols).step_by(16) {
+                // SAFETY: a prefetch reads nothing.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(at) as *const i8) };
             }
         }
     }
-    let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
+    let whole = L::whole(masks[0]) && L::whole(masks[1]);
+    // SAFETY: as the caller promises, and the masks keep B's columns
+    // below `cols`; a tile of whole registers needs none.
+    let acc = unsafe {
+        if whole {
+            products::<L, ROWS, AHEAD, true>(kc, rows, sa[1], (b, rsb), masks, tile.next_panel)
+        } else {
+            products::<L, ROWS, AHEAD, false>(kc, rows, sa[1], (b, rsb), masks, tile.next_panel)
+        }
+    };
+    // SAFETY: as above.
+    let (alpha, beta) = unsafe { (L::splat(tile.alpha), L::splat(tile.beta)) };
+    let live = [tile.cols > 0, tile.cols > L::N];
+    for (i, pair) in acc.iter().take(tile.rows).enumerate() {
+        for (half, (&v, &mask)) in pair.iter().zip(&masks).enumerate() {
+            if !live[half] {
+                continue;
+            }
+            // SAFETY: row i < rows, and the mask keeps columns below cols.
+            unsafe {
+                let dst = tile
+                    .c
+                    .offset(i as isize * tile.rsc + (L::N * half) as isize);
+                let out = if tile.beta == 0.0 {
+                    L::mul(alpha, v)
+                } else {
+                    let old = L::load_masked(mask, dst);
+                    L::fmadd(alpha, v, L::mul(beta, old))
+                };
+                L::store_masked(mask, dst, out);
+            }
+        }
+    }
+}
+
+/// The `ROWS x 2` registers of [`kernel`]'s sums: A's `rows` (column
+/// `p` at `p * csa`) against B's `kc` rows from `b`, `rsb` apart, their
+/// columns those `masks` keep, or whole registers with `WHOLE` (plain
+/// loads, no test in the loop); with `AHEAD`, row `p` of `next_panel`
+/// asked for at step `p`.
+///
+/// # Safety
+/// As [`kernel`].
+#[inline(always)]
+unsafe fn products<L: Lanes, const ROWS: usize, const AHEAD: bool, const WHOLE: bool>(
+    kc: usize,
+    rows: [*const f32; ROWS],
+    csa: isize,
+    (b, rsb): (*const f32, isize),
+    masks: [L::M; 2],
+    next_panel: *const f32,
+) -> [[L::V; 2]; ROWS] {
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let mut acc = [[unsafe { L::zero() }; 2]; ROWS];
     for p in 0..kc {
         // SAFETY: p < kc, so row p of B's block (its first `cols` values,
         // the masks keep the rest unread) and column p of A's rows are
@@ -663,63 +818,25 @@ unsafe fn kernel<const ROWS: usize, const AHEAD: bool>(
         unsafe {
             let row = b.offset(p as isize * rsb);
             if AHEAD {
-                let ahead = tile.next_panel.wrapping_add(p * NR);
+                let ahead = next_panel.wrapping_add(p * NR);
                 _mm_prefetch::<_MM_HINT_T1>(ahead as *const i8);
                 _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(16) as *const i8);
             }
-            let b0 = _mm512_maskz_loadu_ps(masks[0], row);
-            let b1 = _mm512_maskz_loadu_ps(masks[1], row.add(16));
-            let col = p as isize * sa[1];
+            let (b0, b1) = if WHOLE {
+                (L::load(row), L::load(row.add(L::N)))
+            } else {
+                (
+                    L::load_masked(masks[0], row),
+                    L::load_masked(masks[1], row.wrapping_add(L::N)),
+                )
+            };
+            let col = p as isize * csa;
             for (acc, row) in acc.iter_mut().zip(rows) {
-                let ai = _mm512_set1_ps(*row.offset(col));
-                acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
-                acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
+                let ai = L::splat(*row.offset(col));
+                acc[0] = L::fmadd(ai, b0, acc[0]);
+                acc[1] = L::fmadd(ai, b1, acc[1]);
             }
         }
     }
-    let alpha = _mm512_set1_ps(tile.alpha);
-    let beta = _mm512_set1_ps(tile.beta);
-    for (i, pair) in acc.iter().take(tile.rows).enumerate() {
-        for (half, (&v, &mask)) in pair.iter().zip(&masks).enumerate() {
-            if mask == 0 {
-                continue;
-            }
-            // SAFETY: row i < rows, and the mask keeps columns below cols.
-            unsafe {
-                let dst = tile.c.offset(i as isize * tile.rsc + 16 * half as isize);
-                let out = if tile.beta == 0.0 {
-                    _mm512_mul_ps(alpha, v)
-                } else {
-                    let old = _mm512_maskz_loadu_ps(mask, dst);
-                    _mm512_fmadd_ps(alpha, v, _mm512_mul_ps(beta, old))
-                };
-                _mm512_mask_storeu_ps(dst, mask, out);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn transpose16_moves_lane_j_of_row_i_to_lane_i_of_row_j() {
-        if isa() != Isa::Avx512 {
-            return;
-        }
-        let values: Vec<f32> = (0..256).map(|v| v as f32).collect();
-        // SAFETY: `isa` found AVX-512 F; each row reads 16 of the 256.
-        let out = unsafe {
-            let rows = std::array::from_fn(|i| _mm512_loadu_ps(values.as_ptr().add(16 * i)));
-            transpose16(rows)
-        };
-        for (i, row) in out.iter().enumerate() {
-            let mut lanes = [0f32; 16];
-            // SAFETY: `lanes` holds 16 values.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *row) };
-            let want: Vec<f32> = (0..16).map(|j| (16 * j + i) as f32).collect();
-            assert_eq!(lanes.to_vec(), want, "row {i}");
-        }
-    }
+    acc
 }
