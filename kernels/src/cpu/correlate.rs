@@ -1,6 +1,6 @@
 //! Shallow correlations (a net's first convolution: LeNet's 1 x 5 x 5,
-//! MTCNN's 3 x 3 x 3 patches) and their weight gradients, on AVX-512,
-//! without im2col.
+//! MTCNN's 3 x 3 x 3 patches) and their weight gradients, on AVX-512 and
+//! AVX2 + FMA, without im2col.
 //!
 //! im2col copies each input value once per tap into a column buffer 25
 //! times the image (LeNet's conv1), and for so shallow a product that
@@ -9,14 +9,15 @@
 //! reads tap `p` at `t + offsets[p]`: for a 2-D window at stride 1, one
 //! copy of the image per kernel column, shifted by that column and cut
 //! to the output's width (5 copies of the image for LeNet's conv1, not
-//! 25). Every tap of 16 adjacent outputs is then one unaligned load, no
+//! 25). Every tap of a register of adjacent outputs is then one
+//! unaligned load, no
 //! output is computed and thrown away, and each vector of outputs is
 //! stored whole.
 //!
 //! [`correlate`] sums each output over the taps in their order with one
 //! fused multiply-add a tap, the weight broadcast as the gemm kernel
 //! broadcasts A, and adds the bias to the sum: the same operations in
-//! the same order as im2col, `cpu::gemm` on AVX-512 (for a patch of up
+//! the same order as im2col, `cpu::gemm` on the same machine (for a patch of up
 //! to 256 values, and more than one channel and one output, which
 //! `cpu::gemm` takes as a matrix-vector product) and a bias pass, so
 //! both give the same bits.
@@ -25,14 +26,8 @@
 //! the input at the tap's offset, over every image.
 
 #[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
-
+use super::lanes::{Avx2, Avx512, Lanes};
 use super::{Isa, isa};
-
-/// Adjacent outputs a step of [`correlate`] computes: two 16-lane
-/// registers.
-#[cfg(target_arch = "x86_64")]
-const SPAN: usize = 32;
 
 /// Where a correlation reads: output `t` (for `t < len`) reads tap `p`
 /// at `t + offsets[p]` of its input.
@@ -76,8 +71,8 @@ impl Taps<'_> {
 /// (Caffe's convolution at stride 1, read from an input laid out as
 /// [`Taps`] describes, as im2col and gemm compute it). `weight`
 /// holds `channels` rows of `offsets.len()` values, `out` `channels`
-/// planes of `len`. Says whether it ran (`false`: no AVX-512, and
-/// nothing was written).
+/// planes of `len`. Says whether it ran (`false`: neither AVX-512 nor
+/// AVX2, and nothing was written).
 ///
 /// ```
 /// use blob_kernels::cpu::{Taps, correlate};
@@ -102,7 +97,7 @@ pub fn correlate(
     channels: usize,
     out: &mut [f32],
 ) -> bool {
-    if isa() != Isa::Avx512 {
+    if isa() < Isa::Avx2 {
         return false;
     }
     let Taps { offsets, len } = taps;
@@ -128,116 +123,252 @@ pub fn correlate(
     );
     #[cfg(not(target_arch = "x86_64"))]
     return false;
-    #[cfg(target_arch = "x86_64")]
-    // As many channels a step as the gemm kernel takes rows a tile.
-    let run = match super::sgemm_avx512::rows_per_tile(channels) {
-        10 => steps::<10>,
-        12 => steps::<12>,
-        _ => steps::<8>,
-    };
-    // SAFETY: `isa` found AVX-512 F; the asserts above prove every read
-    // (outputs below `len`, each at an offset, the last step masked to
-    // them) and every write (channels below `channels`, outputs below
-    // `len`) inside the slices.
+    // SAFETY: `isa` found one of the families; the asserts above prove
+    // every read (outputs below `len`, each at an offset, the last step
+    // masked to them) and every write (channels below `channels`,
+    // outputs below `len`) inside the slices.
     #[cfg(target_arch = "x86_64")]
     unsafe {
-        run(input, taps, (weight, bias), channels, out)
+        if isa() == Isa::Avx512 {
+            Avx512::correlate(input, taps, (weight, bias), channels, out)
+        } else {
+            Avx2::correlate(input, taps, (weight, bias), channels, out)
+        }
     };
     #[cfg(target_arch = "x86_64")]
     true
 }
 
+/// A family's copies of [`steps`] and [`gradient_tiles`], each compiled
+/// for it.
+#[cfg(target_arch = "x86_64")]
+trait Correlations: Lanes {
+    /// [`steps`] with as many channels a step as the gemm kernel takes
+    /// rows a tile.
+    ///
+    /// # Safety
+    /// As [`steps`], the family's instructions available.
+    unsafe fn correlate(
+        input: &[f32],
+        taps: Taps<'_>,
+        weight_bias: (&[f32], &[f32]),
+        channels: usize,
+        out: &mut [f32],
+    );
+
+    /// [`gradient_tiles`] with the tile width that leaves the fewest
+    /// taps of the last one unused.
+    ///
+    /// # Safety
+    /// As [`gradient_tiles`], the family's instructions available.
+    unsafe fn gradient(
+        input: &[f32],
+        input_stride: usize,
+        taps: Taps<'_>,
+        dy_images: (&[f32], usize),
+        channels: usize,
+        dw: &mut [f32],
+    );
+}
+
+/// Implements [`Correlations`] for a family: `$features` enabled in each
+/// copy, `$rows` the gemm kernel's three tile heights, `$grows` the
+/// channels of a gradient tile.
+#[cfg(target_arch = "x86_64")]
+macro_rules! correlations {
+    ($lanes:ty, $features:literal, [$r0:literal, $r1:literal, $r2:literal], $grows:literal) => {
+        impl Correlations for $lanes {
+            unsafe fn correlate(
+                input: &[f32],
+                taps: Taps<'_>,
+                weight_bias: (&[f32], &[f32]),
+                channels: usize,
+                out: &mut [f32],
+            ) {
+                #[target_feature(enable = $features)]
+                unsafe fn run<const ROWS: usize>(
+                    input: &[f32],
+                    taps: Taps<'_>,
+                    weight_bias: (&[f32], &[f32]),
+                    channels: usize,
+                    out: &mut [f32],
+                ) {
+                    // SAFETY: the caller's, and the features are enabled.
+                    unsafe { steps::<$lanes, ROWS>(input, taps, weight_bias, channels, out) }
+                }
+                // SAFETY: the caller's.
+                unsafe {
+                    match super::sgemm::rows_per_tile::<$lanes>(channels) {
+                        $r1 => run::<$r1>(input, taps, weight_bias, channels, out),
+                        $r2 => run::<$r2>(input, taps, weight_bias, channels, out),
+                        _ => run::<$r0>(input, taps, weight_bias, channels, out),
+                    }
+                }
+            }
+
+            unsafe fn gradient(
+                input: &[f32],
+                input_stride: usize,
+                taps: Taps<'_>,
+                dy_images: (&[f32], usize),
+                channels: usize,
+                dw: &mut [f32],
+            ) {
+                #[target_feature(enable = $features)]
+                unsafe fn run<const COLS: usize>(
+                    input: &[f32],
+                    input_stride: usize,
+                    taps: Taps<'_>,
+                    dy_images: (&[f32], usize),
+                    channels: usize,
+                    dw: &mut [f32],
+                ) {
+                    // SAFETY: the caller's, and the features are enabled.
+                    unsafe {
+                        gradient_tiles::<$lanes, $grows, COLS>(
+                            input,
+                            input_stride,
+                            taps,
+                            dy_images,
+                            channels,
+                            dw,
+                        )
+                    }
+                }
+                let count = taps.offsets.len();
+                // SAFETY: the caller's.
+                unsafe {
+                    if count.next_multiple_of(5) < count.next_multiple_of(4) {
+                        run::<5>(input, input_stride, taps, dy_images, channels, dw)
+                    } else {
+                        run::<4>(input, input_stride, taps, dy_images, channels, dw)
+                    }
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+correlations!(Avx512, "avx512f", [8, 10, 12], 4);
+#[cfg(target_arch = "x86_64")]
+correlations!(Avx2, "avx2,fma", [4, 5, 6], 2);
+
 #[cfg(target_arch = "x86_64")]
 /// [`correlate`] with `ROWS` channels a step (channels past the last are
-/// computed from its weights and not written).
+/// computed from its weights and not written), two registers of outputs
+/// a step.
 ///
 /// # Safety
-/// AVX-512 F is available, and the slices are as [`correlate`] checks.
-#[target_feature(enable = "avx512f")]
-unsafe fn steps<const ROWS: usize>(
+/// `L`'s instructions are enabled, and the slices are as [`correlate`]
+/// checks.
+#[inline(always)]
+unsafe fn steps<L: Lanes, const ROWS: usize>(
     input: &[f32],
     Taps { offsets, len }: Taps<'_>,
     (weight, bias): (&[f32], &[f32]),
     channels: usize,
     out: &mut [f32],
 ) {
-    let taps = offsets.len();
+    let span = 2 * L::N;
     for c0 in (0..channels).step_by(ROWS) {
         let last = channels - 1;
+        let taps = offsets.len();
         let rows: [&[f32]; ROWS] =
             std::array::from_fn(|r| &weight[(c0 + r).min(last) * taps..][..taps]);
-        let bias: [__m512; ROWS] =
-            std::array::from_fn(|r| _mm512_set1_ps(bias[(c0 + r).min(last)]));
+        // Splat only as each sum is stored: ROWS registers of bias held
+        // through the taps would not leave AVX2's 16 for the sums.
+        let bias: [f32; ROWS] = std::array::from_fn(|r| bias[(c0 + r).min(last)]);
         let live = (channels - c0).min(ROWS);
         let plane = out.as_mut_ptr().wrapping_add(c0 * len);
-        for t0 in (0..len).step_by(SPAN) {
-            // The lanes of each half below `len`: all of them but in the
-            // last step.
-            let lanes = |from: usize| {
-                let n = (len - t0).saturating_sub(from).min(16);
-                ((1u32 << n) - 1) as __mmask16
+        for t0 in (0..len).step_by(span) {
+            // The lanes of each register below `len`: all of them but in
+            // the last step.
+            // SAFETY: as above.
+            let masks = unsafe {
+                [
+                    L::first(len - t0),
+                    L::first((len - t0).saturating_sub(L::N)),
+                ]
             };
-            let masks = [lanes(0), lanes(16)];
-            // SAFETY: the masks keep the outputs below `len`.
-            unsafe { step(input, offsets, &rows, &bias, live, (t0, len), masks, plane) };
+            let whole = L::whole(masks[0]) && L::whole(masks[1]);
+            let at = (input, offsets, &rows, &bias, live, (t0, len), masks, plane);
+            // SAFETY: the masks keep the outputs below `len`; a step of
+            // whole registers needs none.
+            unsafe {
+                if whole {
+                    step::<L, ROWS, true>(at)
+                } else {
+                    step::<L, ROWS, false>(at)
+                }
+            };
         }
     }
 }
 
+/// [`step`]'s arguments: the input, the taps' offsets, the weight rows,
+/// their biases, the live channels, the first output and the plane's
+/// length, the masks and where the planes start.
 #[cfg(target_arch = "x86_64")]
-/// Outputs `t0..t0 + 32` (the lanes `masks` keep, low half first) of the
-/// `live` channels whose weight rows are `rows`, into their planes of
-/// `len` from `plane`.
+type Step<'a, L, const ROWS: usize> = (
+    &'a [f32],
+    &'a [usize],
+    &'a [&'a [f32]; ROWS],
+    &'a [f32; ROWS],
+    usize,
+    (usize, usize),
+    [<L as Lanes>::M; 2],
+    *mut f32,
+);
+
+#[cfg(target_arch = "x86_64")]
+/// Outputs `t0..t0 + 2 N` (the lanes `masks` keep, low register first,
+/// or every lane with `WHOLE`) of the `live` channels whose weight rows
+/// are `rows`, into their planes of `len` from `plane`.
 ///
 /// # Safety
-/// AVX-512 F is available; each kept output reads inside `input` at
-/// every offset and is written inside `out`.
-#[target_feature(enable = "avx512f")]
-#[inline]
-#[allow(clippy::too_many_arguments)]
-unsafe fn step<const ROWS: usize>(
-    input: &[f32],
-    offsets: &[usize],
-    rows: &[&[f32]; ROWS],
-    bias: &[__m512; ROWS],
-    live: usize,
-    (t0, len): (usize, usize),
-    masks: [__mmask16; 2],
-    plane: *mut f32,
+/// `L`'s instructions are enabled; each kept output reads inside `input`
+/// at every offset and is written inside `out`.
+#[inline(always)]
+unsafe fn step<L: Lanes, const ROWS: usize, const WHOLE: bool>(
+    (input, offsets, rows, bias, live, (t0, len), masks, plane): Step<'_, L, ROWS>,
 ) {
-    let whole = masks == [!0; 2];
-    let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let mut acc = [[unsafe { L::zero() }; 2]; ROWS];
     for (p, &offset) in offsets.iter().enumerate() {
         let at = input.as_ptr().wrapping_add(t0 + offset);
         // SAFETY: the kept lanes are inside `input`, per the caller.
         let (lo, hi) = unsafe {
-            if whole {
-                (_mm512_loadu_ps(at), _mm512_loadu_ps(at.add(16)))
+            if WHOLE {
+                (L::load(at), L::load(at.add(L::N)))
             } else {
                 (
-                    _mm512_maskz_loadu_ps(masks[0], at),
-                    _mm512_maskz_loadu_ps(masks[1], at.wrapping_add(16)),
+                    L::load_masked(masks[0], at),
+                    L::load_masked(masks[1], at.wrapping_add(L::N)),
                 )
             }
         };
         for (acc, row) in acc.iter_mut().zip(rows) {
             // SAFETY: p < taps, the row's length.
-            let w = _mm512_set1_ps(unsafe { *row.get_unchecked(p) });
-            acc[0] = _mm512_fmadd_ps(w, lo, acc[0]);
-            acc[1] = _mm512_fmadd_ps(w, hi, acc[1]);
+            let w = unsafe { L::splat(*row.get_unchecked(p)) };
+            // SAFETY: as above.
+            unsafe {
+                acc[0] = L::fmadd(w, lo, acc[0]);
+                acc[1] = L::fmadd(w, hi, acc[1]);
+            }
         }
     }
     for (r, (acc, b)) in acc.iter().zip(bias).enumerate().take(live) {
         let at = plane.wrapping_add(r * len + t0);
         for half in 0..2 {
-            let v = _mm512_add_ps(acc[half], *b);
-            let to = at.wrapping_add(16 * half);
+            let to = at.wrapping_add(L::N * half);
             // SAFETY: the kept lanes are outputs of a live channel.
             unsafe {
-                if whole {
-                    _mm512_storeu_ps(to, v);
-                } else {
-                    _mm512_mask_storeu_ps(to, masks[half], v);
+                let v = L::add(acc[half], L::splat(*b));
+                if WHOLE {
+                    L::store(to, v);
+                } else if len > t0 + L::N * half {
+                    L::store_masked(masks[half], to, v);
                 }
             }
         }
@@ -252,8 +383,8 @@ unsafe fn step<const ROWS: usize>(
 /// after another; `dw` holds `channels` rows of `offsets.len()`. Each
 /// gradient sums over 16 lanes along the images in order and adds the
 /// lanes once at its end, in an order fixed by the build: a run repeats
-/// bit for bit. Says whether it ran (`false`: no AVX-512, and nothing
-/// was written).
+/// bit for bit. Says whether it ran (`false`: neither AVX-512 nor AVX2,
+/// and nothing was written).
 ///
 /// ```
 /// use blob_kernels::cpu::{Taps, correlate_gradient};
@@ -277,7 +408,7 @@ pub fn correlate_gradient(
     channels: usize,
     dw: &mut [f32],
 ) -> bool {
-    if isa() != Isa::Avx512 {
+    if isa() < Isa::Avx2 {
         return false;
     }
     let image = channels * taps.len;
@@ -308,41 +439,34 @@ pub fn correlate_gradient(
     );
     #[cfg(not(target_arch = "x86_64"))]
     return false;
-    // The tile's width that leaves the fewest taps of the last one unused.
-    #[cfg(target_arch = "x86_64")]
-    let run = if count.next_multiple_of(5) < count.next_multiple_of(4) {
-        gradient_tiles::<5>
-    } else {
-        gradient_tiles::<4>
-    };
-    // SAFETY: `isa` found AVX-512 F; the asserts above prove every read
-    // (each image's outputs below `len` at each offset, the depth's tail
-    // masked) and write (`channels x count` gradients) inside the slices.
+    // SAFETY: `isa` found one of the families; the asserts above prove
+    // every read (each image's outputs below `len` at each offset, the
+    // depth's tail masked) and write (`channels x count` gradients)
+    // inside the slices.
     #[cfg(target_arch = "x86_64")]
     unsafe {
-        run(input, input_stride, taps, (dy, images), channels, dw)
+        if isa() == Isa::Avx512 {
+            Avx512::gradient(input, input_stride, taps, (dy, images), channels, dw)
+        } else {
+            Avx2::gradient(input, input_stride, taps, (dy, images), channels, dw)
+        }
     };
     #[cfg(target_arch = "x86_64")]
     true
 }
 
-/// Channels a tile of [`correlate_gradient`] takes: 4 rows of output
-/// gradients against up to 5 taps, 20 sums in registers, 9 loads for 20
-/// multiply-adds a step.
 #[cfg(target_arch = "x86_64")]
-const GRADIENT_ROWS: usize = 4;
-
-#[cfg(target_arch = "x86_64")]
-/// [`correlate_gradient`] in tiles of [`GRADIENT_ROWS`] channels by
-/// `COLS` taps, each tile summed over every image before its lanes are
-/// added (a tile past the last channel or tap repeats it and stores
-/// nothing for it).
+/// [`correlate_gradient`] in tiles of `ROWS` channels by `COLS` taps
+/// (4 x 4-5 on AVX-512: 20 sums in registers, 9 loads for 20
+/// multiply-adds a step; 2 x 4-5 in AVX2's 16 registers), each tile
+/// summed over every image before its lanes are added (a tile past the
+/// last channel or tap repeats it and stores nothing for it).
 ///
 /// # Safety
-/// AVX-512 F is available, and the slices are as [`correlate_gradient`]
-/// checks.
-#[target_feature(enable = "avx512f")]
-unsafe fn gradient_tiles<const COLS: usize>(
+/// `L`'s instructions are enabled, and the slices are as
+/// [`correlate_gradient`] checks.
+#[inline(always)]
+unsafe fn gradient_tiles<L: Lanes, const ROWS: usize, const COLS: usize>(
     input: &[f32],
     input_stride: usize,
     Taps { offsets, len }: Taps<'_>,
@@ -351,13 +475,15 @@ unsafe fn gradient_tiles<const COLS: usize>(
     dw: &mut [f32],
 ) {
     let count = offsets.len();
-    let body = len - len % 16;
-    let tail = ((1u32 << (len % 16)) - 1) as __mmask16;
-    for c0 in (0..channels).step_by(GRADIENT_ROWS) {
+    let body = len - len % L::N;
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let (tail, whole) = unsafe { (L::first(len % L::N), L::first(L::N)) };
+    for c0 in (0..channels).step_by(ROWS) {
         for p0 in (0..count).step_by(COLS) {
-            let mut acc = [[_mm512_setzero_ps(); COLS]; GRADIENT_ROWS];
+            // SAFETY: as above.
+            let mut acc = [[unsafe { L::zero() }; COLS]; ROWS];
             // Image 0's rows and reads; each image's are a stride on.
-            let mut grads: [*const f32; GRADIENT_ROWS] =
+            let mut grads: [*const f32; ROWS] =
                 std::array::from_fn(|r| dy.as_ptr().wrapping_add((c0 + r).min(channels - 1) * len));
             let mut reads: [*const f32; COLS] = std::array::from_fn(|q| {
                 input
@@ -365,26 +491,27 @@ unsafe fn gradient_tiles<const COLS: usize>(
                     .wrapping_add(offsets[(p0 + q).min(count - 1)])
             });
             for _ in 0..images {
-                let mut step = |t: usize, mask: __mmask16| {
-                    // SAFETY: outputs t..t + 16, those the mask keeps, are
+                let mut step = |t: usize, mask: L::M| {
+                    // SAFETY: outputs t..t + N, those the mask keeps, are
                     // below `len`: inside `dy`, and inside `input` at
                     // every offset, per the caller.
-                    let (g, x): ([__m512; GRADIENT_ROWS], [__m512; COLS]) = unsafe {
+                    let (g, x): ([L::V; ROWS], [L::V; COLS]) = unsafe {
                         (
-                            std::array::from_fn(|r| _mm512_maskz_loadu_ps(mask, grads[r].add(t))),
-                            std::array::from_fn(|q| _mm512_maskz_loadu_ps(mask, reads[q].add(t))),
+                            std::array::from_fn(|r| L::load_masked(mask, grads[r].add(t))),
+                            std::array::from_fn(|q| L::load_masked(mask, reads[q].add(t))),
                         )
                     };
                     for (acc, g) in acc.iter_mut().zip(g) {
                         for (acc, x) in acc.iter_mut().zip(x) {
-                            *acc = _mm512_fmadd_ps(g, x, *acc);
+                            // SAFETY: as above.
+                            *acc = unsafe { L::fmadd(g, x, *acc) };
                         }
                     }
                 };
-                for t in (0..body).step_by(16) {
-                    step(t, !0);
+                for t in (0..body).step_by(L::N) {
+                    step(t, whole);
                 }
-                if tail != 0 {
+                if len % L::N != 0 {
                     step(body, tail);
                 }
                 for g in &mut grads {
@@ -394,11 +521,12 @@ unsafe fn gradient_tiles<const COLS: usize>(
                     *x = x.wrapping_add(input_stride);
                 }
             }
-            let rows = (channels - c0).min(GRADIENT_ROWS);
+            let rows = (channels - c0).min(ROWS);
             let cols = (count - p0).min(COLS);
             for (r, acc) in acc.iter().enumerate().take(rows) {
                 for (q, &v) in acc.iter().enumerate().take(cols) {
-                    dw[(c0 + r) * count + p0 + q] += _mm512_reduce_add_ps(v);
+                    // SAFETY: as above.
+                    dw[(c0 + r) * count + p0 + q] += unsafe { L::reduce_add(v) };
                 }
             }
         }

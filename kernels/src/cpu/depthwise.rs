@@ -1,26 +1,24 @@
 //! One plane of a depthwise convolution (MobileNet's 3 x 3 layers, one
-//! kernel a channel) on AVX-512, from the padded plane the caller lays
-//! out.
+//! kernel a channel) on AVX-512 and on AVX2 + FMA, from the padded plane
+//! the caller lays out.
 //!
 //! The portable loop, 16 outputs summed over the taps in an array, was
 //! taken apart by the compiler into scalars moved through the stack a
 //! tap at a time: MobileNet-SSD's 150 x 150 layer ran at 19 GFLOP/s on
-//! a Zen 5 core. Here four vectors of 16 outputs stay in registers across
+//! a Zen 5 core. Here four registers of outputs stay in registers across
 //! every tap.
 
 #[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
+use super::lanes::{Lanes, on_lanes};
 
-use super::{Isa, isa};
-
-/// Outputs of a row one register holds.
+/// The widest register's outputs: a row's reads are rounded up to it.
 const LANES: usize = 16;
 
 /// Registers of outputs summed together over the taps, so that each
 /// tap's loads and adds are independent of the previous tap's for a
 /// while (an add's latency is 3-4 cycles; two adds a cycle).
+#[cfg(target_arch = "x86_64")]
 const STRIPS: usize = 4;
-
 /// Where a depthwise plane reads its input: output `(r, q)` reads tap `p`
 /// at `offsets[p] + r * row_step + q`.
 #[derive(Clone, Copy, Debug)]
@@ -59,8 +57,8 @@ impl DepthwiseTaps<'_> {
 /// `out[r][q] = bias + the sum over taps p, in order, of weights[p] *
 /// input[offsets[p] + r * row_step + q]`, each product rounded and then
 /// added, the bias last, as a plain loop computes it (Caffe's depthwise `Convolution`, `group` =
-/// channels, on one channel's plane). Says whether it ran (`false`: no
-/// AVX-512, and nothing was written).
+/// channels, on one channel's plane). Says whether it ran (`false`:
+/// neither AVX-512 nor AVX2, and nothing was written).
 ///
 /// ```
 /// use blob_kernels::cpu::{DepthwiseTaps, depthwise_plane};
@@ -103,27 +101,30 @@ pub fn depthwise_plane(
         weights.len(),
         out.len()
     );
-    #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512 {
-        if taps.reach() > 0 {
-            // SAFETY: AVX-512 F is there, and the assert above proves
-            // every read (up to `reach`) and write (up to rows x columns)
-            // inside the slices.
-            unsafe { plane_avx512(input.as_ptr(), taps, weights, bias, out.as_mut_ptr()) };
-        }
-        return true;
+    if taps.reach() == 0 {
+        return super::isa() >= super::Isa::Avx2;
     }
+    #[cfg(target_arch = "x86_64")]
+    return on_lanes!(|L| {
+        // SAFETY: the assert above proves every read (up to `reach`, a
+        // row's columns rounded up to the widest register) and write (up
+        // to rows x columns) inside the slices.
+        unsafe { plane::<L>(input.as_ptr(), taps, weights, bias, out.as_mut_ptr()) }
+    })
+    .is_some();
+    #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
-/// [`depthwise_plane`] on AVX-512.
+/// [`depthwise_plane`] in registers of `L`.
 ///
 /// # Safety
-/// AVX-512 F must be available; `input` must hold [`DepthwiseTaps::reach`]
-/// values, `out` `rows * columns`, `weights` one a tap.
+/// `L`'s instructions are enabled; `input` must hold
+/// [`DepthwiseTaps::reach`] values, `out` `rows * columns`, `weights` one
+/// a tap.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn plane_avx512(
+#[inline(always)]
+unsafe fn plane<L: Lanes>(
     input: *const f32,
     taps: DepthwiseTaps<'_>,
     weights: &[f32],
@@ -131,88 +132,92 @@ unsafe fn plane_avx512(
     out: *mut f32,
 ) {
     let columns = taps.columns;
-    let bias = _mm512_set1_ps(bias);
-    let tail = columns % LANES;
-    let tail_mask: __mmask16 = ((1u32 << tail) - 1) as __mmask16;
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let bias = unsafe { L::splat(bias) };
+    // SAFETY: as above.
+    let tail_mask = unsafe { L::first(columns % L::N) };
     for r in 0..taps.rows {
         // SAFETY: row r's reads start inside `reach` (see above).
         let line = unsafe { input.add(r * taps.row_step) };
         // SAFETY: row r's outputs are inside `out`.
         let dst = unsafe { out.add(r * columns) };
         let mut q = 0;
-        while q + STRIPS * LANES <= columns {
+        while q + STRIPS * L::N <= columns {
             // SAFETY: as `sums` requires (see above).
-            let acc = unsafe { sums::<STRIPS>(line, q, taps.offsets, weights) };
+            let acc = unsafe { sums::<L, STRIPS>(line, q, taps.offsets, weights) };
             for (s, acc) in acc.iter().enumerate() {
                 // SAFETY: the whole register is inside this row.
-                unsafe { _mm512_storeu_ps(dst.add(q + LANES * s), _mm512_add_ps(*acc, bias)) };
+                unsafe { L::store(dst.add(q + L::N * s), L::add(*acc, bias)) };
             }
-            q += STRIPS * LANES;
+            q += STRIPS * L::N;
         }
-        let left = (columns - q).div_ceil(LANES);
+        let left = (columns - q).div_ceil(L::N);
         if left > 0 {
             // SAFETY: as `sums` requires (see above).
             let acc = unsafe {
                 match left {
-                    1 => widen(sums::<1>(line, q, taps.offsets, weights)),
-                    2 => widen(sums::<2>(line, q, taps.offsets, weights)),
-                    3 => widen(sums::<3>(line, q, taps.offsets, weights)),
-                    _ => sums::<STRIPS>(line, q, taps.offsets, weights),
+                    1 => widen::<L, 1>(sums::<L, 1>(line, q, taps.offsets, weights)),
+                    2 => widen::<L, 2>(sums::<L, 2>(line, q, taps.offsets, weights)),
+                    3 => widen::<L, 3>(sums::<L, 3>(line, q, taps.offsets, weights)),
+                    _ => sums::<L, STRIPS>(line, q, taps.offsets, weights),
                 }
             };
             for (s, acc) in acc.iter().enumerate().take(left) {
-                let at = q + LANES * s;
-                let v = _mm512_add_ps(*acc, bias);
-                if at + LANES <= columns {
+                let at = q + L::N * s;
+                // SAFETY: as above.
+                let v = unsafe { L::add(*acc, bias) };
+                if at + L::N <= columns {
                     // SAFETY: the whole register is inside this row.
-                    unsafe { _mm512_storeu_ps(dst.add(at), v) };
+                    unsafe { L::store(dst.add(at), v) };
                 } else {
-                    // SAFETY: the mask writes the row's last `tail` outputs.
-                    unsafe { _mm512_mask_storeu_ps(dst.add(at), tail_mask, v) };
+                    // SAFETY: the mask writes the row's last outputs.
+                    unsafe { L::store_masked(tail_mask, dst.add(at), v) };
                 }
             }
         }
     }
 }
 
-/// `N` registers of outputs from column `q` of the row whose reads start
+/// `S` registers of outputs from column `q` of the row whose reads start
 /// at `line`, each summed over every tap (product rounded, then added).
 ///
 /// # Safety
-/// AVX-512 F must be available (the caller is compiled with it), and
-/// `line + offsets[p] + q + 16 * N` must stay inside the input for every
-/// tap.
+/// `L`'s instructions are enabled, and `line + offsets[p] + q + L::N * S`
+/// must stay inside the input for every tap.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn sums<const N: usize>(
+unsafe fn sums<L: Lanes, const S: usize>(
     line: *const f32,
     q: usize,
     offsets: &[usize],
     weights: &[f32],
-) -> [__m512; N] {
-    // SAFETY: the caller has AVX-512 F.
-    let mut acc = [unsafe { _mm512_setzero_ps() }; N];
+) -> [L::V; S] {
+    // SAFETY: the caller has `L`.
+    let mut acc = [unsafe { L::zero() }; S];
     for (&at, &w) in offsets.iter().zip(weights) {
         // SAFETY: as above; the reads stay inside the input (caller).
         unsafe {
-            let w = _mm512_set1_ps(w);
+            let w = L::splat(w);
             let src = line.add(at + q);
             for (s, acc) in acc.iter_mut().enumerate() {
-                let x = _mm512_loadu_ps(src.add(LANES * s));
-                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(w, x));
+                let x = L::load(src.add(L::N * s));
+                *acc = L::add(*acc, L::mul(w, x));
             }
         }
     }
     acc
 }
 
-/// `N` registers as [`STRIPS`] (the rest zero).
+/// `S` registers as [`STRIPS`] (the rest zero).
+///
+/// # Safety
+/// `L`'s instructions are enabled.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn widen<const N: usize>(acc: [__m512; N]) -> [__m512; STRIPS] {
-    // SAFETY: the caller has AVX-512 F.
-    let mut all = [unsafe { _mm512_setzero_ps() }; STRIPS];
-    all[..N].copy_from_slice(&acc);
+unsafe fn widen<L: Lanes, const S: usize>(acc: [L::V; S]) -> [L::V; STRIPS] {
+    // SAFETY: the caller has `L`.
+    let mut all = [unsafe { L::zero() }; STRIPS];
+    all[..S].copy_from_slice(&acc);
     all
 }
 
@@ -272,7 +277,7 @@ mod tests {
             if !ran {
                 assert!(
                     out.iter().all(|v| v.is_nan()),
-                    "nothing written without AVX-512"
+                    "nothing written without AVX-512 or AVX2"
                 );
                 continue;
             }

@@ -58,7 +58,7 @@ pub(crate) fn forward<T: MathElement>(
 }
 
 /// Outputs of a row computed together, their sums kept in registers
-/// across every tap (one AVX-512 register of f32).
+/// across every tap (one AVX-512 register of f32, two AVX2 ones).
 const STRIP: usize = 16;
 
 /// One input plane copied with its padding as zeros, its columns split
@@ -154,7 +154,7 @@ impl<T: MathElement> Padded<T> {
 }
 
 /// [`plane`] through `cpu::depthwise_plane` where `T` is `f32` and the
-/// machine has AVX-512 (the same bits); says whether it ran.
+/// machine has AVX-512 or AVX2 (the same bits); says whether it ran.
 fn plane_f32<T: MathElement>(
     g: &ConvGeometry,
     padded: &Padded<T>,
@@ -252,7 +252,8 @@ mod tests {
         y
     }
 
-    /// f32 runs `cpu::depthwise_plane` where the machine has AVX-512,
+    /// f32 runs `cpu::depthwise_plane` where the machine has AVX-512 or
+    /// AVX2,
     /// f64 the portable loop.
     #[test]
     fn depthwise_planes_give_the_definitions_bits() {

@@ -62,14 +62,14 @@ const F32: &str = "ConvGeometry::direct found f32";
 
 impl ConvGeometry {
     /// Whether this convolution's forward pass is taken directly, and
-    /// the layout of its shifted copies: `f32` on an AVX-512 machine,
+    /// the layout of its shifted copies: `f32` on an AVX-512 or AVX2 machine,
     /// stride 1, a patch of at most [`DIRECT_PATCH_MAX`] (beyond
     /// [`SHALLOW_PATCH_MAX`], on planes of [`DIRECT_PLANE_MIN`] outputs
     /// or more), and not a 1x1 layer (whose input is its own column
     /// buffer).
     pub(super) fn direct<T: 'static>(&self) -> Option<Direct> {
         let suited = TypeId::of::<T>() == TypeId::of::<f32>()
-            && cpu::isa() == cpu::Isa::Avx512
+            && cpu::isa() >= cpu::Isa::Avx2
             && self.stride == [1, 1]
             && !self.is_pointwise()
             // No input channel: no tap to read, the output is the bias
@@ -190,7 +190,7 @@ pub(super) fn forward<T: MathElement>(
         g.shift_image(&x[(first + img) * image_in..][..image_in], copies);
         let yi = &mut y[img * g.channels_out * plane_out..][..g.channels_out * plane_out];
         let ran = cpu::correlate(copies, taps, weight, bias, g.channels_out, yi);
-        debug_assert!(ran, "ConvGeometry::direct found AVX-512");
+        debug_assert!(ran, "ConvGeometry::direct found AVX-512 or AVX2");
     }
 }
 
@@ -231,7 +231,7 @@ pub(super) fn weight_gradient<T: MathElement>(
         len: g.oh * g.ow,
     };
     let ran = cpu::correlate_gradient(copies, direct.per_image, taps, dy, g.channels_out, dw);
-    debug_assert!(ran, "ConvGeometry::direct found AVX-512");
+    debug_assert!(ran, "ConvGeometry::direct found AVX-512 or AVX2");
 }
 
 /// `dw += dy_t x im2col^T` for images `first..first + count` of a patch
@@ -274,5 +274,8 @@ pub(super) fn weight_gradient_product<T: MathElement>(
     };
     let (cout, patch) = (g.channels_out, g.patch());
     let ran = cpu::gemm_filled(cout, patch, count * plane, dy_t, fill, 1.0, dw);
-    debug_assert!(ran, "an AVX-512 machine, as cpu::gemm_filled_suits found");
+    debug_assert!(
+        ran,
+        "an AVX-512 or AVX2 machine, as cpu::gemm_filled_suits found"
+    );
 }

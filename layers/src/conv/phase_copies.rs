@@ -46,7 +46,7 @@ const F32: &str = "ConvGeometry::phase_copies found f32";
 
 impl ConvGeometry {
     /// Whether this convolution's forward product is taken from phase
-    /// copies: `f32` on an AVX-512 machine, a window of more than one tap
+    /// copies: `f32` on an AVX-512 or AVX2 machine, a window of more than one tap
     /// whose im2col is not its input's plain runs (not
     /// [`ConvGeometry::is_dense`]). Measured against im2col and `gemm`,
     /// one layer alone at batch 1 (`docs/BENCHMARKS.md`, 2026-11-27):
@@ -55,7 +55,7 @@ impl ConvGeometry {
     /// extra layers).
     pub(super) fn takes_phase_copies<T: 'static>(&self) -> bool {
         TypeId::of::<T>() == TypeId::of::<f32>()
-            && cpu::isa() == cpu::Isa::Avx512
+            && cpu::isa() >= cpu::Isa::Avx2
             && !self.is_dense()
             && self.kernel[0] * self.kernel[1] > 1
             // No input channel, no tap: the product is empty, im2col's.
@@ -160,7 +160,7 @@ pub(super) fn product<T: MathElement>(
     };
     let (m, n, k) = (g.channels_out, count * g.oh * g.ow, g.patch());
     let ran = cpu::gemm_filled(m, n, k, weight, fill, 0.0, out);
-    debug_assert!(ran, "ConvGeometry::phase_copies found AVX-512");
+    debug_assert!(ran, "ConvGeometry::phase_copies found AVX-512 or AVX2");
 }
 
 #[cfg(test)]
@@ -216,7 +216,7 @@ mod tests {
                 dilation: [dh, dw],
             };
             let Some(copies) = g.phase_copies::<f32>() else {
-                assert_ne!(cpu::isa(), cpu::Isa::Avx512, "{g:?}");
+                assert_eq!(cpu::isa(), cpu::Isa::Baseline, "{g:?}");
                 continue;
             };
             let x = values(images * cin * h * w, 1);
