@@ -1,22 +1,25 @@
 //! MAX pooling over 2x2 windows at stride 2 (LeNet's, VGG's, every
-//! classic net's), on AVX-512.
+//! classic net's), on AVX-512 and AVX2 (its gradient on AVX-512).
 //!
 //! The windows' columns interleave with their neighbours', so a loop over
 //! them is a strided one the compiler leaves scalar or shuffles badly
-//! (LeNet's pool1 ran at 13 GB/s). Here 32 adjacent inputs of each of
-//! a window row's two rows are loaded and pulled apart into even and odd
-//! columns with one permute each: the four corners of 16 windows in four
-//! registers, compared in the order the pooling defines.
+//! (LeNet's pool1 ran at 13 GB/s). Here two registers of adjacent inputs
+//! of each of a window row's two rows are loaded and pulled apart into
+//! even and odd columns with one permute each: the four corners of a
+//! register of windows in four registers, compared in the order the
+//! pooling defines.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
+#[cfg(target_arch = "x86_64")]
+use super::lanes::{Lanes, on_lanes};
 use super::{Isa, isa};
 
 /// `y[p][r][q]` = the largest of the 2x2 window at `(2r, 2q)` of plane `p`
 /// of `x`, for `planes` planes of `h x w` (both even) into planes of
-/// `h/2 x w/2`, on AVX-512. Says whether it ran (`false`: no AVX-512, and
-/// nothing was written).
+/// `h/2 x w/2`, on AVX-512 or AVX2. Says whether it ran (`false`:
+/// neither, and nothing was written).
 ///
 /// The order of the comparisons is that of a general MAX pooling: each
 /// column's largest from -FLT_MAX down the window's rows, then the larger
@@ -36,17 +39,12 @@ use super::{Isa, isa};
 /// If `h` or `w` is odd, or `x` or `y` is shorter than its planes.
 pub fn max_pool_2x2(x: &[f32], planes: usize, h: usize, w: usize, y: &mut [f32]) -> bool {
     check("max_pool_2x2", x, planes, h, w, y);
-    if isa() != Isa::Avx512 {
-        return false;
-    }
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `isa` found AVX-512 F; `check` put every plane inside `x`
-    // and `y`.
-    unsafe {
-        planes_avx512(x, planes * h / 2, w, y)
-    };
-    #[cfg(target_arch = "x86_64")]
-    return true;
+    return on_lanes!(|L| {
+        // SAFETY: `check` put every plane inside `x` and `y`.
+        unsafe { pool_pairs::<L>(x, planes * h / 2, w, y) }
+    })
+    .is_some();
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
@@ -87,17 +85,13 @@ pub fn max_pool_2x2_positions(
         "max_pool_2x2_positions: a plane of {h} x {w} has positions past u32"
     );
     check("max_pool_2x2_positions", x, planes, h, w, y);
-    if isa() != Isa::Avx512 {
-        return false;
-    }
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `isa` found AVX-512 F; the asserts put every plane inside
-    // `x`, `y` and `argmax`.
-    unsafe {
-        positions_avx512(x, planes, (h, w), y, argmax)
-    };
-    #[cfg(target_arch = "x86_64")]
-    return true;
+    return on_lanes!(|L| {
+        // SAFETY: the asserts put every plane inside `x`, `y` and
+        // `argmax`.
+        unsafe { positions::<L>(x, planes, (h, w), y, argmax) }
+    })
+    .is_some();
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
@@ -176,31 +170,29 @@ fn lanes(n: usize) -> __mmask16 {
     ((1u32 << n.min(16)) - 1) as __mmask16
 }
 
-/// The windows of `outputs` (at most 16) outputs from the row pair at
+/// The windows of `outputs` (at most `N`) outputs from the row pair at
 /// `top` (the bottom row `w` values on): their top-left, top-right,
 /// bottom-left and bottom-right values, a lane an output (0 past
 /// `outputs`).
 ///
 /// # Safety
-/// AVX-512 F is available; `2 * outputs` values from `top` and from
-/// `top + w` are readable.
+/// `L`'s instructions are enabled; `2 * outputs` values from `top` and
+/// from `top + w` are readable.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn corners(top: *const f32, w: usize, outputs: usize) -> [__m512; 4] {
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    let (lo, hi) = (lanes(2 * outputs), lanes((2 * outputs).saturating_sub(16)));
+#[inline(always)]
+unsafe fn corners<L: Lanes>(top: *const f32, w: usize, outputs: usize) -> [L::V; 4] {
     // SAFETY: the masks keep the loads to the 2 * outputs values of each
-    // row, readable per the caller.
+    // row, readable per the caller, who has `L`.
     let row = |at: *const f32| unsafe {
-        let (first, second) = (
-            _mm512_maskz_loadu_ps(lo, at),
-            _mm512_maskz_loadu_ps(hi, at.add(16)),
+        let (lo, hi) = (
+            L::first(2 * outputs),
+            L::first((2 * outputs).saturating_sub(L::N)),
         );
-        (
-            _mm512_permutex2var_ps(first, even, second),
-            _mm512_permutex2var_ps(first, odd, second),
-        )
+        let (first, second) = (
+            L::load_masked(lo, at),
+            L::load_masked(hi, at.wrapping_add(L::N)),
+        );
+        (L::even(first, second), L::odd(first, second))
     };
     let (top_left, top_right) = row(top);
     let (bottom_left, bottom_right) = row(top.wrapping_add(w));
@@ -211,41 +203,47 @@ unsafe fn corners(top: *const f32, w: usize, outputs: usize) -> [__m512; 4] {
 /// plane's rows pair up, and planes follow each other).
 ///
 /// # Safety
-/// AVX-512 F is available; `x` holds `2 * pairs * w` values and `y`
-/// `pairs * w / 2`.
+/// `L`'s instructions are enabled; `x` holds `2 * pairs * w` values and
+/// `y` `pairs * w / 2`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn planes_avx512(x: &[f32], pairs: usize, w: usize, y: &mut [f32]) {
+#[inline(always)]
+unsafe fn pool_pairs<L: Lanes>(x: &[f32], pairs: usize, w: usize, y: &mut [f32]) {
     let ow = w / 2;
-    let neg = _mm512_set1_ps(f32::MIN);
+    // SAFETY (both closures and below): the caller has `L`.
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let neg = unsafe { L::splat(f32::MIN) };
     // `larger(held, v)`: v where v > held, else held (NaN never wins).
-    let larger = |held: __m512, v: __m512| _mm512_max_ps(v, held);
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let larger = |held: L::V, v: L::V| unsafe { L::max(v, held) };
     for pair in 0..pairs {
         let top = x.as_ptr().wrapping_add(2 * pair * w);
         let out = y.as_mut_ptr().wrapping_add(pair * ow);
-        for q0 in (0..ow).step_by(16) {
-            let outputs = (ow - q0).min(16);
+        for q0 in (0..ow).step_by(L::N) {
+            let outputs = (ow - q0).min(L::N);
             // SAFETY: inputs 2 * q0 .. 2 * (q0 + outputs) of both rows and
             // outputs q0 .. q0 + outputs of the output row are inside the
             // slices, per the caller; the mask keeps the rest untouched.
             unsafe {
-                let [tl, tr, bl, br] = corners(top.add(2 * q0), w, outputs);
+                let [tl, tr, bl, br] = corners::<L>(top.add(2 * q0), w, outputs);
                 let left = larger(larger(neg, tl), bl);
                 let right = larger(larger(neg, tr), br);
-                _mm512_mask_storeu_ps(out.add(q0), lanes(outputs), larger(left, right));
+                L::store_masked(L::first(outputs), out.add(q0), larger(left, right));
             }
         }
     }
 }
 
-/// [`max_pool_2x2_positions`] over `planes` planes of `h x w`.
+/// [`max_pool_2x2_positions`] over `planes` planes of `h x w`: each
+/// register of windows' maxima and which of their four corners held it
+/// (Caffe's scan: row by row, the first strictly greater), the corner
+/// turned into its position in the plane a value at a time.
 ///
 /// # Safety
-/// AVX-512 F is available; `x` holds the planes, `y` and `argmax` their
-/// outputs.
+/// `L`'s instructions are enabled; `x` holds the planes, `y` and
+/// `argmax` their outputs.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn positions_avx512(
+#[inline(always)]
+unsafe fn positions<L: Lanes>(
     x: &[f32],
     planes: usize,
     (h, w): (usize, usize),
@@ -253,32 +251,31 @@ unsafe fn positions_avx512(
     argmax: &mut [u32],
 ) {
     let (oh, ow) = (h / 2, w / 2);
-    let step = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let shifts = [0, 1, w, w + 1];
+    let mut held = [0f32; 16];
     for pair in 0..planes * oh {
         let top = x.as_ptr().wrapping_add(2 * pair * w);
         let out = pair * ow;
         // The top-left corner's position in the plane, for output 0.
-        let corner = (2 * (pair % oh) * w) as i32;
-        for q0 in (0..ow).step_by(16) {
-            let outputs = (ow - q0).min(16);
-            let first = _mm512_add_epi32(step, _mm512_set1_epi32(corner + 2 * q0 as i32));
-            // SAFETY: as in `planes_avx512`, and outputs q0 .. q0 +
-            // outputs of the row are inside `argmax` too.
+        let corner = 2 * (pair % oh) * w;
+        for q0 in (0..ow).step_by(L::N) {
+            let outputs = (ow - q0).min(L::N);
+            // SAFETY: as in `pool_pairs`, and outputs q0 .. q0 + outputs
+            // of the row are inside `argmax` too; `held` holds a
+            // register.
             unsafe {
-                let values = corners(top.add(2 * q0), w, outputs);
-                let shifts = [0, 1, w as i32, w as i32 + 1];
-                let mut best = _mm512_set1_ps(f32::MIN);
-                let mut at = first;
-                // Caffe's scan: row by row, the first strictly greater.
-                for (v, shift) in values.into_iter().zip(shifts) {
-                    let greater = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, best);
-                    best = _mm512_mask_blend_ps(greater, best, v);
-                    let position = _mm512_add_epi32(first, _mm512_set1_epi32(shift));
-                    at = _mm512_mask_blend_epi32(greater, at, position);
+                let values = corners::<L>(top.add(2 * q0), w, outputs);
+                let mut best = L::splat(f32::MIN);
+                let mut which = L::zero();
+                for (i, v) in values.into_iter().enumerate() {
+                    which = L::where_greater(v, best, L::splat(i as f32), which);
+                    best = L::where_greater(v, best, v, best);
                 }
-                let keep = lanes(outputs);
-                _mm512_mask_storeu_ps(y.as_mut_ptr().add(out + q0), keep, best);
-                _mm512_mask_storeu_epi32(argmax.as_mut_ptr().add(out + q0).cast(), keep, at);
+                L::store_masked(L::first(outputs), y.as_mut_ptr().add(out + q0), best);
+                L::store(held.as_mut_ptr(), which);
+            }
+            for (l, &i) in held[..outputs].iter().enumerate() {
+                argmax[out + q0 + l] = (corner + 2 * (q0 + l) + shifts[i as usize]) as u32;
             }
         }
     }
@@ -371,7 +368,11 @@ mod tests {
                 want[o / (h / 2 * (w / 2)) * h * w + p as usize] += g;
             }
             let mut got = vec![f32::NAN; n + 3];
-            assert!(max_unpool_2x2(&dy, &at, planes, h, w, &mut got));
+            if !max_unpool_2x2(&dy, &at, planes, h, w, &mut got) {
+                // The gradient's routing has no AVX2 form yet.
+                assert_eq!(isa(), Isa::Avx2);
+                return;
+            }
             assert_eq!(got[..n], want, "{planes} x {h} x {w}");
             assert!(
                 got[n..].iter().all(|v| v.is_nan()),

@@ -1,12 +1,14 @@
-//! MAX pooling at stride 1, padded or not, on AVX-512: GoogLeNet's 3x3
+//! MAX pooling at stride 1, padded or not, on AVX-512 and AVX2:
+//! GoogLeNet's 3x3
 //! pools inside its inception blocks (480-832 planes of 14 x 14 or 28 x
 //! 28, padding 1).
 //!
 //! The general loop's pieces of a row (the column maxima over 14 values,
 //! the whole windows, the clipped ones at each edge one by one) cost 2.3
 //! ns an output on those planes, 10% of GoogLeNet's pass. Here a row's
-//! column maxima are made 16 at a time. Where the row and its padding fit
-//! two registers (planes up to 30 wide, padded by 1), the windows' maxima
+//! column maxima are made a register at a time. Where the row and its
+//! padding fit two AVX-512 registers (planes up to 30 wide, padded by
+//! 1), the windows' maxima
 //! come from them shifted a window column at a time by lane permutes:
 //! 0.21 -> 0.04 ms for 480 planes of 14 x 14, 0.12 -> 0.075 for 480 of
 //! 28 x 28. Wider rows go through a buffer whose padding columns hold
@@ -18,8 +20,14 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::pool_stride2::first_lanes;
+use super::lanes::{Avx512, Lanes, on_lanes};
 use super::{Isa, isa};
+
+/// The first `n` of 16 lanes.
+#[cfg(target_arch = "x86_64")]
+fn first_lanes(n: usize) -> __mmask16 {
+    ((1u32 << n.min(16)) - 1) as __mmask16
+}
 
 /// The shape [`max_pool_stride1`] pools: `planes` planes of `input[0] x
 /// input[1]` into planes of `output[0] x output[1]`, windows of `kernel`
@@ -106,7 +114,7 @@ pub fn max_pool_stride1(x: &[f32], shape: Stride1Pool, y: &mut [f32]) -> bool {
         x.len(),
         y.len()
     );
-    if isa() != Isa::Avx512 || !shape.is_taken() {
+    if isa() < Isa::Avx2 || !shape.is_taken() {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
@@ -116,23 +124,32 @@ pub fn max_pool_stride1(x: &[f32], shape: Stride1Pool, y: &mut [f32]) -> bool {
         let [_, kw] = shape.kernel;
         let row = (shape.pad[1] + w).max(ow + kw) + 16;
         let mut columns = vec![f32::MIN; oh * row];
-        // SAFETY: `isa` found AVX-512 F; the assert put every plane inside
-        // `x` and `y`; `columns` holds what the kernel reads and writes.
-        unsafe { planes_avx512(x, shape, y, (&mut columns, row)) };
-        true
+        let [_, pw] = shape.pad;
+        if isa() == Isa::Avx512 && pw + w <= 32 && ow + kw <= 33 {
+            // SAFETY: `isa` found AVX-512 F; the assert put every plane
+            // inside `x` and `y`; the row fits two registers.
+            unsafe { narrow_planes(x.as_ptr(), shape, y.as_mut_ptr()) };
+            return true;
+        }
+        on_lanes!(|L| {
+            // SAFETY: the assert put every plane inside `x` and `y`;
+            // `columns` holds what the kernel reads and writes.
+            unsafe { pool_planes::<L>(x, shape, y, (&mut columns, row)) }
+        })
+        .is_some()
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
 /// # Safety
-/// AVX-512 F is available; `x` and `y` hold `shape`'s planes, which
-/// [`Stride1Pool::is_taken`] takes; `columns` holds `output[0]` rows of
-/// `row` values, all -FLT_MAX, `row` at least `pad[1] + w` and `output[1] +
-/// kernel[1]`, plus 16.
+/// `L`'s instructions are enabled; `x` and `y` hold `shape`'s planes,
+/// which [`Stride1Pool::is_taken`] takes; `columns` holds `output[0]`
+/// rows of `row` values, all -FLT_MAX, `row` at least `pad[1] + w` and
+/// `output[1] + kernel[1]`, plus 16.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn planes_avx512(
+#[inline(always)]
+unsafe fn pool_planes<L: Lanes>(
     x: &[f32],
     shape: Stride1Pool,
     y: &mut [f32],
@@ -146,10 +163,6 @@ unsafe fn planes_avx512(
         output: [oh, ow],
     } = shape;
     let (x, y) = (x.as_ptr(), y.as_mut_ptr());
-    if pw + w <= 32 && ow + kw <= 33 {
-        // SAFETY: as this function's; the row fits two registers.
-        return unsafe { narrow_planes(x, shape, y) };
-    }
     // Column c of output row r's maxima at r * row_len + pw + c; the
     // padding columns stay -FLT_MAX.
     let maxima = columns.as_mut_ptr().wrapping_add(pw);
@@ -161,72 +174,74 @@ unsafe fn planes_avx512(
             // The window's rows, clipped to the plane (never empty, as
             // `is_taken` found).
             let rows = r.saturating_sub(ph)..(r + kh - ph).min(h);
-            for x0 in (0..w).step_by(16) {
-                let keep = first_lanes(w - x0);
+            for x0 in (0..w).step_by(L::N) {
                 // SAFETY: the kept columns of the rows are inside the
-                // plane, and inside the w columns after the padding.
+                // plane, and inside the w columns after the padding; `L`'s
+                // instructions are enabled, per the caller.
                 unsafe {
-                    let m = column_maxima(plane, w, rows.clone(), x0, keep);
-                    _mm512_mask_storeu_ps(maxima.add(x0), keep, m);
+                    let keep = L::first(w - x0);
+                    let m = column_maxima::<L>(plane, w, rows.clone(), x0, keep);
+                    L::store_masked(keep, maxima.add(x0), m);
                 }
             }
         }
         for r in 0..oh {
             let columns = columns.wrapping_add(r * row_len);
-            for q0 in (0..ow).step_by(16) {
-                // SAFETY: window column j of outputs q0..q0 + 16 reads
-                // columns q0 + j .. q0 + j + 16 <= ow + kw + 15 of the
+            for q0 in (0..ow).step_by(L::N) {
+                // SAFETY: window column j of outputs q0..q0 + N reads
+                // columns q0 + j .. q0 + j + N <= ow + kw + 15 of the
                 // row, inside it.
-                let load = |j: usize| unsafe { _mm512_loadu_ps(columns.add(q0 + j)) };
+                let load = |j: usize| unsafe { L::load(columns.add(q0 + j)) };
                 let mut best = load(0);
                 for j in 1..kw {
-                    best = _mm512_max_ps(load(j), best);
+                    // SAFETY: as above.
+                    best = unsafe { L::max(load(j), best) };
                 }
                 let out = y.wrapping_add((p * oh + r) * ow + q0);
                 // SAFETY: the kept lanes are outputs q0.. of the row.
-                unsafe { _mm512_mask_storeu_ps(out, first_lanes(ow - q0), best) };
+                unsafe { L::store_masked(L::first(ow - q0), out, best) };
             }
         }
     }
 }
 
 /// The column maxima of a window's rows from `rows` of `plane` (rows `w`
-/// long), columns `x0..` (16, or those of `keep`), from -FLT_MAX.
+/// long), columns `x0..` (a register, or those of `keep`), from -FLT_MAX.
 ///
 /// # Safety
-/// AVX-512 F is available; the kept columns of those rows are inside
-/// the plane.
+/// `L`'s instructions are enabled; the kept columns of those rows are
+/// inside the plane.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn column_maxima(
+unsafe fn column_maxima<L: Lanes>(
     plane: *const f32,
     w: usize,
     rows: std::ops::Range<usize>,
     x0: usize,
-    keep: __mmask16,
-) -> __m512 {
-    // SAFETY: the caller has AVX-512 F.
-    let neg = unsafe { _mm512_set1_ps(f32::MIN) };
+    keep: L::M,
+) -> L::V {
+    // SAFETY: the caller has `L`.
+    let neg = unsafe { L::splat(f32::MIN) };
     let mut m = neg;
     for row in rows {
         // SAFETY: the kept lanes are inside the plane; the others read
         // nothing.
         unsafe {
-            let v = _mm512_mask_loadu_ps(neg, keep, plane.add(row * w + x0));
-            m = _mm512_max_ps(v, m);
+            let v = L::load_masked_or(keep, neg, plane.add(row * w + x0));
+            m = L::max(v, m);
         }
     }
     m
 }
 
-/// [`planes_avx512`] for rows that fit two registers, padding included,
+/// [`pool_planes`] on AVX-512 for rows that fit two registers, padding included,
 /// and whose windows read no further than their 32 lanes (GoogLeNet's
 /// 28 x 28, 14 x 14 and 7 x 7 planes): the row's column maxima are moved
 /// into place and shifted by a window column with lane permutes, never
 /// through memory; a row that fits one register uses one.
 ///
 /// # Safety
-/// As [`planes_avx512`], with `pad[1] + w <= 32` and `output[1] +
+/// AVX-512 F is available; as [`pool_planes`], with `pad[1] + w <= 32` and `output[1] +
 /// kernel[1] <= 33`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
@@ -267,9 +282,9 @@ unsafe fn narrow_planes(x: *const f32, shape: Stride1Pool, y: *mut f32) {
             // kept columns inside its rows.
             let m = unsafe {
                 [
-                    column_maxima(plane, w, rows.clone(), 0, keep_in[0]),
+                    column_maxima::<Avx512>(plane, w, rows.clone(), 0, keep_in[0]),
                     if w > 16 {
-                        column_maxima(plane, w, rows, 16, keep_in[1])
+                        column_maxima::<Avx512>(plane, w, rows, 16, keep_in[1])
                     } else {
                         neg
                     },

@@ -1,17 +1,17 @@
 //! MAX pooling at stride 2 over windows 2 or 3 wide, unpadded, on
-//! AVX-512: MTCNN's 3x3 pools (R-Net's and O-Net's, whose last windows
+//! AVX-512 and AVX2: MTCNN's 3x3 pools (R-Net's and O-Net's, whose last windows
 //! are clipped by Caffe's rounding up), and 2x2 pools over odd planes.
 //!
 //! The general loop takes each output row in short pieces (the column
 //! maxima, the windows a run at a time, the clipped ones one by one); on
 //! MTCNN's small planes that bookkeeping cost more than the comparisons
 //! (R-Net's pool1, 28 planes of 22 x 22, took 13 us; its conv1 9). Here
-//! a row's column maxima are made 16 at a time, and 16 windows' maxima
-//! from them with one two-register permute per window column.
+//! a row's column maxima are made a register at a time, and a register
+//! of windows' maxima from them with one two-register permute per window
+//! column.
 
 #[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
-
+use super::lanes::{Lanes, on_lanes};
 use super::{Isa, isa};
 
 /// The shape [`max_pool_stride2`] pools: `planes` planes of
@@ -59,8 +59,9 @@ impl Stride2Pool {
 /// column's largest from -FLT_MAX down the window's rows, then across the
 /// window's columns left to right, each step keeping the value held
 /// unless the new one is greater (so a NaN never wins, and the bits are
-/// the general loop's). Says whether it ran (`false`: no AVX-512, or a
-/// shape [`Stride2Pool::is_taken`] refuses; nothing was written).
+/// the general loop's). Says whether it ran (`false`: neither AVX-512
+/// nor AVX2, or a shape [`Stride2Pool::is_taken`] refuses; nothing was
+/// written).
 ///
 /// ```
 /// use blob_kernels::cpu::{Stride2Pool, max_pool_stride2};
@@ -92,84 +93,82 @@ pub fn max_pool_stride2(x: &[f32], shape: Stride2Pool, y: &mut [f32]) -> bool {
         x.len(),
         y.len()
     );
-    if isa() != Isa::Avx512 || !shape.is_taken() {
+    if isa() < Isa::Avx2 || !shape.is_taken() {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // A row's column maxima, then -FLT_MAX to the furthest value the last
-        // 16 windows read (two registers past their first column, and
-        // two more for the third column's).
+        // A row's column maxima, then -FLT_MAX to the furthest value the
+        // last register of windows reads (two registers past their first
+        // column, and two more for the third column's), for the widest
+        // register.
         let mut columns = vec![f32::MIN; w.next_multiple_of(16) + 48];
-        // SAFETY: `isa` found AVX-512 F; the assert put every plane inside
-        // `x` and `y`; `columns` holds what the kernel reads.
-        unsafe { planes_avx512(x, shape, y, &mut columns) };
-        true
+        on_lanes!(|L| {
+            // SAFETY: the assert put every plane inside `x` and `y`;
+            // `columns` holds what the kernel reads.
+            unsafe { pool_planes::<L>(x, shape, y, &mut columns) }
+        })
+        .is_some()
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
-/// Lanes `0..n` of a 16-lane mask.
-#[cfg(target_arch = "x86_64")]
-pub(super) fn first_lanes(n: usize) -> __mmask16 {
-    ((1u32 << n.min(16)) - 1) as __mmask16
-}
-
 /// # Safety
-/// AVX-512 F is available; `x` and `y` hold `shape`'s planes, which
-/// [`Stride2Pool::is_taken`] takes; `columns` holds `w` rounded up to 16
-/// plus 48 values, those past the rounded width -FLT_MAX.
+/// `L`'s instructions are enabled; `x` and `y` hold `shape`'s planes,
+/// which [`Stride2Pool::is_taken`] takes; `columns` holds `w` rounded up
+/// to 16 plus 48 values, those past the rounded width -FLT_MAX.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn planes_avx512(x: &[f32], shape: Stride2Pool, y: &mut [f32], columns: &mut [f32]) {
+#[inline(always)]
+unsafe fn pool_planes<L: Lanes>(x: &[f32], shape: Stride2Pool, y: &mut [f32], columns: &mut [f32]) {
     let Stride2Pool {
         planes,
         input: [h, w],
         kernel: [kh, kw],
         output: [oh, ow],
     } = shape;
-    let neg = _mm512_set1_ps(f32::MIN);
-    // Lane l of a window column's register: column 2l (+1, +2) of the 32
-    // values in the two registers from the windows' first column.
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    // SAFETY: `L`'s instructions are enabled, per the caller.
+    let neg = unsafe { L::splat(f32::MIN) };
     let (x, y, columns) = (x.as_ptr(), y.as_mut_ptr(), columns.as_mut_ptr());
     for p in 0..planes {
         let plane = x.wrapping_add(p * h * w);
         for r in 0..oh {
             let rows = 2 * r..(2 * r + kh).min(h);
-            for x0 in (0..w).step_by(16) {
-                let keep = first_lanes(w - x0);
+            for x0 in (0..w).step_by(L::N) {
+                // SAFETY: as above.
+                let keep = unsafe { L::first(w - x0) };
                 let mut m = neg;
                 for row in rows.clone() {
                     // SAFETY: the kept lanes are columns x0.. of the row,
                     // inside the plane; the others read nothing.
-                    let v = unsafe { _mm512_mask_loadu_ps(neg, keep, plane.add(row * w + x0)) };
-                    m = _mm512_max_ps(v, m);
+                    unsafe {
+                        let v = L::load_masked_or(keep, neg, plane.add(row * w + x0));
+                        m = L::max(v, m);
+                    }
                 }
                 // SAFETY: columns holds w rounded up to 16.
-                unsafe { _mm512_storeu_ps(columns.add(x0), m) };
+                unsafe { L::store(columns.add(x0), m) };
             }
-            for q0 in (0..ow).step_by(16) {
+            for q0 in (0..ow).step_by(L::N) {
                 let at = columns.wrapping_add(2 * q0);
-                // SAFETY: 2 * q0 + 34 <= w + 33 values, inside `columns`
-                // (-FLT_MAX past the row).
-                let window = |offset: usize, index: __m512i| unsafe {
-                    let (lo, hi) = (
-                        _mm512_loadu_ps(at.add(offset)),
-                        _mm512_loadu_ps(at.add(offset + 16)),
-                    );
-                    _mm512_permutex2var_ps(lo, index, hi)
+                // SAFETY: 2 * q0 + 2 + 2 N <= w + 33 values, inside
+                // `columns` (-FLT_MAX past the row).
+                let window = |offset: usize| unsafe {
+                    (L::load(at.add(offset)), L::load(at.add(offset + L::N)))
                 };
-                let mut best = window(0, even);
-                best = _mm512_max_ps(window(0, odd), best);
-                if kw == 3 {
-                    best = _mm512_max_ps(window(2, even), best);
-                }
+                // SAFETY: as above.
+                let best = unsafe {
+                    let (lo, hi) = window(0);
+                    let mut best = L::max(L::odd(lo, hi), L::even(lo, hi));
+                    if kw == 3 {
+                        let (lo, hi) = window(2);
+                        best = L::max(L::even(lo, hi), best);
+                    }
+                    best
+                };
                 let out = y.wrapping_add((p * oh + r) * ow + q0);
                 // SAFETY: the kept lanes are outputs q0.. of the row.
-                unsafe { _mm512_mask_storeu_ps(out, first_lanes(ow - q0), best) };
+                unsafe { L::store_masked(L::first(ow - q0), out, best) };
             }
         }
     }
@@ -248,7 +247,7 @@ mod tests {
             let want = by_definition(&x, shape);
             let mut got = vec![f32::NAN; want.len() + 3];
             if !max_pool_stride2(&x, shape, &mut got) {
-                assert_ne!(isa(), Isa::Avx512);
+                assert_eq!(isa(), Isa::Baseline);
                 continue;
             }
             let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
