@@ -1,4 +1,5 @@
-//! Every vector path this machine has gives the baseline's bits.
+//! Every vector path this machine has gives the baseline's bits, and the
+//! hand-written kernels give the same bits on AVX2 as on AVX-512.
 //!
 //! One test in its own binary: [`cpu::limit_isa`] is process-wide, and no
 //! other test should run while it moves between paths.
@@ -203,12 +204,124 @@ fn gemm_matches_reference(isa: Isa) {
     }
 }
 
+/// The hand-written kernels' results, as bits, or `None` where this path
+/// runs none of them (the baseline): gemm's own kernel (tiles of every
+/// height, partial panels, two depth blocks, a transposed B), the filled
+/// and the packed products, the shallow correlation, a depthwise plane,
+/// and MAX pooling 2x2 (with positions), at stride 2 and at stride 1.
+/// AVX2 and AVX-512 add the same products in the same order, so they
+/// give the same bits.
+fn own_kernels() -> Option<Vec<u64>> {
+    let (x, _) = inputs::<f32>(1 << 16);
+    let x: Vec<f32> = x
+        .iter()
+        .map(|v| if v.is_nan() { 0.5 } else { *v })
+        .collect();
+    let mut out = Vec::new();
+    let mut push = |v: &[f32]| out.extend(v.iter().map(|v| u64::from(v.to_bits())));
+    for (m, n, k) in [(20, 576, 25), (50, 70, 500), (7, 33, 300), (12, 100, 64)] {
+        for tb in [Transpose::No, Transpose::Yes] {
+            let mut c = vec![0.25f32; m * n];
+            cpu::gemm(
+                Transpose::No,
+                tb,
+                m,
+                n,
+                k,
+                1.5,
+                &x[..m * k],
+                &x[7..][..k * n],
+                0.5,
+                &mut c,
+            );
+            push(&c);
+        }
+        let mut c = vec![f32::NAN; m * n];
+        let fill =
+            |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, panel: &mut [f32]| {
+                for (i, p) in rows.enumerate() {
+                    for (j, q) in cols.clone().enumerate() {
+                        panel[i * cpu::PANEL_COLUMNS + j] = x[3 + p * n + q];
+                    }
+                }
+            };
+        if !cpu::gemm_filled(m, n, k, &x[..m * k], fill, 0.0, &mut c) {
+            return None;
+        }
+        push(&c);
+        let mut packed = vec![0.0; cpu::gemm_packed_len(m, k)];
+        assert!(cpu::pack_for_gemm_packed(&x[..m * k], m, k, &mut packed));
+        assert!(cpu::gemm_packed(m, n, k, &packed, &x[5..][..k * n], &mut c));
+        push(&c);
+    }
+    let offsets: Vec<usize> = (0..27).map(|p| p * 61).collect();
+    let taps = cpu::Taps {
+        offsets: &offsets,
+        len: 150,
+    };
+    let mut y = vec![0.0f32; 10 * 150];
+    assert!(cpu::correlate(
+        &x,
+        taps,
+        &x[9000..][..270],
+        &x[..10],
+        10,
+        &mut y
+    ));
+    push(&y);
+    let offsets: Vec<usize> = (0..3)
+        .flat_map(|i| (0..3).map(move |j| i * 60 + j))
+        .collect();
+    let taps = cpu::DepthwiseTaps {
+        offsets: &offsets,
+        row_step: 120,
+        rows: 20,
+        columns: 37,
+    };
+    let mut y = vec![0.0f32; 20 * 37];
+    assert!(cpu::depthwise_plane(&x, taps, &x[..9], 0.5, &mut y));
+    push(&y);
+    let mut y = vec![0.0f32; 3 * 11 * 19];
+    let mut at = vec![0u32; y.len()];
+    assert!(cpu::max_pool_2x2(&x, 3, 22, 38, &mut y));
+    push(&y);
+    assert!(cpu::max_pool_2x2_positions(&x, 3, 22, 38, &mut y, &mut at));
+    push(&y);
+    out.extend(at.iter().map(|&a| u64::from(a)));
+    let shape = cpu::Stride2Pool {
+        planes: 3,
+        input: [22, 37],
+        kernel: [3, 3],
+        output: [11, 18],
+    };
+    let mut y = vec![0.0f32; 3 * 11 * 18];
+    assert!(cpu::max_pool_stride2(&x, shape, &mut y));
+    out.extend(y.iter().map(|v| u64::from(v.to_bits())));
+    let shape = cpu::Stride1Pool {
+        planes: 3,
+        input: [40, 40],
+        kernel: [3, 3],
+        pad: [1, 1],
+        output: [40, 40],
+    };
+    let mut y = vec![0.0f32; 3 * 40 * 40];
+    assert!(cpu::max_pool_stride1(&x, shape, &mut y));
+    out.extend(y.iter().map(|v| u64::from(v.to_bits())));
+    Some(out)
+}
+
 #[test]
 fn every_available_path_matches_the_baseline_bit_for_bit() {
     let widest = cpu::isa();
     cpu::limit_isa(Isa::Baseline);
     gemm_matches_reference(Isa::Baseline);
+    assert_eq!(
+        own_kernels(),
+        None,
+        "the baseline runs no hand-written kernel"
+    );
     let baseline = (all_results::<f32>(), all_results::<f64>(), moves());
+    let mut kernels: Option<(Isa, Vec<u64>)> = None;
     let mut compared = Vec::new();
     for isa in Isa::ALL
         .into_iter()
@@ -216,6 +329,16 @@ fn every_available_path_matches_the_baseline_bit_for_bit() {
     {
         assert_eq!(cpu::limit_isa(isa), isa);
         gemm_matches_reference(isa);
+        let own = own_kernels().expect("AVX2 and AVX-512 run the hand-written kernels");
+        match &kernels {
+            Some((first, bits)) => {
+                assert_eq!(bits.len(), own.len());
+                if let Some(i) = (0..own.len()).find(|&i| bits[i] != own[i]) {
+                    panic!("{isa}'s kernels differ from {first}'s at result {i}");
+                }
+            }
+            None => kernels = Some((isa, own)),
+        }
         let got = (all_results::<f32>(), all_results::<f64>(), moves());
         let pairs = [
             ("f32", &baseline.0, &got.0),
