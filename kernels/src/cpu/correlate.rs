@@ -491,28 +491,16 @@ unsafe fn gradient_tiles<L: Lanes, const ROWS: usize, const COLS: usize>(
                     .wrapping_add(offsets[(p0 + q).min(count - 1)])
             });
             for _ in 0..images {
-                let mut step = |t: usize, mask: L::M| {
-                    // SAFETY: outputs t..t + N, those the mask keeps, are
-                    // below `len`: inside `dy`, and inside `input` at
-                    // every offset, per the caller.
-                    let (g, x): ([L::V; ROWS], [L::V; COLS]) = unsafe {
-                        (
-                            std::array::from_fn(|r| L::load_masked(mask, grads[r].add(t))),
-                            std::array::from_fn(|q| L::load_masked(mask, reads[q].add(t))),
-                        )
-                    };
-                    for (acc, g) in acc.iter_mut().zip(g) {
-                        for (acc, x) in acc.iter_mut().zip(x) {
-                            // SAFETY: as above.
-                            *acc = unsafe { L::fmadd(g, x, *acc) };
-                        }
+                // SAFETY: outputs t..t + N, those the mask keeps, are below
+                // `len`: inside `dy`, and inside `input` at every offset,
+                // per the caller, who has `L`.
+                unsafe {
+                    for t in (0..body).step_by(L::N) {
+                        gradient_step::<L, ROWS, COLS>(&mut acc, (&grads, &reads), t, whole);
                     }
-                };
-                for t in (0..body).step_by(L::N) {
-                    step(t, whole);
-                }
-                if len % L::N != 0 {
-                    step(body, tail);
+                    if len % L::N != 0 {
+                        gradient_step::<L, ROWS, COLS>(&mut acc, (&grads, &reads), body, tail);
+                    }
                 }
                 for g in &mut grads {
                     *g = g.wrapping_add(channels * len);
@@ -529,6 +517,37 @@ unsafe fn gradient_tiles<L: Lanes, const ROWS: usize, const COLS: usize>(
                     dw[(c0 + r) * count + p0 + q] += unsafe { L::reduce_add(v) };
                 }
             }
+        }
+    }
+}
+
+/// One step of [`gradient_tiles`]: outputs `t..t + N` (those `mask`
+/// keeps) of each row of gradients against each tap's reads, multiplied
+/// into the tile's sums. A function, not a closure: a closure in generic
+/// code is compiled without the family's instructions.
+///
+/// # Safety
+/// `L`'s instructions are enabled; the kept values are inside `dy` and
+/// `input`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn gradient_step<L: Lanes, const ROWS: usize, const COLS: usize>(
+    acc: &mut [[L::V; COLS]; ROWS],
+    (grads, reads): (&[*const f32; ROWS], &[*const f32; COLS]),
+    t: usize,
+    mask: L::M,
+) {
+    let mut x = [acc[0][0]; COLS];
+    for (x, read) in x.iter_mut().zip(reads) {
+        // SAFETY: the caller's.
+        *x = unsafe { L::load_masked(mask, read.add(t)) };
+    }
+    for (acc, grad) in acc.iter_mut().zip(grads) {
+        // SAFETY: the caller's.
+        let g = unsafe { L::load_masked(mask, grad.add(t)) };
+        for (acc, &x) in acc.iter_mut().zip(&x) {
+            // SAFETY: the caller's.
+            *acc = unsafe { L::fmadd(g, x, *acc) };
         }
     }
 }

@@ -455,32 +455,41 @@ pub(crate) unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     unsafe {
         // Pairs interleaved by 32 bits, then by 64: each 128-bit half
         // holds a 4 x 4 block transposed; then the halves are swapped.
-        let t: [__m256; 8] = std::array::from_fn(|i| {
-            let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
-            if i % 2 == 0 {
-                _mm256_unpacklo_ps(a, b)
-            } else {
-                _mm256_unpackhi_ps(a, b)
-            }
-        });
-        let u: [__m256; 8] = std::array::from_fn(|i| {
-            let base = i / 4 * 4;
-            let (a, b) = (t[base + i % 4 / 2], t[base + i % 4 / 2 + 2]);
-            let (a, b) = (_mm256_castps_pd(a), _mm256_castps_pd(b));
-            _mm256_castpd_ps(if i % 2 == 0 {
-                _mm256_unpacklo_pd(a, b)
-            } else {
-                _mm256_unpackhi_pd(a, b)
-            })
-        });
-        std::array::from_fn(|i| {
-            let (a, b) = (u[i % 4], u[i % 4 + 4]);
-            if i < 4 {
-                _mm256_permute2f128_ps::<0x20>(a, b)
-            } else {
-                _mm256_permute2f128_ps::<0x31>(a, b)
-            }
-        })
+        let t: [__m256; 8] = std::array::from_fn(
+            #[inline(always)]
+            |i| {
+                let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+                if i % 2 == 0 {
+                    _mm256_unpacklo_ps(a, b)
+                } else {
+                    _mm256_unpackhi_ps(a, b)
+                }
+            },
+        );
+        let u: [__m256; 8] = std::array::from_fn(
+            #[inline(always)]
+            |i| {
+                let base = i / 4 * 4;
+                let (a, b) = (t[base + i % 4 / 2], t[base + i % 4 / 2 + 2]);
+                let (a, b) = (_mm256_castps_pd(a), _mm256_castps_pd(b));
+                _mm256_castpd_ps(if i % 2 == 0 {
+                    _mm256_unpacklo_pd(a, b)
+                } else {
+                    _mm256_unpackhi_pd(a, b)
+                })
+            },
+        );
+        std::array::from_fn(
+            #[inline(always)]
+            |i| {
+                let (a, b) = (u[i % 4], u[i % 4 + 4]);
+                if i < 4 {
+                    _mm256_permute2f128_ps::<0x20>(a, b)
+                } else {
+                    _mm256_permute2f128_ps::<0x31>(a, b)
+                }
+            },
+        )
     }
 }
 

@@ -181,9 +181,27 @@ fn lanes(n: usize) -> __mmask16 {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn corners<L: Lanes>(top: *const f32, w: usize, outputs: usize) -> [L::V; 4] {
-    // SAFETY: the masks keep the loads to the 2 * outputs values of each
-    // row, readable per the caller, who has `L`.
-    let row = |at: *const f32| unsafe {
+    // SAFETY: the caller's.
+    let (top_left, top_right) = unsafe { pulled_apart::<L>(top, outputs) };
+    // SAFETY: the caller's.
+    let (bottom_left, bottom_right) = unsafe { pulled_apart::<L>(top.wrapping_add(w), outputs) };
+    [top_left, top_right, bottom_left, bottom_right]
+}
+
+/// The even and odd columns of the `2 * outputs` values at `at`, a lane
+/// an output (0 past `outputs`). A function, not a closure: a closure in
+/// generic code is compiled without the family's instructions, and its
+/// intrinsics were left as calls (P-Net's pool1 ran 50x slower).
+///
+/// # Safety
+/// `L`'s instructions are enabled; `2 * outputs` values from `at` are
+/// readable.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn pulled_apart<L: Lanes>(at: *const f32, outputs: usize) -> (L::V, L::V) {
+    // SAFETY: the masks keep the loads to the 2 * outputs values, readable
+    // per the caller, who has `L`.
+    unsafe {
         let (lo, hi) = (
             L::first(2 * outputs),
             L::first((2 * outputs).saturating_sub(L::N)),
@@ -193,10 +211,7 @@ unsafe fn corners<L: Lanes>(top: *const f32, w: usize, outputs: usize) -> [L::V;
             L::load_masked(hi, at.wrapping_add(L::N)),
         );
         (L::even(first, second), L::odd(first, second))
-    };
-    let (top_left, top_right) = row(top);
-    let (bottom_left, bottom_right) = row(top.wrapping_add(w));
-    [top_left, top_right, bottom_left, bottom_right]
+    }
 }
 
 /// [`max_pool_2x2`] over `pairs` pairs of input rows of `w` values (a
@@ -209,12 +224,8 @@ unsafe fn corners<L: Lanes>(top: *const f32, w: usize, outputs: usize) -> [L::V;
 #[inline(always)]
 unsafe fn pool_pairs<L: Lanes>(x: &[f32], pairs: usize, w: usize, y: &mut [f32]) {
     let ow = w / 2;
-    // SAFETY (both closures and below): the caller has `L`.
     // SAFETY: `L`'s instructions are enabled, per the caller.
     let neg = unsafe { L::splat(f32::MIN) };
-    // `larger(held, v)`: v where v > held, else held (NaN never wins).
-    // SAFETY: `L`'s instructions are enabled, per the caller.
-    let larger = |held: L::V, v: L::V| unsafe { L::max(v, held) };
     for pair in 0..pairs {
         let top = x.as_ptr().wrapping_add(2 * pair * w);
         let out = y.as_mut_ptr().wrapping_add(pair * ow);
@@ -225,9 +236,11 @@ unsafe fn pool_pairs<L: Lanes>(x: &[f32], pairs: usize, w: usize, y: &mut [f32])
             // slices, per the caller; the mask keeps the rest untouched.
             unsafe {
                 let [tl, tr, bl, br] = corners::<L>(top.add(2 * q0), w, outputs);
-                let left = larger(larger(neg, tl), bl);
-                let right = larger(larger(neg, tr), br);
-                L::store_masked(L::first(outputs), out.add(q0), larger(left, right));
+                // `max(v, held)`: v where v > held, else held (NaN never
+                // wins).
+                let left = L::max(bl, L::max(tl, neg));
+                let right = L::max(br, L::max(tr, neg));
+                L::store_masked(L::first(outputs), out.add(q0), L::max(right, left));
             }
         }
     }

@@ -190,13 +190,16 @@ unsafe fn pool_planes<L: Lanes>(
             for q0 in (0..ow).step_by(L::N) {
                 // SAFETY: window column j of outputs q0..q0 + N reads
                 // columns q0 + j .. q0 + j + N <= ow + kw + 15 of the
-                // row, inside it.
-                let load = |j: usize| unsafe { L::load(columns.add(q0 + j)) };
-                let mut best = load(0);
-                for j in 1..kw {
-                    // SAFETY: as above.
-                    best = unsafe { L::max(load(j), best) };
-                }
+                // row, inside it; `L`'s instructions are enabled, per the
+                // caller. (No closure for the loads: one is compiled
+                // without them.)
+                let best = unsafe {
+                    let mut best = L::load(columns.add(q0));
+                    for j in 1..kw {
+                        best = L::max(L::load(columns.add(q0 + j)), best);
+                    }
+                    best
+                };
                 let out = y.wrapping_add((p * oh + r) * ow + q0);
                 // SAFETY: the kept lanes are outputs q0.. of the row.
                 unsafe { L::store_masked(L::first(ow - q0), out, best) };

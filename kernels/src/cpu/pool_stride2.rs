@@ -152,16 +152,14 @@ unsafe fn pool_planes<L: Lanes>(x: &[f32], shape: Stride2Pool, y: &mut [f32], co
             for q0 in (0..ow).step_by(L::N) {
                 let at = columns.wrapping_add(2 * q0);
                 // SAFETY: 2 * q0 + 2 + 2 N <= w + 33 values, inside
-                // `columns` (-FLT_MAX past the row).
-                let window = |offset: usize| unsafe {
-                    (L::load(at.add(offset)), L::load(at.add(offset + L::N)))
-                };
-                // SAFETY: as above.
+                // `columns` (-FLT_MAX past the row); `L`'s instructions
+                // are enabled, per the caller. (No closure for the
+                // loads: one is compiled without them.)
                 let best = unsafe {
-                    let (lo, hi) = window(0);
+                    let (lo, hi) = (L::load(at), L::load(at.add(L::N)));
                     let mut best = L::max(L::odd(lo, hi), L::even(lo, hi));
                     if kw == 3 {
-                        let (lo, hi) = window(2);
+                        let (lo, hi) = (L::load(at.add(2)), L::load(at.add(2 + L::N)));
                         best = L::max(L::even(lo, hi), best);
                     }
                     best

@@ -153,31 +153,19 @@ unsafe fn dots<L: Lanes, const T: usize>(
                 std::array::from_fn(|q| b.wrapping_offset((j0 + q).min(n - 1) as isize * ldb));
             // SAFETY: as above.
             let mut acc = [[unsafe { L::zero() }; T]; T];
-            let mut step = |p: usize, mask: L::M| {
-                // SAFETY: values p..p + N of each row and column, those
-                // the mask keeps, are inside them (p + N <= k, or the
-                // tail's mask).
-                let (x, y): ([L::V; T], [L::V; T]) = unsafe {
-                    (
-                        std::array::from_fn(|r| L::load_masked(mask, rows[r].add(p))),
-                        std::array::from_fn(|q| L::load_masked(mask, cols[q].add(p))),
-                    )
-                };
-                for r in 0..T {
-                    for q in 0..T {
-                        // SAFETY: as above.
-                        acc[r][q] = unsafe { L::fmadd(x[r], y[q], acc[r][q]) };
-                    }
-                }
-            };
             let body = k - k % L::N;
             // SAFETY: as above.
             let whole = unsafe { L::first(L::N) };
-            for p in (0..body).step_by(L::N) {
-                step(p, whole);
-            }
-            if k % L::N != 0 {
-                step(body, tail);
+            // SAFETY: values p..p + N of each row and column, those the
+            // mask keeps, are inside them (p + N <= k, or the tail's
+            // mask); `L`'s instructions are enabled, per the caller.
+            unsafe {
+                for p in (0..body).step_by(L::N) {
+                    dot_step::<L, T>(&mut acc, (&rows, &cols), p, whole);
+                }
+                if k % L::N != 0 {
+                    dot_step::<L, T>(&mut acc, (&rows, &cols), body, tail);
+                }
             }
             for (r, acc) in acc.iter().enumerate().take(m - i0) {
                 for (q, &v) in acc.iter().enumerate().take(n - j0) {
@@ -190,6 +178,37 @@ unsafe fn dots<L: Lanes, const T: usize>(
                     }
                 }
             }
+        }
+    }
+}
+
+/// One step of [`dots`]: values `p..p + N` (those `mask` keeps) of each
+/// of the tile's rows and columns, multiplied into its sums. A function,
+/// not a closure: a closure in generic code is compiled without the
+/// family's instructions, and its intrinsics were left as calls.
+///
+/// # Safety
+/// `L`'s instructions are enabled; the kept values are inside the rows
+/// and columns.
+#[inline(always)]
+unsafe fn dot_step<L: Lanes, const T: usize>(
+    acc: &mut [[L::V; T]; T],
+    (rows, cols): (&[*const f32; T], &[*const f32; T]),
+    p: usize,
+    mask: L::M,
+) {
+    let mut x = [acc[0][0]; T];
+    let mut y = [acc[0][0]; T];
+    for r in 0..T {
+        // SAFETY: the caller's.
+        x[r] = unsafe { L::load_masked(mask, rows[r].add(p)) };
+        // SAFETY: the caller's.
+        y[r] = unsafe { L::load_masked(mask, cols[r].add(p)) };
+    }
+    for r in 0..T {
+        for q in 0..T {
+            // SAFETY: the caller's.
+            acc[r][q] = unsafe { L::fmadd(x[r], y[q], acc[r][q]) };
         }
     }
 }
