@@ -448,6 +448,7 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         "threads: {} (RAYON_NUM_THREADS sets it)",
         rayon_threads()
     ));
+    log.push(cpu_path());
     if net.layer_names().next().is_none() {
         return Err(bad("the net has no layers".into()));
     }
@@ -509,6 +510,23 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         }
     }
     Ok(log)
+}
+
+/// Which of the CPU kernels' instruction families ran, and the widest
+/// the machine has (`blobflow time`'s line `cpu: ...`).
+fn cpu_path() -> String {
+    use blobflow::kernels::cpu::{Isa, isa};
+    let widest = Isa::ALL
+        .into_iter()
+        .rev()
+        .find(|i| i.is_available())
+        .unwrap_or(Isa::Baseline);
+    let ran = isa();
+    if ran == widest {
+        format!("cpu: {ran} kernels (the widest this machine has; BLOBFLOW_CPU caps it)")
+    } else {
+        format!("cpu: {ran} kernels (capped by BLOBFLOW_CPU; this machine has {widest})")
+    }
 }
 
 fn rayon_threads() -> usize {

@@ -15,7 +15,7 @@ pub struct FmaPeak {
     /// Billions of f32 operations a second (a multiply-add counts two),
     /// all threads together.
     pub gflops: f64,
-    /// The instructions it ran: the widest this CPU has.
+    /// The instructions it ran: those blobflow's loops run on.
     pub isa: Isa,
     /// The threads it ran on at once.
     pub threads: usize,
@@ -45,12 +45,13 @@ const CHAINS: usize = 12;
 const ROUNDS: usize = 20_000_000;
 
 /// This machine's f32 multiply-add peak on `threads` threads at once (one
-/// a core: pass at most the cores you have): twelve independent
-/// chains of the widest multiply-add the CPU has, whatever
-/// `BLOBFLOW_CPU` caps (it caps blobflow's loops, not the machine, nor
-/// the gemm library's own choice). Takes about 70 ms with AVX-512, longer
-/// on narrower vectors. What a net or a product reaches, divided by this,
-/// is how close it runs to the machine's limit.
+/// a core: pass at most the cores you have): twelve independent chains
+/// of the widest multiply-add blobflow's loops run on ([`super::isa`]:
+/// the widest the CPU has, or what `BLOBFLOW_CPU` caps it to, so the
+/// AVX2 path of an AVX-512 machine is held to the AVX2 peak). Takes
+/// about 70 ms with AVX-512, longer on narrower vectors. What a net or a
+/// product reaches, divided by this, is how close it runs to the limit
+/// of the instructions it ran.
 ///
 /// ```
 /// let peak = blob_kernels::cpu::fma_peak(1);
@@ -59,11 +60,7 @@ const ROUNDS: usize = 20_000_000;
 /// ```
 pub fn fma_peak(threads: usize) -> FmaPeak {
     let threads = threads.max(1);
-    let isa = Isa::ALL
-        .into_iter()
-        .rev()
-        .find(|isa| isa.is_available())
-        .unwrap_or(Isa::Baseline);
+    let isa = super::isa();
     let t = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
