@@ -3,7 +3,9 @@
 //! `blobflow inspect FILE [--json]` tells what a Caffe file holds: the
 //! format, and for each layer its type and blobs (shape, count, sum of |x|).
 //! `blobflow convert MODEL.caffemodel OUT.safetensors` writes a model's
-//! learned blobs as `.safetensors`, one tensor per blob named `layer.index`.
+//! learned blobs as `.safetensors`, one tensor per blob named `layer.index`;
+//! `blobflow convert NET.prototxt [WEIGHTS.caffemodel] OUT.onnx` writes the
+//! net as an ONNX model.
 //! `blobflow run NET.prototxt [WEIGHTS]` runs a net's forward pass on
 //! `.npy` inputs and writes its outputs as `.npy`; `blobflow time
 //! NET.prototxt` is Caffe's `caffe time`.
@@ -70,12 +72,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write a .caffemodel's learned blobs as .safetensors (tensors `layer.index`)
+    /// Write a .caffemodel's learned blobs as .safetensors (tensors
+    /// `layer.index`), or a net and its weights as an ONNX model (opset
+    /// 13, a dynamic batch axis): `convert MODEL.caffemodel OUT.safetensors`
+    /// or `convert NET.prototxt [WEIGHTS.caffemodel] OUT.onnx`
     Convert {
-        /// The Caffe model (new, V1 or V0 format)
-        model: PathBuf,
-        /// The .safetensors file to write
-        out: PathBuf,
+        /// MODEL.caffemodel OUT.safetensors, or NET.prototxt [WEIGHTS.caffemodel] OUT.onnx
+        #[arg(num_args = 2..=3, required = true)]
+        files: Vec<PathBuf>,
+        /// ONNX only: the blobs to export as the graph's outputs, with only
+        /// the layers they need (e.g. up to an SSD's DetectionOutput)
+        #[arg(long, value_delimiter = ',')]
+        outputs: Vec<String>,
     },
     /// Run a net's forward pass (TEST phase) and print each output blob's shape and summary
     Run {
@@ -232,7 +240,32 @@ fn same_file(model: &Path, out: &Path) -> bool {
     }
 }
 
-fn convert(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
+/// Converts `files` (a model and a .safetensors, or a prototxt, its
+/// weights and an .onnx), and says what it wrote.
+fn convert(files: &[PathBuf], outputs: &[String]) -> Result<String, Box<dyn std::error::Error>> {
+    let out = files.last().ok_or("convert: no file given")?;
+    if out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        return run::to_onnx(
+            &files[0],
+            files.get(1).filter(|_| files.len() == 3),
+            out,
+            outputs,
+        );
+    }
+    if files.len() != 2 || !outputs.is_empty() {
+        return Err("convert: a .safetensors is written from one .caffemodel \
+                    (`convert MODEL.caffemodel OUT.safetensors`); an ONNX model from \
+                    a prototxt and its weights (`convert NET.prototxt WEIGHTS.caffemodel OUT.onnx`)"
+            .into());
+    }
+    Ok(to_safetensors(&files[0], out)?)
+}
+
+/// Writes `model`'s learned blobs to `out` as .safetensors.
+fn to_safetensors(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
     if same_file(model, out) {
         return Err(blobflow::BlobError::Io {
             path: out.display().to_string(),
@@ -360,7 +393,7 @@ fn main() -> ExitCode {
             quiet("upgrade-solver-proto-text", upgrade::solver_text(&args))
         }
         Command::DeviceQuery => quiet("device-query", train::device_query()),
-        Command::Convert { model, out } => match convert(&model, &out) {
+        Command::Convert { files, outputs } => match convert(&files, &outputs) {
             Ok(summary) => emit("convert", &format!("{summary}\n")),
             Err(e) => {
                 eprintln!("blobflow convert: {e}");

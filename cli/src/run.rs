@@ -145,6 +145,31 @@ fn load(
     Ok(net)
 }
 
+/// Writes the net of `prototxt` with `weights` to `out` as ONNX (up to
+/// `outputs` where given), and says what it wrote.
+pub fn to_onnx(
+    prototxt: &Path,
+    weights: Option<&PathBuf>,
+    out: &Path,
+    outputs: &[String],
+) -> Result<String, Box<dyn std::error::Error>> {
+    let mut log = Vec::new();
+    let mut net = load(
+        prototxt,
+        weights.map(PathBuf::as_path),
+        &Vec::new(),
+        &mut log,
+    )?;
+    let mut export = blobflow::layers::onnx::OnnxExport::new();
+    if !outputs.is_empty() {
+        export = export.outputs(outputs.iter().cloned());
+    }
+    export.save(&mut net, out)?;
+    let bytes = std::fs::metadata(out)?.len();
+    log.push(format!("{}: ONNX opset 13, {bytes} bytes", out.display()));
+    Ok(log.join("\n"))
+}
+
 /// Moves the net to GPU `ordinal`.
 #[cfg(feature = "cuda")]
 fn to_gpu(net: &mut Net<f32>, ordinal: usize, log: &mut Vec<String>) -> Result<GpuSync, BlobError> {

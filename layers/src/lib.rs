@@ -81,6 +81,7 @@ pub mod net;
 mod net_layers;
 mod neuron;
 mod normalize;
+pub mod onnx;
 mod parameter;
 mod permute;
 mod planes;

@@ -1111,6 +1111,27 @@ impl<T: MathElement> Net<T> {
             .downcast_mut::<L>()
     }
 
+    /// A layer's `LayerParameter` by its name (the first layer of that
+    /// name; Caffe's `layer_by_name(name)->layer_param()`), as the net
+    /// read it: upgraded, its defaults filled.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let net = Net::<f32>::from_prototxt(
+    ///     "input: 'x' input_shape { dim: 2 } layer { name: 'r' type: 'ReLU' bottom: 'x' top: 'y' relu_param { negative_slope: 0.5 } }",
+    ///     NetState::test(),
+    /// )?;
+    /// let relu = net.layer_param("r").unwrap().message("relu_param").unwrap();
+    /// assert_eq!(relu.float("negative_slope"), 0.5);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn layer_param(&self, name: &str) -> Option<&ParamMessage> {
+        self.layers
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| &l.param)
+    }
+
     /// A layer's parameter blobs by its name (the first layer of that
     /// name, as Caffe's weight copy finds it).
     pub fn layer_blobs(&self, name: &str) -> Option<&[Blob<T>]> {
