@@ -320,3 +320,64 @@ fn convert_keeps_doubles_and_refuses_an_empty_conversion() {
     let _ = std::fs::remove_file(model);
     let _ = std::fs::remove_file(empty);
 }
+
+/// `convert NET.prototxt WEIGHTS OUT.onnx`: the net as an ONNX model, its
+/// trained weights inside (the values themselves are held to ONNX
+/// Runtime's by `scripts/onnx_peer.py`); a layer ONNX cannot express is
+/// refused by name and leaves no file, unless `--outputs` stops before it.
+#[test]
+fn a_net_and_its_weights_convert_to_onnx() {
+    let dir = std::env::temp_dir().join(format!("blobflow-onnx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("lenet.onnx");
+    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .arg("convert")
+        .arg(root().join("models/lenet/lenet.prototxt"))
+        .arg(shipped_model())
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    // ip1's 400,000 weights are in it, as are the layers' names.
+    assert!(bytes.len() > 4 * 400_000, "{} bytes", bytes.len());
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("ip1.weight") && text.contains("blobflow"));
+
+    let net = dir.join("argmax.prototxt");
+    std::fs::write(
+        &net,
+        std::fs::read_to_string(root().join("models/lenet/lenet.prototxt")).unwrap()
+            + r#"layer { name: "best" type: "ArgMax" bottom: "prob" top: "best" }"#,
+    )
+    .unwrap();
+    let refused = dir.join("refused.onnx");
+    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .arg("convert")
+        .args([&net, &shipped_model(), &refused])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !run.status.success() && err.contains("'best'") && err.contains("ArgMax"),
+        "{err}"
+    );
+    assert!(!refused.exists());
+    let run = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+        .arg("convert")
+        .args([&net, &shipped_model(), &refused])
+        .args(["--outputs", "prob"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(refused.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
