@@ -72,9 +72,11 @@ struct Args {
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
     /// Print the loss every N iterations with the seconds since the first
-    /// step began (Caffe's `display`; 0: never)
-    #[arg(long, default_value_t = 0)]
-    display: usize,
+    /// step began (Caffe's `display`; 0: never). By default every 100
+    /// (lenet_solver's) where the progress bar is not shown (output not
+    /// to a terminal), never where it is
+    #[arg(long)]
+    display: Option<usize>,
     /// Caffe's solver: `sgd` (lenet_solver), `adam` (lenet_solver_adam),
     /// or a solver prototxt as `caffe train --solver` takes (its rate
     /// settings, max_iter and snapshot). Pass the same again with --resume
@@ -202,6 +204,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let mut losses = Vec::new();
+    let display = args
+        .display
+        .unwrap_or(if bar.is_hidden() { 100 } else { 0 });
     let clock = Instant::now();
     while t.solver.iter < iters {
         let loss = t.step(&data)?;
@@ -211,7 +216,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             t.solver.learning_rate()?
         ));
         bar.inc(1);
-        if args.display != 0 && t.solver.iter.is_multiple_of(args.display) {
+        if display != 0 && t.solver.iter.is_multiple_of(display) {
             let line = format!(
                 "iteration {}, loss = {loss}, {:.6} s",
                 t.solver.iter,

@@ -4,13 +4,19 @@ holds it to what `blobflow inspect --json` says of the original
 .caffemodel: the same tensors (`layer.index`), shapes, first values
 (exactly) and sums of |x|.
 
+Needs Python's numpy and safetensors (`.ci/run` installs them under
+target/python-safetensors; `pip install numpy safetensors` does too).
+
 Run: python3 scripts/check_safetensors.py OUT.safetensors INSPECT.json
 """
 import json
 import sys
 
-import numpy as np
-from safetensors.numpy import load_file
+try:
+    import numpy as np
+    from safetensors.numpy import load_file
+except ImportError:
+    sys.exit("check_safetensors: needs numpy and safetensors: pip install numpy safetensors")
 
 
 def main(tensors_path, inspect_path):

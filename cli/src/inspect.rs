@@ -467,13 +467,18 @@ fn layer_rows(out: &mut String, l: &Value) {
 /// The human-readable table for a whole [`describe`] value.
 pub fn table(v: &Value) -> String {
     let mut out = String::new();
+    let solver = v["solver"].as_object();
     table_head(
         &mut out,
         v["format"].as_str().unwrap_or("?"),
-        v["name"].as_str(),
+        // A solver's "name" is the net file it trains: labelled so.
+        v["name"].as_str().filter(|_| solver.is_none()),
         v["iter"].as_i64(),
     );
-    if let Some(solver) = v["solver"].as_object() {
+    if let Some(solver) = solver {
+        if let Some(net) = v["name"].as_str() {
+            let _ = writeln!(out, "net:    {}", shown(net));
+        }
         for (key, value) in solver {
             let _ = writeln!(out, "{:<20} {}", shown(key), shown(&value.to_string()));
         }

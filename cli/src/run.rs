@@ -128,9 +128,16 @@ fn load(
                 if report.ignored.is_empty() {
                     String::new()
                 } else {
+                    // Caffe skips them too: a model saved from a training
+                    // net holds its loss and data layers, which a deploy
+                    // prototxt leaves out. Their weights, if any, go
+                    // unused.
+                    let named: Vec<&str> = report.ignored.iter().take(4).map(String::as_str).collect();
                     format!(
-                        " ({} of its layers have no match here)",
-                        report.ignored.len()
+                        " ({} of its layers are not in this net and were skipped, as Caffe skips them: {}{})",
+                        report.ignored.len(),
+                        named.join(", "),
+                        if report.ignored.len() > named.len() { ", ..." } else { "" }
                     )
                 },
                 if report.missing.is_empty() {

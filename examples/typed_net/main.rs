@@ -174,8 +174,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         copied.len()
     );
     println!(
-        "test accuracy on digits 8000..{}: {:.2}%",
+        "test accuracy on digits 8000..{} ({batches} whole batches of {} from 8000..10000): {:.2}%",
         8000 + batches * args.batch,
+        args.batch,
         100.0 * right / batches as f32
     );
     println!(
