@@ -2,6 +2,7 @@
 //! when the runtime allocates it, or adopted from a `Vec`.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::any::TypeId;
 use std::fmt;
 use std::ptr::NonNull;
 
@@ -34,6 +35,9 @@ pub struct HostBuffer {
     /// Bytes between the allocation's start and `ptr` (own allocations).
     lead: usize,
     release: Option<Release>,
+    /// For a buffer adopted from a `Vec` ([`HostBuffer::from_vec`]): its
+    /// element type, length and capacity, so it can be handed back.
+    vec_of: Option<(TypeId, usize, usize)>,
 }
 
 // SAFETY: a HostBuffer uniquely owns its allocation (like a Box<[u8]>), and
@@ -58,6 +62,7 @@ impl HostBuffer {
                 len: 0,
                 lead: 0,
                 release: None,
+                vec_of: None,
             });
         }
         let layout = layout(len)?;
@@ -82,6 +87,7 @@ impl HostBuffer {
             len,
             lead,
             release: None,
+            vec_of: None,
         })
     }
 
@@ -128,6 +134,7 @@ impl HostBuffer {
                 len: 0,
                 lead: 0,
                 release: None,
+                vec_of: None,
             };
         }
         host_limit::count(bytes);
@@ -147,7 +154,38 @@ impl HostBuffer {
                 // frees the allocation with the layout it was made with.
                 drop(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), len, capacity) });
             })),
+            vec_of: Some((TypeId::of::<T>(), len, capacity)),
         }
+    }
+
+    /// The `Vec<T>` this buffer adopted ([`HostBuffer::from_vec`]) handed
+    /// back without a copy; the buffer itself where it holds other memory
+    /// or another element type.
+    ///
+    /// ```
+    /// use blob_runtime::HostBuffer;
+    /// let v = vec![1.0f32, 2.0];
+    /// let at = v.as_ptr();
+    /// let back: Vec<f32> = HostBuffer::from_vec(v).into_vec().unwrap();
+    /// assert_eq!((back.as_ptr(), back), (at, vec![1.0, 2.0]));
+    /// assert!(HostBuffer::zeroed(8).unwrap().into_vec::<f32>().is_err());
+    /// ```
+    pub fn into_vec<T: bytemuck::Pod>(self) -> std::result::Result<Vec<T>, Self> {
+        let Some((kind, len, capacity)) = self.vec_of else {
+            return Err(self);
+        };
+        if kind != TypeId::of::<T>() {
+            return Err(self);
+        }
+        let mut me = std::mem::ManuallyDrop::new(self);
+        host_limit::give_back(me.len);
+        // The release would free the Vec: it is rebuilt instead.
+        drop(me.release.take());
+        // SAFETY: `ptr` is the pointer of a Vec<T> of `len` elements and
+        // `capacity` (`from_vec` recorded them with T's TypeId, checked
+        // above); the buffer is forgotten, so nothing else frees or uses
+        // the allocation.
+        Ok(unsafe { Vec::from_raw_parts(me.ptr.as_ptr().cast::<T>(), len, capacity) })
     }
 
     /// Wraps memory from another allocator; `release(ptr, len)` frees it
@@ -172,6 +210,7 @@ impl HostBuffer {
             len,
             lead: 0,
             release: Some(Box::new(release)),
+            vec_of: None,
         }
     }
 

@@ -563,6 +563,23 @@ impl SyncedMemory {
         Ok(old)
     }
 
+    /// The host buffer, taken out, where it holds the current values (the
+    /// head at CPU or synced) and no guard is alive; `None` otherwise (and
+    /// nothing changes). The memory is left uninitialized. For handing a
+    /// blob's values out without a copy ([`crate::Blob::into_vec`]).
+    pub(crate) fn take_host(&self) -> Option<HostBuffer> {
+        let mut st = self.lock();
+        if st.borrow != Borrow::Free || !matches!(st.head, Head::AtCpu | Head::Synced) {
+            return None;
+        }
+        // An upload may still be reading the bytes.
+        st.finish_upload("take_host").ok()?;
+        let host = st.host.take()?;
+        st.head = Head::Uninitialized;
+        st.stamp = fresh_stamp();
+        Some(host)
+    }
+
     /// Replaces the device buffer with `buffer` (which must come from this
     /// memory's backend); the head moves to GPU and the previous device
     /// buffer, if any, is handed back (Caffe `set_gpu_data`).

@@ -50,6 +50,51 @@ impl<T: Element> Blob<T> {
         Ok(self.cpu_data()?.to_vec())
     }
 
+    /// The data as a `Vec`, moved out without a copy where the blob
+    /// adopted a `Vec<T>` ([`Blob::from_vec`]), shares its data with no
+    /// other blob, and its values are current on the host; copied out
+    /// otherwise (from a GPU, a shared or a Caffe-allocated buffer). The
+    /// diff is dropped.
+    ///
+    /// ```
+    /// use blob_runtime::Blob;
+    /// let v = vec![1.0f32, 2.0, 3.0];
+    /// let at = v.as_ptr();
+    /// let mut b = Blob::from_vec(&[3], v)?;
+    /// b.mutable_cpu_data()?[0] = 7.0;
+    /// let back = b.into_vec()?;
+    /// assert_eq!(back, [7.0, 2.0, 3.0]);
+    /// assert_eq!(back.as_ptr(), at); // the same memory, moved back out
+    /// // A blob allocated by blobflow is copied out.
+    /// let c = Blob::<f32>::new(&[2])?;
+    /// assert_eq!(c.into_vec()?, [0.0, 0.0]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Blob::to_vec`] where the values are copied.
+    pub fn into_vec(mut self) -> Result<Vec<T>> {
+        let count = self.count();
+        if let Some(memory) = std::sync::Arc::get_mut(&mut self.data)
+            && let Some(host) = memory.take_host()
+        {
+            match host.into_vec::<T>() {
+                Ok(mut v) => {
+                    // A blob reshaped smaller keeps its capacity.
+                    v.truncate(count);
+                    return Ok(v);
+                }
+                Err(host) => {
+                    // Memory blobflow allocated: its bytes, copied.
+                    let bytes = &host.as_bytes()[..count * std::mem::size_of::<T>()];
+                    // Host buffers are 64-byte aligned: the cast holds.
+                    return Ok(bytemuck::cast_slice::<u8, T>(bytes).to_vec());
+                }
+            }
+        }
+        self.to_vec()
+    }
+
     /// A copy of the gradient (Caffe's diff), synchronised to the host.
     ///
     /// ```
@@ -59,5 +104,44 @@ impl<T: Element> Blob<T> {
     /// ```
     pub fn diff_to_vec(&self) -> Result<Vec<T>> {
         Ok(self.cpu_diff()?.to_vec())
+    }
+
+    /// A deep copy: a new blob of the same shape, on the same device, with
+    /// copies of the data and the diff (Caffe has no such method; its
+    /// `CopyFrom` into a new blob does this). [`Clone`] is this, panicking
+    /// where it errs (as `Vec::clone` aborts when memory runs out).
+    ///
+    /// ```
+    /// let a = blob_runtime::Blob::from_vec(&[2], vec![1.0f32, 2.0])?;
+    /// let b = a.deep_copy()?;
+    /// b.mutable_cpu_data()?[0] = 5.0;
+    /// assert_eq!((a.to_vec()?, b.to_vec()?), (vec![1.0, 2.0], vec![5.0, 2.0]));
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Out of memory (or over the host memory limit), or a guard of the
+    /// blob's memory that excludes reading.
+    pub fn deep_copy(&self) -> Result<Self> {
+        let mut copy = match self.device() {
+            Some(device) => Self::with_device(self.shape(), device.clone())?,
+            None => Self::new(self.shape())?,
+        };
+        copy.copy_from(self, false, false)?;
+        copy.copy_from(self, true, false)?;
+        Ok(copy)
+    }
+}
+
+impl<T: Element> Clone for Blob<T> {
+    /// [`Blob::deep_copy`]: the data and diff copied, never shared (for
+    /// sharing, [`Blob::share_data`]).
+    ///
+    /// # Panics
+    /// Where [`Blob::deep_copy`] errs: out of memory, or the blob's memory
+    /// held by a write guard.
+    fn clone(&self) -> Self {
+        self.deep_copy()
+            .unwrap_or_else(|e| panic!("Blob::clone: {e}"))
     }
 }

@@ -62,3 +62,33 @@ fn to_vec_reads_the_newer_side_of_a_device_blob() {
     }
     assert_eq!(b.to_vec().unwrap(), vec![3.0, 4.0]);
 }
+
+#[test]
+fn into_vec_moves_an_adopted_vec_out_and_copies_what_others_share() -> crate::Result<()> {
+    // Reshaped smaller: the capacity stays, the Vec comes back cut to
+    // the count, still the same memory.
+    let v: Vec<f32> = (0..6).map(|i| i as f32).collect();
+    let at = v.as_ptr();
+    let mut b = Blob::from_vec(&[6], v)?;
+    b.reshape(&[2, 2])?;
+    let back = b.into_vec()?;
+    assert_eq!(
+        (back.as_ptr(), back.as_slice()),
+        (at, &[0.0, 1.0, 2.0, 3.0][..])
+    );
+
+    // Shared data is copied out: the other blob keeps its values.
+    let a = Blob::from_vec(&[3], vec![1.0f64, 2.0, 3.0])?;
+    let mut c = Blob::<f64>::new(&[3])?;
+    c.share_data(&a)?;
+    assert_eq!(c.into_vec()?, [1.0, 2.0, 3.0]);
+    assert_eq!(a.to_vec()?, [1.0, 2.0, 3.0]);
+
+    // A clone is a deep copy: data and diff its own.
+    let d = Blob::from_vec(&[2], vec![4.0f32, 5.0])?;
+    let e = d.clone();
+    e.mutable_cpu_diff()?.fill(1.0);
+    assert_eq!(d.diff_to_vec()?, [0.0, 0.0]);
+    assert_eq!(e.into_vec()?, d.into_vec()?);
+    Ok(())
+}

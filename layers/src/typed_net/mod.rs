@@ -468,6 +468,31 @@ pub struct NetSpec<T: MathElement> {
     _elem: PhantomData<fn() -> T>,
 }
 
+impl<T: MathElement> std::fmt::Debug for NetSpec<T> {
+    /// The net's name, element type, inputs and layers so far.
+    ///
+    /// ```
+    /// let spec = blob_layers::typed_net::NetSpec::<f32>::new("tiny");
+    /// assert!(format!("{spec:?}").contains("\"tiny\""));
+    /// ```
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetSpec")
+            .field("name", &self.text.name)
+            .field("element", &<T as blob_runtime::Element>::NAME)
+            .field(
+                "inputs",
+                &self
+                    .text
+                    .inputs
+                    .iter()
+                    .map(|i| i.name.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("layers", &self.text.layer_names)
+            .finish()
+    }
+}
+
 /// What a [`NetSpec`] has declared, as prototxt text: the part that
 /// depends on neither the element type nor the shapes, compiled once.
 struct NetText {
