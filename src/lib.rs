@@ -66,7 +66,7 @@ pub use blob_runtime::{
     set_host_memory_limit,
 };
 #[cfg(feature = "safetensors")]
-pub use blob_runtime::{TensorFile, TensorInfo, write_tensors};
+pub use blob_runtime::{TensorFile, TensorInfo, TensorNames, write_tensors};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -82,5 +82,5 @@ pub use proto::{
 };
 pub use synced_memory::{DeviceRead, DeviceWrite, HostRead, HostWrite, SyncedMemory};
 #[cfg(feature = "safetensors")]
-pub use tensor_file::{TensorFile, TensorInfo, write_tensors};
+pub use tensor_file::{TensorFile, TensorInfo, TensorNames, write_tensors};
 pub use weights::{CaffeModel, CopyReport, read_solver_state, write_solver_state};

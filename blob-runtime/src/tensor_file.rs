@@ -84,6 +84,89 @@ pub fn write_tensors<'a, T: Element>(
     encode(IN_MEMORY, tensors)
 }
 
+/// A layer's tensors under the frameworks' names ([`TensorNames::Framework`]).
+fn framework_named(
+    layer: &str,
+    kind: &str,
+    blobs: Vec<TensorBytes>,
+) -> Result<Vec<(String, TensorBytes)>> {
+    let named = |what: &str| format!("{layer}.{what}");
+    if kind == "BatchNorm" && blobs.len() == 3 {
+        // Caffe keeps the sums and their weight; frameworks the quotients
+        // (0 where the weight is 0, as Caffe computes them).
+        let factor = match blobs[2].dtype {
+            Dtype::F64 => bytemuck::pod_read_unaligned::<f64>(&blobs[2].bytes[..8]),
+            _ => f64::from(bytemuck::pod_read_unaligned::<f32>(&blobs[2].bytes[..4])),
+        };
+        let scale = if factor == 0.0 { 0.0 } else { 1.0 / factor };
+        let scaled = |t: &TensorBytes| -> TensorBytes {
+            let bytes = match t.dtype {
+                Dtype::F64 => t
+                    .bytes
+                    .chunks_exact(8)
+                    .flat_map(|c| (bytemuck::pod_read_unaligned::<f64>(c) * scale).to_le_bytes())
+                    .collect(),
+                _ => t
+                    .bytes
+                    .chunks_exact(4)
+                    .flat_map(|c| {
+                        (bytemuck::pod_read_unaligned::<f32>(c) * scale as f32).to_le_bytes()
+                    })
+                    .collect(),
+            };
+            TensorBytes {
+                dtype: t.dtype,
+                shape: t.shape.clone(),
+                bytes,
+            }
+        };
+        return Ok(vec![
+            (named("running_mean"), scaled(&blobs[0])),
+            (named("running_var"), scaled(&blobs[1])),
+        ]);
+    }
+    let roles: &[&str] = match kind {
+        "Convolution"
+        | "Deconvolution"
+        | "InnerProduct"
+        | "Scale"
+        | "Embed"
+        | "PReLU"
+        | "DepthwiseConvolution"
+        | "ConvolutionDepthwise" => &["weight", "bias"],
+        "Bias" => &["bias"],
+        _ => &[],
+    };
+    Ok(blobs
+        .into_iter()
+        .enumerate()
+        .map(|(index, t)| {
+            let name = roles
+                .get(index)
+                .map_or_else(|| format!("{layer}.{index}"), |role| named(role));
+            (name, t)
+        })
+        .collect())
+}
+
+/// How [`CaffeModel::to_safetensors_named`] names a model's tensors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TensorNames {
+    /// `layer.index` in Caffe's blob order (`conv1.0`, `conv1.1`): every
+    /// blob kept as Caffe holds it; [`TensorFile::to_caffemodel`] reads
+    /// them back.
+    #[default]
+    Caffe,
+    /// The names candle-nn, burn and PyTorch's `state_dict` look for:
+    /// `layer.weight` and `layer.bias` (Convolution, Deconvolution,
+    /// InnerProduct, Scale, PReLU, Embed, Bias's `layer.bias`), and a
+    /// BatchNorm's `layer.running_mean` and `layer.running_var`: Caffe's
+    /// sums divided by its third blob, the moving-average factor, which
+    /// is left out (the statistics themselves, as frameworks keep them).
+    /// Blobs of other layers keep `layer.index`.
+    Framework,
+}
+
 impl CaffeModel {
     /// The model's learned blobs as `.safetensors` bytes (feature
     /// `safetensors`): one `f32` tensor per blob, named `layer.index` in
@@ -97,6 +180,20 @@ impl CaffeModel {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn to_safetensors(&self) -> Result<Vec<u8>> {
+        self.to_safetensors_named(TensorNames::Caffe)
+    }
+
+    /// [`CaffeModel::to_safetensors`] with the tensors named as `names`
+    /// says: Caffe's `layer.index` or the frameworks' `layer.weight`.
+    ///
+    /// ```no_run
+    /// use blob_runtime::{CaffeModel, TensorFile, TensorNames};
+    /// let model = CaffeModel::open("lenet_iter_10000.caffemodel")?;
+    /// let bytes = model.to_safetensors_named(TensorNames::Framework)?;
+    /// assert!(TensorFile::from_bytes(bytes)?.names().contains(&"conv1.weight"));
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn to_safetensors_named(&self, names: TensorNames) -> Result<Vec<u8>> {
         let refuse = |detail: String| BlobError::InFile {
             path: self.source().to_string(),
             source: Box::new(BlobError::InvalidParameter {
@@ -116,7 +213,12 @@ impl CaffeModel {
                     blob_proto::excerpt(layer.name())
                 )));
             }
-            for (index, proto) in self.blobs_of(layer)?.into_iter().enumerate() {
+            let blobs = self.blobs_of(layer)?;
+            if names == TensorNames::Framework {
+                tensors.extend(framework_named(layer.name(), layer.type_name(), blobs)?);
+                continue;
+            }
+            for (index, proto) in blobs.into_iter().enumerate() {
                 tensors.push((format!("{}.{index}", layer.name()), proto));
             }
         }
@@ -429,5 +531,67 @@ impl TensorFile {
             path: self.source.clone(),
             source: format!("tensor '{name}' {why}, as a Caffe model's tensors are").into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use blob_proto::{LayerParameter, NetParameter};
+
+    use super::*;
+
+    fn blob(shape: &[usize], values: &[f32]) -> blob_proto::BlobProto {
+        Blob::from_vec(shape, values.to_vec())
+            .and_then(|b| b.to_proto(false))
+            .unwrap()
+    }
+
+    /// The frameworks' names, and a BatchNorm's statistics as the
+    /// quotients Caffe computes from its sums.
+    #[test]
+    fn framework_names_give_weights_biases_and_batch_norm_statistics() {
+        let mut net = NetParameter::new("n");
+        net.push_layer(LayerParameter::new(
+            "conv",
+            "Convolution",
+            vec![blob(&[2, 1, 1, 1], &[1.0, 2.0]), blob(&[2], &[0.5, -0.5])],
+        ));
+        net.push_layer(LayerParameter::new(
+            "bn",
+            "BatchNorm",
+            vec![
+                blob(&[2], &[4.0, 8.0]),
+                blob(&[2], &[2.0, 6.0]),
+                blob(&[1], &[2.0]),
+            ],
+        ));
+        net.push_layer(LayerParameter::new(
+            "odd",
+            "Python",
+            vec![blob(&[1], &[3.0])],
+        ));
+        let model = CaffeModel::from_net(net);
+        let file =
+            TensorFile::from_bytes(model.to_safetensors_named(TensorNames::Framework).unwrap())
+                .unwrap();
+        let mut names = file.names();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "bn.running_mean",
+                "bn.running_var",
+                "conv.bias",
+                "conv.weight",
+                "odd.0"
+            ]
+        );
+        let values = |name: &str| file.blob::<f32>(name).unwrap().to_vec().unwrap();
+        assert_eq!(values("bn.running_mean"), [2.0, 4.0]);
+        assert_eq!(values("bn.running_var"), [1.0, 3.0]);
+        assert_eq!(values("conv.weight"), [1.0, 2.0]);
+        // Caffe's names keep every blob as it is.
+        let caffe = TensorFile::from_bytes(model.to_safetensors().unwrap()).unwrap();
+        assert_eq!(caffe.blob::<f32>("bn.2").unwrap().to_vec().unwrap(), [2.0]);
     }
 }

@@ -84,6 +84,12 @@ enum Command {
         /// the layers they need (e.g. up to an SSD's DetectionOutput)
         #[arg(long, value_delimiter = ',')]
         outputs: Vec<String>,
+        /// .safetensors only: `caffe` names tensors `layer.index`;
+        /// `framework` the names candle, burn and PyTorch look for
+        /// (`layer.weight`, `layer.bias`, BatchNorm's `running_mean` and
+        /// `running_var`)
+        #[arg(long, value_enum, default_value_t = Names::Caffe)]
+        names: Names,
     },
     /// Run a net's forward pass (TEST phase) and print each output blob's shape and summary
     Run {
@@ -240,9 +246,22 @@ fn same_file(model: &Path, out: &Path) -> bool {
     }
 }
 
+/// How `convert` names a .safetensors' tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Names {
+    /// `layer.index`, Caffe's blob order
+    Caffe,
+    /// `layer.weight`, `layer.bias`, `layer.running_mean`, ...
+    Framework,
+}
+
 /// Converts `files` (a model and a .safetensors, or a prototxt, its
 /// weights and an .onnx), and says what it wrote.
-fn convert(files: &[PathBuf], outputs: &[String]) -> Result<String, Box<dyn std::error::Error>> {
+fn convert(
+    files: &[PathBuf],
+    outputs: &[String],
+    names: Names,
+) -> Result<String, Box<dyn std::error::Error>> {
     let out = files.last().ok_or("convert: no file given")?;
     if out
         .extension()
@@ -261,11 +280,19 @@ fn convert(files: &[PathBuf], outputs: &[String]) -> Result<String, Box<dyn std:
                     a prototxt and its weights (`convert NET.prototxt WEIGHTS.caffemodel OUT.onnx`)"
             .into());
     }
-    Ok(to_safetensors(&files[0], out)?)
+    let names = match names {
+        Names::Caffe => blobflow::TensorNames::Caffe,
+        Names::Framework => blobflow::TensorNames::Framework,
+    };
+    Ok(to_safetensors(&files[0], out, names)?)
 }
 
 /// Writes `model`'s learned blobs to `out` as .safetensors.
-fn to_safetensors(model: &Path, out: &Path) -> Result<String, blobflow::BlobError> {
+fn to_safetensors(
+    model: &Path,
+    out: &Path,
+    names: blobflow::TensorNames,
+) -> Result<String, blobflow::BlobError> {
     if same_file(model, out) {
         return Err(blobflow::BlobError::Io {
             path: out.display().to_string(),
@@ -276,7 +303,7 @@ fn to_safetensors(model: &Path, out: &Path) -> Result<String, blobflow::BlobErro
         });
     }
     let model = blobflow::CaffeModel::open(model)?;
-    let bytes = model.to_safetensors()?;
+    let bytes = model.to_safetensors_named(names)?;
     let tensors = blobflow::TensorFile::from_bytes(bytes.clone())?
         .names()
         .len();
@@ -393,7 +420,11 @@ fn main() -> ExitCode {
             quiet("upgrade-solver-proto-text", upgrade::solver_text(&args))
         }
         Command::DeviceQuery => quiet("device-query", train::device_query()),
-        Command::Convert { files, outputs } => match convert(&files, &outputs) {
+        Command::Convert {
+            files,
+            outputs,
+            names,
+        } => match convert(&files, &outputs, names) {
             Ok(summary) => emit("convert", &format!("{summary}\n")),
             Err(e) => {
                 eprintln!("blobflow convert: {e}");
