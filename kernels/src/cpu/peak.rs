@@ -46,7 +46,7 @@ const ROUNDS: usize = 20_000_000;
 
 /// This machine's f32 multiply-add peak on `threads` threads at once (one
 /// a core: pass at most the cores you have): twelve independent chains
-/// of the widest multiply-add blobflow's loops run on ([`super::isa`]:
+/// of the widest multiply-add blobflow's loops run on ([`super::isa()`]:
 /// the widest the CPU has, or what `BLOBFLOW_CPU` caps it to, so the
 /// AVX2 path of an AVX-512 machine is held to the AVX2 peak). Takes
 /// about 70 ms with AVX-512, longer on narrower vectors. What a net or a
