@@ -82,8 +82,10 @@ def load_peers(with_openvino):
     except ImportError:
         openvino_site = os.path.join(ROOT, "target", "python-openvino")
         if not os.path.isdir(os.path.join(openvino_site, "openvino")):
+            # --no-deps: the runtime alone, without the telemetry package
+            # the conversion tools pull in (numpy comes from above).
             pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                   "--no-deps", "--target", openvino_site, "openvino", "openvino-telemetry"]
+                   "--no-deps", "--target", openvino_site, "openvino"]
             subprocess.run(pip)
         sys.path.insert(0, openvino_site)
         try:
