@@ -190,7 +190,7 @@ impl CaffeModel {
     /// use blob_runtime::{CaffeModel, TensorFile, TensorNames};
     /// let model = CaffeModel::open("lenet_iter_10000.caffemodel")?;
     /// let bytes = model.to_safetensors_named(TensorNames::Framework)?;
-    /// assert!(TensorFile::from_bytes(bytes)?.names().contains(&"conv1.weight"));
+    /// assert!(TensorFile::from_bytes(bytes)?.names().iter().any(|n| n == "conv1.weight"));
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn to_safetensors_named(&self, names: TensorNames) -> Result<Vec<u8>> {

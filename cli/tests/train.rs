@@ -133,10 +133,14 @@ fn train_resumes_caffes_snapshot_from_lmdb_and_retraces_caffes_log_and_weights()
     // Each iteration's, then the extra pass's at 1020 as Caffe prints it.
     assert_eq!(losses.len(), 21, "{lines:#?}");
     assert_eq!(losses[20].0, 1020);
+    // Within 1e-4, as the issue asks: the summation orders differ from
+    // OpenBLAS's (measured worst 1.0e-5 on the AVX2 path, whose 8-lane
+    // dot products add in another order than AVX-512's; below on
+    // AVX-512).
     for ((iter, ours), (caffe_iter, theirs)) in losses.iter().zip(&caffe) {
         assert_eq!(iter, caffe_iter);
         assert!(
-            (ours - f64::from(*theirs)).abs() <= 1e-5 * f64::from(theirs.abs()),
+            (ours - f64::from(*theirs)).abs() <= 1e-4 * f64::from(theirs.abs()),
             "iteration {iter}: loss {ours} here, {theirs} in Caffe's log"
         );
     }
