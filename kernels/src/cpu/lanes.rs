@@ -334,7 +334,11 @@ impl Lanes for Avx2 {
             } else if m.n > 0 {
                 let mut lanes = [0f32; 8];
                 _mm256_storeu_ps(lanes.as_mut_ptr(), v);
-                std::ptr::copy_nonoverlapping(lanes.as_ptr(), p, m.n);
+                // Value by value: a copy of unknown length calls memcpy,
+                // which costs more than the few values take to move.
+                for (i, &x) in lanes.iter().enumerate().take(m.n) {
+                    *p.add(i) = x;
+                }
             }
         }
     }
