@@ -4,7 +4,11 @@
 //!
 //! A kernel is written once over [`Lanes`] (`#[inline(always)]`, so it
 //! compiles into its caller) and run through [`Lanes::enabled`], which
-//! compiles that caller with the family's instructions. Both copies issue
+//! compiles that caller with the family's instructions. Keep intrinsics
+//! out of closures in such code (`std::array::from_fn` closures too,
+//! unless marked `#[inline(always)]`): a closure is compiled without the
+//! family's target features, and the intrinsics inside it stay calls
+//! (it once made LeNet's pools 30 times slower on AVX2). Both copies issue
 //! the same multiply-adds in the same order along each sum, so a product
 //! accumulated lane by lane gives the same bits on either; only the final
 //! adding of a register's lanes (`reduce_add`) differs between widths.

@@ -16,7 +16,8 @@ use crate::dyn_layer::sub_param;
 use crate::net::Net;
 
 /// The operator set written: Softmax along one axis, Clip and Slice
-/// with inputs, and readers as old as onnxruntime 1.6 and OpenVINO 2021.
+/// with inputs (checked with ONNX Runtime 1.32 and OpenVINO 2026.4 by
+/// `scripts/onnx_peer.py`).
 const OPSET: i64 = 13;
 /// The IR version that goes with opset 13.
 const IR_VERSION: i64 = 7;
