@@ -59,39 +59,15 @@ UNTIMED = {"onnx layers (synthetic)"}
 def load_peers(with_openvino):
     """numpy, onnxruntime and (or None) openvino, installed under target/
     where missing."""
-    site = os.path.join(ROOT, "target", "python-onnx")
-    try:
-        import numpy  # noqa: F401
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        if not os.path.isdir(os.path.join(site, "onnxruntime")):
-            pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                   "--target", site, "onnxruntime", "numpy"]
-            if subprocess.run(pip).returncode != 0:
-                return None
-        sys.path.insert(0, site)
-    try:
-        import numpy
-        import onnxruntime
-    except ImportError:
+    if not shared.importable(["onnxruntime", "numpy"], "python-onnx", ["onnxruntime", "numpy"]):
         return None
-    if not with_openvino:
+    import numpy
+    import onnxruntime
+    # --no-deps: OpenVINO's runtime alone, without the telemetry package
+    # the conversion tools pull in (numpy comes from above).
+    if not with_openvino or not shared.importable(["openvino"], "python-openvino", ["openvino"], no_deps=True):
         return numpy, onnxruntime, None
-    try:
-        import openvino
-    except ImportError:
-        openvino_site = os.path.join(ROOT, "target", "python-openvino")
-        if not os.path.isdir(os.path.join(openvino_site, "openvino")):
-            # --no-deps: the runtime alone, without the telemetry package
-            # the conversion tools pull in (numpy comes from above).
-            pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                   "--no-deps", "--target", openvino_site, "openvino"]
-            subprocess.run(pip)
-        sys.path.insert(0, openvino_site)
-        try:
-            import openvino
-        except ImportError:
-            openvino = None
+    import openvino
     return numpy, onnxruntime, openvino
 
 

@@ -94,24 +94,37 @@ def located(rel):
     return os.path.join(ROOT if own else NETS, rel)
 
 
+def importable(modules, site, packages, no_deps=False):
+    """Whether `modules` import, pip-installing `packages` under
+    target/`site` first where they do not (and it has not been done)."""
+    import importlib
+    try:
+        for m in modules:
+            importlib.import_module(m)
+        return True
+    except ImportError:
+        pass
+    target = os.path.join(ROOT, "target", site)
+    if not os.path.isdir(os.path.join(target, modules[0])):
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+               "--target", target] + (["--no-deps"] if no_deps else []) + packages
+        if subprocess.run(pip).returncode != 0:
+            return False
+    sys.path.insert(0, target)
+    try:
+        for m in modules:
+            importlib.import_module(m)
+    except ImportError:
+        return False
+    return True
+
+
 def load_peer():
     """numpy and cv2, installed under target/ where missing."""
-    try:
-        import cv2  # noqa: F401
-        import numpy  # noqa: F401
-    except ImportError:
-        site = os.path.join(ROOT, "target", "python-opencv")
-        if not os.path.isdir(os.path.join(site, "cv2")):
-            pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                   "--target", site, "opencv-python-headless<5", "numpy"]
-            if subprocess.run(pip).returncode != 0:
-                return None
-        sys.path.insert(0, site)
-    try:
-        import cv2
-        import numpy
-    except ImportError:
+    if not importable(["cv2", "numpy"], "python-opencv", ["opencv-python-headless<5", "numpy"]):
         return None
+    import cv2
+    import numpy
     return cv2, numpy
 
 

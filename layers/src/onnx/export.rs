@@ -263,6 +263,20 @@ impl<'n> GraphBuilder<'n> {
         });
     }
 
+    /// A node `name` of `op` computing one intermediate value, named as
+    /// the node is (made unique); returns the value's name.
+    fn helper(
+        &mut self,
+        op: &str,
+        name: &str,
+        input: Vec<String>,
+        attribute: Vec<Attribute>,
+    ) -> String {
+        let out = self.fresh(name);
+        self.node(op, name, input, vec![out.clone()], attribute);
+        out
+    }
+
     /// An f32 initializer of `dims` holding `values`; returns its name.
     fn constant(&mut self, name: &str, dims: &[usize], values: &[f32]) -> String {
         let name = self.fresh(name);
@@ -637,12 +651,10 @@ impl<'n> GraphBuilder<'n> {
     ) -> Result<()> {
         let p = sub_param(param, "inner_product_param");
         let axis = p.int("axis");
-        let flat = self.fresh(&format!("{name}.flat"));
-        self.node(
+        let flat = self.helper(
             "Flatten",
             &format!("{name}.flatten"),
             vec![x],
-            vec![flat.clone()],
             vec![int("axis", axis)],
         );
         let weight = self.learned(name, 0, "weight", None)?;
@@ -662,26 +674,12 @@ impl<'n> GraphBuilder<'n> {
         let mut v = x;
         if scale != 1.0 {
             let s = self.constant(&format!("{name}.scale"), &[], &[scale as f32]);
-            let out = self.fresh(&format!("{name}.scaled"));
-            self.node(
-                "Mul",
-                &format!("{name}.scale"),
-                vec![v, s],
-                vec![out.clone()],
-                vec![],
-            );
+            let out = self.helper("Mul", &format!("{name}.scale"), vec![v, s], vec![]);
             v = out;
         }
         if shift != 0.0 {
             let s = self.constant(&format!("{name}.shift"), &[], &[shift as f32]);
-            let out = self.fresh(&format!("{name}.shifted"));
-            self.node(
-                "Add",
-                &format!("{name}.shift"),
-                vec![v, s],
-                vec![out.clone()],
-                vec![],
-            );
+            let out = self.helper("Add", &format!("{name}.shift"), vec![v, s], vec![]);
             v = out;
         }
         let y = self.write(&top);
@@ -704,12 +702,10 @@ impl<'n> GraphBuilder<'n> {
         if op == "SUM" && !coeffs.is_empty() && coeffs.iter().any(|&c| c != 1.0) {
             for (i, (t, &c)) in terms.iter_mut().zip(&coeffs).enumerate() {
                 let k = self.constant(&format!("{name}.coeff{i}"), &[], &[c as f32]);
-                let out = self.fresh(&format!("{name}.term{i}"));
-                self.node(
+                let out = self.helper(
                     "Mul",
                     &format!("{name}.coeff{i}"),
                     vec![t.clone(), k],
-                    vec![out.clone()],
                     vec![],
                 );
                 *t = out;
@@ -767,21 +763,17 @@ impl<'n> GraphBuilder<'n> {
         }
         // Caffe's within-channel LRN: x (1 + alpha * mean over the
         // size x size window, padding counted, of x^2)^-beta.
-        let sq = self.fresh(&format!("{name}.square"));
-        self.node(
+        let sq = self.helper(
             "Mul",
             &format!("{name}.square"),
             vec![x.clone(), x.clone()],
-            vec![sq.clone()],
             vec![],
         );
-        let mean = self.fresh(&format!("{name}.mean"));
         let pad = (size - 1) / 2;
-        self.node(
+        let mean = self.helper(
             "AveragePool",
             &format!("{name}.mean"),
             vec![sq],
-            vec![mean.clone()],
             vec![
                 ints("kernel_shape", [size, size]),
                 ints("pads", [pad, pad, pad, pad]),
@@ -791,30 +783,9 @@ impl<'n> GraphBuilder<'n> {
         let a = self.constant(&format!("{name}.alpha"), &[], &[alpha as f32]);
         let one = self.constant(&format!("{name}.one"), &[], &[1.0]);
         let nb = self.constant(&format!("{name}.beta"), &[], &[-beta as f32]);
-        let scaled = self.fresh(&format!("{name}.scaled"));
-        self.node(
-            "Mul",
-            &format!("{name}.alpha"),
-            vec![mean, a],
-            vec![scaled.clone()],
-            vec![],
-        );
-        let shifted = self.fresh(&format!("{name}.shifted"));
-        self.node(
-            "Add",
-            &format!("{name}.one"),
-            vec![scaled, one],
-            vec![shifted.clone()],
-            vec![],
-        );
-        let factor = self.fresh(&format!("{name}.factor"));
-        self.node(
-            "Pow",
-            &format!("{name}.beta"),
-            vec![shifted, nb],
-            vec![factor.clone()],
-            vec![],
-        );
+        let scaled = self.helper("Mul", &format!("{name}.alpha"), vec![mean, a], vec![]);
+        let shifted = self.helper("Add", &format!("{name}.one"), vec![scaled, one], vec![]);
+        let factor = self.helper("Pow", &format!("{name}.beta"), vec![shifted, nb], vec![]);
         self.node("Mul", name, vec![x, factor], vec![y], vec![]);
         Ok(())
     }
@@ -891,12 +862,10 @@ impl<'n> GraphBuilder<'n> {
             let shape = broadcast(&self.shape_of(&second));
             let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
             let s = self.constant_i64(&format!("{name}.shape"), &dims);
-            let shaped = self.fresh(&format!("{name}.second"));
-            self.node(
+            let shaped = self.helper(
                 "Reshape",
                 &format!("{name}.second"),
                 vec![inputs[1].clone(), s],
-                vec![shaped.clone()],
                 vec![],
             );
             if kind == "Scale" {
@@ -991,39 +960,16 @@ impl<'n> GraphBuilder<'n> {
         } else {
             vec![1]
         };
-        let sum = self.fresh(&format!("{name}.sum"));
-        self.node(
+        let sum = self.helper(
             "ReduceSumSquare",
             &format!("{name}.sum"),
             vec![x.clone()],
-            vec![sum.clone()],
             vec![ints("axes", axes), int("keepdims", 1)],
         );
         let e = self.constant(&format!("{name}.eps"), &[], &[eps as f32]);
-        let padded = self.fresh(&format!("{name}.padded"));
-        self.node(
-            "Add",
-            &format!("{name}.eps"),
-            vec![sum, e],
-            vec![padded.clone()],
-            vec![],
-        );
-        let norm = self.fresh(&format!("{name}.norm"));
-        self.node(
-            "Sqrt",
-            &format!("{name}.norm"),
-            vec![padded],
-            vec![norm.clone()],
-            vec![],
-        );
-        let unit = self.fresh(&format!("{name}.unit"));
-        self.node(
-            "Div",
-            &format!("{name}.unit"),
-            vec![x, norm],
-            vec![unit.clone()],
-            vec![],
-        );
+        let padded = self.helper("Add", &format!("{name}.eps"), vec![sum, e], vec![]);
+        let norm = self.helper("Sqrt", &format!("{name}.norm"), vec![padded], vec![]);
+        let unit = self.helper("Div", &format!("{name}.unit"), vec![x, norm], vec![]);
         let blobs = self.net.layer_blobs(name).unwrap_or(&[]);
         let c = blobs.first().map_or(1, |b| b.count());
         let dims = if p.boolean("channel_shared") {
