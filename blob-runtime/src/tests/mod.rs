@@ -7,6 +7,7 @@ mod host_device;
 mod model;
 mod state_table;
 mod syncedmem;
+mod typed_view;
 mod vec;
 
 use std::sync::Arc;

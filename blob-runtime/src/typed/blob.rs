@@ -35,7 +35,10 @@ use crate::error::{BlobError, Result, ShapeError};
 /// ```
 // No `S: Shape` bound here: result types must be well-formed even when a
 // relation fails, so that the compiler reports the relation's own message
-// rather than an unusable method.
+// rather than an unusable method. `repr(transparent)`: a `&Blob<T>` whose
+// shape was checked is viewed as a `&TypedBlob<T, S>` in place
+// ([`Blob::as_typed`]), which is how a typed layer sees a net's blobs.
+#[repr(transparent)]
 pub struct TypedBlob<T: Element, S> {
     blob: Blob<T>,
     _shape: PhantomData<fn() -> S>,
@@ -744,6 +747,31 @@ fn check_dims(
 }
 
 impl<T: Element> Blob<T> {
+    /// This blob, borrowed, as a typed blob of shape `S`: compile-time
+    /// strides, `offset` and `data_at`, and every typed operation, on a
+    /// blob someone else owns (a net's, a layer's bottom). The run-time
+    /// shape is checked against every static dim; the error names both
+    /// shapes. Nothing is copied: the view is the blob.
+    ///
+    /// ```
+    /// use blob_runtime::{Blob, typed::{D, Dyn}};
+    /// let b = Blob::<f32>::from_vec(&[2, 3], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0])?;
+    /// let rows = b.as_typed::<(Dyn, D<3>)>()?;
+    /// assert_eq!(rows.data_at([1, 2]), 5.0);
+    /// assert_eq!(rows.offset([1, 2]), 5);
+    /// let err = b.as_typed::<(Dyn, D<4>)>().unwrap_err();
+    /// assert_eq!(err.to_string(), "cannot use a blob of shape 2 3 (6) as _ 4: dim 1 is 3, the type says 4");
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn as_typed<S: Shape>(&self) -> std::result::Result<&TypedBlob<T, S>, ShapeError> {
+        check::<S>(self.shape())?;
+        // SAFETY: `TypedBlob<T, S>` is `repr(transparent)` over `Blob<T>`
+        // (its other field is a zero-sized `PhantomData`), so the two
+        // references have one layout; the borrow keeps `self`'s lifetime,
+        // and `&self` keeps the shape from changing while it lives.
+        Ok(unsafe { &*(self as *const Blob<T>).cast::<TypedBlob<T, S>>() })
+    }
+
     /// Views this blob as a typed blob of shape `S`, checking the run-time
     /// shape against every static dim; the error names both shapes.
     ///
