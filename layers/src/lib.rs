@@ -105,6 +105,7 @@ pub mod solver;
 mod split;
 mod spp;
 mod tile;
+pub mod typed_layer;
 pub mod typed_net;
 mod upsample;
 

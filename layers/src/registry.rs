@@ -4,6 +4,7 @@
 //! [`LayerRegistry::with_caffe_layers`]; users add their own types.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use blob_proto::schema::{FieldSchema, MessageSchema};
 use blob_proto::{ParamMessage, Schemas, TextMessage};
@@ -11,9 +12,10 @@ use blob_runtime::{BlobError, MathElement};
 
 use crate::dyn_layer::DynLayer;
 use crate::layer::Result;
+use crate::typed_layer::{Candidate, CandidateSet, TypedLayer};
 
 /// Builds a layer from its `LayerParameter` (its `phase` already set).
-pub type LayerBuilder<T> = Box<dyn Fn(&ParamMessage) -> Result<Box<dyn DynLayer<T>>> + Send + Sync>;
+pub type LayerBuilder<T> = Arc<dyn Fn(&ParamMessage) -> Result<Box<dyn DynLayer<T>>> + Send + Sync>;
 
 /// Layer types by name (Caffe's `LayerRegistry<Dtype>`).
 ///
@@ -27,6 +29,20 @@ pub type LayerBuilder<T> = Box<dyn Fn(&ParamMessage) -> Result<Box<dyn DynLayer<
 pub struct LayerRegistry<T: MathElement> {
     builders: BTreeMap<String, LayerBuilder<T>>,
     schemas: Schemas,
+    /// The typed layers registered under each type name.
+    typed: BTreeMap<String, CandidateSet<T>>,
+}
+
+/// A registry to extend without changing the original (a typed net adds
+/// its own layers to the one it is built with).
+impl<T: MathElement> Clone for LayerRegistry<T> {
+    fn clone(&self) -> Self {
+        Self {
+            builders: self.builders.clone(),
+            schemas: self.schemas.clone(),
+            typed: self.typed.clone(),
+        }
+    }
 }
 
 /// The registered type names.
@@ -58,6 +74,7 @@ impl<T: MathElement> LayerRegistry<T> {
         Self {
             builders: BTreeMap::new(),
             schemas: Schemas::caffe(),
+            typed: BTreeMap::new(),
         }
     }
 
@@ -75,7 +92,68 @@ impl<T: MathElement> LayerRegistry<T> {
         builder: impl Fn(&ParamMessage) -> Result<Box<dyn DynLayer<T>>> + Send + Sync + 'static,
     ) {
         self.builders
-            .insert(type_name.to_string(), Box::new(builder));
+            .insert(type_name.to_string(), Arc::new(builder));
+        self.typed.remove(type_name);
+    }
+
+    /// Adds a [`TypedLayer`] under its Caffe type name
+    /// ([`TypedLayer::TYPE`]), with its parameter message
+    /// ([`TypedLayer::PARAM_FIELD`]) when it has one: one call, from the
+    /// layer's own declaration. Instances of one layer at several shapes
+    /// (`Gain<16>` and `Gain<32>`, both `"Gain"`) may all be registered:
+    /// each layer of that type in a net becomes the instance whose
+    /// bottom shapes its bottoms have.
+    ///
+    /// ```
+    /// # use blob_layers::typed_layer::TypedLayer;
+    /// # use blob_runtime::{Result, typed::{D, Dyn, TypedBlob}};
+    /// # struct Gain<const C: usize>;
+    /// # impl<const C: usize> TypedLayer<f32> for Gain<C> {
+    /// #     const TYPE: &'static str = "Gain";
+    /// #     type Bottoms = ((Dyn, D<C>),);
+    /// #     type Tops = ((Dyn, D<C>),);
+    /// #     type Params = ((D<C>,),);
+    /// #     fn from_param(_: &blob_proto::ParamMessage) -> Result<Self> { Ok(Gain) }
+    /// #     fn forward(&mut self, _: (&TypedBlob<f32, (Dyn, D<C>)>,), _: (&TypedBlob<f32, (Dyn, D<C>)>,), _: (&TypedBlob<f32, (D<C>,)>,)) -> Result<()> { Ok(()) }
+    /// #     fn backward(&mut self, _: (&TypedBlob<f32, (Dyn, D<C>)>,), _: &[bool], _: (&TypedBlob<f32, (Dyn, D<C>)>,), _: (&TypedBlob<f32, (D<C>,)>,)) -> Result<()> { Ok(()) }
+    /// # }
+    /// use blob_layers::net::Net;
+    /// use blob_layers::registry::LayerRegistry;
+    /// let mut registry = LayerRegistry::<f32>::with_caffe_layers();
+    /// registry.register_typed::<Gain<3>>()?;
+    /// registry.register_typed::<Gain<5>>()?;
+    /// let net = Net::<f32>::builder().registry(&registry).from_prototxt(
+    ///     "input: 'a' input_shape { dim: 2 dim: 3 } input: 'b' input_shape { dim: 2 dim: 5 }
+    ///      layer { name: 'ga' type: 'Gain' bottom: 'a' top: 'ya' }
+    ///      layer { name: 'gb' type: 'Gain' bottom: 'b' top: 'yb' }",
+    /// )?;
+    /// assert_eq!(net.layer_blobs("ga").unwrap()[0].shape(), &[3]);
+    /// assert_eq!(net.layer_blobs("gb").unwrap()[0].shape(), &[5]);
+    /// let err = Net::<f32>::builder().registry(&registry).from_prototxt(
+    ///     "input: 'c' input_shape { dim: 2 dim: 4 } layer { name: 'gc' type: 'Gain' bottom: 'c' top: 'yc' }",
+    /// ).err().unwrap().to_string();
+    /// assert!(err.contains("no registered Gain takes bottoms of shape 2 4 (8): Gain<3> takes (_ 3); Gain<5> takes (_ 5)"), "{err}");
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn register_typed<L: TypedLayer<T>>(&mut self) -> Result<()> {
+        if let Some(field) = L::PARAM_FIELD {
+            self.register_param_field(&blob_proto::schema::LAYER_PARAMETER, field)?;
+        }
+        self.add_candidate(L::TYPE, Candidate::of::<L>());
+        Ok(())
+    }
+
+    /// Adds an instance of a typed layer to its type's set, and the set
+    /// as the type's builder.
+    pub(crate) fn add_candidate(&mut self, type_name: &str, candidate: Candidate<T>) {
+        let mut set = self
+            .typed
+            .remove(type_name)
+            .unwrap_or_else(CandidateSet::new);
+        set.add(candidate);
+        let builder = set.clone();
+        self.register(type_name, move |param| builder.build(param));
+        self.typed.insert(type_name.to_string(), set);
     }
 
     /// Adds a layer type that takes a parameter message of its own (a

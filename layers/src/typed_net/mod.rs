@@ -64,12 +64,13 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use blob_runtime::typed::{DimList, Shape};
-use blob_runtime::{Blob, BlobError, MathElement};
+use blob_runtime::typed::{DimList, SameAs, Shape, TypedBlob};
+use blob_runtime::{BlobError, MathElement};
 
 use crate::layer::Result;
 use crate::net::{Net, NetState, Phase};
 use crate::registry::LayerRegistry;
+use crate::typed_layer::{BlobShapes, TypedLayer};
 
 pub use blob_runtime::typed::{D, Dyn};
 pub use specs::{
@@ -125,22 +126,36 @@ impl<S: Shape> std::fmt::Debug for Top<S> {
 }
 
 impl<S: Shape> Top<S> {
+    /// The handle on blob `name` of the spec numbered `spec`.
+    pub(crate) fn from_parts(name: Arc<str>, spec: u64) -> Self {
+        Self {
+            handle: Handle { name, spec },
+            _shape: PhantomData,
+        }
+    }
+
     /// The blob's name in the net.
     pub fn name(&self) -> &str {
         &self.handle.name
     }
 
-    /// The blob in a net built from the spec; an error names the blob when
-    /// the net lacks it (a layer of another phase wrote it).
-    pub fn blob<'n, T: MathElement>(&self, net: &'n Net<T>) -> Result<&'n Blob<T>> {
+    /// The blob in a net built from the spec, as a typed view of its
+    /// shape (compile-time strides, `offset`, `data_at`); an error names
+    /// the blob when the net lacks it (a layer of another phase wrote
+    /// it) or has reshaped it away from `S`.
+    pub fn blob<'n, T: MathElement>(&self, net: &'n Net<T>) -> Result<&'n TypedBlob<T, S>> {
         let name = self.name();
-        net.blob(name).ok_or_else(|| BlobError::Net {
+        let blob = net.blob(name).ok_or_else(|| BlobError::Net {
             at: format!("blob '{name}'"),
             detail: format!(
                 "net '{}' has no such blob (is its layer excluded in phase {:?}?)",
                 net.name(),
                 net.phase()
             ),
+        })?;
+        blob.as_typed::<S>().map_err(|e| BlobError::Net {
+            at: format!("blob '{name}'"),
+            detail: e.to_string(),
         })
     }
 
@@ -257,6 +272,49 @@ impl<X: Shape, Y: Shape, Z: Shape, W: Shape> Bottoms for (&Top<X>, &Top<Y>, &Top
         ];
         BottomList::read(&handles)
     }
+}
+
+/// The bottoms `Self` that the [`TypedLayer`] `L` declares take the
+/// bottoms a typed net gives it (`Given`: [`One`], [`Two`], [`Three`] or
+/// [`Four`] shapes): as many, each of the same dims.
+#[diagnostic::on_unimplemented(
+    message = "{L} takes bottoms {Self}, but is given {Given}",
+    label = "another number of bottoms than the layer declares"
+)]
+pub trait TakesBottoms<Given, L> {}
+
+/// A bottom of shape `Self` is what `L` declares for it, `Want`.
+#[diagnostic::on_unimplemented(
+    message = "{L} takes a bottom of shape {Want}, but is given {Self}",
+    label = "expected a bottom of shape {Want}"
+)]
+pub trait BottomOf<L, Want: Shape>: Shape {}
+
+#[diagnostic::do_not_recommend]
+impl<L, X: Shape, W: Shape> BottomOf<L, W> for X where X::Dims: SameAs<W::Dims> {}
+
+impl<L, X: BottomOf<L, A>, A: Shape> TakesBottoms<One<X>, L> for (A,) {}
+impl<L, X, Y, A: Shape, B: Shape> TakesBottoms<Two<X, Y>, L> for (A, B)
+where
+    X: BottomOf<L, A>,
+    Y: BottomOf<L, B>,
+{
+}
+impl<L, X, Y, Z, A: Shape, B: Shape, C: Shape> TakesBottoms<Three<X, Y, Z>, L> for (A, B, C)
+where
+    X: BottomOf<L, A>,
+    Y: BottomOf<L, B>,
+    Z: BottomOf<L, C>,
+{
+}
+impl<L, X, Y, Z, V, A: Shape, B: Shape, C: Shape, E: Shape> TakesBottoms<Four<X, Y, Z, V>, L>
+    for (A, B, C, E)
+where
+    X: BottomOf<L, A>,
+    Y: BottomOf<L, B>,
+    Z: BottomOf<L, C>,
+    V: BottomOf<L, E>,
+{
 }
 
 /// A layer's `LayerParameter` as a typed net writes it: its Caffe type,
@@ -458,6 +516,9 @@ impl std::fmt::Display for Mult {
     }
 }
 
+/// Adds one typed layer to a registry: `LayerRegistry::register_typed::<L>`.
+type Registration<T> = fn(&mut LayerRegistry<T>) -> Result<()>;
+
 /// A net being declared: inputs and layers in order, each layer reading
 /// handles of blobs declared before it. [`NetSpec::build`] makes the
 /// [`Net`]; mistakes that only show at run time (a name used twice, a
@@ -465,6 +526,9 @@ impl std::fmt::Display for Mult {
 /// naming the layer or blob.
 pub struct NetSpec<T: MathElement> {
     text: NetText,
+    /// How to register each typed layer added: the net it builds knows
+    /// them without the caller's registry.
+    typed_layers: Vec<Registration<T>>,
     _elem: PhantomData<fn() -> T>,
 }
 
@@ -524,6 +588,7 @@ impl<T: MathElement> NetSpec<T> {
     pub fn new(name: &str) -> Self {
         Self {
             text: NetText::new(name),
+            typed_layers: Vec::new(),
             _elem: PhantomData,
         }
     }
@@ -555,6 +620,43 @@ impl<T: MathElement> NetSpec<T> {
             .text
             .add_layer(name, None, bottoms.into_list(), layer.as_fields());
         self.top(top)
+    }
+
+    /// Adds layer `name`, a [`TypedLayer`] of your own, reading `bottoms`,
+    /// and returns the handles of its tops (one [`Top`], or a tuple of
+    /// them): the bottoms' shapes are checked against the layer's at
+    /// compile time, and the net built from this spec knows the layer
+    /// without registration. The net's layer is built from the fields
+    /// the layer writes ([`TypedLayer::write_fields`], read back by
+    /// [`TypedLayer::from_param`]), as the spec's `.prototxt` builds it.
+    /// A second top is named `{name}_1`, a third `{name}_2`. See
+    /// [`typed_layer`](crate::typed_layer) for a whole layer.
+    pub fn add_typed<B, L>(
+        &mut self,
+        name: &str,
+        bottoms: B,
+        layer: L,
+    ) -> <L::Tops as BlobShapes>::Tops
+    where
+        B: Bottoms,
+        L: TypedLayer<T>,
+        L::Bottoms: TakesBottoms<B::Shapes, L>,
+    {
+        let mut fields = String::new();
+        layer.write_fields(&mut fields);
+        let bottoms = bottoms.into_list();
+        let overwrites = L::IN_PLACE && bottoms.may_overwrite;
+        let declared = Declared {
+            name,
+            phase: None,
+            type_name: L::TYPE,
+            bottoms: bottoms.handles,
+            fields,
+        };
+        let names = self.text.add_layer_tops(declared, overwrites, L::Tops::LEN);
+        self.typed_layers
+            .push(LayerRegistry::<T>::register_typed::<L>);
+        L::Tops::tops(names, self.text.id)
     }
 
     /// [`add`](Self::add) for one phase only (Caffe's `include { phase }`):
@@ -653,9 +755,20 @@ impl<T: MathElement> NetSpec<T> {
     }
 
     /// Builds the [`Net`] with the layers of `registry` (the built-in ones
-    /// and your own).
+    /// and your own), and the typed layers added with
+    /// [`add_typed`](Self::add_typed).
     pub fn build_with(&self, state: NetState, registry: &LayerRegistry<T>) -> Result<Net<T>> {
         let text = self.text.checked()?;
+        let mut own;
+        let registry = if self.typed_layers.is_empty() {
+            registry
+        } else {
+            own = registry.clone();
+            for register in &self.typed_layers {
+                register(&mut own)?;
+            }
+            &own
+        };
         Net::builder()
             .state(state)
             .registry(registry)
@@ -699,10 +812,6 @@ impl NetText {
     ) -> Arc<str> {
         let mut fields = String::new();
         spec.write_fields(&mut fields);
-        let top: Arc<str> = match bottoms.handles.first() {
-            Some(bottom) if spec.in_place() && bottoms.may_overwrite => bottom.name.clone(),
-            _ => Arc::from(name),
-        };
         let layer = Declared {
             name,
             phase,
@@ -710,8 +819,39 @@ impl NetText {
             bottoms: bottoms.handles,
             fields,
         };
-        self.write_layer(layer, &[&top]);
+        let [top] = self
+            .add_layer_tops(layer, spec.in_place() && bottoms.may_overwrite, 1)
+            .try_into()
+            .expect("one top");
         top
+    }
+
+    /// Appends a layer of `count` tops: the first named as the layer (or
+    /// as its bottom, when it `overwrites` it in place), the others
+    /// `{name}_1`, `{name}_2`...; returns their names.
+    fn add_layer_tops(
+        &mut self,
+        layer: Declared<'_>,
+        overwrites: bool,
+        count: usize,
+    ) -> Vec<Arc<str>> {
+        let name = layer.name;
+        let tops: Vec<Arc<str>> = (0..count)
+            .map(|i| match (i, layer.bottoms.first()) {
+                (0, Some(bottom)) if overwrites && count == 1 => bottom.name.clone(),
+                (0, _) => Arc::from(name),
+                (i, _) => Arc::from(format!("{name}_{i}")),
+            })
+            .collect();
+        for extra in &tops[1.min(count)..] {
+            self.check_name(extra);
+        }
+        let names: Vec<&str> = tops.iter().map(|t| &**t).collect();
+        self.write_layer(layer, &names);
+        for extra in &tops[1.min(count)..] {
+            self.layer_names.push(extra.to_string());
+        }
+        tops
     }
 
     /// Caffe `Slice` on the channel axis at `point`, its tops named.
