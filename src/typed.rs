@@ -137,105 +137,117 @@
 //!
 //! ## Layers of your own
 //!
-//! A layer is Caffe's `Layer` at run time, a
-//! [`DynLayer`](crate::layers::DynLayer): a reshape step that makes its
-//! parameters and says its tops' shapes, Forward, Backward (adding into
-//! its parameters' diffs, as Caffe does) and its blobs. The built-in
-//! layers are these too; [`LayerRegistry::build_text`](crate::layers::registry::LayerRegistry::build_text) makes one from its
-//! `LayerParameter` to run on its own, and
-//! [`GradientChecker`](crate::layers::check::GradientChecker) holds yours
-//! to central differences. In a typed net it is declared by a
-//! [`LayerSpec`](crate::layers::typed_net::LayerSpec): its Caffe type and
-//! the output shape as a function of the input's, with bounds on the
-//! input that make a wrong one a compile error.
+//! A layer written with typed blobs is a
+//! [`TypedLayer`](crate::layers::typed_layer::TypedLayer): it declares
+//! the shapes of its bottoms, tops and parameter blobs as types (built
+//! from its const parameters, `_` for the batch), its Caffe type name,
+//! and how it is read from and written to its `LayerParameter`; its
+//! Forward and Backward (adding into its parameters' diffs, as Caffe
+//! does) get the net's blobs as [`TypedBlob`](crate::typed::TypedBlob)
+//! views of those shapes: compile-time strides, `offset`, `data_at`,
+//! the CPU and GPU guards. Before each pass every blob is checked
+//! against its declared shape, so the layer's math never sees another;
+//! a mismatch is an error naming the layer, the blob and both shapes.
+//!
+//! In a typed net, `NetSpec::add_typed` checks the bottoms at compile
+//! time and needs no registration; a `.prototxt` naming the type reads
+//! it after one `LayerRegistry::register_typed::<L>()` call (several
+//! instances, `Gain<16>` and `Gain<32>`, may share a type name: the
+//! bottoms' shapes pick). [`DynTyped`](crate::layers::typed_layer::DynTyped)
+//! runs it as a [`DynLayer`](crate::layers::DynLayer), Caffe's `Layer`
+//! at run time, which is what
+//! [`GradientChecker`](crate::layers::check::GradientChecker) holds to
+//! central differences.
 //!
 //! ```
 //! use blobflow::layers::check::GradientChecker;
 //! use blobflow::layers::net::NetState;
-//! use blobflow::layers::registry::LayerRegistry;
+//! use blobflow::layers::typed_layer::{DynTyped, TypedLayer};
 //! use blobflow::layers::typed_net::*;
-//! use blobflow::layers::{DynLayer, TopShape};
-//! use blobflow::typed::{Rank2, Shape};
+//! use blobflow::proto::ParamMessage;
+//! use blobflow::typed::TypedBlob;
 //! use blobflow::{Blob, BlobError, blob};
+//!
+//! type Rows<const C: usize> = (Dyn, D<C>);
 //!
 //! /// y = x * gamma per channel of (N, C), gamma learned (Caffe's Scale,
 //! /// one axis).
-//! struct ChannelScale {
-//!     gamma: Vec<Blob<f32>>,
-//! }
+//! struct ChannelScale<const C: usize>;
 //!
-//! impl DynLayer<f32> for ChannelScale {
-//!     fn type_name(&self) -> &str {
-//!         "ChannelScale"
+//! impl<const C: usize> TypedLayer<f32> for ChannelScale<C> {
+//!     const TYPE: &'static str = "ChannelScale";
+//!     type Bottoms = (Rows<C>,);
+//!     type Tops = (Rows<C>,);
+//!     type Params = ((D<C>,),);
+//!
+//!     fn from_param(_: &ParamMessage) -> Result<Self, BlobError> {
+//!         Ok(ChannelScale)
 //!     }
-//!     fn reshape(&mut self, x: &[&Blob<f32>], _: &[&Blob<f32>]) -> Result<Vec<TopShape>, BlobError> {
-//!         if self.gamma.is_empty() {
-//!             let gamma = Blob::new(&[x[0].shape()[1]])?;
-//!             gamma.mutable_cpu_data()?.fill(1.0);
-//!             self.gamma.push(gamma);
-//!         }
-//!         Ok(vec![TopShape::new(x[0].shape().to_vec())])
-//!     }
-//!     fn forward(&mut self, x: &[&Blob<f32>], y: &[&Blob<f32>]) -> Result<(), BlobError> {
-//!         let (g, xd) = (self.gamma[0].cpu_data()?, x[0].cpu_data()?);
-//!         for (i, o) in y[0].mutable_cpu_data()?.iter_mut().enumerate() {
-//!             *o = xd[i] * g[i % g.len()];
-//!         }
+//!     fn init_params(&mut self, (g,): (&TypedBlob<f32, (D<C>,)>,)) -> Result<(), BlobError> {
+//!         g.mutable_cpu_data()?.fill(1.0);
 //!         Ok(())
 //!     }
-//!     fn backward(&mut self, y: &[&Blob<f32>], down: &[bool], x: &[&Blob<f32>]) -> Result<(), BlobError> {
-//!         let (xd, dy) = (x[0].to_vec()?, y[0].diff_to_vec()?);
-//!         let g = self.gamma[0].to_vec()?;
-//!         let mut dg = self.gamma[0].mutable_cpu_diff()?;
-//!         for i in 0..dy.len() {
-//!             dg[i % g.len()] += dy[i] * xd[i];
-//!         }
-//!         if down[0] {
-//!             for (i, d) in x[0].mutable_cpu_diff()?.iter_mut().enumerate() {
-//!                 *d = dy[i] * g[i % g.len()];
+//!     fn forward(
+//!         &mut self,
+//!         (x,): (&TypedBlob<f32, Rows<C>>,),
+//!         (y,): (&TypedBlob<f32, Rows<C>>,),
+//!         (g,): (&TypedBlob<f32, (D<C>,)>,),
+//!     ) -> Result<(), BlobError> {
+//!         let (xd, gd) = (x.cpu_data()?, g.cpu_data()?);
+//!         let mut yd = y.mutable_cpu_data()?;
+//!         for n in 0..x.shape()[0] {
+//!             for c in 0..C {
+//!                 yd[y.offset([n, c])] = xd[x.offset([n, c])] * gd[c];
 //!             }
 //!         }
 //!         Ok(())
 //!     }
-//!     fn blobs(&self) -> &[Blob<f32>] {
-//!         &self.gamma
-//!     }
-//!     fn blobs_mut(&mut self) -> &mut [Blob<f32>] {
-//!         &mut self.gamma
+//!     fn backward(
+//!         &mut self,
+//!         (y,): (&TypedBlob<f32, Rows<C>>,),
+//!         down: &[bool],
+//!         (x,): (&TypedBlob<f32, Rows<C>>,),
+//!         (g,): (&TypedBlob<f32, (D<C>,)>,),
+//!     ) -> Result<(), BlobError> {
+//!         let (xd, dy, gd) = (x.to_vec()?, y.diff_to_vec()?, g.to_vec()?);
+//!         let mut dg = g.mutable_cpu_diff()?;
+//!         for i in 0..dy.len() {
+//!             dg[i % C] += dy[i] * xd[i];
+//!         }
+//!         if down[0] {
+//!             for (i, d) in x.mutable_cpu_diff()?.iter_mut().enumerate() {
+//!                 *d = dy[i] * gd[i % C];
+//!             }
+//!         }
+//!         Ok(())
 //!     }
 //! }
 //!
 //! // Held to central differences.
 //! let x = Blob::from_vec(&[2, 3], vec![0.5, -1.0, 2.0, 1.5, -0.5, 1.0])?;
-//! let report = GradientChecker::default().check(&mut ChannelScale { gamma: vec![] }, &[x])?;
+//! let report = GradientChecker::default().check(&mut DynTyped::new(ChannelScale::<3>)?, &[x])?;
 //! assert_eq!(report.checked, 6 + 3);
-//!
-//! // Declared for typed nets: (N, C) in, the same out.
-//! struct Scaled;
-//! impl LayerFields for Scaled {
-//!     fn type_name(&self) -> &str {
-//!         "ChannelScale"
-//!     }
-//!     fn write_fields(&self, _text: &mut String) {}
-//! }
-//! impl<X: Shape> LayerSpec<One<X>> for Scaled where X::Dims: Rank2 {
-//!     type Out = X;
-//! }
 //!
 //! blob!(pub shape Features = _, 4);
 //! let mut n = NetSpec::<f32>::new("scaled");
 //! let x = n.input::<Features>("x");
 //! let h = n.add("ip", &x, Fc::<3>::new().weight_filler(Filler::xavier()));
-//! let y = n.add("scale", &h, Scaled); // on an image batch: a compile error
-//! let mut registry = LayerRegistry::with_caffe_layers();
-//! registry.register("ChannelScale", |_| Ok(Box::new(ChannelScale { gamma: vec![] })));
-//! let mut net = n.batch(2).build_with(NetState::test(), &registry)?;
+//! // ChannelScale::<4> here, or `&x`: a compile error naming both shapes.
+//! let y = n.add_typed("scale", &h, ChannelScale::<3>);
+//! let mut net = n.batch(2).build(NetState::test())?;
 //! net.forward()?;
 //! assert_eq!(y.blob(&net)?.to_vec()?, h.blob(&net)?.to_vec()?); // gamma starts at 1
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The `user_layer` example trains a net with such a layer in it, and
+//! A layer whose shapes follow no fixed rule (a convolution's output
+//! size from its parameters at run time) is a `DynLayer` with a
+//! [`LayerSpec`](crate::layers::typed_net::LayerSpec) for typed nets:
+//! its Caffe type and output shape as a function of the input's, bounds
+//! on the input making a wrong one a compile error; the built-in layers
+//! are declared so.
+//!
+//! The `user_layer` example trains a net with a typed layer in it, and
 //! gives the layer a CUDA side as the built-in layers have one (feature
 //! `cuda`): a kernel in a `.cu` file beside the code, a typed launcher
 //! declared with `blobflow::kernels::cuda_kernels!`, and a branch at the
@@ -354,6 +366,7 @@
 //! | A layer fed its own output (its handle does not exist yet) | `` error[E0425]: cannot find value `conv` in this scope `` | `` not found in this scope `` | `net_fed_its_own_output` |
 //! | A blob type where a net wants a shape | `` error[E0277]: TypedBlob<f32, (Dyn, D<8>)> is not a shape `` | `` expected a shape here `` | `net_shape_is_a_blob_type` |
 //! | A user's layer that takes (N, C), declared on an image batch | `` error[E0277]: (Dyn, D<8>, D<4>, D<4>) does not have 2 axes `` | `` expected a shape of 2 axes `` | `net_user_layer_wrong_rank` |
+//! | A typed layer of 32 channels fed rows of 16 | `` error[E0277]: Gain<32> takes a bottom of shape (blobflow::typed::Dyn, blobflow::typed::D<32>), but is given Features `` | `` expected a bottom of shape (blobflow::typed::Dyn, blobflow::typed::D<32>) `` | `typed_layer_wrong_bottom` |
 //!
 //! Anonymous shapes have a count at compile time when each dim is at most
 //! 4096 (`CountOf<..>` in a message stands for it); a shape declared with

@@ -9,12 +9,14 @@
 //! `-- --check-kernels` compiles the layer's kernel with NVRTC and checks
 //! its launcher against the PTX, with no GPU.
 //!
-//! The user's layer is a `DynLayer` as the built-in layers are, with a
-//! CPU side and a CUDA side chosen by where its blobs live; the net moves
-//! its blobs, the layer's `gamma` among them, with `Net::to_device`. In
-//! the typed declaration it takes `(N, C)` and keeps the shape: declared
-//! after the logits of another width, or on an image batch, the net does
-//! not compile.
+//! The user's layer is a `TypedLayer`: it declares its bottom `(_, C)`,
+//! its top `(_, C)` and its parameter `(C,)` as types, and its passes
+//! read the net's blobs through typed views with compile-time strides.
+//! A CPU side and a CUDA side are chosen by where its blobs live; the
+//! net moves its blobs, the layer's `gamma` among them, with
+//! `Net::to_device`. The typed net checks its bottom at compile time:
+//! declared after the logits of another width, or on an image batch, the
+//! net does not compile; and it needs no registration.
 
 mod scale;
 
@@ -23,8 +25,8 @@ use std::sync::Arc;
 use blobflow::kernels::cpu;
 use blobflow::layers::check::GradientChecker;
 use blobflow::layers::net::{Net, NetState};
-use blobflow::layers::registry::LayerRegistry;
 use blobflow::layers::solver::{LrPolicy, SgdSolver};
+use blobflow::layers::typed_layer::DynTyped;
 use blobflow::layers::typed_net::*;
 use blobflow::runtime::DeviceBackend;
 use blobflow::{Blob, BlobError, blob};
@@ -61,7 +63,7 @@ fn declare() -> NetSpec<f32> {
     let x = n.input::<Features>("data");
     let label = n.input::<Classes>("label");
     let h = n.add("ip1", &x, Fc::<32>::new().weight_filler(gaussian()));
-    let scaled = n.add("scale", &h, scale::Scaled);
+    let scaled = n.add_typed("scale", &h, scale::ChannelScale::<32>);
     let scaled = n.add("relu", scaled, Neuron::relu());
     let logits = n.add(
         "ip2",
@@ -95,7 +97,8 @@ fn check_user_layer() -> Result<(), BlobError> {
     for (i, v) in x.mutable_cpu_data()?.iter_mut().enumerate() {
         *v = (i as f32 - 5.5) / 4.0;
     }
-    let report = GradientChecker::default().check(&mut scale::ChannelScale::new(), &[x])?;
+    let mut layer = DynTyped::new(scale::ChannelScale::<4>)?;
+    let report = GradientChecker::default().check(&mut layer, &[x])?;
     println!(
         "{}: {} gradients within {:.1e} of central differences",
         scale::TYPE,
@@ -153,12 +156,8 @@ fn train(args: Args) -> Result<(), BlobError> {
         return check_kernels();
     }
     check_user_layer()?;
-    let mut registry = LayerRegistry::<f32>::with_caffe_layers();
-    registry.register(scale::TYPE, |_param| {
-        Ok(Box::new(scale::ChannelScale::new()))
-    });
     cpu::set_seed(7);
-    let mut net = declare().build_with(NetState::train(), &registry)?;
+    let mut net = declare().build(NetState::train())?;
     if args.device == Device::Cuda {
         net.to_device(gpu()?)?;
     }

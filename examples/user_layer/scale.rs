@@ -1,155 +1,111 @@
-//! The user's own layer of the `user_layer` example, `ChannelScale`:
-//! `y[b, c] = x[b, c] * gamma[c]` with `gamma` learned (Caffe's Scale
+//! The user's own layer of the `user_layer` example, `ChannelScale<C>`:
+//! `y[n, c] = x[n, c] * gamma[c]` with `gamma` learned (Caffe's Scale
 //! with one axis and no bias, written from scratch as a user would). A
-//! run-time layer (`DynLayer`) with a CPU side and a CUDA side (feature
+//! [`TypedLayer`]: its bottom, top and parameter shapes are types built
+//! from its const parameter `C`, and its passes get the net's blobs as
+//! typed views of those shapes. A CPU side and a CUDA side (feature
 //! `cuda`: its kernel in `channel_scale.cu` beside this file, a typed
-//! launcher, blobflow's GPU math for the gradient), registered by type
-//! name, and declared for typed nets (`Scaled`).
+//! launcher, blobflow's GPU math for the gradient), chosen by where the
+//! blobs live.
 
-use blobflow::layers::typed_net::{LayerFields, LayerSpec, One};
-use blobflow::layers::{DynLayer, TopShape};
-use blobflow::typed::{Rank2, Shape};
-use blobflow::{Blob, BlobError};
+use blobflow::BlobError;
+use blobflow::layers::typed_layer::TypedLayer;
+use blobflow::proto::ParamMessage;
+use blobflow::typed::{D, Dyn, TypedBlob};
 
-/// The Caffe type name it is registered and written under.
+/// The Caffe type name it is written under in the net's prototxt.
 pub const TYPE: &str = "ChannelScale";
 
-/// The layer; `gamma` is made at the first reshape, once the channels
-/// are known, as ones (the layer starts as the identity).
-pub struct ChannelScale {
-    gamma: Vec<Blob<f32>>,
-}
+/// A batch of rows of `C` channels.
+pub type Rows<const C: usize> = (Dyn, D<C>);
+/// One factor a channel.
+pub type Factors<const C: usize> = (D<C>,);
 
-impl ChannelScale {
-    pub fn new() -> Self {
-        Self { gamma: Vec::new() }
+/// The layer on `C` channels; `gamma` starts as ones (the layer starts
+/// as the identity).
+pub struct ChannelScale<const C: usize>;
+
+type Result<T> = std::result::Result<T, BlobError>;
+
+impl<const C: usize> TypedLayer<f32> for ChannelScale<C> {
+    const TYPE: &'static str = TYPE;
+    type Bottoms = (Rows<C>,);
+    type Tops = (Rows<C>,);
+    type Params = (Factors<C>,);
+
+    fn from_param(_param: &ParamMessage) -> Result<Self> {
+        Ok(ChannelScale)
     }
-}
 
-fn refused(detail: String) -> BlobError {
-    BlobError::InvalidParameter { op: TYPE, detail }
-}
-
-impl DynLayer<f32> for ChannelScale {
-    fn type_name(&self) -> &str {
-        TYPE
-    }
-
-    fn reshape(
-        &mut self,
-        bottoms: &[&Blob<f32>],
-        _tops: &[&Blob<f32>],
-    ) -> blobflow::runtime::Result<Vec<TopShape>> {
-        let x = bottoms[0];
-        let &[_, channels] = x.shape() else {
-            return Err(refused(format!("takes (N, C), not {}", x.shape_string())));
-        };
-        match self.gamma.first() {
-            None => {
-                let gamma = Blob::new(&[channels])?;
-                gamma.mutable_cpu_data()?.fill(1.0);
-                self.gamma.push(gamma);
-            }
-            Some(g) if g.count() != channels => {
-                return Err(refused(format!(
-                    "{} factors, but the input has {channels} channels",
-                    g.count()
-                )));
-            }
-            Some(_) => {}
-        }
-        Ok(vec![TopShape::new(x.shape().to_vec())])
+    fn init_params(&mut self, (gamma,): (&TypedBlob<f32, Factors<C>>,)) -> Result<()> {
+        gamma.mutable_cpu_data()?.fill(1.0);
+        Ok(())
     }
 
     fn forward(
         &mut self,
-        bottoms: &[&Blob<f32>],
-        tops: &[&Blob<f32>],
-    ) -> blobflow::runtime::Result<()> {
-        let (x, gamma, y) = (bottoms[0], &self.gamma[0], tops[0]);
+        (x,): (&TypedBlob<f32, Rows<C>>,),
+        (y,): (&TypedBlob<f32, Rows<C>>,),
+        (gamma,): (&TypedBlob<f32, Factors<C>>,),
+    ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = cuda::on_gpu(&[x, gamma, y]) {
-            return cuda::forward(&gpu, x, gamma, y);
+        if let Some(gpu) = cuda::on_gpu(&[x.as_dyn(), gamma.as_dyn(), y.as_dyn()]) {
+            return cuda::forward(&gpu, x.as_dyn(), gamma.as_dyn(), y.as_dyn());
         }
-        let gamma = gamma.cpu_data()?;
-        let xd = x.to_vec()?;
+        let (xd, g) = (x.cpu_data()?, gamma.cpu_data()?);
         let mut yd = y.mutable_cpu_data()?;
-        for (out, row) in yd
-            .chunks_exact_mut(gamma.len())
-            .zip(xd.chunks_exact(gamma.len()))
-        {
-            for ((o, &v), &g) in out.iter_mut().zip(row).zip(gamma.iter()) {
-                *o = v * g;
+        for n in 0..x.shape()[0] {
+            for c in 0..C {
+                // `offset` multiplies by the compile-time stride C.
+                let at = x.offset([n, c]);
+                yd[at] = xd[at] * g[c];
             }
         }
         Ok(())
     }
 
-    /// `dgamma[c] += sum_b dy[b, c] * x[b, c]` (accumulated, as Caffe's
+    /// `dgamma[c] += sum_n dy[n, c] * x[n, c]` (accumulated, as Caffe's
     /// parameter gradients are); `dx = dy * gamma`.
     fn backward(
         &mut self,
-        tops: &[&Blob<f32>],
+        (y,): (&TypedBlob<f32, Rows<C>>,),
         propagate_down: &[bool],
-        bottoms: &[&Blob<f32>],
-    ) -> blobflow::runtime::Result<()> {
-        let (x, gamma, y) = (bottoms[0], &self.gamma[0], tops[0]);
+        (x,): (&TypedBlob<f32, Rows<C>>,),
+        (gamma,): (&TypedBlob<f32, Factors<C>>,),
+    ) -> Result<()> {
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = cuda::on_gpu(&[x, gamma, y]) {
-            return cuda::backward(&gpu, x, gamma, y, propagate_down[0]);
+        if let Some(gpu) = cuda::on_gpu(&[x.as_dyn(), gamma.as_dyn(), y.as_dyn()]) {
+            return cuda::backward(
+                &gpu,
+                x.as_dyn(),
+                gamma.as_dyn(),
+                y.as_dyn(),
+                propagate_down[0],
+            );
         }
-        let channels = gamma.count();
+        let batch = x.shape()[0];
         let (xd, dy) = (x.to_vec()?, y.diff_to_vec()?);
         {
             let mut dgamma = gamma.mutable_cpu_diff()?;
-            for (row, grow) in xd.chunks_exact(channels).zip(dy.chunks_exact(channels)) {
-                for ((dg, &v), &g) in dgamma.iter_mut().zip(row).zip(grow) {
-                    *dg += v * g;
+            for n in 0..batch {
+                for c in 0..C {
+                    let at = x.offset([n, c]);
+                    dgamma[c] += dy[at] * xd[at];
                 }
             }
         }
         if propagate_down[0] {
-            let gamma = gamma.cpu_data()?;
+            let g = gamma.cpu_data()?;
             let mut dx = x.mutable_cpu_diff()?;
-            for (drow, grow) in dx.chunks_exact_mut(channels).zip(dy.chunks_exact(channels)) {
-                for ((d, &g), &s) in drow.iter_mut().zip(grow).zip(gamma.iter()) {
-                    *d = g * s;
+            for n in 0..batch {
+                for c in 0..C {
+                    let at = x.offset([n, c]);
+                    dx[at] = dy[at] * g[c];
                 }
             }
         }
         Ok(())
     }
-
-    fn blobs(&self) -> &[Blob<f32>] {
-        &self.gamma
-    }
-
-    fn blobs_mut(&mut self) -> &mut [Blob<f32>] {
-        &mut self.gamma
-    }
-
-    /// `dx` is read after `y` is written: not in place.
-    fn allows_in_place(&self) -> bool {
-        false
-    }
-}
-
-/// The layer in a typed net: `(N, C)` in, the same shape out; anything
-/// else does not compile.
-pub struct Scaled;
-
-impl LayerFields for Scaled {
-    fn type_name(&self) -> &str {
-        TYPE
-    }
-    fn write_fields(&self, _text: &mut String) {}
-}
-
-impl<X: Shape> LayerSpec<One<X>> for Scaled
-where
-    X::Dims: Rank2,
-{
-    type Out = X;
 }
 
 /// `ChannelScale`'s CUDA side: its kernel, and blobflow's own GPU math
