@@ -130,9 +130,9 @@
 //! blobflow::blob!(pub shape Far = 1, 2, 16);
 //! let mut n = NetSpec::<f32>::new("priors");
 //! let (near, far) = (n.input::<Near>("near"), n.input::<Far>("far"));
-//! let priors: Top<(D<1>, D<2>, D<80>)> = n.add("priors", (&near, &far), ConcatAxis::<2>);
+//! let priors: Top<f32, (D<1>, D<2>, D<80>)> = n.add("priors", (&near, &far), ConcatAxis::<2>);
 //! let (first, rest) = n.slice_axis::<2, 64, _>("again", &priors, ["first", "rest"]);
-//! let _: (Top<Near>, Top<Far>) = (first.named(), rest.named());
+//! let _: (Top<f32, Near>, Top<f32, Far>) = (first.named(), rest.named());
 //! ```
 //!
 //! ## Layers of your own
@@ -367,6 +367,7 @@
 //! | A blob type where a net wants a shape | `` error[E0277]: TypedBlob<f32, (Dyn, D<8>)> is not a shape `` | `` expected a shape here `` | `net_shape_is_a_blob_type` |
 //! | A user's layer that takes (N, C), declared on an image batch | `` error[E0277]: (Dyn, D<8>, D<4>, D<4>) does not have 2 axes `` | `` expected a shape of 2 axes `` | `net_user_layer_wrong_rank` |
 //! | A typed layer of 32 channels fed rows of 16 | `` error[E0277]: Gain<32> takes a bottom of shape (blobflow::typed::Dyn, blobflow::typed::D<32>), but is given Features `` | `` expected a bottom of shape (blobflow::typed::Dyn, blobflow::typed::D<32>) `` | `typed_layer_wrong_bottom` |
+//! | An f32 net's handle given to a layer of an f64 net | `` error[E0277]: a net of f64 cannot read &Top<f32, Features> `` | `` not handles on f64 blobs `` | `net_mixed_elements` |
 //!
 //! Anonymous shapes have a count at compile time when each dim is at most
 //! 4096 (`CountOf<..>` in a message stands for it); a shape declared with

@@ -46,7 +46,7 @@ impl<T: MathElement, const C: usize> TypedLayer<T> for Gain<C> {
 
     fn from_param(param: &ParamMessage) -> Result<Self> {
         let init = param.message("gain_param").map_or(1.0, |p| p.float("init"));
-        Ok(Gain { init: init.into() })
+        Ok(Gain { init })
     }
 
     fn write_fields(&self, text: &mut String) {
@@ -67,9 +67,9 @@ impl<T: MathElement, const C: usize> TypedLayer<T> for Gain<C> {
         let (xd, gd) = (x.to_vec()?, g.to_vec()?);
         let mut yd = y.mutable_cpu_data()?;
         for n in 0..x.shape()[0] {
-            for c in 0..C {
+            for (c, &g) in gd.iter().enumerate() {
                 let at = y.offset([n, c]);
-                yd[at] = xd[at] * gd[c];
+                yd[at] = xd[at] * g;
             }
         }
         Ok(())
@@ -156,7 +156,7 @@ fn fill(blob: &Blob<f32>, step: f32) -> Result<()> {
 }
 
 /// Gains at two widths, one of them after a two-top layer, into a loss.
-fn declare() -> (NetSpec<f32>, Top<Rows<4>>, Top<Rows<4>>) {
+fn declare() -> (NetSpec<f32>, Top<f32, Rows<4>>, Top<f32, Rows<4>>) {
     let mut n = NetSpec::<f32>::new("gains");
     let x = n.input::<Features>("x");
     let w = n.input::<Wide>("w");
@@ -191,10 +191,10 @@ fn a_typed_net_runs_its_typed_layers_without_registration() -> Result<()> {
     let first = net.forward()?;
     let x = net.blob("x").unwrap().to_vec()?;
     let (p, m) = (pos.blob(&net)?, neg.blob(&net)?);
-    for i in 0..x.len() {
-        let (n_, c) = (i / 4, i % 4);
-        assert_eq!(p.data_at([n_, c]), (2.0 * x[i]).max(0.0));
-        assert_eq!(m.data_at([n_, c]), (-2.0 * x[i]).max(0.0));
+    for (i, &v) in x.iter().enumerate() {
+        let (item, c) = (i / 4, i % 4);
+        assert_eq!(p.data_at([item, c]), (2.0 * v).max(0.0));
+        assert_eq!(m.data_at([item, c]), (-2.0 * v).max(0.0));
     }
     // Training moves the typed layers' parameters, and the loss falls.
     let mut solver = SgdSolver::new(0.5, LrPolicy::Fixed);

@@ -150,10 +150,10 @@ fn typed_resnet50_is_its_prototxt() {
     let x = bottleneck!(n, x, "5a", 512, 2048, 2, project);
     let x = bottleneck!(n, x, "5b", 512, 2048, 1, identity);
     let x = bottleneck!(n, x, "5c", 512, 2048, 1, identity);
-    let x: Top<(Dyn, D<2048>, D<7>, D<7>)> = x;
+    let x: Top<f32, (Dyn, D<2048>, D<7>, D<7>)> = x;
     let x = n.add("pool5", &x, Pool::<7, 1>::ave());
     let x = n.add("fc1000", &x, Fc::<1000>::new());
-    let prob: Top<(Dyn, D<1000>)> = n.add("prob", &x, Prob);
+    let prob: Top<f32, (Dyn, D<1000>)> = n.add("prob", &x, Prob);
     same_as_prototxt(
         n.batch(1),
         "tests/fixtures/nets/resnet50/ResNet-50-deploy.prototxt",
@@ -209,7 +209,7 @@ fn typed_googlenet_is_its_prototxt() {
     let x = n.add("pool4/3x3_s2", &x, Pool::<3, 2>::max());
     let x = inception!(n, x, "inception_5a", 256, 160, 320, 32, 128, 128);
     let x = inception!(n, x, "inception_5b", 384, 192, 384, 48, 128, 128);
-    let x: Top<(Dyn, D<1024>, D<7>, D<7>)> = x;
+    let x: Top<f32, (Dyn, D<1024>, D<7>, D<7>)> = x;
     let x = n.add("pool5/7x7_s1", &x, Pool::<7, 1>::ave());
     let x = n.add("pool5/drop_7x7_s1", x, Neuron::dropout(0.4));
     let x = n.add("loss3/classifier", &x, Fc::<1000>::new());
@@ -249,12 +249,12 @@ fn typed_squeezenet_is_its_prototxt() {
     let x = fire!(n, x, "fire7", 48, 192);
     let x = fire!(n, x, "fire8", 64, 256);
     let x = fire!(n, x, "fire9", 64, 256);
-    let x: Top<(Dyn, D<512>, D<14>, D<14>)> = x;
+    let x: Top<f32, (Dyn, D<512>, D<14>, D<14>)> = x;
     let x = n.add("drop9", x, Neuron::dropout(0.5));
     let x = n.add("conv10", &x, Conv::<1000, 1>::new());
     let x = n.add("relu_conv10", x, Neuron::relu());
     let x = n.add("pool10", &x, GlobalPool::ave());
-    let prob: Top<(Dyn, D<1000>, D<1>, D<1>)> = n.add("prob", &x, Prob);
+    let prob: Top<f32, (Dyn, D<1000>, D<1>, D<1>)> = n.add("prob", &x, Prob);
     same_as_prototxt(
         n.batch(1),
         "tests/fixtures/nets/squeezenet_v1.1/deploy.prototxt",

@@ -23,7 +23,7 @@ blob!(pub shape Classes = _);
 
 /// Caffe's `lenet.prototxt` (deploy), declared typed: the same layer and
 /// blob names, so a `.caffemodel` loads by name.
-fn lenet(batch: usize) -> (NetSpec<f32>, Top<(Dyn, D<10>)>) {
+fn lenet(batch: usize) -> (NetSpec<f32>, Top<f32, (Dyn, D<10>)>) {
     let mut n = NetSpec::<f32>::new("LeNet");
     let data = n.input::<Digits>("data");
     let x = n.add("conv1", &data, Conv::<20, 5>::new());
@@ -311,9 +311,9 @@ fn a_slice_and_a_concat_give_the_blob_back() {
     let mut n = NetSpec::<f32>::new("slice");
     let x = n.input::<Maps>("x");
     let (a, b) = n.slice::<2, _>("split", &x, ["first", "rest"]);
-    let a: Top<(Dyn, D<2>, D<2>, D<2>)> = a;
-    let b: Top<(Dyn, D<3>, D<2>, D<2>)> = b;
-    let joined: Top<Maps> = n.add("join", (&a, &b), Concat).named();
+    let a: Top<f32, (Dyn, D<2>, D<2>, D<2>)> = a;
+    let b: Top<f32, (Dyn, D<3>, D<2>, D<2>)> = b;
+    let joined: Top<f32, Maps> = n.add("join", (&a, &b), Concat).named();
     let values: Vec<f32> = (0..40).map(|v| v as f32).collect();
     let net = forward_on(&mut n, 2, &values);
     assert_eq!(a.blob(&net).unwrap().to_vec().unwrap()[..8], values[..8]);
@@ -342,7 +342,7 @@ fn vgg_fc6_is_typed_above_4096() {
         Fc::<4096>::new().weight_filler(Filler::gaussian(0.0, 0.005)),
     );
     let x = n.add("relu7", x, Neuron::relu());
-    let scores: Top<(Dyn, D<1000>)> = n.add("fc8", &x, Fc::<1000>::new());
+    let scores: Top<f32, (Dyn, D<1000>)> = n.add("fc8", &x, Fc::<1000>::new());
     let mut net = n.batch(1).build(NetState::test()).unwrap();
     assert_eq!(net.layer_blobs("fc6").unwrap()[0].shape(), [4096, 25088]);
     net.forward().unwrap();
@@ -400,10 +400,11 @@ fn rectangular_convolutions_have_the_typed_shapes() {
     blob!(pub shape Grid = _, 8, 17, 17);
     let mut n = NetSpec::<f32>::new("factorized");
     let x = n.input::<Grid>("x");
-    let y: Top<(Dyn, D<4>, D<17>, D<17>)> = n.add("1x7", &x, ConvHW::<4, 1, 7, 1, 1, 0, 3>::new());
-    let z: Top<(Dyn, D<6>, D<9>, D<17>)> =
+    let y: Top<f32, (Dyn, D<4>, D<17>, D<17>)> =
+        n.add("1x7", &x, ConvHW::<4, 1, 7, 1, 1, 0, 3>::new());
+    let z: Top<f32, (Dyn, D<6>, D<9>, D<17>)> =
         n.add("3x1/2", &y, ConvHW::<6, 3, 1, 2, 1, 1, 0>::new().group(2));
-    let atrous: Top<(Dyn, D<3>, D<13>, D<17>)> =
+    let atrous: Top<f32, (Dyn, D<3>, D<13>, D<17>)> =
         n.add("atrous", &y, ConvHW::<3, 3, 3, 1, 1, 0, 2, 2, 2>::new());
     let mut net = n.batch(2).build(NetState::test()).unwrap();
     net.forward().unwrap();
@@ -524,7 +525,7 @@ fn flat_concats_and_four_way_sums() {
         &x,
         Fc::<5>::new().weight_filler(Filler::constant(1.0)),
     );
-    let joined: Top<(Dyn, D<8>)> = n.add("join", (&x, &y), Concat);
+    let joined: Top<f32, (Dyn, D<8>)> = n.add("join", (&x, &y), Concat);
     let sum = n.add(
         "sum",
         (&x, &x, &x, &x),
@@ -557,10 +558,10 @@ fn concats_on_any_axis_join_the_blobs_caffe_joins() {
     blob!(pub shape Image = _, 2, 2, 2);
     let mut n = NetSpec::<f32>::new("axes");
     let (near, far) = (n.input::<Near>("near"), n.input::<Far>("far"));
-    let priors: Top<(D<1>, D<2>, D<4>)> = n.add("priors", (&near, &far), ConcatAxis::<2>);
+    let priors: Top<f32, (D<1>, D<2>, D<4>)> = n.add("priors", (&near, &far), ConcatAxis::<2>);
     let x = n.input::<Image>("x");
-    let twice: Top<(Dyn, D<2>, D<2>, D<2>)> = n.add("twice", (&x, &x), ConcatAxis::<0>);
-    let rows: Top<(Dyn, D<2>, D<4>, D<2>)> = n.add("rows", (&x, &x), ConcatAxis::<2>);
+    let twice: Top<f32, (Dyn, D<2>, D<2>, D<2>)> = n.add("twice", (&x, &x), ConcatAxis::<0>);
+    let rows: Top<f32, (Dyn, D<2>, D<4>, D<2>)> = n.add("rows", (&x, &x), ConcatAxis::<2>);
     let mut net = n.batch(1).build(NetState::test()).unwrap();
     let fill = |name: &str, values: &[f32]| {
         net.blob(name)
@@ -600,8 +601,8 @@ fn a_slice_on_the_rows_splits_them() {
     let mut n = NetSpec::<f32>::new("rows");
     let x = n.input::<Image>("x");
     let (top, rest) = n.slice_axis::<2, 1, _>("split", &x, ["top", "rest"]);
-    let top: Top<(Dyn, D<2>, D<1>, D<2>)> = top;
-    let rest: Top<(Dyn, D<2>, D<2>, D<2>)> = rest;
+    let top: Top<f32, (Dyn, D<2>, D<1>, D<2>)> = top;
+    let rest: Top<f32, (Dyn, D<2>, D<2>, D<2>)> = rest;
     let values: Vec<f32> = (0..12).map(|v| v as f32).collect();
     let net = forward_on(&mut n, 1, &values);
     assert_eq!(

@@ -77,7 +77,7 @@ fn declare(batch: usize) -> NetSpec<f32> {
             .weight_filler(xavier()),
     );
     let x = n.add("relu3", x, Neuron::relu());
-    let x: Top<(Dyn, D<64>, D<3>, D<3>)> = n.add("pool3", &x, Pool::<3, 2>::ave());
+    let x: Top<f32, (Dyn, D<64>, D<3>, D<3>)> = n.add("pool3", &x, Pool::<3, 2>::ave());
     let x = n.add(
         "ip1",
         &x,

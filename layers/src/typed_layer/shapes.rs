@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use blob_runtime::typed::{DimList, Shape, ShapeError, StaticShape, TypedBlob};
-use blob_runtime::{Blob, Element};
+use blob_runtime::{Blob, Element, MathElement};
 
 use crate::typed_net::Top;
 
@@ -31,9 +31,9 @@ pub trait BlobShapes: 'static {
     /// The blobs as typed views: `(&TypedBlob<T, A>, &TypedBlob<T, B>)`
     /// for `(A, B)`.
     type Views<'a, T: Element + 'a>: Copy;
-    /// Handles on the blobs in a typed net: [`Top<A>`](Top) for `(A,)`,
+    /// Handles on the blobs in a typed net of `T`: [`Top<T, A>`](Top) for `(A,)`,
     /// a tuple of them for more.
-    type Tops;
+    type Tops<T: MathElement>;
     /// Each shape's static dims (`None` for the run-time one).
     fn dims() -> Vec<&'static [Option<usize>]>;
     /// The shapes, as messages write them: `(_ 16), (_)`.
@@ -44,7 +44,7 @@ pub trait BlobShapes: 'static {
     fn views<'a, T: Element>(blobs: &[&'a Blob<T>]) -> Result<Self::Views<'a, T>, Mismatch>;
     /// The handles on tops named `names` of the spec `spec`.
     #[doc(hidden)]
-    fn tops(names: Vec<Arc<str>>, spec: u64) -> Self::Tops;
+    fn tops<T: MathElement>(names: Vec<Arc<str>>, spec: u64) -> Self::Tops<T>;
 }
 
 /// Which blob of a list disagreed with its shape, and how.
@@ -82,7 +82,7 @@ fn bracketed<S: Shape>() -> String {
 impl BlobShapes for () {
     const LEN: usize = 0;
     type Views<'a, T: Element + 'a> = ();
-    type Tops = ();
+    type Tops<T: MathElement> = ();
     fn dims() -> Vec<&'static [Option<usize>]> {
         Vec::new()
     }
@@ -92,7 +92,7 @@ impl BlobShapes for () {
     fn views<T: Element>(_blobs: &[&Blob<T>]) -> Result<(), Mismatch> {
         Ok(())
     }
-    fn tops(_names: Vec<Arc<str>>, _spec: u64) {}
+    fn tops<T: MathElement>(_names: Vec<Arc<str>>, _spec: u64) {}
 }
 
 impl StaticShapes for () {}
@@ -100,7 +100,7 @@ impl StaticShapes for () {}
 impl<A: Shape> BlobShapes for (A,) {
     const LEN: usize = 1;
     type Views<'a, T: Element + 'a> = (&'a TypedBlob<T, A>,);
-    type Tops = Top<A>;
+    type Tops<T: MathElement> = Top<T, A>;
     fn dims() -> Vec<&'static [Option<usize>]> {
         vec![A::Dims::STATIC_DIMS]
     }
@@ -110,7 +110,7 @@ impl<A: Shape> BlobShapes for (A,) {
     fn views<'a, T: Element>(blobs: &[&'a Blob<T>]) -> Result<Self::Views<'a, T>, Mismatch> {
         Ok((view(blobs, 0)?,))
     }
-    fn tops(names: Vec<Arc<str>>, spec: u64) -> Top<A> {
+    fn tops<T: MathElement>(names: Vec<Arc<str>>, spec: u64) -> Top<T, A> {
         let [a] = <[Arc<str>; 1]>::try_from(names).expect("one top name");
         Top::from_parts(a, spec)
     }
@@ -124,7 +124,7 @@ macro_rules! blob_shapes {
         impl<$($s: Shape),+> BlobShapes for ($($s,)+) {
             const LEN: usize = $len;
             type Views<'a, T: Element + 'a> = ($(&'a TypedBlob<T, $s>,)+);
-            type Tops = ($(Top<$s>,)+);
+            type Tops<T: MathElement> = ($(Top<T, $s>,)+);
             fn dims() -> Vec<&'static [Option<usize>]> {
                 vec![$($s::Dims::STATIC_DIMS),+]
             }
@@ -136,7 +136,7 @@ macro_rules! blob_shapes {
             ) -> Result<Self::Views<'a, T>, Mismatch> {
                 Ok(($(view::<T, $s>(blobs, $i)?,)+))
             }
-            fn tops(names: Vec<Arc<str>>, spec: u64) -> Self::Tops {
+            fn tops<T: MathElement>(names: Vec<Arc<str>>, spec: u64) -> Self::Tops<T> {
                 let names = <[Arc<str>; $len]>::try_from(names).expect("a name a top");
                 ($(Top::from_parts(names[$i].clone(), spec),)+)
             }

@@ -96,9 +96,9 @@ static NEXT_SPEC: AtomicU64 = AtomicU64::new(0);
 /// let y = n.add("relu", x, Neuron::relu()); // a clone is alive: not in place
 /// assert_eq!((kept.name(), y.name()), ("x", "relu"));
 /// ```
-pub struct Top<S: Shape> {
+pub struct Top<T: MathElement, S: Shape> {
     handle: Handle,
-    _shape: PhantomData<fn() -> S>,
+    _shape: PhantomData<fn() -> (T, S)>,
 }
 
 /// What a [`Top`] holds, whatever its shape: the blob's name and the spec
@@ -110,7 +110,7 @@ struct Handle {
     spec: u64,
 }
 
-impl<S: Shape> Clone for Top<S> {
+impl<T: MathElement, S: Shape> Clone for Top<T, S> {
     fn clone(&self) -> Self {
         Self {
             handle: self.handle.clone(),
@@ -119,13 +119,13 @@ impl<S: Shape> Clone for Top<S> {
     }
 }
 
-impl<S: Shape> std::fmt::Debug for Top<S> {
+impl<T: MathElement, S: Shape> std::fmt::Debug for Top<T, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Top(\"{}\": {})", self.handle.name, S::describe())
     }
 }
 
-impl<S: Shape> Top<S> {
+impl<T: MathElement, S: Shape> Top<T, S> {
     /// The handle on blob `name` of the spec numbered `spec`.
     pub(crate) fn from_parts(name: Arc<str>, spec: u64) -> Self {
         Self {
@@ -143,7 +143,7 @@ impl<S: Shape> Top<S> {
     /// shape (compile-time strides, `offset`, `data_at`); an error names
     /// the blob when the net lacks it (a layer of another phase wrote
     /// it) or has reshaped it away from `S`.
-    pub fn blob<'n, T: MathElement>(&self, net: &'n Net<T>) -> Result<&'n TypedBlob<T, S>> {
+    pub fn blob<'n>(&self, net: &'n Net<T>) -> Result<&'n TypedBlob<T, S>> {
         let name = self.name();
         let blob = net.blob(name).ok_or_else(|| BlobError::Net {
             at: format!("blob '{name}'"),
@@ -168,10 +168,10 @@ impl<S: Shape> Top<S> {
     /// blob_runtime::blob!(pub shape Features = _, 4, 6, 6);
     /// let mut n = NetSpec::<f32>::new("n");
     /// let x = n.input::<Image>("x");
-    /// let y: Top<Features> = n.add("conv", &x, Conv::<4, 3>::new()).named();
+    /// let y: Top<f32, Features> = n.add("conv", &x, Conv::<4, 3>::new()).named();
     /// # let _ = y;
     /// ```
-    pub fn named<S2>(self) -> Top<S2>
+    pub fn named<S2>(self) -> Top<T, S2>
     where
         S2: Shape,
         S2::Dims: blob_runtime::typed::SameAs<S::Dims>,
@@ -186,7 +186,12 @@ impl<S: Shape> Top<S> {
 /// The bottoms of one layer, as handles: `&top` (read), `top` (read, and
 /// overwritten in place by a layer that can), or a tuple of up to four
 /// `&top`s.
-pub trait Bottoms {
+#[diagnostic::on_unimplemented(
+    message = "a net of {T} cannot read {Self}",
+    label = "not handles on {T} blobs",
+    note = "a layer's bottoms are handles of the same NetSpec: `&top`, `top`, or a tuple of up to four `&top`s; a NetSpec<f32>'s handles do not feed a NetSpec<f64>"
+)]
+pub trait Bottoms<T: MathElement> {
     /// The shapes, as [`One`], [`Two`], [`Three`] or [`Four`].
     type Shapes;
     /// The handles without their shapes: what a net's text needs, the
@@ -233,35 +238,39 @@ pub struct Three<X, Y, Z>(Marker<(X, Y, Z)>);
 /// The shapes of a layer's four bottoms.
 pub struct Four<X, Y, Z, W>(Marker<(X, Y, Z, W)>);
 
-impl<X: Shape> Bottoms for &Top<X> {
+impl<T: MathElement, X: Shape> Bottoms<T> for &Top<T, X> {
     type Shapes = One<X>;
     fn into_list(self) -> BottomList {
         BottomList::read(&[&self.handle])
     }
 }
 
-impl<X: Shape> Bottoms for Top<X> {
+impl<T: MathElement, X: Shape> Bottoms<T> for Top<T, X> {
     type Shapes = One<X>;
     fn into_list(self) -> BottomList {
         BottomList::owned(self.handle)
     }
 }
 
-impl<X: Shape, Y: Shape> Bottoms for (&Top<X>, &Top<Y>) {
+impl<T: MathElement, X: Shape, Y: Shape> Bottoms<T> for (&Top<T, X>, &Top<T, Y>) {
     type Shapes = Two<X, Y>;
     fn into_list(self) -> BottomList {
         BottomList::read(&[&self.0.handle, &self.1.handle])
     }
 }
 
-impl<X: Shape, Y: Shape, Z: Shape> Bottoms for (&Top<X>, &Top<Y>, &Top<Z>) {
+impl<T: MathElement, X: Shape, Y: Shape, Z: Shape> Bottoms<T>
+    for (&Top<T, X>, &Top<T, Y>, &Top<T, Z>)
+{
     type Shapes = Three<X, Y, Z>;
     fn into_list(self) -> BottomList {
         BottomList::read(&[&self.0.handle, &self.1.handle, &self.2.handle])
     }
 }
 
-impl<X: Shape, Y: Shape, Z: Shape, W: Shape> Bottoms for (&Top<X>, &Top<Y>, &Top<Z>, &Top<W>) {
+impl<T: MathElement, X: Shape, Y: Shape, Z: Shape, W: Shape> Bottoms<T>
+    for (&Top<T, X>, &Top<T, Y>, &Top<T, Z>, &Top<T, W>)
+{
     type Shapes = Four<X, Y, Z, W>;
     fn into_list(self) -> BottomList {
         let handles = [
@@ -595,7 +604,7 @@ impl<T: MathElement> NetSpec<T> {
 
     /// An input blob of shape `S` (Caffe's `Input` layer, named as its
     /// blob); its run-time dims (`_`) take the [`batch`](Self::batch).
-    pub fn input<S: Shape>(&mut self, name: &str) -> Top<S> {
+    pub fn input<S: Shape>(&mut self, name: &str) -> Top<T, S> {
         let top = self.text.add_input(name, S::Dims::STATIC_DIMS);
         self.top(top)
     }
@@ -611,9 +620,9 @@ impl<T: MathElement> NetSpec<T> {
     /// Adds layer `name` reading `bottoms` and returns the handle of its
     /// output, whose shape the layer computes from its bottoms' at compile
     /// time.
-    pub fn add<B, L>(&mut self, name: &str, bottoms: B, layer: L) -> Top<L::Out>
+    pub fn add<B, L>(&mut self, name: &str, bottoms: B, layer: L) -> Top<T, L::Out>
     where
-        B: Bottoms,
+        B: Bottoms<T>,
         L: LayerSpec<B::Shapes>,
     {
         let top = self
@@ -636,9 +645,9 @@ impl<T: MathElement> NetSpec<T> {
         name: &str,
         bottoms: B,
         layer: L,
-    ) -> <L::Tops as BlobShapes>::Tops
+    ) -> <L::Tops as BlobShapes>::Tops<T>
     where
-        B: Bottoms,
+        B: Bottoms<T>,
         L: TypedLayer<T>,
         L::Bottoms: TakesBottoms<B::Shapes, L>,
     {
@@ -661,9 +670,9 @@ impl<T: MathElement> NetSpec<T> {
 
     /// [`add`](Self::add) for one phase only (Caffe's `include { phase }`):
     /// an `Accuracy` in the test net.
-    pub fn add_in<B, L>(&mut self, phase: Phase, name: &str, bottoms: B, layer: L) -> Top<L::Out>
+    pub fn add_in<B, L>(&mut self, phase: Phase, name: &str, bottoms: B, layer: L) -> Top<T, L::Out>
     where
-        B: Bottoms,
+        B: Bottoms<T>,
         L: LayerSpec<B::Shapes>,
     {
         let top = self
@@ -683,17 +692,17 @@ impl<T: MathElement> NetSpec<T> {
     /// let mut n = NetSpec::<f32>::new("n");
     /// let x = n.input::<Pair>("x");
     /// let (a, b) = n.slice::<2, _>("split", &x, ["left", "right"]);
-    /// let _: Top<(Dyn, D<2>, D<8>, D<8>)> = a;
-    /// let _: Top<(Dyn, D<4>, D<8>, D<8>)> = b;
+    /// let _: Top<f32, (Dyn, D<2>, D<8>, D<8>)> = a;
+    /// let _: Top<f32, (Dyn, D<4>, D<8>, D<8>)> = b;
     /// ```
     pub fn slice<const POINT: usize, X>(
         &mut self,
         name: &str,
-        bottom: &Top<X>,
+        bottom: &Top<T, X>,
         tops: [&str; 2],
     ) -> (
-        Top<<X as SliceOn<1, POINT>>::First>,
-        Top<<X as SliceOn<1, POINT>>::Rest>,
+        Top<T, <X as SliceOn<1, POINT>>::First>,
+        Top<T, <X as SliceOn<1, POINT>>::Rest>,
     )
     where
         X: SliceOn<1, POINT>,
@@ -711,17 +720,17 @@ impl<T: MathElement> NetSpec<T> {
     /// let mut n = NetSpec::<f32>::new("n");
     /// let x = n.input::<Rows>("x");
     /// let (top, bottom) = n.slice_axis::<2, 6, _>("halves", &x, ["top", "bottom"]);
-    /// let _: Top<(Dyn, D<3>, D<6>, D<4>)> = top;
-    /// let _: Top<(Dyn, D<3>, D<4>, D<4>)> = bottom;
+    /// let _: Top<f32, (Dyn, D<3>, D<6>, D<4>)> = top;
+    /// let _: Top<f32, (Dyn, D<3>, D<4>, D<4>)> = bottom;
     /// ```
     pub fn slice_axis<const AXIS: usize, const POINT: usize, X>(
         &mut self,
         name: &str,
-        bottom: &Top<X>,
+        bottom: &Top<T, X>,
         tops: [&str; 2],
     ) -> (
-        Top<<X as SliceOn<AXIS, POINT>>::First>,
-        Top<<X as SliceOn<AXIS, POINT>>::Rest>,
+        Top<T, <X as SliceOn<AXIS, POINT>>::First>,
+        Top<T, <X as SliceOn<AXIS, POINT>>::Rest>,
     )
     where
         X: SliceOn<AXIS, POINT>,
@@ -733,7 +742,7 @@ impl<T: MathElement> NetSpec<T> {
         (self.top(a), self.top(b))
     }
 
-    fn top<S: Shape>(&self, name: Arc<str>) -> Top<S> {
+    fn top<S: Shape>(&self, name: Arc<str>) -> Top<T, S> {
         Top {
             handle: Handle {
                 name,

@@ -152,7 +152,7 @@ macro_rules! learned_methods {
 /// let mut n = NetSpec::<f32>::new("n");
 /// let x = n.input::<Image>("x");
 /// let y = n.add("conv1", &x, Conv::<32, 5, 1, 2>::new().weight_filler(Filler::gaussian(0.0, 1e-4)));
-/// let y: Top<(Dyn, D<32>, D<32>, D<32>)> = y;
+/// let y: Top<f32, (Dyn, D<32>, D<32>, D<32>)> = y;
 /// # let _ = y;
 /// ```
 #[derive(Clone, Debug)]
@@ -207,12 +207,12 @@ where
 /// blob_runtime::blob!(pub shape Grid = _, 8, 17, 17);
 /// let mut n = NetSpec::<f32>::new("n");
 /// let x = n.input::<Grid>("x");
-/// let y: Top<(Dyn, D<4>, D<17>, D<17>)> =
+/// let y: Top<f32, (Dyn, D<4>, D<17>, D<17>)> =
 ///     n.add("1x7", &x, ConvHW::<4, 1, 7, 1, 1, 0, 3>::new());
-/// let z: Top<(Dyn, D<4>, D<9>, D<17>)> =
+/// let z: Top<f32, (Dyn, D<4>, D<9>, D<17>)> =
 ///     n.add("3x1/2", &y, ConvHW::<4, 3, 1, 2, 1, 1, 0>::new());
 /// // Atrous: a 3x3 kernel at dilation 2, padded 2, keeps 17 x 17.
-/// let a: Top<(Dyn, D<4>, D<17>, D<17>)> =
+/// let a: Top<f32, (Dyn, D<4>, D<17>, D<17>)> =
 ///     n.add("atrous", &y, ConvHW::<4, 3, 3, 1, 1, 2, 2, 2, 2>::new());
 /// # let _ = (z, a);
 /// ```
@@ -419,8 +419,8 @@ where
 /// blob_runtime::blob!(pub shape Features = _, 192, 28, 28);
 /// let mut n = NetSpec::<f32>::new("n");
 /// let x = n.input::<Features>("x");
-/// let same: Top<(Dyn, D<192>, D<28>, D<28>)> = n.add("pool", &x, Pool::<3, 1, 1>::max());
-/// let half: Top<(Dyn, D<192>, D<14>, D<14>)> = n.add("pool2", &x, Pool::<3, 2>::max());
+/// let same: Top<f32, (Dyn, D<192>, D<28>, D<28>)> = n.add("pool", &x, Pool::<3, 1, 1>::max());
+/// let half: Top<f32, (Dyn, D<192>, D<14>, D<14>)> = n.add("pool2", &x, Pool::<3, 2>::max());
 /// # let _ = (same, half);
 /// ```
 #[derive(Clone, Debug)]
@@ -815,7 +815,7 @@ impl<X: blob_runtime::typed::Flatten> LayerSpec<One<X>> for Flatten {
 /// blob_runtime::blob!(pub shape Pool5Flat = _, 25088);
 /// let mut n = NetSpec::<f32>::new("n");
 /// let x = n.input::<Pool5>("pool5");
-/// let flat: Top<Pool5Flat> = n.add("flatten", &x, ReshapeAs::<Pool5Flat>::new());
+/// let flat: Top<f32, Pool5Flat> = n.add("flatten", &x, ReshapeAs::<Pool5Flat>::new());
 /// let net = n.batch(2).build(blob_layers::net::NetState::test())?;
 /// assert_eq!(flat.blob(&net)?.shape(), &[2, 25088]);
 /// # Ok::<(), blob_runtime::BlobError>(())
@@ -1046,7 +1046,7 @@ pub struct Concat;
 /// let mut n = NetSpec::<f32>::new("priors");
 /// let (near, far) = (n.input::<Near>("near"), n.input::<Far>("far"));
 /// let all = n.add("priors", (&near, &far), ConcatAxis::<2>);
-/// let _: &Top<(D<1>, D<2>, D<80>)> = &all;
+/// let _: &Top<f32, (D<1>, D<2>, D<80>)> = &all;
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ConcatAxis<const AXIS: usize>;
