@@ -358,7 +358,7 @@
 //! | An Eltwise of two declared shapes | `` error[E0277]: Eltwise combines blobs of one shape, but is given Wide and Narrow `` | `` shapes differ `` | `net_eltwise_shapes` |
 //! | A Concat whose parts differ outside the channel axis | `` error[E0277]: Concat cannot join (Dyn, D<64>, D<28>, D<28>) and (Dyn, D<192>, D<14>, D<14>) on axis 1 `` | `` not equal outside axis 1, or no axis 1 `` | `net_concat_parts` |
 //! | A Concat on an axis its bottoms do not have | `` error[E0277]: Concat cannot join Near and Far on axis 3 `` | `` not equal outside axis 3, or no axis 3 `` | `net_concat_axis_past_the_rank` |
-//! | One-hot labels to SoftmaxWithLoss | `` error[E0277]: labels OneHot do not fit scores (Dyn, D<10>) `` | `` not the labels of these scores `` | `net_labels_one_hot` |
+//! | One-hot labels to SoftmaxWithLoss | `` error[E0277]: labels OneHot do not fit scores (Dyn, D<10>) (the layer takes the scores first, then the labels) `` | `` not the labels of these scores `` | `net_labels_one_hot` |
 //! | A convolution declared on a flat (N, 500) blob | `` error[E0277]: a convolution with kernel 3, stride 1 and pad 0 cannot take Hidden `` | `` needs (N, C, H, W) with static H and W of at least the kernel `` | `net_conv_on_vector` |
 //! | A Slice that would leave no channels | `` error[E0277]: Slice cannot split (Dyn, D<8>, D<4>, D<4>) at 8 on axis 1 `` | `` no such split `` | `net_slice_past_the_channels` |
 //! | VGG's pool5 (512 x 7 x 7) through a typed net's Flatten | `` error[E0277]: cannot flatten Pool5: it needs at least 2 axes, every axis after the first static, and their product at most 4096 `` | `` not flattenable `` | `net_flatten_product_too_large` |
@@ -368,6 +368,9 @@
 //! | A user's layer that takes (N, C), declared on an image batch | `` error[E0277]: (Dyn, D<8>, D<4>, D<4>) does not have 2 axes `` | `` expected a shape of 2 axes `` | `net_user_layer_wrong_rank` |
 //! | A typed layer of 32 channels fed rows of 16 | `` error[E0277]: Gain<32> takes a bottom of shape (blobflow::typed::Dyn, blobflow::typed::D<32>), but is given Features `` | `` expected a bottom of shape (blobflow::typed::Dyn, blobflow::typed::D<32>) `` | `typed_layer_wrong_bottom` |
 //! | An f32 net's handle given to a layer of an f64 net | `` error[E0277]: a net of f64 cannot read &Top<f32, Features> `` | `` not handles on f64 blobs `` | `net_mixed_elements` |
+//! | SoftmaxWithLoss given (labels, scores) | `` error[E0277]: labels (Dyn, D<10>) do not fit scores Classes (the layer takes the scores first, then the labels) `` | `` not the labels of these scores `` | `net_loss_inputs_swapped` |
+//! | A 5x5 convolution on a 4x4 map | `` error[E0277]: no convolution output for D<4> with kernel 5, stride 1, pad 0 and dilation 1 at compile time `` | `` the input is smaller than the kernel, or a dim is dynamic or above 4096 `` | `net_kernel_larger_than_map` |
+//! | `.named()` with other dims than the handle's | `` error[E0277]: shapes differ: (Dyn, D<32>, D<24>, D<24>) is not Conv1Out `` | `` expected a blob of shape Conv1Out `` | `net_named_wrong_dims` |
 //!
 //! Anonymous shapes have a count at compile time when each dim is at most
 //! 4096 (`CountOf<..>` in a message stands for it); a shape declared with

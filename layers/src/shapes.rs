@@ -44,6 +44,9 @@ type Padded<H, const P: usize> = Plus<H, Times<D<2>, D<P>>>;
 /// A dilated kernel's extent: `DIL (K - 1) + 1`.
 type Extent<const K: usize, const DIL: usize> = Plus<Times<D<DIL>, Minus<D<K>, D<1>>>, D<1>>;
 
+// The diagnostic is the trait's own, naming the kernel, rather than a
+// step of the arithmetic (`cannot subtract D<5> from D<4>`).
+#[diagnostic::do_not_recommend]
 impl<H: Dim, const K: usize, const S: usize, const P: usize, const DIL: usize> ConvDim<K, S, P, DIL>
     for H
 where
@@ -110,6 +113,7 @@ type StartsInPadding<H, const K: usize, const S: usize, const P: usize> = Times<
     <Times<Minus<PooledCeil<H, K, S, P>, D<1>>, D<S>> as AtLeast<Plus<H, D<P>>>>::Bit,
 >;
 
+#[diagnostic::do_not_recommend]
 impl<H: Dim, const K: usize, const S: usize, const P: usize> PoolDim<K, S, P> for H
 where
     D<2>: DimMul<D<P>>,

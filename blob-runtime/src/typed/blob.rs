@@ -512,7 +512,9 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     }
 
     /// Copies `source`'s data (or diff) in (Caffe `CopyFrom`); shapes and
-    /// element types must match at compile time.
+    /// element types must match at compile time. [`Blob::copy_from`]'s
+    /// third argument, Caffe's `reshape`, has no place here: the shapes
+    /// are equal by type, so there is never anything to reshape.
     ///
     /// ```
     /// type B = blob_runtime::blob!(f32; 2);

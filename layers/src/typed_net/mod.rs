@@ -64,7 +64,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use blob_runtime::typed::{DimList, SameAs, Shape, TypedBlob};
+use blob_runtime::typed::{DimList, SameAs, SameShapeAs, Shape, TypedBlob};
 use blob_runtime::{BlobError, MathElement};
 
 use crate::layer::Result;
@@ -174,7 +174,7 @@ impl<T: MathElement, S: Shape> Top<T, S> {
     pub fn named<S2>(self) -> Top<T, S2>
     where
         S2: Shape,
-        S2::Dims: blob_runtime::typed::SameAs<S::Dims>,
+        S: SameShapeAs<S2>,
     {
         Top {
             handle: self.handle,

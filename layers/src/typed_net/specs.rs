@@ -1165,7 +1165,7 @@ split_on!(3: (A, B, C), E, ());
 /// `Self` holds the labels of scores `X`: `(N,)`, one class index per
 /// item of scores `(N, C)`.
 #[diagnostic::on_unimplemented(
-    message = "labels {Self} do not fit scores {Scores}",
+    message = "labels {Self} do not fit scores {Scores} (the layer takes the scores first, then the labels)",
     label = "not the labels of these scores",
     note = "Caffe's labels are one class index per item: (N,) for scores (N, C), not one-hot (N, C)"
 )]
