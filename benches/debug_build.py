@@ -1,66 +1,32 @@
 #!/usr/bin/env python3
-"""How fast a user's debug build runs a net, with and without the
-README's profile lines.
+"""What a user's crate costs to rebuild, and how fast its debug build runs
+a net, with and without the README's profile lines.
 
-Generates a crate outside the workspace (under target/debug-build) that
-depends on blobflow by path and declares cifar10_quick as a typed net, then
-times its forward and forward + backward passes at batch 100 (one thread
-per core, the default) built four ways: release; debug with the README's
-two profile lines; debug with only the dependencies optimized; plain
-debug. Prints each against release, measured in the same run.
+Copies the user crate `tests/downstream/typed-user` (a typed layer of its
+own in a 20-layer typed net) outside the workspace, under
+target/debug-build, depending on blobflow by path, as a user's crate
+would: its own profiles, not this workspace's. Built four ways (release;
+debug with the README's two profile lines; debug with only the
+dependencies optimized; plain debug), each:
+
+- times the net's forward and forward + backward passes at batch 100
+  (one thread per core, the default), against release in the same run;
+- makes a one-line edit of `main.rs` and times the rebuild: wall seconds
+  and CPU seconds (user + system, of cargo and every compiler it runs).
 
 Run: python3 benches/debug_build.py
 """
 import os
 import pathlib
 import re
+import resource
+import shutil
 import subprocess
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+CRATE = ROOT / "tests" / "downstream" / "typed-user"
 WORK = ROOT / "target" / "debug-build"
-
-MAIN = r'''
-use blobflow::layers::net::NetState;
-use blobflow::layers::typed_net::*;
-use std::time::Instant;
-
-blobflow::blob!(pub shape Images = _, 3, 32, 32);
-blobflow::blob!(pub shape Classes = _);
-
-fn main() {
-    let mut n = NetSpec::<f32>::new("CIFAR10_quick");
-    let data = n.input::<Images>("data");
-    let label = n.input::<Classes>("label");
-    let g = |std| Filler::gaussian(0.0, std);
-    let x = n.add("conv1", &data, Conv::<32, 5, 1, 2>::new().weight_filler(g(1e-4)));
-    let x = n.add("pool1", &x, Pool::<3, 2>::max());
-    let x = n.add("relu1", x, Neuron::relu());
-    let x = n.add("conv2", &x, Conv::<32, 5, 1, 2>::new().weight_filler(g(0.01)));
-    let x = n.add("relu2", x, Neuron::relu());
-    let x = n.add("pool2", &x, Pool::<3, 2>::ave());
-    let x = n.add("conv3", &x, Conv::<64, 5, 1, 2>::new().weight_filler(g(0.01)));
-    let x = n.add("relu3", x, Neuron::relu());
-    let x = n.add("pool3", &x, Pool::<3, 2>::ave());
-    let x = n.add("ip1", &x, Fc::<64>::new().weight_filler(g(0.1)));
-    let s = n.add("ip2", &x, Fc::<10>::new().weight_filler(g(0.1)));
-    n.add("loss", (&s, &label), SoftmaxLoss::new());
-    let mut net = n.batch(100).build(NetState::train()).unwrap();
-    net.forward().unwrap();
-    let passes = 5;
-    let t = Instant::now();
-    for _ in 0..passes {
-        net.forward().unwrap();
-    }
-    let forward = t.elapsed().as_secs_f64() / passes as f64;
-    let t = Instant::now();
-    for _ in 0..passes {
-        net.forward().unwrap();
-        net.backward().unwrap();
-    }
-    let both = t.elapsed().as_secs_f64() / passes as f64;
-    println!("{:.2} {:.2}", forward * 1e3, both * 1e3);
-}
-'''
 
 PROFILES = {
     "release": ("", ["--release"]),
@@ -72,32 +38,74 @@ PROFILES = {
     "debug, plain": ("", []),
 }
 
+# The edit: one string literal of main.rs, changed back and forth.
+EDIT = ("after 10 steps", "after ten steps")
 
-def run(name, profile, flags):
+
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def setup(name, profile):
     d = WORK / re.sub(r"[^a-z]+", "_", name).strip("_")
     (d / "src").mkdir(parents=True, exist_ok=True)
+    for source in (CRATE / "src").glob("*.rs"):
+        shutil.copy(source, d / "src" / source.name)
     (d / "Cargo.toml").write_text(
-        '[package]\nname = "cifar_debug"\nversion = "0.0.0"\nedition = "2024"\npublish = false\n\n'
+        '[package]\nname = "typed_user"\nversion = "0.0.0"\nedition = "2024"\npublish = false\n\n'
         f'[dependencies]\nblobflow = {{ path = "{ROOT}" }}\n\n[workspace]\n\n{profile}'
     )
-    (d / "src" / "main.rs").write_text(MAIN)
-    env = dict(os.environ, CARGO_TARGET_DIR=str(d / "target"))
+    shutil.copy(ROOT / "rust-toolchain.toml", d / "rust-toolchain.toml")
+    return d
+
+
+def build(d, flags, env):
     subprocess.run(["cargo", "build", "-q", *flags], cwd=d, env=env, check=True)
+
+
+def rebuild(d, flags, env):
+    """Wall and CPU seconds of the build after a one-line edit."""
+    main = d / "src" / "main.rs"
+    text = main.read_text()
+    old, new = EDIT if EDIT[0] in text else EDIT[::-1]
+    main.write_text(text.replace(old, new, 1))
+    cpu, wall = children_cpu(), time.monotonic()
+    build(d, flags, env)
+    return time.monotonic() - wall, children_cpu() - cpu
+
+
+def run(name, profile, flags):
+    d = setup(name, profile)
+    env = dict(os.environ, CARGO_TARGET_DIR=str(d / "target"))
+    build(d, flags, env)
+    wall, cpu = rebuild(d, flags, env)
     out = subprocess.run(
-        ["cargo", "run", "-q", *flags], cwd=d, env=env, check=True, capture_output=True, text=True
+        ["cargo", "run", "-q", *flags, "--", "--time"],
+        cwd=d,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     )
-    return [float(v) for v in out.stdout.split()]
+    fwd, both = (float(v) for v in out.stdout.split())
+    return fwd, both, wall, cpu
 
 
 def main():
-    print("cifar10_quick (typed), batch 100, forward / forward + backward, ms a pass:")
+    print(
+        "tests/downstream/typed-user (20 layers, one the crate's own), batch 100,"
+        f" {os.cpu_count()} cores:"
+    )
+    print("  forward / forward + backward, ms a pass; rebuild after a one-line edit")
     base = None
     for name, (profile, flags) in PROFILES.items():
-        fwd, both = run(name, profile, flags)
+        fwd, both, wall, cpu = run(name, profile, flags)
         base = base or (fwd, both)
         print(
             f"  {name:32} {fwd:8.1f} / {both:8.1f}"
-            f"   ({fwd / base[0]:.1f}x / {both / base[1]:.1f}x release)"
+            f"   ({fwd / base[0]:4.1f}x / {both / base[1]:4.1f}x release)"
+            f"   rebuild {wall:5.1f} s, {cpu:5.1f} CPU s"
         )
 
 

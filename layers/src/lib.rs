@@ -83,6 +83,7 @@ mod neuron;
 mod normalize;
 pub mod onnx;
 mod parameter;
+mod per_element;
 mod permute;
 mod planes;
 mod pool;

@@ -81,7 +81,7 @@ impl<T: MathElement> LayerRegistry<T> {
     /// The layers blobflow implements, under Caffe's type names.
     pub fn with_caffe_layers() -> Self {
         let mut r = Self::empty();
-        crate::net_layers::register_all(&mut r);
+        (crate::per_element::compiled::<T>().register_caffe_layers)(&mut r);
         r
     }
 

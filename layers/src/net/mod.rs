@@ -35,6 +35,7 @@ use blob_proto::{ParamMessage, TextMessage, schema};
 use blob_runtime::{Blob, BlobError, CaffeModel, CopyReport, DeviceBackend, MathElement, Result};
 
 use crate::dyn_layer::{DynLayer, Sharing};
+use crate::per_element::compiled;
 use crate::registry::LayerRegistry;
 pub use init::{NetState, Phase};
 
@@ -380,7 +381,19 @@ impl<T: MathElement> Net<T> {
             .from_param(param)
     }
 
+    /// [`build_here`](Self::build_here), compiled in this crate (see
+    /// `per_element`).
     fn build(
+        param: &ParamMessage,
+        state: NetState,
+        registry: &LayerRegistry<T>,
+        shapes: &[(String, Vec<usize>)],
+    ) -> Result<Self> {
+        (compiled::<T>().build_net)(param, state, registry, shapes)
+    }
+
+    /// Caffe's `Net::Init`.
+    pub(crate) fn build_here(
         param: &ParamMessage,
         mut state: NetState,
         registry: &LayerRegistry<T>,
@@ -880,6 +893,10 @@ impl<T: MathElement> Net<T> {
 
     /// Layers `start..=end` forward, nothing read back.
     fn run_layers(&mut self, start: usize, end: usize) -> Result<()> {
+        (compiled::<T>().run_layers)(self, start, end)
+    }
+
+    pub(crate) fn run_layers_here(&mut self, start: usize, end: usize) -> Result<()> {
         if start > end || end >= self.layers.len() {
             return Err(net_error(
                 format!("net '{}'", shown(&self.name)),
@@ -979,6 +996,10 @@ impl<T: MathElement> Net<T> {
     /// Caffe's `BackwardFromTo(start, end)`: layers `start` down to
     /// `end` that need backward, each told which bottoms need a gradient.
     pub fn backward_from_to(&mut self, start: usize, end: usize) -> Result<()> {
+        (compiled::<T>().backward_from_to)(self, start, end)
+    }
+
+    pub(crate) fn backward_from_to_here(&mut self, start: usize, end: usize) -> Result<()> {
         if end > start || start >= self.layers.len() {
             return Err(net_error(
                 format!("net '{}'", shown(&self.name)),
@@ -1030,6 +1051,10 @@ impl<T: MathElement> Net<T> {
     /// order, without running them (to see the shapes a new input size
     /// gives before a forward pass, which reshapes by itself).
     pub fn reshape(&mut self) -> Result<()> {
+        (compiled::<T>().reshape)(self)
+    }
+
+    pub(crate) fn reshape_here(&mut self) -> Result<()> {
         for entry in &mut self.layers {
             let wrap = in_layer(&entry.name, entry.layer.type_name());
             Self::reshape_layer(&mut self.blobs, entry).map_err(wrap)?;

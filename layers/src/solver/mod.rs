@@ -473,6 +473,14 @@ impl<T: MathElement> SgdSolver<T> {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn step(&mut self, params: &[&Blob<T>], specs: &[ParamSpec]) -> Result<(), BlobError> {
+        (crate::per_element::compiled::<T>().solver_step)(self, params, specs)
+    }
+
+    pub(crate) fn step_here(
+        &mut self,
+        params: &[&Blob<T>],
+        specs: &[ParamSpec],
+    ) -> Result<(), BlobError> {
         if specs.len() != params.len() {
             return Err(BlobError::CountMismatch {
                 op: OP,
