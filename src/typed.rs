@@ -143,7 +143,7 @@
 //! from its const parameters, `_` for the batch), its Caffe type name,
 //! and how it is read from and written to its `LayerParameter`; its
 //! Forward and Backward (adding into its parameters' diffs, as Caffe
-//! does) get the net's blobs as [`TypedBlob`](crate::typed::TypedBlob)
+//! does) get the net's blobs as [`TypedBlob`]
 //! views of those shapes: compile-time strides, `offset`, `data_at`,
 //! the CPU and GPU guards. Before each pass every blob is checked
 //! against its declared shape, so the layer's math never sees another;
