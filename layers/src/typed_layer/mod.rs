@@ -1,6 +1,6 @@
 //! Layers written with typed blobs: a [`TypedLayer`] declares the shapes
 //! of its bottoms, tops and parameter blobs as types, and its forward and
-//! backward passes receive the net's blobs as [`TypedBlob`] views of
+//! backward passes receive the net's blobs as [`TypedBlob`](blob_runtime::typed::TypedBlob) views of
 //! those shapes, with compile-time strides, `offset` and `data_at`, and
 //! the blobs' CPU and GPU guards.
 //!
