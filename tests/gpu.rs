@@ -1020,6 +1020,57 @@ fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Fail
     )
 }
 
+/// EuclideanLoss and SigmoidCrossEntropyLoss (ignored targets, VALID
+/// and BATCH_SIZE) in a net on the GPU against the same net on the host:
+/// the loss, left on the device by the forward pass, and the gradients.
+fn losses_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let cases = [
+        "layer { name: 'loss' type: 'EuclideanLoss' bottom: 'a' bottom: 'b' top: 'loss' loss_weight: 0.5 }",
+        "layer { name: 'loss' type: 'SigmoidCrossEntropyLoss' bottom: 'a' bottom: 'b' top: 'loss'
+                 loss_param { ignore_label: 2 normalization: VALID } }",
+        "layer { name: 'loss' type: 'SigmoidCrossEntropyLoss' bottom: 'a' bottom: 'b' top: 'loss' }",
+    ];
+    for layer in cases {
+        let text = format!(
+            "input: 'a' input_shape {{ dim: 8 dim: 300 }} input: 'b' input_shape {{ dim: 8 dim: 300 }}
+             force_backward: true {layer}"
+        );
+        let mut results = Vec::new();
+        for on_gpu in [false, true] {
+            let mut net = Net::<f32>::from_prototxt(&text, NetState::train()).map_err(fail)?;
+            if on_gpu {
+                net.to_device(dev.clone()).map_err(fail)?;
+            }
+            let a = net.blob("a").ok_or_else(|| fail("no blob a"))?;
+            cpu::set_seed(11);
+            cpu::uniform(-4.0, 4.0, &mut a.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+            let b = net.blob("b").ok_or_else(|| fail("no blob b"))?;
+            let mut targets = b.mutable_cpu_data().map_err(fail)?;
+            for (i, t) in targets.iter_mut().enumerate() {
+                *t = [0.0, 1.0, 2.0, 1.0, 0.25][i % 5];
+            }
+            drop(targets);
+            net.forward_unread().map_err(fail)?;
+            let loss = net.blob("loss").ok_or_else(|| fail("no blob loss"))?;
+            ensure(
+                !on_gpu || loss.data_head() == Head::AtGpu,
+                format!("{layer}: the loss was written on the host"),
+            )?;
+            let value = net.loss().map_err(fail)?;
+            net.backward().map_err(fail)?;
+            let a = net.blob("a").ok_or_else(|| fail("no blob a"))?;
+            results.push((value, a.diff_to_vec().map_err(fail)?));
+        }
+        near(results[1].0 as f64, results[0].0 as f64, 1e-6, layer)?;
+        let err = max_rel(&results[1].1, &results[0].1);
+        ensure(
+            err <= 1e-6,
+            format!("{layer}: the gradient differs by {err:.2e}"),
+        )?;
+    }
+    Ok(())
+}
+
 /// 200 iterations of Caffe's LeNet recipe from one seed, on the CPU and
 /// on the GPU: in windows of 20 iterations, each started on the GPU from
 /// the CPU's snapshot (weights and momentum), the losses track within
@@ -1699,6 +1750,7 @@ const CHECKS: &[(&str, Check)] = &[
         "layers::softmax_loss_dropout_on_gpu",
         softmax_loss_and_dropout_match_cpu,
     ),
+    ("layers::losses_on_gpu", losses_match_cpu),
     ("layers::mixed_devices_refused", mixed_devices_are_refused),
     ("net::gpu_matches_cpu", nets_match_cpu),
     (

@@ -117,7 +117,7 @@ mod upsample;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 22] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 23] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -140,6 +140,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 22] = [
     &axpy::AXPY,
     &bn::BN,
     &interp::INTERP,
+    &loss::cuda::LOSS,
 ];
 
 #[cfg(feature = "cuda")]

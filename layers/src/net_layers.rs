@@ -131,21 +131,25 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("LSTMUnit", |_| Ok(Box::new(LstmUnitLayer)));
     r.register("Reduction", |p| Ok(Box::new(ReductionLayer::from_param(p))));
     r.register("MVN", |p| Ok(Box::new(MvnLayer::from_param(p))));
-    r.register("EuclideanLoss", |_| Ok(Box::new(LossLayer(EuclideanLoss))));
+    r.register("EuclideanLoss", |_| {
+        Ok(Box::new(LossLayer::new(EuclideanLoss)))
+    });
     r.register("SigmoidCrossEntropyLoss", |p| {
-        Ok(Box::new(LossLayer(SigmoidCrossEntropyLoss::from_param(p))))
+        Ok(Box::new(LossLayer::new(
+            SigmoidCrossEntropyLoss::from_param(p),
+        )))
     });
     r.register("HingeLoss", |p| {
-        Ok(Box::new(LossLayer(HingeLoss::from_param(p))))
+        Ok(Box::new(LossLayer::new(HingeLoss::from_param(p))))
     });
     r.register("ContrastiveLoss", |p| {
-        Ok(Box::new(LossLayer(ContrastiveLoss::from_param(p))))
+        Ok(Box::new(LossLayer::new(ContrastiveLoss::from_param(p))))
     });
     r.register("InfogainLoss", |p| {
         Ok(Box::new(InfogainLossLayer::<T>::from_param(p)?))
     });
     r.register("MultinomialLogisticLoss", |_| {
-        Ok(Box::new(LossLayer(MultinomialLogisticLoss)))
+        Ok(Box::new(LossLayer::new(MultinomialLogisticLoss)))
     });
     r.register("Concat", |p| Ok(Box::new(ConcatLayer::from_param(p)?)));
     r.register("Slice", |p| Ok(Box::new(SliceLayer::from_param(p)?)));

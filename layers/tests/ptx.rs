@@ -52,7 +52,8 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "upsample.cu",
             "axpy.cu",
             "bn.cu",
-            "interp.cu"
+            "interp.cu",
+            "loss.cu",
         ]
     );
 }

@@ -49,4 +49,44 @@ impl Loss for EuclideanLoss {
         }
         Ok(())
     }
+
+    #[cfg(feature = "cuda")]
+    fn loss_on_gpu(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        scratch: &mut super::cuda::LossScratch,
+        bottoms: &[&Blob<f32>],
+        top: &Blob<f32>,
+    ) -> Option<Result<()>> {
+        let terms = super::cuda::Terms::Squares {
+            a: bottoms[0],
+            b: bottoms[1],
+        };
+        // Caffe's `dot / num / 2`: halving is exact, so one divisor.
+        let divisor = 2.0 * num(bottoms[0]) as f64;
+        Some(super::cuda::loss(gpu, scratch, terms, divisor, top))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn gradients_on_gpu(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        _scratch: &super::cuda::LossScratch,
+        bottoms: &[&Blob<f32>],
+        weight: f64,
+        down: &[bool],
+    ) -> Option<Result<()>> {
+        let run = || {
+            for (i, sign) in [(0, 1.0), (1, -1.0)] {
+                if down[i] {
+                    let alpha = sign * weight / num(bottoms[i]) as f64;
+                    super::cuda::euclidean_backward(
+                        gpu, alpha, bottoms[0], bottoms[1], bottoms[i],
+                    )?;
+                }
+            }
+            Ok(())
+        };
+        Some(run())
+    }
 }

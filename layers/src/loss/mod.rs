@@ -2,10 +2,14 @@
 //! Softmax): EuclideanLoss, SigmoidCrossEntropyLoss, HingeLoss,
 //! ContrastiveLoss, MultinomialLogisticLoss and InfogainLoss, and what every loss
 //! shares: `LossParameter`'s normalization, the scalar top, the loss
-//! weight that arrives as the top's diff. Each runs on the host; with
-//! its blobs on a GPU, the blobs' heads move them.
+//! weight that arrives as the top's diff. EuclideanLoss and
+//! SigmoidCrossEntropyLoss have CUDA sides (`loss.cu`), as in Caffe; the
+//! others run on the host, and with their blobs on a GPU the blobs' heads
+//! move them.
 
 mod contrastive;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 mod euclidean;
 mod hinge;
 mod infogain;
@@ -51,10 +55,64 @@ pub(crate) trait Loss: Send + 'static {
         weight: f64,
         down: &[bool],
     ) -> Result<()>;
+
+    /// The loss on `gpu` into `top`'s one value, its blobs all there;
+    /// `None` for a loss without a CUDA side (the host computes it).
+    #[cfg(feature = "cuda")]
+    fn loss_on_gpu(
+        &self,
+        _gpu: &blob_kernels::cuda::Gpu,
+        _scratch: &mut cuda::LossScratch,
+        _bottoms: &[&Blob<f32>],
+        _top: &Blob<f32>,
+    ) -> Option<Result<()>> {
+        None
+    }
+
+    /// [`gradients`](Self::gradients) on `gpu`, after
+    /// [`loss_on_gpu`](Self::loss_on_gpu); `None` without a CUDA side.
+    #[cfg(feature = "cuda")]
+    fn gradients_on_gpu(
+        &self,
+        _gpu: &blob_kernels::cuda::Gpu,
+        _scratch: &cuda::LossScratch,
+        _bottoms: &[&Blob<f32>],
+        _weight: f64,
+        _down: &[bool],
+    ) -> Option<Result<()>> {
+        None
+    }
 }
 
 /// A [`Loss`] as a run-time layer.
-pub(crate) struct LossLayer<L>(pub(crate) L);
+pub(crate) struct LossLayer<L> {
+    loss: L,
+    /// The CUDA side's runs and totals, kept from pass to pass.
+    #[cfg(feature = "cuda")]
+    scratch: cuda::LossScratch,
+}
+
+impl<L: Loss> LossLayer<L> {
+    pub(crate) fn new(loss: L) -> Self {
+        Self {
+            loss,
+            #[cfg(feature = "cuda")]
+            scratch: cuda::LossScratch::default(),
+        }
+    }
+
+    /// The GPU all of the layer's blobs live on, when they are `f32`
+    /// there and the loss has a CUDA side to run.
+    #[cfg(feature = "cuda")]
+    fn gpu<T: MathElement>(
+        bottoms: &[&Blob<T>],
+        top: &Blob<T>,
+    ) -> Option<std::sync::Arc<blob_kernels::cuda::Gpu>> {
+        let mut all: Vec<&Blob<T>> = bottoms.to_vec();
+        all.push(top);
+        crate::gpu::gpu_of_all(&all)
+    }
+}
 
 impl<T: MathElement, L: Loss> DynLayer<T> for LossLayer<L> {
     fn type_name(&self) -> &str {
@@ -67,12 +125,23 @@ impl<T: MathElement, L: Loss> DynLayer<T> for LossLayer<L> {
 
     fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
         let shapes = scalar_loss(L::TYPE, bottoms[0], bottoms[1])?;
-        self.0.check_shapes(bottoms)?;
+        self.loss.check_shapes(bottoms)?;
         Ok(shapes)
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        tops[0].mutable_cpu_data()?[0] = T::from_f64(self.0.loss(bottoms)?);
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = Self::gpu(bottoms, tops[0]) {
+            let bottoms: Vec<&Blob<f32>> = bottoms.iter().map(|b| crate::gpu::as_f32(b)).collect();
+            let top = crate::gpu::as_f32(tops[0]);
+            if let Some(done) = self
+                .loss
+                .loss_on_gpu(&gpu, &mut self.scratch, &bottoms, top)
+            {
+                return done;
+            }
+        }
+        tops[0].mutable_cpu_data()?[0] = T::from_f64(self.loss.loss(bottoms)?);
         Ok(())
     }
 
@@ -95,7 +164,17 @@ impl<T: MathElement, L: Loss> DynLayer<T> for LossLayer<L> {
         }
         // The net sets the scalar top's diff to the loss weight.
         let weight = tops[0].cpu_diff()?[0].to_f64();
-        self.0.gradients(bottoms, weight, propagate_down)
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = Self::gpu(bottoms, tops[0]) {
+            let bottoms: Vec<&Blob<f32>> = bottoms.iter().map(|b| crate::gpu::as_f32(b)).collect();
+            if let Some(done) =
+                self.loss
+                    .gradients_on_gpu(&gpu, &self.scratch, &bottoms, weight, propagate_down)
+            {
+                return done;
+            }
+        }
+        self.loss.gradients(bottoms, weight, propagate_down)
     }
 
     fn allow_force_backward(&self, bottom: usize) -> bool {

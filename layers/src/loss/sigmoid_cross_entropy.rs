@@ -89,4 +89,49 @@ impl Loss for SigmoidCrossEntropyLoss {
         }
         Ok(())
     }
+
+    #[cfg(feature = "cuda")]
+    fn loss_on_gpu(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        scratch: &mut super::cuda::LossScratch,
+        bottoms: &[&Blob<f32>],
+        top: &Blob<f32>,
+    ) -> Option<Result<()>> {
+        let terms = super::cuda::Terms::CrossEntropy {
+            x: bottoms[0],
+            t: bottoms[1],
+            ignore: self.settings.1,
+        };
+        let divisor = self.gpu_divisor(bottoms[0]);
+        Some(super::cuda::loss(gpu, scratch, terms, divisor, top))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn gradients_on_gpu(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        scratch: &super::cuda::LossScratch,
+        bottoms: &[&Blob<f32>],
+        weight: f64,
+        _down: &[bool],
+    ) -> Option<Result<()>> {
+        let blobs = (bottoms[0], bottoms[1], self.settings.1);
+        let divisor = self.gpu_divisor(bottoms[0]);
+        Some(super::cuda::sigmoid_cross_entropy_backward(
+            gpu, scratch, blobs, weight, divisor,
+        ))
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl SigmoidCrossEntropyLoss {
+    /// The divisor as the CUDA side takes it: 0 for VALID, whose count of
+    /// targets not ignored the GPU makes.
+    fn gpu_divisor(&self, x: &Blob<f32>) -> f64 {
+        match self.settings.0 {
+            Normalization::Valid => 0.0,
+            _ => self.divisor(x, 0),
+        }
+    }
 }

@@ -11,6 +11,7 @@ mod elementwise;
 mod eltwise;
 mod forks;
 mod layers;
+mod loss;
 mod neuron;
 mod normalize;
 mod permute;
