@@ -1020,21 +1020,26 @@ fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Fail
     )
 }
 
-/// EuclideanLoss and SigmoidCrossEntropyLoss (ignored targets, VALID
-/// and BATCH_SIZE) in a net on the GPU against the same net on the host:
-/// the loss, left on the device by the forward pass, and the gradients.
+/// EuclideanLoss, SigmoidCrossEntropyLoss (ignored targets, VALID and
+/// BATCH_SIZE) and ContrastiveLoss in a net on the GPU against the same
+/// net on the host: the loss, left on the device by the forward pass, and
+/// the gradients.
 fn losses_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let pair =
+        "input: 'a' input_shape { dim: 8 dim: 300 } input: 'b' input_shape { dim: 8 dim: 300 }";
+    let features = "input: 'a' input_shape { dim: 8 dim: 30 dim: 1 dim: 1 }
+                    input: 'b' input_shape { dim: 8 dim: 30 dim: 1 dim: 1 }
+                    input: 'y' input_shape { dim: 8 dim: 1 dim: 1 dim: 1 }";
     let cases = [
-        "layer { name: 'loss' type: 'EuclideanLoss' bottom: 'a' bottom: 'b' top: 'loss' loss_weight: 0.5 }",
-        "layer { name: 'loss' type: 'SigmoidCrossEntropyLoss' bottom: 'a' bottom: 'b' top: 'loss'
-                 loss_param { ignore_label: 2 normalization: VALID } }",
-        "layer { name: 'loss' type: 'SigmoidCrossEntropyLoss' bottom: 'a' bottom: 'b' top: 'loss' }",
+        (pair, "layer { name: 'loss' type: 'EuclideanLoss' bottom: 'a' bottom: 'b' top: 'loss' loss_weight: 0.5 }"),
+        (pair, "layer { name: 'loss' type: 'SigmoidCrossEntropyLoss' bottom: 'a' bottom: 'b' top: 'loss'
+                 loss_param { ignore_label: 2 normalization: VALID } }"),
+        (pair, "layer { name: 'loss' type: 'SigmoidCrossEntropyLoss' bottom: 'a' bottom: 'b' top: 'loss' }"),
+        (features, "layer { name: 'loss' type: 'ContrastiveLoss' bottom: 'a' bottom: 'b' bottom: 'y' top: 'loss'
+                     contrastive_loss_param { margin: 40 } }"),
     ];
-    for layer in cases {
-        let text = format!(
-            "input: 'a' input_shape {{ dim: 8 dim: 300 }} input: 'b' input_shape {{ dim: 8 dim: 300 }}
-             force_backward: true {layer}"
-        );
+    for (inputs, layer) in cases {
+        let text = format!("{inputs} force_backward: true {layer}");
         let mut results = Vec::new();
         for on_gpu in [false, true] {
             let mut net = Net::<f32>::from_prototxt(&text, NetState::train()).map_err(fail)?;
@@ -1050,6 +1055,12 @@ fn losses_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
                 *t = [0.0, 1.0, 2.0, 1.0, 0.25][i % 5];
             }
             drop(targets);
+            if let Some(y) = net.blob("y") {
+                let mut similar = y.mutable_cpu_data().map_err(fail)?;
+                for (j, s) in similar.iter_mut().enumerate() {
+                    *s = (j % 2) as f32;
+                }
+            }
             net.forward_unread().map_err(fail)?;
             let loss = net.blob("loss").ok_or_else(|| fail("no blob loss"))?;
             ensure(

@@ -148,4 +148,50 @@ impl Loss for ContrastiveLoss {
         }
         Ok(())
     }
+
+    #[cfg(feature = "cuda")]
+    fn loss_on_gpu(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        scratch: &mut super::cuda::LossScratch,
+        bottoms: &[&Blob<f32>],
+        top: &Blob<f32>,
+    ) -> Option<Result<()>> {
+        let terms = super::cuda::Terms::Contrastive(self.pairs_on_gpu(bottoms));
+        // Caffe's `loss / num / 2`: halving is exact, so one divisor.
+        let divisor = 2.0 * num(bottoms[0]).max(1) as f64;
+        Some(super::cuda::loss(gpu, scratch, terms, divisor, top))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn gradients_on_gpu(
+        &self,
+        gpu: &blob_kernels::cuda::Gpu,
+        _scratch: &super::cuda::LossScratch,
+        bottoms: &[&Blob<f32>],
+        weight: f64,
+        down: &[bool],
+    ) -> Option<Result<()>> {
+        let pairs = self.pairs_on_gpu(bottoms);
+        Some(super::cuda::signed_gradients(
+            bottoms,
+            weight,
+            down,
+            |alpha, into| super::cuda::contrastive_backward(gpu, &pairs, alpha, into),
+        ))
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl ContrastiveLoss {
+    /// The bottoms and settings as the CUDA side takes them.
+    fn pairs_on_gpu<'a>(&self, bottoms: &[&'a Blob<f32>]) -> super::cuda::Pairs<'a> {
+        super::cuda::Pairs {
+            a: bottoms[0],
+            b: bottoms[1],
+            y: bottoms[2],
+            margin: self.margin,
+            legacy: self.legacy,
+        }
+    }
 }

@@ -1,5 +1,5 @@
-//! The CUDA side of EuclideanLoss and SigmoidCrossEntropyLoss
-//! (`loss.cu`): their terms in double, summed in runs and the runs in
+//! The CUDA side of EuclideanLoss, SigmoidCrossEntropyLoss and
+//! ContrastiveLoss (`loss.cu`): their terms in double, summed in runs and the runs in
 //! order into the loss's one value on the GPU, read only when the loss is
 //! asked for; the gradients from the same terms.
 
@@ -11,7 +11,7 @@ use crate::gpu::{cuda, read, write};
 use crate::layer::Result;
 
 blob_kernels::cuda_kernels! {
-    /// `loss.cu`: EuclideanLoss and SigmoidCrossEntropyLoss, `f32`.
+    /// `loss.cu`: EuclideanLoss, SigmoidCrossEntropyLoss and ContrastiveLoss, `f32`.
     pub(crate) static LOSS = "loss.cu";
     /// Each run's sum of `(a - b)^2`, and its length.
     pub(crate) fn euclidean_runs_f32(
@@ -38,6 +38,18 @@ blob_kernels::cuda_kernels! {
         n: i64, x: &CudaView<'_, f32>, t: &CudaView<'_, f32>, has_ignore: i32, ignore: i32,
         weight: f64, divisor: f64, totals: &CudaView<'_, f64>, dx: &mut CudaViewMut<'_, f32>
     );
+    /// Each pair's contrastive term (and a count of 1).
+    pub(crate) fn contrastive_pairs_f32(
+        pairs: i64, channels: i64, a: &CudaView<'_, f32>, b: &CudaView<'_, f32>,
+        y: &CudaView<'_, f32>, margin: f64, legacy: i32, terms: &mut CudaViewMut<'_, f64>,
+        counts: &mut CudaViewMut<'_, f64>
+    );
+    /// Each pair's gradient, `alpha` its similar pairs' factor.
+    pub(crate) fn contrastive_backward_f32(
+        pairs: i64, channels: i64, a: &CudaView<'_, f32>, b: &CudaView<'_, f32>,
+        y: &CudaView<'_, f32>, margin: f64, legacy: i32, alpha: f64,
+        dx: &mut CudaViewMut<'_, f32>
+    );
 }
 
 const OP: &str = "a loss on the GPU";
@@ -60,8 +72,20 @@ fn runs(n: usize) -> usize {
     n.div_ceil(RUN).max(1)
 }
 
+/// ContrastiveLoss's pairs: features `a` and `b` of `channels` each,
+/// similarity `y`, its margin and form.
+pub(crate) struct Pairs<'a> {
+    pub a: &'a Blob<f32>,
+    pub b: &'a Blob<f32>,
+    pub y: &'a Blob<f32>,
+    pub margin: f64,
+    pub legacy: bool,
+}
+
 /// Which terms a loss sums.
 pub(crate) enum Terms<'a> {
+    /// ContrastiveLoss: one term a pair.
+    Contrastive(Pairs<'a>),
     /// EuclideanLoss: `(a - b)^2`.
     Squares { a: &'a Blob<f32>, b: &'a Blob<f32> },
     /// SigmoidCrossEntropyLoss of scores `x` against targets `t`.
@@ -102,9 +126,13 @@ pub(crate) fn loss(
     let (first, second) = match &terms {
         Terms::Squares { a, b } => (*a, *b),
         Terms::CrossEntropy { x, t, .. } => (*x, *t),
+        Terms::Contrastive(p) => (p.a, p.b),
     };
     let n = first.count();
-    let runs = runs(n);
+    let runs = match &terms {
+        Terms::Contrastive(p) => p.y.count(),
+        _ => runs(n),
+    };
     let (fg, sg) = (first.gpu_data()?, second.gpu_data()?);
     let (f, s) = (read(&fg, n)?, read(&sg, n)?);
     {
@@ -125,6 +153,26 @@ pub(crate) fn loss(
                     &mut counts,
                 )
             },
+            Terms::Contrastive(p) => {
+                let yg = p.y.gpu_data()?;
+                // SAFETY: a and b hold a `channels` row a pair, y and
+                // the terms and counts one value a pair.
+                unsafe {
+                    contrastive_pairs_f32(
+                        gpu,
+                        config,
+                        runs as i64,
+                        (n / runs.max(1)) as i64,
+                        &f,
+                        &s,
+                        &read(&yg, runs)?,
+                        p.margin,
+                        i32::from(p.legacy),
+                        &mut sums,
+                        &mut counts,
+                    )
+                }
+            }
             Terms::CrossEntropy { ignore, .. } => {
                 let (has_ignore, label) = ignore_args(ignore)?;
                 // SAFETY: as above.
@@ -226,4 +274,56 @@ pub(crate) fn sigmoid_cross_entropy_backward(
         )
     }
     .map_err(|e| cuda(OP, e))
+}
+
+/// ContrastiveLoss's gradient into `into`'s diff, `alpha` its similar
+/// pairs' factor.
+pub(crate) fn contrastive_backward(
+    gpu: &Gpu,
+    pairs: &Pairs<'_>,
+    alpha: f64,
+    into: &Blob<f32>,
+) -> Result<()> {
+    let (n, count) = (pairs.a.count(), pairs.y.count());
+    let (ag, bg, yg) = (
+        pairs.a.gpu_data()?,
+        pairs.b.gpu_data()?,
+        pairs.y.gpu_data()?,
+    );
+    let mut dg = into.mutable_gpu_diff()?;
+    // SAFETY: a, b and into hold a `channels` row a pair, y a value.
+    unsafe {
+        contrastive_backward_f32(
+            gpu,
+            launch_config(count),
+            count as i64,
+            (n / count.max(1)) as i64,
+            &read(&ag, n)?,
+            &read(&bg, n)?,
+            &read(&yg, count)?,
+            pairs.margin,
+            i32::from(pairs.legacy),
+            alpha,
+            &mut write(&mut dg, n)?,
+        )
+    }
+    .map_err(|e| cuda(OP, e))
+}
+
+/// The gradients of a loss of `a - b` (EuclideanLoss, ContrastiveLoss):
+/// `write(alpha, into)` for each of the two inputs `down` asks for, alpha
+/// `+weight / num` for the first and `-weight / num` for the second.
+pub(crate) fn signed_gradients(
+    bottoms: &[&Blob<f32>],
+    weight: f64,
+    down: &[bool],
+    mut write: impl FnMut(f64, &Blob<f32>) -> Result<()>,
+) -> Result<()> {
+    for (i, sign) in [(0, 1.0), (1, -1.0)] {
+        if down[i] {
+            let items = bottoms[i].shape().first().copied().unwrap_or(1).max(1);
+            write(sign * weight / items as f64, bottoms[i])?;
+        }
+    }
+    Ok(())
 }

@@ -76,17 +76,11 @@ impl Loss for EuclideanLoss {
         weight: f64,
         down: &[bool],
     ) -> Option<Result<()>> {
-        let run = || {
-            for (i, sign) in [(0, 1.0), (1, -1.0)] {
-                if down[i] {
-                    let alpha = sign * weight / num(bottoms[i]) as f64;
-                    super::cuda::euclidean_backward(
-                        gpu, alpha, bottoms[0], bottoms[1], bottoms[i],
-                    )?;
-                }
-            }
-            Ok(())
-        };
-        Some(run())
+        Some(super::cuda::signed_gradients(
+            bottoms,
+            weight,
+            down,
+            |alpha, into| super::cuda::euclidean_backward(gpu, alpha, bottoms[0], bottoms[1], into),
+        ))
     }
 }

@@ -1,5 +1,6 @@
-// Caffe's EuclideanLoss and SigmoidCrossEntropyLoss on the GPU, as
-// euclidean.rs and sigmoid_cross_entropy.rs compute them on the host: each
+// Caffe's EuclideanLoss, SigmoidCrossEntropyLoss and ContrastiveLoss on
+// the GPU, as euclidean.rs, sigmoid_cross_entropy.rs and contrastive.rs
+// compute them on the host: each
 // term in double; the terms summed in runs of `run` values (one thread a
 // run, in order), the runs' sums then added in order by one thread, so the
 // loss stays on the GPU until it is read.
@@ -97,6 +98,70 @@ extern "C" __global__ void sigmoid_cross_entropy_backward_f32(long long n, const
         } else {
             double p = 1.0 / (1.0 + exp(-(double)x[i]));
             dx[i] = (float)((p - tv) * scale);
+        }
+    }
+}
+
+// Pair j's squared distance between a and b, over its channels.
+__device__ static double squared_distance(long long j, long long channels, const float* a,
+                                          const float* b) {
+    double d2 = 0.0;
+    for (long long c = j * channels; c < (j + 1) * channels; ++c) {
+        double d = (double)a[c] - (double)b[c];
+        d2 += d * d;
+    }
+    return d2;
+}
+
+// terms[j] = pair j's contrastive term (the squared distance when similar,
+// else the squared shortfall of the distance from the margin, or the
+// legacy form's shortfall of the squared distance); counts[j] = 1.
+extern "C" __global__ void contrastive_pairs_f32(long long pairs, long long channels,
+                                                 const float* a, const float* b, const float* y,
+                                                 double margin, int legacy, double* terms,
+                                                 double* counts) {
+    GRID_STRIDE(j, pairs) {
+        double d2 = squared_distance(j, channels, a, b);
+        double term;
+        if (trunc((double)y[j]) != 0.0) {
+            term = d2;
+        } else if (legacy) {
+            term = fmax(margin - d2, 0.0);
+        } else {
+            double d = fmax(margin - sqrt(d2), 0.0);
+            term = d * d;
+        }
+        terms[j] = term;
+        counts[j] = 1.0;
+    }
+}
+
+// dx = factor (a - b) for each pair's channels: alpha when similar, else
+// the margin's pull (Caffe's 1e-4 keeping the division finite at 0), 0
+// once the pair is the margin apart.
+extern "C" __global__ void contrastive_backward_f32(long long pairs, long long channels,
+                                                    const float* a, const float* b,
+                                                    const float* y, double margin, int legacy,
+                                                    double alpha, float* dx) {
+    GRID_STRIDE(j, pairs) {
+        double d2 = squared_distance(j, channels, a, b);
+        double factor;
+        if (trunc((double)y[j]) != 0.0) {
+            factor = alpha;
+        } else {
+            double mdist, beta;
+            if (legacy) {
+                mdist = margin - d2;
+                beta = -alpha;
+            } else {
+                double dist = sqrt(d2);
+                mdist = margin - dist;
+                beta = -alpha * mdist / (dist + 1e-4);
+            }
+            factor = mdist > 0.0 ? beta : 0.0;
+        }
+        for (long long c = j * channels; c < (j + 1) * channels; ++c) {
+            dx[c] = (float)(factor * ((double)a[c] - (double)b[c]));
         }
     }
 }

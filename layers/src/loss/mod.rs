@@ -2,10 +2,10 @@
 //! Softmax): EuclideanLoss, SigmoidCrossEntropyLoss, HingeLoss,
 //! ContrastiveLoss, MultinomialLogisticLoss and InfogainLoss, and what every loss
 //! shares: `LossParameter`'s normalization, the scalar top, the loss
-//! weight that arrives as the top's diff. EuclideanLoss and
-//! SigmoidCrossEntropyLoss have CUDA sides (`loss.cu`), as in Caffe; the
-//! others run on the host, and with their blobs on a GPU the blobs' heads
-//! move them.
+//! weight that arrives as the top's diff. EuclideanLoss,
+//! SigmoidCrossEntropyLoss and ContrastiveLoss have CUDA sides
+//! (`loss.cu`), as in Caffe; the others run on the host, as Caffe runs
+//! them, and with their blobs on a GPU the blobs' heads move them.
 
 mod contrastive;
 #[cfg(feature = "cuda")]

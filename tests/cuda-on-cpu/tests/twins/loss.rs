@@ -116,3 +116,75 @@ fn sigmoid_cross_entropy_with_ignored_targets_as_the_cpu() {
         assert_close(normalization, &dx, &want_dx, 1e-6);
     }
 }
+
+#[test]
+fn contrastive_loss_and_gradients_as_the_cpu() {
+    let (pairs, channels) = (9, 5);
+    let n = pairs * channels;
+    let (a, b) = (random(n, 5, -1.0, 1.0), random(n, 6, -1.0, 1.0));
+    // Similar, dissimilar, and 0.5 (Caffe truncates it: dissimilar).
+    let y: Vec<f32> = (0..pairs).map(|j| [1.0, 0.0, 0.5][j % 3]).collect();
+    for legacy in [false, true] {
+        let text = format!(
+            "type: 'ContrastiveLoss' contrastive_loss_param {{ margin: 1.5 legacy_version: {legacy} }}"
+        );
+        let mut layer: Box<dyn DynLayer<f32>> = LayerRegistry::with_caffe_layers()
+            .build_text(&text)
+            .unwrap();
+        let blobs = [
+            Blob::from_vec(&[pairs, channels, 1, 1], a.clone()).unwrap(),
+            Blob::from_vec(&[pairs, channels, 1, 1], b.clone()).unwrap(),
+            Blob::from_vec(&[pairs, 1, 1, 1], y.clone()).unwrap(),
+        ];
+        let bottoms: Vec<&Blob<f32>> = blobs.iter().collect();
+        let mut top = Blob::default();
+        let shapes = layer.reshape(&bottoms, &[&top]).unwrap();
+        top.reshape(&shapes[0].dims).unwrap();
+        layer.forward(&bottoms, &[&top]).unwrap();
+        top.mutable_cpu_diff().unwrap()[0] = 3.0;
+        layer
+            .backward(&[&top], &[true, true, false], &bottoms)
+            .unwrap();
+
+        let (mut terms, mut counts) = (vec![f64::NAN; pairs], vec![f64::NAN; pairs]);
+        let legacy = i32::from(legacy);
+        // SAFETY: a and b hold `channels` values a pair, y and the terms
+        // and counts one.
+        unsafe {
+            k::contrastive_pairs_f32(
+                pairs,
+                pairs as i64,
+                channels as i64,
+                &a,
+                &b,
+                &y,
+                1.5,
+                legacy,
+                &mut terms,
+                &mut counts,
+            )
+        };
+        let (_, loss) = total(&terms, &counts, 2.0 * pairs as f64);
+        assert_close(&text, &[loss], &[top.to_vec().unwrap()[0]], 1e-6);
+        for (i, sign) in [(0, 1.0), (1, -1.0)] {
+            let mut dx = vec![f32::NAN; n];
+            let alpha = sign * 3.0 / pairs as f64;
+            // SAFETY: as above; dx holds n values.
+            unsafe {
+                k::contrastive_backward_f32(
+                    pairs,
+                    pairs as i64,
+                    channels as i64,
+                    &a,
+                    &b,
+                    &y,
+                    1.5,
+                    legacy,
+                    alpha,
+                    &mut dx,
+                )
+            };
+            assert_close(&text, &dx, &blobs[i].diff_to_vec().unwrap(), 1e-6);
+        }
+    }
+}
