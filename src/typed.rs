@@ -94,7 +94,7 @@
 //! let x = n.add("pool3", &x, Pool::<3, 2>::ave());
 //! let x = n.add("ip1", &x, Fc::<64>::new().weight_filler(gauss(0.1)));
 //! let scores = n.add("ip2", &x, Fc::<10>::new().weight_filler(gauss(0.1)));
-//! n.add_in(Phase::Test, "accuracy", (&scores, &label), Accuracy::top(1));
+//! let _accuracy = n.add_in(Phase::Test, "accuracy", (&scores, &label), Accuracy::top(1));
 //! let loss = n.add("loss", (&scores, &label), SoftmaxLoss::new());
 //!
 //! let mut net = n.batch(4).build(NetState::train())?;
@@ -295,7 +295,7 @@
 //! let x = n.input::<Features>("x");
 //! let label = n.input::<Classes>("label");
 //! let scores = n.add("ip", &x, Fc::<2>::new());
-//! n.add("loss", (&scores, &label), SoftmaxLoss::new());
+//! let _loss = n.add("loss", (&scores, &label), SoftmaxLoss::new());
 //! let mut net = n.batch(2).build(NetState::train())?;
 //! let mut solver = SolverFile::parse("base_lr: 0.5  lr_policy: \"fixed\"  momentum: 0.9")?.solver;
 //! // Two points, each of its own class.
@@ -371,6 +371,7 @@
 //! | SoftmaxWithLoss given (labels, scores) | `` error[E0277]: labels (Dyn, D<10>) do not fit scores Classes (the layer takes the scores first, then the labels) `` | `` not the labels of these scores `` | `net_loss_inputs_swapped` |
 //! | A 5x5 convolution on a 4x4 map | `` error[E0277]: no convolution output for D<4> with kernel 5, stride 1, pad 0 and dilation 1 at compile time `` | `` the input is smaller than the kernel, or a dim is dynamic or above 4096 `` | `net_kernel_larger_than_map` |
 //! | `.named()` with other dims than the handle's | `` error[E0277]: shapes differ: (Dyn, D<32>, D<24>, D<24>) is not Conv1Out `` | `` expected a blob of shape Conv1Out `` | `net_named_wrong_dims` |
+//! | A layer's output no layer reads (a warning; here under `deny(unused_must_use)`) | `` error: unused return value of `blobflow::blob_layers::typed_net::NetSpec::<T>::add` that must be used `` | `` = note: no layer reads this output: it becomes an output of the net (Caffe's rule); bind it (`let _loss = ...`) to keep it so `` | `net_output_unread` |
 //!
 //! Anonymous shapes have a count at compile time when each dim is at most
 //! 4096 (`CountOf<..>` in a message stands for it); a shape declared with

@@ -170,7 +170,7 @@ fn declare() -> (NetSpec<f32>, Top<f32, Rows<4>>, Top<f32, Rows<4>>) {
         Fc::<4>::new().weight_filler(Filler::constant(0.1)),
     );
     let sum = n.add("sum", (&pos, &ip), Eltwise::sum());
-    n.add("loss", (&sum, &label), SoftmaxLoss::new());
+    let _loss = n.add("loss", (&sum, &label), SoftmaxLoss::new());
     n.batch(3);
     (n, pos, neg)
 }

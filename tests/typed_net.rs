@@ -109,8 +109,8 @@ fn cifar10_quick(batch: usize) -> NetSpec<f32> {
     let x = n.add("ip1", &x, ip.weight_filler(Filler::gaussian(0.0, 0.1)));
     let ip = Fc::<10>::new().mults(w, b);
     let scores = n.add("ip2", &x, ip.weight_filler(Filler::gaussian(0.0, 0.1)));
-    n.add_in(Phase::Test, "accuracy", (&scores, &label), Accuracy::top(1));
-    n.add("loss", (&scores, &label), SoftmaxLoss::new());
+    let _accuracy = n.add_in(Phase::Test, "accuracy", (&scores, &label), Accuracy::top(1));
+    let _loss = n.add("loss", (&scores, &label), SoftmaxLoss::new());
     n.batch(batch);
     n
 }
@@ -237,8 +237,8 @@ fn what_only_a_run_can_see_is_an_error_naming_it() {
 
     let mut twice = NetSpec::<f32>::new("twice");
     let x = twice.input::<Row>("x");
-    twice.add("a", &x, Neuron::relu());
-    twice.add("a", &x, Neuron::sigmoid());
+    let _ = twice.add("a", &x, Neuron::relu());
+    let _ = twice.add("a", &x, Neuron::sigmoid());
     twice.batch(1);
     let err = message(&twice);
     assert!(
@@ -250,7 +250,7 @@ fn what_only_a_run_can_see_is_an_error_naming_it() {
     let foreign = other.input::<Row>("y");
     let mut n = NetSpec::<f32>::new("n");
     n.input::<Row>("x");
-    n.add("relu", &foreign, Neuron::relu());
+    let _ = n.add("relu", &foreign, Neuron::relu());
     n.batch(1);
     let err = message(&n);
     assert!(err.contains("'y' is a handle of another NetSpec"), "{err}");
@@ -276,7 +276,7 @@ fn what_only_a_run_can_see_is_an_error_naming_it() {
     }
     let mut n = NetSpec::<f32>::new("n");
     let x = n.input::<Row>("x");
-    n.add("mine", &x, Unknown);
+    let _ = n.add("mine", &x, Unknown);
     let err = message(n.batch(1));
     assert!(err.contains("Unknown layer type: NoSuchLayer"), "{err}");
 }
@@ -384,7 +384,7 @@ fn typed_cifar10_full_trains() {
     let x = n.add("pool3", &x, Pool::<3, 2>::ave());
     let fc = Fc::<10>::new().mults(Mult::new(1.0, 250.0), Mult::new(2.0, 0.0));
     let scores = n.add("ip1", &x, fc.weight_filler(g(0.01)));
-    n.add("loss", (&scores, &label), SoftmaxLoss::new());
+    let _loss = n.add("loss", (&scores, &label), SoftmaxLoss::new());
     let mut net = n.batch(8).build(NetState::train()).unwrap();
     assert_eq!(net.layer_type("norm1"), Some("LRN"));
     let decay: Vec<f32> = net.param_specs().iter().map(|s| s.decay_mult).collect();
@@ -435,7 +435,7 @@ fn a_users_layer_in_a_typed_net_checks_builds_and_learns() {
     let y = n.add("slope", &x, slope::Slope);
     let ip = n.add("ip", &y, Fc::<2>::new().weight_filler(Filler::xavier()));
     let label = n.input::<Classes>("label");
-    n.add("loss", (&ip, &label), SoftmaxLoss::new());
+    let _loss = n.add("loss", (&ip, &label), SoftmaxLoss::new());
     n.batch(2);
     // Unregistered, the type is Net's error naming it.
     let err = n.build(NetState::train()).err().unwrap().to_string();

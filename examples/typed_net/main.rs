@@ -88,8 +88,8 @@ fn declare(batch: usize) -> NetSpec<f32> {
         &x,
         Fc::<10>::new().mults(w, b).weight_filler(xavier()),
     );
-    n.add_in(Phase::Test, "accuracy", (&scores, &label), Accuracy::top(1));
-    n.add("loss", (&scores, &label), SoftmaxLoss::new());
+    let _accuracy = n.add_in(Phase::Test, "accuracy", (&scores, &label), Accuracy::top(1));
+    let _loss = n.add("loss", (&scores, &label), SoftmaxLoss::new());
     n.batch(batch);
     n
 }

@@ -70,8 +70,8 @@ fn declare() -> NetSpec<f32> {
         &scaled,
         Fc::<CLASSES>::new().weight_filler(gaussian()),
     );
-    n.add("accuracy", (&logits, &label), Accuracy::top(1));
-    n.add("loss", (&logits, &label), SoftmaxLoss::new());
+    let _accuracy = n.add("accuracy", (&logits, &label), Accuracy::top(1));
+    let _loss = n.add("loss", (&logits, &label), SoftmaxLoss::new());
     n.batch(BATCH);
     n
 }

@@ -619,7 +619,11 @@ impl<T: MathElement> NetSpec<T> {
 
     /// Adds layer `name` reading `bottoms` and returns the handle of its
     /// output, whose shape the layer computes from its bottoms' at compile
-    /// time.
+    /// time. An output no later layer reads becomes an output of the net,
+    /// as in Caffe: a handle left unused is a compiler warning saying so,
+    /// and binding it (`let _loss = n.add("loss", ..)`) says that is
+    /// meant.
+    #[must_use = "no layer reads this output: it becomes an output of the net (Caffe's rule); bind it (`let _loss = ...`) to keep it so"]
     pub fn add<B, L>(&mut self, name: &str, bottoms: B, layer: L) -> Top<T, L::Out>
     where
         B: Bottoms<T>,
@@ -640,6 +644,7 @@ impl<T: MathElement> NetSpec<T> {
     /// [`TypedLayer::from_param`]), as the spec's `.prototxt` builds it.
     /// A second top is named `{name}_1`, a third `{name}_2`. See
     /// [`typed_layer`](crate::typed_layer) for a whole layer.
+    #[must_use = "no layer reads this output: it becomes an output of the net (Caffe's rule); bind it (`let _loss = ...`) to keep it so"]
     pub fn add_typed<B, L>(
         &mut self,
         name: &str,
@@ -670,6 +675,7 @@ impl<T: MathElement> NetSpec<T> {
 
     /// [`add`](Self::add) for one phase only (Caffe's `include { phase }`):
     /// an `Accuracy` in the test net.
+    #[must_use = "no layer reads this output: it becomes an output of the net (Caffe's rule); bind it (`let _loss = ...`) to keep it so"]
     pub fn add_in<B, L>(&mut self, phase: Phase, name: &str, bottoms: B, layer: L) -> Top<T, L::Out>
     where
         B: Bottoms<T>,

@@ -69,7 +69,7 @@ fn declare() -> NetSpec<f32> {
     let x = n.add_typed("gain", &x, gain::Gain::<64>);
     let x = n.add("relu_ip1", x, Neuron::relu());
     let scores = n.add("ip2", &x, Fc::<10>::new().weight_filler(xavier()));
-    n.add("loss", (&scores, &label), SoftmaxLoss::new());
+    let _loss = n.add("loss", (&scores, &label), SoftmaxLoss::new());
     n
 }
 
