@@ -9,7 +9,8 @@
 #       needed): PART "measure" runs the GPU suite, GPU benchmark, LeNet
 #       benchmark and its PyTorch peer, the solver benchmark,
 #       lenet_mnist, train_lenet and
-#       user_layer with --device cuda, and the public deploy nets
+#       user_layer with --device cuda, `blobflow train --device cuda` from
+#       LMDBs against Caffe's losses, and the public deploy nets
 #       (gpu_nets.py: GPU against CPU, then timed); PART "sanitize" runs
 #       compute-sanitizer memcheck (with leak check) on the GPU suite,
 #       racecheck and initcheck on it less its training runs and LeNet's
@@ -37,7 +38,7 @@ bundle() {
     local msgs
     msgs="$(mktemp)"
     cargo build --release --features cudnn --tests --benches --examples --message-format=json >"$msgs"
-    cargo build --release -p blobflow-cli --features cudnn --message-format=json >>"$msgs"
+    cargo build --release -p blobflow-cli --features cudnn --bins --tests --message-format=json >>"$msgs"
     # The executables cargo just built: the GPU suite, the GPU benchmark
     # and every example.
     python3 - "$msgs" "$out/bin" <<'PY'
@@ -48,23 +49,47 @@ for line in open(msgs):
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
+    # A bin's unit tests share its kind and name: not the program.
+    if "bin" in m["target"]["kind"] and m["profile"]["test"]:
+        continue
     kinds = m["target"]["kind"]
     name = m["target"]["name"]
+    # The CLI's `train` tests (blobflow train from LMDBs), beside the
+    # root package's own `train` test.
+    cli = "blobflow-cli" in m["package_id"]
     for kind in kinds:
-        if (kind, name) in want:
+        if cli and (kind, name) == ("test", "train"):
+            target = os.path.join(dest, "cli-test-train")
+        elif not cli and (kind, name) in want or (cli and kind == "bin"):
             target = os.path.join(dest, f"{kind}-{name}")
-            shutil.copy(m["executable"], target)
-            print("bundled", target)
+        else:
+            continue
+        shutil.copy(m["executable"], target)
+        print("bundled", target)
 PY
     rm -f "$msgs"
     strip "$out"/bin/*
-    cp models/lenet/* "$out/models/lenet/"
-    cp data/mnist/* "$out/data/mnist/"
+    # The data: copied, or with BUNDLE_LINKS=1 linked to the repository's
+    # own (for a bundle inside the checkout, carried with it: the
+    # device tool's size limit).
+    put() {
+        rm -rf "$out/$2"
+        if [ "${BUNDLE_LINKS:-0}" = 1 ]; then
+            ln -s "$(realpath --relative-to="$(dirname "$out/$2")" "$1")" "$out/$2"
+        else
+            cp -r "$1" "$out/$2"
+        fi
+    }
+    put models/lenet models/lenet
+    put data/mnist data/mnist
     # The public nets' prototxts (and MTCNN's weights) for the suite and
     # gpu_nets.py; not the photo.
     rm -rf "$out/tests/fixtures/nets"
     cp -r tests/fixtures/nets "$out/tests/fixtures/"
     rm -rf "$out/tests/fixtures/nets/images"
+    # Caffe's LeNet run from its snapshot at 1000, for `blobflow train
+    # --device cuda` from LMDBs (the CLI's test writes them).
+    put tests/fixtures/caffe-lenet-train tests/fixtures/caffe-lenet-train
     cp "$here/gpu-check.sh" "$here/lenet_torch.py" "$here/gpu_nets.py" "$out/"
     du -sh "$out"
     set +e
@@ -115,6 +140,8 @@ run() {
         step lenet-b1000 "$b/example-lenet_mnist" --device cuda --batch 1000 --model "$m" --images "$im" --labels "$lb"
         step user-layer "$b/example-user_layer" --device cuda
         step train "$b/example-train_lenet" --device cuda --iters 1000 --out "$dir/train" --images "$im" --labels "$lb"
+        export BLOBFLOW_BIN="$b/bin-blobflow"
+        step train-lmdb "$b/cli-test-train" --exact train_on_the_gpu_retraces_caffes_losses --nocapture
         step nets python3 "$dir/gpu_nets.py" "$b/bin-blobflow" "$dir/tests/fixtures/nets" "${TMPDIR:-/tmp}/blobflow-gpu-nets"
     fi
     local errors
@@ -162,6 +189,7 @@ for (who, what, batch), ours in sorted(rates.items()):
 PY
     [ -f "$logs/user-layer.log" ] && tail -2 "$logs/user-layer.log" | sed 's/^/  user_layer: /'
     [ -f "$logs/train.log" ] && tail -3 "$logs/train.log" | sed 's/^/  train_lenet: /'
+    grep -hs "test result" "$logs/train-lmdb.log" | sed 's/^/  blobflow train --device cuda (LMDB, 20 of Caffe'"'"'s iterations): /'
     grep -hsE "GPU vs CPU|images/s|failure" "$logs/nets.log" | sed 's/^/  nets: /'
     ! printf '%s\n' "${summary[@]}" | grep -q FAILED
 }

