@@ -140,3 +140,66 @@ fn save_writes_the_model_whole() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_typed_nets_trained_weights_export_under_its_layer_names() {
+    use crate::solver::SgdSolver;
+    use crate::typed_net::*;
+    blob_runtime::blob!(pub shape Digits = _, 1, 12, 12);
+    blob_runtime::blob!(pub shape Classes = _);
+    // Declared typed, trained a step, saved as a .caffemodel, loaded into
+    // the deploy net of the same declaration, exported.
+    let declare = |train: bool| {
+        let mut n = NetSpec::<f32>::new("typed");
+        let data = n.input::<Digits>("data");
+        let x = n.add(
+            "conv",
+            &data,
+            Conv::<4, 3>::new().weight_filler(Filler::xavier()),
+        );
+        let x = n.add("pool", &x, Pool::<2, 2>::max());
+        let x = n.add("relu", x, Neuron::relu());
+        let scores = n.add("ip", &x, Fc::<3>::new().weight_filler(Filler::xavier()));
+        if train {
+            let label = n.input::<Classes>("label");
+            let _loss = n.add("loss", (&scores, &label), SoftmaxLoss::new());
+        } else {
+            let _prob = n.add("prob", &scores, Prob);
+        }
+        n.batch(2);
+        n
+    };
+    let mut train = declare(true).build(NetState::train()).unwrap();
+    train
+        .blob("data")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .fill(0.5);
+    train.clear_param_diffs().unwrap();
+    train.forward().unwrap();
+    train.backward().unwrap();
+    SgdSolver::lenet()
+        .step(&train.param_blobs(), &train.param_specs())
+        .unwrap();
+    let model =
+        blob_runtime::CaffeModel::from_bytes(&train.to_model().unwrap().to_bytes().unwrap())
+            .unwrap();
+    let mut deploy = declare(false).build(NetState::test()).unwrap();
+    assert_eq!(deploy.copy_from(&model).unwrap().copied, ["conv", "ip"]);
+    let onnx = Model::decode(OnnxExport::new().to_bytes(&mut deploy).unwrap().as_slice()).unwrap();
+    let graph = onnx.graph.as_ref().unwrap();
+    let ops: Vec<&str> = graph.node.iter().map(|n| n.op_type.as_str()).collect();
+    assert_eq!(
+        ops,
+        ["Conv", "MaxPool", "Relu", "Flatten", "Gemm", "Softmax"]
+    );
+    let weights = train.layer_blobs("conv").unwrap()[0].to_vec().unwrap();
+    let exported: Vec<f32> = graph.initializer[0]
+        .raw_data
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(graph.initializer[0].name, "conv.weight");
+    assert_eq!(exported, weights);
+}
