@@ -158,7 +158,9 @@ pub trait TypedLayer<T: MathElement>: Send + Sized + 'static {
     const PARAM_FIELD: Option<FieldSchema> = None;
     /// Whether the top may be the bottom's own blob (Caffe's in-place
     /// layers: ReLU, Scale): a typed net then writes over the bottom
-    /// when nothing else reads it.
+    /// when nothing else reads it, and the passes get one blob as both,
+    /// so they read its values before they write them (a read guard and
+    /// a write guard on one blob at once is an error, not a race).
     const IN_PLACE: bool = false;
     /// A loss layer: its first top gets loss weight 1 (Caffe's
     /// `LossLayer`).

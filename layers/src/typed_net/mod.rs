@@ -749,13 +749,7 @@ impl<T: MathElement> NetSpec<T> {
     }
 
     fn top<S: Shape>(&self, name: Arc<str>) -> Top<T, S> {
-        Top {
-            handle: Handle {
-                name,
-                spec: self.text.id,
-            },
-            _shape: PhantomData,
-        }
+        Top::from_parts(name, self.text.id)
     }
 
     /// The net in Caffe's text format, as [`build`](Self::build) reads it
