@@ -6,7 +6,7 @@
 //! shape.
 
 use blobflow::layers::check::GradientChecker;
-use blobflow::layers::net::{Net, NetState};
+use blobflow::layers::net::{Net, NetState, Phase};
 use blobflow::layers::registry::LayerRegistry;
 use blobflow::layers::solver::{LrPolicy, SgdSolver};
 use blobflow::layers::typed_layer::{DynTyped, TypedLayer};
@@ -246,6 +246,19 @@ fn the_specs_prototxt_reads_back_after_one_registration_each() -> Result<()> {
         err.contains("line 7") && err.contains("no field named gain_param"),
         "{err}"
     );
+    Ok(())
+}
+
+#[test]
+fn a_typed_layer_in_one_phase_is_left_out_of_the_other() -> Result<()> {
+    let mut n = NetSpec::<f32>::new("phases");
+    let x = n.input::<Features>("x");
+    let _gain = n.add_typed_in(Phase::Test, "gain", &x, Gain::<4> { init: 3.0 });
+    let test = n.batch(1).build(NetState::test())?;
+    let train = n.build(NetState::train())?;
+    assert!(test.layer_blobs("gain").is_some());
+    assert!(train.layer_blobs("gain").is_none());
+    assert!(n.to_prototxt().contains("include { phase: TEST }"));
     Ok(())
 }
 

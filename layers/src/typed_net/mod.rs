@@ -656,13 +656,40 @@ impl<T: MathElement> NetSpec<T> {
         L: TypedLayer<T>,
         L::Bottoms: TakesBottoms<B::Shapes, L>,
     {
+        self.typed_layer(None, name, bottoms.into_list(), layer)
+    }
+
+    /// [`add_typed`](Self::add_typed) for one phase only (Caffe's
+    /// `include { phase }`).
+    #[must_use = "no layer reads this output: it becomes an output of the net (Caffe's rule); bind it (`let _loss = ...`) to keep it so"]
+    pub fn add_typed_in<B, L>(
+        &mut self,
+        phase: Phase,
+        name: &str,
+        bottoms: B,
+        layer: L,
+    ) -> <L::Tops as BlobShapes>::Tops<T>
+    where
+        B: Bottoms<T>,
+        L: TypedLayer<T>,
+        L::Bottoms: TakesBottoms<B::Shapes, L>,
+    {
+        self.typed_layer(Some(phase), name, bottoms.into_list(), layer)
+    }
+
+    fn typed_layer<L: TypedLayer<T>>(
+        &mut self,
+        phase: Option<Phase>,
+        name: &str,
+        bottoms: BottomList,
+        layer: L,
+    ) -> <L::Tops as BlobShapes>::Tops<T> {
         let mut fields = String::new();
         layer.write_fields(&mut fields);
-        let bottoms = bottoms.into_list();
         let overwrites = L::IN_PLACE && bottoms.may_overwrite;
         let declared = Declared {
             name,
-            phase: None,
+            phase,
             type_name: L::TYPE,
             bottoms: bottoms.handles,
             fields,
