@@ -108,9 +108,10 @@ impl<L: Loss> LossLayer<L> {
         bottoms: &[&Blob<T>],
         top: &Blob<T>,
     ) -> Option<std::sync::Arc<blob_kernels::cuda::Gpu>> {
-        let mut all: Vec<&Blob<T>> = bottoms.to_vec();
-        all.push(top);
-        crate::gpu::gpu_of_all(&all)
+        // The bottoms on one GPU, and the top beside the first: no list
+        // built on every pass of a host net.
+        crate::gpu::gpu_of_all(bottoms)?;
+        crate::gpu::gpu_of_all(&[bottoms[0], top])
     }
 }
 
