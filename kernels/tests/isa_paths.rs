@@ -126,6 +126,26 @@ fn moves() -> Vec<u64> {
         cpu::transpose(&x, shape, &mut dst);
         out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
     }
+    // Runs side by side and back: fewer than a register's lanes, one
+    // AVX2 register's, all 16; lengths with and without a partial block.
+    for (count, len) in [(3, 5), (8, 16), (11, 37), (16, 8), (16, 33)] {
+        let runs: Vec<&[f32]> = (0..count).map(|l| &x[l * 101..][..len]).collect();
+        let mut lanes = vec![f32::NAN; len * cpu::INTERLEAVED_LANES];
+        cpu::interleave_runs(&runs, len, &mut lanes);
+        out.extend(lanes.iter().map(|v| u64::from(v.to_bits())));
+        let mut back = vec![f32::NAN; count * (len + 1)];
+        let mut rows: Vec<&mut [f32]> = back.chunks_mut(len + 1).collect();
+        cpu::deinterleave_runs(&lanes, len, &mut rows);
+        for (l, row) in back.chunks(len + 1).enumerate() {
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&row[..len]),
+                bits(runs[l]),
+                "run {l} of {count} x {len} came back changed"
+            );
+            assert!(row[len].is_nan(), "a run's value past {len} was written");
+        }
+    }
     for (columns, rows) in [(3, 5), (16, 16), (20, 64), (32, 37)] {
         let cols: Vec<&[f32]> = (0..columns).map(|j| &x[j * 97..][..rows]).collect();
         let mut panel = vec![f32::NAN; rows * cpu::PANEL_COLUMNS];

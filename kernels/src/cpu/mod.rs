@@ -13,6 +13,7 @@ pub mod cores;
 mod correlate;
 mod depthwise;
 pub mod elementwise;
+mod interleave;
 pub mod isa;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod lanes;
@@ -34,6 +35,7 @@ pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};
 pub use depthwise::{DepthwiseTaps, depthwise_plane};
 pub use elementwise::*;
+pub use interleave::{INTERLEAVED_LANES, deinterleave_runs, interleave_runs};
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};
 pub use pool_stride1::{Stride1Pool, max_pool_stride1};

@@ -12,6 +12,7 @@ use super::cudnn;
 use super::packed_weights::PackedWeights;
 use super::volume::{self, VolumeGeometry, VolumeScratch};
 use super::winograd::{self, WinogradScratch};
+use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::Result;
 
 /// Which algorithms a convolution may take beyond Caffe's im2col: on the
@@ -32,7 +33,7 @@ pub(crate) struct EngineChoice {
 pub(crate) struct ConvEngine<T: MathElement> {
     scratch: ConvScratch<T>,
     packed: PackedWeights,
-    winograd: WinogradScratch<T>,
+    winograd: WinogradScratch,
     volume: VolumeScratch<T>,
     #[cfg(feature = "cuda")]
     gpu_scratch: cuda::GpuScratch,
@@ -182,15 +183,15 @@ impl<T: MathElement> ConvEngine<T> {
             return cuda::forward((g, None), groups, &mut self.gpu_scratch, &gpu, blobs);
         }
         if groups == 1 && choice.winograd && g.suits_winograd::<T>() {
-            return winograd::forward(
-                g,
-                &mut self.winograd,
-                weight.data().write_stamp(),
-                &x.cpu_data()?,
-                &weight.cpu_data()?,
-                &bias.cpu_data()?,
-                &mut y.mutable_cpu_data()?,
-            );
+            let stamp = weight.data().write_stamp();
+            let (x, w, b) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
+            let mut y = y.mutable_cpu_data()?;
+            // `suits_winograd` takes f32 alone.
+            if let (Some(x), Some(w), Some(b), Some(y)) =
+                (as_f32(&x), as_f32(&w), as_f32(&b), as_f32_mut(&mut y))
+            {
+                return winograd::forward(g, &mut self.winograd, stamp, x, w, b, y);
+            }
         }
         if groups == 1 {
             let w = weight.cpu_data()?;

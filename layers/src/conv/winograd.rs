@@ -99,20 +99,22 @@ impl ConvGeometry {
 /// transform (remade when the weights change) and each core's block
 /// buffers (grow-only).
 #[derive(Default)]
-pub(crate) struct WinogradScratch<T> {
+pub(crate) struct WinogradScratch {
     /// `U[point][ci][co]`: each point's `(cin x cout)` matrix.
-    weights: Vec<T>,
+    weights: Vec<f32>,
     /// The weights' write stamp and the channels `weights` was made for.
     made_from: Option<(u64, usize, usize)>,
-    parts: Vec<BlockBuffers<T>>,
+    parts: Vec<BlockBuffers>,
 }
 
 /// One core's buffers: a block's transformed input `V[point][tile][ci]`
-/// and products `M[point][tile][co]`.
+/// and products `M[point][tile][co]`, and the rows of a strip of tiles,
+/// 16 channels side by side ([`cpu::interleave_runs`]).
 #[derive(Default)]
-struct BlockBuffers<T> {
-    input: Vec<T>,
-    products: Vec<T>,
+struct BlockBuffers {
+    input: Vec<f32>,
+    products: Vec<f32>,
+    rows: Vec<f32>,
 }
 
 /// How the tiles of a pass are cut.
@@ -150,25 +152,60 @@ impl Tiling {
         }
     }
 
-    /// Tile `t`'s image and the top-left output pixel it covers.
-    fn origin(&self, t: usize) -> (usize, usize, usize) {
-        let per_image = self.down * self.across;
-        let (image, at) = (t / per_image, t % per_image);
-        (image, at / self.across * TILE, at % self.across * TILE)
+    /// The strips of tiles `first..first + count`: for each run of them
+    /// in one row of tiles of one image, its first tile (counted from
+    /// `first`), its length, its image, its row of tiles and its first
+    /// tile's column.
+    fn strips(&self, first: usize, count: usize) -> impl Iterator<Item = Strip> {
+        let across = self.across;
+        let down = self.down;
+        let mut t = 0;
+        std::iter::from_fn(move || {
+            (t < count).then(|| {
+                let (row, tx) = ((first + t) / across, (first + t) % across);
+                let strip = Strip {
+                    start: t,
+                    len: (across - tx).min(count - t),
+                    image: row / down,
+                    ty: row % down,
+                    tx,
+                };
+                t += strip.len;
+                strip
+            })
+        })
     }
+
+    /// Values of [`BlockBuffers::rows`] a block needs: 6 input rows or 4
+    /// output rows of a strip of `across` tiles, 16 lanes a pixel.
+    fn row_values(&self) -> usize {
+        let input = SPAN * (TILE * self.across + SPAN - TILE);
+        let output = TILE * TILE * self.across;
+        input.max(output) * LANES
+    }
+}
+
+/// Tiles side by side in one row of tiles of one image.
+#[derive(Clone, Copy, Debug)]
+struct Strip {
+    start: usize,
+    len: usize,
+    image: usize,
+    ty: usize,
+    tx: usize,
 }
 
 /// `y = conv(x) + bias` through F(4x4, 3x3) for a `g` that
 /// [`suits_winograd`](ConvGeometry::suits_winograd); `weights_stamp` is
 /// the weight blob's [`write_stamp`](blob_runtime::SyncedMemory::write_stamp).
-pub(crate) fn forward<T: MathElement>(
+pub(crate) fn forward(
     g: &ConvGeometry,
-    scratch: &mut WinogradScratch<T>,
+    scratch: &mut WinogradScratch,
     weights_stamp: u64,
-    x: &[T],
-    weight: &[T],
-    bias: &[T],
-    y: &mut [T],
+    x: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    y: &mut [f32],
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
     if scratch.made_from != Some((weights_stamp, cin, cout)) {
@@ -188,6 +225,7 @@ pub(crate) fn forward<T: MathElement>(
     for b in &mut scratch.parts[..parts] {
         ensure(&mut b.input, POINTS * cin * tiling.per_block)?;
         ensure(&mut b.products, POINTS * cout * tiling.per_block)?;
+        ensure(&mut b.rows, tiling.row_values())?;
     }
     let out = Output::new(&mut y[..g.batch * cout * g.oh * g.ow]);
     let (u, x) = (
@@ -211,7 +249,7 @@ pub(crate) fn forward<T: MathElement>(
 /// `U = G g G^T` for every (output, input) channel pair, in f64, stored
 /// point-major with the outputs adjacent: `u[(point * cin + ci) * cout +
 /// co]`, each point's matrix the `(cin x cout)` right side of its gemm.
-fn transform_weights<T: MathElement>(cin: usize, cout: usize, weight: &[T], u: &mut [T]) {
+fn transform_weights(cin: usize, cout: usize, weight: &[f32], u: &mut [f32]) {
     for co in 0..cout {
         for ci in 0..cin {
             let k = &weight[(co * cin + ci) * 9..][..9];
@@ -219,13 +257,13 @@ fn transform_weights<T: MathElement>(cin: usize, cout: usize, weight: &[T], u: &
             let mut gk = [[0.0f64; 3]; SPAN];
             for (row, gr) in gk.iter_mut().zip(&G) {
                 for (j, v) in row.iter_mut().enumerate() {
-                    *v = (0..3).map(|a| gr[a] * k[a * 3 + j].to_f64()).sum();
+                    *v = (0..3).map(|a| gr[a] * f64::from(k[a * 3 + j])).sum();
                 }
             }
             for (r, row) in gk.iter().enumerate() {
                 for (c, gc) in G.iter().enumerate() {
                     let v: f64 = (0..3).map(|b| row[b] * gc[b]).sum();
-                    u[((r * SPAN + c) * cin + ci) * cout + co] = T::from_f64(v);
+                    u[((r * SPAN + c) * cin + ci) * cout + co] = v as f32;
                 }
             }
         }
@@ -233,41 +271,52 @@ fn transform_weights<T: MathElement>(cin: usize, cout: usize, weight: &[T], u: &
 }
 
 /// Lanes of values: one per channel of a group of 16.
-type Lanes<T> = [T; LANES];
+type Lanes = [f32; LANES];
 
 /// Tiles `first..first + count` of the batch: input transform, the 36
 /// gemms, output transform and bias, written into `out`. The transforms
-/// run on 16 channels of a tile at once, one per lane; the gemms are
-/// `(tiles x cin)` by `(cin x cout)`, wide enough for the gemm kernel's
-/// 32 columns on every layer this takes, however few the tiles.
+/// run on 16 channels of a tile at once, one per lane: a strip of tiles'
+/// input rows are laid 16 channels side by side first, and its output
+/// rows taken apart last, so each tile's points are whole registers.
+/// The gemms are `(tiles x cin)` by `(cin x cout)`, wide enough for the
+/// gemm kernel's 32 columns on every layer this takes, however few the
+/// tiles.
 #[allow(clippy::too_many_arguments)]
-fn run_block<T: MathElement>(
+fn run_block(
     g: &ConvGeometry,
     tiling: &Tiling,
-    u: &[T],
-    x: &[T],
-    bias: &[T],
+    u: &[f32],
+    x: &[f32],
+    bias: &[f32],
     first: usize,
     count: usize,
-    buffers: &mut BlockBuffers<T>,
-    out: &Output<'_, T>,
+    buffers: &mut BlockBuffers,
+    out: &Output<'_>,
 ) {
     let (cin, cout) = (g.channels_in, g.channels_out);
     let v = &mut buffers.input[..POINTS * cin * count];
     let m = &mut buffers.products[..POINTS * cout * count];
+    let rows = &mut buffers.rows[..];
     cpu::vectorized(
         #[inline(always)]
         || {
-            let mut d = [[T::ZERO; LANES]; POINTS];
-            let mut e = [[T::ZERO; LANES]; POINTS];
+            let mut d = [[0.0; LANES]; POINTS];
+            let mut e = [[0.0; LANES]; POINTS];
             for c0 in (0..cin).step_by(LANES) {
                 let lanes = LANES.min(cin - c0);
-                for t in 0..count {
-                    let (image, oy, ox) = tiling.origin(first + t);
-                    gather(g, x, image, c0, lanes, oy, ox, &mut d);
-                    input_transform(&d, &mut e);
-                    for (p, values) in e.iter().enumerate() {
-                        copy_lanes(&mut v[(p * count + t) * cin + c0..], values, lanes);
+                for strip in tiling.strips(first, count) {
+                    let width = TILE * strip.len + SPAN - TILE;
+                    input_rows(g, x, strip, c0..c0 + lanes, width, rows);
+                    for k in 0..strip.len {
+                        for (p, values) in d.iter_mut().enumerate() {
+                            let at = ((p / SPAN) * width + TILE * k + p % SPAN) * LANES;
+                            *values = *rows[at..].first_chunk().expect("a strip's rows hold it");
+                        }
+                        input_transform(&d, &mut e);
+                        let t = strip.start + k;
+                        for (p, values) in e.iter().enumerate() {
+                            copy_lanes(&mut v[(p * count + t) * cin + c0..], values, lanes);
+                        }
                     }
                 }
             }
@@ -280,108 +329,142 @@ fn run_block<T: MathElement>(
             count,
             cout,
             cin,
-            T::ONE,
+            1.0,
             &v[p * count * cin..][..count * cin],
             &u[p * cin * cout..][..cin * cout],
-            T::ZERO,
+            0.0,
             &mut m[p * count * cout..][..count * cout],
         );
     }
     cpu::vectorized(
         #[inline(always)]
         || {
-            let mut s = [[T::ZERO; LANES]; POINTS];
-            let mut o = [[T::ZERO; LANES]; TILE * TILE];
+            let mut s = [[0.0; LANES]; POINTS];
+            let mut o = [[0.0; LANES]; TILE * TILE];
             for c0 in (0..cout).step_by(LANES) {
                 let lanes = LANES.min(cout - c0);
-                for t in 0..count {
-                    let (image, oy, ox) = tiling.origin(first + t);
-                    for (p, values) in s.iter_mut().enumerate() {
-                        let from = &m[(p * count + t) * cout + c0..];
-                        match from.first_chunk::<LANES>() {
-                            Some(all) => *values = *all,
-                            None => values[..lanes].copy_from_slice(&from[..lanes]),
+                let mut b = [0.0; LANES];
+                b[..lanes].copy_from_slice(&bias[c0..c0 + lanes]);
+                for strip in tiling.strips(first, count) {
+                    let width = TILE * strip.len;
+                    for k in 0..strip.len {
+                        let t = strip.start + k;
+                        for (p, values) in s.iter_mut().enumerate() {
+                            let from = &m[(p * count + t) * cout + c0..];
+                            match from.first_chunk::<LANES>() {
+                                Some(all) => *values = *all,
+                                None => values[..lanes].copy_from_slice(&from[..lanes]),
+                            }
+                        }
+                        output_transform(&s, &mut o);
+                        for (p, values) in o.iter().enumerate() {
+                            let at = ((p / TILE) * width + TILE * k + p % TILE) * LANES;
+                            let to: &mut Lanes = rows[at..]
+                                .first_chunk_mut()
+                                .expect("a strip's rows hold it");
+                            for l in 0..LANES {
+                                to[l] = values[l] + b[l];
+                            }
                         }
                     }
-                    output_transform(&s, &mut o);
-                    let planes = (image * cout + c0) * g.oh * g.ow;
-                    for (l, &b) in bias[c0..c0 + lanes].iter().enumerate() {
-                        let plane = planes + l * g.oh * g.ow;
-                        for r in 0..TILE.min(g.oh - oy) {
-                            let row: [T; TILE] = std::array::from_fn(|c| o[r * TILE + c][l] + b);
-                            out.write(plane + (oy + r) * g.ow + ox, &row, TILE.min(g.ow - ox));
-                        }
-                    }
+                    output_rows(g, strip, c0..c0 + lanes, width, rows, out);
                 }
             }
         },
     );
 }
 
+/// The 6 input rows under `strip` (from its first tile's top-left input
+/// pixel, `width` pixels) of channels `channels` (at most 16), side by
+/// side into `rows`: row `r`, pixel `i`, lane `l` at `(r * width + i) *
+/// 16 + l`, padding and lanes past the channels zero.
+fn input_rows(
+    g: &ConvGeometry,
+    x: &[f32],
+    strip: Strip,
+    channels: std::ops::Range<usize>,
+    width: usize,
+    rows: &mut [f32],
+) {
+    let plane = g.h * g.w;
+    // The strip's first input column, in padded coordinates: columns
+    // `left..left + width` of the padded image.
+    let left = strip.tx * TILE;
+    // Its columns inside the image, as offsets into the strip's row.
+    let (from, to) = (
+        g.pad[1].saturating_sub(left).min(width),
+        (g.w + g.pad[1]).saturating_sub(left).min(width),
+    );
+    for r in 0..SPAN {
+        let row = &mut rows[r * width * LANES..][..width * LANES];
+        let iy = (strip.ty * TILE + r)
+            .checked_sub(g.pad[0])
+            .filter(|&iy| iy < g.h);
+        let Some(iy) = iy.filter(|_| to > from) else {
+            row.fill(0.0);
+            continue;
+        };
+        row[..from * LANES].fill(0.0);
+        row[to * LANES..].fill(0.0);
+        let ix = left + from - g.pad[1];
+        let mut runs: [&[f32]; LANES] = [&[]; LANES];
+        for (run, c) in runs.iter_mut().zip(channels.clone()) {
+            *run = &x[(strip.image * g.channels_in + c) * plane + iy * g.w + ix..][..to - from];
+        }
+        cpu::interleave_runs(
+            &runs[..channels.len()],
+            to - from,
+            &mut row[from * LANES..to * LANES],
+        );
+    }
+}
+
+/// The 4 output rows of `strip` in `rows` (`width` pixels a row, 16
+/// lanes a pixel) into channels `channels` of `out`, clipped to the
+/// output plane.
+fn output_rows(
+    g: &ConvGeometry,
+    strip: Strip,
+    channels: std::ops::Range<usize>,
+    width: usize,
+    rows: &[f32],
+    out: &Output<'_>,
+) {
+    let plane = g.oh * g.ow;
+    let (oy, ox) = (strip.ty * TILE, strip.tx * TILE);
+    let len = width.min(g.ow - ox);
+    for r in 0..TILE.min(g.oh - oy) {
+        let mut runs: [&mut [f32]; LANES] = std::array::from_fn(|_| <&mut [f32]>::default());
+        for (run, c) in runs.iter_mut().zip(channels.clone()) {
+            let at = (strip.image * g.channels_out + c) * plane + (oy + r) * g.ow + ox;
+            // SAFETY: these pixels belong to this strip's tiles, which
+            // only this block writes, and each run is a different
+            // channel's row.
+            *run = unsafe { out.run(at, len) };
+        }
+        cpu::deinterleave_runs(
+            &rows[r * width * LANES..][..len * LANES],
+            len,
+            &mut runs[..channels.len()],
+        );
+    }
+}
+
 /// `to[..lanes] = values[..lanes]`, a whole register's worth as one
 /// move (a copy of unknown length calls `memcpy`).
 #[inline(always)]
-fn copy_lanes<T: Copy>(to: &mut [T], values: &Lanes<T>, lanes: usize) {
+fn copy_lanes(to: &mut [f32], values: &Lanes, lanes: usize) {
     match to.first_chunk_mut::<LANES>() {
         Some(all) if lanes == LANES => *all = *values,
         _ => to[..lanes].copy_from_slice(&values[..lanes]),
     }
 }
 
-/// The 6x6 input patch at output pixel `(oy, ox)` of channels `c0..c0 +
-/// lanes` of `image`, padding read as zero: `d[row * 6 + column][lane]`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn gather<T: MathElement>(
-    g: &ConvGeometry,
-    x: &[T],
-    image: usize,
-    c0: usize,
-    lanes: usize,
-    oy: usize,
-    ox: usize,
-    d: &mut [Lanes<T>; POINTS],
-) {
-    let plane = g.h * g.w;
-    let inside = oy >= g.pad[0]
-        && ox >= g.pad[1]
-        && oy + SPAN <= g.h + g.pad[0]
-        && ox + SPAN <= g.w + g.pad[1];
-    if inside {
-        let at = (image * g.channels_in + c0) * plane + (oy - g.pad[0]) * g.w + ox - g.pad[1];
-        for l in 0..lanes {
-            for r in 0..SPAN {
-                let row = &x[at + l * plane + r * g.w..][..SPAN];
-                for (c, &value) in row.iter().enumerate() {
-                    d[r * SPAN + c][l] = value;
-                }
-            }
-        }
-        return;
-    }
-    for values in d.iter_mut() {
-        values.fill(T::ZERO);
-    }
-    let rows =
-        (0..SPAN).filter_map(|r| Some((r, (oy + r).checked_sub(g.pad[0]).filter(|&iy| iy < g.h)?)));
-    for (r, iy) in rows {
-        for c in 0..SPAN {
-            let Some(ix) = (ox + c).checked_sub(g.pad[1]).filter(|&ix| ix < g.w) else {
-                continue;
-            };
-            let at = (image * g.channels_in + c0) * plane + iy * g.w + ix;
-            for l in 0..lanes {
-                d[r * SPAN + c][l] = x[at + l * plane];
-            }
-        }
-    }
-}
-
 /// `B^T d B` of each lane's 6x6 patch, point `row * 6 + column`:
 /// Winograd's input transform, down the columns and then along the rows.
 #[inline(always)]
-fn input_transform<T: MathElement>(d: &[Lanes<T>; POINTS], v: &mut [Lanes<T>; POINTS]) {
-    let mut t = [[T::ZERO; LANES]; POINTS];
+fn input_transform(d: &[Lanes; POINTS], v: &mut [Lanes; POINTS]) {
+    let mut t = [[0.0; LANES]; POINTS];
     for c in 0..SPAN {
         input_1d(d, c, SPAN, &mut t, c, SPAN);
     }
@@ -393,15 +476,15 @@ fn input_transform<T: MathElement>(d: &[Lanes<T>; POINTS], v: &mut [Lanes<T>; PO
 /// `B^T d` along one axis: the 6 values at `from + i * step` of `d` to
 /// the 6 at `to + i * step_to` of `v`.
 #[inline(always)]
-fn input_1d<T: MathElement>(
-    d: &[Lanes<T>; POINTS],
+fn input_1d(
+    d: &[Lanes; POINTS],
     from: usize,
     step: usize,
-    v: &mut [Lanes<T>; POINTS],
+    v: &mut [Lanes; POINTS],
     to: usize,
     step_to: usize,
 ) {
-    let (two, four, five) = (T::from_f64(2.0), T::from_f64(4.0), T::from_f64(5.0));
+    let (two, four, five) = (2.0f32, 4.0f32, 5.0f32);
     for l in 0..LANES {
         let at = |i: usize| d[from + i * step][l];
         let (d0, d1, d2, d3, d4, d5) = (at(0), at(1), at(2), at(3), at(4), at(5));
@@ -417,10 +500,10 @@ fn input_1d<T: MathElement>(
 /// `A^T m A` of each lane's 36 products: Winograd's output transform to
 /// the 4x4 tile, point `row * 4 + column`.
 #[inline(always)]
-fn output_transform<T: MathElement>(m: &[Lanes<T>; POINTS], y: &mut [Lanes<T>; TILE * TILE]) {
-    let (two, four, eight) = (T::from_f64(2.0), T::from_f64(4.0), T::from_f64(8.0));
+fn output_transform(m: &[Lanes; POINTS], y: &mut [Lanes; TILE * TILE]) {
+    let (two, four, eight) = (2.0f32, 4.0f32, 8.0f32);
     // Down each column (A^T m, 4x6), then along each row of that.
-    let mut t = [[T::ZERO; LANES]; TILE * SPAN];
+    let mut t = [[0.0; LANES]; TILE * SPAN];
     for c in 0..SPAN {
         for l in 0..LANES {
             let at = |i: usize| m[i * SPAN + c][l];
@@ -447,19 +530,19 @@ fn output_transform<T: MathElement>(m: &[Lanes<T>; POINTS], y: &mut [Lanes<T>; T
 
 /// The output blob, written by the cores at once: each core writes only
 /// the pixels of its own tiles, and tiles never share a pixel.
-struct Output<'a, T> {
-    ptr: *mut T,
+struct Output<'a> {
+    ptr: *mut f32,
     len: usize,
-    _borrow: PhantomData<&'a mut [T]>,
+    _borrow: PhantomData<&'a mut [f32]>,
 }
 
-// SAFETY: `Output` only writes, each index from one thread alone (the
-// tiles' pixels are disjoint), so sharing it is sharing `&mut [T]` cut
-// into disjoint pieces.
-unsafe impl<T: Send> Sync for Output<'_, T> {}
+// SAFETY: `Output` only hands out runs of pixels that one thread alone
+// writes (the tiles' pixels are disjoint), so sharing it is sharing `&mut
+// [f32]` cut into disjoint pieces.
+unsafe impl Sync for Output<'_> {}
 
-impl<'a, T> Output<'a, T> {
-    fn new(y: &'a mut [T]) -> Self {
+impl<'a> Output<'a> {
+    fn new(y: &'a mut [f32]) -> Self {
         Output {
             ptr: y.as_mut_ptr(),
             len: y.len(),
@@ -467,31 +550,22 @@ impl<'a, T> Output<'a, T> {
         }
     }
 
-    /// `y[at..at + len] = row[..len]` for `len <= TILE`; the span must
-    /// belong to the caller's tiles.
-    #[inline(always)]
-    fn write(&self, at: usize, row: &[T; TILE], len: usize)
-    where
-        T: Copy,
-    {
+    /// `y[at..at + len]`, checked to lie inside the output.
+    ///
+    /// # Safety
+    /// No other reference to these pixels lives while the run does: they
+    /// belong to the caller's tiles, and the caller holds no other run
+    /// that overlaps this one.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn run(&self, at: usize, len: usize) -> &mut [f32] {
         assert!(
-            len <= TILE && at.checked_add(len).is_some_and(|end| end <= self.len),
+            at.checked_add(len).is_some_and(|end| end <= self.len),
             "a Winograd tile wrote past the output"
         );
-        // SAFETY: in bounds (checked above); the borrow of `y` is held for
-        // 'a, and no other thread writes these indices (see `Sync` above).
-        // A whole row is one fixed-size move: a copy of unknown length
-        // would call `memcpy`, which costs more than the 4 values.
-        unsafe {
-            let to = self.ptr.add(at);
-            if len == TILE {
-                to.cast::<[T; TILE]>().write_unaligned(*row);
-            } else {
-                for (i, &v) in row[..len].iter().enumerate() {
-                    to.add(i).write(v);
-                }
-            }
-        }
+        // SAFETY: in bounds (checked above); the borrow of `y` is held
+        // for 'a, and no one else uses these pixels meanwhile (the
+        // caller's promise).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), len) }
     }
 }
 
