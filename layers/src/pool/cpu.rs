@@ -477,6 +477,9 @@ fn max_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], argmax: &[u32],
 
 /// [`ave_forward`] on one part.
 fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
+    if let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y)) {
+        return ave_forward_side_by_side(g, x, y);
+    }
     let (h, w) = (g.h, g.w);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
         let size = g.divisor((o / g.ow) % g.oh, o % g.ow);
@@ -492,6 +495,72 @@ fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
             }
         }
         y[o] = sum / T::from_f64(size as f64);
+    });
+}
+
+thread_local! {
+    /// [`ave_forward_side_by_side`]'s planes and outputs, 16 side by
+    /// side, kept between passes.
+    static SIDE_BY_SIDE: std::cell::RefCell<(Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// [`ave_forward_part`] for f32: 16 planes at once, laid side by side
+/// ([`cpu::interleave_runs`]), each lane summing its own plane's window
+/// in Caffe's order, so the same bits as the plane-by-plane loop. That
+/// loop is one chain of dependent additions per window, waiting on each
+/// (SqueezeNet's global pool10, 1000 planes of 13 x 13, took 0.09 ms).
+fn ave_forward_side_by_side(g: &PoolGeometry, x: &[f32], y: &mut [f32]) {
+    const LANES: usize = cpu::INTERLEAVED_LANES;
+    let (plane, out_plane) = (g.h * g.w, g.oh * g.ow);
+    SIDE_BY_SIDE.with(|buffers| {
+        let (inputs, outputs) = &mut *buffers.borrow_mut();
+        inputs.resize(plane * LANES, 0.0);
+        outputs.resize(out_plane * LANES, 0.0);
+        for p0 in (0..g.planes).step_by(LANES) {
+            let n = LANES.min(g.planes - p0);
+            let mut runs: [&[f32]; LANES] = [&[]; LANES];
+            for (l, run) in runs.iter_mut().enumerate().take(n) {
+                *run = &x[(p0 + l) * plane..][..plane];
+            }
+            cpu::interleave_runs(&runs[..n], plane, inputs);
+            cpu::vectorized(
+                #[inline(always)]
+                || {
+                    for r in 0..g.oh {
+                        for q in 0..g.ow {
+                            let (h0, h1, w0, w1) = g.window(r, q);
+                            let size = g.divisor(r, q);
+                            let mut sum = [0.0f32; LANES];
+                            if size != 0 {
+                                for hh in h0..h1 {
+                                    for at in hh * g.w + w0..hh * g.w + w1 {
+                                        let v = &inputs[at * LANES..][..LANES];
+                                        for (s, &v) in sum.iter_mut().zip(v) {
+                                            *s += v;
+                                        }
+                                    }
+                                }
+                                let size = size as f32;
+                                for s in &mut sum {
+                                    *s /= size;
+                                }
+                            }
+                            let at = (r * g.ow + q) * LANES;
+                            outputs[at..at + LANES].copy_from_slice(&sum);
+                        }
+                    }
+                },
+            );
+            let mut outs: [&mut [f32]; LANES] = std::array::from_fn(|_| <&mut [f32]>::default());
+            for (out, y) in outs
+                .iter_mut()
+                .zip(y[p0 * out_plane..].chunks_mut(out_plane))
+            {
+                *out = y;
+            }
+            cpu::deinterleave_runs(outputs, out_plane, &mut outs[..n]);
+        }
     });
 }
 
@@ -602,6 +671,59 @@ mod max_tests {
             let mut values = vec![9.0; want_y.len()];
             max_values_part(&g, &x, &mut values);
             assert_eq!(values, want_y, "f64 values alone: {h}x{w} k{k} s{s} p{p}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod ave_tests {
+    use super::*;
+
+    #[test]
+    fn side_by_side_sums_give_caffes_bits() {
+        // Planes fewer than, equal to and past a group of 16; global,
+        // padded, ceil-rounded windows and one past the input's end.
+        for (planes, h, w, k, s, p) in [
+            (3, 13, 13, 13, 1, 0),
+            (16, 7, 9, 3, 2, 1),
+            (19, 8, 8, 2, 2, 0),
+            (21, 7, 7, 1, 4, 0),
+            (33, 5, 6, 3, 1, 1),
+        ] {
+            let g = PoolGeometry {
+                planes,
+                h,
+                w,
+                oh: (h + 2 * p - k).div_ceil(s) + 1,
+                ow: (w + 2 * p - k).div_ceil(s) + 1,
+                kernel: [k, k],
+                stride: [s, s],
+                pad: [p, p],
+            };
+            let x: Vec<f32> = (0..planes * h * w)
+                .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 37.0)
+                .collect();
+            // Caffe's loop: each window summed in row-major order, then
+            // divided by its padded size.
+            let mut want = vec![0.0f32; planes * g.oh * g.ow];
+            g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
+                let size = g.divisor((o / g.ow) % g.oh, o % g.ow);
+                let mut sum = 0.0f32;
+                for hh in h0..h1 {
+                    for ww in w0..w1 {
+                        sum += x[pl * h * w + hh * w + ww];
+                    }
+                }
+                want[o] = if size == 0 { 0.0 } else { sum / size as f32 };
+            });
+            let mut got = vec![f32::NAN; want.len()];
+            ave_forward(&g, &x, &mut got);
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "{planes} planes of {h} x {w}, {k}/{s}/{p}"
+            );
         }
     }
 }
