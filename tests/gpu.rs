@@ -1568,7 +1568,9 @@ fn steady_state_budget(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::layers::net::{Net, NetState};
     let dir = root().join("tests/fixtures/nets/mtcnn");
-    // Grouped, depthwise and bias-free convolutions, padded and
+    // Grouped convolutions with the in-place ReLU after them folded in
+    // (applied on the GPU after the convolution), depthwise and
+    // bias-free convolutions, padded and
     // rectangular pooling, BatchNorm with the batch's statistics, Scale
     // in place with a bias, LRN across and within channels, Eltwise,
     // Concat, Flatten, an InnerProduct with transposed weights, and the
@@ -1576,6 +1578,7 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let grouped = r#"input: "data" input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
         layer { name: "g" type: "Convolution" bottom: "data" top: "g"
                 convolution_param { num_output: 6 group: 2 kernel_size: 3 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "gr" type: "ReLU" bottom: "g" top: "g" }
         layer { name: "n" type: "LRN" bottom: "g" top: "n" lrn_param { local_size: 3 alpha: 0.1 } }
         layer { name: "nw" type: "LRN" bottom: "g" top: "nw" lrn_param { local_size: 3 alpha: 0.2 norm_region: WITHIN_CHANNEL } }
         layer { name: "bn" type: "BatchNorm" bottom: "n" top: "n" batch_norm_param { use_global_stats: false } }

@@ -497,8 +497,13 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         "layer", "type", "forward ms", "backward ms"
     ));
     for l in &timing.layers {
+        let folded = l
+            .folded_into
+            .as_ref()
+            .map(|into| format!("  (forward folded into {into})"))
+            .unwrap_or_default();
         log.push(format!(
-            "{:width$}  {:14}  {:>12.4}  {:>12.4}",
+            "{:width$}  {:14}  {:>12.4}  {:>12.4}{folded}",
             l.name, l.kind, l.forward_ms, l.backward_ms
         ));
     }

@@ -250,6 +250,46 @@ pub trait DynLayer<T: MathElement>: Send {
         true
     }
 
+    /// Whether this is Caffe's `ReLU` with `negative_slope` 0, which a
+    /// net folds into the layer before it when that layer
+    /// [`folds_relu`](Self::folds_relu) and the ReLU runs in place on its
+    /// only top.
+    fn is_relu(&self) -> bool {
+        false
+    }
+
+    /// Whether [`forward_then_relu`](Self::forward_then_relu) costs less
+    /// than `forward` and a ReLU pass of its own (a Convolution applies
+    /// the ReLU as it adds its bias): a net then runs it for the layer
+    /// and the in-place ReLU after it, and skips the ReLU's forward (its
+    /// backward, which reads only the top, runs as before).
+    fn folds_relu(&self) -> bool {
+        false
+    }
+
+    /// Caffe's `Forward` followed by Caffe's ReLU (negative slope 0) of
+    /// the tops in place, the same values a `ReLU` layer would leave.
+    /// The default runs the two passes; see
+    /// [`folds_relu`](Self::folds_relu).
+    ///
+    /// ```
+    /// use blob_layers::registry::LayerRegistry;
+    /// use blob_runtime::Blob;
+    /// let reg = LayerRegistry::<f32>::with_caffe_layers();
+    /// let mut shift = reg.build_text(r#"type: "Power" power_param { shift: -1 }"#)?;
+    /// let (x, y) = (Blob::from_vec(&[3], vec![0.5, 1.0, 2.0])?, Blob::new(&[3])?);
+    /// shift.forward_then_relu(&[&x], &[&y])?;
+    /// assert_eq!(y.to_vec()?, [0.0, 0.0, 1.0]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    fn forward_then_relu(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        self.forward(bottoms, tops)?;
+        for top in tops {
+            crate::activation::forward::<crate::activation::Rectify, T>(top, top)?;
+        }
+        Ok(())
+    }
+
     /// Lets the layer's cuDNN convolutions run f32 on TF32 tensor cores
     /// (Ampere and later GPUs): faster, with inputs rounded to a 10-bit
     /// mantissa (about 1e-3 relative off f32). Off by default, so a GPU

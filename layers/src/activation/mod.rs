@@ -138,6 +138,10 @@ impl<T: MathElement, F: Activate> crate::dyn_layer::DynLayer<T> for ActivationLa
         F::TYPE
     }
 
+    fn is_relu(&self) -> bool {
+        F::TYPE == Rectify::TYPE
+    }
+
     fn reshape(
         &mut self,
         bottoms: &[&Blob<T>],

@@ -9,6 +9,7 @@ use std::ops::Range;
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
 
+use crate::activation::{Activate, Rectify};
 use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::{Result, ensure};
 
@@ -500,15 +501,79 @@ impl<T: Send> ConvScratch<T> {
     }
 }
 
-/// `y = conv(x) + bias`, `weight` `(cout, cin, kh, kw)`; `packed`, the
-/// weights packed where the layer
+/// What a forward pass does to each output after its product: the
+/// channel's bias added, and then, where a net folded the in-place ReLU
+/// after the convolution into it, Caffe's ReLU (negative slope 0) in
+/// the same pass over the output, rather than a pass of its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Finish<'a, T> {
+    pub bias: &'a [T],
+    pub relu: bool,
+}
+
+impl<'a, T: MathElement> Finish<'a, T> {
+    /// The finish of output channels `first..first + count`.
+    pub(crate) fn channels(self, first: usize, count: usize) -> Self {
+        Finish {
+            bias: &self.bias[first..][..count],
+            ..self
+        }
+    }
+
+    /// `dst[i] = src[i] + b`, finished: a run of a channel whose bias
+    /// is `b`. The test of `relu` stays outside the loop, which the
+    /// compiler then vectorises.
+    #[inline(always)]
+    pub(crate) fn apply(self, b: T, src: &[T], dst: &mut [T]) {
+        if self.relu {
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = Rectify::apply(v + b);
+            }
+        } else {
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = v + b;
+            }
+        }
+    }
+
+    /// [`apply`](Self::apply) in place.
+    #[inline(always)]
+    pub(crate) fn apply_in_place(self, b: T, values: &mut [T]) {
+        if self.relu {
+            for v in values {
+                *v = Rectify::apply(*v + b);
+            }
+        } else {
+            for v in values {
+                *v += b;
+            }
+        }
+    }
+
+    /// The ReLU alone, over outputs whose bias is already in them.
+    pub(crate) fn rectify(self, y: &mut [T]) {
+        if self.relu {
+            cpu::vectorized(
+                #[inline(always)]
+                || {
+                    for v in y {
+                        *v = Rectify::apply(*v);
+                    }
+                },
+            );
+        }
+    }
+}
+
+/// `y = conv(x) + bias`, finished as `finish` says, `weight` `(cout,
+/// cin, kh, kw)`; `packed`, the weights packed where the layer
 /// [`takes packed weights`](ConvGeometry::takes_packed_weights).
 pub(crate) fn forward<T: MathElement>(
     g: &ConvGeometry,
     scratch: &mut ConvScratch<T>,
     x: &[T],
     (weight, packed): (&[T], Option<&[f32]>),
-    bias: &[T],
+    bias: Finish<'_, T>,
     y: &mut [T],
 ) -> Result<()> {
     if g.batch == 1 && split_channels(g, g.takes_phase_copies::<T>()) {
@@ -580,7 +645,7 @@ fn forward_channels<T: MathElement>(
     scratch: &mut ConvScratch<T>,
     x: &[T],
     weight: &[T],
-    bias: &[T],
+    bias: Finish<'_, T>,
     y: &mut [T],
 ) -> Result<()> {
     let cores = cpu::cores();
@@ -609,7 +674,7 @@ fn forward_channels<T: MathElement>(
             s,
             x,
             (w, None),
-            &bias[first..][..channels],
+            bias.channels(first, channels),
             0,
             1,
             y,
@@ -631,7 +696,7 @@ pub(crate) fn forward_groups<T: MathElement>(
     scratch: &mut ConvScratch<T>,
     x: &[T],
     weight: &[T],
-    bias: &[T],
+    bias: Finish<'_, T>,
     y: &mut [T],
 ) -> Result<()> {
     let units = batch * groups;
@@ -655,7 +720,7 @@ pub(crate) fn forward_groups<T: MathElement>(
             let u = p * per_part + k;
             let gi = u % groups;
             let w = &weight[gi * ws..][..ws];
-            let b = &bias[gi * bs..][..bs];
+            let b = bias.channels(gi * bs, bs);
             forward_part(sub, s, &x[u * xs..][..xs], (w, None), b, 0, 1, yu);
         }
     });
@@ -669,7 +734,7 @@ fn forward_part<T: MathElement>(
     s: &mut PartScratch<T>,
     x: &[T],
     (weight, packed): (&[T], Option<&[f32]>),
-    bias: &[T],
+    bias: Finish<'_, T>,
     first: usize,
     count: usize,
     y: &mut [T],
@@ -791,7 +856,7 @@ fn product_from_packed<T: 'static>(
 fn add_bias_by_image<T: MathElement>(
     g: &ConvGeometry,
     tmp: &[T],
-    bias: &[T],
+    finish: Finish<'_, T>,
     start: usize,
     n: usize,
     y: &mut [T],
@@ -802,27 +867,24 @@ fn add_bias_by_image<T: MathElement>(
         #[inline(always)]
         || {
             for img in 0..n {
-                for (co, &b) in bias.iter().enumerate() {
+                for (co, &b) in finish.bias.iter().enumerate() {
                     let src = &tmp[co * cols + img * p..][..p];
                     let dst = &mut y[((start + img) * cout + co) * p..][..p];
-                    for (d, &v) in dst.iter_mut().zip(src) {
-                        *d = v + b;
-                    }
+                    finish.apply(b, src, dst);
                 }
             }
         },
     );
 }
 
-/// `y[co, p] += bias[co]` over one image's `(cout, p)` output.
-fn add_bias<T: MathElement>(y: &mut [T], bias: &[T], p: usize) {
+/// `y[co, p] += bias[co]` over one image's `(cout, p)` output, then the
+/// ReLU where `finish` has it, in the same pass.
+fn add_bias<T: MathElement>(y: &mut [T], finish: Finish<'_, T>, p: usize) {
     cpu::vectorized(
         #[inline(always)]
         || {
-            for (plane, &b) in y.chunks_exact_mut(p.max(1)).zip(bias) {
-                for v in plane {
-                    *v += b;
-                }
+            for (plane, &b) in y.chunks_exact_mut(p.max(1)).zip(finish.bias) {
+                finish.apply_in_place(b, plane);
             }
         },
     );

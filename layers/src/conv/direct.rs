@@ -19,7 +19,7 @@ use blob_runtime::MathElement;
 
 use crate::f32_view::{as_f32, as_f32_mut};
 
-use super::cpu::ConvGeometry;
+use super::cpu::{ConvGeometry, Finish};
 
 /// The deepest patch whose forward pass is taken directly: LeNet's conv2
 /// (500 deep) ran 2.27-2.31 -> 2.15-2.16 ms a batch of 64 taken so
@@ -169,7 +169,7 @@ impl Direct {
 pub(super) fn forward<T: MathElement>(
     g: &ConvGeometry,
     direct: &Direct,
-    (x, weight, bias): (&[T], &[T], &[T]),
+    (x, weight, finish): (&[T], &[T], Finish<'_, T>),
     (first, count): (usize, usize),
     y: &mut [T],
     scratch: &mut [T],
@@ -177,7 +177,7 @@ pub(super) fn forward<T: MathElement>(
     let (x, weight, bias) = (
         as_f32(x).expect(F32),
         as_f32(weight).expect(F32),
-        as_f32(bias).expect(F32),
+        as_f32(finish.bias).expect(F32),
     );
     let (y, scratch) = (as_f32_mut(y).expect(F32), as_f32_mut(scratch).expect(F32));
     let copies = &mut scratch[..direct.per_image];
@@ -191,6 +191,12 @@ pub(super) fn forward<T: MathElement>(
         let yi = &mut y[img * g.channels_out * plane_out..][..g.channels_out * plane_out];
         let ran = cpu::correlate(copies, taps, weight, bias, g.channels_out, yi);
         debug_assert!(ran, "ConvGeometry::direct found AVX-512 or AVX2");
+        // The image's output is still in cache.
+        Finish {
+            bias: &[],
+            relu: finish.relu,
+        }
+        .rectify(yi);
     }
 }
 

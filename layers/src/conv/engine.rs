@@ -4,7 +4,7 @@
 
 use blob_runtime::{Blob, MathElement};
 
-use super::cpu::{self, ConvGeometry, ConvGradients, ConvScratch};
+use super::cpu::{self, ConvGeometry, ConvGradients, ConvScratch, Finish};
 #[cfg(feature = "cuda")]
 use super::cuda;
 #[cfg(feature = "cudnn")]
@@ -12,6 +12,7 @@ use super::cudnn;
 use super::packed_weights::PackedWeights;
 use super::volume::{self, VolumeGeometry, VolumeScratch};
 use super::winograd::{self, WinogradScratch};
+use crate::activation::Rectify;
 use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::Result;
 
@@ -156,17 +157,35 @@ impl<T: MathElement> ConvEngine<T> {
     /// ones); on the CPU, ungrouped f32
     /// 3x3 layers at stride 1 take Winograd where it pays and `choice`
     /// allows it.
-    #[allow(clippy::too_many_arguments)]
+    ///
+    /// With `relu`, Caffe's ReLU (negative slope 0) follows in place, in
+    /// the pass that adds the bias where the path has one (a net's
+    /// Convolution with the in-place ReLU after it folded in).
     pub fn forward_grouped(
         &mut self,
         g: &ConvGeometry,
         groups: usize,
         choice: EngineChoice,
-        x: &Blob<T>,
-        weight: &Blob<T>,
-        bias: &Blob<T>,
-        y: &Blob<T>,
+        (x, weight, bias, y): (&Blob<T>, &Blob<T>, &Blob<T>, &Blob<T>),
+        relu: bool,
     ) -> Result<()> {
+        let folded = self.forward_paths(g, groups, choice, (x, weight, bias, y), relu)?;
+        if relu && !folded {
+            crate::activation::forward::<Rectify, T>(y, y)?;
+        }
+        Ok(())
+    }
+
+    /// [`forward_grouped`](Self::forward_grouped)'s paths; says whether
+    /// the path applied the ReLU (`relu`) itself.
+    fn forward_paths(
+        &mut self,
+        g: &ConvGeometry,
+        groups: usize,
+        choice: EngineChoice,
+        (x, weight, bias, y): (&Blob<T>, &Blob<T>, &Blob<T>, &Blob<T>),
+        relu: bool,
+    ) -> Result<bool> {
         #[cfg(feature = "cuda")]
         if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)? {
             let blobs = cuda::ConvBlobs::of(x, weight, bias, y);
@@ -175,12 +194,15 @@ impl<T: MathElement> ConvEngine<T> {
                 && let Some(dnn) =
                     cudnn::CudnnConv::for_layer(&mut self.cudnn, choice.use_cudnn, &gpu)?
             {
-                return dnn.forward(&gpu, g, choice.allow_tf32, blobs);
+                return dnn
+                    .forward(&gpu, g, choice.allow_tf32, blobs)
+                    .map(|()| false);
             }
             if g.is_depthwise(groups) {
-                return cuda::depthwise_forward(g, &gpu, blobs);
+                return cuda::depthwise_forward(g, &gpu, blobs).map(|()| false);
             }
-            return cuda::forward((g, None), groups, &mut self.gpu_scratch, &gpu, blobs);
+            return cuda::forward((g, None), groups, &mut self.gpu_scratch, &gpu, blobs)
+                .map(|()| false);
         }
         if groups == 1 && choice.winograd && g.suits_winograd::<T>() {
             let stamp = weight.data().write_stamp();
@@ -190,20 +212,25 @@ impl<T: MathElement> ConvEngine<T> {
             if let (Some(x), Some(w), Some(b), Some(y)) =
                 (as_f32(&x), as_f32(&w), as_f32(&b), as_f32_mut(&mut y))
             {
-                return winograd::forward(g, &mut self.winograd, stamp, x, w, b, y);
+                let finish = Finish { bias: b, relu };
+                return winograd::forward(g, &mut self.winograd, stamp, x, w, finish, y)
+                    .map(|()| true);
             }
         }
         if groups == 1 {
             let w = weight.cpu_data()?;
             let packed = self.packed.for_layer(g, weight.data().write_stamp(), &w)?;
+            let bias = bias.cpu_data()?;
+            let finish = Finish { bias: &bias, relu };
             return cpu::forward(
                 g,
                 &mut self.scratch,
                 &x.cpu_data()?,
                 (&w, packed),
-                &bias.cpu_data()?,
+                finish,
                 &mut y.mutable_cpu_data()?,
-            );
+            )
+            .map(|()| true);
         }
         if g.is_depthwise(groups) {
             super::depthwise::forward(
@@ -213,7 +240,7 @@ impl<T: MathElement> ConvEngine<T> {
                 &bias.cpu_data()?,
                 &mut y.mutable_cpu_data()?,
             );
-            return Ok(());
+            return Ok(false);
         }
         let (sub, ..) = per_group(g, groups);
         let (xd, wd, bd) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
@@ -224,10 +251,10 @@ impl<T: MathElement> ConvEngine<T> {
             &mut self.scratch,
             &xd,
             &wd,
-            &bd,
+            Finish { bias: &bd, relu },
             &mut y.mutable_cpu_data()?,
         )?;
-        Ok(())
+        Ok(true)
     }
 
     /// [`backward`](Self::backward) with the channels cut into `groups`,
@@ -407,7 +434,10 @@ impl<T: MathElement> ConvEngine<T> {
                         &mut self.scratch,
                         top,
                         (w, None),
-                        &no_bias,
+                        Finish {
+                            bias: &no_bias,
+                            relu: false,
+                        },
                         &mut dx[xo..xo + xs],
                     )?;
                 }

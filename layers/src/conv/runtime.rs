@@ -7,6 +7,7 @@ use blob_runtime::{Blob, MathElement};
 use super::ConvGeometry;
 use super::engine::{ConvEngine, EngineChoice};
 use super::volume::VolumeGeometry;
+use crate::activation::Rectify;
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
 
@@ -449,7 +450,46 @@ impl<T: MathElement> ConvolutionLayer<T> {
     }
 }
 
+/// A convolution's weights, and its bias (`zero` without `bias_term`).
+fn weight_and_bias<'a, T: MathElement>(
+    blobs: &'a [Blob<T>],
+    zero: &'a Blob<T>,
+    bias_term: bool,
+) -> (&'a Blob<T>, &'a Blob<T>) {
+    (&blobs[0], if bias_term { &blobs[1] } else { zero })
+}
+
 impl<T: MathElement> ConvolutionLayer<T> {
+    /// Caffe's `Forward`, then with `relu` Caffe's ReLU (negative slope
+    /// 0) over each top in place, folded into the pass that adds the
+    /// bias where the path has one.
+    fn forward_finished(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        tops: &[&Blob<T>],
+        relu: bool,
+    ) -> Result<()> {
+        self.place_zero_bias(bottoms[0])?;
+        for (x, y) in bottoms.iter().zip(tops) {
+            let plan = self.plan(x)?.plan.clone();
+            let (w, b) = weight_and_bias(&self.blobs, &self.zero_bias, self.p.bias_term);
+            match plan {
+                Plan::Planar(g) => {
+                    let (group, choice) = (self.p.group, self.p.choice);
+                    self.engine
+                        .forward_grouped(&g, group, choice, (x, w, b, y), relu)?
+                }
+                Plan::Volume(g) => {
+                    self.engine.forward_volume(&g, x, w, b, y)?;
+                    if relu {
+                        crate::activation::forward::<Rectify, T>(y, y)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Without `bias_term`, zeros of `num_output` on `x`'s device (its
     /// gradient, accumulated by the passes, is never read).
     fn place_zero_bias(&mut self, x: &Blob<T>) -> Result<()> {
@@ -500,24 +540,15 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        self.place_zero_bias(bottoms[0])?;
-        for (x, y) in bottoms.iter().zip(tops) {
-            let plan = self.plan(x)?.plan.clone();
-            let w = &self.blobs[0];
-            let b = if self.p.bias_term {
-                &self.blobs[1]
-            } else {
-                &self.zero_bias
-            };
-            match plan {
-                Plan::Planar(g) => {
-                    self.engine
-                        .forward_grouped(&g, self.p.group, self.p.choice, x, w, b, y)?
-                }
-                Plan::Volume(g) => self.engine.forward_volume(&g, x, w, b, y)?,
-            }
-        }
-        Ok(())
+        self.forward_finished(bottoms, tops, false)
+    }
+
+    fn folds_relu(&self) -> bool {
+        true
+    }
+
+    fn forward_then_relu(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        self.forward_finished(bottoms, tops, true)
     }
 
     fn backward(
@@ -529,12 +560,7 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         self.place_zero_bias(bottoms[0])?;
         for ((x, y), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
             let plan = self.plan(x)?.plan.clone();
-            let w = &self.blobs[0];
-            let b = if self.p.bias_term {
-                &self.blobs[1]
-            } else {
-                &self.zero_bias
-            };
+            let (w, b) = weight_and_bias(&self.blobs, &self.zero_bias, self.p.bias_term);
             match plan {
                 Plan::Planar(g) => self.engine.backward_grouped(
                     &g,

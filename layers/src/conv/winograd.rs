@@ -25,7 +25,8 @@ use std::marker::PhantomData;
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::{MathElement, Precision};
 
-use super::cpu::ConvGeometry;
+use super::cpu::{ConvGeometry, Finish};
+use crate::activation::{Activate, Rectify};
 use crate::layer::{Result, ensure};
 
 /// Output tile side.
@@ -195,7 +196,7 @@ struct Strip {
     tx: usize,
 }
 
-/// `y = conv(x) + bias` through F(4x4, 3x3) for a `g` that
+/// `y = conv(x) + bias`, finished as `finish` says, through F(4x4, 3x3) for a `g` that
 /// [`suits_winograd`](ConvGeometry::suits_winograd); `weights_stamp` is
 /// the weight blob's [`write_stamp`](blob_runtime::SyncedMemory::write_stamp).
 pub(crate) fn forward(
@@ -204,7 +205,7 @@ pub(crate) fn forward(
     weights_stamp: u64,
     x: &[f32],
     weight: &[f32],
-    bias: &[f32],
+    finish: Finish<'_, f32>,
     y: &mut [f32],
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
@@ -239,7 +240,7 @@ pub(crate) fn forward(
             {
                 let first = block * tiling.per_block;
                 let count = tiling.per_block.min(tiling.tiles - first);
-                run_block(g, &tiling, u, x, bias, first, count, buffers, &out);
+                run_block(g, &tiling, u, x, finish, first, count, buffers, &out);
             }
         },
     );
@@ -287,7 +288,7 @@ fn run_block(
     tiling: &Tiling,
     u: &[f32],
     x: &[f32],
-    bias: &[f32],
+    finish: Finish<'_, f32>,
     first: usize,
     count: usize,
     buffers: &mut BlockBuffers,
@@ -344,7 +345,7 @@ fn run_block(
             for c0 in (0..cout).step_by(LANES) {
                 let lanes = LANES.min(cout - c0);
                 let mut b = [0.0; LANES];
-                b[..lanes].copy_from_slice(&bias[c0..c0 + lanes]);
+                b[..lanes].copy_from_slice(&finish.bias[c0..c0 + lanes]);
                 for strip in tiling.strips(first, count) {
                     let width = TILE * strip.len;
                     for k in 0..strip.len {
@@ -365,6 +366,12 @@ fn run_block(
                             for l in 0..LANES {
                                 to[l] = values[l] + b[l];
                             }
+                        }
+                    }
+                    if finish.relu {
+                        // The strip's rows are in L1.
+                        for v in &mut rows[..TILE * width * LANES] {
+                            *v = Rectify::apply(*v);
                         }
                     }
                     output_rows(g, strip, c0..c0 + lanes, width, rows, out);
@@ -573,6 +580,10 @@ impl<'a> Output<'a> {
 mod tests {
     use super::*;
 
+    fn no_relu(bias: &[f32]) -> Finish<'_, f32> {
+        Finish { bias, relu: false }
+    }
+
     /// Caffe's sum, written out over coordinates, in f64.
     fn direct(g: &ConvGeometry, x: &[f32], w: &[f32], b: &[f32]) -> Vec<f64> {
         let mut y = vec![0.0; g.batch * g.channels_out * g.oh * g.ow];
@@ -659,7 +670,7 @@ mod tests {
             let want = direct(&g, &x, &wt, &b);
             let mut y = vec![f32::NAN; want.len()];
             let mut s = WinogradScratch::default();
-            forward(&g, &mut s, 1, &x, &wt, &b, &mut y).unwrap();
+            forward(&g, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
             // Each output sums 9 cin products of values in [-1, 1].
             let scale = (9 * cin) as f64;
             for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
@@ -700,12 +711,12 @@ mod tests {
         let (w1, w2, b) = (values(8 * 8 * 9, 5), values(8 * 8 * 9, 6), vec![0.0; 8]);
         let mut s = WinogradScratch::default();
         let (mut first, mut again, mut other) = (vec![0.0; 512], vec![0.0; 512], vec![0.0; 512]);
-        forward(&g, &mut s, 7, &x, &w1, &b, &mut first).unwrap();
+        forward(&g, &mut s, 7, &x, &w1, no_relu(&b), &mut first).unwrap();
         // Same stamp: the transform kept (new weights unseen).
-        forward(&g, &mut s, 7, &x, &w2, &b, &mut again).unwrap();
+        forward(&g, &mut s, 7, &x, &w2, no_relu(&b), &mut again).unwrap();
         assert_eq!(first, again);
         // A new stamp: the new weights used.
-        forward(&g, &mut s, 8, &x, &w2, &b, &mut other).unwrap();
+        forward(&g, &mut s, 8, &x, &w2, no_relu(&b), &mut other).unwrap();
         let want = direct(&g, &x, &w2, &b);
         assert!(
             other

@@ -73,6 +73,11 @@ struct NetLayer<T: MathElement> {
     need_backward: bool,
     /// Loss weight of each top (0: not a loss).
     loss_weights: Vec<f64>,
+    /// Whether the next layer is an in-place ReLU on this one's only top
+    /// that this one applies as it writes it
+    /// ([`DynLayer::forward_then_relu`]): a pass running both skips the
+    /// ReLU's forward.
+    folds_next_relu: bool,
 }
 
 /// A learnable parameter of a [`Net`] with the settings its `param`
@@ -440,6 +445,7 @@ impl<T: MathElement> Net<T> {
         for l in &mut net.layers {
             l.layer.backward_will_run(l.need_backward);
         }
+        net.fold_relus();
         net.outputs = available.iter().map(|n| net.blob_index[n]).collect();
         if let Some((name, _)) = shapes
             .iter()
@@ -590,6 +596,7 @@ impl<T: MathElement> Net<T> {
             bottom_need_backward,
             need_backward,
             loss_weights,
+            folds_next_relu: false,
         };
         Self::reshape_layer(&mut self.blobs, &mut entry).map_err(wrap())?;
         Self::load_embedded(&mut entry).map_err(wrap())?;
@@ -906,18 +913,55 @@ impl<T: MathElement> Net<T> {
                 ),
             ));
         }
-        for entry in &mut self.layers[start..=end] {
+        // Whether the layer before applied this one's ReLU.
+        let mut folded = false;
+        for (at, entry) in (start..).zip(&mut self.layers[start..=end]) {
             let wrap = in_layer(&entry.name, entry.layer.type_name());
+            let skip = std::mem::take(&mut folded);
+            // Only where the ReLU runs in this pass too: a pass that
+            // stops at the layer leaves its top as Caffe does, unrectified.
+            let fold = entry.folds_next_relu && at < end;
             let run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<()> {
                 Self::reshape_layer(blobs, entry)?;
+                if skip {
+                    return Ok(());
+                }
                 let lists = (entry.bottoms.as_slice(), entry.tops.as_slice());
                 with_layer_blobs(blobs, lists, |bottoms, tops| {
-                    entry.layer.forward(bottoms, tops)
+                    if fold {
+                        entry.layer.forward_then_relu(bottoms, tops)
+                    } else {
+                        entry.layer.forward(bottoms, tops)
+                    }
                 })
             };
             run(&mut self.blobs, entry).map_err(wrap)?;
+            folded = fold;
         }
         Ok(())
+    }
+
+    /// Marks each layer that [folds](DynLayer::folds_relu) the ReLU right
+    /// after it: a `ReLU` of negative slope 0 in place on the layer's
+    /// only top (a Convolution's, as Caffe nets write them). Its values,
+    /// and the backward pass, are what the two layers give.
+    fn fold_relus(&mut self) {
+        for at in 1..self.layers.len() {
+            let (before, after) = self.layers.split_at_mut(at);
+            let (layer, next) = (&mut before[at - 1], &after[0]);
+            layer.folds_next_relu = layer.layer.folds_relu()
+                && next.layer.is_relu()
+                && layer.tops.len() == 1
+                && next.bottoms == layer.tops
+                && next.tops == layer.tops;
+        }
+    }
+
+    /// The layer whose pass applies layer `at`'s ReLU, where a net run
+    /// folds it there.
+    pub(crate) fn folded_into(&self, at: usize) -> Option<&str> {
+        let before = self.layers.get(at.checked_sub(1)?)?;
+        before.folds_next_relu.then_some(before.name.as_str())
     }
 
     /// The weighted sum of the loss tops of layers `start..=end`.

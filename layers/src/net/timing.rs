@@ -19,6 +19,10 @@ pub struct LayerTime {
     pub forward_ms: f64,
     /// Milliseconds of its backward pass (0 where it has none to run).
     pub backward_ms: f64,
+    /// The layer whose forward pass applies this one (an in-place ReLU
+    /// folded into the Convolution before it): its forward time is
+    /// counted there, and this one's is 0.
+    pub folded_into: Option<String>,
 }
 
 /// What [`Net::time`] measured: per layer, and the whole
@@ -92,11 +96,19 @@ impl<T: MathElement> Net<T> {
         let mut backward = vec![0f64; n];
         let started = Instant::now();
         for _ in 0..iterations {
-            for (i, f) in forward.iter_mut().enumerate() {
+            let mut i = 0;
+            while i < n {
+                // A layer and the ReLU folded into it run as one pass.
+                let last = if self.folded_into(i + 1).is_some() {
+                    i + 1
+                } else {
+                    i
+                };
                 let t = Instant::now();
-                self.forward_from_to(i, i)?;
+                self.forward_from_to(i, last)?;
                 wait()?;
-                *f += t.elapsed().as_secs_f64();
+                forward[i] += t.elapsed().as_secs_f64();
+                i = last + 1;
             }
             for (i, b) in backward.iter_mut().enumerate().rev() {
                 let t = Instant::now();
@@ -110,11 +122,13 @@ impl<T: MathElement> Net<T> {
             .layers
             .iter()
             .zip(forward.iter().zip(&backward))
-            .map(|(layer, (&f, &b))| LayerTime {
+            .enumerate()
+            .map(|(at, (layer, (&f, &b)))| LayerTime {
                 name: layer.name.clone(),
                 kind: layer.layer.type_name().to_string(),
                 forward_ms: per(f),
                 backward_ms: per(b),
+                folded_into: self.folded_into(at).map(String::from),
             })
             .collect();
         Ok(NetTiming {
