@@ -82,6 +82,9 @@ pub(crate) trait Lanes: Copy + 'static {
     unsafe fn even(lo: Self::V, hi: Self::V) -> Self::V;
     /// The odd lanes of `lo` then `hi` as one register.
     unsafe fn odd(lo: Self::V, hi: Self::V) -> Self::V;
+    /// `a`'s lanes moved down one, `b`'s first lane in the last: lanes
+    /// `1..N + 1` of `a` then `b`.
+    unsafe fn shift_in(a: Self::V, b: Self::V) -> Self::V;
     /// The sum of the lanes, in an order fixed by the family.
     unsafe fn reduce_add(v: Self::V) -> f32;
     /// Fills `kc` rows of a gemm panel (`PANEL_COLUMNS` values a row)
@@ -252,6 +255,13 @@ impl Lanes for Avx512 {
         _mm512_permutex2var_ps(lo, odd, hi)
     }
     #[inline(always)]
+    unsafe fn shift_in(a: __m512, b: __m512) -> __m512 {
+        _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+            _mm512_castps_si512(b),
+            _mm512_castps_si512(a),
+        ))
+    }
+    #[inline(always)]
     unsafe fn reduce_add(v: __m512) -> f32 {
         _mm512_reduce_add_ps(v)
     }
@@ -394,6 +404,13 @@ impl Lanes for Avx2 {
         _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
             pairs,
         )))
+    }
+    #[inline(always)]
+    unsafe fn shift_in(a: __m256, b: __m256) -> __m256 {
+        // a's high half and b's low one, then each 128-bit half of that
+        // behind a's by one lane.
+        let middle = _mm256_castps_si256(_mm256_permute2f128_ps::<0x21>(a, b));
+        _mm256_castsi256_ps(_mm256_alignr_epi8::<4>(middle, _mm256_castps_si256(a)))
     }
     #[inline(always)]
     unsafe fn reduce_add(v: __m256) -> f32 {
@@ -629,6 +646,27 @@ mod tests {
             let want: Vec<f32> = (0..8).map(|j| (8 * j + i) as f32).collect();
             assert_eq!(row.to_vec(), want, "row {i}");
         }
+    }
+
+    #[test]
+    fn shift_in_moves_the_lanes_down_one_and_takes_the_next_registers_first() {
+        fn check<L: Lanes>() {
+            if !L::ISA.is_available() {
+                return;
+            }
+            let values: Vec<f32> = (0..2 * L::N).map(|v| v as f32).collect();
+            let mut out = vec![0f32; L::N];
+            // SAFETY: the family is there; 2 N values read, N written.
+            unsafe {
+                Available::<L>::new().run(|| {
+                    let (a, b) = (L::load(values.as_ptr()), L::load(values.as_ptr().add(L::N)));
+                    L::store(out.as_mut_ptr(), L::shift_in(a, b));
+                })
+            };
+            assert_eq!(out, values[1..=L::N], "{}", L::ISA);
+        }
+        check::<Avx512>();
+        check::<Avx2>();
     }
 
     #[test]

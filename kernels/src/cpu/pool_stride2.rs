@@ -98,15 +98,9 @@ pub fn max_pool_stride2(x: &[f32], shape: Stride2Pool, y: &mut [f32]) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // A row's column maxima, then -FLT_MAX to the furthest value the
-        // last register of windows reads (two registers past their first
-        // column, and two more for the third column's), for the widest
-        // register.
-        let mut columns = vec![f32::MIN; w.next_multiple_of(16) + 48];
         on_lanes!(|L| {
-            // SAFETY: the assert put every plane inside `x` and `y`;
-            // `columns` holds what the kernel reads.
-            unsafe { pool_planes::<L>(x, shape, y, &mut columns) }
+            // SAFETY: the assert put every plane inside `x` and `y`.
+            unsafe { pool_planes::<L>(x, shape, y) }
         })
         .is_some()
     }
@@ -116,59 +110,101 @@ pub fn max_pool_stride2(x: &[f32], shape: Stride2Pool, y: &mut [f32]) -> bool {
 
 /// # Safety
 /// `L`'s instructions are enabled; `x` and `y` hold `shape`'s planes,
-/// which [`Stride2Pool::is_taken`] takes; `columns` holds `w` rounded up
-/// to 16 plus 48 values, those past the rounded width -FLT_MAX.
+/// which [`Stride2Pool::is_taken`] takes.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn pool_planes<L: Lanes>(x: &[f32], shape: Stride2Pool, y: &mut [f32], columns: &mut [f32]) {
+unsafe fn pool_planes<L: Lanes>(x: &[f32], shape: Stride2Pool, y: &mut [f32]) {
     let Stride2Pool {
         planes,
         input: [h, w],
-        kernel: [kh, kw],
-        output: [oh, ow],
+        kernel: [kh, _],
+        output: [oh, _],
     } = shape;
-    // SAFETY: `L`'s instructions are enabled, per the caller.
-    let neg = unsafe { L::splat(f32::MIN) };
-    let (x, y, columns) = (x.as_ptr(), y.as_mut_ptr(), columns.as_mut_ptr());
+    let (x, y) = (x.as_ptr(), y.as_mut_ptr());
     for p in 0..planes {
         let plane = x.wrapping_add(p * h * w);
         for r in 0..oh {
-            let rows = 2 * r..(2 * r + kh).min(h);
-            for x0 in (0..w).step_by(L::N) {
-                // SAFETY: as above.
-                let keep = unsafe { L::first(w - x0) };
-                let mut m = neg;
-                for row in rows.clone() {
-                    // SAFETY: the kept lanes are columns x0.. of the row,
-                    // inside the plane; the others read nothing.
-                    unsafe {
-                        let v = L::load_masked_or(keep, neg, plane.add(row * w + x0));
-                        m = L::max(v, m);
-                    }
+            let top = plane.wrapping_add(2 * r * w);
+            let out = y.wrapping_add((p * oh + r) * shape.output[1]);
+            // SAFETY: the rows are inside the plane and the row of
+            // outputs inside `y`; `L`'s instructions are enabled, per the
+            // caller. The usual heights unrolled.
+            unsafe {
+                match (2 * r + kh).min(h) - 2 * r {
+                    3 => row_of_windows::<L, 3>(top, 3, shape, out),
+                    2 => row_of_windows::<L, 2>(top, 2, shape, out),
+                    count => row_of_windows::<L, 0>(top, count, shape, out),
                 }
-                // SAFETY: columns holds w rounded up to 16.
-                unsafe { L::store(columns.add(x0), m) };
-            }
-            for q0 in (0..ow).step_by(L::N) {
-                let at = columns.wrapping_add(2 * q0);
-                // SAFETY: 2 * q0 + 2 + 2 N <= w + 33 values, inside
-                // `columns` (-FLT_MAX past the row); `L`'s instructions
-                // are enabled, per the caller. (No closure for the
-                // loads: one is compiled without them.)
-                let best = unsafe {
-                    let (lo, hi) = (L::load(at), L::load(at.add(L::N)));
-                    let mut best = L::max(L::odd(lo, hi), L::even(lo, hi));
-                    if kw == 3 {
-                        let (lo, hi) = (L::load(at.add(2)), L::load(at.add(2 + L::N)));
-                        best = L::max(L::even(lo, hi), best);
-                    }
-                    best
-                };
-                let out = y.wrapping_add((p * oh + r) * ow + q0);
-                // SAFETY: the kept lanes are outputs q0.. of the row.
-                unsafe { L::store_masked(L::first(ow - q0), out, best) };
             }
         }
+    }
+}
+
+/// One row of outputs: windows over the `count` rows from `top` (`ROWS`
+/// of them, where it is not 0), into `out`. The column maxima stay in
+/// registers, each made once: a register of windows reads columns
+/// `2 q0..2 q0 + 2 N` and the first of the next, which begins the next
+/// register's.
+///
+/// # Safety
+/// `L`'s instructions are enabled; the rows of `shape`'s width from
+/// `top` are readable, and its row of outputs at `out` writable.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn row_of_windows<L: Lanes, const ROWS: usize>(
+    top: *const f32,
+    count: usize,
+    shape: Stride2Pool,
+    out: *mut f32,
+) {
+    let ([_, w], [_, kw], [_, ow]) = (shape.input, shape.kernel, shape.output);
+    let rows = (top, if ROWS > 0 { ROWS } else { count });
+    // SAFETY: as the caller promises. (Functions, not closures: one is
+    // compiled without `L`'s instructions.)
+    unsafe {
+        let mut lo = column_maxima::<L, ROWS>(rows, w, 0);
+        for q0 in (0..ow).step_by(L::N) {
+            let first = 2 * q0;
+            let hi = column_maxima::<L, ROWS>(rows, w, first + L::N);
+            let next = column_maxima::<L, ROWS>(rows, w, first + 2 * L::N);
+            let even = L::even(lo, hi);
+            let mut best = L::max(L::odd(lo, hi), even);
+            if kw == 3 {
+                // Columns 2 q + 2: the even ones a window on.
+                best = L::max(L::shift_in(even, next), best);
+            }
+            L::store_masked(L::first(ow - q0), out.add(q0), best);
+            lo = next;
+        }
+    }
+}
+
+/// The largest value of each of columns `first..first + N` over the
+/// rows (`ROWS`, or `rows.1` where it is 0) from `rows.0`, `w` apart,
+/// from -FLT_MAX down the rows, each step keeping the value held unless
+/// the new one is greater; -FLT_MAX for a column past the row.
+///
+/// # Safety
+/// `L`'s instructions are enabled; the rows of `w` values are readable.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn column_maxima<L: Lanes, const ROWS: usize>(
+    (top, count): (*const f32, usize),
+    w: usize,
+    first: usize,
+) -> L::V {
+    let count = if ROWS > 0 { ROWS } else { count };
+    // SAFETY: `L`'s instructions are enabled, per the caller; the mask
+    // keeps the columns inside the row, and a load of none reads nothing.
+    unsafe {
+        let neg = L::splat(f32::MIN);
+        let keep = L::first(w.saturating_sub(first));
+        let mut m = neg;
+        for row in 0..count {
+            let v = L::load_masked_or(keep, neg, top.wrapping_add(row * w + first));
+            m = L::max(v, m);
+        }
+        m
     }
 }
 
