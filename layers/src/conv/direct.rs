@@ -1,15 +1,19 @@
-//! Convolutions at stride 1 on the CPU without im2col: a net's first
-//! layer (LeNet's conv1, 1 x 5 x 5; MTCNN's, 3 x 3 x 3) and the layers
-//! up to LeNet's conv2 (20 x 5 x 5), read by `cpu::correlate` from one
-//! copy of the image per kernel column, each shifted by its column and
-//! cut to the output's width, with its padding. Output `(r, q)` then
-//! reads tap `(c, i, j)` at a fixed offset from `r * ow + q` in those
-//! copies. Its sums are the im2col + gemm path's, bit for bit, up to a
-//! patch of 256 (the gemm's depth block; a deeper patch is one chain of
-//! multiply-adds here, two blocks there) where the product has more
-//! than one row and column (one is a gemv's); a shallow layer's weight
-//! gradient (`cpu::correlate_gradient`) reads the same copies. im2col would copy the image once per tap, 25 times for
-//! LeNet's conv1, and that copy cost as much as the product.
+//! Convolutions on the CPU without im2col: a net's first layer
+//! (LeNet's conv1, 1 x 5 x 5; MTCNN's, 3 x 3 x 3; SqueezeNet's and
+//! MobileNet's 3 x 3 x 3 at stride 2) and the layers at stride 1 up to
+//! LeNet's conv2 (20 x 5 x 5), read by `cpu::correlate` from copies of
+//! the image: one per kernel column (and, at a stride, per phase of the
+//! padded rows the window's rows fall on), each shifted by its column,
+//! taking every `stride`-th value, and cut to the output's width, with
+//! its padding. Output `(r, q)` then reads tap `(c, i, j)` at a fixed
+//! offset from `r * ow + q` in those copies. Its sums are the im2col +
+//! gemm path's, bit for bit, up to a patch of 256 (the gemm's depth
+//! block; a deeper patch is one chain of multiply-adds here, two blocks
+//! there) where the product has more than one row and column (one is a
+//! gemv's); a shallow layer's weight gradient
+//! (`cpu::correlate_gradient`) reads the same copies. im2col would copy
+//! the image once per tap, 25 times for LeNet's conv1, and that copy
+//! cost as much as the product.
 
 use std::any::TypeId;
 use std::ops::Range;
@@ -36,6 +40,16 @@ const DIRECT_PATCH_MAX: usize = 512;
 /// input, R-Net's conv3) the direct pass ran 10-20% slower than gemm.
 const DIRECT_PLANE_MIN: usize = 16;
 
+/// The deepest patch taken directly at a stride other than 1: a net's
+/// first layer. One layer alone, batch 1, against phase copies and the
+/// gemm (2026-11-28, Zen 5): SqueezeNet's 3 x 3 x 3 at stride 2 0.283 ->
+/// 0.244 ms on one thread (AVX2 0.517 -> 0.484, two threads 0.187 ->
+/// 0.145; in the net 0.51 -> 0.36, its output written once); GoogLeNet's
+/// and ResNet's 7 x 7 x 3 at 2 (147) 1.175 -> 1.12 ms, two threads 0.99
+/// -> 0.71; CaffeNet's 11 x 11 x 3 at 4 (363, four row phases) 1.05 ->
+/// 1.17 ms, left to the gemm.
+const STRIDED_PATCH_MAX: usize = 160;
+
 /// The deepest patch taken directly on planes of any size, whose weight
 /// gradient is taken from the shifted copies too (a net's first layer):
 /// LeNet's conv2 (500 deep) ran its gradient at 83-89 GFLOP/s that way,
@@ -56,6 +70,12 @@ pub(super) struct Direct {
     per_image: usize,
     /// Each tap's offset, in im2col's order (channel, row, column).
     offsets: Vec<usize>,
+    /// Rows of a copy.
+    rows: usize,
+    /// The padded rows' phases the taps read, `i * dilation % stride`
+    /// for the window's rows `i`: one copy of each kernel column for
+    /// each (at stride 1, one).
+    phases: Vec<usize>,
 }
 
 const F32: &str = "ConvGeometry::direct found f32";
@@ -63,14 +83,15 @@ const F32: &str = "ConvGeometry::direct found f32";
 impl ConvGeometry {
     /// Whether this convolution's forward pass is taken directly, and
     /// the layout of its shifted copies: `f32` on an AVX-512 or AVX2 machine,
-    /// stride 1, a patch of at most [`DIRECT_PATCH_MAX`] (beyond
+    /// stride 1 (or any stride for a patch of at most
+    /// [`STRIDED_PATCH_MAX`]), a patch of at most [`DIRECT_PATCH_MAX`] (beyond
     /// [`SHALLOW_PATCH_MAX`], on planes of [`DIRECT_PLANE_MIN`] outputs
     /// or more), and not a 1x1 layer (whose input is its own column
     /// buffer).
     pub(super) fn direct<T: 'static>(&self) -> Option<Direct> {
         let suited = TypeId::of::<T>() == TypeId::of::<f32>()
             && cpu::isa() >= cpu::Isa::Avx2
-            && self.stride == [1, 1]
+            && (self.stride == [1, 1] || self.patch() <= STRIDED_PATCH_MAX)
             && !self.is_pointwise()
             // No input channel: no tap to read, the output is the bias
             // (the correlation kernel needs at least one tap).
@@ -82,23 +103,31 @@ impl ConvGeometry {
         if !suited {
             return None;
         }
-        let rows = self.h + 2 * self.pad[0];
         let [kh, kw] = self.kernel;
-        let [dh, _] = self.dilation;
-        // Copy (c, j) holds `rows` rows of `ow`; tap (c, i, j) starts
-        // `i * dh` rows into it.
+        let ([sh, _], [dh, _]) = (self.stride, self.dilation);
+        let mut phases: Vec<usize> = (0..kh).map(|i| i * dh % sh).collect();
+        phases.sort_unstable();
+        phases.dedup();
+        // Copy (c, j, phase) row R holds padded row R * sh + phase, so tap
+        // (c, i, j) reads output row r from row r + i * dh / sh of the
+        // copy of its phase.
+        let rows = self.oh + (kh - 1) * dh / sh;
         let copy = rows * self.ow;
         let mut offsets = Vec::with_capacity(self.patch());
         for c in 0..self.channels_in {
             for i in 0..kh {
+                let phase = phases.binary_search(&(i * dh % sh)).unwrap_or(0);
                 for j in 0..kw {
-                    offsets.push((c * kw + j) * copy + i * dh * self.ow);
+                    let at = (c * kw + j) * phases.len() + phase;
+                    offsets.push(at * copy + i * dh / sh * self.ow);
                 }
             }
         }
         Some(Direct {
-            per_image: self.channels_in * kw * copy,
+            per_image: self.channels_in * kw * phases.len() * copy,
             offsets,
+            rows,
+            phases,
         })
     }
 
@@ -110,35 +139,49 @@ impl ConvGeometry {
     }
 
     /// Writes the image `x` (`channels_in` planes of `h x w`) as its
-    /// shifted copies into `out` ([`Direct`]'s layout): copy `(c, j)`
-    /// row `r` holds padded row `r`'s values `q + j * dilation` for
-    /// `q < ow`, padding as zero.
-    fn shift_image(&self, x: &[f32], out: &mut [f32]) {
+    /// shifted copies into `out` (`direct`'s layout): copy `(c, j,
+    /// phase)` row `R` holds padded row `R * stride + phase`'s values at
+    /// columns `q * stride + j * dilation` for `q < ow`, padding as zero.
+    fn shift_image(&self, direct: &Direct, x: &[f32], out: &mut [f32]) {
         let Self {
             h,
             w,
             ow,
             kernel: [_, kw],
+            stride: [sh, sw],
             pad: [ph, pw],
             dilation: [_, dw],
             ..
         } = *self;
-        let rows = h + 2 * ph;
-        let copies = out.chunks_exact_mut(rows * ow);
-        let channel_columns = (0..self.channels_in).flat_map(|c| (0..kw).map(move |j| (c, j)));
-        for (copy, (c, j)) in copies.zip(channel_columns) {
-            // Output column q reads input column q + j * dw - pw: columns
-            // lo..hi of each row of the image, padding around them.
+        let copies = out.chunks_exact_mut(direct.rows * ow);
+        let channel_columns = (0..self.channels_in)
+            .flat_map(|c| (0..kw).flat_map(move |j| direct.phases.iter().map(move |&p| (c, j, p))));
+        for (copy, (c, j, phase)) in copies.zip(channel_columns) {
+            // Output column q reads input column q * sw + j * dw - pw:
+            // columns lo..hi of the copy's rows read the image.
             let shift = j * dw;
-            let lo = pw.saturating_sub(shift).min(ow);
-            let hi = (w + pw).saturating_sub(shift).clamp(lo, ow);
-            let (above, image) = copy.split_at_mut(ph * ow);
-            let (image, below) = image.split_at_mut(h * ow);
+            let lo = pw.saturating_sub(shift).div_ceil(sw).min(ow);
+            let hi = (w + pw).saturating_sub(shift).div_ceil(sw).clamp(lo, ow);
+            // Rows top..bottom of the copy read the image's rows.
+            let top = (ph.saturating_sub(phase)).div_ceil(sh).min(direct.rows);
+            let bottom = (h + ph)
+                .saturating_sub(phase)
+                .div_ceil(sh)
+                .clamp(top, direct.rows);
+            let (above, image) = copy.split_at_mut(top * ow);
+            let (image, below) = image.split_at_mut((bottom - top) * ow);
             above.fill(0.0);
             below.fill(0.0);
-            if hi > lo {
-                let from = c * h * w + lo + shift - pw;
-                cpu::copy_rows(&x[from..], w, &mut image[lo..], ow, [h, hi - lo]);
+            if hi > lo && bottom > top {
+                let first_row = top * sh + phase - ph;
+                let from = (c * h + first_row) * w + lo * sw + shift - pw;
+                if sw == 1 && sh == 1 {
+                    cpu::copy_rows(&x[from..], w, &mut image[lo..], ow, [bottom - top, hi - lo]);
+                } else {
+                    for (r, row) in image.chunks_exact_mut(ow).enumerate() {
+                        cpu::copy_strided(&x[from + r * sh * w..], sw, &mut row[lo..hi]);
+                    }
+                }
             }
             if lo > 0 || hi < ow {
                 for row in image.chunks_exact_mut(ow) {
@@ -187,7 +230,7 @@ pub(super) fn forward<T: MathElement>(
         len: plane_out,
     };
     for img in 0..count {
-        g.shift_image(&x[(first + img) * image_in..][..image_in], copies);
+        g.shift_image(direct, &x[(first + img) * image_in..][..image_in], copies);
         let yi = &mut y[img * g.channels_out * plane_out..][..g.channels_out * plane_out];
         let ran = cpu::correlate(copies, taps, weight, bias, g.channels_out, yi);
         debug_assert!(ran, "ConvGeometry::direct found AVX-512 or AVX2");
@@ -212,7 +255,7 @@ fn shift_images<'s>(
     let image_in = g.channels_in * g.h * g.w;
     let copies = &mut scratch[..direct.per_image * count];
     for (img, out) in copies.chunks_exact_mut(direct.per_image).enumerate() {
-        g.shift_image(&x[(first + img) * image_in..][..image_in], out);
+        g.shift_image(direct, &x[(first + img) * image_in..][..image_in], out);
     }
     copies
 }
@@ -284,4 +327,83 @@ pub(super) fn weight_gradient_product<T: MathElement>(
         ran,
         "an AVX-512 or AVX2 machine, as cpu::gemm_filled_suits found"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use blob_kernels::cpu::Transpose;
+
+    use super::super::test_support::{geometry, values};
+    use super::*;
+
+    #[test]
+    fn strided_copies_give_im2cols_sums_and_gradients() {
+        // SqueezeNet's and MobileNet's first layer (3 x 3 at 2, padded
+        // or not), strides 3 and 4 with whole rows and columns of
+        // padding, dilation whose rows fall on one phase or two,
+        // rectangular strides, and stride 1 (the layout it had).
+        for window in [
+            (3, (31, 31), [3, 3], 16, 2, [2, 2], [0, 0], [1, 1]),
+            (3, (20, 23), [3, 3], 32, 1, [2, 2], [1, 1], [1, 1]),
+            (2, (17, 19), [4, 4], 9, 2, [3, 4], [3, 2], [1, 1]),
+            (1, (21, 18), [3, 3], 8, 1, [2, 2], [2, 2], [2, 2]),
+            (2, (19, 16), [3, 2], 12, 2, [3, 1], [1, 0], [2, 3]),
+            (3, (12, 13), [3, 3], 10, 2, [1, 1], [1, 1], [1, 1]),
+        ] {
+            let g = geometry(window);
+            let Some(direct) = g.direct::<f32>() else {
+                assert_eq!(cpu::isa(), cpu::Isa::Baseline, "{g:?}");
+                continue;
+            };
+            let (cin, (h, w), cout, images) = (window.0, window.1, window.3, window.4);
+            let (x, weight, bias) = (
+                values(images * cin * h * w, 1),
+                values(cout * g.patch(), 2),
+                values(cout, 3),
+            );
+            let (k, p) = (g.patch(), g.oh * g.ow);
+            let mut scratch = vec![f32::NAN; direct.scratch_size(images)];
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let mut dw_want = vec![0.0f32; cout * k];
+            let mut dy = Vec::new();
+            for img in 0..images {
+                // Caffe's im2col, gemm and bias for this image.
+                let mut col = vec![0.0; k * p];
+                g.im2col(&x, img, 1, &mut col);
+                let mut want = vec![f32::NAN; cout * p];
+                let (a, b) = (Transpose::No, Transpose::No);
+                cpu::gemm(a, b, cout, p, k, 1.0, &weight, &col, 0.0, &mut want);
+                for (plane, b) in want.chunks_exact_mut(p).zip(&bias) {
+                    plane.iter_mut().for_each(|v| *v += b);
+                }
+                let mut got = vec![f32::NAN; cout * p];
+                let finish = Finish {
+                    bias: &bias,
+                    relu: false,
+                };
+                forward(
+                    &g,
+                    &direct,
+                    (&x, &weight, finish),
+                    (img, 1),
+                    &mut got,
+                    &mut scratch,
+                );
+                assert_eq!(bits(&got), bits(&want), "{g:?}, image {img}");
+                // The weight gradient of dy = y, as Caffe's
+                // weight_cpu_gemm sums it: dw += dy col^T.
+                let (a, b) = (Transpose::No, Transpose::Yes);
+                cpu::gemm(a, b, cout, k, p, 1.0, &got, &col, 1.0, &mut dw_want);
+                dy.extend(got);
+            }
+            let mut dw = vec![0.0f32; cout * k];
+            weight_gradient(&g, &direct, (&x, &dy), (0, images), &mut dw, &mut scratch);
+            for (i, (&got, &want)) in dw.iter().zip(&dw_want).enumerate() {
+                assert!(
+                    (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "{g:?}: weight gradient {i}: {got} vs {want}"
+                );
+            }
+        }
+    }
 }

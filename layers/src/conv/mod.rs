@@ -14,6 +14,8 @@ mod engine;
 mod packed_weights;
 mod phase_copies;
 mod runtime;
+#[cfg(test)]
+mod test_support;
 mod volume;
 mod winograd;
 

@@ -167,18 +167,8 @@ pub(super) fn product<T: MathElement>(
 mod tests {
     use blob_kernels::cpu::Transpose;
 
+    use super::super::test_support::{geometry, values};
     use super::*;
-
-    /// Values in [-1, 1) that differ from seed to seed.
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-            })
-            .collect()
-    }
 
     #[test]
     fn products_from_phase_copies_give_im2cols_sums() {
@@ -189,7 +179,7 @@ mod tests {
         // windows at stride 1; then GoogLeNet's first layer on a small
         // image, whose product `gemm` hands to another kernel (sums
         // within rounding there, the same bits elsewhere).
-        for (cin, (h, w), [kh, kw], cout, images, [sh, sw], [ph, pw], [dh, dw]) in [
+        for window in [
             (3, (15, 15), [3, 3], 16, 2, [2, 2], [1, 1], [1, 1]),
             (3, (23, 29), [7, 7], 24, 2, [2, 2], [3, 3], [1, 1]),
             (3, (27, 43), [11, 11], 20, 2, [4, 4], [0, 0], [1, 1]),
@@ -201,20 +191,8 @@ mod tests {
             (2, (11, 12), [3, 2], 9, 2, [1, 1], [0, 0], [2, 3]),
             (3, (40, 40), [7, 7], 64, 1, [2, 2], [3, 3], [1, 1]),
         ] {
-            let size = |i, k, s, p, d| ConvGeometry::output_size(i, k, s, p, d);
-            let g = ConvGeometry {
-                batch: images,
-                channels_in: cin,
-                channels_out: cout,
-                h,
-                w,
-                oh: size(h, kh, sh, ph, dh),
-                ow: size(w, kw, sw, pw, dw),
-                kernel: [kh, kw],
-                stride: [sh, sw],
-                pad: [ph, pw],
-                dilation: [dh, dw],
-            };
+            let g = geometry(window);
+            let (cin, (h, w), cout, images) = (window.0, window.1, window.3, window.4);
             let Some(copies) = g.phase_copies::<f32>() else {
                 assert_eq!(cpu::isa(), cpu::Isa::Baseline, "{g:?}");
                 continue;
