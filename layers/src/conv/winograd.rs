@@ -138,9 +138,12 @@ impl Tiling {
         let tiles = g.batch * down * across;
         let most = (BLOCK_VALUES / (POINTS * (g.channels_in + g.channels_out))).max(MIN_BLOCK);
         // A block per core where there are enough tiles for each core to
-        // fill the gemm kernel's rows.
-        let wanted = cpu::cores().min(tiles.div_ceil(MIN_BLOCK)).max(1);
-        let blocks = tiles.div_ceil(most).max(wanted);
+        // fill the gemm kernel's rows, and as many blocks on each core:
+        // SqueezeNet's fire2/expand3x3 (196 tiles in blocks of at most
+        // 45) ran 3 blocks on one core and 2 on the other, 1.5x faster on
+        // two cores than on one; in 6 blocks of 33, 1.8x.
+        let cores = cpu::cores().min(tiles.div_ceil(MIN_BLOCK)).max(1);
+        let blocks = tiles.div_ceil(most).next_multiple_of(cores);
         let per_block = tiles.div_ceil(blocks).max(1);
         let blocks = tiles.div_ceil(per_block);
         let parts = cpu::cores().clamp(1, blocks.max(1));
