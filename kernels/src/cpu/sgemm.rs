@@ -552,31 +552,46 @@ unsafe fn product<L: Tiles>(
                 };
                 let mr = rows_per_tile::<L>(m);
                 // A tile is two registers wide: the panel's 32 columns in
-                // one on AVX-512, in two side by side on AVX2.
+                // one on AVX-512, in two side by side on AVX2. Where the
+                // last tile of a panel fits one register (C's last
+                // columns: 9 of SqueezeNet's 169), it is one register
+                // wide and twice as high, rather than half empty.
                 let width = 2 * L::N;
-                for i in (0..m).step_by(mr) {
-                    let rows = mr.min(m - i);
-                    for j0 in (0..cols).step_by(width) {
-                        // SAFETY: rows i..i+rows and columns pc..pc+kc of
-                        // A, rows pc..pc+kc and columns j+j0..j+cols of B
-                        // (or of its pack) and that tile of C are inside
-                        // them, per the caller, who found `L`'s
-                        // instructions.
-                        unsafe {
-                            let a = a.offset(i as isize * sa[0]);
-                            let c = c.offset(i as isize * rsc + (j + j0) as isize);
-                            let ahead = i == 0 && j0 == 0 && !next_panel.is_null();
-                            let tile = Tile {
-                                rows,
-                                cols: (cols - j0).min(width),
-                                alpha,
-                                beta,
-                                c,
-                                rsc,
-                                next_panel: if ahead { next_panel } else { std::ptr::null() },
-                            };
-                            L::tile(mr, ahead, (kc, a, sa, panel.add(j0), rsb), &tile);
-                        }
+                let narrow = match cols % width {
+                    0 => cols,
+                    rest if rest <= L::N => cols - rest,
+                    _ => cols,
+                };
+                let tiles = (0..m)
+                    .step_by(mr)
+                    .flat_map(|i| (0..narrow).step_by(width).map(move |j0| (i, j0, mr)))
+                    .chain(
+                        (narrow < cols)
+                            .then_some((0..m).step_by(2 * mr).map(|i| (i, narrow, 2 * mr)))
+                            .into_iter()
+                            .flatten(),
+                    );
+                for (i, j0, height) in tiles {
+                    // SAFETY: rows i..i+rows and columns pc..pc+kc of
+                    // A, rows pc..pc+kc and columns j+j0..j+cols of B
+                    // (or of its pack) and that tile of C are inside
+                    // them, per the caller, who found `L`'s
+                    // instructions.
+                    unsafe {
+                        let a = a.offset(i as isize * sa[0]);
+                        let c = c.offset(i as isize * rsc + (j + j0) as isize);
+                        let ahead = i == 0 && j0 == 0 && !next_panel.is_null();
+                        let tile = Tile {
+                            rows: height.min(m - i),
+                            cols: (cols - j0).min(width),
+                            alpha,
+                            beta,
+                            c,
+                            rsc,
+                            next_panel: if ahead { next_panel } else { std::ptr::null() },
+                        };
+                        let shape = (mr, height > mr, ahead);
+                        L::tile(shape, (kc, a, sa, panel.add(j0), rsb), &tile);
                     }
                 }
             }
@@ -653,14 +668,14 @@ struct Tile {
 /// A family's tile kernels, each compiled for it: the heights of
 /// [`Lanes::TILE_ROWS`] with and without reading ahead, and [`dots`].
 trait Tiles: Lanes {
-    /// [`kernel`] with `mr` rows (one of `TILE_ROWS`), reading ahead when
-    /// `ahead`, for the tile `(kc, a, sa, b, rsb)` of A and B.
+    /// [`kernel`] with `mr` rows (one of `TILE_ROWS`) two registers
+    /// wide, or `2 mr` one register wide where `narrow`, reading ahead
+    /// when `ahead`, for the tile `(kc, a, sa, b, rsb)` of A and B.
     ///
     /// # Safety
-    /// As [`kernel`].
+    /// As [`kernel`]; a narrow tile has at most `N` columns.
     unsafe fn tile(
-        mr: usize,
-        ahead: bool,
+        shape: (usize, bool, bool),
         ab: (usize, *const f32, [isize; 2], *const f32, isize),
         tile: &Tile,
     );
@@ -690,29 +705,34 @@ macro_rules! tiles {
         impl Tiles for $lanes {
             #[inline]
             unsafe fn tile(
-                mr: usize,
-                ahead: bool,
+                (mr, narrow, ahead): (usize, bool, bool),
                 (kc, a, sa, b, rsb): (usize, *const f32, [isize; 2], *const f32, isize),
                 tile: &Tile,
             ) {
                 #[target_feature(enable = $features)]
-                unsafe fn run<const ROWS: usize, const AHEAD: bool>(
+                unsafe fn run<const ROWS: usize, const WIDE: usize, const AHEAD: bool>(
                     (kc, a, sa, b, rsb): (usize, *const f32, [isize; 2], *const f32, isize),
                     tile: &Tile,
                 ) {
                     // SAFETY: the caller's, and the features are enabled.
-                    unsafe { kernel::<$lanes, ROWS, AHEAD>(kc, a, sa, b, rsb, tile) }
+                    unsafe { kernel::<$lanes, ROWS, WIDE, AHEAD>(kc, a, sa, b, rsb, tile) }
                 }
                 let ab = (kc, a, sa, b, rsb);
                 // SAFETY: the caller's.
                 unsafe {
-                    match (mr, ahead) {
-                        ($r1, false) => run::<$r1, false>(ab, tile),
-                        ($r2, false) => run::<$r2, false>(ab, tile),
-                        (_, false) => run::<$r0, false>(ab, tile),
-                        ($r1, true) => run::<$r1, true>(ab, tile),
-                        ($r2, true) => run::<$r2, true>(ab, tile),
-                        (_, true) => run::<$r0, true>(ab, tile),
+                    match (mr, narrow, ahead) {
+                        ($r1, false, false) => run::<$r1, 2, false>(ab, tile),
+                        ($r2, false, false) => run::<$r2, 2, false>(ab, tile),
+                        (_, false, false) => run::<$r0, 2, false>(ab, tile),
+                        ($r1, false, true) => run::<$r1, 2, true>(ab, tile),
+                        ($r2, false, true) => run::<$r2, 2, true>(ab, tile),
+                        (_, false, true) => run::<$r0, 2, true>(ab, tile),
+                        ($r1, true, false) => run::<{ 2 * $r1 }, 1, false>(ab, tile),
+                        ($r2, true, false) => run::<{ 2 * $r2 }, 1, false>(ab, tile),
+                        (_, true, false) => run::<{ 2 * $r0 }, 1, false>(ab, tile),
+                        ($r1, true, true) => run::<{ 2 * $r1 }, 1, true>(ab, tile),
+                        ($r2, true, true) => run::<{ 2 * $r2 }, 1, true>(ab, tile),
+                        (_, true, true) => run::<{ 2 * $r0 }, 1, true>(ab, tile),
                     }
                 }
             }
@@ -735,7 +755,8 @@ tiles!(Avx512, "avx512f", [8, 10, 12], 4);
 tiles!(Avx2, "avx2,fma", [4, 5, 6], 3);
 
 /// `C[..rows, ..cols] = alpha * A[..rows, ..kc] * B[..kc, ..cols] + beta * C`
-/// for one tile of two registers a row, A read through its strides (rows
+/// for one tile of `WIDE` registers a row (2, or 1 for at most `N`
+/// columns), A read through its strides (rows
 /// past `rows` read the last row again, and are not written), B by rows
 /// `rsb` apart; with `AHEAD`, row `p` of `tile.next_panel` is asked for
 /// at step `p` (a constant, so the other products carry no test in their
@@ -746,7 +767,7 @@ tiles!(Avx2, "avx2,fma", [4, 5, 6], 3);
 /// cols` block of B and the tile of C are inside their allocations, C's
 /// tile writable (and readable unless `beta == 0`).
 #[inline(always)]
-unsafe fn kernel<L: Lanes, const ROWS: usize, const AHEAD: bool>(
+unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bool>(
     kc: usize,
     a: *const f32,
     sa: [isize; 2],
@@ -776,14 +797,15 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const AHEAD: bool>(
             }
         }
     }
-    let whole = L::whole(masks[0]) && L::whole(masks[1]);
+    let whole = masks.iter().take(WIDE).all(|&m| L::whole(m));
     // SAFETY: as the caller promises, and the masks keep B's columns
     // below `cols`; a tile of whole registers needs none.
     let acc = unsafe {
+        let ab = (kc, rows, sa[1], (b, rsb));
         if whole {
-            products::<L, ROWS, AHEAD, true>(kc, rows, sa[1], (b, rsb), masks, tile.next_panel)
+            products::<L, ROWS, WIDE, AHEAD, true>(ab, masks, tile.next_panel)
         } else {
-            products::<L, ROWS, AHEAD, false>(kc, rows, sa[1], (b, rsb), masks, tile.next_panel)
+            products::<L, ROWS, WIDE, AHEAD, false>(ab, masks, tile.next_panel)
         }
     };
     // SAFETY: as above.
@@ -811,7 +833,7 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const AHEAD: bool>(
     }
 }
 
-/// The `ROWS x 2` registers of [`kernel`]'s sums: A's `rows` (column
+/// The `ROWS x WIDE` registers of [`kernel`]'s sums: A's `rows` (column
 /// `p` at `p * csa`) against B's `kc` rows from `b`, `rsb` apart, their
 /// columns those `masks` keep, or whole registers with `WHOLE` (plain
 /// loads, no test in the loop); with `AHEAD`, row `p` of `next_panel`
@@ -820,16 +842,19 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const AHEAD: bool>(
 /// # Safety
 /// As [`kernel`].
 #[inline(always)]
-unsafe fn products<L: Lanes, const ROWS: usize, const AHEAD: bool, const WHOLE: bool>(
-    kc: usize,
-    rows: [*const f32; ROWS],
-    csa: isize,
-    (b, rsb): (*const f32, isize),
+unsafe fn products<
+    L: Lanes,
+    const ROWS: usize,
+    const WIDE: usize,
+    const AHEAD: bool,
+    const WHOLE: bool,
+>(
+    (kc, rows, csa, (b, rsb)): (usize, [*const f32; ROWS], isize, (*const f32, isize)),
     masks: [L::M; 2],
     next_panel: *const f32,
-) -> [[L::V; 2]; ROWS] {
+) -> [[L::V; WIDE]; ROWS] {
     // SAFETY: `L`'s instructions are enabled, per the caller.
-    let mut acc = [[unsafe { L::zero() }; 2]; ROWS];
+    let mut acc = [[unsafe { L::zero() }; WIDE]; ROWS];
     for p in 0..kc {
         // SAFETY: p < kc, so row p of B's block (its first `cols` values,
         // the masks keep the rest unread) and column p of A's rows are
@@ -841,19 +866,21 @@ unsafe fn products<L: Lanes, const ROWS: usize, const AHEAD: bool, const WHOLE: 
                 _mm_prefetch::<_MM_HINT_T1>(ahead as *const i8);
                 _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(16) as *const i8);
             }
-            let (b0, b1) = if WHOLE {
-                (L::load(row), L::load(row.add(L::N)))
-            } else {
-                (
-                    L::load_masked(masks[0], row),
-                    L::load_masked(masks[1], row.wrapping_add(L::N)),
-                )
-            };
+            let mut bv = [L::zero(); WIDE];
+            for (half, v) in bv.iter_mut().enumerate() {
+                let at = row.wrapping_add(half * L::N);
+                *v = if WHOLE {
+                    L::load(at)
+                } else {
+                    L::load_masked(masks[half], at)
+                };
+            }
             let col = p as isize * csa;
             for (acc, row) in acc.iter_mut().zip(rows) {
                 let ai = L::splat(*row.offset(col));
-                acc[0] = L::fmadd(ai, b0, acc[0]);
-                acc[1] = L::fmadd(ai, b1, acc[1]);
+                for (acc, &b) in acc.iter_mut().zip(&bv) {
+                    *acc = L::fmadd(ai, b, *acc);
+                }
             }
         }
     }
