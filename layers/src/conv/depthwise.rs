@@ -7,7 +7,7 @@
 use blob_kernels::cpu;
 use blob_runtime::MathElement;
 
-use super::cpu::ConvGeometry;
+use super::cpu::{ConvGeometry, Finish};
 use crate::f32_view::{as_f32, as_f32_mut};
 
 impl ConvGeometry {
@@ -17,15 +17,17 @@ impl ConvGeometry {
     }
 }
 
-/// `y = conv(x) + bias` for a depthwise `g` (whole batch), `weight`
+/// `y = conv(x) + bias` for a depthwise `g` (whole batch), finished as
+/// `finish` says (the ReLU on each plane while it is in cache), `weight`
 /// `(channels, 1, kh, kw)`.
 pub(crate) fn forward<T: MathElement>(
     g: &ConvGeometry,
     x: &[T],
     weight: &[T],
-    bias: &[T],
+    finish: Finish<'_, T>,
     y: &mut [T],
 ) {
+    let bias = finish.bias;
     let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
     let taps = g.kernel[0] * g.kernel[1];
     let channels = g.channels_out;
@@ -51,6 +53,7 @@ pub(crate) fn forward<T: MathElement>(
                     if !plane_f32(g, &padded, w, &bias[c..=c], out) {
                         plane(g, &padded, w, bias[c], out);
                     }
+                    finish.rectify(out);
                 }
             },
         );
@@ -306,7 +309,16 @@ mod tests {
             let weight = values(channels * kernel[0] * kernel[1]);
             let bias = values(channels);
             let mut y = vec![T::from_f64(f64::NAN); batch * channels * oh * ow];
-            forward(&g, &x, &weight, &bias, &mut y);
+            forward(
+                &g,
+                &x,
+                &weight,
+                Finish {
+                    bias: &bias,
+                    relu: false,
+                },
+                &mut y,
+            );
             let want = reference(&g, &x, &weight, &bias);
             let bits = |v: &[T]| v.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
             assert_eq!(

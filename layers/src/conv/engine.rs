@@ -233,14 +233,15 @@ impl<T: MathElement> ConvEngine<T> {
             .map(|()| true);
         }
         if g.is_depthwise(groups) {
+            let bias = bias.cpu_data()?;
             super::depthwise::forward(
                 g,
                 &x.cpu_data()?,
                 &weight.cpu_data()?,
-                &bias.cpu_data()?,
+                Finish { bias: &bias, relu },
                 &mut y.mutable_cpu_data()?,
             );
-            return Ok(false);
+            return Ok(true);
         }
         let (sub, ..) = per_group(g, groups);
         let (xd, wd, bd) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
