@@ -19,9 +19,12 @@ path), each peer through its own session on the same zeros (ONNX
 Runtime: intra-op threads, sequential execution, all graph
 optimisations; OpenVINO: latency hint, the same threads). The two sides
 alternate --repeat times; medians and the range of the ratios are
-printed. The peers choose their own instructions (AVX-512 where the CPU
-has it): on an AVX-512 machine with BLOBFLOW_CPU=avx2 the comparison
-favours them.
+printed. ONNX Runtime chooses its own instructions (AVX-512 where the
+CPU has it: on an AVX-512 machine with BLOBFLOW_CPU=avx2 that
+comparison favours it). OpenVINO is held to the same family as
+blobflow where BLOBFLOW_CPU=avx2 asks for it (its oneDNN reads
+ONEDNN_MAX_CPU_ISA=AVX2, which this script then sets): like with like,
+as on a machine without AVX-512.
 
 Needs numpy and onnxruntime (and openvino, optional): they are installed
 under target/python-onnx if pip can; the script says so and exits 0
@@ -120,6 +123,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="timings of each side, alternating")
     ap.add_argument("--no-openvino", action="store_true", help="ONNX Runtime alone")
     args = ap.parse_args()
+    if os.environ.get("BLOBFLOW_CPU", "").lower() == "avx2":
+        # Before OpenVINO loads: its oneDNN reads the cap once.
+        os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
     peers = load_peers(not args.no_openvino)
     if peers is None:
         print("onnx_peer: numpy and onnxruntime cannot be installed here; nothing compared")
@@ -128,7 +134,9 @@ def main():
     env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
     versions = f"ONNX Runtime {ort.__version__}" + (f", OpenVINO {ov.__version__}" if ov else " (OpenVINO not installed)")
     print(f"{versions}, numpy {np.__version__}, {args.threads} thread(s) each; "
-          f"BLOBFLOW_CPU={os.environ.get('BLOBFLOW_CPU', '(unset: the widest)')}")
+          f"BLOBFLOW_CPU={os.environ.get('BLOBFLOW_CPU', '(unset: the widest)')}; "
+          f"OpenVINO's ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset: the widest)')}; "
+          "ONNX Runtime on its widest")
     cmd = shared.blobflow_cmd(args.blobflow)
     work = tempfile.mkdtemp(prefix="onnx-peer-")
     failed, compared = 0, 0
