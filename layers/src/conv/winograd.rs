@@ -26,7 +26,6 @@ use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::{MathElement, Precision};
 
 use super::cpu::{ConvGeometry, Finish};
-use crate::activation::{Activate, Rectify};
 use crate::layer::{Result, ensure};
 
 /// Output tile side.
@@ -371,12 +370,8 @@ fn run_block(
                             }
                         }
                     }
-                    if finish.relu {
-                        // The strip's rows are in L1.
-                        for v in &mut rows[..TILE * width * LANES] {
-                            *v = Rectify::apply(*v);
-                        }
-                    }
+                    // The strip's rows are in L1.
+                    finish.rectify(&mut rows[..TILE * width * LANES]);
                     output_rows(g, strip, c0..c0 + lanes, width, rows, out);
                 }
             }
