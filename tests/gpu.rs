@@ -691,17 +691,29 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
-/// The forks' layers with CUDA sides (ShuffleChannel, both Upsamples,
-/// Axpy, Interp's forward, BN with fixed statistics where no backward
-/// follows) on device blobs against host blobs: outputs and, where the
-/// layer has one, every bottom's gradient.
+/// The forks' layers with CUDA sides (ShuffleChannel, Reorg both ways,
+/// both Upsamples, Axpy, Interp's forward, BN with fixed statistics
+/// where no backward follows) on device blobs against host blobs:
+/// outputs and, where the layer has one, every bottom's gradient.
 fn forks_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let mask: Vec<f32> = vec![1., 6., 9., 15., 0., 3., 12., 14.];
     type Case<'a> = (&'a str, &'a [&'a [usize]], Option<&'a [f32]>, bool);
-    let cases: [Case; 7] = [
+    let cases: [Case; 9] = [
         (
             "type: 'ShuffleChannel' shuffle_channel_param { group: 3 }",
             &[&[2, 6, 3, 4]],
+            None,
+            true,
+        ),
+        (
+            "type: 'Reorg' reorg_param { stride: 2 }",
+            &[&[2, 8, 4, 6]],
+            None,
+            true,
+        ),
+        (
+            "type: 'Reorg' reorg_param { stride: 2 reverse: true }",
+            &[&[2, 8, 3, 5]],
             None,
             true,
         ),

@@ -17,9 +17,14 @@ use crate::neuron::NeuronLayer;
 use crate::proposal::{PROPOSAL_FIELD, ProposalLayer};
 use crate::psroi_pooling::{PSROI_POOLING_FIELD, PsRoiPoolingLayer};
 use crate::registry::LayerRegistry;
+use crate::reorg::{REORG_FIELD, ReorgLayer};
 use crate::roi_pooling::{ROI_POOLING_FIELD, RoiPoolingLayer};
 use crate::shuffle_channel::{SHUFFLE_CHANNEL_FIELD, ShuffleChannelLayer};
 use crate::upsample::{UPSAMPLE_FIELD, UpsampleLayer};
+use crate::yolo::{
+    YOLO_DETECTION_OUTPUT_FIELD, YOLOV3_DETECTION_OUTPUT_FIELD, YoloDetectionOutputLayer, YoloV2,
+    YoloV3,
+};
 
 /// `ceil_mode` in `PoolingParameter` (BVLC/caffe#3057, used by nets
 /// converted from PyTorch): `false` rounds the output size down, as
@@ -88,6 +93,21 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
     r.register_with_param("PSROIPooling", PSROI_POOLING_FIELD, |p| {
         Ok(Box::new(PsRoiPoolingLayer::from_param(p)?))
     })?;
+    r.register_with_param("Reorg", REORG_FIELD, |p| {
+        Ok(Box::new(ReorgLayer::from_param(p)?))
+    })?;
+    r.register_with_param("YoloDetectionOutput", YOLO_DETECTION_OUTPUT_FIELD, |p| {
+        let (decoder, param) = YoloV2::from_param(p)?;
+        Ok(Box::new(YoloDetectionOutputLayer::new(decoder, &param)?))
+    })?;
+    r.register_with_param(
+        "Yolov3DetectionOutput",
+        YOLOV3_DETECTION_OUTPUT_FIELD,
+        |p| {
+            let (decoder, param) = YoloV3::from_param(p)?;
+            Ok(Box::new(YoloDetectionOutputLayer::new(decoder, &param)?))
+        },
+    )?;
     r.register("Axpy", |_| Ok(Box::new(AxpyLayer)));
     r.register("ReLU6", |p| Ok(Box::new(NeuronLayer::from_param(p)?)));
     for depthwise in ["DepthwiseConvolution", "ConvolutionDepthwise"] {

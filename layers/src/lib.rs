@@ -94,6 +94,7 @@ mod psroi_pooling;
 mod recurrent;
 mod reduction;
 pub mod registry;
+mod reorg;
 mod reshape;
 mod roi_pooling;
 mod scale;
@@ -109,6 +110,7 @@ mod tile;
 pub mod typed_layer;
 pub mod typed_net;
 mod upsample;
+mod yolo;
 
 /// The CUDA sources of the layers, for the checks that hold each launcher
 /// against the PTX NVRTC compiles (feature `cuda`).
@@ -117,7 +119,7 @@ mod upsample;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 23] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 24] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -141,6 +143,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 23] = [
     &bn::BN,
     &interp::INTERP,
     &loss::cuda::LOSS,
+    &reorg::REORG,
 ];
 
 #[cfg(feature = "cuda")]

@@ -54,6 +54,7 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "bn.cu",
             "interp.cu",
             "loss.cu",
+            "reorg.cu",
         ]
     );
 }

@@ -277,18 +277,36 @@ impl DetectionOutputLayer {
             }
         }
         if rows.is_empty() {
-            // One row per image, -1 but for the image index (the fork's
-            // "nothing detected").
-            rows = (0..num)
-                .map(|i| {
-                    let mut r = [-1.0; 7];
-                    r[0] = i as f32;
-                    r
-                })
-                .collect();
+            rows = nothing_detected(num);
         }
         Ok(rows)
     }
+}
+
+/// One row per image, -1 but for the image index: the SSD fork's (and
+/// the YOLO forks') "nothing detected".
+pub(crate) fn nothing_detected(images: usize) -> Vec<[f32; 7]> {
+    (0..images)
+        .map(|i| {
+            let mut r = [-1.0; 7];
+            r[0] = i as f32;
+            r
+        })
+        .collect()
+}
+
+/// The rows a reshape found into the top it sized, or why there are none
+/// (taken, so a pass without its reshape writes nothing stale).
+pub(crate) fn write_rows<T: MathElement>(
+    rows: &mut Result<Vec<[f32; 7]>>,
+    top: &Blob<T>,
+) -> Result<()> {
+    let rows = std::mem::replace(rows, Ok(Vec::new()))?;
+    let mut top = top.mutable_cpu_data()?;
+    for (out, v) in top.iter_mut().zip(rows.iter().flatten()) {
+        *out = T::from_f64(f64::from(*v));
+    }
+    Ok(())
 }
 
 impl<T: MathElement> DynLayer<T> for DetectionOutputLayer {
@@ -308,12 +326,7 @@ impl<T: MathElement> DynLayer<T> for DetectionOutputLayer {
     }
 
     fn forward(&mut self, _bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        let rows = std::mem::replace(&mut self.rows, Ok(Vec::new()))?;
-        let mut top = tops[0].mutable_cpu_data()?;
-        for (out, v) in top.iter_mut().zip(rows.iter().flatten()) {
-            *out = T::from_f64(f64::from(*v));
-        }
-        Ok(())
+        write_rows(&mut self.rows, tops[0])
     }
 
     fn backward(&mut self, _tops: &[&Blob<T>], down: &[bool], _bottoms: &[&Blob<T>]) -> Result<()> {

@@ -1,5 +1,5 @@
 //! The forks' kernels (`shuffle_channel.cu`, `upsample.cu`, `axpy.cu`,
-//! `bn.cu`, `interp.cu`) against the CPU sides of their layers.
+//! `bn.cu`, `interp.cu`, `reorg.cu`) against the CPU sides of their layers.
 
 use blob_layers::DynLayer;
 use blob_layers::registry::LayerRegistry;
@@ -205,5 +205,35 @@ fn interp_matches_the_cpu() {
         // The sums in double on both sides; a GPU may fuse one product
         // into its add, a last-bit difference at most.
         assert_close(text, &y, &want, 1e-7);
+    }
+}
+
+#[test]
+fn reorg_moves_values_and_gradients_as_the_cpu_both_ways() {
+    let x = random(2 * 8 * 4 * 6, 5, -1.0, 1.0);
+    let dy = random(2 * 8 * 4 * 6, 6, -1.0, 1.0);
+    for reverse in [false, true] {
+        let (want_y, want_dx) = cpu(
+            layer(&format!(
+                "type: 'Reorg' reorg_param {{ stride: 2 reverse: {reverse} }}"
+            ))
+            .as_mut(),
+            &[&blob(&[2, 8, 4, 6], &x)],
+            Some(&dy),
+        );
+        let (mut y, mut dx) = (vec![f32::NAN; 384], vec![f32::NAN; 384]);
+        // SAFETY: x, y, dy and dx hold 2 items of 8 x 4 x 6; forward
+        // gathers unless reversed, backward the other way.
+        unsafe {
+            k::reorg_f32(384, 384, 8, 4, 6, 2, i32::from(!reverse), &x, &mut y);
+            k::reorg_f32(384, 384, 8, 4, 6, 2, i32::from(reverse), &dy, &mut dx);
+        }
+        assert_close(&format!("reorg reverse {reverse}"), &y, &want_y, 0.0);
+        assert_close(
+            &format!("gradient reverse {reverse}"),
+            &dx,
+            &want_dx[0],
+            0.0,
+        );
     }
 }

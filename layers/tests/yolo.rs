@@ -1,0 +1,562 @@
+//! The YOLO forks' layers (eric612/MobileNet-YOLO): `Reorg` against
+//! darknet's `reorg_cpu` written out, and its backward pass against
+//! central differences; `YoloDetectionOutput` and `Yolov3DetectionOutput`
+//! against the fork's forward passes written out (its swap blobs, its
+//! `class_index_and_score`, its pooled sort and `ApplyNms`), and against
+//! boxes worked out by hand.
+
+use blob_layers::DynLayer;
+use blob_layers::check::GradientChecker;
+use blob_layers::registry::LayerRegistry;
+use blob_runtime::Blob;
+
+fn layer<T: blob_runtime::MathElement>(text: &str) -> Box<dyn DynLayer<T>> {
+    LayerRegistry::with_caffe_layers()
+        .build_text(text)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+fn refused(text: &str, bottoms: &[&[usize]]) -> String {
+    let built = LayerRegistry::<f32>::with_caffe_layers().build_text(text);
+    let mut l = match built {
+        Err(e) => return e.to_string(),
+        Ok(l) => l,
+    };
+    let blobs: Vec<Blob<f32>> = bottoms.iter().map(|s| Blob::new(s).unwrap()).collect();
+    let refs: Vec<&Blob<f32>> = blobs.iter().collect();
+    match l.reshape(&refs, &[&Blob::default()]) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("{text} took {bottoms:?}"),
+    }
+}
+
+/// Uniform values in `[lo, hi)` from a small LCG (the tests' own stream).
+fn values(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + (hi - lo) * ((state >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
+fn run<T: blob_runtime::MathElement>(l: &mut dyn DynLayer<T>, bottoms: &[&Blob<T>]) -> Blob<T> {
+    let mut top = Blob::default();
+    let shapes = l.reshape(bottoms, &[&top]).unwrap();
+    top.reshape(&shapes[0].dims).unwrap();
+    l.forward(bottoms, &[&top]).unwrap();
+    top
+}
+
+/// Darknet's `reorg_cpu` as the fork's header has it (`forward` is the
+/// layer's `reverse`), over the input's dims.
+fn reorg_cpu(
+    x: &[f32],
+    (b_n, b_c, b_h, b_w): (usize, usize, usize, usize),
+    stride: usize,
+    forward: bool,
+) -> Vec<f32> {
+    let mut top = vec![f32::NAN; x.len()];
+    let t_c = b_c / (stride * stride);
+    let (t_w, t_h) = (b_w * stride, b_h * stride);
+    for n in 0..b_n {
+        for c in 0..b_c {
+            for h in 0..b_h {
+                for w in 0..b_w {
+                    let bottom_index = w + b_w * (h + b_h * (c + b_c * n));
+                    let c2 = c % t_c;
+                    let offset = c / t_c;
+                    let w2 = w * stride + offset % stride;
+                    let h2 = h * stride + offset / stride;
+                    let top_index = w2 + t_w * (h2 + t_h * (c2 + t_c * n));
+                    if forward {
+                        top[top_index] = x[bottom_index];
+                    } else {
+                        top[bottom_index] = x[top_index];
+                    }
+                }
+            }
+        }
+    }
+    top
+}
+
+#[test]
+fn reorg_moves_values_as_darknet_does_both_ways() {
+    let dims = (2, 8, 4, 6);
+    let x = values(2 * 8 * 4 * 6, 1, -1.0, 1.0);
+    let bottom = Blob::from_vec(&[2, 8, 4, 6], x.clone()).unwrap();
+    let mut l = layer::<f32>("type: 'Reorg' reorg_param { stride: 2 }");
+    let top = run(l.as_mut(), &[&bottom]);
+    assert_eq!(top.shape(), [2, 32, 2, 3]);
+    assert_eq!(top.to_vec().unwrap(), reorg_cpu(&x, dims, 2, false));
+
+    let mut back = layer::<f32>("type: 'Reorg' reorg_param { stride: 2 reverse: true }");
+    let top = run(back.as_mut(), &[&bottom]);
+    assert_eq!(top.shape(), [2, 2, 8, 12]);
+    assert_eq!(top.to_vec().unwrap(), reorg_cpu(&x, dims, 2, true));
+
+    // Reverse undoes forward: the pairs are the same.
+    let there = run(l.as_mut(), &[&bottom]);
+    let again = run(
+        back.as_mut(),
+        &[&Blob::from_vec(&[2, 8, 4, 6], there.to_vec().unwrap()).unwrap()],
+    );
+    assert_eq!(again.to_vec().unwrap(), x);
+}
+
+#[test]
+fn reorg_gradients_go_back_where_the_values_came_from() {
+    let checker = GradientChecker {
+        step: 1e-5,
+        threshold: 1e-6,
+    };
+    for (text, shape) in [
+        ("type: 'Reorg' reorg_param { stride: 2 }", [2, 8, 4, 6]),
+        (
+            "type: 'Reorg' reorg_param { stride: 2 reverse: true }",
+            [2, 8, 3, 5],
+        ),
+        ("type: 'Reorg' reorg_param { stride: 3 }", [1, 9, 3, 6]),
+    ] {
+        let n = shape.iter().product();
+        let x: Vec<f64> = values(n, 2, -1.0, 1.0).into_iter().map(f64::from).collect();
+        let mut l = layer::<f64>(text);
+        let report = checker
+            .check(l.as_mut(), &[Blob::from_vec(&shape, x).unwrap()])
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(report.checked > 0, "{text}");
+    }
+}
+
+#[test]
+fn reorg_refuses_what_darknet_would_read_past() {
+    let msg = refused("type: 'Reorg' reorg_param { stride: 2 }", &[&[1, 6, 4, 4]]);
+    assert!(
+        msg.contains("6 channels are not a multiple of stride² = 4"),
+        "{msg}"
+    );
+    let msg = refused("type: 'Reorg' reorg_param { stride: 2 }", &[&[1, 8, 5, 4]]);
+    assert!(
+        msg.contains("5 x 4 plane is not a multiple of stride 2"),
+        "{msg}"
+    );
+    let msg = refused("type: 'Reorg'", &[&[1, 8, 4, 4]]);
+    assert!(msg.contains("reorg_param.stride must be given"), "{msg}");
+    // Reverse needs no divisible plane.
+    let mut l = layer::<f32>("type: 'Reorg' reorg_param { stride: 2 reverse: true }");
+    let top = run(l.as_mut(), &[&Blob::new(&[1, 8, 5, 3]).unwrap()]);
+    assert_eq!(top.shape(), [1, 2, 10, 6]);
+}
+
+// --- The detection outputs, the fork's forward passes written out ---
+
+#[derive(Clone, Copy, Debug)]
+struct Prediction {
+    x: f32,
+    y: f32,
+    w: f32,
+    h: f32,
+    class: usize,
+    confidence: f32,
+}
+
+fn sigmoid(x: f32) -> f32 {
+    (1.0 / (1.0 + f64::from(-x).exp())) as f32
+}
+
+fn box_iou(a: &Prediction, b: &Prediction) -> f32 {
+    let overlap = |x1: f32, w1: f32, x2: f32, w2: f32| {
+        let l1 = x1 - w1 / 2.0;
+        let l2 = x2 - w2 / 2.0;
+        let left = if l1 > l2 { l1 } else { l2 };
+        let r1 = x1 + w1 / 2.0;
+        let r2 = x2 + w2 / 2.0;
+        let right = if r1 < r2 { r1 } else { r2 };
+        right - left
+    };
+    let w = overlap(a.x, a.w, b.x, b.w);
+    let h = overlap(a.y, a.h, b.y, b.h);
+    let i = if w < 0.0 || h < 0.0 { 0.0 } else { w * h };
+    i / (a.w * a.h + b.w * b.h - i)
+}
+
+/// The fork's sort (stable here) and `ApplyNms` with its `idx_map`,
+/// then its rows.
+fn fork_rows(mut predicts: Vec<Prediction>, nms: f32, images: usize) -> Vec<[f32; 7]> {
+    predicts.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+    let mut suppressed = vec![false; predicts.len()];
+    for i in 0..predicts.len().saturating_sub(1) {
+        if suppressed[i] {
+            continue;
+        }
+        for j in i + 1..predicts.len() {
+            if !suppressed[j] && box_iou(&predicts[i], &predicts[j]) >= nms {
+                suppressed[j] = true;
+            }
+        }
+    }
+    let kept: Vec<&Prediction> = predicts
+        .iter()
+        .zip(&suppressed)
+        .filter(|(_, s)| !**s)
+        .map(|(p, _)| p)
+        .collect();
+    if kept.is_empty() {
+        return (0..images)
+            .map(|i| [i as f32, -1., -1., -1., -1., -1., -1.])
+            .collect();
+    }
+    kept.iter()
+        .map(|p| {
+            let (x, y, w, h) = (
+                f64::from(p.x),
+                f64::from(p.y),
+                f64::from(p.w),
+                f64::from(p.h),
+            );
+            [
+                0.0,
+                (p.class + 1) as f32,
+                p.confidence,
+                (x - w / 2.) as f32,
+                (y - h / 2.) as f32,
+                (x + w / 2.) as f32,
+                (y + h / 2.) as f32,
+            ]
+        })
+        .collect()
+}
+
+/// `YoloDetectionOutputLayer::Forward_cpu` at batch 1 on square maps:
+/// each bottom copied into its (hw, box, field) swap, then read.
+fn fork_v2(
+    bottoms: &[(&[usize], &[f32])],
+    classes: usize,
+    boxes: usize,
+    biases: &[f32],
+    threshold: f32,
+) -> Vec<Prediction> {
+    let mut predicts = Vec::new();
+    for &(shape, x) in bottoms {
+        let (c, h, w) = (shape[1], shape[2], shape[3]);
+        let side = w;
+        let mut swap = Vec::with_capacity(x.len());
+        for hh in 0..h {
+            for ww in 0..w {
+                for cc in 0..c {
+                    swap.push(x[(cc * h + hh) * w + ww]);
+                }
+            }
+        }
+        let per = c / boxes;
+        for j in 0..side {
+            for i in 0..side {
+                for n in 0..boxes {
+                    let index = (j * side + i) * boxes * per + n * per;
+                    let input = &swap[index + 5..index + 5 + classes];
+                    let large = input.iter().copied().fold(input[0], f32::max);
+                    let e: Vec<f32> = input.iter().map(|v| (v - large).exp()).collect();
+                    let sum: f32 = e.iter().sum();
+                    let probs: Vec<f32> = e.iter().map(|v| v / sum).collect();
+                    let (mut class, mut best) = (0, probs[0]);
+                    for (k, &p) in probs.iter().enumerate() {
+                        if p > best {
+                            (class, best) = (k, p);
+                        }
+                    }
+                    let confidence = sigmoid(swap[index + 4]) * best;
+                    if confidence >= threshold {
+                        predicts.push(Prediction {
+                            x: (i as f32 + sigmoid(swap[index])) / side as f32,
+                            y: (j as f32 + sigmoid(swap[index + 1])) / side as f32,
+                            w: swap[index + 2].exp() * biases[2 * n] / side as f32,
+                            h: swap[index + 3].exp() * biases[2 * n + 1] / side as f32,
+                            class,
+                            confidence,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    predicts
+}
+
+struct V3<'a> {
+    classes: usize,
+    boxes: usize,
+    biases: &'a [f32],
+    mask: &'a [usize],
+    anchors_scale: &'a [usize],
+    gaussian: bool,
+}
+
+/// `Yolov3DetectionOutputLayer::Forward_cpu` at batch 1: the sigmoids
+/// into its swap and class scores, `get_region_box` /
+/// `get_gaussian_yolo_box`, `correct_yolo_boxes` (relative).
+fn fork_v3(bottoms: &[(&[usize], &[f32])], p: &V3, threshold: f32) -> Vec<Prediction> {
+    let len = if p.gaussian { 8 } else { 4 } + p.classes + 1;
+    let groups_num = p.mask.len() / bottoms.len();
+    let mut mask_offset = 0;
+    let mut predicts = Vec::new();
+    for (t, &(shape, input)) in bottoms.iter().enumerate() {
+        let (side_h, side_w) = (shape[2], shape[3]);
+        let stride = side_w * side_h;
+        let mut swap = vec![0.0f32; input.len()];
+        let (nw, nh) = (side_w * p.anchors_scale[t], side_h * p.anchors_scale[t]);
+        let mut class_score = vec![0.0f32; p.classes];
+        for s in 0..stride {
+            for n in 0..p.boxes {
+                let index = n * len * stride + s;
+                for c in 0..len {
+                    let index2 = c * stride + index;
+                    let raw = if p.gaussian {
+                        c == 4 || c == 6
+                    } else {
+                        c == 2 || c == 3
+                    };
+                    let first_class = if p.gaussian { 9 } else { 5 };
+                    if raw {
+                        swap[index2] = input[index2];
+                    } else if c >= first_class {
+                        class_score[c - first_class] = sigmoid(input[index2]);
+                    } else {
+                        swap[index2] = sigmoid(input[index2]);
+                    }
+                }
+                let (y2, x2) = (s / side_w, s % side_w);
+                let obj_score = if p.gaussian {
+                    let uc = 4.0
+                        - f64::from(swap[index + stride])
+                        - f64::from(swap[index + 3 * stride])
+                        - f64::from(swap[index + 5 * stride])
+                        - f64::from(swap[index + 7 * stride]);
+                    (f64::from(swap[index + 8 * stride]) * uc / 4.0) as f32
+                } else {
+                    swap[index + 4 * stride]
+                };
+                let m = p.mask[n + mask_offset];
+                let (bx, by, bw, bh) = if p.gaussian {
+                    (0, 2, 4, 6)
+                } else {
+                    (0, 1, 2, 3)
+                };
+                for (c, score) in class_score.iter_mut().enumerate() {
+                    *score *= obj_score;
+                    if *score > threshold {
+                        predicts.push(Prediction {
+                            x: (x2 as f32 + swap[index + bx * stride]) / side_w as f32,
+                            y: (y2 as f32 + swap[index + by * stride]) / side_h as f32,
+                            w: swap[index + bw * stride].exp() * p.biases[2 * m] / nw as f32,
+                            h: swap[index + bh * stride].exp() * p.biases[2 * m + 1] / nh as f32,
+                            class: c,
+                            confidence: *score,
+                        });
+                    }
+                }
+            }
+        }
+        mask_offset += groups_num;
+    }
+    predicts
+}
+
+fn assert_rows(what: &str, got: &[f32], want: &[[f32; 7]]) {
+    assert_eq!(
+        got.len(),
+        want.len() * 7,
+        "{what}: {} rows, the fork {}",
+        got.len() / 7,
+        want.len()
+    );
+    for (r, (g, w)) in got.chunks(7).zip(want).enumerate() {
+        for (k, (a, b)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                "{what}: row {r} value {k}: {a} against the fork's {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn yolov2_detection_output_is_the_forks_on_one_and_two_maps() {
+    let biases = [1.08f32, 1.19, 3.42, 4.41, 6.63, 11.38];
+    let (classes, boxes) = (4, 3);
+    let channels = boxes * (5 + classes);
+    let big = values(channels * 13 * 13, 3, -3.0, 3.0);
+    let small = values(channels * 7 * 7, 4, -3.0, 3.0);
+    let text = "type: 'YoloDetectionOutput' yolo_detection_output_param { num_classes: 4 num_box: 3 \
+                confidence_threshold: 0.3 nms_threshold: 0.45 \
+                biases: 1.08 biases: 1.19 biases: 3.42 biases: 4.41 biases: 6.63 biases: 11.38 }";
+    let (s13, s7) = ([1, channels, 13, 13], [1, channels, 7, 7]);
+    for bottoms in [
+        vec![(&s13[..], &big[..])],
+        vec![(&s13[..], &big[..]), (&s7[..], &small[..])],
+    ] {
+        let want = fork_rows(fork_v2(&bottoms, classes, boxes, &biases, 0.3), 0.45, 1);
+        assert!(
+            want.len() > 5,
+            "the case should keep several boxes, kept {}",
+            want.len()
+        );
+        let blobs: Vec<Blob<f32>> = bottoms
+            .iter()
+            .map(|(s, v)| Blob::from_vec(s, v.to_vec()).unwrap())
+            .collect();
+        let refs: Vec<&Blob<f32>> = blobs.iter().collect();
+        let mut l = layer::<f32>(text);
+        let top = run(l.as_mut(), &refs);
+        assert_eq!(top.shape()[..3], [1, 1, want.len()]);
+        assert_rows(
+            &format!("{} maps", bottoms.len()),
+            &top.to_vec().unwrap(),
+            &want,
+        );
+    }
+}
+
+#[test]
+fn yolov3_detection_output_is_the_forks_with_and_without_gaussian_boxes() {
+    let biases = [
+        10.0f32, 14., 23., 27., 37., 58., 81., 82., 135., 169., 344., 319.,
+    ];
+    let mask = [3usize, 4, 5, 0, 1, 2];
+    let scales = [32usize, 16];
+    // The fork's default threshold passes every class of every box; an
+    // nms_threshold above 1 suppresses nothing.
+    for (gaussian, confidence, nms) in [
+        (false, 0.4, 0.45),
+        (true, 0.4, 0.45),
+        (false, 0.01, 0.45),
+        (true, 0.01, 0.3),
+        (false, 0.4, 1.5),
+    ] {
+        let p = V3 {
+            classes: 3,
+            boxes: 3,
+            biases: &biases,
+            mask: &mask,
+            anchors_scale: &scales,
+            gaussian,
+        };
+        let len = if gaussian { 9 } else { 5 } + p.classes;
+        // A wide map, to hold the two sides apart.
+        let (s0, s1) = ([1, 3 * len, 5, 8], [1, 3 * len, 10, 16]);
+        let (a, b) = (
+            values(3 * len * 40, 5, -3.0, 3.0),
+            values(3 * len * 160, 6, -3.0, 3.0),
+        );
+        let bottoms = [(&s0[..], &a[..]), (&s1[..], &b[..])];
+        let want = fork_rows(fork_v3(&bottoms, &p, confidence), nms, 1);
+        assert!(want.len() > 5, "gaussian {gaussian}: kept {}", want.len());
+        let text = format!(
+            "type: 'Yolov3DetectionOutput' yolov3_detection_output_param {{ num_classes: 3 \
+             confidence_threshold: {confidence} nms_threshold: {nms} gaussian_box: {gaussian} \
+             {} anchors_scale: 32 anchors_scale: 16 mask_group_num: 2 {} }}",
+            biases
+                .iter()
+                .map(|b| format!("biases: {b} "))
+                .collect::<String>(),
+            mask.iter()
+                .map(|m| format!("mask: {m} "))
+                .collect::<String>(),
+        );
+        let blobs = [
+            Blob::from_vec(&s0, a.clone()).unwrap(),
+            Blob::from_vec(&s1, b.clone()).unwrap(),
+        ];
+        let mut l = layer::<f32>(&text);
+        let top = run(l.as_mut(), &[&blobs[0], &blobs[1]]);
+        let what = format!("gaussian {gaussian}, confidence {confidence}, nms {nms}");
+        assert_rows(&what, &top.to_vec().unwrap(), &want);
+    }
+}
+
+/// One cell's box on a 4 x 4 map with the rest silent: where it lands
+/// is worked out from the fork's formulas by hand.
+#[test]
+fn a_lone_yolov3_box_lands_where_its_cell_and_anchor_put_it() {
+    let (len, plane) = (6, 16);
+    // One box a cell, one class; logits -20 (nothing) everywhere.
+    let mut x = vec![-20.0f32; 2 * len * plane];
+    // Image 1, cell (row 2, col 1): tx = ty = 0 (centre of the cell),
+    // tw = ln 2, th = 0, objectness and class logit 20.
+    let cell = 2 * 4 + 1;
+    let at = |k: usize| len * plane + k * plane + cell;
+    for (k, v) in [
+        (0, 0.0),
+        (1, 0.0),
+        (2, 2f32.ln()),
+        (3, 0.0),
+        (4, 20.0),
+        (5, 20.0),
+    ] {
+        x[at(k)] = v;
+    }
+    let bottom = Blob::from_vec(&[2, len, 4, 4], x).unwrap();
+    let mut l = layer::<f32>(
+        "type: 'Yolov3DetectionOutput' yolov3_detection_output_param { num_classes: 1 num_box: 1 \
+         mask_group_num: 1 mask: 1 biases: 1 biases: 1 biases: 16 biases: 8 anchors_scale: 8 }",
+    );
+    let top = run(l.as_mut(), &[&bottom]).to_vec().unwrap();
+    // Centre (1.5 / 4, 2.5 / 4); the anchor 16 x 8 px of a 32 x 32 px
+    // input, its width doubled: 1 x 0.25.
+    let want = [
+        1.0,
+        1.0,
+        1.0,
+        0.375 - 0.5,
+        0.625 - 0.125,
+        0.375 + 0.5,
+        0.625 + 0.125,
+    ];
+    assert_eq!(top.len(), 7);
+    for (g, w) in top.iter().zip(want) {
+        assert!((g - w).abs() < 1e-6, "{top:?}");
+    }
+
+    // Nothing passes: one empty row per image, as the fork writes them.
+    let silent = Blob::from_vec(&[2, len, 4, 4], vec![-20.0; 2 * len * plane]).unwrap();
+    let top = run(l.as_mut(), &[&silent]).to_vec().unwrap();
+    assert_eq!(
+        top,
+        [
+            0., -1., -1., -1., -1., -1., -1., 1., -1., -1., -1., -1., -1., -1.
+        ]
+    );
+}
+
+#[test]
+fn yolo_detection_outputs_name_what_they_cannot_read() {
+    let v3 = "type: 'Yolov3DetectionOutput' yolov3_detection_output_param { num_classes: 2 \
+              num_box: 1 mask_group_num: 1 mask: 0 biases: 1 biases: 2 anchors_scale: 32 }";
+    let msg = refused(v3, &[&[1, 8, 4, 4]]);
+    assert!(
+        msg.contains(
+            "bottom 0 has shape 1 8 4 4, but 1 boxes of 5 + 2 classes a cell makes it 1 x 7 x H x W"
+        ),
+        "{msg}"
+    );
+    let msg = refused(&v3.replace("mask: 0", "mask: 1"), &[&[1, 7, 4, 4]]);
+    assert!(
+        msg.contains("mask 1 names anchor 1, but the 2 biases hold 1 anchors"),
+        "{msg}"
+    );
+    let msg = refused(&v3.replace("anchors_scale: 32", ""), &[&[1, 7, 4, 4]]);
+    assert!(
+        msg.contains("each of the 1 bottoms needs a positive scale"),
+        "{msg}"
+    );
+    let msg = refused(&v3.replace("num_classes: 2", ""), &[&[1, 7, 4, 4]]);
+    assert!(msg.contains("must give num_classes"), "{msg}");
+    let v2 = "type: 'YoloDetectionOutput' yolo_detection_output_param { num_classes: 2 num_box: 2 biases: 1 biases: 1 }";
+    let msg = refused(v2, &[&[1, 14, 4, 4]]);
+    assert!(msg.contains("2 biases for 2 boxes"), "{msg}");
+}
