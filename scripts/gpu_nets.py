@@ -37,6 +37,10 @@ CASES = [
     ("mobilenet-ssd unfolded", "mobilenet_ssd/deploy.prototxt", (1, 3, 300, 300), (1, 3, 240, 320)),
     ("mtcnn det1", "mtcnn/det1.prototxt", (1, 3, 12, 12), (1, 3, 240, 320)),
     ("mtcnn det3", "mtcnn/det3.prototxt", (1, 3, 48, 48), (16, 3, 48, 48)),
+    # The YOLO forks': Reorg on the GPU, the detection outputs on the host.
+    ("yolov2 darknet19", "yolo/darknet19_deploy.prototxt", (1, 3, 416, 416), (1, 3, 288, 352)),
+    ("yolov3 mobilenet lite", "yolo/mobilenet_yolov3_lite_deploy.prototxt", (1, 3, 320, 320),
+     (1, 3, 256, 384)),
 ]
 
 TOLERANCE = 1e-4

@@ -37,7 +37,12 @@ Scale + Eltwise, PriorBox's fractional min_size / max_size cut to the
 integers the SSD fork's `int min_size_` makes of them (Pelee's), and
 py-faster-rcnn's Python proposal layer taken out, OpenCV fed blobflow's
 proposals, which are held to a NumPy port of `rpn/proposal_layer.py`
-instead.
+instead. The YOLO forks' nets (eric612/MobileNet-YOLO) are given to
+OpenCV with darknet's Reorg written as Reshape + Permute + Reshape and
+their detection output taken out: OpenCV's outputs are the detection
+layer's inputs, and blobflow's detections are held to a NumPy port of
+the fork's `YoloDetectionOutput` / `Yolov3DetectionOutput` fed those
+inputs. Such a net is timed on the rewritten prototxt on both sides.
 
 Needs numpy and opencv-python-headless<5 (5.0 dropped the Caffe
 importer): it installs them under target/python-opencv if pip can, and
@@ -80,6 +85,17 @@ CASES = [
      {"opencv": "proposal", "inputs": {"im_info": [[224.0, 224.0, 1.0]]}}),
     ("py-r-fcn resnet-50", "rfcn_resnet50/test_agnostic.prototxt", None,
      {"opencv": "proposal", "inputs": {"im_info": [[224.0, 224.0, 1.0]]}}),
+    # The YOLO forks' nets at a smaller input than declared (any multiple
+    # of 32 is theirs to take), to keep the run short.
+    # Random weights give YOLOv2's 20-class softmax scores near 1/20:
+    # its confidences sit near 0.03.
+    ("yolov2 darknet19", "yolo/darknet19_deploy.prototxt", None,
+     {"opencv": "yolo", "shape": [1, 3, 224, 224], "confidence": 0.029}),
+    ("yolov2 mobilenet lite", "yolo/mobilenet_yolo_lite_deploy.prototxt", None,
+     {"opencv": "yolo", "confidence": 0.031}),
+    ("yolov3 mobilenet lite", "yolo/mobilenet_yolov3_lite_deploy.prototxt", None, {"opencv": "yolo"}),
+    ("yolov3-tiny", "yolo/yolov3-tiny.prototxt", None, {"opencv": "yolo"}),
+    ("yolov3", "yolo/yolov3.prototxt", None, {"opencv": "yolo", "shape": [1, 3, 256, 256]}),
     # Relative to the repository: LeNet as the examples run it, and a net
     # of the convolution geometries.
     ("lenet", "models/lenet/lenet.prototxt", "models/lenet/lenet_iter_10000.caffemodel"),
@@ -250,10 +266,10 @@ def _blob_values(np, blob):
     return np.concatenate(values) if values else np.zeros(0, np.float32)
 
 
-def _blob_proto(np, values):
-    """A BlobProto of a 1-D float array."""
+def _blob_proto(np, values, dims=None):
+    """A BlobProto of a float array, of shape `dims` (default 1-D)."""
     values = np.asarray(values, dtype="<f4").ravel()
-    shape = _enc_len(1, b"".join(_enc_varint(int(values.size)) for _ in [0]))
+    shape = _enc_len(1, b"".join(_enc_varint(int(d)) for d in (dims or [values.size])))
     return _enc_len(7, shape) + _enc_len(5, values.tobytes())
 
 
@@ -365,6 +381,157 @@ def rewrite_proposal(text):
     raise ValueError("no rpn.proposal_layer Python layer")
 
 
+def yolo_layers(text):
+    """(type, bottoms, parameters, top) of each YOLO detection output."""
+    found = []
+    for _, _, body in layers_of(text):
+        kind = field(body, "type")
+        if kind not in ("YoloDetectionOutput", "Yolov3DetectionOutput"):
+            continue
+        numbers = lambda key: [float(v) for v in re.findall(rf"\b{key}:\s*([0-9.eE+-]+)", body)]
+        one = lambda key, default: (numbers(key) or [default])[0]
+        v3 = kind == "Yolov3DetectionOutput"
+        params = {
+            "classes": int(one("num_classes", 20)), "boxes": int(one("num_box", 3 if v3 else 5)),
+            "confidence": one("confidence_threshold", 0.01), "nms": one("nms_threshold", 0.45),
+            "biases": numbers("biases"), "mask": [int(m) for m in numbers("mask")],
+            "anchors_scale": [int(a) for a in numbers("anchors_scale")],
+            "groups": int(one("mask_group_num", 2)),
+            "gaussian": bool(re.search(r"\bgaussian_box:\s*true", body)),
+        }
+        found.append((kind, re.findall(r"\bbottom:\s*['\"]([^'\"]+)['\"]", body), params, field(body, "top")))
+    return found
+
+
+def rewrite_yolo(np, text, out_dir, model_path, out_path):
+    """For OpenCV: darknet's Reorg as Reshape + Permute + Reshape (its
+    input, C x H x W, read as C/s² x H·s x W·s: axes (c2, h, oy, w, ox)
+    of C/s², H, s, W, s, put in the order (oy, ox, c2, h, w)); YOLO's
+    Upsample as a Deconvolution of one s x s kernel of ones a channel
+    (its weights added to a copy of the model); DepthwiseConvolution as
+    Convolution with `group` its `num_output`; the YOLO detection outputs
+    taken out. Returns the text and the layers whose outputs the
+    detection outputs read."""
+    pieces, at, feeds, ones = [], 0, [], {}
+    for start, end, body in layers_of(text):
+        kind = field(body, "type")
+        if kind == "DepthwiseConvolution":
+            pieces.append(text[at:start])
+            conv = body.replace('"DepthwiseConvolution"', '"Convolution"', 1)
+            if not re.search(r"\bgroup:", conv):
+                outputs = re.search(r"\bnum_output:\s*(\d+)", conv).group(1)
+                conv = re.sub(r"(convolution_param\s*{)", rf"\1 group: {outputs}", conv, count=1)
+            pieces.append(conv)
+            at = end
+        elif kind == "Upsample":
+            name, bottom, top = field(body, "name"), field(body, "bottom"), field(body, "top")
+            scale = int(re.search(r"\bscale:\s*(\d+)", body).group(1))
+            channels = np.load(os.path.join(out_dir, bottom.replace("/", "_") + ".npy")).shape[1]
+            pieces.append(text[at:start])
+            pieces.append(
+                f'layer {{ name: "{name}" type: "Deconvolution" bottom: "{bottom}" top: "{top}" '
+                f"convolution_param {{ num_output: {channels} group: {channels} kernel_size: {scale} "
+                f"stride: {scale} bias_term: false }} }}")
+            ones[name] = _layer(name, "Deconvolution", [
+                _blob_proto(np, np.ones(channels * scale * scale), (channels, 1, scale, scale))])
+            at = end
+        elif kind in ("YoloDetectionOutput", "Yolov3DetectionOutput"):
+            pieces.append(text[at:start])
+            at = end
+            feeds += re.findall(r"\bbottom:\s*['\"]([^'\"]+)['\"]", body)
+        elif kind == "Reorg":
+            name, bottom, top = field(body, "name"), field(body, "bottom"), field(body, "top")
+            s = int(re.search(r"\bstride:\s*(\d+)", body).group(1))
+            reverse = bool(re.search(r"\breverse:\s*true", body))
+            _, c, h, w = np.load(os.path.join(out_dir, bottom.replace("/", "_") + ".npy")).shape
+            dims = lambda *d: " ".join(f"dim: {v}" for v in d)
+            if reverse:
+                first, order, last = (0, s, s, c // (s * s), h, w), (0, 3, 4, 1, 5, 2), (0, c // (s * s), h * s, w * s)
+            else:
+                first, order, last = (0, c // (s * s), h, s, w, s), (0, 3, 5, 1, 2, 4), (0, c * s * s, h // s, w // s)
+            pieces.append(text[at:start])
+            pieces.append(
+                f'layer {{ name: "{name}/6d" type: "Reshape" bottom: "{bottom}" top: "{name}/6d" '
+                f"reshape_param {{ shape {{ {dims(*first)} }} }} }}\n"
+                f'layer {{ name: "{name}/moved" type: "Permute" bottom: "{name}/6d" top: "{name}/moved" '
+                f"permute_param {{ {' '.join(f'order: {o}' for o in order)} }} }}\n"
+                f'layer {{ name: "{name}" type: "Reshape" bottom: "{name}/moved" top: "{top}" '
+                f"reshape_param {{ shape {{ {dims(*last)} }} }} }}")
+            at = end
+    pieces.append(text[at:])
+    out = []
+    for number, wire, value in _fields(open(model_path, "rb").read()):
+        if number != 100:
+            continue
+        name = next((v.decode() for n, _, v in _fields(value) if n == 1), "")
+        out.append(_enc_len(100, ones.pop(name, value)))
+    out += [_enc_len(100, layer) for layer in ones.values()]
+    with open(out_path, "wb") as f:
+        f.write(b"".join(out))
+    return "".join(pieces), feeds
+
+
+def yolo_reference(np, kind, p, inputs):
+    """The fork's YoloDetectionOutput / Yolov3DetectionOutput forward at
+    batch 1 (eric612/MobileNet-YOLO's .cpp files), in NumPy: the rows."""
+    sig = lambda v: (1.0 / (1.0 + np.exp(-v.astype(np.float64)))).astype(np.float32)
+    found = []  # (confidence, x, y, w, h, class), in the fork's order
+    if kind == "YoloDetectionOutput":
+        for x in inputs:
+            _, c, h, w = x.shape
+            f = x[0].reshape(p["boxes"], c // p["boxes"], h, w)
+            logits = f[:, 5:5 + p["classes"]].astype(np.float32)
+            e = np.exp(logits - logits.max(axis=1, keepdims=True))
+            probs = e / e.sum(axis=1, keepdims=True)
+            cls, best = probs.argmax(axis=1), probs.max(axis=1)
+            conf = sig(f[:, 4]) * best  # (box, row, col)
+            bias = np.asarray(p["biases"], np.float32)
+            # The fork's loops run row, column, box.
+            for j, i, n in zip(*np.nonzero(np.transpose(conf >= np.float32(p["confidence"]), (1, 2, 0)))):
+                found.append((conf[n, j, i], (i + sig(f[n, 0, j, i])) / np.float32(w),
+                              (j + sig(f[n, 1, j, i])) / np.float32(h),
+                              np.exp(f[n, 2, j, i]) * bias[2 * n] / np.float32(w),
+                              np.exp(f[n, 3, j, i]) * bias[2 * n + 1] / np.float32(h), cls[n, j, i]))
+    else:
+        g = p["gaussian"]
+        length = (9 if g else 5) + p["classes"]
+        per_group = len(p["mask"]) // p["groups"]
+        bias = np.asarray(p["biases"], np.float32)
+        for t, x in enumerate(inputs):
+            _, _, h, w = x.shape
+            f = x[0].reshape(p["boxes"], length, h, w)
+            if g:
+                uncertainty = sum(sig(f[:, k]).astype(np.float64) for k in (1, 3, 5, 7))
+                obj = (sig(f[:, 8]).astype(np.float64) * (4.0 - uncertainty) / 4.0).astype(np.float32)
+                tx, ty, tw, th, first = sig(f[:, 0]), sig(f[:, 2]), f[:, 4], f[:, 6], 9
+            else:
+                obj, tx, ty, tw, th, first = sig(f[:, 4]), sig(f[:, 0]), sig(f[:, 1]), f[:, 2], f[:, 3], 5
+            scores = sig(f[:, first:first + p["classes"]]) * obj[:, None]  # (box, class, row, col)
+            nw, nh = np.float32(w * p["anchors_scale"][t]), np.float32(h * p["anchors_scale"][t])
+            passing = np.transpose(scores > np.float32(p["confidence"]), (2, 3, 0, 1))  # cell, box, class
+            for j, i, n, c in zip(*np.nonzero(passing)):
+                m = p["mask"][n + t * per_group]
+                found.append((scores[n, c, j, i], (i + tx[n, j, i]) / np.float32(w),
+                              (j + ty[n, j, i]) / np.float32(h), np.exp(tw[n, j, i]) * bias[2 * m] / nw,
+                              np.exp(th[n, j, i]) * bias[2 * m + 1] / nh, c))
+    # A stable sort, best first; a box goes where a kept better one
+    # overlaps it by nms_threshold or more (the fork's ApplyNms).
+    order = sorted(range(len(found)), key=lambda k: -float(found[k][0]))
+    boxes = np.array([found[k][1:5] for k in order], np.float32).reshape(-1, 4)
+    kept, held = [], np.zeros((0, 4), np.float32)
+    for k, (x, y, w, h) in zip(order, boxes):
+        iw = np.minimum(held[:, 0] + held[:, 2] / 2, x + w / 2) - np.maximum(held[:, 0] - held[:, 2] / 2, x - w / 2)
+        ih = np.minimum(held[:, 1] + held[:, 3] / 2, y + h / 2) - np.maximum(held[:, 1] - held[:, 3] / 2, y - h / 2)
+        inter = np.where((iw < 0) | (ih < 0), np.float32(0), iw * ih)
+        if not np.any(inter / (held[:, 2] * held[:, 3] + w * h - inter) >= np.float32(p["nms"])):
+            kept.append(found[k])
+            held = np.vstack([held, [[x, y, w, h]]]).astype(np.float32)
+    if not kept:
+        return np.array([[0, -1, -1, -1, -1, -1, -1]], np.float32)
+    return np.array([[0, c + 1, conf, x - w / 2, y - h / 2, x + w / 2, y + h / 2]
+                     for conf, x, y, w, h, c in kept], np.float32)
+
+
 def proposals_reference(np, scores, deltas, im_info, feat_stride):
     """py-faster-rcnn's rpn/proposal_layer.py forward (TEST settings:
     6000 before NMS, 300 after, threshold 0.7, min size 16), in NumPy."""
@@ -447,6 +614,14 @@ def main():
             proto = located(proto_rel)
             text = open(proto).read()
             detections = detection_layers(text)
+            if yolo_layers(text):
+                # Random weights put every score near 1/2 (a sigmoid) or
+                # 1/classes (a softmax): a threshold that keeps hundreds.
+                text = re.sub(r"confidence_threshold:\s*[0-9.eE+-]+",
+                              f"confidence_threshold: {options.get('confidence', 0.3)}", text)
+                proto = os.path.join(work, "yolo.prototxt")
+                with open(proto, "w") as f:
+                    f.write(text)
             if detections:
                 text = re.sub(r"confidence_threshold:\s*[0-9.eE+-]+", "confidence_threshold: 0.02", text)
                 proto = os.path.join(work, "ssd.prototxt")
@@ -490,6 +665,20 @@ def main():
                 elif rewrite == "integer prior sizes":
                     cv_text = re.sub(r"\b(min_size|max_size):\s*([0-9.eE+-]+)",
                                      lambda m: f"{m.group(1)}: {int(float(m.group(2)))}", text)
+                elif rewrite == "yolo":
+                    cv_model = os.path.join(work, "opencv.caffemodel")
+                    cv_text, yolo_feeds = rewrite_yolo(np, text, out_dir, saved, cv_model)
+                    for kind, bottoms, params, top in yolo_layers(text):
+                        ours = np.load(os.path.join(out_dir, top.replace("/", "_") + ".npy"))
+                        inputs = [np.load(os.path.join(out_dir, b.replace("/", "_") + ".npy")) for b in bottoms]
+                        want = yolo_reference(np, kind, params, inputs)
+                        gap = compare_detections(np, ours, want)
+                        found = int(np.sum(ours.reshape(-1, 7)[:, 1] >= 0))
+                        agree = gap is not None and gap <= 1e-4
+                        print(f"{label}: {top}: {found} detections against the NumPy port of the fork's "
+                              f"{kind}: " + (f"{'agree' if agree else 'DIFFER'}, largest gap {gap:.2e}"
+                                             if gap is not None else "DIFFER in count or labels"))
+                        failed += not agree
                 elif rewrite == "proposal":
                     cv_text, rois, stride = rewrite_proposal(text)
                     ours = np.load(os.path.join(out_dir, rois + ".npy"))
@@ -524,6 +713,10 @@ def main():
             outs = [o for o in net.getUnconnectedOutLayersNames() if os.path.exists(saved_as(o))]
             scores = [b for b in softmax_inputs(text) if b not in outs and b in net.getLayerNames()]
             feeds = [b for d in detections for b in d[:3] if b in net.getLayerNames()]
+            if rewrite == "yolo":
+                # OpenCV names an output by its layer: a detection input's.
+                feeds += [layer for layer in yolo_feeds
+                          if layer in net.getLayerNames() and layer not in outs + feeds]
             # A prototxt may name more blobs to compare: "# compare: a b".
             named = re.search(r"^# compare:(.*)$", text, re.M)
             feeds += [b for b in (named.group(1).split() if named else [])
@@ -554,6 +747,11 @@ def main():
                     # OpenCV would run the net without its proposals: not
                     # like with like.
                     print(f"  {label}: not timed (OpenCV runs it without its proposal layer)")
+                elif rewrite == "yolo":
+                    # Both run the rewritten net: like with like.
+                    print(f"  {label}: timed without its detection output, Reorg rewritten, both sides")
+                    bench(cv2, np, cmd, env, label, (cv_proto, cv_model), (cv_proto, cv_model), name,
+                          open(cv_proto).read(), args.threads, args.repeat, options.get("shape"))
                 else:
                     bench(cv2, np, cmd, env, label, (proto, saved), (cv_proto, cv_model), name, text,
                           args.threads, args.repeat)
@@ -563,18 +761,22 @@ def main():
     return 1 if failed else 0
 
 
-def bench(cv2, np, cmd, env, label, ours, theirs, name, text, threads, repeat):
+def bench(cv2, np, cmd, env, label, ours, theirs, name, text, threads, repeat, shape=None):
     """Forward images/s, blobflow (`ours`: prototxt and weights) against
     OpenCV (`theirs`: the same net, rewritten where a fork's layer needs
-    it), at batch 1 and the declared batch, at the declared image size,
-    inputs zeros, net alone; `repeat` timings of each, alternating, their
-    medians and the range of the ratios."""
+    it), at batch 1 and the declared batch, at the declared image size
+    (or at `shape` alone, where the case gives one), inputs zeros, net
+    alone; `repeat` timings of each, alternating, their medians and the
+    range of the ratios."""
     proto, weights = ours
     _, declared = declared_input(np, text)
+    declared = shape or declared
     for batch in sorted({1, declared[0]}):
         def blobflow_ms(iters):
-            r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters),
-                                      "--batch", str(batch)], capture_output=True, text=True, env=env)
+            size = (["--shape", f"{name}={','.join(str(d) for d in [batch] + declared[1:])}"] if shape
+                    else ["--batch", str(batch)])
+            r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters)]
+                               + size, capture_output=True, text=True, env=env)
             m = re.search(r"Average Forward pass: ([0-9.]+) ms", r.stdout)
             if r.returncode != 0 or m is None:
                 print(f"  {label} batch {batch}: blobflow time failed: {r.stderr.strip()[-200:]}")
