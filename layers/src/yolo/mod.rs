@@ -69,44 +69,100 @@ fn center_iou(a: &Candidate, b: &Candidate) -> f32 {
 /// it suppressed suppresses nothing) in time proportional to the boxes
 /// times those kept.
 fn suppress(sorted: &[Candidate], threshold: f32) -> Vec<Candidate> {
-    let mut kept: Vec<Candidate> = Vec::new();
+    let mut kept = Kept::default();
     for c in sorted {
-        if !kept.iter().any(|k| center_iou(k, c) >= threshold) {
+        if !kept.suppresses(c, threshold) {
             kept.push(*c);
         }
     }
-    kept
+    kept.boxes
 }
 
-/// The candidates `suppress` could keep, in their order: of a run of
-/// candidates with the same box (YOLOv3's classes of one anchor box),
-/// only the first of the best. Each of the others comes after it in the
-/// sorted order and overlaps it wholly, so whichever kept box suppresses
-/// it, or it itself, suppresses them too; a degenerate box (no area, its
-/// overlap with itself not a number) keeps its run whole, as the fork
-/// would. YOLOv3 at the fork's threshold of 0.01 otherwise sends the
-/// suppression every class of every box.
-fn best_of_each_box(found: Vec<Candidate>, threshold: f32) -> Vec<Candidate> {
-    let same_box = |a: &Candidate, b: &Candidate| {
-        [a.x, a.y, a.w, a.h].map(f32::to_bits) == [b.x, b.y, b.w, b.h].map(f32::to_bits)
-    };
-    let mut kept: Vec<Candidate> = Vec::with_capacity(found.len());
-    let mut run_start = 0;
-    for c in found {
-        match kept.last() {
-            Some(last) if same_box(last, &c) && center_iou(&c, &c) >= threshold => {
-                // The run's best so far is kept[run_start..]'s one entry.
-                if c.confidence > kept[run_start].confidence {
-                    kept[run_start] = c;
+/// The kept boxes, and their edges and areas side by side, so that a
+/// box is held to all of them in vector lanes. Each edge is the one
+/// `center_iou` computes, so the overlaps are the same to the bit.
+#[derive(Default)]
+struct Kept {
+    boxes: Vec<Candidate>,
+    left: Vec<f32>,
+    right: Vec<f32>,
+    top: Vec<f32>,
+    bottom: Vec<f32>,
+    area: Vec<f32>,
+}
+
+impl Kept {
+    fn push(&mut self, c: Candidate) {
+        self.boxes.push(c);
+        self.left.push(c.x - c.w / 2.0);
+        self.right.push(c.x + c.w / 2.0);
+        self.top.push(c.y - c.h / 2.0);
+        self.bottom.push(c.y + c.h / 2.0);
+        self.area.push(c.w * c.h);
+    }
+
+    /// Whether a kept box overlaps `c` by `threshold` or more: lanes of
+    /// 64 boxes each, the first lane with one ending the search.
+    fn suppresses(&self, c: &Candidate, threshold: f32) -> bool {
+        let (left, right) = (c.x - c.w / 2.0, c.x + c.w / 2.0);
+        let (top, bottom) = (c.y - c.h / 2.0, c.y + c.h / 2.0);
+        let area = c.w * c.h;
+        let n = self.boxes.len();
+        (0..n).step_by(64).any(|start| {
+            let end = n.min(start + 64);
+            let mut hit = false;
+            for i in start..end {
+                let w = self.right[i].min(right) - self.left[i].max(left);
+                let h = self.bottom[i].min(bottom) - self.top[i].max(top);
+                let intersection = if w < 0.0 || h < 0.0 { 0.0 } else { w * h };
+                hit |= intersection / (self.area[i] + area - intersection) >= threshold;
+            }
+            hit
+        })
+    }
+}
+
+/// The candidates `suppress` could keep, gathered in their order as the
+/// decoder finds them: of a run of candidates with the same box
+/// (YOLOv3's classes of one anchor box), only the first of the best.
+/// Each of the others comes after it in the sorted order and overlaps
+/// it wholly, so whichever kept box suppresses it, or it itself,
+/// suppresses them too; a degenerate box (no area, its overlap with
+/// itself not a number) keeps its run whole, as the fork would. YOLOv3
+/// at the fork's threshold of 0.01 otherwise sends the suppression
+/// every class of every box.
+pub(crate) struct BestOfEachBox {
+    kept: Vec<Candidate>,
+    run_start: usize,
+    nms_threshold: f32,
+}
+
+impl BestOfEachBox {
+    fn new(nms_threshold: f32) -> Self {
+        Self {
+            kept: Vec::new(),
+            run_start: 0,
+            nms_threshold,
+        }
+    }
+
+    pub(crate) fn push(&mut self, c: Candidate) {
+        let same_box = |a: &Candidate| {
+            [a.x, a.y, a.w, a.h].map(f32::to_bits) == [c.x, c.y, c.w, c.h].map(f32::to_bits)
+        };
+        match self.kept.last() {
+            Some(last) if same_box(last) && center_iou(&c, &c) >= self.nms_threshold => {
+                // The run's one entry is its best so far.
+                if c.confidence > self.kept[self.run_start].confidence {
+                    self.kept[self.run_start] = c;
                 }
             }
             _ => {
-                run_start = kept.len();
-                kept.push(c);
+                self.run_start = self.kept.len();
+                self.kept.push(c);
             }
         }
     }
-    kept
 }
 
 /// What both forks' messages give, checked: the message (defaults
@@ -189,14 +245,15 @@ pub(crate) trait Decoder: Send {
         }
         Ok(())
     }
-    /// Image `image`'s boxes whose confidence passes `threshold`, in the
-    /// fork's order (bottom, cell, box, class).
+    /// Image `image`'s boxes whose confidence passes `threshold`, into
+    /// `found` in the fork's order (bottom, cell, box, class).
     fn candidates(
         &self,
         bottoms: &[(&[usize], &[f32])],
         image: usize,
         threshold: f32,
-    ) -> Vec<Candidate>;
+        found: &mut BestOfEachBox,
+    );
 }
 
 /// A YOLO detection output: see the [module](self) documentation.
@@ -249,11 +306,10 @@ impl<D: Decoder> YoloDetectionOutputLayer<D> {
         let images = shapes[0][0];
         let mut rows = Vec::new();
         for image in 0..images {
-            let mut found = best_of_each_box(
-                self.decoder
-                    .candidates(&inputs, image, self.confidence_threshold),
-                self.nms_threshold,
-            );
+            let mut best = BestOfEachBox::new(self.nms_threshold);
+            self.decoder
+                .candidates(&inputs, image, self.confidence_threshold, &mut best);
+            let mut found = best.kept;
             found.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
             for c in suppress(&found, self.nms_threshold) {
                 let (x, y, w, h) = (

@@ -4,7 +4,7 @@
 use blob_proto::ParamMessage;
 use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
 
-use super::{Candidate, Common, Decoder, sigmoid};
+use super::{BestOfEachBox, Candidate, Common, Decoder, sigmoid};
 use crate::dyn_layer::{Arity, bad_param};
 use crate::layer::Result;
 
@@ -110,8 +110,8 @@ impl Decoder for YoloV2 {
         bottoms: &[(&[usize], &[f32])],
         image: usize,
         threshold: f32,
-    ) -> Vec<Candidate> {
-        let mut found = Vec::new();
+        found: &mut BestOfEachBox,
+    ) {
         for &(shape, values) in bottoms {
             let (channels, height, width) = (shape[1], shape[2], shape[3]);
             let plane = height * width;
@@ -154,6 +154,5 @@ impl Decoder for YoloV2 {
                 }
             }
         }
-        found
     }
 }

@@ -5,7 +5,7 @@
 use blob_proto::ParamMessage;
 use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
 
-use super::{Candidate, Common, Decoder, sigmoid};
+use super::{BestOfEachBox, Candidate, Common, Decoder, sigmoid};
 use crate::dyn_layer::{Arity, bad_param};
 use crate::layer::Result;
 
@@ -139,10 +139,9 @@ impl Decoder for YoloV3 {
         bottoms: &[(&[usize], &[f32])],
         image: usize,
         threshold: f32,
-    ) -> Vec<Candidate> {
-        let mut found = Vec::new();
+        found: &mut BestOfEachBox,
+    ) {
         let per_group = self.mask.len() / self.groups;
-        let mut scores = vec![0.0f32; self.classes];
         for (t, &(shape, values)) in bottoms.iter().enumerate() {
             let (channels, height, width) = (shape[1], shape[2], shape[3]);
             let plane = height * width;
@@ -157,29 +156,36 @@ impl Decoder for YoloV3 {
                 for n in 0..self.boxes {
                     let field = |k: usize| item[(n * self.len() + k) * plane + cell];
                     let (tx, ty, tw, th, objectness, first_class) = if self.gaussian {
-                        let uncertainty: f64 = [1, 3, 5, 7]
+                        let certainty = [1, 3, 5, 7]
                             .iter()
-                            .map(|&k| f64::from(sigmoid(field(k))))
-                            .sum();
-                        let objectness =
-                            (f64::from(sigmoid(field(8))) * (4.0 - uncertainty) / 4.0) as f32;
+                            .fold(4.0, |left, &k| left - f64::from(sigmoid(field(k))));
+                        let objectness = (f64::from(sigmoid(field(8))) * certainty / 4.0) as f32;
                         let (x, y) = (sigmoid(field(0)), sigmoid(field(2)));
                         (x, y, field(4), field(6), objectness, 9)
                     } else {
                         let (x, y) = (sigmoid(field(0)), sigmoid(field(1)));
                         (x, y, field(2), field(3), sigmoid(field(4)), 5)
                     };
-                    for (c, s) in scores.iter_mut().enumerate() {
-                        *s = sigmoid(field(first_class + c)) * objectness;
+                    // A class's score is its sigmoid, at most 1, times
+                    // the objectness: none passes where that does not.
+                    if objectness <= threshold {
+                        continue;
                     }
                     let anchor = self.mask[n + t * per_group];
-                    for (class, &confidence) in scores.iter().enumerate() {
+                    let (x, y) = (
+                        (col as f32 + tx) / width as f32,
+                        (row as f32 + ty) / height as f32,
+                    );
+                    let w = tw.exp() * self.biases[2 * anchor] / net_w;
+                    let h = th.exp() * self.biases[2 * anchor + 1] / net_h;
+                    for class in 0..self.classes {
+                        let confidence = sigmoid(field(first_class + class)) * objectness;
                         if confidence > threshold {
                             found.push(Candidate {
-                                x: (col as f32 + tx) / width as f32,
-                                y: (row as f32 + ty) / height as f32,
-                                w: tw.exp() * self.biases[2 * anchor] / net_w,
-                                h: th.exp() * self.biases[2 * anchor + 1] / net_h,
+                                x,
+                                y,
+                                w,
+                                h,
                                 class,
                                 confidence,
                             });
@@ -188,6 +194,5 @@ impl Decoder for YoloV3 {
                 }
             }
         }
-        found
     }
 }
