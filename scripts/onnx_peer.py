@@ -9,11 +9,13 @@ them, else random ones that `blobflow run --fill 1701 --save` drew), the
 same net is exported to ONNX, and each peer's outputs must agree with
 blobflow's within 1e-5 of the blob's largest magnitude. SSD nets are
 exported up to their DetectionOutput (`--outputs` its bottoms), which
-ONNX cannot express.
+ONNX cannot express, and the YOLO forks' nets up to their detection
+outputs likewise.
 
 With --bench it then times the forward pass of each net that agrees, at
 batch 1 and at the declared batch, on --threads threads: blobflow
-through `blobflow time` (net alone, inputs all zeros; it prints which
+through `blobflow time` (net alone, inputs all zeros, without the
+detection output the peers' graphs stop before; it prints which
 CPU kernels ran: set BLOBFLOW_CPU=avx2 to hold blobflow to its AVX2
 path), each peer through its own session on the same zeros (ONNX
 Runtime: intra-op threads, sequential execution, all graph
@@ -51,11 +53,13 @@ ROOT = shared.ROOT
 LABELS = [
     "mtcnn det1", "mtcnn det2", "mtcnn det3", "caffenet", "squeezenet v1.1", "googlenet",
     "resnet-50", "mobilenet-ssd", "lenet", "onnx layers (synthetic)",
+    "yolov2 darknet19", "yolov2 mobilenet lite", "yolov3 mobilenet lite", "yolov3-tiny", "yolov3",
 ]
 CASES = shared.CASES + [("onnx layers (synthetic)", "scripts/peer_nets/onnx_layers.prototxt", None,
                          # Each layer's result is compared, not the last alone.
                          {"outputs": ["lrn_within", "ave", "max_ceil", "deconv", "crop", "prod", "sum",
-                                      "power", "norm", "concat", "ip", "softmax"]})]
+                                      "power", "norm", "concat", "ip", "softmax", "dw", "reorg",
+                                      "unreorg", "up"]})]
 UNTIMED = {"onnx layers (synthetic)"}
 
 
@@ -168,6 +172,8 @@ def main():
             options = rest[0] if rest else {}
             for bottoms in shared.detection_layers(text):
                 convert += ["--outputs", ",".join(bottoms)]
+            for _, bottoms, _, _ in shared.yolo_layers(text):
+                convert += ["--outputs", ",".join(bottoms)]
             if "outputs" in options:
                 convert += ["--outputs", ",".join(options["outputs"])]
             r = subprocess.run(convert, capture_output=True, text=True, env=env)
@@ -200,7 +206,14 @@ def main():
                 failed += 1
                 continue
             if args.bench and label not in UNTIMED:
-                bench(np, cmd, env, label, (proto, saved), sessions, name, text, args.threads, args.repeat)
+                timed = proto
+                if any(f"\"{k}\"" in text for k in shared.DETECTION_OUTPUTS):
+                    # The peers' graphs end at the detection output's
+                    # inputs: blobflow is timed on the same layers.
+                    timed = os.path.join(work, "timed.prototxt")
+                    with open(timed, "w") as f:
+                        f.write(shared.without_layers(text, shared.DETECTION_OUTPUTS))
+                bench(np, cmd, env, label, (timed, saved), sessions, name, text, args.threads, args.repeat)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{compared} nets compared, {failed} failed")

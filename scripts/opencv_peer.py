@@ -403,6 +403,20 @@ def yolo_layers(text):
     return found
 
 
+def without_layers(text, kinds):
+    """The prototxt without its layers of the types `kinds`."""
+    pieces, at = [], 0
+    for start, end, body in layers_of(text):
+        if field(body, "type") in kinds:
+            pieces.append(text[at:start])
+            at = end
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
+DETECTION_OUTPUTS = ("DetectionOutput", "YoloDetectionOutput", "Yolov3DetectionOutput")
+
+
 def rewrite_yolo(np, text, out_dir, model_path, out_path):
     """For OpenCV: darknet's Reorg as Reshape + Permute + Reshape (its
     input, C x H x W, read as C/s² x H·s x W·s: axes (c2, h, oy, w, ox)

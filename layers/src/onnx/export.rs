@@ -142,6 +142,15 @@ fn int(name: &str, v: i64) -> Attribute {
     }
 }
 
+fn string(name: &str, v: &str) -> Attribute {
+    Attribute {
+        name: name.into(),
+        s: v.as_bytes().to_vec(),
+        r#type: attribute_type::STRING,
+        ..Default::default()
+    }
+}
+
 fn float(name: &str, v: f64) -> Attribute {
     Attribute {
         name: name.into(),
@@ -395,6 +404,53 @@ impl<'n> GraphBuilder<'n> {
             "Convolution" | "Deconvolution" => {
                 self.convolution(name, &kind, &param, first()?, one_top(&tops)?)?
             }
+            "Reorg" => {
+                let reorg = crate::reorg::ReorgLayer::from_param(&param)?;
+                let dims = reorg.dims_of(&self.shape_of(&bottoms[0]))?;
+                let (six, order, out) = reorg.as_reshapes(dims);
+                let six = self.constant_i64(&format!("{name}.6d"), &six);
+                let viewed = self.helper(
+                    "Reshape",
+                    &format!("{name}/6d"),
+                    vec![first()?, six],
+                    vec![],
+                );
+                let moved = self.helper(
+                    "Transpose",
+                    &format!("{name}/moved"),
+                    vec![viewed],
+                    vec![ints("perm", order.to_vec())],
+                );
+                let out = self.constant_i64(&format!("{name}.shape"), &out);
+                let y = self.write(&one_top(&tops)?);
+                self.node("Reshape", name, vec![moved, out], vec![y], vec![]);
+            }
+            "Upsample" => {
+                let scales = crate::upsample::UpsampleLayer::from_param(&param)?
+                    .nearest_scales()
+                    .ok_or_else(|| {
+                        refused(format!(
+                            "layer '{name}': SegNet's unpooling Upsample has no ONNX form"
+                        ))
+                    })?;
+                // Nearest at integer scales, asymmetric and rounded down:
+                // each value repeated, as YOLO's fork repeats it.
+                let roi = self.constant(&format!("{name}.roi"), &[0], &[]);
+                let factors = [1.0, 1.0, scales[0] as f32, scales[1] as f32];
+                let factors = self.constant(&format!("{name}.scales"), &[4], &factors);
+                let y = self.write(&one_top(&tops)?);
+                self.node(
+                    "Resize",
+                    name,
+                    vec![first()?, roi, factors],
+                    vec![y],
+                    vec![
+                        string("mode", "nearest"),
+                        string("coordinate_transformation_mode", "asymmetric"),
+                        string("nearest_mode", "floor"),
+                    ],
+                );
+            }
             "Pooling" => self.pooling(name, &param, first()?, &bottoms[0], one_top(&tops)?)?,
             "InnerProduct" => self.inner_product(name, &param, first()?, one_top(&tops)?)?,
             "ReLU" => {
@@ -547,11 +603,25 @@ impl<'n> GraphBuilder<'n> {
         top: String,
     ) -> Result<()> {
         let p = ConvParam::from_layer(param)?;
-        let rank = self
+        let bottom = self
             .net
             .layer_bottoms(name)
-            .and_then(|b| b.first().map(|b| self.shape_of(b).len()))
-            .unwrap_or(4);
+            .and_then(|b| b.first().map(|b| self.shape_of(b)))
+            .unwrap_or_default();
+        let rank = if bottom.is_empty() { 4 } else { bottom.len() };
+        // The group the layer was built with: the depthwise forks' types,
+        // built as convolutions of group num_output where the prototxt
+        // gives none, keep their parameters with group's default filled.
+        let per_group = self
+            .net
+            .layer_blobs(name)
+            .and_then(|b| b.first().and_then(|w| w.shape().get(1).copied()));
+        let group = match (kind, bottom.get(1), per_group) {
+            ("Convolution", Some(&channels), Some(per_group)) if per_group > 0 => {
+                channels / per_group
+            }
+            _ => p.group,
+        };
         let axes = rank.saturating_sub(2);
         let w = p.window(axes)?;
         let weight = self.learned(name, 0, "weight", None)?;
@@ -565,7 +635,7 @@ impl<'n> GraphBuilder<'n> {
             ints("strides", w.stride.clone()),
             ints("pads", pads),
             ints("dilations", w.dilation.clone()),
-            int("group", p.group as i64),
+            int("group", group as i64),
         ];
         let op = if kind == "Convolution" {
             "Conv"

@@ -60,6 +60,7 @@ pub(super) struct Node {
 pub(super) mod attribute_type {
     pub const FLOAT: i32 = 1;
     pub const INT: i32 = 2;
+    pub const STRING: i32 = 3;
     pub const INTS: i32 = 7;
 }
 
@@ -72,6 +73,8 @@ pub(super) struct Attribute {
     pub f: f32,
     #[prost(int64, tag = "3")]
     pub i: i64,
+    #[prost(bytes = "vec", tag = "4")]
+    pub s: Vec<u8>,
     #[prost(int64, repeated, tag = "8")]
     pub ints: Vec<i64>,
     #[prost(int32, tag = "20")]

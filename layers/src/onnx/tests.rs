@@ -203,3 +203,59 @@ fn a_typed_nets_trained_weights_export_under_its_layer_names() {
     assert_eq!(graph.initializer[0].name, "conv.weight");
     assert_eq!(exported, weights);
 }
+
+#[test]
+fn the_yolo_forks_layers_become_reshapes_a_resize_and_a_grouped_conv() {
+    let yolo = r#"
+name: "yolo"
+input: "data" input_shape { dim: 1 dim: 8 dim: 4 dim: 6 }
+layer { name: "dw" type: "DepthwiseConvolution" bottom: "data" top: "dw"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "reorg" type: "Reorg" bottom: "dw" top: "reorg" reorg_param { stride: 2 } }
+layer { name: "up" type: "Upsample" bottom: "reorg" top: "up" upsample_param { scale: 2 } }
+layer { name: "out" type: "Yolov3DetectionOutput" bottom: "up" top: "out"
+        yolov3_detection_output_param { num_classes: 27 num_box: 1 mask_group_num: 1 mask: 0
+        biases: 1 biases: 1 anchors_scale: 8 } }
+"#;
+    let e = exported(yolo, &OnnxExport::new()).unwrap_err().to_string();
+    assert!(
+        e.contains("'out'") && e.contains("Yolov3DetectionOutput"),
+        "{e}"
+    );
+    let model = exported(yolo, &OnnxExport::new().outputs(["up"])).unwrap();
+    let graph = model.graph.as_ref().unwrap();
+    let ops: Vec<&str> = graph.node.iter().map(|n| n.op_type.as_str()).collect();
+    assert_eq!(ops, ["Conv", "Reshape", "Transpose", "Reshape", "Resize"]);
+    let group = node(&model, "dw")
+        .attribute
+        .iter()
+        .find(|a| a.name == "group")
+        .unwrap()
+        .i;
+    assert_eq!(
+        group, 8,
+        "a depthwise convolution is grouped by its outputs"
+    );
+    // 8 x 4 x 6 read as 2 x (4, 2) x (6, 2), (oy, ox) put first.
+    let constant = |name: &str| -> Vec<i64> {
+        let t = graph.initializer.iter().find(|t| t.name == name).unwrap();
+        t.raw_data
+            .chunks(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    assert_eq!(constant("reorg.6d"), [0, 2, 4, 2, 6, 2]);
+    assert_eq!(
+        ints(node(&model, "reorg/moved"), "perm"),
+        [0, 3, 5, 1, 2, 4]
+    );
+    assert_eq!(constant("reorg.shape"), [0, 32, 2, 3]);
+    let resize = node(&model, "up");
+    let text = |name: &str| {
+        let a = resize.attribute.iter().find(|a| a.name == name).unwrap();
+        String::from_utf8(a.s.clone()).unwrap()
+    };
+    assert_eq!(text("mode"), "nearest");
+    assert_eq!(text("coordinate_transformation_mode"), "asymmetric");
+    assert_eq!(text("nearest_mode"), "floor");
+}

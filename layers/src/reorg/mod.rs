@@ -67,10 +67,14 @@ impl ReorgLayer {
         })
     }
 
-    /// The input's dims, checked: 4 axes, the channels a multiple of
-    /// stride², and (forward) the height and width multiples of stride.
     fn dims<T: MathElement>(&self, x: &Blob<T>) -> Result<Dims> {
-        let s = x.shape();
+        self.dims_of(x.shape())
+    }
+
+    /// The input's dims from its shape, checked: 4 axes, the channels a
+    /// multiple of stride², and (unreversed) the height and width
+    /// multiples of stride.
+    pub(crate) fn dims_of(&self, s: &[usize]) -> Result<Dims> {
         let area = self.stride * self.stride;
         let problem = if s.len() != 4 {
             Some("it needs 4 axes (N C H W)".to_string())
@@ -92,9 +96,37 @@ impl ReorgLayer {
         match problem {
             Some(why) => Err(bad_param(
                 "Reorg",
-                format!("the input {}: {why}", x.shape_string()),
+                format!(
+                    "the input {} ({}): {why}",
+                    s.iter().map(usize::to_string).collect::<Vec<_>>().join(" "),
+                    s.iter().product::<usize>()
+                ),
             )),
             None => Ok((s[0], s[1], s[2], s[3])),
+        }
+    }
+
+    /// The move as Reshape, Transpose, Reshape (ONNX's and OpenCV's
+    /// ops; batch 0, "as the input's"): the input viewed as 6 axes, their
+    /// order, and the output's shape. Unreversed, the input is read as
+    /// (c2, h, oy, w, ox) of `C/s², H, s, W, s` and written in the order
+    /// (oy, ox, c2, h, w); reversed, the other way.
+    pub(crate) fn as_reshapes(&self, (_, c, h, w): Dims) -> ([i64; 6], [usize; 6], [i64; 4]) {
+        let s = self.stride;
+        let groups = c / (s * s);
+        let d = |v: usize| v as i64;
+        if self.reverse {
+            (
+                [0, d(s), d(s), d(groups), d(h), d(w)],
+                [0, 3, 4, 1, 5, 2],
+                [0, d(groups), d(h * s), d(w * s)],
+            )
+        } else {
+            (
+                [0, d(groups), d(h), d(s), d(w), d(s)],
+                [0, 3, 5, 1, 2, 4],
+                [0, d(c * s * s), d(h / s), d(w / s)],
+            )
         }
     }
 

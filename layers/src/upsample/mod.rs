@@ -119,6 +119,15 @@ impl UpsampleLayer {
         })
     }
 
+    /// YOLO's repetition factors (down, across); `None` for SegNet's
+    /// unpooling.
+    pub(crate) fn nearest_scales(&self) -> Option<[usize; 2]> {
+        match self.mode {
+            Upsampling::Nearest(scales) => Some(scales),
+            Upsampling::Unpool(_) => None,
+        }
+    }
+
     fn dims<T: MathElement>(x: &Blob<T>) -> Result<[usize; 4]> {
         match *x.shape() {
             [n, c, h, w] => Ok([n, c, h, w]),
