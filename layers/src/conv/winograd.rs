@@ -61,6 +61,14 @@ const MIN_TILES: usize = 32;
 /// passes (1 MiB of f32): with these, even a few tiles pay (O-Net's
 /// conv3, 4 tiles of 64 x 64 channels, 1.5x).
 const CACHED_WEIGHTS: usize = 1 << 18;
+/// Outputs each reading of transformed weights that do not stay in cache
+/// must serve (a block reads them all): below this, im2col's gemm, which
+/// reads its packed weights once, is faster. One thread, ms, Winograd
+/// against im2col: darknet19's 256 -> 512 at 26 x 26 (7 blocks, 97
+/// outputs a read) 10.5 / 7.2; its 128 -> 256 at 52 x 52 (19 blocks,
+/// 142) 4.6 / 4.5-5.0; ResNet-50's 128 -> 128 at 28 x 28 (4 blocks, 196)
+/// 2x faster in Winograd.
+const MIN_OUTPUTS_PER_WEIGHT_READ: usize = 120;
 
 /// `G`, the kernel's transform (6x3), in the points 0, 1, -1, 2, -2, inf.
 const G: [[f64; 3]; SPAN] = [
@@ -90,8 +98,10 @@ impl ConvGeometry {
             // the products they save.
             && self.oh * self.ow * 4
                 >= 3 * TILE * TILE * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE)
-            && (self.batch * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE) >= MIN_TILES
-                || POINTS * self.channels_in * self.channels_out <= CACHED_WEIGHTS)
+            && (POINTS * self.channels_in * self.channels_out <= CACHED_WEIGHTS
+                || (self.batch * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE) >= MIN_TILES
+                    && self.batch * self.oh * self.ow
+                        >= MIN_OUTPUTS_PER_WEIGHT_READ * Tiling::of(self).blocks()))
     }
 }
 
@@ -153,6 +163,11 @@ impl Tiling {
             per_block,
             blocks_per_part: blocks.div_ceil(parts).max(1),
         }
+    }
+
+    /// Blocks in a pass: how often the transformed weights are read.
+    fn blocks(&self) -> usize {
+        self.tiles.div_ceil(self.per_block)
     }
 
     /// The strips of tiles `first..first + count`: for each run of them
@@ -220,7 +235,7 @@ pub(crate) fn forward(
     if tiling.tiles == 0 {
         return Ok(());
     }
-    let blocks = tiling.tiles.div_ceil(tiling.per_block);
+    let blocks = tiling.blocks();
     let parts = blocks.div_ceil(tiling.blocks_per_part);
     if scratch.parts.len() < parts {
         scratch.parts.resize_with(parts, BlockBuffers::default);
@@ -682,24 +697,36 @@ mod tests {
 
     #[test]
     fn taken_where_it_pays() {
-        // O-Net's conv2 and conv3, ResNet-50's res3 3x3 at batch 1.
-        assert!(geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
-        assert!(geometry(1, 64, 64, 10, 10, [0, 0]).suits_winograd::<f32>());
-        assert!(geometry(1, 128, 128, 28, 28, [1, 1]).suits_winograd::<f32>());
-        // f64 stays exact; too few channels (an RGB image's first layer,
-        // P-Net's 10 -> 16); R-Net's 9x9 outputs (tiles
-        // 44% wasted); res5 at batch 1 (4 tiles, 38 MB of weights), but
-        // not at batch 8.
-        assert!(!geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f64>());
-        assert!(!geometry(1, 3, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
-        assert!(!geometry(1, 10, 16, 30, 30, [0, 0]).suits_winograd::<f32>());
-        assert!(geometry(1, 16, 16, 48, 48, [0, 0]).suits_winograd::<f32>());
-        assert!(!geometry(1, 28, 48, 11, 11, [0, 0]).suits_winograd::<f32>());
-        assert!(!geometry(1, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
-        assert!(geometry(8, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
-        let mut strided = geometry(1, 32, 64, 23, 23, [0, 0]);
-        strided.stride = [2, 2];
-        assert!(!strided.suits_winograd::<f32>());
+        // How a pass cuts its tiles into blocks follows the cores: two,
+        // as on the machines these were measured on.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            // O-Net's conv2 and conv3, ResNet-50's res3 3x3 at batch 1.
+            assert!(geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
+            assert!(geometry(1, 64, 64, 10, 10, [0, 0]).suits_winograd::<f32>());
+            assert!(geometry(1, 128, 128, 28, 28, [1, 1]).suits_winograd::<f32>());
+            // f64 stays exact; too few channels (an RGB image's first layer,
+            // P-Net's 10 -> 16); R-Net's 9x9 outputs (tiles
+            // 44% wasted); res5 at batch 1 (4 tiles, 38 MB of weights) and at
+            // batch 8 (98 outputs a reading of them: 14.3 ms against
+            // im2col's 10.7), darknet19's 256 -> 512 at 26 x 26 (97).
+            assert!(!geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f64>());
+            assert!(!geometry(1, 3, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
+            assert!(!geometry(1, 10, 16, 30, 30, [0, 0]).suits_winograd::<f32>());
+            assert!(geometry(1, 16, 16, 48, 48, [0, 0]).suits_winograd::<f32>());
+            assert!(!geometry(1, 28, 48, 11, 11, [0, 0]).suits_winograd::<f32>());
+            assert!(!geometry(1, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
+            assert!(!geometry(8, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
+            assert!(!geometry(1, 256, 512, 26, 26, [1, 1]).suits_winograd::<f32>());
+            // darknet19's 128 -> 256 at 52 x 52: 142 outputs a reading.
+            assert!(geometry(1, 128, 256, 52, 52, [1, 1]).suits_winograd::<f32>());
+            let mut strided = geometry(1, 32, 64, 23, 23, [0, 0]);
+            strided.stride = [2, 2];
+            assert!(!strided.suits_winograd::<f32>());
+        });
     }
 
     #[test]
