@@ -1767,6 +1767,81 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// A deploy net (no backward) whose Convolutions fold the in-place
+/// BatchNorm (global statistics), Scale and ReLU after them into their
+/// weights: on the GPU the folded weights are made on the host and
+/// uploaded, and the outputs equal the CPU's within 1e-5, before and
+/// after the statistics change.
+fn folded_net_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::layers::net::{Net, NetState};
+    let text = r#"input: "data" input_shape { dim: 2 dim: 8 dim: 12 dim: 12 }
+        layer { name: "c1" type: "Convolution" bottom: "data" top: "c1"
+                convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } bias_filler { type: "gaussian" } } }
+        layer { name: "b1" type: "BatchNorm" bottom: "c1" top: "c1" }
+        layer { name: "s1" type: "Scale" bottom: "c1" top: "c1"
+                scale_param { bias_term: true filler { type: "gaussian" } bias_filler { type: "gaussian" } } }
+        layer { name: "r1" type: "ReLU" bottom: "c1" top: "c1" }
+        layer { name: "dw" type: "Convolution" bottom: "c1" top: "dw"
+                convolution_param { num_output: 16 group: 16 kernel_size: 3 bias_term: false weight_filler { type: "xavier" } } }
+        layer { name: "b2" type: "BatchNorm" bottom: "dw" top: "dw" }
+        layer { name: "s2" type: "Scale" bottom: "dw" top: "dw" scale_param { filler { type: "gaussian" } } }"#;
+    let mut x = vec![0f32; 2 * 8 * 144];
+    cpu::set_seed(31);
+    cpu::uniform(-1.0, 1.0, &mut x).map_err(fail)?;
+    let statistics = |net: &Net<f32>, seed: u64| -> Result<(), Failed> {
+        for bn in ["b1", "b2"] {
+            let blobs = net.layer_blobs(bn).ok_or_else(|| fail("no BatchNorm"))?;
+            cpu::set_seed(seed);
+            cpu::uniform(-1.0, 1.0, &mut blobs[0].mutable_cpu_data().map_err(fail)?)
+                .map_err(fail)?;
+            cpu::uniform(0.5, 2.0, &mut blobs[1].mutable_cpu_data().map_err(fail)?)
+                .map_err(fail)?;
+            blobs[2].mutable_cpu_data().map_err(fail)?[0] = 1.0;
+        }
+        Ok(())
+    };
+    let run = |gpu: bool| -> Result<Vec<Vec<f32>>, Failed> {
+        cpu::set_seed(5);
+        let mut net = Net::<f32>::from_prototxt(text, NetState::test()).map_err(fail)?;
+        statistics(&net, 1)?;
+        if gpu {
+            net.to_device(dev.clone()).map_err(fail)?;
+        }
+        let mut seen = Vec::new();
+        for seed in [1, 2] {
+            statistics(&net, seed)?;
+            let data = net.blob_mut("data").ok_or_else(|| fail("no data blob"))?;
+            data.mutable_cpu_data().map_err(fail)?.copy_from_slice(&x);
+            net.forward().map_err(fail)?;
+            seen.push(
+                net.blob("dw")
+                    .ok_or_else(|| fail("no output"))?
+                    .to_vec()
+                    .map_err(fail)?,
+            );
+        }
+        let timing = net.time(1).map_err(fail)?;
+        let folded = timing
+            .layers
+            .iter()
+            .filter(|l| l.folded_into.is_some())
+            .count();
+        ensure(folded == 5, format!("{folded} layers folded, not 5"))?;
+        Ok(seen)
+    };
+    let (cpu_run, gpu_run) = (run(false)?, run(true)?);
+    for (k, (want, got)) in cpu_run.iter().zip(&gpu_run).enumerate() {
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            ensure(
+                (g - w).abs() <= 1e-5 * scale,
+                format!("pass {k}: value {i} is {g} on the GPU, {w} on the CPU"),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 const CHECKS: &[(&str, Check)] = &[
     ("steady_state::lenet_within_budget", steady_state_budget),
     ("lenet::gpu_matches_cpu", lenet_gpu_matches_cpu),
@@ -1779,6 +1854,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("layers::losses_on_gpu", losses_match_cpu),
     ("layers::mixed_devices_refused", mixed_devices_are_refused),
     ("net::gpu_matches_cpu", nets_match_cpu),
+    ("net::folded_matches_cpu", folded_net_matches_cpu),
     (
         "conv::engine_follows_the_library",
         conv_engine_follows_the_library,

@@ -8,6 +8,7 @@
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, BlobError, MathElement};
 
+use crate::ChannelAffine;
 use crate::layer::Result;
 
 /// How many blobs a layer takes as bottoms or produces as tops (Caffe's
@@ -290,6 +291,52 @@ pub trait DynLayer<T: MathElement>: Send {
         Ok(())
     }
 
+    /// Where this layer's forward pass maps each channel (axis 1) of its
+    /// one bottom to `mul·x + add` with the values it holds now
+    /// (BatchNorm with global statistics, a Scale learned per channel),
+    /// that map; `None` by default. A net folds such layers, in place
+    /// on the only top of a layer that
+    /// [`folds_affine`](Self::folds_affine) and where no backward pass
+    /// runs through them, into that layer's pass.
+    fn channel_affine(&self) -> Option<ChannelAffine> {
+        None
+    }
+
+    /// Whether [`forward_then_affine`](Self::forward_then_affine) costs
+    /// less than the passes apart (a Convolution folds the map into its
+    /// weights and bias).
+    fn folds_affine(&self) -> bool {
+        false
+    }
+
+    /// Caffe's `Forward`, then `affine` over the top's channels, then
+    /// (`relu`) Caffe's ReLU: what the layers a net folds into this one
+    /// give, within rounding. The default runs the passes one after the
+    /// other.
+    ///
+    /// ```
+    /// use blob_layers::ChannelAffine;
+    /// use blob_layers::registry::LayerRegistry;
+    /// use blob_runtime::Blob;
+    /// let reg = LayerRegistry::<f32>::with_caffe_layers();
+    /// let mut same = reg.build_text(r#"type: "Power""#)?;
+    /// let (x, y) = (Blob::from_vec(&[1, 2], vec![1.0, 2.0])?, Blob::new(&[1, 2])?);
+    /// let affine = ChannelAffine { mul: vec![2.0, -1.0], add: vec![0.5, 0.0] };
+    /// same.forward_then_affine(&[&x], &[&y], &affine, true)?;
+    /// assert_eq!(y.to_vec()?, [2.5, 0.0]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    fn forward_then_affine(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        tops: &[&Blob<T>],
+        affine: &ChannelAffine,
+        relu: bool,
+    ) -> Result<()> {
+        self.forward(bottoms, tops)?;
+        affine_then_relu(tops, affine, relu)
+    }
+
     /// Lets the layer's cuDNN convolutions run f32 on TF32 tensor cores
     /// (Ampere and later GPUs): faster, with inputs rounded to a 10-bit
     /// mantissa (about 1e-3 relative off f32). Off by default, so a GPU
@@ -301,6 +348,22 @@ pub trait DynLayer<T: MathElement>: Send {
 }
 
 /// The error of a layer built from a bad parameter.
+/// `affine`, then (`relu`) Caffe's ReLU, over each top in place: the
+/// layers a net folds, run apart.
+pub(crate) fn affine_then_relu<T: MathElement>(
+    tops: &[&Blob<T>],
+    affine: &ChannelAffine,
+    relu: bool,
+) -> Result<()> {
+    for top in tops {
+        affine.apply(top)?;
+        if relu {
+            crate::activation::forward::<crate::activation::Rectify, T>(top, top)?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn bad_param(op: &'static str, detail: impl Into<String>) -> BlobError {
     BlobError::InvalidParameter {
         op,

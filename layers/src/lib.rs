@@ -51,6 +51,7 @@ mod axpy;
 mod batch_norm;
 mod batch_reindex;
 mod bn;
+mod channel_affine;
 pub mod check;
 mod concat;
 mod conv;
@@ -146,6 +147,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 24] = [
     &reorg::REORG,
 ];
 
+pub use channel_affine::ChannelAffine;
 #[cfg(feature = "cuda")]
 pub use conv::gpu_convolution_path;
 pub use dyn_layer::{Arity, DynLayer, Sharing, TopShape};

@@ -186,6 +186,31 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
         "BatchNorm"
     }
 
+    /// With global statistics: `(x - mean) / sqrt(var + eps)`, the
+    /// running sums divided by their scale factor as the pass divides
+    /// them.
+    fn channel_affine(&self) -> Option<crate::ChannelAffine> {
+        if !self.global_stats || self.blobs.len() != 3 {
+            return None;
+        }
+        let read = |b: &Blob<T>| -> Option<Vec<f64>> {
+            Some(b.cpu_data().ok()?.iter().map(|v| v.to_f64()).collect())
+        };
+        let s = *read(&self.blobs[2])?.first()?;
+        let factor = if s == 0.0 { 0.0 } else { 1.0 / s };
+        let (mean, var) = (read(&self.blobs[0])?, read(&self.blobs[1])?);
+        let mul: Vec<f64> = var
+            .iter()
+            .map(|v| 1.0 / (v * factor + self.eps).sqrt())
+            .collect();
+        let add = mean
+            .iter()
+            .zip(&mul)
+            .map(|(m, k)| -m * factor * k)
+            .collect();
+        Some(crate::ChannelAffine { mul, add })
+    }
+
     fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
         if self.blobs.is_empty() {
             let c = bottoms[0].shape().get(1).copied().unwrap_or(1);

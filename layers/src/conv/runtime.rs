@@ -7,6 +7,7 @@ use blob_runtime::{Blob, MathElement};
 use super::ConvGeometry;
 use super::engine::{ConvEngine, EngineChoice};
 use super::volume::VolumeGeometry;
+use crate::ChannelAffine;
 use crate::activation::Rectify;
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
@@ -29,6 +30,8 @@ pub(crate) struct ConvParam {
     pub weight_filler: ParamMessage,
     pub bias_filler: ParamMessage,
     pub choice: EngineChoice,
+    /// `engine: CAFFE`: Caffe's own sums, nothing folded in.
+    pub own_engine: bool,
 }
 
 /// Caffe `Convolution` over any number of spatial axes (those after
@@ -48,6 +51,20 @@ pub(crate) struct ConvolutionLayer<T: MathElement> {
     /// planning each time (the window, the checks, the shapes' vectors)
     /// took a tenth of MTCNN P-Net's 11 us pass at 12 x 12.
     last_plan: Option<(Vec<usize>, Option<usize>, Planned)>,
+    /// The weights and bias with a folded channel map in them, and what
+    /// they were made from.
+    folded: Folded<T>,
+}
+
+/// A convolution's weights and bias times a [`ChannelAffine`]'s factors,
+/// its terms added to the bias: `mul·(W·x + b) + add` as `(mul·W)·x +
+/// (mul·b + add)`. Remade when the weights, the bias or the map change
+/// (the blobs' write stamps, the map's values); on the input's device.
+#[derive(Default)]
+struct Folded<T: MathElement> {
+    made_from: Option<(u64, u64, ChannelAffine)>,
+    weights: Blob<T>,
+    bias: Blob<T>,
 }
 
 /// A per-axis setting as written: a list (none, once, or once per spatial
@@ -239,6 +256,7 @@ impl ConvParam {
                 #[cfg(feature = "cudnn")]
                 allow_tf32: false,
             },
+            own_engine,
         })
     }
 
@@ -430,6 +448,7 @@ impl<T: MathElement> ConvolutionLayer<T> {
             blobs: Vec::new(),
             engine: ConvEngine::default(),
             last_plan: None,
+            folded: Folded::default(),
         })
     }
 
@@ -463,16 +482,23 @@ impl<T: MathElement> ConvolutionLayer<T> {
     /// Caffe's `Forward`, then with `relu` Caffe's ReLU (negative slope
     /// 0) over each top in place, folded into the pass that adds the
     /// bias where the path has one.
+    /// The forward pass, `relu` applied as the bias is added, from the
+    /// layer's weights or (`folded`) from [`Folded`]'s.
     fn forward_finished(
         &mut self,
         bottoms: &[&Blob<T>],
         tops: &[&Blob<T>],
         relu: bool,
+        folded: bool,
     ) -> Result<()> {
         self.place_zero_bias(bottoms[0])?;
         for (x, y) in bottoms.iter().zip(tops) {
             let plan = self.plan(x)?.plan.clone();
-            let (w, b) = weight_and_bias(&self.blobs, &self.zero_bias, self.p.bias_term);
+            let (w, b) = if folded {
+                (&self.folded.weights, &self.folded.bias)
+            } else {
+                weight_and_bias(&self.blobs, &self.zero_bias, self.p.bias_term)
+            };
             match plan {
                 Plan::Planar(g) => {
                     let (group, choice) = (self.p.group, self.p.choice);
@@ -487,6 +513,49 @@ impl<T: MathElement> ConvolutionLayer<T> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Makes [`Folded`]'s weights and bias for `affine` on `x`'s device,
+    /// unless those of the same weights, bias and map are still there.
+    fn fold(&mut self, x: &Blob<T>, affine: &ChannelAffine) -> Result<()> {
+        self.place_zero_bias(x)?;
+        let (w, b) = weight_and_bias(&self.blobs, &self.zero_bias, self.p.bias_term);
+        let (w_shape, b_shape) = (w.shape().to_vec(), b.shape().to_vec());
+        let stamps = |f: &Folded<T>| (f.weights.data().write_stamp(), f.bias.data().write_stamp());
+        let before = stamps(&self.folded);
+        crate::softmax::place_with(&mut self.folded.weights, x, &w_shape)?;
+        crate::softmax::place_with(&mut self.folded.bias, x, &b_shape)?;
+        let sources = (w.data().write_stamp(), b.data().write_stamp());
+        // Placing them elsewhere (another device, another size) makes
+        // new blobs, with new stamps.
+        if let Some((ws, bs, map)) = &self.folded.made_from
+            && (*ws, *bs) == sources
+            && map == affine
+            && stamps(&self.folded) == before
+        {
+            return Ok(());
+        }
+        {
+            let (weights, bias) = (w.cpu_data()?, b.cpu_data()?);
+            let per_output = weights.len() / self.p.num_output.max(1);
+            let mut folded = self.folded.weights.mutable_cpu_data()?;
+            for (o, (from, to)) in weights
+                .chunks(per_output.max(1))
+                .zip(folded.chunks_mut(per_output.max(1)))
+                .enumerate()
+            {
+                let m = affine.mul[o];
+                for (t, f) in to.iter_mut().zip(from) {
+                    *t = T::from_f64(m * f.to_f64());
+                }
+            }
+            let mut folded = self.folded.bias.mutable_cpu_data()?;
+            for (o, (t, f)) in folded.iter_mut().zip(bias.iter()).enumerate() {
+                *t = T::from_f64(affine.mul[o] * f.to_f64() + affine.add[o]);
+            }
+        }
+        self.folded.made_from = Some((sources.0, sources.1, affine.clone()));
         Ok(())
     }
 
@@ -540,7 +609,7 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        self.forward_finished(bottoms, tops, false)
+        self.forward_finished(bottoms, tops, false, false)
     }
 
     fn folds_relu(&self) -> bool {
@@ -548,7 +617,30 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     }
 
     fn forward_then_relu(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        self.forward_finished(bottoms, tops, true)
+        self.forward_finished(bottoms, tops, true, false)
+    }
+
+    /// Not with `engine: CAFFE`, which keeps Caffe's own sums.
+    fn folds_affine(&self) -> bool {
+        !self.p.own_engine
+    }
+
+    /// The map folded into the weights and bias (remade only when they
+    /// or the map change), then the pass with the ReLU as the bias is
+    /// added: the layers' values within rounding.
+    fn forward_then_affine(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        tops: &[&Blob<T>],
+        affine: &ChannelAffine,
+        relu: bool,
+    ) -> Result<()> {
+        if self.p.own_engine || affine.channels() != self.p.num_output || bottoms.is_empty() {
+            self.forward(bottoms, tops)?;
+            return crate::dyn_layer::affine_then_relu(tops, affine, relu);
+        }
+        self.fold(bottoms[0], affine)?;
+        self.forward_finished(bottoms, tops, relu, true)
     }
 
     fn backward(

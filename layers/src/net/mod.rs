@@ -73,11 +73,28 @@ struct NetLayer<T: MathElement> {
     need_backward: bool,
     /// Loss weight of each top (0: not a loss).
     loss_weights: Vec<f64>,
-    /// Whether the next layer is an in-place ReLU on this one's only top
-    /// that this one applies as it writes it
-    /// ([`DynLayer::forward_then_relu`]): a pass running both skips the
-    /// ReLU's forward.
-    folds_next_relu: bool,
+    /// The layers after this one, in place on its only top, that its
+    /// pass applies as it writes it: a pass running them all skips
+    /// their forward.
+    fold: Fold,
+}
+
+/// What a layer's pass applies of the layers after it
+/// ([`DynLayer::forward_then_affine`], [`DynLayer::forward_then_relu`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Fold {
+    /// Layers whose [channel map](DynLayer::channel_affine) it folds in
+    /// (BatchNorm, Scale), no backward running through them.
+    affine: usize,
+    /// Whether a ReLU (negative slope 0) follows them.
+    relu: bool,
+}
+
+impl Fold {
+    /// The layers it covers.
+    fn layers(self) -> usize {
+        self.affine + usize::from(self.relu)
+    }
 }
 
 /// A learnable parameter of a [`Net`] with the settings its `param`
@@ -445,7 +462,7 @@ impl<T: MathElement> Net<T> {
         for l in &mut net.layers {
             l.layer.backward_will_run(l.need_backward);
         }
-        net.fold_relus();
+        net.fold_layers();
         net.outputs = available.iter().map(|n| net.blob_index[n]).collect();
         if let Some((name, _)) = shapes
             .iter()
@@ -596,7 +613,7 @@ impl<T: MathElement> Net<T> {
             bottom_need_backward,
             need_backward,
             loss_weights,
-            folds_next_relu: false,
+            fold: Fold::default(),
         };
         Self::reshape_layer(&mut self.blobs, &mut entry).map_err(wrap())?;
         Self::load_embedded(&mut entry).map_err(wrap())?;
@@ -913,55 +930,111 @@ impl<T: MathElement> Net<T> {
                 ),
             ));
         }
-        // Whether the layer before applied this one's ReLU.
-        let mut folded = false;
-        for (at, entry) in (start..).zip(&mut self.layers[start..=end]) {
+        // Layers the pass of one before this one has applied.
+        let mut covered = 0usize;
+        for at in start..=end {
+            let skip = covered > 0;
+            covered = covered.saturating_sub(1);
+            let fold = self.layers[at].fold;
+            // Only where the layers folded run in this pass too: a pass
+            // that stops among them leaves the top as Caffe does. The
+            // map is read now, from the values the layers hold.
+            let affine = if fold.layers() > 0 && at + fold.layers() <= end {
+                self.affine_of(at + 1, fold.affine)
+            } else {
+                None
+            };
+            let folding = affine.is_some();
+            let (layers, blobs) = (&mut self.layers, &mut self.blobs);
+            let entry = &mut layers[at];
             let wrap = in_layer(&entry.name, entry.layer.type_name());
-            let skip = std::mem::take(&mut folded);
-            // Only where the ReLU runs in this pass too: a pass that
-            // stops at the layer leaves its top as Caffe does, unrectified.
-            let fold = entry.folds_next_relu && at < end;
             let run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<()> {
                 Self::reshape_layer(blobs, entry)?;
                 if skip {
                     return Ok(());
                 }
                 let lists = (entry.bottoms.as_slice(), entry.tops.as_slice());
-                with_layer_blobs(blobs, lists, |bottoms, tops| {
-                    if fold {
-                        entry.layer.forward_then_relu(bottoms, tops)
-                    } else {
-                        entry.layer.forward(bottoms, tops)
-                    }
+                with_layer_blobs(blobs, lists, |bottoms, tops| match &affine {
+                    Some(map) if fold.affine > 0 => entry
+                        .layer
+                        .forward_then_affine(bottoms, tops, map, fold.relu),
+                    Some(_) => entry.layer.forward_then_relu(bottoms, tops),
+                    None => entry.layer.forward(bottoms, tops),
                 })
             };
-            run(&mut self.blobs, entry).map_err(wrap)?;
-            folded = fold;
+            run(blobs, entry).map_err(wrap)?;
+            if !skip && folding {
+                covered = fold.layers();
+            }
         }
         Ok(())
     }
 
-    /// Marks each layer that [folds](DynLayer::folds_relu) the ReLU right
-    /// after it: a `ReLU` of negative slope 0 in place on the layer's
-    /// only top (a Convolution's, as Caffe nets write them). Its values,
-    /// and the backward pass, are what the two layers give.
-    fn fold_relus(&mut self) {
-        for at in 1..self.layers.len() {
-            let (before, after) = self.layers.split_at_mut(at);
-            let (layer, next) = (&mut before[at - 1], &after[0]);
-            layer.folds_next_relu = layer.layer.folds_relu()
-                && next.layer.is_relu()
-                && layer.tops.len() == 1
-                && next.bottoms == layer.tops
-                && next.tops == layer.tops;
+    /// The channel map of layers `first..first + count` one after the
+    /// other (an empty map where `count` is 0), or `None` where one has
+    /// none now.
+    fn affine_of(&self, first: usize, count: usize) -> Option<crate::ChannelAffine> {
+        let mut map: Option<crate::ChannelAffine> = None;
+        for entry in &self.layers[first..first + count] {
+            let next = entry.layer.channel_affine()?;
+            map = Some(match map {
+                None => next,
+                Some(m) => m.then(&next)?,
+            });
+        }
+        Some(map.unwrap_or_default())
+    }
+
+    /// Marks what each layer folds of the layers right after it, all in
+    /// place on its only top: the BatchNorms and Scales with a
+    /// [channel map](DynLayer::channel_affine) where it
+    /// [folds](DynLayer::folds_affine) them and no backward pass runs
+    /// through them, then a `ReLU` of negative slope 0 where it
+    /// [folds](DynLayer::folds_relu) that (whose backward, reading only
+    /// the top, runs as before). A Convolution, BatchNorm, Scale and ReLU
+    /// of a deploy net become one pass.
+    fn fold_layers(&mut self) {
+        for at in 0..self.layers.len() {
+            let layer = &self.layers[at];
+            let fold = if layer.tops.len() == 1 {
+                let top = layer.tops.as_slice();
+                let on_top = |next: &NetLayer<T>| next.bottoms == top && next.tops == top;
+                let mut next = at + 1;
+                let mut affine = 0;
+                if layer.layer.folds_affine() {
+                    while let Some(l) = self.layers.get(next) {
+                        if !(on_top(l) && !l.need_backward && l.layer.channel_affine().is_some()) {
+                            break;
+                        }
+                        affine += 1;
+                        next += 1;
+                    }
+                }
+                let relu = layer.layer.folds_relu()
+                    && self
+                        .layers
+                        .get(next)
+                        .is_some_and(|l| on_top(l) && l.layer.is_relu());
+                Fold { affine, relu }
+            } else {
+                Fold::default()
+            };
+            self.layers[at].fold = fold;
         }
     }
 
-    /// The layer whose pass applies layer `at`'s ReLU, where a net run
-    /// folds it there.
+    /// The layer whose pass applies layer `at`'s forward, where a net
+    /// run folds it there.
     pub(crate) fn folded_into(&self, at: usize) -> Option<&str> {
-        let before = self.layers.get(at.checked_sub(1)?)?;
-        before.folds_next_relu.then_some(before.name.as_str())
+        (1..=at).find_map(|back| {
+            let before = &self.layers[at - back];
+            (before.fold.layers() >= back).then_some(before.name.as_str())
+        })
+    }
+
+    /// The layers after `at` its pass folds in.
+    pub(crate) fn folds_after(&self, at: usize) -> usize {
+        self.layers.get(at).map_or(0, |l| l.fold.layers())
     }
 
     /// The weighted sum of the loss tops of layers `start..=end`.

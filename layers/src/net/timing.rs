@@ -98,12 +98,8 @@ impl<T: MathElement> Net<T> {
         for _ in 0..iterations {
             let mut i = 0;
             while i < n {
-                // A layer and the ReLU folded into it run as one pass.
-                let last = if self.folded_into(i + 1).is_some() {
-                    i + 1
-                } else {
-                    i
-                };
+                // A layer and those folded into it run as one pass.
+                let last = (i + self.folds_after(i)).min(n - 1);
                 let t = Instant::now();
                 self.forward_from_to(i, last)?;
                 wait()?;

@@ -214,6 +214,28 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
         "Scale"
     }
 
+    /// Learned along axis 1 alone (one bottom): `scale·x + bias`.
+    fn channel_affine(&self) -> Option<crate::ChannelAffine> {
+        let learned = self.blobs.len() == 1 + usize::from(self.bias_term);
+        if !learned
+            || self.placement.axis != 1
+            || self.placement.num_axes != 1
+            || self.blobs[0].shape().len() != 1
+        {
+            return None;
+        }
+        let read = |b: &Blob<T>| -> Option<Vec<f64>> {
+            Some(b.cpu_data().ok()?.iter().map(|v| v.to_f64()).collect())
+        };
+        let mul = read(&self.blobs[0])?;
+        let add = if self.bias_term {
+            read(&self.blobs[1])?
+        } else {
+            vec![0.0; mul.len()]
+        };
+        Some(crate::ChannelAffine { mul, add })
+    }
+
     fn bottoms(&self) -> Arity {
         Arity::range(1, 2)
     }
