@@ -152,7 +152,9 @@ impl Tiling {
         // 45) ran 3 blocks on one core and 2 on the other, 1.5x faster on
         // two cores than on one; in 6 blocks of 33, 1.8x.
         let cores = cpu::cores().min(tiles.div_ceil(MIN_BLOCK)).max(1);
-        let blocks = tiles.div_ceil(most).next_multiple_of(cores);
+        // At least one block: an empty batch has no tiles, and no blocks
+        // to divide them among.
+        let blocks = tiles.div_ceil(most).next_multiple_of(cores).max(1);
         let per_block = tiles.div_ceil(blocks).max(1);
         let blocks = tiles.div_ceil(per_block);
         let parts = cpu::cores().clamp(1, blocks.max(1));
@@ -727,6 +729,16 @@ mod tests {
             strided.stride = [2, 2];
             assert!(!strided.suits_winograd::<f32>());
         });
+    }
+
+    #[test]
+    fn an_empty_batch_has_nothing_to_tile() {
+        // A net's input of batch 0 (fuzzing found it dividing by zero).
+        let g = geometry(0, 16, 16, 13, 12, [1, 1]);
+        assert!(g.suits_winograd::<f32>());
+        let (w, b) = (values(16 * 16 * 9, 1), vec![0.0; 16]);
+        let mut s = WinogradScratch::default();
+        forward(&g, &mut s, 1, &[], &w, no_relu(&b), &mut []).unwrap();
     }
 
     #[test]
