@@ -37,9 +37,9 @@ pub(crate) static REORG_PARAMETER: MessageSchema = MessageSchema {
 };
 
 /// `reorg_param`. Each fork numbers it differently (148, 149, 155, 159);
-/// 149 is the YOLOv3 forks' `upsample_param` here, so Intel Caffe's and
-/// Netron's 159. Prototxts name it, and a Reorg layer has no blobs for a
-/// `.caffemodel` to carry.
+/// 149 is the YOLOv3 forks' `upsample_param` here, so Intel Caffe's 159.
+/// Prototxts name it, and a Reorg layer has no blobs for a `.caffemodel`
+/// to carry.
 pub(crate) const REORG_FIELD: FieldSchema =
     FieldSchema::optional("reorg_param", 159, FieldKind::Message(&REORG_PARAMETER));
 
