@@ -90,6 +90,11 @@ enum Command {
         /// `running_var`)
         #[arg(long, value_enum, default_value_t = Names::Caffe)]
         names: Names,
+        /// Build the net with a Caffe fork's forms of Caffe's layer types,
+        /// for a net written for that fork (caffe-yolov3: darknet's pooling
+        /// sizes); repeatable
+        #[arg(long = "fork", value_name = "NAME", value_parser = run::parse_fork)]
+        forks: Vec<blobflow::layers::Fork>,
     },
     /// Run a net's forward pass (TEST phase) and print each output blob's shape and summary
     Run {
@@ -120,6 +125,11 @@ enum Command {
         /// Where to run: cpu, cuda (GPU 0) or cuda:N
         #[arg(long, default_value = "cpu", value_parser = run::parse_device)]
         device: run::Device,
+        /// Build the net with a Caffe fork's forms of Caffe's layer types,
+        /// for a net written for that fork (caffe-yolov3: darknet's pooling
+        /// sizes); repeatable
+        #[arg(long = "fork", value_name = "NAME", value_parser = run::parse_fork)]
+        forks: Vec<blobflow::layers::Fork>,
     },
     /// Train a net from a solver prototxt (Caffe's `caffe train`): its data layers read
     /// their stores, Caffe's log lines go to standard error
@@ -171,6 +181,11 @@ enum Command {
         /// Where to run: cpu, cuda (GPU 0) or cuda:N
         #[arg(long, default_value = "cpu", value_parser = run::parse_device)]
         device: run::Device,
+        /// Build the net with a Caffe fork's forms of Caffe's layer types,
+        /// for a net written for that fork (caffe-yolov3: darknet's pooling
+        /// sizes); repeatable
+        #[arg(long = "fork", value_name = "NAME", value_parser = run::parse_fork)]
+        forks: Vec<blobflow::layers::Fork>,
     },
 }
 
@@ -261,6 +276,7 @@ fn convert(
     files: &[PathBuf],
     outputs: &[String],
     names: Names,
+    forks: &[blobflow::layers::Fork],
 ) -> Result<String, Box<dyn std::error::Error>> {
     let out = files.last().ok_or("convert: no file given")?;
     if out
@@ -272,9 +288,10 @@ fn convert(
             files.get(1).filter(|_| files.len() == 3),
             out,
             outputs,
+            forks,
         );
     }
-    if files.len() != 2 || !outputs.is_empty() {
+    if files.len() != 2 || !outputs.is_empty() || !forks.is_empty() {
         return Err("convert: a .safetensors is written from one .caffemodel \
                     (`convert MODEL.caffemodel OUT.safetensors`); an ONNX model from \
                     a prototxt and its weights (`convert NET.prototxt WEIGHTS.caffemodel OUT.onnx`)"
@@ -372,6 +389,7 @@ fn main() -> ExitCode {
             all_blobs,
             fill,
             device,
+            forks,
         } => report(
             "run",
             run::run(&run::RunArgs {
@@ -384,6 +402,7 @@ fn main() -> ExitCode {
                 all_blobs,
                 fill,
                 device,
+                forks,
             }),
         ),
         Command::Time {
@@ -393,6 +412,7 @@ fn main() -> ExitCode {
             batch,
             shapes,
             device,
+            forks,
         } => report(
             "time",
             run::time(&run::TimeArgs {
@@ -402,6 +422,7 @@ fn main() -> ExitCode {
                 batch,
                 shapes,
                 device,
+                forks,
             }),
         ),
         Command::Train(args) => quiet("train", train::train(&args)),
@@ -424,7 +445,8 @@ fn main() -> ExitCode {
             files,
             outputs,
             names,
-        } => match convert(&files, &outputs, names) {
+            forks,
+        } => match convert(&files, &outputs, names, &forks) {
             Ok(summary) => emit("convert", &format!("{summary}\n")),
             Err(e) => {
                 eprintln!("blobflow convert: {e}");

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use blobflow::BlobError;
+use blobflow::layers::Fork;
 use blobflow::layers::net::{Net, NetState};
+use blobflow::layers::registry::LayerRegistry;
 use blobflow::runtime::{CaffeModel, npy};
 
 /// Where a net runs: `cpu`, `cuda` (GPU 0) or `cuda:N` (builds with
@@ -38,6 +40,18 @@ pub fn parse_device(arg: &str) -> Result<Device, String> {
             .map(Device::Cuda)
             .ok_or_else(|| format!("expected cpu, cuda or cuda:N (N a GPU's number), got {arg:?}")),
     }
+}
+
+/// A `--fork` value: a Caffe fork whose forms of Caffe's layer types
+/// the net is built with ([`blobflow::layers::Fork`]).
+pub fn parse_fork(arg: &str) -> Result<Fork, String> {
+    Fork::from_name(arg).ok_or_else(|| {
+        let names: Vec<&str> = Fork::ALL.iter().map(|f| f.name()).collect();
+        format!(
+            "no fork {arg:?} has layers of its own here; known: {}",
+            names.join(", ")
+        )
+    })
 }
 
 /// A `--device` value, or Caffe's `-gpu N` (a bare number: that GPU;
@@ -111,9 +125,17 @@ fn load(
     prototxt: &Path,
     weights: Option<&Path>,
     shapes: &Shapes,
+    forks: &[Fork],
     log: &mut Vec<String>,
 ) -> Result<Net<f32>, Box<dyn std::error::Error>> {
-    let mut builder = Net::<f32>::builder().state(NetState::test());
+    let mut registry = LayerRegistry::<f32>::with_caffe_layers();
+    for &fork in forks {
+        registry.use_fork(fork);
+        log.push(format!("layers: {}'s forms of Caffe's", fork.name()));
+    }
+    let mut builder = Net::<f32>::builder()
+        .state(NetState::test())
+        .registry(&registry);
     for (name, shape) in shapes {
         builder = builder.input_shape(name, shape);
     }
@@ -159,12 +181,14 @@ pub fn to_onnx(
     weights: Option<&PathBuf>,
     out: &Path,
     outputs: &[String],
+    forks: &[Fork],
 ) -> Result<String, Box<dyn std::error::Error>> {
     let mut log = Vec::new();
     let mut net = load(
         prototxt,
         weights.map(PathBuf::as_path),
         &Vec::new(),
+        forks,
         &mut log,
     )?;
     let mut export = blobflow::layers::onnx::OnnxExport::new();
@@ -237,6 +261,7 @@ pub struct RunArgs {
     pub all_blobs: bool,
     pub fill: Option<u64>,
     pub device: Device,
+    pub forks: Vec<Fork>,
 }
 
 /// Every parameter blob filled at random from `seed`: Xavier's uniform
@@ -339,7 +364,13 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
             shapes.push((name.clone(), values.shape().to_vec()));
         }
     }
-    let mut net = match load(&args.prototxt, args.weights.as_deref(), &shapes, &mut log) {
+    let mut net = match load(
+        &args.prototxt,
+        args.weights.as_deref(),
+        &shapes,
+        &args.forks,
+        &mut log,
+    ) {
         Ok(net) => net,
         Err(e) => return Err(unknown_input(e, &given, &args.shapes)),
     };
@@ -444,6 +475,7 @@ pub struct TimeArgs {
     pub batch: Option<usize>,
     pub shapes: Vec<(String, String)>,
     pub device: Device,
+    pub forks: Vec<Fork>,
 }
 
 /// Caffe's `caffe time`: the average forward and backward milliseconds
@@ -456,6 +488,7 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         &args.prototxt,
         args.weights.as_deref(),
         &parsed_shapes(&args.shapes)?,
+        &args.forks,
         &mut log,
     )?;
     let inputs: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();

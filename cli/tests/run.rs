@@ -318,3 +318,44 @@ fn run_builds_the_net_at_the_input_files_shape() {
     assert!(stdout.contains("output conv: 1 2 6 6 (72)"), "{stdout}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_fork_asked_for_by_name_builds_its_forms_of_caffes_layers() {
+    // ChenYingpeng/caffe-yolov3's YOLOv3-tiny pools 13 x 13 with a 2 x 2
+    // window at stride 1 and keeps 13 x 13; Caffe's pooling gives 12.
+    let dir = std::env::temp_dir().join(format!("blobflow-fork-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let net = dir.join("tiny_pool.prototxt");
+    std::fs::write(
+        &net,
+        "input: 'data' input_shape { dim: 1 dim: 2 dim: 13 dim: 13 }\n\
+         layer { name: 'p' type: 'Pooling' bottom: 'data' top: 'p'\n\
+                 pooling_param { pool: MAX kernel_size: 2 stride: 1 } }\n",
+    )
+    .unwrap();
+    let net = net.to_str().unwrap();
+    let caffe = blobflow(&["run", net]);
+    assert!(caffe.status.success(), "{}", text(&caffe.stderr));
+    assert!(
+        text(&caffe.stdout).contains("output p: 1 2 12 12"),
+        "{}",
+        text(&caffe.stdout)
+    );
+    let fork = blobflow(&["run", net, "--fork", "caffe-yolov3"]);
+    assert!(fork.status.success(), "{}", text(&fork.stderr));
+    let stdout = text(&fork.stdout);
+    assert!(
+        stdout.contains("layers: caffe-yolov3's forms of Caffe's"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("output p: 1 2 13 13"), "{stdout}");
+    let unknown = blobflow(&["time", net, "--fork", "caffe-ssd"]);
+    assert!(!unknown.status.success());
+    assert!(
+        text(&unknown.stderr)
+            .contains("no fork \"caffe-ssd\" has layers of its own here; known: caffe-yolov3"),
+        "{}",
+        text(&unknown.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -14,6 +14,7 @@ use crate::conv::ConvolutionLayer;
 use crate::interp::{INTERP_FIELD, InterpLayer};
 use crate::layer::Result;
 use crate::neuron::NeuronLayer;
+use crate::pool::PoolingLayer;
 use crate::proposal::{PROPOSAL_FIELD, ProposalLayer};
 use crate::psroi_pooling::{PSROI_POOLING_FIELD, PsRoiPoolingLayer};
 use crate::registry::LayerRegistry;
@@ -25,6 +26,52 @@ use crate::yolo::{
     YOLO_DETECTION_OUTPUT_FIELD, YOLOV3_DETECTION_OUTPUT_FIELD, YoloDetectionOutputLayer, YoloV2,
     YoloV3,
 };
+
+/// A Caffe fork that gives one of Caffe's own layer types other
+/// arithmetic under the same name and fields: its nets read as Caffe's
+/// and compute otherwise, so it is asked for by name
+/// ([`LayerRegistry::use_fork`], `--fork` of the command line).
+///
+/// ```
+/// use blob_layers::Fork;
+/// assert_eq!(Fork::from_name("caffe-yolov3"), Some(Fork::CaffeYolov3));
+/// assert_eq!(Fork::CaffeYolov3.name(), "caffe-yolov3");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fork {
+    /// ChenYingpeng/caffe-yolov3 (its `pooling_layer.cpp`): a Pooling
+    /// whose kernel's height exceeds its stride by an odd number gets one
+    /// more output row and column, so that darknet's maxpool of size 2
+    /// and stride 1 keeps YOLOv3-tiny's 13 x 13 map (Caffe's gives 12 x
+    /// 12). It changes 3 x 3 pools at stride 2 too, as the fork does.
+    CaffeYolov3,
+}
+
+impl Fork {
+    /// Every fork, for listing.
+    pub const ALL: [Fork; 1] = [Fork::CaffeYolov3];
+
+    /// The fork by its name (as `name` gives it).
+    pub fn from_name(name: &str) -> Option<Fork> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Its name: the fork's repository's.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fork::CaffeYolov3 => "caffe-yolov3",
+        }
+    }
+}
+
+/// Registers `fork`'s forms of Caffe's layer types in place of Caffe's.
+pub(crate) fn use_fork<T: MathElement>(r: &mut LayerRegistry<T>, fork: Fork) {
+    match fork {
+        Fork::CaffeYolov3 => r.register("Pooling", |p| {
+            Ok(Box::new(PoolingLayer::from_param(p)?.with_darknet_sizes()))
+        }),
+    }
+}
 
 /// `ceil_mode` in `PoolingParameter` (BVLC/caffe#3057, used by nets
 /// converted from PyTorch): `false` rounds the output size down, as

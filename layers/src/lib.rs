@@ -151,4 +151,5 @@ pub use channel_affine::ChannelAffine;
 #[cfg(feature = "cuda")]
 pub use conv::gpu_convolution_path;
 pub use dyn_layer::{Arity, DynLayer, Sharing, TopShape};
+pub use fork_layers::Fork;
 pub use pool::PoolMethod;

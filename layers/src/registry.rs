@@ -85,6 +85,28 @@ impl<T: MathElement> LayerRegistry<T> {
         r
     }
 
+    /// Builds `fork`'s forms of Caffe's layer types in place of Caffe's
+    /// own (see [`Fork`](crate::Fork)): for nets written for that fork.
+    ///
+    /// ```
+    /// use blob_layers::Fork;
+    /// use blob_layers::net::{Net, NetState};
+    /// use blob_layers::registry::LayerRegistry;
+    /// let text = "input: 'x' input_shape { dim: 1 dim: 1 dim: 13 dim: 13 }
+    ///     layer { name: 'p' type: 'Pooling' bottom: 'x' top: 'p'
+    ///             pooling_param { pool: MAX kernel_size: 2 stride: 1 } }";
+    /// let mut registry = LayerRegistry::<f32>::with_caffe_layers();
+    /// let caffe = Net::builder().registry(&registry).from_prototxt(text)?;
+    /// assert_eq!(caffe.blob("p").unwrap().shape(), [1, 1, 12, 12]);
+    /// registry.use_fork(Fork::CaffeYolov3);
+    /// let fork = Net::builder().registry(&registry).from_prototxt(text)?;
+    /// assert_eq!(fork.blob("p").unwrap().shape(), [1, 1, 13, 13]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn use_fork(&mut self, fork: crate::Fork) {
+        crate::fork_layers::use_fork(self, fork);
+    }
+
     /// Adds (or replaces) a layer type.
     pub fn register(
         &mut self,

@@ -560,3 +560,124 @@ fn yolo_detection_outputs_name_what_they_cannot_read() {
     let msg = refused(v2, &[&[1, 14, 4, 4]]);
     assert!(msg.contains("2 biases for 2 boxes"), "{msg}");
 }
+
+// --- ChenYingpeng/caffe-yolov3's pooling sizes ---
+
+/// The fork's `PoolingLayer::Reshape` and `Forward_cpu` (MAX, AVE)
+/// written out for one plane of `h x w`, no padding.
+fn fork_pooling(
+    x: &[f32],
+    (h, w): (usize, usize),
+    k: usize,
+    s: usize,
+    max: bool,
+) -> (Vec<f32>, [usize; 2]) {
+    let pooled = |n: usize| {
+        let mut p = ((n as f32 - k as f32) / s as f32).ceil() as i64 + 1;
+        if (k as i64 - s as i64) % 2 == 1 {
+            p += 1;
+        }
+        p as usize
+    };
+    let (ph_n, pw_n) = (pooled(h), pooled(w));
+    let mut top = Vec::new();
+    for ph in 0..ph_n {
+        for pw in 0..pw_n {
+            let (hstart, wstart) = (ph * s, pw * s);
+            let (hend, wend) = ((hstart + k).min(h), (wstart + k).min(w));
+            if hstart >= h || wstart >= w {
+                // A window past the input's end (3 x 3 at stride 2 over
+                // an even size): the fork writes -FLT_MAX or 0 / 0;
+                // blobflow 0, as for Caffe's own (pool/cpu.rs).
+                top.push(0.0);
+            } else if max {
+                let mut m = -f32::MAX;
+                for hh in hstart..hend {
+                    for ww in wstart..wend {
+                        if x[hh * w + ww] > m {
+                            m = x[hh * w + ww];
+                        }
+                    }
+                }
+                top.push(m);
+            } else {
+                // pool_size from the window clipped to the input (no pad).
+                let size = ((hend - hstart) * (wend - wstart)) as f32;
+                let mut sum = 0.0f32;
+                for hh in hstart..hend {
+                    for ww in wstart..wend {
+                        sum += x[hh * w + ww];
+                    }
+                }
+                top.push(sum / size);
+            }
+        }
+    }
+    (top, [ph_n, pw_n])
+}
+
+#[test]
+fn caffe_yolov3_pooling_keeps_darknets_sizes_only_when_asked() {
+    let mut fork = LayerRegistry::<f32>::with_caffe_layers();
+    fork.use_fork(blob_layers::Fork::CaffeYolov3);
+    // YOLOv3-tiny's 2 x 2 at stride 1 (13 -> 13), a 3 x 3 at stride 2
+    // (odd too), a 2 x 2 at stride 2 (unchanged), on planes of several
+    // sizes: the vectorised paths and the plain loop.
+    for (k, s) in [(2, 1), (3, 2), (2, 2)] {
+        for (h, w) in [(13, 13), (26, 20), (7, 40)] {
+            for max in [true, false] {
+                let planes = 3;
+                let x = values(planes * h * w, (h * 31 + w + k) as u64, -1.0, 1.0);
+                let text = format!(
+                    "type: 'Pooling' pooling_param {{ pool: {} kernel_size: {k} stride: {s} }}",
+                    if max { "MAX" } else { "AVE" }
+                );
+                let mut l = fork.build_text(&text).unwrap();
+                let top = run(
+                    l.as_mut(),
+                    &[&Blob::from_vec(&[1, planes, h, w], x.clone()).unwrap()],
+                );
+                let mut want = Vec::new();
+                let mut dims = [0, 0];
+                for plane in x.chunks(h * w) {
+                    let (t, d) = fork_pooling(plane, (h, w), k, s, max);
+                    want.extend(t);
+                    dims = d;
+                }
+                let what = format!("{text} on {h} x {w}");
+                assert_eq!(top.shape(), [1, planes, dims[0], dims[1]], "{what}");
+                for (i, (g, w)) in top.to_vec().unwrap().iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - w).abs() <= 1e-6,
+                        "{what}: value {i} is {g}, the fork's {w}"
+                    );
+                }
+            }
+        }
+    }
+    // Backward through the extra row and column, on f64.
+    let mut fork64 = LayerRegistry::<f64>::with_caffe_layers();
+    fork64.use_fork(blob_layers::Fork::CaffeYolov3);
+    let checker = GradientChecker {
+        step: 1e-5,
+        threshold: 1e-6,
+    };
+    for pool in ["MAX", "AVE"] {
+        let text =
+            format!("type: 'Pooling' pooling_param {{ pool: {pool} kernel_size: 2 stride: 1 }}");
+        let mut l = fork64.build_text(&text).unwrap();
+        let x: Vec<f64> = values(2 * 5 * 5, 9, -1.0, 1.0)
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let report = checker
+            .check(l.as_mut(), &[Blob::from_vec(&[1, 2, 5, 5], x).unwrap()])
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(report.checked > 0, "{text}");
+    }
+    // Caffe's own, without the fork: 13 -> 12.
+    let mut caffe =
+        layer::<f32>("type: 'Pooling' pooling_param { pool: MAX kernel_size: 2 stride: 1 }");
+    let top = run(caffe.as_mut(), &[&Blob::new(&[1, 1, 13, 13]).unwrap()]);
+    assert_eq!(top.shape(), [1, 1, 12, 12]);
+}

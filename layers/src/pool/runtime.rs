@@ -29,6 +29,10 @@ pub(crate) struct PoolingLayer {
     method: PoolMethod,
     window: Window,
     floor: bool,
+    /// ChenYingpeng/caffe-yolov3's sizes ([`Fork::CaffeYolov3`]).
+    ///
+    /// [`Fork::CaffeYolov3`]: crate::Fork::CaffeYolov3
+    darknet_sizes: bool,
     engine: PoolEngine,
 }
 
@@ -115,8 +119,22 @@ impl PoolingLayer {
             window,
             floor: p.enum_name("round_mode") == "FLOOR"
                 || p.get("ceil_mode") == Some(&blob_proto::ParamValue::Bool(false)),
+            darknet_sizes: false,
             engine: PoolEngine::default(),
         })
+    }
+
+    /// The layer as ChenYingpeng/caffe-yolov3 sizes it: where the
+    /// kernel's height exceeds the stride's by an odd number, one more
+    /// output row and column (their windows clipped to the input), so
+    /// that darknet's maxpool of size 2 and stride 1 keeps its map's
+    /// size. Its test is on the height's kernel and stride alone, as the
+    /// fork's is.
+    pub(crate) fn with_darknet_sizes(self) -> Self {
+        Self {
+            darknet_sizes: true,
+            ..self
+        }
     }
 
     fn geometry<T: MathElement>(&self, x: &Blob<T>) -> Result<PoolGeometry> {
@@ -142,6 +160,8 @@ impl PoolingLayer {
         // the input) where the span is above -stride; and with any
         // padding no window may start in the padding past the input's
         // end.
+        let darknet_extra = self.darknet_sizes
+            && (i128::from(kernel[0] as u64) - i128::from(stride[0] as u64)) % 2 == 1;
         let size = |a: usize, n: usize| -> Option<usize> {
             let padded = i128::from(n as u64) + 2 * i128::from(pad[a] as u64);
             let span = padded - i128::from(kernel[a] as u64);
@@ -151,6 +171,7 @@ impl PoolingLayer {
             } else {
                 -(-span).div_euclid(step) + 1
             };
+            out += i128::from(darknet_extra);
             if out >= 1 && pad != [0, 0] && (out - 1) * step >= i128::from((n + pad[a]) as u64) {
                 out -= 1;
             }
