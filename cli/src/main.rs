@@ -92,7 +92,7 @@ enum Command {
         names: Names,
         /// Build the net with a Caffe fork's forms of Caffe's layer types,
         /// for a net written for that fork (caffe-yolov3: darknet's pooling
-        /// sizes); repeatable
+        /// sizes; faceboxes: its dense PriorBox); repeatable
         #[arg(long = "fork", value_name = "NAME", value_parser = run::parse_fork)]
         forks: Vec<blobflow::layers::Fork>,
     },
@@ -127,7 +127,7 @@ enum Command {
         device: run::Device,
         /// Build the net with a Caffe fork's forms of Caffe's layer types,
         /// for a net written for that fork (caffe-yolov3: darknet's pooling
-        /// sizes); repeatable
+        /// sizes; faceboxes: its dense PriorBox); repeatable
         #[arg(long = "fork", value_name = "NAME", value_parser = run::parse_fork)]
         forks: Vec<blobflow::layers::Fork>,
     },
@@ -183,7 +183,7 @@ enum Command {
         device: run::Device,
         /// Build the net with a Caffe fork's forms of Caffe's layer types,
         /// for a net written for that fork (caffe-yolov3: darknet's pooling
-        /// sizes); repeatable
+        /// sizes; faceboxes: its dense PriorBox); repeatable
         #[arg(long = "fork", value_name = "NAME", value_parser = run::parse_fork)]
         forks: Vec<blobflow::layers::Fork>,
     },

@@ -15,6 +15,7 @@ use crate::interp::{INTERP_FIELD, InterpLayer};
 use crate::layer::Result;
 use crate::neuron::NeuronLayer;
 use crate::pool::PoolingLayer;
+use crate::prior_box::PriorBoxLayer;
 use crate::proposal::{PROPOSAL_FIELD, ProposalLayer};
 use crate::psroi_pooling::{PSROI_POOLING_FIELD, PsRoiPoolingLayer};
 use crate::registry::LayerRegistry;
@@ -45,11 +46,15 @@ pub enum Fork {
     /// and stride 1 keeps YOLOv3-tiny's 13 x 13 map (Caffe's gives 12 x
     /// 12). It changes 3 x 3 pools at stride 2 too, as the fork does.
     CaffeYolov3,
+    /// sfzhang15/FaceBoxes (its `prior_box_layer.cpp`): PriorBox tiles a
+    /// min size of 32 4 x 4 and of 64 2 x 2 about each cell's centre,
+    /// and makes each min size's square one pixel smaller.
+    FaceBoxes,
 }
 
 impl Fork {
     /// Every fork, for listing.
-    pub const ALL: [Fork; 1] = [Fork::CaffeYolov3];
+    pub const ALL: [Fork; 2] = [Fork::CaffeYolov3, Fork::FaceBoxes];
 
     /// The fork by its name (as `name` gives it).
     pub fn from_name(name: &str) -> Option<Fork> {
@@ -60,6 +65,7 @@ impl Fork {
     pub fn name(self) -> &'static str {
         match self {
             Fork::CaffeYolov3 => "caffe-yolov3",
+            Fork::FaceBoxes => "faceboxes",
         }
     }
 }
@@ -69,6 +75,11 @@ pub(crate) fn use_fork<T: MathElement>(r: &mut LayerRegistry<T>, fork: Fork) {
     match fork {
         Fork::CaffeYolov3 => r.register("Pooling", |p| {
             Ok(Box::new(PoolingLayer::from_param(p)?.with_darknet_sizes()))
+        }),
+        Fork::FaceBoxes => r.register("PriorBox", |p| {
+            Ok(Box::new(
+                PriorBoxLayer::from_param(p)?.with_faceboxes_density()?,
+            ))
         }),
     }
 }

@@ -27,9 +27,21 @@ pub(crate) struct PriorBoxLayer {
     /// (w, h) when given, else image size / feature-map size.
     step: Option<(f32, f32)>,
     offset: f32,
+    /// FaceBoxes' boxes ([`Fork::FaceBoxes`](crate::Fork::FaceBoxes)).
+    faceboxes: bool,
     /// The (h, w, image w, image h) of the last boxes written, and the
     /// top's write stamp just after.
     written: Option<([usize; 4], u64)>,
+}
+
+/// FaceBoxes' density of a min size: its square boxes tiled `n x n`
+/// about each cell's centre, `step` apart.
+fn faceboxes_density(min: i64) -> Option<(i64, f32)> {
+    match min {
+        32 => Some((4, 8.0)),
+        64 => Some((2, 16.0)),
+        _ => None,
+    }
 }
 
 fn positive(what: &str, values: &[f64]) -> Result<()> {
@@ -130,12 +142,52 @@ impl PriorBoxLayer {
             img,
             step,
             offset: p.float("offset") as f32,
+            faceboxes: false,
             written: None,
+        })
+    }
+
+    /// The layer as sfzhang15/FaceBoxes computes it: a min size of 32
+    /// tiled 4 x 4 about each cell's centre (8 px apart), of 64 tiled 2 x
+    /// 2 (16 px apart), and each min size's square `size - 1` wide. The
+    /// fork sizes its top for 21 boxes a cell where there are 3 min sizes
+    /// (its 32, 64 and 128), for Caffe's count otherwise: a layer whose
+    /// boxes would not fill that count is refused, where the fork writes
+    /// past its top or leaves it short.
+    pub(crate) fn with_faceboxes_density(self) -> Result<Self> {
+        let written: usize = self
+            .min_sizes
+            .iter()
+            .map(|&m| faceboxes_density(m).map_or(1, |(n, _)| (n * n) as usize))
+            .sum::<usize>()
+            + self.max_sizes.len()
+            + (self.aspect_ratios.len() - 1) * self.min_sizes.len();
+        let sized = if self.min_sizes.len() == 3 {
+            21 + self.max_sizes.len()
+        } else {
+            self.aspect_ratios.len() * self.min_sizes.len() + self.max_sizes.len()
+        };
+        if written != sized {
+            return Err(bad_param(
+                OP,
+                format!(
+                    "FaceBoxes' PriorBox writes {written} boxes a cell for min sizes {:?}, but \
+                     sizes its top for {sized}",
+                    self.min_sizes
+                ),
+            ));
+        }
+        Ok(Self {
+            faceboxes: true,
+            ..self
         })
     }
 
     /// Boxes per feature-map cell.
     fn per_cell(&self) -> usize {
+        if self.faceboxes && self.min_sizes.len() == 3 {
+            return 21 + self.max_sizes.len();
+        }
         self.aspect_ratios.len() * self.min_sizes.len() + self.max_sizes.len()
     }
 
@@ -147,34 +199,49 @@ impl PriorBoxLayer {
             .step
             .unwrap_or((img_w as f32 / w as f32, img_h as f32 / h as f32));
         let mut out = Vec::with_capacity(h * w * self.per_cell() * 4);
-        // The fork computes the corners in double from float centres.
-        let mut push = |cx: f32, cy: f32, bw: f32, bh: f32| {
-            let (cx, cy, bw, bh) = (f64::from(cx), f64::from(cy), f64::from(bw), f64::from(bh));
+        // The fork computes the corners in double from float centres and
+        // half sides.
+        let mut push_half = |cx: f32, cy: f32, half_w: f64, half_h: f64| {
+            let (cx, cy) = (f64::from(cx), f64::from(cy));
             let (iw, ih) = (img_w as f64, img_h as f64);
             out.extend_from_slice(&[
-                ((cx - bw / 2.0) / iw) as f32,
-                ((cy - bh / 2.0) / ih) as f32,
-                ((cx + bw / 2.0) / iw) as f32,
-                ((cy + bh / 2.0) / ih) as f32,
+                ((cx - half_w) / iw) as f32,
+                ((cy - half_h) / ih) as f32,
+                ((cx + half_w) / iw) as f32,
+                ((cy + half_h) / ih) as f32,
             ]);
         };
+        let half = |side: f32| f64::from(side) / 2.0;
         for y in 0..h {
             for x in 0..w {
                 let cx = (x as f32 + self.offset) * step_w;
                 let cy = (y as f32 + self.offset) * step_h;
                 for (s, &min) in self.min_sizes.iter().enumerate() {
                     let side = min as f32;
-                    push(cx, cy, side, side);
+                    if self.faceboxes {
+                        // FaceBoxes: squares of size - 1, tiled about
+                        // the centre at 32 and 64, rows outer.
+                        let less_one = (f64::from(side) - 1.0) / 2.0;
+                        let (n, apart) = faceboxes_density(min).unwrap_or((1, 0.0));
+                        for i in -n / 2..n - n / 2 {
+                            for j in -n / 2..n - n / 2 {
+                                let (dx, dy) = (j as f32 * apart, i as f32 * apart);
+                                push_half(cx + dx, cy + dy, less_one, less_one);
+                            }
+                        }
+                    } else {
+                        push_half(cx, cy, half(side), half(side));
+                    }
                     if let Some(&max) = self.max_sizes.get(s) {
                         let side = ((min * max) as f64).sqrt() as f32;
-                        push(cx, cy, side, side);
+                        push_half(cx, cy, half(side), half(side));
                     }
                     for &ar in &self.aspect_ratios {
                         if (ar - 1.0).abs() < 1e-6 {
                             continue;
                         }
                         let root = ar.sqrt();
-                        push(cx, cy, min as f32 * root, min as f32 / root);
+                        push_half(cx, cy, half(min as f32 * root), half(min as f32 / root));
                     }
                 }
             }
