@@ -39,6 +39,7 @@ use crate::yolo::{
 /// assert_eq!(Fork::CaffeYolov3.name(), "caffe-yolov3");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fork {
     /// ChenYingpeng/caffe-yolov3 (its `pooling_layer.cpp`): a Pooling
     /// whose kernel's height exceeds its stride by an odd number gets one
