@@ -123,6 +123,14 @@ pub enum BlobError {
         /// Operation refused.
         op: &'static str,
     },
+    /// A DLPack tensor that cannot be exported or adopted as asked.
+    #[error("cannot {op}: {detail}")]
+    Dlpack {
+        /// Operation refused.
+        op: &'static str,
+        /// What differs: the device, the element type, the strides...
+        detail: String,
+    },
     /// A GPU accessor on memory that has no device.
     #[error("{op}: no GPU device is attached to this memory; create it with a device")]
     NoDevice {

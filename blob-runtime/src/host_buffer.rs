@@ -204,6 +204,22 @@ impl HostBuffer {
         release: impl FnOnce(NonNull<u8>, usize) + Send + Sync + 'static,
     ) -> Self {
         debug_assert_eq!(ptr.as_ptr() as usize % HOST_ALIGN, 0);
+        // SAFETY: the caller's promise, with more alignment than needed.
+        unsafe { Self::borrowed_from_owner(ptr, len, release) }
+    }
+
+    /// Wraps memory another library owns, aligned only as the elements
+    /// it holds (a DLPack tensor's): `release` gives it back when the
+    /// buffer is dropped.
+    ///
+    /// # Safety
+    /// As [`from_raw_parts`](Self::from_raw_parts), except that `ptr` need
+    /// only be aligned for the element type of the blob it will back.
+    pub(crate) unsafe fn borrowed_from_owner(
+        ptr: NonNull<u8>,
+        len: usize,
+        release: impl FnOnce(NonNull<u8>, usize) + Send + Sync + 'static,
+    ) -> Self {
         host_limit::count(len);
         Self {
             ptr,

@@ -13,7 +13,9 @@
 //! - [`typed`] and [`blob!`]: shapes as types, checked by the compiler.
 //! - Data in and out: [`Blob::from_vec`], [`Blob::to_vec`]; NumPy files
 //!   ([`npy`]); ndarray views
-//!   (feature `ndarray`); `.safetensors` files (feature `safetensors`).
+//!   (feature `ndarray`); `.safetensors` files (feature `safetensors`);
+//!   DLPack, shared with PyTorch, NumPy, JAX and CuPy without a copy
+//!   ([`Blob::to_dlpack`], [`Blob::from_dlpack`], feature `dlpack`).
 //!
 //! Most users depend on `blobflow`, which re-exports this crate as
 //! `blobflow::runtime` with the layers and kernels beside it; depend on this
@@ -65,8 +67,14 @@ pub mod __private {
 }
 
 pub use atomic_file::{PARTIAL_MARK, write_atomically};
+#[cfg(feature = "dlpack")]
+pub use blob::DlpackAccess;
 pub use blob::{Blob, CpuMut, CpuRef, MAX_BLOB_AXES, shape_string};
 pub use device::{DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream, Precision};
+/// The DLPack crate the `dlpack` feature speaks through, so a user names
+/// the same `Managed`, `DlpackFlags` and `ffi` types.
+#[cfg(feature = "dlpack")]
+pub use dlpark;
 pub use element::{Element, MathElement};
 pub use error::{BlobError, DeviceError, Result, ShapeError};
 pub use head::Head;

@@ -90,6 +90,9 @@ struct State {
     upload: Option<Box<dyn DeviceFence>>,
     /// See [`SyncedMemory::write_stamp`].
     stamp: u64,
+    /// Leases alive ([`HostLease`]): a refusal then says where the
+    /// memory went.
+    lent: usize,
 }
 
 /// A stamp no memory has had before: one counter for the process, so
@@ -196,6 +199,7 @@ impl SyncedMemory {
                 write_intent: None,
                 upload: None,
                 stamp: fresh_stamp(),
+                lent: 0,
             }),
             freed: Condvar::new(),
         }
@@ -332,7 +336,7 @@ impl SyncedMemory {
             (Borrow::Write, _) => {
                 return Err(BlobError::Borrowed {
                     op,
-                    held: "a write guard is alive",
+                    held: Self::held(st, "a write guard is alive"),
                 });
             }
             (Borrow::Read(_), true) => {
@@ -340,11 +344,21 @@ impl SyncedMemory {
                     Some((std::thread::current().id(), Instant::now() + WRITE_INTENT));
                 return Err(BlobError::Borrowed {
                     op,
-                    held: "a read guard is alive",
+                    held: Self::held(st, "a read guard is alive"),
                 });
             }
         };
         Ok(())
+    }
+
+    /// What a refusal says holds the memory: a lease where one is alive
+    /// (its guard is in another library), else `guard`.
+    fn held(st: &State, guard: &'static str) -> &'static str {
+        if st.lent > 0 {
+            "it is lent through DLPack until the consumer deletes its tensor"
+        } else {
+            guard
+        }
     }
 
     fn release(&self) {
@@ -443,11 +457,47 @@ impl SyncedMemory {
         Ok(())
     }
 
-    fn host_guard_parts(&self, st: &State) -> NonNull<u8> {
-        st.host
+    /// Caffe's `cpu_data()` (or, with `write`, `mutable_cpu_data()`)
+    /// up to the pointer: the head moved, the borrow flag taken. The
+    /// caller hands out a guard (or a lease) that releases it.
+    fn borrow_host(&self, op: &'static str, write: bool) -> Result<NonNull<u8>> {
+        let mut st = self.lock();
+        if write {
+            Self::check_free(&mut st, op)?;
+        } else {
+            Self::check_not_written(&st, op)?;
+        }
+        self.to_cpu(&mut st, op)?;
+        if write {
+            st.finish_upload(op)?;
+            st.head = Head::AtCpu;
+        }
+        Self::acquire(&mut st, op, write)?;
+        Ok(st
+            .host
             .as_ref()
             .expect("to_cpu allocates the host buffer")
-            .as_ptr()
+            .as_ptr())
+    }
+
+    /// The host bytes lent past the life of any reference to this memory
+    /// (to a DLPack consumer): read, or with `write` written, as
+    /// [`cpu_data`](Self::cpu_data) and
+    /// [`mutable_cpu_data`](Self::mutable_cpu_data) would, and borrowed so
+    /// until the lease drops, on whichever thread.
+    #[cfg(feature = "dlpack")]
+    pub(crate) fn lease_host(mem: &Arc<Self>, write: bool) -> Result<HostLease> {
+        let op = if write {
+            "lend the host bytes for writing"
+        } else {
+            "lend the host bytes for reading"
+        };
+        let ptr = mem.borrow_host(op, write)?;
+        mem.lock().lent += 1;
+        Ok(HostLease {
+            mem: Arc::clone(mem),
+            ptr,
+        })
     }
 
     /// Reads the host copy, syncing from the device first if the device is
@@ -458,12 +508,7 @@ impl SyncedMemory {
     /// assert_eq!(&*m.cpu_data().unwrap(), &[0, 0, 0, 0]); // zero-filled
     /// ```
     pub fn cpu_data(&self) -> Result<HostRead<'_>> {
-        let op = "cpu_data";
-        let mut st = self.lock();
-        Self::check_not_written(&st, op)?;
-        self.to_cpu(&mut st, op)?;
-        Self::acquire(&mut st, op, false)?;
-        let ptr = self.host_guard_parts(&st);
+        let ptr = self.borrow_host("cpu_data", false)?;
         // SAFETY: the host buffer lives as long as self, is never replaced
         // or freed while a borrow is held (set_*/drop need Borrow::Free),
         // and no writer exists while Borrow::Read is held.
@@ -483,14 +528,7 @@ impl SyncedMemory {
     /// assert_eq!(m.head(), blob_runtime::Head::AtCpu);
     /// ```
     pub fn mutable_cpu_data(&self) -> Result<HostWrite<'_>> {
-        let op = "mutable_cpu_data";
-        let mut st = self.lock();
-        Self::check_free(&mut st, op)?;
-        self.to_cpu(&mut st, op)?;
-        st.finish_upload(op)?;
-        st.head = Head::AtCpu;
-        Self::acquire(&mut st, op, true)?;
-        let ptr = self.host_guard_parts(&st);
+        let ptr = self.borrow_host("mutable_cpu_data", true)?;
         // SAFETY: as in cpu_data, and Borrow::Write makes this the only
         // reference to the host bytes until the guard drops.
         let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.size) };
@@ -667,12 +705,12 @@ impl SyncedMemory {
                     Some((std::thread::current().id(), Instant::now() + WRITE_INTENT));
                 Err(BlobError::Borrowed {
                     op,
-                    held: "a read guard is alive",
+                    held: Self::held(st, "a read guard is alive"),
                 })
             }
             Borrow::Write => Err(BlobError::Borrowed {
                 op,
-                held: "a write guard is alive",
+                held: Self::held(st, "a write guard is alive"),
             }),
         }
     }
@@ -681,7 +719,7 @@ impl SyncedMemory {
         if st.borrow == Borrow::Write {
             Err(BlobError::Borrowed {
                 op,
-                held: "a write guard is alive",
+                held: Self::held(st, "a write guard is alive"),
             })
         } else {
             Ok(())
@@ -699,6 +737,36 @@ impl fmt::Debug for SyncedMemory {
             .field("device_allocated", &st.dev.is_some())
             .field("device", &self.backend.as_ref().map(|b| b.name()))
             .finish()
+    }
+}
+
+/// Host bytes lent out by [`SyncedMemory::lease_host`]; dropping it
+/// gives the borrow back.
+#[cfg(feature = "dlpack")]
+pub(crate) struct HostLease {
+    mem: Arc<SyncedMemory>,
+    ptr: NonNull<u8>,
+}
+
+#[cfg(feature = "dlpack")]
+impl HostLease {
+    /// The first byte; valid for the memory's size while the lease lives.
+    pub(crate) fn as_ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+}
+
+// SAFETY: the lease holds a borrow of the memory, not the bytes: it can be
+// dropped on any thread (DLPack deleters run on the consumer's), and its
+// pointer is only handed to the consumer, never read here.
+#[cfg(feature = "dlpack")]
+unsafe impl Send for HostLease {}
+
+#[cfg(feature = "dlpack")]
+impl Drop for HostLease {
+    fn drop(&mut self) {
+        self.mem.lock().lent -= 1;
+        self.mem.release();
     }
 }
 

@@ -4,6 +4,8 @@
 //! offsets in [`shape`], memory accessors and sharing in [`memory`], math in
 //! [`math`].
 
+#[cfg(feature = "dlpack")]
+mod dlpack;
 mod math;
 mod memory;
 mod shape;
@@ -13,6 +15,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+#[cfg(feature = "dlpack")]
+pub use dlpack::DlpackAccess;
 pub use memory::{CpuMut, CpuRef};
 pub use shape::shape_string;
 

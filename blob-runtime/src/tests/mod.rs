@@ -3,6 +3,8 @@
 //! table, and a model-based property test.
 
 mod blob_math;
+#[cfg(feature = "dlpack")]
+mod dlpack;
 mod host_device;
 mod model;
 mod state_table;

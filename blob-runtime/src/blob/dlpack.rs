@@ -1,0 +1,273 @@
+//! DLPack in and out (feature `dlpack`): a blob's memory lent to PyTorch,
+//! NumPy, JAX, CuPy or a Rust crate without a copy, and a tensor of theirs
+//! adopted as a blob's data without a copy.
+//!
+//! Caffe has no DLPack; pycaffe copies through NumPy. Here the memory is
+//! shared, and the run-time borrow rules of [`SyncedMemory`] keep it
+//! safe: while a consumer holds an exported tensor the blob's memory is
+//! borrowed (for writing, or with [`DlpackAccess::ReadOnly`] for reading),
+//! so a conflicting access from blobflow is an error naming the lease,
+//! never a data race.
+
+use std::any::TypeId;
+use std::ptr::NonNull;
+
+use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor};
+use dlpark::metadata::Dynamic;
+use dlpark::{DlpackElement, DlpackFlags, Managed, ManagedTensorBase};
+
+use super::Blob;
+use crate::element::Element;
+use crate::error::{BlobError, Result};
+use crate::host_buffer::HostBuffer;
+use crate::synced_memory::{HostLease, SyncedMemory};
+
+/// What the consumer of an exported blob may do with its memory.
+///
+/// ```
+/// use blob_runtime::{Blob, DlpackAccess};
+/// let blob = Blob::<f32>::new(&[2])?;
+/// let tensor = blob.to_dlpack_as::<dlpark::ffi::DLManagedTensorVersioned>(DlpackAccess::ReadOnly)?;
+/// assert!(tensor.flags().contains(dlpark::DlpackFlags::READ_ONLY));
+/// assert_eq!(blob.cpu_data()?[0], 0.0); // blobflow may still read
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DlpackAccess {
+    /// The consumer may write: the blob's memory is borrowed for writing
+    /// until the consumer deletes the tensor.
+    ReadWrite,
+    /// The consumer may only read (the versioned ABI's `READ_ONLY` flag):
+    /// blobflow may read the blob meanwhile, not write it.
+    ReadOnly,
+}
+
+fn refused(op: &'static str, detail: impl Into<String>) -> BlobError {
+    BlobError::Dlpack {
+        op,
+        detail: detail.into(),
+    }
+}
+
+impl<T: Element + DlpackElement> Blob<T> {
+    /// The blob's data as a DLPack tensor (the versioned ABI), sharing its
+    /// host memory: no copy. The consumer may write into it; the blob's
+    /// data is borrowed for writing until the consumer deletes the tensor,
+    /// so blobflow reading or writing it meanwhile is a
+    /// [`BlobError::Borrowed`] that says where the memory went. Data whose
+    /// newest bytes are on the GPU are first brought to the host, as
+    /// Caffe's `mutable_cpu_data()` does.
+    ///
+    /// ```
+    /// use blob_runtime::Blob;
+    /// let blob = Blob::<f32>::from_vec(&[2, 3], (0..6).map(|v| v as f32).collect())?;
+    /// let mut tensor = blob.to_dlpack()?;
+    /// let view = tensor.validate().unwrap();
+    /// assert_eq!(view.shape(), &[2, 3]);
+    /// // What a consumer (PyTorch, NumPy...) writes, the blob holds.
+    /// // SAFETY: the tensor is a live, writable, compact f32 CPU tensor.
+    /// unsafe { tensor.validate_mut().unwrap().cpu_slice_mut::<f32>().unwrap()[5] = 50.0 };
+    /// assert!(blob.cpu_data().is_err()); // still lent
+    /// drop(tensor); // the consumer deletes it
+    /// assert_eq!(blob.cpu_data()?[5], 50.0);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn to_dlpack(&self) -> Result<dlpark::versioned::Dlpack> {
+        self.to_dlpack_as(DlpackAccess::ReadWrite)
+    }
+
+    /// The blob's data as a DLPack tensor of either ABI (`M` is
+    /// `DLManagedTensorVersioned` or the legacy `DLManagedTensor`), shared
+    /// as `access` says. The legacy ABI has no read-only flag, so it is
+    /// only lent [`DlpackAccess::ReadWrite`].
+    ///
+    /// ```
+    /// use blob_runtime::{Blob, DlpackAccess};
+    /// use dlpark::ffi::DLManagedTensor;
+    /// let blob = Blob::<f64>::new(&[4])?;
+    /// let legacy = blob.to_dlpack_as::<DLManagedTensor>(DlpackAccess::ReadWrite)?;
+    /// assert_eq!(legacy.validate().unwrap().shape(), &[4]);
+    /// drop(legacy);
+    /// let err = blob.to_dlpack_as::<DLManagedTensor>(DlpackAccess::ReadOnly).map(drop).unwrap_err();
+    /// assert!(err.to_string().contains("legacy DLPack ABI cannot mark a tensor read-only"));
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn to_dlpack_as<M: ManagedTensorBase + 'static>(
+        &self,
+        access: DlpackAccess,
+    ) -> Result<Managed<M>> {
+        const OP: &str = "export a blob through DLPack";
+        let read_only = access == DlpackAccess::ReadOnly;
+        if read_only && TypeId::of::<M>() == TypeId::of::<DLManagedTensor>() {
+            return Err(refused(
+                OP,
+                "the legacy DLPack ABI cannot mark a tensor read-only; lend it \
+                 DlpackAccess::ReadWrite or use the versioned ABI",
+            ));
+        }
+        // A blob of no elements has no memory to lend.
+        let lease = if self.count == 0 {
+            None
+        } else {
+            Some(SyncedMemory::lease_host(&self.data, !read_only)?)
+        };
+        let data = lease
+            .as_ref()
+            .map_or(NonNull::<T>::dangling().cast::<u8>(), HostLease::as_ptr);
+        let mut tensor = Dynamic::compact(self.shape.as_slice())
+            .prepare_as::<M>()
+            .map_err(|e| refused(OP, e.to_string()))?
+            .initialize(Box::new(lease));
+        tensor
+            .set_data(data.as_ptr().cast())
+            .set_device(DLDevice::CPU)
+            .set_dtype(DLDataType::of::<T>());
+        if read_only {
+            tensor
+                .set_flags(DlpackFlags::READ_ONLY)
+                .map_err(|e| refused(OP, e.to_string()))?;
+        }
+        // SAFETY: `data` points at the blob's first `count` elements, which
+        // stay allocated and borrowed as `access` says for as long as the
+        // lease (the tensor's context, dropped by its deleter) lives; the
+        // strides are compact and the flags say read-only where it is.
+        Ok(unsafe { tensor.finish() })
+    }
+
+    /// A blob whose data is `tensor`'s memory, adopted without a copy (the
+    /// versioned or the legacy ABI): the tensor is deleted (its producer's
+    /// deleter called) when the blob's data is dropped or replaced. The
+    /// tensor must be on the CPU (or pinned host memory), hold `T`, be
+    /// row-major and contiguous, and be writable; anything else is an error
+    /// naming what differs. As with any DLPack consumer, the producer must
+    /// not write the memory while the blob lives.
+    ///
+    /// ```
+    /// use blob_runtime::Blob;
+    /// let source = Blob::<f32>::from_vec(&[3], vec![1.0, 2.0, 3.0])?;
+    /// let at = source.cpu_data()?.as_ptr();
+    /// let blob = Blob::<f32>::from_dlpack(source.to_dlpack()?)?;
+    /// assert_eq!(blob.shape(), &[3]);
+    /// assert_eq!(blob.cpu_data()?.as_ptr(), at); // the same memory
+    /// let err = Blob::<f64>::from_dlpack(blob.to_dlpack()?).unwrap_err();
+    /// assert!(err.to_string().contains("holds float32, not f64"));
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn from_dlpack<M: ManagedTensorBase>(tensor: Managed<M>) -> Result<Self> {
+        const OP: &str = "import a DLPack tensor";
+        let view = tensor.validate().map_err(|e| refused(OP, e.to_string()))?;
+        let device = view.device();
+        if !matches!(
+            device.device_type,
+            DLDeviceType::CPU | DLDeviceType::CUDAHOST
+        ) {
+            return Err(refused(
+                OP,
+                format!(
+                    "the tensor is on {}, and blobflow takes host tensors through DLPack: \
+                     copy it to the CPU first",
+                    device_name(device)
+                ),
+            ));
+        }
+        if view.dtype() != DLDataType::of::<T>() {
+            return Err(refused(
+                OP,
+                format!(
+                    "the tensor holds {}, not {}",
+                    dtype_name(view.dtype()),
+                    T::NAME
+                ),
+            ));
+        }
+        let shape = view.shape();
+        if !view.is_compact().map_err(|e| refused(OP, e.to_string()))? {
+            return Err(refused(
+                OP,
+                format!(
+                    "the tensor of shape {shape:?} has strides {:?}, not row-major and \
+                     contiguous as a blob is: make it contiguous first \
+                     (NumPy's ascontiguousarray, PyTorch's .contiguous())",
+                    view.strides().unwrap_or_default()
+                ),
+            ));
+        }
+        if tensor.flags().contains(DlpackFlags::READ_ONLY) {
+            return Err(refused(
+                OP,
+                "the tensor is read-only, and a blob's data is writable: copy it, or \
+                 export it writable",
+            ));
+        }
+        let dims: Vec<usize> = shape
+            .iter()
+            .map(|&d| usize::try_from(d).expect("validate refuses negative dims"))
+            .collect();
+        let blob = Self::new(&dims)?;
+        if blob.count == 0 {
+            return Ok(blob);
+        }
+        // SAFETY: the view was validated as a CPU tensor of `count` elements
+        // of `T`; the offset is inside its allocation.
+        let data = unsafe { view.offset_bytes_ptr() }.map_err(|e| refused(OP, e.to_string()))?;
+        let Some(data) = NonNull::new(data.cast_mut()) else {
+            return Err(refused(OP, "the tensor's data pointer is null"));
+        };
+        if !data.as_ptr().cast::<T>().is_aligned() {
+            return Err(refused(
+                OP,
+                format!(
+                    "the tensor's data at {data:p} is not aligned for {}",
+                    T::NAME
+                ),
+            ));
+        }
+        let bytes = blob.count * size_of::<T>();
+        let owner = tensor.into_deleter();
+        // SAFETY: the tensor's `bytes` bytes at `data` are valid, writable
+        // (not READ_ONLY), aligned for `T` and initialized, and stay so
+        // until its deleter runs, which dropping `owner` does, once.
+        let buffer =
+            unsafe { HostBuffer::borrowed_from_owner(data, bytes, move |_, _| drop(owner)) };
+        blob.data.set_cpu_data(buffer)?;
+        Ok(blob)
+    }
+}
+
+fn device_name(device: DLDevice) -> String {
+    let kind = match device.device_type {
+        DLDeviceType::CUDA => "CUDA",
+        DLDeviceType::CUDAMANAGED => "CUDA managed memory",
+        DLDeviceType::ROCM => "ROCm",
+        DLDeviceType::ROCMHOST => "ROCm host memory",
+        DLDeviceType::METAL => "Metal",
+        DLDeviceType::VULKAN => "Vulkan",
+        DLDeviceType::OPENCL => "OpenCL",
+        DLDeviceType::ONEAPI => "oneAPI",
+        other => return format!("DLPack device type {} #{}", other.0, device.device_id),
+    };
+    format!("{kind} device {}", device.device_id)
+}
+
+fn dtype_name(dtype: DLDataType) -> String {
+    let kind = match dtype.code {
+        DLDataTypeCode::INT => "int",
+        DLDataTypeCode::UINT => "uint",
+        DLDataTypeCode::FLOAT => "float",
+        DLDataTypeCode::BFLOAT => "bfloat",
+        DLDataTypeCode::COMPLEX => "complex",
+        DLDataTypeCode::BOOL => "bool",
+        other => {
+            return format!(
+                "DLPack type code {} of {} bits x {} lanes",
+                other.0, dtype.bits, dtype.lanes
+            );
+        }
+    };
+    let lanes = if dtype.lanes == 1 {
+        String::new()
+    } else {
+        format!("x{}", dtype.lanes)
+    };
+    format!("{kind}{}{lanes}", dtype.bits)
+}
