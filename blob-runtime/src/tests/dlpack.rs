@@ -120,11 +120,10 @@ fn data_newest_on_the_device_come_to_the_host_first() {
         device_bytes(&mut on_device).copy_from_slice(bytemuck::cast_slice(&[7.0f32, 8.0]));
     }
     let tensor = blob.to_dlpack().unwrap();
+    let view = tensor.validate().unwrap();
     // SAFETY: a live compact f32 CPU tensor.
-    assert_eq!(
-        unsafe { tensor.validate().unwrap().cpu_slice::<f32>() }.unwrap(),
-        &[7.0, 8.0]
-    );
+    let values = unsafe { view.cpu_slice::<f32>() }.unwrap();
+    assert_eq!(values, &[7.0, 8.0]);
 }
 
 #[test]
