@@ -14,7 +14,7 @@ use std::ptr::NonNull;
 
 use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor};
 use dlpark::metadata::Dynamic;
-use dlpark::{DlpackElement, DlpackFlags, Managed, ManagedTensorBase};
+use dlpark::{DlpackElement, DlpackFlags, Managed, ManagedTensorBase, TensorRef};
 
 use super::Blob;
 use crate::element::Element;
@@ -156,59 +156,20 @@ impl<T: Element + DlpackElement> Blob<T> {
     pub fn from_dlpack<M: ManagedTensorBase>(tensor: Managed<M>) -> Result<Self> {
         const OP: &str = "import a DLPack tensor";
         let view = tensor.validate().map_err(|e| refused(OP, e.to_string()))?;
-        let device = view.device();
-        if !matches!(
-            device.device_type,
-            DLDeviceType::CPU | DLDeviceType::CUDAHOST
-        ) {
-            return Err(refused(
-                OP,
-                format!(
-                    "the tensor is on {}, and blobflow takes host tensors through DLPack: \
-                     copy it to the CPU first",
-                    device_name(device)
-                ),
-            ));
-        }
-        if view.dtype() != DLDataType::of::<T>() {
-            return Err(refused(
-                OP,
-                format!(
-                    "the tensor holds {}, not {}",
-                    dtype_name(view.dtype()),
-                    T::NAME
-                ),
-            ));
-        }
-        let shape = view.shape();
-        if !view.is_compact().map_err(|e| refused(OP, e.to_string()))? {
-            return Err(refused(
-                OP,
-                format!(
-                    "the tensor of shape {shape:?} has strides {:?}, not row-major and \
-                     contiguous as a blob is: make it contiguous first \
-                     (NumPy's ascontiguousarray, PyTorch's .contiguous())",
-                    view.strides().unwrap_or_default()
-                ),
-            ));
-        }
+        let dims = host_dims::<T>(OP, &view)?;
         if tensor.flags().contains(DlpackFlags::READ_ONLY) {
             return Err(refused(
                 OP,
-                "the tensor is read-only, and a blob's data is writable: copy it, or \
-                 export it writable",
+                "the tensor is read-only, and a blob's data is writable: copy it in \
+                 (copy_from_dlpack), or export it writable",
             ));
         }
-        let dims: Vec<usize> = shape
-            .iter()
-            .map(|&d| usize::try_from(d).expect("validate refuses negative dims"))
-            .collect();
         let blob = Self::new(&dims)?;
         if blob.count == 0 {
             return Ok(blob);
         }
-        // SAFETY: the view was validated as a CPU tensor of `count` elements
-        // of `T`; the offset is inside its allocation.
+        // SAFETY: the view was validated as a host tensor of `count`
+        // elements of `T`; the offset is inside its allocation.
         let data = unsafe { view.offset_bytes_ptr() }.map_err(|e| refused(OP, e.to_string()))?;
         let Some(data) = NonNull::new(data.cast_mut()) else {
             return Err(refused(OP, "the tensor's data pointer is null"));
@@ -232,6 +193,81 @@ impl<T: Element + DlpackElement> Blob<T> {
         blob.data.set_cpu_data(buffer)?;
         Ok(blob)
     }
+
+    /// Copies `tensor`'s values into this blob's data, reshaping the blob
+    /// to the tensor's shape first (pycaffe's `blob.data[...] = array`),
+    /// then deletes the tensor. For a tensor the blob should not take
+    /// over: a read-only one, or one its producer goes on using. The
+    /// tensor must be a row-major, contiguous host tensor of `T`.
+    ///
+    /// ```
+    /// use blob_runtime::{Blob, DlpackAccess};
+    /// let source = Blob::<f32>::from_vec(&[2], vec![3.0, 4.0])?;
+    /// let tensor = source.to_dlpack_as::<dlpark::ffi::DLManagedTensorVersioned>(DlpackAccess::ReadOnly)?;
+    /// let mut blob = Blob::<f32>::new(&[5])?;
+    /// blob.copy_from_dlpack(tensor)?;
+    /// assert_eq!(blob.shape(), &[2]);
+    /// assert_eq!(blob.to_vec()?, [3.0, 4.0]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn copy_from_dlpack<M: ManagedTensorBase>(&mut self, tensor: Managed<M>) -> Result<()> {
+        const OP: &str = "copy a DLPack tensor into a blob";
+        let view = tensor.validate().map_err(|e| refused(OP, e.to_string()))?;
+        self.reshape(&host_dims::<T>(OP, &view)?)?;
+        if self.count == 0 {
+            return Ok(());
+        }
+        // SAFETY: validated as a live, compact host tensor of `T` whose
+        // element count is the blob's.
+        let values = unsafe { view.cpu_slice::<T>() }.map_err(|e| refused(OP, e.to_string()))?;
+        self.mutable_cpu_data()?.copy_from_slice(values);
+        Ok(())
+    }
+}
+
+/// The dims of a tensor a blob can hold: on the host, of `T`, row-major
+/// and contiguous; an error naming what differs otherwise.
+fn host_dims<T: Element + DlpackElement>(op: &'static str, view: &TensorRef) -> Result<Vec<usize>> {
+    let device = view.device();
+    if !matches!(
+        device.device_type,
+        DLDeviceType::CPU | DLDeviceType::CUDAHOST
+    ) {
+        return Err(refused(
+            op,
+            format!(
+                "the tensor is on {}, and blobflow takes host tensors through DLPack: \
+                 copy it to the CPU first",
+                device_name(device)
+            ),
+        ));
+    }
+    if view.dtype() != DLDataType::of::<T>() {
+        return Err(refused(
+            op,
+            format!(
+                "the tensor holds {}, not {}",
+                dtype_name(view.dtype()),
+                T::NAME
+            ),
+        ));
+    }
+    let shape = view.shape();
+    if !view.is_compact().map_err(|e| refused(op, e.to_string()))? {
+        return Err(refused(
+            op,
+            format!(
+                "the tensor of shape {shape:?} has strides {:?}, not row-major and \
+                 contiguous as a blob is: make it contiguous first \
+                 (NumPy's ascontiguousarray, PyTorch's .contiguous())",
+                view.strides().unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(shape
+        .iter()
+        .map(|&d| usize::try_from(d).expect("validate refuses negative dims"))
+        .collect())
 }
 
 fn device_name(device: DLDevice) -> String {

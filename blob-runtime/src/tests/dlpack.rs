@@ -223,6 +223,42 @@ fn tensors_a_blob_cannot_be_are_refused_by_what_differs_and_deleted() {
 }
 
 #[test]
+fn copying_in_takes_read_only_tensors_and_leaves_the_producer_its_memory() {
+    let (tensor, at, deleted) = produce::<DLManagedTensorVersioned>(
+        vec![1.0, 2.0, 3.0, 4.0],
+        &[2, 2],
+        None,
+        DlpackFlags::READ_ONLY,
+        DLDevice::CPU,
+    );
+    let mut blob = Blob::<f32>::new(&[3]).unwrap();
+    blob.copy_from_dlpack(tensor).unwrap();
+    assert_eq!(deleted.load(Ordering::SeqCst), 1);
+    assert_eq!(blob.shape(), &[2, 2]);
+    assert_ne!(blob.cpu_data().unwrap().as_ptr(), at);
+    assert_eq!(blob.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+    let (tensor, _, _) = produce::<DLManagedTensor>(
+        vec![0.0; 4],
+        &[2, 2],
+        Some(&[1, 2]),
+        DlpackFlags::empty(),
+        DLDevice::CPU,
+    );
+    let message = refusal(blob.copy_from_dlpack(tensor).unwrap_err());
+    assert!(
+        message.starts_with(
+            "cannot copy a DLPack tensor into a blob: the tensor of shape [2, 2] has strides [1, 2]"
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        blob.shape(),
+        &[2, 2],
+        "a refused copy leaves the blob as it was"
+    );
+}
+
+#[test]
 fn empty_blobs_cross_with_no_memory_to_lend() {
     let blob = Blob::<f32>::new(&[0, 3]).unwrap();
     let tensor = blob.to_dlpack().unwrap();
