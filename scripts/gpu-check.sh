@@ -37,7 +37,7 @@ bundle() {
     mkdir -p "$out/bin" "$out/models/lenet" "$out/data/mnist" "$out/tests/fixtures"
     local msgs
     msgs="$(mktemp)"
-    cargo build --release --features cudnn --tests --benches --examples --message-format=json >"$msgs"
+    cargo build --release --features cudnn,dlpack --tests --benches --examples --message-format=json >"$msgs"
     cargo build --release -p blobflow-cli --features cudnn --bins --tests --message-format=json >>"$msgs"
     # The executables cargo just built: the GPU suite, the GPU benchmark
     # and every example.

@@ -965,6 +965,72 @@ fn mixed_devices_are_refused(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     )
 }
 
+/// A blob's GPU memory lent through DLPack and adopted back: the same
+/// device address both ways, work on one seen by the other, and tensors
+/// of another device refused.
+#[cfg(feature = "dlpack")]
+fn dlpack_shares_gpu_memory(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::runtime::DeviceBackend;
+    use blobflow::runtime::dlpark::ffi::DLDeviceType;
+    let device: Arc<dyn DeviceBackend> = dev.clone();
+    let blob = Blob::<f32>::with_device(&[2, 3], device.clone()).map_err(fail)?;
+    blob.mutable_cpu_data()
+        .map_err(fail)?
+        .copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let address = {
+        let on_gpu = blob.gpu_data().map_err(fail)?;
+        dev.device_address(&*on_gpu).map_err(fail)?
+    };
+    let tensor = blob.to_dlpack_device().map_err(fail)?;
+    let view = tensor.validate().map_err(fail)?;
+    ensure(
+        view.device().device_type == DLDeviceType::CUDA && view.device().device_id == 0,
+        format!("exported on {:?}", view.device()),
+    )?;
+    ensure(
+        view.data_ptr().addr() as u64 == address,
+        "the blob's own device address",
+    )?;
+    ensure(
+        blob.data_head() == Head::AtGpu,
+        "lent for writing: head at GPU",
+    )?;
+    let refused = blob.cpu_data().map(drop).unwrap_err().to_string();
+    ensure(refused.contains("lent through DLPack"), refused)?;
+    // Another blob of the same GPU adopts it: cuBLAS scales it in place.
+    let adopted = Blob::<f32>::from_dlpack_on(tensor, device.clone()).map_err(fail)?;
+    ensure(adopted.data_head() == Head::AtGpu, "adopted on the GPU")?;
+    let adopted_at = dev
+        .device_address(&*adopted.gpu_data().map_err(fail)?)
+        .map_err(fail)?;
+    ensure(adopted_at == address, "adopted without a copy")?;
+    adopted.scale_data(10.0).map_err(fail)?;
+    drop(adopted); // the lease ends: the blob has its memory back
+    let values = blob.to_vec().map_err(fail)?;
+    ensure(
+        values == [10.0, 20.0, 30.0, 40.0, 50.0, 60.0],
+        format!("after the adopter's scal: {values:?}"),
+    )?;
+    // GPU memory does not become a host blob.
+    let err = Blob::<f32>::from_dlpack(blob.to_dlpack_device().map_err(fail)?)
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    ensure(
+        err.contains("the tensor is on CUDA device 0; Blob::from_dlpack takes host tensors"),
+        err,
+    )?;
+    // A host tensor given with the GPU's backend is the host side.
+    let host = Blob::<f32>::from_vec(&[2], vec![1.5, 2.5]).map_err(fail)?;
+    let on_host =
+        Blob::<f32>::from_dlpack_on(host.to_dlpack().map_err(fail)?, device).map_err(fail)?;
+    ensure(
+        on_host.data_head() == Head::AtCpu,
+        "a host tensor stays on the host",
+    )?;
+    near(on_host.asum_data().map_err(fail)?.into(), 4.0, 1e-7, "asum")
+}
+
 /// Softmax and SoftmaxWithLoss on device blobs give the host's values;
 /// dropout on the GPU keeps and scales consistently forward and backward.
 fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
@@ -1869,6 +1935,8 @@ const CHECKS: &[(&str, Check)] = &[
     ("syncedmem::upload_then_host_write", upload_then_host_write),
     ("blob::math_on_gpu", blob_math_on_gpu),
     ("blob::copy_on_the_device", device_blobs_copy_on_the_device),
+    #[cfg(feature = "dlpack")]
+    ("blob::dlpack_shares_gpu_memory", dlpack_shares_gpu_memory),
     ("math::elementwise_match_cpu", elementwise_match_cpu),
     (
         "kernels::ptx_newer_than_the_driver_is_named",

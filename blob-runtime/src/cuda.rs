@@ -13,11 +13,12 @@
 //! ```
 
 use std::any::Any;
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use blob_kernels::cuda::{CudaError, Gpu};
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
 
 use crate::device::{
     DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream, Precision, own_buffer, own_buffer_mut,
@@ -163,11 +164,40 @@ impl Drop for CudaFence {
     }
 }
 
-/// Device memory of a [`CudaBackend`].
-#[derive(Debug)]
+/// Device memory of a [`CudaBackend`]: its own, or another library's
+/// adopted through DLPack ([`DeviceBackend::adopt`]).
 pub struct CudaBuffer {
-    slice: CudaSlice<u8>,
+    /// Dropped by `Drop`: freed if the memory is ours, let go if not.
+    slice: ManuallyDrop<CudaSlice<u8>>,
     len: usize,
+    /// The other library's hold on adopted memory, dropped (giving the
+    /// memory back) after the slice lets go of it.
+    owner: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBuffer")
+            .field("len", &self.len)
+            .field("adopted", &self.owner.is_some())
+            .finish()
+    }
+}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the slice is taken once, here, and never used after.
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        match self.owner.take() {
+            Some(owner) => {
+                // Not ours to free: cudarc lets go of the address, then the
+                // owner gives it back to the library it came from.
+                slice.leak();
+                drop(owner);
+            }
+            None => drop(slice),
+        }
+    }
 }
 
 impl DeviceBuffer for CudaBuffer {
@@ -249,7 +279,44 @@ impl DeviceBackend for CudaBackend {
             .stream()
             .alloc_zeros::<u8>(bytes.max(1))
             .map_err(drv_err)?;
-        Ok(Box::new(CudaBuffer { slice, len: bytes }))
+        Ok(Box::new(CudaBuffer {
+            slice: ManuallyDrop::new(slice),
+            len: bytes,
+            owner: None,
+        }))
+    }
+
+    fn dlpack_device(&self) -> Option<(u32, i32)> {
+        let ordinal = i32::try_from(self.gpu.context().ordinal()).ok()?;
+        Some((2, ordinal)) // kDLCUDA
+    }
+
+    fn device_address(&self, buffer: &dyn DeviceBuffer) -> Result<u64, DeviceError> {
+        // Event tracking is off (`Gpu::new`): reading the address records
+        // and waits for nothing.
+        let (address, _) = mine(buffer)?.slice.device_ptr(self.gpu.stream());
+        Ok(address)
+    }
+
+    fn synchronize(&self) -> Result<(), DeviceError> {
+        self.gpu.stream().synchronize().map_err(drv_err)
+    }
+
+    unsafe fn adopt(
+        &self,
+        address: u64,
+        len: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Result<Box<dyn DeviceBuffer>, DeviceError> {
+        // SAFETY: the caller promises `len` bytes of this device's memory
+        // at `address` until `owner` drops; the buffer's Drop leaks the
+        // slice (no cuMemFree) before dropping `owner`.
+        let slice = unsafe { self.gpu.stream().upgrade_device_ptr::<u8>(address, len) };
+        Ok(Box::new(CudaBuffer {
+            slice: ManuallyDrop::new(slice),
+            len,
+            owner: Some(owner),
+        }))
     }
 
     /// Pinned (page-locked) host memory, zero-filled, freed by

@@ -83,6 +83,48 @@ pub trait DeviceBackend: Send + Sync + Debug {
     }
     /// Host to device, complete on return.
     fn upload(&self, src: &[u8], dst: &mut dyn DeviceBuffer) -> Result<(), DeviceError>;
+    /// Where this backend's memory is, as DLPack names devices (`(device
+    /// type, device id)`; CUDA is `(2, ordinal)`), for lending it without
+    /// a copy ([`Blob::to_dlpack_device`](crate::Blob)); `None`, the
+    /// default, where it cannot be lent.
+    fn dlpack_device(&self) -> Option<(u32, i32)> {
+        None
+    }
+    /// The device address of `buffer`'s first byte, for lending it.
+    fn device_address(&self, buffer: &dyn DeviceBuffer) -> Result<u64, DeviceError> {
+        let _ = buffer;
+        Err(DeviceError::new(format!(
+            "{} does not lend its memory's addresses",
+            self.name()
+        )))
+    }
+    /// Returns once the work queued on the device is done: before its
+    /// memory is lent to a library whose work is queued elsewhere.
+    fn synchronize(&self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    /// Device memory another library owns, as a buffer of this backend
+    /// (a DLPack tensor adopted by
+    /// [`Blob::from_dlpack_on`](crate::Blob)); `owner` is dropped, giving
+    /// the memory back, when the buffer is. The default refuses.
+    ///
+    /// # Safety
+    ///
+    /// `address` must be memory of this backend's device, valid for reads
+    /// and writes of `len` bytes until `owner` is dropped, with no work
+    /// pending on it elsewhere.
+    unsafe fn adopt(
+        &self,
+        address: u64,
+        len: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Result<Box<dyn DeviceBuffer>, DeviceError> {
+        let _ = (address, len, owner);
+        Err(DeviceError::new(format!(
+            "{} cannot adopt another library's memory",
+            self.name()
+        )))
+    }
     /// Host to device, queued behind the device's earlier work: returns
     /// without waiting for the copy where the backend can (CUDA, from
     /// pinned memory), with a fence that is done once `src` has been

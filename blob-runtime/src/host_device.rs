@@ -222,6 +222,19 @@ fn fill(dst: &mut HostDeviceBuffer, bytes: &[u8]) -> Result<(), DeviceError> {
 }
 
 impl DeviceBackend for HostDevice {
+    /// DLPack's extension device (`kDLExtDev`, 12), reserved for testing
+    /// a device: a blob on the host device lends its "device" memory as
+    /// a CUDA one lends its GPU's.
+    fn dlpack_device(&self) -> Option<(u32, i32)> {
+        Some((12, 0))
+    }
+
+    fn device_address(&self, buffer: &dyn DeviceBuffer) -> Result<u64, DeviceError> {
+        Ok(own_buffer::<HostDeviceBuffer>(buffer, "the host device")?
+            .words
+            .as_ptr() as u64)
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -544,15 +544,10 @@ impl SyncedMemory {
     /// assert!(err.to_string().contains("no GPU device"));
     /// ```
     pub fn gpu_data(&self) -> Result<DeviceRead<'_>> {
-        let op = "gpu_data";
-        let mut st = self.lock();
-        Self::check_not_written(&st, op)?;
-        self.to_gpu(&mut st, op)?;
-        Self::acquire(&mut st, op, false)?;
-        let dev = st.dev.as_ref().expect("to_gpu allocates the device buffer");
+        let buf = self.borrow_device("gpu_data", false)?;
         // SAFETY: the device buffer is neither replaced nor freed while a
         // borrow is held, and no writer exists while Borrow::Read is held.
-        let buf = unsafe { dev.0.as_ref() };
+        let buf = unsafe { buf.as_ref() };
         Ok(DeviceRead { mem: self, buf })
     }
 
@@ -564,17 +559,50 @@ impl SyncedMemory {
     /// assert!(m.mutable_gpu_data().is_err()); // no device attached
     /// ```
     pub fn mutable_gpu_data(&self) -> Result<DeviceWrite<'_>> {
-        let op = "mutable_gpu_data";
-        let mut st = self.lock();
-        Self::check_free(&mut st, op)?;
-        self.to_gpu(&mut st, op)?;
-        st.head = Head::AtGpu;
-        Self::acquire(&mut st, op, true)?;
-        let dev = st.dev.as_mut().expect("to_gpu allocates the device buffer");
+        let mut buf = self.borrow_device("mutable_gpu_data", true)?;
         // SAFETY: Borrow::Write makes this the only reference until the
         // guard drops; the buffer is not replaced while it is held.
-        let buf = unsafe { dev.0.as_mut() };
+        let buf = unsafe { buf.as_mut() };
         Ok(DeviceWrite { mem: self, buf })
+    }
+
+    /// Caffe's `gpu_data()` (or, with `write`, `mutable_gpu_data()`) up
+    /// to the buffer: the head moved, the borrow flag taken. The caller
+    /// hands out a guard (or a lease) that releases it.
+    fn borrow_device(&self, op: &'static str, write: bool) -> Result<NonNull<dyn DeviceBuffer>> {
+        let mut st = self.lock();
+        if write {
+            Self::check_free(&mut st, op)?;
+        } else {
+            Self::check_not_written(&st, op)?;
+        }
+        self.to_gpu(&mut st, op)?;
+        if write {
+            st.head = Head::AtGpu;
+        }
+        Self::acquire(&mut st, op, write)?;
+        Ok(st
+            .dev
+            .as_ref()
+            .expect("to_gpu allocates the device buffer")
+            .0)
+    }
+
+    /// The device buffer lent past the life of any reference to this
+    /// memory, as [`lease_host`](Self::lease_host) lends the host bytes.
+    #[cfg(feature = "dlpack")]
+    pub(crate) fn lease_device(mem: &Arc<Self>, write: bool) -> Result<DeviceLease> {
+        let op = if write {
+            "lend the device memory for writing"
+        } else {
+            "lend the device memory for reading"
+        };
+        let buffer = mem.borrow_device(op, write)?;
+        mem.lock().lent += 1;
+        Ok(DeviceLease {
+            mem: Arc::clone(mem),
+            buffer,
+        })
     }
 
     /// Replaces the host buffer with `buffer` without copying; the head moves
@@ -765,8 +793,52 @@ unsafe impl Send for HostLease {}
 #[cfg(feature = "dlpack")]
 impl Drop for HostLease {
     fn drop(&mut self) {
-        self.mem.lock().lent -= 1;
-        self.mem.release();
+        self.mem.end_lease();
+    }
+}
+
+/// The device buffer lent out by [`SyncedMemory::lease_device`];
+/// dropping it gives the borrow back.
+#[cfg(feature = "dlpack")]
+pub(crate) struct DeviceLease {
+    mem: Arc<SyncedMemory>,
+    buffer: NonNull<dyn DeviceBuffer>,
+}
+
+#[cfg(feature = "dlpack")]
+impl DeviceLease {
+    /// The buffer lent.
+    pub(crate) fn buffer(&self) -> &dyn DeviceBuffer {
+        // SAFETY: the buffer is neither replaced nor freed while the
+        // lease's borrow is held, and the lease only reads its address.
+        unsafe { self.buffer.as_ref() }
+    }
+
+    /// The backend the buffer belongs to.
+    pub(crate) fn backend(&self) -> &Arc<dyn DeviceBackend> {
+        self.mem
+            .backend
+            .as_ref()
+            .expect("device memory has a backend")
+    }
+}
+
+// SAFETY: as for HostLease; DeviceBuffer is Send + Sync.
+#[cfg(feature = "dlpack")]
+unsafe impl Send for DeviceLease {}
+
+#[cfg(feature = "dlpack")]
+impl Drop for DeviceLease {
+    fn drop(&mut self) {
+        self.mem.end_lease();
+    }
+}
+
+#[cfg(feature = "dlpack")]
+impl SyncedMemory {
+    fn end_lease(&self) {
+        self.lock().lent -= 1;
+        self.release();
     }
 }
 

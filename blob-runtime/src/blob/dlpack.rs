@@ -10,17 +10,20 @@
 //! never a data race.
 
 use std::any::TypeId;
+use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor};
 use dlpark::metadata::Dynamic;
 use dlpark::{DlpackElement, DlpackFlags, Managed, ManagedTensorBase, TensorRef};
 
 use super::Blob;
+use crate::device::DeviceBackend;
 use crate::element::Element;
 use crate::error::{BlobError, Result};
 use crate::host_buffer::HostBuffer;
-use crate::synced_memory::{HostLease, SyncedMemory};
+use crate::synced_memory::{DeviceLease, HostLease, SyncedMemory};
 
 /// What the consumer of an exported blob may do with its memory.
 ///
@@ -96,6 +99,42 @@ impl<T: Element + DlpackElement> Blob<T> {
         &self,
         access: DlpackAccess,
     ) -> Result<Managed<M>> {
+        self.lend(access, false)
+    }
+
+    /// The blob's data on its device (a GPU) as a DLPack tensor (the
+    /// versioned ABI), sharing the device memory: no copy. Data whose
+    /// newest bytes are on the host are first uploaded, as Caffe's
+    /// `mutable_gpu_data()` does, and the device's queued work is waited
+    /// for, so the consumer may use the memory on any stream. It stays
+    /// borrowed for writing until the consumer deletes the tensor, which
+    /// it does once its own work on the memory is done.
+    ///
+    /// ```
+    /// use blob_runtime::Blob;
+    /// // A blob with no device has no device memory to lend.
+    /// let err = Blob::<f32>::new(&[2])?.to_dlpack_device().map(drop).unwrap_err();
+    /// assert!(err.to_string().contains("no GPU device"), "{err}");
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn to_dlpack_device(&self) -> Result<dlpark::versioned::Dlpack> {
+        self.to_dlpack_device_as(DlpackAccess::ReadWrite)
+    }
+
+    /// [`to_dlpack_device`](Self::to_dlpack_device) in either ABI, shared
+    /// as `access` says (as [`to_dlpack_as`](Self::to_dlpack_as)).
+    pub fn to_dlpack_device_as<M: ManagedTensorBase + 'static>(
+        &self,
+        access: DlpackAccess,
+    ) -> Result<Managed<M>> {
+        self.lend(access, true)
+    }
+
+    fn lend<M: ManagedTensorBase + 'static>(
+        &self,
+        access: DlpackAccess,
+        on_device: bool,
+    ) -> Result<Managed<M>> {
         const OP: &str = "export a blob through DLPack";
         let read_only = access == DlpackAccess::ReadOnly;
         if read_only && TypeId::of::<M>() == TypeId::of::<DLManagedTensor>() {
@@ -105,32 +144,60 @@ impl<T: Element + DlpackElement> Blob<T> {
                  DlpackAccess::ReadWrite or use the versioned ABI",
             ));
         }
-        // A blob of no elements has no memory to lend.
-        let lease = if self.count == 0 {
-            None
+        // A blob of no elements has no memory to lend: a dangling pointer
+        // aligned for `T` stands for it.
+        let dangling = NonNull::<T>::dangling().as_ptr().cast::<c_void>();
+        let (lease, address, device) = if on_device {
+            let backend = self.device.as_ref().ok_or(BlobError::NoDevice { op: OP })?;
+            let Some((kind, id)) = backend.dlpack_device() else {
+                return Err(refused(
+                    OP,
+                    format!("{} does not lend its memory through DLPack", backend.name()),
+                ));
+            };
+            let device = DLDevice {
+                device_type: DLDeviceType(kind),
+                device_id: id,
+            };
+            if self.count == 0 {
+                (None, dangling, device)
+            } else {
+                let lease = SyncedMemory::lease_device(&self.data, !read_only)?;
+                let on_device = |source| BlobError::Device { op: OP, source };
+                let address = lease
+                    .backend()
+                    .device_address(lease.buffer())
+                    .map_err(on_device)?;
+                lease.backend().synchronize().map_err(on_device)?;
+                // A device address: no host memory behind it.
+                let address = std::ptr::without_provenance_mut(address as usize);
+                (Some(Lease::Device(lease)), address, device)
+            }
+        } else if self.count == 0 {
+            (None, dangling, DLDevice::CPU)
         } else {
-            Some(SyncedMemory::lease_host(&self.data, !read_only)?)
+            let lease = SyncedMemory::lease_host(&self.data, !read_only)?;
+            let address = lease.as_ptr().as_ptr().cast();
+            (Some(Lease::Host(lease)), address, DLDevice::CPU)
         };
-        let data = lease
-            .as_ref()
-            .map_or(NonNull::<T>::dangling().cast::<u8>(), HostLease::as_ptr);
         let mut tensor = Dynamic::compact(self.shape.as_slice())
             .prepare_as::<M>()
             .map_err(|e| refused(OP, e.to_string()))?
             .initialize(Box::new(lease));
         tensor
-            .set_data(data.as_ptr().cast())
-            .set_device(DLDevice::CPU)
+            .set_data(address)
+            .set_device(device)
             .set_dtype(DLDataType::of::<T>());
         if read_only {
             tensor
                 .set_flags(DlpackFlags::READ_ONLY)
                 .map_err(|e| refused(OP, e.to_string()))?;
         }
-        // SAFETY: `data` points at the blob's first `count` elements, which
-        // stay allocated and borrowed as `access` says for as long as the
-        // lease (the tensor's context, dropped by its deleter) lives; the
-        // strides are compact and the flags say read-only where it is.
+        // SAFETY: `address` is the blob's first element on `device`; its
+        // `count` elements stay allocated and borrowed as `access` says for
+        // as long as the lease (the tensor's context, dropped by its
+        // deleter) lives; the strides are compact and the flags say
+        // read-only where it is.
         Ok(unsafe { tensor.finish() })
     }
 
@@ -154,9 +221,53 @@ impl<T: Element + DlpackElement> Blob<T> {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn from_dlpack<M: ManagedTensorBase>(tensor: Managed<M>) -> Result<Self> {
+        Self::adopt(tensor, None)
+    }
+
+    /// A blob that can live on `device`, whose data is `tensor`'s memory,
+    /// adopted without a copy: a tensor on that device (a CUDA tensor of
+    /// that GPU) becomes the blob's device memory, head at GPU; a host
+    /// tensor its host memory, as [`from_dlpack`](Self::from_dlpack). The
+    /// producer must have finished its work on the memory (DLPack's
+    /// stream hand-over) before the tensor is given here.
+    ///
+    /// ```
+    /// use blob_runtime::{Blob, host_device::HostDevice};
+    /// let host = Blob::<f32>::from_vec(&[2], vec![1.0, 2.0])?;
+    /// let blob = Blob::<f32>::from_dlpack_on(host.to_dlpack()?, HostDevice::new())?;
+    /// assert!(blob.device().is_some());
+    /// assert_eq!(blob.asum_data()?, 3.0);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn from_dlpack_on<M: ManagedTensorBase>(
+        tensor: Managed<M>,
+        device: Arc<dyn DeviceBackend>,
+    ) -> Result<Self> {
+        Self::adopt(tensor, Some(device))
+    }
+
+    fn adopt<M: ManagedTensorBase>(
+        tensor: Managed<M>,
+        device: Option<Arc<dyn DeviceBackend>>,
+    ) -> Result<Self> {
         const OP: &str = "import a DLPack tensor";
         let view = tensor.validate().map_err(|e| refused(OP, e.to_string()))?;
-        let dims = host_dims::<T>(OP, &view)?;
+        let on_host = is_host(view.device());
+        let backend_device = device.as_ref().and_then(|d| d.dlpack_device());
+        let tensor_device = (view.device().device_type.0, view.device().device_id);
+        if !on_host && backend_device != Some(tensor_device) {
+            let wanted = match &device {
+                None => "Blob::from_dlpack takes host tensors: adopt it with \
+                         Blob::from_dlpack_on and its device's backend, or copy it to the CPU"
+                    .to_owned(),
+                Some(backend) => format!("not on {}", backend.name()),
+            };
+            return Err(refused(
+                OP,
+                format!("the tensor is on {}; {wanted}", device_name(view.device())),
+            ));
+        }
+        let dims = blob_dims::<T>(OP, &view)?;
         if tensor.flags().contains(DlpackFlags::READ_ONLY) {
             return Err(refused(
                 OP,
@@ -164,17 +275,22 @@ impl<T: Element + DlpackElement> Blob<T> {
                  (copy_from_dlpack), or export it writable",
             ));
         }
-        let blob = Self::new(&dims)?;
+        let blob = match &device {
+            Some(backend) => Self::with_device(&dims, backend.clone())?,
+            None => Self::new(&dims)?,
+        };
         if blob.count == 0 {
             return Ok(blob);
         }
-        // SAFETY: the view was validated as a host tensor of `count`
-        // elements of `T`; the offset is inside its allocation.
-        let data = unsafe { view.offset_bytes_ptr() }.map_err(|e| refused(OP, e.to_string()))?;
-        let Some(data) = NonNull::new(data.cast_mut()) else {
+        let offset = usize::try_from(view.byte_offset())
+            .ok()
+            .filter(|&offset| view.data_ptr().addr().checked_add(offset).is_some())
+            .ok_or_else(|| refused(OP, "the tensor's byte offset overflows its address"))?;
+        let data = view.data_ptr().cast_mut().wrapping_byte_add(offset);
+        if data.is_null() {
             return Err(refused(OP, "the tensor's data pointer is null"));
-        };
-        if !data.as_ptr().cast::<T>().is_aligned() {
+        }
+        if !data.addr().is_multiple_of(align_of::<T>()) {
             return Err(refused(
                 OP,
                 format!(
@@ -185,12 +301,28 @@ impl<T: Element + DlpackElement> Blob<T> {
         }
         let bytes = blob.count * size_of::<T>();
         let owner = tensor.into_deleter();
-        // SAFETY: the tensor's `bytes` bytes at `data` are valid, writable
-        // (not READ_ONLY), aligned for `T` and initialized, and stay so
-        // until its deleter runs, which dropping `owner` does, once.
-        let buffer =
-            unsafe { HostBuffer::borrowed_from_owner(data, bytes, move |_, _| drop(owner)) };
-        blob.data.set_cpu_data(buffer)?;
+        match device.filter(|_| !on_host) {
+            Some(backend) => {
+                let address = data.addr() as u64;
+                // SAFETY: the tensor is on this backend's device (checked
+                // above), writable, `bytes` long from `address`, and stays
+                // so until its deleter runs, when `owner` is dropped.
+                let buffer = unsafe { backend.adopt(address, bytes, Box::new(owner)) }
+                    .map_err(|source| BlobError::Device { op: OP, source })?;
+                blob.data.set_gpu_data(buffer)?;
+            }
+            None => {
+                let data = NonNull::new(data.cast::<u8>()).expect("checked non-null");
+                // SAFETY: the tensor's `bytes` bytes at `data` are host
+                // memory, valid, writable (not READ_ONLY), aligned for `T`
+                // and initialized, and stay so until its deleter runs,
+                // which dropping `owner` does, once.
+                let buffer = unsafe {
+                    HostBuffer::borrowed_from_owner(data, bytes, move |_, _| drop(owner))
+                };
+                blob.data.set_cpu_data(buffer)?;
+            }
+        }
         Ok(blob)
     }
 
@@ -213,7 +345,16 @@ impl<T: Element + DlpackElement> Blob<T> {
     pub fn copy_from_dlpack<M: ManagedTensorBase>(&mut self, tensor: Managed<M>) -> Result<()> {
         const OP: &str = "copy a DLPack tensor into a blob";
         let view = tensor.validate().map_err(|e| refused(OP, e.to_string()))?;
-        self.reshape(&host_dims::<T>(OP, &view)?)?;
+        if !is_host(view.device()) {
+            return Err(refused(
+                OP,
+                format!(
+                    "the tensor is on {}; copy it to the CPU first",
+                    device_name(view.device())
+                ),
+            ));
+        }
+        self.reshape(&blob_dims::<T>(OP, &view)?)?;
         if self.count == 0 {
             return Ok(());
         }
@@ -225,23 +366,26 @@ impl<T: Element + DlpackElement> Blob<T> {
     }
 }
 
-/// The dims of a tensor a blob can hold: on the host, of `T`, row-major
-/// and contiguous; an error naming what differs otherwise.
-fn host_dims<T: Element + DlpackElement>(op: &'static str, view: &TensorRef) -> Result<Vec<usize>> {
-    let device = view.device();
-    if !matches!(
+/// What an exported tensor's context holds: the borrow of the memory
+/// lent, given back (by the lease's drop) when the consumer deletes the
+/// tensor. Never read, only dropped.
+#[allow(dead_code)]
+enum Lease {
+    Host(HostLease),
+    Device(DeviceLease),
+}
+
+/// Whether the host can read the tensor's memory (pinned memory included).
+fn is_host(device: DLDevice) -> bool {
+    matches!(
         device.device_type,
         DLDeviceType::CPU | DLDeviceType::CUDAHOST
-    ) {
-        return Err(refused(
-            op,
-            format!(
-                "the tensor is on {}, and blobflow takes host tensors through DLPack: \
-                 copy it to the CPU first",
-                device_name(device)
-            ),
-        ));
-    }
+    )
+}
+
+/// The dims of a tensor a blob can hold: of `T`, row-major and
+/// contiguous; an error naming what differs otherwise.
+fn blob_dims<T: Element + DlpackElement>(op: &'static str, view: &TensorRef) -> Result<Vec<usize>> {
     if view.dtype() != DLDataType::of::<T>() {
         return Err(refused(
             op,

@@ -196,7 +196,8 @@ fn tensors_a_blob_cannot_be_are_refused_by_what_differs_and_deleted() {
             None,
             DlpackFlags::empty(),
             DLDevice::cuda(1),
-            "the tensor is on CUDA device 1, and blobflow takes host tensors through DLPack",
+            "the tensor is on CUDA device 1; Blob::from_dlpack takes host tensors: adopt it with \
+             Blob::from_dlpack_on",
         ),
         (
             &[2, 2],
@@ -266,4 +267,58 @@ fn empty_blobs_cross_with_no_memory_to_lend() {
     let back = Blob::<f32>::from_dlpack(tensor).unwrap();
     assert_eq!(back.shape(), &[0, 3]);
     blob.mutable_cpu_data().unwrap();
+}
+
+#[test]
+fn device_memory_is_lent_where_it_is() {
+    let (_, device) = host_device_pair();
+    let blob = Blob::<f32>::from_vec(&[3], vec![1.0, 2.0, 3.0]).unwrap();
+    let blob = Blob::<f32>::from_dlpack_on(blob.to_dlpack().unwrap(), device.clone()).unwrap();
+    let at = {
+        let on_device = blob.gpu_data().unwrap();
+        let buffer: &crate::host_device::HostDeviceBuffer =
+            on_device.as_any().downcast_ref().unwrap();
+        buffer.bytes().as_ptr()
+    };
+    let tensor = blob.to_dlpack_device().unwrap();
+    let view = tensor.validate().unwrap();
+    assert_eq!(
+        view.device().device_type.0,
+        12,
+        "the host device is DLPack's test device"
+    );
+    assert_eq!(view.data_ptr().addr(), at.addr());
+    assert_eq!(blob.data_head(), crate::Head::AtGpu);
+    let err = blob.gpu_data().map(drop).unwrap_err();
+    assert!(err.to_string().contains("lent through DLPack"), "{err}");
+    // Device memory goes back only to a blob of that device.
+    let message = refusal(Blob::<f32>::from_dlpack(tensor).unwrap_err());
+    assert!(
+        message.contains(
+            "the tensor is on DLPack device type 12 #0; Blob::from_dlpack takes host tensors"
+        ),
+        "{message}"
+    );
+    let tensor = blob.to_dlpack_device().unwrap();
+    let err = Blob::<f32>::from_dlpack_on(tensor, device).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("cannot adopt another library's memory"),
+        "{err}"
+    );
+    assert_eq!(blob.to_vec().unwrap(), [1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn a_read_only_device_lease_lets_blobflow_read_there() {
+    let (_, device) = host_device_pair();
+    let blob = Blob::<f64>::with_device(&[2], device).unwrap();
+    let tensor = blob
+        .to_dlpack_device_as::<DLManagedTensorVersioned>(DlpackAccess::ReadOnly)
+        .unwrap();
+    assert!(tensor.flags().contains(DlpackFlags::READ_ONLY));
+    assert_eq!(blob.asum_data().unwrap(), 0.0);
+    assert!(blob.mutable_gpu_data().is_err());
+    drop(tensor);
+    drop(blob.mutable_gpu_data().unwrap());
 }
