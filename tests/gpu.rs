@@ -1031,6 +1031,53 @@ fn dlpack_shares_gpu_memory(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     near(on_host.asum_data().map_err(fail)?.into(), 4.0, 1e-7, "asum")
 }
 
+/// A backend on a caller's stream, and cudarc slices made blobs and back
+/// without a copy: the same device address both ways; a blob that shares
+/// its memory hands out a copy instead.
+fn cuda_slices_move_in_and_out(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    use blobflow::runtime::cuda::cudarc::driver::DevicePtr;
+    let stream = dev.gpu().context().new_stream().map_err(fail)?;
+    let theirs = CudaBackend::from_stream(stream.clone()).map_err(fail)?;
+    let slice = stream
+        .clone_htod(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+        .map_err(fail)?;
+    let address = slice.device_ptr(&stream).0;
+    let wrong = Blob::<f32>::from_cuda_slice(&[7], slice.clone(), &theirs)
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    ensure(
+        wrong.contains("the slice's elements for shape 7 (7)"),
+        wrong,
+    )?;
+    let blob = Blob::<f32>::from_cuda_slice(&[2, 3], slice, &theirs).map_err(fail)?;
+    ensure(blob.data_head() == Head::AtGpu, "a slice is device memory")?;
+    blob.scale_data(2.0).map_err(fail)?; // cuBLAS, on their stream
+    let values = blob.to_vec().map_err(fail)?;
+    ensure(
+        values == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0],
+        format!("{values:?}"),
+    )?;
+    let back = blob.into_cuda_slice().map_err(fail)?;
+    ensure(
+        back.device_ptr(&stream).0 == address,
+        "moved back, not copied",
+    )?;
+    let copied = stream.clone_dtoh(&back).map_err(fail)?;
+    ensure(copied == values, format!("{copied:?}"))?;
+    // Shared memory cannot be moved out: a copy with the same values.
+    let blob = Blob::<f32>::from_cuda_slice(&[6], back, &theirs).map_err(fail)?;
+    let mut sharer = Blob::<f32>::new(&[6]).map_err(fail)?;
+    sharer.share_data(&blob).map_err(fail)?;
+    let copy = blob.into_cuda_slice().map_err(fail)?;
+    ensure(
+        copy.device_ptr(&stream).0 != address,
+        "shared memory is copied",
+    )?;
+    let copied = stream.clone_dtoh(&copy).map_err(fail)?;
+    ensure(copied == values, format!("the copy: {copied:?}"))
+}
+
 /// Softmax and SoftmaxWithLoss on device blobs give the host's values;
 /// dropout on the GPU keeps and scales consistently forward and backward.
 fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
@@ -1935,6 +1982,10 @@ const CHECKS: &[(&str, Check)] = &[
     ("syncedmem::upload_then_host_write", upload_then_host_write),
     ("blob::math_on_gpu", blob_math_on_gpu),
     ("blob::copy_on_the_device", device_blobs_copy_on_the_device),
+    (
+        "blob::cuda_slices_move_in_and_out",
+        cuda_slices_move_in_and_out,
+    ),
     #[cfg(feature = "dlpack")]
     ("blob::dlpack_shares_gpu_memory", dlpack_shares_gpu_memory),
     ("math::elementwise_match_cpu", elementwise_match_cpu),

@@ -26,7 +26,11 @@ use crate::device::{
 };
 use crate::error::BlobError;
 use crate::error::DeviceError;
+
 use crate::host_buffer::{HOST_ALIGN, HostBuffer};
+/// The cudarc blobflow speaks through, so a user names the same
+/// `CudaSlice`, `CudaStream` and `CudaContext` types.
+pub use cudarc;
 
 fn dev_err(e: CudaError) -> DeviceError {
     DeviceError::with_source("CUDA", e)
@@ -57,6 +61,29 @@ impl CudaBackend {
     pub fn new(ordinal: usize) -> Result<Arc<Self>, BlobError> {
         let gpu = Gpu::new(ordinal).map_err(|e: CudaError| BlobError::Device {
             op: "open CUDA device",
+            source: dev_err(e),
+        })?;
+        Ok(Arc::new(Self {
+            gpu,
+            upload_events: Arc::default(),
+        }))
+    }
+
+    /// A backend on an existing stream, whose context and GPU it uses:
+    /// blobflow's work queues on that stream in order with its owner's
+    /// (candle's, a user's cudarc code), so blobs and the owner's
+    /// [`CudaSlice`]s move between them without a copy
+    /// ([`Blob::from_cuda_slice`](crate::Blob::from_cuda_slice),
+    /// [`Blob::into_cuda_slice`](crate::Blob::into_cuda_slice)).
+    ///
+    /// ```no_run
+    /// let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    /// let gpu = blob_runtime::cuda::CudaBackend::from_stream(ctx.default_stream())?;
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn from_stream(stream: Arc<CudaStream>) -> Result<Arc<Self>, BlobError> {
+        let gpu = Gpu::with_stream(stream).map_err(|e: CudaError| BlobError::Device {
+            op: "open CUDA device on a stream",
             source: dev_err(e),
         })?;
         Ok(Arc::new(Self {
@@ -197,6 +224,47 @@ impl Drop for CudaBuffer {
             }
             None => drop(slice),
         }
+    }
+}
+
+impl CudaBuffer {
+    /// A buffer owning `slice`'s memory, re-typed as bytes, freed on
+    /// `stream` when the buffer drops.
+    pub(crate) fn owning<T: cudarc::driver::DeviceRepr>(
+        slice: CudaSlice<T>,
+        stream: &Arc<CudaStream>,
+    ) -> Self {
+        let len = slice.len() * size_of::<T>();
+        let address = slice.leak();
+        // SAFETY: `address` is `len` bytes of this context's memory that
+        // `slice` owned and let go of: the new slice is its only owner.
+        let slice = unsafe { stream.upgrade_device_ptr::<u8>(address, len) };
+        Self {
+            slice: ManuallyDrop::new(slice),
+            len,
+            owner: None,
+        }
+    }
+
+    /// The first `n` elements as an owned `CudaSlice<T>` freed on
+    /// `stream`, where the memory is the buffer's own; the buffer back
+    /// where it is another library's (adopted through DLPack).
+    pub(crate) fn into_slice<T: cudarc::driver::DeviceRepr>(
+        mut self,
+        n: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<CudaSlice<T>, Self> {
+        if self.owner.is_some() || n * size_of::<T>() > self.len {
+            return Err(self);
+        }
+        // SAFETY: taken once; `self` is forgotten below, so Drop does not
+        // take it again (and has nothing else to release: no owner).
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        std::mem::forget(self);
+        let address = slice.leak();
+        // SAFETY: the buffer owned these bytes and let go of them; `n`
+        // elements of `T` fit in them (checked above).
+        Ok(unsafe { stream.upgrade_device_ptr::<T>(address, n) })
     }
 }
 

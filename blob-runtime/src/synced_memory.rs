@@ -646,6 +646,26 @@ impl SyncedMemory {
         Some(host)
     }
 
+    /// The device buffer, taken out, where it holds the current values
+    /// (the head at GPU or synced) and no guard is alive; `None` otherwise
+    /// (and nothing changes). For handing a blob's device memory out
+    /// without a copy ([`crate::Blob::into_cuda_slice`]).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn take_device(&self) -> Option<Box<dyn DeviceBuffer>> {
+        let mut st = self.lock();
+        if st.borrow != Borrow::Free || !matches!(st.head, Head::AtGpu | Head::Synced) {
+            return None;
+        }
+        let dev = st.dev.take()?;
+        st.head = if st.head == Head::Synced {
+            Head::AtCpu
+        } else {
+            Head::Uninitialized
+        };
+        st.stamp = fresh_stamp();
+        Some(dev.into_box())
+    }
+
     /// Replaces the device buffer with `buffer` (which must come from this
     /// memory's backend); the head moves to GPU and the previous device
     /// buffer, if any, is handed back (Caffe `set_gpu_data`).

@@ -156,7 +156,22 @@ impl Gpu {
         // SAFETY: no buffer of this context exists yet; the orderings
         // above are what cudarc's tracking would have provided.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        Self::with_stream(ctx.default_stream())
+    }
+
+    /// The GPU of an existing stream, with every op queued on that stream:
+    /// blobflow's work runs in order with the work its owner (candle, a
+    /// user's cudarc code) queues there, and memory moves between them
+    /// without a copy or a synchronisation. The context keeps its event
+    /// tracking as its owner set it.
+    ///
+    /// ```no_run
+    /// let ctx = cudarc::driver::CudaContext::new(0)?;
+    /// let gpu = blob_kernels::cuda::Gpu::with_stream(ctx.new_stream()?)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_stream(stream: Arc<CudaStream>) -> Result<Arc<Self>, CudaError> {
+        let ctx = stream.context().clone();
         let blas = CudaBlas::new(stream.clone()).map_err(CudaError::blas("cublasCreate"))?;
         let rng =
             CudaRng::new(1701, stream.clone()).map_err(CudaError::rand("curandCreateGenerator"))?;
