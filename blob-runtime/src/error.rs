@@ -123,6 +123,16 @@ pub enum BlobError {
         /// Operation refused.
         op: &'static str,
     },
+    /// Another library (candle) refused, or holds what a blob cannot.
+    #[error("cannot {op}: {detail} ({library})")]
+    Interop {
+        /// Operation refused.
+        op: &'static str,
+        /// The library: `candle`.
+        library: &'static str,
+        /// What it said, or what differs.
+        detail: String,
+    },
     /// A DLPack tensor that cannot be exported or adopted as asked.
     #[error("cannot {op}: {detail}")]
     Dlpack {

@@ -15,7 +15,8 @@
 //!   ([`npy`]); ndarray views
 //!   (feature `ndarray`); `.safetensors` files (feature `safetensors`);
 //!   DLPack, shared with PyTorch, NumPy, JAX and CuPy without a copy
-//!   ([`Blob::to_dlpack`], [`Blob::from_dlpack`], feature `dlpack`).
+//!   ([`Blob::to_dlpack`], [`Blob::from_dlpack`], feature `dlpack`);
+//!   candle tensors (`TryFrom`, feature `candle`).
 //!
 //! Most users depend on `blobflow`, which re-exports this crate as
 //! `blobflow::runtime` with the layers and kernels beside it; depend on this

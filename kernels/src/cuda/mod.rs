@@ -61,8 +61,7 @@ pub const SOURCES: [&KernelSource; 3] = [&ELEMENTWISE, &RNG, &SUMS];
 /// ```
 pub fn driver_available() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: is_culib_present only tries to dlopen the library by name.
-    *PRESENT.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() })
+    *PRESENT.get_or_init(|| library_loads("cuda"))
 }
 
 /// Whether NVRTC can be loaded.
@@ -72,8 +71,32 @@ pub fn driver_available() -> bool {
 /// ```
 pub fn nvrtc_available() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: is_culib_present only tries to dlopen the library by name.
-    *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
+    *PRESENT.get_or_init(|| library_loads("nvrtc"))
+}
+
+/// Whether CUDA's library `name` loads under one of the file names
+/// cudarc's run-time loading looks for. cudarc's own check exists only
+/// where it loads the libraries at run time; where the final binary
+/// links them instead (candle's choice), they are loaded already and this
+/// finds them as well.
+fn library_loads(name: &str) -> bool {
+    use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
+    let bits = usize::BITS;
+    let mut names = vec![
+        format!("{DLL_PREFIX}{name}{DLL_SUFFIX}"),
+        format!("{DLL_PREFIX}{name}{bits}{DLL_SUFFIX}"),
+        format!("{DLL_PREFIX}{name}{DLL_SUFFIX}.1"),
+    ];
+    for major in [13, 12, 11, 10] {
+        names.push(format!("{DLL_PREFIX}{name}{DLL_SUFFIX}.{major}"));
+        names.push(format!("{DLL_PREFIX}{name}{bits}_{major}{DLL_SUFFIX}"));
+        names.push(format!("{DLL_PREFIX}{name}{bits}_{major}0_0{DLL_SUFFIX}"));
+    }
+    names.iter().any(|file| {
+        // SAFETY: loading a CUDA library runs only its initialisers, as
+        // cudarc's loading of it would; it is unloaded at once.
+        unsafe { libloading::Library::new(file) }.is_ok()
+    })
 }
 
 /// The CUDA version the driver implements, e.g. `"12.4"`.
