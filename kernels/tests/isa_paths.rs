@@ -227,7 +227,8 @@ fn gemm_matches_reference(isa: Isa) {
 /// The hand-written kernels' results, as bits, or `None` where this path
 /// runs none of them (the baseline): gemm's own kernel (tiles of every
 /// height, partial panels, two depth blocks, a transposed B), the filled
-/// and the packed products, the shallow correlation, a depthwise plane,
+/// and the packed products, the shallow correlation, a depthwise plane
+/// and 16 channels of one side by side,
 /// and MAX pooling 2x2 (with positions), at stride 2 and at stride 1.
 /// AVX2 and AVX-512 add the same products in the same order, so they
 /// give the same bits.
@@ -300,6 +301,23 @@ fn own_kernels() -> Option<Vec<u64>> {
     };
     let mut y = vec![0.0f32; 20 * 37];
     assert!(cpu::depthwise_plane(&x, taps, &x[..9], 0.5, &mut y));
+    push(&y);
+    let taps = cpu::InterleavedTaps {
+        offsets: &offsets,
+        row_step: 120,
+        column_step: 2,
+        rows: 9,
+        columns: 13,
+    };
+    let bias: [f32; 16] = x[100..116].try_into().expect("16 values");
+    let mut y = vec![0.0f32; 9 * 13 * 16];
+    assert!(cpu::depthwise_interleaved(
+        &x,
+        taps,
+        &x[200..][..9 * 16],
+        &bias,
+        &mut y
+    ));
     push(&y);
     let mut y = vec![0.0f32; 3 * 11 * 19];
     let mut at = vec![0u32; y.len()];

@@ -221,6 +221,190 @@ unsafe fn widen<L: Lanes, const S: usize>(acc: [L::V; S]) -> [L::V; STRIPS] {
     all
 }
 
+/// Where [`depthwise_interleaved`] reads: output `(r, q)` reads tap `p`
+/// at pixel `offsets[p] + r * row_step + q * column_step` of the
+/// interleaved input, 16 channels a pixel.
+#[derive(Clone, Copy, Debug)]
+pub struct InterleavedTaps<'a> {
+    /// Each tap's pixel for output (0, 0).
+    pub offsets: &'a [usize],
+    /// Pixels between the reads of consecutive output rows (a padded
+    /// row's width times the stride).
+    pub row_step: usize,
+    /// Pixels between the reads of consecutive outputs of a row (the
+    /// stride).
+    pub column_step: usize,
+    /// Output rows and columns.
+    pub rows: usize,
+    /// Outputs a row.
+    pub columns: usize,
+}
+
+impl InterleavedTaps<'_> {
+    /// How many pixels of the input the reads reach.
+    ///
+    /// ```
+    /// use blob_kernels::cpu::InterleavedTaps;
+    /// let taps = InterleavedTaps { offsets: &[0, 1], row_step: 6, column_step: 2, rows: 2, columns: 2 };
+    /// assert_eq!(taps.reach(), 1 + 6 + 2 + 1);
+    /// ```
+    pub fn reach(&self) -> usize {
+        if self.rows == 0 || self.columns == 0 {
+            return 0;
+        }
+        self.offsets.iter().max().copied().unwrap_or(0)
+            + (self.rows - 1) * self.row_step
+            + (self.columns - 1) * self.column_step
+            + 1
+    }
+}
+
+/// Outputs of a row summed together in [`depthwise_interleaved`], so that
+/// each tap's adds are independent of the previous tap's for a while.
+#[cfg(target_arch = "x86_64")]
+const PIXELS: usize = 4;
+
+/// [`depthwise_plane`] for 16 channels at once, laid side by side as
+/// [`interleave_runs`](super::interleave_runs) lays them (`input[pixel *
+/// 16 + l]` is channel `l`'s value), for planes too narrow for a register
+/// along their rows (MobileNet's 10 x 10 and 20 x 20 layers):
+/// `out[o * 16 + l]` is `bias[l]` plus the sum over taps `p`, in order,
+/// of `weights[p * 16 + l]` times the tap's input of channel `l`, each
+/// product rounded and then added, the bias last, as the plain loop and
+/// [`depthwise_plane`] compute it, so the same bits.
+/// Says whether it ran (`false`: neither AVX-512 nor AVX2, nothing
+/// written).
+///
+/// ```
+/// use blob_kernels::cpu::{InterleavedTaps, depthwise_interleaved};
+/// // A 1 x 2 window along a 1 x 3 row, 16 channels: channel l holds l + 1.
+/// let input: Vec<f32> = (0..3).flat_map(|_| (1..=16).map(|l| l as f32)).collect();
+/// let weights: Vec<f32> = [1.0f32, 10.0].iter().flat_map(|&w| [w; 16]).collect();
+/// let taps = InterleavedTaps { offsets: &[0, 1], row_step: 3, column_step: 1, rows: 1, columns: 2 };
+/// let mut out = vec![0.0f32; 2 * 16];
+/// if depthwise_interleaved(&input, taps, &weights, &[0.5; 16], &mut out) {
+///     assert_eq!(out[16 + 2], 3.0 + 30.0 + 0.5); // output 1, channel 2
+/// }
+/// ```
+///
+/// # Panics
+/// If `input` holds fewer than [`InterleavedTaps::reach`] pixels,
+/// `weights` fewer than 16 a tap, or `out` fewer than the plane's pixels.
+#[track_caller]
+pub fn depthwise_interleaved(
+    input: &[f32],
+    taps: InterleavedTaps<'_>,
+    weights: &[f32],
+    bias: &[f32; 16],
+    out: &mut [f32],
+) -> bool {
+    const L16: usize = super::INTERLEAVED_LANES;
+    assert!(
+        input.len() >= taps.reach() * L16
+            && weights.len() >= taps.offsets.len() * L16
+            && out.len() >= taps.rows * taps.columns * L16,
+        "depthwise_interleaved: {} x {} outputs of {} taps need {} input pixels, {} weights \
+         and {} output values, got {}, {} and {}",
+        taps.rows,
+        taps.columns,
+        taps.offsets.len(),
+        taps.reach(),
+        taps.offsets.len() * L16,
+        taps.rows * taps.columns * L16,
+        input.len(),
+        weights.len(),
+        out.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    return on_lanes!(|L| {
+        // SAFETY: the assert above proves every read (pixels below
+        // `reach`, weights below taps x 16) and write inside the slices.
+        unsafe {
+            interleaved::<L>(
+                input.as_ptr(),
+                taps,
+                weights.as_ptr(),
+                bias.as_ptr(),
+                out.as_mut_ptr(),
+            )
+        }
+    })
+    .is_some();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`depthwise_interleaved`] in registers of `L`: a pixel's 16 channels
+/// in `16 / L::N` registers, each part run through the plane on its own.
+///
+/// # Safety
+/// `L`'s instructions are enabled; the slices behind the pointers are
+/// as [`depthwise_interleaved`] checks them.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn interleaved<L: Lanes>(
+    input: *const f32,
+    taps: InterleavedTaps<'_>,
+    weights: *const f32,
+    bias: *const f32,
+    out: *mut f32,
+) {
+    const L16: usize = super::INTERLEAVED_LANES;
+    let columns = taps.columns;
+    for part in (0..L16).step_by(L::N) {
+        // SAFETY: `part + L::N <= 16`: inside the bias.
+        let bias = unsafe { L::load(bias.add(part)) };
+        for r in 0..taps.rows {
+            let mut q = 0;
+            while q + PIXELS <= columns {
+                // SAFETY: L is enabled; the strip's reads are below
+                // `reach` and its writes inside row r (caller).
+                unsafe { strip::<L, PIXELS>(input, taps, weights, bias, (r, q, part), out) };
+                q += PIXELS;
+            }
+            while q < columns {
+                // SAFETY: as above.
+                unsafe { strip::<L, 1>(input, taps, weights, bias, (r, q, part), out) };
+                q += 1;
+            }
+        }
+    }
+}
+
+/// `S` outputs of row `r` from column `q`, lanes `part..part + L::N` of
+/// each, summed tap by tap in registers and stored with the bias.
+///
+/// # Safety
+/// As [`interleaved`], for these outputs.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn strip<L: Lanes, const S: usize>(
+    input: *const f32,
+    taps: InterleavedTaps<'_>,
+    weights: *const f32,
+    bias: L::V,
+    (r, q, part): (usize, usize, usize),
+    out: *mut f32,
+) {
+    const L16: usize = super::INTERLEAVED_LANES;
+    // SAFETY: as the caller promises.
+    unsafe {
+        let mut acc = [L::zero(); S];
+        let first = r * taps.row_step + q * taps.column_step;
+        for (p, &at) in taps.offsets.iter().enumerate() {
+            let w = L::load(weights.add(p * L16 + part));
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let x = L::load(input.add((at + first + j * taps.column_step) * L16 + part));
+                *acc = L::add(*acc, L::mul(w, x));
+            }
+        }
+        for (j, acc) in acc.iter().enumerate() {
+            let o = r * taps.columns + q + j;
+            L::store(out.add(o * L16 + part), L::add(*acc, bias));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
