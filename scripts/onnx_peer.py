@@ -229,8 +229,11 @@ def bench(np, cmd, env, label, ours, sessions, name, text, threads, repeat):
         path = [None]
 
         def blobflow_ms(iters):
+            # --reuse-memory: intermediate blobs share memory, as the
+            # peers' arenas do; only the outputs are kept.
             r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters),
-                                      "--batch", str(batch)], capture_output=True, text=True, env=env)
+                                      "--batch", str(batch), "--reuse-memory"],
+                               capture_output=True, text=True, env=env)
             m = re.search(r"Average Forward pass: ([0-9.]+) ms", r.stdout)
             p = re.search(r"^cpu: (\S+)", r.stdout, re.M)
             if p:

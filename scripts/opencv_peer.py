@@ -789,8 +789,10 @@ def bench(cv2, np, cmd, env, label, ours, theirs, name, text, threads, repeat, s
         def blobflow_ms(iters):
             size = (["--shape", f"{name}={','.join(str(d) for d in [batch] + declared[1:])}"] if shape
                     else ["--batch", str(batch)])
-            r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters)]
-                               + size, capture_output=True, text=True, env=env)
+            # --reuse-memory: intermediate blobs share memory, as OpenCV's
+            # own blob reuse does; only the outputs are kept.
+            r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters),
+                                      "--reuse-memory"] + size, capture_output=True, text=True, env=env)
             m = re.search(r"Average Forward pass: ([0-9.]+) ms", r.stdout)
             if r.returncode != 0 or m is None:
                 print(f"  {label} batch {batch}: blobflow time failed: {r.stderr.strip()[-200:]}")

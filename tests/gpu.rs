@@ -480,6 +480,49 @@ fn deploy_lenet(batch: usize) -> Result<blobflow::layers::net::Net<f32>, Failed>
 
 /// Caffe's deploy LeNet through `Net`, moved to the GPU, classifies all
 /// 10,000 digits as it does on the CPU.
+/// LeNet's probabilities for the digits from `start`, a batch of them.
+fn lenet_prob(
+    net: &mut blobflow::layers::net::Net<f32>,
+    data: &blobflow_mnist::Mnist,
+    start: usize,
+) -> Result<Vec<f32>, Failed> {
+    let input = net.blob("data").expect("LeNet's input");
+    data.scaled_into(
+        start,
+        0.00390625,
+        &mut input.mutable_cpu_data().map_err(fail)?,
+    );
+    net.forward().map_err(fail)?;
+    net.blob("prob")
+        .expect("LeNet's output")
+        .to_vec()
+        .map_err(fail)
+}
+
+/// LeNet on the GPU with its intermediate blobs sharing device memory
+/// (`Net::reuse_memory`) gives the probabilities of the GPU net with
+/// its own, digits after digits.
+fn lenet_reusing_memory_on_gpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let data = digits()?;
+    let batch = 100;
+    let (mut own, mut shared) = (deploy_lenet(batch)?, deploy_lenet(batch)?);
+    own.to_device(dev.clone()).map_err(fail)?;
+    shared.to_device(dev.clone()).map_err(fail)?;
+    let reuse = shared.reuse_memory().map_err(fail)?;
+    ensure(reuse.blobs > 0, format!("{reuse:?}"))?;
+    for start in [0, 100, 200] {
+        let mut prob = Vec::new();
+        for net in [&mut own, &mut shared] {
+            prob.push(lenet_prob(net, &data, start)?);
+        }
+        ensure(
+            prob[0] == prob[1],
+            format!("digits {start}..: the outputs differ"),
+        )?;
+    }
+    Ok(())
+}
+
 fn lenet_gpu_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     use blobflow::layers::net::Net;
     let data = digits()?;
@@ -487,18 +530,7 @@ fn lenet_gpu_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let (mut cpu, mut gpu) = (deploy_lenet(batch)?, deploy_lenet(batch)?);
     gpu.to_device(dev.clone()).map_err(fail)?;
     let classes = |net: &mut Net<f32>, start: usize| -> Result<Vec<usize>, Failed> {
-        let input = net.blob("data").expect("LeNet's input");
-        data.scaled_into(
-            start,
-            0.00390625,
-            &mut input.mutable_cpu_data().map_err(fail)?,
-        );
-        net.forward().map_err(fail)?;
-        let prob = net
-            .blob("prob")
-            .expect("LeNet's output")
-            .to_vec()
-            .map_err(fail)?;
+        let prob = lenet_prob(net, &data, start)?;
         Ok(prob
             .chunks_exact(10)
             .map(|row| (0..10).fold(0, |b, c| if row[c] > row[b] { c } else { b }))
@@ -1958,6 +1990,7 @@ fn folded_net_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 const CHECKS: &[(&str, Check)] = &[
     ("steady_state::lenet_within_budget", steady_state_budget),
     ("lenet::gpu_matches_cpu", lenet_gpu_matches_cpu),
+    ("lenet::reusing_memory_on_gpu", lenet_reusing_memory_on_gpu),
     ("layers::gpu_match_cpu", layers_match_cpu),
     ("layers::forks_match_cpu", forks_match_cpu),
     (

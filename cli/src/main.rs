@@ -186,6 +186,12 @@ enum Command {
         /// sizes; faceboxes: its dense PriorBox); repeatable
         #[arg(long = "fork", value_name = "NAME", value_parser = run::parse_fork)]
         forks: Vec<blobflow::layers::Fork>,
+        /// Let each blob, as it is written, take the memory of a blob no
+        /// later layer reads (as inference engines' arenas do): a pass
+        /// then writes into memory the cache still holds. Only the inputs
+        /// and outputs keep their values; for nets that only run forward
+        #[arg(long)]
+        reuse_memory: bool,
     },
 }
 
@@ -413,6 +419,7 @@ fn main() -> ExitCode {
             shapes,
             device,
             forks,
+            reuse_memory,
         } => report(
             "time",
             run::time(&run::TimeArgs {
@@ -423,6 +430,7 @@ fn main() -> ExitCode {
                 shapes,
                 device,
                 forks,
+                reuse_memory,
             }),
         ),
         Command::Train(args) => quiet("train", train::train(&args)),

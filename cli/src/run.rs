@@ -476,6 +476,7 @@ pub struct TimeArgs {
     pub shapes: Vec<(String, String)>,
     pub device: Device,
     pub forks: Vec<Fork>,
+    pub reuse_memory: bool,
 }
 
 /// Caffe's `caffe time`: the average forward and backward milliseconds
@@ -516,6 +517,17 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
     log.push(cpu_path());
     if net.layer_names().next().is_none() {
         return Err(bad("the net has no layers".into()));
+    }
+    if args.reuse_memory {
+        net.reshape()?;
+        let reuse = net.reuse_memory()?;
+        log.push(format!(
+            "memory: {} intermediate blobs share {:.1} MB, {:.1} MB apart (--reuse-memory: \
+             only the inputs and outputs keep their values)",
+            reuse.blobs,
+            reuse.bytes_after as f64 / 1e6,
+            reuse.bytes_before as f64 / 1e6
+        ));
     }
     let timing = net.time_with(args.iterations, || sync.wait())?;
     let width = timing

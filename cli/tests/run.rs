@@ -148,6 +148,20 @@ fn time_prints_each_layer_and_the_totals() {
     ] {
         assert!(stdout.contains(want), "{want} in\n{stdout}");
     }
+    assert!(!stdout.contains("memory: "), "{stdout}");
+    let reusing = blobflow(&[
+        "time",
+        mtcnn("det2.prototxt").to_str().unwrap(),
+        "--iterations",
+        "2",
+        "--reuse-memory",
+    ]);
+    assert!(reusing.status.success(), "{}", text(&reusing.stderr));
+    let stdout = text(&reusing.stdout);
+    assert!(
+        stdout.contains("intermediate blobs share") && stdout.contains("Average Forward pass: "),
+        "{stdout}"
+    );
 }
 
 #[test]

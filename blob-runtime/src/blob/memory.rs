@@ -276,6 +276,51 @@ impl<T: Element> Blob<T> {
         Ok(())
     }
 
+    /// Makes this blob's data `memory`, which holds at least its count
+    /// and lives on its device: a memory no blob reads any more, given
+    /// to another ([`Net::reuse_memory`] in blob-layers). Caffe's
+    /// `ShareData` takes a blob; this takes the memory itself, which may
+    /// be larger. A later reshape past the memory gives the blob its own.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use blob_runtime::{Blob, SyncedMemory};
+    /// let pool = Arc::new(SyncedMemory::new(64));
+    /// let mut b = Blob::<f32>::new(&[4])?;
+    /// b.share_data_memory(&pool)?;
+    /// b.mutable_cpu_data()?.fill(2.0);
+    /// assert_eq!(&pool.cpu_data()?[..4], &2.0f32.to_ne_bytes());
+    /// assert!(Blob::<f32>::new(&[17])?.share_data_memory(&pool).is_err()); // too small
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    ///
+    /// [`Net::reuse_memory`]: https://docs.rs/blob-layers/latest/blob_layers/net/struct.Net.html#method.reuse_memory
+    pub fn share_data_memory(&mut self, memory: &Arc<SyncedMemory>) -> Result<()> {
+        let op = "share a memory as a blob's data";
+        let need = self.count * size_of::<T>();
+        if memory.size() < need {
+            return Err(BlobError::CountMismatch {
+                op,
+                what: format!("bytes of the memory for shape {}", self.shape_string()),
+                got: memory.size(),
+                want: need,
+            });
+        }
+        let same_device = match (memory.device(), &self.device) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        if !same_device {
+            return Err(BlobError::InvalidParameter {
+                op,
+                detail: "the memory lives on another device than the blob".into(),
+            });
+        }
+        self.data = Arc::clone(memory);
+        Ok(())
+    }
+
     /// Makes this blob's diff the same memory as `other`'s (Caffe
     /// `ShareDiff`).
     ///

@@ -23,6 +23,7 @@
 //! ```
 
 mod init;
+mod memory;
 mod timing;
 mod upgrade;
 mod upgrade_v0;
@@ -38,6 +39,7 @@ use crate::dyn_layer::{DynLayer, Sharing};
 use crate::per_element::compiled;
 use crate::registry::LayerRegistry;
 pub use init::{NetState, Phase};
+pub use memory::MemoryReuse;
 
 /// Caffe's `UpgradeNetAsNeeded`: a `NetParameter` of an old format (V0
 /// layers, V1 `layers`, data layers' transformation fields in their data
@@ -223,6 +225,8 @@ pub struct Net<T: MathElement> {
     params: Vec<NetParam>,
     learnable: Vec<(usize, usize)>,
     shared: Vec<Shared>,
+    /// What [`Net::reuse_memory`] did, once it has.
+    reused: Option<MemoryReuse>,
 }
 
 /// The net's name, phase, inputs, outputs, and each layer with its type
@@ -441,6 +445,7 @@ impl<T: MathElement> Net<T> {
             params: Vec::new(),
             learnable: Vec::new(),
             shared: Vec::new(),
+            reused: None,
         };
         let mut available: BTreeSet<String> = BTreeSet::new();
         let mut blob_need_backward: Vec<bool> = Vec::new();
