@@ -271,7 +271,7 @@ def bench(np, cmd, env, label, ours, sessions, name, text, threads, repeat):
             ratios = [a / b for a, b in zip(ours_all, rates)]
             spread = f" ({min(ratios):.2f}x-{max(ratios):.2f}x)" if len(ratios) > 1 else ""
             parts.append(f"{peer} {theirs:.1f} images/s, ratio {ours / theirs:.2f}x{spread}")
-        print(f"  {label} batch {batch} ({threads} thread(s), forward, zeros, blobflow on {path[0]}): "
+        print(f"  {label} batch {batch} ({threads} thread(s), forward, zeros, blobflow on {path[0]}, reusing memory): "
               f"blobflow {ours:.1f} images/s; " + "; ".join(parts))
 
 

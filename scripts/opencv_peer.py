@@ -850,7 +850,7 @@ def bench(cv2, np, cmd, env, label, ours, theirs, name, text, threads, repeat, s
             ratios = [a / b for a, b in zip(ours_all, theirs_all)]
             spread = f", {len(ratios)} runs {min(ratios):.2f}x-{max(ratios):.2f}x"
         what = "median " if len(ours_all) > 1 else ""
-        print(f"  {label} batch {batch} ({threads} thread(s), forward, zeros): blobflow {ours:.1f} images/s, "
+        print(f"  {label} batch {batch} ({threads} thread(s), forward, zeros, blobflow reusing memory): blobflow {ours:.1f} images/s, "
               f"OpenCV {theirs:.1f} images/s, {what}ratio {ours / theirs:.2f}x{spread}{rates}")
 
 
