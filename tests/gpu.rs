@@ -1913,8 +1913,8 @@ fn nets_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 }
 
 /// A deploy net (no backward) whose Convolutions fold the in-place
-/// BatchNorm (global statistics), Scale and ReLU after them into their
-/// weights: on the GPU the folded weights are made on the host and
+/// BatchNorm (global statistics), Scale and activation (a leaky ReLU, a
+/// ReLU6) after them: on the GPU the folded weights are made on the host and
 /// uploaded, and the outputs equal the CPU's within 1e-5, before and
 /// after the statistics change.
 fn folded_net_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
@@ -1925,11 +1925,12 @@ fn folded_net_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         layer { name: "b1" type: "BatchNorm" bottom: "c1" top: "c1" }
         layer { name: "s1" type: "Scale" bottom: "c1" top: "c1"
                 scale_param { bias_term: true filler { type: "gaussian" } bias_filler { type: "gaussian" } } }
-        layer { name: "r1" type: "ReLU" bottom: "c1" top: "c1" }
+        layer { name: "r1" type: "ReLU" bottom: "c1" top: "c1" relu_param { negative_slope: 0.1 } }
         layer { name: "dw" type: "Convolution" bottom: "c1" top: "dw"
                 convolution_param { num_output: 16 group: 16 kernel_size: 3 bias_term: false weight_filler { type: "xavier" } } }
         layer { name: "b2" type: "BatchNorm" bottom: "dw" top: "dw" }
-        layer { name: "s2" type: "Scale" bottom: "dw" top: "dw" scale_param { filler { type: "gaussian" } } }"#;
+        layer { name: "s2" type: "Scale" bottom: "dw" top: "dw" scale_param { filler { type: "gaussian" } } }
+        layer { name: "r2" type: "ReLU6" bottom: "dw" top: "dw" }"#;
     let mut x = vec![0f32; 2 * 8 * 144];
     cpu::set_seed(31);
     cpu::uniform(-1.0, 1.0, &mut x).map_err(fail)?;
@@ -1971,7 +1972,7 @@ fn folded_net_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
             .iter()
             .filter(|l| l.folded_into.is_some())
             .count();
-        ensure(folded == 5, format!("{folded} layers folded, not 5"))?;
+        ensure(folded == 6, format!("{folded} layers folded, not 6"))?;
         Ok(seen)
     };
     let (cpu_run, gpu_run) = (run(false)?, run(true)?);

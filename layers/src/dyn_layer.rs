@@ -8,8 +8,8 @@
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, BlobError, MathElement};
 
-use crate::ChannelAffine;
 use crate::layer::Result;
+use crate::{Activation, ChannelAffine};
 
 /// How many blobs a layer takes as bottoms or produces as tops (Caffe's
 /// `ExactNumBottomBlobs`, `MinTopBlobs`, ...).
@@ -251,42 +251,49 @@ pub trait DynLayer<T: MathElement>: Send {
         true
     }
 
-    /// Whether this is Caffe's `ReLU` with `negative_slope` 0, which a
-    /// net folds into the layer before it when that layer
-    /// [`folds_relu`](Self::folds_relu) and the ReLU runs in place on its
-    /// only top.
-    fn is_relu(&self) -> bool {
+    /// Where this layer is an element-wise activation a layer before it
+    /// can apply as it writes (Caffe's `ReLU`, leaky or not, the forks'
+    /// `ReLU6`), which: a net folds it into the layer before it when that
+    /// layer [`folds_activation`](Self::folds_activation) and this one
+    /// runs in place on its only top.
+    fn activation(&self) -> Option<Activation> {
+        None
+    }
+
+    /// Whether [`forward_then`](Self::forward_then) costs less than
+    /// `forward` and an activation pass of its own (a Convolution applies
+    /// it as it adds its bias): a net then runs it for the layer and the
+    /// in-place activation after it, and skips the activation's forward
+    /// (its backward, which reads only the top, runs as before).
+    fn folds_activation(&self) -> bool {
         false
     }
 
-    /// Whether [`forward_then_relu`](Self::forward_then_relu) costs less
-    /// than `forward` and a ReLU pass of its own (a Convolution applies
-    /// the ReLU as it adds its bias): a net then runs it for the layer
-    /// and the in-place ReLU after it, and skips the ReLU's forward (its
-    /// backward, which reads only the top, runs as before).
-    fn folds_relu(&self) -> bool {
-        false
-    }
-
-    /// Caffe's `Forward` followed by Caffe's ReLU (negative slope 0) of
-    /// the tops in place, the same values a `ReLU` layer would leave.
-    /// The default runs the two passes; see
-    /// [`folds_relu`](Self::folds_relu).
+    /// Caffe's `Forward` followed by `activation` of the tops in place,
+    /// the values the activation's layer would leave. The default runs
+    /// the two passes; see [`folds_activation`](Self::folds_activation).
     ///
     /// ```
-    /// use blob_layers::registry::LayerRegistry;
+    /// use blob_layers::{Activation, registry::LayerRegistry};
     /// use blob_runtime::Blob;
     /// let reg = LayerRegistry::<f32>::with_caffe_layers();
     /// let mut shift = reg.build_text(r#"type: "Power" power_param { shift: -1 }"#)?;
     /// let (x, y) = (Blob::from_vec(&[3], vec![0.5, 1.0, 2.0])?, Blob::new(&[3])?);
-    /// shift.forward_then_relu(&[&x], &[&y])?;
+    /// shift.forward_then(&[&x], &[&y], Activation::Relu)?;
     /// assert_eq!(y.to_vec()?, [0.0, 0.0, 1.0]);
+    /// shift.forward_then(&[&x], &[&y], Activation::LeakyRelu { negative_slope: 0.5 })?;
+    /// assert_eq!(y.to_vec()?, [-0.25, 0.0, 1.0]);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    fn forward_then_relu(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+    fn forward_then(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        tops: &[&Blob<T>],
+        activation: Activation,
+    ) -> Result<()> {
         self.forward(bottoms, tops)?;
         for top in tops {
-            crate::activation::forward::<crate::activation::Rectify, T>(top, top)?;
+            activation.run_in_place(top)?;
         }
         Ok(())
     }
@@ -310,9 +317,8 @@ pub trait DynLayer<T: MathElement>: Send {
     }
 
     /// Caffe's `Forward`, then `affine` over the top's channels, then
-    /// (`relu`) Caffe's ReLU: what the layers a net folds into this one
-    /// give, within rounding. The default runs the passes one after the
-    /// other.
+    /// the `activation`: what the layers a net folds into this one give,
+    /// within rounding. The default runs the passes one after the other.
     ///
     /// ```
     /// use blob_layers::ChannelAffine;
@@ -322,7 +328,7 @@ pub trait DynLayer<T: MathElement>: Send {
     /// let mut same = reg.build_text(r#"type: "Power""#)?;
     /// let (x, y) = (Blob::from_vec(&[1, 2], vec![1.0, 2.0])?, Blob::new(&[1, 2])?);
     /// let affine = ChannelAffine { mul: vec![2.0, -1.0], add: vec![0.5, 0.0] };
-    /// same.forward_then_affine(&[&x], &[&y], &affine, true)?;
+    /// same.forward_then_affine(&[&x], &[&y], &affine, Some(blob_layers::Activation::Relu))?;
     /// assert_eq!(y.to_vec()?, [2.5, 0.0]);
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
@@ -331,10 +337,10 @@ pub trait DynLayer<T: MathElement>: Send {
         bottoms: &[&Blob<T>],
         tops: &[&Blob<T>],
         affine: &ChannelAffine,
-        relu: bool,
+        activation: Option<Activation>,
     ) -> Result<()> {
         self.forward(bottoms, tops)?;
-        affine_then_relu(tops, affine, relu)
+        affine_then(tops, affine, activation)
     }
 
     /// Lets the layer's cuDNN convolutions run f32 on TF32 tensor cores
@@ -348,17 +354,17 @@ pub trait DynLayer<T: MathElement>: Send {
 }
 
 /// The error of a layer built from a bad parameter.
-/// `affine`, then (`relu`) Caffe's ReLU, over each top in place: the
-/// layers a net folds, run apart.
-pub(crate) fn affine_then_relu<T: MathElement>(
+/// `affine`, then the `activation`, over each top in place: the layers
+/// a net folds, run apart.
+pub(crate) fn affine_then<T: MathElement>(
     tops: &[&Blob<T>],
     affine: &ChannelAffine,
-    relu: bool,
+    activation: Option<Activation>,
 ) -> Result<()> {
     for top in tops {
         affine.apply(top)?;
-        if relu {
-            crate::activation::forward::<crate::activation::Rectify, T>(top, top)?;
+        if let Some(activation) = activation {
+            activation.run_in_place(top)?;
         }
     }
     Ok(())

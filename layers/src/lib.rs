@@ -67,6 +67,7 @@ mod f32_view;
 pub mod filler;
 mod filter;
 mod flatten;
+mod folded_activation;
 mod fork_layers;
 #[cfg(feature = "cuda")]
 mod gpu;
@@ -151,5 +152,6 @@ pub use channel_affine::ChannelAffine;
 #[cfg(feature = "cuda")]
 pub use conv::gpu_convolution_path;
 pub use dyn_layer::{Arity, DynLayer, Sharing, TopShape};
+pub use folded_activation::Activation;
 pub use fork_layers::Fork;
 pub use pool::PoolMethod;

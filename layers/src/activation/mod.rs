@@ -138,8 +138,8 @@ impl<T: MathElement, F: Activate> crate::dyn_layer::DynLayer<T> for ActivationLa
         F::TYPE
     }
 
-    fn is_relu(&self) -> bool {
-        F::TYPE == Rectify::TYPE
+    fn activation(&self) -> Option<crate::Activation> {
+        (F::TYPE == Rectify::TYPE).then_some(crate::Activation::Relu)
     }
 
     fn reshape(

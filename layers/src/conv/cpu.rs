@@ -9,8 +9,10 @@ use std::ops::Range;
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
 
+use crate::Activation;
 use crate::activation::{Activate, Rectify};
 use crate::f32_view::{as_f32, as_f32_mut};
+use crate::folded_activation::{leaky, relu6};
 use crate::layer::{Result, ensure};
 
 /// A convolution's sizes for one input: batch, input and output planes,
@@ -502,13 +504,31 @@ impl<T: Send> ConvScratch<T> {
 }
 
 /// What a forward pass does to each output after its product: the
-/// channel's bias added, and then, where a net folded the in-place ReLU
-/// after the convolution into it, Caffe's ReLU (negative slope 0) in
-/// the same pass over the output, rather than a pass of its own.
+/// channel's bias added, and then, where a net folded the in-place
+/// activation after the convolution into it (ReLU, leaky or not, ReLU6),
+/// that activation in the same pass over the output, rather than a pass
+/// of its own.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Finish<'a, T> {
     pub bias: &'a [T],
-    pub relu: bool,
+    pub activation: Option<Activation>,
+}
+
+/// `dst[i] = f(src[i])`, for one `f` known at compile time (a variant's),
+/// so that the loop vectorises.
+#[inline(always)]
+fn map_into<T: Copy>(src: &[T], dst: &mut [T], f: impl Fn(T) -> T) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = f(v);
+    }
+}
+
+/// `values[i] = f(values[i])`, as [`map_into`].
+#[inline(always)]
+fn map_in_place<T: Copy>(values: &mut [T], f: impl Fn(T) -> T) {
+    for v in values {
+        *v = f(*v);
+    }
 }
 
 impl<'a, T: MathElement> Finish<'a, T> {
@@ -521,17 +541,16 @@ impl<'a, T: MathElement> Finish<'a, T> {
     }
 
     /// `dst[i] = src[i] + b`, finished: a run of a channel whose bias
-    /// is `b`. The test of `relu` stays outside the loop, which the
+    /// is `b`. The choice of activation stays outside the loop, which the
     /// compiler then vectorises.
     #[inline(always)]
     pub(crate) fn apply(self, b: T, src: &[T], dst: &mut [T]) {
-        if self.relu {
-            for (d, &v) in dst.iter_mut().zip(src) {
-                *d = Rectify::apply(v + b);
-            }
-        } else {
-            for (d, &v) in dst.iter_mut().zip(src) {
-                *d = v + b;
+        match self.activation {
+            None => map_into(src, dst, |v| v + b),
+            Some(Activation::Relu) => map_into(src, dst, |v| Rectify::apply(v + b)),
+            Some(Activation::Relu6) => map_into(src, dst, |v| relu6(v + b)),
+            Some(Activation::LeakyRelu { negative_slope }) => {
+                map_into(src, dst, |v| leaky(negative_slope, v + b))
             }
         }
     }
@@ -539,29 +558,31 @@ impl<'a, T: MathElement> Finish<'a, T> {
     /// [`apply`](Self::apply) in place.
     #[inline(always)]
     pub(crate) fn apply_in_place(self, b: T, values: &mut [T]) {
-        if self.relu {
-            for v in values {
-                *v = Rectify::apply(*v + b);
-            }
-        } else {
-            for v in values {
-                *v += b;
+        match self.activation {
+            None => map_in_place(values, |v| v + b),
+            Some(Activation::Relu) => map_in_place(values, |v| Rectify::apply(v + b)),
+            Some(Activation::Relu6) => map_in_place(values, |v| relu6(v + b)),
+            Some(Activation::LeakyRelu { negative_slope }) => {
+                map_in_place(values, |v| leaky(negative_slope, v + b))
             }
         }
     }
 
-    /// The ReLU alone, over outputs whose bias is already in them.
-    pub(crate) fn rectify(self, y: &mut [T]) {
-        if self.relu {
-            cpu::vectorized(
-                #[inline(always)]
-                || {
-                    for v in y {
-                        *v = Rectify::apply(*v);
-                    }
-                },
-            );
-        }
+    /// The activation alone, over outputs whose bias is already in them.
+    pub(crate) fn activate(self, y: &mut [T]) {
+        let Some(activation) = self.activation else {
+            return;
+        };
+        cpu::vectorized(
+            #[inline(always)]
+            || match activation {
+                Activation::Relu => map_in_place(y, Rectify::apply),
+                Activation::Relu6 => map_in_place(y, relu6),
+                Activation::LeakyRelu { negative_slope } => {
+                    map_in_place(y, |v| leaky(negative_slope, v))
+                }
+            },
+        );
     }
 }
 

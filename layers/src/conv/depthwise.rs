@@ -40,7 +40,7 @@ pub(crate) fn forward<T: MathElement>(
         && interleaved(g, x, weight, bias, y32)
     {
         for plane in y[..g.batch * channels * plane_out].chunks_mut(plane_out) {
-            finish.rectify(plane);
+            finish.activate(plane);
         }
         return;
     }
@@ -63,7 +63,7 @@ pub(crate) fn forward<T: MathElement>(
                     if !plane_f32(g, &padded, w, &bias[c..=c], out) {
                         plane(g, &padded, w, bias[c], out);
                     }
-                    finish.rectify(out);
+                    finish.activate(out);
                 }
             },
         );
@@ -415,7 +415,7 @@ mod tests {
                 &weight,
                 Finish {
                     bias: &bias,
-                    relu: false,
+                    activation: None,
                 },
                 &mut y,
             );

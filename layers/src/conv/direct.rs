@@ -237,9 +237,9 @@ pub(super) fn forward<T: MathElement>(
         // The image's output is still in cache.
         Finish {
             bias: &[],
-            relu: finish.relu,
+            activation: finish.activation,
         }
-        .rectify(yi);
+        .activate(yi);
     }
 }
 
@@ -379,7 +379,7 @@ mod tests {
                 let mut got = vec![f32::NAN; cout * p];
                 let finish = Finish {
                     bias: &bias,
-                    relu: false,
+                    activation: None,
                 };
                 forward(
                     &g,

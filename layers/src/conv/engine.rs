@@ -12,7 +12,7 @@ use super::cudnn;
 use super::packed_weights::PackedWeights;
 use super::volume::{self, VolumeGeometry, VolumeScratch};
 use super::winograd::{self, WinogradScratch};
-use crate::activation::Rectify;
+use crate::Activation;
 use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::Result;
 
@@ -158,33 +158,35 @@ impl<T: MathElement> ConvEngine<T> {
     /// 3x3 layers at stride 1 take Winograd where it pays and `choice`
     /// allows it.
     ///
-    /// With `relu`, Caffe's ReLU (negative slope 0) follows in place, in
-    /// the pass that adds the bias where the path has one (a net's
-    /// Convolution with the in-place ReLU after it folded in).
+    /// With an `activation`, it follows in place, in the pass that adds
+    /// the bias where the path has one (a net's Convolution with the
+    /// in-place activation after it folded in).
     pub fn forward_grouped(
         &mut self,
         g: &ConvGeometry,
         groups: usize,
         choice: EngineChoice,
         (x, weight, bias, y): (&Blob<T>, &Blob<T>, &Blob<T>, &Blob<T>),
-        relu: bool,
+        activation: Option<Activation>,
     ) -> Result<()> {
-        let folded = self.forward_paths(g, groups, choice, (x, weight, bias, y), relu)?;
-        if relu && !folded {
-            crate::activation::forward::<Rectify, T>(y, y)?;
+        let folded = self.forward_paths(g, groups, choice, (x, weight, bias, y), activation)?;
+        if let Some(activation) = activation
+            && !folded
+        {
+            activation.run_in_place(y)?;
         }
         Ok(())
     }
 
     /// [`forward_grouped`](Self::forward_grouped)'s paths; says whether
-    /// the path applied the ReLU (`relu`) itself.
+    /// the path applied the `activation` itself.
     fn forward_paths(
         &mut self,
         g: &ConvGeometry,
         groups: usize,
         choice: EngineChoice,
         (x, weight, bias, y): (&Blob<T>, &Blob<T>, &Blob<T>, &Blob<T>),
-        relu: bool,
+        activation: Option<Activation>,
     ) -> Result<bool> {
         #[cfg(feature = "cuda")]
         if let Some(gpu) = crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)? {
@@ -212,7 +214,10 @@ impl<T: MathElement> ConvEngine<T> {
             if let (Some(x), Some(w), Some(b), Some(y)) =
                 (as_f32(&x), as_f32(&w), as_f32(&b), as_f32_mut(&mut y))
             {
-                let finish = Finish { bias: b, relu };
+                let finish = Finish {
+                    bias: b,
+                    activation,
+                };
                 return winograd::forward(g, &mut self.winograd, stamp, x, w, finish, y)
                     .map(|()| true);
             }
@@ -221,7 +226,10 @@ impl<T: MathElement> ConvEngine<T> {
             let w = weight.cpu_data()?;
             let packed = self.packed.for_layer(g, weight.data().write_stamp(), &w)?;
             let bias = bias.cpu_data()?;
-            let finish = Finish { bias: &bias, relu };
+            let finish = Finish {
+                bias: &bias,
+                activation,
+            };
             return cpu::forward(
                 g,
                 &mut self.scratch,
@@ -238,7 +246,10 @@ impl<T: MathElement> ConvEngine<T> {
                 g,
                 &x.cpu_data()?,
                 &weight.cpu_data()?,
-                Finish { bias: &bias, relu },
+                Finish {
+                    bias: &bias,
+                    activation,
+                },
                 &mut y.mutable_cpu_data()?,
             );
             return Ok(true);
@@ -252,7 +263,10 @@ impl<T: MathElement> ConvEngine<T> {
             &mut self.scratch,
             &xd,
             &wd,
-            Finish { bias: &bd, relu },
+            Finish {
+                bias: &bd,
+                activation,
+            },
             &mut y.mutable_cpu_data()?,
         )?;
         Ok(true)
@@ -437,7 +451,7 @@ impl<T: MathElement> ConvEngine<T> {
                         (w, None),
                         Finish {
                             bias: &no_bias,
-                            relu: false,
+                            activation: None,
                         },
                         &mut dx[xo..xo + xs],
                     )?;

@@ -7,8 +7,8 @@ use blob_runtime::{Blob, MathElement};
 use super::ConvGeometry;
 use super::engine::{ConvEngine, EngineChoice};
 use super::volume::VolumeGeometry;
+use crate::Activation;
 use crate::ChannelAffine;
-use crate::activation::Rectify;
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
 
@@ -479,16 +479,14 @@ fn weight_and_bias<'a, T: MathElement>(
 }
 
 impl<T: MathElement> ConvolutionLayer<T> {
-    /// Caffe's `Forward`, then with `relu` Caffe's ReLU (negative slope
-    /// 0) over each top in place, folded into the pass that adds the
-    /// bias where the path has one.
-    /// The forward pass, `relu` applied as the bias is added, from the
-    /// layer's weights or (`folded`) from [`Folded`]'s.
+    /// Caffe's `Forward`, then the `activation` over each top in place,
+    /// applied as the bias is added where the path can, from the layer's
+    /// weights or (`folded`) from [`Folded`]'s.
     fn forward_finished(
         &mut self,
         bottoms: &[&Blob<T>],
         tops: &[&Blob<T>],
-        relu: bool,
+        activation: Option<Activation>,
         folded: bool,
     ) -> Result<()> {
         self.place_zero_bias(bottoms[0])?;
@@ -503,12 +501,12 @@ impl<T: MathElement> ConvolutionLayer<T> {
                 Plan::Planar(g) => {
                     let (group, choice) = (self.p.group, self.p.choice);
                     self.engine
-                        .forward_grouped(&g, group, choice, (x, w, b, y), relu)?
+                        .forward_grouped(&g, group, choice, (x, w, b, y), activation)?
                 }
                 Plan::Volume(g) => {
                     self.engine.forward_volume(&g, x, w, b, y)?;
-                    if relu {
-                        crate::activation::forward::<Rectify, T>(y, y)?;
+                    if let Some(activation) = activation {
+                        activation.run_in_place(y)?;
                     }
                 }
             }
@@ -609,15 +607,20 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        self.forward_finished(bottoms, tops, false, false)
+        self.forward_finished(bottoms, tops, None, false)
     }
 
-    fn folds_relu(&self) -> bool {
+    fn folds_activation(&self) -> bool {
         true
     }
 
-    fn forward_then_relu(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        self.forward_finished(bottoms, tops, true, false)
+    fn forward_then(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        tops: &[&Blob<T>],
+        activation: Activation,
+    ) -> Result<()> {
+        self.forward_finished(bottoms, tops, Some(activation), false)
     }
 
     /// Not with `engine: CAFFE`, which keeps Caffe's own sums.
@@ -626,21 +629,21 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     }
 
     /// The map folded into the weights and bias (remade only when they
-    /// or the map change), then the pass with the ReLU as the bias is
-    /// added: the layers' values within rounding.
+    /// or the map change), then the pass with the activation as the bias
+    /// is added: the layers' values within rounding.
     fn forward_then_affine(
         &mut self,
         bottoms: &[&Blob<T>],
         tops: &[&Blob<T>],
         affine: &ChannelAffine,
-        relu: bool,
+        activation: Option<Activation>,
     ) -> Result<()> {
         if self.p.own_engine || affine.channels() != self.p.num_output || bottoms.is_empty() {
             self.forward(bottoms, tops)?;
-            return crate::dyn_layer::affine_then_relu(tops, affine, relu);
+            return crate::dyn_layer::affine_then(tops, affine, activation);
         }
         self.fold(bottoms[0], affine)?;
-        self.forward_finished(bottoms, tops, relu, true)
+        self.forward_finished(bottoms, tops, activation, true)
     }
 
     fn backward(

@@ -388,7 +388,7 @@ fn run_block(
                         }
                     }
                     // The strip's rows are in L1.
-                    finish.rectify(&mut rows[..TILE * width * LANES]);
+                    finish.activate(&mut rows[..TILE * width * LANES]);
                     output_rows(g, strip, c0..c0 + lanes, width, rows, out);
                 }
             }
@@ -596,7 +596,10 @@ mod tests {
     use super::*;
 
     fn no_relu(bias: &[f32]) -> Finish<'_, f32> {
-        Finish { bias, relu: false }
+        Finish {
+            bias,
+            activation: None,
+        }
     }
 
     /// Caffe's sum, written out over coordinates, in f64.

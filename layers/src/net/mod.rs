@@ -82,20 +82,20 @@ struct NetLayer<T: MathElement> {
 }
 
 /// What a layer's pass applies of the layers after it
-/// ([`DynLayer::forward_then_affine`], [`DynLayer::forward_then_relu`]).
+/// ([`DynLayer::forward_then_affine`], [`DynLayer::forward_then`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Fold {
     /// Layers whose [channel map](DynLayer::channel_affine) it folds in
     /// (BatchNorm, Scale), no backward running through them.
     affine: usize,
-    /// Whether a ReLU (negative slope 0) follows them.
-    relu: bool,
+    /// The activation layer (ReLU, leaky or not, ReLU6) after them.
+    activation: Option<crate::Activation>,
 }
 
 impl Fold {
     /// The layers it covers.
     fn layers(self) -> usize {
-        self.affine + usize::from(self.relu)
+        self.affine + usize::from(self.activation.is_some())
     }
 }
 
@@ -960,10 +960,15 @@ impl<T: MathElement> Net<T> {
                 }
                 let lists = (entry.bottoms.as_slice(), entry.tops.as_slice());
                 with_layer_blobs(blobs, lists, |bottoms, tops| match &affine {
-                    Some(map) if fold.affine > 0 => entry
-                        .layer
-                        .forward_then_affine(bottoms, tops, map, fold.relu),
-                    Some(_) => entry.layer.forward_then_relu(bottoms, tops),
+                    Some(map) if fold.affine > 0 => {
+                        entry
+                            .layer
+                            .forward_then_affine(bottoms, tops, map, fold.activation)
+                    }
+                    Some(_) => match fold.activation {
+                        Some(activation) => entry.layer.forward_then(bottoms, tops, activation),
+                        None => entry.layer.forward(bottoms, tops),
+                    },
                     None => entry.layer.forward(bottoms, tops),
                 })
             };
@@ -994,8 +999,9 @@ impl<T: MathElement> Net<T> {
     /// place on its only top: the BatchNorms and Scales with a
     /// [channel map](DynLayer::channel_affine) where it
     /// [folds](DynLayer::folds_affine) them and no backward pass runs
-    /// through them, then a `ReLU` of negative slope 0 where it
-    /// [folds](DynLayer::folds_relu) that (whose backward, reading only
+    /// through them, then an [activation](DynLayer::activation) (ReLU,
+    /// leaky or not, ReLU6) where it
+    /// [folds](DynLayer::folds_activation) that (whose backward, reading only
     /// the top, runs as before). A Convolution, BatchNorm, Scale and ReLU
     /// of a deploy net become one pass.
     fn fold_layers(&mut self) {
@@ -1015,12 +1021,12 @@ impl<T: MathElement> Net<T> {
                         next += 1;
                     }
                 }
-                let relu = layer.layer.folds_relu()
-                    && self
-                        .layers
-                        .get(next)
-                        .is_some_and(|l| on_top(l) && l.layer.is_relu());
-                Fold { affine, relu }
+                let activation = self
+                    .layers
+                    .get(next)
+                    .filter(|l| layer.layer.folds_activation() && on_top(l))
+                    .and_then(|l| l.layer.activation());
+                Fold { affine, activation }
             } else {
                 Fold::default()
             };

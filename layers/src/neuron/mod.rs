@@ -11,6 +11,7 @@ use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, like_first_bottom, sub_param};
+use crate::folded_activation::{Activation, leaky, relu6};
 use crate::layer::{Result, in_place};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::NEURON;
@@ -264,6 +265,24 @@ pub(crate) struct NeuronLayer {
     neuron: Neuron,
 }
 
+impl NeuronLayer {
+    /// Caffe's ReLU with a `negative_slope`, to run a folded one apart.
+    pub(crate) fn leaky_relu(negative_slope: f64) -> Self {
+        Self {
+            neuron: Neuron::LeakyRelu {
+                slope: negative_slope,
+            },
+        }
+    }
+
+    /// The forks' ReLU6, to run a folded one apart.
+    pub(crate) fn relu6() -> Self {
+        Self {
+            neuron: Neuron::Relu6,
+        }
+    }
+}
+
 /// `ln(base)` of an Exp or Log layer's base (-1: e).
 fn ln_base(p: &ParamMessage, op: &'static str) -> Result<f64> {
     let base = p.float("base");
@@ -357,6 +376,16 @@ impl<T: MathElement> DynLayer<T> for NeuronLayer {
         self.neuron.type_name()
     }
 
+    fn activation(&self) -> Option<Activation> {
+        match self.neuron {
+            Neuron::LeakyRelu { slope } => Some(Activation::LeakyRelu {
+                negative_slope: slope,
+            }),
+            Neuron::Relu6 => Some(Activation::Relu6),
+            _ => None,
+        }
+    }
+
     fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
         Ok(like_first_bottom(bottoms))
     }
@@ -374,25 +403,10 @@ impl<T: MathElement> DynLayer<T> for NeuronLayer {
         // so both vectorize: MobileNetV2's nets run 59 ReLU6s, darknet's
         // YOLOs a leaky ReLU after every convolution.
         match self.neuron {
-            Neuron::Relu6 => {
-                let six = T::from_f64(6.0);
-                map_on_cores(bottoms[0], tops[0], move |v: T| {
-                    if v < T::ZERO {
-                        T::ZERO
-                    } else if v > six {
-                        six
-                    } else {
-                        v
-                    }
-                })
+            Neuron::Relu6 => map_on_cores(bottoms[0], tops[0], relu6::<T>),
+            Neuron::LeakyRelu { slope } => {
+                map_on_cores(bottoms[0], tops[0], move |v: T| leaky(slope, v))
             }
-            Neuron::LeakyRelu { slope } => map_on_cores(bottoms[0], tops[0], move |v: T| {
-                if v > T::ZERO {
-                    v
-                } else {
-                    T::from_f64(slope * v.to_f64())
-                }
-            }),
             neuron => map_on_cores(bottoms[0], tops[0], move |v: T| {
                 T::from_f64(neuron.forward(v.to_f64()))
             }),

@@ -1,13 +1,27 @@
-//! A Convolution with Caffe's in-place ReLU after it: the net folds the
-//! ReLU into the convolution's pass over its output, and the values,
-//! bit for bit, and the gradients are those of the two layers run one
-//! after the other (the same net with the ReLU writing a blob of its
-//! own, which nothing folds).
+//! A Convolution with an in-place activation after it (Caffe's ReLU,
+//! its leaky form, the forks' ReLU6): the net folds the activation into
+//! the convolution's pass over its output, and the values, bit for bit,
+//! and the gradients are those of the two layers run one after the other
+//! (the same net with the activation writing a blob of its own, which
+//! nothing folds).
 
 use blob_layers::net::{Net, NetState};
 
+/// The activations a net folds, as layer text.
+const ACTIVATIONS: [&str; 3] = [
+    r#"type: "ReLU""#,
+    r#"type: "ReLU" relu_param { negative_slope: 0.1 }"#,
+    r#"type: "ReLU6""#,
+];
+
 /// A net of one convolution and a ReLU, in place or into `relu_top`.
 fn net(conv: &str, input: [usize; 4], relu_top: &str) -> Net<f32> {
+    net_with(conv, input, ACTIVATIONS[0], relu_top)
+}
+
+/// A net of one convolution and `activation`, in place or into
+/// `relu_top`.
+fn net_with(conv: &str, input: [usize; 4], activation: &str, relu_top: &str) -> Net<f32> {
     let [n, c, h, w] = input;
     let text = format!(
         r#"force_backward: true
@@ -15,7 +29,7 @@ fn net(conv: &str, input: [usize; 4], relu_top: &str) -> Net<f32> {
         layer {{ name: "conv" type: "Convolution" bottom: "x" top: "y"
                  convolution_param {{ {conv} weight_filler {{ type: "gaussian" std: 0.3 }}
                                       bias_filler {{ type: "uniform" min: -0.5 max: 0.5 }} }} }}
-        layer {{ name: "relu" type: "ReLU" bottom: "y" top: "{relu_top}" }}"#
+        layer {{ name: "relu" {activation} bottom: "y" top: "{relu_top}" }}"#
     );
     blob_kernels::cpu::set_seed(5);
     Net::from_prototxt(&text, NetState::train()).unwrap()
@@ -26,7 +40,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 #[test]
-fn a_folded_relu_gives_the_two_layers_values_and_gradients() {
+fn a_folded_activation_gives_the_two_layers_values_and_gradients() {
     // Each path a convolution takes on the CPU: a 1x1 layer, Winograd
     // (3x3, 16 channels and more), a first layer at stride 2 (phase
     // copies), a shallow direct one, im2col at batch 2, groups,
@@ -46,9 +60,12 @@ fn a_folded_relu_gives_the_two_layers_values_and_gradients() {
             [1, 8, 12, 12],
         ),
     ];
-    for (conv, input) in cases {
-        let mut folded = net(conv, input, "y");
-        let mut apart = net(conv, input, "z");
+    for ((conv, input), activation) in cases
+        .into_iter()
+        .flat_map(|case| ACTIVATIONS.map(|a| (case, a)))
+    {
+        let mut folded = net_with(conv, input, activation, "y");
+        let mut apart = net_with(conv, input, activation, "z");
         apart.share_weights_with(&folded).unwrap();
         let x = folded.blob("x").unwrap();
         blob_kernels::cpu::uniform(-1.0, 1.0, &mut x.mutable_cpu_data().unwrap()).unwrap();
@@ -65,11 +82,20 @@ fn a_folded_relu_gives_the_two_layers_values_and_gradients() {
             folded.blob("y").unwrap().to_vec().unwrap(),
             apart.blob("z").unwrap().to_vec().unwrap(),
         );
+        let clamped = if activation.contains("negative_slope") {
+            want.iter().any(|&v| v < 0.0)
+        } else {
+            want.contains(&0.0)
+        };
         assert!(
-            want.iter().any(|&v| v > 0.0) && want.contains(&0.0),
-            "{conv}"
+            want.iter().any(|&v| v > 0.0) && clamped,
+            "{conv}, {activation}"
         );
-        assert_eq!(bits(&got), bits(&want), "{conv}: folded values");
+        assert_eq!(
+            bits(&got),
+            bits(&want),
+            "{conv}, {activation}: folded values"
+        );
         // The same gradient from above; every weight's and the input's
         // gradients agree.
         for (net, top) in [(&mut folded, "y"), (&mut apart, "z")] {
@@ -84,14 +110,18 @@ fn a_folded_relu_gives_the_two_layers_values_and_gradients() {
         assert_eq!(
             bits(&diff(&folded, "x")),
             bits(&diff(&apart, "x")),
-            "{conv}: input gradient"
+            "{conv}, {activation}: input gradient"
         );
         for (a, b) in folded.param_blobs().iter().zip(apart.param_blobs()) {
             let (a, b) = (
                 a.cpu_diff().unwrap().to_vec(),
                 b.cpu_diff().unwrap().to_vec(),
             );
-            assert_eq!(bits(&a), bits(&b), "{conv}: parameter gradient");
+            assert_eq!(
+                bits(&a),
+                bits(&b),
+                "{conv}, {activation}: parameter gradient"
+            );
         }
     }
 }
