@@ -68,6 +68,7 @@ pub(super) fn model(net: &mut Net<f32>, outputs: Option<&[String]>) -> Result<Ve
         }
         g.graph.output.push(value_info(blob, &shape, dynamic));
     }
+    name_nodes_apart(&mut g.graph);
     let model = Model {
         ir_version: IR_VERSION,
         producer_name: "blobflow".into(),
@@ -79,6 +80,25 @@ pub(super) fn model(net: &mut Net<f32>, outputs: Option<&[String]>) -> Result<Ve
         }],
     };
     Ok(model.encode_to_vec())
+}
+
+/// Gives every node a name no other node and no initializer has: ONNX
+/// keeps node and value names apart, but readers that make a node of
+/// each initializer (tract) refuse a Scale's `conv1.bias` Add beside its
+/// `conv1.bias` weights, and a layer's helper nodes share its name.
+fn name_nodes_apart(graph: &mut Graph) {
+    let mut taken: HashSet<String> = graph.initializer.iter().map(|t| t.name.clone()).collect();
+    for node in &mut graph.node {
+        let base = std::mem::take(&mut node.name);
+        let mut name = base.clone();
+        let mut k = 1;
+        while taken.contains(&name) {
+            k += 1;
+            name = format!("{base}_{k}");
+        }
+        taken.insert(name.clone());
+        node.name = name;
+    }
 }
 
 /// The layers that the `wanted` blobs need, in the net's order.
