@@ -36,7 +36,8 @@ impl<T: MathElement> Net<T> {
     /// phase); a blob another blob shares memory with already (a
     /// `Split`'s, a `Flatten`'s) keeps its own, and one that grows past
     /// its shared memory at a reshape gets its own again. Calling it
-    /// again changes nothing.
+    /// again changes nothing; [`to_device`](Net::to_device) gives every
+    /// blob its own memory again, so reuse after moving a net.
     ///
     /// ```
     /// use blob_layers::net::{Net, NetState};

@@ -1592,6 +1592,8 @@ impl<T: MathElement> Net<T> {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn to_device(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
+        // Each blob moves to memory of its own: any reuse is undone.
+        self.reused = None;
         for b in &mut self.blobs {
             b.move_to(device.clone())?;
         }
