@@ -8,27 +8,10 @@ use blobflow::layers::net::{Net, NetState};
 
 #[path = "support/digits.rs"]
 mod digits;
+#[path = "support/random_params.rs"]
+mod random_params;
 
-/// Every parameter and input of `net` from the seeded generator
-/// (BatchNorm's variances positive, its scale factor 1).
-fn randomize(net: &Net<f32>) {
-    let names: Vec<String> = net.layer_names().map(str::to_string).collect();
-    for name in names {
-        let batch_norm = net.layer_type(&name) == Some("BatchNorm");
-        for (i, blob) in net.layer_blobs(&name).unwrap().iter().enumerate() {
-            let mut data = blob.mutable_cpu_data().unwrap();
-            match (batch_norm, i) {
-                (true, 1) => cpu::uniform(0.5, 1.5, &mut data).unwrap(),
-                (true, 2) => data.fill(1.0),
-                _ => {
-                    let fan_in = blob.count() / blob.shape().first().copied().unwrap_or(1).max(1);
-                    let scale = (3.0 / fan_in.max(1) as f32).sqrt();
-                    cpu::uniform(-scale, scale, &mut data).unwrap();
-                }
-            }
-        }
-    }
-}
+use random_params::randomize_params;
 
 fn fill_inputs(a: &mut Net<f32>, b: &mut Net<f32>) {
     let inputs: Vec<String> = a.inputs().iter().map(|s| s.to_string()).collect();
@@ -57,7 +40,7 @@ fn same_outputs_with_shared_memory(prototxt: &str, input: &[usize]) {
         builder.from_file(&path).unwrap()
     };
     let mut own = build();
-    randomize(&own);
+    randomize_params(&own);
     let mut shared = build();
     shared.copy_from(&own.to_model().unwrap()).unwrap();
     let before = shared.memory_bytes();

@@ -10,30 +10,18 @@ use blobflow::prelude::*;
 
 #[path = "support/digits.rs"]
 mod digits;
+#[path = "support/random_params.rs"]
+mod random_params;
+
+use random_params::randomize_params;
 
 blob!(pub shape Image = _, 3, 224, 224);
 blob!(pub shape Image227 = _, 3, 227, 227);
 
-/// Fills every parameter blob of `net` from the seeded generator (batch
-/// norm's variances positive and its scale factor 1) and the input.
+/// Fills every parameter blob of `net` and its input from the seeded
+/// generator.
 fn randomize(net: &Net<f32>) {
-    let names: Vec<String> = net.layer_names().map(str::to_string).collect();
-    for name in names {
-        let blobs = net.layer_blobs(&name).unwrap();
-        let batch_norm = net.layer_type(&name) == Some("BatchNorm");
-        for (i, blob) in blobs.iter().enumerate() {
-            let mut data = blob.mutable_cpu_data().unwrap();
-            match (batch_norm, i) {
-                (true, 1) => cpu::uniform(0.5, 1.5, &mut data).unwrap(),
-                (true, 2) => data.fill(1.0),
-                _ => {
-                    let fan_in = blob.count() / blob.shape()[0].max(1);
-                    let scale = (3.0 / fan_in.max(1) as f32).sqrt();
-                    cpu::uniform(-scale, scale, &mut data).unwrap();
-                }
-            }
-        }
-    }
+    randomize_params(net);
     cpu::uniform(
         -1.0,
         1.0,

@@ -12,29 +12,13 @@ use blobflow::layers::net::{Net, NetState};
 use blobflow::layers::onnx::OnnxExport;
 use tract_onnx::prelude::*;
 
+#[path = "../../support/random_params.rs"]
+mod random_params;
+
+use random_params::randomize_params;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Every parameter from the seeded generator, scaled by its fan-in
-/// (BatchNorm's variances positive, its scale factor 1).
-fn randomize(net: &Net<f32>) {
-    let names: Vec<String> = net.layer_names().map(str::to_string).collect();
-    for name in names {
-        let batch_norm = net.layer_type(&name) == Some("BatchNorm");
-        for (i, blob) in net.layer_blobs(&name).unwrap().iter().enumerate() {
-            let mut data = blob.mutable_cpu_data().unwrap();
-            match (batch_norm, i) {
-                (true, 1) => cpu::uniform(0.5, 1.5, &mut data).unwrap(),
-                (true, 2) => data.fill(1.0),
-                _ => {
-                    let fan_in = blob.count() / blob.shape().first().copied().unwrap_or(1).max(1);
-                    let scale = (3.0 / fan_in.max(1) as f32).sqrt();
-                    cpu::uniform(-scale, scale, &mut data).unwrap();
-                }
-            }
-        }
-    }
 }
 
 /// The blobs a detection output reads, where the net ends in one; its
@@ -76,7 +60,7 @@ fn tract_agrees_on(prototxt: &str, input: &[usize], outputs: &[&str]) {
         .input_shape("data", input)
         .from_file(root().join(prototxt))
         .unwrap();
-    randomize(&net);
+    randomize_params(&net);
     let outputs = if outputs.is_empty() {
         exported_outputs(&net)
     } else {
