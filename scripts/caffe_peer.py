@@ -33,7 +33,15 @@ LMDB and OpenBLAS: installed with apt-get where this runs as root, and
 otherwise said so, exiting 0. The build (about 7 minutes on two cores)
 is kept under target/caffe-peer for the next run.
 
+`--build-only` builds Caffe and prints the folder of its tools (`caffe`,
+`convert_imageset`, `compute_image_mean`, ...), comparing nothing. With
+`--opencv` the build is a second one, under target/caffe-peer/opencv, with
+Caffe's OpenCV code (`convert_imageset`, `ImageData`, `WindowData`) on
+Debian's OpenCV 4 (libopencv-dev);
+the fixtures that real Caffe's image tools wrote were made with it.
+
 Run: python3 scripts/caffe_peer.py [--rounds R] [--threads 1,2]
+     python3 scripts/caffe_peer.py --build-only [--opencv]
 """
 import argparse
 import os
@@ -48,7 +56,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, "target", "caffe-peer")
 PACKAGE = "brocolli-caffe==9.0.2"
 SOURCE = os.path.join(WORK, "brocolli-caffe-9.0.2")
+OPENCV_SOURCE = os.path.join(WORK, "opencv", "brocolli-caffe-9.0.2")
 CAFFE = os.path.join(SOURCE, ".temp_release", "tools", "caffe.bin")
+OPENCV_DEBIAN = ["libopencv-dev"]
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "caffe-lenet-train")
 DEBIAN = ["g++", "make", "protobuf-compiler", "libprotobuf-dev", "libgoogle-glog-dev",
           "libgflags-dev", "libboost-system-dev", "libboost-thread-dev",
@@ -71,6 +81,13 @@ LIBRARY_DIRS := /usr/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu/hdf5/serial
 BUILD_DIR := build
 DISTRIBUTE_DIR := distribute
 Q ?= @
+"""
+# OpenCV 4 moved the C constants Caffe's sources name (CV_LOAD_IMAGE_COLOR,
+# CV_BGR2GRAY, CV_FOURCC, ...) into headers nothing includes any more.
+OPENCV_CONFIG = """OPENCV_VERSION := 3
+INCLUDE_DIRS += /usr/include/opencv4
+COMMON_FLAGS += -include opencv2/imgproc/imgproc_c.h -include opencv2/imgcodecs/legacy/constants_c.h
+COMMON_FLAGS += -include opencv2/videoio/legacy/constants_c.h
 """
 FIRST, LAST, DISPLAY = 100, 1000, 100
 ITERS = LAST + DISPLAY
@@ -98,25 +115,31 @@ def unavailable(why):
     sys.exit(0)
 
 
-def system_packages():
+def system_packages(opencv=False):
     """The -dev packages, from Debian where they are missing and we may."""
-    if all(os.path.exists(p) for p in NEEDED) and shutil.which("protoc") and shutil.which("g++"):
+    needed = NEEDED + (["/usr/include/opencv4/opencv2/imgcodecs.hpp",
+                        "/usr/include/opencv4/opencv2/calib3d.hpp"] if opencv else [])
+    if all(os.path.exists(p) for p in needed) and shutil.which("protoc") and shutil.which("g++"):
         return
+    packages = DEBIAN + (OPENCV_DEBIAN if opencv else [])
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        unavailable("Caffe's build needs " + " ".join(DEBIAN) + " (apt-get, as root)")
+        unavailable("Caffe's build needs " + " ".join(packages) + " (apt-get, as root)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for cmd in (["apt-get", "update", "-qq"],
-                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *DEBIAN]):
+                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]):
         if subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode != 0:
             unavailable(f"`{' '.join(cmd)}` failed")
 
 
-def build_caffe():
-    """caffe.bin, built once from the PyPI source package under target/."""
-    if os.path.exists(CAFFE):
-        return
-    os.makedirs(WORK, exist_ok=True)
-    if not os.path.isdir(SOURCE):
+def build_caffe(opencv=False):
+    """Caffe's tools, built once from the PyPI source package under
+    target/; returns their folder."""
+    source = OPENCV_SOURCE if opencv else SOURCE
+    tools = os.path.join(source, ".temp_release", "tools")
+    if os.path.exists(os.path.join(tools, "caffe.bin")):
+        return tools
+    os.makedirs(os.path.dirname(source), exist_ok=True)
+    if not os.path.isdir(source):
         got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
                               "--no-binary", ":all:", "--disable-pip-version-check", "-d", WORK,
                               PACKAGE])
@@ -124,18 +147,22 @@ def build_caffe():
         if got.returncode != 0 or not os.path.exists(archive):
             unavailable(f"pip could not fetch {PACKAGE}")
         with tarfile.open(archive) as tar:
-            tar.extractall(WORK, filter="data")
-    with open(os.path.join(SOURCE, "Makefile.config"), "w") as f:
-        f.write(MAKEFILE_CONFIG)
-    log = os.path.join(WORK, "build.log")
-    print(f"building Caffe in {SOURCE} (log: {log}) ...", flush=True)
+            tar.extractall(os.path.dirname(source), filter="data")
+    with open(os.path.join(source, "Makefile.config"), "w") as f:
+        if opencv:
+            f.write(MAKEFILE_CONFIG.replace("USE_OPENCV := 0", "USE_OPENCV := 1") + OPENCV_CONFIG)
+        else:
+            f.write(MAKEFILE_CONFIG)
+    log = os.path.join(os.path.dirname(source), "build.log")
+    print(f"building Caffe in {source} (log: {log}) ...", flush=True)
     with open(log, "w") as out:
-        made = subprocess.run(["make", f"-j{os.cpu_count() or 1}", "all", "tools"], cwd=SOURCE,
+        made = subprocess.run(["make", f"-j{os.cpu_count() or 1}", "all", "tools"], cwd=source,
                               stdout=out, stderr=subprocess.STDOUT)
-    if made.returncode != 0 or not os.path.exists(CAFFE):
+    if made.returncode != 0 or not os.path.exists(os.path.join(tools, "caffe.bin")):
         with open(log) as f:
             tail = f.read()[-2000:]
         unavailable(f"Caffe did not build:\n{tail}\n")
+    return tools
 
 
 def training_lmdb(run_dir):
@@ -246,8 +273,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3, help="turns each side takes (medians reported)")
     ap.add_argument("--threads", default="1,2", help="thread counts to compare, e.g. 1,2")
+    ap.add_argument("--build-only", action="store_true",
+                    help="build Caffe and print the folder of its tools")
+    ap.add_argument("--opencv", action="store_true",
+                    help="with --build-only: the build with Caffe's OpenCV image tools")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",") if t]
+    if args.build_only:
+        system_packages(args.opencv)
+        print(build_caffe(args.opencv))
+        return 0
     system_packages()
     build_caffe()
     run_dir = os.path.join(WORK, "run")
