@@ -36,6 +36,7 @@ impl Records for StoreRecords {
                     let raw = Raw {
                         bytes: value.to_vec(),
                         label: None,
+                        cut: None,
                     };
                     visit(&format!("key {key:?}"), Ok(raw))
                 },

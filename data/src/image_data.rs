@@ -41,6 +41,7 @@ impl ImageRecords {
         Ok(Raw {
             bytes,
             label: Some(entry.label),
+            cut: None,
         })
     }
 }

@@ -5,7 +5,10 @@
 //!   write), raw or encoded JPEG/PNG;
 //! - [`image_data_layer`] (`type: "ImageData"`): images named by a list
 //!   file, resized as OpenCV resizes them ([`resize_linear`]);
-//! - both as a [`PrefetchingDataLayer`]: a thread reads and transforms
+//! - [`window_data_layer`] (`type: "WindowData"`): R-CNN's windows of
+//!   images, cut out with context, warped and sampled foreground and
+//!   background;
+//! - each as a [`PrefetchingDataLayer`]: a thread reads and transforms
 //!   batches ahead of the net.
 //! - [`MemoryDataLayer`] (`type: "MemoryData"`): batches from arrays or
 //!   records the program hands it (`reset`, `add_datum_vector`) through
@@ -49,6 +52,7 @@ mod prefetch;
 mod resize;
 mod store;
 mod transform;
+mod window_data;
 
 pub use data_layer::data_layer;
 pub use datum::{ColorMode, Example, Pixels, decode_datum};
@@ -63,6 +67,7 @@ pub use prefetch::{PrefetchingDataLayer, set_decoding_threads};
 pub use resize::resize_linear;
 pub use store::{Backend, StoreError, StoreReader, StoreWriter};
 pub use transform::DataTransformer;
+pub use window_data::window_data_layer;
 
 use blob_layers::registry::LayerRegistry;
 use blob_runtime::MathElement;
@@ -78,6 +83,7 @@ use blob_runtime::MathElement;
 pub fn register_data_layers<T: MathElement>(registry: &mut LayerRegistry<T>) {
     registry.register("Data", |p| Ok(Box::new(data_layer::<T>(p)?)));
     registry.register("ImageData", |p| Ok(Box::new(image_data_layer::<T>(p)?)));
+    registry.register("WindowData", |p| Ok(Box::new(window_data_layer::<T>(p)?)));
     registry.register("MemoryData", |p| {
         Ok(Box::new(MemoryDataLayer::<T>::from_param(p)?))
     });

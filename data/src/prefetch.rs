@@ -12,11 +12,13 @@ use blob_runtime::{Blob, BlobError, MathElement};
 use crate::datum::Example;
 use crate::transform::DataTransformer;
 
-/// A record as its source read it, before decoding: a store's value, or
-/// an image file's bytes with the label its list gives.
+/// A record as its source read it, before decoding: a store's value, an
+/// image file's bytes with the label its list gives, or an image's bytes
+/// with the window to cut from it.
 pub(crate) struct Raw {
     pub bytes: Vec<u8>,
     pub label: Option<i32>,
+    pub cut: Option<crate::window_data::Cut>,
 }
 
 /// Decodes a raw record into an image; run on the decoding threads.
@@ -84,10 +86,10 @@ pub struct PrefetchingDataLayer<T: MathElement> {
 
 fn refused(type_name: &str, detail: impl Into<String>) -> BlobError {
     BlobError::InvalidParameter {
-        op: if type_name == "Data" {
-            "run Data"
-        } else {
-            "run ImageData"
+        op: match type_name {
+            "Data" => "run Data",
+            "WindowData" => "run WindowData",
+            _ => "run ImageData",
         },
         detail: detail.into(),
     }
