@@ -57,26 +57,123 @@ fn convert(command: &str, dir: &Path, flags: &[&str], db: &Path) -> Output {
     blobflow(&args)
 }
 
-/// Every record of a store: key and decoded Datum.
-fn records(store: &Path) -> Vec<(String, blobflow::proto::Datum)> {
-    let mut out = Vec::new();
+/// Every record of an LMDB: key and value, as stored.
+fn raw_records(store: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     StoreReader::open(store, Backend::Lmdb)
         .unwrap()
         .cycle(
             &mut |k, v| {
-                if out.iter().any(|(key, _): &(String, _)| key.as_bytes() == k) {
+                if out.iter().any(|(key, _)| key == k) {
                     return false;
                 }
-                out.push((
-                    String::from_utf8(k.to_vec()).unwrap(),
-                    blobflow::proto::Datum::decode(v).unwrap(),
-                ));
+                out.push((k.to_vec(), v.to_vec()));
                 true
             },
             &mut || {},
         )
         .unwrap();
     out
+}
+
+/// Every record of a store: key and decoded Datum.
+fn records(store: &Path) -> Vec<(String, blobflow::proto::Datum)> {
+    raw_records(store)
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                String::from_utf8(k).unwrap(),
+                blobflow::proto::Datum::decode(v.as_slice()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A copy of a store of `tests/fixtures/caffe-cifar-train` (opening an
+/// LMDB makes its lock file beside it).
+fn caffes_store(name: &str, into: &Path) -> PathBuf {
+    let to = into.join(format!("caffe_{name}"));
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::copy(
+        root()
+            .join("tests/fixtures/caffe-cifar-train")
+            .join(name)
+            .join("data.mdb"),
+        to.join("data.mdb"),
+    )
+    .unwrap();
+    to
+}
+
+#[test]
+fn convert_imageset_and_compute_image_mean_write_what_caffes_tools_wrote() {
+    let fixture = root().join("tests/fixtures/caffe-cifar-train");
+    let dir = std::env::temp_dir().join(format!("blobflow-dataset-{}-caffe", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let images = format!("{}/images/", fixture.display());
+    let list = |name: &str| fixture.join(name).display().to_string();
+    let ours = |name: &str| dir.join(name).display().to_string();
+    let resize = ["--resize_height=32", "--resize_width=32"];
+    // Raw records (40 x 40 PNGs resized to 32 x 32 by OpenCV's bilinear
+    // resize): Caffe's bytes, keys and values.
+    let mut args = vec!["convert-imageset"];
+    args.extend(resize);
+    let (train_list, train_db) = (list("train.txt"), ours("train_lmdb"));
+    args.extend([images.as_str(), train_list.as_str(), train_db.as_str()]);
+    let run = blobflow(&args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let caffes = raw_records(&caffes_store("cifar_train_lmdb", &dir));
+    assert_eq!(caffes.len(), 200);
+    assert!(
+        raw_records(&dir.join("train_lmdb")) == caffes,
+        "records differ from Caffe's"
+    );
+    // Encoded records: the PNG encoders differ, the images they hold not.
+    let mut args = vec!["convert-imageset", "--encoded", "--encode_type=png"];
+    args.extend(resize);
+    let (test_list, test_db) = (list("test.txt"), ours("test_lmdb"));
+    args.extend([images.as_str(), test_list.as_str(), test_db.as_str()]);
+    let run = blobflow(&args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let caffes = records(&caffes_store("cifar_test_lmdb", &dir));
+    let ours_test = records(&dir.join("test_lmdb"));
+    assert_eq!(caffes.len(), 100);
+    assert_eq!(ours_test.len(), 100);
+    for ((key, a), (caffe_key, b)) in ours_test.iter().zip(&caffes) {
+        assert_eq!(key, caffe_key);
+        assert_eq!((a.label, a.encoded), (b.label, Some(true)), "{key}");
+        let decode = |d: &blobflow::proto::Datum| {
+            decode_datum(&d.encode_to_vec(), ColorMode::AsStored).unwrap()
+        };
+        assert_eq!(decode(a), decode(b), "{key}");
+    }
+    // The mean of Caffe's training LMDB: Caffe's file, byte for byte.
+    let mean = ours("mean.binaryproto");
+    let caffe_train = caffes_store("cifar_train_lmdb", &dir.join("again"));
+    let run = blobflow(&[
+        "compute-image-mean",
+        caffe_train.to_str().unwrap(),
+        mean.as_str(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        std::fs::read(&mean).unwrap() == std::fs::read(fixture.join("mean.binaryproto")).unwrap(),
+        "the mean differs from Caffe's"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

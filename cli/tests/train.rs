@@ -383,3 +383,143 @@ fn train_on_the_gpu_retraces_caffes_losses() {
     assert!(lines.iter().any(|l| l.starts_with("GPU 0: ")), "{lines:#?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A fresh copy of `tests/fixtures/caffe-cifar-train`: cifar10_quick,
+/// the LMDBs real Caffe's `convert_imageset` wrote, the mean its
+/// `compute_image_mean` wrote, and its snapshot at iteration 100 (not
+/// its weights at 110, which training here writes).
+fn cifar_folder(name: &str) -> PathBuf {
+    let fixture = cifar_fixture();
+    let dir = std::env::temp_dir().join(format!("blobflow-cifar-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["", "cifar_train_lmdb", "cifar_test_lmdb"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for entry in std::fs::read_dir(fixture.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() && !path.ends_with("cifar10_quick_iter_110.caffemodel") {
+                std::fs::copy(&path, dir.join(sub).join(path.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    dir
+}
+
+/// What Caffe printed, from one of the fixture's text files: each line's
+/// words before its first number (or before ` = `) and that number.
+fn caffe_printed(file: &str) -> Vec<(String, f64)> {
+    std::fs::read_to_string(cifar_fixture().join(file))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| match l.split_once(" = ") {
+            Some((key, rest)) => (key.to_string(), after(rest, "").unwrap()),
+            None => {
+                let (key, value) = l.split_once(' ').unwrap();
+                (key.to_string(), value.parse().unwrap())
+            }
+        })
+        .collect()
+}
+
+fn cifar_fixture() -> PathBuf {
+    root().join("tests/fixtures/caffe-cifar-train")
+}
+
+#[test]
+fn cifar10_quick_from_caffes_convert_imageset_lmdbs_retraces_caffes_training() {
+    let dir = cifar_folder("resume");
+    let lines = blobflow_ok(
+        &dir,
+        &[
+            "train",
+            "--solver",
+            "cifar10_quick_solver.prototxt",
+            "--snapshot",
+            "cifar10_quick_iter_100.solverstate",
+        ],
+    );
+    let losses: Vec<(usize, f64)> = lines
+        .iter()
+        .filter(|l| l.starts_with("Iteration ") && l.contains(", loss = "))
+        .map(|l| {
+            (
+                after(l, "Iteration ").unwrap() as usize,
+                after(l, "loss = ").unwrap(),
+            )
+        })
+        .collect();
+    let caffe = caffe_printed("caffe_losses.txt");
+    assert_eq!(caffe.len(), 10);
+    assert_eq!(losses.len(), 11, "{lines:#?}");
+    // Caffe's raw records (the training LMDB) and its mean, then 10
+    // steps of a loss that moves between 1.5 and 1.8; within rounding
+    // of the sums' order (the largest seen 6.4e-6).
+    for ((iter, ours), (caffe_iter, theirs)) in losses.iter().zip(&caffe) {
+        assert_eq!(iter.to_string(), *caffe_iter);
+        assert!(
+            (ours - theirs).abs() <= 2e-5 * theirs.abs(),
+            "iteration {iter}: loss {ours} here, {theirs} in Caffe's log"
+        );
+    }
+    let ours = CaffeModel::open(dir.join("cifar10_quick_iter_110.caffemodel")).unwrap();
+    let caffes = cifar_fixture().join("cifar10_quick_iter_110.caffemodel");
+    let theirs = CaffeModel::open(&caffes).unwrap();
+    let start = CaffeModel::open(dir.join("cifar10_quick_iter_100.caffemodel")).unwrap();
+    // Within a thousandth of how far the ten steps moved each blob (the
+    // largest seen: 2.8e-4, conv1's weights, whose inputs are pixels
+    // less the mean); a lost solver term moves ip1 by 3e-2 of it.
+    for layer in ["conv1", "conv2", "conv3", "ip1", "ip2"] {
+        let values = |model: &CaffeModel| -> Vec<Vec<f32>> {
+            model
+                .layer_blobs::<f32>(layer)
+                .unwrap()
+                .iter()
+                .map(|b| b.to_vec().unwrap())
+                .collect()
+        };
+        let largest = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max)
+        };
+        for ((a, b), s) in values(&ours)
+            .iter()
+            .zip(values(&theirs))
+            .zip(values(&start))
+        {
+            let (worst, moved) = (largest(a, &b), largest(&b, &s));
+            assert!(
+                worst <= 1e-3 * moved,
+                "{layer}: {worst:e} from Caffe's weights, which moved {moved:e} in 10 steps"
+            );
+        }
+    }
+    // caffe test on Caffe's own weights at 110 over the encoded (PNG)
+    // test LMDB: the same accuracy and loss as Caffe printed.
+    let lines = blobflow_ok(
+        &dir,
+        &[
+            "test",
+            "--model",
+            "cifar10_quick_train_test.prototxt",
+            "--weights",
+            caffes.to_str().unwrap(),
+            "--iterations",
+            "1",
+        ],
+    );
+    let printed = caffe_printed("caffe_test.txt");
+    for (key, theirs) in printed {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{key} = ")))
+            .unwrap_or_else(|| panic!("no {key:?} line in {lines:#?}"));
+        let ours = after(line, " = ").unwrap();
+        assert!(
+            (ours - theirs).abs() <= 1e-4 * theirs.abs().max(1.0),
+            "{key}: {ours} here, {theirs} in Caffe's output"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
