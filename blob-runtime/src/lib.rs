@@ -16,7 +16,8 @@
 //!   (feature `ndarray`); `.safetensors` files (feature `safetensors`);
 //!   DLPack, shared with PyTorch, NumPy, JAX and CuPy without a copy
 //!   ([`Blob::to_dlpack`], [`Blob::from_dlpack`], feature `dlpack`);
-//!   candle tensors (`TryFrom`, feature `candle`).
+//!   candle tensors (`TryFrom`, feature `candle`); burn's tensor data
+//!   (`TryFrom`, feature `burn`).
 //!
 //! Most users depend on `blobflow`, which re-exports this crate as
 //! `blobflow::runtime` with the layers and kernels beside it; depend on this
@@ -71,6 +72,10 @@ pub use atomic_file::{PARTIAL_MARK, write_atomically};
 #[cfg(feature = "dlpack")]
 pub use blob::DlpackAccess;
 pub use blob::{Blob, CpuMut, CpuRef, MAX_BLOB_AXES, shape_string};
+/// The burn crate the `burn` feature speaks through (burn's
+/// `burn::tensor`), so a user names the same `TensorData`.
+#[cfg(feature = "burn")]
+pub use burn_tensor;
 pub use device::{DeviceBackend, DeviceBuffer, DeviceFence, DeviceStream, Precision};
 /// The DLPack crate the `dlpack` feature speaks through, so a user names
 /// the same `Managed`, `DlpackFlags` and `ffi` types.

@@ -4,6 +4,8 @@
 //! offsets in [`shape`], memory accessors and sharing in [`memory`], math in
 //! [`math`].
 
+#[cfg(feature = "burn")]
+mod burn;
 #[cfg(feature = "candle")]
 mod candle;
 #[cfg(feature = "cuda")]
