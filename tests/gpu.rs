@@ -632,14 +632,7 @@ fn compare_layer(
         }
         results.push(values);
     }
-    for (k, (g, c)) in results[1].iter().zip(&results[0]).enumerate() {
-        let err = max_rel(g, c);
-        ensure(
-            err <= tolerance,
-            format!("{name}: result {k} differs by {err:.2e} of its scale"),
-        )?;
-    }
-    Ok(())
+    results_agree(name, &results, tolerance)
 }
 
 /// A layer as its text gives it.
@@ -723,14 +716,110 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// A layer's text, its bottoms' shapes, a bottom given fixed values
+/// (indices, a mask: it takes no gradient) and whether a backward pass
+/// runs.
+type LayerCase<'a> = (&'a str, &'a [&'a [usize]], Option<(usize, &'a [f32])>, bool);
+
+/// One layer on device blobs against host blobs: its output written on
+/// the device, and its output, every bottom's gradient but the fixed
+/// one's and its parameters' gradients within [`F32_TOLERANCE`] of their
+/// scale.
+fn layer_case_matches_cpu(
+    dev: &Arc<CudaBackend>,
+    (text, shapes, fixed, backward): LayerCase,
+) -> Result<(), Failed> {
+    let mut results = Vec::new();
+    for on_gpu in [false, true] {
+        let mut layer = LayerRegistry::<f32>::with_caffe_layers()
+            .build_text(text)
+            .map_err(fail)?;
+        layer.backward_will_run(backward);
+        let blob = |shape: &[usize]| {
+            if on_gpu {
+                Blob::<f32>::with_device(shape, dev.clone())
+            } else {
+                Blob::<f32>::new(shape)
+            }
+        };
+        let bottoms: Vec<Blob<f32>> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let b = blob(s).map_err(fail)?;
+                match fixed {
+                    Some((at, v)) if at == i => {
+                        b.mutable_cpu_data().map_err(fail)?.copy_from_slice(v)
+                    }
+                    _ => {
+                        cpu::set_seed(1 + i as u64);
+                        cpu::uniform(0.1, 1.0, &mut b.mutable_cpu_data().map_err(fail)?)
+                            .map_err(fail)?;
+                    }
+                }
+                Ok(b)
+            })
+            .collect::<Result<_, Failed>>()?;
+        let refs: Vec<&Blob<f32>> = bottoms.iter().collect();
+        let mut y = blob(&[1]).map_err(fail)?;
+        let top_shapes = layer.reshape(&refs, &[&y]).map_err(fail)?;
+        y.reshape(&top_shapes[0].dims).map_err(fail)?;
+        for (k, p) in layer.blobs_mut().iter_mut().enumerate() {
+            cpu::set_seed(10 + k as u64);
+            cpu::uniform(0.5, 1.5, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+            if on_gpu {
+                p.move_to(dev.clone()).map_err(fail)?;
+            }
+        }
+        layer.forward(&refs, &[&y]).map_err(fail)?;
+        // The forward pass wrote the output on the device (a host
+        // fallback would leave its head on the host).
+        ensure(
+            !on_gpu || y.data_head() == Head::AtGpu,
+            format!("{text}: the output was written on the host"),
+        )?;
+        let mut values = vec![y.to_vec().map_err(fail)?];
+        if backward {
+            cpu::set_seed(3);
+            cpu::uniform(-1.0, 1.0, &mut y.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
+            let down: Vec<bool> = (0..refs.len())
+                .map(|i| fixed.is_none_or(|(at, _)| at != i))
+                .collect();
+            layer.backward(&[&y], &down, &refs).map_err(fail)?;
+            for (b, d) in bottoms.iter().zip(&down) {
+                if *d {
+                    values.push(b.diff_to_vec().map_err(fail)?);
+                }
+            }
+            for p in layer.blobs() {
+                values.push(p.diff_to_vec().map_err(fail)?);
+            }
+        }
+        results.push(values);
+    }
+    results_agree(text, &results, F32_TOLERANCE)
+}
+
+/// Each of the GPU's results (`results[1]`) within `tolerance` of its
+/// scale from the CPU's (`results[0]`).
+fn results_agree(what: &str, results: &[Vec<Vec<f32>>], tolerance: f64) -> Result<(), Failed> {
+    for (k, (g, c)) in results[1].iter().zip(&results[0]).enumerate() {
+        let err = max_rel(g, c);
+        ensure(
+            err <= tolerance,
+            format!("{what}: result {k} differs by {err:.2e} of its scale"),
+        )?;
+    }
+    Ok(())
+}
+
 /// The forks' layers with CUDA sides (ShuffleChannel, Reorg both ways,
 /// both Upsamples, Axpy, Interp's forward, BN with fixed statistics
 /// where no backward follows) on device blobs against host blobs:
 /// outputs and, where the layer has one, every bottom's gradient.
 fn forks_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let mask: Vec<f32> = vec![1., 6., 9., 15., 0., 3., 12., 14.];
-    type Case<'a> = (&'a str, &'a [&'a [usize]], Option<&'a [f32]>, bool);
-    let cases: [Case; 9] = [
+    let cases: [LayerCase; 9] = [
         (
             "type: 'ShuffleChannel' shuffle_channel_param { group: 3 }",
             &[&[2, 6, 3, 4]],
@@ -758,7 +847,7 @@ fn forks_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         (
             "type: 'Upsample' bottom: 'x' bottom: 'mask' upsample_param { scale: 2 }",
             &[&[1, 2, 2, 2], &[1, 2, 2, 2]],
-            Some(&mask),
+            Some((1, &mask)),
             true,
         ),
         (
@@ -786,77 +875,81 @@ fn forks_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
             false,
         ),
     ];
-    for (text, shapes, fixed_second, backward) in cases {
-        let mut results = Vec::new();
-        for on_gpu in [false, true] {
-            let mut layer = LayerRegistry::<f32>::with_caffe_layers()
-                .build_text(text)
-                .map_err(fail)?;
-            layer.backward_will_run(backward);
-            let blob = |shape: &[usize]| {
-                if on_gpu {
-                    Blob::<f32>::with_device(shape, dev.clone())
-                } else {
-                    Blob::<f32>::new(shape)
-                }
-            };
-            let bottoms: Vec<Blob<f32>> = shapes
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let b = blob(s).map_err(fail)?;
-                    match (i, fixed_second) {
-                        (1, Some(v)) => b.mutable_cpu_data().map_err(fail)?.copy_from_slice(v),
-                        _ => {
-                            cpu::set_seed(1 + i as u64);
-                            cpu::uniform(0.1, 1.0, &mut b.mutable_cpu_data().map_err(fail)?)
-                                .map_err(fail)?;
-                        }
-                    }
-                    Ok(b)
-                })
-                .collect::<Result<_, Failed>>()?;
-            let refs: Vec<&Blob<f32>> = bottoms.iter().collect();
-            let mut y = blob(&[1]).map_err(fail)?;
-            let top_shapes = layer.reshape(&refs, &[&y]).map_err(fail)?;
-            y.reshape(&top_shapes[0].dims).map_err(fail)?;
-            for (k, p) in layer.blobs_mut().iter_mut().enumerate() {
-                cpu::set_seed(10 + k as u64);
-                cpu::uniform(0.5, 1.5, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
-                if on_gpu {
-                    p.move_to(dev.clone()).map_err(fail)?;
-                }
-            }
-            layer.forward(&refs, &[&y]).map_err(fail)?;
-            // The forward pass wrote the output on the device (a host
-            // fallback would leave its head on the host).
-            ensure(
-                !on_gpu || y.data_head() == Head::AtGpu,
-                format!("{text}: the output was written on the host"),
-            )?;
-            let mut values = vec![y.to_vec().map_err(fail)?];
-            if backward {
-                cpu::set_seed(3);
-                cpu::uniform(-1.0, 1.0, &mut y.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
-                let down: Vec<bool> = (0..refs.len())
-                    .map(|i| fixed_second.is_none() || i == 0)
-                    .collect();
-                layer.backward(&[&y], &down, &refs).map_err(fail)?;
-                for (b, d) in bottoms.iter().zip(&down) {
-                    if *d {
-                        values.push(b.diff_to_vec().map_err(fail)?);
-                    }
-                }
-            }
-            results.push(values);
-        }
-        for (k, (g, c)) in results[1].iter().zip(&results[0]).enumerate() {
-            let err = max_rel(g, c);
-            ensure(
-                err <= F32_TOLERANCE,
-                format!("{text}: result {k} differs by {err:.2e} of its scale"),
-            )?;
-        }
+    for case in cases {
+        layer_case_matches_cpu(dev, case)?;
+    }
+    Ok(())
+}
+
+/// Caffe's mainline layers with CUDA sides of their own (Tile, Reduction
+/// in its four operations, MVN, Embed, BatchReindex, Filter, Parameter)
+/// on device blobs against host blobs.
+fn mainline_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let rows: Vec<f32> = vec![3., 0., 6., 3., 3., 1., 0., 6.];
+    let items: Vec<f32> = vec![2., 0., 2., 3., 2.];
+    let selector: Vec<f32> = vec![1., 0., 1., 1.];
+    let mut cases: Vec<LayerCase> = vec![
+        (
+            "type: 'Tile' tile_param { axis: 1 tiles: 3 }",
+            &[&[2, 3, 4, 5]],
+            None,
+            true,
+        ),
+        ("type: 'MVN'", &[&[2, 3, 4, 5]], None, true),
+        (
+            "type: 'MVN' mvn_param { normalize_variance: false }",
+            &[&[2, 3, 4, 5]],
+            None,
+            true,
+        ),
+        (
+            "type: 'MVN' mvn_param { across_channels: true }",
+            &[&[2, 3, 4, 5]],
+            None,
+            true,
+        ),
+        (
+            "type: 'Embed' embed_param { num_output: 5 input_dim: 7 }",
+            &[&[2, 4]],
+            Some((0, &rows)),
+            true,
+        ),
+        (
+            "type: 'Embed' embed_param { num_output: 5 input_dim: 7 bias_term: false }",
+            &[&[8]],
+            Some((0, &rows)),
+            true,
+        ),
+        (
+            "type: 'BatchReindex'",
+            &[&[4, 2, 3], &[5]],
+            Some((1, &items)),
+            true,
+        ),
+        (
+            "type: 'Filter'",
+            &[&[4, 2, 3], &[4]],
+            Some((1, &selector)),
+            true,
+        ),
+        (
+            "type: 'Parameter' parameter_param { shape { dim: 2 dim: 3 } }",
+            &[],
+            None,
+            true,
+        ),
+    ];
+    let reductions = [
+        "type: 'Reduction' reduction_param { operation: SUM axis: 1 coeff: -1.5 }",
+        "type: 'Reduction' reduction_param { operation: ASUM axis: 2 }",
+        "type: 'Reduction' reduction_param { operation: SUMSQ axis: 1 }",
+        "type: 'Reduction' reduction_param { operation: MEAN axis: 0 coeff: 2 }",
+    ];
+    for text in reductions {
+        cases.push((text, &[&[2, 3, 4, 5]], None, true));
+    }
+    for case in cases {
+        layer_case_matches_cpu(dev, case)?;
     }
     Ok(())
 }
@@ -1994,6 +2087,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("lenet::reusing_memory_on_gpu", lenet_reusing_memory_on_gpu),
     ("layers::gpu_match_cpu", layers_match_cpu),
     ("layers::forks_match_cpu", forks_match_cpu),
+    ("layers::mainline_match_cpu", mainline_match_cpu),
     (
         "layers::softmax_loss_dropout_on_gpu",
         softmax_loss_and_dropout_match_cpu,

@@ -121,7 +121,7 @@ mod yolo;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 24] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 29] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -146,6 +146,11 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 24] = [
     &interp::INTERP,
     &loss::cuda::LOSS,
     &reorg::REORG,
+    &tile::TILE,
+    &reduction::REDUCTION,
+    &mvn::MVN,
+    &embed::EMBED,
+    &batch_reindex::BATCH_REINDEX,
 ];
 
 pub use channel_affine::ChannelAffine;

@@ -1,6 +1,12 @@
 //! Caffe's BatchReindex: a new batch of the input's items, in the order
 //! (and with the repeats) a second bottom of indices gives.
 
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::BATCH_REINDEX;
+
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, indices_below};
@@ -19,6 +25,20 @@ fn reindex<T: MathElement>(bottoms: &[&Blob<T>]) -> Result<(Vec<usize>, usize)> 
         format!("index {i} is {v}, not an item of the batch of {n}")
     })?;
     Ok((index, inner))
+}
+
+/// The GPU the layer runs on: its data's, where its indices and output
+/// are there too.
+#[cfg(feature = "cuda")]
+fn gpu<T: MathElement>(
+    bottoms: &[&Blob<T>],
+    y: &Blob<T>,
+) -> Result<Option<std::sync::Arc<blob_kernels::cuda::Gpu>>> {
+    crate::gpu::gpu_for(
+        "BatchReindex",
+        bottoms[0],
+        &[("indices", bottoms[1]), ("output", y)],
+    )
 }
 
 impl<T: MathElement> DynLayer<T> for BatchReindexLayer {
@@ -49,6 +69,23 @@ impl<T: MathElement> DynLayer<T> for BatchReindexLayer {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (index, inner) = reindex(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = gpu(bottoms, tops[0])? {
+            use crate::gpu::{as_f32, read, write};
+            let picks = index.len();
+            let (index, x, mut y) = (
+                as_f32(bottoms[1]).gpu_data()?,
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(tops[0]).mutable_gpu_data()?,
+            );
+            let views = (&read(&index, picks)?, &read(&x, bottoms[0].count())?);
+            return cuda::forward(
+                &gpu,
+                (picks, inner),
+                views,
+                &mut write(&mut y, picks * inner)?,
+            );
+        }
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
         for (out, &item) in y.chunks_mut(inner.max(1)).zip(&index) {
@@ -73,6 +110,19 @@ impl<T: MathElement> DynLayer<T> for BatchReindexLayer {
             return Ok(());
         }
         let (index, inner) = reindex(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = gpu(bottoms, tops[0])? {
+            use crate::gpu::{as_f32, read, write};
+            let (picks, n) = (index.len(), bottoms[0].count());
+            let (index, dy, mut dx) = (
+                as_f32(bottoms[1]).gpu_data()?,
+                as_f32(tops[0]).gpu_diff()?,
+                as_f32(bottoms[0]).mutable_gpu_diff()?,
+            );
+            let sizes = (n / inner.max(1), picks, inner);
+            let views = (&read(&index, picks)?, &read(&dy, picks * inner)?);
+            return cuda::backward(&gpu, sizes, views, &mut write(&mut dx, n)?);
+        }
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
         dx.fill(T::ZERO);

@@ -1,6 +1,12 @@
 //! Caffe's Embed: each input index picks a learned row (a word's
 //! vector), plus a learned bias; Caffe's LRCN and language models.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::EMBED;
+
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
@@ -42,6 +48,21 @@ impl<T: MathElement> EmbedLayer<T> {
         })
     }
 
+    /// The GPU the layer runs on: its input's, where its output and
+    /// parameters are there too.
+    #[cfg(feature = "cuda")]
+    fn gpu(
+        &self,
+        x: &Blob<T>,
+        y: &Blob<T>,
+    ) -> Result<Option<std::sync::Arc<blob_kernels::cuda::Gpu>>> {
+        let mut others = vec![("output", y), ("weights", &self.blobs[0])];
+        if let Some(bias) = self.blobs.get(1) {
+            others.push(("bias", bias));
+        }
+        crate::gpu::gpu_for("Embed", x, &others)
+    }
+
     /// Each input value as a row index, checked.
     fn indices(&self, x: &Blob<T>) -> Result<Vec<usize>> {
         let dim = self.input_dim;
@@ -74,6 +95,30 @@ impl<T: MathElement> DynLayer<T> for EmbedLayer<T> {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let rows = self.indices(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = self.gpu(bottoms[0], tops[0])? {
+            use crate::gpu::{as_f32, read, write};
+            let (count, n) = (rows.len(), self.num_output);
+            let (index, w, mut y) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(&self.blobs[0]).gpu_data()?,
+                as_f32(tops[0]).mutable_gpu_data()?,
+            );
+            let bias = match self.blobs.get(1) {
+                Some(b) => Some(as_f32(b).gpu_data()?),
+                None => None,
+            };
+            let bias = match &bias {
+                Some(b) => Some(read(b, n)?),
+                None => None,
+            };
+            let views = (
+                &read(&index, count)?,
+                &read(&w, self.input_dim * n)?,
+                bias.as_ref(),
+            );
+            return cuda::forward(&gpu, (count, n), views, &mut write(&mut y, count * n)?);
+        }
         let w = self.blobs[0].cpu_data()?;
         let bias = match self.blobs.get(1) {
             Some(b) => Some(b.cpu_data()?),
@@ -108,6 +153,27 @@ impl<T: MathElement> DynLayer<T> for EmbedLayer<T> {
         }
         let rows = self.indices(bottoms[0])?;
         let n = self.num_output;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = self.gpu(bottoms[0], tops[0])? {
+            use crate::gpu::{as_f32, read, write};
+            let count = rows.len();
+            let (index, dy, mut dw) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(tops[0]).gpu_diff()?,
+                as_f32(&self.blobs[0]).mutable_gpu_diff()?,
+            );
+            let mut db = match self.blobs.get(1) {
+                Some(b) => Some(as_f32(b).mutable_gpu_diff()?),
+                None => None,
+            };
+            let mut db = match &mut db {
+                Some(b) => Some(write(b, n)?),
+                None => None,
+            };
+            let views = (&read(&index, count)?, &read(&dy, count * n)?);
+            let mut dw = write(&mut dw, self.input_dim * n)?;
+            return cuda::backward(&gpu, (count, n), views, &mut dw, db.as_mut());
+        }
         let dy = tops[0].cpu_diff()?;
         {
             let mut dw = self.blobs[0].mutable_cpu_diff()?;

@@ -42,6 +42,43 @@ fn item_size<T: MathElement>(b: &Blob<T>) -> usize {
     b.count() / b.shape().first().copied().unwrap_or(1).max(1)
 }
 
+/// The GPU the layer runs on (its first data bottom's, where every other
+/// blob is there too) and the kept items' numbers uploaded to it, for
+/// BatchReindex's gathers.
+#[cfg(feature = "cuda")]
+fn on_gpu<T: MathElement>(
+    bottoms: &[&Blob<T>],
+    tops: &[&Blob<T>],
+    keep: &[usize],
+) -> Result<
+    Option<(
+        std::sync::Arc<blob_kernels::cuda::Gpu>,
+        blob_kernels::cuda::cudarc::driver::CudaSlice<f32>,
+    )>,
+> {
+    let others: Vec<(&str, &Blob<T>)> = bottoms[1..]
+        .iter()
+        .map(|b| ("bottom", *b))
+        .chain(tops.iter().map(|t| ("output", *t)))
+        .collect();
+    let Some(gpu) = crate::gpu::gpu_for("Filter", bottoms[0], &others)? else {
+        return Ok(None);
+    };
+    // BatchReindex's kernels read item numbers as f32, exact below 2^24;
+    // a larger batch stays on the host.
+    if bottoms[0].shape().first().is_some_and(|&n| n > 1 << 24) {
+        return Ok(None);
+    }
+    let index: Vec<f32> = keep.iter().map(|&i| i as f32).collect();
+    let index = gpu.stream().clone_htod(&index).map_err(|e| {
+        crate::gpu::cuda(
+            "Filter on the GPU",
+            blob_kernels::cuda::CudaError::driver("upload the kept items")(e),
+        )
+    })?;
+    Ok(Some((gpu, index)))
+}
+
 impl<T: MathElement> DynLayer<T> for FilterLayer {
     fn type_name(&self) -> &str {
         "Filter"
@@ -92,6 +129,19 @@ impl<T: MathElement> DynLayer<T> for FilterLayer {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let keep = kept(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some((gpu, index)) = on_gpu(bottoms, tops, &keep)? {
+            use crate::gpu::{as_f32, read, write};
+            let index = index.as_view();
+            for (b, t) in bottoms.iter().zip(tops) {
+                let size = item_size(b);
+                let (x, mut y) = (as_f32(*b).gpu_data()?, as_f32(*t).mutable_gpu_data()?);
+                let views = (&index, &read(&x, b.count())?);
+                let mut y = write(&mut y, keep.len() * size)?;
+                crate::batch_reindex::cuda::forward(&gpu, (keep.len(), size), views, &mut y)?;
+            }
+            return Ok(());
+        }
         for (b, t) in bottoms.iter().zip(tops) {
             let size = item_size(b);
             let x = b.cpu_data()?;
@@ -116,6 +166,23 @@ impl<T: MathElement> DynLayer<T> for FilterLayer {
             ));
         }
         let keep = kept(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some((gpu, index)) = on_gpu(bottoms, tops, &keep)? {
+            use crate::gpu::{as_f32, read, write};
+            let index = index.as_view();
+            for ((b, t), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
+                if !down {
+                    continue;
+                }
+                let size = item_size(b);
+                let (dy, mut dx) = (as_f32(*t).gpu_diff()?, as_f32(*b).mutable_gpu_diff()?);
+                let sizes = (b.count() / size.max(1), keep.len(), size);
+                let views = (&index, &read(&dy, keep.len() * size)?);
+                let mut dx = write(&mut dx, b.count())?;
+                crate::batch_reindex::cuda::backward(&gpu, sizes, views, &mut dx)?;
+            }
+            return Ok(());
+        }
         for ((b, t), &down) in bottoms.iter().zip(tops).zip(propagate_down) {
             if !down {
                 continue;

@@ -1,6 +1,12 @@
 //! Caffe's MVN: each channel (or each item, `across_channels`) shifted to
 //! mean 0 and, with `normalize_variance`, scaled to variance 1.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::MVN;
+
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
@@ -68,6 +74,18 @@ impl<T: MathElement> DynLayer<T> for MvnLayer {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let dim = self.group(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("MVN", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (x, mut y) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(tops[0]).mutable_gpu_data()?,
+            );
+            let n = bottoms[0].count();
+            let groups = (n / dim.max(1), dim);
+            let how = (self.normalize_variance, self.eps);
+            return cuda::forward(&gpu, groups, how, &read(&x, n)?, &mut write(&mut y, n)?);
+        }
         let x: Vec<f64> = bottoms[0].to_vec()?.iter().map(|v| v.to_f64()).collect();
         let stats = self.statistics(&x, dim);
         let mut y = tops[0].mutable_cpu_data()?;
@@ -95,6 +113,21 @@ impl<T: MathElement> DynLayer<T> for MvnLayer {
             return Ok(());
         }
         let dim = self.group(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("MVN", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (x, y, dy, mut dx) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(tops[0]).gpu_data()?,
+                as_f32(tops[0]).gpu_diff()?,
+                as_f32(bottoms[0]).mutable_gpu_diff()?,
+            );
+            let n = bottoms[0].count();
+            let groups = (n / dim.max(1), dim);
+            let how = (self.normalize_variance, self.eps);
+            let views = (&read(&x, n)?, &read(&y, n)?, &read(&dy, n)?);
+            return cuda::backward(&gpu, groups, how, views, &mut write(&mut dx, n)?);
+        }
         let x: Vec<f64> = bottoms[0].to_vec()?.iter().map(|v| v.to_f64()).collect();
         let y: Vec<f64> = tops[0].to_vec()?.iter().map(|v| v.to_f64()).collect();
         let dy: Vec<f64> = tops[0].diff_to_vec()?.iter().map(|v| v.to_f64()).collect();

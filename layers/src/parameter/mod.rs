@@ -53,6 +53,19 @@ impl<T: MathElement> DynLayer<T> for ParameterLayer<T> {
     }
 
     fn forward(&mut self, _bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Parameter", &self.blobs[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::{as_f32, cuda, read, write};
+            let n = tops[0].count();
+            let (p, mut y) = (
+                as_f32(&self.blobs[0]).gpu_data()?,
+                as_f32(tops[0]).mutable_gpu_data()?,
+            );
+            return gpu
+                .copy(&read(&p, n)?, &mut write(&mut y, n)?)
+                .map_err(|e| cuda("Parameter on the GPU", e));
+        }
         tops[0]
             .mutable_cpu_data()?
             .copy_from_slice(&self.blobs[0].cpu_data()?);
@@ -67,6 +80,19 @@ impl<T: MathElement> DynLayer<T> for ParameterLayer<T> {
         _propagate_down: &[bool],
         _bottoms: &[&Blob<T>],
     ) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Parameter", &self.blobs[0], &[("output", tops[0])])?
+        {
+            use crate::gpu::{as_f32, cuda, read, write};
+            let n = tops[0].count();
+            let (dy, mut dp) = (
+                as_f32(tops[0]).gpu_diff()?,
+                as_f32(&self.blobs[0]).mutable_gpu_diff()?,
+            );
+            return gpu
+                .axpy(1.0, &read(&dy, n)?, &mut write(&mut dp, n)?)
+                .map_err(|e| cuda("Parameter on the GPU", e));
+        }
         let dy = tops[0].cpu_diff()?;
         for (d, &g) in self.blobs[0].mutable_cpu_diff()?.iter_mut().zip(dy.iter()) {
             *d += g;

@@ -1,19 +1,25 @@
 //! Caffe's Reduction: SUM, ASUM, SUMSQ or MEAN over every axis from
 //! `axis` on, times `coeff`.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::REDUCTION;
+
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, axis_of, sub_param};
 use crate::layer::Result;
 
-/// What each reduction adds.
+/// What each reduction adds; its number is `reduction.cu`'s `op`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Operation {
-    Sum,
-    Asum,
-    Sumsq,
-    Mean,
+    Sum = 0,
+    Asum = 1,
+    Sumsq = 2,
+    Mean = 3,
 }
 
 /// Caffe `Reduction`: the top keeps the axes before `axis` (a scalar for
@@ -59,6 +65,24 @@ impl<T: MathElement> DynLayer<T> for ReductionLayer {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let dim = self.dim(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Reduction", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (x, mut y) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(tops[0]).mutable_gpu_data()?,
+            );
+            let outputs = tops[0].count();
+            let (x, mut y) = (read(&x, outputs * dim)?, write(&mut y, outputs)?);
+            if dim == 0 {
+                // A reduction over no values: 0, as on the CPU.
+                return gpu
+                    .set(0.0, &mut y)
+                    .map_err(|e| crate::gpu::cuda("Reduction on the GPU", e));
+            }
+            let op = (self.operation as i32, self.coeff);
+            return cuda::forward(&gpu, (outputs, dim), op, &x, &mut y);
+        }
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
         for (out, tail) in y.iter_mut().zip(x.chunks(dim.max(1))) {
@@ -96,6 +120,19 @@ impl<T: MathElement> DynLayer<T> for ReductionLayer {
             Operation::Mean => self.coeff / dim.max(1) as f64,
             _ => self.coeff,
         };
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Reduction", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (x, dy, mut dx) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(tops[0]).gpu_diff()?,
+                as_f32(bottoms[0]).mutable_gpu_diff()?,
+            );
+            let n = bottoms[0].count();
+            let views = (&read(&x, n)?, &read(&dy, tops[0].count())?);
+            let op = (self.operation as i32, scale);
+            return cuda::backward(&gpu, (n, dim), op, views, &mut write(&mut dx, n)?);
+        }
         let x = bottoms[0].to_vec()?;
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;

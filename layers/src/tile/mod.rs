@@ -1,5 +1,11 @@
 //! Caffe's Tile: the bottom repeated `tiles` times along `axis`.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::TILE;
+
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
@@ -53,7 +59,25 @@ impl<T: MathElement> DynLayer<T> for TileLayer {
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        let (_, inner) = self.split(bottoms[0])?;
+        let (outer, inner) = self.split(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Tile", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (x, mut y) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(tops[0]).mutable_gpu_data()?,
+            );
+            let n = outer * inner;
+            let dims = (outer, inner, self.tiles);
+            return cuda::tile_on(
+                &gpu,
+                dims,
+                false,
+                &read(&x, n)?,
+                &mut write(&mut y, n * self.tiles)?,
+            );
+        }
+        let _ = outer;
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
         for (block, out) in x
@@ -76,7 +100,25 @@ impl<T: MathElement> DynLayer<T> for TileLayer {
         if !propagate_down[0] {
             return Ok(());
         }
-        let (_, inner) = self.split(bottoms[0])?;
+        let (outer, inner) = self.split(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Tile", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (dy, mut dx) = (
+                as_f32(tops[0]).gpu_diff()?,
+                as_f32(bottoms[0]).mutable_gpu_diff()?,
+            );
+            let n = outer * inner;
+            let dims = (outer, inner, self.tiles);
+            return cuda::tile_on(
+                &gpu,
+                dims,
+                true,
+                &read(&dy, n * self.tiles)?,
+                &mut write(&mut dx, n)?,
+            );
+        }
+        let _ = outer;
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
         for (block, grads) in dx

@@ -12,6 +12,7 @@ mod eltwise;
 mod forks;
 mod layers;
 mod loss;
+mod mainline;
 mod neuron;
 mod normalize;
 mod permute;
