@@ -882,7 +882,8 @@ fn forks_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 }
 
 /// Caffe's mainline layers with CUDA sides of their own (Tile, Reduction
-/// in its four operations, MVN, Embed, BatchReindex, Filter, Parameter)
+/// in its four operations, MVN, Embed, BatchReindex, Filter, Parameter,
+/// Im2col)
 /// on device blobs against host blobs.
 fn mainline_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let rows: Vec<f32> = vec![3., 0., 6., 3., 3., 1., 0., 6.];

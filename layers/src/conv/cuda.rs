@@ -537,6 +537,38 @@ fn col2im(
     .map_err(|e| cuda("col2im", e))
 }
 
+/// Caffe's Im2col layer on the GPU: each image's columns, `(cin kh kw,
+/// oh ow)`, into its own part of `to` (`backward: false`, `from` the
+/// input), or each image's input gradient from its columns (`backward`,
+/// `from` the columns' gradient): the convolution's im2col and col2im a
+/// batch of one at a time.
+pub(crate) fn im2col_images(
+    gpu: &Gpu,
+    g: &ConvGeometry,
+    backward: bool,
+    from: &CudaView<'_, f32>,
+    to: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let one = ConvGeometry { batch: 1, ..*g };
+    let image = g.channels_in * g.h * g.w;
+    let columns = g.patch() * g.oh * g.ow;
+    let (from_len, to_len) = if backward {
+        (columns, image)
+    } else {
+        (image, columns)
+    };
+    for i in 0..g.batch {
+        let from = from.slice(i * from_len..(i + 1) * from_len);
+        let mut to = to.slice_mut(i * to_len..(i + 1) * to_len);
+        if backward {
+            col2im(gpu, &one, None, &from, &mut to)?;
+        } else {
+            im2col(gpu, &one, None, &from, &mut to)?;
+        }
+    }
+    Ok(())
+}
+
 /// `y = conv(x) + bias` on the GPU, the channels cut into `groups`;
 /// `g` is `volume` flattened where there is one.
 pub(crate) fn forward(

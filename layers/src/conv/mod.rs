@@ -22,6 +22,8 @@ mod winograd;
 pub(crate) use cpu::{ConvGeometry, ConvGradients};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::CONV;
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::im2col_images;
 pub(crate) use engine::ConvEngine;
 pub(crate) use runtime::{ConvParam, ConvolutionLayer, Plan, planar_size};
 pub(crate) use volume::VolumeGeometry;

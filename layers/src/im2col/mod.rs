@@ -118,6 +118,19 @@ impl<T: MathElement> DynLayer<T> for Im2colLayer {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let g = self.geometry(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Im2col", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (x, mut y) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(tops[0]).mutable_gpu_data()?,
+            );
+            let (x, mut y) = (
+                read(&x, bottoms[0].count())?,
+                write(&mut y, tops[0].count())?,
+            );
+            return crate::conv::im2col_images(&gpu, &g, false, &x, &mut y);
+        }
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
         let per_image = g.channels_in * g.kernel[0] * g.kernel[1] * g.oh * g.ow;
@@ -137,6 +150,19 @@ impl<T: MathElement> DynLayer<T> for Im2colLayer {
             return Ok(());
         }
         let g = self.geometry(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("Im2col", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::{as_f32, read, write};
+            let (dy, mut dx) = (
+                as_f32(tops[0]).gpu_diff()?,
+                as_f32(bottoms[0]).mutable_gpu_diff()?,
+            );
+            let (dy, mut dx) = (
+                read(&dy, tops[0].count())?,
+                write(&mut dx, bottoms[0].count())?,
+            );
+            return crate::conv::im2col_images(&gpu, &g, true, &dy, &mut dx);
+        }
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
         dx.fill(T::ZERO);
