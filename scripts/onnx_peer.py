@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""blobflow's Net against ONNX Runtime (and OpenVINO where it installs) on
-the nets of tests/fixtures/nets, each peer reading the ONNX model that
-`blobflow convert NET.prototxt WEIGHTS.caffemodel OUT.onnx` writes.
+"""blobflow's Net against ONNX Runtime, OpenVINO, MNN and ncnn (each where
+it installs) on the nets of tests/fixtures/nets. ONNX Runtime and
+OpenVINO read the ONNX model that `blobflow convert NET.prototxt
+WEIGHTS.caffemodel OUT.onnx` writes; ncnn reads what pnnx (ncnn's
+converter, its binary from the `pnnx` wheel, weights kept in fp32)
+makes of that ONNX model; MNN reads the Caffe files themselves through
+its own Caffe converter (the C converter of the `MNN` wheel, `_tools`,
+run in a child process: never the `mnnconvert` Python wrapper, which
+pip-installs a telemetry package).
 
 For each net: blobflow runs the prototxt on a random input (weights as
 opencv_peer.py takes them: the trained ones where the repository has
@@ -19,7 +25,9 @@ detection output the peers' graphs stop before; it prints which
 CPU kernels ran: set BLOBFLOW_CPU=avx2 to hold blobflow to its AVX2
 path), each peer through its own session on the same zeros (ONNX
 Runtime: intra-op threads, sequential execution, all graph
-optimisations; OpenVINO: latency hint, the same threads). The two sides
+optimisations; OpenVINO: latency hint, the same threads; MNN: a CPU
+session at high precision; ncnn: fp32 storage and arithmetic, batch 1
+only, as ncnn runs one image a pass). The two sides
 alternate --repeat times; medians and the range of the ratios are
 printed. ONNX Runtime chooses its own instructions (AVX-512 where the
 CPU has it: on an AVX-512 machine with BLOBFLOW_CPU=avx2 that
@@ -28,11 +36,12 @@ blobflow where BLOBFLOW_CPU=avx2 asks for it (its oneDNN reads
 ONEDNN_MAX_CPU_ISA=AVX2, which this script then sets): like with like,
 as on a machine without AVX-512.
 
-Needs numpy and onnxruntime (and openvino, optional): they are installed
-under target/python-onnx if pip can; the script says so and exits 0
-where they cannot be had.
+Needs numpy and onnxruntime (openvino, MNN, ncnn and pnnx optional):
+they are installed under target/python-* if pip can; the script says so
+and exits 0 where they cannot be had. A peer that cannot read a net, or
+whose outputs differ, is named and left out of that net's timing.
 
-Run: python3 scripts/onnx_peer.py [--blobflow target/release/blobflow] [--bench] [--threads N] [--repeat N] [--only LABEL]
+Run: python3 scripts/onnx_peer.py [--blobflow target/release/blobflow] [--bench] [--threads N] [--repeat N] [--only LABEL] [--peers ort,openvino,mnn,ncnn]
 """
 import argparse
 import os
@@ -78,6 +87,29 @@ def load_peers(with_openvino):
     return numpy, onnxruntime, openvino
 
 
+def load_mnn():
+    """MNN's runtime and the folder holding its C converter (`_tools`), or
+    None. --no-deps and no `MNN.tools` import: its Python wrapper
+    pip-installs a telemetry package."""
+    if not shared.importable(["MNN", "_tools"], "python-mnn", ["MNN"], no_deps=True):
+        return None
+    import MNN
+    import _tools
+    return MNN, os.path.dirname(os.path.abspath(_tools.__file__))
+
+
+def load_ncnn():
+    """ncnn's runtime and pnnx's binary, or None (pnnx's Python side needs
+    PyTorch; its binary does not)."""
+    if not shared.importable(["ncnn"], "python-ncnn", ["ncnn", "pnnx"], no_deps=True):
+        return None
+    import ncnn
+    binary = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ncnn.__file__))), "pnnx", "pnnx")
+    if not os.access(binary, os.X_OK):
+        return None
+    return ncnn, binary
+
+
 class Ort:
     name = "ONNX Runtime"
 
@@ -118,6 +150,99 @@ class OpenVino:
         return {name: result[i] for i, name in enumerate(self.outputs)}
 
 
+class Mnn:
+    name = "MNN"
+
+    def __init__(self, mnn, tools_dir, proto, weights, outputs, threads, work):
+        """Converts the Caffe files with MNN's C converter in a child
+        process (its output is its own), and opens a CPU session."""
+        path = os.path.join(work, "net.mnn")
+        if os.path.exists(path):
+            os.remove(path)
+        convert = ["mnnconvert", "-f", "CAFFE", "--modelFile", weights, "--prototxt", proto,
+                   "--MNNModel", path, "--bizCode", "blobflow"]
+        code = "import sys; sys.path.insert(0, sys.argv[1]); import _tools; _tools.mnnconvert(sys.argv[2:])"
+        r = subprocess.run([sys.executable, "-c", code, tools_dir] + convert, capture_output=True, text=True)
+        if r.returncode != 0 or not os.path.exists(path):
+            raise RuntimeError(f"MNN's converter failed: {(r.stdout + r.stderr).strip()[-300:]}")
+        self.mnn = mnn
+        self.np = __import__("numpy")
+        self.interpreter = mnn.Interpreter(path)
+        self.session = self.interpreter.createSession({"numThread": threads, "backend": "CPU",
+                                                       "precision": "high"})
+        self.input = self.interpreter.getSessionInput(self.session)
+        present = self.interpreter.getSessionOutputAll(self.session)
+        missing = [o for o in outputs if o not in present]
+        if missing:
+            raise RuntimeError(f"MNN's graph has no output {missing} (it has {sorted(present)[:8]})")
+        self.outputs = outputs
+        self.shape = None
+
+    def run(self, feeds):
+        np, mnn, it = self.np, self.mnn, self.interpreter
+        x = np.ascontiguousarray(next(iter(feeds.values())), dtype=np.float32)
+        if self.shape != x.shape:
+            it.resizeTensor(self.input, x.shape)
+            it.resizeSession(self.session)
+            self.shape = x.shape
+        self.input.copyFrom(mnn.Tensor(x.shape, mnn.Halide_Type_Float, x, mnn.Tensor_DimensionType_Caffe))
+        it.runSession(self.session)
+        result = {}
+        for name in self.outputs:
+            out = it.getSessionOutput(self.session, name)
+            shape = out.getShape()
+            host = mnn.Tensor(shape, mnn.Halide_Type_Float, np.zeros(shape, np.float32),
+                              mnn.Tensor_DimensionType_Caffe)
+            out.copyToHostTensor(host)
+            result[name] = np.array(host.getNumpyData()).copy()
+        return result
+
+
+class Ncnn:
+    name = "ncnn"
+
+    def __init__(self, ncnn, pnnx, model, shape, outputs, threads):
+        """pnnx's ncnn files of the ONNX model (fp32 weights), loaded with
+        fp16 and bf16 off. pnnx names the graph's outputs out0, out1, ...
+        in the ONNX model's order."""
+        r = subprocess.run([pnnx, os.path.basename(model), "inputshape=[" + ",".join(map(str, shape)) + "]",
+                            "fp16=0"], cwd=os.path.dirname(model), capture_output=True, text=True)
+        stem = os.path.splitext(model)[0]
+        if r.returncode != 0 or not os.path.exists(stem + ".ncnn.param"):
+            raise RuntimeError(f"pnnx failed: {(r.stdout + r.stderr).strip()[-300:]}")
+        self.np = __import__("numpy")
+        self.ncnn = ncnn
+        self.net = ncnn.Net()
+        opt = self.net.opt
+        opt.num_threads = threads
+        opt.use_fp16_packed = opt.use_fp16_storage = opt.use_fp16_arithmetic = False
+        opt.use_bf16_storage = False
+        # ncnn faults on a blob its graph lacks: every name is looked for
+        # in the param file first.
+        with open(stem + ".ncnn.param") as f:
+            blobs = set(f.read().split())
+        missing = [b for b in ["in0"] + [f"out{i}" for i in range(len(outputs))] if b not in blobs]
+        if missing:
+            raise RuntimeError(f"pnnx's graph lacks {missing}")
+        if self.net.load_param(stem + ".ncnn.param") != 0 or self.net.load_model(stem + ".ncnn.bin") != 0:
+            raise RuntimeError("ncnn cannot load pnnx's files")
+        self.outputs = outputs
+
+    def run(self, feeds):
+        x = next(iter(feeds.values()))
+        if x.shape[0] != 1:
+            raise ValueError("ncnn runs one image a pass")
+        # The Mat reads the array's memory: it stays referenced until extracted.
+        image = self.np.ascontiguousarray(x[0], dtype=self.np.float32)
+        extractor = self.net.create_extractor()
+        extractor.input("in0", self.ncnn.Mat(image))
+        result = {}
+        for i, name in enumerate(self.outputs):
+            _, out = extractor.extract(f"out{i}")
+            result[name] = self.np.array(out).copy()
+        return result
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--blobflow", help="the blobflow binary (default: cargo run --release)")
@@ -126,17 +251,28 @@ def main():
     ap.add_argument("--only", help="the one case to run, by its label")
     ap.add_argument("--repeat", type=int, default=1, help="timings of each side, alternating")
     ap.add_argument("--no-openvino", action="store_true", help="ONNX Runtime alone")
+    ap.add_argument("--peers", default="ort,openvino,mnn,ncnn",
+                    help="the peers to run, of ort, openvino, mnn, ncnn (ONNX Runtime always checks the export)")
     args = ap.parse_args()
+    # The peers' native code writes to the same stream: lines in order.
+    sys.stdout.reconfigure(line_buffering=True)
+    wanted = set(args.peers.split(","))
+    if args.no_openvino:
+        wanted.discard("openvino")
     if os.environ.get("BLOBFLOW_CPU", "").lower() == "avx2":
         # Before OpenVINO loads: its oneDNN reads the cap once.
         os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
-    peers = load_peers(not args.no_openvino)
+    peers = load_peers("openvino" in wanted)
     if peers is None:
         print("onnx_peer: numpy and onnxruntime cannot be installed here; nothing compared")
         return 0
     np, ort, ov = peers
+    mnn = load_mnn() if "mnn" in wanted else None
+    ncnn = load_ncnn() if "ncnn" in wanted else None
     env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
     versions = f"ONNX Runtime {ort.__version__}" + (f", OpenVINO {ov.__version__}" if ov else " (OpenVINO not installed)")
+    versions += f", MNN {mnn[0].version()}" if mnn else " (MNN not installed)"
+    versions += f", ncnn {ncnn[0].__version__} (pnnx from ONNX)" if ncnn else " (ncnn not installed)"
     print(f"{versions}, numpy {np.__version__}, {args.threads} thread(s) each; "
           f"BLOBFLOW_CPU={os.environ.get('BLOBFLOW_CPU', '(unset: the widest)')}; "
           f"OpenVINO's ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset: the widest)')}; "
@@ -182,14 +318,35 @@ def main():
                 failed += 1
                 continue
             sessions = [Ort(ort, model, args.threads)]
+            names = sessions[0].outputs
+            caffe_net = proto
+            if any(f"\"{k}\"" in text for k in shared.DETECTION_OUTPUTS):
+                # Every peer's graph ends at the detection output's inputs.
+                caffe_net = os.path.join(work, "undetected.prototxt")
+                with open(caffe_net, "w") as f:
+                    f.write(shared.without_layers(text, shared.DETECTION_OUTPUTS))
+            makers = []
             if ov is not None:
+                makers.append(("OpenVINO", lambda: OpenVino(ov, model, args.threads)))
+            if mnn is not None:
+                makers.append(("MNN", lambda: Mnn(mnn[0], mnn[1], caffe_net, saved, names, args.threads,
+                                                  work)))
+            if ncnn is not None:
+                makers.append(("ncnn", lambda: Ncnn(ncnn[0], ncnn[1], model, [1] + shape[1:], names,
+                                                    args.threads)))
+            for peer_name, make in makers:
                 try:
-                    sessions.append(OpenVino(ov, model, args.threads))
+                    sessions.append(make())
                 except Exception as e:  # a reader's refusal is reported, not fatal
-                    print(f"{label}: OpenVINO cannot read it: {str(e)[:200]}")
+                    print(f"{label}: {peer_name} cannot read it: {str(e)[:200]}")
             ok = True
-            for peer in sessions:
-                outs = peer.run({name: x})
+            for peer in list(sessions):
+                try:
+                    outs = peer.run({name: x})
+                except Exception as e:
+                    print(f"{label}: {peer.name} cannot run it: {str(e)[:200]}")
+                    sessions.remove(peer)
+                    continue
                 worst = 0.0
                 for blob, value in outs.items():
                     # `blobflow run` writes blob a/b as a_b.npy.
@@ -198,9 +355,13 @@ def main():
                     scale = max(float(np.abs(ours).max()), 1e-30)
                     worst = max(worst, float(np.abs(value - ours).max()) / scale)
                 agrees = worst <= 1e-5
-                ok &= agrees
                 print(f"{label}: {peer.name} {'agrees' if agrees else 'DIFFERS'}: {len(outs)} output(s), "
                       f"largest difference {worst:.1e} of the blob's magnitude")
+                if isinstance(peer, Ort):
+                    # The export itself is what ONNX Runtime checks.
+                    ok &= agrees
+                elif not agrees:
+                    sessions.remove(peer)
             compared += 1
             if not ok:
                 failed += 1
@@ -248,16 +409,18 @@ def bench(np, cmd, env, label, ours, sessions, name, text, threads, repeat):
             continue
         iters = int(min(5000, max(3, 1000.0 / max(guess, 1e-3))))
         x = np.zeros([batch] + declared[1:], dtype=np.float32)
-        for peer in sessions:
+        # ncnn runs one image a pass: at a larger batch it sits out.
+        peers = [p for p in sessions if batch == 1 or not isinstance(p, Ncnn)]
+        for peer in peers:
             peer.run({name: x})
-        ours_all, theirs_all = [], {p.name: [] for p in sessions}
+        ours_all, theirs_all = [], {p.name: [] for p in peers}
         for _ in range(max(1, repeat)):
             time.sleep(0.3)
             ms = blobflow_ms(iters)
             if ms is None:
                 break
             ours_all.append(batch / (ms / 1e3))
-            for peer in sessions:
+            for peer in peers:
                 t = time.perf_counter()
                 for _ in range(iters):
                     peer.run({name: x})
