@@ -721,8 +721,8 @@ fn layers_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 /// runs.
 type LayerCase<'a> = (&'a str, &'a [&'a [usize]], Option<(usize, &'a [f32])>, bool);
 
-/// One layer on device blobs against host blobs: its output written on
-/// the device, and its output, every bottom's gradient but the fixed
+/// One layer on device blobs against host blobs: its outputs written on
+/// the device, and its outputs, every bottom's gradient but the fixed
 /// one's and its parameters' gradients within [`F32_TOLERANCE`] of their
 /// scale.
 fn layer_case_matches_cpu(
@@ -761,9 +761,16 @@ fn layer_case_matches_cpu(
             })
             .collect::<Result<_, Failed>>()?;
         let refs: Vec<&Blob<f32>> = bottoms.iter().collect();
-        let mut y = blob(&[1]).map_err(fail)?;
-        let top_shapes = layer.reshape(&refs, &[&y]).map_err(fail)?;
-        y.reshape(&top_shapes[0].dims).map_err(fail)?;
+        let mut tops: Vec<Blob<f32>> = (0..layer.tops().min.max(1))
+            .map(|_| blob(&[1]).map_err(fail))
+            .collect::<Result<_, Failed>>()?;
+        let top_shapes = layer
+            .reshape(&refs, &tops.iter().collect::<Vec<_>>())
+            .map_err(fail)?;
+        for (t, shape) in tops.iter_mut().zip(&top_shapes) {
+            t.reshape(&shape.dims).map_err(fail)?;
+        }
+        let top_refs: Vec<&Blob<f32>> = tops.iter().collect();
         for (k, p) in layer.blobs_mut().iter_mut().enumerate() {
             cpu::set_seed(10 + k as u64);
             cpu::uniform(0.5, 1.5, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
@@ -771,21 +778,26 @@ fn layer_case_matches_cpu(
                 p.move_to(dev.clone()).map_err(fail)?;
             }
         }
-        layer.forward(&refs, &[&y]).map_err(fail)?;
-        // The forward pass wrote the output on the device (a host
-        // fallback would leave its head on the host).
+        layer.forward(&refs, &top_refs).map_err(fail)?;
+        // The forward pass wrote the outputs on the device (a host
+        // fallback would leave their heads on the host).
         ensure(
-            !on_gpu || y.data_head() == Head::AtGpu,
-            format!("{text}: the output was written on the host"),
+            !on_gpu || tops.iter().all(|t| t.data_head() == Head::AtGpu),
+            format!("{text}: an output was written on the host"),
         )?;
-        let mut values = vec![y.to_vec().map_err(fail)?];
+        let mut values = Vec::new();
+        for t in &tops {
+            values.push(t.to_vec().map_err(fail)?);
+        }
         if backward {
-            cpu::set_seed(3);
-            cpu::uniform(-1.0, 1.0, &mut y.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
+            for (k, t) in tops.iter().enumerate() {
+                cpu::set_seed(3 + k as u64);
+                cpu::uniform(-1.0, 1.0, &mut t.mutable_cpu_diff().map_err(fail)?).map_err(fail)?;
+            }
             let down: Vec<bool> = (0..refs.len())
                 .map(|i| fixed.is_none_or(|(at, _)| at != i))
                 .collect();
-            layer.backward(&[&y], &down, &refs).map_err(fail)?;
+            layer.backward(&top_refs, &down, &refs).map_err(fail)?;
             for (b, d) in bottoms.iter().zip(&down) {
                 if *d {
                     values.push(b.diff_to_vec().map_err(fail)?);
@@ -883,12 +895,13 @@ fn forks_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 
 /// Caffe's mainline layers with CUDA sides of their own (Tile, Reduction
 /// in its four operations, MVN, Embed, BatchReindex, Filter, Parameter,
-/// Im2col)
+/// Im2col, SPP, LSTMUnit)
 /// on device blobs against host blobs.
 fn mainline_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let rows: Vec<f32> = vec![3., 0., 6., 3., 3., 1., 0., 6.];
     let items: Vec<f32> = vec![2., 0., 2., 3., 2.];
     let selector: Vec<f32> = vec![1., 0., 1., 1.];
+    let cont: Vec<f32> = vec![1., 0., 1.];
     let mut cases: Vec<LayerCase> = vec![
         (
             "type: 'Tile' tile_param { axis: 1 tiles: 3 }",
@@ -931,6 +944,24 @@ fn mainline_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
             "type: 'Filter'",
             &[&[4, 2, 3], &[4]],
             Some((1, &selector)),
+            true,
+        ),
+        (
+            "type: 'SPP' spp_param { pyramid_height: 3 }",
+            &[&[2, 3, 7, 6]],
+            None,
+            true,
+        ),
+        (
+            "type: 'SPP' spp_param { pyramid_height: 2 pool: AVE }",
+            &[&[2, 3, 5, 9]],
+            None,
+            true,
+        ),
+        (
+            "type: 'LSTMUnit'",
+            &[&[1, 3, 4], &[1, 3, 16], &[1, 3]],
+            Some((2, &cont)),
             true,
         ),
         (

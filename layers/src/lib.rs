@@ -121,7 +121,7 @@ mod yolo;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 29] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 30] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -151,6 +151,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 29] = [
     &mvn::MVN,
     &embed::EMBED,
     &batch_reindex::BATCH_REINDEX,
+    &recurrent::LSTM_UNIT,
 ];
 
 pub use channel_affine::ChannelAffine;

@@ -18,6 +18,12 @@
 //! `expose_hidden` (the first and last hidden states as extra bottoms and
 //! tops) is not supported yet.
 
+#[cfg(feature = "cuda")]
+mod cuda;
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::LSTM_UNIT;
+
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
@@ -504,6 +510,25 @@ impl LstmUnitLayer {
         Ok((c[1], c[2]))
     }
 
+    /// The GPU the step runs on: `c_prev`'s, where every other blob is
+    /// there too.
+    #[cfg(feature = "cuda")]
+    fn gpu<T: MathElement>(
+        bottoms: &[&Blob<T>],
+        tops: &[&Blob<T>],
+    ) -> Result<Option<std::sync::Arc<blob_kernels::cuda::Gpu>>> {
+        crate::gpu::gpu_for(
+            "LSTMUnit",
+            bottoms[0],
+            &[
+                ("gate inputs", bottoms[1]),
+                ("cont", bottoms[2]),
+                ("c", tops[0]),
+                ("h", tops[1]),
+            ],
+        )
+    }
+
     /// The squashed gates (i, f, o, g) of item `n`.
     fn gates(x: &[f64], n: usize, h: usize) -> Vec<f64> {
         x[n * 4 * h..(n + 1) * 4 * h]
@@ -535,6 +560,27 @@ impl<T: MathElement> DynLayer<T> for LstmUnitLayer {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (n, h) = Self::dims(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = Self::gpu(bottoms, tops)? {
+            use crate::gpu::{as_f32, read, write};
+            let (c_prev, x, cont) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(bottoms[1]).gpu_data()?,
+                as_f32(bottoms[2]).gpu_data()?,
+            );
+            let (mut c, mut hid) = (
+                as_f32(tops[0]).mutable_gpu_data()?,
+                as_f32(tops[1]).mutable_gpu_data()?,
+            );
+            let (c_prev, x, cont) = (read(&c_prev, n * h)?, read(&x, 4 * n * h)?, read(&cont, n)?);
+            let inputs = cuda::StepInputs {
+                c_prev: &c_prev,
+                x: &x,
+                cont: &cont,
+            };
+            let (mut c, mut hid) = (write(&mut c, n * h)?, write(&mut hid, n * h)?);
+            return cuda::forward(&gpu, (n, h), inputs, &mut c, &mut hid);
+        }
         let (c_prev, x, cont) = (wide(bottoms[0])?, wide(bottoms[1])?, wide(bottoms[2])?);
         let mut c = tops[0].mutable_cpu_data()?;
         let mut hid = tops[1].mutable_cpu_data()?;
@@ -556,6 +602,34 @@ impl<T: MathElement> DynLayer<T> for LstmUnitLayer {
         bottoms: &[&Blob<T>],
     ) -> Result<()> {
         let (n, h) = Self::dims(bottoms)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = Self::gpu(bottoms, tops)? {
+            if !propagate_down[0] && !propagate_down[1] {
+                return Ok(());
+            }
+            use crate::gpu::{as_f32, read, write};
+            let (c_prev, x, cont, dc_top, dh_top) = (
+                as_f32(bottoms[0]).gpu_data()?,
+                as_f32(bottoms[1]).gpu_data()?,
+                as_f32(bottoms[2]).gpu_data()?,
+                as_f32(tops[0]).gpu_diff()?,
+                as_f32(tops[1]).gpu_diff()?,
+            );
+            // Both gradients are written, as Caffe's LSTMUnit writes them.
+            let (mut dc_prev, mut dx) = (
+                as_f32(bottoms[0]).mutable_gpu_diff()?,
+                as_f32(bottoms[1]).mutable_gpu_diff()?,
+            );
+            let (c_prev, x, cont) = (read(&c_prev, n * h)?, read(&x, 4 * n * h)?, read(&cont, n)?);
+            let inputs = cuda::StepInputs {
+                c_prev: &c_prev,
+                x: &x,
+                cont: &cont,
+            };
+            let tops_diff = (&read(&dc_top, n * h)?, &read(&dh_top, n * h)?);
+            let (mut dc_prev, mut dx) = (write(&mut dc_prev, n * h)?, write(&mut dx, 4 * n * h)?);
+            return cuda::backward(&gpu, (n, h), inputs, tops_diff, &mut dc_prev, &mut dx);
+        }
         let (c_prev, x, cont) = (wide(bottoms[0])?, wide(bottoms[1])?, wide(bottoms[2])?);
         let dc_top: Vec<f64> = tops[0].cpu_diff()?.iter().map(|v| v.to_f64()).collect();
         let dh_top: Vec<f64> = tops[1].cpu_diff()?.iter().map(|v| v.to_f64()).collect();

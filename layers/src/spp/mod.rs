@@ -26,6 +26,18 @@ pub(crate) struct SppLayer {
     /// The input size the levels were made for.
     made_for: Option<[usize; 2]>,
     levels: Vec<Level>,
+    /// On a GPU: each level's output, and the input's data with a
+    /// gradient of its own that each level's backward pass writes.
+    #[cfg(feature = "cuda")]
+    device: DeviceLevels,
+}
+
+/// The GPU side's blobs, on the input's device.
+#[cfg(feature = "cuda")]
+#[derive(Default)]
+struct DeviceLevels {
+    outs: Vec<Blob<f32>>,
+    input: Blob<f32>,
 }
 
 impl SppLayer {
@@ -50,6 +62,8 @@ impl SppLayer {
             pool,
             made_for: None,
             levels: Vec::new(),
+            #[cfg(feature = "cuda")]
+            device: DeviceLevels::default(),
         })
     }
 
@@ -101,6 +115,100 @@ impl SppLayer {
     }
 }
 
+/// The GPU side: the levels pooled on the device in `f32` (Caffe's own
+/// SPP is a net of Pooling, Flatten and Concat layers), each level's
+/// rows moved into place as Concat moves a part.
+#[cfg(feature = "cuda")]
+impl SppLayer {
+    /// Each level's part of an item's row: `(offset, length)`.
+    fn parts(&self, n: usize) -> Vec<(usize, usize)> {
+        let mut offset = 0;
+        self.device
+            .outs
+            .iter()
+            .map(|out| {
+                let per = out.count() / n.max(1);
+                offset += per;
+                (offset - per, per)
+            })
+            .collect()
+    }
+
+    fn forward_on(
+        &mut self,
+        gpu: &blob_kernels::cuda::Gpu,
+        n: usize,
+        x: &Blob<f32>,
+        y: &Blob<f32>,
+    ) -> Result<()> {
+        use crate::gpu::{read, write};
+        let outs = &mut self.device.outs;
+        outs.resize_with(self.levels.len(), Blob::default);
+        for (level, out) in self.levels.iter_mut().zip(outs.iter_mut()) {
+            let shapes = DynLayer::<f32>::reshape(&mut level.pool, &[x], &[&*out])?;
+            crate::softmax::place_with(out, x, &shapes[0].dims)?;
+            DynLayer::<f32>::forward(&mut level.pool, &[x], &[&*out])?;
+        }
+        let row = y.count() / n.max(1);
+        for ((offset, len), out) in self.parts(n).into_iter().zip(&self.device.outs) {
+            let slabs = crate::concat::Slabs {
+                outer: n,
+                inner: 1,
+                total: row,
+                offset,
+                len,
+            };
+            let (part, mut joined) = (out.gpu_data()?, y.mutable_gpu_data()?);
+            let part = read(&part, out.count())?;
+            slabs.join_on(gpu, &part, &mut write(&mut joined, y.count())?)?;
+        }
+        Ok(())
+    }
+
+    fn backward_on(
+        &mut self,
+        gpu: &blob_kernels::cuda::Gpu,
+        n: usize,
+        y: &Blob<f32>,
+        x: &Blob<f32>,
+    ) -> Result<()> {
+        use crate::gpu::{cuda, read, write};
+        const OP: &str = "SPP on the GPU";
+        let input = &mut self.device.input;
+        crate::softmax::place_with(input, x, x.shape())?;
+        input.share_data(x)?;
+        {
+            let mut dx = x.mutable_gpu_diff()?;
+            gpu.set(0.0, &mut write(&mut dx, x.count())?)
+                .map_err(|e| cuda(OP, e))?;
+        }
+        let row = y.count() / n.max(1);
+        let parts = self.parts(n);
+        for ((level, out), (offset, len)) in
+            self.levels.iter_mut().zip(&self.device.outs).zip(parts)
+        {
+            let slabs = crate::concat::Slabs {
+                outer: n,
+                inner: 1,
+                total: row,
+                offset,
+                len,
+            };
+            {
+                let (joined, mut part) = (y.gpu_diff()?, out.mutable_gpu_diff()?);
+                let joined = read(&joined, y.count())?;
+                slabs.split_on(gpu, &joined, &mut write(&mut part, out.count())?)?;
+            }
+            let input = &self.device.input;
+            DynLayer::<f32>::backward(&mut level.pool, &[out], &[true], &[input])?;
+            let (g, mut dx) = (input.gpu_diff()?, x.mutable_gpu_diff()?);
+            gpu.axpy(1.0, &read(&g, x.count())?, &mut write(&mut dx, x.count())?)
+                .map_err(|e| cuda(OP, e))?;
+        }
+        Ok(())
+    }
+}
+
 /// The input in `f64`, for the levels' pooling.
 fn widened<T: MathElement>(x: &Blob<T>) -> Result<Blob<f64>> {
     Blob::from_vec(
@@ -127,6 +235,11 @@ impl<T: MathElement> DynLayer<T> for SppLayer {
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let [n, _, _, _] = Self::dims(bottoms[0])?;
         self.levels_for(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("SPP", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::as_f32;
+            return self.forward_on(&gpu, n, as_f32(bottoms[0]), as_f32(tops[0]));
+        }
         let x = widened(bottoms[0])?;
         for level in &mut self.levels {
             let shapes = DynLayer::<f64>::reshape(&mut level.pool, &[&x], &[&level.out])?;
@@ -158,6 +271,11 @@ impl<T: MathElement> DynLayer<T> for SppLayer {
             return Ok(());
         }
         let [n, _, _, _] = Self::dims(bottoms[0])?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = crate::gpu::gpu_for("SPP", bottoms[0], &[("output", tops[0])])? {
+            use crate::gpu::as_f32;
+            return self.backward_on(&gpu, n, as_f32(tops[0]), as_f32(bottoms[0]));
+        }
         let x = widened(bottoms[0])?;
         let dy = tops[0].cpu_diff()?;
         let mut total = vec![0.0f64; x.count()];

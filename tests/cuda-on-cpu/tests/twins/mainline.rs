@@ -1,5 +1,6 @@
 //! Caffe's mainline layers' kernels (`tile.cu`, `reduction.cu`, `mvn.cu`,
-//! `embed.cu`, `batch_reindex.cu`) against the CPU sides of their layers.
+//! `embed.cu`, `batch_reindex.cu`, `lstm_unit.cu`) against the CPU sides of
+//! their layers.
 
 use blob_layers::registry::LayerRegistry;
 use blob_runtime::Blob;
@@ -181,4 +182,63 @@ fn batch_reindex_gathers_and_adds_back_as_the_cpu() {
         &data.diff_to_vec().unwrap(),
         0.0,
     );
+}
+
+#[test]
+fn lstm_unit_steps_and_differentiates_as_the_cpu() {
+    let (items, hidden) = (3, 4);
+    let units = items * hidden;
+    let c_prev = random(units, 12, -1.0, 1.0);
+    let x = random(4 * units, 13, -2.0, 2.0);
+    let cont: Vec<f32> = vec![1., 0., 1.];
+    let (dc, dh) = (random(units, 14, -1.0, 1.0), random(units, 15, -1.0, 1.0));
+    let mut layer = LayerRegistry::<f32>::with_caffe_layers()
+        .build_text("type: 'LSTMUnit'")
+        .unwrap();
+    let bottoms = [
+        Blob::from_vec(&[1, items, hidden], c_prev.clone()).unwrap(),
+        Blob::from_vec(&[1, items, 4 * hidden], x.clone()).unwrap(),
+        Blob::from_vec(&[1, items], cont.clone()).unwrap(),
+    ];
+    let refs: Vec<&Blob<f32>> = bottoms.iter().collect();
+    let (mut c_top, mut h_top) = (Blob::<f32>::default(), Blob::<f32>::default());
+    let shapes = layer.reshape(&refs, &[&c_top, &h_top]).unwrap();
+    c_top.reshape(&shapes[0].dims).unwrap();
+    h_top.reshape(&shapes[1].dims).unwrap();
+    layer.forward(&refs, &[&c_top, &h_top]).unwrap();
+    c_top.mutable_cpu_diff().unwrap().copy_from_slice(&dc);
+    h_top.mutable_cpu_diff().unwrap().copy_from_slice(&dh);
+    layer
+        .backward(&[&c_top, &h_top], &[true, true, false], &refs)
+        .unwrap();
+
+    let (mut c, mut h) = (vec![f32::NAN; units], vec![f32::NAN; units]);
+    let (mut dc_prev, mut dx) = (vec![f32::NAN; units], vec![f32::NAN; 4 * units]);
+    let (u, hh) = (units as i64, hidden as i64);
+    // SAFETY: c_prev, c, h, dc, dh and dc_prev hold items x hidden values,
+    // x and dx 4 times that, cont items.
+    unsafe {
+        k::lstm_unit_forward_f32(units, u, hh, &c_prev, &x, &cont, &mut c, &mut h);
+        k::lstm_unit_backward_f32(
+            units,
+            u,
+            hh,
+            &c_prev,
+            &x,
+            &cont,
+            &dc,
+            &dh,
+            &mut dc_prev,
+            &mut dx,
+        );
+    }
+    assert_close("LSTMUnit c", &c, &c_top.to_vec().unwrap(), 1e-7);
+    assert_close("LSTMUnit h", &h, &h_top.to_vec().unwrap(), 1e-7);
+    assert_close(
+        "LSTMUnit dc_prev",
+        &dc_prev,
+        &bottoms[0].diff_to_vec().unwrap(),
+        1e-7,
+    );
+    assert_close("LSTMUnit dx", &dx, &bottoms[1].diff_to_vec().unwrap(), 1e-7);
 }
