@@ -55,3 +55,13 @@ cargo test -q -p blobflow-cli --features cuda --test examples
 cargo run -q --features cudnn --example mtcnn -- --device cuda
 cargo run -q -p blobflow-cli --features cuda -- run tests/fixtures/nets/mtcnn/det3.prototxt \
     tests/fixtures/nets/mtcnn/det3.caffemodel --input data=tests/fixtures/nets/mtcnn/det3_input.npy --device cuda
+# The Python module built with CUDA: LeNet through Net(..., device="cuda").
+cargo build -q -p blobflow-python --features cuda
+# NumPy 2.1 or later: DLPack's versioned capsules.
+python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('.')[:2])) < (2, 1))" 2>/dev/null || {
+    python3 -m pip install --quiet --disable-pip-version-check --target "$out/numpy" numpy
+    export PYTHONPATH="$out/numpy"
+}
+mkdir -p "$out/module"
+cp "${CARGO_TARGET_DIR:-$PWD/target}/debug/libblobflow_python.so" "$out/module/blobflow.abi3.so"
+PYTHONPATH="$out/module${PYTHONPATH:+:$PYTHONPATH}" python3 python/tests/test_gpu.py

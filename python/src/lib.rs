@@ -8,6 +8,9 @@
 //! prob = np.from_dlpack(out["prob"])   # the net's own memory, no copy
 //! ```
 //!
+//! With the `cuda` feature, `Net(..., device="cuda")` runs the net on a
+//! GPU; its blobs are read back to the host when they are lent.
+//!
 //! A blob lent to NumPy (or PyTorch, JAX, CuPy) stays borrowed until the
 //! array that holds it is gone; blobflow touching it meanwhile raises
 //! `BufferError`, never races with the array.
@@ -183,6 +186,40 @@ struct PyNet {
     /// `Send`, not `Sync`); Python threads take turns here, and a forward
     /// pass runs with the GIL released.
     net: Mutex<Net<f32>>,
+    /// Where it runs: `cpu`, or `cuda:N` and the GPU's name.
+    device: String,
+}
+
+/// Moves `net` to the device `device` names (`cpu`, `cuda` or `cuda:N`)
+/// and says which it is.
+fn place(net: &mut Net<f32>, device: &str) -> PyResult<String> {
+    let ordinal: usize = match device {
+        "cpu" => return Ok("cpu".to_owned()),
+        "cuda" => 0,
+        other => other
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "device '{other}': a device is \"cpu\", \"cuda\" or \"cuda:N\""
+                ))
+            })?,
+    };
+    #[cfg(feature = "cuda")]
+    {
+        let gpu = blob_runtime::cuda::CudaBackend::new(ordinal).map_err(to_py)?;
+        let name = format!("cuda:{ordinal} ({})", gpu.gpu().name());
+        net.to_device(gpu).map_err(to_py)?;
+        Ok(name)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (net, ordinal);
+        Err(PyRuntimeError::new_err(
+            "this blobflow module was built without CUDA: build it with the `cuda` feature \
+             (maturin build --features cuda) to run a net on a GPU",
+        ))
+    }
 }
 
 impl PyNet {
@@ -195,12 +232,14 @@ impl PyNet {
 
 #[pymethods]
 impl PyNet {
-    /// `Net(model, weights=None, phase="test")`: the `.prototxt` built
-    /// with the built-in layers, its weights copied from the
-    /// `.caffemodel` by layer name (Caffe `CopyTrainedLayersFrom`).
+    /// `Net(model, weights=None, phase="test", device="cpu")`: the
+    /// `.prototxt` built with the built-in layers, its weights copied from
+    /// the `.caffemodel` by layer name (Caffe `CopyTrainedLayersFrom`),
+    /// on the CPU or (`"cuda"`, `"cuda:N"`; the `cuda` feature) a GPU
+    /// (pycaffe's `caffe.set_mode_gpu()`).
     #[new]
-    #[pyo3(signature = (model, weights=None, phase="test"))]
-    fn new(model: &str, weights: Option<&str>, phase: &str) -> PyResult<Self> {
+    #[pyo3(signature = (model, weights=None, phase="test", device="cpu"))]
+    fn new(model: &str, weights: Option<&str>, phase: &str, device: &str) -> PyResult<Self> {
         let state = match phase.to_ascii_lowercase().as_str() {
             "test" => NetState::test(),
             "train" => NetState::train(),
@@ -215,9 +254,17 @@ impl PyNet {
             let model = CaffeModel::open(weights).map_err(to_py)?;
             net.copy_from(&model).map_err(to_py)?;
         }
+        let device = place(&mut net, device)?;
         Ok(Self {
             net: Mutex::new(net),
+            device,
         })
+    }
+
+    /// Where the net runs: `"cpu"`, or `"cuda:N (its name)"`.
+    #[getter]
+    fn device(&self) -> String {
+        self.device.clone()
     }
 
     /// The net's name (Caffe `name()`).
@@ -347,5 +394,7 @@ fn blobflow_module(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyNet>()?;
     module.add_function(wrap_pyfunction!(blob_from_dlpack, module)?)?;
     module.add("BlobflowError", module.py().get_type::<BlobflowError>())?;
+    // Whether `Net(..., device="cuda")` can be asked for (the `cuda` feature).
+    module.add("CUDA", cfg!(feature = "cuda"))?;
     Ok(())
 }

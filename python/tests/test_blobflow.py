@@ -141,6 +141,14 @@ class LeNet(unittest.TestCase):
         self.assertIn("missing.prototxt", str(refused.exception))
         with self.assertRaises(ValueError):
             blobflow.Net(os.path.join(LENET, "lenet.prototxt"), phase="deploy")
+        with self.assertRaises(ValueError) as refused:
+            blobflow.Net(os.path.join(LENET, "lenet.prototxt"), device="gpu")
+        self.assertIn('a device is "cpu", "cuda" or "cuda:N"', str(refused.exception))
+        self.assertEqual(self.net.device, "cpu")
+        if not blobflow.CUDA:
+            with self.assertRaises(RuntimeError) as refused:
+                blobflow.Net(os.path.join(LENET, "lenet.prototxt"), device="cuda")
+            self.assertIn("built without CUDA", str(refused.exception))
 
 
 if __name__ == "__main__":
