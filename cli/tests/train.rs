@@ -107,6 +107,21 @@ fn after(line: &str, key: &str) -> Option<f64> {
         .ok()
 }
 
+/// Each `Iteration N, loss = L` line's `(N, L)`, as Caffe's log parsers
+/// read them.
+fn printed_losses(lines: &[String]) -> Vec<(usize, f64)> {
+    lines
+        .iter()
+        .filter(|l| l.starts_with("Iteration ") && l.contains(", loss = "))
+        .map(|l| {
+            (
+                after(l, "Iteration ").unwrap() as usize,
+                after(l, "loss = ").unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// `blobflow train` resuming Caffe's snapshot in `dir`, with `more`.
 fn resume_caffes_snapshot(dir: &Path, more: &[&str]) -> Output {
     let mut args = vec![
@@ -131,16 +146,7 @@ fn train_resumes_caffes_snapshot_from_lmdb_and_retraces_caffes_log_and_weights()
     );
     let lines = messages(&run.stderr);
     // Caffe's lines, as tools/extra/parse_log.py reads them.
-    let losses: Vec<(usize, f64)> = lines
-        .iter()
-        .filter(|l| l.starts_with("Iteration ") && l.contains(", loss = "))
-        .map(|l| {
-            (
-                after(l, "Iteration ").unwrap() as usize,
-                after(l, "loss = ").unwrap(),
-            )
-        })
-        .collect();
+    let losses = printed_losses(&lines);
     let caffe = caffe_lenet_run::caffe_losses(&root());
     // Each iteration's, then the extra pass's at 1020 as Caffe prints it.
     assert_eq!(losses.len(), 21, "{lines:#?}");
@@ -438,16 +444,7 @@ fn cifar10_quick_from_caffes_convert_imageset_lmdbs_retraces_caffes_training() {
             "cifar10_quick_iter_100.solverstate",
         ],
     );
-    let losses: Vec<(usize, f64)> = lines
-        .iter()
-        .filter(|l| l.starts_with("Iteration ") && l.contains(", loss = "))
-        .map(|l| {
-            (
-                after(l, "Iteration ").unwrap() as usize,
-                after(l, "loss = ").unwrap(),
-            )
-        })
-        .collect();
+    let losses = printed_losses(&lines);
     let caffe = caffe_printed("caffe_losses.txt");
     assert_eq!(caffe.len(), 10);
     assert_eq!(losses.len(), 11, "{lines:#?}");

@@ -118,6 +118,19 @@ impl SppLayer {
 /// The GPU side: the levels pooled on the device in `f32` (Caffe's own
 /// SPP is a net of Pooling, Flatten and Concat layers), each level's
 /// rows moved into place as Concat moves a part.
+/// Where a level's `len` values of each of the `n` items lie in the
+/// top's rows of `row` values: from `offset` on, as Concat places a part.
+#[cfg(feature = "cuda")]
+fn level_rows(n: usize, row: usize, offset: usize, len: usize) -> crate::concat::Slabs {
+    crate::concat::Slabs {
+        outer: n,
+        inner: 1,
+        total: row,
+        offset,
+        len,
+    }
+}
+
 #[cfg(feature = "cuda")]
 impl SppLayer {
     /// Each level's part of an item's row: `(offset, length)`.
@@ -151,13 +164,7 @@ impl SppLayer {
         }
         let row = y.count() / n.max(1);
         for ((offset, len), out) in self.parts(n).into_iter().zip(&self.device.outs) {
-            let slabs = crate::concat::Slabs {
-                outer: n,
-                inner: 1,
-                total: row,
-                offset,
-                len,
-            };
+            let slabs = level_rows(n, row, offset, len);
             let (part, mut joined) = (out.gpu_data()?, y.mutable_gpu_data()?);
             let part = read(&part, out.count())?;
             slabs.join_on(gpu, &part, &mut write(&mut joined, y.count())?)?;
@@ -187,13 +194,7 @@ impl SppLayer {
         for ((level, out), (offset, len)) in
             self.levels.iter_mut().zip(&self.device.outs).zip(parts)
         {
-            let slabs = crate::concat::Slabs {
-                outer: n,
-                inner: 1,
-                total: row,
-                offset,
-                len,
-            };
+            let slabs = level_rows(n, row, offset, len);
             {
                 let (joined, mut part) = (y.gpu_diff()?, out.mutable_gpu_diff()?);
                 let joined = read(&joined, y.count())?;
