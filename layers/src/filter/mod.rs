@@ -64,9 +64,10 @@ fn on_gpu<T: MathElement>(
     let Some(gpu) = crate::gpu::gpu_for("Filter", bottoms[0], &others)? else {
         return Ok(None);
     };
-    // BatchReindex's kernels read item numbers as f32, exact below 2^24;
-    // a larger batch stays on the host.
-    if bottoms[0].shape().first().is_some_and(|&n| n > 1 << 24) {
+    // BatchReindex's kernels read item numbers as f32, exact below 2^24:
+    // a larger batch stays on the host, as does a pass that keeps no item
+    // (nothing to upload, nothing to move).
+    if keep.is_empty() || bottoms[0].shape().first().is_some_and(|&n| n > 1 << 24) {
         return Ok(None);
     }
     let index: Vec<f32> = keep.iter().map(|&i| i as f32).collect();
