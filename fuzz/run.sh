@@ -61,3 +61,11 @@ records=corpus/datum
 mkdir -p "$records"
 cp seeds/datum_*.bin "$records/"
 cargo +nightly fuzz run datum "$records" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+# WindowData's window files (its first byte: context, square mode,
+# mirror, the foreground share), cut from a PNG the target writes.
+windows=corpus/window_file
+mkdir -p "$windows"
+cp seeds/window_file.bin "$windows/"
+cp ../data/tests/fixtures/caffe-window-data/windows_*.txt "$windows/"
+cargo +nightly fuzz run window_file "$windows" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
