@@ -44,7 +44,10 @@ fuzz_target!(|data: &[u8]| {
         (knobs >> 3) % 4,
         if knobs & 0x20 != 0 { "square" } else { "warp" },
     );
-    match Net::<f32>::builder().registry(&data_registry()).from_prototxt(&prototxt) {
+    match Net::<f32>::builder()
+        .registry(&data_registry())
+        .from_prototxt(&prototxt)
+    {
         Ok(mut net) => {
             if let Err(e) = net.forward() {
                 assert!(!e.to_string().is_empty());
