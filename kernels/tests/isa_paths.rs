@@ -227,9 +227,10 @@ fn gemm_matches_reference(isa: Isa) {
 /// The hand-written kernels' results, as bits, or `None` where this path
 /// runs none of them (the baseline): gemm's own kernel (tiles of every
 /// height, partial panels, two depth blocks, a transposed B), the filled
-/// and the packed products, the shallow correlation, a depthwise plane
-/// and 16 channels of one side by side,
-/// and MAX pooling 2x2 (with positions), at stride 2 and at stride 1.
+/// and the packed products, the product of a B packed in panels, the
+/// shallow correlation, a depthwise plane and 16 channels of one side by
+/// side, and MAX pooling 2x2 (with positions), at stride 2 and at stride
+/// 1.
 /// AVX2 and AVX-512 add the same products in the same order, so they
 /// give the same bits.
 fn own_kernels() -> Option<Vec<u64>> {
@@ -273,6 +274,10 @@ fn own_kernels() -> Option<Vec<u64>> {
         let mut packed = vec![0.0; cpu::gemm_packed_len(m, k)];
         assert!(cpu::pack_for_gemm_packed(&x[..m * k], m, k, &mut packed));
         assert!(cpu::gemm_packed(m, n, k, &packed, &x[5..][..k * n], &mut c));
+        push(&c);
+        let mut panels = vec![0.0; cpu::panels_len(k, n)];
+        cpu::pack_panels(&x[5..][..k * n], k, n, &mut panels);
+        cpu::gemm_panels(m, n, k, &x[..m * k], &panels, &mut c);
         push(&c);
     }
     let offsets: Vec<usize> = (0..27).map(|p| p * 61).collect();

@@ -658,6 +658,38 @@ fn reductions_give_the_same_bits_on_any_number_of_cores() {
     assert_eq!(on(3), one);
 }
 
+#[test]
+fn gemm_panels_gives_gemms_bits() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    // Winograd's products: few rows (tiles) by many columns (outputs),
+    // a last panel cut short, one panel, a depth of several blocks.
+    for (m, n, k) in [(16, 256, 256), (49, 80, 96), (3, 7, 5), (16, 1024, 600)] {
+        let a: Vec<f32> = gaussian_data(m * k);
+        let b: Vec<f32> = gaussian_data::<f32>(k * n + 1)[1..].to_vec();
+        let want = gemm_of(m, n, k, &a, &b);
+        let mut panels = vec![f32::NAN; cpu::panels_len(k, n)];
+        cpu::pack_panels(&b, k, n, &mut panels);
+        let mut got = vec![f32::NAN; m * n];
+        cpu::gemm_panels(m, n, k, &a, &panels, &mut got);
+        // Off the kernels' machines, matrixmultiply sums in its own
+        // order, by panel or whole.
+        if cpu::isa() >= cpu::Isa::Avx2 {
+            assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k}");
+        } else {
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-4 * (k as f32).sqrt(), "{m}x{n}x{k}");
+            }
+        }
+        let mut pieces = vec![f32::NAN; m * n];
+        pool.install(|| cpu::gemm_panels(m, n, k, &a, &panels, &mut pieces));
+        assert_eq!(bits(&pieces), bits(&got), "{m}x{n}x{k} in 3 pieces");
+    }
+}
+
 /// `A B` by `gemm` (`A` of `m x k`, `B` of `k x n`, both as stored): the
 /// bits the other products of f32 are held to.
 fn gemm_of(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {

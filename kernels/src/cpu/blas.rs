@@ -8,6 +8,7 @@
 
 use super::{cores, on_cores, vectorized};
 use crate::Real;
+use crate::real::sealed::Sealed;
 
 /// Whether an operand is used as stored or transposed (CBLAS `CblasNoTrans`
 /// / `CblasTrans`).
@@ -249,6 +250,144 @@ pub fn gemm_packed(m: usize, n: usize, k: usize, packed: &[f32], b: &[f32], c: &
         return true;
     }
     false
+}
+
+/// Values [`pack_panels`] writes for a `k x n` B.
+///
+/// ```
+/// assert_eq!(blob_kernels::cpu::panels_len(3, 40), 3 * 64);
+/// ```
+pub fn panels_len(k: usize, n: usize) -> usize {
+    n.next_multiple_of(PANEL_COLUMNS).saturating_mul(k)
+}
+
+/// Packs the row-major `k x n` B for [`gemm_panels`]: panel `q` holds
+/// B's columns `32 q..32 q + 32` as `k` rows of [`PANEL_COLUMNS`]
+/// values, zero past B's last column. A layer whose B is its weights
+/// packs them once; the product then reads each panel front to back,
+/// which the hardware's prefetchers follow where B lives beyond the
+/// caches (rows of a wide row-major B lie kilobytes apart).
+///
+/// ```
+/// use blob_kernels::cpu::{PANEL_COLUMNS, pack_panels, panels_len};
+/// let b = [1.0f32, 2.0, 3.0, 4.0]; // 2 x 2
+/// let mut panels = vec![f32::NAN; panels_len(2, 2)];
+/// pack_panels(&b, 2, 2, &mut panels);
+/// assert_eq!(panels[..3], [1.0, 2.0, 0.0]);
+/// assert_eq!(panels[PANEL_COLUMNS..PANEL_COLUMNS + 2], [3.0, 4.0]);
+/// ```
+///
+/// # Panics
+/// If `b` holds fewer than `k * n` values or `panels` fewer than
+/// [`panels_len`]`(k, n)`.
+#[track_caller]
+pub fn pack_panels(b: &[f32], k: usize, n: usize, panels: &mut [f32]) {
+    let len = panels_len(k, n);
+    assert!(
+        b.len() >= k * n && panels.len() >= len,
+        "pack_panels: a {k} x {n} B needs {} values and panels of {len}, got {} and {}",
+        k * n,
+        b.len(),
+        panels.len()
+    );
+    if n == 0 {
+        return;
+    }
+    for (q, panel) in panels[..len]
+        .chunks_exact_mut(k * PANEL_COLUMNS)
+        .enumerate()
+    {
+        let cols = PANEL_COLUMNS.min(n - q * PANEL_COLUMNS);
+        for (row, from) in panel.chunks_exact_mut(PANEL_COLUMNS).zip(b.chunks_exact(n)) {
+            row[..cols].copy_from_slice(&from[q * PANEL_COLUMNS..][..cols]);
+            row[cols..].fill(0.0);
+        }
+    }
+}
+
+/// Row-major `C = A B` (`A` of `m x k`; `B` of `k x n`, packed by
+/// [`pack_panels`]; `C` of `m x n`, overwritten): the product of
+/// [`gemm`], its panels read from the pack instead of from B, so with
+/// the same sums in the same order as `gemm` where `gemm` runs this
+/// crate's kernel. Large products are cut across the cores by whole
+/// panels.
+///
+/// ```
+/// use blob_kernels::cpu::{gemm, gemm_panels, pack_panels, panels_len, Transpose};
+/// let (m, n, k) = (12, 40, 16);
+/// let a: Vec<f32> = (0..m * k).map(|v| (v % 7) as f32 - 3.0).collect();
+/// let b: Vec<f32> = (0..k * n).map(|v| (v % 5) as f32 * 0.5).collect();
+/// let mut panels = vec![0.0; panels_len(k, n)];
+/// pack_panels(&b, k, n, &mut panels);
+/// let mut c = vec![0.0; m * n];
+/// gemm_panels(m, n, k, &a, &panels, &mut c);
+/// let mut want = vec![0.0; m * n];
+/// gemm(Transpose::No, Transpose::No, m, n, k, 1.0, &a, &b, 0.0, &mut want);
+/// assert_eq!(c, want);
+/// ```
+///
+/// # Panics
+/// If `a` or `c` is shorter than its matrix, or `panels` than
+/// [`panels_len`]`(k, n)`.
+#[track_caller]
+pub fn gemm_panels(m: usize, n: usize, k: usize, a: &[f32], panels: &[f32], c: &mut [f32]) {
+    assert!(
+        a.len() >= m * k && panels.len() >= panels_len(k, n) && c.len() >= m * n,
+        "gemm_panels: {m}x{k} * {k}x{n} needs A of {}, panels of {} and C of {} values, \
+         got {}, {}, {}",
+        m * k,
+        panels_len(k, n),
+        m * n,
+        a.len(),
+        panels.len(),
+        c.len()
+    );
+    let c = &mut c[..m * n];
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(0.0);
+        return;
+    }
+    let count = n.div_ceil(PANEL_COLUMNS);
+    let per_piece = count.div_ceil(gemm_pieces(m, n, k).min(count));
+    let (a, panels, c) = (
+        Operand(a.as_ptr(), [k as isize, 1]),
+        Operand(panels.as_ptr(), [PANEL_COLUMNS as isize, 1]),
+        Output(c.as_mut_ptr()),
+    );
+    on_cores(0..count.div_ceil(per_piece), |piece| {
+        let first = piece * per_piece * PANEL_COLUMNS;
+        let cols = (per_piece * PANEL_COLUMNS).min(n - first);
+        // SAFETY: the assert put A's `m x k` values, the pack's panels and
+        // C's `m x n` values inside their slices; this piece's panels
+        // start at column `first` and its `cols` columns of C are its
+        // alone (the pieces' columns are disjoint).
+        unsafe {
+            let (a_at, panels_at, c_at) = (a.at(0), panels.at(first * k), c.at(first));
+            #[cfg(target_arch = "x86_64")]
+            if super::sgemm::run_panels((m, k, cols), a_at, panels_at, (c_at, n as isize)) {
+                return;
+            }
+            for q in 0..cols.div_ceil(PANEL_COLUMNS) {
+                let width = PANEL_COLUMNS.min(cols - q * PANEL_COLUMNS);
+                f32::matmul(
+                    m,
+                    k,
+                    width,
+                    1.0,
+                    a_at,
+                    [k as isize, 1],
+                    panels_at.add(q * k * PANEL_COLUMNS),
+                    [PANEL_COLUMNS as isize, 1],
+                    0.0,
+                    c_at.add(q * PANEL_COLUMNS),
+                    [n as isize, 1],
+                );
+            }
+        }
+    });
 }
 
 /// Fills rows `0..rows` of a [`gemm_filled`] panel from columns that lie

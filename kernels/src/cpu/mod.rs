@@ -28,7 +28,8 @@ pub mod vector;
 
 pub use blas::{
     PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_suits, gemm_packed, gemm_packed_len,
-    gemm_packed_suits, gemv, pack_for_gemm_packed, panel_from_columns,
+    gemm_packed_suits, gemm_panels, gemv, pack_for_gemm_packed, pack_panels, panel_from_columns,
+    panels_len,
 };
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};

@@ -426,6 +426,35 @@ pub(crate) unsafe fn run_transposed(
     });
 }
 
+/// `C = A B` for a row-major `m x k` A and the `k x n` B packed in
+/// panels of `NR` columns at `panels` (`blas::pack_panels`), into C's
+/// first `n` columns (rows `ldc` apart); says whether it ran (`false`
+/// on the baseline, where nothing is read or written).
+///
+/// # Safety
+/// A's `m x k` values are readable; `panels` holds `n.div_ceil(NR)`
+/// panels of `k` rows; C's `m x n` values are written by no one else
+/// meanwhile and alias neither.
+pub(crate) unsafe fn run_panels(
+    (m, k, n): (usize, usize, usize),
+    a: *const f32,
+    panels: *const f32,
+    (c, ldc): (*mut f32, isize),
+) -> bool {
+    // SAFETY: as the caller promises; panel j / NR of the pack holds
+    // `k` rows of NR values.
+    unsafe {
+        product_here(
+            (m, k, n),
+            1.0,
+            (a, [k as isize, 1]),
+            Source::Packed(panels, k),
+            0.0,
+            (c, ldc),
+        )
+    }
+}
+
 /// [`product`] on the family [`isa`] chose; says whether it ran
 /// (`false` on the baseline, where nothing is read or written).
 ///

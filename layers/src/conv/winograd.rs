@@ -18,11 +18,16 @@
 //! The tiles are cut into blocks, each transformed, multiplied and
 //! transformed back by one core while its buffers stay in that core's L2;
 //! inside a block, 16 channels of a tile go side by side through the
-//! transforms, one per SIMD lane.
+//! transforms, one per SIMD lane. Where the transformed weights are too
+//! many to stay in cache (YOLO's and ResNet's deep layers: 9-75 MB), a
+//! block takes as many tiles as L3 holds, so each weight comes from
+//! memory once a pass, in panels read front to back, and the cores share
+//! the block's output channels rather than its tiles.
 
 use std::marker::PhantomData;
+use std::ops::Range;
 
-use blob_kernels::cpu::{self, Transpose};
+use blob_kernels::cpu;
 use blob_runtime::{MathElement, Precision};
 
 use super::cpu::{ConvGeometry, Finish};
@@ -42,6 +47,9 @@ const MIN_BLOCK: usize = 8;
 /// One block's transformed input and products, in values: 512 KiB of
 /// f32, half a Zen 5 core's L2.
 const BLOCK_VALUES: usize = 1 << 17;
+/// A block's buffers, in values, where the transformed weights do not
+/// stay in cache: 16 MiB of f32, within a Zen core's share of L3.
+const STREAMED_BLOCK_VALUES: usize = 1 << 22;
 /// Channels, in and out, below which im2col stays faster: the output
 /// transform costs the same per output channel whatever the depth, and
 /// a shallow gemm is cheap. One thread, same runs, µs, Winograd against
@@ -51,23 +59,28 @@ const BLOCK_VALUES: usize = 1 << 17;
 const MIN_CHANNELS: usize = 16;
 
 /// Tiles a pass needs to reuse its transformed weights enough, when they
-/// do not stay in cache: each weight is read once per block of tiles and
-/// used once per tile, so with few tiles (ResNet-50's last 3x3 layers at
-/// batch 1: 4 tiles, 38 MB of transformed weights) the pass waits on
-/// memory; measured 2x-4.5x slower than im2col there, and 2x faster at 49
-/// tiles (`docs/BENCHMARKS.md`, 2026-11-25).
-const MIN_TILES: usize = 32;
+/// do not stay in cache: each weight is read from memory once a block
+/// (a pass, but for large batches) and used once per tile. One thread,
+/// Zen 4, 2026-11-29, ms, Winograd against im2col: ResNet-50's res5 3x3
+/// (512 -> 512 at 7 x 7, 38 MB of transformed weights) at batch 1 (4
+/// tiles) 3.3-3.5 / 3.0-3.1, at batch 2 (8) not taken, at batch 4 (16)
+/// 6.9 / 12.4-13.4; res4's (256 -> 256 at 14 x 14, 16 tiles) 0.87-0.92 /
+/// 2.3-2.5.
+const MIN_TILES: usize = 16;
 /// Transformed weights, in values, that stay in a core's L2 between
 /// passes (1 MiB of f32): with these, even a few tiles pay (O-Net's
 /// conv3, 4 tiles of 64 x 64 channels, 1.5x).
 const CACHED_WEIGHTS: usize = 1 << 18;
 /// Outputs each reading of transformed weights that do not stay in cache
 /// must serve (a block reads them all): below this, im2col's gemm, which
-/// reads its packed weights once, is faster. One thread, ms, Winograd
-/// against im2col: darknet19's 256 -> 512 at 26 x 26 (7 blocks, 97
-/// outputs a read) 10.5 / 7.2; its 128 -> 256 at 52 x 52 (19 blocks,
-/// 142) 4.6 / 4.5-5.0; ResNet-50's 128 -> 128 at 28 x 28 (4 blocks, 196)
-/// 2x faster in Winograd.
+/// reads its packed weights once, is faster. Measured when a block held
+/// what fit in L2 (2026-11-25, one thread, ms, Winograd against im2col):
+/// darknet19's 256 -> 512 at 26 x 26 (7 blocks, 97 outputs a read) 10.5
+/// / 7.2; its 128 -> 256 at 52 x 52 (19 blocks, 142) 4.6 / 4.5-5.0. With
+/// a block as large as L3 allows and the weights packed in panels, read
+/// front to back (2026-11-29, Zen 4, one thread): the same layers in one
+/// block, 6.6-6.8 / 15.2-15.4 and 1.5-1.6 / 3.9; YOLOv3-tiny's 512 ->
+/// 1024 at 13 x 13 9.9-10.0 / 16.2-16.4.
 const MIN_OUTPUTS_PER_WEIGHT_READ: usize = 120;
 
 /// `G`, the kernel's transform (6x3), in the points 0, 1, -1, 2, -2, inf.
@@ -95,9 +108,12 @@ impl ConvGeometry {
             // The tiles must cover at most a third more than the outputs:
             // on MTCNN's small planes (3x3 and 9x9 outputs in 1 and 9
             // tiles, 44% of each wasted) the transforms cost more than
-            // the products they save.
-            && self.oh * self.ow * 4
+            // the products they save. Where the weights are many, the
+            // products are the cost, and F(4x4, 3x3)'s are fewer than
+            // im2col's even so (13 x 13: 2.6x fewer).
+            && (self.oh * self.ow * 4
                 >= 3 * TILE * TILE * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE)
+                || POINTS * self.channels_in * self.channels_out > CACHED_WEIGHTS)
             && (POINTS * self.channels_in * self.channels_out <= CACHED_WEIGHTS
                 || (self.batch * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE) >= MIN_TILES
                     && self.batch * self.oh * self.ow
@@ -115,6 +131,8 @@ pub(crate) struct WinogradScratch {
     /// The weights' write stamp and the channels `weights` was made for.
     made_from: Option<(u64, usize, usize)>,
     parts: Vec<BlockBuffers>,
+    /// A streamed block's transformed input, which every core reads.
+    shared_input: Vec<f32>,
 }
 
 /// One core's buffers: a block's transformed input `V[point][tile][ci]`
@@ -139,19 +157,36 @@ struct Tiling {
     per_block: usize,
     /// Blocks per core's part.
     blocks_per_part: usize,
+    /// Whether the transformed weights come from memory on each pass:
+    /// then the blocks run one after another, each shared by the cores
+    /// along its output channels, so the weights are read once a block
+    /// whatever the cores.
+    streamed: bool,
 }
 
 impl Tiling {
     fn of(g: &ConvGeometry) -> Tiling {
         let (down, across) = (g.oh.div_ceil(TILE), g.ow.div_ceil(TILE));
         let tiles = g.batch * down * across;
-        let most = (BLOCK_VALUES / (POINTS * (g.channels_in + g.channels_out))).max(MIN_BLOCK);
-        // A block per core where there are enough tiles for each core to
-        // fill the gemm kernel's rows, and as many blocks on each core:
-        // SqueezeNet's fire2/expand3x3 (196 tiles in blocks of at most
-        // 45) ran 3 blocks on one core and 2 on the other, 1.5x faster on
-        // two cores than on one; in 6 blocks of 33, 1.8x.
-        let cores = cpu::cores().min(tiles.div_ceil(MIN_BLOCK)).max(1);
+        let per_tile = POINTS * (g.channels_in + g.channels_out);
+        let streamed = POINTS * g.channels_in * g.channels_out > CACHED_WEIGHTS;
+        let (most, cores) = if streamed {
+            // Weights that come from memory are read once a block: the
+            // block takes as many tiles as its buffers allow in L3, and
+            // the cores share its output channels instead.
+            ((STREAMED_BLOCK_VALUES / per_tile).max(MIN_BLOCK), 1)
+        } else {
+            // A block per core where there are enough tiles for each core
+            // to fill the gemm kernel's rows, and as many blocks on each
+            // core: SqueezeNet's fire2/expand3x3 (196 tiles in blocks of
+            // at most 45) ran 3 blocks on one core and 2 on the other,
+            // 1.5x faster on two cores than on one; in 6 blocks of 33,
+            // 1.8x.
+            (
+                (BLOCK_VALUES / per_tile).max(MIN_BLOCK),
+                cpu::cores().min(tiles.div_ceil(MIN_BLOCK)).max(1),
+            )
+        };
         // At least one block: an empty batch has no tiles, and no blocks
         // to divide them among.
         let blocks = tiles.div_ceil(most).next_multiple_of(cores).max(1);
@@ -164,6 +199,7 @@ impl Tiling {
             tiles,
             per_block,
             blocks_per_part: blocks.div_ceil(parts).max(1),
+            streamed,
         }
     }
 
@@ -229,13 +265,22 @@ pub(crate) fn forward(
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
     if scratch.made_from != Some((weights_stamp, cin, cout)) {
-        ensure(&mut scratch.weights, POINTS * cout * cin)?;
+        ensure(&mut scratch.weights, POINTS * cpu::panels_len(cin, cout))?;
         transform_weights(cin, cout, weight, &mut scratch.weights);
         scratch.made_from = Some((weights_stamp, cin, cout));
     }
     let tiling = Tiling::of(g);
     if tiling.tiles == 0 {
         return Ok(());
+    }
+    let out = Output::new(&mut y[..g.batch * cout * g.oh * g.ow]);
+    let (u, x) = (
+        &scratch.weights[..POINTS * cpu::panels_len(cin, cout)],
+        &x[..g.batch * cin * g.h * g.w],
+    );
+    if tiling.streamed {
+        let buffers = (&mut scratch.shared_input, &mut scratch.parts);
+        return streamed_blocks(g, &tiling, (u, x), finish, buffers, &out);
     }
     let blocks = tiling.blocks();
     let parts = blocks.div_ceil(tiling.blocks_per_part);
@@ -247,11 +292,6 @@ pub(crate) fn forward(
         ensure(&mut b.products, POINTS * cout * tiling.per_block)?;
         ensure(&mut b.rows, tiling.row_values())?;
     }
-    let out = Output::new(&mut y[..g.batch * cout * g.oh * g.ow]);
-    let (u, x) = (
-        &scratch.weights[..POINTS * cout * cin],
-        &x[..g.batch * cin * g.h * g.w],
-    );
     cpu::on_cores(
         scratch.parts[..parts].iter_mut().enumerate(),
         |(p, buffers)| {
@@ -259,17 +299,80 @@ pub(crate) fn forward(
             {
                 let first = block * tiling.per_block;
                 let count = tiling.per_block.min(tiling.tiles - first);
-                run_block(g, &tiling, u, x, finish, first, count, buffers, &out);
+                let (v, m) = (&mut buffers.input[..], &mut buffers.products[..]);
+                transform_input(g, &tiling, x, (first, count), v, &mut buffers.rows);
+                multiply(u, (v, cin), 0..cout, count, m);
+                let tiles = (first, count);
+                transform_output(
+                    g,
+                    &tiling,
+                    (m, 0..cout),
+                    finish,
+                    tiles,
+                    &mut buffers.rows,
+                    &out,
+                );
             }
         },
     );
     Ok(())
 }
 
+/// The blocks of a pass whose transformed weights do not stay in cache,
+/// one after another: each block's input transformed by this core, then
+/// its output channels cut across the cores in whole panels of the
+/// weights, each core multiplying and transforming back its own. Each
+/// weight is read once a block, by one core.
+fn streamed_blocks(
+    g: &ConvGeometry,
+    tiling: &Tiling,
+    (u, x): (&[f32], &[f32]),
+    finish: Finish<'_, f32>,
+    (v, parts): (&mut Vec<f32>, &mut Vec<BlockBuffers>),
+    out: &Output<'_>,
+) -> Result<()> {
+    let (cin, cout) = (g.channels_in, g.channels_out);
+    let panels = cout.div_ceil(cpu::PANEL_COLUMNS);
+    let per_part = panels.div_ceil(cpu::cores().clamp(1, panels)) * cpu::PANEL_COLUMNS;
+    let count = cout.div_ceil(per_part);
+    if parts.len() < count {
+        parts.resize_with(count, BlockBuffers::default);
+    }
+    ensure(v, POINTS * cin * tiling.per_block)?;
+    for (i, b) in parts[..count].iter_mut().enumerate() {
+        let channels = per_part.min(cout - i * per_part);
+        ensure(&mut b.products, POINTS * channels * tiling.per_block)?;
+        ensure(&mut b.rows, tiling.row_values())?;
+    }
+    for block in 0..tiling.blocks() {
+        let first = block * tiling.per_block;
+        let tiles = (first, tiling.per_block.min(tiling.tiles - first));
+        transform_input(g, tiling, x, tiles, v, &mut parts[0].rows);
+        let v = &v[..];
+        cpu::on_cores(parts[..count].iter_mut().enumerate(), |(i, b)| {
+            let channels = i * per_part..cout.min((i + 1) * per_part);
+            let m = &mut b.products[..];
+            multiply(u, (v, cin), channels.clone(), tiles.1, m);
+            transform_output(g, tiling, (m, channels), finish, tiles, &mut b.rows, out);
+        });
+    }
+    Ok(())
+}
+
 /// `U = G g G^T` for every (output, input) channel pair, in f64, stored
-/// point-major with the outputs adjacent: `u[(point * cin + ci) * cout +
-/// co]`, each point's matrix the `(cin x cout)` right side of its gemm.
+/// point-major, each point's matrix the `(cin x cout)` right side of its
+/// gemm packed in panels ([`cpu::pack_panels`]): `u[point * len + (co /
+/// 32 * cin + ci) * 32 + co % 32]`, zero past the last output. Read
+/// panel by panel, weights that do not stay in cache stream from memory
+/// front to back.
 fn transform_weights(cin: usize, cout: usize, weight: &[f32], u: &mut [f32]) {
+    let len = cpu::panels_len(cin, cout);
+    u[..POINTS * len].fill(0.0);
+    let at = |point: usize, ci: usize, co: usize| {
+        point * len
+            + (co / cpu::PANEL_COLUMNS * cin + ci) * cpu::PANEL_COLUMNS
+            + co % cpu::PANEL_COLUMNS
+    };
     for co in 0..cout {
         for ci in 0..cin {
             let k = &weight[(co * cin + ci) * 9..][..9];
@@ -283,7 +386,7 @@ fn transform_weights(cin: usize, cout: usize, weight: &[f32], u: &mut [f32]) {
             for (r, row) in gk.iter().enumerate() {
                 for (c, gc) in G.iter().enumerate() {
                     let v: f64 = (0..3).map(|b| row[b] * gc[b]).sum();
-                    u[((r * SPAN + c) * cin + ci) * cout + co] = v as f32;
+                    u[at(r * SPAN + c, ci, co)] = v as f32;
                 }
             }
         }
@@ -293,30 +396,21 @@ fn transform_weights(cin: usize, cout: usize, weight: &[f32], u: &mut [f32]) {
 /// Lanes of values: one per channel of a group of 16.
 type Lanes = [f32; LANES];
 
-/// Tiles `first..first + count` of the batch: input transform, the 36
-/// gemms, output transform and bias, written into `out`. The transforms
-/// run on 16 channels of a tile at once, one per lane: a strip of tiles'
-/// input rows are laid 16 channels side by side first, and its output
-/// rows taken apart last, so each tile's points are whole registers.
-/// The gemms are `(tiles x cin)` by `(cin x cout)`, wide enough for the
-/// gemm kernel's 32 columns on every layer this takes, however few the
-/// tiles.
-#[allow(clippy::too_many_arguments)]
-fn run_block(
+/// Tiles `first..first + count` of the batch through Winograd's input
+/// transform into `v` (`V[point][tile][ci]`). The transforms run on 16
+/// channels of a tile at once, one per lane: a strip of tiles' input
+/// rows are laid 16 channels side by side first in `rows`, so each
+/// tile's points are whole registers.
+fn transform_input(
     g: &ConvGeometry,
     tiling: &Tiling,
-    u: &[f32],
     x: &[f32],
-    finish: Finish<'_, f32>,
-    first: usize,
-    count: usize,
-    buffers: &mut BlockBuffers,
-    out: &Output<'_>,
+    (first, count): (usize, usize),
+    v: &mut [f32],
+    rows: &mut [f32],
 ) {
-    let (cin, cout) = (g.channels_in, g.channels_out);
-    let v = &mut buffers.input[..POINTS * cin * count];
-    let m = &mut buffers.products[..POINTS * cout * count];
-    let rows = &mut buffers.rows[..];
+    let cin = g.channels_in;
+    let v = &mut v[..POINTS * cin * count];
     cpu::vectorized(
         #[inline(always)]
         || {
@@ -342,27 +436,56 @@ fn run_block(
             }
         },
     );
+}
+
+/// The 36 products of `count` tiles' transformed input `v` (`cin`
+/// channels) by the transformed weights `u`, for the output channels
+/// `channels` (whole panels of `u` from its first): `(count x cin)` by
+/// `(cin x channels)` into `m` (`M[point][tile][channel - first]`).
+fn multiply(
+    u: &[f32],
+    (v, cin): (&[f32], usize),
+    channels: Range<usize>,
+    count: usize,
+    m: &mut [f32],
+) {
+    let len = u.len() / POINTS;
+    let from = channels.start * cin;
+    let width = channels.len();
     for p in 0..POINTS {
-        cpu::gemm(
-            Transpose::No,
-            Transpose::No,
+        cpu::gemm_panels(
             count,
-            cout,
+            width,
             cin,
-            1.0,
             &v[p * count * cin..][..count * cin],
-            &u[p * cin * cout..][..cin * cout],
-            0.0,
-            &mut m[p * count * cout..][..count * cout],
+            &u[p * len + from..][..cpu::panels_len(cin, width)],
+            &mut m[p * count * width..][..count * width],
         );
     }
+}
+
+/// Tiles `first..first + count` of output channels `channels` from their
+/// products `m` (`M[point][tile][channel - first]`) through Winograd's
+/// output transform, plus the bias and the activation, into `out`. 16
+/// channels of a tile go through at once, one per lane; a strip's output
+/// rows are taken apart into the channels' rows last.
+fn transform_output(
+    g: &ConvGeometry,
+    tiling: &Tiling,
+    (m, channels): (&[f32], Range<usize>),
+    finish: Finish<'_, f32>,
+    (first, count): (usize, usize),
+    rows: &mut [f32],
+    out: &Output<'_>,
+) {
+    let width_m = channels.len();
     cpu::vectorized(
         #[inline(always)]
         || {
             let mut s = [[0.0; LANES]; POINTS];
             let mut o = [[0.0; LANES]; TILE * TILE];
-            for c0 in (0..cout).step_by(LANES) {
-                let lanes = LANES.min(cout - c0);
+            for c0 in channels.clone().step_by(LANES) {
+                let lanes = LANES.min(channels.end - c0);
                 let mut b = [0.0; LANES];
                 b[..lanes].copy_from_slice(&finish.bias[c0..c0 + lanes]);
                 for strip in tiling.strips(first, count) {
@@ -370,7 +493,7 @@ fn run_block(
                     for k in 0..strip.len {
                         let t = strip.start + k;
                         for (p, values) in s.iter_mut().enumerate() {
-                            let from = &m[(p * count + t) * cout + c0..];
+                            let from = &m[(p * count + t) * width_m + c0 - channels.start..];
                             match from.first_chunk::<LANES>() {
                                 Some(all) => *values = *all,
                                 None => values[..lanes].copy_from_slice(&from[..lanes]),
@@ -681,22 +804,49 @@ mod tests {
         ] {
             // Any geometry computes right; `suits_winograd` only says
             // where it pays.
-            let g = geometry(batch, cin, cout, h, w, pad);
-            let x = values(batch * cin * h * w, 1);
-            let wt = values(cout * cin * 9, 2);
-            let b = values(cout, 3);
-            let want = direct(&g, &x, &wt, &b);
-            let mut y = vec![f32::NAN; want.len()];
+            matches_the_direct_sum(&geometry(batch, cin, cout, h, w, pad), 2);
+        }
+    }
+
+    /// `forward` on `cores` cores against Caffe's sum, within the
+    /// rounding of 9 cin products of values in [-1, 1].
+    fn matches_the_direct_sum(g: &ConvGeometry, cores: usize) {
+        let (cin, cout) = (g.channels_in, g.channels_out);
+        let x = values(g.batch * cin * g.h * g.w, 1);
+        let wt = values(cout * cin * 9, 2);
+        let b = values(cout, 3);
+        let want = direct(g, &x, &wt, &b);
+        let mut y = vec![f32::NAN; want.len()];
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(cores)
+            .build()
+            .unwrap();
+        pool.install(|| {
             let mut s = WinogradScratch::default();
-            forward(&g, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
-            // Each output sums 9 cin products of values in [-1, 1].
-            let scale = (9 * cin) as f64;
-            for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
-                assert!(
-                    (got as f64 - want).abs() <= 2e-6 * scale,
-                    "{batch}x{cin}x{h}x{w} -> {cout}, pad {pad:?}: output {i} is {got}, want {want}"
-                );
-            }
+            forward(g, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+        });
+        let scale = (9 * cin) as f64;
+        for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
+            assert!(
+                (got as f64 - want).abs() <= 2e-6 * scale,
+                "{g:?} on {cores} cores: output {i} is {got}, want {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn streamed_weights_match_the_direct_sum_on_any_cores() {
+        // Weights beyond CACHED_WEIGHTS: the block's output channels cut
+        // across the cores in panels (80 outputs in 3 panels, the last
+        // cut at 16 of them; 96 in 3 among 3 cores).
+        for (cores, batch, cin, cout, h, w) in [
+            (1, 2, 96, 80, 10, 9),
+            (2, 2, 96, 80, 10, 9),
+            (3, 1, 90, 96, 13, 13),
+        ] {
+            let g = geometry(batch, cin, cout, h, w, [1, 1]);
+            assert!(Tiling::of(&g).streamed);
+            matches_the_direct_sum(&g, cores);
         }
     }
 
@@ -715,19 +865,26 @@ mod tests {
             assert!(geometry(1, 128, 128, 28, 28, [1, 1]).suits_winograd::<f32>());
             // f64 stays exact; too few channels (an RGB image's first layer,
             // P-Net's 10 -> 16); R-Net's 9x9 outputs (tiles
-            // 44% wasted); res5 at batch 1 (4 tiles, 38 MB of weights) and at
-            // batch 8 (98 outputs a reading of them: 14.3 ms against
-            // im2col's 10.7), darknet19's 256 -> 512 at 26 x 26 (97).
+            // 44% wasted); res5 at batch 1 and 2 (4 and 8 tiles: 38 MB
+            // of weights read for too few products).
             assert!(!geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f64>());
             assert!(!geometry(1, 3, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
             assert!(!geometry(1, 10, 16, 30, 30, [0, 0]).suits_winograd::<f32>());
             assert!(geometry(1, 16, 16, 48, 48, [0, 0]).suits_winograd::<f32>());
             assert!(!geometry(1, 28, 48, 11, 11, [0, 0]).suits_winograd::<f32>());
             assert!(!geometry(1, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
-            assert!(!geometry(8, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
-            assert!(!geometry(1, 256, 512, 26, 26, [1, 1]).suits_winograd::<f32>());
-            // darknet19's 128 -> 256 at 52 x 52: 142 outputs a reading.
+            assert!(!geometry(2, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
+            // Streamed weights read once a pass: res5 at batch 4 and 8,
+            // res4 at batch 1 (16 tiles), darknet19's 256 -> 512 at 26 x
+            // 26 and 128 -> 256 at 52 x 52, YOLOv3-tiny's 512 -> 1024 at
+            // 13 x 13 (a third of its tiles' outputs past the plane, but
+            // 2.6x fewer products than im2col's).
+            assert!(geometry(4, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
+            assert!(geometry(8, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
+            assert!(geometry(1, 256, 256, 14, 14, [1, 1]).suits_winograd::<f32>());
+            assert!(geometry(1, 256, 512, 26, 26, [1, 1]).suits_winograd::<f32>());
             assert!(geometry(1, 128, 256, 52, 52, [1, 1]).suits_winograd::<f32>());
+            assert!(geometry(1, 512, 1024, 13, 13, [1, 1]).suits_winograd::<f32>());
             let mut strided = geometry(1, 32, 64, 23, 23, [0, 0]);
             strided.stride = [2, 2];
             assert!(!strided.suits_winograd::<f32>());
