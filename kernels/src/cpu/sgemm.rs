@@ -37,6 +37,10 @@ use super::{Isa, isa};
 const NR: usize = super::PANEL_COLUMNS;
 /// Depth of one packed block: a `KC x NR` panel of B (32 KiB) stays in L1.
 const KC: usize = 256;
+/// The smallest B, in values, read in place whose next panel the first
+/// tile of each panel asks for (1 MiB of f32: smaller ones stay in L2
+/// across a layer's tiles).
+const IN_PLACE_AHEAD_MIN: usize = 1 << 18;
 
 /// Rows of C a tile takes for an `m`-row product: of the heights
 /// `L::TILE_ROWS` (8, 10 or 12 on AVX-512; 4, 5 or 6 on AVX2), on
@@ -527,7 +531,7 @@ unsafe fn product<L: Tiles>(
             let a = unsafe { a.offset(pc as isize * sa[1]) };
             for j in (0..n).step_by(NR) {
                 let cols = NR.min(n - j);
-                let (panel, rsb) = match &mut b {
+                let ((panel, rsb), in_place) = match &mut b {
                     Source::Matrix(b, sb) => {
                         // SAFETY: row pc of B is inside it, per the caller.
                         let b = unsafe { b.offset(pc as isize * sb[0]) };
@@ -547,24 +551,27 @@ unsafe fn product<L: Tiles>(
                                     cols,
                                 )
                             };
-                            (pack.as_ptr(), NR as isize)
+                            ((pack.as_ptr(), NR as isize), false)
                         } else {
                             // SAFETY: column j is inside B's rows.
-                            (unsafe { b.add(j) }, sb[0])
+                            ((unsafe { b.add(j) }, sb[0]), true)
                         }
                     }
                     // SAFETY: panel j / NR of the pack holds `depth`
                     // rows, of which rows pc..pc + kc are inside it.
                     Source::Packed(packed, depth) => (
-                        unsafe { packed.add((j / NR * *depth + pc) * NR) },
-                        NR as isize,
+                        (
+                            unsafe { packed.add((j / NR * *depth + pc) * NR) },
+                            NR as isize,
+                        ),
+                        false,
                     ),
                     Source::Filled(fill) => {
                         if pack.len() < kc * NR {
                             pack.resize(kc * NR, 0.0);
                         }
                         fill(pc..pc + kc, j..j + cols, &mut pack[..kc * NR]);
-                        (pack.as_ptr(), NR as isize)
+                        ((pack.as_ptr(), NR as isize), false)
                     }
                 };
                 // A pack made beforehand lives beyond the caches (a net's
@@ -573,11 +580,19 @@ unsafe fn product<L: Tiles>(
                 // two streams are in flight (one alone ran ResNet-50's
                 // 1x1 layers at 7 x 7 0.71x-0.75x slower in the net than
                 // alone). Past the pack's end, the requests fetch nothing.
-                let next_panel = match &b {
-                    Source::Packed(packed, depth) => {
-                        packed.wrapping_add((j / NR * *depth + pc + kc) * NR)
+                // A wide B read in place (a 1x1 convolution's image over
+                // few channels: MobileNet's 32 x 22,500) has each row of
+                // a panel in its own page; its next panel's rows are
+                // asked for the same way.
+                let (next_panel, next_stride) = match &b {
+                    Source::Packed(packed, depth) => (
+                        packed.wrapping_add((j / NR * *depth + pc + kc) * NR),
+                        NR as isize,
+                    ),
+                    Source::Matrix(..) if in_place && j + NR < n && k * n >= IN_PLACE_AHEAD_MIN => {
+                        (panel.wrapping_add(NR), rsb)
                     }
-                    _ => std::ptr::null(),
+                    _ => (std::ptr::null(), 0),
                 };
                 let mr = rows_per_tile::<L>(m);
                 // A tile is two registers wide: the panel's 32 columns in
@@ -618,6 +633,7 @@ unsafe fn product<L: Tiles>(
                             c,
                             rsc,
                             next_panel: if ahead { next_panel } else { std::ptr::null() },
+                            next_stride,
                         };
                         let shape = (mr, height > mr, ahead);
                         L::tile(shape, (kc, a, sa, panel.add(j0), rsb), &tile);
@@ -692,6 +708,9 @@ struct Tile {
     /// A panel of `NR`-value rows to fetch into L2, a row a step (with
     /// the kernel's `AHEAD`), or null.
     next_panel: *const f32,
+    /// How far apart the rows of `next_panel` lie: `NR` in a pack, B's
+    /// row stride in B itself.
+    next_stride: isize,
 }
 
 /// A family's tile kernels, each compiled for it: the heights of
@@ -831,10 +850,11 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
     // below `cols`; a tile of whole registers needs none.
     let acc = unsafe {
         let ab = (kc, rows, sa[1], (b, rsb));
+        let ahead = (tile.next_panel, tile.next_stride);
         if whole {
-            products::<L, ROWS, WIDE, AHEAD, true>(ab, masks, tile.next_panel)
+            products::<L, ROWS, WIDE, AHEAD, true>(ab, masks, ahead)
         } else {
-            products::<L, ROWS, WIDE, AHEAD, false>(ab, masks, tile.next_panel)
+            products::<L, ROWS, WIDE, AHEAD, false>(ab, masks, ahead)
         }
     };
     // SAFETY: as above.
@@ -880,7 +900,7 @@ unsafe fn products<
 >(
     (kc, rows, csa, (b, rsb)): (usize, [*const f32; ROWS], isize, (*const f32, isize)),
     masks: [L::M; 2],
-    next_panel: *const f32,
+    (next_panel, next_stride): (*const f32, isize),
 ) -> [[L::V; WIDE]; ROWS] {
     // SAFETY: `L`'s instructions are enabled, per the caller.
     let mut acc = [[unsafe { L::zero() }; WIDE]; ROWS];
@@ -891,7 +911,7 @@ unsafe fn products<
         unsafe {
             let row = b.offset(p as isize * rsb);
             if AHEAD {
-                let ahead = next_panel.wrapping_add(p * NR);
+                let ahead = next_panel.wrapping_offset(p as isize * next_stride);
                 _mm_prefetch::<_MM_HINT_T1>(ahead as *const i8);
                 _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(16) as *const i8);
             }
