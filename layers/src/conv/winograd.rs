@@ -131,8 +131,22 @@ pub(crate) struct WinogradScratch {
     /// The weights' write stamp and the channels `weights` was made for.
     made_from: Option<(u64, usize, usize)>,
     parts: Vec<BlockBuffers>,
-    /// A streamed block's transformed input, which every core reads.
-    shared_input: Vec<f32>,
+}
+
+/// A streamed block's buffers: its transformed input, which every core
+/// reads, and each core's products and rows.
+#[derive(Default)]
+struct StreamedBuffers {
+    input: Vec<f32>,
+    parts: Vec<BlockBuffers>,
+}
+
+thread_local! {
+    /// The buffers of the streamed layers a thread runs, one set for
+    /// all: up to 16 MiB a layer, which YOLOv3's 33 such layers would
+    /// otherwise each keep (220 MB).
+    static STREAMED: std::cell::RefCell<StreamedBuffers> =
+        std::cell::RefCell::new(StreamedBuffers::default());
 }
 
 /// One core's buffers: a block's transformed input `V[point][tile][ci]`
@@ -279,8 +293,10 @@ pub(crate) fn forward(
         &x[..g.batch * cin * g.h * g.w],
     );
     if tiling.streamed {
-        let buffers = (&mut scratch.shared_input, &mut scratch.parts);
-        return streamed_blocks(g, &tiling, (u, x), finish, buffers, &out);
+        return STREAMED.with(|buffers| {
+            let buffers = &mut *buffers.borrow_mut();
+            streamed_blocks(g, &tiling, (u, x), finish, buffers, &out)
+        });
     }
     let blocks = tiling.blocks();
     let parts = blocks.div_ceil(tiling.blocks_per_part);
@@ -328,7 +344,7 @@ fn streamed_blocks(
     tiling: &Tiling,
     (u, x): (&[f32], &[f32]),
     finish: Finish<'_, f32>,
-    (v, parts): (&mut Vec<f32>, &mut Vec<BlockBuffers>),
+    StreamedBuffers { input: v, parts }: &mut StreamedBuffers,
     out: &Output<'_>,
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
