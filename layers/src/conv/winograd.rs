@@ -143,7 +143,7 @@ struct StreamedBuffers {
 
 thread_local! {
     /// The buffers of the streamed layers a thread runs, one set for
-    /// all: up to 16 MiB a layer, which YOLOv3's 33 such layers would
+    /// all: up to 16 MiB a layer, which YOLOv3's 31 such layers would
     /// otherwise each keep (220 MB).
     static STREAMED: std::cell::RefCell<StreamedBuffers> =
         std::cell::RefCell::new(StreamedBuffers::default());
