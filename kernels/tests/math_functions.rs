@@ -690,6 +690,64 @@ fn gemm_panels_gives_gemms_bits() {
     }
 }
 
+/// Products of a wide, shallow B (a 1x1 convolution's image over few
+/// channels: MobileNet's 32 x 22,500), which the kernels read a chunk of
+/// columns at a time for a group of C's rows: the same bits as C's rows
+/// taken 16 at a time (each one group), near the definition; beta 0
+/// and 1.5, a chunk cut short at B's end, a last panel of 8 columns.
+#[test]
+fn gemm_of_a_wide_shallow_b_gives_the_bits_of_its_rows() {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (m, n, k) in [(40, 3000, 20), (64, 5000, 32), (37, 4000, 9)] {
+        for beta in [0.0f32, 1.5] {
+            let (a, b, c0) = operands::<f32>(11, m, n, k);
+            let mut whole = c0.clone();
+            cpu::gemm(
+                Transpose::No,
+                Transpose::No,
+                m,
+                n,
+                k,
+                1.0,
+                &a,
+                &b,
+                beta,
+                &mut whole,
+            );
+            let mut by_rows = c0.clone();
+            for first in (0..m).step_by(16) {
+                let rows = 16.min(m - first);
+                cpu::gemm(
+                    Transpose::No,
+                    Transpose::No,
+                    rows,
+                    n,
+                    k,
+                    1.0,
+                    &a[first * k..][..rows * k],
+                    &b,
+                    beta,
+                    &mut by_rows[first * n..][..rows * n],
+                );
+            }
+            if cpu::isa() >= cpu::Isa::Avx2 {
+                assert_eq!(bits(&whole), bits(&by_rows), "{m}x{n}x{k} beta {beta}");
+            }
+            for (o, &got) in whole.iter().enumerate() {
+                let (i, j) = (o / n, o % n);
+                let dot: f64 = (0..k)
+                    .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                    .sum();
+                let want = dot + beta as f64 * c0[o] as f64;
+                assert!(
+                    (got as f64 - want).abs() < 1e-5 * k as f64,
+                    "{m}x{n}x{k} C[{i},{j}]"
+                );
+            }
+        }
+    }
+}
+
 /// `A B` by `gemm` (`A` of `m x k`, `B` of `k x n`, both as stored): the
 /// bits the other products of f32 are held to.
 fn gemm_of(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {

@@ -508,7 +508,9 @@ pub(super) unsafe fn transpose_columns_here(
 }
 
 /// The product behind both entries: depth blocks of `KC`, B a panel of
-/// `NR` columns at a time, tiles of C down each panel.
+/// `NR` columns at a time, tiles of C down each panel; a B read in
+/// place a chunk of panels at a time for each group of C's rows
+/// ([`IN_PLACE_CHUNK_BYTES`]).
 ///
 /// # Safety
 /// `L`'s instructions are available; as [`run_if_suited`], for a matrix B.
@@ -529,119 +531,198 @@ unsafe fn product<L: Tiles>(
             // SAFETY: column pc of A is inside it (or one past the end
             // with nothing read from there, when k == 0).
             let a = unsafe { a.offset(pc as isize * sa[1]) };
-            for j in (0..n).step_by(NR) {
-                let cols = NR.min(n - j);
-                let ((panel, rsb), in_place) = match &mut b {
-                    Source::Matrix(b, sb) => {
-                        // SAFETY: row pc of B is inside it, per the caller.
-                        let b = unsafe { b.offset(pc as isize * sb[0]) };
-                        // A B with adjacent columns is read in place; a
-                        // transposed one is packed so the kernel's loads
-                        // are adjacent. A panel is packed just before its
-                        // tiles use it, so it is still in L1.
-                        if sb[1] != 1 || (m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128) {
-                            // SAFETY: the kc x cols block at row 0, column
-                            // j of `b` is inside B, per the caller.
-                            unsafe {
-                                pack_panel::<L>(
-                                    &mut pack,
-                                    b.offset(j as isize * sb[1]),
-                                    *sb,
-                                    kc,
-                                    cols,
-                                )
-                            };
-                            ((pack.as_ptr(), NR as isize), false)
-                        } else {
-                            // SAFETY: column j is inside B's rows.
-                            ((unsafe { b.add(j) }, sb[0]), true)
-                        }
-                    }
-                    // SAFETY: panel j / NR of the pack holds `depth`
-                    // rows, of which rows pc..pc + kc are inside it.
-                    Source::Packed(packed, depth) => (
-                        (
-                            unsafe { packed.add((j / NR * *depth + pc) * NR) },
-                            NR as isize,
-                        ),
-                        false,
-                    ),
-                    Source::Filled(fill) => {
-                        if pack.len() < kc * NR {
-                            pack.resize(kc * NR, 0.0);
-                        }
-                        fill(pc..pc + kc, j..j + cols, &mut pack[..kc * NR]);
-                        ((pack.as_ptr(), NR as isize), false)
-                    }
-                };
-                // A pack made beforehand lives beyond the caches (a net's
-                // weights, read once a pass): the first tile of each panel
-                // asks for the pack's next rows as it reads its own, so
-                // two streams are in flight (one alone ran ResNet-50's
-                // 1x1 layers at 7 x 7 0.71x-0.75x slower in the net than
-                // alone). Past the pack's end, the requests fetch nothing.
-                // A wide B read in place (a 1x1 convolution's image over
-                // few channels: MobileNet's 32 x 22,500) has each row of
-                // a panel in its own page; its next panel's rows are
-                // asked for the same way.
-                let (next_panel, next_stride) = match &b {
-                    Source::Packed(packed, depth) => (
-                        packed.wrapping_add((j / NR * *depth + pc + kc) * NR),
-                        NR as isize,
-                    ),
-                    Source::Matrix(..) if in_place && j + NR < n && k * n >= IN_PLACE_AHEAD_MIN => {
-                        (panel.wrapping_add(NR), rsb)
-                    }
-                    _ => (std::ptr::null(), 0),
-                };
-                let mr = rows_per_tile::<L>(m);
-                // A tile is two registers wide: the panel's 32 columns in
-                // one on AVX-512, in two side by side on AVX2. Where the
-                // last tile of a panel fits one register (C's last
-                // columns: 9 of SqueezeNet's 169), it is one register
-                // wide and twice as high, rather than half empty.
-                let width = 2 * L::N;
-                let narrow = match cols % width {
-                    0 => cols,
-                    rest if rest <= L::N => cols - rest,
-                    _ => cols,
-                };
-                let tiles = (0..m)
-                    .step_by(mr)
-                    .flat_map(|i| (0..narrow).step_by(width).map(move |j0| (i, j0, mr)))
-                    .chain(
-                        (narrow < cols)
-                            .then_some((0..m).step_by(2 * mr).map(|i| (i, narrow, 2 * mr)))
-                            .into_iter()
-                            .flatten(),
-                    );
-                for (i, j0, height) in tiles {
-                    // SAFETY: rows i..i+rows and columns pc..pc+kc of
-                    // A, rows pc..pc+kc and columns j+j0..j+cols of B
-                    // (or of its pack) and that tile of C are inside
-                    // them, per the caller, who found `L`'s
-                    // instructions.
-                    unsafe {
-                        let a = a.offset(i as isize * sa[0]);
-                        let c = c.offset(i as isize * rsc + (j + j0) as isize);
-                        let ahead = i == 0 && j0 == 0 && !next_panel.is_null();
-                        let tile = Tile {
-                            rows: height.min(m - i),
-                            cols: (cols - j0).min(width),
-                            alpha,
-                            beta,
-                            c,
-                            rsc,
-                            next_panel: if ahead { next_panel } else { std::ptr::null() },
-                            next_stride,
+            // A B read in place is read a chunk of columns at a time by
+            // every row of C (see `IN_PLACE_CHUNK_BYTES`).
+            let chunk = match &b {
+                Source::Matrix(_, sb) if reads_in_place::<L>((m, k, n), *sb) => {
+                    in_place_chunk::<L>(m, kc).unwrap_or(n).max(1)
+                }
+                _ => n.max(1),
+            };
+            let group = if chunk < n {
+                2 * rows_per_tile::<L>(m)
+            } else {
+                m.max(1)
+            };
+            for jb in (0..n).step_by(chunk) {
+                for ib in (0..m).step_by(group) {
+                    for j in (jb..n.min(jb + chunk)).step_by(NR) {
+                        let cols = NR.min(n - j);
+                        let ((panel, rsb), in_place) = match &mut b {
+                            Source::Matrix(b, sb) => {
+                                // SAFETY: row pc of B is inside it, per the caller.
+                                let b = unsafe { b.offset(pc as isize * sb[0]) };
+                                // A B with adjacent columns is read in place; a
+                                // transposed one is packed so the kernel's loads
+                                // are adjacent. A panel is packed just before its
+                                // tiles use it, so it is still in L1.
+                                if !reads_in_place::<L>((m, k, n), *sb) {
+                                    // SAFETY: the kc x cols block at row 0, column
+                                    // j of `b` is inside B, per the caller.
+                                    unsafe {
+                                        pack_panel::<L>(
+                                            &mut pack,
+                                            b.offset(j as isize * sb[1]),
+                                            *sb,
+                                            kc,
+                                            cols,
+                                        )
+                                    };
+                                    ((pack.as_ptr(), NR as isize), false)
+                                } else {
+                                    // SAFETY: column j is inside B's rows.
+                                    ((unsafe { b.add(j) }, sb[0]), true)
+                                }
+                            }
+                            // SAFETY: panel j / NR of the pack holds `depth`
+                            // rows, of which rows pc..pc + kc are inside it.
+                            Source::Packed(packed, depth) => (
+                                (
+                                    unsafe { packed.add((j / NR * *depth + pc) * NR) },
+                                    NR as isize,
+                                ),
+                                false,
+                            ),
+                            Source::Filled(fill) => {
+                                if pack.len() < kc * NR {
+                                    pack.resize(kc * NR, 0.0);
+                                }
+                                fill(pc..pc + kc, j..j + cols, &mut pack[..kc * NR]);
+                                ((pack.as_ptr(), NR as isize), false)
+                            }
                         };
-                        let shape = (mr, height > mr, ahead);
-                        L::tile(shape, (kc, a, sa, panel.add(j0), rsb), &tile);
+                        // A pack made beforehand lives beyond the caches (a net's
+                        // weights, read once a pass): the first tile of each panel
+                        // asks for the pack's next rows as it reads its own, so
+                        // two streams are in flight (one alone ran ResNet-50's
+                        // 1x1 layers at 7 x 7 0.71x-0.75x slower in the net than
+                        // alone). Past the pack's end, the requests fetch nothing.
+                        // A wide B read in place (a 1x1 convolution's image over
+                        // few channels: MobileNet's 32 x 22,500) has each row of
+                        // a panel in its own page; its next panel's rows are
+                        // asked for the same way.
+                        let (next_panel, next_stride) = match &b {
+                            Source::Packed(packed, depth) => (
+                                packed.wrapping_add((j / NR * *depth + pc + kc) * NR),
+                                NR as isize,
+                            ),
+                            Source::Matrix(..)
+                                if in_place && j + NR < n && k * n >= IN_PLACE_AHEAD_MIN =>
+                            {
+                                (panel.wrapping_add(NR), rsb)
+                            }
+                            _ => (std::ptr::null(), 0),
+                        };
+                        // SAFETY: as the caller promises; the panel is
+                        // rows pc..pc + kc of B's columns j..j + cols.
+                        unsafe {
+                            panel_tiles::<L>(
+                                (ib..m.min(ib + group), m),
+                                (kc, a, sa),
+                                (panel, rsb, cols),
+                                (next_panel, next_stride),
+                                (alpha, beta),
+                                (c.add(j), rsc),
+                            )
+                        };
                     }
                 }
             }
         }
     });
+}
+
+/// The tiles of C's rows `rows` (of `m`) over one panel of B: `cols`
+/// columns of `kc` rows `rsb` apart at `panel`, into C's columns from
+/// `c`; the first tile asks for `next_panel`'s rows (when not null).
+///
+/// # Safety
+/// `L`'s instructions are available; rows `rows` and `kc` columns of A
+/// (strides `sa`), the panel's `kc x cols` values and those rows and
+/// columns of C are inside their allocations, C's written by no one
+/// else.
+#[inline(always)]
+unsafe fn panel_tiles<L: Tiles>(
+    (rows, m): (Range<usize>, usize),
+    (kc, a, sa): (usize, *const f32, [isize; 2]),
+    (panel, rsb, cols): (*const f32, isize, usize),
+    (next_panel, next_stride): (*const f32, isize),
+    (alpha, beta): (f32, f32),
+    (c, rsc): (*mut f32, isize),
+) {
+    let mr = rows_per_tile::<L>(m);
+    // A tile is two registers wide: the panel's 32 columns in one on
+    // AVX-512, in two side by side on AVX2. Where the last tile of a
+    // panel fits one register (C's last columns: 9 of SqueezeNet's 169),
+    // it is one register wide and twice as high, rather than half empty.
+    let width = 2 * L::N;
+    let narrow = match cols % width {
+        0 => cols,
+        rest if rest <= L::N => cols - rest,
+        _ => cols,
+    };
+    let first = rows.start;
+    let tiles = rows
+        .clone()
+        .step_by(mr)
+        .flat_map(|i| (0..narrow).step_by(width).map(move |j0| (i, j0, mr)))
+        .chain(
+            (narrow < cols)
+                .then_some(rows.step_by(2 * mr).map(|i| (i, narrow, 2 * mr)))
+                .into_iter()
+                .flatten(),
+        );
+    for (i, j0, height) in tiles {
+        // SAFETY: rows i..i+rows and columns 0..kc of A, the panel's
+        // columns j0..cols and that tile of C are inside them, per the
+        // caller, who found `L`'s instructions.
+        unsafe {
+            let a = a.offset(i as isize * sa[0]);
+            let c = c.offset(i as isize * rsc + j0 as isize);
+            let ahead = i == first && j0 == 0 && !next_panel.is_null();
+            let tile = Tile {
+                rows: height.min(m - i),
+                cols: (cols - j0).min(width),
+                alpha,
+                beta,
+                c,
+                rsc,
+                next_panel: if ahead { next_panel } else { std::ptr::null() },
+                next_stride,
+            };
+            let shape = (mr, height > mr, ahead);
+            L::tile(shape, (kc, a, sa, panel.add(j0), rsb), &tile);
+        }
+    }
+}
+
+/// Whether [`product`] reads a matrix B with strides `sb` in place
+/// rather than packing each panel: adjacent columns, and a shallow,
+/// narrow or short product (a deep, wide B read in place would thrash
+/// L1, its rows a panel's width apart in pages of their own).
+fn reads_in_place<L: Lanes>((m, k, n): (usize, usize, usize), sb: [isize; 2]) -> bool {
+    sb[1] == 1 && !(m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128)
+}
+
+/// The bytes of B read in place that every row of C reads before the
+/// next ones: a chunk that stays in L2 while C's rows pass over it. Panel
+/// by panel for all of C's rows, C's tiles are written a panel's width
+/// at a time into as many pages as C has rows, and MobileNet-SSD's conv1
+/// (64 x 22,500 x 32, B from memory) took 2.2 ms on a Zen 4 core; a chunk
+/// of 128 KiB at a time for 16 rows of C (a 16-row stream of 4 KiB runs
+/// each), 1.6 ms. Chunks of 64 to 256 KiB ran within 0.1 ms of it.
+const IN_PLACE_CHUNK_BYTES: usize = 128 << 10;
+
+/// The columns of an in-place B of depth `kc` that [`product`] takes at
+/// a time for an `m`-row C, or `None` where every row of C passes over
+/// each panel before the next (C's rows fill two tiles or fewer).
+fn in_place_chunk<L: Lanes>(m: usize, kc: usize) -> Option<usize> {
+    let rows = 2 * rows_per_tile::<L>(m);
+    if m <= rows {
+        return None;
+    }
+    let columns = IN_PLACE_CHUNK_BYTES / (kc.max(1) * std::mem::size_of::<f32>());
+    Some((columns / NR).max(1) * NR)
 }
 
 /// Packs the `kc x cols` block of B at `b` into one panel of `kc` rows
