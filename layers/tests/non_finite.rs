@@ -328,3 +328,39 @@ fn arithmetic_layers_carry_nan_to_exactly_the_outputs_that_read_it() {
         assert_eq!(got, want, "{layer}");
     }
 }
+
+/// power_layer.cpp scales, then shifts, each rounded in the blob's type
+/// (`caffe_scal`, `caffe_add_scalar`), then raises to the power: a
+/// Power of 1 (an input's normalisation, `x * 0.017 - 1.8`) gives those
+/// bits, not the once-rounded `x * 0.017 + (-1.8)` of double.
+#[test]
+fn power_scales_then_shifts_in_the_blobs_type() {
+    let x: Vec<f32> = (0..4096).map(|i| (i as f32 * 0.37).sin() * 300.0).collect();
+    let (scale, shift) = (0.017f32, -1.8f32);
+    for power in [1.0f32, 2.0] {
+        let layer =
+            format!(r#"type: "Power" power_param {{ power: {power} scale: 0.017 shift: -1.8 }}"#);
+        let got = forward(&layer, &[x.len()], &x, 1);
+        let caffe: Vec<f32> = x.iter().map(|&v| (v * scale + shift).powf(power)).collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        if power == 1.0 {
+            assert_eq!(bits(&got), bits(&caffe), "{layer}");
+            let once: Vec<f32> = x
+                .iter()
+                .map(|&v| (f64::from(v) * f64::from(scale) + f64::from(shift)) as f32)
+                .collect();
+            assert_ne!(
+                bits(&once),
+                bits(&caffe),
+                "the inputs tell the roundings apart"
+            );
+        } else {
+            for (g, c) in got.iter().zip(&caffe) {
+                assert!(
+                    (g - c).abs() <= 1e-6 * c.abs().max(1.0),
+                    "{layer}: {g} vs {c}"
+                );
+            }
+        }
+    }
+}

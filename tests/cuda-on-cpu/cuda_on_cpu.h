@@ -26,6 +26,10 @@ static inline long long max(long long a, long long b) { return a > b ? a : b; }
 static inline float __int_as_float(int v) { float f; memcpy(&f, &v, sizeof f); return f; }
 static inline int __float_as_int(float v) { int i; memcpy(&i, &v, sizeof i); return i; }
 static inline long long __double_as_longlong(double v) { long long i; memcpy(&i, &v, sizeof i); return i; }
+// A product or sum rounded on its own, never fused into a multiply-add
+// (ISO C++ mode contracts nothing either).
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
 
 // No atomicAdd: the kernels add in a fixed order so that a GPU run repeats
 // bit for bit; a kernel that adds with atomics does not build here.

@@ -1,9 +1,10 @@
 // Caffe's element-wise layers with parameters on the GPU, as
 // neuron/mod.rs computes them: in double, each result rounded to float
-// once. Kind 0 AbsVal, 1 Power (a power, b scale, c shift), 2 ELU (a
-// alpha), 3 BNLL, 4 Exp (a ln base, b scale, c shift), 5 Log (the same),
-// 6 Threshold (a), 7 Clip (a min, b max), 8 ReLU with slope a, 9 Swish
-// (a beta), 10 ReLU6 (its gradient strictly inside (0, 6): in place too).
+// once (Power's scale and shift in float, as Caffe's). Kind 0 AbsVal, 1
+// Power (a power, b scale, c shift), 2 ELU (a alpha), 3 BNLL, 4 Exp (a ln
+// base, b scale, c shift), 5 Log (the same), 6 Threshold (a), 7 Clip (a
+// min, b max), 8 ReLU with slope a, 9 Swish (a beta), 10 ReLU6 (its
+// gradient strictly inside (0, 6): in place too).
 
 #define GRID_STRIDE(i, n)                                                  \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;   \
@@ -12,9 +13,16 @@
 __device__ double neuron(int kind, double a, double b, double c, double x) {
     switch (kind) {
         case 0: return fabs(x);
-        case 1:
+        case 1: {
             if (a * b == 0.0) return a == 0.0 ? 1.0 : pow(c, a);
-            return pow(c == 0.0 ? b * x : c + b * x, a);  // no shift of 0 added: -0 stays
+            // Caffe's steps, each rounded to float (never fused): the
+            // scale and the shift where they change something (-0 stays
+            // -0), then the power.
+            float t = (float)x;
+            if (b != 1.0) t = __fmul_rn(t, (float)b);
+            if (c != 0.0) t = __fadd_rn(t, (float)c);
+            return a == 1.0 ? (double)t : pow((double)t, a);
+        }
         case 2: return x > 0.0 ? x : a * expm1(x) + 0.0;  // -0 gives +0, as Caffe's sum
         case 3: return x > 0.0 ? x + log1p(exp(-x)) : log1p(exp(x));
         case 4: return exp(a * (c + b * x));
