@@ -509,8 +509,8 @@ pub(super) unsafe fn transpose_columns_here(
 
 /// The product behind both entries: depth blocks of `KC`, B a panel of
 /// `NR` columns at a time, tiles of C down each panel; a B read in
-/// place a chunk of panels at a time for each group of C's rows
-/// ([`IN_PLACE_CHUNK_BYTES`]).
+/// place a chunk of panels at a time for one tile's rows of C after
+/// another ([`IN_PLACE_CHUNK_BYTES`]).
 ///
 /// # Safety
 /// `L`'s instructions are available; as [`run_if_suited`], for a matrix B.
@@ -532,7 +532,7 @@ unsafe fn product<L: Tiles>(
             // with nothing read from there, when k == 0).
             let a = unsafe { a.offset(pc as isize * sa[1]) };
             // A B read in place is read a chunk of columns at a time by
-            // every row of C (see `IN_PLACE_CHUNK_BYTES`).
+            // one tile's rows of C after another (`IN_PLACE_CHUNK_BYTES`).
             let chunk = match &b {
                 Source::Matrix(_, sb) if reads_in_place::<L>((m, k, n), *sb) => {
                     in_place_chunk::<L>(m, kc).unwrap_or(n).max(1)
@@ -540,7 +540,7 @@ unsafe fn product<L: Tiles>(
                 _ => n.max(1),
             };
             let group = if chunk < n {
-                2 * rows_per_tile::<L>(m)
+                rows_per_tile::<L>(m)
             } else {
                 m.max(1)
             };
@@ -634,7 +634,9 @@ unsafe fn product<L: Tiles>(
 
 /// The tiles of C's rows `rows` (of `m`) over one panel of B: `cols`
 /// columns of `kc` rows `rsb` apart at `panel`, into C's columns from
-/// `c`; the first tile asks for `next_panel`'s rows (when not null).
+/// `c`; the first tile asks for `next_panel`'s rows (when not null). A
+/// narrow tile taller than `rows` computes rows past them and writes
+/// none of them (only C's last panel has one).
 ///
 /// # Safety
 /// `L`'s instructions are available; rows `rows` and `kc` columns of A
@@ -661,7 +663,7 @@ unsafe fn panel_tiles<L: Tiles>(
         rest if rest <= L::N => cols - rest,
         _ => cols,
     };
-    let first = rows.start;
+    let (first, end) = (rows.start, rows.end);
     let tiles = rows
         .clone()
         .step_by(mr)
@@ -681,7 +683,7 @@ unsafe fn panel_tiles<L: Tiles>(
             let c = c.offset(i as isize * rsc + j0 as isize);
             let ahead = i == first && j0 == 0 && !next_panel.is_null();
             let tile = Tile {
-                rows: height.min(m - i),
+                rows: height.min(end - i),
                 cols: (cols - j0).min(width),
                 alpha,
                 beta,
@@ -704,21 +706,22 @@ fn reads_in_place<L: Lanes>((m, k, n): (usize, usize, usize), sb: [isize; 2]) ->
     sb[1] == 1 && !(m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128)
 }
 
-/// The bytes of B read in place that every row of C reads before the
-/// next ones: a chunk that stays in L2 while C's rows pass over it. Panel
-/// by panel for all of C's rows, C's tiles are written a panel's width
-/// at a time into as many pages as C has rows, and MobileNet-SSD's conv1
-/// (64 x 22,500 x 32, B from memory) took 2.2 ms on a Zen 4 core; a chunk
-/// of 128 KiB at a time for 16 rows of C (a 16-row stream of 4 KiB runs
-/// each), 1.6 ms. Chunks of 64 to 256 KiB ran within 0.1 ms of it.
+/// The bytes of B read in place that a tile's rows of C read before the
+/// next tile's: a chunk that stays in L2 while C's rows pass over it.
+/// Panel by panel for all of C's rows, C's tiles are written a panel's
+/// width at a time into as many pages as C has rows, and MobileNet-SSD's
+/// conv1 (64 x 22,500 x 32, B from memory) took 2.1-2.3 ms in the net on
+/// a Zen 4 core; a chunk of 128 KiB at a time for two tiles' rows (16 on
+/// AVX-512), 1.6-2.3 ms; for one tile's (8 rows, C written as 8 runs of
+/// 4 KiB), 1.53-1.61 ms on AVX-512, 1.78-1.92 on AVX2 (two tiles' 1.97-
+/// 2.04). Chunks of 64 to 256 KiB ran within 0.05 ms of it.
 const IN_PLACE_CHUNK_BYTES: usize = 128 << 10;
 
 /// The columns of an in-place B of depth `kc` that [`product`] takes at
 /// a time for an `m`-row C, or `None` where every row of C passes over
-/// each panel before the next (C's rows fill two tiles or fewer).
+/// each panel before the next (C's rows fill one tile).
 fn in_place_chunk<L: Lanes>(m: usize, kc: usize) -> Option<usize> {
-    let rows = 2 * rows_per_tile::<L>(m);
-    if m <= rows {
+    if m <= rows_per_tile::<L>(m) {
         return None;
     }
     let columns = IN_PLACE_CHUNK_BYTES / (kc.max(1) * std::mem::size_of::<f32>());
