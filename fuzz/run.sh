@@ -6,7 +6,8 @@
 # reader, seeded with the repository's .prototxt files; then nets built
 # and run from prototxts; then the .npy reader, seeded with the
 # reference outputs; then the solver prototxt reader; then a store's
-# Datum records (raw, JPEG, PNG) through decoding and transform_param. Each corpus also
+# Datum records (raw, JPEG, PNG) through decoding and transform_param;
+# then WindowData's window files and DenseImageData's pair lists. Each corpus also
 # holds fuzz/seeds' files that once found a fault. Usage: fuzz/run.sh [seconds per target] (600).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -69,3 +70,10 @@ mkdir -p "$windows"
 cp seeds/window_file.bin "$windows/"
 cp ../data/tests/fixtures/caffe-window-data/windows_*.txt "$windows/"
 cargo +nightly fuzz run window_file "$windows" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+# DenseImageData's lists of image and label pairs (its first byte:
+# mirror, resize, crop, batch size, shuffle), from PNGs the target writes.
+pairs=corpus/dense_pairs
+mkdir -p "$pairs"
+cp seeds/dense_pairs.bin "$pairs/"
+cargo +nightly fuzz run dense_pairs "$pairs" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1

@@ -8,7 +8,7 @@ use blob_proto::ParamMessage;
 use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, decode_datum};
-use crate::prefetch::{Decoder, PrefetchingDataLayer, Raw, Records, Setup};
+use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Records, Setup};
 use crate::store::{Backend, StoreReader};
 use crate::transform::DataTransformer;
 
@@ -37,6 +37,7 @@ impl Records for StoreRecords {
                         bytes: value.to_vec(),
                         label: None,
                         cut: None,
+                        pair: None,
                     };
                     visit(&format!("key {key:?}"), Ok(raw))
                 },
@@ -47,7 +48,7 @@ impl Records for StoreRecords {
 
     fn decoder(&self) -> Decoder {
         let color = self.color;
-        Arc::new(move |raw: Raw| decode_datum(&raw.bytes, color))
+        Arc::new(move |raw: Raw| decode_datum(&raw.bytes, color).map(Decoded::from))
     }
 
     fn origin(&self) -> String {

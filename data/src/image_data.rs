@@ -10,7 +10,7 @@ use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, Example, Pixels, decode_image};
 use crate::list::{ListLine, read_image_list};
-use crate::prefetch::{Decoder, PrefetchingDataLayer, Raw, Records, Setup};
+use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Records, Setup};
 use crate::resize::resize_linear;
 use crate::transform::DataTransformer;
 
@@ -42,6 +42,7 @@ impl ImageRecords {
             bytes,
             label: Some(entry.label),
             cut: None,
+            pair: None,
         })
     }
 }
@@ -95,7 +96,7 @@ impl Records for ImageRecords {
 
     fn decoder(&self) -> Decoder {
         let (color, size) = (self.color, self.size);
-        Arc::new(move |raw: Raw| decode_file(raw, color, size))
+        Arc::new(move |raw: Raw| decode_file(raw, color, size).map(Decoded::from))
     }
 
     fn origin(&self) -> String {

@@ -5,6 +5,9 @@
 //!   write), raw or encoded JPEG/PNG;
 //! - [`image_data_layer`] (`type: "ImageData"`): images named by a list
 //!   file, resized as OpenCV resizes them ([`resize_linear`]);
+//! - [`dense_image_data_layer`] (`type: "DenseImageData"`, SegNet's
+//!   fork): images and their label images named in pairs by a list
+//!   file, mirrored and cropped alike, for nets that label each pixel;
 //! - [`window_data_layer`] (`type: "WindowData"`): R-CNN's windows of
 //!   images, cut out with context, warped and sampled foreground and
 //!   background;
@@ -41,6 +44,7 @@
 
 mod data_layer;
 mod datum;
+mod dense_image_data;
 #[cfg(feature = "hdf5")]
 mod hdf5;
 mod image_data;
@@ -56,6 +60,7 @@ mod window_data;
 
 pub use data_layer::data_layer;
 pub use datum::{ColorMode, Example, Pixels, decode_datum};
+pub use dense_image_data::dense_image_data_layer;
 #[cfg(feature = "hdf5")]
 pub use hdf5::{Hdf5DataLayer, Hdf5OutputLayer};
 pub use image_data::image_data_layer;
@@ -72,17 +77,28 @@ pub use window_data::window_data_layer;
 use blob_layers::registry::LayerRegistry;
 use blob_runtime::MathElement;
 
-/// Adds the data layers that read stores (`Data`) to `registry`,
-/// replacing the caller-filled inputs those types are otherwise.
+/// Adds the data layers that read stores and files (`Data`,
+/// `ImageData`, `WindowData`, SegNet's `DenseImageData`...) to
+/// `registry`, replacing the caller-filled inputs those types are
+/// otherwise; an error where a field the registry already holds clashes
+/// with `dense_image_data_param` (number 10138).
 ///
 /// ```
 /// let mut registry = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers();
-/// blob_data::register_data_layers(&mut registry);
+/// blob_data::register_data_layers(&mut registry)?;
 /// assert!(registry.knows("Data"));
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
-pub fn register_data_layers<T: MathElement>(registry: &mut LayerRegistry<T>) {
+pub fn register_data_layers<T: MathElement>(
+    registry: &mut LayerRegistry<T>,
+) -> Result<(), blob_runtime::BlobError> {
     registry.register("Data", |p| Ok(Box::new(data_layer::<T>(p)?)));
     registry.register("ImageData", |p| Ok(Box::new(image_data_layer::<T>(p)?)));
+    registry.register_with_param(
+        "DenseImageData",
+        dense_image_data::DENSE_IMAGE_DATA_FIELD,
+        |p| Ok(Box::new(dense_image_data_layer::<T>(p)?)),
+    )?;
     registry.register("WindowData", |p| Ok(Box::new(window_data_layer::<T>(p)?)));
     registry.register("MemoryData", |p| {
         Ok(Box::new(MemoryDataLayer::<T>::from_param(p)?))
@@ -106,6 +122,7 @@ pub fn register_data_layers<T: MathElement>(registry: &mut LayerRegistry<T>) {
             })
         });
     }
+    Ok(())
 }
 
 /// Caffe's layers with the data layers that read stores: what
@@ -116,6 +133,7 @@ pub fn register_data_layers<T: MathElement>(registry: &mut LayerRegistry<T>) {
 /// ```
 pub fn data_registry<T: MathElement>() -> LayerRegistry<T> {
     let mut registry = LayerRegistry::with_caffe_layers();
-    register_data_layers(&mut registry);
+    register_data_layers(&mut registry)
+        .expect("Caffe's and the forks' fields leave dense_image_data_param's number free");
     registry
 }

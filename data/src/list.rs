@@ -47,3 +47,43 @@ pub(crate) fn read_image_list(list: &Path) -> Result<Vec<ListLine>, String> {
     }
     Ok(lines)
 }
+
+/// One line of a list of image pairs (`DenseImageData`'s `source`).
+pub(crate) struct PairLine {
+    /// Its number in the file, from 1.
+    pub line: usize,
+    /// The image's name.
+    pub image: String,
+    /// The label image's name.
+    pub label: String,
+}
+
+/// The lines of a list of `IMAGE LABEL_IMAGE` pairs, two names without
+/// spaces each (Caffe reads them as whitespace-separated words); blank
+/// lines are passed over, and a line of one name or of three is an
+/// error naming it (Caffe would pair every later name with the wrong
+/// one).
+pub(crate) fn read_pair_list(list: &Path) -> Result<Vec<PairLine>, String> {
+    let text = blob_runtime::read_text_file(list).map_err(|e| e.to_string())?;
+    let mut lines = Vec::new();
+    for (i, text) in text.lines().enumerate() {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        match words[..] {
+            [] => continue,
+            [image, label] => lines.push(PairLine {
+                line: i + 1,
+                image: image.to_string(),
+                label: label.to_string(),
+            }),
+            _ => {
+                return Err(format!(
+                    "{}, line {}: {:?} is not two names (each line is `IMAGE LABEL_IMAGE`)",
+                    list.display(),
+                    i + 1,
+                    blob_proto::excerpt(text)
+                ));
+            }
+        }
+    }
+    Ok(lines)
+}

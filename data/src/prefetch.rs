@@ -19,10 +19,28 @@ pub(crate) struct Raw {
     pub bytes: Vec<u8>,
     pub label: Option<i32>,
     pub cut: Option<crate::window_data::Cut>,
+    /// The label image read with it (`DenseImageData`).
+    pub pair: Option<crate::dense_image_data::PairRaw>,
 }
 
-/// Decodes a raw record into an image; run on the decoding threads.
-pub(crate) type Decoder = Arc<dyn Fn(Raw) -> Result<Example, String> + Send + Sync>;
+/// A record decoded: its image and, where its label is an image of its
+/// own, the label's plane (its values in the image's rows and columns).
+pub(crate) struct Decoded {
+    pub example: Example,
+    pub label_plane: Option<Vec<u8>>,
+}
+
+impl From<Example> for Decoded {
+    fn from(example: Example) -> Self {
+        Decoded {
+            example,
+            label_plane: None,
+        }
+    }
+}
+
+/// Decodes a raw record; run on the decoding threads.
+pub(crate) type Decoder = Arc<dyn Fn(Raw) -> Result<Decoded, String> + Send + Sync>;
 
 /// Records one after another, started over after the last: an LMDB's,
 /// an image list's.
@@ -45,10 +63,11 @@ pub(crate) trait Records: Send + 'static {
 }
 
 /// One batch as the thread made it: the data's shape, its values and
-/// one label per item.
+/// its labels (one a item, or a label image's plane a item).
 struct Batch<T> {
     shape: Vec<usize>,
     data: Vec<T>,
+    label_shape: Vec<usize>,
     labels: Vec<T>,
 }
 
@@ -67,8 +86,9 @@ pub(crate) struct Setup<T: MathElement> {
 }
 
 /// A data layer whose batches a thread of its own makes ahead of the
-/// net (Caffe's `BasePrefetchingDataLayer`): [`Data`](crate::data_layer())
-/// and [`ImageData`](crate::image_data_layer()). Each batch takes the shape of
+/// net (Caffe's `BasePrefetchingDataLayer`): [`Data`](crate::data_layer()),
+/// [`ImageData`](crate::image_data_layer()), [`WindowData`](crate::window_data_layer())
+/// and [`DenseImageData`](crate::dense_image_data_layer()). Each batch takes the shape of
 /// its first record (Caffe's `InferBlobShape`), so batches of different
 /// sizes may follow each other; within a batch a record of another shape
 /// is an error naming it. A record that cannot be read stops the layer
@@ -89,6 +109,7 @@ fn refused(type_name: &str, detail: impl Into<String>) -> BlobError {
         op: match type_name {
             "Data" => "run Data",
             "WindowData" => "run WindowData",
+            "DenseImageData" => "run DenseImageData",
             _ => "run ImageData",
         },
         detail: detail.into(),
@@ -272,20 +293,37 @@ impl<T: MathElement> Shaping<'_, T> {
         let first = raw.and_then(|r| decoder(r)).map_err(|e| error(&key, &e))?;
         let dims = self
             .transformer
-            .output_shape(&first)
+            .output_shape(&first.example)
             .map_err(|e| error(&key, &e))?;
         let per_item: usize = dims.iter().product();
+        // A label image is the image's size: the transformer neither
+        // crops nor mirrors where there is one (DenseImageData refuses
+        // it), so the data keep the image's rows and columns too.
+        let per_label = if first.label_plane.is_some() {
+            dims[1] * dims[2]
+        } else {
+            1
+        };
         let mut batch = recycled.unwrap_or(Batch {
             shape: Vec::new(),
             data: Vec::new(),
+            label_shape: Vec::new(),
             labels: Vec::new(),
         });
         batch.shape = vec![self.batch_size, dims[0], dims[1], dims[2]];
+        batch.label_shape = match first.label_plane {
+            Some(_) => vec![self.batch_size, 1, dims[1], dims[2]],
+            None => vec![self.batch_size],
+        };
         batch.data.clear();
         batch.data.resize(self.batch_size * per_item, T::ZERO);
         batch.labels.clear();
-        batch.labels.resize(self.batch_size, T::ZERO);
-        let one = |key: &str, example: Example, seed: u64, slot: &mut [T], label: &mut T| {
+        batch.labels.resize(self.batch_size * per_label, T::ZERO);
+        let one = |key: &str, decoded: Decoded, seed: u64, slot: &mut [T], label: &mut [T]| {
+            let Decoded {
+                example,
+                label_plane,
+            } = decoded;
             let here = self
                 .transformer
                 .output_shape(&example)
@@ -304,12 +342,37 @@ impl<T: MathElement> Shaping<'_, T> {
             self.transformer
                 .transform(&example, slot, &mut |n| rng.next_u32() % n)
                 .map_err(|e| error(key, &e))?;
-            *label = T::from_f64(f64::from(example.label));
+            match label_plane {
+                // The label's values as they are (Caffe's
+                // `preserve_pixel_vals`: no mean, no scale).
+                Some(plane) if plane.len() == label.len() => {
+                    for (l, &v) in label.iter_mut().zip(&plane) {
+                        *l = T::from_f64(f64::from(v));
+                    }
+                }
+                Some(plane) => {
+                    return Err(error(
+                        key,
+                        &format!(
+                            "its label image has {} values for the batch's {} pixels",
+                            plane.len(),
+                            label.len()
+                        ),
+                    ));
+                }
+                None if label.len() == 1 => label[0] = T::from_f64(f64::from(example.label)),
+                None => {
+                    return Err(error(
+                        key,
+                        &"it has no label image, but the batch's first record had one",
+                    ));
+                }
+            }
             Ok(())
         };
         let (first_slot, rest_slots) = batch.data.split_at_mut(per_item);
-        let (first_label, rest_labels) = batch.labels.split_at_mut(1);
-        one(&key, first, seed, first_slot, &mut first_label[0])?;
+        let (first_label, rest_labels) = batch.labels.split_at_mut(per_label);
+        one(&key, first, seed, first_slot, first_label)?;
         let rest: Vec<Pending> = items.collect();
         // Raw records take microseconds: threads would cost more than
         // they save below half a millisecond a batch.
@@ -325,25 +388,25 @@ impl<T: MathElement> Shaping<'_, T> {
             for (((key, raw, seed), slot), label) in mine
                 .into_iter()
                 .zip(slots.chunks_mut(per_item))
-                .zip(labels.iter_mut())
+                .zip(labels.chunks_mut(per_label))
             {
-                let example = raw.and_then(|r| decoder(r)).map_err(|e| error(&key, &e))?;
-                one(&key, example, seed, slot, label)?;
+                let decoded = raw.and_then(|r| decoder(r)).map_err(|e| error(&key, &e))?;
+                one(&key, decoded, seed, slot, label)?;
             }
             Ok(())
         };
         let mut parts = rest_slots
             .chunks_mut(per_item * per_thread)
-            .zip(rest_labels.chunks_mut(per_thread));
+            .zip(rest_labels.chunks_mut(per_label * per_thread));
         let outcomes: Vec<Result<(), BlobError>> = std::thread::scope(|scope| {
             // This thread takes the first part itself, helpers the others.
             let own = parts.next().map(|(slots, labels)| {
-                let mine: Vec<Pending> = work.by_ref().take(labels.len()).collect();
+                let mine: Vec<Pending> = work.by_ref().take(labels.len() / per_label).collect();
                 (mine, slots, labels)
             });
             let handles: Vec<_> = parts
                 .map(|(slots, labels)| {
-                    let mine: Vec<Pending> = work.by_ref().take(labels.len()).collect();
+                    let mine: Vec<Pending> = work.by_ref().take(labels.len() / per_label).collect();
                     let chunk = &chunk;
                     scope.spawn(move || chunk(mine, slots, labels))
                 })
@@ -395,7 +458,7 @@ impl<T: MathElement> DynLayer<T> for PrefetchingDataLayer<T> {
         let batch = self.next_batch()?;
         let mut shapes = vec![TopShape::new(batch.shape.clone())];
         if tops.len() == 2 {
-            shapes.push(TopShape::new(vec![batch.shape[0]]));
+            shapes.push(TopShape::new(batch.label_shape.clone()));
         }
         Ok(shapes)
     }

@@ -116,3 +116,33 @@ pub fn resize_linear(
     }
     out
 }
+
+/// Resizes C-H-W planes as OpenCV's `cv::resize(..., INTER_NEAREST)`:
+/// output column `x` takes source column `floor(x / (new_width /
+/// width))`, the ratio and its inverse in double as OpenCV computes
+/// them, clamped to the last column (rows alike). SegNet's
+/// `DenseImageData` resizes its label images so: every value is one of
+/// the labels.
+pub(crate) fn resize_nearest(
+    planes: &[u8],
+    channels: usize,
+    (height, width): (usize, usize),
+    (new_height, new_width): (usize, usize),
+) -> Vec<u8> {
+    debug_assert_eq!(planes.len(), channels * height * width);
+    let source = |new: usize, old: usize| -> Vec<usize> {
+        let inverse = 1.0 / (new as f64 / old as f64);
+        (0..new)
+            .map(|d| ((d as f64 * inverse).floor() as usize).min(old.saturating_sub(1)))
+            .collect()
+    };
+    let (xs, ys) = (source(new_width, width), source(new_height, height));
+    let mut out = Vec::with_capacity(channels * new_height * new_width);
+    for plane in planes.chunks_exact((height * width).max(1)).take(channels) {
+        for &y in &ys {
+            let row = &plane[y * width..][..width];
+            out.extend(xs.iter().map(|&x| row[x]));
+        }
+    }
+    out
+}

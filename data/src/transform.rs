@@ -150,6 +150,12 @@ impl<T: MathElement> DataTransformer<T> {
         })
     }
 
+    /// Whether a transform draws at random: a mirror or a crop
+    /// (`mirror`, `crop_size`).
+    pub(crate) fn draws(&self) -> bool {
+        self.mirror || self.crop_size > 0
+    }
+
     /// How encoded records are decoded (`force_color`, `force_gray`).
     pub fn color_mode(&self) -> ColorMode {
         self.color

@@ -433,6 +433,7 @@ impl<T: MathElement> Records for WindowRecords<T> {
                         y2,
                         mirror,
                     }),
+                    pair: None,
                 });
                 if !visit(&key, raw) {
                     return Ok(());
@@ -452,7 +453,8 @@ impl<T: MathElement> Records for WindowRecords<T> {
                 width: warp.crop_size,
                 pixels: Pixels::Floats(values),
                 label: raw.label.unwrap_or(0),
-            })
+            }
+            .into())
         })
     }
 
