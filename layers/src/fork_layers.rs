@@ -93,6 +93,16 @@ pub(crate) const CEIL_MODE_FIELD: FieldSchema =
     FieldSchema::optional("ceil_mode", 1013, FieldKind::Bool)
         .with_default(FieldDefault::Bool(true));
 
+/// SegNet's class weighting in `LossParameter` (its SoftmaxWithLoss
+/// multiplies each position's loss and gradient by its label's weight).
+/// The fork numbers `weight_by_label_freqs` 3, which BVLC's
+/// `normalization` holds, so 1003 here; `class_weighting` keeps its 4.
+pub(crate) const WEIGHT_BY_LABEL_FREQS_FIELD: FieldSchema =
+    FieldSchema::optional("weight_by_label_freqs", 1003, FieldKind::Bool);
+/// See [`WEIGHT_BY_LABEL_FREQS_FIELD`].
+pub(crate) const CLASS_WEIGHTING_FIELD: FieldSchema =
+    FieldSchema::repeated("class_weighting", 4, FieldKind::Float);
+
 /// A fork's parameter message of `layer`, or its defaults: also for a
 /// layer read against tables without the fork's field (built by hand
 /// from Caffe's `LAYER_PARAMETER`).
@@ -113,6 +123,8 @@ pub(crate) fn fork_param(
 /// Registers the forks' parameter fields and layer types.
 pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result<()> {
     r.register_param_field(&blob_proto::schema::POOLING, CEIL_MODE_FIELD)?;
+    r.register_param_field(&blob_proto::schema::LOSS, WEIGHT_BY_LABEL_FREQS_FIELD)?;
+    r.register_param_field(&blob_proto::schema::LOSS, CLASS_WEIGHTING_FIELD)?;
     r.register_with_param("Interp", INTERP_FIELD, |p| {
         Ok(Box::new(InterpLayer::from_param(p)?))
     })?;

@@ -12,12 +12,11 @@ const CHECKER: GradientChecker = GradientChecker {
 };
 
 fn layer(text: &str) -> Box<dyn blob_layers::DynLayer<f64>> {
-    let param =
-        ParamMessage::from_text(&schema::LAYER_PARAMETER, &TextMessage::parse(text).unwrap())
-            .unwrap();
-    LayerRegistry::with_caffe_layers()
-        .build(param.string("type"), &param)
-        .unwrap()
+    // Read against the registry's tables: the forks' fields too.
+    let registry = LayerRegistry::with_caffe_layers();
+    let schema = registry.schemas().layer_parameter();
+    let param = ParamMessage::from_text(schema, &TextMessage::parse(text).unwrap()).unwrap();
+    registry.build(param.string("type"), &param).unwrap()
 }
 
 /// Values in `[-1, -0.1] U [0.1, 1]` from `seed`: away from ReLU's and
@@ -279,6 +278,48 @@ fn softmax_with_loss_each_normalization() {
     CHECKER
         .check(plain.as_mut(), &[input(&[4, 5], 6), labels(4, 5, None)])
         .unwrap();
+}
+
+/// SegNet's class weighting: gradients of the weighted loss, with an
+/// ignored label, and its value against the fork's sum.
+#[test]
+fn softmax_with_loss_weights_each_class_as_segnet() {
+    let text = r#"type: "SoftmaxWithLoss" loss_param { weight_by_label_freqs: true
+        ignore_label: -1 class_weighting: 0.25 class_weighting: 2 class_weighting: 1.5 }"#;
+    let mut l = layer(text);
+    CHECKER
+        .check(
+            l.as_mut(),
+            &[input(&[2, 3, 2, 2], 7), labels(8, 3, Some(-1.0))],
+        )
+        .unwrap();
+    // Two positions of two classes, logits 0 and ln 3: p = 1/4 and 3/4.
+    let scores = Blob::<f64>::from_vec(&[2, 2], vec![0.0, 3f64.ln(), 0.0, 3f64.ln()]).unwrap();
+    let labels = Blob::<f64>::from_vec(&[2], vec![0.0, 1.0]).unwrap();
+    let weighted = r#"type: "SoftmaxWithLoss" loss_param { weight_by_label_freqs: true
+        class_weighting: 0.5 class_weighting: 3 }"#;
+    let got = loss_of(weighted, &[scores.clone(), labels.clone()]);
+    // (0.5 (-ln 1/4) + 3 (-ln 3/4)) over the 2 positions counted.
+    let want = (0.5 * 4f64.ln() + 3.0 * (4.0f64 / 3.0).ln()) / 2.0;
+    assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+    let plain = loss_of(
+        r#"type: "SoftmaxWithLoss""#,
+        &[scores.clone(), labels.clone()],
+    );
+    assert!((plain - (4f64.ln() + (4.0f64 / 3.0).ln()) / 2.0).abs() < 1e-12);
+    // As many weights as classes, or a clear refusal.
+    let mut short = layer(
+        r#"type: "SoftmaxWithLoss" loss_param { weight_by_label_freqs: true class_weighting: 1 }"#,
+    );
+    let top = Blob::<f64>::default();
+    let err = short
+        .reshape(&[&scores, &labels], &[&top])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("gives 1 class_weighting values for the 2 classes"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -813,6 +854,21 @@ fn accuracy_top_k_ties_and_ignored_labels() {
     top.reshape(&shapes[0].dims).unwrap();
     l.forward(&[&scores, &labels], &[&top]).unwrap();
     assert!((top.cpu_data().unwrap()[0] - 2.0 / 3.0).abs() < 1e-12);
+    // A second top: each class's share of its own positions (class 1
+    // has none: 0), as Caffe's per-class accuracy.
+    let (mut all, mut per_class) = (Blob::<f64>::default(), Blob::<f64>::default());
+    let shapes = l.reshape(&[&scores, &labels], &[&all, &per_class]).unwrap();
+    all.reshape(&shapes[0].dims).unwrap();
+    per_class.reshape(&shapes[1].dims).unwrap();
+    l.forward(&[&scores, &labels], &[&all, &per_class]).unwrap();
+    assert_eq!(per_class.shape(), [3]);
+    assert_eq!(per_class.to_vec().unwrap(), [1.0, 0.0, 0.5]);
+    // A label that is no class (SegNet's void 11 of 11, not ignored)
+    // is a miss: 2 right of 4.
+    let void = Blob::<f64>::from_vec(&[4], vec![2.0, 0.0, 2.0, 3.0]).unwrap();
+    l.forward(&[&scores, &void], &[&all, &per_class]).unwrap();
+    assert!((all.cpu_data().unwrap()[0] - 0.5).abs() < 1e-12);
+    assert_eq!(per_class.to_vec().unwrap(), [1.0, 0.0, 0.5]);
 }
 
 #[test]

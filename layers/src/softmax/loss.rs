@@ -57,14 +57,26 @@ pub(crate) struct SoftmaxLossEngine {
     gpu_losses: blob_kernels::cuda::Scratch<f32>,
 }
 
+/// SegNet's weight of each class (`loss_param { weight_by_label_freqs:
+/// true class_weighting: ... }`), as the float the fork keeps.
+pub(crate) type ClassWeights<'a> = Option<&'a [f32]>;
+
+/// Class `c`'s weight in `T`, 1 where there are none.
+fn weight_of<T: MathElement>(weights: ClassWeights<'_>, c: usize) -> Option<T> {
+    weights.map(|w| T::from_f64(f64::from(w[c])))
+}
+
 impl SoftmaxLossEngine {
     /// `prob = softmax(logits)` over `(outer, classes, inner)`, and the
-    /// loss into `loss`'s one value, with a normalization and an ignored
-    /// label.
+    /// loss into `loss`'s one value, with a normalization, an ignored
+    /// label and SegNet's class weights (each position's `-log p` times
+    /// its label's weight; the normalizer still counts positions).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn forward<T: MathElement>(
         &mut self,
         dims: (usize, usize, usize),
         (mode, ignore): (Normalization, Option<i64>),
+        weights: ClassWeights<'_>,
         logits: &Blob<T>,
         labels: &Blob<T>,
         prob: &Blob<T>,
@@ -76,6 +88,7 @@ impl SoftmaxLossEngine {
         #[cfg(feature = "cuda")]
         if inner == 1
             && ignore.is_none()
+            && weights.is_none()
             && mode != Normalization::None
             && let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, prob, loss])
         {
@@ -91,7 +104,8 @@ impl SoftmaxLossEngine {
             let Some(c) = *c else { continue };
             let (o, i) = (at / inner, at % inner);
             let v = p[(o * classes + c) * inner + i];
-            sum = sum - (if v > floor { v } else { floor }).ln();
+            let log = (if v > floor { v } else { floor }).ln();
+            sum = sum - weight_of(weights, c).map_or(log, |w| log * w);
             valid += 1;
         }
         loss.mutable_cpu_data()?[0] = sum / T::from_f64(mode.divisor(dims.0, dims.2, valid));
@@ -99,11 +113,14 @@ impl SoftmaxLossEngine {
     }
 
     /// `(prob - onehot) weight / normalizer` into the logits' diff, zero
-    /// at ignored positions.
+    /// at ignored positions, each position's times its label's class
+    /// weight where there are some.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn backward<T: MathElement>(
         &self,
         dims: (usize, usize, usize),
         (mode, ignore): (Normalization, Option<i64>),
+        weights: ClassWeights<'_>,
         logits: &Blob<T>,
         labels: &Blob<T>,
         prob: &Blob<T>,
@@ -116,6 +133,7 @@ impl SoftmaxLossEngine {
         #[cfg(feature = "cuda")]
         if inner == 1
             && ignore.is_none()
+            && weights.is_none()
             && mode != Normalization::None
             && let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, prob])
         {
@@ -139,6 +157,9 @@ impl SoftmaxLossEngine {
                 Some(c) => {
                     let at = (o * classes + c) * inner + i;
                     dx[at] = dx[at] - T::ONE;
+                    if let Some(w) = weight_of::<T>(weights, c) {
+                        (0..classes).for_each(|k| dx[(o * classes + k) * inner + i] *= w);
+                    }
                 }
                 None => (0..classes).for_each(|k| dx[(o * classes + k) * inner + i] = T::ZERO),
             }
@@ -164,16 +185,29 @@ fn split<T: MathElement>(
 pub(crate) struct SoftmaxWithLossLayer<T: MathElement> {
     axis: i64,
     settings: (Normalization, Option<i64>),
+    /// SegNet's `class_weighting`, where `weight_by_label_freqs`.
+    class_weights: Option<Vec<f32>>,
     prob: Blob<T>,
     engine: SoftmaxLossEngine,
 }
 
 impl<T: MathElement> SoftmaxWithLossLayer<T> {
-    /// Reads `softmax_param.axis` and `loss_param`.
+    /// Reads `softmax_param.axis` and `loss_param` (SegNet's
+    /// `weight_by_label_freqs` and `class_weighting` too).
     pub(crate) fn from_param(layer: &ParamMessage) -> Self {
+        let loss = sub_param(layer, "loss_param");
+        let class_weights = (loss.has("weight_by_label_freqs")
+            && loss.boolean("weight_by_label_freqs"))
+        .then(|| {
+            loss.floats("class_weighting")
+                .into_iter()
+                .map(|w| w as f32)
+                .collect()
+        });
         Self {
             axis: sub_param(layer, "softmax_param").int("axis"),
             settings: loss_settings(layer, Normalization::Valid),
+            class_weights,
             prob: Blob::default(),
             engine: SoftmaxLossEngine::default(),
         }
@@ -205,6 +239,18 @@ impl<T: MathElement> DynLayer<T> for SoftmaxWithLossLayer<T> {
                 ),
             ));
         }
+        let classes = bottoms[0].shape()[axis_of(bottoms[0], self.axis, "softmax loss")?];
+        if let Some(w) = self.class_weights.as_ref().filter(|w| w.len() != classes) {
+            return Err(bad_param(
+                "softmax loss",
+                format!(
+                    "Number of class weight values does not match the number of classes: \
+                     loss_param gives {} class_weighting values for the {classes} classes of {}",
+                    w.len(),
+                    bottoms[0].shape_string()
+                ),
+            ));
+        }
         let mut shapes = vec![TopShape::new(Vec::new())];
         if tops.len() == 2 {
             shapes.push(TopShape::new(bottoms[0].shape().to_vec()));
@@ -221,8 +267,10 @@ impl<T: MathElement> DynLayer<T> for SoftmaxWithLossLayer<T> {
                 &self.prob
             }
         };
+        let weights = self.class_weights.as_deref();
+        let (logits, labels) = (bottoms[0], bottoms[1]);
         self.engine
-            .forward(dims, self.settings, bottoms[0], bottoms[1], prob, tops[0])
+            .forward(dims, self.settings, weights, logits, labels, prob, tops[0])
     }
 
     fn backward(
@@ -243,8 +291,10 @@ impl<T: MathElement> DynLayer<T> for SoftmaxWithLossLayer<T> {
         let dims = split(bottoms[0], self.axis, "softmax loss")?;
         let prob = tops.get(1).copied().unwrap_or(&self.prob);
         let weight = tops[0].cpu_diff()?[0];
+        let weights = self.class_weights.as_deref();
+        let (logits, labels) = (bottoms[0], bottoms[1]);
         self.engine
-            .backward(dims, self.settings, bottoms[0], bottoms[1], prob, weight)
+            .backward(dims, self.settings, weights, logits, labels, prob, weight)
     }
 
     fn allow_force_backward(&self, bottom: usize) -> bool {
@@ -261,7 +311,10 @@ impl<T: MathElement> DynLayer<T> for SoftmaxWithLossLayer<T> {
 }
 
 /// Caffe `Accuracy`: the share of positions whose label is among the
-/// `top_k` highest scores (ties count as right), on the host.
+/// `top_k` highest scores (ties count as right), on the host; with a
+/// second top, each class's share of its own positions (0 for a class
+/// no position has), as SegNet's nets ask for. A label that is no class
+/// (and not `ignore_label`) counts as a miss.
 pub(crate) struct AccuracyLayer {
     axis: i64,
     top_k: usize,
@@ -293,7 +346,11 @@ impl<T: MathElement> DynLayer<T> for AccuracyLayer {
         Arity::exactly(2)
     }
 
-    fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
+    fn tops(&self) -> Arity {
+        Arity::range(1, 2)
+    }
+
+    fn reshape(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
         let (outer, classes, inner) = split(bottoms[0], self.axis, "accuracy")?;
         if self.top_k > classes {
             return Err(bad_param(
@@ -314,26 +371,66 @@ impl<T: MathElement> DynLayer<T> for AccuracyLayer {
                 ),
             ));
         }
-        Ok(vec![TopShape::new(Vec::new())])
+        let mut shapes = vec![TopShape::new(Vec::new())];
+        if tops.len() == 2 {
+            shapes.push(TopShape::new(vec![classes]));
+        }
+        Ok(shapes)
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let (outer, classes, inner) = split(bottoms[0], self.axis, "accuracy")?;
-        let items = classes_of("accuracy", bottoms[1], classes, outer * inner, self.ignore)?;
+        let labels = bottoms[1].cpu_data()?;
+        if labels.len() != outer * inner {
+            return Err(bad_param(
+                "accuracy",
+                format!(
+                    "the labels {} are not one per position ({})",
+                    bottoms[1].shape_string(),
+                    outer * inner
+                ),
+            ));
+        }
         let s = bottoms[0].cpu_data()?;
         let (mut right, mut counted) = (0usize, 0usize);
-        for (at, c) in items.iter().enumerate() {
-            let Some(c) = *c else { continue };
+        // Each class's positions and those right.
+        let mut per_class = vec![(0usize, 0usize); classes];
+        for (at, &label) in labels.iter().enumerate() {
+            let label = label.to_f64();
+            if self.ignore.is_some_and(|ig| label == ig as f64) {
+                continue;
+            }
+            // A label no score stands for (SegNet's void class 11 of
+            // 11, which its Accuracy layers do not ignore) counts as a
+            // miss, as in Caffe's release builds.
+            let in_range = label >= 0.0 && label.fract() == 0.0 && label < classes as f64;
+            if !in_range {
+                counted += 1;
+                continue;
+            }
+            let c = label as usize;
             let (o, i) = (at / inner, at % inner);
             let score = |k: usize| s[(o * classes + k) * inner + i];
             let truth = score(c);
             let better = (0..classes)
                 .filter(|&k| score(k) > truth || score(k).to_f64().is_nan())
                 .count();
-            right += usize::from(better < self.top_k);
+            let hit = usize::from(better < self.top_k);
+            right += hit;
             counted += 1;
+            per_class[c].0 += 1;
+            per_class[c].1 += hit;
         }
         tops[0].mutable_cpu_data()?[0] = T::from_f64(right as f64 / counted.max(1) as f64);
+        if let Some(top) = tops.get(1) {
+            let mut shares = top.mutable_cpu_data()?;
+            for (share, &(seen, hits)) in shares.iter_mut().zip(&per_class) {
+                *share = match seen {
+                    0 => T::ZERO,
+                    n => T::from_f64(hits as f64 / n as f64),
+                };
+            }
+        }
         Ok(())
     }
 
