@@ -520,3 +520,93 @@ fn cifar10_quick_from_caffes_convert_imageset_lmdbs_retraces_caffes_training() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A SegNet-style net as SegNet's users write one (its layers, not its
+/// size): `DenseImageData` pairs mirrored and cropped alike, the `BN`
+/// fork layer, max pooling's masks unpooled by `Upsample`, SegNet's
+/// class-weighted `SoftmaxWithLoss` with the void class ignored, and
+/// `Accuracy` with its per-class top.
+const SEGNET_STYLE: &str = r#"name: "segnet_style"
+layer { name: "data" type: "DenseImageData" top: "data" top: "label"
+  dense_image_data_param { source: "pairs.txt" batch_size: 4 shuffle: true
+                           mirror: true crop_height: 32 crop_width: 40 } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "conv1_bn" type: "BN" bottom: "conv1" top: "conv1"
+  bn_param { scale_filler { type: "constant" value: 1 } shift_filler { type: "constant" value: 0.001 } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" top: "pool1_mask"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
+  convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "conv2_bn" type: "BN" bottom: "conv2" top: "conv2"
+  bn_param { scale_filler { type: "constant" value: 1 } shift_filler { type: "constant" value: 0.001 } } }
+layer { name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }
+layer { name: "upsample1" type: "Upsample" bottom: "conv2" bottom: "pool1_mask" top: "upsample1"
+  upsample_param { scale: 2 } }
+layer { name: "conv_classifier" type: "Convolution" bottom: "upsample1" top: "conv_classifier"
+  convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "msra" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "conv_classifier" bottom: "label" top: "loss"
+  loss_param: { weight_by_label_freqs: true ignore_label: 4
+                class_weighting: 0.5 class_weighting: 1 class_weighting: 2 class_weighting: 4 } }
+layer { name: "accuracy" type: "Accuracy" bottom: "conv_classifier" bottom: "label"
+  top: "accuracy" top: "per_class_accuracy" }
+"#;
+
+#[test]
+fn a_segnet_style_net_trains_on_image_and_label_pairs() {
+    let dir = std::env::temp_dir().join(format!("blobflow-train-{}-segnet", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Blocks of four classes and the void class 4, each a colour of its
+    // own with some noise: what a pixel's colour says, the net learns.
+    let palette = [
+        [200u8, 30, 30],
+        [30, 200, 30],
+        [30, 30, 200],
+        [200, 200, 30],
+        [0, 0, 0],
+    ];
+    let mut pairs = String::new();
+    for i in 0..6u32 {
+        let class = |x: u32, y: u32| ((x / 8 + y / 8 + i) % 5) as u8;
+        image::GrayImage::from_fn(48, 40, |x, y| image::Luma([class(x, y)]))
+            .save(dir.join(format!("label{i}.png")))
+            .unwrap();
+        image::RgbImage::from_fn(48, 40, |x, y| {
+            let noise = ((x * 7 + y * 13 + i * 5) % 23) as u8;
+            image::Rgb(palette[usize::from(class(x, y))].map(|v| v.saturating_add(noise)))
+        })
+        .save(dir.join(format!("image{i}.png")))
+        .unwrap();
+        pairs += &format!("image{i}.png label{i}.png\n");
+    }
+    std::fs::write(dir.join("pairs.txt"), pairs).unwrap();
+    std::fs::write(dir.join("train.prototxt"), SEGNET_STYLE).unwrap();
+    std::fs::write(
+        dir.join("solver.prototxt"),
+        "net: \"train.prototxt\" base_lr: 0.05 lr_policy: \"fixed\" momentum: 0.9 \
+         weight_decay: 0.0005 display: 10 max_iter: 40 snapshot: 40 random_seed: 1701 \
+         snapshot_prefix: \"segnet_style\" solver_mode: CPU\n",
+    )
+    .unwrap();
+    let lines = blobflow_ok(&dir, &["train", "--solver", "solver.prototxt"]);
+    let losses = printed_losses(&lines);
+    assert_eq!(losses.len(), 5, "{lines:#?}");
+    let (first, last) = (losses[0].1, losses[4].1);
+    assert!(last < 0.6 * first, "loss {first} -> {last}: {losses:?}");
+    let per_class = lines
+        .iter()
+        .filter(|l| l.contains("per_class_accuracy = "))
+        .count();
+    // Each class's line at iterations 0, 10, 20 and 30 (Caffe's last
+    // line, at 40, gives the loss alone).
+    assert_eq!(
+        per_class,
+        4 * 4,
+        "a per-class line for each class each display"
+    );
+    let model = CaffeModel::open(dir.join("segnet_style_iter_40.caffemodel")).unwrap();
+    assert_eq!(model.layer_blobs::<f32>("conv1_bn").unwrap().len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
