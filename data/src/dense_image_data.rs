@@ -12,12 +12,13 @@ use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, Example, Pixels, decode_image};
 use crate::list::{PairLine, read_pair_list};
-use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Records, Setup};
+use crate::prefetch::{Decoded, Decoder, LabelPlane, PrefetchingDataLayer, Raw, Records, Setup};
 use crate::resize::{resize_linear, resize_nearest};
 use crate::transform::DataTransformer;
 
 /// `DenseImageDataParameter`, as SegNet's fork declares it (`mean_file`
-/// is declared there and read by nothing; so here).
+/// is declared there and read by nothing; so here), and ENet's
+/// `label_divide_factor`.
 pub(crate) static DENSE_IMAGE_DATA_PARAMETER: MessageSchema = MessageSchema {
     name: "DenseImageDataParameter",
     fields: &[
@@ -34,6 +35,11 @@ pub(crate) static DENSE_IMAGE_DATA_PARAMETER: MessageSchema = MessageSchema {
         FieldSchema::optional("mirror", 10, FieldKind::Bool),
         FieldSchema::optional("crop_width", 11, FieldKind::UInt32),
         FieldSchema::optional("crop_height", 12, FieldKind::UInt32),
+        // ENet's fork (TimoSaemann/caffe-enet): labels for its encoder,
+        // resized to `new_height / label_divide_factor` x `new_width /
+        // label_divide_factor`.
+        FieldSchema::optional("label_divide_factor", 13, FieldKind::UInt32)
+            .with_default(FieldDefault::Int(1)),
     ],
 };
 
@@ -62,6 +68,9 @@ pub(crate) struct PairRaw {
 struct Decoding {
     color: ColorMode,
     size: Option<(usize, usize)>,
+    /// The label's size where it is not the image's (ENet's
+    /// `label_divide_factor`).
+    label_size: Option<(usize, usize)>,
     mirror: bool,
     crop: Option<(usize, usize)>,
 }
@@ -120,7 +129,12 @@ fn decode_pair(raw: Raw, decoding: Decoding) -> Result<Decoded, String> {
         .expect("DenseImageData's records carry their label image");
     let read = |bytes: &[u8], color: ColorMode, nearest: bool| {
         let (channels, height, width, pixels) = decode_image(bytes, color)?;
-        Ok::<_, String>(match decoding.size {
+        let size = if nearest {
+            decoding.label_size.or(decoding.size)
+        } else {
+            decoding.size
+        };
+        Ok::<_, String>(match size {
             Some((h, w)) if nearest => (
                 channels,
                 h,
@@ -139,7 +153,7 @@ fn decode_pair(raw: Raw, decoding: Decoding) -> Result<Decoded, String> {
     let (channels, height, width, mut image) = read(&raw.bytes, decoding.color, false)?;
     let (_, label_height, label_width, mut label) = read(&pair.label_bytes, ColorMode::Gray, true)
         .map_err(|e| format!("its label image: {e}"))?;
-    if (label_height, label_width) != (height, width) {
+    if decoding.label_size.is_none() && (label_height, label_width) != (height, width) {
         return Err(format!(
             "its image is {height} x {width} but its label image {label_height} x {label_width}: \
              they must match"
@@ -147,7 +161,7 @@ fn decode_pair(raw: Raw, decoding: Decoding) -> Result<Decoded, String> {
     }
     if pair.mirror.is_some_and(|draw| draw % 2 != 0) {
         mirror_rows(&mut image, width);
-        mirror_rows(&mut label, width);
+        mirror_rows(&mut label, label_width);
     }
     let (mut height, mut width) = (height, width);
     if let (Some((crop_h, crop_w)), Some([draw_h, draw_w])) = (decoding.crop, pair.crop) {
@@ -171,7 +185,19 @@ fn decode_pair(raw: Raw, decoding: Decoding) -> Result<Decoded, String> {
             pixels: Pixels::Bytes(image),
             label: 0,
         },
-        label_plane: Some(label),
+        label_plane: Some(LabelPlane {
+            height: if decoding.crop.is_some() {
+                height
+            } else {
+                label_height
+            },
+            width: if decoding.crop.is_some() {
+                width
+            } else {
+                label_width
+            },
+            values: label,
+        }),
     })
 }
 
@@ -265,7 +291,9 @@ fn both(p: &ParamMessage, names: [&str; 2]) -> Result<Option<(usize, usize)>, Bl
 /// is read gray, resized by its nearest pixel, and its values are the
 /// label top's (`N x 1 x H x W`), neither centred nor scaled. `mirror`
 /// flips both at random and `crop_height` x `crop_width` cuts both at the
-/// same random place; `transform_param`'s own `mirror` and `crop_size`
+/// same random place. ENet's `label_divide_factor` makes the labels
+/// `new_height / factor` x `new_width / factor` (its encoder's output).
+/// `transform_param`'s own `mirror` and `crop_size`
 /// would move the image alone, and are refused (SegNet's fork stops at its
 /// first batch). The list is read in order and started over after its
 /// end, or shuffled at the start and at each pass with `shuffle`. With
@@ -306,6 +334,27 @@ pub fn dense_image_data_layer<T: MathElement>(
     }
     let size = both(&p, ["new_height", "new_width"])?;
     let crop = both(&p, ["crop_height", "crop_width"])?;
+    let label_size = match (p.uint("label_divide_factor") as usize, size, crop) {
+        (0, ..) => return Err(refused("label_divide_factor must be at least 1")),
+        (1, ..) => None,
+        (_, None, _) => {
+            return Err(refused(
+                "label_divide_factor divides new_height and new_width: give them too",
+            ));
+        }
+        (_, _, Some(_)) => {
+            return Err(refused(
+                "label_divide_factor with crop_height / crop_width: ENet's fork cuts the \
+                 smaller label at the image's offsets; crop one or the other",
+            ));
+        }
+        (f, Some((h, w)), None) if h / f == 0 || w / f == 0 => {
+            return Err(refused(format!(
+                "label_divide_factor {f} leaves no label pixel of new_height x new_width {h} x {w}"
+            )));
+        }
+        (f, Some((h, w)), None) => Some((h / f, w / f)),
+    };
     let batch_size = p.uint("batch_size") as usize;
     if batch_size == 0 {
         return Err(refused(format!(
@@ -348,6 +397,7 @@ pub fn dense_image_data_layer<T: MathElement>(
                 ColorMode::Gray
             },
             size,
+            label_size,
             mirror: p.boolean("mirror"),
             crop,
         },

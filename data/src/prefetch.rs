@@ -24,10 +24,17 @@ pub(crate) struct Raw {
 }
 
 /// A record decoded: its image and, where its label is an image of its
-/// own, the label's plane (its values in the image's rows and columns).
+/// own, the label's plane.
 pub(crate) struct Decoded {
     pub example: Example,
-    pub label_plane: Option<Vec<u8>>,
+    pub label_plane: Option<LabelPlane>,
+}
+
+/// A label image's values, `height x width`.
+pub(crate) struct LabelPlane {
+    pub height: usize,
+    pub width: usize,
+    pub values: Vec<u8>,
 }
 
 impl From<Example> for Decoded {
@@ -296,14 +303,11 @@ impl<T: MathElement> Shaping<'_, T> {
             .output_shape(&first.example)
             .map_err(|e| error(&key, &e))?;
         let per_item: usize = dims.iter().product();
-        // A label image is the image's size: the transformer neither
-        // crops nor mirrors where there is one (DenseImageData refuses
-        // it), so the data keep the image's rows and columns too.
-        let per_label = if first.label_plane.is_some() {
-            dims[1] * dims[2]
-        } else {
-            1
-        };
+        // The first record's label plane sizes the batch's (the
+        // transformer neither crops nor mirrors where there is one:
+        // DenseImageData refuses it).
+        let label_dims = first.label_plane.as_ref().map(|l| (l.height, l.width));
+        let per_label = label_dims.map_or(1, |(h, w)| h * w);
         let mut batch = recycled.unwrap_or(Batch {
             shape: Vec::new(),
             data: Vec::new(),
@@ -311,8 +315,8 @@ impl<T: MathElement> Shaping<'_, T> {
             labels: Vec::new(),
         });
         batch.shape = vec![self.batch_size, dims[0], dims[1], dims[2]];
-        batch.label_shape = match first.label_plane {
-            Some(_) => vec![self.batch_size, 1, dims[1], dims[2]],
+        batch.label_shape = match label_dims {
+            Some((h, w)) => vec![self.batch_size, 1, h, w],
             None => vec![self.batch_size],
         };
         batch.data.clear();
@@ -345,18 +349,19 @@ impl<T: MathElement> Shaping<'_, T> {
             match label_plane {
                 // The label's values as they are (Caffe's
                 // `preserve_pixel_vals`: no mean, no scale).
-                Some(plane) if plane.len() == label.len() => {
-                    for (l, &v) in label.iter_mut().zip(&plane) {
+                Some(plane) if Some((plane.height, plane.width)) == label_dims => {
+                    for (l, &v) in label.iter_mut().zip(&plane.values) {
                         *l = T::from_f64(f64::from(v));
                     }
                 }
                 Some(plane) => {
+                    let (h, w) = label_dims.unwrap_or((1, 1));
                     return Err(error(
                         key,
                         &format!(
-                            "its label image has {} values for the batch's {} pixels",
-                            plane.len(),
-                            label.len()
+                            "its label image is {} x {} but the batch's first was {h} x {w}: \
+                             label images of several sizes need batch_size 1 or resizing",
+                            plane.height, plane.width
                         ),
                     ));
                 }

@@ -139,6 +139,46 @@ fn mirror_and_crop_move_the_image_and_its_label_alike() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// ENet's `label_divide_factor`: labels at its encoder's resolution,
+/// resized from the label image by their nearest pixel.
+#[test]
+fn enets_label_divide_factor_shrinks_the_labels_alone() {
+    let dir = scratch("divide");
+    gray(&dir, "a.png", 8, 4, |x, _| x as u8);
+    gray(&dir, "a_label.png", 8, 4, |x, y| (10 * y + x) as u8);
+    let list = "a.png a_label.png\n";
+    let param = "batch_size: 2 is_color: false new_height: 4 new_width: 8 label_divide_factor: 2 \
+                 mirror: true";
+    let mut net = dense_net(&dir, list, param, "").unwrap();
+    net.forward().unwrap();
+    assert_eq!(net.blob("data").unwrap().shape(), [2, 1, 4, 8]);
+    assert_eq!(net.blob("label").unwrap().shape(), [2, 1, 2, 4]);
+    let (data, label) = (values(&net, "data"), values(&net, "label"));
+    for (image, labels) in data.chunks(32).zip(label.chunks(8)) {
+        // Every other row and column (shrunk, then mirrored with the
+        // image or not, as the fork flips what it read).
+        let want: [f32; 8] = if image[0] == 0.0 {
+            [0.0, 2.0, 4.0, 6.0, 20.0, 22.0, 24.0, 26.0]
+        } else {
+            [6.0, 4.0, 2.0, 0.0, 26.0, 24.0, 22.0, 20.0]
+        };
+        assert_eq!(labels, want, "{image:?}");
+    }
+    let err = |param: &str| dense_net(&dir, list, param, "").err().unwrap().to_string();
+    let e = err("batch_size: 1 label_divide_factor: 2");
+    assert!(
+        e.contains("divides new_height and new_width: give them too"),
+        "{e}"
+    );
+    let e = err(
+        "batch_size: 1 new_height: 4 new_width: 8 label_divide_factor: 2 crop_height: 2 crop_width: 2",
+    );
+    assert!(e.contains("crop one or the other"), "{e}");
+    let e = err("batch_size: 1 new_height: 4 new_width: 8 label_divide_factor: 5");
+    assert!(e.contains("leaves no label pixel"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn batches_of_one_take_each_images_size() {
     let dir = scratch("sizes");
