@@ -11,6 +11,7 @@ use blob_runtime::MathElement;
 use crate::axpy::AxpyLayer;
 use crate::bn::{BN_FIELD, BnLayer};
 use crate::conv::ConvolutionLayer;
+use crate::dropout::SpatialDropoutLayer;
 use crate::interp::{INTERP_FIELD, InterpLayer};
 use crate::layer::Result;
 use crate::neuron::NeuronLayer;
@@ -146,16 +147,22 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
     r.register("Python", |p| {
         let python = p.message("python_param");
         let (module, layer) = python.map_or(("", ""), |m| (m.string("module"), m.string("layer")));
-        if (module, layer) == ("rpn.proposal_layer", "ProposalLayer") {
-            return Ok(Box::new(ProposalLayer::from_python(p)?));
+        match (module, layer) {
+            ("rpn.proposal_layer", "ProposalLayer") => {
+                return Ok(Box::new(ProposalLayer::from_python(p)?));
+            }
+            ("spatial_dropout", "SpatialDropoutLayer") => {
+                return Ok(Box::new(SpatialDropoutLayer::from_python(p)?));
+            }
+            _ => {}
         }
         Err(crate::dyn_layer::bad_param(
             "set up a Python layer",
             format!(
                 "python_param names {}.{}: Python layers run Python code, which blobflow \
-                 cannot; py-faster-rcnn's rpn.proposal_layer.ProposalLayer is the one it \
-                 runs (as Proposal). Register a layer of your own under type \"Python\" to \
-                 run others",
+                 cannot; py-faster-rcnn's rpn.proposal_layer.ProposalLayer (as Proposal) and \
+                 ENet's spatial_dropout.SpatialDropoutLayer are the ones it runs. Register a \
+                 layer of your own under type \"Python\" to run others",
                 blob_proto::excerpt(module),
                 blob_proto::excerpt(layer)
             ),

@@ -416,6 +416,61 @@ fn a_python_layer_other_than_py_faster_rcnns_proposals_is_refused_by_name() {
     assert!(err.contains("'feat_strid'"), "{err}");
 }
 
+/// ENet's `spatial_dropout.SpatialDropoutLayer` (a Python layer):
+/// whole maps kept and scaled by 1 / (1 - p) or zeroed, in training as
+/// `param_str`'s phase says; the same maps in the backward pass; any
+/// other phase scales every value (the fork's layer does).
+#[test]
+fn enets_spatial_dropout_drops_whole_maps() {
+    let python = |param_str: &str| {
+        format!(
+            "type: 'Python' python_param {{ module: 'spatial_dropout' \
+             layer: 'SpatialDropoutLayer' param_str: \"{param_str}\" }}"
+        )
+    };
+    let x = input(&[2, 16, 3, 3], 5);
+    let mut train = layer(&python("{'phase': 'TRAIN', 'p': '0.5'}"));
+    blob_kernels::cpu::set_seed(3);
+    let y = run(train.as_mut(), &[&x]);
+    let (xs, ys) = (x.to_vec().unwrap(), y.to_vec().unwrap());
+    let mut kept = 0;
+    for (plane, (xp, yp)) in xs.chunks(9).zip(ys.chunks(9)).enumerate() {
+        let scaled: Vec<f64> = xp.iter().map(|v| v * 2.0).collect();
+        if yp == scaled.as_slice() {
+            kept += 1;
+        } else {
+            assert!(yp.iter().all(|&v| v == 0.0), "map {plane}: {yp:?}");
+        }
+    }
+    assert!(kept > 4 && kept < 28, "{kept} of 32 maps kept");
+    // The backward pass drops the maps the forward pass dropped.
+    y.mutable_cpu_diff().unwrap().fill(1.0);
+    train.backward(&[&y], &[true], &[&x]).unwrap();
+    let dx = x.cpu_diff().unwrap().to_vec();
+    for (yp, dp) in ys.chunks(9).zip(dx.chunks(9)) {
+        let want = if yp.iter().all(|&v| v == 0.0) { 0.0 } else { 2.0 };
+        assert!(dp.iter().all(|&d| d == want), "{dp:?}");
+    }
+    let mut test = layer(&python("{'phase': 'TEST', 'p': '0.2'}"));
+    let y = run(test.as_mut(), &[&x]);
+    let want: Vec<f64> = xs.iter().map(|v| v * 1.25).collect();
+    assert_eq!(y.to_vec().unwrap(), want);
+    gradients(&python("{'phase': 'TEST', 'p': 0.2}"), &[x]);
+    for (param_str, what) in [
+        ("{'phase': 'TRAIN', 'p': '1'}", "between 0 and 1"),
+        ("{'phase': 'TRAIN'}", "must give 'phase' and 'p'"),
+        ("{'phase': 'TRAIN', 'p': 0.1, 'q': 2}", "names 'q'"),
+        ("'phase': 'TRAIN'", "is not a Python dict"),
+    ] {
+        let err = LayerRegistry::<f64>::with_caffe_layers()
+            .build_text(&python(param_str))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains(what), "{param_str}: {err}");
+    }
+}
+
 #[test]
 fn dropout_without_scale_train_scales_in_test_not_in_train() {
     let x = input(&[4, 50], 17);

@@ -6,6 +6,7 @@
 
 #[cfg(feature = "cuda")]
 mod cuda;
+mod spatial;
 
 use blob_kernels::cpu;
 use blob_runtime::{Blob, BlobError, MathElement};
@@ -13,6 +14,7 @@ use blob_runtime::{Blob, BlobError, MathElement};
 use crate::layer::{Result, ensure, expect_shape, in_place};
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::DROPOUT;
+pub(crate) use spatial::SpatialDropoutLayer;
 
 /// Dropout's ratio and the mask of its last training pass.
 pub(crate) struct DropoutEngine {
