@@ -70,7 +70,7 @@ pub(crate) trait Records: Send + 'static {
 }
 
 /// One batch as the thread made it: the data's shape, its values and
-/// its labels (one a item, or a label image's plane a item).
+/// its labels (one an item, or a label image's plane an item).
 struct Batch<T> {
     shape: Vec<usize>,
     data: Vec<T>,
