@@ -448,7 +448,11 @@ fn enets_spatial_dropout_drops_whole_maps() {
     train.backward(&[&y], &[true], &[&x]).unwrap();
     let dx = x.cpu_diff().unwrap().to_vec();
     for (yp, dp) in ys.chunks(9).zip(dx.chunks(9)) {
-        let want = if yp.iter().all(|&v| v == 0.0) { 0.0 } else { 2.0 };
+        let want = if yp.iter().all(|&v| v == 0.0) {
+            0.0
+        } else {
+            2.0
+        };
         assert!(dp.iter().all(|&d| d == want), "{dp:?}");
     }
     let mut test = layer(&python("{'phase': 'TEST', 'p': '0.2'}"));
