@@ -50,7 +50,7 @@ const MOST_VALUES: usize = 3 << 28;
 
 /// The widest and tallest encoded image decoded: an image header
 /// claiming more is refused before its pixels are allocated.
-const MOST_SIDE: u32 = 16384;
+pub(crate) const MOST_SIDE: u32 = 16384;
 
 /// The most memory one encoded image may decode into (the decoder's
 /// buffers included): 256 MB, a 64-megapixel photo in colour.

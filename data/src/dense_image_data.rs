@@ -267,10 +267,15 @@ fn refused(detail: impl Into<String>) -> BlobError {
 }
 
 /// Two sizes given together or not at all (`new_height` / `new_width`,
-/// `crop_height` / `crop_width`).
+/// `crop_height` / `crop_width`), each at most a decoded image's side.
 fn both(p: &ParamMessage, names: [&str; 2]) -> Result<Option<(usize, usize)>, BlobError> {
+    let most = crate::datum::MOST_SIDE as usize;
     match names.map(|n| p.uint(n) as usize) {
         [0, 0] => Ok(None),
+        [h, w] if h > most || w > most => Err(refused(format!(
+            "{} x {} of {h} x {w} is more than the {most} pixels a side an image may have",
+            names[0], names[1]
+        ))),
         [h, w] if h > 0 && w > 0 => Ok(Some((h, w))),
         [h, w] => Err(refused(format!(
             "{} and {} must be given together ({h} and {w})",

@@ -152,8 +152,15 @@ pub fn image_data_layer<T: MathElement>(
         return Err(refused("image_data_param gives no source (the list file)"));
     }
     let (h, w) = (p.uint("new_height") as usize, p.uint("new_width") as usize);
+    let most = crate::datum::MOST_SIDE as usize;
     let size = match (h, w) {
         (0, 0) => None,
+        (h, w) if h > most || w > most => {
+            return Err(refused(format!(
+                "new_height x new_width {h} x {w} is more than the {most} pixels a side an \
+                 image may have"
+            )));
+        }
         (h, w) if h > 0 && w > 0 => Some((h, w)),
         _ => {
             return Err(refused(format!(

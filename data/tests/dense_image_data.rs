@@ -224,6 +224,13 @@ fn bad_settings_lists_and_pairs_are_named() {
     );
     let e = err(good, "batch_size: 0", "");
     assert!(e.contains("batch_size must be at least 1"), "{e}");
+    // A size no image may have is refused before any memory is asked for.
+    let e = err(
+        good,
+        "batch_size: 1 new_height: 4000000 new_width: 4000000",
+        "",
+    );
+    assert!(e.contains("more than the 16384 pixels a side"), "{e}");
     let e = err("a.png a_label.png\na.png\n", "batch_size: 1", "");
     assert!(
         e.contains("list.txt, line 2: \"a.png\" is not two names"),

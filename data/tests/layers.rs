@@ -323,6 +323,10 @@ fn bad_lists_and_missing_images_are_named_with_their_line() {
         err.contains("new_height and new_width must be given together"),
         "{err}"
     );
+    let err = image_net(&dir, &list, "new_height: 4000000 new_width: 4000000")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("more than the 16384 pixels a side"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
