@@ -749,12 +749,147 @@ fn lstm_and_rnn_backward_through_time() {
     for (a, b) in y[15..18].iter().zip(&fresh) {
         assert!((a - b).abs() < 1e-12, "{a} vs {b}");
     }
-    let err = LayerRegistry::<f64>::with_caffe_layers()
-        .build_text("type: 'LSTM' recurrent_param { num_output: 3 expose_hidden: true }")
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("expose_hidden is not supported"), "{err}");
+}
+
+/// Runs a layer with as many tops as it makes, and returns them.
+fn run_all(layer: &mut dyn DynLayer<f64>, bottoms: &[&Blob<f64>]) -> Vec<Blob<f64>> {
+    let count = layer.tops().min;
+    let mut tops: Vec<Blob<f64>> = (0..count).map(|_| Blob::default()).collect();
+    let shapes = {
+        let refs: Vec<&Blob<f64>> = tops.iter().collect();
+        layer.reshape(bottoms, &refs).unwrap()
+    };
+    for (top, shape) in tops.iter_mut().zip(&shapes) {
+        top.reshape(&shape.dims).unwrap();
+    }
+    let refs: Vec<&Blob<f64>> = tops.iter().collect();
+    layer.forward(bottoms, &refs).unwrap();
+    tops
+}
+
+/// Steps `from..to` of a (T, N, ...) blob.
+fn steps_of(blob: &Blob<f64>, from: usize, to: usize) -> Blob<f64> {
+    let per: usize = blob.shape()[1..].iter().product();
+    let mut shape = blob.shape().to_vec();
+    shape[0] = to - from;
+    Blob::from_vec(
+        &shape,
+        blob.to_vec().unwrap()[from * per..to * per].to_vec(),
+    )
+    .unwrap()
+}
+
+fn assert_close(what: &str, a: &[f64], b: &[f64]) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!((x - y).abs() < 1e-12, "{what} value {i}: {x} vs {y}");
+    }
+}
+
+#[test]
+fn lstm_and_rnn_carry_their_state_from_one_pass_to_the_next() {
+    // Caffe's own recurrent test: a whole sequence in one pass gives what
+    // its steps give one pass each, each starting from where the last
+    // ended (cont 1 after the first step).
+    let filled =
+        "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 }";
+    let mut flags = vec![1.0; 8];
+    flags[..2].fill(0.0);
+    let cont = Blob::from_vec(&[4, 2], flags).unwrap();
+    let x = input(&[4, 2, 5], 40);
+    for kind in ["LSTM", "RNN"] {
+        blob_kernels::cpu::set_seed(6);
+        let mut l = layer(&format!(
+            "type: '{kind}' recurrent_param {{ num_output: 3 {filled} }}"
+        ));
+        let whole = run(l.as_mut(), &[&x, &cont]).to_vec().unwrap();
+        for t in 0..4 {
+            let y = run(
+                l.as_mut(),
+                &[&steps_of(&x, t, t + 1), &steps_of(&cont, t, t + 1)],
+            );
+            assert_close(
+                &format!("{kind} step {t}"),
+                &y.to_vec().unwrap(),
+                &whole[t * 6..(t + 1) * 6],
+            );
+        }
+    }
+}
+
+#[test]
+fn expose_hidden_takes_the_starting_state_and_gives_the_final_one() {
+    let filled =
+        "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 }";
+    let mut flags = vec![1.0; 10];
+    flags[..2].fill(0.0);
+    flags[7] = 0.0; // item 1 starts anew at step 3
+    let cont = Blob::from_vec(&[5, 2], flags).unwrap();
+    let x = input(&[5, 2, 4], 41);
+    for (kind, states) in [("LSTM", 2), ("RNN", 1)] {
+        let text = format!(
+            "type: '{kind}' recurrent_param {{ num_output: 3 expose_hidden: true {filled} }}"
+        );
+        blob_kernels::cpu::set_seed(7);
+        let mut l = layer(&text);
+        assert_eq!(l.tops().min, 1 + states, "{kind}");
+        let zeros: Vec<Blob<f64>> = (0..states)
+            .map(|_| Blob::new(&[1, 2, 3]).unwrap())
+            .collect();
+        let mut bottoms = vec![&x, &cont];
+        bottoms.extend(zeros.iter());
+        let whole = run_all(l.as_mut(), &bottoms);
+        assert_eq!(whole.len(), 1 + states);
+        for top in &whole[1..] {
+            assert_eq!(top.shape(), [1, 2, 3], "{kind}");
+        }
+        // The final hidden state is the last step's output for LSTM.
+        let y = whole[0].to_vec().unwrap();
+        if kind == "LSTM" {
+            assert_close(kind, &whole[1].to_vec().unwrap(), &y[24..30]);
+        }
+        // Two passes, the second starting from the first's final state,
+        // give the whole pass's outputs and final state.
+        let (x1, c1) = (steps_of(&x, 0, 2), steps_of(&cont, 0, 2));
+        let mut first_bottoms = vec![&x1, &c1];
+        first_bottoms.extend(zeros.iter());
+        let first = run_all(l.as_mut(), &first_bottoms);
+        let (x2, c2) = (steps_of(&x, 2, 5), steps_of(&cont, 2, 5));
+        let mut second_bottoms = vec![&x2, &c2];
+        second_bottoms.extend(first[1..].iter());
+        let second = run_all(l.as_mut(), &second_bottoms);
+        assert_close(kind, &first[0].to_vec().unwrap(), &y[..12]);
+        assert_close(kind, &second[0].to_vec().unwrap(), &y[12..]);
+        for (a, b) in second[1..].iter().zip(&whole[1..]) {
+            assert_close(kind, &a.to_vec().unwrap(), &b.to_vec().unwrap());
+        }
+        // Gradients to the input and weights, the starting state
+        // continued into step 0, with and without a static input.
+        let starts: Vec<Blob<f64>> = (0..states)
+            .map(|s| input(&[1, 2, 3], 42 + s as u64))
+            .collect();
+        let ones = Blob::from_vec(&[5, 2], vec![1.0; 10]).unwrap();
+        for fixed in [None, Some(input(&[2, 2], 44))] {
+            let mut bottoms = vec![input(&[5, 2, 4], 45), ones.clone()];
+            bottoms.extend(fixed);
+            bottoms.extend(starts.iter().cloned());
+            blob_kernels::cpu::set_seed(11);
+            let report = CHECKER
+                .check_with_tops(layer(&text).as_mut(), &bottoms, 1)
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert!(report.checked > 0);
+        }
+        // A starting state of another shape is named.
+        let wrong = Blob::new(&[1, 2, 4]).unwrap();
+        let mut bottoms = vec![&x, &cont, &wrong];
+        bottoms.extend(zeros.iter().skip(1));
+        let err = l
+            .reshape(&bottoms, &[&Blob::default()])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("h_0") && err.contains("1 2 4"), "{err}");
+    }
 }
 
 #[test]
@@ -867,4 +1002,53 @@ fn bn_without_backward_gives_the_same_values_in_place_or_not() {
         quick.forward(&[&same], &[&same]).unwrap();
         assert_eq!(same.to_vec().unwrap(), want, "{text} in place");
     }
+}
+
+#[test]
+fn a_net_chains_exposed_lstm_states_and_trains_through_them() {
+    // Two LSTMs, the second starting where the first ended, under a loss:
+    // the net wires the extra bottoms and tops, and backward runs.
+    let text = "force_backward: true
+        input: 'x' input_shape { dim: 3 dim: 2 dim: 4 }
+        input: 'cont' input_shape { dim: 3 dim: 2 }
+        input: 'h0' input_shape { dim: 1 dim: 2 dim: 5 }
+        input: 'c0' input_shape { dim: 1 dim: 2 dim: 5 }
+        layer { name: 'a' type: 'LSTM' bottom: 'x' bottom: 'cont' bottom: 'h0' bottom: 'c0'
+                top: 'ya' top: 'ha' top: 'ca'
+                recurrent_param { num_output: 5 expose_hidden: true
+                  weight_filler { type: 'uniform' min: -0.3 max: 0.3 } } }
+        layer { name: 'b' type: 'LSTM' bottom: 'x' bottom: 'cont' bottom: 'ha' bottom: 'ca'
+                top: 'yb' top: 'hb' top: 'cb'
+                recurrent_param { num_output: 5 expose_hidden: true
+                  weight_filler { type: 'uniform' min: -0.3 max: 0.3 } } }
+        layer { name: 'loss' type: 'EuclideanLoss' bottom: 'ya' bottom: 'yb' top: 'loss' }
+        layer { name: 'out' type: 'Silence' bottom: 'hb' bottom: 'cb' }";
+    let mut net = Net::<f32>::from_prototxt(text, NetState::train()).unwrap();
+    assert_eq!(net.blob("hb").unwrap().shape(), [1, 2, 5]);
+    blob_kernels::cpu::set_seed(3);
+    blob_kernels::cpu::uniform(
+        -1.0f32,
+        1.0,
+        &mut net.blob("x").unwrap().mutable_cpu_data().unwrap(),
+    )
+    .unwrap();
+    net.blob("cont")
+        .unwrap()
+        .mutable_cpu_data()
+        .unwrap()
+        .fill(1.0);
+    let loss = net.forward().unwrap();
+    assert!(loss > 0.0, "{loss}");
+    net.backward().unwrap();
+    let grads = net.layer_blobs("b").unwrap()[0].diff_to_vec().unwrap();
+    assert!(grads.iter().any(|g| *g != 0.0));
+    // The exposed states take no gradient.
+    assert!(
+        net.blob("ha")
+            .unwrap()
+            .diff_to_vec()
+            .unwrap()
+            .iter()
+            .all(|g| *g == 0.0)
+    );
 }

@@ -15,8 +15,16 @@
 //!   `b_h`, [`W_xh_static`], `W_hh`, `W_ho`, `b_o`.
 //!
 //! Backward runs through time (no gradient to `cont`, as in Caffe).
-//! `expose_hidden` (the first and last hidden states as extra bottoms and
-//! tops) is not supported yet.
+//!
+//! The state a pass starts from (`h_0`, and `c_0` for LSTM, each (1, N,
+//! num_output)) is, as in Caffe, the state the previous pass ended in
+//! (zeros before the first pass): a sequence may run on across batches
+//! where `cont` is 1 at their first step. With `expose_hidden`, the
+//! starting state is given as extra bottoms after the static input
+//! instead, and the final state (`h_T`, and `c_T` for LSTM) comes out as
+//! extra tops. No gradient crosses a pass's start or end (Caffe's "we
+//! can't backpropagate across batches"): the starting state's bottoms get
+//! a zero gradient, and the final state's tops' gradients are not read.
 
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -47,6 +55,51 @@ struct Trace {
     hidden: Vec<f64>,
     /// RNN: the outputs o_t.
     outputs: Vec<f64>,
+    /// The state the pass started from: h_0 per item, then (LSTM) c_0.
+    start: State,
+}
+
+impl Trace {
+    /// h_{t-1} of `item`: the starting state's at step 0.
+    fn previous_hidden(&self, t: usize, item: usize, n: usize, h: usize) -> &[f64] {
+        match t.checked_sub(1) {
+            Some(p) => &self.hidden[(p * n + item) * h..(p * n + item + 1) * h],
+            None => &self.start.hidden[item * h..(item + 1) * h],
+        }
+    }
+
+    /// c_{t-1} of `item` (LSTM): the starting state's at step 0.
+    fn previous_cells(&self, t: usize, item: usize, n: usize, h: usize) -> &[f64] {
+        match t.checked_sub(1) {
+            Some(p) => &self.cells[(p * n + item) * h..(p * n + item + 1) * h],
+            None => &self.start.cells[item * h..(item + 1) * h],
+        }
+    }
+
+    /// The state after the last of `steps` steps (`size` values a part):
+    /// the starting state where there were none.
+    fn end(&self, steps: usize, size: usize) -> State {
+        let Some(last) = steps.checked_sub(1) else {
+            return self.start.clone();
+        };
+        let cells = if self.start.cells.is_empty() {
+            Vec::new()
+        } else {
+            self.cells[last * size..(last + 1) * size].to_vec()
+        };
+        State {
+            hidden: self.hidden[last * size..(last + 1) * size].to_vec(),
+            cells,
+        }
+    }
+}
+
+/// A recurrent state: the hidden values of every item, and for LSTM its
+/// cells, each (N, num_output) row-major.
+#[derive(Clone, Default)]
+struct State {
+    hidden: Vec<f64>,
+    cells: Vec<f64>,
 }
 
 /// Caffe `RNN` or `LSTM`: see the [module](self) documentation.
@@ -57,6 +110,12 @@ pub(crate) struct RecurrentLayer<T: MathElement> {
     bias_filler: ParamMessage,
     blobs: Vec<Blob<T>>,
     trace: Trace,
+    /// Caffe's `expose_hidden`: the state in and out through blobs.
+    expose_hidden: bool,
+    /// Where the state is not exposed, the state the last pass ended in.
+    carried: State,
+    /// The first exposed state bottom, as the last reshape found it.
+    state_at: Option<usize>,
 }
 
 /// The sizes of one pass.
@@ -67,6 +126,8 @@ struct Dims {
     input: usize,
     /// The static input's size, where there is one.
     fixed: Option<usize>,
+    /// The bottom of the first state blob, where the state is exposed.
+    state_at: Option<usize>,
 }
 
 fn sigmoid(v: f64) -> f64 {
@@ -121,13 +182,6 @@ impl<T: MathElement> RecurrentLayer<T> {
                 "recurrent_param.num_output must be set and positive",
             ));
         }
-        if p.boolean("expose_hidden") {
-            return Err(bad_param(
-                op,
-                "recurrent_param.expose_hidden is not supported yet (the hidden state starts at \
-                 zero each pass)",
-            ));
-        }
         Ok(Self {
             cell,
             hidden,
@@ -135,6 +189,56 @@ impl<T: MathElement> RecurrentLayer<T> {
             bias_filler: sub_param(&p, "bias_filler"),
             blobs: Vec::new(),
             trace: Trace::default(),
+            expose_hidden: p.boolean("expose_hidden"),
+            carried: State::default(),
+            state_at: None,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        match self.cell {
+            Cell::Lstm => "LSTM",
+            Cell::Rnn => "RNN",
+        }
+    }
+
+    /// Blobs a state is made of: h (and c for LSTM), Caffe's
+    /// `RecurrentInputBlobNames`.
+    fn state_blobs(&self) -> usize {
+        match self.cell {
+            Cell::Lstm => 2,
+            Cell::Rnn => 1,
+        }
+    }
+
+    /// The extra bottoms and tops `expose_hidden` adds.
+    fn exposed(&self) -> usize {
+        if self.expose_hidden {
+            self.state_blobs()
+        } else {
+            0
+        }
+    }
+
+    /// The state this pass starts from: the exposed bottoms', or the last
+    /// pass's end (zeros at first, and when the number of items changed).
+    fn start_state(&self, d: Dims, bottoms: &[&Blob<T>]) -> Result<State> {
+        let size = d.items * self.hidden;
+        let Some(at) = d.state_at else {
+            if self.carried.hidden.len() == size {
+                return Ok(self.carried.clone());
+            }
+            return Ok(State {
+                hidden: vec![0.0; size],
+                cells: vec![0.0; if self.cell == Cell::Lstm { size } else { 0 }],
+            });
+        };
+        Ok(State {
+            hidden: wide(bottoms[at])?,
+            cells: match self.cell {
+                Cell::Lstm => wide(bottoms[at + 1])?,
+                Cell::Rnn => Vec::new(),
+            },
         })
     }
 
@@ -147,11 +251,7 @@ impl<T: MathElement> RecurrentLayer<T> {
     }
 
     fn dims(&self, bottoms: &[&Blob<T>]) -> Result<Dims> {
-        let name = if self.cell == Cell::Lstm {
-            "LSTM"
-        } else {
-            "RNN"
-        };
+        let name = self.name();
         let (x, cont) = (bottoms[0].shape(), bottoms[1].shape());
         if x.len() < 2 || cont != &x[..2] {
             return Err(bad_param(
@@ -163,7 +263,10 @@ impl<T: MathElement> RecurrentLayer<T> {
                 ),
             ));
         }
-        let fixed = match bottoms.get(2) {
+        // As Caffe counts: a static input is there when the bottoms are
+        // more than x, cont and the exposed state.
+        let has_fixed = bottoms.len() > 2 + self.exposed();
+        let fixed = match bottoms.get(2).filter(|_| has_fixed) {
             Some(s) if s.shape().first() == Some(&x[1]) => Some(s.shape()[1..].iter().product()),
             Some(s) => {
                 return Err(bad_param(
@@ -177,11 +280,35 @@ impl<T: MathElement> RecurrentLayer<T> {
             }
             None => None,
         };
+        let state_at = self.expose_hidden.then(|| 2 + usize::from(has_fixed));
+        if let Some(at) = state_at {
+            let want = [1, x[1], self.hidden];
+            for (i, blob) in bottoms[at..].iter().enumerate() {
+                if blob.shape() != want {
+                    return Err(bad_param(
+                        name,
+                        format!(
+                            "bottom {} (the starting {}) is {}; expose_hidden needs (1, N, \
+                             num_output) = {:?}",
+                            at + i,
+                            if i == 0 {
+                                "hidden state h_0"
+                            } else {
+                                "cell state c_0"
+                            },
+                            blob.shape_string(),
+                            want
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(Dims {
             steps: x[0],
             items: x[1],
             input: x[2..].iter().product(),
             fixed,
+            state_at,
         })
     }
 
@@ -215,18 +342,22 @@ fn wide<T: MathElement>(b: &Blob<T>) -> Result<Vec<f64>> {
 
 impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
     fn type_name(&self) -> &str {
-        match self.cell {
-            Cell::Lstm => "LSTM",
-            Cell::Rnn => "RNN",
-        }
+        self.name()
     }
 
+    /// x and cont, the static input, then the exposed state.
     fn bottoms(&self) -> Arity {
-        Arity::range(2, 3)
+        Arity::range(2 + self.exposed(), 3 + self.exposed())
+    }
+
+    /// The outputs, then the exposed final state.
+    fn tops(&self) -> Arity {
+        Arity::exactly(1 + self.exposed())
     }
 
     fn reshape(&mut self, bottoms: &[&Blob<T>], _tops: &[&Blob<T>]) -> Result<Vec<TopShape>> {
         let d = self.dims(bottoms)?;
+        self.state_at = d.state_at;
         let shapes = self.blob_shapes(d);
         if self.blobs.is_empty() {
             for shape in &shapes {
@@ -248,11 +379,7 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
             .find(|(_, (b, want))| b.shape() != want.as_slice())
         {
             return Err(bad_param(
-                if self.cell == Cell::Lstm {
-                    "LSTM"
-                } else {
-                    "RNN"
-                },
+                self.name(),
                 format!(
                     "blob {i} is {}; this input needs {:?}",
                     b.shape_string(),
@@ -262,11 +389,7 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
         }
         if self.blobs.len() != shapes.len() {
             return Err(bad_param(
-                if self.cell == Cell::Lstm {
-                    "LSTM"
-                } else {
-                    "RNN"
-                },
+                self.name(),
                 format!(
                     "the layer has {} blobs; {} blobs with{} a static input",
                     self.blobs.len(),
@@ -275,7 +398,10 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
                 ),
             ));
         }
-        Ok(vec![TopShape::new(vec![d.steps, d.items, self.hidden])])
+        let state = vec![1, d.items, self.hidden];
+        let mut tops = vec![TopShape::new(vec![d.steps, d.items, self.hidden])];
+        tops.extend((0..self.exposed()).map(|_| TopShape::new(state.clone())));
+        Ok(tops)
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
@@ -283,7 +409,8 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
         let (h, rows, n) = (self.hidden, self.rows(), d.items);
         let x = wide(bottoms[0])?;
         let cont = wide(bottoms[1])?;
-        let fixed = bottoms.get(2).map(|b| wide(b)).transpose()?;
+        let fixed = d.fixed.map(|_| wide(bottoms[2])).transpose()?;
+        let start = self.start_state(d, bottoms)?;
         let w = self.values()?;
         let (w_x, bias) = (&w[0], &w[1]);
         let w_fixed = d.fixed.map(|_| &w[2]);
@@ -293,6 +420,7 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
         trace.cells = vec![0.0; d.steps * n * h];
         trace.hidden = vec![0.0; d.steps * n * h];
         trace.outputs = vec![0.0; d.steps * n * h];
+        trace.start = start;
         for t in 0..d.steps {
             for item in 0..n {
                 let at = t * n + item;
@@ -302,13 +430,12 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
                 if let (Some(wf), Some(s), Some(size)) = (w_fixed, &fixed, d.fixed) {
                     add_product(wf, &s[item * size..(item + 1) * size], &mut pre);
                 }
-                if t > 0 {
-                    let prev: Vec<f64> = trace.hidden[(at - n) * h..(at - n + 1) * h]
-                        .iter()
-                        .map(|v| v * keep)
-                        .collect();
-                    add_product(w_h, &prev, &mut pre);
-                }
+                let prev: Vec<f64> = trace
+                    .previous_hidden(t, item, n, h)
+                    .iter()
+                    .map(|v| v * keep)
+                    .collect();
+                add_product(w_h, &prev, &mut pre);
                 match self.cell {
                     Cell::Lstm => {
                         for (j, v) in pre.iter_mut().enumerate() {
@@ -316,11 +443,7 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
                         }
                         for k in 0..h {
                             let (i, f, o, g) = (pre[k], pre[h + k], pre[2 * h + k], pre[3 * h + k]);
-                            let prev_c = if t > 0 {
-                                trace.cells[(at - n) * h + k]
-                            } else {
-                                0.0
-                            };
+                            let prev_c = trace.previous_cells(t, item, n, h)[k];
                             let c = keep * f * prev_c + i * g;
                             trace.cells[at * h + k] = c;
                             trace.hidden[at * h + k] = o * c.tanh();
@@ -346,6 +469,17 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
         for (y, &v) in tops[0].mutable_cpu_data()?.iter_mut().zip(result) {
             *y = T::from_f64(v);
         }
+        let end = trace.end(d.steps, n * h);
+        if self.expose_hidden {
+            let parts = [&end.hidden, &end.cells];
+            for (top, values) in tops[1..].iter().zip(parts) {
+                for (y, &v) in top.mutable_cpu_data()?.iter_mut().zip(values) {
+                    *y = T::from_f64(v);
+                }
+            }
+        } else {
+            self.carried = end;
+        }
         Ok(())
     }
 
@@ -359,7 +493,7 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
         let (h, rows, n) = (self.hidden, self.rows(), d.items);
         let x = wide(bottoms[0])?;
         let cont = wide(bottoms[1])?;
-        let fixed = bottoms.get(2).map(|b| wide(b)).transpose()?;
+        let fixed = d.fixed.map(|_| wide(bottoms[2])).transpose()?;
         let dy: Vec<f64> = tops[0].cpu_diff()?.iter().map(|v| v.to_f64()).collect();
         let w = self.values()?;
         let mut dw: Vec<Vec<f64>> = w.iter().map(|b| vec![0.0; b.len()]).collect();
@@ -387,11 +521,7 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
                             let c = trace.cells[at * h + k];
                             let tc = c.tanh();
                             let dc = dh[k] * o * (1.0 - tc * tc) + dc_next[item * h + k];
-                            let prev_c = if t > 0 {
-                                trace.cells[(at - n) * h + k]
-                            } else {
-                                0.0
-                            };
+                            let prev_c = trace.previous_cells(t, item, n, h)[k];
                             dpre[k] = dc * g * i * (1.0 - i);
                             dpre[h + k] = dc * keep * prev_c * f * (1.0 - f);
                             dpre[2 * h + k] = dh[k] * tc * o * (1.0 - o);
@@ -426,14 +556,17 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
                     add_outer(&dpre, &s[item * size..(item + 1) * size], &mut dw[fa]);
                     add_transposed(&w[fa], &dpre, &mut d_fixed[item * size..(item + 1) * size]);
                 }
+                // The previous state's term; at step 0 the starting state's,
+                // which takes the weights' gradient but passes none on.
+                let prev: Vec<f64> = trace
+                    .previous_hidden(t, item, n, h)
+                    .iter()
+                    .map(|v| v * keep)
+                    .collect();
+                add_outer(&dpre, &prev, &mut dw[h_at]);
                 let next = &mut dh_next[item * h..(item + 1) * h];
                 next.fill(0.0);
                 if t > 0 {
-                    let prev: Vec<f64> = trace.hidden[(at - n) * h..(at - n + 1) * h]
-                        .iter()
-                        .map(|v| v * keep)
-                        .collect();
-                    add_outer(&dpre, &prev, &mut dw[h_at]);
                     let mut back = vec![0.0; h];
                     add_transposed(&w[h_at], &dpre, &mut back);
                     for (nx, b) in next.iter_mut().zip(back) {
@@ -452,11 +585,16 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
                 *d = T::from_f64(v);
             }
         }
-        if let Some(s) = bottoms.get(2)
-            && propagate_down.get(2) == Some(&true)
-        {
-            for (d, v) in s.mutable_cpu_diff()?.iter_mut().zip(d_fixed) {
+        if d.fixed.is_some() && propagate_down.get(2) == Some(&true) {
+            for (d, v) in bottoms[2].mutable_cpu_diff()?.iter_mut().zip(d_fixed) {
                 *d = T::from_f64(v);
+            }
+        }
+        if let Some(at) = d.state_at {
+            for (blob, &down) in bottoms[at..].iter().zip(&propagate_down[at..]) {
+                if down {
+                    blob.mutable_cpu_diff()?.fill(T::from_f64(0.0));
+                }
             }
         }
         Ok(())
@@ -470,9 +608,10 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
         &mut self.blobs
     }
 
-    /// The continuation flags take no gradient, as in Caffe.
+    /// The continuation flags take no gradient, as in Caffe, and nor does
+    /// an exposed starting state.
     fn allow_force_backward(&self, bottom: usize) -> bool {
-        bottom != 1
+        bottom != 1 && self.state_at.is_none_or(|at| bottom < at)
     }
 
     fn allows_in_place(&self) -> bool {
