@@ -12,6 +12,7 @@ use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, Example, Pixels, decode_image};
 use crate::list::{PairLine, read_pair_list};
+use crate::order::ListCycle;
 use crate::prefetch::{Decoded, Decoder, LabelPlane, PrefetchingDataLayer, Raw, Records, Setup};
 use crate::resize::{resize_linear, resize_nearest};
 use crate::transform::DataTransformer;
@@ -79,33 +80,23 @@ struct Decoding {
 struct PairRecords {
     list: PathBuf,
     root: String,
-    entries: Vec<PairLine>,
+    entries: ListCycle<PairLine>,
     decoding: Decoding,
-    shuffle: bool,
-    start: usize,
 }
 
 impl PairRecords {
-    /// Caffe's `ShuffleImages`, from the prefetch thread's generator.
-    fn shuffle(&mut self) {
-        for i in (1..self.entries.len()).rev() {
-            let j = (blob_kernels::cpu::rng_rand() as usize) % (i + 1);
-            self.entries.swap(i, j);
-        }
-    }
-
     /// Both files of a pair, read (decoding is the decoder's), and the
     /// pair's draws.
-    fn read(&self, entry: &PairLine) -> Result<Raw, String> {
+    fn read(root: &str, decoding: &Decoding, entry: &PairLine) -> Result<Raw, String> {
         let read = |name: &str| {
-            blob_runtime::read_file(format!("{}{name}", self.root))
+            blob_runtime::read_file(format!("{root}{name}"))
                 .map_err(|e| format!("Could not load {e}"))
         };
         let bytes = read(&entry.image)?;
         let label_bytes = read(&entry.label)?;
         let rand = blob_kernels::cpu::rng_rand;
-        let mirror = self.decoding.mirror.then(rand);
-        let crop = self.decoding.crop.map(|_| [rand(), rand()]);
+        let mirror = decoding.mirror.then(rand);
+        let crop = decoding.crop.map(|_| [rand(), rand()]);
         Ok(Raw {
             bytes,
             label: None,
@@ -229,24 +220,12 @@ impl Records for PairRecords {
         &mut self,
         visit: &mut dyn FnMut(&str, Result<Raw, String>) -> bool,
     ) -> Result<(), String> {
-        if self.shuffle {
-            self.shuffle();
-        }
-        let mut at = self.start;
-        loop {
-            let entry = &self.entries[at];
+        let (root, decoding) = (&self.root, &self.decoding);
+        self.entries.run(|entry| {
             let key = format!("line {} ({} {})", entry.line, entry.image, entry.label);
-            if !visit(&key, self.read(entry)) {
-                return Ok(());
-            }
-            at += 1;
-            if at == self.entries.len() {
-                at = 0;
-                if self.shuffle {
-                    self.shuffle();
-                }
-            }
-        }
+            visit(&key, Self::read(root, decoding, entry))
+        });
+        Ok(())
     }
 
     fn decoder(&self) -> Decoder {
@@ -378,19 +357,8 @@ pub fn dense_image_data_layer<T: MathElement>(
         return Err(refused(format!("{source}: the list names no image")));
     }
     let rand_skip = p.uint("rand_skip").min(u64::from(u32::MAX)) as u32;
-    let start = match rand_skip {
-        0 => 0,
-        n => {
-            let skip = (blob_kernels::cpu::rng_rand() % n) as usize;
-            if skip >= entries.len() {
-                return Err(refused(format!(
-                    "rand_skip drew {skip}, but {source} lists {} pairs",
-                    entries.len()
-                )));
-            }
-            skip
-        }
-    };
+    let entries = ListCycle::new(entries, p.boolean("shuffle"), rand_skip)
+        .map_err(|e| refused(format!("{source}: {e}")))?;
     let records = PairRecords {
         list: PathBuf::from(&source),
         root: p.string("root_folder").to_string(),
@@ -406,8 +374,6 @@ pub fn dense_image_data_layer<T: MathElement>(
             mirror: p.boolean("mirror"),
             crop,
         },
-        shuffle: p.boolean("shuffle"),
-        start,
     };
     PrefetchingDataLayer::start(
         Setup {

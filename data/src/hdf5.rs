@@ -10,6 +10,8 @@ use blob_layers::{Arity, DynLayer, TopShape};
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, BlobError, MathElement};
 
+use crate::order::shuffle;
+
 /// A problem with an HDF5 file, naming it and the dataset.
 fn refused(op: &'static str, detail: impl Into<String>) -> BlobError {
     BlobError::InvalidParameter {
@@ -111,14 +113,6 @@ pub struct Hdf5DataLayer {
     rows: Rows,
     row_order: Vec<usize>,
     current_row: usize,
-}
-
-/// A permutation shuffled from Caffe's generator.
-fn shuffle(order: &mut [usize]) {
-    for i in (1..order.len()).rev() {
-        let j = (blob_kernels::cpu::rng_rand() as usize) % (i + 1);
-        order.swap(i, j);
-    }
 }
 
 impl Hdf5DataLayer {

@@ -10,6 +10,7 @@ use blob_runtime::{BlobError, MathElement};
 
 use crate::datum::{ColorMode, Example, Pixels, decode_image};
 use crate::list::{ListLine, read_image_list};
+use crate::order::ListCycle;
 use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Records, Setup};
 use crate::resize::resize_linear;
 use crate::transform::DataTransformer;
@@ -18,25 +19,15 @@ use crate::transform::DataTransformer;
 struct ImageRecords {
     list: PathBuf,
     root: String,
-    entries: Vec<ListLine>,
+    entries: ListCycle<ListLine>,
     color: ColorMode,
     size: Option<(usize, usize)>,
-    shuffle: bool,
-    start: usize,
 }
 
 impl ImageRecords {
-    /// Caffe's `ShuffleImages`, from the prefetch thread's generator.
-    fn shuffle(&mut self) {
-        for i in (1..self.entries.len()).rev() {
-            let j = (blob_kernels::cpu::rng_rand() as usize) % (i + 1);
-            self.entries.swap(i, j);
-        }
-    }
-
     /// The file of a list line, read (decoding is the decoder's).
-    fn read(&self, entry: &ListLine) -> Result<Raw, String> {
-        let path = format!("{}{}", self.root, entry.name);
+    fn read(root: &str, entry: &ListLine) -> Result<Raw, String> {
+        let path = format!("{root}{}", entry.name);
         let bytes = blob_runtime::read_file(&path).map_err(|e| format!("Could not load {e}"))?;
         Ok(Raw {
             bytes,
@@ -74,24 +65,12 @@ impl Records for ImageRecords {
         &mut self,
         visit: &mut dyn FnMut(&str, Result<Raw, String>) -> bool,
     ) -> Result<(), String> {
-        if self.shuffle {
-            self.shuffle();
-        }
-        let mut at = self.start;
-        loop {
-            let entry = &self.entries[at];
+        let root = &self.root;
+        self.entries.run(|entry| {
             let key = format!("line {} ({})", entry.line, entry.name);
-            if !visit(&key, self.read(entry)) {
-                return Ok(());
-            }
-            at += 1;
-            if at == self.entries.len() {
-                at = 0;
-                if self.shuffle {
-                    self.shuffle();
-                }
-            }
-        }
+            visit(&key, Self::read(root, entry))
+        });
+        Ok(())
     }
 
     fn decoder(&self) -> Decoder {
@@ -179,19 +158,8 @@ pub fn image_data_layer<T: MathElement>(
         return Err(refused(format!("{source}: the list names no image")));
     }
     let rand_skip = p.uint("rand_skip").min(u64::from(u32::MAX)) as u32;
-    let start = match rand_skip {
-        0 => 0,
-        n => {
-            let skip = (blob_kernels::cpu::rng_rand() % n) as usize;
-            if skip >= entries.len() {
-                return Err(refused(format!(
-                    "rand_skip drew {skip}, but {source} lists {} images",
-                    entries.len()
-                )));
-            }
-            skip
-        }
-    };
+    let entries = ListCycle::new(entries, p.boolean("shuffle"), rand_skip)
+        .map_err(|e| refused(format!("{source}: {e}")))?;
     let records = ImageRecords {
         list: PathBuf::from(&source),
         root: p.string("root_folder").to_string(),
@@ -202,8 +170,6 @@ pub fn image_data_layer<T: MathElement>(
             ColorMode::Gray
         },
         size,
-        shuffle: p.boolean("shuffle"),
-        start,
     };
     PrefetchingDataLayer::start(
         Setup {

@@ -184,10 +184,7 @@ pub fn convert_imageset(
 ) -> Result<usize, ToolError> {
     let mut lines = read_image_list(list)?;
     if options.shuffle {
-        for i in (1..lines.len()).rev() {
-            let j = (blob_kernels::cpu::rng_rand() as usize) % (i + 1);
-            lines.swap(i, j);
-        }
+        crate::order::shuffle(&mut lines);
     }
     report(ImageSetEvent::Total(lines.len()));
     let encoded = options.encoded || options.encode_type.is_some();

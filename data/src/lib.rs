@@ -52,6 +52,7 @@ mod imageset;
 mod leveldb;
 mod list;
 mod memory_data;
+mod order;
 mod prefetch;
 mod resize;
 mod store;
