@@ -1236,7 +1236,8 @@ fn cuda_slices_move_in_and_out(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 }
 
 /// Softmax and SoftmaxWithLoss on device blobs give the host's values;
-/// dropout on the GPU keeps and scales consistently forward and backward.
+/// dropout on the GPU keeps and scales consistently forward and backward;
+/// ENet's spatial dropout gives the host's values.
 fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     compare_layer(
         "softmax",
@@ -1278,6 +1279,23 @@ fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Fail
     near(results[1].0 as f64, results[0].0 as f64, 1e-5, "loss")?;
     let err = max_rel(&results[1].1, &results[0].1);
     ensure(err <= 1e-5, format!("loss gradient differs by {err:.2e}"))?;
+
+    // ENet's spatial dropout draws its maps on the host in both runs: the
+    // same maps dropped, in place or not, and its test phase's scaling.
+    for (phase, in_place) in [("TRAIN", false), ("TRAIN", true), ("TEST", false)] {
+        let text = format!(
+            r#"type: "Python" python_param {{ module: "spatial_dropout"
+               layer: "SpatialDropoutLayer" param_str: "{{'phase': '{phase}', 'p': '0.3'}}" }}"#
+        );
+        compare_layer(
+            &format!("spatial dropout, {phase}"),
+            dev,
+            F32_TOLERANCE,
+            (&text, as_written),
+            (&[2, 16, 5, 7], &[2, 16, 5, 7]),
+            in_place,
+        )?;
+    }
 
     let x = Blob::<f32>::with_device(&[1000], dev.clone()).map_err(fail)?;
     x.mutable_cpu_data().map_err(fail)?.fill(1.0);

@@ -14,3 +14,19 @@ extern "C" __global__ void dropout_inplace_f32(long long n, const unsigned int* 
                                                float* y) {
     GRID_STRIDE(i, n) { y[i] = keep[i] == 1u ? y[i] * scale : 0.0f; }
 }
+
+// ENet's spatial dropout: one keep (0 or 1, drawn on the host from Caffe's
+// generator) for each image's channel, a map of `plane` values; y = x *
+// keep * scale in two roundings, as NumPy's float32 `x * keep * scale`
+// (a dropped negative value is -0). The same for gradients.
+extern "C" __global__ void spatial_dropout_f32(long long n, long long plane,
+                                               const unsigned int* keep, float scale,
+                                               const float* x, float* y) {
+    GRID_STRIDE(i, n) { y[i] = __fmul_rn(__fmul_rn(x[i], (float)keep[i / plane]), scale); }
+}
+
+extern "C" __global__ void spatial_dropout_inplace_f32(long long n, long long plane,
+                                                       const unsigned int* keep, float scale,
+                                                       float* y) {
+    GRID_STRIDE(i, n) { y[i] = __fmul_rn(__fmul_rn(y[i], (float)keep[i / plane]), scale); }
+}

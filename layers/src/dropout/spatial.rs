@@ -18,7 +18,8 @@ use crate::layer::{Result, expect_shape, in_place};
 /// prototxts carry it so). The phase is `param_str`'s, not the net's,
 /// as in the fork. Products as NumPy's on float32 data: `x * keep`, then
 /// times the scale rounded to the blob's type (a dropped negative value
-/// is -0). A GPU net runs it on the host.
+/// is -0). In a GPU net the draws are made on the host as well, so a
+/// seeded run drops the same maps on either.
 pub(crate) struct SpatialDropoutLayer {
     train: bool,
     p: f64,
@@ -110,6 +111,39 @@ impl SpatialDropoutLayer {
         T::from_f64(1.0 / (1.0 - self.p))
     }
 
+    /// On the GPU, where both blobs are: `to = from * keep * scale` with
+    /// the host's draws (every keep 1 outside training). `Ok(false)` where
+    /// the CPU side runs.
+    #[cfg(feature = "cuda")]
+    fn on_gpu<T: MathElement>(
+        &self,
+        from: &Blob<T>,
+        to: &Blob<T>,
+        planes: usize,
+        diffs: bool,
+    ) -> Result<bool> {
+        let Some(gpu) = crate::gpu::gpu_of_all(&[from, to]) else {
+            return Ok(false);
+        };
+        let ones;
+        let keep = if self.train {
+            &self.keep
+        } else {
+            ones = vec![1; planes];
+            &ones
+        };
+        use crate::gpu::as_f32;
+        super::cuda::spatial(
+            &gpu,
+            keep,
+            self.scale::<f32>(),
+            as_f32(from),
+            as_f32(to),
+            diffs,
+        )?;
+        Ok(true)
+    }
+
     /// `to = from * keep * scale`, a plane of each image's channel at a
     /// time (every keep 1 outside training).
     fn apply<T: MathElement>(&self, from: &[T], to: &mut [T], planes: usize) {
@@ -167,6 +201,10 @@ impl<T: MathElement> DynLayer<T> for SpatialDropoutLayer {
             cpu::bernoulli(1.0 - self.p, &mut self.keep)
                 .map_err(|e| bad_param("spatial dropout", e.to_string()))?;
         }
+        #[cfg(feature = "cuda")]
+        if self.on_gpu(x, y, planes, false)? {
+            return Ok(());
+        }
         if in_place(x, y) {
             let values = x.cpu_data()?.to_vec();
             self.apply(&values, &mut y.mutable_cpu_data()?, planes);
@@ -196,6 +234,10 @@ impl<T: MathElement> DynLayer<T> for SpatialDropoutLayer {
                     x.shape_string()
                 ),
             ));
+        }
+        #[cfg(feature = "cuda")]
+        if self.on_gpu(y, x, planes, true)? {
+            return Ok(());
         }
         if in_place(x, y) {
             let diffs = y.cpu_diff()?.to_vec();

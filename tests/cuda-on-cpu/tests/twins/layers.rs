@@ -1,5 +1,5 @@
 //! `inner_product.cu`, `activation.cu` and `dropout.cu` against the CPU
-//! InnerProduct, ReLU/Sigmoid/TanH and Dropout.
+//! InnerProduct, ReLU/Sigmoid/TanH, Dropout and ENet's spatial dropout.
 
 use blob_kernels::cpu::{Transpose, gemm};
 use blob_kernels::sums::SumLayout;
@@ -172,6 +172,40 @@ fn dropout_matches_cpu() {
     // SAFETY: keep and dx hold n values.
     unsafe { k::dropout_inplace_f32(n, n as i64, &keep, scale, &mut dx) };
     assert_close("dropout gradient", &dx, &want.dx, 1e-6);
+}
+
+/// `dropout/cuda.rs`'s spatial dropout with the maps the CPU layer kept
+/// (read back from its outputs): the same bits, -0 for a dropped negative
+/// value included, in and out of place.
+#[test]
+fn spatial_dropout_matches_cpu() {
+    let (planes, plane) = (2 * 24, 35);
+    let n = planes * plane;
+    let x = random(n, 3, -1.5, 1.5);
+    let dy = random(n, 4, -1.0, 1.0);
+    let text = r#"type: "Python" python_param { module: "spatial_dropout"
+        layer: "SpatialDropoutLayer" param_str: "{'phase': 'TRAIN', 'p': '0.3'}" }"#;
+    let want = run_on_cpu(text, &[], (&[2, 24, 5, 7], &x), (&[2, 24, 5, 7], &dy));
+    let keep: Vec<u32> = want
+        .y
+        .chunks(plane)
+        .map(|map| u32::from(map.iter().any(|&v| v != 0.0)))
+        .collect();
+    let kept = keep.iter().filter(|&&b| b == 1).count();
+    assert!(
+        (20..45).contains(&kept),
+        "{kept} of {planes} maps kept at p 0.3"
+    );
+    let scale = (1.0f64 / 0.7) as f32;
+    let mut y = vec![f32::NAN; n];
+    // SAFETY: x and y hold n values, keep one a map of `plane`.
+    unsafe { k::spatial_dropout_f32(n, n as i64, plane as i64, &keep, scale, &x, &mut y) };
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&y), bits(&want.y), "spatial dropout output");
+    let mut dx = dy.clone();
+    // SAFETY: dx holds n values, keep one a map of `plane`.
+    unsafe { k::spatial_dropout_inplace_f32(n, n as i64, plane as i64, &keep, scale, &mut dx) };
+    assert_eq!(bits(&dx), bits(&want.dx), "spatial dropout gradient");
 }
 
 /// The `user_layer` example's own kernel (its user layer's CUDA side)
