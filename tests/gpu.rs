@@ -1235,8 +1235,8 @@ fn cuda_slices_move_in_and_out(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     ensure(copied == values, format!("the copy: {copied:?}"))
 }
 
-/// Softmax and SoftmaxWithLoss on device blobs give the host's values;
-/// dropout on the GPU keeps and scales consistently forward and backward;
+/// Softmax and SoftmaxWithLoss (SegNet's weighted spatial one too) on
+/// device blobs give the host's values; dropout on the GPU keeps and scales consistently forward and backward;
 /// ENet's spatial dropout gives the host's values.
 fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     compare_layer(
@@ -1247,38 +1247,55 @@ fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Fail
         (&[6, 10], &[6, 10]),
         false,
     )?;
-    let mut results = Vec::new();
-    for on_gpu in [false, true] {
-        let mut net = Net::<f32>::from_prototxt(
+    // SoftmaxWithLoss over classes, and SegNet's over a label map with
+    // class weights and an ignored label.
+    let spatial_labels: Vec<f32> = (0..16).map(|i| ((i * 7 + 3) % 5) as f32).collect();
+    let cases: [(&str, &[f32]); 2] = [
+        (
             r#"input: "x" input_shape { dim: 6 dim: 10 } input: "label" input_shape { dim: 6 }
                force_backward: true
                layer { name: "loss" type: "SoftmaxWithLoss" bottom: "x" bottom: "label" top: "loss" }"#,
-            NetState::train(),
-        )
-        .map_err(fail)?;
-        if on_gpu {
-            net.to_device(dev.clone()).map_err(fail)?;
+            &[0.0, 9.0, 3.0, 3.0, 7.0, 1.0],
+        ),
+        (
+            r#"input: "x" input_shape { dim: 2 dim: 4 dim: 2 dim: 4 }
+               input: "label" input_shape { dim: 2 dim: 1 dim: 2 dim: 4 }
+               force_backward: true
+               layer { name: "loss" type: "SoftmaxWithLoss" bottom: "x" bottom: "label" top: "loss"
+                       loss_param { ignore_label: 4 weight_by_label_freqs: true
+                                    class_weighting: 0.5 class_weighting: 2.0
+                                    class_weighting: 1.25 class_weighting: 0.75 } }"#,
+            &spatial_labels,
+        ),
+    ];
+    for (text, labels) in cases {
+        let mut results = Vec::new();
+        for on_gpu in [false, true] {
+            let mut net = Net::<f32>::from_prototxt(text, NetState::train()).map_err(fail)?;
+            if on_gpu {
+                net.to_device(dev.clone()).map_err(fail)?;
+            }
+            let logits = net.blob("x").ok_or_else(|| fail("no blob x"))?;
+            cpu::set_seed(5);
+            cpu::uniform(-3.0, 3.0, &mut logits.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+            net.blob("label")
+                .ok_or_else(|| fail("no blob label"))?
+                .mutable_cpu_data()
+                .map_err(fail)?
+                .copy_from_slice(labels);
+            let value = net.forward().map_err(fail)?;
+            net.backward().map_err(fail)?;
+            let logits = net.blob("x").ok_or_else(|| fail("no blob x"))?;
+            ensure(
+                logits.device().is_some() == on_gpu,
+                "the logits stay where the net was put",
+            )?;
+            results.push((value, logits.diff_to_vec().map_err(fail)?));
         }
-        let logits = net.blob("x").ok_or_else(|| fail("no blob x"))?;
-        cpu::set_seed(5);
-        cpu::uniform(-3.0, 3.0, &mut logits.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
-        net.blob("label")
-            .ok_or_else(|| fail("no blob label"))?
-            .mutable_cpu_data()
-            .map_err(fail)?
-            .copy_from_slice(&[0.0, 9.0, 3.0, 3.0, 7.0, 1.0]);
-        let value = net.forward().map_err(fail)?;
-        net.backward().map_err(fail)?;
-        let logits = net.blob("x").ok_or_else(|| fail("no blob x"))?;
-        ensure(
-            logits.device().is_some() == on_gpu,
-            "the logits stay where the net was put",
-        )?;
-        results.push((value, logits.diff_to_vec().map_err(fail)?));
+        near(results[1].0 as f64, results[0].0 as f64, 1e-5, "loss")?;
+        let err = max_rel(&results[1].1, &results[0].1);
+        ensure(err <= 1e-5, format!("loss gradient differs by {err:.2e}"))?;
     }
-    near(results[1].0 as f64, results[0].0 as f64, 1e-5, "loss")?;
-    let err = max_rel(&results[1].1, &results[0].1);
-    ensure(err <= 1e-5, format!("loss gradient differs by {err:.2e}"))?;
 
     // ENet's spatial dropout draws its maps on the host in both runs: the
     // same maps dropped, in place or not, and its test phase's scaling.

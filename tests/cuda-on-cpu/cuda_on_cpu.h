@@ -30,6 +30,8 @@ static inline long long __double_as_longlong(double v) { long long i; memcpy(&i,
 // (ISO C++ mode contracts nothing either).
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
 
 // No atomicAdd: the kernels add in a fixed order so that a GPU run repeats
 // bit for bit; a kernel that adds with atomics does not build here.

@@ -52,9 +52,12 @@ pub(super) fn classes_of<T: MathElement>(
 /// normalized, and `(p - onehot) weight / normalizer` backward.
 #[derive(Default)]
 pub(crate) struct SoftmaxLossEngine {
-    /// Each row's loss on the GPU, before they are added.
+    /// Each position's loss on the GPU, before they are added.
     #[cfg(feature = "cuda")]
     gpu_losses: blob_kernels::cuda::Scratch<f32>,
+    /// The class weights on the GPU.
+    #[cfg(feature = "cuda")]
+    gpu_weights: super::cuda::DeviceClassWeights,
 }
 
 /// SegNet's weight of each class (`loss_param { weight_by_label_freqs:
@@ -86,15 +89,14 @@ impl SoftmaxLossEngine {
         super::forward(logits, prob, dims)?;
         let items = classes_of("softmax loss", labels, classes, outer * inner, ignore)?;
         #[cfg(feature = "cuda")]
-        if inner == 1
-            && ignore.is_none()
-            && weights.is_none()
-            && mode != Normalization::None
-            && let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, prob, loss])
-        {
+        if let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, prob, loss]) {
             use crate::gpu::as_f32;
+            let valid = items.iter().filter(|c| c.is_some()).count();
+            let divisor = mode.divisor(outer, inner, valid) as f32;
+            let w = self.gpu_weights.get(&gpu, weights, classes)?;
             let (p, l, out) = (as_f32(prob), as_f32(labels), as_f32(loss));
-            return super::cuda::loss(&gpu, &mut self.gpu_losses, outer, classes, p, l, out);
+            let how = (ignore, &w);
+            return super::cuda::loss(&gpu, &mut self.gpu_losses, dims, how, divisor, p, l, out);
         }
         let p = prob.cpu_data()?;
         let floor = T::from_f64(f64::from(f32::MIN_POSITIVE));
@@ -117,7 +119,7 @@ impl SoftmaxLossEngine {
     /// weight where there are some.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn backward<T: MathElement>(
-        &self,
+        &mut self,
         dims: (usize, usize, usize),
         (mode, ignore): (Normalization, Option<i64>),
         weights: ClassWeights<'_>,
@@ -131,23 +133,12 @@ impl SoftmaxLossEngine {
         let valid = items.iter().filter(|c| c.is_some()).count();
         let scale = weight / T::from_f64(mode.divisor(dims.0, dims.2, valid));
         #[cfg(feature = "cuda")]
-        if inner == 1
-            && ignore.is_none()
-            && weights.is_none()
-            && mode != Normalization::None
-            && let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, prob])
-        {
+        if let Some(gpu) = crate::gpu::gpu_of_all(&[logits, labels, prob]) {
             use crate::gpu::as_f32;
+            let w = self.gpu_weights.get(&gpu, weights, classes)?;
             let (p, l, x) = (as_f32(prob), as_f32(labels), as_f32(logits));
-            return super::cuda::loss_backward(
-                &gpu,
-                outer,
-                classes,
-                p,
-                l,
-                x,
-                scale.to_f64() as f32,
-            );
+            let scale = scale.to_f64() as f32;
+            return super::cuda::loss_backward(&gpu, dims, (ignore, &w), scale, p, l, x);
         }
         let mut dx = logits.mutable_cpu_diff()?;
         dx.copy_from_slice(&prob.cpu_data()?);

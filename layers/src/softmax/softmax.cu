@@ -41,33 +41,57 @@ extern "C" __global__ void softmax_backward_f32(long long positions, int classes
     }
 }
 
-// Each row's loss -log(max(p[label], FLT_MIN)); labels were checked on the
-// host.
-extern "C" __global__ void softmax_loss_rows_f32(long long rows, int classes, const float* prob,
-                                                 const float* labels, float* losses) {
-    GRID_STRIDE(r, rows) {
-        float v = prob[r * classes + (int)labels[r]];
-        losses[r] = -logf(fmaxf(v, 1.17549435e-38f));
+// Each position's loss term -log(max(p[label], FLT_MIN)) * weight[label]
+// (SegNet's class weights; all 1 without), 0 where the label is the
+// ignored one; labels were checked on the host. Positions are (outer,
+// inner) over prob's (outer, classes, inner).
+extern "C" __global__ void softmax_loss_terms_f32(long long positions, int classes, long long inner,
+                                                  const float* prob, const float* labels,
+                                                  int has_ignore, long long ignore,
+                                                  const float* weights, float* terms) {
+    GRID_STRIDE(at, positions) {
+        float label = labels[at];
+        if (has_ignore && (double)label == (double)ignore) {
+            terms[at] = 0.0f;
+            continue;
+        }
+        int c = (int)label;
+        long long o = at / inner, i = at % inner;
+        float v = prob[(o * classes + c) * inner + i];
+        terms[at] = -__fmul_rn(logf(fmaxf(v, 1.17549435e-38f)), weights[c]);
     }
 }
 
-// loss[0] = the mean of the rows' losses, added in order by one thread,
-// as the CPU adds them: the loss stays on the GPU until it is read.
-extern "C" __global__ void softmax_loss_mean_f32(long long rows, const float* losses, float* loss) {
+// loss[0] = the terms added in order by one thread, as the CPU adds them,
+// over the normalization's divisor (computed on the host): the loss stays
+// on the GPU until it is read.
+extern "C" __global__ void softmax_loss_sum_f32(long long positions, const float* terms,
+                                                float divisor, float* loss) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     float sum = 0.0f;
-    for (long long r = 0; r < rows; ++r) sum += losses[r];
-    loss[0] = sum / (float)(rows > 0 ? rows : 1);
+    for (long long r = 0; r < positions; ++r) sum = __fadd_rn(sum, terms[r]);
+    loss[0] = __fdiv_rn(sum, divisor);
 }
 
-// dlogits = (prob - onehot(label)) * scale.
-extern "C" __global__ void softmax_loss_backward_f32(long long total, int classes,
+// dlogits = (prob - onehot(label)) * weight[label] * scale in the CPU's
+// roundings, 0 at an ignored label's position.
+extern "C" __global__ void softmax_loss_backward_f32(long long total, int classes, long long inner,
                                                      const float* prob, const float* labels,
-                                                     float scale, float* dx) {
-    GRID_STRIDE(i, total) {
-        long long r = i / classes;
-        int c = (int)(i % classes);
-        float v = prob[i] - (c == (int)labels[r] ? 1.0f : 0.0f);
-        dx[i] = v * scale;
+                                                     int has_ignore, long long ignore,
+                                                     const float* weights, float scale,
+                                                     float* dx) {
+    GRID_STRIDE(e, total) {
+        long long i = e % inner, row = e / inner;
+        int k = (int)(row % classes);
+        long long o = row / classes;
+        float label = labels[o * inner + i];
+        if (has_ignore && (double)label == (double)ignore) {
+            dx[e] = __fmul_rn(0.0f, scale);
+            continue;
+        }
+        int c = (int)label;
+        float v = prob[e];
+        if (k == c) v = __fsub_rn(v, 1.0f);
+        dx[e] = __fmul_rn(__fmul_rn(v, weights[c]), scale);
     }
 }
