@@ -32,6 +32,8 @@ mod cuda;
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::LSTM_UNIT;
 
+use blob_kernels::cpu::Transpose::{No, Yes};
+use blob_kernels::cpu::gemm;
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
@@ -134,27 +136,11 @@ fn sigmoid(v: f64) -> f64 {
     1.0 / (1.0 + (-v).exp())
 }
 
-/// `out[r] += sum_k w[r, k] v[k]` for a row-major `w` of `v.len()` columns.
-fn add_product(w: &[f64], v: &[f64], out: &mut [f64]) {
-    for (o, row) in out.iter_mut().zip(w.chunks(v.len().max(1))) {
-        *o += row.iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
-    }
-}
-
-/// `out[k] += sum_r w[r, k] g[r]`: the transposed product.
-fn add_transposed(w: &[f64], g: &[f64], out: &mut [f64]) {
-    for (row, &gr) in w.chunks(out.len().max(1)).zip(g) {
-        for (o, &a) in out.iter_mut().zip(row) {
-            *o += a * gr;
-        }
-    }
-}
-
-/// `dw[r, k] += g[r] v[k]`.
-fn add_outer(g: &[f64], v: &[f64], dw: &mut [f64]) {
-    for (row, &gr) in dw.chunks_mut(v.len().max(1)).zip(g) {
-        for (d, &b) in row.iter_mut().zip(v) {
-            *d += gr * b;
+/// `sums[c] += sum_r m[r, c]` for a row-major `m` of `sums.len()` columns.
+fn add_column_sums(m: &[f64], sums: &mut [f64]) {
+    for row in m.chunks(sums.len().max(1)) {
+        for (s, v) in sums.iter_mut().zip(row) {
+            *s += v;
         }
     }
 }
@@ -327,6 +313,40 @@ impl<T: MathElement> RecurrentLayer<T> {
         shapes
     }
 
+    /// The blobs are the ones `d`'s input needs (a pass given other
+    /// shapes than the layer was made for is refused, not run).
+    fn check_blobs(&self, d: Dims) -> Result<()> {
+        let shapes = self.blob_shapes(d);
+        if self.blobs.len() != shapes.len() {
+            return Err(bad_param(
+                self.name(),
+                format!(
+                    "the layer has {} blobs; {} blobs with{} a static input",
+                    self.blobs.len(),
+                    shapes.len(),
+                    if d.fixed.is_some() { "" } else { "out" }
+                ),
+            ));
+        }
+        match self
+            .blobs
+            .iter()
+            .zip(&shapes)
+            .enumerate()
+            .find(|(_, (b, want))| b.shape() != want.as_slice())
+        {
+            Some((i, (b, want))) => Err(bad_param(
+                self.name(),
+                format!(
+                    "blob {i} is {}; this input needs {:?}",
+                    b.shape_string(),
+                    want
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn values(&self) -> Result<Vec<Vec<f64>>> {
         self.blobs
             .iter()
@@ -371,33 +391,8 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
                 crate::filler::fill(&blob, filler)?;
                 self.blobs.push(blob);
             }
-        } else if let Some((i, (b, want))) = self
-            .blobs
-            .iter()
-            .zip(&shapes)
-            .enumerate()
-            .find(|(_, (b, want))| b.shape() != want.as_slice())
-        {
-            return Err(bad_param(
-                self.name(),
-                format!(
-                    "blob {i} is {}; this input needs {:?}",
-                    b.shape_string(),
-                    want
-                ),
-            ));
         }
-        if self.blobs.len() != shapes.len() {
-            return Err(bad_param(
-                self.name(),
-                format!(
-                    "the layer has {} blobs; {} blobs with{} a static input",
-                    self.blobs.len(),
-                    shapes.len(),
-                    if d.fixed.is_some() { "" } else { "out" }
-                ),
-            ));
-        }
+        self.check_blobs(d)?;
         let state = vec![1, d.items, self.hidden];
         let mut tops = vec![TopShape::new(vec![d.steps, d.items, self.hidden])];
         tops.extend((0..self.exposed()).map(|_| TopShape::new(state.clone())));
@@ -406,41 +401,66 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let d = self.dims(bottoms)?;
+        self.check_blobs(d)?;
         let (h, rows, n) = (self.hidden, self.rows(), d.items);
+        let positions = d.steps * n;
         let x = wide(bottoms[0])?;
         let cont = wide(bottoms[1])?;
         let fixed = d.fixed.map(|_| wide(bottoms[2])).transpose()?;
         let start = self.start_state(d, bottoms)?;
         let w = self.values()?;
         let (w_x, bias) = (&w[0], &w[1]);
-        let w_fixed = d.fixed.map(|_| &w[2]);
         let w_h = &w[2 + usize::from(d.fixed.is_some())];
+        // The input's part of every step's gates at once, and the static
+        // input's part once: only the recurrent part waits for the step
+        // before.
+        let mut gates = vec![0.0; positions * rows];
+        gemm(
+            No, Yes, positions, rows, d.input, 1.0, &x, w_x, 0.0, &mut gates,
+        );
+        let fixed_part = match (fixed, d.fixed) {
+            (Some(s), Some(size)) => {
+                let mut part = vec![0.0; n * rows];
+                gemm(No, Yes, n, rows, size, 1.0, &s, &w[2], 0.0, &mut part);
+                Some(part)
+            }
+            _ => None,
+        };
         let trace = &mut self.trace;
-        trace.gates = vec![0.0; d.steps * n * rows];
-        trace.cells = vec![0.0; d.steps * n * h];
-        trace.hidden = vec![0.0; d.steps * n * h];
-        trace.outputs = vec![0.0; d.steps * n * h];
+        trace.cells = vec![0.0; positions * h];
+        trace.hidden = vec![0.0; positions * h];
         trace.start = start;
+        let mut prev = vec![0.0; n * h];
         for t in 0..d.steps {
             for item in 0..n {
-                let at = t * n + item;
-                let keep = cont[at];
-                let mut pre = bias.clone();
-                add_product(w_x, &x[at * d.input..(at + 1) * d.input], &mut pre);
-                if let (Some(wf), Some(s), Some(size)) = (w_fixed, &fixed, d.fixed) {
-                    add_product(wf, &s[item * size..(item + 1) * size], &mut pre);
+                let keep = cont[t * n + item];
+                for (p, &v) in prev[item * h..(item + 1) * h]
+                    .iter_mut()
+                    .zip(trace.previous_hidden(t, item, n, h))
+                {
+                    *p = v * keep;
                 }
-                let prev: Vec<f64> = trace
-                    .previous_hidden(t, item, n, h)
-                    .iter()
-                    .map(|v| v * keep)
-                    .collect();
-                add_product(w_h, &prev, &mut pre);
+            }
+            let step = &mut gates[t * n * rows..(t + 1) * n * rows];
+            for (item, pre) in step.chunks_mut(rows).enumerate() {
+                for (v, b) in pre.iter_mut().zip(bias) {
+                    *v += b;
+                }
+                if let Some(part) = &fixed_part {
+                    for (v, f) in pre.iter_mut().zip(&part[item * rows..(item + 1) * rows]) {
+                        *v += f;
+                    }
+                }
+            }
+            gemm(No, Yes, n, rows, h, 1.0, &prev, w_h, 1.0, step);
+            for (item, pre) in step.chunks_mut(rows).enumerate() {
+                let at = t * n + item;
                 match self.cell {
                     Cell::Lstm => {
                         for (j, v) in pre.iter_mut().enumerate() {
                             *v = if j < 3 * h { sigmoid(*v) } else { v.tanh() };
                         }
+                        let keep = cont[at];
                         for k in 0..h {
                             let (i, f, o, g) = (pre[k], pre[h + k], pre[2 * h + k], pre[3 * h + k]);
                             let prev_c = trace.previous_cells(t, item, n, h)[k];
@@ -448,19 +468,38 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
                             trace.cells[at * h + k] = c;
                             trace.hidden[at * h + k] = o * c.tanh();
                         }
-                        trace.gates[at * rows..(at + 1) * rows].copy_from_slice(&pre);
                     }
                     Cell::Rnn => {
-                        let hid: Vec<f64> = pre.iter().map(|v| v.tanh()).collect();
-                        let mut out = w[w.len() - 1].clone();
-                        add_product(&w[w.len() - 2], &hid, &mut out);
-                        trace.hidden[at * h..(at + 1) * h].copy_from_slice(&hid);
-                        for (o, v) in trace.outputs[at * h..(at + 1) * h].iter_mut().zip(out) {
-                            *o = v.tanh();
+                        for (hid, v) in trace.hidden[at * h..(at + 1) * h].iter_mut().zip(pre) {
+                            *hid = v.tanh();
                         }
                     }
                 }
             }
+        }
+        trace.gates = gates;
+        if self.cell == Cell::Rnn {
+            // o_t = tanh(W_ho h_t + b_o), every step at once.
+            let (w_o, b_o) = (&w[w.len() - 2], &w[w.len() - 1]);
+            let mut out = vec![0.0; positions * h];
+            gemm(
+                No,
+                Yes,
+                positions,
+                h,
+                h,
+                1.0,
+                &trace.hidden,
+                w_o,
+                0.0,
+                &mut out,
+            );
+            for row in out.chunks_mut(h.max(1)) {
+                for (v, b) in row.iter_mut().zip(b_o) {
+                    *v = (*v + b).tanh();
+                }
+            }
+            trace.outputs = out;
         }
         let result = match self.cell {
             Cell::Lstm => &trace.hidden,
@@ -490,90 +529,158 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
         bottoms: &[&Blob<T>],
     ) -> Result<()> {
         let d = self.dims(bottoms)?;
+        self.check_blobs(d)?;
         let (h, rows, n) = (self.hidden, self.rows(), d.items);
+        let positions = d.steps * n;
         let x = wide(bottoms[0])?;
         let cont = wide(bottoms[1])?;
         let fixed = d.fixed.map(|_| wide(bottoms[2])).transpose()?;
+        let forwarded = self.trace.hidden.len() == positions * h
+            && self.trace.gates.len() == positions * rows
+            && self.trace.start.hidden.len() == n * h;
+        if !forwarded {
+            return Err(bad_param(
+                self.name(),
+                format!(
+                    "backward needs the forward pass of this input ({}) first",
+                    bottoms[0].shape_string()
+                ),
+            ));
+        }
         let dy: Vec<f64> = tops[0].cpu_diff()?.iter().map(|v| v.to_f64()).collect();
         let w = self.values()?;
         let mut dw: Vec<Vec<f64>> = w.iter().map(|b| vec![0.0; b.len()]).collect();
-        let fixed_at = d.fixed.map(|_| 2);
         let h_at = 2 + usize::from(d.fixed.is_some());
-        let mut dx = vec![0.0; x.len()];
-        let mut d_fixed = vec![0.0; fixed.as_ref().map_or(0, Vec::len)];
         let trace = &self.trace;
-        // Gradients flowing into step t from step t + 1, per item.
+        // What reaches each step's hidden state from above: the output's
+        // gradient (LSTM), or through o_t = tanh(W_ho h_t + b_o) (RNN).
+        let from_above = match self.cell {
+            Cell::Lstm => dy,
+            Cell::Rnn => {
+                let (who, bo) = (w.len() - 2, w.len() - 1);
+                let d_out: Vec<f64> = dy
+                    .iter()
+                    .zip(&trace.outputs)
+                    .map(|(g, o)| g * (1.0 - o * o))
+                    .collect();
+                gemm(
+                    Yes,
+                    No,
+                    h,
+                    h,
+                    positions,
+                    1.0,
+                    &d_out,
+                    &trace.hidden,
+                    1.0,
+                    &mut dw[who],
+                );
+                add_column_sums(&d_out, &mut dw[bo]);
+                let mut dh = vec![0.0; positions * h];
+                gemm(No, No, positions, h, h, 1.0, &d_out, &w[who], 0.0, &mut dh);
+                dh
+            }
+        };
+        // Each step's gradient to its gates' inputs, from the last step
+        // back; with the (cont-masked) previous state each step read.
+        let mut dgates = vec![0.0; positions * rows];
+        let mut prevs = vec![0.0; positions * h];
         let mut dh_next = vec![0.0; n * h];
         let mut dc_next = vec![0.0; n * h];
         for t in (0..d.steps).rev() {
             for item in 0..n {
                 let at = t * n + item;
                 let keep = cont[at];
-                let mut dh: Vec<f64> = (0..h).map(|k| dh_next[item * h + k]).collect();
-                let mut dpre = vec![0.0; rows];
+                for (p, &v) in prevs[at * h..(at + 1) * h]
+                    .iter_mut()
+                    .zip(trace.previous_hidden(t, item, n, h))
+                {
+                    *p = v * keep;
+                }
+                let dpre = &mut dgates[at * rows..(at + 1) * rows];
+                let next = &dh_next[item * h..(item + 1) * h];
+                let above = &from_above[at * h..(at + 1) * h];
                 match self.cell {
                     Cell::Lstm => {
                         let gates = &trace.gates[at * rows..(at + 1) * rows];
                         for k in 0..h {
-                            dh[k] += dy[at * h + k];
+                            let dh = next[k] + above[k];
                             let (i, f, o, g) =
                                 (gates[k], gates[h + k], gates[2 * h + k], gates[3 * h + k]);
-                            let c = trace.cells[at * h + k];
-                            let tc = c.tanh();
-                            let dc = dh[k] * o * (1.0 - tc * tc) + dc_next[item * h + k];
+                            let tc = trace.cells[at * h + k].tanh();
+                            let dc = dh * o * (1.0 - tc * tc) + dc_next[item * h + k];
                             let prev_c = trace.previous_cells(t, item, n, h)[k];
                             dpre[k] = dc * g * i * (1.0 - i);
                             dpre[h + k] = dc * keep * prev_c * f * (1.0 - f);
-                            dpre[2 * h + k] = dh[k] * tc * o * (1.0 - o);
+                            dpre[2 * h + k] = dh * tc * o * (1.0 - o);
                             dpre[3 * h + k] = dc * i * (1.0 - g * g);
                             dc_next[item * h + k] = dc * keep * f;
                         }
                     }
                     Cell::Rnn => {
-                        let out = &trace.outputs[at * h..(at + 1) * h];
                         let hid = &trace.hidden[at * h..(at + 1) * h];
-                        let d_out: Vec<f64> = (0..h)
-                            .map(|k| dy[at * h + k] * (1.0 - out[k] * out[k]))
-                            .collect();
-                        let (who, bo) = (w.len() - 2, w.len() - 1);
-                        add_outer(&d_out, hid, &mut dw[who]);
-                        for (b, g) in dw[bo].iter_mut().zip(&d_out) {
-                            *b += g;
-                        }
-                        add_transposed(&w[who], &d_out, &mut dh);
                         for k in 0..h {
-                            dpre[k] = dh[k] * (1.0 - hid[k] * hid[k]);
+                            dpre[k] = (next[k] + above[k]) * (1.0 - hid[k] * hid[k]);
                         }
-                    }
-                }
-                // The shared part: the input, static and recurrent products.
-                add_outer(&dpre, &x[at * d.input..(at + 1) * d.input], &mut dw[0]);
-                for (b, g) in dw[1].iter_mut().zip(&dpre) {
-                    *b += g;
-                }
-                add_transposed(&w[0], &dpre, &mut dx[at * d.input..(at + 1) * d.input]);
-                if let (Some(fa), Some(s), Some(size)) = (fixed_at, &fixed, d.fixed) {
-                    add_outer(&dpre, &s[item * size..(item + 1) * size], &mut dw[fa]);
-                    add_transposed(&w[fa], &dpre, &mut d_fixed[item * size..(item + 1) * size]);
-                }
-                // The previous state's term; at step 0 the starting state's,
-                // which takes the weights' gradient but passes none on.
-                let prev: Vec<f64> = trace
-                    .previous_hidden(t, item, n, h)
-                    .iter()
-                    .map(|v| v * keep)
-                    .collect();
-                add_outer(&dpre, &prev, &mut dw[h_at]);
-                let next = &mut dh_next[item * h..(item + 1) * h];
-                next.fill(0.0);
-                if t > 0 {
-                    let mut back = vec![0.0; h];
-                    add_transposed(&w[h_at], &dpre, &mut back);
-                    for (nx, b) in next.iter_mut().zip(back) {
-                        *nx = b * keep;
                     }
                 }
             }
+            // The gradient to the previous step's state; the starting
+            // state's (step 0's) passes on to nothing.
+            if t > 0 {
+                let step = &dgates[t * n * rows..(t + 1) * n * rows];
+                gemm(No, No, n, h, rows, 1.0, step, &w[h_at], 0.0, &mut dh_next);
+                for (item, back) in dh_next.chunks_mut(h.max(1)).enumerate() {
+                    let keep = cont[t * n + item];
+                    back.iter_mut().for_each(|v| *v *= keep);
+                }
+            }
+        }
+        // The products every step shares, over all steps at once.
+        gemm(
+            Yes, No, rows, d.input, positions, 1.0, &dgates, &x, 1.0, &mut dw[0],
+        );
+        add_column_sums(&dgates, &mut dw[1]);
+        gemm(
+            Yes,
+            No,
+            rows,
+            h,
+            positions,
+            1.0,
+            &dgates,
+            &prevs,
+            1.0,
+            &mut dw[h_at],
+        );
+        let mut dx = vec![0.0; x.len()];
+        gemm(
+            No, No, positions, d.input, rows, 1.0, &dgates, &w[0], 0.0, &mut dx,
+        );
+        let mut d_fixed = Vec::new();
+        if let (Some(s), Some(size)) = (&fixed, d.fixed) {
+            // Every step adds the same static product: its gradient is the
+            // steps' gates' gradients summed.
+            let mut summed = vec![0.0; n * rows];
+            for step in dgates.chunks(n * rows) {
+                for (a, g) in summed.iter_mut().zip(step) {
+                    *a += g;
+                }
+            }
+            gemm(Yes, No, rows, size, n, 1.0, &summed, s, 1.0, &mut dw[2]);
+            d_fixed = vec![0.0; n * size];
+            gemm(
+                No,
+                No,
+                n,
+                size,
+                rows,
+                1.0,
+                &summed,
+                &w[2],
+                0.0,
+                &mut d_fixed,
+            );
         }
         for (blob, grad) in self.blobs.iter().zip(&dw) {
             for (d, &g) in blob.mutable_cpu_diff()?.iter_mut().zip(grad) {
