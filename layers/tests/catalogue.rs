@@ -1052,3 +1052,23 @@ fn a_net_chains_exposed_lstm_states_and_trains_through_them() {
             .all(|g| *g == 0.0)
     );
 }
+
+#[test]
+fn a_recurrent_pass_that_does_not_fit_is_refused() {
+    let mut l = layer("type: 'LSTM' recurrent_param { num_output: 3 }");
+    let cont = Blob::from_vec(&[4, 2], vec![0.0; 8]).unwrap();
+    let (x, y) = (input(&[4, 2, 5], 50), Blob::default());
+    let shapes = l.reshape(&[&x, &cont], &[&y]).unwrap();
+    let mut y = y;
+    y.reshape(&shapes[0].dims).unwrap();
+    // Backward before any forward pass.
+    let err = l
+        .backward(&[&y], &[true, false], &[&x, &cont])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("forward pass"), "{err}");
+    // An input of another size than the weights were made for.
+    let wider = input(&[4, 2, 6], 51);
+    let err = l.forward(&[&wider, &cont], &[&y]).unwrap_err().to_string();
+    assert!(err.contains("blob 0") && err.contains("12 5"), "{err}");
+}
