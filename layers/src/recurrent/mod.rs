@@ -49,7 +49,8 @@ enum Cell {
 /// What the last forward pass kept for backward, per step and item.
 #[derive(Default)]
 struct Trace {
-    /// LSTM: the gates after their squashing (i, f, o, g); RNN: unused.
+    /// LSTM: the gates after their squashing (i, f, o, g); RNN: the
+    /// hidden pre-activations (unread).
     gates: Vec<f64>,
     /// LSTM: the cells c_t; RNN: unused.
     cells: Vec<f64>,
