@@ -27,6 +27,7 @@ use crate::loss::{
     MultinomialLogisticLoss, SigmoidCrossEntropyLoss,
 };
 use crate::lrn::LrnLayer;
+use crate::multibox_loss::MultiBoxLossLayer;
 use crate::mvn::MvnLayer;
 use crate::neuron::NeuronLayer;
 use crate::normalize::NormalizeLayer;
@@ -111,6 +112,9 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("PriorBox", |p| Ok(Box::new(PriorBoxLayer::from_param(p)?)));
     r.register("DetectionOutput", |p| {
         Ok(Box::new(DetectionOutputLayer::from_param(p)?))
+    });
+    r.register("MultiBoxLoss", |p| {
+        Ok(Box::new(MultiBoxLossLayer::from_param(p)?))
     });
     r.register("SoftmaxWithLoss", |p| {
         Ok(Box::new(SoftmaxWithLossLayer::<T>::from_param(p)))

@@ -1126,3 +1126,82 @@ fn in_place_batch_norm_scale_relu_chain_in_a_net() {
     }
     assert_eq!(checked, 54 + 4);
 }
+
+/// Six priors tiling the image 3 x 2 (variances 0.1 0.1 0.2 0.2) as
+/// PriorBox's top, and two images' ground truth as AnnotatedData's:
+/// image 0 a class-1 box over prior 0, image 1 a difficult class-2 box
+/// between priors 4 and 5, and a padding row.
+fn ssd_inputs() -> (Blob<f64>, Blob<f64>) {
+    let mut priors = Vec::new();
+    for k in 0..6 {
+        let (col, row) = ((k % 3) as f64, (k / 3) as f64);
+        priors.extend([col / 3.0, row / 2.0, (col + 1.0) / 3.0, (row + 1.0) / 2.0]);
+    }
+    for _ in 0..6 {
+        priors.extend([0.1, 0.1, 0.2, 0.2]);
+    }
+    let truth = vec![
+        0.0, 1.0, 0.0, 0.0, 0.0, 0.3, 0.45, 0.0, //
+        1.0, 2.0, 0.0, 0.4, 0.5, 0.95, 1.0, 1.0, //
+        -1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+    ];
+    (values(&[1, 2, 24], priors), values(&[1, 1, 3, 8], truth))
+}
+
+/// SSD's MultiBoxLoss: the location and confidence gradients for each
+/// loss, matching, mining and normalization (the priors and the ground
+/// truth take none).
+#[test]
+fn multibox_loss_each_loss_matching_mining_and_normalization() {
+    let (priors, truth) = ssd_inputs();
+    let cases = [
+        // SSD's own settings (smooth L1, softmax, MAX_NEGATIVE, VALID).
+        ("num_classes: 3 code_type: CENTER_SIZE", "", 1),
+        (
+            "num_classes: 3 code_type: CENTER_SIZE neg_pos_ratio: 1",
+            "loss_param { normalization: FULL }",
+            1,
+        ),
+        (
+            "num_classes: 3 code_type: CORNER loc_weight: 2.5 match_type: BIPARTITE",
+            "loss_param { normalization: BATCH_SIZE }",
+            1,
+        ),
+        (
+            "num_classes: 3 loc_loss_type: L2 conf_loss_type: LOGISTIC mining_type: NONE \
+             share_location: false code_type: CORNER_SIZE",
+            "loss_param { normalization: NONE }",
+            3,
+        ),
+        (
+            "num_classes: 3 mining_type: NONE use_difficult_gt: false \
+             map_object_to_agnostic: false code_type: CENTER_SIZE",
+            "",
+            1,
+        ),
+    ];
+    for (param, loss_param, loc_classes) in cases {
+        let text =
+            format!(r#"type: "MultiBoxLoss" multibox_loss_param {{ {param} }} {loss_param}"#);
+        let mut l = layer(&text);
+        let bottoms = [
+            input(&[2, 6 * loc_classes * 4], 3),
+            input(&[2, 6 * 3], 4),
+            copy(&priors),
+            copy(&truth),
+        ];
+        let report = CHECKER
+            .check(l.as_mut(), &bottoms)
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(
+            report.checked,
+            2 * 6 * loc_classes * 4 + 2 * 6 * 3,
+            "{text}: location and confidence alone"
+        );
+        // Something reached each: matched offsets and classified scores.
+        for (b, what) in [(0, "location"), (1, "confidence")] {
+            let diff = bottoms[b].diff_to_vec().unwrap();
+            assert!(diff.iter().any(|&d| d != 0.0), "{text}: no {what} gradient");
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! The SSD fork's layers (Permute, PriorBox, DetectionOutput) on the
+//! The SSD fork's layers (Permute, PriorBox, DetectionOutput, MultiBoxLoss) on the
 //! fork's own cases, and MobileNet-SSD folded and unfolded.
 
 use std::path::Path;
@@ -563,4 +563,254 @@ fn mobilenet_ssd_folded_and_unfolded_detect_the_same() {
         }
     }
     assert!(compared > 0, "some untied rows: {a:?}");
+}
+
+/// One image, priors in its four quadrants (CENTER_SIZE, variances 0.1
+/// 0.1 0.2 0.2), one class-1 box over the first: MultiBoxLoss with
+/// `settings`, the loss and the net.
+fn multibox(settings: &str, truth: &[f32]) -> Result<Net<f32>, blob_runtime::BlobError> {
+    let text = format!(
+        r#"input: "loc" input_shape {{ dim: 1 dim: 16 }}
+           input: "conf" input_shape {{ dim: 1 dim: 8 }}
+           input: "priors" input_shape {{ dim: 1 dim: 2 dim: 16 }}
+           input: "label" input_shape {{ dim: 1 dim: 1 dim: {} dim: 8 }}
+           force_backward: true
+           layer {{ name: "loss" type: "MultiBoxLoss" bottom: "loc" bottom: "conf" bottom: "priors"
+                    bottom: "label" top: "loss" {settings} }}"#,
+        truth.len() / 8
+    );
+    let mut loc = vec![0.7; 16];
+    loc[..4].copy_from_slice(&[0.1, -0.2, 0.3, 2.0]);
+    let conf = [0.2, 0.5, 1.0, 0.0, -0.5, 1.5, 0.3, 0.1];
+    let mut priors = vec![
+        0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 1.0, 0.5, 0.0, 0.5, 0.5, 1.0, 0.5, 0.5, 1.0, 1.0,
+    ];
+    for _ in 0..4 {
+        priors.extend([0.1, 0.1, 0.2, 0.2]);
+    }
+    run(
+        &text,
+        &[
+            ("loc", &loc),
+            ("conf", &conf),
+            ("priors", &priors),
+            ("label", truth),
+        ],
+    )
+}
+
+const ONE_BOX: [f32; 8] = [0.0, 1.0, 0.0, 0.05, 0.05, 0.45, 0.5, 0.0];
+
+/// The pieces of [`multibox`]'s loss, from the fork's formulas: the
+/// first prior's smooth L1 against the box's code, and the softmax
+/// losses of (prior, class) pairs.
+fn multibox_parts() -> (f64, impl Fn(usize, usize) -> f64, [f64; 4]) {
+    let pred = [0.1f64, -0.2, 0.3, 2.0];
+    let target = [
+        0.0,
+        0.025 / 0.5 / 0.1,
+        (0.4f64 / 0.5).ln() / 0.2,
+        (0.45f64 / 0.5).ln() / 0.2,
+    ];
+    let mut loc = 0.0;
+    let mut grad = [0.0; 4];
+    for k in 0..4 {
+        let d = pred[k] - target[k];
+        loc += if d.abs() < 1.0 {
+            0.5 * d * d
+        } else {
+            d.abs() - 0.5
+        };
+        grad[k] = d.clamp(-1.0, 1.0);
+    }
+    let conf = [[0.2f64, 0.5], [1.0, 0.0], [-0.5, 1.5], [0.3, 0.1]];
+    let softmax = move |p: usize, c: usize| {
+        let e = conf[p].map(f64::exp);
+        -(e[c] / (e[0] + e[1])).ln()
+    };
+    (loc, softmax, grad)
+}
+
+#[test]
+fn multibox_loss_matches_mines_and_normalizes_as_the_fork() {
+    let (loc, conf, loc_grad) = multibox_parts();
+    // One match (prior 0, IoU 0.72); with a ratio of 1, the one
+    // negative scoring worst as background: prior 2.
+    let settings = "multibox_loss_param { num_classes: 2 code_type: CENTER_SIZE neg_pos_ratio: 1 }";
+    let mut net = multibox(settings, &ONE_BOX).unwrap();
+    let want = loc + conf(0, 1) + conf(2, 0);
+    let got = f64::from(values(&net, "loss")[0]);
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+    net.backward().unwrap();
+    let d_loc = net.blob("loc").unwrap().diff_to_vec().unwrap();
+    let want_loc: Vec<f32> = loc_grad
+        .iter()
+        .map(|&g| g as f32)
+        .chain([0.0; 12])
+        .collect();
+    assert_near(&d_loc, &want_loc, "location gradient");
+    let d_conf = net.blob("conf").unwrap().diff_to_vec().unwrap();
+    let p = |p: usize, c: usize| (-conf(p, c)).exp() as f32;
+    let want_conf = [
+        p(0, 0),
+        p(0, 1) - 1.0,
+        0.0,
+        0.0,
+        p(2, 0) - 1.0,
+        p(2, 1),
+        0.0,
+        0.0,
+    ];
+    assert_near(&d_conf, &want_conf, "confidence gradient");
+
+    // SSD's ratio of 3: every other prior is a negative; the location
+    // loss weighed; normalized by the batch (1) or by every prior (4).
+    for (extra, divisor) in [("", 1.0), ("loss_param { normalization: FULL }", 4.0)] {
+        let settings = format!(
+            "multibox_loss_param {{ num_classes: 2 code_type: CENTER_SIZE loc_weight: 2 }} {extra}"
+        );
+        let net = multibox(&settings, &ONE_BOX).unwrap();
+        let want = (2.0 * loc + conf(0, 1) + conf(1, 0) + conf(2, 0) + conf(3, 0)) / divisor;
+        let got = f64::from(values(&net, "loss")[0]);
+        assert!((got - want).abs() < 1e-5, "{settings}: {got} vs {want}");
+    }
+
+    // propagate_down leaves the location's loss out of the sum.
+    let conf_only = "propagate_down: false propagate_down: true propagate_down: false \
+        propagate_down: false multibox_loss_param { num_classes: 2 code_type: CENTER_SIZE neg_pos_ratio: 1 }";
+    let net = multibox(conf_only, &ONE_BOX).unwrap();
+    let got = f64::from(values(&net, "loss")[0]);
+    assert!((got - (conf(0, 1) + conf(2, 0))).abs() < 1e-5, "{got}");
+
+    // A difficult box left out, or padding alone: nothing matches, no
+    // negative is mined, the loss is 0.
+    let mut difficult = ONE_BOX;
+    difficult[7] = 1.0;
+    let padding = [-1.0; 8];
+    for (truth, what) in [(&difficult, "difficult"), (&padding, "padding")] {
+        let net = multibox(
+            "multibox_loss_param { num_classes: 2 code_type: CENTER_SIZE use_difficult_gt: false }",
+            truth,
+        )
+        .unwrap();
+        assert_eq!(values(&net, "loss"), [0.0], "{what}");
+    }
+}
+
+#[test]
+fn multibox_loss_refuses_what_the_fork_refuses_and_bad_ground_truth() {
+    let plain = "multibox_loss_param { num_classes: 2 code_type: CENTER_SIZE }";
+    let error =
+        |settings: &str, truth: &[f32]| multibox(settings, truth).err().unwrap().to_string();
+    let mut background = ONE_BOX;
+    background[1] = 0.0;
+    assert!(error(plain, &background).contains("Found background label"));
+    let mut beyond = ONE_BOX;
+    beyond[1] = 2.0;
+    assert!(error(plain, &beyond).contains("label 2"));
+    let mut elsewhere = ONE_BOX;
+    elsewhere[0] = 1.0;
+    assert!(error(plain, &elsewhere).contains("item 1"));
+    for (settings, words) in [
+        (
+            "multibox_loss_param { code_type: CENTER_SIZE }",
+            "num_classes",
+        ),
+        (
+            "multibox_loss_param { num_classes: 2 mining_type: HARD_EXAMPLE }",
+            "HARD_EXAMPLE",
+        ),
+        (
+            "multibox_loss_param { num_classes: 2 share_location: false }",
+            "share_location",
+        ),
+        (
+            "multibox_loss_param { num_classes: 2 background_label_id: 2 }",
+            "background_label_id",
+        ),
+        // Eight offsets per prior with share_location: false and 2
+        // classes; the input has four.
+        (
+            "multibox_loss_param { num_classes: 2 share_location: false mining_type: NONE }",
+            "location predictions",
+        ),
+    ] {
+        let e = error(settings, &ONE_BOX);
+        assert!(e.contains(words), "{settings}: {e}");
+    }
+}
+
+/// A small SSD: one feature map, two priors a cell, loc and conf heads
+/// permuted and flattened as SSD's are, MultiBoxLoss over two images'
+/// boxes. SGD brings the loss down, with and without the prototxt's
+/// `propagate_down` (without it the priors, whose PriorBox reads a
+/// learned map, would ask the loss for a gradient Caffe refuses).
+#[test]
+fn a_small_ssd_trains_with_multibox_loss() {
+    use blob_layers::solver::{LrPolicy, SgdSolver};
+    let head = |name: &str, outputs: usize| {
+        format!(
+            r#"layer {{ name: "{name}" type: "Convolution" bottom: "conv" top: "{name}"
+                 convolution_param {{ num_output: {outputs} kernel_size: 3 pad: 1
+                   weight_filler {{ type: "gaussian" std: 0.1 }} }} }}
+               layer {{ name: "{name}_perm" type: "Permute" bottom: "{name}" top: "{name}_perm"
+                 permute_param {{ order: 0 order: 2 order: 3 order: 1 }} }}
+               layer {{ name: "{name}_flat" type: "Flatten" bottom: "{name}_perm" top: "{name}_flat" }}"#
+        )
+    };
+    for down in [
+        "",
+        "propagate_down: true propagate_down: true propagate_down: false propagate_down: false",
+    ] {
+        let text = format!(
+            r#"input: "data" input_shape {{ dim: 2 dim: 3 dim: 8 dim: 8 }}
+               input: "label" input_shape {{ dim: 1 dim: 1 dim: 2 dim: 8 }}
+               layer {{ name: "conv" type: "Convolution" bottom: "data" top: "conv"
+                 convolution_param {{ num_output: 8 kernel_size: 3 pad: 1 stride: 2
+                   weight_filler {{ type: "gaussian" std: 0.1 }} }} }}
+               layer {{ name: "relu" type: "ReLU" bottom: "conv" top: "conv" }}
+               {} {}
+               layer {{ name: "priors" type: "PriorBox" bottom: "conv" bottom: "data" top: "priors"
+                 prior_box_param {{ min_size: 3 max_size: 6 variance: 0.1 variance: 0.1
+                   variance: 0.2 variance: 0.2 }} }}
+               layer {{ name: "loss" type: "MultiBoxLoss" bottom: "loc_flat" bottom: "conf_flat"
+                 bottom: "priors" bottom: "label" top: "loss" {down}
+                 multibox_loss_param {{ num_classes: 3 code_type: CENTER_SIZE }} }}"#,
+            head("loc", 8),
+            head("conf", 6)
+        );
+        let mut net = Net::<f32>::from_prototxt(&text, NetState::train()).unwrap();
+        for (i, v) in net
+            .blob("data")
+            .unwrap()
+            .mutable_cpu_data()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
+            *v = ((i * 37) % 17) as f32 / 17.0 - 0.5;
+        }
+        net.blob("label")
+            .unwrap()
+            .mutable_cpu_data()
+            .unwrap()
+            .copy_from_slice(&[
+                0.0, 1.0, 0.0, 0.1, 0.1, 0.5, 0.6, 0.0, //
+                1.0, 2.0, 0.0, 0.4, 0.3, 0.9, 0.8, 0.0,
+            ]);
+        let specs = net.param_specs();
+        let mut solver = SgdSolver::new(0.05, LrPolicy::Fixed).with_momentum(0.9);
+        let mut losses = Vec::new();
+        for _ in 0..60 {
+            net.clear_param_diffs().unwrap();
+            losses.push(net.forward().unwrap());
+            net.backward().unwrap();
+            solver.step(&net.param_blobs(), &specs).unwrap();
+        }
+        let (first, last) = (losses[0], losses[losses.len() - 1]);
+        assert!(
+            last.is_finite() && last < 0.5 * first,
+            "{down}: {first} -> {last}"
+        );
+    }
 }

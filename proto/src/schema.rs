@@ -2,7 +2,7 @@
 //! numbers, types and defaults, for reading a `.prototxt` or a layer's
 //! bytes into a [`ParamMessage`](crate::ParamMessage) that answers by
 //! field name. Field numbers follow BVLC Caffe (and, for Permute,
-//! PriorBox, DetectionOutput and Normalize, the SSD fork's numbering).
+//! PriorBox, DetectionOutput, MultiBoxLoss and Normalize, the SSD fork's numbering).
 
 /// Whether a field holds one value or a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,6 +275,14 @@ enums! {
     REDUCTION_OP "ReductionOp" { SUM = 1, ASUM = 2, SUMSQ = 3, MEAN = 4 }
     /// `PriorBoxParameter.CodeType` (SSD fork).
     CODE_TYPE "CodeType" { CORNER = 1, CENTER_SIZE = 2, CORNER_SIZE = 3 }
+    /// `MultiBoxLossParameter.LocLossType` (SSD fork).
+    LOC_LOSS_TYPE "LocLossType" { L2 = 0, SMOOTH_L1 = 1 }
+    /// `MultiBoxLossParameter.ConfLossType` (SSD fork).
+    CONF_LOSS_TYPE "ConfLossType" { SOFTMAX = 0, LOGISTIC = 1 }
+    /// `MultiBoxLossParameter.MatchType` (SSD fork).
+    MATCH_TYPE "MatchType" { BIPARTITE = 0, PER_PREDICTION = 1 }
+    /// `MultiBoxLossParameter.MiningType` (SSD fork).
+    MINING_TYPE "MiningType" { NONE = 0, MAX_NEGATIVE = 1, HARD_EXAMPLE = 2 }
     /// `SolverParameter.SnapshotFormat`.
     SNAPSHOT_FORMAT "SnapshotFormat" { HDF5 = 0, BINARYPROTO = 1 }
     /// `SolverParameter.SolverMode`.
@@ -383,6 +391,7 @@ messages! {
         opt("window_data_param", 129, msg(&WINDOW_DATA)),
         opt("permute_param", 202, msg(&PERMUTE)), opt("prior_box_param", 203, msg(&PRIOR_BOX)),
         opt("detection_output_param", 204, msg(&DETECTION_OUTPUT)),
+        opt("multibox_loss_param", 201, msg(&MULTIBOX_LOSS)),
         opt("norm_param", 206, msg(&NORMALIZE)),
     ]
     /// `V1LayerParameter` (the `layers` of older files), with the V0
@@ -666,6 +675,22 @@ messages! {
         def("keep_top_k", 7, Int32, I(-1)), opt("variance_encoded_in_target", 8, Bool),
         opt("confidence_threshold", 9, Float), opt("visualize", 10, Bool),
         opt("visualize_threshold", 11, Float), opt("save_file", 12, Str),
+    ]
+    /// `MultiBoxLossParameter` (SSD fork).
+    MULTIBOX_LOSS "MultiBoxLossParameter" [
+        def("loc_loss_type", 1, en(&LOC_LOSS_TYPE), I(1)),
+        def("conf_loss_type", 2, en(&CONF_LOSS_TYPE), I(0)),
+        def("loc_weight", 3, Float, F(1.0)), opt("num_classes", 4, UInt32),
+        def("share_location", 5, Bool, B(true)), def("match_type", 6, en(&MATCH_TYPE), I(1)),
+        def("overlap_threshold", 7, Float, F(0.5)),
+        def("use_prior_for_matching", 8, Bool, B(true)), opt("background_label_id", 9, UInt32),
+        def("use_difficult_gt", 10, Bool, B(true)), opt("do_neg_mining", 11, Bool),
+        def("neg_pos_ratio", 12, Float, F(3.0)), def("neg_overlap", 13, Float, F(0.5)),
+        def("code_type", 14, en(&CODE_TYPE), I(1)),
+        opt("encode_variance_in_target", 16, Bool), opt("map_object_to_agnostic", 17, Bool),
+        opt("ignore_cross_boundary_bbox", 18, Bool), opt("bp_inside", 19, Bool),
+        def("mining_type", 20, en(&MINING_TYPE), I(1)), opt("nms_param", 21, msg(&NMS)),
+        def("sample_size", 22, Int32, I(64)), opt("use_prior_for_nms", 23, Bool),
     ]
     /// `NormalizeParameter` (SSD fork).
     NORMALIZE "NormalizeParameter" [

@@ -19,17 +19,10 @@ use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
-use nms::{Corners, greedy_nms};
+use crate::normalized_box::{Code, Corners, decode};
+use nms::greedy_nms;
 
 const OP: &str = "set up DetectionOutput";
-
-/// How the location offsets encode a box (the fork's `CodeType`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Code {
-    Corner,
-    CenterSize,
-    CornerSize,
-}
 
 /// SSD `DetectionOutput`: bottoms (loc, conf, priors), one top.
 pub(crate) struct DetectionOutputLayer {
@@ -77,11 +70,7 @@ impl DetectionOutputLayer {
                 None
             },
             eta,
-            code: match p.enum_name("code_type") {
-                "CENTER_SIZE" => Code::CenterSize,
-                "CORNER_SIZE" => Code::CornerSize,
-                _ => Code::Corner,
-            },
+            code: Code::from_param(&p, "code_type"),
             keep_top_k: count(p.int("keep_top_k")),
             variance_encoded_in_target: p.boolean("variance_encoded_in_target"),
             confidence_threshold: if p.has("confidence_threshold") {
@@ -90,53 +79,6 @@ impl DetectionOutputLayer {
                 -f32::MAX
             },
             rows: Ok(Vec::new()),
-        })
-    }
-
-    /// The prior box `p` decoded with the offsets `loc` and variances `v`.
-    fn decode(&self, prior: Corners, v: [f32; 4], loc: [f32; 4]) -> Result<Corners> {
-        let v = if self.variance_encoded_in_target {
-            [1.0; 4]
-        } else {
-            v
-        };
-        let (pw, ph) = (prior.xmax - prior.xmin, prior.ymax - prior.ymin);
-        if self.code != Code::Corner && !(pw > 0.0 && ph > 0.0) {
-            return Err(bad_param(
-                "detection output",
-                format!("a prior box of width {pw} and height {ph}; both must be positive"),
-            ));
-        }
-        Ok(match self.code {
-            Code::Corner => Corners {
-                xmin: prior.xmin + v[0] * loc[0],
-                ymin: prior.ymin + v[1] * loc[1],
-                xmax: prior.xmax + v[2] * loc[2],
-                ymax: prior.ymax + v[3] * loc[3],
-            },
-            Code::CornerSize => Corners {
-                xmin: prior.xmin + v[0] * loc[0] * pw,
-                ymin: prior.ymin + v[1] * loc[1] * ph,
-                xmax: prior.xmax + v[2] * loc[2] * pw,
-                ymax: prior.ymax + v[3] * loc[3] * ph,
-            },
-            Code::CenterSize => {
-                // The fork halves in double.
-                let half = |a: f32, b: f32| ((f64::from(a) + f64::from(b)) / 2.0) as f32;
-                let (pcx, pcy) = (half(prior.xmin, prior.xmax), half(prior.ymin, prior.ymax));
-                let cx = v[0] * loc[0] * pw + pcx;
-                let cy = v[1] * loc[1] * ph + pcy;
-                let w = (v[2] * loc[2]).exp() * pw;
-                let h = (v[3] * loc[3]).exp() * ph;
-                let lo = |c: f32, s: f32| (f64::from(c) - f64::from(s) / 2.0) as f32;
-                let hi = |c: f32, s: f32| (f64::from(c) + f64::from(s) / 2.0) as f32;
-                Corners {
-                    xmin: lo(cx, w),
-                    ymin: lo(cy, h),
-                    xmax: hi(cx, w),
-                    ymax: hi(cy, h),
-                }
-            }
         })
     }
 
@@ -219,7 +161,13 @@ impl DetectionOutputLayer {
                 let variance = quad(&priors[(num_priors + p) * 4..]);
                 for (l, set) in boxes.iter_mut().enumerate() {
                     let at = ((image * num_priors + p) * loc_classes + l) * 4;
-                    set.push(self.decode(prior, variance, quad(&loc[at..]))?);
+                    set.push(decode(
+                        self.code,
+                        self.variance_encoded_in_target,
+                        prior,
+                        variance,
+                        quad(&loc[at..]),
+                    )?);
                 }
             }
             let scores_of = |c: usize| -> Vec<f32> {

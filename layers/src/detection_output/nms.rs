@@ -1,49 +1,6 @@
 //! The SSD fork's greedy non-maximum suppression over normalized boxes.
 
-/// A box by its corners, in image-relative coordinates.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Corners {
-    pub xmin: f32,
-    pub ymin: f32,
-    pub xmax: f32,
-    pub ymax: f32,
-}
-
-impl From<[f32; 4]> for Corners {
-    fn from(v: [f32; 4]) -> Self {
-        Self {
-            xmin: v[0],
-            ymin: v[1],
-            xmax: v[2],
-            ymax: v[3],
-        }
-    }
-}
-
-impl Corners {
-    /// The area; 0 for an inverted box.
-    fn area(&self) -> f32 {
-        if self.xmax < self.xmin || self.ymax < self.ymin {
-            return 0.0;
-        }
-        (self.xmax - self.xmin) * (self.ymax - self.ymin)
-    }
-
-    /// Intersection over union (the fork's `JaccardOverlap`, normalized:
-    /// no +1 on the sides); 0 for disjoint boxes.
-    pub(crate) fn iou(&self, o: &Corners) -> f32 {
-        if o.xmin > self.xmax || o.xmax < self.xmin || o.ymin > self.ymax || o.ymax < self.ymin {
-            return 0.0;
-        }
-        let w = self.xmax.min(o.xmax) - self.xmin.max(o.xmin);
-        let h = self.ymax.min(o.ymax) - self.ymin.max(o.ymin);
-        let inter = w * h;
-        if inter <= 0.0 {
-            return 0.0;
-        }
-        inter / (self.area() + o.area() - inter)
-    }
-}
+use crate::normalized_box::Corners;
 
 /// The fork's `ApplyNMSFast`: the indices of `boxes` with a score above
 /// `threshold` (strictly), best first (ties: lower index first), at most
@@ -82,23 +39,7 @@ pub(crate) fn greedy_nms(
 mod tests {
     use super::*;
 
-    fn b(xmin: f32, ymin: f32, xmax: f32, ymax: f32) -> Corners {
-        Corners {
-            xmin,
-            ymin,
-            xmax,
-            ymax,
-        }
-    }
-
-    #[test]
-    fn iou_of_overlapping_disjoint_and_inverted_boxes() {
-        assert_eq!(b(0.0, 0.0, 1.0, 1.0).iou(&b(0.5, 0.0, 1.5, 1.0)), 0.5 / 1.5);
-        assert_eq!(b(0.0, 0.0, 1.0, 1.0).iou(&b(2.0, 2.0, 3.0, 3.0)), 0.0);
-        // Touching edges: no area in common.
-        assert_eq!(b(0.0, 0.0, 1.0, 1.0).iou(&b(1.0, 0.0, 2.0, 1.0)), 0.0);
-        assert_eq!(b(0.0, 0.0, 1.0, 1.0).iou(&b(0.0, 0.0, 1.0, 1.0)), 1.0);
-    }
+    use crate::normalized_box::corners as b;
 
     #[test]
     fn nms_keeps_the_best_of_each_cluster_in_score_order() {
