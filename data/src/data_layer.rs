@@ -7,15 +7,16 @@ use blob_layers::Arity;
 use blob_proto::ParamMessage;
 use blob_runtime::{BlobError, MathElement};
 
-use crate::datum::{ColorMode, decode_datum};
+use crate::datum::decode_datum;
 use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Records, Setup};
 use crate::store::{Backend, StoreReader};
 use crate::transform::DataTransformer;
 
-/// A store's records in key order, decoded.
-struct StoreRecords {
+/// A store's records in key order, decoded by `decode`: `Datum`s for
+/// Data, `AnnotatedDatum`s for AnnotatedData.
+pub(crate) struct StoreRecords {
     reader: StoreReader,
-    color: ColorMode,
+    decode: Decoder,
     skip: u32,
 }
 
@@ -47,12 +48,62 @@ impl Records for StoreRecords {
     }
 
     fn decoder(&self) -> Decoder {
-        let color = self.color;
-        Arc::new(move |raw: Raw| decode_datum(&raw.bytes, color).map(Decoded::from))
+        self.decode.clone()
     }
 
     fn origin(&self) -> String {
         self.reader.path().display().to_string()
+    }
+}
+
+/// A store layer's `data_param`: its batch size and prefetch, and its
+/// store opened, `rand_skip` drawn, records decoded by `decode`.
+pub(crate) struct StoreSource {
+    pub batch_size: usize,
+    pub prefetch: usize,
+    pub records: StoreRecords,
+}
+
+impl StoreSource {
+    /// `layer`'s `data_param`, errors in the words of `refused`.
+    pub(crate) fn open(
+        layer: &ParamMessage,
+        decode: Decoder,
+        refused: fn(String) -> BlobError,
+    ) -> Result<Self, BlobError> {
+        let p = layer
+            .message("data_param")
+            .cloned()
+            .unwrap_or_else(|| ParamMessage::new(&blob_proto::schema::DATA));
+        let source = p.string("source").to_string();
+        if source.is_empty() {
+            return Err(refused(
+                "data_param gives no source (the store's folder)".into(),
+            ));
+        }
+        let batch_size = p.uint("batch_size") as usize;
+        if batch_size == 0 {
+            return Err(refused(format!(
+                "data_param.batch_size must be at least 1 (source {source})"
+            )));
+        }
+        let backend = Backend::from_caffe_name(p.enum_name("backend"))
+            .ok_or_else(|| refused(format!("source {source}: unknown backend")))?;
+        let reader = StoreReader::open(&source, backend).map_err(|e| refused(e.to_string()))?;
+        let rand_skip = p.uint("rand_skip").min(u64::from(u32::MAX)) as u32;
+        let skip = match rand_skip {
+            0 => 0,
+            n => blob_kernels::cpu::rng_rand() % n,
+        };
+        Ok(Self {
+            batch_size,
+            prefetch: p.uint("prefetch") as usize,
+            records: StoreRecords {
+                reader,
+                decode,
+                skip,
+            },
+        })
     }
 }
 
@@ -102,42 +153,20 @@ fn refused(detail: impl Into<String>) -> BlobError {
 pub fn data_layer<T: MathElement>(
     layer: &ParamMessage,
 ) -> Result<PrefetchingDataLayer<T>, BlobError> {
-    let p = layer
-        .message("data_param")
-        .cloned()
-        .unwrap_or_else(|| ParamMessage::new(&blob_proto::schema::DATA));
-    let source = p.string("source").to_string();
-    if source.is_empty() {
-        return Err(refused("data_param gives no source (the store's folder)"));
-    }
-    let batch_size = p.uint("batch_size") as usize;
-    if batch_size == 0 {
-        return Err(refused(format!(
-            "data_param.batch_size must be at least 1 (source {source})"
-        )));
-    }
-    let backend = Backend::from_caffe_name(p.enum_name("backend"))
-        .ok_or_else(|| refused(format!("source {source}: unknown backend")))?;
     let transformer = DataTransformer::<T>::from_layer(layer)?;
-    let reader = StoreReader::open(&source, backend).map_err(|e| refused(e.to_string()))?;
-    let rand_skip = p.uint("rand_skip").min(u64::from(u32::MAX)) as u32;
-    let skip = match rand_skip {
-        0 => 0,
-        n => blob_kernels::cpu::rng_rand() % n,
-    };
-    let records = StoreRecords {
-        reader,
-        color: transformer.color_mode(),
-        skip,
-    };
+    let color = transformer.color_mode();
+    let decode: Decoder =
+        Arc::new(move |raw: Raw| decode_datum(&raw.bytes, color).map(Decoded::from));
+    let store = StoreSource::open(layer, decode, refused)?;
     PrefetchingDataLayer::start(
         Setup {
             type_name: "Data",
             transformer,
-            batch_size,
-            prefetch: p.uint("prefetch") as usize,
+            batch_size: store.batch_size,
+            prefetch: store.prefetch,
             tops: Arity::range(1, 2),
+            geometry: None,
         },
-        records,
+        store.records,
     )
 }

@@ -77,6 +77,11 @@ const MOST_IMAGE_BYTES: u64 = 256 << 20;
 /// ```
 pub fn decode_datum(bytes: &[u8], mode: ColorMode) -> Result<Example, String> {
     let datum = Datum::decode(bytes).map_err(|e| format!("not a Caffe Datum record: {e}"))?;
+    datum_example(datum, mode)
+}
+
+/// A decoded `Datum`'s image (decoding it where it is encoded).
+pub(crate) fn datum_example(datum: Datum, mode: ColorMode) -> Result<Example, String> {
     let label = datum.label.unwrap_or(0);
     if datum.encoded == Some(true) {
         let data = datum.data.unwrap_or_default();

@@ -189,6 +189,7 @@ fn decode_pair(raw: Raw, decoding: Decoding) -> Result<Decoded, String> {
             },
             values: label,
         }),
+        objects: None,
     })
 }
 
@@ -384,6 +385,7 @@ pub fn dense_image_data_layer<T: MathElement>(
                 .message("data_param")
                 .map_or(4, |d| d.uint("prefetch") as usize),
             tops: Arity::exactly(2),
+            geometry: None,
         },
         records,
     )

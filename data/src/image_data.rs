@@ -180,6 +180,7 @@ pub fn image_data_layer<T: MathElement>(
                 .message("data_param")
                 .map_or(4, |d| d.uint("prefetch") as usize),
             tops: Arity::exactly(2),
+            geometry: None,
         },
         records,
     )

@@ -42,9 +42,11 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod annotated_data;
 mod data_layer;
 mod datum;
 mod dense_image_data;
+mod distort;
 #[cfg(feature = "hdf5")]
 mod hdf5;
 mod image_data;
@@ -59,6 +61,7 @@ mod store;
 mod transform;
 mod window_data;
 
+pub use annotated_data::annotated_data_layer;
 pub use data_layer::data_layer;
 pub use datum::{ColorMode, Example, Pixels, decode_datum};
 pub use dense_image_data::dense_image_data_layer;
@@ -94,6 +97,9 @@ pub fn register_data_layers<T: MathElement>(
     registry: &mut LayerRegistry<T>,
 ) -> Result<(), blob_runtime::BlobError> {
     registry.register("Data", |p| Ok(Box::new(data_layer::<T>(p)?)));
+    registry.register("AnnotatedData", |p| {
+        Ok(Box::new(annotated_data_layer::<T>(p)?))
+    });
     registry.register("ImageData", |p| Ok(Box::new(image_data_layer::<T>(p)?)));
     registry.register_with_param(
         "DenseImageData",

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use blob_layers::{Arity, DynLayer, TopShape};
 use blob_runtime::{Blob, BlobError, MathElement};
 
+use crate::annotated_data::{Geometry, Object};
 use crate::datum::Example;
 use crate::transform::DataTransformer;
 
@@ -24,10 +25,11 @@ pub(crate) struct Raw {
 }
 
 /// A record decoded: its image and, where its label is an image of its
-/// own, the label's plane.
+/// own, the label's plane, or where it is annotated, its objects.
 pub(crate) struct Decoded {
     pub example: Example,
     pub label_plane: Option<LabelPlane>,
+    pub objects: Option<Vec<Object>>,
 }
 
 /// A label image's values, `height x width`.
@@ -42,6 +44,7 @@ impl From<Example> for Decoded {
         Decoded {
             example,
             label_plane: None,
+            objects: None,
         }
     }
 }
@@ -90,6 +93,9 @@ pub(crate) struct Setup<T: MathElement> {
     /// Whether the layer has a label top always (ImageData) or may
     /// leave it out (Data).
     pub tops: Arity,
+    /// AnnotatedData's expansion, sampling and resizing, before the
+    /// transform.
+    pub geometry: Option<Arc<Geometry>>,
 }
 
 /// A data layer whose batches a thread of its own makes ahead of the
@@ -117,6 +123,7 @@ fn refused(type_name: &str, detail: impl Into<String>) -> BlobError {
             "Data" => "run Data",
             "WindowData" => "run WindowData",
             "DenseImageData" => "run DenseImageData",
+            "AnnotatedData" => "run AnnotatedData",
             _ => "run ImageData",
         },
         detail: detail.into(),
@@ -136,6 +143,7 @@ impl<T: MathElement> PrefetchingDataLayer<T> {
         let fill = Fill {
             type_name: setup.type_name,
             transformer: setup.transformer,
+            geometry: setup.geometry,
             batch_size: setup.batch_size,
             sender,
             free,
@@ -184,6 +192,7 @@ impl<T: MathElement> PrefetchingDataLayer<T> {
 struct Fill<T: MathElement> {
     type_name: &'static str,
     transformer: DataTransformer<T>,
+    geometry: Option<Arc<Geometry>>,
     batch_size: usize,
     sender: SyncSender<Made<T>>,
     free: Receiver<Batch<T>>,
@@ -248,6 +257,7 @@ impl<T: MathElement> Fill<T> {
             let shape = Shaping {
                 type_name: self.type_name,
                 transformer: &self.transformer,
+                geometry: self.geometry.as_deref(),
                 batch_size: self.batch_size,
                 origin: &origin,
             };
@@ -274,6 +284,7 @@ impl<T: MathElement> Fill<T> {
 struct Shaping<'a, T: MathElement> {
     type_name: &'static str,
     transformer: &'a DataTransformer<T>,
+    geometry: Option<&'a Geometry>,
     batch_size: usize,
     origin: &'a str,
 }
@@ -294,10 +305,23 @@ impl<T: MathElement> Shaping<'_, T> {
         let error = |key: &str, detail: &dyn std::fmt::Display| {
             refused(self.type_name, format!("{origin}, {key}: {detail}"))
         };
+        // A record decoded and, for AnnotatedData, expanded, sampled and
+        // resized; the generator its transform goes on drawing from.
+        let prepare = |key: &str, raw: Result<Raw, String>, seed: u64| {
+            let mut rng = blob_kernels::cpu::SeededRng::new(seed);
+            let mut decoded = raw.and_then(|r| decoder(r)).map_err(|e| error(key, &e))?;
+            if let Some(geometry) = self.geometry {
+                let (example, objects) = geometry
+                    .apply(decoded.example, decoded.objects, &mut rng)
+                    .map_err(|e| error(key, &e))?;
+                (decoded.example, decoded.objects) = (example, objects);
+            }
+            Ok::<_, BlobError>((decoded, rng))
+        };
         let mut items = items.into_iter();
         let started = std::time::Instant::now();
         let (key, raw, seed) = items.next().expect("a batch has records");
-        let first = raw.and_then(|r| decoder(r)).map_err(|e| error(&key, &e))?;
+        let (first, first_rng) = prepare(&key, raw, seed)?;
         let dims = self
             .transformer
             .output_shape(&first.example)
@@ -307,6 +331,7 @@ impl<T: MathElement> Shaping<'_, T> {
         // transformer neither crops nor mirrors where there is one:
         // DenseImageData refuses it).
         let label_dims = first.label_plane.as_ref().map(|l| (l.height, l.width));
+        let annotated = first.objects.is_some();
         let per_label = label_dims.map_or(1, |(h, w)| h * w);
         let mut batch = recycled.unwrap_or(Batch {
             shape: Vec::new(),
@@ -323,10 +348,18 @@ impl<T: MathElement> Shaping<'_, T> {
         batch.data.resize(self.batch_size * per_item, T::ZERO);
         batch.labels.clear();
         batch.labels.resize(self.batch_size * per_label, T::ZERO);
-        let one = |key: &str, decoded: Decoded, seed: u64, slot: &mut [T], label: &mut [T]| {
+        // One record into its slot; an annotated record's boxes as the
+        // transform left them.
+        let one = |key: &str,
+                   decoded: Decoded,
+                   mut rng: blob_kernels::cpu::SeededRng,
+                   slot: &mut [T],
+                   label: &mut [T]|
+         -> Result<Vec<Object>, BlobError> {
             let Decoded {
                 example,
                 label_plane,
+                objects,
             } = decoded;
             let here = self
                 .transformer
@@ -342,9 +375,16 @@ impl<T: MathElement> Shaping<'_, T> {
                     ),
                 ));
             }
-            let mut rng = blob_kernels::cpu::SeededRng::new(seed);
-            self.transformer
-                .transform(&example, slot, &mut |n| rng.next_u32() % n)
+            if objects.is_some() != annotated {
+                return Err(error(
+                    key,
+                    &"Some datum misses AnnotationType: the batch mixes annotated records \
+                      and records labelled by their datum",
+                ));
+            }
+            let placement = self
+                .transformer
+                .transform_placed(&example, slot, &mut |n| rng.next_u32() % n)
                 .map_err(|e| error(key, &e))?;
             match label_plane {
                 // The label's values as they are (Caffe's
@@ -373,11 +413,16 @@ impl<T: MathElement> Shaping<'_, T> {
                     ));
                 }
             }
-            Ok(())
+            Ok(match (objects, self.geometry) {
+                (Some(objects), Some(geometry)) => {
+                    geometry.place_boxes(&objects, &placement, (example.height, example.width))
+                }
+                _ => Vec::new(),
+            })
         };
         let (first_slot, rest_slots) = batch.data.split_at_mut(per_item);
         let (first_label, rest_labels) = batch.labels.split_at_mut(per_label);
-        one(&key, first, seed, first_slot, first_label)?;
+        let mut boxes = vec![one(&key, first, first_rng, first_slot, first_label)?];
         let rest: Vec<Pending> = items.collect();
         // Raw records take microseconds: threads would cost more than
         // they save below half a millisecond a batch.
@@ -390,20 +435,21 @@ impl<T: MathElement> Shaping<'_, T> {
         let per_thread = rest.len().div_ceil(threads).max(1);
         let mut work = rest.into_iter();
         let chunk = |mine: Vec<Pending>, slots: &mut [T], labels: &mut [T]| {
+            let mut boxes = Vec::with_capacity(mine.len());
             for (((key, raw, seed), slot), label) in mine
                 .into_iter()
                 .zip(slots.chunks_mut(per_item))
                 .zip(labels.chunks_mut(per_label))
             {
-                let decoded = raw.and_then(|r| decoder(r)).map_err(|e| error(&key, &e))?;
-                one(&key, decoded, seed, slot, label)?;
+                let (decoded, rng) = prepare(&key, raw, seed)?;
+                boxes.push(one(&key, decoded, rng, slot, label)?);
             }
-            Ok(())
+            Ok(boxes)
         };
         let mut parts = rest_slots
             .chunks_mut(per_item * per_thread)
             .zip(rest_labels.chunks_mut(per_label * per_thread));
-        let outcomes: Vec<Result<(), BlobError>> = std::thread::scope(|scope| {
+        let outcomes: Vec<Result<Vec<Vec<Object>>, BlobError>> = std::thread::scope(|scope| {
             // This thread takes the first part itself, helpers the others.
             let own = parts.next().map(|(slots, labels)| {
                 let mine: Vec<Pending> = work.by_ref().take(labels.len() / per_label).collect();
@@ -416,8 +462,9 @@ impl<T: MathElement> Shaping<'_, T> {
                     scope.spawn(move || chunk(mine, slots, labels))
                 })
                 .collect();
-            let mut outcomes =
-                vec![own.map_or(Ok(()), |(mine, slots, labels)| chunk(mine, slots, labels))];
+            let mut outcomes = vec![own.map_or(Ok(Vec::new()), |(mine, slots, labels)| {
+                chunk(mine, slots, labels)
+            })];
             outcomes.extend(handles.into_iter().map(|h| {
                 h.join()
                     .unwrap_or_else(|_| Err(error("a record", &"its decoding panicked")))
@@ -425,7 +472,31 @@ impl<T: MathElement> Shaping<'_, T> {
             outcomes
         });
         // Chunks are in batch order: the first error is the first bad record.
-        outcomes.into_iter().collect::<Result<Vec<()>, _>>()?;
+        for outcome in outcomes {
+            boxes.extend(outcome?);
+        }
+        if annotated {
+            // AnnotatedData's label top: every box of the batch, a row
+            // of -1 where there is none.
+            let rows: Vec<[f32; 8]> = boxes
+                .iter()
+                .enumerate()
+                .flat_map(|(item, objects)| {
+                    objects.iter().map(move |o| {
+                        let r = o.row();
+                        [item as f32, r[0], r[1], r[2], r[3], r[4], r[5], r[6]]
+                    })
+                })
+                .collect();
+            batch.label_shape = vec![1, 1, rows.len().max(1), 8];
+            batch.labels.clear();
+            if rows.is_empty() {
+                batch.labels.resize(8, T::from_f64(-1.0));
+            }
+            batch
+                .labels
+                .extend(rows.iter().flatten().map(|&v| T::from_f64(f64::from(v))));
+        }
         Ok(batch)
     }
 }

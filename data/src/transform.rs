@@ -45,6 +45,43 @@ pub struct DataTransformer<T: MathElement> {
     train: bool,
 }
 
+/// The SSD fork's fields of `transform_param`, which only its
+/// AnnotatedData applies here.
+const SSD_GEOMETRY: [&str; 7] = [
+    "resize_param",
+    "noise_param",
+    "distort_param",
+    "expand_param",
+    "emit_constraint",
+    "crop_h",
+    "crop_w",
+];
+
+/// Refuses the SSD fork's fields in a transformer that would not apply
+/// them.
+fn refuse_ssd_geometry(p: &ParamMessage, kind: &str) -> Result<(), BlobError> {
+    match SSD_GEOMETRY.iter().find(|f| p.has(f)) {
+        Some(field) => Err(refused(format!(
+            "transform_param.{field} is the SSD fork's, applied by its AnnotatedData \
+             layer; {kind} would ignore it"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Where [`DataTransformer::transform_placed`] took its output from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// Whether the output is mirrored left to right.
+    pub mirrored: bool,
+    /// The crop's first row and column in the input.
+    pub h_off: usize,
+    pub w_off: usize,
+    /// The output's height and width.
+    pub height: usize,
+    pub width: usize,
+}
+
 fn refused(detail: impl Into<String>) -> BlobError {
     BlobError::InvalidParameter {
         op: "set up transform_param",
@@ -77,6 +114,10 @@ impl<T: MathElement> DataTransformer<T> {
                 )));
             }
         }
+        let kind = layer.string("type");
+        if kind != "AnnotatedData" {
+            refuse_ssd_geometry(&p, kind)?;
+        }
         Self::from_param(&p, layer.enum_name("phase") == "TRAIN")
     }
 
@@ -93,6 +134,7 @@ impl<T: MathElement> DataTransformer<T> {
                 source,
             },
         )?;
+        refuse_ssd_geometry(&p, "this transformer")?;
         Self::from_param(&p, train)
     }
 
@@ -203,6 +245,17 @@ impl<T: MathElement> DataTransformer<T> {
         out: &mut [T],
         rand: &mut dyn FnMut(u32) -> u32,
     ) -> Result<(), BlobError> {
+        self.transform_placed(example, out, rand).map(|_| ())
+    }
+
+    /// [`transform`](Self::transform), saying where the output came from
+    /// (for the boxes of an annotated record).
+    pub(crate) fn transform_placed(
+        &self,
+        example: &Example,
+        out: &mut [T],
+        rand: &mut dyn FnMut(u32) -> u32,
+    ) -> Result<Placement, BlobError> {
         let [c, out_h, out_w] = self.output_shape(example).map_err(refused)?;
         let (h, w) = (example.height, example.width);
         if out.len() != c * out_h * out_w {
@@ -240,7 +293,13 @@ impl<T: MathElement> DataTransformer<T> {
                 }
             }
         }
-        Ok(())
+        Ok(Placement {
+            mirrored: mirror,
+            h_off,
+            w_off,
+            height: out_h,
+            width: out_w,
+        })
     }
 }
 

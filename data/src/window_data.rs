@@ -681,6 +681,7 @@ pub fn window_data_layer<T: MathElement>(
             batch_size,
             prefetch: 4,
             tops: Arity::exactly(2),
+            geometry: None,
         },
         records,
     )

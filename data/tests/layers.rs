@@ -1,4 +1,4 @@
-//! The data layers in nets: Data over LMDBs written here, ImageData over
+//! The data layers in nets: Data and AnnotatedData over LMDBs written here, ImageData over
 //! image lists, transform_param in both phases, and the errors a user's
 //! bad store or list gets.
 
@@ -372,6 +372,30 @@ fn leveldb_is_caffes_default_backend() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The data and labels of `forwards` passes of the net `build` makes,
+/// decoded on `threads` threads, the generator seeded with `seed`.
+fn batches_on(
+    threads: usize,
+    seed: u64,
+    forwards: usize,
+    build: impl Fn() -> Net<f32>,
+) -> Vec<(Vec<f32>, Vec<f32>)> {
+    blob_data::set_decoding_threads(threads);
+    blob_kernels::cpu::set_seed(seed);
+    let mut net = build();
+    let out = (0..forwards)
+        .map(|_| {
+            net.forward().unwrap();
+            (
+                net.blob("data").unwrap().to_vec().unwrap(),
+                net.blob("label").unwrap().to_vec().unwrap(),
+            )
+        })
+        .collect();
+    blob_data::set_decoding_threads(0);
+    out
+}
+
 #[test]
 fn jpeg_batches_are_the_same_on_one_decoding_thread_and_on_four() {
     let dir = scratch("threads");
@@ -397,26 +421,15 @@ fn jpeg_batches_are_the_same_on_one_decoding_thread_and_on_four() {
         .collect();
     let source = store(&dir, &records);
     let batches = |threads: usize| {
-        blob_data::set_decoding_threads(threads);
-        blob_kernels::cpu::set_seed(5);
-        let mut net = data_net(
-            &source,
-            "crop_size: 12 mirror: true scale: 0.5",
-            8,
-            NetState::train(),
-        )
-        .unwrap();
-        let out: Vec<(Vec<f32>, Vec<f32>)> = (0..4)
-            .map(|_| {
-                net.forward().unwrap();
-                (
-                    net.blob("data").unwrap().to_vec().unwrap(),
-                    net.blob("label").unwrap().to_vec().unwrap(),
-                )
-            })
-            .collect();
-        blob_data::set_decoding_threads(0);
-        out
+        batches_on(threads, 5, 4, || {
+            data_net(
+                &source,
+                "crop_size: 12 mirror: true scale: 0.5",
+                8,
+                NetState::train(),
+            )
+            .unwrap()
+        })
     };
     let (one, four) = (batches(1), batches(4));
     assert_eq!(one[0].0.len(), 8 * 3 * 12 * 12);
@@ -486,4 +499,279 @@ fn memory_data_serves_what_the_program_hands_it() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("record 1 becomes [1, 3, 2]"), "{err}");
+}
+
+/// An `AnnotatedDatum` record: a `w x h` JPEG of gray with one coloured
+/// rectangle (red for label 1, blue for label 2) at `rect` (relative
+/// corners), and its box.
+fn annotated(w: u32, h: u32, label: i32, rect: [f32; 4]) -> Vec<u8> {
+    let inside = |x: u32, y: u32| {
+        let (fx, fy) = (x as f32 / w as f32, y as f32 / h as f32);
+        fx >= rect[0] && fx < rect[2] && fy >= rect[1] && fy < rect[3]
+    };
+    let img = image::RgbImage::from_fn(w, h, |x, y| match (inside(x, y), label) {
+        (true, 1) => image::Rgb([220, 30, 30]),
+        (true, _) => image::Rgb([30, 30, 220]),
+        _ => image::Rgb([120, 120, 120]),
+    });
+    let mut jpeg = Vec::new();
+    img.write_to(
+        &mut std::io::Cursor::new(&mut jpeg),
+        image::ImageFormat::Jpeg,
+    )
+    .unwrap();
+    let bbox = blob_proto::NormalizedBBox {
+        xmin: Some(rect[0]),
+        ymin: Some(rect[1]),
+        xmax: Some(rect[2]),
+        ymax: Some(rect[3]),
+        difficult: Some(false),
+        ..Default::default()
+    };
+    blob_proto::AnnotatedDatum {
+        datum: Some(blob_proto::Datum {
+            data: Some(jpeg),
+            encoded: Some(true),
+            ..Default::default()
+        }),
+        r#type: Some(0),
+        annotation_group: vec![blob_proto::AnnotationGroup {
+            group_label: Some(label),
+            annotation: vec![blob_proto::Annotation {
+                instance_id: Some(0),
+                bbox: Some(bbox),
+            }],
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// Sixteen annotated records: objects of either label at places that
+/// move from record to record.
+fn annotated_store(dir: &Path) -> PathBuf {
+    let records: Vec<Vec<u8>> = (0..16)
+        .map(|i| {
+            let (x, y) = ((i % 4) as f32 * 0.15, (i / 4) as f32 * 0.12);
+            annotated(48, 40, 1 + (i % 2), [x + 0.05, y + 0.1, x + 0.45, y + 0.5])
+        })
+        .collect();
+    store(dir, &records)
+}
+
+/// SSD's own data layer (ssd_pascal.py's settings, scaled down to 32 x
+/// 32 images): distortion, expansion, its seven batch samplers, the
+/// warp with its five interpolations, mirror and mean.
+const SSD_TRANSFORM: &str = r#"
+    transform_param {
+      mirror: true mean_value: 104 mean_value: 117 mean_value: 123
+      resize_param { prob: 1 resize_mode: WARP height: 32 width: 32
+        interp_mode: LINEAR interp_mode: AREA interp_mode: NEAREST interp_mode: CUBIC interp_mode: LANCZOS4 }
+      emit_constraint { emit_type: CENTER }
+      distort_param { brightness_prob: 0.5 brightness_delta: 32 contrast_prob: 0.5
+        contrast_lower: 0.5 contrast_upper: 1.5 hue_prob: 0.5 hue_delta: 18
+        saturation_prob: 0.5 saturation_lower: 0.5 saturation_upper: 1.5 random_order_prob: 0.0 }
+      expand_param { prob: 0.5 max_expand_ratio: 4.0 }
+    }
+    annotated_data_param {
+      batch_sampler { max_sample: 1 max_trials: 1 }
+      batch_sampler { sampler { min_scale: 0.3 max_scale: 1.0 min_aspect_ratio: 0.5 max_aspect_ratio: 2.0 }
+        sample_constraint { min_jaccard_overlap: 0.1 } max_sample: 1 max_trials: 50 }
+      batch_sampler { sampler { min_scale: 0.3 max_scale: 1.0 min_aspect_ratio: 0.5 max_aspect_ratio: 2.0 }
+        sample_constraint { min_jaccard_overlap: 0.3 } max_sample: 1 max_trials: 50 }
+      batch_sampler { sampler { min_scale: 0.3 max_scale: 1.0 min_aspect_ratio: 0.5 max_aspect_ratio: 2.0 }
+        sample_constraint { min_jaccard_overlap: 0.5 } max_sample: 1 max_trials: 50 }
+      batch_sampler { sampler { min_scale: 0.3 max_scale: 1.0 min_aspect_ratio: 0.5 max_aspect_ratio: 2.0 }
+        sample_constraint { min_jaccard_overlap: 0.7 } max_sample: 1 max_trials: 50 }
+      batch_sampler { sampler { min_scale: 0.3 max_scale: 1.0 min_aspect_ratio: 0.5 max_aspect_ratio: 2.0 }
+        sample_constraint { min_jaccard_overlap: 0.9 } max_sample: 1 max_trials: 50 }
+      batch_sampler { sampler { min_scale: 0.3 max_scale: 1.0 min_aspect_ratio: 0.5 max_aspect_ratio: 2.0 }
+        sample_constraint { max_jaccard_overlap: 1.0 } max_sample: 1 max_trials: 50 }
+      label_map_file: "labelmap_voc.prototxt"
+    }"#;
+
+/// Every row of an AnnotatedData label top is a box of a batch item
+/// inside the image, or the one row of -1 of a batch without boxes.
+fn check_label_rows(label: &[f32], batch: usize) -> usize {
+    assert_eq!(label.len() % 8, 0);
+    if label == [-1.0; 8] {
+        return 0;
+    }
+    for row in label.chunks(8) {
+        assert!(row[0] >= 0.0 && (row[0] as usize) < batch, "{row:?}");
+        assert!(row[1] == 1.0 || row[1] == 2.0, "{row:?}");
+        assert!(row[3] >= 0.0 && row[3] < row[5] && row[5] <= 1.0, "{row:?}");
+        assert!(row[4] >= 0.0 && row[4] < row[6] && row[6] <= 1.0, "{row:?}");
+        assert_eq!(row[7], 0.0);
+    }
+    label.len() / 8
+}
+
+/// SSD trains on an LMDB of annotated JPEGs as ssd_pascal.py sets it up:
+/// AnnotatedData with every augmentation feeding MultiBoxLoss through a
+/// small net. Every label row is a valid box, the batches do not depend
+/// on the decoding threads, and the loss falls.
+#[test]
+fn annotated_data_feeds_multibox_loss_and_a_small_ssd_trains() {
+    use blob_layers::solver::{LrPolicy, SgdSolver};
+    let dir = scratch("annotated");
+    let source = annotated_store(&dir);
+    let head = |name: &str, outputs: usize| {
+        format!(
+            r#"layer {{ name: "{name}" type: "Convolution" bottom: "conv2" top: "{name}"
+                 convolution_param {{ num_output: {outputs} kernel_size: 3 pad: 1
+                   weight_filler {{ type: "xavier" }} }} }}
+               layer {{ name: "{name}_perm" type: "Permute" bottom: "{name}" top: "{name}_perm"
+                 permute_param {{ order: 0 order: 2 order: 3 order: 1 }} }}
+               layer {{ name: "{name}_flat" type: "Flatten" bottom: "{name}_perm" top: "{name}_flat" }}"#
+        )
+    };
+    let text = format!(
+        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label" {SSD_TRANSFORM}
+             data_param {{ source: "{}" batch_size: 4 backend: LMDB }} }}
+           layer {{ name: "scale" type: "Power" bottom: "data" top: "scaled" power_param {{ scale: 0.01 }} }}
+           layer {{ name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
+             convolution_param {{ num_output: 16 kernel_size: 3 pad: 1 stride: 2 weight_filler {{ type: "xavier" }} }} }}
+           layer {{ name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }}
+           layer {{ name: "conv2" type: "Convolution" bottom: "conv1" top: "conv2"
+             convolution_param {{ num_output: 16 kernel_size: 3 pad: 1 stride: 2 weight_filler {{ type: "xavier" }} }} }}
+           layer {{ name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }}
+           {} {}
+           layer {{ name: "priors" type: "PriorBox" bottom: "conv2" bottom: "data" top: "priors"
+             prior_box_param {{ min_size: 12 max_size: 24 aspect_ratio: 2 flip: true
+               variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2 }} }}
+           layer {{ name: "loss" type: "MultiBoxLoss" bottom: "loc_flat" bottom: "conf_flat"
+             bottom: "priors" bottom: "label" top: "loss"
+             propagate_down: true propagate_down: true propagate_down: false propagate_down: false
+             loss_param {{ normalization: VALID }}
+             multibox_loss_param {{ num_classes: 3 code_type: CENTER_SIZE overlap_threshold: 0.5
+               neg_pos_ratio: 3 neg_overlap: 0.5 }} }}"#,
+        source.display(),
+        head("loc", 4 * 4),
+        head("conf", 4 * 3),
+    );
+    let build = || {
+        Net::<f32>::builder()
+            .state(NetState::train())
+            .registry(&data_registry())
+            .from_prototxt(&text)
+            .unwrap()
+    };
+    // The same batches on one decoding thread and on four.
+    assert!(
+        batches_on(1, 9, 3, build) == batches_on(4, 9, 3, build),
+        "the threads changed the batches"
+    );
+
+    blob_kernels::cpu::set_seed(1);
+    let mut net = build();
+    let specs = net.param_specs();
+    let mut solver = SgdSolver::new(0.01, LrPolicy::Fixed).with_momentum(0.9);
+    let (mut losses, mut boxes) = (Vec::new(), 0);
+    for _ in 0..100 {
+        net.clear_param_diffs().unwrap();
+        let loss = net.forward().unwrap();
+        assert_eq!(net.blob("data").unwrap().shape(), [4, 3, 32, 32]);
+        boxes += check_label_rows(&net.blob("label").unwrap().to_vec().unwrap(), 4);
+        losses.push(loss);
+        net.backward().unwrap();
+        solver.step(&net.param_blobs(), &specs).unwrap();
+    }
+    assert!(
+        boxes > 200,
+        "most objects survive the crops: {boxes} of 400"
+    );
+    let mean = |l: &[f32]| l.iter().sum::<f32>() / l.len() as f32;
+    let (first, last) = (mean(&losses[..10]), mean(&losses[90..]));
+    assert!(last.is_finite() && last < 0.7 * first, "{first} -> {last}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Without augmentation (SSD's test net: the warp alone) the boxes are
+/// the stored ones, item by item, and the images are the records warped.
+#[test]
+fn annotated_data_in_test_keeps_each_records_boxes() {
+    let dir = scratch("annotated-test");
+    let source = annotated_store(&dir);
+    let text = format!(
+        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label"
+             transform_param {{ resize_param {{ height: 20 width: 24 }} }}
+             data_param {{ source: "{}" batch_size: 3 backend: LMDB }} }}"#,
+        source.display()
+    );
+    let mut net = Net::<f32>::builder()
+        .state(NetState::test())
+        .registry(&data_registry())
+        .from_prototxt(&text)
+        .unwrap();
+    net.forward().unwrap();
+    assert_eq!(net.blob("data").unwrap().shape(), [3, 3, 20, 24]);
+    let label = net.blob("label").unwrap().to_vec().unwrap();
+    assert_eq!(check_label_rows(&label, 3), 3);
+    for (i, row) in label.chunks(8).enumerate() {
+        let (x, y) = ((i % 4) as f32 * 0.15, (i / 4) as f32 * 0.12);
+        let want = [
+            i as f32,
+            (1 + i % 2) as f32,
+            0.0,
+            x + 0.05,
+            y + 0.1,
+            x + 0.45,
+            y + 0.5,
+            0.0,
+        ];
+        for (g, w) in row.iter().zip(want) {
+            assert!((g - w).abs() < 1e-6, "{row:?} vs {want:?}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn annotated_data_refuses_what_it_does_not_do() {
+    let dir = scratch("annotated-refusals");
+    let source = annotated_store(&dir);
+    let build = |kind: &str, extra: &str| {
+        let text = format!(
+            r#"layer {{ name: "data" type: "{kind}" top: "data" top: "label" {extra}
+                 data_param {{ source: "{}" batch_size: 2 backend: LMDB }} }}"#,
+            source.display()
+        );
+        Net::<f32>::builder()
+            .registry(&data_registry())
+            .from_prototxt(&text)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    for (kind, extra, words) in [
+        (
+            "AnnotatedData",
+            "transform_param { resize_param { resize_mode: FIT_SMALL_SIZE height: 8 width: 8 } }",
+            "FIT_SMALL_SIZE",
+        ),
+        (
+            "AnnotatedData",
+            "transform_param { noise_param { prob: 0.5 } }",
+            "noise_param",
+        ),
+        (
+            "AnnotatedData",
+            "transform_param { expand_param { max_expand_ratio: 0.5 } }",
+            "max_expand_ratio",
+        ),
+        (
+            "AnnotatedData",
+            "annotated_data_param { batch_sampler { sampler { min_scale: 0 } } }",
+            "batch_sampler 0",
+        ),
+        (
+            "Data",
+            "transform_param { resize_param { height: 8 width: 8 } }",
+            "AnnotatedData",
+        ),
+    ] {
+        let e = build(kind, extra);
+        assert!(e.contains(words), "{kind} {extra}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

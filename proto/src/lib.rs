@@ -47,7 +47,10 @@ pub use detect::{FileFormat, detect_format};
 pub use error::{CAFFE_MAX_MESSAGE_BYTES, ProtoError};
 pub use extend::{Extension, Schemas};
 pub use limits::{MAX_FIELDS, MAX_LAYERS, MAX_TEXT_FIELDS, ReadLimits};
-pub use messages::{BlobProtoVector, Datum, SolverState};
+pub use messages::{
+    AnnotatedDatum, Annotation, AnnotationGroup, BlobProtoVector, Datum, NormalizedBBox,
+    SolverState,
+};
 pub use net::{LayerFormat, LayerParameter, NetFormat, NetParameter, v1_layer_type_name};
 pub use param::{ParamField, ParamMessage, ParamValue, UnknownField};
 pub use param_text::format_g;

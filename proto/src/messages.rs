@@ -1,4 +1,5 @@
-//! The small messages: `BlobProtoVector`, `Datum`, `SolverState`.
+//! The small messages: `BlobProtoVector`, `Datum`, `SolverState`, and the
+//! SSD fork's `AnnotatedDatum` with its boxes.
 
 use prost::Message;
 
@@ -73,4 +74,86 @@ pub struct SolverState {
     /// Step of a multistep learning-rate policy (field 4).
     #[prost(int32, optional, tag = "4")]
     pub current_step: Option<i32>,
+}
+
+/// The SSD fork's `NormalizedBBox`: a box in image-relative coordinates
+/// (0 to 1), as `AnnotatedDatum` stores it.
+#[derive(Clone, PartialEq, Message)]
+pub struct NormalizedBBox {
+    /// Left (field 1).
+    #[prost(float, optional, tag = "1")]
+    pub xmin: Option<f32>,
+    /// Top (field 2).
+    #[prost(float, optional, tag = "2")]
+    pub ymin: Option<f32>,
+    /// Right (field 3).
+    #[prost(float, optional, tag = "3")]
+    pub xmax: Option<f32>,
+    /// Bottom (field 4).
+    #[prost(float, optional, tag = "4")]
+    pub ymax: Option<f32>,
+    /// Label (field 5).
+    #[prost(int32, optional, tag = "5")]
+    pub label: Option<i32>,
+    /// Marked difficult (field 6).
+    #[prost(bool, optional, tag = "6")]
+    pub difficult: Option<bool>,
+    /// Score (field 7).
+    #[prost(float, optional, tag = "7")]
+    pub score: Option<f32>,
+    /// Size (field 8).
+    #[prost(float, optional, tag = "8")]
+    pub size: Option<f32>,
+}
+
+/// The SSD fork's `Annotation`: one object.
+#[derive(Clone, PartialEq, Message)]
+pub struct Annotation {
+    /// The object's instance (field 1).
+    #[prost(int32, optional, tag = "1")]
+    pub instance_id: Option<i32>,
+    /// Its box (field 2).
+    #[prost(message, optional, tag = "2")]
+    pub bbox: Option<NormalizedBBox>,
+}
+
+/// The SSD fork's `AnnotationGroup`: the objects of one label.
+#[derive(Clone, PartialEq, Message)]
+pub struct AnnotationGroup {
+    /// Their label (field 1).
+    #[prost(int32, optional, tag = "1")]
+    pub group_label: Option<i32>,
+    /// The objects (field 2).
+    #[prost(message, repeated, tag = "2")]
+    pub annotation: Vec<Annotation>,
+}
+
+/// The SSD fork's `AnnotatedDatum`: a `Datum` with its objects' boxes,
+/// the records of an SSD training store (its `create_annoset`).
+///
+/// ```
+/// use prost::Message;
+/// use blob_proto::{AnnotatedDatum, Annotation, AnnotationGroup, NormalizedBBox};
+/// let bbox = NormalizedBBox { xmin: Some(0.1), ymin: Some(0.2), xmax: Some(0.5), ymax: Some(0.9), ..Default::default() };
+/// let d = AnnotatedDatum {
+///     r#type: Some(0),
+///     annotation_group: vec![AnnotationGroup {
+///         group_label: Some(3),
+///         annotation: vec![Annotation { instance_id: Some(0), bbox: Some(bbox) }],
+///     }],
+///     ..Default::default()
+/// };
+/// assert_eq!(AnnotatedDatum::decode(&d.encode_to_vec()[..]).unwrap(), d);
+/// ```
+#[derive(Clone, PartialEq, Message)]
+pub struct AnnotatedDatum {
+    /// The image (field 1).
+    #[prost(message, optional, tag = "1")]
+    pub datum: Option<Datum>,
+    /// `AnnotationType` (field 2; 0 is `BBOX`, the only one).
+    #[prost(int32, optional, tag = "2")]
+    pub r#type: Option<i32>,
+    /// The objects, grouped by label (field 3).
+    #[prost(message, repeated, tag = "3")]
+    pub annotation_group: Vec<AnnotationGroup>,
 }

@@ -2,7 +2,8 @@
 //! numbers, types and defaults, for reading a `.prototxt` or a layer's
 //! bytes into a [`ParamMessage`](crate::ParamMessage) that answers by
 //! field name. Field numbers follow BVLC Caffe (and, for Permute,
-//! PriorBox, DetectionOutput, MultiBoxLoss and Normalize, the SSD fork's numbering).
+//! PriorBox, DetectionOutput, MultiBoxLoss, AnnotatedData, the SSD fork's
+//! transform_param fields and Normalize, the SSD fork's numbering).
 
 /// Whether a field holds one value or a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -283,6 +284,16 @@ enums! {
     MATCH_TYPE "MatchType" { BIPARTITE = 0, PER_PREDICTION = 1 }
     /// `MultiBoxLossParameter.MiningType` (SSD fork).
     MINING_TYPE "MiningType" { NONE = 0, MAX_NEGATIVE = 1, HARD_EXAMPLE = 2 }
+    /// `ResizeParameter.Resize_mode` (SSD fork).
+    RESIZE_MODE "Resize_mode" { WARP = 1, FIT_SMALL_SIZE = 2, FIT_LARGE_SIZE_AND_PAD = 3 }
+    /// `ResizeParameter.Pad_mode` (SSD fork).
+    PAD_MODE "Pad_mode" { CONSTANT = 1, MIRRORED = 2, REPEAT_NEAREST = 3 }
+    /// `ResizeParameter.Interp_mode` (SSD fork; OpenCV's).
+    INTERP_MODE "Interp_mode" { LINEAR = 1, AREA = 2, NEAREST = 3, CUBIC = 4, LANCZOS4 = 5 }
+    /// `EmitConstraint.EmitType` (SSD fork).
+    EMIT_TYPE "EmitType" { CENTER = 0, MIN_OVERLAP = 1 }
+    /// `AnnotatedDatum.AnnotationType` (SSD fork).
+    ANNOTATION_TYPE "AnnotationType" { BBOX = 0 }
     /// `SolverParameter.SnapshotFormat`.
     SNAPSHOT_FORMAT "SnapshotFormat" { HDF5 = 0, BINARYPROTO = 1 }
     /// `SolverParameter.SolverMode`.
@@ -392,6 +403,7 @@ messages! {
         opt("permute_param", 202, msg(&PERMUTE)), opt("prior_box_param", 203, msg(&PRIOR_BOX)),
         opt("detection_output_param", 204, msg(&DETECTION_OUTPUT)),
         opt("multibox_loss_param", 201, msg(&MULTIBOX_LOSS)),
+        opt("annotated_data_param", 200, msg(&ANNOTATED_DATA)),
         opt("norm_param", 206, msg(&NORMALIZE)),
     ]
     /// `V1LayerParameter` (the `layers` of older files), with the V0
@@ -446,7 +458,65 @@ messages! {
     TRANSFORMATION "TransformationParameter" [
         def("scale", 1, Float, F(1.0)), opt("mirror", 2, Bool), opt("crop_size", 3, UInt32),
         opt("mean_file", 4, Str), rep("mean_value", 5, Float), opt("force_color", 6, Bool),
-        opt("force_gray", 7, Bool),
+        opt("force_gray", 7, Bool), opt("crop_h", 11, UInt32), opt("crop_w", 12, UInt32),
+        opt("resize_param", 8, msg(&RESIZE)), opt("noise_param", 9, msg(&NOISE)),
+        opt("distort_param", 13, msg(&DISTORTION)), opt("expand_param", 14, msg(&EXPANSION)),
+        opt("emit_constraint", 10, msg(&EMIT_CONSTRAINT)),
+    ]
+    /// `ResizeParameter` (SSD fork).
+    RESIZE "ResizeParameter" [
+        def("prob", 1, Float, F(1.0)), def("resize_mode", 2, en(&RESIZE_MODE), I(1)),
+        opt("height", 3, UInt32), opt("width", 4, UInt32), opt("height_scale", 8, UInt32),
+        opt("width_scale", 9, UInt32), def("pad_mode", 5, en(&PAD_MODE), I(1)),
+        rep("pad_value", 6, Float), rep("interp_mode", 7, en(&INTERP_MODE)),
+    ]
+    /// `SaltPepperParameter` (SSD fork).
+    SALT_PEPPER "SaltPepperParameter" [opt("fraction", 1, Float), rep("value", 2, Float)]
+    /// `NoiseParameter` (SSD fork).
+    NOISE "NoiseParameter" [
+        opt("prob", 1, Float), opt("hist_eq", 2, Bool), opt("inverse", 3, Bool),
+        opt("decolorize", 4, Bool), opt("gauss_blur", 5, Bool), def("jpeg", 6, Float, F(-1.0)),
+        opt("posterize", 7, Bool), opt("erode", 8, Bool), opt("saltpepper", 9, Bool),
+        opt("saltpepper_param", 10, msg(&SALT_PEPPER)), opt("clahe", 11, Bool),
+        opt("convert_to_hsv", 12, Bool), opt("convert_to_lab", 13, Bool),
+    ]
+    /// `DistortionParameter` (SSD fork).
+    DISTORTION "DistortionParameter" [
+        opt("brightness_prob", 1, Float), opt("brightness_delta", 2, Float),
+        opt("contrast_prob", 3, Float), opt("contrast_lower", 4, Float),
+        opt("contrast_upper", 5, Float), opt("hue_prob", 6, Float), opt("hue_delta", 7, Float),
+        opt("saturation_prob", 8, Float), opt("saturation_lower", 9, Float),
+        opt("saturation_upper", 10, Float), opt("random_order_prob", 11, Float),
+    ]
+    /// `ExpansionParameter` (SSD fork).
+    EXPANSION "ExpansionParameter" [
+        def("prob", 1, Float, F(1.0)), def("max_expand_ratio", 2, Float, F(1.0)),
+    ]
+    /// `EmitConstraint` (SSD fork).
+    EMIT_CONSTRAINT "EmitConstraint" [
+        def("emit_type", 1, en(&EMIT_TYPE), I(0)), opt("emit_overlap", 2, Float),
+    ]
+    /// `Sampler` (SSD fork).
+    SAMPLER "Sampler" [
+        def("min_scale", 1, Float, F(1.0)), def("max_scale", 2, Float, F(1.0)),
+        def("min_aspect_ratio", 3, Float, F(1.0)), def("max_aspect_ratio", 4, Float, F(1.0)),
+    ]
+    /// `SampleConstraint` (SSD fork).
+    SAMPLE_CONSTRAINT "SampleConstraint" [
+        opt("min_jaccard_overlap", 1, Float), opt("max_jaccard_overlap", 2, Float),
+        opt("min_sample_coverage", 3, Float), opt("max_sample_coverage", 4, Float),
+        opt("min_object_coverage", 5, Float), opt("max_object_coverage", 6, Float),
+    ]
+    /// `BatchSampler` (SSD fork).
+    BATCH_SAMPLER "BatchSampler" [
+        def("use_original_image", 1, Bool, B(true)), opt("sampler", 2, msg(&SAMPLER)),
+        opt("sample_constraint", 3, msg(&SAMPLE_CONSTRAINT)), opt("max_sample", 4, UInt32),
+        def("max_trials", 5, UInt32, I(100)),
+    ]
+    /// `AnnotatedDataParameter` (SSD fork).
+    ANNOTATED_DATA "AnnotatedDataParameter" [
+        rep("batch_sampler", 1, msg(&BATCH_SAMPLER)), opt("label_map_file", 2, Str),
+        opt("anno_type", 3, en(&ANNOTATION_TYPE)),
     ]
     /// `LossParameter`.
     LOSS "LossParameter" [
