@@ -63,6 +63,13 @@ mkdir -p "$records"
 cp seeds/datum_*.bin "$records/"
 cargo +nightly fuzz run datum "$records" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
+# AnnotatedData's records (its first byte: the settings), each the
+# store's one, through the layer.
+annotated=corpus/annotated
+mkdir -p "$annotated"
+cp seeds/annotated_*.bin "$annotated/"
+cargo +nightly fuzz run annotated "$annotated" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
 # WindowData's window files (its first byte: context, square mode,
 # mirror, the foreground share), cut from a PNG the target writes.
 windows=corpus/window_file

@@ -1,5 +1,6 @@
-//! `blobflow convert-imageset` and `blobflow compute-image-mean`:
-//! Caffe's dataset tools, with their flags and log lines.
+//! `blobflow convert-imageset`, `blobflow convert-annoset` (the SSD
+//! fork's) and `blobflow compute-image-mean`: Caffe's dataset tools,
+//! with their flags and log lines.
 
 use std::path::PathBuf;
 
@@ -27,15 +28,10 @@ impl From<Backend> for blobflow::data::Backend {
     }
 }
 
-/// What `blobflow convert-imageset` is asked to do.
+/// How `convert-imageset` and `convert-annoset` read and store each
+/// image.
 #[derive(clap::Args)]
-pub struct ConvertImagesetArgs {
-    /// The folder put before each name of the list, as written (end it with /)
-    root_folder: String,
-    /// The list: `IMAGE LABEL` a line
-    list_file: PathBuf,
-    /// The store to create
-    db_name: PathBuf,
+pub struct ImageFlags {
     /// Store images as one gray channel
     #[arg(long)]
     gray: bool,
@@ -62,55 +58,156 @@ pub struct ConvertImagesetArgs {
     encode_type: Option<String>,
 }
 
+impl ImageFlags {
+    /// The library's options, after Caffe's log lines about them.
+    fn options(&self, log: &mut Log) -> Result<ImageSetOptions, Failure> {
+        let resize = match (self.resize_height, self.resize_width) {
+            (0, 0) => None,
+            (h, w) if h > 0 && w > 0 => Some((h, w)),
+            (h, w) => {
+                return Err(format!(
+                    "--resize-height {h} and --resize-width {w}: give both, or neither"
+                )
+                .into());
+            }
+        };
+        if self.encode_type.is_some() && !self.encoded {
+            log.info("encode_type specified, assuming encoded=true.");
+        }
+        if self.shuffle {
+            log.info("Shuffling data");
+        }
+        Ok(ImageSetOptions {
+            gray: self.gray,
+            shuffle: self.shuffle,
+            resize,
+            check_size: self.check_size,
+            encoded: self.encoded,
+            encode_type: self.encode_type.clone(),
+        })
+    }
+}
+
+/// Caffe's log lines for a dataset tool's events; how many images were
+/// passed over.
+fn log_events<'a>(log: &'a mut Log, skipped: &'a mut usize) -> impl FnMut(ImageSetEvent) + 'a {
+    move |event| match event {
+        ImageSetEvent::Total(n) => log.info(&format!("A total of {n} images.")),
+        ImageSetEvent::Skipped { line, why } => {
+            *skipped += 1;
+            log.info(&format!("line {line}: {why}"));
+        }
+        ImageSetEvent::Processed(n) => log.info(&format!("Processed {n} files.")),
+        ImageSetEvent::Warning { line, what } => log.info(&format!("line {line}: {what}")),
+    }
+}
+
+/// What `blobflow convert-imageset` is asked to do.
+#[derive(clap::Args)]
+pub struct ConvertImagesetArgs {
+    /// The folder put before each name of the list, as written (end it with /)
+    root_folder: String,
+    /// The list: `IMAGE LABEL` a line
+    list_file: PathBuf,
+    /// The store to create
+    db_name: PathBuf,
+    #[command(flatten)]
+    images: ImageFlags,
+}
+
 /// Caffe's `convert_imageset`.
 pub fn convert_imageset(args: &ConvertImagesetArgs) -> Result<(), Failure> {
-    let resize = match (args.resize_height, args.resize_width) {
-        (0, 0) => None,
-        (h, w) if h > 0 && w > 0 => Some((h, w)),
-        (h, w) => {
-            return Err(format!(
-                "--resize-height {h} and --resize-width {w}: give both, or neither"
-            )
-            .into());
-        }
-    };
     let mut log = Log::new("convert_imageset", None);
-    if args.encode_type.is_some() && !args.encoded {
-        log.info("encode_type specified, assuming encoded=true.");
-    }
-    if args.shuffle {
-        log.info("Shuffling data");
-    }
-    let options = ImageSetOptions {
-        gray: args.gray,
-        shuffle: args.shuffle,
-        resize,
-        check_size: args.check_size,
-        encoded: args.encoded,
-        encode_type: args.encode_type.clone(),
-    };
+    let options = args.images.options(&mut log)?;
     let mut skipped = 0;
     blobflow::data::convert_imageset(
         &args.root_folder,
         &args.list_file,
         &args.db_name,
-        args.backend.into(),
+        args.images.backend.into(),
         &options,
-        &mut |event| match event {
-            ImageSetEvent::Total(n) => log.info(&format!("A total of {n} images.")),
-            ImageSetEvent::Skipped { line, why } => {
-                skipped += 1;
-                log.info(&format!("line {line}: {why}"));
-            }
-            ImageSetEvent::Processed(n) => log.info(&format!("Processed {n} files.")),
-        },
+        &mut log_events(&mut log, &mut skipped),
     )?;
+    report_skipped(&mut log, skipped, &args.db_name);
+    Ok(())
+}
+
+fn report_skipped(log: &mut Log, skipped: usize, db: &std::path::Path) {
     if skipped > 0 {
         log.info(&format!(
             "{skipped} images could not be read and are not in {}",
-            args.db_name.display()
+            db.display()
         ));
     }
+}
+
+/// What `blobflow convert-annoset` is asked to do.
+#[derive(clap::Args)]
+pub struct ConvertAnnosetArgs {
+    /// The folder put before each name of the list, as written (end it with /)
+    root_folder: String,
+    /// The list: `IMAGE ANNOTATION` a line (VOC XML files)
+    list_file: PathBuf,
+    /// The store to create
+    db_name: PathBuf,
+    /// The annotation kind: detection (boxes)
+    #[arg(long = "anno-type", alias = "anno_type", default_value = "detection")]
+    anno_type: String,
+    /// The annotation files' format: xml (PASCAL VOC's)
+    #[arg(long = "label-type", alias = "label_type", default_value = "xml")]
+    label_type: String,
+    /// The LabelMap prototxt naming each label (labelmap_voc.prototxt)
+    #[arg(long = "label-map-file", alias = "label_map_file")]
+    label_map_file: PathBuf,
+    /// Refuse a label map giving a name or a label twice
+    #[arg(long = "check-label", alias = "check_label")]
+    check_label: bool,
+    /// Resize keeping the aspect ratio (not supported: use --resize-height/--resize-width)
+    #[arg(long = "min-dim", alias = "min_dim", default_value_t = 0)]
+    min_dim: usize,
+    /// Resize keeping the aspect ratio (not supported: use --resize-height/--resize-width)
+    #[arg(long = "max-dim", alias = "max_dim", default_value_t = 0)]
+    max_dim: usize,
+    #[command(flatten)]
+    images: ImageFlags,
+}
+
+/// The SSD fork's `convert_annoset` (what its `create_annoset.py` runs).
+pub fn convert_annoset(args: &ConvertAnnosetArgs) -> Result<(), Failure> {
+    if args.anno_type != "detection" {
+        return Err(format!(
+            "--anno-type {}: detection is the kind written (for classification, \
+             convert-imageset writes the Datum records Data reads)",
+            args.anno_type
+        )
+        .into());
+    }
+    if args.label_type != "xml" {
+        return Err(format!(
+            "--label-type {}: xml (PASCAL VOC's) is the format read",
+            args.label_type
+        )
+        .into());
+    }
+    if args.min_dim > 0 || args.max_dim > 0 {
+        return Err("--min-dim / --max-dim are not supported: resize with \
+                    --resize-height and --resize-width"
+            .into());
+    }
+    let mut log = Log::new("convert_annoset", None);
+    let options = args.images.options(&mut log)?;
+    let mut skipped = 0;
+    blobflow::data::convert_annoset(
+        &args.root_folder,
+        &args.list_file,
+        &args.db_name,
+        args.images.backend.into(),
+        &options,
+        &args.label_map_file,
+        args.check_label,
+        &mut log_events(&mut log, &mut skipped),
+    )?;
+    report_skipped(&mut log, skipped, &args.db_name);
     Ok(())
 }
 

@@ -141,6 +141,10 @@ enum Command {
     /// `convert_imageset ROOTFOLDER/ LISTFILE DB_NAME`)
     #[command(alias = "convert_imageset")]
     ConvertImageset(dataset::ConvertImagesetArgs),
+    /// Write images and their VOC XML boxes into an LMDB or LevelDB of AnnotatedDatum
+    /// records, AnnotatedData's input (the SSD fork's `convert_annoset`)
+    #[command(alias = "convert_annoset")]
+    ConvertAnnoset(dataset::ConvertAnnosetArgs),
     /// The mean image of a store's records, as the .binaryproto `mean_file` reads (Caffe's
     /// `compute_image_mean`)
     #[command(alias = "compute_image_mean")]
@@ -438,6 +442,7 @@ fn main() -> ExitCode {
         Command::ConvertImageset(args) => {
             quiet("convert-imageset", dataset::convert_imageset(&args))
         }
+        Command::ConvertAnnoset(args) => quiet("convert-annoset", dataset::convert_annoset(&args)),
         Command::ComputeImageMean(args) => {
             quiet("compute-image-mean", dataset::compute_image_mean(&args))
         }

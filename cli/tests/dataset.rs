@@ -1,4 +1,4 @@
-//! `blobflow convert-imageset` and `blobflow compute-image-mean`, Caffe's
+//! `blobflow convert-imageset`, `convert-annoset` and `compute-image-mean`, Caffe's
 //! dataset tools, on a few images: the records they write, what they
 //! pass over, and a Data layer reading the result with its mean.
 
@@ -314,5 +314,117 @@ fn encoded_stores_keep_each_files_bytes_and_gray_reads_one_channel() {
     let run = convert("convert-imageset", &dir, &[], &db);
     assert!(!run.status.success());
     assert!(String::from_utf8_lossy(&run.stderr).contains("exists already"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The SSD fork's `convert_annoset`: images and their VOC XML boxes into
+/// AnnotatedDatum records (a missing image passed over, a missing
+/// annotation a record without objects, the log lines Caffe's), which
+/// AnnotatedData then reads into MultiBoxLoss's rows.
+#[test]
+fn convert_annoset_writes_the_records_annotated_data_reads() {
+    let dir = images("annoset");
+    std::fs::create_dir_all(dir.join("img/anno")).unwrap();
+    let voc = |w: u32, h: u32, objects: &[(&str, u8, [u32; 4])]| {
+        let objects: String = objects
+            .iter()
+            .map(|(name, difficult, b)| {
+                format!(
+                    "<object><name>{name}</name><difficult>{difficult}</difficult><bndbox>\
+                     <xmin>{}</xmin><ymin>{}</ymin><xmax>{}</xmax><ymax>{}</ymax></bndbox></object>",
+                    b[0], b[1], b[2], b[3]
+                )
+            })
+            .collect();
+        format!(
+            "<annotation><size><width>{w}</width><height>{h}</height><depth>3</depth></size>\
+             {objects}</annotation>"
+        )
+    };
+    std::fs::write(
+        dir.join("img/anno/ramp.xml"),
+        voc(
+            40,
+            30,
+            &[
+                ("dog", 0, [4, 3, 20, 30]),
+                ("cat", 1, [10, 0, 40, 15]),
+                ("dog", 0, [0, 0, 40, 30]),
+            ],
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("img/anno/missing.xml"), voc(1, 1, &[])).unwrap();
+    std::fs::write(
+        dir.join("list.txt"),
+        "ramp.png anno/ramp.xml\nmissing.png anno/missing.xml\nastronaut.jpg anno/none.xml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("labelmap.prototxt"),
+        r#"item { name: "none_of_the_above" label: 0 display_name: "background" }
+           item { name: "dog" label: 1 display_name: "dog" }
+           item { name: "cat" label: 2 display_name: "cat" }"#,
+    )
+    .unwrap();
+    let db = dir.join("annoset_lmdb");
+    let map = format!(
+        "--label_map_file={}",
+        dir.join("labelmap.prototxt").display()
+    );
+    let out = convert(
+        "convert_annoset",
+        &dir,
+        &["--anno_type=detection", &map, "--encoded"],
+        &db,
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("A total of 3 images."), "{log}");
+    assert!(log.contains("line 2: Could not open or find file"), "{log}");
+    assert!(log.contains("Processed 2 files."), "{log}");
+
+    let stored = raw_records(&db);
+    let keys: Vec<String> = stored
+        .iter()
+        .map(|(k, _)| String::from_utf8(k.clone()).unwrap())
+        .collect();
+    assert_eq!(keys, ["00000000_ramp.png", "00000002_astronaut.jpg"]);
+    let ramp = blobflow::proto::AnnotatedDatum::decode(stored[0].1.as_slice()).unwrap();
+    assert_eq!(ramp.r#type, Some(0));
+    let groups: Vec<(i32, usize)> = ramp
+        .annotation_group
+        .iter()
+        .map(|g| (g.group_label.unwrap(), g.annotation.len()))
+        .collect();
+    assert_eq!(groups, [(1, 2), (2, 1)]);
+    let astronaut = blobflow::proto::AnnotatedDatum::decode(stored[1].1.as_slice()).unwrap();
+    assert!(astronaut.annotation_group.is_empty());
+
+    let text = format!(
+        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label"
+             transform_param {{ resize_param {{ height: 15 width: 20 }} }}
+             data_param {{ source: "{}" batch_size: 2 backend: LMDB }} }}"#,
+        db.display()
+    );
+    let mut net = Net::<f32>::builder()
+        .state(NetState::test())
+        .registry(&blobflow::data::data_registry())
+        .from_prototxt(&text)
+        .unwrap();
+    net.forward().unwrap();
+    assert_eq!(net.blob("data").unwrap().shape(), [2, 3, 15, 20]);
+    let label = net.blob("label").unwrap().to_vec().unwrap();
+    let want = [
+        [0.0, 1.0, 0.0, 0.1, 0.1, 0.5, 1.0, 0.0],
+        [0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0],
+        [0.0, 2.0, 0.0, 0.25, 0.0, 1.0, 0.5, 1.0],
+    ];
+    assert_eq!(label.len(), 24);
+    for (row, want) in label.chunks(8).zip(want) {
+        for (g, w) in row.iter().zip(want) {
+            assert!((g - w).abs() < 1e-6, "{row:?} vs {want:?}");
+        }
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -594,6 +594,12 @@ impl Geometry {
         let (c, h, w) = (example.channels, example.height, example.width);
         let height = (h as f32 * ratio) as usize;
         let width = (w as f32 * ratio) as usize;
+        if c * height * width > crate::datum::MOST_VALUES {
+            return Err(format!(
+                "expanding the {w} x {h} image {ratio} times gives {width} x {height}, more \
+                 than an image may hold"
+            ));
+        }
         let h_off = uniform(rng, 0.0, (height - h) as f32).floor() as usize;
         let w_off = uniform(rng, 0.0, (width - w) as f32).floor() as usize;
         let window = Rect {

@@ -46,7 +46,7 @@ pub enum ColorMode {
 
 /// The most values one raw record may declare (its bytes must be in the
 /// record too): a 16384 x 16384 colour image.
-const MOST_VALUES: usize = 3 << 28;
+pub(crate) const MOST_VALUES: usize = 3 << 28;
 
 /// The widest and tallest encoded image decoded: an image header
 /// claiming more is refused before its pixels are allocated.

@@ -47,6 +47,15 @@ pub enum ImageSetEvent {
     },
     /// "Processed N files." (every 1000, and at the end).
     Processed(usize),
+    /// Something Caffe's tool warns of and goes on (`convert_annoset`:
+    /// an annotation's image size that is not the image's, a box beyond
+    /// the image): its line and what.
+    Warning {
+        /// The list's line.
+        line: usize,
+        /// What.
+        what: String,
+    },
 }
 
 /// A tool refused or failed: what, in words naming the file or line.
@@ -54,7 +63,7 @@ pub type ToolError = String;
 
 /// The record `convert_imageset` stores for one image (Caffe's
 /// `ReadImageToDatum`).
-fn image_datum(
+pub(crate) fn image_datum(
     path: &str,
     label: i32,
     options: &ImageSetOptions,
@@ -182,69 +191,114 @@ pub fn convert_imageset(
     options: &ImageSetOptions,
     report: &mut dyn FnMut(ImageSetEvent),
 ) -> Result<usize, ToolError> {
-    let mut lines = read_image_list(list)?;
-    if options.shuffle {
-        crate::order::shuffle(&mut lines);
-    }
-    report(ImageSetEvent::Total(lines.len()));
-    let encoded = options.encoded || options.encode_type.is_some();
-    let mut writer = StoreWriter::create(db, backend).map_err(|e| e.to_string())?;
-    let mut first_size: Option<usize> = None;
-    let mut count = 0usize;
-    for (id, ListLine { line, name, label }) in lines.iter().enumerate() {
-        let encoding = match (&options.encode_type, encoded) {
-            (Some(e), _) => Some(e.to_lowercase()),
-            (None, true) => Some(
-                Path::new(name)
-                    .extension()
-                    .map(|e| e.to_string_lossy().to_lowercase())
-                    .ok_or_else(|| {
-                        format!(
-                            "{}, line {line}: Failed to guess the encoding of {name:?}",
-                            list.display()
-                        )
-                    })?,
-            ),
-            (None, false) => None,
-        };
-        let path = format!("{root}{name}");
-        let datum = match image_datum(&path, *label, options, encoding.as_deref()) {
-            Ok(d) => d,
-            Err(why) => {
-                report(ImageSetEvent::Skipped {
-                    line: *line,
-                    why: format!("Could not open or find file {path}: {why}"),
-                });
-                continue;
-            }
-        };
-        if options.check_size && !encoded {
-            let size = datum.data.as_ref().map_or(0, Vec::len);
-            match first_size {
-                None => first_size = Some(size),
-                Some(first) if first != size => {
-                    return Err(format!(
-                        "{}, line {line} ({name}): Incorrect data field size {size} (the first image's is {first})",
-                        list.display()
-                    ));
+    let lines = read_image_list(list)?;
+    let lines = lines
+        .into_iter()
+        .map(|ListLine { line, name, label }| (line, name, label))
+        .collect();
+    let store = ImageStore {
+        root,
+        list,
+        db,
+        backend,
+        options,
+    };
+    let mut record = |_, &label: &i32, mut datum: Datum, _: &mut dyn FnMut(ImageSetEvent)| {
+        datum.label = Some(label);
+        Ok(datum.encode_to_vec())
+    };
+    store.write(lines, &mut record, report)
+}
+
+/// Where a dataset tool writes its images, and how it reads them.
+pub(crate) struct ImageStore<'a> {
+    pub root: &'a str,
+    pub list: &'a Path,
+    pub db: &'a Path,
+    pub backend: Backend,
+    pub options: &'a ImageSetOptions,
+}
+
+/// A record's bytes from its list line and its image's `Datum`.
+pub(crate) type MakeRecord<'a, L> =
+    dyn FnMut(usize, &L, Datum, &mut dyn FnMut(ImageSetEvent)) -> Result<Vec<u8>, ToolError> + 'a;
+
+impl ImageStore<'_> {
+    /// Caffe's tools' loop: each line's image (`(line, name, rest)`, the
+    /// name after `root` as written) read as `ReadImageToDatum` reads it,
+    /// made a record by `record`, stored under `%08d_NAME`; unreadable
+    /// images passed over and reported; the store complete or absent.
+    pub(crate) fn write<L>(
+        &self,
+        mut lines: Vec<(usize, String, L)>,
+        record: &mut MakeRecord<'_, L>,
+        report: &mut dyn FnMut(ImageSetEvent),
+    ) -> Result<usize, ToolError> {
+        let (options, list) = (self.options, self.list);
+        if options.shuffle {
+            crate::order::shuffle(&mut lines);
+        }
+        report(ImageSetEvent::Total(lines.len()));
+        let encoded = options.encoded || options.encode_type.is_some();
+        let mut writer = StoreWriter::create(self.db, self.backend).map_err(|e| e.to_string())?;
+        let mut first_size: Option<usize> = None;
+        let mut count = 0usize;
+        for (id, (line, name, rest)) in lines.iter().enumerate() {
+            let encoding = match (&options.encode_type, encoded) {
+                (Some(e), _) => Some(e.to_lowercase()),
+                (None, true) => Some(
+                    Path::new(name)
+                        .extension()
+                        .map(|e| e.to_string_lossy().to_lowercase())
+                        .ok_or_else(|| {
+                            format!(
+                                "{}, line {line}: Failed to guess the encoding of {name:?}",
+                                list.display()
+                            )
+                        })?,
+                ),
+                (None, false) => None,
+            };
+            let path = format!("{}{name}", self.root);
+            let datum = match image_datum(&path, -1, options, encoding.as_deref()) {
+                Ok(d) => d,
+                Err(why) => {
+                    report(ImageSetEvent::Skipped {
+                        line: *line,
+                        why: format!("Could not open or find file {path}: {why}"),
+                    });
+                    continue;
                 }
-                Some(_) => {}
+            };
+            if options.check_size && !encoded {
+                let size = datum.data.as_ref().map_or(0, Vec::len);
+                match first_size {
+                    None => first_size = Some(size),
+                    Some(first) if first != size => {
+                        return Err(format!(
+                            "{}, line {line} ({name}): Incorrect data field size {size} (the first image's is {first})",
+                            list.display()
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+            let bytes = record(*line, rest, datum, report)?;
+            let key = format!("{id:08}_{name}");
+            writer
+                .put(key.as_bytes(), &bytes)
+                .map_err(|e| e.to_string())?;
+            count += 1;
+            if count.is_multiple_of(1000) {
+                report(ImageSetEvent::Processed(count));
             }
         }
-        let key = format!("{id:08}_{name}");
-        writer
-            .put(key.as_bytes(), &datum.encode_to_vec())
-            .map_err(|e| e.to_string())?;
-        count += 1;
-        if count.is_multiple_of(1000) {
+        writer.finish().map_err(|e| e.to_string())?;
+        if !count.is_multiple_of(1000) {
             report(ImageSetEvent::Processed(count));
         }
+        Ok(count)
     }
-    writer.finish().map_err(|e| e.to_string())?;
-    if !count.is_multiple_of(1000) {
-        report(ImageSetEvent::Processed(count));
-    }
-    Ok(count)
 }
 
 /// Caffe's `compute_image_mean INPUT_DB`: the mean of every record's

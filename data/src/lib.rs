@@ -42,6 +42,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod annoset;
 mod annotated_data;
 mod data_layer;
 mod datum;
@@ -61,6 +62,7 @@ mod store;
 mod transform;
 mod window_data;
 
+pub use annoset::{convert_annoset, read_label_map};
 pub use annotated_data::annotated_data_layer;
 pub use data_layer::data_layer;
 pub use datum::{ColorMode, Example, Pixels, decode_datum};

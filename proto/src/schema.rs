@@ -513,6 +513,12 @@ messages! {
         opt("sample_constraint", 3, msg(&SAMPLE_CONSTRAINT)), opt("max_sample", 4, UInt32),
         def("max_trials", 5, UInt32, I(100)),
     ]
+    /// `LabelMapItem` (SSD fork): a class's name, label and display name.
+    LABEL_MAP_ITEM "LabelMapItem" [
+        opt("name", 1, Str), opt("label", 2, Int32), opt("display_name", 3, Str),
+    ]
+    /// `LabelMap` (SSD fork: `labelmap_voc.prototxt`).
+    LABEL_MAP "LabelMap" [rep("item", 1, msg(&LABEL_MAP_ITEM))]
     /// `AnnotatedDataParameter` (SSD fork).
     ANNOTATED_DATA "AnnotatedDataParameter" [
         rep("batch_sampler", 1, msg(&BATCH_SAMPLER)), opt("label_map_file", 2, Str),

@@ -1,0 +1,340 @@
+//! The SSD fork's `convert_annoset` (what its `create_annoset.py`
+//! runs): a list of `IMAGE ANNOTATION` pairs (VOC's XML files) to a
+//! store of `AnnotatedDatum` records, AnnotatedData's input. Each
+//! object's box is divided by the annotation's image size, its name
+//! turned into a label by the label map, and the objects grouped by
+//! label in the order they first appear, each numbered within its group.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use blob_proto::{AnnotatedDatum, Annotation, AnnotationGroup, NormalizedBBox, ParamMessage};
+use prost::Message;
+
+use crate::imageset::{ImageSetEvent, ImageSetOptions, ImageStore, ToolError};
+use crate::list::{PairLine, read_pair_list};
+use crate::store::Backend;
+
+/// A label map (`labelmap_voc.prototxt`: `item { name: "dog" label: 12
+/// display_name: "dog" }`) as the names' labels (the fork's
+/// `MapNameToLabel`); with `check_label`, a name or a label given twice
+/// is refused, as the fork refuses it; without, the last one counts.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("blobflow-labelmap-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("labelmap.prototxt");
+/// std::fs::write(&path, r#"item { name: "none_of_the_above" label: 0 } item { name: "dog" label: 12 }"#)?;
+/// let names = blob_data::read_label_map(&path, true)?;
+/// assert_eq!(names["dog"], 12);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_label_map(path: &Path, check_label: bool) -> Result<HashMap<String, i32>, ToolError> {
+    let text = blob_runtime::read_text_file(path).map_err(|e| e.to_string())?;
+    let tree =
+        blob_proto::TextMessage::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let map = ParamMessage::from_text(&blob_proto::schema::LABEL_MAP, &tree)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut names = HashMap::new();
+    let mut labels = HashMap::new();
+    for item in map.messages("item") {
+        let (name, label) = (item.string("name").to_string(), item.int("label") as i32);
+        if check_label {
+            if names.contains_key(&name) {
+                return Err(format!("{}: {name:?} is given twice", path.display()));
+            }
+            if let Some(other) = labels.insert(label, name.clone()) {
+                return Err(format!(
+                    "{}: label {label} is given to {other:?} and {name:?}",
+                    path.display()
+                ));
+            }
+        }
+        names.insert(name, label);
+    }
+    Ok(names)
+}
+
+/// The text of `node`'s child `tag`, trimmed.
+fn child_text<'a>(node: roxmltree::Node<'a, 'a>, tag: &str) -> Option<&'a str> {
+    node.children()
+        .find(|c| c.has_tag_name(tag))
+        .and_then(|c| c.text())
+        .map(str::trim)
+}
+
+/// The fork's `ReadXMLToAnnotatedDatum`: the objects of a VOC annotation
+/// grouped by label. `image` is the image's (height, width), used where
+/// the annotation gives no size; `warn` hears what the fork warns of.
+fn voc_groups(
+    xml: &Path,
+    image: (usize, usize),
+    names: &HashMap<String, i32>,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<AnnotationGroup>, String> {
+    let text = blob_runtime::read_text_file(xml).map_err(|e| e.to_string())?;
+    let doc = roxmltree::Document::parse(&text).map_err(|e| format!("{}: {e}", xml.display()))?;
+    let root = doc.root_element();
+    if !root.has_tag_name("annotation") {
+        return Err(format!(
+            "{}: the root element is <{}>, not VOC's <annotation>",
+            xml.display(),
+            root.tag_name().name()
+        ));
+    }
+    let size = root.children().find(|c| c.has_tag_name("size"));
+    let dim = |tag: &str| {
+        size.and_then(|s| child_text(s, tag))
+            .and_then(|t| t.parse::<usize>().ok())
+    };
+    let (height, width) = match (dim("height"), dim("width")) {
+        (Some(h), Some(w)) => (h, w),
+        _ => {
+            warn(format!(
+                "{}: no <size> with <height> and <width>; the image's {} x {} is used",
+                xml.display(),
+                image.1,
+                image.0
+            ));
+            image
+        }
+    };
+    if height != image.0 {
+        warn(format!("{} inconsistent image height.", xml.display()));
+    }
+    if width != image.1 {
+        warn(format!("{} inconsistent image width.", xml.display()));
+    }
+    if height == 0 || width == 0 {
+        return Err(format!("{} no valid image width/height.", xml.display()));
+    }
+    let mut groups: Vec<AnnotationGroup> = Vec::new();
+    for object in root.children().filter(|c| c.has_tag_name("object")) {
+        // The fork takes `difficult` as read so far when it meets the
+        // box: VOC writes it first.
+        let mut difficult = false;
+        let mut current: Option<(usize, usize)> = None;
+        for field in object.children().filter(roxmltree::Node::is_element) {
+            match field.tag_name().name() {
+                "name" => {
+                    let name = field.text().unwrap_or("").trim();
+                    let label = *names.get(name).ok_or_else(|| {
+                        format!(
+                            "{}: Unknown name: {name:?} (not in the label map)",
+                            xml.display()
+                        )
+                    })?;
+                    let g = match groups.iter().position(|g| g.group_label == Some(label)) {
+                        Some(g) => g,
+                        None => {
+                            groups.push(AnnotationGroup {
+                                group_label: Some(label),
+                                annotation: Vec::new(),
+                            });
+                            groups.len() - 1
+                        }
+                    };
+                    let instance = groups[g]
+                        .annotation
+                        .last()
+                        .map_or(0, |a| a.instance_id.unwrap_or(0) + 1);
+                    groups[g].annotation.push(Annotation {
+                        instance_id: Some(instance),
+                        bbox: None,
+                    });
+                    current = Some((g, groups[g].annotation.len() - 1));
+                }
+                "difficult" => difficult = field.text().map(str::trim) == Some("1"),
+                "bndbox" => {
+                    let Some((g, a)) = current else {
+                        return Err(format!(
+                            "{}: an object's <bndbox> comes before its <name>",
+                            xml.display()
+                        ));
+                    };
+                    // Pixel coordinates, whole numbers in VOC; a
+                    // fractional one is truncated as the fork's int is.
+                    let coord = |tag: &str| {
+                        child_text(field, tag)
+                            .and_then(|t| t.parse::<f64>().ok())
+                            .map_or(0, |v| v as i64)
+                    };
+                    let (xmin, ymin, xmax, ymax) =
+                        (coord("xmin"), coord("ymin"), coord("xmax"), coord("ymax"));
+                    let (w, h) = (width as i64, height as i64);
+                    if [xmin, xmax].iter().any(|&x| x < 0 || x > w)
+                        || [ymin, ymax].iter().any(|&y| y < 0 || y > h)
+                    {
+                        warn(format!(
+                            "{} bounding box exceeds image boundary.",
+                            xml.display()
+                        ));
+                    }
+                    if xmin > xmax || ymin > ymax {
+                        warn(format!("{} bounding box irregular.", xml.display()));
+                    }
+                    groups[g].annotation[a].bbox = Some(NormalizedBBox {
+                        xmin: Some(xmin as f32 / width as f32),
+                        ymin: Some(ymin as f32 / height as f32),
+                        xmax: Some(xmax as f32 / width as f32),
+                        ymax: Some(ymax as f32 / height as f32),
+                        difficult: Some(difficult),
+                        ..Default::default()
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// The SSD fork's `convert_annoset --anno_type=detection
+/// --label_type=xml --label_map_file=MAP ROOTFOLDER/ LISTFILE DB_NAME`:
+/// each `IMAGE ANNOTATION` pair of the list (both names after `root` as
+/// written) stored as an `AnnotatedDatum` under the key `%08d_IMAGE`:
+/// the image as `convert_imageset` stores it (`options`: gray, resize,
+/// encoded...), its objects from the VOC XML file. An image that cannot
+/// be read is passed over and reported, as the fork passes it over; a
+/// missing annotation file gives a record without objects, as the fork
+/// gives it; an unknown object name or a file that is not VOC's is an
+/// error naming it. The store appears only when complete; returns how
+/// many records it holds.
+///
+/// ```
+/// use blob_data::{Backend, ImageSetOptions, convert_annoset};
+/// let dir = std::env::temp_dir().join(format!("blobflow-annoset-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// image::RgbImage::new(40, 20).save(dir.join("a.png"))?;
+/// std::fs::write(dir.join("a.xml"), "<annotation><size><width>40</width><height>20</height></size>\
+///     <object><name>dog</name><difficult>0</difficult>\
+///     <bndbox><xmin>10</xmin><ymin>5</ymin><xmax>30</xmax><ymax>20</ymax></bndbox></object></annotation>")?;
+/// std::fs::write(dir.join("list.txt"), "a.png a.xml\n")?;
+/// std::fs::write(dir.join("labelmap.prototxt"), r#"item { name: "dog" label: 1 }"#)?;
+/// let root = format!("{}/", dir.display());
+/// let stored = convert_annoset(&root, &dir.join("list.txt"), &dir.join("db"), Backend::Lmdb,
+///     &ImageSetOptions::default(), &dir.join("labelmap.prototxt"), false, &mut |_| {})?;
+/// assert_eq!(stored, 1);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn convert_annoset(
+    root: &str,
+    list: &Path,
+    db: &Path,
+    backend: Backend,
+    options: &ImageSetOptions,
+    label_map: &Path,
+    check_label: bool,
+    report: &mut dyn FnMut(ImageSetEvent),
+) -> Result<usize, ToolError> {
+    let names = read_label_map(label_map, check_label)?;
+    let lines = read_pair_list(list)?
+        .into_iter()
+        .map(|PairLine { line, image, label }| (line, image.clone(), (image, label)))
+        .collect();
+    let store = ImageStore {
+        root,
+        list,
+        db,
+        backend,
+        options,
+    };
+    let mut record = |line: usize,
+                      (image, annotation): &(String, String),
+                      datum,
+                      report: &mut dyn FnMut(ImageSetEvent)| {
+        let (path, annotation) = (format!("{root}{image}"), format!("{root}{annotation}"));
+        let groups = if Path::new(&annotation).exists() {
+            let size = image::ImageReader::open(&path)
+                .and_then(|r| r.with_guessed_format())
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.into_dimensions().map_err(|e| e.to_string()))
+                .map_err(|e| format!("{}, line {line}: {path}: {e}", list.display()))?;
+            let mut warn = |what: String| report(ImageSetEvent::Warning { line, what });
+            voc_groups(
+                Path::new(&annotation),
+                (size.1 as usize, size.0 as usize),
+                &names,
+                &mut warn,
+            )
+            .map_err(|e| format!("{}, line {line}: {e}", list.display()))?
+        } else {
+            Vec::new()
+        };
+        let record = AnnotatedDatum {
+            datum: Some(datum),
+            r#type: Some(0),
+            annotation_group: groups,
+        };
+        Ok(record.encode_to_vec())
+    };
+    store.write(lines, &mut record, report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn voc_objects_group_by_label_in_order_with_instance_numbers() {
+        let dir = std::env::temp_dir().join(format!("blobflow-voc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let xml = dir.join("a.xml");
+        let object = |name: &str, difficult: u8, b: [i32; 4]| {
+            format!(
+                "<object><name>{name}</name><pose>Left</pose><difficult>{difficult}</difficult>\
+                 <bndbox><xmin>{}</xmin><ymin>{}</ymin><xmax>{}</xmax><ymax>{}</ymax></bndbox></object>",
+                b[0], b[1], b[2], b[3]
+            )
+        };
+        std::fs::write(
+            &xml,
+            format!(
+                "<annotation><folder>VOC2007</folder><size><width>200</width><height>100</height>\
+                 <depth>3</depth></size>{}{}{}</annotation>",
+                object("dog", 0, [20, 10, 120, 90]),
+                object("cat", 1, [0, 0, 50, 50]),
+                object("dog", 0, [100, 50, 200, 100]),
+            ),
+        )
+        .unwrap();
+        let names: HashMap<String, i32> = [("dog".to_string(), 12), ("cat".to_string(), 8)].into();
+        let mut warnings = Vec::new();
+        let groups = voc_groups(&xml, (100, 200), &names, &mut |w| warnings.push(w)).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].group_label, Some(12));
+        assert_eq!(groups[1].group_label, Some(8));
+        let dogs: Vec<i32> = groups[0]
+            .annotation
+            .iter()
+            .map(|a| a.instance_id.unwrap())
+            .collect();
+        assert_eq!(dogs, [0, 1]);
+        let b = groups[0].annotation[1].bbox.clone().unwrap();
+        assert_eq!(
+            (b.xmin, b.ymin, b.xmax, b.ymax),
+            (Some(0.5), Some(0.5), Some(1.0), Some(1.0))
+        );
+        assert_eq!(
+            groups[1].annotation[0].bbox.clone().unwrap().difficult,
+            Some(true)
+        );
+        // An image of another size is warned of; an unknown name refused.
+        voc_groups(&xml, (100, 100), &names, &mut |w| warnings.push(w)).unwrap();
+        assert!(warnings[0].contains("inconsistent image width"));
+        let only_dogs: HashMap<String, i32> = [("dog".to_string(), 12)].into();
+        let e = voc_groups(&xml, (100, 200), &only_dogs, &mut |_| {}).unwrap_err();
+        assert!(e.contains("Unknown name: \"cat\""), "{e}");
+        std::fs::write(&xml, "<notvoc/>").unwrap();
+        assert!(
+            voc_groups(&xml, (1, 1), &names, &mut |_| {})
+                .unwrap_err()
+                .contains("<notvoc>")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

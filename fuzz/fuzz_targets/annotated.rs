@@ -1,0 +1,75 @@
+//! An AnnotatedData record on arbitrary bytes, through the layer: the
+//! record is the store's one, read in a batch of two with settings the
+//! first byte picks (the warp alone, or SSD's whole augmentation:
+//! distortion, expansion, samplers, mirror). An error or batches whose
+//! label rows are boxes of the batch's items inside the image; never a
+//! panic, never more memory than the limit (256 MiB).
+#![no_main]
+
+use std::sync::Once;
+
+use blob_data::{Backend, StoreWriter, data_registry};
+use blob_layers::net::{Net, NetState};
+use libfuzzer_sys::fuzz_target;
+
+const SETTINGS: [&str; 3] = [
+    "transform_param { resize_param { height: 6 width: 5 } }",
+    r#"transform_param { mirror: true mean_value: 104 mean_value: 117 mean_value: 123
+         resize_param { height: 8 width: 8 interp_mode: LINEAR interp_mode: NEAREST }
+         emit_constraint { emit_type: CENTER }
+         distort_param { brightness_prob: 0.5 brightness_delta: 32 contrast_prob: 0.5
+           contrast_lower: 0.5 contrast_upper: 1.5 hue_prob: 0.5 hue_delta: 18
+           saturation_prob: 0.5 saturation_lower: 0.5 saturation_upper: 1.5 random_order_prob: 0.5 }
+         expand_param { prob: 0.5 max_expand_ratio: 4.0 } }
+       annotated_data_param {
+         batch_sampler { max_sample: 1 max_trials: 1 }
+         batch_sampler { sampler { min_scale: 0.3 max_scale: 1.0 min_aspect_ratio: 0.5 max_aspect_ratio: 2.0 }
+           sample_constraint { min_jaccard_overlap: 0.5 } max_sample: 1 max_trials: 20 } }"#,
+    "transform_param { crop_size: 2 emit_constraint { emit_type: MIN_OVERLAP emit_overlap: 0.3 } }",
+];
+
+fuzz_target!(|data: &[u8]| {
+    static LIMIT: Once = Once::new();
+    LIMIT.call_once(|| blob_runtime::set_host_memory_limit(256 << 20));
+    let Some((&knobs, record)) = data.split_first() else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("blobflow-fuzz-annotated-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut store = StoreWriter::create(&dir, Backend::Lmdb).unwrap();
+    store.put(b"0", record).unwrap();
+    store.finish().unwrap();
+    let text = format!(
+        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label" {}
+             data_param {{ source: "{}" batch_size: 2 backend: LMDB }} }}"#,
+        SETTINGS[usize::from(knobs) % SETTINGS.len()],
+        dir.display()
+    );
+    let Ok(mut net) = Net::<f32>::builder()
+        .state(NetState::train())
+        .registry(&data_registry())
+        .from_prototxt(&text)
+    else {
+        return;
+    };
+    for _ in 0..2 {
+        if net.forward().is_err() {
+            return;
+        }
+        let label = net.blob("label").unwrap().to_vec().unwrap();
+        assert_eq!(label.len() % 8, 0);
+        if label.len() == 8 && label.iter().all(|&v| v == -1.0) {
+            continue;
+        }
+        if label.len() == 2 {
+            // Records without annotations: their datum's labels.
+            continue;
+        }
+        for row in label.chunks(8) {
+            assert!(row[0] == 0.0 || row[0] == 1.0, "{row:?}");
+            for &v in &row[3..7] {
+                assert!((0.0..=1.0).contains(&v), "{row:?}");
+            }
+        }
+    }
+});
