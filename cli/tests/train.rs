@@ -610,3 +610,78 @@ fn a_segnet_style_net_trains_on_image_and_label_pairs() {
     assert_eq!(model.layer_blobs::<f32>("conv1_bn").unwrap().len(), 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// SSD trained as its users train it, from VOC files to `caffe train`:
+/// MobileNet-SSD's own training prototxt (its AnnotatedData with every
+/// augmentation, MultiBoxLoss over 21 classes) and the five annotated
+/// street photos of its repository (`tests/fixtures/nets/mobilenet_ssd`),
+/// turned into an LMDB by `convert-annoset` as its `create_data.sh`
+/// does, trained by `blobflow train` with its solver's settings.
+#[test]
+fn mobilenet_ssd_trains_from_its_own_voc_files() {
+    let fixture = root().join("tests/fixtures/nets/mobilenet_ssd");
+    let dir = std::env::temp_dir().join(format!("blobflow-train-{}-ssd", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["Images", "Labels"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for entry in std::fs::read_dir(fixture.join("dataset").join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.join(sub).join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::copy(
+        fixture.join("dataset/labelmap.prototxt"),
+        dir.join("labelmap.prototxt"),
+    )
+    .unwrap();
+    let list: String = (1..=5)
+        .map(|i| format!("Images/{i}.jpg Labels/{i}.xml\n"))
+        .collect();
+    std::fs::write(dir.join("trainval.txt"), list).unwrap();
+    let lines = blobflow_ok(
+        &dir,
+        &[
+            "convert_annoset",
+            "--anno_type=detection",
+            "--label_type=xml",
+            "--label_map_file=labelmap.prototxt",
+            "--check_label",
+            "--encoded",
+            "--encode_type=jpg",
+            "./",
+            "trainval.txt",
+            "trainval_lmdb",
+        ],
+    );
+    assert!(
+        lines.iter().any(|l| l == "Processed 5 files."),
+        "{lines:#?}"
+    );
+    // Its batch of 24 cut to 2, to keep the test short.
+    let train = std::fs::read_to_string(fixture.join("MobileNetSSD_train.prototxt"))
+        .unwrap()
+        .replace("batch_size: 24", "batch_size: 2");
+    std::fs::write(dir.join("train.prototxt"), train).unwrap();
+    std::fs::write(
+        dir.join("solver.prototxt"),
+        "train_net: \"train.prototxt\" base_lr: 0.0005 lr_policy: \"multistep\" gamma: 0.5 \
+         stepvalue: 20000 weight_decay: 0.00005 type: \"RMSProp\" display: 1 max_iter: 3 \
+         average_loss: 1 snapshot: 0 snapshot_after_train: false random_seed: 1701 \
+         solver_mode: CPU\n",
+    )
+    .unwrap();
+    let lines = blobflow_ok(&dir, &["train", "--solver", "solver.prototxt"]);
+    let losses = printed_losses(&lines);
+    assert_eq!(losses.len(), 4, "{lines:#?}");
+    assert!(
+        losses.iter().all(|&(_, l)| l.is_finite() && l > 0.0),
+        "{losses:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l
+            .trim_start()
+            .starts_with("Train net output #0: mbox_loss = ")),
+        "{lines:#?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
