@@ -291,8 +291,16 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         &mut |event| {
             let mut log = log_cell.borrow_mut();
             match event {
-                SolveEvent::Test { iter, net, outputs } => {
+                SolveEvent::Test {
+                    iter,
+                    net,
+                    outputs,
+                    per_class,
+                } => {
                     log.info(&format!("Iteration {iter}, Testing net (#{net})"));
+                    for (_, label, ap) in per_class {
+                        log.info(&format!("class{label}: {}", g6(ap)));
+                    }
                     output_lines("Test", &outputs, &mut log);
                 }
                 SolveEvent::Loss {

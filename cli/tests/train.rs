@@ -611,12 +611,21 @@ fn a_segnet_style_net_trains_on_image_and_label_pairs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A copy of the LMDB at `from` (its data file; opening it makes the
+/// lock file).
+fn copy_store(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    std::fs::copy(from.join("data.mdb"), to.join("data.mdb")).unwrap();
+}
+
 /// SSD trained as its users train it, from VOC files to `caffe train`:
 /// MobileNet-SSD's own training prototxt (its AnnotatedData with every
 /// augmentation, MultiBoxLoss over 21 classes) and the five annotated
 /// street photos of its repository (`tests/fixtures/nets/mobilenet_ssd`),
 /// turned into an LMDB by `convert-annoset` as its `create_data.sh`
-/// does, trained by `blobflow train` with its solver's settings.
+/// does, trained by `blobflow train` with its solver's settings, and
+/// tested by its test net's DetectionEvaluate into a mean average
+/// precision (its solver's `eval_type: "detection"`).
 #[test]
 fn mobilenet_ssd_trains_from_its_own_voc_files() {
     let fixture = root().join("tests/fixtures/nets/mobilenet_ssd");
@@ -657,20 +666,39 @@ fn mobilenet_ssd_trains_from_its_own_voc_files() {
         lines.iter().any(|l| l == "Processed 5 files."),
         "{lines:#?}"
     );
-    // Its batch of 24 cut to 2, to keep the test short.
-    let train = std::fs::read_to_string(fixture.join("MobileNetSSD_train.prototxt"))
-        .unwrap()
-        .replace("batch_size: 24", "batch_size: 2");
-    std::fs::write(dir.join("train.prototxt"), train).unwrap();
+    // The same five images are its test set (test_lmdb).
+    copy_store(&dir.join("trainval_lmdb"), &dir.join("test_lmdb"));
+    // Its batches of 24 and 8 cut to 2, to keep the test short.
+    for (net, batch) in [("train", 24), ("test", 8)] {
+        let text = std::fs::read_to_string(fixture.join(format!("MobileNetSSD_{net}.prototxt")))
+            .unwrap()
+            .replace(&format!("batch_size: {batch}"), "batch_size: 2");
+        std::fs::write(dir.join(format!("{net}.prototxt")), text).unwrap();
+    }
+    // voc/solver.prototxt's settings, tested every 3 iterations over 1
+    // batch, for 3 iterations.
     std::fs::write(
         dir.join("solver.prototxt"),
-        "train_net: \"train.prototxt\" base_lr: 0.0005 lr_policy: \"multistep\" gamma: 0.5 \
-         stepvalue: 20000 weight_decay: 0.00005 type: \"RMSProp\" display: 1 max_iter: 3 \
-         average_loss: 1 snapshot: 0 snapshot_after_train: false random_seed: 1701 \
-         solver_mode: CPU\n",
+        "train_net: \"train.prototxt\" test_net: \"test.prototxt\" test_iter: 1 \
+         test_interval: 3 base_lr: 0.0005 display: 1 max_iter: 3 lr_policy: \"multistep\" \
+         gamma: 0.5 weight_decay: 0.00005 snapshot: 0 snapshot_prefix: \"snapshot/mobilenet\" \
+         solver_mode: CPU debug_info: false snapshot_after_train: false test_initialization: false \
+         average_loss: 1 stepvalue: 20000 stepvalue: 40000 iter_size: 1 type: \"RMSProp\" \
+         eval_type: \"detection\" ap_version: \"11point\" show_per_class_result: true \
+         random_seed: 1701\n",
     )
     .unwrap();
     let lines = blobflow_ok(&dir, &["train", "--solver", "solver.prototxt"]);
+    let map: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| after(l, "Test net output #0: detection_eval = "))
+        .collect();
+    assert_eq!(map.len(), 1, "{lines:#?}");
+    assert!((0.0..=1.0).contains(&map[0]), "{map:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("class1: ")),
+        "the cars' average precision: {lines:#?}"
+    );
     let losses = printed_losses(&lines);
     assert_eq!(losses.len(), 4, "{lines:#?}");
     assert!(

@@ -57,6 +57,7 @@ mod concat;
 mod conv;
 mod crop;
 mod deconv;
+mod detection_evaluate;
 mod detection_output;
 mod dropout;
 mod dummy_data;

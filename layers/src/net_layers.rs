@@ -11,6 +11,7 @@ use crate::concat::ConcatLayer;
 use crate::conv::ConvolutionLayer;
 use crate::crop::CropLayer;
 use crate::deconv::DeconvolutionLayer;
+use crate::detection_evaluate::DetectionEvaluateLayer;
 use crate::detection_output::DetectionOutputLayer;
 use crate::dropout::DropoutLayer;
 use crate::dummy_data::DummyDataLayer;
@@ -110,6 +111,9 @@ pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
     r.register("Normalize", |p| Ok(Box::new(NormalizeLayer::from_param(p))));
     r.register("Permute", |p| Ok(Box::new(PermuteLayer::from_param(p)?)));
     r.register("PriorBox", |p| Ok(Box::new(PriorBoxLayer::from_param(p)?)));
+    r.register("DetectionEvaluate", |p| {
+        Ok(Box::new(DetectionEvaluateLayer::from_param(p)?))
+    });
     r.register("DetectionOutput", |p| {
         Ok(Box::new(DetectionOutputLayer::from_param(p)?))
     });

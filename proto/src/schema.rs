@@ -2,7 +2,7 @@
 //! numbers, types and defaults, for reading a `.prototxt` or a layer's
 //! bytes into a [`ParamMessage`](crate::ParamMessage) that answers by
 //! field name. Field numbers follow BVLC Caffe (and, for Permute,
-//! PriorBox, DetectionOutput, MultiBoxLoss, AnnotatedData, the SSD fork's
+//! PriorBox, DetectionOutput, DetectionEvaluate, MultiBoxLoss, AnnotatedData, the SSD fork's
 //! transform_param fields and Normalize, the SSD fork's numbering).
 
 /// Whether a field holds one value or a list.
@@ -404,6 +404,7 @@ messages! {
         opt("detection_output_param", 204, msg(&DETECTION_OUTPUT)),
         opt("multibox_loss_param", 201, msg(&MULTIBOX_LOSS)),
         opt("annotated_data_param", 200, msg(&ANNOTATED_DATA)),
+        opt("detection_evaluate_param", 205, msg(&DETECTION_EVALUATE)),
         opt("norm_param", 206, msg(&NORMALIZE)),
     ]
     /// `V1LayerParameter` (the `layers` of older files), with the V0
@@ -767,6 +768,12 @@ messages! {
         opt("ignore_cross_boundary_bbox", 18, Bool), opt("bp_inside", 19, Bool),
         def("mining_type", 20, en(&MINING_TYPE), I(1)), opt("nms_param", 21, msg(&NMS)),
         def("sample_size", 22, Int32, I(64)), opt("use_prior_for_nms", 23, Bool),
+    ]
+    /// `DetectionEvaluateParameter` (SSD fork).
+    DETECTION_EVALUATE "DetectionEvaluateParameter" [
+        opt("num_classes", 1, UInt32), opt("background_label_id", 2, UInt32),
+        def("overlap_threshold", 3, Float, F(0.5)), def("evaluate_difficult_gt", 4, Bool, B(true)),
+        opt("name_size_file", 5, Str), opt("resize_param", 6, msg(&RESIZE)),
     ]
     /// `NormalizeParameter` (SSD fork).
     NORMALIZE "NormalizeParameter" [

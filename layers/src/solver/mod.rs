@@ -12,17 +12,18 @@ mod rules;
 mod snapshot;
 mod solve;
 
+pub use crate::detection_evaluate::{ApVersion, average_precision};
 use blob_kernels::cpu;
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SOLVER;
 pub use policy::LrPolicy;
-pub use prototxt::SolverFile;
+pub use prototxt::{Evaluation, SolverFile};
 pub use rules::SolverType;
 use rules::{Scratch, adam_correction, dtype, sgd_in_one_pass, update_value};
 pub use snapshot::{
     NewestSnapshot, model_of_state, newest_snapshot, snapshot_paths, write_snapshot,
 };
-pub use solve::{Feed, NetOutput, SolveEvent, SolverAction, solve, solve_until};
+pub use solve::{ClassPrecision, Feed, NetOutput, SolveEvent, SolverAction, solve, solve_until};
 
 /// Caffe's `UpgradeSolverAsNeeded`: a `SolverParameter` whose solver is
 /// named by the old `solver_type` enum gets today's `type` string

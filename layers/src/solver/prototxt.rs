@@ -6,7 +6,7 @@ use std::path::Path;
 use blob_proto::{ProtoError, TextField, TextMessage, TextValue, excerpt};
 use blob_runtime::{BlobError, MathElement};
 
-use super::{LrPolicy, Regularization, SgdSolver, SolverType};
+use super::{ApVersion, LrPolicy, Regularization, SgdSolver, SolverType};
 use crate::net::NetState;
 
 /// A solver prototxt as `caffe train --solver` reads it: the solver (its
@@ -98,6 +98,35 @@ pub struct SolverFile<T: MathElement = f32> {
     pub solver_mode: Option<String>,
     /// `device_id`: the GPU `solver_mode: GPU` trains on (0 by default).
     pub device_id: usize,
+    /// How a test scores its net (the SSD fork's `eval_type`,
+    /// `ap_version` and `show_per_class_result`).
+    pub evaluation: Evaluation,
+}
+
+/// How a test scores a test net's outputs (the SSD fork's `eval_type`).
+///
+/// ```
+/// use blob_layers::solver::{ApVersion, Evaluation, SolverFile};
+/// let file = SolverFile::<f32>::parse(r#"base_lr: 0.001 lr_policy: "fixed"
+///     eval_type: "detection" ap_version: "11point""#)?;
+/// assert_eq!(file.evaluation, Evaluation::Detection { ap_version: ApVersion::ElevenPoint, per_class: false });
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Evaluation {
+    /// Each output averaged over the test's passes (Caffe's, the fork's
+    /// `"classification"`).
+    Classification,
+    /// Each output holds DetectionEvaluate's rows: the test reports
+    /// their mean average precision over the classes (the fork's
+    /// `"detection"`), and each class's with `per_class`.
+    Detection {
+        /// How each class's average precision is taken.
+        ap_version: ApVersion,
+        /// `show_per_class_result`.
+        per_class: bool,
+    },
 }
 
 /// The fields of Caffe's `SolverParameter` this reader accepts and leaves
@@ -372,7 +401,40 @@ impl<T: MathElement> SolverFile<T> {
             test_interval: f.count_or("test_interval", 0)?,
             solver_mode: solver_mode.map(|(_, m)| m.to_string()),
             device_id: f.count_or("device_id", 0)?,
+            evaluation: evaluation_of(&f)?,
         })
+    }
+}
+
+/// `eval_type`, `ap_version` and `show_per_class_result` (the SSD
+/// fork's).
+fn evaluation_of(f: &Fields<'_>) -> Result<Evaluation, BlobError> {
+    let per_class = f.boolean_or("show_per_class_result", false)?;
+    let ap_version = match f.string("ap_version")? {
+        None => ApVersion::Integral,
+        Some((field, name)) => ApVersion::from_name(name).ok_or_else(|| {
+            f.error(
+                field,
+                format!(
+                    "Unknown ap_version: {} (11point, MaxIntegral or Integral)",
+                    excerpt(name)
+                ),
+            )
+        })?,
+    };
+    match f.string("eval_type")? {
+        None | Some((_, "classification")) => Ok(Evaluation::Classification),
+        Some((_, "detection")) => Ok(Evaluation::Detection {
+            ap_version,
+            per_class,
+        }),
+        Some((field, other)) => Err(f.error(
+            field,
+            format!(
+                "Unknown evaluation type: {} (classification or detection)",
+                excerpt(other)
+            ),
+        )),
     }
 }
 
@@ -413,6 +475,9 @@ fn check_names(f: &Fields<'_>) -> Result<(), BlobError> {
         "snapshot_after_train",
         "train_state",
         "test_state",
+        "eval_type",
+        "ap_version",
+        "show_per_class_result",
     ];
     for (i, field) in f.message.fields.iter().enumerate() {
         let name = field.name.as_str();

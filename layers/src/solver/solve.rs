@@ -21,8 +21,13 @@ pub enum SolveEvent {
         iter: usize,
         /// Which test net.
         net: usize,
-        /// Each output blob's name, loss weight and values.
+        /// Each output blob's name, loss weight and values (with
+        /// `eval_type: "detection"`, each output's mean average precision).
         outputs: Vec<NetOutput>,
+        /// With `eval_type: "detection"` and `show_per_class_result`:
+        /// each output's classes' average precisions, `(output, label,
+        /// AP)` (Caffe's "class1: 0.7").
+        per_class: Vec<ClassPrecision>,
     },
     /// The loss at an iteration shown (`display`): this iteration's and
     /// the mean of the last `average_loss`, the train net's outputs and
@@ -386,6 +391,20 @@ fn test_all<T: MathElement>(
     report: &mut dyn FnMut(SolveEvent),
 ) -> Result<()> {
     for (k, (net, &passes)) in tests.iter_mut().zip(&file.test_iter).enumerate() {
+        if let super::Evaluation::Detection {
+            ap_version,
+            per_class,
+        } = file.evaluation
+        {
+            let (outputs, classes) = test_detection(net, k, passes, ap_version, feed)?;
+            report(SolveEvent::Test {
+                iter,
+                net: k,
+                outputs,
+                per_class: if per_class { classes } else { Vec::new() },
+            });
+            continue;
+        }
         let mut outputs: Vec<NetOutput> = Vec::new();
         for pass in 0..passes {
             feed(net, Phase::Test, pass)?;
@@ -401,9 +420,95 @@ fn test_all<T: MathElement>(
             iter,
             net: k,
             outputs,
+            per_class: Vec::new(),
         });
     }
     Ok(())
+}
+
+/// A class's average precision in a detection test: `(output, label,
+/// AP)`.
+pub type ClassPrecision = (usize, i64, f64);
+
+/// Each class's `(score, true positive)` detections and its count of
+/// ground truth, over a test's passes, per output.
+#[derive(Default)]
+struct DetectionTally {
+    detections: std::collections::BTreeMap<i64, Vec<(f32, bool)>>,
+    positives: std::collections::BTreeMap<i64, usize>,
+}
+
+/// The SSD fork's `Solver::TestDetection`: `passes` forward passes of a
+/// test net whose outputs are DetectionEvaluate's rows, tallied per
+/// class; each output's mean average precision (over every class the
+/// rows count ground truth for, as the fork divides), and each class's.
+fn test_detection<T: MathElement>(
+    net: &mut Net<T>,
+    k: usize,
+    passes: usize,
+    ap_version: super::ApVersion,
+    feed: &mut Feed<'_, T>,
+) -> Result<(Vec<NetOutput>, Vec<ClassPrecision>)> {
+    let names: Vec<String> = net.outputs().iter().map(|s| s.to_string()).collect();
+    let mut tallies: Vec<DetectionTally> =
+        names.iter().map(|_| DetectionTally::default()).collect();
+    for pass in 0..passes {
+        feed(net, Phase::Test, pass)?;
+        net.forward()?;
+        for (name, tally) in names.iter().zip(&mut tallies) {
+            let blob = net.blob(name).expect("an output is a blob");
+            if blob.shape().last() != Some(&5) {
+                return Err(BlobError::InvalidParameter {
+                    op: "test detection",
+                    detail: format!(
+                        "test net #{k}'s output {name} is {}, not DetectionEvaluate's rows of 5 \
+                         (eval_type: \"detection\" reads them)",
+                        blob.shape_string()
+                    ),
+                });
+            }
+            let values: Vec<f64> = blob.to_vec()?.into_iter().map(T::to_f64).collect();
+            for row in values.chunks_exact(5) {
+                let (item, label) = (row[0] as i64, row[1] as i64);
+                if item == -1 {
+                    *tally.positives.entry(label).or_default() += row[2] as usize;
+                    continue;
+                }
+                let (tp, fp) = (row[3] as i64, row[4] as i64);
+                if tp == 0 && fp == 0 {
+                    // Matched a difficult box not evaluated.
+                    continue;
+                }
+                tally
+                    .detections
+                    .entry(label)
+                    .or_default()
+                    .push((row[2] as f32, tp != 0));
+            }
+        }
+    }
+    let mut outputs = Vec::new();
+    let mut classes = Vec::new();
+    for (j, (name, tally)) in names.iter().zip(&tallies).enumerate() {
+        let mut sum = 0.0f32;
+        for (&label, &positives) in &tally.positives {
+            // The fork passes over a class with no detection, but still
+            // divides by it.
+            let Some(found) = tally.detections.get(&label) else {
+                continue;
+            };
+            let ap = super::average_precision(found, positives, ap_version);
+            classes.push((j, label, f64::from(ap)));
+            sum += ap;
+        }
+        let map = sum / tally.positives.len().max(1) as f32;
+        outputs.push(NetOutput {
+            name: name.clone(),
+            loss_weight: 0.0,
+            values: vec![f64::from(map)],
+        });
+    }
+    Ok((outputs, classes))
 }
 
 /// Writes `PREFIX_iter_N.caffemodel` and `.solverstate` (Caffe's
