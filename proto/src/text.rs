@@ -275,15 +275,22 @@ impl Reader<'_> {
                             return Ok(());
                         }
                         _ => {
-                            return Err(self
-                                .unexpected(format!("expected ',' or ']' in the list of {name}")));
+                            return Err(self.unexpected(format!(
+                                "expected ',' or ']' in the list of {}",
+                                crate::excerpt(&name)
+                            )));
                         }
                     }
                 }
             }
             Some(b'{' | b'<') => push(self.value(depth, &name)?),
             _ if colon => push(self.value(depth, &name)?),
-            _ => return Err(self.unexpected(format!("expected ':' or '{{' after {name}"))),
+            _ => {
+                return Err(self.unexpected(format!(
+                    "expected ':' or '{{' after {}",
+                    crate::excerpt(&name)
+                )));
+            }
         }
         Ok(())
     }
@@ -305,12 +312,17 @@ impl Reader<'_> {
                 }
                 String::from_utf8(joined).map(TextValue::Str).map_err(|_| {
                     (self.at, self.line, self.line_start) = opened;
-                    self.error(format!("the string of {name} is not UTF-8"))
+                    self.error(format!(
+                        "the string of {} is not UTF-8",
+                        crate::excerpt(name)
+                    ))
                 })
             }
             _ => match self.token() {
                 Some(token) => Ok(TextValue::Scalar(token)),
-                None => Err(self.unexpected(format!("expected a value for {name}"))),
+                None => {
+                    Err(self.unexpected(format!("expected a value for {}", crate::excerpt(name))))
+                }
             },
         }
     }
@@ -438,6 +450,20 @@ mod tests {
     fn strings_resolve_escapes_and_join() {
         let m = parse(r#"s: "a\"b\n" 'c\x41\101'"#);
         assert_eq!(m.fields[0].value, TextValue::Str("a\"b\ncAA".into()));
+    }
+
+    #[test]
+    fn a_long_field_name_is_cut_short_in_errors() {
+        let name = "x".repeat(5000);
+        for text in [
+            format!("{name} 1"),
+            format!("{name}: [1 2]"),
+            format!("{name}:"),
+        ] {
+            let e = error(&text);
+            assert!(e.len() < 200, "{} bytes: {e}", e.len());
+            assert!(e.contains("xxx..."), "{e}");
+        }
     }
 
     #[test]
