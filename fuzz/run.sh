@@ -7,7 +7,8 @@
 # and run from prototxts; then the .npy reader, seeded with the
 # reference outputs; then the solver prototxt reader; then a store's
 # Datum records (raw, JPEG, PNG) through decoding and transform_param;
-# then AnnotatedData's records through the layer; then WindowData's
+# then AnnotatedData's records through the layer; then convert_annoset's
+# VOC XML files; then WindowData's
 # window files and DenseImageData's pair lists. Each corpus also
 # holds fuzz/seeds' files that once found a fault. Usage: fuzz/run.sh [seconds per target] (600).
 set -euo pipefail
@@ -70,6 +71,13 @@ annotated=corpus/annotated
 mkdir -p "$annotated"
 cp seeds/annotated_*.bin "$annotated/"
 cargo +nightly fuzz run annotated "$annotated" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+# convert_annoset's VOC XML annotations, seeded with the MobileNet-SSD
+# dataset's.
+voc=corpus/voc
+mkdir -p "$voc"
+cp ../tests/fixtures/nets/mobilenet_ssd/dataset/Labels/*.xml "$voc/"
+cargo +nightly fuzz run voc "$voc" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 # WindowData's window files (its first byte: context, square mode,
 # mirror, the foreground share), cut from a PNG the target writes.
