@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use blob_proto::{AnnotatedDatum, Annotation, AnnotationGroup, NormalizedBBox, ParamMessage};
+use blob_proto::{AnnotatedDatum, Annotation, AnnotationGroup, NormalizedBBox};
 use prost::Message;
 
 use crate::imageset::{ImageSetEvent, ImageSetOptions, ImageStore, ToolError};
@@ -32,28 +32,9 @@ use crate::store::Backend;
 /// ```
 pub fn read_label_map(path: &Path, check_label: bool) -> Result<HashMap<String, i32>, ToolError> {
     let text = blob_runtime::read_text_file(path).map_err(|e| e.to_string())?;
-    let tree =
-        blob_proto::TextMessage::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let map = ParamMessage::from_text(&blob_proto::schema::LABEL_MAP, &tree)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut names = HashMap::new();
-    let mut labels = HashMap::new();
-    for item in map.messages("item") {
-        let (name, label) = (item.string("name").to_string(), item.int("label") as i32);
-        if check_label {
-            if names.contains_key(&name) {
-                return Err(format!("{}: {name:?} is given twice", path.display()));
-            }
-            if let Some(other) = labels.insert(label, name.clone()) {
-                return Err(format!(
-                    "{}: label {label} is given to {other:?} and {name:?}",
-                    path.display()
-                ));
-            }
-        }
-        names.insert(name, label);
-    }
-    Ok(names)
+    blob_proto::LabelMap::parse(&text)
+        .and_then(|map| map.name_to_label(check_label))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The text of `node`'s child `tag`, trimmed.

@@ -6,7 +6,8 @@
 //! - [`NetParameter`], [`LayerParameter`]: `.caffemodel` files in the new,
 //!   V1 and V0 formats; fields blobflow does not model are kept byte for
 //!   byte, so rewriting a model loses nothing.
-//! - [`SolverState`], [`BlobProtoVector`], [`Datum`].
+//! - [`SolverState`], [`BlobProtoVector`], [`Datum`], the SSD fork's
+//!   [`AnnotatedDatum`] and [`LabelMap`].
 //! - [`detect_format`]: which of these a file holds.
 //! - [`TextMessage`]: a message in text format (a `.prototxt`), with the
 //!   line of each field.
@@ -33,6 +34,7 @@ mod blob;
 mod detect;
 mod error;
 mod extend;
+mod label_map;
 mod limits;
 mod messages;
 mod net;
@@ -46,6 +48,7 @@ pub use blob::{BlobProto, BlobShape, RawDataType};
 pub use detect::{FileFormat, detect_format};
 pub use error::{CAFFE_MAX_MESSAGE_BYTES, ProtoError};
 pub use extend::{Extension, Schemas};
+pub use label_map::{LabelItem, LabelMap};
 pub use limits::{MAX_FIELDS, MAX_LAYERS, MAX_TEXT_FIELDS, ReadLimits};
 pub use messages::{
     AnnotatedDatum, Annotation, AnnotationGroup, BlobProtoVector, Datum, NormalizedBBox,
