@@ -5,6 +5,12 @@
 //! once; and each class's count of ground truth. The solver's
 //! `eval_type: "detection"` turns the rows of a test into each class's
 //! average precision and their mean (mAP). On the host, as in the fork.
+//!
+//! Given a `name_size_file`, boxes are matched in each test image's
+//! pixels (as the fork's `OutputBBox` places them, end pixels counted)
+//! instead of image-relative: the fork's published VOC figures were
+//! measured so. As in the fork, the file's lines are taken in turn, one
+//! for each image of a batch with a detection row.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +18,7 @@ use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
+use crate::image_sizes::{ImageSize, OutputResize, SizedBox, output_box, read_name_sizes};
 use crate::layer::Result;
 use crate::normalized_box::Corners;
 
@@ -38,6 +45,11 @@ pub(crate) struct DetectionEvaluateLayer {
     background: i64,
     overlap_threshold: f32,
     evaluate_difficult: bool,
+    /// The test images' sizes, if boxes are matched in pixels.
+    sizes: Vec<ImageSize>,
+    resize: Option<OutputResize>,
+    /// The line of `sizes` of the next image.
+    count: usize,
 }
 
 impl DetectionEvaluateLayer {
@@ -53,18 +65,19 @@ impl DetectionEvaluateLayer {
                 format!("overlap_threshold must be positive, not {overlap_threshold}"),
             ));
         }
-        if p.has("name_size_file") {
-            return Err(bad_param(
-                OP,
-                "name_size_file (evaluating in each image's pixels) is not supported; \
-                 without it the fork evaluates the normalized boxes",
-            ));
-        }
+        let sizes = if p.has("name_size_file") {
+            read_name_sizes(p.string("name_size_file"), OP)?
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             num_classes: p.uint("num_classes") as i64,
             background: p.uint("background_label_id") as i64,
             overlap_threshold,
             evaluate_difficult: p.boolean("evaluate_difficult_gt"),
+            sizes,
+            resize: OutputResize::from_param(&p, OP)?,
+            count: 0,
         })
     }
 
@@ -117,7 +130,7 @@ impl DetectionEvaluateLayer {
     }
 
     /// The rows of the top.
-    fn evaluate(&self, detections: &[f32], truth: &[f32]) -> Result<Vec<[f32; 5]>> {
+    fn evaluate(&mut self, detections: &[f32], truth: &[f32]) -> Result<Vec<[f32; 5]>> {
         let mut found = self.by_image(detections, 7, false)?;
         let truths = self.by_image(truth, 8, true)?;
         let mut positives: BTreeMap<i64, usize> = BTreeMap::new();
@@ -139,6 +152,14 @@ impl DetectionEvaluateLayer {
             .collect();
         let none = BTreeMap::new();
         for (&image, labels) in &mut found {
+            let size = self.sizes.get(self.count);
+            if size.is_some() {
+                self.count = (self.count + 1) % self.sizes.len();
+            }
+            let place = |b: Corners| match size {
+                Some(size) => output_box(b, size, self.resize.as_ref()),
+                None => SizedBox::normalized(b),
+            };
             let gt_labels = truths.get(&image).unwrap_or(&none);
             for (&label, boxes) in labels.iter_mut() {
                 if label == -1 {
@@ -151,11 +172,13 @@ impl DetectionEvaluateLayer {
                     continue;
                 };
                 let mut visited = vec![false; gts.len()];
+                let placed: Vec<SizedBox> = gts.iter().map(|g| place(g.bbox)).collect();
                 boxes.sort_by(|a, b| b.score.total_cmp(&a.score));
                 for d in boxes.iter() {
                     let mut best: (f32, Option<usize>) = (-1.0, None);
-                    for (j, g) in gts.iter().enumerate() {
-                        let o = d.bbox.iou(&g.bbox);
+                    let d_placed = place(d.bbox);
+                    for (j, g) in placed.iter().enumerate() {
+                        let o = d_placed.iou(g);
                         if o > best.0 {
                             best = (o, Some(j));
                         }
@@ -417,6 +440,57 @@ mod tests {
         let all = layer("").evaluate(&detections, &truth).unwrap();
         assert_eq!(all[1], [-1.0, 2.0, 1.0, -1.0, -1.0]);
         assert_eq!(all[4], [0.0, 2.0, 0.8, 1.0, 0.0]);
+    }
+
+    #[test]
+    fn with_a_name_size_file_boxes_match_in_each_images_pixels_in_turn() {
+        let dir = std::env::temp_dir().join(format!("blobflow-eval-sizes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sizes = dir.join("test_name_size.txt");
+        std::fs::write(&sizes, "000001 100 100\n000002 1000 1000\n").unwrap();
+        let truth = [
+            0.0, 1.0, 0.0, 0.01, 0.01, 0.03, 0.03, 0.0, //
+            1.0, 1.0, 0.0, 0.01, 0.01, 0.03, 0.03, 0.0,
+        ];
+        let detections = [
+            0.0, 1.0, 0.9, 0.0, 0.0, 0.02, 0.02, //
+            1.0, 1.0, 0.9, 0.0, 0.0, 0.02, 0.02,
+        ];
+        let extra = format!(
+            "overlap_threshold: 0.25 name_size_file: \"{}\"",
+            sizes.display()
+        );
+        let mut pixels = layer(&extra);
+        // Image 0 is 100 pixels a side: 3 x 3 boxes sharing 2 x 2 pixels
+        // (4/14); image 1 is 1000: 21 x 21 sharing 11 x 11 (121/761).
+        // Image-relative, they share 1/7 of their union.
+        let rows = pixels.evaluate(&detections, &truth).unwrap();
+        assert_eq!(
+            rows[2..],
+            [[0.0, 1.0, 0.9, 1.0, 0.0], [1.0, 1.0, 0.9, 0.0, 1.0]]
+        );
+        // The file's lines are taken in turn, from the first again.
+        let again = pixels.evaluate(&detections[..7], &truth[..8]).unwrap();
+        assert_eq!(again[2], [0.0, 1.0, 0.9, 1.0, 0.0]);
+        let relative = layer("overlap_threshold: 0.25")
+            .evaluate(&detections, &truth)
+            .unwrap();
+        assert_eq!(relative[2][3..], [0.0, 1.0]);
+        let err = DetectionEvaluateLayer::from_param(
+            &ParamMessage::from_text(
+                &blob_proto::schema::LAYER_PARAMETER,
+                &blob_proto::TextMessage::parse(
+                    "type: \"DetectionEvaluate\" detection_evaluate_param { num_classes: 3 name_size_file: \"/no/such/file\" }",
+                )
+                .unwrap(),
+            )
+            .unwrap(),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(err.contains("/no/such/file"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -73,6 +73,7 @@ mod fork_layers;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod im2col;
+mod image_sizes;
 mod inner_product;
 mod input;
 mod interp;

@@ -387,6 +387,107 @@ fn detection_output_suppresses_per_class_and_groups_rows_by_label() {
     );
 }
 
+/// `detect`'s net, with `save_output_param { save }` and its files in
+/// `dir`: two images of 100 x 200 and 50 x 50 pixels, classes 1 "cat"
+/// and 2 "dog".
+fn saving_net(dir: &Path, save: &str) -> Result<Net<f32>, blob_runtime::BlobError> {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("sizes.txt"), "img1 100 200\nimg2 50 50\n").unwrap();
+    std::fs::write(
+        dir.join("labels.prototxt"),
+        "item { name: 'background' label: 0 } item { name: 'cat' label: 1 } item { name: 'dog' label: 2 }",
+    )
+    .unwrap();
+    let save = save
+        .replace("LABELS", &dir.join("labels.prototxt").display().to_string())
+        .replace("SIZES", &dir.join("sizes.txt").display().to_string())
+        .replace("OUT", &dir.join("out").display().to_string());
+    let text = format!(
+        r#"input: "loc" input_shape {{ dim: 1 dim: 12 }}
+           input: "conf" input_shape {{ dim: 1 dim: 9 }}
+           input: "prior" input_shape {{ dim: 1 dim: 2 dim: 12 }}
+           layer {{ name: "det" type: "DetectionOutput" bottom: "loc" bottom: "conf" bottom: "prior" top: "det"
+                   detection_output_param {{ num_classes: 3 nms_param {{ nms_threshold: 0.45 }}
+                     confidence_threshold: 0.15 save_output_param {{ {save} }} }} }}"#
+    );
+    let net = Net::<f32>::from_prototxt(&text, NetState::test())?;
+    let prior = [
+        0.0, 0.0, 0.4, 0.4, //
+        0.05, 0.0, 0.45, 0.4, //
+        0.6, 0.6, 1.0, 1.0, //
+        0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 0.2, 0.2,
+    ];
+    net.blob("conf")
+        .unwrap()
+        .mutable_cpu_data()?
+        .copy_from_slice(&SCORES);
+    net.blob("prior")
+        .unwrap()
+        .mutable_cpu_data()?
+        .copy_from_slice(&prior);
+    Ok(net)
+}
+
+#[test]
+fn detection_output_saves_a_test_sets_detections_in_each_images_pixels() {
+    let dir = std::env::temp_dir().join(format!("blobflow-save-output-{}", std::process::id()));
+    let voc = "output_directory: 'OUT' output_name_prefix: 'comp4_det_test_' output_format: 'VOC' \
+               label_map_file: 'LABELS' name_size_file: 'SIZES'";
+    let mut net = saving_net(&dir, voc).unwrap();
+    net.forward().unwrap();
+    // One image of two: nothing written yet.
+    assert!(!dir.join("out/comp4_det_test_cat.txt").exists());
+    net.forward().unwrap();
+    let read = |f: &str| std::fs::read_to_string(dir.join("out").join(f)).unwrap();
+    assert_eq!(
+        read("comp4_det_test_cat.txt"),
+        "img1 0.8 0 0 80 40\nimg1 0.2 120 60 200 100\nimg2 0.8 0 0 20 20\nimg2 0.2 30 30 50 50\n"
+    );
+    // The fork's right edge is the truncated left plus the truncated
+    // width: 2.5 + 20 gives 22.
+    assert_eq!(
+        read("comp4_det_test_dog.txt"),
+        "img1 0.5 120 60 200 100\nimg1 0.25 10 0 90 40\nimg2 0.5 30 30 50 50\nimg2 0.25 2 0 22 20\n"
+    );
+    // A third image starts the set over: the files stay until it is whole.
+    net.forward().unwrap();
+    assert!(read("comp4_det_test_dog.txt").starts_with("img1 0.5"));
+
+    let coco = voc
+        .replace("'VOC'", "'COCO'")
+        .replace("comp4_det_test_", "detections")
+        + " num_test_image: 1";
+    let mut net = saving_net(&dir, &coco).unwrap();
+    net.forward().unwrap();
+    let json = read("detections.json");
+    assert!(json.starts_with("[\n    {\"image_id\": \"img1\", \"category_id\": \"cat\", \"bbox\": [0, 0, 80, 40], \"score\": 0.8},"), "{json}");
+    assert!(
+        json.ends_with("\"bbox\": [10, 0, 80, 40], \"score\": 0.25}\n]\n"),
+        "{json}"
+    );
+
+    for (save, says) in [
+        (voc.replace("'VOC'", "'XML'"), "output_format \"XML\""),
+        (
+            voc.replace("label_map_file: 'LABELS'", ""),
+            "no label_map_file",
+        ),
+        (voc.to_string() + " num_test_image: 3", "num_test_image 3"),
+        (voc.replace("'SIZES'", "'LABELS'"), "line 1"),
+    ] {
+        let err = saving_net(&dir, &save).err().unwrap().to_string();
+        assert!(err.contains(says), "{save}: {err}");
+    }
+    let short = dir.join("short.prototxt");
+    std::fs::write(&short, "item { name: 'cat' label: 1 }").unwrap();
+    let err = saving_net(&dir, &voc.replace("LABELS", &short.display().to_string()))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("class 2 has no name"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn detection_output_with_nothing_found_gives_one_empty_row_per_image() {
     let rows = detect("confidence_threshold: 0.9", &SCORES).unwrap();

@@ -743,6 +743,7 @@ messages! {
         opt("output_directory", 1, Str), opt("output_name_prefix", 2, Str),
         opt("output_format", 3, Str), opt("label_map_file", 4, Str),
         opt("name_size_file", 5, Str), opt("num_test_image", 6, UInt32),
+        opt("resize_param", 7, msg(&RESIZE)),
     ]
     /// `DetectionOutputParameter` (SSD fork).
     DETECTION_OUTPUT "DetectionOutputParameter" [

@@ -9,8 +9,12 @@
 //! already computed) and forward writes them. A net also reshapes before
 //! any forward (at build), on inputs not yet computed: what their values
 //! make wrong (a prior box of no width) is reported by forward.
+//!
+//! With `save_output_param`, each forward also keeps its detections for
+//! the test set's result files (see [`save`]).
 
 mod nms;
+mod save;
 
 use std::collections::BTreeMap;
 
@@ -21,6 +25,7 @@ use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
 use crate::normalized_box::{Code, Corners, decode};
 use nms::greedy_nms;
+use save::SaveOutput;
 
 const OP: &str = "set up DetectionOutput";
 
@@ -38,6 +43,8 @@ pub(crate) struct DetectionOutputLayer {
     confidence_threshold: f32,
     /// The rows found at the last reshape, or why there are none.
     rows: Result<Vec<[f32; 7]>>,
+    /// Where the test set's detections are saved, if anywhere.
+    save: Option<SaveOutput>,
 }
 
 impl DetectionOutputLayer {
@@ -59,10 +66,13 @@ impl DetectionOutputLayer {
             return Err(bad_param(OP, format!("eta must be in (0, 1], not {eta}")));
         }
         let count = |v: i64| usize::try_from(v).ok();
+        let num_classes = p.uint("num_classes") as usize;
+        let background = p.int("background_label_id");
         Ok(Self {
-            num_classes: p.uint("num_classes") as usize,
+            save: SaveOutput::from_param(&p, num_classes, background)?,
+            num_classes,
             share_location: p.boolean("share_location"),
-            background: p.int("background_label_id"),
+            background,
             nms_threshold,
             top_k: if nms.has("top_k") {
                 count(nms.int("top_k"))
@@ -273,7 +283,10 @@ impl<T: MathElement> DynLayer<T> for DetectionOutputLayer {
         Ok(vec![TopShape::new(vec![1, 1, rows, 7])])
     }
 
-    fn forward(&mut self, _bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+    fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
+        if let (Some(save), Ok(rows)) = (&mut self.save, &self.rows) {
+            save.record(rows, bottoms[0].shape().first().copied().unwrap_or(0))?;
+        }
         write_rows(&mut self.rows, tops[0])
     }
 
