@@ -1,6 +1,7 @@
-//! `blobflow convert-imageset`, `blobflow convert-annoset` (the SSD
-//! fork's) and `blobflow compute-image-mean`: Caffe's dataset tools,
-//! with their flags and log lines.
+//! `blobflow convert-imageset`, `blobflow convert-annoset` and
+//! `blobflow get-image-size` (the SSD fork's) and `blobflow
+//! compute-image-mean`: Caffe's dataset tools, with their flags and log
+//! lines.
 
 use std::path::PathBuf;
 
@@ -208,6 +209,34 @@ pub fn convert_annoset(args: &ConvertAnnosetArgs) -> Result<(), Failure> {
         &mut log_events(&mut log, &mut skipped),
     )?;
     report_skipped(&mut log, skipped, &args.db_name);
+    Ok(())
+}
+
+/// What `blobflow get-image-size` is asked to do.
+#[derive(clap::Args)]
+pub struct GetImageSizeArgs {
+    /// The folder the list's names are under
+    root_folder: String,
+    /// The list: `IMAGE ANNOTATION` (or `IMAGE LABEL`) a line
+    list_file: PathBuf,
+    /// The name_size_file to write: `name height width` a line
+    out_file: PathBuf,
+    /// A file of `NAME ID` lines: write each image's id for its name (COCO)
+    #[arg(long = "name-id-file", alias = "name_id_file")]
+    name_id_file: Option<PathBuf>,
+}
+
+/// The SSD fork's `get_image_size`: the `name_size_file` of a test set.
+pub fn get_image_size(args: &GetImageSizeArgs) -> Result<(), Failure> {
+    let mut log = Log::new("get_image_size", None);
+    let mut skipped = 0;
+    let text = blobflow::data::image_sizes(
+        &args.root_folder,
+        &args.list_file,
+        args.name_id_file.as_deref(),
+        &mut log_events(&mut log, &mut skipped),
+    )?;
+    blobflow::runtime::write_atomically(&args.out_file, text.as_bytes())?;
     Ok(())
 }
 

@@ -145,6 +145,10 @@ enum Command {
     /// records, AnnotatedData's input (the SSD fork's `convert_annoset`)
     #[command(alias = "convert_annoset")]
     ConvertAnnoset(dataset::ConvertAnnosetArgs),
+    /// Each listed image's name, height and width: the `name_size_file` DetectionOutput's
+    /// save_output_param and DetectionEvaluate read (the SSD fork's `get_image_size`)
+    #[command(alias = "get_image_size")]
+    GetImageSize(dataset::GetImageSizeArgs),
     /// The mean image of a store's records, as the .binaryproto `mean_file` reads (Caffe's
     /// `compute_image_mean`)
     #[command(alias = "compute_image_mean")]
@@ -443,6 +447,7 @@ fn main() -> ExitCode {
             quiet("convert-imageset", dataset::convert_imageset(&args))
         }
         Command::ConvertAnnoset(args) => quiet("convert-annoset", dataset::convert_annoset(&args)),
+        Command::GetImageSize(args) => quiet("get-image-size", dataset::get_image_size(&args)),
         Command::ComputeImageMean(args) => {
             quiet("compute-image-mean", dataset::compute_image_mean(&args))
         }

@@ -666,13 +666,47 @@ fn mobilenet_ssd_trains_from_its_own_voc_files() {
         lines.iter().any(|l| l == "Processed 5 files."),
         "{lines:#?}"
     );
-    // The same five images are its test set (test_lmdb).
+    // The same five images are its test set (test_lmdb), their sizes
+    // listed as SSD's `create_list.sh` lists them.
     copy_store(&dir.join("trainval_lmdb"), &dir.join("test_lmdb"));
-    // Its batches of 24 and 8 cut to 2, to keep the test short.
+    let lines = blobflow_ok(
+        &dir,
+        &["get_image_size", "./", "trainval.txt", "test_name_size.txt"],
+    );
+    assert!(
+        lines.iter().any(|l| l == "A total of 5 images."),
+        "{lines:#?}"
+    );
+    let sizes = std::fs::read_to_string(dir.join("test_name_size.txt")).unwrap();
+    assert_eq!(
+        sizes,
+        "1 500 500\n2 500 500\n3 500 500\n4 500 500\n5 500 500\n"
+    );
+    // The net has 21 classes, its label map 6: results are saved under
+    // 21 names.
+    let mut labels21 = std::fs::read_to_string(dir.join("labelmap.prototxt")).unwrap();
+    for c in 6..21 {
+        labels21.push_str(&format!("item {{ name: \"class{c}\" label: {c} }}\n"));
+    }
+    std::fs::write(dir.join("labelmap21.prototxt"), labels21).unwrap();
+    // Its batches of 24 and 8 cut to 2, to keep the test short; the test
+    // net evaluates in pixels and saves its detections as SSD's
+    // `ssd_pascal.py` has it do.
     for (net, batch) in [("train", 24), ("test", 8)] {
         let text = std::fs::read_to_string(fixture.join(format!("MobileNetSSD_{net}.prototxt")))
             .unwrap()
-            .replace(&format!("batch_size: {batch}"), "batch_size: 2");
+            .replace(&format!("batch_size: {batch}"), "batch_size: 2")
+            .replace(
+                "    evaluate_difficult_gt: false\n",
+                "    evaluate_difficult_gt: false\n    name_size_file: \"test_name_size.txt\"\n",
+            )
+            .replace(
+                "    confidence_threshold: 0.01\n",
+                "    confidence_threshold: 0.01\n    save_output_param { output_directory: \"results\" \
+                 output_name_prefix: \"comp4_det_test_\" output_format: \"VOC\" \
+                 label_map_file: \"labelmap21.prototxt\" name_size_file: \"test_name_size.txt\" \
+                 num_test_image: 2 }\n",
+            );
         std::fs::write(dir.join(format!("{net}.prototxt")), text).unwrap();
     }
     // voc/solver.prototxt's settings, tested every 3 iterations over 1
@@ -699,6 +733,21 @@ fn mobilenet_ssd_trains_from_its_own_voc_files() {
         lines.iter().any(|l| l.starts_with("class1: ")),
         "the cars' average precision: {lines:#?}"
     );
+    // VOC's result files: `image score xmin ymin xmax ymax` in pixels.
+    let cars = std::fs::read_to_string(dir.join("results/comp4_det_test_car.txt")).unwrap();
+    assert!(!cars.is_empty(), "a car or more among 400 boxes");
+    for line in cars.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words.len(), 6, "{line}");
+        assert!(words[0] == "1" || words[0] == "2", "{line}");
+        let score: f32 = words[1].parse().unwrap();
+        assert!((0.01..=1.0).contains(&score), "{line}");
+        for corner in &words[2..] {
+            let v: i64 = corner.parse().unwrap();
+            assert!((0..=500).contains(&v), "{line}");
+        }
+    }
+    assert_eq!(std::fs::read_dir(dir.join("results")).unwrap().count(), 20);
     let losses = printed_losses(&lines);
     assert_eq!(losses.len(), 4, "{lines:#?}");
     assert!(

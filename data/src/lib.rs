@@ -25,7 +25,9 @@
 //!   arithmetic.
 //! - [`StoreReader`], [`StoreWriter`]: LMDB and LevelDB stores, read
 //!   and written as Caffe's `db::LMDB` and `db::LevelDB` do;
-//! - Caffe's dataset tools: [`convert_imageset`], [`compute_image_mean`].
+//! - Caffe's dataset tools: [`convert_imageset`], [`compute_image_mean`],
+//!   and the SSD fork's [`convert_annoset`] and `get_image_size`
+//!   ([`image_sizes`]).
 //!
 //! A net reads its stores when it is built with [`data_registry`] (or a
 //! registry [`register_data_layers`] added them to); without them, a
@@ -55,6 +57,7 @@ mod imageset;
 mod leveldb;
 mod list;
 mod memory_data;
+mod name_size;
 mod order;
 mod prefetch;
 mod resize;
@@ -74,6 +77,7 @@ pub use imageset::{
     ImageSetEvent, ImageSetOptions, ToolError, compute_image_mean, convert_imageset,
 };
 pub use memory_data::MemoryDataLayer;
+pub use name_size::image_sizes;
 pub use prefetch::{PrefetchingDataLayer, set_decoding_threads};
 pub use resize::resize_linear;
 pub use store::{Backend, StoreError, StoreReader, StoreWriter};
