@@ -200,6 +200,11 @@ enum Command {
         /// and outputs keep their values; for nets that only run forward
         #[arg(long)]
         reuse_memory: bool,
+        /// The phase to build the net in (Caffe's -phase; Caffe's time
+        /// defaults to TRAIN): train times a training iteration's forward
+        /// and backward, its data layers reading their sources
+        #[arg(long, value_enum, default_value = "test")]
+        phase: run::Phase,
     },
 }
 
@@ -428,6 +433,7 @@ fn main() -> ExitCode {
             device,
             forks,
             reuse_memory,
+            phase,
         } => report(
             "time",
             run::time(&run::TimeArgs {
@@ -439,6 +445,7 @@ fn main() -> ExitCode {
                 device,
                 forks,
                 reuse_memory,
+                phase,
             }),
         ),
         Command::Train(args) => quiet("train", train::train(&args)),

@@ -126,16 +126,25 @@ fn load(
     weights: Option<&Path>,
     shapes: &Shapes,
     forks: &[Fork],
+    phase: Phase,
     log: &mut Vec<String>,
 ) -> Result<Net<f32>, Box<dyn std::error::Error>> {
-    let mut registry = LayerRegistry::<f32>::with_caffe_layers();
+    let (mut registry, state) = match phase {
+        Phase::Test => (LayerRegistry::<f32>::with_caffe_layers(), NetState::test()),
+        Phase::Train => {
+            log.push(
+                "phase: TRAIN (data layers read their sources; each pass is a training \
+                 iteration's forward and backward, nothing folded)"
+                    .into(),
+            );
+            (blobflow::data::data_registry::<f32>(), NetState::train())
+        }
+    };
     for &fork in forks {
         registry.use_fork(fork);
         log.push(format!("layers: {}'s forms of Caffe's", fork.name()));
     }
-    let mut builder = Net::<f32>::builder()
-        .state(NetState::test())
-        .registry(&registry);
+    let mut builder = Net::<f32>::builder().state(state).registry(&registry);
     for (name, shape) in shapes {
         builder = builder.input_shape(name, shape);
     }
@@ -189,6 +198,7 @@ pub fn to_onnx(
         weights.map(PathBuf::as_path),
         &Vec::new(),
         forks,
+        Phase::Test,
         &mut log,
     )?;
     let mut export = blobflow::layers::onnx::OnnxExport::new();
@@ -369,6 +379,7 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
         args.weights.as_deref(),
         &shapes,
         &args.forks,
+        Phase::Test,
         &mut log,
     ) {
         Ok(net) => net,
@@ -477,12 +488,26 @@ pub struct TimeArgs {
     pub device: Device,
     pub forks: Vec<Fork>,
     pub reuse_memory: bool,
+    pub phase: Phase,
+}
+
+/// The phase a net is built in (Caffe's `-phase`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Phase {
+    /// Layers and blobs of the TRAIN phase; data layers read their
+    /// sources, and a pass runs backward as training does.
+    #[value(alias = "TRAIN")]
+    Train,
+    /// The TEST phase, as a deployed net runs.
+    #[value(alias = "TEST")]
+    Test,
 }
 
 /// Caffe's `caffe time`: the average forward and backward milliseconds
 /// of each layer over `iterations` passes (after one warm-up pass), then
 /// the totals. Inputs hold zeros, as a deploy net's do under `caffe
-/// time`; the times are the net's alone, no input loading.
+/// time`; in the TRAIN phase data layers read their sources (a data
+/// layer's time is then taking a prefetched batch).
 pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let mut log = Vec::new();
     let mut net = load(
@@ -490,6 +515,7 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         args.weights.as_deref(),
         &parsed_shapes(&args.shapes)?,
         &args.forks,
+        args.phase,
         &mut log,
     )?;
     let inputs: Vec<String> = net.inputs().iter().map(|s| s.to_string()).collect();
@@ -553,9 +579,18 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
         ));
     }
     let forward_ms = timing.forward_ms();
+    // The batch: the first input's, or where a data layer feeds the net
+    // (the TRAIN phase), its first top's.
+    let first_top = net
+        .layer_names()
+        .next()
+        .and_then(|l| net.layer_tops(l))
+        .and_then(|tops| tops.first().map(|t| t.to_string()));
     let batch = inputs
         .first()
-        .and_then(|name| net.blob(name))
+        .cloned()
+        .or(first_top)
+        .and_then(|name| net.blob(&name))
         .and_then(|b| b.shape().first().copied())
         .unwrap_or(1);
     log.push(format!("Average Forward pass: {forward_ms:.4} ms"));

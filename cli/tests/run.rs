@@ -164,6 +164,55 @@ fn time_prints_each_layer_and_the_totals() {
     );
 }
 
+/// `caffe time -phase TRAIN`: a training net's layers timed forward and
+/// backward, its batch-statistics BatchNorm and its Scale unfolded.
+#[test]
+fn time_in_the_train_phase_times_a_training_iteration() {
+    let dir = std::env::temp_dir().join(format!("blobflow-time-train-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let net = dir.join("train.prototxt");
+    std::fs::write(
+        &net,
+        r#"input: "data" input_shape { dim: 8 dim: 3 dim: 16 dim: 16 }
+           input: "label" input_shape { dim: 8 }
+           layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+                   convolution_param { num_output: 8 kernel_size: 3 weight_filler { type: "msra" } } }
+           layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv" }
+           layer { name: "scale" type: "Scale" bottom: "conv" top: "conv" scale_param { bias_term: true } }
+           layer { name: "dw" type: "Convolution" bottom: "conv" top: "dw"
+                   convolution_param { num_output: 8 group: 8 kernel_size: 3 stride: 2 pad: 1 } }
+           layer { name: "ip" type: "InnerProduct" bottom: "dw" top: "ip" inner_product_param { num_output: 4 } }
+           layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }"#,
+    )
+    .unwrap();
+    let out = blobflow(&[
+        "time",
+        net.to_str().unwrap(),
+        "--iterations",
+        "2",
+        "--phase",
+        "train",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("phase: TRAIN"), "{stdout}");
+    assert!(stdout.contains(" images/s at batch 8"), "{stdout}");
+    for layer in ["bn", "scale"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{layer} ")))
+            .unwrap_or_else(|| panic!("{layer} in\n{stdout}"));
+        assert!(!row.contains("folded"), "{row}");
+    }
+    let test = blobflow(&["time", net.to_str().unwrap(), "--iterations", "2"]);
+    assert!(
+        !text(&test.stdout).contains("phase: TRAIN"),
+        "{}",
+        text(&test.stdout)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_net_declaring_more_than_the_memory_limit_is_refused_with_its_layer() {
     let dir = std::env::temp_dir().join(format!("blobflow-limit-{}", std::process::id()));
