@@ -12,7 +12,7 @@ use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, is_train, sub_param};
 use crate::layer::{Result, in_place};
-use crate::planes::map_planes;
+use crate::planes::{map_planes, sum_planes, zip_map_planes};
 
 /// Caffe `BatchNorm`, in place or not.
 #[cfg(feature = "cuda")]
@@ -28,7 +28,7 @@ pub(crate) struct BatchNormLayer<T: MathElement> {
     /// The normalized output of the last forward pass with batch
     /// statistics (Caffe's `x_norm_`): backward needs it, and in place
     /// the top holds what the layers after this one made of it.
-    normalized: Vec<f64>,
+    normalized: Vec<T>,
     /// Statistics on the GPU: the means, then the deviations.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     gpu_stats: Blob<T>,
@@ -97,22 +97,33 @@ impl<T: MathElement> BatchNormLayer<T> {
     }
 }
 
+/// Per channel, the sums of per-plane sums (planes of `(n, c)` in
+/// order).
+fn per_channel(planes: &[f64], c: usize) -> Vec<f64> {
+    let mut out = vec![0.0; c];
+    for (p, v) in planes.iter().enumerate() {
+        out[p % c.max(1)] += v;
+    }
+    out
+}
+
 /// Per channel, the mean and (biased) variance of `x`, `(n, c, spatial)`,
 /// summed in f64.
 fn batch_statistics<T: MathElement>(x: &[T], c: usize, spatial: usize) -> (Vec<f64>, Vec<f64>) {
-    let plane = spatial.max(1);
     let count = (x.len() / c.max(1)).max(1) as f64;
-    let mut m = vec![0.0; c];
-    let mut v = vec![0.0; c];
-    for (i, row) in x.chunks(plane).enumerate() {
-        m[i % c] += row.iter().map(|v| v.to_f64()).sum::<f64>();
-    }
-    m.iter_mut().for_each(|s| *s /= count);
-    for (i, row) in x.chunks(plane).enumerate() {
-        let mean = m[i % c];
-        v[i % c] += row.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>();
-    }
-    v.iter_mut().for_each(|s| *s /= count);
+    let sums = sum_planes(x, None, spatial, |_| (), |v, _, ()| v.to_f64());
+    let m: Vec<f64> = per_channel(&sums, c).iter().map(|s| s / count).collect();
+    let squares = sum_planes(
+        x,
+        None,
+        spatial,
+        |p| m[p % c.max(1)],
+        |v, _, mean| {
+            let d = v.to_f64() - mean;
+            d * d
+        },
+    );
+    let v = per_channel(&squares, c).iter().map(|s| s / count).collect();
     (m, v)
 }
 
@@ -312,8 +323,7 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
         }
         self.normalized.clear();
         if !self.global_stats {
-            let y = tops[0].cpu_data()?;
-            self.normalized.extend(y.iter().map(|v| v.to_f64()));
+            self.normalized.extend_from_slice(&tops[0].cpu_data()?);
         }
         Ok(())
     }
@@ -335,32 +345,84 @@ impl<T: MathElement> DynLayer<T> for BatchNormLayer<T> {
         if let Some(gpu) = crate::gpu::gpu_for("batch norm", bottoms[0], &[("output", tops[0])])? {
             return self.backward_on(&gpu, (n, c, spatial), bottoms[0], tops[0]);
         }
-        let dy = tops[0].diff_to_vec()?;
-        let mut dx = bottoms[0].mutable_cpu_diff()?;
+        let (x, y) = (bottoms[0], tops[0]);
+        let through = in_place(x, y);
+        let inv_std = &self.inv_std;
+        let channel = |p: usize| p % c.max(1);
         if self.global_stats {
-            for (i, (d, &g)) in dx.iter_mut().zip(&dy).enumerate() {
-                *d = T::from_f64(g.to_f64() * self.inv_std[(i / spatial) % c]);
+            let scaled = |g: T, _: T, k: f64| T::from_f64(g.to_f64() * k);
+            let factor = |p: usize| inv_std[channel(p)];
+            if through {
+                zip_map_planes(
+                    None,
+                    None,
+                    &mut x.mutable_cpu_diff()?,
+                    spatial,
+                    factor,
+                    scaled,
+                );
+            } else {
+                let dy = y.cpu_diff()?;
+                zip_map_planes(
+                    Some(&dy),
+                    None,
+                    &mut x.mutable_cpu_diff()?,
+                    spatial,
+                    factor,
+                    scaled,
+                );
             }
             return Ok(());
         }
-        let y = &self.normalized;
-        if y.len() != dy.len() {
+        let normalized = &self.normalized;
+        if normalized.len() != y.count() {
             return Err(bad_param(
                 "batch norm",
                 "backward before a forward pass with batch statistics of this size",
             ));
         }
         let count = (n * spatial).max(1) as f64;
-        let (mut mean_dy, mut mean_dyy) = (vec![0.0; c], vec![0.0; c]);
-        for (i, (&g, &o)) in dy.iter().zip(y).enumerate() {
-            let ch = (i / spatial) % c;
-            mean_dy[ch] += g.to_f64() / count;
-            mean_dyy[ch] += g.to_f64() * o / count;
-        }
-        for (i, ((d, &g), &o)) in dx.iter_mut().zip(&dy).zip(y).enumerate() {
-            let ch = (i / spatial) % c;
-            let v = (g.to_f64() - mean_dy[ch] - o * mean_dyy[ch]) * self.inv_std[ch];
-            *d = T::from_f64(v);
+        let (mean_dy, mean_dyy) = {
+            let dy = y.cpu_diff()?;
+            let sum_dy = sum_planes(&dy, None, spatial, |_| (), |g, _, ()| g.to_f64());
+            let sum_dyy = sum_planes(
+                &dy,
+                Some(normalized),
+                spatial,
+                |_| (),
+                |g, o, ()| g.to_f64() * o.to_f64(),
+            );
+            let mean = |sums: &[f64]| -> Vec<f64> {
+                per_channel(sums, c).iter().map(|s| s / count).collect()
+            };
+            (mean(&sum_dy), mean(&sum_dyy))
+        };
+        let per_plane = |p: usize| {
+            let ch = channel(p);
+            (mean_dy[ch], mean_dyy[ch], inv_std[ch])
+        };
+        let gradient = |g: T, o: T, (m, mo, k): (f64, f64, f64)| {
+            T::from_f64((g.to_f64() - m - o.to_f64() * mo) * k)
+        };
+        if through {
+            zip_map_planes(
+                None,
+                Some(normalized),
+                &mut x.mutable_cpu_diff()?,
+                spatial,
+                per_plane,
+                gradient,
+            );
+        } else {
+            let dy = y.cpu_diff()?;
+            zip_map_planes(
+                Some(&dy),
+                Some(normalized),
+                &mut x.mutable_cpu_diff()?,
+                spatial,
+                per_plane,
+                gradient,
+            );
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, axis_of, bad_param, sub_param};
 use crate::layer::{Result, in_place};
-use crate::planes::map_planes;
+use crate::planes::{map_planes, sum_planes};
 
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SCALE;
@@ -20,6 +20,7 @@ pub(crate) use cuda::SCALE;
 /// Where the broadcast blob sits in the bottom: `(outer, dim, inner)`.
 #[derive(Clone, Copy, Debug)]
 struct Span {
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     outer: usize,
     dim: usize,
     inner: usize,
@@ -106,34 +107,33 @@ impl Placement {
     }
 }
 
-/// `y[o, d, i] = x[o, d, i] * f[d]` (or `+`).
-fn broadcast<T: MathElement>(x: &[T], f: &[T], sp: Span, y: &mut [T], add: bool) {
-    for o in 0..sp.outer {
-        for (d, &v) in f.iter().enumerate().take(sp.dim) {
-            let at = (o * sp.dim + d) * sp.inner;
-            for (out, &xv) in y[at..at + sp.inner].iter_mut().zip(&x[at..at + sp.inner]) {
-                *out = if add { xv + v } else { xv * v };
-            }
-        }
-    }
-}
-
-/// `sum over o and i of a[o, d, i] * b[o, d, i]` (b = 1 when `None`),
-/// per `d`.
-fn reduce<T: MathElement>(a: &[T], b: Option<&[T]>, sp: Span) -> Vec<T> {
-    let mut out = vec![T::ZERO; sp.dim];
-    for o in 0..sp.outer {
-        for (d, sum) in out.iter_mut().enumerate() {
-            let at = (o * sp.dim + d) * sp.inner;
-            for k in at..at + sp.inner {
-                *sum += match b {
-                    Some(b) => a[k] * b[k],
-                    None => a[k],
-                };
-            }
-        }
+/// Per `d`, `sum over o and i of term(a[o, d, i], b[o, d, i])` in f64,
+/// each `(o, d)` plane summed on its own (in parallel) and the planes
+/// then added in order of `o`.
+fn sum_per_d<T: MathElement>(
+    a: &[T],
+    b: Option<&[T]>,
+    sp: Span,
+    term: impl Fn(T, T) -> f64 + Sync,
+) -> Vec<f64> {
+    let planes = sum_planes(a, b, sp.inner, |_| (), |x, y, ()| term(x, y));
+    let mut out = vec![0.0; sp.dim];
+    for (p, v) in planes.iter().enumerate() {
+        out[p % sp.dim.max(1)] += v;
     }
     out
+}
+
+/// `out[o, d, i] = op(src[o, d, i], f[d])`, in place over `out` where
+/// `src` is `None`.
+fn per_d<T: MathElement>(
+    src: Option<&[T]>,
+    f: &[T],
+    sp: Span,
+    out: &mut [T],
+    op: impl Fn(T, T) -> T + Sync,
+) {
+    map_planes(src, out, sp.inner, |p| f[p % sp.dim.max(1)], op);
 }
 
 /// Where a Scale's factor lies over its input, the factor, and its bias.
@@ -334,23 +334,38 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
                 &mut self.gpu_scratch,
             );
         }
-        let dy = y.diff_to_vec()?;
-        if let Some(bias) = bias {
-            let db = reduce(&dy, None, sp);
-            for (d, s) in bias.mutable_cpu_diff()?.iter_mut().zip(db) {
-                *d += s;
+        let through = in_place(x, y);
+        {
+            let dy = y.cpu_diff()?;
+            if let Some(bias) = bias {
+                let db = sum_per_d(&dy, None, sp, |g, _| g.to_f64());
+                for (d, s) in bias.mutable_cpu_diff()?.iter_mut().zip(db) {
+                    *d += T::from_f64(s);
+                }
+            }
+            if learned || propagate_down.get(1) == Some(&true) {
+                let v = input.cpu_data()?;
+                let ds = sum_per_d(&dy, Some(&v), sp, |g, v| g.to_f64() * v.to_f64());
+                let mut d = scale.mutable_cpu_diff()?;
+                for (d, s) in d.iter_mut().zip(ds) {
+                    let s = T::from_f64(s);
+                    *d = if learned { *d + s } else { s };
+                }
+            }
+            if propagate_down[0] && !through {
+                per_d(
+                    Some(&dy),
+                    &scale.cpu_data()?,
+                    sp,
+                    &mut x.mutable_cpu_diff()?,
+                    |g, f| g * f,
+                );
             }
         }
-        if learned || propagate_down.get(1) == Some(&true) {
-            let ds = reduce(&dy, Some(&input.to_vec()?), sp);
-            let mut d = scale.mutable_cpu_diff()?;
-            for (d, s) in d.iter_mut().zip(ds) {
-                *d = if learned { *d + s } else { s };
-            }
-        }
-        if propagate_down[0] {
-            let mut dx = x.mutable_cpu_diff()?;
-            broadcast(&dy, &scale.cpu_data()?, sp, &mut dx, false);
+        if propagate_down[0] && through {
+            // The top's gradient is the bottom's: scaled where it lies.
+            let factor = scale.cpu_data()?.to_vec();
+            per_d(None, &factor, sp, &mut x.mutable_cpu_diff()?, |g, f| g * f);
         }
         Ok(())
     }
@@ -438,13 +453,15 @@ impl<T: MathElement> DynLayer<T> for BiasLayer<T> {
             let source = (!in_place(x, y)).then(|| as_f32(x));
             return cuda::forward(&gpu, sp, source, (None, Some(as_f32(bias))), as_f32(y));
         }
-        let x = bottoms[0].to_vec()?;
-        broadcast(
-            &x,
-            &bias.cpu_data()?,
+        let (x, y) = (bottoms[0], tops[0]);
+        let shift = bias.cpu_data()?;
+        let source = (!in_place(x, y)).then(|| x.cpu_data()).transpose()?;
+        per_d(
+            source.as_deref(),
+            &shift,
             sp,
-            &mut tops[0].mutable_cpu_data()?,
-            true,
+            &mut y.mutable_cpu_data()?,
+            |v, b| v + b,
         );
         Ok(())
     }
@@ -476,13 +493,14 @@ impl<T: MathElement> DynLayer<T> for BiasLayer<T> {
                 &mut self.gpu_scratch,
             );
         }
-        let dy = tops[0].diff_to_vec()?;
+        let dy = tops[0].cpu_diff()?;
         if propagate_down[0] && !in_place(bottoms[0], tops[0]) {
             bottoms[0].mutable_cpu_diff()?.copy_from_slice(&dy);
         }
         if learned || propagate_down.get(1) == Some(&true) {
-            let db = reduce(&dy, None, sp);
+            let db = sum_per_d(&dy, None, sp, |g, _| g.to_f64());
             for (d, s) in bias.mutable_cpu_diff()?.iter_mut().zip(db) {
+                let s = T::from_f64(s);
                 *d = if learned { *d + s } else { s };
             }
         }
