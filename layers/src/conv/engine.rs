@@ -315,6 +315,12 @@ impl<T: MathElement> ConvEngine<T> {
                 cpu::backward(g, scratch, x, w, dy, grads)
             });
         }
+        if g.is_depthwise(groups) {
+            return on_host_backward(x, weight, bias, y, propagate_down, |x, w, dy, grads| {
+                super::depthwise_gradient::backward(g, x, w, dy, grads);
+                Ok(())
+            });
+        }
         let (sub, xs, ys, ws) = per_group(g, groups);
         let (xd, wd, dy) = (x.cpu_data()?, weight.cpu_data()?, y.cpu_diff()?);
         let (mut dw, mut db) = (weight.mutable_cpu_diff()?, bias.mutable_cpu_diff()?);

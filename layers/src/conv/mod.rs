@@ -9,6 +9,7 @@ mod cuda;
 #[cfg(feature = "cudnn")]
 mod cudnn;
 mod depthwise;
+mod depthwise_gradient;
 mod direct;
 mod engine;
 mod packed_weights;

@@ -1,0 +1,386 @@
+//! The gradients of a depthwise convolution on the CPU (MobileNet's 3x3
+//! layers in training): each plane's input gradient scattered tap by tap
+//! along output rows, its kernel's and bias's gradients summed tap by
+//! tap, the planes shared across the cores. Run as Caffe runs any grouped
+//! convolution (an im2col and gemms of one row per group and image, one
+//! after another), MobileNet-SSD's 13 depthwise layers took 1.0 s of a
+//! 2.9 s training iteration at batch 24.
+
+use blob_kernels::cpu;
+use blob_runtime::MathElement;
+
+use super::cpu::{ConvGeometry, ConvGradients};
+use crate::planes::lane_sum;
+
+/// The output columns `lo..hi` whose tap at kernel offset `k` (times the
+/// dilation) lands inside a row of `len` input values, and the input
+/// column of output column 0 (`lo`'s is `start + lo * stride`).
+fn columns(
+    out: usize,
+    stride: usize,
+    pad: usize,
+    offset: usize,
+    len: usize,
+) -> (usize, usize, isize) {
+    let start = offset as isize - pad as isize;
+    let (s, len) = (stride as isize, len as isize);
+    // The first o with start + o s >= 0, and the first with it >= len.
+    let lo = if start >= 0 { 0 } else { (-start + s - 1) / s };
+    let hi = if len - start <= 0 {
+        0
+    } else {
+        (len - start + s - 1) / s
+    };
+    let clamp = |v: isize| v.clamp(0, out as isize) as usize;
+    (clamp(lo), clamp(hi).max(clamp(lo)), start)
+}
+
+/// Caffe's convolution backward for a depthwise `g` (whole batch): the
+/// weight and bias gradients added on (each image's sums in f64, added in
+/// image order), the input gradient overwritten. An input value's
+/// gradient adds its taps' products in tap order, as Caffe's col2im
+/// adds them.
+pub(crate) fn backward<T: MathElement>(
+    g: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    dy: &[T],
+    grads: ConvGradients<'_, T>,
+) {
+    let channels = g.channels_out;
+    let (plane_in, plane_out) = (g.h * g.w, g.oh * g.ow);
+    let [kh, kw] = g.kernel;
+    let taps = kh * kw;
+    let planes = g.batch * channels;
+    if planes == 0 {
+        return;
+    }
+    let want_dw = grads.weight.is_some();
+    let db_out = grads.bias.filter(|b| b.len() >= channels);
+    let mut tap_sums = vec![0.0f64; if want_dw { planes * taps } else { 0 }];
+    let mut bias_sums = vec![0.0f64; if db_out.is_some() { planes } else { 0 }];
+    let per_part = planes.div_ceil(cpu::cores()).max(1);
+    let parts = planes.div_ceil(per_part);
+    let mut dx_parts: Vec<Option<&mut [T]>> = match grads.input {
+        Some(dx) => dx[..planes * plane_in]
+            .chunks_mut((per_part * plane_in).max(1))
+            .map(Some)
+            .collect(),
+        None => (0..parts).map(|_| None).collect(),
+    };
+    dx_parts.resize_with(parts, || None);
+    let mut tap_parts: Vec<&mut [f64]> = tap_sums.chunks_mut(per_part * taps).collect();
+    tap_parts.resize_with(parts, || &mut []);
+    let mut bias_parts: Vec<&mut [f64]> = bias_sums.chunks_mut(per_part).collect();
+    bias_parts.resize_with(parts, || &mut []);
+    let items = dx_parts
+        .into_iter()
+        .zip(tap_parts)
+        .zip(bias_parts)
+        .enumerate();
+    cpu::on_cores(items, |(part, ((mut dx, tap_sums), bias_sums))| {
+        let mut phased = Phased::new(g);
+        let width = phased.width;
+        cpu::vectorized(
+            #[inline(always)]
+            || {
+                let first = part * per_part;
+                for i in first..(first + per_part).min(planes) {
+                    let c = i % channels;
+                    let at = i - first;
+                    let dyp = &dy[i * plane_out..][..plane_out];
+                    if let Some(sum) = bias_sums.get_mut(at) {
+                        *sum = lane_sum(dyp, None, |v, _| v.to_f64());
+                    }
+                    if let Some(sums) = tap_sums.get_mut(at * taps..(at + 1) * taps) {
+                        let xp = &x[i * plane_in..][..plane_in];
+                        let xs = phased.split(xp);
+                        tap_gradients(g, width, xs, dyp, sums);
+                    }
+                    if let Some(dx) = dx.as_deref_mut() {
+                        let dxp = &mut dx[at * plane_in..][..plane_in];
+                        let w = &weight[c * taps..][..taps];
+                        match phased.buffer() {
+                            Some(buffer) => {
+                                input_gradient(g, width, w, dyp, buffer);
+                                phased.merge(dxp);
+                            }
+                            None => input_gradient(g, g.w, w, dyp, dxp),
+                        }
+                    }
+                }
+            },
+        );
+    });
+    if let Some(dw) = grads.weight {
+        for (i, sums) in tap_sums.chunks_exact(taps.max(1)).enumerate() {
+            let c = i % channels;
+            for (d, &s) in dw[c * taps..][..taps].iter_mut().zip(sums) {
+                *d += T::from_f64(s);
+            }
+        }
+    }
+    if let Some(db) = db_out {
+        for (i, &s) in bias_sums.iter().enumerate() {
+            db[i % channels] += T::from_f64(s);
+        }
+    }
+}
+
+/// A plane with its columns split by their phase under the horizontal
+/// stride: input row `iy`'s columns `ix = j s + phase` lie at `(iy s +
+/// phase) * width + j`, so a tap's columns along an output row, `s`
+/// apart in the plane, are side by side. At stride 1 it is the plane
+/// itself, and nothing is copied.
+struct Phased<T> {
+    stride: usize,
+    h: usize,
+    w: usize,
+    /// Columns of a phase's row.
+    width: usize,
+    values: Vec<T>,
+}
+
+impl<T: MathElement> Phased<T> {
+    fn new(g: &ConvGeometry) -> Self {
+        let stride = g.stride[1].max(1);
+        let width = if stride == 1 {
+            g.w
+        } else {
+            g.w.div_ceil(stride)
+        };
+        let len = if stride == 1 { 0 } else { g.h * stride * width };
+        Self {
+            stride,
+            h: g.h,
+            w: g.w,
+            width,
+            values: vec![T::ZERO; len],
+        }
+    }
+
+    /// `plane` in phase order (`plane` itself at stride 1).
+    #[inline(always)]
+    fn split<'a>(&'a mut self, plane: &'a [T]) -> &'a [T] {
+        if self.stride == 1 {
+            return plane;
+        }
+        for (iy, row) in plane.chunks_exact(self.w).take(self.h).enumerate() {
+            for phase in 0..self.stride {
+                let out = &mut self.values[(iy * self.stride + phase) * self.width..][..self.width];
+                for (o, &v) in out
+                    .iter_mut()
+                    .zip(row[phase.min(row.len())..].iter().step_by(self.stride))
+                {
+                    *o = v;
+                }
+            }
+        }
+        &self.values
+    }
+
+    /// The buffer to gather a plane in phase order (none at stride 1).
+    #[inline(always)]
+    fn buffer(&mut self) -> Option<&mut [T]> {
+        (self.stride > 1).then_some(&mut self.values[..])
+    }
+
+    /// The buffer back in plane order into `plane`.
+    #[inline(always)]
+    fn merge(&self, plane: &mut [T]) {
+        for (iy, row) in plane.chunks_exact_mut(self.w).take(self.h).enumerate() {
+            for phase in 0..self.stride.min(row.len()) {
+                let from = &self.values[(iy * self.stride + phase) * self.width..][..self.width];
+                for (o, &v) in row[phase..].iter_mut().step_by(self.stride).zip(from) {
+                    *o = v;
+                }
+            }
+        }
+    }
+}
+
+/// Where output columns `lo..hi` of a tap read in a phase-ordered plane
+/// of rows `width` long (see [`Phased`]): the start of input row `iy`'s
+/// run.
+#[inline(always)]
+fn run_start(g: &ConvGeometry, width: usize, iy: usize, first_column: usize) -> usize {
+    let s = g.stride[1].max(1);
+    (iy * s + first_column % s) * width + first_column / s
+}
+
+/// Each tap's `sum over outputs of dy * the input value it read`, for
+/// one plane `xs` in phase order.
+#[inline(always)]
+fn tap_gradients<T: MathElement>(
+    g: &ConvGeometry,
+    width: usize,
+    xs: &[T],
+    dyp: &[T],
+    sums: &mut [f64],
+) {
+    let [kh, kw] = g.kernel;
+    for ki in 0..kh {
+        let (rlo, rhi, rstart) = columns(g.oh, g.stride[0], g.pad[0], ki * g.dilation[0], g.h);
+        for kj in 0..kw {
+            let (lo, hi, start) = columns(g.ow, g.stride[1], g.pad[1], kj * g.dilation[1], g.w);
+            let mut total = 0.0;
+            if lo < hi {
+                let first_column = (start + (lo * g.stride[1]) as isize) as usize;
+                for r in rlo..rhi {
+                    let iy = (rstart + (r * g.stride[0]) as isize) as usize;
+                    let run = &xs[run_start(g, width, iy, first_column)..][..hi - lo];
+                    let dyr = &dyp[r * g.ow + lo..][..hi - lo];
+                    total += lane_sum(dyr, Some(run), |d, v| d.to_f64() * v.to_f64());
+                }
+            }
+            sums[ki * kw + kj] = total;
+        }
+    }
+}
+
+/// One plane's input gradient (overwritten), in phase order: each
+/// output's gradient times each tap's weight, added onto the input value
+/// the tap read, tap by tap.
+#[inline(always)]
+fn input_gradient<T: MathElement>(
+    g: &ConvGeometry,
+    width: usize,
+    w: &[T],
+    dyp: &[T],
+    dxs: &mut [T],
+) {
+    let [kh, kw] = g.kernel;
+    dxs.fill(T::ZERO);
+    for ki in 0..kh {
+        let (rlo, rhi, rstart) = columns(g.oh, g.stride[0], g.pad[0], ki * g.dilation[0], g.h);
+        for kj in 0..kw {
+            let (lo, hi, start) = columns(g.ow, g.stride[1], g.pad[1], kj * g.dilation[1], g.w);
+            if lo >= hi {
+                continue;
+            }
+            let wv = w[ki * kw + kj];
+            let first_column = (start + (lo * g.stride[1]) as isize) as usize;
+            for r in rlo..rhi {
+                let iy = (rstart + (r * g.stride[0]) as isize) as usize;
+                let run = &mut dxs[run_start(g, width, iy, first_column)..][..hi - lo];
+                let dyr = &dyp[r * g.ow + lo..][..hi - lo];
+                for (o, &d) in run.iter_mut().zip(dyr) {
+                    *o += wv * d;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gradients as their definitions, each value's products in tap
+    /// order (the input's) or output order (the weights', in f64).
+    fn reference(
+        g: &ConvGeometry,
+        x: &[f32],
+        w: &[f32],
+        dy: &[f32],
+    ) -> (Vec<f32>, Vec<f64>, Vec<f64>) {
+        let [kh, kw] = g.kernel;
+        let c = g.channels_out;
+        let mut dx = vec![0f32; x.len()];
+        let mut dw = vec![0f64; w.len()];
+        let mut db = vec![0f64; c];
+        for plane in 0..g.batch * c {
+            let ch = plane % c;
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    for r in 0..g.oh {
+                        for q in 0..g.ow {
+                            let iy =
+                                (r * g.stride[0] + ki * g.dilation[0]) as isize - g.pad[0] as isize;
+                            let ix =
+                                (q * g.stride[1] + kj * g.dilation[1]) as isize - g.pad[1] as isize;
+                            if !((0..g.h as isize).contains(&iy) && (0..g.w as isize).contains(&ix))
+                            {
+                                continue;
+                            }
+                            let at = (plane * g.h + iy as usize) * g.w + ix as usize;
+                            let d = dy[(plane * g.oh + r) * g.ow + q];
+                            dx[at] += w[(ch * kh + ki) * kw + kj] * d;
+                            dw[(ch * kh + ki) * kw + kj] += f64::from(d) * f64::from(x[at]);
+                        }
+                    }
+                }
+            }
+            db[ch] += dy[plane * g.oh * g.ow..][..g.oh * g.ow]
+                .iter()
+                .map(|&v| f64::from(v))
+                .sum::<f64>();
+        }
+        (dx, dw, db)
+    }
+
+    #[test]
+    fn gradients_match_their_definitions_at_every_stride_pad_and_dilation() {
+        for (h, w, k, stride, pad, dilation, batch) in [
+            (9, 11, [3, 3], [1, 1], [1, 1], [1, 1], 2),
+            (10, 13, [3, 3], [2, 2], [1, 1], [1, 1], 3),
+            (7, 7, [3, 5], [2, 1], [0, 2], [1, 1], 1),
+            (12, 12, [3, 3], [1, 1], [2, 2], [2, 2], 2),
+            (300, 40, [3, 3], [2, 2], [1, 1], [1, 1], 2),
+        ] {
+            let channels = 5;
+            let oh = (h + 2 * pad[0] - (dilation[0] * (k[0] - 1) + 1)) / stride[0] + 1;
+            let ow = (w + 2 * pad[1] - (dilation[1] * (k[1] - 1) + 1)) / stride[1] + 1;
+            let g = ConvGeometry {
+                batch,
+                channels_in: channels,
+                channels_out: channels,
+                h,
+                w,
+                oh,
+                ow,
+                kernel: k,
+                stride,
+                pad,
+                dilation,
+            };
+            let value = |i: usize, m: usize| ((i * 7919 % m) as f32 - m as f32 / 2.0) / m as f32;
+            let x: Vec<f32> = (0..batch * channels * h * w)
+                .map(|i| value(i, 101))
+                .collect();
+            let wt: Vec<f32> = (0..channels * k[0] * k[1]).map(|i| value(i, 13)).collect();
+            let dy: Vec<f32> = (0..batch * channels * oh * ow)
+                .map(|i| value(i, 37))
+                .collect();
+            let (want_dx, want_dw, want_db) = reference(&g, &x, &wt, &dy);
+            let mut dx = vec![f32::NAN; x.len()];
+            let mut dw = vec![0.5f32; wt.len()];
+            let mut db = vec![0.25f32; channels];
+            backward(
+                &g,
+                &x,
+                &wt,
+                &dy,
+                ConvGradients {
+                    weight: Some(&mut dw),
+                    bias: Some(&mut db),
+                    input: Some(&mut dx),
+                },
+            );
+            let what = format!("{h}x{w} k{k:?} s{stride:?} p{pad:?} d{dilation:?}");
+            assert_eq!(dx, want_dx, "{what}: the input gradient, bit for bit");
+            for (got, want) in dw.iter().zip(&want_dw) {
+                assert!(
+                    (f64::from(*got) - 0.5 - want).abs() < 1e-4,
+                    "{what}: {got} vs {want}"
+                );
+            }
+            for (got, want) in db.iter().zip(&want_db) {
+                assert!(
+                    (f64::from(*got) - 0.25 - want).abs() < 1e-4,
+                    "{what}: {got} vs {want}"
+                );
+            }
+        }
+    }
+}
