@@ -776,6 +776,34 @@ fn multibox_loss_matches_mines_and_normalizes_as_the_fork() {
         assert!((got - want).abs() < 1e-5, "{settings}: {got} vs {want}");
     }
 
+    // HARD_EXAMPLE: the priors of highest loss (the match's location
+    // loss added to its confidence loss), positives and negatives alike:
+    // prior 0 (3.7), then 2 (2.1), 3 (0.60), 1 (0.31).
+    for (sample_size, negatives) in [(1, &[][..]), (2, &[2][..]), (3, &[2, 3][..])] {
+        let settings = format!(
+            "multibox_loss_param {{ num_classes: 2 code_type: CENTER_SIZE mining_type: HARD_EXAMPLE \
+             sample_size: {sample_size} }}"
+        );
+        let net = multibox(&settings, &ONE_BOX).unwrap();
+        let want = loc + conf(0, 1) + negatives.iter().map(|&p| conf(p, 0)).sum::<f64>();
+        let got = f64::from(values(&net, "loss")[0]);
+        assert!((got - want).abs() < 1e-5, "{settings}: {got} vs {want}");
+    }
+    // Suppression before mining over the priors (the four quadrants
+    // overlap not at all) or the decoded predictions (all of prior 1 to
+    // 3's offsets are 0.7: the same shift, no overlap either): every
+    // negative is still there.
+    for nms in ["use_prior_for_nms: true", ""] {
+        let settings = format!(
+            "multibox_loss_param {{ num_classes: 2 code_type: CENTER_SIZE \
+             nms_param {{ nms_threshold: 0.5 top_k: -1 }} {nms} }}"
+        );
+        let net = multibox(&settings, &ONE_BOX).unwrap();
+        let want = loc + conf(0, 1) + conf(1, 0) + conf(2, 0) + conf(3, 0);
+        let got = f64::from(values(&net, "loss")[0]);
+        assert!((got - want).abs() < 1e-5, "{settings}: {got} vs {want}");
+    }
+
     // propagate_down leaves the location's loss out of the sum.
     let conf_only = "propagate_down: false propagate_down: true propagate_down: false \
         propagate_down: false multibox_loss_param { num_classes: 2 code_type: CENTER_SIZE neg_pos_ratio: 1 }";
@@ -818,8 +846,12 @@ fn multibox_loss_refuses_what_the_fork_refuses_and_bad_ground_truth() {
             "num_classes",
         ),
         (
-            "multibox_loss_param { num_classes: 2 mining_type: HARD_EXAMPLE }",
-            "HARD_EXAMPLE",
+            "multibox_loss_param { num_classes: 2 mining_type: HARD_EXAMPLE sample_size: 0 }",
+            "sample_size must be positive",
+        ),
+        (
+            "multibox_loss_param { num_classes: 2 nms_param { nms_threshold: 0.5 } }",
+            "needs a top_k",
         ),
         (
             "multibox_loss_param { num_classes: 2 share_location: false }",

@@ -1,7 +1,9 @@
 //! How MultiBoxLoss pairs its predictions with the ground truth: the SSD
 //! fork's `MatchBBox` (bipartite, then per prediction above an overlap)
-//! and `MineHardExamples`' MAX_NEGATIVE choice of the negatives that
-//! score worst as background.
+//! and `MineHardExamples`: MAX_NEGATIVE's choice of the negatives that
+//! score worst as background, or HARD_EXAMPLE's of the predictions of
+//! highest loss, positives and negatives alike, with or without a
+//! suppression of overlapping ones first.
 
 use crate::normalized_box::Corners;
 
@@ -117,26 +119,93 @@ pub(super) fn match_boxes(
     m
 }
 
-/// MAX_NEGATIVE mining of one prediction set: of the unmatched
-/// predictions overlapping no ground truth by `neg_overlap` or more,
-/// the `neg_pos_ratio` times the positives with the highest `loss`
-/// (ties: the lower index), returned in prediction order as the fork
-/// lists them.
-pub(super) fn mine_negatives(
-    m: &Matched,
+/// Which predictions `MineHardExamples` chooses from, and how many.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Mining {
+    /// Of the unmatched predictions overlapping no ground truth by
+    /// `neg_overlap` or more, `neg_pos_ratio` times the positives.
+    MaxNegative {
+        neg_pos_ratio: f32,
+        neg_overlap: f32,
+    },
+    /// Of all predictions, `sample_size`: the matched ones not chosen
+    /// lose their match, the unmatched ones chosen are the negatives.
+    HardExample { sample_size: usize },
+}
+
+/// The suppression before choosing (a mining `nms_param`): the fork's
+/// `ApplyNMS` over the candidates' boxes, by loss.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct MiningNms {
+    pub threshold: f32,
+    pub top_k: usize,
+}
+
+/// `MineHardExamples` on one prediction set: the predictions of highest
+/// `loss` that `mining` allows (ties: the lower index), after `nms` over
+/// `boxes` where given. Returns the negatives, in prediction order as the
+/// fork lists them; under HARD_EXAMPLE, `m` loses the matches not
+/// chosen.
+pub(super) fn mine(
+    m: &mut Matched,
     loss: &[f32],
-    neg_pos_ratio: f32,
-    neg_overlap: f32,
+    mining: Mining,
+    nms: Option<(MiningNms, &[Corners])>,
 ) -> Vec<usize> {
-    let mut eligible: Vec<usize> = (0..m.indices.len())
-        .filter(|&p| m.unmatched(p) && m.overlaps[p] < neg_overlap)
-        .collect();
-    let wanted = (m.positives() as f32 * neg_pos_ratio) as usize;
-    let take = wanted.min(eligible.len());
-    eligible.sort_by(|&a, &b| loss[b].total_cmp(&loss[a]));
-    let mut chosen = eligible[..take].to_vec();
-    chosen.sort_unstable();
-    chosen
+    let n = m.indices.len();
+    let (eligible, wanted): (Vec<usize>, usize) = match mining {
+        Mining::MaxNegative {
+            neg_pos_ratio,
+            neg_overlap,
+        } => (
+            (0..n)
+                .filter(|&p| m.unmatched(p) && m.overlaps[p] < neg_overlap)
+                .collect(),
+            (m.positives() as f32 * neg_pos_ratio) as usize,
+        ),
+        Mining::HardExample { sample_size } => ((0..n).collect(), sample_size),
+    };
+    let mut by_loss = eligible;
+    by_loss.sort_by(|&a, &b| loss[b].total_cmp(&loss[a]));
+    let ranked = match nms {
+        Some((nms, boxes)) => suppress_by_loss(&by_loss, boxes, nms),
+        None => by_loss,
+    };
+    let mut chosen = vec![false; n];
+    for &p in ranked.iter().take(wanted) {
+        chosen[p] = true;
+    }
+    let negatives = (0..n).filter(|&p| chosen[p] && m.unmatched(p)).collect();
+    if let Mining::HardExample { .. } = mining {
+        for (p, index) in m.indices.iter_mut().enumerate() {
+            if !chosen[p] {
+                *index = None;
+            }
+        }
+    }
+    negatives
+}
+
+/// The fork's `ApplyNMS` over `ranked` (predictions, highest loss
+/// first): its first `top_k`; each in turn is kept unless its box is
+/// smaller than 1e-5 (then dropped), and the later ones overlapping it
+/// by more than the threshold (or too small) are dropped; at most
+/// `top_k` kept.
+fn suppress_by_loss(ranked: &[usize], boxes: &[Corners], nms: MiningNms) -> Vec<usize> {
+    let mut left: Vec<usize> = ranked.iter().copied().take(nms.top_k).collect();
+    let mut kept = Vec::new();
+    while !left.is_empty() {
+        let best = left.remove(0);
+        if boxes[best].area() < 1e-5 {
+            continue;
+        }
+        kept.push(best);
+        if kept.len() >= nms.top_k {
+            break;
+        }
+        left.retain(|&p| boxes[p].area() >= 1e-5 && boxes[best].iou(&boxes[p]) <= nms.threshold);
+    }
+    kept
 }
 
 #[cfg(test)]
@@ -188,7 +257,11 @@ mod tests {
         let m = match_boxes(&gts, &[0], &preds, false, 0.5, true);
         assert_eq!(m.indices, [None, Some(0), None]);
         assert_eq!(m.ignored, [true, false, false]);
-        assert_eq!(mine_negatives(&m, &[9.0, 0.0, 1.0], 3.0, 0.5), [2]);
+        let mining = Mining::MaxNegative {
+            neg_pos_ratio: 3.0,
+            neg_overlap: 0.5,
+        };
+        assert_eq!(mine(&mut m.clone(), &[9.0, 0.0, 1.0], mining, None), [2]);
     }
 
     #[test]
@@ -201,14 +274,72 @@ mod tests {
         let loss = [5.0, 1.0, 9.0, 3.0, 2.0, 3.0];
         // Prediction 2 overlaps too much to be a negative; of the rest
         // 3 and 5 tie, the lower index first.
-        assert_eq!(mine_negatives(&m, &loss, 3.0, 0.5), [3, 4, 5]);
-        assert_eq!(mine_negatives(&m, &loss, 1.0, 0.5), [3]);
-        assert_eq!(mine_negatives(&m, &loss, 10.0, 0.5), [1, 3, 4, 5]);
+        let max_negative = |ratio: f32| Mining::MaxNegative {
+            neg_pos_ratio: ratio,
+            neg_overlap: 0.5,
+        };
+        let negatives =
+            |m: &Matched, ratio: f32| mine(&mut m.clone(), &loss, max_negative(ratio), None);
+        assert_eq!(negatives(&m, 3.0), [3, 4, 5]);
+        assert_eq!(negatives(&m, 1.0), [3]);
+        assert_eq!(negatives(&m, 10.0), [1, 3, 4, 5]);
         // No positive, no negative.
         let none = Matched {
             indices: vec![None; 6],
             ..m.clone()
         };
-        assert!(mine_negatives(&none, &loss, 3.0, 0.5).is_empty());
+        assert!(negatives(&none, 3.0).is_empty());
+    }
+
+    #[test]
+    fn hard_examples_are_the_highest_losses_positives_included() {
+        let mut m = Matched {
+            indices: vec![Some(0), Some(1), None, None, None, None],
+            ignored: vec![false, false, false, false, true, false],
+            overlaps: vec![0.9, 0.8, 0.6, 0.0, 0.2, 0.3],
+        };
+        let loss = [5.0, 1.0, 9.0, 3.0, 8.0, 3.0];
+        // The four highest: 2, 4, 0, then 3 (tied with 5, the lower
+        // index). Prediction 4 is ignored: chosen, but no negative; 1
+        // was not chosen and loses its match.
+        let negatives = mine(&mut m, &loss, Mining::HardExample { sample_size: 4 }, None);
+        assert_eq!(negatives, [2, 3]);
+        assert_eq!(m.indices, [Some(0), None, None, None, None, None]);
+    }
+
+    #[test]
+    fn suppression_before_mining_drops_overlapping_and_tiny_boxes() {
+        let m = Matched {
+            indices: vec![Some(0), None, None, None, None],
+            ignored: vec![false; 5],
+            overlaps: vec![0.9, 0.0, 0.0, 0.0, 0.0],
+        };
+        let boxes = [
+            b(0.0, 0.0, 0.3, 0.3),
+            b(0.5, 0.5, 0.9, 0.9),
+            b(0.5, 0.5, 0.9, 0.85), // IoU 0.875 with 1
+            b(0.1, 0.6, 0.1, 0.9),  // no area
+            b(0.0, 0.5, 0.3, 0.9),
+        ];
+        let loss = [1.0, 7.0, 9.0, 8.0, 2.0];
+        let nms = MiningNms {
+            threshold: 0.5,
+            top_k: 10,
+        };
+        let mining = Mining::MaxNegative {
+            neg_pos_ratio: 3.0,
+            neg_overlap: 0.5,
+        };
+        // By loss: 2, 3, 1, 4; 3 has no area, 1 overlaps 2: 2 and 4.
+        assert_eq!(
+            mine(&mut m.clone(), &loss, mining, Some((nms, &boxes))),
+            [2, 4]
+        );
+        // top_k cuts the candidates before the suppression.
+        let two = MiningNms { top_k: 2, ..nms };
+        assert_eq!(
+            mine(&mut m.clone(), &loss, mining, Some((two, &boxes))),
+            [2]
+        );
     }
 }

@@ -7,7 +7,11 @@
 //! its boxes, the matched offsets regress the boxes' codes (smooth L1 or
 //! L2), and the matched priors and the hardest negatives classify
 //! (softmax or logistic), both divided by the normalizer
-//! (`loss_param`'s, VALID by default: the number of matches).
+//! (`loss_param`'s, VALID by default: the number of matches). Mining
+//! (see [`matching`]) picks the negatives (MAX_NEGATIVE) or the priors
+//! of highest loss, matched or not (HARD_EXAMPLE, online hard example
+//! mining), after a suppression of overlapping candidates where
+//! `nms_param` asks for one.
 //!
 //! Caffe runs the loss on the host (the fork's GPU side only computes
 //! the confidences for mining); here too, whatever the device: the
@@ -24,7 +28,7 @@ use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
 use crate::loss::{Normalization, loss_settings};
 use crate::normalized_box::{Code, Corners, decode, encode};
-use matching::{Matched, match_boxes, mine_negatives};
+use matching::{Matched, Mining, MiningNms, match_boxes, mine};
 
 const OP: &str = "set up MultiBoxLoss";
 const RUN: &str = "multibox loss";
@@ -57,10 +61,14 @@ struct Settings {
     use_prior_for_matching: bool,
     background: usize,
     use_difficult_gt: bool,
-    /// MAX_NEGATIVE mining (else every prior classifies: NONE).
-    mining: bool,
-    neg_pos_ratio: f32,
-    neg_overlap: f32,
+    /// Which priors classify besides the matched ones (none: every prior
+    /// classifies, NONE).
+    mining: Option<Mining>,
+    /// The suppression of overlapping candidates before mining.
+    mining_nms: Option<MiningNms>,
+    /// Whether that suppression compares the priors (else the decoded
+    /// predictions).
+    use_prior_for_nms: bool,
     code: Code,
     variance_in_target: bool,
     agnostic: bool,
@@ -91,20 +99,39 @@ impl Settings {
         let num_classes = p.uint("num_classes") as usize;
         let background = p.uint("background_label_id") as usize;
         let share_location = p.boolean("share_location");
-        let mining = match p.enum_name("mining_type") {
-            "NONE" => false,
-            "MAX_NEGATIVE" => true,
-            other => {
-                return Err(bad_param(
+        let positive = |name: &str| -> Result<f32> {
+            let v = p.float(name) as f32;
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(bad_param(
                     OP,
-                    format!(
-                        "mining_type {other} (online hard example mining) is not supported; \
-                         MAX_NEGATIVE (SSD's) and NONE are"
-                    ),
-                ));
+                    format!("{name} must be a non-negative number, not {v}"),
+                ))
             }
         };
-        if p.has("do_neg_mining") && p.boolean("do_neg_mining") != mining {
+        let mining = match p.enum_name("mining_type") {
+            "MAX_NEGATIVE" => Some(Mining::MaxNegative {
+                neg_pos_ratio: positive("neg_pos_ratio")?,
+                neg_overlap: positive("neg_overlap")?,
+            }),
+            "HARD_EXAMPLE" => {
+                let sample_size = p.int("sample_size");
+                if sample_size <= 0 {
+                    return Err(bad_param(
+                        OP,
+                        format!(
+                            "sample_size must be positive for HARD_EXAMPLE mining, not {sample_size}"
+                        ),
+                    ));
+                }
+                Some(Mining::HardExample {
+                    sample_size: sample_size as usize,
+                })
+            }
+            _ => None,
+        };
+        if p.has("do_neg_mining") && p.boolean("do_neg_mining") != mining.is_some() {
             return Err(bad_param(
                 OP,
                 format!(
@@ -115,19 +142,32 @@ impl Settings {
                 ),
             ));
         }
-        if mining && !share_location {
+        if mining.is_some() && !share_location {
             return Err(bad_param(
                 OP,
                 "Currently only support negative mining if share_location is true.",
             ));
         }
-        if mining && p.has("nms_param") {
-            return Err(bad_param(
-                OP,
-                "nms_param in multibox_loss_param (suppressing overlapping negatives before \
-                 mining) is not supported",
-            ));
-        }
+        let nms = sub_param(&p, "nms_param");
+        let threshold = nms.float("nms_threshold") as f32;
+        // The fork suppresses where nms_param is given with a positive
+        // threshold; its top_k unset reads 0, which would choose nothing.
+        let mining_nms = if mining.is_some() && p.has("nms_param") && threshold > 0.0 {
+            let top_k = nms.int("top_k");
+            if !nms.has("top_k") || top_k == 0 {
+                return Err(bad_param(
+                    OP,
+                    "nms_param before mining needs a top_k (-1 for no limit): the fork's unset \
+                     top_k is 0 and mines nothing",
+                ));
+            }
+            Some(MiningNms {
+                threshold,
+                top_k: usize::try_from(top_k).unwrap_or(usize::MAX),
+            })
+        } else {
+            None
+        };
         let conf_loss = match p.enum_name("conf_loss_type") {
             "LOGISTIC" => ConfLoss::Logistic,
             _ => ConfLoss::Softmax,
@@ -151,17 +191,6 @@ impl Settings {
                 ),
             ));
         }
-        let positive = |name: &str| -> Result<f32> {
-            let v = p.float(name) as f32;
-            if v.is_finite() && v >= 0.0 {
-                Ok(v)
-            } else {
-                Err(bad_param(
-                    OP,
-                    format!("{name} must be a non-negative number, not {v}"),
-                ))
-            }
-        };
         let down = layer.bools("propagate_down");
         let down_at = |i: usize, unset: bool| down.get(i).copied().unwrap_or(unset);
         let (normalization, ignore) = loss_settings(layer, Normalization::Valid);
@@ -181,8 +210,8 @@ impl Settings {
             background,
             use_difficult_gt: p.boolean("use_difficult_gt"),
             mining,
-            neg_pos_ratio: positive("neg_pos_ratio")?,
-            neg_overlap: positive("neg_overlap")?,
+            mining_nms,
+            use_prior_for_nms: p.boolean("use_prior_for_nms"),
             code: Code::from_param(&p, "code_type"),
             variance_in_target: p.boolean("encode_variance_in_target"),
             agnostic,
@@ -533,6 +562,62 @@ impl MultiBoxLossLayer {
         let loc_index = |i: usize, p: usize, c: usize| ((i * np + p) * lc + c) * 4;
         let scores = |i: usize, p: usize| &conf[(i * np + p) * nc..][..nc];
 
+        // A match's location loss and its gradient per offset: the
+        // fork's EncodeLocPrediction, then smooth L1 or L2.
+        let offsets = |i: usize, p: usize, g: usize, c: usize| -> Result<(f64, [f64; 4])> {
+            let target = encode(
+                s.code,
+                s.variance_in_target,
+                priors[p],
+                variances[p],
+                truths[&i][g].bbox,
+            )?;
+            let at = loc_index(i, p, c);
+            // With bp_inside, a coordinate of the matched box outside
+            // the image takes no gradient: the fork sets its prediction
+            // to its target.
+            let outside = if s.bp_inside {
+                let matched = if s.use_prior_for_matching {
+                    priors[p]
+                } else {
+                    let pred = quad(&loc[at..]);
+                    decode(s.code, s.variance_in_target, priors[p], variances[p], pred)?
+                };
+                [matched.xmin, matched.ymin, matched.xmax, matched.ymax]
+                    .map(|v| !(0.0..=1.0).contains(&v))
+            } else {
+                [false; 4]
+            };
+            let (mut loss, mut grad) = (0.0, [0.0; 4]);
+            for k in 0..4 {
+                let predicted = if outside[k] {
+                    f64::from(target[k])
+                } else {
+                    loc64[at + k]
+                };
+                let (mut a, mut b) = (predicted, f64::from(target[k]));
+                if s.variance_in_target {
+                    let v = f64::from(variances[p][k]);
+                    if v.is_nan() || v <= 0.0 {
+                        return Err(bad_param(
+                            RUN,
+                            format!(
+                                "prior {p}'s variance is {v}; it divides the offsets and must be positive"
+                            ),
+                        ));
+                    }
+                    (a, b) = (a / v, b / v);
+                }
+                let (l, d) = regress(s.loc_loss, a - b);
+                loss += l;
+                // The gradient of the divided prediction goes to the
+                // bottom as it is, as the fork copies it (not divided by
+                // the variance once more).
+                grad[k] = d;
+            }
+            Ok((loss, grad))
+        };
+
         // Matching, then mining, image by image.
         let mut all_matches: Vec<BTreeMap<i64, Matched>> = Vec::with_capacity(num);
         let mut negatives: Vec<Vec<usize>> = vec![Vec::new(); num];
@@ -541,13 +626,14 @@ impl MultiBoxLossLayer {
                 all_matches.push(BTreeMap::new());
                 continue;
             };
-            let matches = s.find_matches(ts, &priors, &variances, |p, c| {
+            let mut matches = s.find_matches(ts, &priors, &variances, |p, c| {
                 quad(&loc[loc_index(i, p, c)..])
             })?;
-            if s.mining {
+            if let Some(mining) = s.mining {
                 // Each prior's loss against its matched label, or the
-                // background.
-                let losses: Vec<f32> = (0..np)
+                // background (in float, as the fork's); hard examples
+                // add their location loss.
+                let mut losses: Vec<f32> = (0..np)
                     .map(|p| {
                         let label = matches
                             .values()
@@ -556,8 +642,28 @@ impl MultiBoxLossLayer {
                         confidence_loss(s.conf_loss, scores(i, p), label)
                     })
                     .collect();
-                for m in matches.values() {
-                    negs.extend(mine_negatives(m, &losses, s.neg_pos_ratio, s.neg_overlap));
+                if let Mining::HardExample { .. } = mining {
+                    for m in matches.values() {
+                        for (p, g) in m.indices.iter().enumerate() {
+                            if let Some(g) = *g {
+                                losses[p] += offsets(i, p, g, 0)?.0 as f32;
+                            }
+                        }
+                    }
+                }
+                let boxes = match s.mining_nms {
+                    Some(_) if s.use_prior_for_nms => priors.clone(),
+                    Some(_) => (0..np)
+                        .map(|p| {
+                            let pred = quad(&loc[loc_index(i, p, 0)..]);
+                            decode(s.code, s.variance_in_target, priors[p], variances[p], pred)
+                        })
+                        .collect::<Result<_>>()?,
+                    None => Vec::new(),
+                };
+                for m in matches.values_mut() {
+                    let nms = s.mining_nms.map(|nms| (nms, &boxes[..]));
+                    negs.extend(mine(m, &losses, mining, nms));
                 }
             }
             all_matches.push(matches);
@@ -576,56 +682,9 @@ impl MultiBoxLossLayer {
                 let c = if s.share_location { 0 } else { label as usize };
                 for (p, g) in m.indices.iter().enumerate() {
                     let Some(g) = *g else { continue };
-                    let target = encode(
-                        s.code,
-                        s.variance_in_target,
-                        priors[p],
-                        variances[p],
-                        truths[&i][g].bbox,
-                    )?;
+                    let (l, grad) = offsets(i, p, g, c)?;
+                    loc_loss += l;
                     let at = loc_index(i, p, c);
-                    // With bp_inside, a coordinate of the matched box
-                    // outside the image takes no gradient: the fork sets
-                    // its prediction to its target.
-                    let outside = if s.bp_inside {
-                        let matched = if s.use_prior_for_matching {
-                            priors[p]
-                        } else {
-                            let pred = quad(&loc[at..]);
-                            decode(s.code, s.variance_in_target, priors[p], variances[p], pred)?
-                        };
-                        [matched.xmin, matched.ymin, matched.xmax, matched.ymax]
-                            .map(|v| !(0.0..=1.0).contains(&v))
-                    } else {
-                        [false; 4]
-                    };
-                    let mut grad = [0.0; 4];
-                    for k in 0..4 {
-                        let predicted = if outside[k] {
-                            f64::from(target[k])
-                        } else {
-                            loc64[at + k]
-                        };
-                        let (mut a, mut b) = (predicted, f64::from(target[k]));
-                        if s.variance_in_target {
-                            let v = f64::from(variances[p][k]);
-                            if v.is_nan() || v <= 0.0 {
-                                return Err(bad_param(
-                                    RUN,
-                                    format!(
-                                        "prior {p}'s variance is {v}; it divides the offsets and must be positive"
-                                    ),
-                                ));
-                            }
-                            (a, b) = (a / v, b / v);
-                        }
-                        let (l, d) = regress(s.loc_loss, a - b);
-                        loc_loss += l;
-                        // The gradient of the divided prediction goes to
-                        // the bottom as it is, as the fork copies it
-                        // (not divided by the variance once more).
-                        grad[k] = d;
-                    }
                     loc_grad.push((at, grad));
                 }
             }
@@ -656,7 +715,7 @@ impl MultiBoxLossLayer {
             conf_grad.push((at, g));
         };
         for (i, matches) in all_matches.iter().enumerate() {
-            if s.mining {
+            if s.mining.is_some() {
                 for m in matches.values() {
                     for (p, g) in m.indices.iter().enumerate() {
                         if let Some(g) = *g {
