@@ -9,7 +9,8 @@
 # Datum records (raw, JPEG, PNG) through decoding and transform_param;
 # then AnnotatedData's records through the layer; then convert_annoset's
 # VOC XML files; then WindowData's
-# window files and DenseImageData's pair lists. Each corpus also
+# window files and DenseImageData's pair lists; then the SSD test set's
+# name-size files and label maps. Each corpus also
 # holds fuzz/seeds' files that once found a fault. Usage: fuzz/run.sh [seconds per target] (600).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -93,3 +94,12 @@ pairs=corpus/dense_pairs
 mkdir -p "$pairs"
 cp seeds/dense_pairs.bin "$pairs/"
 cargo +nightly fuzz run dense_pairs "$pairs" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
+
+# The SSD fork's test-set files (its first byte: a name_size_file or a
+# label map) as DetectionOutput's save_output_param and DetectionEvaluate
+# read them.
+detection=corpus/detection_files
+mkdir -p "$detection"
+printf '\000img1 100 200\nimg2 50 50\n' > "$detection/sizes"
+{ printf '\001'; cat ../tests/fixtures/nets/mobilenet_ssd/dataset/labelmap.prototxt; } > "$detection/labels"
+cargo +nightly fuzz run detection_files "$detection" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1

@@ -478,6 +478,20 @@ fn detection_output_saves_a_test_sets_detections_in_each_images_pixels() {
         let err = saving_net(&dir, &save).err().unwrap().to_string();
         assert!(err.contains(says), "{save}: {err}");
     }
+    let escaping = dir.join("escaping.prototxt");
+    std::fs::write(
+        &escaping,
+        "item { name: 'background' label: 0 } item { name: '../cat' label: 1 } item { name: 'dog' label: 2 }",
+    )
+    .unwrap();
+    let err = saving_net(
+        &dir,
+        &voc.replace("LABELS", &escaping.display().to_string()),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(err.contains("cannot name a result file"), "{err}");
     let short = dir.join("short.prototxt");
     std::fs::write(&short, "item { name: 'cat' label: 1 }").unwrap();
     let err = saving_net(&dir, &voc.replace("LABELS", &short.display().to_string()))

@@ -101,6 +101,16 @@ impl SaveOutput {
             let name = all_names
                 .get(&class)
                 .ok_or_else(|| read(format!("class {class} has no name")))?;
+            // VOC's files are named after the classes: a name must not
+            // lead the file out of the output directory.
+            if format == Format::Voc
+                && (name.is_empty() || name.contains(['/', '\\', '\0']) || name == "..")
+            {
+                return Err(read(format!(
+                    "class {class}'s name {:?} cannot name a result file",
+                    blob_proto::excerpt(name)
+                )));
+            }
             names.insert(class, name.clone());
         }
         let images = read_name_sizes(required("name_size_file")?, OP)?;
