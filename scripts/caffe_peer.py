@@ -21,6 +21,13 @@ Then the deploy net alone: `caffe time` against `blobflow time` on
 models/lenet/lenet.prototxt with its trained weights, batch 64, inputs
 all zeros (as `caffe time` feeds them), the average forward pass of 200.
 
+Then MobileNet's training pass: MobileNet-SSD's own train prototxt cut
+to its body (conv0..conv13, BatchNorm, Scale, ReLU, depthwise layers as
+`group`) with a 20-way classifier, batch 8 at 300 x 300, timed forward
+and backward by `caffe time -phase TRAIN` against `blobflow time --phase
+train` (5 passes, zeros in, fillers' weights): what training a
+MobileNet spends, without the data. `--only lenet|mobilenet` runs one.
+
 Threads: for 1, both are pinned to one core (Caffe's data prefetch
 thread shares it, as blobflow's input copy does) with
 OPENBLAS_NUM_THREADS / RAYON_NUM_THREADS 1; for 2, unpinned with both set
@@ -40,7 +47,7 @@ Caffe's OpenCV code (`convert_imageset`, `ImageData`, `WindowData`) on
 Debian's OpenCV 4 (libopencv-dev);
 the fixtures that real Caffe's image tools wrote were made with it.
 
-Run: python3 scripts/caffe_peer.py [--rounds R] [--threads 1,2]
+Run: python3 scripts/caffe_peer.py [--rounds R] [--threads 1,2] [--only lenet|mobilenet]
      python3 scripts/caffe_peer.py --build-only [--opencv]
 """
 import argparse
@@ -90,6 +97,8 @@ COMMON_FLAGS += -include opencv2/imgproc/imgproc_c.h -include opencv2/imgcodecs/
 COMMON_FLAGS += -include opencv2/videoio/legacy/constants_c.h
 """
 FIRST, LAST, DISPLAY = 100, 1000, 100
+# MobileNet's training pass: its batch (at 300 x 300).
+MOBILENET_BATCH = 8
 ITERS = LAST + DISPLAY
 SOLVER = f"""net: "lenet_train_test.prototxt"
 test_iter: 20
@@ -235,16 +244,51 @@ def blobflow_rate(binary, out_dir, threads):
     return 64 * (LAST - FIRST) / (stamps[LAST] - stamps[FIRST])
 
 
-def forward_ms(cmd, env, threads):
-    """`Average Forward pass: X ms` of a `caffe time` or `blobflow time` run."""
+def average_ms(cmd, env, threads, what="Forward pass"):
+    """`Average <what>: X ms` of a `caffe time` or `blobflow time` run."""
     out = subprocess.run(cmd, env=env, capture_output=True, text=True,
                          preexec_fn=pinned(threads))
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{(out.stderr or out.stdout)[-2000:]}")
-    m = re.search(r"Average Forward pass: ([0-9.]+) ms", out.stdout + out.stderr)
+    m = re.search(rf"Average {what}: ([0-9.]+) ms", out.stdout + out.stderr)
     if not m:
-        raise SystemExit(f"{' '.join(cmd)} printed no average forward pass")
+        raise SystemExit(f"{' '.join(cmd)} printed no average {what}")
     return float(m.group(1))
+
+
+def mobilenet_train_net(run_dir):
+    """MobileNet-SSD's own training body (conv0 to conv13, each convolution
+    with its BatchNorm, Scale and ReLU; depthwise layers as `group`), taken
+    from its train prototxt, ending in a global average pool, a 20-way
+    InnerProduct and SoftmaxWithLoss, fed by inputs of batch MOBILENET_BATCH
+    at 300 x 300: what both `time -phase TRAIN`s can run (BVLC Caffe has no
+    SSD layers)."""
+    src = open(os.path.join(ROOT, "tests", "fixtures", "nets", "mobilenet_ssd",
+                            "MobileNetSSD_train.prototxt")).read()
+    blocks, depth, current = [], 0, []
+    for line in src.splitlines():
+        if depth == 0 and not line.startswith("layer {"):
+            continue
+        current.append(line)
+        depth += line.count("{") - line.count("}")
+        if depth == 0:
+            blocks.append("\n".join(current))
+            current = []
+    names = [re.search(r'name: "([^"]+)"', b).group(1) for b in blocks]
+    body = blocks[names.index("conv0"):names.index("conv13/relu") + 1]
+    net = os.path.join(run_dir, "mobilenet_train_body.prototxt")
+    with open(net, "w") as f:
+        f.write(f'name: "MobileNet-train-body"\n'
+                f'input: "data" input_shape {{ dim: {MOBILENET_BATCH} dim: 3 dim: 300 dim: 300 }}\n'
+                f'input: "label" input_shape {{ dim: {MOBILENET_BATCH} }}\n')
+        f.write("\n".join(body))
+        f.write('\nlayer { name: "pool" type: "Pooling" bottom: "conv13" top: "pool" '
+                'pooling_param { pool: AVE global_pooling: true } }\n'
+                'layer { name: "fc" type: "InnerProduct" bottom: "pool" top: "fc" '
+                'inner_product_param { num_output: 20 weight_filler { type: "xavier" } } }\n'
+                'layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "label" '
+                'top: "loss" }\n')
+    return net
 
 
 def compare(title, threads, rounds, caffe, *ours):
@@ -260,13 +304,15 @@ def compare(title, threads, rounds, caffe, *ours):
             for runs, (_, rate) in zip(mine, ours):
                 runs.append(rate(t))
         c = statistics.median(theirs)
+        # Tenths where the rates are small (a MobileNet's images/s).
+        d = 1 if c < 100 else 0
         cells = []
         for runs in mine:
             b = statistics.median(runs)
-            cells.append(f"{b:>10.0f} ({b / c:>4.2f}x)")
-        spread = ", ".join(f"{name} {min(r):.0f}-{max(r):.0f}" for (name, _), r in zip(ours, mine))
-        print(f"{t:>7} {c:>10.0f} " + " ".join(f"{cell:>24}" for cell in cells)
-              + f"   (Caffe {min(theirs):.0f}-{max(theirs):.0f}, {spread})", flush=True)
+            cells.append(f"{b:>10.{d}f} ({b / c:>4.2f}x)")
+        spread = ", ".join(f"{name} {min(r):.{d}f}-{max(r):.{d}f}" for (name, _), r in zip(ours, mine))
+        print(f"{t:>7} {c:>10.{d}f} " + " ".join(f"{cell:>24}" for cell in cells)
+              + f"   (Caffe {min(theirs):.{d}f}-{max(theirs):.{d}f}, {spread})", flush=True)
 
 
 def main():
@@ -277,6 +323,8 @@ def main():
                     help="build Caffe and print the folder of its tools")
     ap.add_argument("--opencv", action="store_true",
                     help="with --build-only: the build with Caffe's OpenCV image tools")
+    ap.add_argument("--only", choices=["lenet", "mobilenet"],
+                    help="one comparison: LeNet's (training and deploy) or MobileNet's training pass")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",") if t]
     if args.build_only:
@@ -298,6 +346,40 @@ def main():
     blobflow = os.path.join(target, "release", "blobflow")
     print(f"Caffe: {PACKAGE} (BVLC master 9b89154), CPU only, Debian's OpenBLAS; "
           f"medians of {args.rounds} alternating round(s)")
+    if args.only != "mobilenet":
+        compare_lenet(args, threads, run_dir, ours, blobflow)
+    if args.only != "lenet":
+        compare_mobilenet(args, threads, run_dir, blobflow)
+    return 0
+
+
+def compare_mobilenet(args, threads, run_dir, blobflow):
+    """MobileNet's training pass, forward and backward, as each side's
+    `time -phase TRAIN` times it (zeros in, fillers' weights)."""
+    net = mobilenet_train_net(run_dir)
+    caffe_time = [CAFFE, "time", "-model", net, "-phase", "TRAIN", "-iterations", "5"]
+    ours_time = [blobflow, "time", net, "--phase", "train", "--iterations", "5"]
+
+    def caffe_pass(t):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(t), GLOG_logtostderr="1")
+        return MOBILENET_BATCH / average_ms(caffe_time, env, t, "Forward-Backward") * 1000
+
+    def blobflow_pass(t):
+        env = dict(os.environ, RAYON_NUM_THREADS=str(t))
+        return MOBILENET_BATCH / average_ms(ours_time, env, t, "Forward-Backward") * 1000
+
+    isa = subprocess.run([blobflow, "time", net, "--phase", "train", "--iterations", "1"],
+                         capture_output=True, text=True).stdout
+    path = re.search(r"^cpu: .*$", isa, re.M)
+    compare(f"MobileNet's training pass (MobileNet-SSD's conv0..conv13 with BatchNorm and Scale, "
+            f"a 20-way classifier), batch {MOBILENET_BATCH} at 300x300, forward + backward, "
+            f"images/s (caffe time -phase TRAIN / blobflow time --phase train, 5 passes; "
+            f"blobflow's {path.group(0) if path else 'cpu: ?'})", threads, args.rounds,
+            caffe_pass, ("blobflow time", blobflow_pass))
+
+
+def compare_lenet(args, threads, run_dir, ours, blobflow):
+    """LeNet's training and its deploy net's forward pass."""
     compare(f"LeNet training, batch 64, digits 0..8000, images/s over iterations {FIRST}..{LAST} "
             "(forward + backward + update, data included): caffe train and blobflow train on "
             "the same solver and LMDB; train_lenet fed from memory", threads, args.rounds,
@@ -314,15 +396,14 @@ def main():
 
     def caffe_forward(t):
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(t), GLOG_logtostderr="1")
-        return 64 / forward_ms(caffe_time, env, t) * 1000
+        return 64 / average_ms(caffe_time, env, t) * 1000
 
     def blobflow_forward(t):
-        return 64 / forward_ms(ours_time, dict(os.environ, RAYON_NUM_THREADS=str(t)), t) * 1000
+        return 64 / average_ms(ours_time, dict(os.environ, RAYON_NUM_THREADS=str(t)), t) * 1000
 
     compare("LeNet's deploy net alone (lenet.prototxt), forward, batch 64, zeros in, images/s "
             "(caffe time / blobflow time, 200 passes)", threads, args.rounds,
             caffe_forward, ("blobflow time", blobflow_forward))
-    return 0
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ use blob_kernels::cpu;
 use blob_runtime::MathElement;
 
 use super::cpu::{ConvGeometry, ConvGradients};
+use crate::f32_view::{as_f32, as_f32_mut};
 use crate::planes::lane_sum;
 
 /// The output columns `lo..hi` whose tap at kernel offset `k` (times the
@@ -78,9 +79,11 @@ pub(crate) fn backward<T: MathElement>(
         .zip(tap_parts)
         .zip(bias_parts)
         .enumerate();
-    cpu::on_cores(items, |(part, ((mut dx, tap_sums), bias_sums))| {
+    cpu::on_cores(items, |(part, ((mut dx, tap_gradient_sums), bias_sums))| {
         let mut phased = Phased::new(g);
         let width = phased.width;
+        let unit_stride = g.stride == [1, 1];
+        let (mut padded_x, mut padded_dy) = (Margined::for_input(g), Margined::for_output(g));
         cpu::vectorized(
             #[inline(always)]
             || {
@@ -92,20 +95,30 @@ pub(crate) fn backward<T: MathElement>(
                     if let Some(sum) = bias_sums.get_mut(at) {
                         *sum = lane_sum(dyp, None, |v, _| v.to_f64());
                     }
-                    if let Some(sums) = tap_sums.get_mut(at * taps..(at + 1) * taps) {
+                    if let Some(sums) = tap_gradient_sums.get_mut(at * taps..(at + 1) * taps) {
                         let xp = &x[i * plane_in..][..plane_in];
-                        let xs = phased.split(xp);
-                        tap_gradients(g, width, xs, dyp, sums);
+                        if unit_stride {
+                            padded_x.fill(xp, g.w);
+                            unit_tap_gradients(g, &padded_x, dyp, sums);
+                        } else {
+                            let xs = phased.split(xp);
+                            tap_gradients(g, width, xs, dyp, sums);
+                        }
                     }
                     if let Some(dx) = dx.as_deref_mut() {
                         let dxp = &mut dx[at * plane_in..][..plane_in];
                         let w = &weight[c * taps..][..taps];
-                        match phased.buffer() {
-                            Some(buffer) => {
-                                input_gradient(g, width, w, dyp, buffer);
-                                phased.merge(dxp);
+                        if unit_stride {
+                            padded_dy.fill(dyp, g.ow);
+                            unit_input_gradient(g, w, &padded_dy, dxp);
+                        } else {
+                            match phased.buffer() {
+                                Some(buffer) => {
+                                    input_gradient(g, width, w, dyp, buffer);
+                                    phased.merge(dxp);
+                                }
+                                None => input_gradient(g, g.w, w, dyp, dxp),
                             }
-                            None => input_gradient(g, g.w, w, dyp, dxp),
                         }
                     }
                 }
@@ -123,6 +136,152 @@ pub(crate) fn backward<T: MathElement>(
     if let Some(db) = db_out {
         for (i, &s) in bias_sums.iter().enumerate() {
             db[i % channels] += T::from_f64(s);
+        }
+    }
+}
+
+/// Values a strip of the unit-stride input gradient holds in registers.
+const STRIP: usize = 16;
+
+/// A plane inside zero margins (written once: each plane overwrites the
+/// same interior), so that every tap of a unit-stride layer reads whole
+/// rows without bounds.
+struct Margined<T> {
+    values: Vec<T>,
+    /// Values per row, margins included.
+    width: usize,
+    top: usize,
+    left: usize,
+}
+
+impl<T: MathElement> Margined<T> {
+    /// The input plane with the padding around it: tap (ki, kj) of
+    /// output (r, q) reads row r + ki dh, column q + kj dw.
+    fn for_input(g: &ConvGeometry) -> Self {
+        let width = g.w + 2 * g.pad[1];
+        Self::new(g.h + 2 * g.pad[0], width, g.pad[0], g.pad[1])
+    }
+
+    /// The output gradient with the taps' reach around it: input (iy,
+    /// ix)'s tap (ki, kj) reads row iy + ph + (kh - 1) dh - ki dh,
+    /// column ix + pw + (kw - 1) dw - kj dw, and a strip reads past the
+    /// row's end.
+    fn for_output(g: &ConvGeometry) -> Self {
+        let (top, left) = (
+            (g.kernel[0] - 1) * g.dilation[0],
+            (g.kernel[1] - 1) * g.dilation[1],
+        );
+        let width = g.ow + 2 * left + STRIP;
+        Self::new(g.oh + 2 * top, width, top, left)
+    }
+
+    fn new(rows: usize, width: usize, top: usize, left: usize) -> Self {
+        Self {
+            values: vec![T::ZERO; rows * width],
+            width,
+            top,
+            left,
+        }
+    }
+
+    /// Copies `plane` (rows of `columns` values) into the interior.
+    #[inline(always)]
+    fn fill(&mut self, plane: &[T], columns: usize) {
+        for (r, row) in plane.chunks_exact(columns.max(1)).enumerate() {
+            self.values[(self.top + r) * self.width + self.left..][..columns].copy_from_slice(row);
+        }
+    }
+
+    /// Row `r` of the margined plane from column `column` on.
+    #[inline(always)]
+    fn at(&self, r: usize, column: usize) -> &[T] {
+        &self.values[r * self.width + column..]
+    }
+}
+
+/// `sum of a[i] * b[i]` of a row: sixteen partial sums in the element
+/// type (a row is short), added up in f64.
+#[inline(always)]
+fn row_dot<T: MathElement>(a: &[T], b: &[T]) -> f64 {
+    const LANES: usize = 16;
+    let b = &b[..a.len()];
+    let mut acc = [T::ZERO; LANES];
+    let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f64 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(&x, &y)| (x * y).to_f64())
+        .sum();
+    for (x, y) in ac.zip(bc) {
+        for l in 0..LANES {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    acc.iter().map(|v| v.to_f64()).sum::<f64>() + tail
+}
+
+/// [`tap_gradients`] at unit stride, from the margined input: each
+/// output row's dot with each tap's input row, the padding read as
+/// zeros.
+#[inline(always)]
+fn unit_tap_gradients<T: MathElement>(
+    g: &ConvGeometry,
+    x: &Margined<T>,
+    dyp: &[T],
+    sums: &mut [f64],
+) {
+    let ([kh, kw], [dh, dw]) = (g.kernel, g.dilation);
+    sums.fill(0.0);
+    for (r, dyr) in dyp.chunks_exact(g.ow.max(1)).enumerate() {
+        for ki in 0..kh {
+            for kj in 0..kw {
+                sums[ki * kw + kj] += row_dot(dyr, x.at(r + ki * dh, kj * dw));
+            }
+        }
+    }
+}
+
+/// [`input_gradient`] at unit stride, from the margined output gradient:
+/// each strip of an input row sums its taps' products in registers, in
+/// tap order (the same additions as col2im's, and a zero's product
+/// where a tap reads outside the output).
+#[inline(always)]
+fn unit_input_gradient<T: MathElement>(g: &ConvGeometry, w: &[T], dy: &Margined<T>, dxp: &mut [T]) {
+    let ([kh, kw], [dh, dw], [ph, pw]) = (g.kernel, g.dilation, g.pad);
+    // The forward pass's register kernel, reading the taps where the
+    // input gradient finds them, in the same order (with a bias of 0).
+    if let (Some(input), Some(weights), Some(out)) =
+        (as_f32(&dy.values), as_f32(w), as_f32_mut(&mut *dxp))
+    {
+        let offsets: Vec<usize> = (0..kh)
+            .flat_map(|ki| (0..kw).map(move |kj| (ki, kj)))
+            .map(|(ki, kj)| (ph + dy.top - ki * dh) * dy.width + pw + dy.left - kj * dw)
+            .collect();
+        let taps = cpu::DepthwiseTaps {
+            offsets: &offsets,
+            row_step: dy.width,
+            rows: g.h,
+            columns: g.w,
+        };
+        if cpu::depthwise_plane(input, taps, weights, 0.0, out) {
+            return;
+        }
+    }
+    for (iy, row) in dxp.chunks_exact_mut(g.w.max(1)).enumerate() {
+        for (ix, out) in (0..g.w).step_by(STRIP).zip(row.chunks_mut(STRIP)) {
+            let mut acc = [T::ZERO; STRIP];
+            for ki in 0..kh {
+                let r = iy + ph + dy.top - ki * dh;
+                for kj in 0..kw {
+                    let wv = w[ki * kw + kj];
+                    let src = &dy.at(r, ix + pw + dy.left - kj * dw)[..STRIP];
+                    for l in 0..STRIP {
+                        acc[l] += wv * src[l];
+                    }
+                }
+            }
+            out.copy_from_slice(&acc[..out.len()]);
         }
     }
 }
