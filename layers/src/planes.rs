@@ -108,6 +108,16 @@ pub(crate) fn sum_planes<T: MathElement, P: Copy>(
     sums
 }
 
+/// Per channel, the sum of its planes' sums (planes in `(n, c)` order,
+/// `channels` a cycle), added in plane order.
+pub(crate) fn per_channel(planes: &[f64], channels: usize) -> Vec<f64> {
+    let mut out = vec![0.0; channels];
+    for (p, v) in planes.iter().enumerate() {
+        out[p % channels.max(1)] += v;
+    }
+    out
+}
+
 /// `sum of term(a[i], b[i])` in f64 (`b[i]` zero where `None`), in eight
 /// interleaved partial sums (a chain of dependent adds would wait on
 /// each one), added in order at the end. Inline it into a

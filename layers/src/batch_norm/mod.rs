@@ -12,7 +12,7 @@ use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, is_train, sub_param};
 use crate::layer::{Result, in_place};
-use crate::planes::{map_planes, sum_planes, zip_map_planes};
+use crate::planes::{map_planes, per_channel, sum_planes, zip_map_planes};
 
 /// Caffe `BatchNorm`, in place or not.
 #[cfg(feature = "cuda")]
@@ -95,16 +95,6 @@ impl<T: MathElement> BatchNormLayer<T> {
         }
         Ok((n, c, x.shape()[2..].iter().product()))
     }
-}
-
-/// Per channel, the sums of per-plane sums (planes of `(n, c)` in
-/// order).
-fn per_channel(planes: &[f64], c: usize) -> Vec<f64> {
-    let mut out = vec![0.0; c];
-    for (p, v) in planes.iter().enumerate() {
-        out[p % c.max(1)] += v;
-    }
-    out
 }
 
 /// Per channel, the mean and (biased) variance of `x`, `(n, c, spatial)`,

@@ -12,7 +12,7 @@ use blob_runtime::{Blob, MathElement};
 
 use crate::dyn_layer::{Arity, DynLayer, TopShape, axis_of, bad_param, sub_param};
 use crate::layer::{Result, in_place};
-use crate::planes::{map_planes, sum_planes};
+use crate::planes::{map_planes, per_channel, sum_planes};
 
 #[cfg(feature = "cuda")]
 pub(crate) use cuda::SCALE;
@@ -116,12 +116,10 @@ fn sum_per_d<T: MathElement>(
     sp: Span,
     term: impl Fn(T, T) -> f64 + Sync,
 ) -> Vec<f64> {
-    let planes = sum_planes(a, b, sp.inner, |_| (), |x, y, ()| term(x, y));
-    let mut out = vec![0.0; sp.dim];
-    for (p, v) in planes.iter().enumerate() {
-        out[p % sp.dim.max(1)] += v;
-    }
-    out
+    per_channel(
+        &sum_planes(a, b, sp.inner, |_| (), |x, y, ()| term(x, y)),
+        sp.dim,
+    )
 }
 
 /// `out[o, d, i] = op(src[o, d, i], f[d])`, in place over `out` where
