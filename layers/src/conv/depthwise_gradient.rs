@@ -86,6 +86,7 @@ pub(crate) fn backward<T: MathElement>(
         let width = phased.width;
         let unit_stride = g.stride == [1, 1];
         let (mut padded_x, mut padded_dy) = (Margined::for_input(g), Margined::for_output(g));
+        let dy_taps = reversed_taps(g, &padded_dy);
         cpu::vectorized(
             #[inline(always)]
             || {
@@ -112,7 +113,7 @@ pub(crate) fn backward<T: MathElement>(
                         let w = &weight[c * taps..][..taps];
                         if unit_stride {
                             padded_dy.fill(dyp, g.ow);
-                            unit_input_gradient(g, w, &padded_dy, dxp);
+                            unit_input_gradient(g, w, &padded_dy, &dy_taps, dxp);
                         } else {
                             match phased.buffer() {
                                 Some(buffer) => {
@@ -244,43 +245,50 @@ fn unit_tap_gradients<T: MathElement>(
     }
 }
 
-/// [`input_gradient`] at unit stride, from the margined output gradient:
-/// each strip of an input row sums its taps' products in registers, in
-/// tap order (the same additions as col2im's, and a zero's product
-/// where a tap reads outside the output).
-#[inline(always)]
-fn unit_input_gradient<T: MathElement>(g: &ConvGeometry, w: &[T], dy: &Margined<T>, dxp: &mut [T]) {
+/// Where input (0, 0)'s taps read the margined output gradient (see
+/// [`Margined::for_output`]), in tap order; input (iy, ix) reads them
+/// `iy` rows and `ix` columns on.
+fn reversed_taps<T>(g: &ConvGeometry, dy: &Margined<T>) -> Vec<usize> {
     let ([kh, kw], [dh, dw], [ph, pw]) = (g.kernel, g.dilation, g.pad);
-    // The forward pass's register kernel, reading the taps where the
-    // input gradient finds them, in the same order (with a bias of 0).
+    (0..kh)
+        .flat_map(|ki| (0..kw).map(move |kj| (ki, kj)))
+        .map(|(ki, kj)| (ph + dy.top - ki * dh) * dy.width + pw + dy.left - kj * dw)
+        .collect()
+}
+
+/// [`input_gradient`] at unit stride, from the margined output gradient
+/// read at `taps` ([`reversed_taps`]): each strip of an input row sums
+/// its taps' products in registers, in tap order (the same additions as
+/// col2im's, and a zero's product where a tap reads outside the output),
+/// through the forward pass's register kernel where it runs.
+#[inline(always)]
+fn unit_input_gradient<T: MathElement>(
+    g: &ConvGeometry,
+    w: &[T],
+    dy: &Margined<T>,
+    taps: &[usize],
+    dxp: &mut [T],
+) {
     if let (Some(input), Some(weights), Some(out)) =
         (as_f32(&dy.values), as_f32(w), as_f32_mut(&mut *dxp))
     {
-        let offsets: Vec<usize> = (0..kh)
-            .flat_map(|ki| (0..kw).map(move |kj| (ki, kj)))
-            .map(|(ki, kj)| (ph + dy.top - ki * dh) * dy.width + pw + dy.left - kj * dw)
-            .collect();
-        let taps = cpu::DepthwiseTaps {
-            offsets: &offsets,
+        let plane = cpu::DepthwiseTaps {
+            offsets: taps,
             row_step: dy.width,
             rows: g.h,
             columns: g.w,
         };
-        if cpu::depthwise_plane(input, taps, weights, 0.0, out) {
+        if cpu::depthwise_plane(input, plane, weights, 0.0, out) {
             return;
         }
     }
     for (iy, row) in dxp.chunks_exact_mut(g.w.max(1)).enumerate() {
         for (ix, out) in (0..g.w).step_by(STRIP).zip(row.chunks_mut(STRIP)) {
             let mut acc = [T::ZERO; STRIP];
-            for ki in 0..kh {
-                let r = iy + ph + dy.top - ki * dh;
-                for kj in 0..kw {
-                    let wv = w[ki * kw + kj];
-                    let src = &dy.at(r, ix + pw + dy.left - kj * dw)[..STRIP];
-                    for l in 0..STRIP {
-                        acc[l] += wv * src[l];
-                    }
+            for (&at, &wv) in taps.iter().zip(w) {
+                let src = &dy.values[at + iy * dy.width + ix..][..STRIP];
+                for l in 0..STRIP {
+                    acc[l] += wv * src[l];
                 }
             }
             out.copy_from_slice(&acc[..out.len()]);
@@ -435,6 +443,7 @@ fn input_gradient<T: MathElement>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::geometry;
     use super::*;
 
     /// The gradients as their definitions, each value's products in tap
@@ -490,21 +499,8 @@ mod tests {
             (300, 40, [3, 3], [2, 2], [1, 1], [1, 1], 2),
         ] {
             let channels = 5;
-            let oh = (h + 2 * pad[0] - (dilation[0] * (k[0] - 1) + 1)) / stride[0] + 1;
-            let ow = (w + 2 * pad[1] - (dilation[1] * (k[1] - 1) + 1)) / stride[1] + 1;
-            let g = ConvGeometry {
-                batch,
-                channels_in: channels,
-                channels_out: channels,
-                h,
-                w,
-                oh,
-                ow,
-                kernel: k,
-                stride,
-                pad,
-                dilation,
-            };
+            let g = geometry((channels, (h, w), k, channels, batch, stride, pad, dilation));
+            let (oh, ow) = (g.oh, g.ow);
             let value = |i: usize, m: usize| ((i * 7919 % m) as f32 - m as f32 / 2.0) / m as f32;
             let x: Vec<f32> = (0..batch * channels * h * w)
                 .map(|i| value(i, 101))
