@@ -324,6 +324,10 @@ fn describe_text(path: &Path) -> Result<Value, BlobError> {
             json!({ "gamma": num(*gamma), "stepvalue": stepvalues })
         }
         LrPolicy::Poly { power, max_iter } => json!({ "power": num(*power), "max_iter": max_iter }),
+        LrPolicy::MultiFixed { stages } => json!({
+            "stageiter": stages.iter().map(|s| s.0).collect::<Vec<_>>(),
+            "stagelr": stages.iter().map(|s| num(s.1)).collect::<Vec<_>>(),
+        }),
     };
     let rule = match s.solver_type {
         SolverType::Sgd | SolverType::Nesterov => json!({}),

@@ -703,3 +703,35 @@ fn solver_files_read_inf_and_suffixed_floats() {
         .unwrap();
     assert!(e.to_string().contains("must be a number, not in"), "{e}");
 }
+
+#[test]
+fn multifixed_takes_each_stages_rate_as_the_yolo_fork_does() {
+    use blob_layers::solver::SolverFile;
+    // MobileNet-YOLO's solver: a warm-up over the first stages.
+    let text = "base_lr: 0.005 lr_policy: \"multifixed\" stagelr: 0.001 stagelr: 0.01 \
+                stagelr: 0.1 stageiter: 2 stageiter: 4 stageiter: 5";
+    let mut solver = SolverFile::<f32>::parse(text).unwrap().solver;
+    assert_eq!(
+        solver.lr_policy,
+        LrPolicy::MultiFixed {
+            stages: vec![(2, 0.001), (4, 0.01), (5, 0.1)]
+        }
+    );
+    // Iteration 2 is still in the first stage (`iter <= stageiter`);
+    // past the last stage the last rate holds.
+    let want = [0.001, 0.001, 0.001, 0.01, 0.01, 0.1, 0.1, 0.1];
+    assert_eq!(rates(&mut solver, want.len()), want);
+
+    let unpaired = SolverFile::<f32>::parse(
+        "base_lr: 0.005 lr_policy: \"multifixed\" stagelr: 0.001 stageiter: 2 stageiter: 4",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        unpaired.contains("line 1") && unpaired.contains("2 stageiter and 1 stagelr"),
+        "{unpaired}"
+    );
+    let none = SgdSolver::<f32>::new(0.1, LrPolicy::MultiFixed { stages: vec![] });
+    let e = none.learning_rate().unwrap_err().to_string();
+    assert!(e.contains("at least one stagelr"), "{e}");
+}

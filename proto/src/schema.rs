@@ -336,6 +336,8 @@ messages! {
         def("snapshot_after_train", 28, Bool, B(true)),
         def("solver_type", 30, en(&SOLVER_TYPE), I(0)),
         def("layer_wise_reduce", 41, Bool, B(true)), rep("weights", 42, Str),
+        // The YOLO fork's (eric612/MobileNet-YOLO) `multifixed` stages.
+        rep("stagelr", 50, Float), rep("stageiter", 51, Int32),
     ]
     /// `NetState`.
     NET_STATE "NetState" [

@@ -67,6 +67,15 @@ pub enum LrPolicy {
         /// `stepsize`, at least 1.
         stepsize: usize,
     },
+    /// `multifixed` (the YOLO fork eric612/MobileNet-YOLO's policy):
+    /// `rate = stagelr[s]` for the first stage `s` whose `stageiter` is
+    /// at least `iter`, the last stage's rate past them all; `base_lr`
+    /// is not read. Its solvers warm up this way (1e-6, 1e-5, ... over
+    /// the first few hundred iterations).
+    MultiFixed {
+        /// `(stageiter, stagelr)` pairs, at least one, in the order given.
+        stages: Vec<(usize, f32)>,
+    },
 }
 
 const OP: &str = "learning rate";
@@ -90,6 +99,7 @@ impl LrPolicy {
             Self::MultiStep { .. } => "multistep",
             Self::Poly { .. } => "poly",
             Self::Sigmoid { .. } => "sigmoid",
+            Self::MultiFixed { .. } => "multifixed",
         }
     }
 
@@ -106,7 +116,7 @@ impl LrPolicy {
             | Self::Inv { gamma, .. }
             | Self::MultiStep { gamma, .. }
             | Self::Sigmoid { gamma, .. } => Some(*gamma),
-            Self::Poly { .. } => None,
+            Self::Poly { .. } | Self::MultiFixed { .. } => None,
         };
         if let Some(gamma) = gamma
             && !(gamma >= 0.0 && gamma.is_finite())
@@ -141,6 +151,15 @@ impl LrPolicy {
                     None => Ok(()),
                 }
             }
+            Self::MultiFixed { stages } if stages.is_empty() => Err(invalid(
+                "lr_policy multifixed needs at least one stagelr and stageiter".into(),
+            )),
+            Self::MultiFixed { stages } => match stages.iter().find(|(_, lr)| !lr.is_finite()) {
+                Some((_, lr)) => Err(invalid(format!(
+                    "lr_policy multifixed needs finite stagelr values, got {lr}"
+                ))),
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }
@@ -184,6 +203,13 @@ impl LrPolicy {
             Self::Sigmoid { gamma, stepsize } => {
                 let shifted = iter_t - T::from_f64(stepsize as f64);
                 dtype(base_lr) * (T::ONE / (T::ONE + (-dtype(gamma) * shifted).exp()))
+            }
+            Self::MultiFixed { ref stages } => {
+                let stage = stages
+                    .iter()
+                    .find(|&&(until, _)| iter <= until)
+                    .or(stages.last());
+                dtype(stage.map_or(base_lr, |&(_, lr)| lr))
             }
         }
     }

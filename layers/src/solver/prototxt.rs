@@ -36,7 +36,7 @@ use crate::net::NetState;
 /// assert_eq!((file.max_iter, file.snapshot), (10000, 5000));
 ///
 /// let err = SolverFile::<f32>::parse("base_lr: 0.01\nlr_policy: \"fixd\"").unwrap_err();
-/// assert_eq!(err.to_string(), "<text>: line 2, column 1: unknown lr_policy \"fixd\" (Caffe's are fixed, step, exp, inv, multistep, poly, sigmoid)");
+/// assert_eq!(err.to_string(), "<text>: line 2, column 1: unknown lr_policy \"fixd\" (Caffe's are fixed, step, exp, inv, multistep, poly, sigmoid; the YOLO fork's multifixed)");
 /// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 #[derive(Debug)]
@@ -146,6 +146,8 @@ const LEFT_OUT: &[&str] = &[
 /// Caffe's repeated fields of `SolverParameter` among those read.
 const REPEATED: &[&str] = &[
     "stepvalue",
+    "stagelr",
+    "stageiter",
     "test_iter",
     "test_net",
     "test_state",
@@ -190,9 +192,14 @@ impl<'a> Fields<'a> {
     }
 
     fn float(&self, name: &str, default: f32) -> Result<f32, BlobError> {
-        let Some(field) = self.one(name) else {
-            return Ok(default);
-        };
+        match self.one(name) {
+            Some(field) => self.float_of(field),
+            None => Ok(default),
+        }
+    }
+
+    fn float_of(&self, field: &'a TextField) -> Result<f32, BlobError> {
+        let name = &field.name;
         let token = self.scalar(field)?;
         match token.to_ascii_lowercase().as_str() {
             "inf" | "infinity" => Ok(f32::INFINITY),
@@ -449,6 +456,8 @@ fn check_names(f: &Fields<'_>) -> Result<(), BlobError> {
         "power",
         "stepsize",
         "stepvalue",
+        "stagelr",
+        "stageiter",
         "max_iter",
         "momentum",
         "momentum2",
@@ -505,7 +514,8 @@ fn missing(f: &Fields<'_>, detail: &str) -> BlobError {
 
 /// The solver of Caffe's fields.
 fn solver_of<T: MathElement>(f: &Fields<'_>) -> Result<SgdSolver<T>, BlobError> {
-    const POLICIES: &str = "Caffe's are fixed, step, exp, inv, multistep, poly, sigmoid";
+    const POLICIES: &str =
+        "Caffe's are fixed, step, exp, inv, multistep, poly, sigmoid; the YOLO fork's multifixed";
     if f.one("base_lr").is_none() {
         return Err(missing(f, "no base_lr: a solver needs its learning rate"));
     }
@@ -531,6 +541,30 @@ fn solver_of<T: MathElement>(f: &Fields<'_>) -> Result<SgdSolver<T>, BlobError> 
             max_iter: f.count_or("max_iter", 0)?,
         },
         Some((_, "sigmoid")) => LrPolicy::Sigmoid { gamma, stepsize },
+        Some((field, "multifixed")) => {
+            let mut until = Vec::new();
+            for stage in f.message.all("stageiter") {
+                until.push(f.count(stage)?);
+            }
+            let mut rates = Vec::new();
+            for stage in f.message.all("stagelr") {
+                rates.push(f.float_of(stage)?);
+            }
+            if until.len() != rates.len() {
+                return Err(f.error(
+                    field,
+                    format!(
+                        "lr_policy multifixed pairs each stageiter with a stagelr, but there \
+                         are {} stageiter and {} stagelr",
+                        until.len(),
+                        rates.len()
+                    ),
+                ));
+            }
+            LrPolicy::MultiFixed {
+                stages: until.into_iter().zip(rates).collect(),
+            }
+        }
         Some((field, other)) => {
             return Err(f.error(field, format!("unknown lr_policy {other:?} ({POLICIES})")));
         }
