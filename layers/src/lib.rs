@@ -165,3 +165,4 @@ pub use dyn_layer::{Arity, DynLayer, Sharing, TopShape};
 pub use folded_activation::Activation;
 pub use fork_layers::Fork;
 pub use pool::PoolMethod;
+pub use yolo::YOLO_LABEL_ROWS;

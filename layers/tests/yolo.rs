@@ -3,7 +3,9 @@
 //! central differences; `YoloDetectionOutput` and `Yolov3DetectionOutput`
 //! against the fork's forward passes written out (its swap blobs, its
 //! `class_index_and_score`, its pooled sort and `ApplyNms`), and against
-//! boxes worked out by hand.
+//! boxes worked out by hand; the `Yolov3` training loss against deltas
+//! worked out by hand from the fork's `yolov3_layer.cpp`, its overlap
+//! losses, and its refusals.
 
 use blob_layers::DynLayer;
 use blob_layers::check::GradientChecker;
@@ -680,4 +682,208 @@ fn caffe_yolov3_pooling_keeps_darknets_sizes_only_when_asked() {
         layer::<f32>("type: 'Pooling' pooling_param { pool: MAX kernel_size: 2 stride: 1 }");
     let top = run(caffe.as_mut(), &[&Blob::new(&[1, 1, 13, 13]).unwrap()]);
     assert_eq!(top.shape(), [1, 1, 12, 12]);
+}
+
+/// A `Yolov3` loss of one class and one box a cell over a 2 x 2 map,
+/// anchors 4 x 4 and 12 x 12 pixels of a 16 x 16 input (0.25 and 0.75 of
+/// it), this scale's box taking anchor `mask`; `thresh` 0.6 unless
+/// `settings` gives one.
+fn yolov3(settings: &str) -> Box<dyn DynLayer<f32>> {
+    let thresh = if settings.contains(" thresh:") {
+        ""
+    } else {
+        "thresh: 0.6"
+    };
+    layer(&format!(
+        r#"name: "loss" type: "Yolov3" bottom: "pred" bottom: "label" top: "loss"
+           yolov3_param {{ num_class: 1 num: 1 anchors_scale: 8 coord_scale: 1 {thresh}
+             biases: 4 biases: 4 biases: 12 biases: 12 {settings} }}"#
+    ))
+}
+
+/// Image 0's labels: `rows` of class, x, y, w, h, the rest zeros.
+fn yolo_labels(images: usize, rows: &[[f32; 5]]) -> Blob<f32> {
+    let mut v = vec![0.0; images * 300 * 5];
+    for (r, row) in rows.iter().enumerate() {
+        v[r * 5..r * 5 + 5].copy_from_slice(row);
+    }
+    Blob::from_vec(&[images, 1, 300, 5], v).unwrap()
+}
+
+#[test]
+fn yolov3_loss_gives_a_true_box_to_its_cell_and_best_anchor() {
+    let mut l = yolov3("mask: 0");
+    // Zero predictions: x, y, objectness and class 0.5, w and h exp(0).
+    let pred = Blob::<f32>::new(&[1, 6, 2, 2]).unwrap();
+    // A class-0 box centred in cell (0, 1), 0.2 x 0.3 of the image:
+    // anchor 0 overlaps its shape by 0.69, anchor 1 by 0.11.
+    let label = yolo_labels(1, &[[0.0, 0.3, 0.7, 0.2, 0.3]]);
+    let top = run(l.as_mut(), &[&pred, &label]);
+    top.mutable_cpu_diff().unwrap()[0] = 1.0;
+    l.backward(&[&top], &[true, false], &[&pred, &label])
+        .unwrap();
+    let diff = pred.cpu_diff().unwrap().to_vec();
+    let at = |channel: usize, cell: usize| diff[channel * 4 + cell];
+    // darknet's box codes in cell (0, 1) = cell 2, scaled by 2 - w·h.
+    let scale = 2.0 - 0.2 * 0.3;
+    let codes = [
+        0.6 - 0.5,
+        0.4 - 0.5,
+        (0.2f32 * 16.0 / 4.0).ln(),
+        (0.3f32 * 16.0 / 4.0).ln(),
+    ];
+    for (k, code) in codes.iter().enumerate() {
+        let want = -scale * code;
+        assert!(
+            (at(k, 2) - want).abs() < 1e-6,
+            "channel {k}: {} against {want}",
+            at(k, 2)
+        );
+    }
+    // Objectness towards 1; the class towards 0.95 (label smoothing 0.1).
+    assert!((at(4, 2) + 0.5).abs() < 1e-6);
+    assert!((at(5, 2) + 0.45).abs() < 1e-6);
+    // The other cells: "no object" (0.5 towards 0); the cell's predicted
+    // box overlaps the true box by 0.47, below thresh 0.6 but not its own.
+    for cell in [0, 1, 3] {
+        assert_eq!(at(4, cell), 0.5, "cell {cell}");
+        for k in [0, 1, 2, 3, 5] {
+            assert_eq!(at(k, cell), 0.0);
+        }
+    }
+    let squares: f32 = codes.iter().map(|c| (scale * c).powi(2)).sum::<f32>() + 0.25 + 0.2025;
+    let loss = top.cpu_data().unwrap()[0];
+    assert!((loss - (squares + 3.0 * 0.25)).abs() < 1e-5, "{loss}");
+
+    // With thresh 0.4 the true box's own cell's box is near enough: no
+    // "no object" there, and the rest as before.
+    let mut l = yolov3("mask: 0 thresh: 0.4");
+    let top = run(l.as_mut(), &[&pred, &label]);
+    assert!((top.cpu_data().unwrap()[0] - loss).abs() < 1e-5);
+
+    // The same box at batch 2 (the second image has none): the second
+    // image's boxes learn "no object", the loss and gradient halve.
+    let mut l = yolov3("mask: 0");
+    let pred2 = Blob::<f32>::new(&[2, 6, 2, 2]).unwrap();
+    let label2 = yolo_labels(2, &[[0.0, 0.3, 0.7, 0.2, 0.3]]);
+    let top = run(l.as_mut(), &[&pred2, &label2]);
+    top.mutable_cpu_diff().unwrap()[0] = 1.0;
+    l.backward(&[&top], &[true, false], &[&pred2, &label2])
+        .unwrap();
+    let two = top.cpu_data().unwrap()[0];
+    assert!((two - (loss + 4.0 * 0.25) / 2.0).abs() < 1e-5, "{two}");
+    let diff2 = pred2.cpu_diff().unwrap().to_vec();
+    assert!((diff2[2] - at(0, 2) / 2.0).abs() < 1e-6);
+    assert_eq!(diff2[24 + 16 + 2], 0.25);
+}
+
+#[test]
+fn yolov3_loss_leaves_a_box_whose_anchor_is_another_scales() {
+    // The box's best anchor is 0; this scale holds anchor 1 alone, which
+    // overlaps it by 0.11 < iou_thresh: nothing learns it here.
+    let mut l = yolov3("mask: 1");
+    let pred = Blob::<f32>::new(&[1, 6, 2, 2]).unwrap();
+    let label = yolo_labels(1, &[[0.0, 0.3, 0.7, 0.2, 0.3]]);
+    let top = run(l.as_mut(), &[&pred, &label]);
+    // Every box: "no object" alone (its predicted box, 0.75 wide, is
+    // far from the true box's overlap of 0.6).
+    assert!((top.cpu_data().unwrap()[0] - 4.0 * 0.25).abs() < 1e-6);
+    // iou_thresh 0.1 lets anchor 1 learn it too.
+    let mut l = yolov3("mask: 1 iou_thresh: 0.1");
+    let top = run(l.as_mut(), &[&pred, &label]);
+    assert!(top.cpu_data().unwrap()[0] > 1.5);
+}
+
+#[test]
+fn yolov3_overlap_losses_and_logistic_gradient() {
+    let pred = Blob::from_vec(&[1, 6, 2, 2], values(24, 3, -1.0, 1.0)).unwrap();
+    let label = yolo_labels(1, &[[0.0, 0.3, 0.7, 0.2, 0.3], [0.0, 0.8, 0.2, 0.3, 0.3]]);
+    for loss in ["IOU", "GIOU", "DIOU", "CIOU"] {
+        let mut l = yolov3(&format!("mask: 0 iou_loss: {loss}"));
+        let top = run(l.as_mut(), &[&pred, &label]);
+        top.mutable_cpu_diff().unwrap()[0] = 1.0;
+        l.backward(&[&top], &[true, false], &[&pred, &label])
+            .unwrap();
+        let value = top.cpu_data().unwrap()[0];
+        let diff = pred.cpu_diff().unwrap().to_vec();
+        assert!(value.is_finite() && value > 0.0, "{loss}: {value}");
+        assert!(diff.iter().all(|d| d.is_finite()), "{loss}: {diff:?}");
+        // The box deltas are the overlap's gradient (times
+        // iou_normalizer 0.25), clipped to max_delta 10.
+        let coords: Vec<f32> = diff[..16].to_vec();
+        assert!(coords.iter().any(|&d| d != 0.0), "{loss}");
+        assert!(
+            coords.iter().all(|d| d.abs() <= 10.0 * 0.25 + 1e-6),
+            "{loss}"
+        );
+    }
+    // use_logic_gradient: the deltas of x, y, objectness and classes
+    // through the sigmoid, w's and h's as they are.
+    let mut plain = yolov3("mask: 0");
+    let mut logic = yolov3("mask: 0 use_logic_gradient: true object_scale: 1");
+    let grads: Vec<Vec<f32>> = [&mut plain, &mut logic]
+        .into_iter()
+        .map(|l| {
+            let top = run(l.as_mut(), &[&pred, &label]);
+            top.mutable_cpu_diff().unwrap()[0] = 1.0;
+            l.backward(&[&top], &[true, false], &[&pred, &label])
+                .unwrap();
+            pred.cpu_diff().unwrap().to_vec()
+        })
+        .collect();
+    let x = pred.cpu_data().unwrap().to_vec();
+    for (i, (&p, &g)) in grads[0].iter().zip(&grads[1]).enumerate() {
+        let channel = i / 4;
+        let want = if channel == 2 || channel == 3 {
+            p
+        } else {
+            let s = 1.0 / (1.0 + (-x[i]).exp());
+            p * s * (1.0 - s)
+        };
+        assert!((g - want).abs() < 1e-6, "value {i}: {g} against {want}");
+    }
+}
+
+#[test]
+fn yolov3_loss_refuses_what_it_cannot_read() {
+    let text = |settings: &str| {
+        format!(
+            r#"name: "loss" type: "Yolov3" bottom: "p" bottom: "l" top: "loss"
+               yolov3_param {{ num_class: 2 num: 2 biases: 4 biases: 4 biases: 8 biases: 8 {settings} }}"#
+        )
+    };
+    let e = refused(&text("mask: 0"), &[&[1, 14, 2, 2], &[1, 1, 300, 5]]);
+    assert!(
+        e.contains("mask names one anchor for each of the num (2)"),
+        "{e}"
+    );
+    let e = refused(&text("mask: 0 mask: 2"), &[&[1, 14, 2, 2], &[1, 1, 300, 5]]);
+    assert!(e.contains("mask 2 names no anchor: biases hold 2"), "{e}");
+    let e = refused(&text("mask: 0 mask: 1"), &[&[1, 12, 2, 2], &[1, 1, 300, 5]]);
+    assert!(
+        e.contains("N x 14 x H x W (2 boxes of 5 + 2 classes a cell)"),
+        "{e}"
+    );
+    let e = refused(&text("mask: 0 mask: 1"), &[&[1, 14, 2, 2], &[1, 1, 3, 8]]);
+    assert!(
+        e.contains("yolo_data_type: 1") && e.contains("1 x 1 x 300 x 5"),
+        "{e}"
+    );
+    // A class beyond num_class, or the background's -1, names the row.
+    let mut l = yolov3("mask: 0");
+    let pred = Blob::<f32>::new(&[1, 6, 2, 2]).unwrap();
+    for class in [1.0, -1.0] {
+        let label = yolo_labels(1, &[[0.0, 0.5, 0.5, 0.2, 0.2], [class, 0.3, 0.7, 0.2, 0.3]]);
+        let mut top = Blob::default();
+        let shapes = l.reshape(&[&pred, &label], &[&top]).unwrap();
+        top.reshape(&shapes[0].dims).unwrap();
+        let e = l
+            .forward(&[&pred, &label], &[&top])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("image 0's label has class") && e.contains("(row 1)"),
+            "{e}"
+        );
+    }
 }

@@ -1,5 +1,6 @@
-//! The detection outputs of the YOLO Caffe forks (eric612/MobileNet-YOLO,
-//! after darknet): `YoloDetectionOutput` (YOLOv2's region boxes, a
+//! The layers of the YOLO Caffe forks (eric612/MobileNet-YOLO, after
+//! darknet): YOLOv3's training loss `Yolov3` (in [`loss`]) and the
+//! detection outputs `YoloDetectionOutput` (YOLOv2's region boxes, a
 //! softmax over the classes) and `Yolov3DetectionOutput` (YOLOv3's boxes
 //! at several scales, a sigmoid per class, and Gaussian YOLOv3's
 //! uncertain boxes). Each decodes every cell's boxes, keeps those
@@ -19,6 +20,8 @@
 //! divides by the map's own height and width (the fork takes its width
 //! for both, so only square maps decoded right there).
 
+mod loss;
+mod overlap;
 mod v2;
 mod v3;
 
@@ -30,6 +33,8 @@ use crate::detection_output::{nothing_detected, write_rows};
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
 
+pub use loss::YOLO_LABEL_ROWS;
+pub(crate) use loss::{YOLOV3_FIELD, Yolov3LossLayer};
 pub(crate) use v2::{YOLO_DETECTION_OUTPUT_FIELD, YoloV2};
 pub(crate) use v3::{YOLOV3_DETECTION_OUTPUT_FIELD, YoloV3};
 
