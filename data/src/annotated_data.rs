@@ -7,7 +7,8 @@
 //! rows of `[item, label, instance, xmin, ymin, xmax, ymax, difficult]`
 //! (MultiBoxLoss's ground truth), one row of -1 where there is none.
 //! Before all this each record is distorted in colour (`distort_param`,
-//! in `distort.rs`).
+//! in `distort.rs`). The YOLO fork's additions (its label layout, crop
+//! jitter and multi-scale `resize_param`s) are in `yolo_labels.rs`.
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use crate::distort::Distortion;
 use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Setup};
 use crate::resize::{resize_linear, resize_nearest};
 use crate::transform::{DataTransformer, Placement};
+use crate::yolo_labels::{LabelLayout, jitter_crop};
 
 fn refused(detail: impl Into<String>) -> BlobError {
     BlobError::InvalidParameter {
@@ -366,6 +368,49 @@ enum Interp {
     Nearest,
 }
 
+/// One `resize_param` (WARP): its size, the interpolations it draws
+/// from, and the weight the YOLO fork's multi-scale training draws it by.
+#[derive(Clone, Debug, PartialEq)]
+struct ResizePolicy {
+    prob: f32,
+    height: usize,
+    width: usize,
+    modes: Vec<Interp>,
+}
+
+impl ResizePolicy {
+    fn from_param(r: &ParamMessage, i: usize) -> Result<Self, BlobError> {
+        if r.enum_name("resize_mode") != "WARP" {
+            return Err(refused(format!(
+                "resize_param {i}: resize_mode {}: WARP is the mode supported",
+                r.enum_name("resize_mode")
+            )));
+        }
+        let (h, w) = (r.uint("height") as usize, r.uint("width") as usize);
+        if h == 0 || w == 0 || h > 16384 || w > 16384 {
+            return Err(refused(format!(
+                "resize_param {i} wants a height and a width from 1 to 16384, not {h} x {w}"
+            )));
+        }
+        // AREA, CUBIC and LANCZOS4 are drawn as the fork draws them,
+        // and resized bilinearly.
+        let modes = r
+            .values("interp_mode")
+            .map(|v| match v {
+                // NEAREST is 3 in the fork's Interp_mode.
+                blob_proto::ParamValue::Enum(3) => Interp::Nearest,
+                _ => Interp::Linear,
+            })
+            .collect();
+        Ok(Self {
+            prob: r.float("prob") as f32,
+            height: h,
+            width: w,
+            modes,
+        })
+    }
+}
+
 /// What AnnotatedData does to a record before Caffe's transform:
 /// `expand_param`, the batch samplers, `resize_param` (WARP) and
 /// `emit_constraint`.
@@ -374,8 +419,14 @@ pub(crate) struct Geometry {
     distort: Option<Distortion>,
     expand: Option<(f32, f32)>,
     samplers: Vec<BatchSampler>,
-    resize: Option<(usize, usize, Vec<Interp>)>,
+    /// The `resize_param`s: one, or the YOLO fork's several, one drawn
+    /// for each ten batches.
+    resize: Vec<ResizePolicy>,
+    /// The YOLO fork's crop jitter, where there are no samplers.
+    jitter: Option<f32>,
     emit: Option<Emit>,
+    /// How the label top holds the boxes.
+    pub(crate) labels: LabelLayout,
     /// The canvas an expansion paints (`mean_value`), per channel.
     fill: Vec<f32>,
 }
@@ -429,34 +480,31 @@ impl Geometry {
             }
             None => None,
         };
-        let resize = match t.message("resize_param") {
-            Some(r) => {
-                if r.enum_name("resize_mode") != "WARP" {
-                    return Err(refused(format!(
-                        "resize_param.resize_mode {}: WARP is the mode supported",
-                        r.enum_name("resize_mode")
-                    )));
-                }
-                let (h, w) = (r.uint("height") as usize, r.uint("width") as usize);
-                if h == 0 || w == 0 || h > 16384 || w > 16384 {
-                    return Err(refused(format!(
-                        "resize_param wants a height and a width from 1 to 16384, not {h} x {w}"
-                    )));
-                }
-                // AREA, CUBIC and LANCZOS4 are drawn as the fork draws
-                // them, and resized bilinearly.
-                let modes = r
-                    .values("interp_mode")
-                    .map(|v| match v {
-                        // NEAREST is 3 in the fork's Interp_mode.
-                        blob_proto::ParamValue::Enum(3) => Interp::Nearest,
-                        _ => Interp::Linear,
-                    })
-                    .collect();
-                Some((h, w, modes))
+        let mut resize = Vec::new();
+        for (i, r) in t.messages("resize_param").enumerate() {
+            resize.push(ResizePolicy::from_param(r, i)?);
+        }
+        if resize.len() > 1 {
+            // The YOLO fork's checks of its multi-scale policies.
+            if let Some((i, p)) = resize
+                .iter()
+                .enumerate()
+                .find(|(_, p)| !(0.0..=1.0).contains(&p.prob))
+            {
+                return Err(refused(format!(
+                    "resize_param {i}: prob {} must be from 0 to 1",
+                    p.prob
+                )));
             }
-            None => None,
-        };
+            let sum: f32 = resize.iter().map(|p| p.prob).sum();
+            if (sum - 1.0).abs() > 0.01 {
+                return Err(refused(format!(
+                    "the {} resize_params' probs add up to {sum}, not 1: one is drawn by them \
+                     for each ten batches",
+                    resize.len()
+                )));
+            }
+        }
         let emit = t
             .message("emit_constraint")
             .map(|e| match e.enum_name("emit_type") {
@@ -471,11 +519,44 @@ impl Geometry {
         for (i, s) in p.messages("batch_sampler").enumerate() {
             samplers.extend(BatchSampler::from_param(s, i)?);
         }
+        let labels = match p.int("yolo_data_type") {
+            0 => LabelLayout::Ssd,
+            1 => LabelLayout::Yolo {
+                train_difficult: p.boolean("train_diffcult"),
+            },
+            other => {
+                return Err(refused(format!(
+                    "annotated_data_param.yolo_data_type {other}: 0 (SSD's rows) or 1 (YOLO's)"
+                )));
+            }
+        };
+        if p.boolean("difficult_label_warmup") {
+            return Err(refused(
+                "annotated_data_param.difficult_label_warmup: the fork holds difficult boxes back \
+                 for the first twentieth of the solver's max_iter, which a data layer does not \
+                 know here; set train_diffcult instead",
+            ));
+        }
+        // The YOLO fork jitters every record without samplers (its
+        // default jitter is 0.3); here only YOLO's set-ups do, so that an
+        // SSD prototxt reads as the SSD fork reads it.
+        let yolo = labels != LabelLayout::Ssd || p.has("yolo_data_jitter");
+        let jitter = (yolo && p.messages("batch_sampler").next().is_none())
+            .then(|| p.float("yolo_data_jitter") as f32);
+        if let Some(j) = jitter
+            && !(0.0..1.0).contains(&j)
+        {
+            return Err(refused(format!(
+                "annotated_data_param.yolo_data_jitter {j} must be from 0 to below 1"
+            )));
+        }
         Ok(Self {
             distort,
             expand,
             samplers,
             resize,
+            jitter,
+            labels,
             emit,
             fill: t.floats("mean_value").iter().map(|&v| v as f32).collect(),
         })
@@ -508,11 +589,13 @@ impl Geometry {
         mut example: Example,
         mut objects: Option<Vec<Object>>,
         rng: &mut SeededRng,
+        policy: usize,
     ) -> Result<(Example, Option<Vec<Object>>), String> {
         let plain = self.distort.is_none()
             && self.expand.is_none()
             && self.samplers.is_empty()
-            && self.resize.is_none();
+            && self.jitter.is_none()
+            && self.resize.is_empty();
         if plain {
             return Ok((example, objects));
         }
@@ -556,8 +639,18 @@ impl Geometry {
                 example = crop_image(&example, &patch);
                 objects = objects.map(|o| self.move_boxes(&o, &patch, false));
             }
+        } else if let Some(jitter) = self.jitter {
+            let patch = jitter_crop(rng, jitter, false);
+            example = crop_image(&example, &patch);
+            objects = objects.map(|o| self.move_boxes(&o, &patch, false));
         }
-        if let Some((h, w, modes)) = &self.resize {
+        if let Some(ResizePolicy {
+            height: h,
+            width: w,
+            modes,
+            ..
+        }) = self.resize.get(policy)
+        {
             let interp = match modes.len() {
                 0 => Interp::Linear,
                 n => {
@@ -630,6 +723,30 @@ impl Geometry {
             }
         }
         Ok((reshaped(example, height, width, out), window))
+    }
+
+    /// How many resize policies there are to draw from.
+    pub(crate) fn policies(&self) -> usize {
+        self.resize.len()
+    }
+
+    /// The YOLO fork's draw of a resize policy (its
+    /// `roll_weighted_die`), made for each ten batches: 0 where there
+    /// is one policy or none.
+    pub(crate) fn draw_policy(&self, rng: &mut SeededRng) -> usize {
+        if self.resize.len() < 2 {
+            return 0;
+        }
+        let total: f32 = self.resize.iter().map(|p| p.prob).sum();
+        let v = uniform(rng, 0.0, total);
+        let mut sum = 0.0;
+        for (i, p) in self.resize.iter().enumerate() {
+            sum += p.prob;
+            if v <= sum {
+                return i;
+            }
+        }
+        self.resize.len() - 1
     }
 
     /// The boxes of a record after Caffe's transform placed its output
@@ -734,11 +851,25 @@ fn resize_image(example: &Example, (height, width): (usize, usize), interp: Inte
 /// of -1 when the batch has none; records without annotations give
 /// their datum's label, one an item.
 ///
+/// The YOLO fork's set-ups (eric612/MobileNet-YOLO) read too:
+/// `annotated_data_param { yolo_data_type: 1 }` makes the label top
+/// `(N, 1, 300, 5)`, each image's boxes as `[label - 1, centre x, centre
+/// y, width, height]` then zeros (difficult boxes left out when
+/// `train_diffcult: false`; more than 300 boxes is an error naming the
+/// record), what its `Yolov3` loss reads; without batch samplers each
+/// record is cropped by `yolo_data_jitter` (darknet's jitter: each side
+/// 1 - jitter to 1 of the image, four times in five); several
+/// `resize_param`s are its multi-scale training, one drawn by their
+/// `prob`s for each ten batches. The fork jitters every record of a
+/// layer without samplers; here a layer jitters only with
+/// `yolo_data_type: 1` or a `yolo_data_jitter` of its own, so that SSD's
+/// prototxts read as the SSD fork reads them.
+///
 /// Departures from the fork: the crops and expansions are not
 /// re-encoded as JPEG between steps (the fork's are, losing detail);
 /// AREA, CUBIC and LANCZOS4 interpolations are drawn as the fork draws
 /// them and resized bilinearly; `noise_param`, resize modes other than
-/// WARP and `crop_h`/`crop_w` are refused. The draws come from each
+/// WARP, `crop_h`/`crop_w` and `difficult_label_warmup` are refused. The draws come from each
 /// record's own generator (seeded in record order), so a batch is the
 /// same on any number of decoding threads, though not Caffe's draws.
 ///
@@ -871,7 +1002,9 @@ mod tests {
         let g = Geometry {
             expand: Some((1.0, 2.0)),
             samplers: Vec::new(),
-            resize: None,
+            resize: Vec::new(),
+            jitter: None,
+            labels: LabelLayout::Ssd,
             emit: None,
             fill: vec![7.4],
             distort: None,
@@ -890,7 +1023,7 @@ mod tests {
             difficult: true,
         }];
         let mut rng = SeededRng::new(11);
-        let (out, moved) = g.apply(e, Some(objects), &mut rng).unwrap();
+        let (out, moved) = g.apply(e, Some(objects), &mut rng, 0).unwrap();
         let Pixels::Bytes(px) = &out.pixels else {
             panic!()
         };

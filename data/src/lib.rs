@@ -64,6 +64,7 @@ mod resize;
 mod store;
 mod transform;
 mod window_data;
+mod yolo_labels;
 
 pub use annoset::{convert_annoset, read_label_map};
 pub use annotated_data::annotated_data_layer;

@@ -243,6 +243,15 @@ impl<T: MathElement> Fill<T> {
         let threads = decoding_threads(self.batch_size);
         let mut pending: Vec<Pending> = Vec::with_capacity(self.batch_size);
         let mut failed: Option<BlobError> = None;
+        // The YOLO fork's multi-scale training: a resize policy drawn
+        // for each ten batches.
+        let mut policy_rng = self
+            .geometry
+            .as_deref()
+            .filter(|g| g.policies() > 1)
+            .map(|_| blob_kernels::cpu::SeededRng::new(u64::from(blob_kernels::cpu::rng_rand())));
+        let mut batches = 0usize;
+        let mut policy = 0;
         let cycled = records.cycle(&mut |key, raw| {
             // Each record's draws come from a generator seeded in record
             // order: the same crops and mirrors on any number of threads.
@@ -254,10 +263,17 @@ impl<T: MathElement> Fill<T> {
             }
             let items = std::mem::take(&mut pending);
             let recycled = self.free.try_recv().ok();
+            if let (Some(g), Some(rng)) = (self.geometry.as_deref(), policy_rng.as_mut())
+                && batches.is_multiple_of(10)
+            {
+                policy = g.draw_policy(rng);
+            }
+            batches += 1;
             let shape = Shaping {
                 type_name: self.type_name,
                 transformer: &self.transformer,
                 geometry: self.geometry.as_deref(),
+                policy,
                 batch_size: self.batch_size,
                 origin: &origin,
             };
@@ -285,6 +301,8 @@ struct Shaping<'a, T: MathElement> {
     type_name: &'static str,
     transformer: &'a DataTransformer<T>,
     geometry: Option<&'a Geometry>,
+    /// Which of the geometry's resize policies this batch takes.
+    policy: usize,
     batch_size: usize,
     origin: &'a str,
 }
@@ -312,7 +330,7 @@ impl<T: MathElement> Shaping<'_, T> {
             let mut decoded = raw.and_then(|r| decoder(r)).map_err(|e| error(key, &e))?;
             if let Some(geometry) = self.geometry {
                 let (example, objects) = geometry
-                    .apply(decoded.example, decoded.objects, &mut rng)
+                    .apply(decoded.example, decoded.objects, &mut rng, self.policy)
                     .map_err(|e| error(key, &e))?;
                 (decoded.example, decoded.objects) = (example, objects);
             }
@@ -415,7 +433,10 @@ impl<T: MathElement> Shaping<'_, T> {
             }
             Ok(match (objects, self.geometry) {
                 (Some(objects), Some(geometry)) => {
-                    geometry.place_boxes(&objects, &placement, (example.height, example.width))
+                    let placed =
+                        geometry.place_boxes(&objects, &placement, (example.height, example.width));
+                    geometry.labels.kept(&placed).map_err(|e| error(key, &e))?;
+                    placed
                 }
                 _ => Vec::new(),
             })
@@ -475,27 +496,13 @@ impl<T: MathElement> Shaping<'_, T> {
         for outcome in outcomes {
             boxes.extend(outcome?);
         }
-        if annotated {
-            // AnnotatedData's label top: every box of the batch, a row
-            // of -1 where there is none.
-            let rows: Vec<[f32; 8]> = boxes
-                .iter()
-                .enumerate()
-                .flat_map(|(item, objects)| {
-                    objects.iter().map(move |o| {
-                        let r = o.row();
-                        [item as f32, r[0], r[1], r[2], r[3], r[4], r[5], r[6]]
-                    })
-                })
-                .collect();
-            batch.label_shape = vec![1, 1, rows.len().max(1), 8];
+        if let (true, Some(geometry)) = (annotated, self.geometry) {
+            let (shape, values) = geometry.labels.top(&boxes);
+            batch.label_shape = shape;
             batch.labels.clear();
-            if rows.is_empty() {
-                batch.labels.resize(8, T::from_f64(-1.0));
-            }
             batch
                 .labels
-                .extend(rows.iter().flatten().map(|&v| T::from_f64(f64::from(v))));
+                .extend(values.iter().map(|&v| T::from_f64(f64::from(v))));
         }
         Ok(batch)
     }

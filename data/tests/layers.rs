@@ -769,9 +769,107 @@ fn annotated_data_refuses_what_it_does_not_do() {
             "transform_param { resize_param { height: 8 width: 8 } }",
             "AnnotatedData",
         ),
+        (
+            "AnnotatedData",
+            "transform_param { resize_param { prob: 0.5 height: 8 width: 8 } \
+             resize_param { prob: 0.4 height: 16 width: 16 } }",
+            "probs add up to 0.9, not 1",
+        ),
+        (
+            "AnnotatedData",
+            "annotated_data_param { yolo_data_type: 2 }",
+            "yolo_data_type 2: 0 (SSD's rows) or 1 (YOLO's)",
+        ),
+        (
+            "AnnotatedData",
+            "annotated_data_param { yolo_data_type: 1 difficult_label_warmup: true }",
+            "difficult_label_warmup",
+        ),
+        (
+            "AnnotatedData",
+            "annotated_data_param { yolo_data_type: 1 yolo_data_jitter: 1.5 }",
+            "yolo_data_jitter 1.5",
+        ),
     ] {
         let e = build(kind, extra);
         assert!(e.contains(words), "{kind} {extra}: {e}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The YOLO fork's AnnotatedData (eric612/MobileNet-YOLO's training
+/// prototxts): its multi-scale training draws one of its `resize_param`s
+/// for each ten batches, its crop jitter replaces the samplers, and its
+/// label top holds each image's boxes by class (from 0), centre and
+/// size, what `Yolov3` reads.
+#[test]
+fn annotated_data_in_yolos_layout_draws_its_scales_and_feeds_yolov3() {
+    let dir = scratch("annotated-yolo");
+    let source = annotated_store(&dir);
+    let size = |s: u32| {
+        format!(
+            "resize_param {{ prob: 0.3334 resize_mode: WARP height: {s} width: {s} \
+             interp_mode: LINEAR interp_mode: AREA interp_mode: LANCZOS4 }}"
+        )
+    };
+    let text = format!(
+        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label"
+             transform_param {{ scale: 0.007843 mirror: true mean_value: 127.5 {} {} {}
+               emit_constraint {{ emit_type: CENTER }} }}
+             data_param {{ source: "{}" batch_size: 2 backend: LMDB }}
+             annotated_data_param {{ yolo_data_type: 1 yolo_data_jitter: 0.3 }} }}
+           layer {{ name: "conv" type: "Convolution" bottom: "data" top: "conv"
+             convolution_param {{ num_output: 14 kernel_size: 8 stride: 8
+               weight_filler {{ type: "xavier" }} }} }}
+           layer {{ name: "loss" type: "Yolov3" bottom: "conv" bottom: "label" top: "loss"
+             yolov3_param {{ num_class: 2 num: 2 anchors_scale: 8 thresh: 0.6
+               biases: 8 biases: 10 biases: 16 biases: 18 mask: 0 mask: 1 }} }}"#,
+        size(16),
+        size(24),
+        size(32),
+        source.display()
+    );
+    blob_kernels::cpu::set_seed(1701);
+    let mut net = Net::<f32>::builder()
+        .registry(&data_registry())
+        .from_prototxt(&text)
+        .unwrap();
+    let mut sizes = Vec::new();
+    for _ in 0..60 {
+        net.forward().unwrap();
+        let shape = net.blob("data").unwrap().shape().to_vec();
+        assert!(
+            [16, 24, 32].contains(&shape[2]) && shape[2] == shape[3],
+            "{shape:?}"
+        );
+        sizes.push(shape[2]);
+        let loss = net.blob("loss").unwrap().to_vec().unwrap()[0];
+        assert!(loss.is_finite() && loss > 0.0, "{loss}");
+        let label = net.blob("label").unwrap();
+        assert_eq!(label.shape(), [2, 1, 300, 5]);
+        let label = label.to_vec().unwrap();
+        for image in label.chunks(1500) {
+            // The record's one box (jitter's crops keep its centre), then
+            // zeros.
+            let row = &image[..5];
+            assert!(row[0] == 0.0 || row[0] == 1.0, "{row:?}");
+            assert!(
+                (0.0..=1.0).contains(&row[1]) && (0.0..=1.0).contains(&row[2]),
+                "{row:?}"
+            );
+            assert!(
+                row[3] > 0.0 && row[3] <= 1.0 && row[4] > 0.0 && row[4] <= 1.0,
+                "{row:?}"
+            );
+            assert!(image[5..].iter().all(|&v| v == 0.0));
+        }
+    }
+    // One size for each ten batches, and more than one size in six draws.
+    for ten in sizes.chunks(10) {
+        assert!(ten.iter().all(|&s| s == ten[0]), "{sizes:?}");
+    }
+    let mut drawn: Vec<usize> = sizes.iter().step_by(10).copied().collect();
+    drawn.dedup();
+    assert!(drawn.len() > 1, "{sizes:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,7 +1,8 @@
 //! An AnnotatedData record on arbitrary bytes, through the layer: the
 //! record is the store's one, read in a batch of two with settings the
-//! first byte picks (the warp alone, or SSD's whole augmentation:
-//! distortion, expansion, samplers, mirror). An error or batches whose
+//! first byte picks (the warp alone, SSD's whole augmentation:
+//! distortion, expansion, samplers, mirror, or the YOLO fork's label
+//! layout with its jitter and two scales). An error or batches whose
 //! label rows are boxes of the batch's items inside the image; never a
 //! panic, never more memory than the limit (256 MiB).
 #![no_main]
@@ -12,7 +13,7 @@ use blob_data::{Backend, StoreWriter, data_registry};
 use blob_layers::net::{Net, NetState};
 use libfuzzer_sys::fuzz_target;
 
-const SETTINGS: [&str; 3] = [
+const SETTINGS: [&str; 4] = [
     "transform_param { resize_param { height: 6 width: 5 } }",
     r#"transform_param { mirror: true mean_value: 104 mean_value: 117 mean_value: 123
          resize_param { height: 8 width: 8 interp_mode: LINEAR interp_mode: NEAREST }
@@ -26,6 +27,10 @@ const SETTINGS: [&str; 3] = [
          batch_sampler { sampler { min_scale: 0.3 max_scale: 1.0 min_aspect_ratio: 0.5 max_aspect_ratio: 2.0 }
            sample_constraint { min_jaccard_overlap: 0.5 } max_sample: 1 max_trials: 20 } }"#,
     "transform_param { crop_size: 2 emit_constraint { emit_type: MIN_OVERLAP emit_overlap: 0.3 } }",
+    r#"transform_param { mirror: true
+         resize_param { prob: 0.5 height: 8 width: 8 } resize_param { prob: 0.5 height: 4 width: 6 }
+         emit_constraint { emit_type: CENTER } expand_param { prob: 0.5 max_expand_ratio: 2.5 } }
+       annotated_data_param { yolo_data_type: 1 yolo_data_jitter: 0.7 train_diffcult: false }"#,
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -57,6 +62,16 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
         let label = net.blob("label").unwrap().to_vec().unwrap();
+        if net.blob("label").unwrap().shape() == [2, 1, 300, 5] {
+            // YOLO's rows: class, centre and size inside the image.
+            for row in label.chunks(5).filter(|r| r[3] != 0.0) {
+                assert!(row[0] >= 0.0 && row[0].fract() == 0.0, "{row:?}");
+                for &v in &row[1..] {
+                    assert!((0.0..=1.0).contains(&v), "{row:?}");
+                }
+            }
+            continue;
+        }
         assert_eq!(label.len() % 8, 0);
         if label.len() == 8 && label.iter().all(|&v| v == -1.0) {
             continue;

@@ -462,7 +462,9 @@ messages! {
         def("scale", 1, Float, F(1.0)), opt("mirror", 2, Bool), opt("crop_size", 3, UInt32),
         opt("mean_file", 4, Str), rep("mean_value", 5, Float), opt("force_color", 6, Bool),
         opt("force_gray", 7, Bool), opt("crop_h", 11, UInt32), opt("crop_w", 12, UInt32),
-        opt("resize_param", 8, msg(&RESIZE)), opt("noise_param", 9, msg(&NOISE)),
+        // Repeated as in the YOLO fork (its multi-scale training); the
+        // SSD fork's one reads the same.
+        rep("resize_param", 8, msg(&RESIZE)), opt("noise_param", 9, msg(&NOISE)),
         opt("distort_param", 13, msg(&DISTORTION)), opt("expand_param", 14, msg(&EXPANSION)),
         opt("emit_constraint", 10, msg(&EMIT_CONSTRAINT)),
     ]
@@ -522,10 +524,17 @@ messages! {
     ]
     /// `LabelMap` (SSD fork: `labelmap_voc.prototxt`).
     LABEL_MAP "LabelMap" [rep("item", 1, msg(&LABEL_MAP_ITEM))]
-    /// `AnnotatedDataParameter` (SSD fork).
+    /// `AnnotatedDataParameter` (SSD fork; fields 4 to 11 the YOLO fork's).
     ANNOTATED_DATA "AnnotatedDataParameter" [
         rep("batch_sampler", 1, msg(&BATCH_SAMPLER)), opt("label_map_file", 2, Str),
         opt("anno_type", 3, en(&ANNOTATION_TYPE)),
+        // The YOLO fork's (eric612/MobileNet-YOLO): its label layout,
+        // crop jitter and segmentation labels.
+        def("yolo_data_type", 4, Int32, I(0)), def("yolo_data_jitter", 5, Float, F(0.3)),
+        def("train_diffcult", 6, Bool, B(true)), def("single_class", 7, Bool, B(true)),
+        def("seg_scales", 8, Int32, I(8)), def("seg_resize_width", 9, Int32, I(0)),
+        def("seg_resize_height", 10, Int32, I(0)),
+        def("difficult_label_warmup", 11, Bool, B(false)),
     ]
     /// `LossParameter`.
     LOSS "LossParameter" [
