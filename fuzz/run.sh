@@ -53,7 +53,7 @@ cargo +nightly fuzz run solver "$solvers" -- -max_total_time="${1:-600}" -rss_li
 nets=corpus/net
 mkdir -p "$nets"
 find "$texts" -type f -size -12k -exec cp {} "$nets/" \;
-cp seeds/ssd_head.prototxt seeds/winograd.prototxt seeds/conv_no_channel.prototxt seeds/fork_layers.prototxt seeds/recurrent.prototxt seeds/recurrent_exposed.prototxt seeds/multibox_loss.prototxt seeds/multibox_hard_example.prototxt seeds/long_field_name.prototxt seeds/yolo_layers.prototxt seeds/winograd_empty_batch.prototxt seeds/reuse_memory.prototxt "$nets/"
+cp seeds/ssd_head.prototxt seeds/winograd.prototxt seeds/conv_no_channel.prototxt seeds/fork_layers.prototxt seeds/recurrent.prototxt seeds/recurrent_exposed.prototxt seeds/multibox_loss.prototxt seeds/multibox_hard_example.prototxt seeds/long_field_name.prototxt seeds/yolo_layers.prototxt seeds/yolov3_loss.prototxt seeds/winograd_empty_batch.prototxt seeds/reuse_memory.prototxt "$nets/"
 cargo +nightly fuzz run net "$nets" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 arrays=corpus/npy

@@ -626,10 +626,12 @@ fn copy_store(from: &Path, to: &Path) {
 /// does, trained by `blobflow train` with its solver's settings, and
 /// tested by its test net's DetectionEvaluate into a mean average
 /// precision (its solver's `eval_type: "detection"`).
-#[test]
-fn mobilenet_ssd_trains_from_its_own_voc_files() {
+/// MobileNet-SSD's five annotated street photos (VOC XML boxes) in a
+/// fresh folder, turned into `trainval_lmdb` by `convert_annoset` as
+/// SSD's `create_data.sh` does, and the same records as `test_lmdb`.
+fn voc_folder(name: &str) -> PathBuf {
     let fixture = root().join("tests/fixtures/nets/mobilenet_ssd");
-    let dir = std::env::temp_dir().join(format!("blobflow-train-{}-ssd", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("blobflow-train-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     for sub in ["Images", "Labels"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
@@ -666,9 +668,16 @@ fn mobilenet_ssd_trains_from_its_own_voc_files() {
         lines.iter().any(|l| l == "Processed 5 files."),
         "{lines:#?}"
     );
+    copy_store(&dir.join("trainval_lmdb"), &dir.join("test_lmdb"));
+    dir
+}
+
+#[test]
+fn mobilenet_ssd_trains_from_its_own_voc_files() {
+    let fixture = root().join("tests/fixtures/nets/mobilenet_ssd");
+    let dir = voc_folder("ssd");
     // The same five images are its test set (test_lmdb), their sizes
     // listed as SSD's `create_list.sh` lists them.
-    copy_store(&dir.join("trainval_lmdb"), &dir.join("test_lmdb"));
     let lines = blobflow_ok(
         &dir,
         &["get_image_size", "./", "trainval.txt", "test_name_size.txt"],
@@ -760,5 +769,88 @@ fn mobilenet_ssd_trains_from_its_own_voc_files() {
             .starts_with("Train net output #0: mbox_loss = ")),
         "{lines:#?}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// YOLOv3 trained as the YOLO fork's users train it: MobileNet-YOLOv3
+/// lite's own VOC training set-up (eric612/MobileNet-YOLO's
+/// `models/mobilenetv1_voc`: AnnotatedData in YOLO's label layout with
+/// its five scales, jitter, distortion and expansion; the `Yolov3` loss
+/// at two scales; its solver's `multifixed` warm-up and `iter_size: 2`),
+/// on the five annotated photos, tested by its test net's
+/// `Yolov3DetectionOutput` and DetectionEvaluate into a mean average
+/// precision.
+#[test]
+fn mobilenet_yolov3_trains_from_its_own_voc_set_up() {
+    let fixture = root().join("tests/fixtures/nets/yolo");
+    let dir = voc_folder("yolov3");
+    let mut labels = std::fs::read_to_string(dir.join("labelmap.prototxt")).unwrap();
+    for c in 6..21 {
+        labels.push_str(&format!("item {{ name: \"class{c}\" label: {c} }}\n"));
+    }
+    std::fs::write(dir.join("labelmap_voc.prototxt"), labels).unwrap();
+    // Its batch of 16 cut to 2, the stores and label map here.
+    for (net, batch, store) in [("train", 16, "trainval"), ("test", 1, "test")] {
+        let text =
+            std::fs::read_to_string(fixture.join(format!("mobilenet_yolov3_lite_{net}.prototxt")))
+                .unwrap()
+                .replace(&format!("batch_size: {batch}"), "batch_size: 2")
+                .replace(
+                    &format!("examples/VOC0712/VOC0712_{store}_lmdb"),
+                    &format!("{store}_lmdb"),
+                )
+                .replace(
+                    "data/VOC0712/labelmap_voc.prototxt",
+                    "labelmap_voc.prototxt",
+                );
+        assert!(text.contains(&format!("source: \"{store}_lmdb\"")));
+        std::fs::write(dir.join(format!("{net}.prototxt")), text).unwrap();
+    }
+    // Its solver, for 2 iterations and one test of 1 batch at the end.
+    let solver = std::fs::read_to_string(fixture.join("mobilenet_yolov3_lite_solver.prototxt"))
+        .unwrap()
+        .replace(
+            "models/mobilenetv1_voc/mobilenet_yolov3_lite_train.prototxt",
+            "train.prototxt",
+        )
+        .replace(
+            "models/mobilenetv1_voc/mobilenet_yolov3_lite_test.prototxt",
+            "test.prototxt",
+        )
+        .replace("test_iter: 4952", "test_iter: 1")
+        .replace("test_interval: 1000", "test_interval: 2")
+        .replace("display: 10", "display: 1")
+        .replace("max_iter: 120000", "max_iter: 2")
+        .replace("snapshot: 1000", "snapshot: 0")
+        .replace("solver_mode: GPU", "solver_mode: CPU")
+        .replace("average_loss: 10", "average_loss: 1")
+        .replace("snapshot_after_train: true", "snapshot_after_train: false");
+    assert!(solver.contains("lr_policy: \"multifixed\"") && solver.contains("iter_size: 2"));
+    std::fs::write(dir.join("solver.prototxt"), solver).unwrap();
+    let lines = blobflow_ok(&dir, &["train", "--solver", "solver.prototxt"]);
+    // The warm-up's first stage: 1e-6 up to iteration 50.
+    let rates: Vec<f64> = lines.iter().filter_map(|l| after(l, "lr = ")).collect();
+    assert_eq!(rates, [1e-6; 2], "{lines:#?}");
+    let losses = printed_losses(&lines);
+    assert_eq!(losses.len(), 3, "{lines:#?}");
+    assert!(
+        losses.iter().all(|&(_, l)| l.is_finite() && l > 0.0),
+        "{losses:?}"
+    );
+    for scale in ["det_loss1", "det_loss2"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("Train net output #")
+                    && l.contains(&format!("{scale} = "))),
+            "{scale}: {lines:#?}"
+        );
+    }
+    let map: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| after(l, "Test net output #0: detection_eval = "))
+        .collect();
+    assert_eq!(map.len(), 1, "{lines:#?}");
+    assert!((0.0..=1.0).contains(&map[0]), "{map:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -414,7 +414,8 @@ fn a_data_layer_without_shapes_says_who_must_give_them() {
 /// Every net definition the repository carries reads against the
 /// messages the layer registry knows (Caffe's and the forks' parameter
 /// fields), round-trips through its bytes with nothing unknown, and the
-/// BVLC-only ones read against Caffe's own tables too.
+/// BVLC-only ones read against Caffe's own tables too; a training
+/// set-up's solver reads as a solver.
 #[test]
 fn every_shipped_net_reads_against_the_registrys_schema() {
     use blob_proto::{ParamMessage, TextMessage, schema};
@@ -440,6 +441,12 @@ fn every_shipped_net_reads_against_the_registrys_schema() {
     let mut caffe_only = 0;
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
+        if file.to_string_lossy().ends_with("_solver.prototxt") {
+            // A training set-up's solver (MobileNet-YOLO's multifixed one).
+            blob_layers::solver::SolverFile::<f32>::parse(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            continue;
+        }
         let tree = TextMessage::parse(&text).unwrap();
         let net = ParamMessage::from_text(schemas.net_parameter(), &tree)
             .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
