@@ -25,8 +25,8 @@ use crate::roi_pooling::{ROI_POOLING_FIELD, RoiPoolingLayer};
 use crate::shuffle_channel::{SHUFFLE_CHANNEL_FIELD, ShuffleChannelLayer};
 use crate::upsample::{UPSAMPLE_FIELD, UpsampleLayer};
 use crate::yolo::{
-    YOLO_DETECTION_OUTPUT_FIELD, YOLOV3_DETECTION_OUTPUT_FIELD, YOLOV3_FIELD,
-    YoloDetectionOutputLayer, YoloV2, YoloV3, Yolov3LossLayer,
+    REGION_LOSS_FIELD, RegionLossLayer, YOLO_DETECTION_OUTPUT_FIELD, YOLOV3_DETECTION_OUTPUT_FIELD,
+    YOLOV3_FIELD, YoloDetectionOutputLayer, YoloV2, YoloV3, Yolov3LossLayer,
 };
 
 /// A Caffe fork that gives one of Caffe's own layer types other
@@ -188,6 +188,9 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
     )?;
     r.register_with_param("Yolov3", YOLOV3_FIELD, |p| {
         Ok(Box::new(Yolov3LossLayer::from_param(p)?))
+    })?;
+    r.register_with_param("RegionLoss", REGION_LOSS_FIELD, |p| {
+        Ok(Box::new(RegionLossLayer::from_param(p)?))
     })?;
     r.register("Axpy", |_| Ok(Box::new(AxpyLayer)));
     r.register("ReLU6", |p| Ok(Box::new(NeuronLayer::from_param(p)?)));

@@ -3,9 +3,10 @@
 //! central differences; `YoloDetectionOutput` and `Yolov3DetectionOutput`
 //! against the fork's forward passes written out (its swap blobs, its
 //! `class_index_and_score`, its pooled sort and `ApplyNms`), and against
-//! boxes worked out by hand; the `Yolov3` training loss against deltas
-//! worked out by hand from the fork's `yolov3_layer.cpp`, its overlap
-//! losses, and its refusals.
+//! boxes worked out by hand; the `Yolov3` and `RegionLoss` training
+//! losses against deltas worked out by hand from the fork's
+//! `yolov3_layer.cpp` and `region_loss_layer.cpp`, the overlap losses,
+//! and their refusals.
 
 use blob_layers::DynLayer;
 use blob_layers::check::GradientChecker;
@@ -881,9 +882,86 @@ fn yolov3_loss_refuses_what_it_cannot_read() {
             .forward(&[&pred, &label], &[&top])
             .unwrap_err()
             .to_string();
-        assert!(
-            e.contains("image 0's label has class") && e.contains("(row 1)"),
-            "{e}"
-        );
+        assert!(e.contains("image 0's label row 1 has class"), "{e}");
     }
+}
+
+#[test]
+fn region_loss_gives_a_true_box_to_its_cell_and_best_anchor() {
+    // Two classes, two boxes a cell over a 2 x 2 map, anchors of 0.5
+    // and 1.5 cells (0.25 and 0.75 of the image).
+    let mut l = layer::<f32>(
+        r#"name: "loss" type: "RegionLoss" bottom: "pred" bottom: "label" top: "loss"
+           region_loss_param { num_class: 2 num: 2 thresh: 0.6 object_scale: 5 noobject_scale: 1
+             class_scale: 1 coord_scale: 1 biases: 0.5 biases: 0.5 biases: 1.5 biases: 1.5 }"#,
+    );
+    // Zeros: objectness and x, y sigmoids 0.5, class probabilities 0.5.
+    let pred = Blob::<f32>::new(&[1, 14, 2, 2]).unwrap();
+    let label = yolo_labels(1, &[[1.0, 0.3, 0.7, 0.2, 0.3]]);
+    let top = run(l.as_mut(), &[&pred, &label]);
+    top.mutable_cpu_diff().unwrap()[0] = 1.0;
+    l.backward(&[&top], &[true, false], &[&pred, &label])
+        .unwrap();
+    let diff = pred.cpu_diff().unwrap().to_vec();
+    // Box n's channel c of cell `cell`.
+    let at = |n: usize, c: usize, cell: usize| diff[(n * 7 + c) * 4 + cell];
+    // No box's prediction overlaps the true box by 0.6: "no object"
+    // everywhere but where the box is given, 0.5 · 0.25.
+    for n in 0..2 {
+        for cell in 0..4 {
+            if (n, cell) != (0, 2) {
+                assert_eq!(at(n, 4, cell), 0.125, "box {n} cell {cell}");
+            }
+        }
+    }
+    // Anchor 0 in cell (0, 1): x and y through the sigmoid, rescore.
+    let codes = [
+        -(0.6 - 0.5) * 0.25,
+        -(0.4 - 0.5) * 0.25,
+        -(0.8f32).ln(),
+        -(1.2f32).ln(),
+    ];
+    for (k, want) in codes.iter().enumerate() {
+        assert!((at(0, k, 2) - want).abs() < 1e-6, "{k}: {}", at(0, k, 2));
+    }
+    // Objectness towards the predicted box's overlap, 0.0394 / 0.0831.
+    let iou = 0.039375f32 / 0.083125;
+    let obj = -5.0 * (iou - 0.5) * 0.25;
+    assert!((at(0, 4, 2) - obj).abs() < 1e-6, "{}", at(0, 4, 2));
+    assert_eq!([at(0, 5, 2), at(0, 6, 2)], [0.5, -0.5]);
+    let squares =
+        7.0 * 0.125f32.powi(2) + codes.iter().map(|c| c * c).sum::<f32>() + obj * obj + 0.5;
+    let loss = top.cpu_data().unwrap()[0];
+    assert!((loss - squares).abs() < 1e-5, "{loss} against {squares}");
+}
+
+#[test]
+fn region_loss_refuses_what_it_cannot_read() {
+    let text = |settings: &str| {
+        format!(
+            r#"name: "loss" type: "RegionLoss" bottom: "p" bottom: "l" top: "loss"
+               region_loss_param {{ num_class: 2 num: 2 {settings} }}"#
+        )
+    };
+    let anchors = "biases: 1 biases: 1 biases: 2 biases: 2";
+    let e = refused(
+        &text("biases: 1 biases: 1"),
+        &[&[1, 14, 2, 2], &[1, 1, 300, 5]],
+    );
+    assert!(
+        e.contains("each of the num (2) anchors, not 2 values"),
+        "{e}"
+    );
+    let e = refused(
+        &text(&format!("coords: 5 {anchors}")),
+        &[&[1, 14, 2, 2], &[1, 1, 300, 5]],
+    );
+    assert!(e.contains("coords 5"), "{e}");
+    let e = refused(&text(anchors), &[&[1, 14, 2, 3], &[1, 1, 300, 5]]);
+    assert!(
+        e.contains("N x 14 x S x S") && e.contains("a square map"),
+        "{e}"
+    );
+    let e = refused(&text(anchors), &[&[2, 14, 2, 2], &[1, 1, 300, 5]]);
+    assert!(e.contains("2 x 1 x 300 x 5"), "{e}");
 }

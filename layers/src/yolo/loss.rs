@@ -43,20 +43,12 @@ use blob_runtime::{Blob, MathElement};
 
 use super::overlap::{CenterBox, IouLoss, overlap_gradient};
 use super::sigmoid;
+use super::truth::{cell_of, check_labels, class_of, rows, truth_of};
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
 
 const OP: &str = "set up Yolov3";
-const RUN: &str = "yolov3 loss";
-
-/// The boxes a YOLO label blob holds per image (the fork's 300):
-/// `AnnotatedData` with `yolo_data_type: 1` writes `(N, 1,
-/// YOLO_LABEL_ROWS, 5)`, which the `Yolov3` loss reads.
-///
-/// ```
-/// assert_eq!(blob_layers::YOLO_LABEL_ROWS, 300);
-/// ```
-pub const YOLO_LABEL_ROWS: usize = 300;
+const RUN: &str = "run Yolov3";
 
 static IOU_LOSS: blob_proto::schema::EnumSchema = blob_proto::schema::EnumSchema {
     name: "IOU_LOSS",
@@ -411,18 +403,7 @@ impl Yolov3LossLayer {
                 ),
             ));
         }
-        let labels = bottoms[1].shape();
-        let per_image = YOLO_LABEL_ROWS * 5;
-        if labels.first() != Some(&shape[0]) || bottoms[1].count_from(1)? != per_image {
-            return Err(bad_param(
-                OP,
-                format!(
-                    "bottom 1 must be the labels of AnnotatedData with yolo_data_type: 1, \
-                     {} x 1 x {YOLO_LABEL_ROWS} x 5, not {labels:?}",
-                    shape[0]
-                ),
-            ));
-        }
+        check_labels(RUN, bottoms[1], shape[0])?;
         Ok((shape[0], shape[2], shape[3]))
     }
 
@@ -438,9 +419,7 @@ impl Yolov3LossLayer {
         let per_image = s.boxes * len * stride;
         let mut totals = Totals::default();
         for b in 0..images {
-            let rows: Vec<&[f32]> = labels[b * YOLO_LABEL_ROWS * 5..][..YOLO_LABEL_ROWS * 5]
-                .chunks_exact(5)
-                .collect();
+            let rows: Vec<&[f32]> = rows(labels, b).collect();
             let mut map = Map {
                 activated: &self.activated[b * per_image..][..per_image],
                 delta: &mut self.delta[b * per_image..][..per_image],
@@ -448,39 +427,32 @@ impl Yolov3LossLayer {
                 width,
                 height,
             };
-            let truth_of = |r: &[f32]| CenterBox {
-                x: r[1],
-                y: r[2],
-                w: r[3],
-                h: r[4],
-            };
             // Every box learns "no object" unless a true box is near.
             for cell in 0..stride {
                 let (i, j) = (cell % width, cell / width);
                 for n in 0..s.boxes {
                     let index = n * len * stride + cell;
                     let pred = map.predicted(s, s.mask[n], index, (i, j));
-                    let mut best: Option<(f32, &[f32])> = None;
-                    for r in rows.iter().take_while(|r| r[1] != 0.0) {
+                    let mut best: Option<(f32, usize, &[f32])> = None;
+                    for (t, r) in rows.iter().enumerate().take_while(|(_, r)| r[1] != 0.0) {
                         let iou = pred.overlap_by(&truth_of(r), s.iou_loss);
-                        if iou > best.map_or(0.0, |(v, _)| v) {
-                            best = Some((iou, r));
+                        if iou > best.map_or(0.0, |(v, _, _)| v) {
+                            best = Some((iou, t, r));
                         }
                     }
                     let objectness = index + 4 * stride;
                     map.delta[objectness] = map.activated[objectness];
-                    let best_iou = best.map_or(0.0, |(v, _)| v);
+                    let best_iou = best.map_or(0.0, |(v, _, _)| v);
                     if best_iou > s.thresh {
                         map.delta[objectness] = 0.0;
                     }
-                    if let Some((iou, r)) = best
+                    if let Some((iou, t, r)) = best
                         && iou > 1.0
                     {
                         // The fork's branch for an overlap above 1
                         // (rounding alone can give one).
                         map.delta[objectness] = -(1.0 - map.activated[objectness]);
-                        let class = class_of(r, b)?;
-                        check_class(s, class, b)?;
+                        let class = class_of(RUN, r, (b, t), s.classes)?;
                         map.class_delta(s, index + 5 * stride, class);
                         let truth = truth_of(r);
                         let scale = s.coord_scale * (2.0 - truth.w * truth.h);
@@ -491,10 +463,8 @@ impl Yolov3LossLayer {
             // Each true box goes to its cell's best anchors.
             for (t, r) in rows.iter().enumerate().take_while(|(_, r)| r[3] != 0.0) {
                 let truth = truth_of(r);
-                let class = class_of(r, b).map_err(|e| with_row(e, t))?;
-                check_class(s, class, b).map_err(|e| with_row(e, t))?;
-                let i = ((truth.x * width as f32) as i64).clamp(0, width as i64 - 1) as usize;
-                let j = ((truth.y * height as f32) as i64).clamp(0, height as i64 - 1) as usize;
+                let class = class_of(RUN, r, (b, t), s.classes)?;
+                let (i, j) = cell_of(&truth, (width, height));
                 let pos = j * width + i;
                 let shape_only = CenterBox {
                     x: 0.0,
@@ -549,47 +519,6 @@ impl Yolov3LossLayer {
             }
         }
         Ok(totals)
-    }
-}
-
-/// A label row's class (from 0), as the fork truncates it.
-fn class_of(row: &[f32], image: usize) -> Result<usize> {
-    let c = row[0];
-    if c.is_nan() || c < 0.0 || c.fract() != 0.0 {
-        return Err(bad_param(
-            RUN,
-            format!(
-                "image {image}'s label has class {c}: classes count from 0 (AnnotatedData's \
-                 label less 1, so label 0, the background, cannot be a box)"
-            ),
-        ));
-    }
-    Ok(c as usize)
-}
-
-fn check_class(s: &Settings, class: usize, image: usize) -> Result<()> {
-    if class >= s.classes {
-        return Err(bad_param(
-            RUN,
-            format!(
-                "image {image}'s label has class {class}, but num_class is {}",
-                s.classes
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// `e` with the label row it came from.
-fn with_row(e: blob_runtime::BlobError, row: usize) -> blob_runtime::BlobError {
-    match e {
-        blob_runtime::BlobError::InvalidParameter { op, detail } => {
-            blob_runtime::BlobError::InvalidParameter {
-                op,
-                detail: format!("{detail} (row {row})"),
-            }
-        }
-        other => other,
     }
 }
 

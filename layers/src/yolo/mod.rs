@@ -1,6 +1,7 @@
 //! The layers of the YOLO Caffe forks (eric612/MobileNet-YOLO, after
-//! darknet): YOLOv3's training loss `Yolov3` (in [`loss`]) and the
-//! detection outputs `YoloDetectionOutput` (YOLOv2's region boxes, a
+//! darknet): the training losses `Yolov3` (in [`loss`]) and YOLOv2's
+//! `RegionLoss` (in [`region_loss`]), and the detection outputs
+//! `YoloDetectionOutput` (YOLOv2's region boxes, a
 //! softmax over the classes) and `Yolov3DetectionOutput` (YOLOv3's boxes
 //! at several scales, a sigmoid per class, and Gaussian YOLOv3's
 //! uncertain boxes). Each decodes every cell's boxes, keeps those
@@ -22,6 +23,8 @@
 
 mod loss;
 mod overlap;
+mod region_loss;
+mod truth;
 mod v2;
 mod v3;
 
@@ -33,8 +36,9 @@ use crate::detection_output::{nothing_detected, write_rows};
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
 
-pub use loss::YOLO_LABEL_ROWS;
 pub(crate) use loss::{YOLOV3_FIELD, Yolov3LossLayer};
+pub(crate) use region_loss::{REGION_LOSS_FIELD, RegionLossLayer};
+pub use truth::YOLO_LABEL_ROWS;
 pub(crate) use v2::{YOLO_DETECTION_OUTPUT_FIELD, YoloV2};
 pub(crate) use v3::{YOLOV3_DETECTION_OUTPUT_FIELD, YoloV3};
 
