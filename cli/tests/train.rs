@@ -772,62 +772,83 @@ fn mobilenet_ssd_trains_from_its_own_voc_files() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// YOLOv3 trained as the YOLO fork's users train it: MobileNet-YOLOv3
-/// lite's own VOC training set-up (eric612/MobileNet-YOLO's
-/// `models/mobilenetv1_voc`: AnnotatedData in YOLO's label layout with
-/// its five scales, jitter, distortion and expansion; the `Yolov3` loss
-/// at two scales; its solver's `multifixed` warm-up and `iter_size: 2`),
-/// on the five annotated photos, tested by its test net's
-/// `Yolov3DetectionOutput` and DetectionEvaluate into a mean average
-/// precision.
-#[test]
-fn mobilenet_yolov3_trains_from_its_own_voc_set_up() {
+/// A YOLO fork's VOC training set-up (eric612/MobileNet-YOLO,
+/// `tests/fixtures/nets/yolo/PREFIX_{train,test,solver}.prototxt`) on the
+/// five annotated photos: its batches of `batches` (train, test) cut to
+/// 2, its solver's `edits` made (the test's own iterations, paths, CPU),
+/// trained by `blobflow train` and tested by its test net's detection
+/// output and DetectionEvaluate. Returns the log.
+fn train_yolo_set_up(prefix: &str, batches: (usize, usize), edits: &[(&str, &str)]) -> Vec<String> {
     let fixture = root().join("tests/fixtures/nets/yolo");
-    let dir = voc_folder("yolov3");
+    let dir = voc_folder(prefix);
     let mut labels = std::fs::read_to_string(dir.join("labelmap.prototxt")).unwrap();
     for c in 6..21 {
         labels.push_str(&format!("item {{ name: \"class{c}\" label: {c} }}\n"));
     }
     std::fs::write(dir.join("labelmap_voc.prototxt"), labels).unwrap();
-    // Its batch of 16 cut to 2, the stores and label map here.
-    for (net, batch, store) in [("train", 16, "trainval"), ("test", 1, "test")] {
-        let text =
-            std::fs::read_to_string(fixture.join(format!("mobilenet_yolov3_lite_{net}.prototxt")))
-                .unwrap()
-                .replace(&format!("batch_size: {batch}"), "batch_size: 2")
-                .replace(
-                    &format!("examples/VOC0712/VOC0712_{store}_lmdb"),
-                    &format!("{store}_lmdb"),
-                )
-                .replace(
-                    "data/VOC0712/labelmap_voc.prototxt",
-                    "labelmap_voc.prototxt",
-                );
+    for (net, batch, store) in [
+        ("train", batches.0, "trainval"),
+        ("test", batches.1, "test"),
+    ] {
+        let text = std::fs::read_to_string(fixture.join(format!("{prefix}_{net}.prototxt")))
+            .unwrap()
+            .replace(&format!("batch_size: {batch}"), "batch_size: 2")
+            .replace(
+                &format!("examples/VOC0712/VOC0712_{store}_lmdb"),
+                &format!("{store}_lmdb"),
+            )
+            .replace(
+                "data/VOC0712/labelmap_voc.prototxt",
+                "labelmap_voc.prototxt",
+            );
         assert!(text.contains(&format!("source: \"{store}_lmdb\"")));
+        assert!(text.contains("batch_size: 2"));
         std::fs::write(dir.join(format!("{net}.prototxt")), text).unwrap();
     }
-    // Its solver, for 2 iterations and one test of 1 batch at the end.
-    let solver = std::fs::read_to_string(fixture.join("mobilenet_yolov3_lite_solver.prototxt"))
-        .unwrap()
-        .replace(
-            "models/mobilenetv1_voc/mobilenet_yolov3_lite_train.prototxt",
-            "train.prototxt",
-        )
-        .replace(
-            "models/mobilenetv1_voc/mobilenet_yolov3_lite_test.prototxt",
-            "test.prototxt",
-        )
-        .replace("test_iter: 4952", "test_iter: 1")
-        .replace("test_interval: 1000", "test_interval: 2")
-        .replace("display: 10", "display: 1")
-        .replace("max_iter: 120000", "max_iter: 2")
-        .replace("snapshot: 1000", "snapshot: 0")
-        .replace("solver_mode: GPU", "solver_mode: CPU")
-        .replace("average_loss: 10", "average_loss: 1")
-        .replace("snapshot_after_train: true", "snapshot_after_train: false");
-    assert!(solver.contains("lr_policy: \"multifixed\"") && solver.contains("iter_size: 2"));
+    let mut solver =
+        std::fs::read_to_string(fixture.join(format!("{prefix}_solver.prototxt"))).unwrap();
+    for (from, to) in edits {
+        assert!(solver.contains(from), "{from}");
+        solver = solver.replace(from, to);
+    }
     std::fs::write(dir.join("solver.prototxt"), solver).unwrap();
     let lines = blobflow_ok(&dir, &["train", "--solver", "solver.prototxt"]);
+    let map: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| after(l, "Test net output #0: detection_eval = "))
+        .collect();
+    assert_eq!(map.len(), 1, "{lines:#?}");
+    assert!((0.0..=1.0).contains(&map[0]), "{map:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    lines
+}
+
+/// YOLOv3 trained as the YOLO fork's users train it: MobileNet-YOLOv3
+/// lite's own VOC training set-up (`models/mobilenetv1_voc`:
+/// AnnotatedData in YOLO's label layout with its five scales, jitter,
+/// distortion and expansion; the `Yolov3` loss at two scales; its
+/// solver's `multifixed` warm-up and `iter_size: 2`), tested by
+/// `Yolov3DetectionOutput` and DetectionEvaluate into a mean average
+/// precision.
+#[test]
+fn mobilenet_yolov3_trains_from_its_own_voc_set_up() {
+    let prefix = "models/mobilenetv1_voc/mobilenet_yolov3_lite";
+    let lines = train_yolo_set_up(
+        "mobilenet_yolov3_lite",
+        (16, 1),
+        &[
+            (&format!("{prefix}_train.prototxt"), "train.prototxt"),
+            (&format!("{prefix}_test.prototxt"), "test.prototxt"),
+            ("test_iter: 4952", "test_iter: 1"),
+            ("test_interval: 1000", "test_interval: 2"),
+            ("display: 10", "display: 1"),
+            ("max_iter: 120000", "max_iter: 2"),
+            ("snapshot: 1000", "snapshot: 0"),
+            ("solver_mode: GPU", "solver_mode: CPU"),
+            ("average_loss: 10", "average_loss: 1"),
+            ("snapshot_after_train: true", "snapshot_after_train: false"),
+        ],
+    );
     // The warm-up's first stage: 1e-6 up to iteration 50.
     let rates: Vec<f64> = lines.iter().filter_map(|l| after(l, "lr = ")).collect();
     assert_eq!(rates, [1e-6; 2], "{lines:#?}");
@@ -846,11 +867,43 @@ fn mobilenet_yolov3_trains_from_its_own_voc_set_up() {
             "{scale}: {lines:#?}"
         );
     }
-    let map: Vec<f64> = lines
-        .iter()
-        .filter_map(|l| after(l, "Test net output #0: detection_eval = "))
-        .collect();
-    assert_eq!(map.len(), 1, "{lines:#?}");
-    assert!((0.0..=1.0).contains(&map[0]), "{map:?}");
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// YOLOv2 the same way: MobileNet-YOLO lite's own VOC set-up
+/// (`models/yolov2`: AnnotatedData in YOLO's label layout with SSD's
+/// batch samplers and ten scales from 320 to 608, RegionLoss over the
+/// Reorg'd map; RMSProp), one iteration (its `iter_size` of 8 cut to
+/// 1), tested by `YoloDetectionOutput` and DetectionEvaluate.
+#[test]
+fn mobilenet_yolo_v2_trains_from_its_own_voc_set_up() {
+    let prefix = "models/yolov2/mobilenet_yolo_lite";
+    let lines = train_yolo_set_up(
+        "mobilenet_yolo_lite",
+        (8, 1),
+        &[
+            (&format!("{prefix}_train.prototxt"), "train.prototxt"),
+            (&format!("{prefix}_test.prototxt"), "test.prototxt"),
+            ("test_iter: 4952", "test_iter: 1"),
+            ("test_interval: 1000", "test_interval: 1"),
+            ("display: 10", "display: 1"),
+            ("max_iter: 120000", "max_iter: 1"),
+            ("snapshot: 1000", "snapshot: 0"),
+            ("solver_mode: GPU", "solver_mode: CPU"),
+            ("average_loss: 10", "average_loss: 1"),
+            ("iter_size: 8", "iter_size: 1"),
+            ("snapshot_after_train: true", "snapshot_after_train: false"),
+        ],
+    );
+    let losses = printed_losses(&lines);
+    assert_eq!(losses.len(), 2, "{lines:#?}");
+    assert!(
+        losses.iter().all(|&(_, l)| l.is_finite() && l > 0.0),
+        "{losses:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l
+            .trim_start()
+            .starts_with("Train net output #0: det_loss = ")),
+        "{lines:#?}"
+    );
 }
