@@ -22,7 +22,7 @@ use crate::data_layer::StoreSource;
 use crate::datum::{ColorMode, Example, Pixels, datum_example};
 use crate::distort::Distortion;
 use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Setup};
-use crate::resize::{resize_linear, resize_nearest};
+use crate::resize::{resize_area, resize_lanczos4, resize_linear, resize_nearest};
 use crate::transform::{DataTransformer, Placement};
 use crate::yolo_labels::{LabelLayout, jitter_crop};
 
@@ -365,7 +365,9 @@ impl Emit {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Interp {
     Linear,
+    Area,
     Nearest,
+    Lanczos4,
 }
 
 /// One `resize_param` (WARP): its size, the interpolations it draws
@@ -392,13 +394,15 @@ impl ResizePolicy {
                 "resize_param {i} wants a height and a width from 1 to 16384, not {h} x {w}"
             )));
         }
-        // AREA, CUBIC and LANCZOS4 are drawn as the fork draws them,
-        // and resized bilinearly.
+        // CUBIC is drawn as the fork draws it, and resized bilinearly.
         let modes = r
             .values("interp_mode")
             .map(|v| match v {
-                // NEAREST is 3 in the fork's Interp_mode.
+                // The fork's Interp_mode: LINEAR 1, AREA 2, NEAREST 3,
+                // CUBIC 4, LANCZOS4 5.
+                blob_proto::ParamValue::Enum(2) => Interp::Area,
                 blob_proto::ParamValue::Enum(3) => Interp::Nearest,
+                blob_proto::ParamValue::Enum(5) => Interp::Lanczos4,
                 _ => Interp::Linear,
             })
             .collect();
@@ -826,7 +830,9 @@ fn resize_image(example: &Example, (height, width): (usize, usize), interp: Inte
     let (c, h, w) = (example.channels, example.height, example.width);
     let out = match interp {
         Interp::Linear => resize_linear(src, c, h, w, height, width),
+        Interp::Area => resize_area(src, c, h, w, height, width),
         Interp::Nearest => resize_nearest(src, c, (h, w), (height, width)),
+        Interp::Lanczos4 => resize_lanczos4(src, c, h, w, height, width),
     };
     reshaped(example, height, width, out)
 }
@@ -867,8 +873,8 @@ fn resize_image(example: &Example, (height, width): (usize, usize), interp: Inte
 ///
 /// Departures from the fork: the crops and expansions are not
 /// re-encoded as JPEG between steps (the fork's are, losing detail);
-/// AREA, CUBIC and LANCZOS4 interpolations are drawn as the fork draws
-/// them and resized bilinearly; `noise_param`, resize modes other than
+/// CUBIC is drawn as the fork draws it and resized bilinearly (LINEAR,
+/// AREA, NEAREST and LANCZOS4 are OpenCV's bytes); `noise_param`, resize modes other than
 /// WARP, `crop_h`/`crop_w` and `difficult_label_warmup` are refused. The draws come from each
 /// record's own generator (seeded in record order), so a batch is the
 /// same on any number of decoding threads, though not Caffe's draws.

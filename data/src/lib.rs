@@ -4,7 +4,8 @@
 //!   LMDB or LevelDB store (what Caffe's `convert_imageset` and `convert_mnist_data`
 //!   write), raw or encoded JPEG/PNG;
 //! - [`image_data_layer`] (`type: "ImageData"`): images named by a list
-//!   file, resized as OpenCV resizes them ([`resize_linear`]);
+//!   file, resized as OpenCV resizes them ([`resize_linear`], and the
+//!   forks' `interp_mode`s [`resize_area`] and [`resize_lanczos4`]);
 //! - [`dense_image_data_layer`] (`type: "DenseImageData"`, SegNet's
 //!   fork): images and their label images named in pairs by a list
 //!   file, mirrored and cropped alike, for nets that label each pixel;
@@ -80,7 +81,7 @@ pub use imageset::{
 pub use memory_data::MemoryDataLayer;
 pub use name_size::image_sizes;
 pub use prefetch::{PrefetchingDataLayer, set_decoding_threads};
-pub use resize::resize_linear;
+pub use resize::{resize_area, resize_lanczos4, resize_linear};
 pub use store::{Backend, StoreError, StoreReader, StoreWriter};
 pub use transform::DataTransformer;
 pub use window_data::window_data_layer;

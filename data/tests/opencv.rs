@@ -1,11 +1,12 @@
 //! The data crate's image steps against OpenCV 4.14's own output
 //! (`tests/fixtures/make_opencv_fixtures.py`): a JPEG record decoded as
 //! Caffe's `imdecode` decodes it, and resized as `cv::resize` bilinear
-//! resizes it for `convert_imageset` and `ImageData`.
+//! resizes it for `convert_imageset` and `ImageData`, and as its AREA and
+//! LANCZOS4 resize it for the SSD and YOLO forks' `interp_mode`s.
 
 use std::path::PathBuf;
 
-use blob_data::{ColorMode, Pixels, decode_datum, resize_linear};
+use blob_data::{ColorMode, Pixels, decode_datum, resize_area, resize_lanczos4, resize_linear};
 use prost::Message;
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -56,4 +57,54 @@ fn bilinear_resizes_are_opencvs_bytes() {
             ours.len()
         );
     }
+}
+
+/// A resize of planes: channels, height, width, new height, new width.
+type Resize = fn(&[u8], usize, usize, usize, usize, usize) -> Vec<u8>;
+
+/// `name`'s OpenCV fixtures of `sizes` against `resize`.
+fn same_bytes_as_opencv(name: &str, sizes: &[(usize, usize)], resize: Resize) {
+    let decoded = fixture("astronaut_crop.bgr");
+    for &(h, w) in sizes {
+        let ours = resize(&decoded, 3, 48, 64, h, w);
+        let opencv = fixture(&format!("{name}_{h}x{w}.bgr"));
+        assert_eq!(ours.len(), opencv.len());
+        let differing = ours.iter().zip(&opencv).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            differing,
+            0,
+            "{name} {h} x {w}: {differing} of {} bytes differ",
+            ours.len()
+        );
+    }
+}
+
+#[test]
+fn area_resizes_are_opencvs_bytes() {
+    // Exact halving, whole blocks (3 x 4), fractional shrinks, enlarging,
+    // and one axis each way.
+    same_bytes_as_opencv(
+        "area",
+        &[
+            (24, 32),
+            (16, 16),
+            (32, 32),
+            (20, 40),
+            (31, 50),
+            (7, 5),
+            (96, 128),
+            (100, 90),
+            (30, 100),
+        ],
+        resize_area,
+    );
+}
+
+#[test]
+fn lanczos4_resizes_are_opencvs_bytes() {
+    same_bytes_as_opencv(
+        "lanczos4",
+        &[(96, 128), (32, 32), (31, 50), (7, 5), (60, 20)],
+        resize_lanczos4,
+    );
 }

@@ -2,7 +2,8 @@
 //! record is the store's one, read in a batch of two with settings the
 //! first byte picks (the warp alone, SSD's whole augmentation:
 //! distortion, expansion, samplers, mirror, or the YOLO fork's label
-//! layout with its jitter and two scales). An error or batches whose
+//! layout with its jitter and two scales, resized by OpenCV's AREA and
+//! LANCZOS4). An error or batches whose
 //! label rows are boxes of the batch's items inside the image; never a
 //! panic, never more memory than the limit (256 MiB).
 #![no_main]
@@ -28,7 +29,8 @@ const SETTINGS: [&str; 4] = [
            sample_constraint { min_jaccard_overlap: 0.5 } max_sample: 1 max_trials: 20 } }"#,
     "transform_param { crop_size: 2 emit_constraint { emit_type: MIN_OVERLAP emit_overlap: 0.3 } }",
     r#"transform_param { mirror: true
-         resize_param { prob: 0.5 height: 8 width: 8 } resize_param { prob: 0.5 height: 4 width: 6 }
+         resize_param { prob: 0.5 height: 8 width: 8 interp_mode: AREA interp_mode: LANCZOS4 }
+         resize_param { prob: 0.5 height: 4 width: 6 interp_mode: AREA }
          emit_constraint { emit_type: CENTER } expand_param { prob: 0.5 max_expand_ratio: 2.5 } }
        annotated_data_param { yolo_data_type: 1 yolo_data_jitter: 0.7 train_diffcult: false }"#,
 ];

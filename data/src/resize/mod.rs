@@ -1,18 +1,29 @@
-//! OpenCV's bilinear `cv::resize` (`INTER_LINEAR`) of 8-bit images, in
-//! its fixed-point arithmetic: what Caffe's `ReadImageToCVMat` does to an
-//! image given `new_height` / `new_width` (`convert_imageset
-//! --resize_height/--resize_width`, `ImageData`).
+//! OpenCV's `cv::resize` of 8-bit images, in its own arithmetic:
+//! bilinear (`INTER_LINEAR`, what Caffe's `ReadImageToCVMat` does to an
+//! image given `new_height` / `new_width`: `convert_imageset
+//! --resize_height/--resize_width`, `ImageData`), nearest, and the SSD
+//! and YOLO forks' `interp_mode`s AREA (in [`area`]) and LANCZOS4 (in
+//! [`lanczos`]).
+
+mod area;
+mod lanczos;
+
+pub use area::resize_area;
+pub use lanczos::resize_lanczos4;
 
 /// OpenCV's `INTER_RESIZE_COEF_BITS`: weights are multiples of 1/2048.
 const COEF_BITS: u32 = 11;
 const COEF_SCALE: i32 = 1 << COEF_BITS;
+
+/// One output position's two source indices and their weights.
+type Tap = (usize, usize, i32, i32);
 
 /// For each output position along one axis: the first source index,
 /// the second and the two weights. OpenCV holds the edge along a row
 /// (`hold_edge`: position and weight clamped) but only clamps the rows
 /// themselves along a column, keeping the weights: the two rounded
 /// halves of an edge row's sum then differ from the row by up to 1.
-fn taps(src: usize, dst: usize, hold_edge: bool) -> Vec<(usize, usize, i32, i32)> {
+fn taps(src: usize, dst: usize, hold_edge: bool) -> Vec<Tap> {
     let scale = src as f64 / dst as f64;
     (0..dst)
         .map(|d| {
@@ -65,40 +76,40 @@ pub fn resize_linear(
         channels * height * width,
         "planes of the size given"
     );
-    let mut out = vec![0u8; channels * new_height * new_width];
     if height == 0 || width == 0 || new_height == 0 || new_width == 0 {
-        return out;
+        return vec![0u8; channels * new_height * new_width];
     }
     if (height, width) == (new_height, new_width) {
-        out.copy_from_slice(planes);
-        return out;
+        return planes.to_vec();
     }
     if width == 2 * new_width && height == 2 * new_height {
         // OpenCV takes INTER_AREA's 2x2 means for an exact halving.
-        for c in 0..channels {
-            let plane = &planes[c * height * width..];
-            for y in 0..new_height {
-                for x in 0..new_width {
-                    let at = |yy: usize, xx: usize| u32::from(plane[yy * width + xx]);
-                    let sum = at(2 * y, 2 * x)
-                        + at(2 * y, 2 * x + 1)
-                        + at(2 * y + 1, 2 * x)
-                        + at(2 * y + 1, 2 * x + 1);
-                    out[(c * new_height + y) * new_width + x] = ((sum + 2) >> 2) as u8;
-                }
-            }
-        }
-        return out;
+        return area::whole_blocks(planes, channels, (height, width), (2, 2));
     }
     let xs = taps(width, new_width, true);
     let ys = taps(height, new_height, false);
+    two_taps(planes, channels, (height, width), (&xs, &ys))
+}
+
+/// OpenCV's separable two-tap resize of 8-bit planes (`resizeGeneric_`
+/// with `HResizeLinear` and `VResizeLinear`): each output value from two
+/// source columns `xs` of two source rows `ys`, with weights that are
+/// multiples of 1/2048; bilinear's taps and AREA's when it enlarges.
+fn two_taps(
+    planes: &[u8],
+    channels: usize,
+    (height, width): (usize, usize),
+    (xs, ys): (&[Tap], &[Tap]),
+) -> Vec<u8> {
+    let (new_height, new_width) = (ys.len(), xs.len());
+    let mut out = vec![0u8; channels * new_height * new_width];
     let mut row0 = vec![0i32; new_width];
     let mut row1 = vec![0i32; new_width];
     for c in 0..channels {
         let plane = &planes[c * height * width..(c + 1) * height * width];
         let horizontal = |y: usize, row: &mut [i32]| {
             let line = &plane[y * width..(y + 1) * width];
-            for (value, &(s0, s1, a0, a1)) in row.iter_mut().zip(&xs) {
+            for (value, &(s0, s1, a0, a1)) in row.iter_mut().zip(xs) {
                 *value = i32::from(line[s0]) * a0 + i32::from(line[s1]) * a1;
             }
         };
