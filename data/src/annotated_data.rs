@@ -22,7 +22,7 @@ use crate::data_layer::StoreSource;
 use crate::datum::{ColorMode, Example, Pixels, datum_example};
 use crate::distort::Distortion;
 use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Setup};
-use crate::resize::{resize_area, resize_lanczos4, resize_linear, resize_nearest};
+use crate::resize_policy::ResizePolicy;
 use crate::transform::{DataTransformer, Placement};
 use crate::yolo_labels::{LabelLayout, jitter_crop};
 
@@ -361,63 +361,9 @@ impl Emit {
     }
 }
 
-/// How `resize_param` draws OpenCV's interpolation.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Interp {
-    Linear,
-    Area,
-    Nearest,
-    Lanczos4,
-}
-
-/// One `resize_param` (WARP): its size, the interpolations it draws
-/// from, and the weight the YOLO fork's multi-scale training draws it by.
-#[derive(Clone, Debug, PartialEq)]
-struct ResizePolicy {
-    prob: f32,
-    height: usize,
-    width: usize,
-    modes: Vec<Interp>,
-}
-
-impl ResizePolicy {
-    fn from_param(r: &ParamMessage, i: usize) -> Result<Self, BlobError> {
-        if r.enum_name("resize_mode") != "WARP" {
-            return Err(refused(format!(
-                "resize_param {i}: resize_mode {}: WARP is the mode supported",
-                r.enum_name("resize_mode")
-            )));
-        }
-        let (h, w) = (r.uint("height") as usize, r.uint("width") as usize);
-        if h == 0 || w == 0 || h > 16384 || w > 16384 {
-            return Err(refused(format!(
-                "resize_param {i} wants a height and a width from 1 to 16384, not {h} x {w}"
-            )));
-        }
-        // CUBIC is drawn as the fork draws it, and resized bilinearly.
-        let modes = r
-            .values("interp_mode")
-            .map(|v| match v {
-                // The fork's Interp_mode: LINEAR 1, AREA 2, NEAREST 3,
-                // CUBIC 4, LANCZOS4 5.
-                blob_proto::ParamValue::Enum(2) => Interp::Area,
-                blob_proto::ParamValue::Enum(3) => Interp::Nearest,
-                blob_proto::ParamValue::Enum(5) => Interp::Lanczos4,
-                _ => Interp::Linear,
-            })
-            .collect();
-        Ok(Self {
-            prob: r.float("prob") as f32,
-            height: h,
-            width: w,
-            modes,
-        })
-    }
-}
-
 /// What AnnotatedData does to a record before Caffe's transform:
-/// `expand_param`, the batch samplers, `resize_param` (WARP) and
-/// `emit_constraint`.
+/// `expand_param`, the batch samplers (or the YOLO fork's jitter),
+/// `resize_param` (in `resize_policy.rs`) and `emit_constraint`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Geometry {
     distort: Option<Distortion>,
@@ -486,7 +432,7 @@ impl Geometry {
         };
         let mut resize = Vec::new();
         for (i, r) in t.messages("resize_param").enumerate() {
-            resize.push(ResizePolicy::from_param(r, i)?);
+            resize.push(ResizePolicy::from_param(r, i, refused)?);
         }
         if resize.len() > 1 {
             // The YOLO fork's checks of its multi-scale policies.
@@ -644,37 +590,19 @@ impl Geometry {
                 objects = objects.map(|o| self.move_boxes(&o, &patch, false));
             }
         } else if let Some(jitter) = self.jitter {
-            let patch = jitter_crop(rng, jitter, false);
+            let keep = self.resize.get(policy).is_some_and(|p| p.keeps_aspect());
+            let patch = jitter_crop(rng, jitter, keep);
             example = crop_image(&example, &patch);
             objects = objects.map(|o| self.move_boxes(&o, &patch, false));
         }
-        if let Some(ResizePolicy {
-            height: h,
-            width: w,
-            modes,
-            ..
-        }) = self.resize.get(policy)
-        {
-            let interp = match modes.len() {
-                0 => Interp::Linear,
-                n => {
-                    // The fork's roll of an even die.
-                    let v = uniform(rng, 0.0, 1.0);
-                    modes[((v * n as f32) as usize).min(n - 1)]
+        if let Some(policy) = self.resize.get(policy) {
+            let mut boxes: Vec<Rect> = objects.iter().flatten().map(|o| o.rect).collect();
+            example = policy.apply(&example, &mut boxes, rng)?;
+            if let Some(objects) = objects.as_mut() {
+                for (o, b) in objects.iter_mut().zip(boxes) {
+                    o.rect = b;
                 }
-            };
-            let before = (example.height, example.width);
-            example = resize_image(&example, (*h, *w), interp);
-            // The fork's `UpdateBBoxByResizePolicy` (WARP): each box
-            // clipped to the image, in the old and new pixel sizes.
-            objects = objects.map(|o| {
-                o.into_iter()
-                    .map(|mut o| {
-                        o.rect = warp_box(&o.rect, before, (*h, *w));
-                        o
-                    })
-                    .collect()
-            });
+            }
         }
         Ok((example, objects))
     }
@@ -790,21 +718,6 @@ fn reshaped(example: &Example, height: usize, width: usize, pixels: Vec<u8>) -> 
     }
 }
 
-/// The fork's `UpdateBBoxByResizePolicy` for WARP.
-fn warp_box(r: &Rect, (old_h, old_w): (usize, usize), (new_h, new_w): (usize, usize)) -> Rect {
-    let (ow, oh, nw, nh) = (old_w as f32, old_h as f32, new_w as f32, new_h as f32);
-    let xmin = (r.xmin * ow * nw / ow).max(0.0);
-    let xmax = (r.xmax * ow * nw / ow).min(nw);
-    let ymin = (r.ymin * oh * nh / oh).max(0.0);
-    let ymax = (r.ymax * oh * nh / oh).min(nh);
-    Rect {
-        xmin: xmin / nw,
-        ymin: ymin / nh,
-        xmax: xmax / nw,
-        ymax: ymax / nh,
-    }
-}
-
 /// The fork's `CropImage`: the pixels under `patch` (clipped), their
 /// offsets and sizes truncated as the fork's integer casts truncate.
 fn crop_image(example: &Example, patch: &Rect) -> Example {
@@ -824,19 +737,6 @@ fn crop_image(example: &Example, patch: &Rect) -> Example {
     reshaped(example, height, width, out)
 }
 
-/// `ApplyResize` (WARP): the image to `height x width`.
-fn resize_image(example: &Example, (height, width): (usize, usize), interp: Interp) -> Example {
-    let src = bytes(example);
-    let (c, h, w) = (example.channels, example.height, example.width);
-    let out = match interp {
-        Interp::Linear => resize_linear(src, c, h, w, height, width),
-        Interp::Area => resize_area(src, c, h, w, height, width),
-        Interp::Nearest => resize_nearest(src, c, (h, w), (height, width)),
-        Interp::Lanczos4 => resize_lanczos4(src, c, h, w, height, width),
-    };
-    reshaped(example, height, width, out)
-}
-
 /// The SSD fork's `AnnotatedData` (`data_param { source batch_size
 /// backend }`, `annotated_data_param { batch_sampler ... }` and
 /// `transform_param` with the fork's `resize_param`, `expand_param` and
@@ -848,8 +748,11 @@ fn resize_image(example: &Example, (height, width): (usize, usize), interp: Inte
 /// times its size), cropped to a patch drawn by one of the batch
 /// samplers (each tries `max_trials` patches of its scales and aspect
 /// ratios, keeping those that meet its `sample_constraint` of overlap
-/// with the objects; one of all kept is taken), warped to
-/// `resize_param`'s height and width, then mirrored, cropped, centred
+/// with the objects; one of all kept is taken), resized by
+/// `resize_param` (WARP to its height and width; FIT_LARGE_SIZE_AND_PAD
+/// keeping the aspect within them and padding by `pad_mode`;
+/// FIT_SMALL_SIZE keeping the aspect with the shorter side fitted, each
+/// image at its own size, so one a batch), then mirrored, cropped, centred
 /// and scaled as Caffe's `DataTransformer` does. The boxes follow the
 /// image; those whose centre leaves a crop are dropped
 /// (`emit_constraint`). The label top is `(1, 1, boxes, 8)`: `[item,
@@ -874,8 +777,8 @@ fn resize_image(example: &Example, (height, width): (usize, usize), interp: Inte
 /// Departures from the fork: the crops and expansions are not
 /// re-encoded as JPEG between steps (the fork's are, losing detail);
 /// CUBIC is drawn as the fork draws it and resized bilinearly (LINEAR,
-/// AREA, NEAREST and LANCZOS4 are OpenCV's bytes); `noise_param`, resize modes other than
-/// WARP, `crop_h`/`crop_w` and `difficult_label_warmup` are refused. The draws come from each
+/// AREA, NEAREST and LANCZOS4 are OpenCV's bytes); `noise_param`,
+/// `crop_h`/`crop_w` and `difficult_label_warmup` are refused. The draws come from each
 /// record's own generator (seeded in record order), so a batch is the
 /// same on any number of decoding threads, though not Caffe's draws.
 ///
@@ -1050,7 +953,7 @@ mod tests {
     }
 
     #[test]
-    fn a_crop_keeps_its_pixels_and_its_boxes_follow() {
+    fn a_crop_keeps_its_pixels() {
         let e = Example {
             channels: 1,
             height: 4,
@@ -1061,9 +964,5 @@ mod tests {
         let c = crop_image(&e, &rect(0.25, 0.5, 0.75, 1.0));
         assert_eq!((c.height, c.width), (2, 2));
         assert_eq!(c.pixels, Pixels::Bytes(vec![9, 10, 13, 14]));
-        assert_eq!(
-            warp_box(&rect(-0.1, 0.2, 0.5, 1.2), (4, 4), (8, 2)),
-            rect(0.0, 0.2, 0.5, 1.0)
-        );
     }
 }

@@ -62,6 +62,7 @@ mod name_size;
 mod order;
 mod prefetch;
 mod resize;
+mod resize_policy;
 mod store;
 mod transform;
 mod window_data;

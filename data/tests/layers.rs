@@ -746,8 +746,8 @@ fn annotated_data_refuses_what_it_does_not_do() {
     for (kind, extra, words) in [
         (
             "AnnotatedData",
-            "transform_param { resize_param { resize_mode: FIT_SMALL_SIZE height: 8 width: 8 } }",
-            "FIT_SMALL_SIZE",
+            "transform_param { resize_param { resize_mode: FIT_SMALL_SIZE height: 0 width: 8 } }",
+            "resize_param 0 wants a height and a width from 1 to 16384, not 0 x 8",
         ),
         (
             "AnnotatedData",
@@ -871,5 +871,55 @@ fn annotated_data_in_yolos_layout_draws_its_scales_and_feeds_yolov3() {
     let mut drawn: Vec<usize> = sizes.iter().step_by(10).copied().collect();
     drawn.dedup();
     assert!(drawn.len() > 1, "{sizes:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// SSD's aspect-keeping resizes: FIT_LARGE_SIZE_AND_PAD fits the longer
+/// side and pads the other (the boxes move into the padded image),
+/// FIT_SMALL_SIZE fits the shorter side, each image at a size of its
+/// own (so one a batch).
+#[test]
+fn annotated_data_keeps_the_aspect_where_asked() {
+    let dir = scratch("annotated-fit");
+    let source = annotated_store(&dir);
+    let net = |resize: &str, batch: usize| {
+        let text = format!(
+            r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label"
+                 transform_param {{ resize_param {{ {resize} }} }}
+                 data_param {{ source: "{}" batch_size: {batch} backend: LMDB }} }}"#,
+            source.display()
+        );
+        Net::<f32>::builder()
+            .state(NetState::test())
+            .registry(&data_registry())
+            .from_prototxt(&text)
+            .unwrap()
+    };
+    // The records are 48 x 40: 32 wide, floor(32 / 1.2) = 26 high, three
+    // rows of 200 above and three below.
+    let mut large = net(
+        "resize_mode: FIT_LARGE_SIZE_AND_PAD height: 32 width: 32 pad_value: 200",
+        2,
+    );
+    large.forward().unwrap();
+    assert_eq!(large.blob("data").unwrap().shape(), [2, 3, 32, 32]);
+    let data = large.blob("data").unwrap().to_vec().unwrap();
+    assert!(data[..3 * 32].iter().all(|&v| v == 200.0));
+    assert!(data[29 * 32..32 * 32].iter().all(|&v| v == 200.0));
+    let label = large.blob("label").unwrap().to_vec().unwrap();
+    assert_eq!(check_label_rows(&label, 2), 2);
+    // The first record's box, 0.1 to 0.5 of the height, in the 32 rows:
+    // the fork's float padding of (32 - 32 / 1.2) / 2.
+    let padding = (32.0 - 32.0 / 1.2f32) / 2.0;
+    let want = (padding + 0.1 * 40.0 * (32.0 - 2.0 * padding) / 40.0) / 32.0;
+    assert!(
+        (label[4] - want).abs() < 1e-6,
+        "{} against {want}",
+        label[4]
+    );
+    // FIT_SMALL_SIZE: 20 high, floor(1.2 * 20) = 24 wide.
+    let mut small = net("resize_mode: FIT_SMALL_SIZE height: 20 width: 20", 1);
+    small.forward().unwrap();
+    assert_eq!(small.blob("data").unwrap().shape(), [1, 3, 20, 24]);
     std::fs::remove_dir_all(&dir).unwrap();
 }

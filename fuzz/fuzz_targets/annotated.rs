@@ -3,7 +3,7 @@
 //! first byte picks (the warp alone, SSD's whole augmentation:
 //! distortion, expansion, samplers, mirror, or the YOLO fork's label
 //! layout with its jitter and two scales, resized by OpenCV's AREA and
-//! LANCZOS4). An error or batches whose
+//! LANCZOS4, or fitted with its aspect kept and mirrored margins). An error or batches whose
 //! label rows are boxes of the batch's items inside the image; never a
 //! panic, never more memory than the limit (256 MiB).
 #![no_main]
@@ -14,7 +14,7 @@ use blob_data::{Backend, StoreWriter, data_registry};
 use blob_layers::net::{Net, NetState};
 use libfuzzer_sys::fuzz_target;
 
-const SETTINGS: [&str; 4] = [
+const SETTINGS: [&str; 5] = [
     "transform_param { resize_param { height: 6 width: 5 } }",
     r#"transform_param { mirror: true mean_value: 104 mean_value: 117 mean_value: 123
          resize_param { height: 8 width: 8 interp_mode: LINEAR interp_mode: NEAREST }
@@ -33,6 +33,8 @@ const SETTINGS: [&str; 4] = [
          resize_param { prob: 0.5 height: 4 width: 6 interp_mode: AREA }
          emit_constraint { emit_type: CENTER } expand_param { prob: 0.5 max_expand_ratio: 2.5 } }
        annotated_data_param { yolo_data_type: 1 yolo_data_jitter: 0.7 train_diffcult: false }"#,
+    r#"transform_param { resize_param { resize_mode: FIT_LARGE_SIZE_AND_PAD pad_mode: MIRRORED
+         height: 7 width: 9 interp_mode: LANCZOS4 interp_mode: AREA } }"#,
 ];
 
 fuzz_target!(|data: &[u8]| {
