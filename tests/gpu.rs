@@ -1399,6 +1399,77 @@ fn losses_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     Ok(())
 }
 
+/// The YOLO fork's training losses (`Yolov3` with its default box codes
+/// and with CIoU, `RegionLoss`) in a net on the GPU against the same net
+/// on the host: they run on the host in both, as the fork runs them, so
+/// the loss and the gradient moved back to the device are the host's to
+/// the bit.
+fn yolo_losses_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let labels = "input: 'label' input_shape { dim: 2 dim: 1 dim: 300 dim: 5 }";
+    let cases = [
+        (
+            "input: 'p' input_shape { dim: 2 dim: 14 dim: 3 dim: 3 }",
+            "layer { name: 'loss' type: 'Yolov3' bottom: 'p' bottom: 'label' top: 'loss'
+               yolov3_param { num_class: 2 num: 2 anchors_scale: 8 thresh: 0.5
+                 biases: 6 biases: 8 biases: 14 biases: 12 biases: 20 biases: 24 mask: 0 mask: 1 } }",
+        ),
+        (
+            "input: 'p' input_shape { dim: 2 dim: 14 dim: 3 dim: 3 }",
+            "layer { name: 'loss' type: 'Yolov3' bottom: 'p' bottom: 'label' top: 'loss'
+               yolov3_param { num_class: 2 num: 2 anchors_scale: 8 iou_loss: CIOU
+                 use_logic_gradient: true biases: 6 biases: 8 biases: 14 biases: 12
+                 biases: 20 biases: 24 mask: 1 mask: 2 } }",
+        ),
+        (
+            "input: 'p' input_shape { dim: 2 dim: 14 dim: 3 dim: 3 }",
+            "layer { name: 'loss' type: 'RegionLoss' bottom: 'p' bottom: 'label' top: 'loss'
+               region_loss_param { num_class: 2 num: 2 biases: 0.8 biases: 1.0 biases: 2.0 biases: 1.5 } }",
+        ),
+    ];
+    // Two boxes in image 0, one in image 1, then zeros.
+    let mut truth = vec![0.0f32; 2 * 300 * 5];
+    truth[..10].copy_from_slice(&[0.0, 0.3, 0.4, 0.2, 0.3, 1.0, 0.7, 0.6, 0.5, 0.4]);
+    truth[1500..1505].copy_from_slice(&[1.0, 0.5, 0.5, 0.6, 0.6]);
+    for (input, layer) in cases {
+        let text = format!("{input} {labels} force_backward: true {layer}");
+        let mut results = Vec::new();
+        for on_gpu in [false, true] {
+            let mut net = Net::<f32>::from_prototxt(&text, NetState::train()).map_err(fail)?;
+            if on_gpu {
+                net.to_device(dev.clone()).map_err(fail)?;
+            }
+            let p = net.blob("p").ok_or_else(|| fail("no blob p"))?;
+            cpu::set_seed(21);
+            cpu::uniform(-2.0, 2.0, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+            net.blob("label")
+                .ok_or_else(|| fail("no blob label"))?
+                .mutable_cpu_data()
+                .map_err(fail)?
+                .copy_from_slice(&truth);
+            let value = net.forward().map_err(fail)?;
+            net.backward().map_err(fail)?;
+            let p = net.blob("p").ok_or_else(|| fail("no blob p"))?;
+            ensure(
+                p.device().is_some() == on_gpu,
+                "the predictions stay where the net was put",
+            )?;
+            results.push((value, p.diff_to_vec().map_err(fail)?));
+        }
+        ensure(
+            results[0].0 == results[1].0 && results[0].0 > 0.0,
+            format!(
+                "{layer}: loss {} on the host, {} on the GPU",
+                results[0].0, results[1].0
+            ),
+        )?;
+        ensure(
+            results[0].1 == results[1].1,
+            format!("{layer}: the gradients differ"),
+        )?;
+    }
+    Ok(())
+}
+
 /// 200 iterations of Caffe's LeNet recipe from one seed, on the CPU and
 /// on the GPU: in windows of 20 iterations, each started on the GPU from
 /// the CPU's snapshot (weights and momentum), the losses track within
@@ -2160,6 +2231,7 @@ const CHECKS: &[(&str, Check)] = &[
         softmax_loss_and_dropout_match_cpu,
     ),
     ("layers::losses_on_gpu", losses_match_cpu),
+    ("layers::yolo_losses_on_gpu", yolo_losses_match_cpu),
     ("layers::mixed_devices_refused", mixed_devices_are_refused),
     ("net::gpu_matches_cpu", nets_match_cpu),
     ("net::folded_matches_cpu", folded_net_matches_cpu),
