@@ -4,8 +4,13 @@
 //!   LMDB or LevelDB store (what Caffe's `convert_imageset` and `convert_mnist_data`
 //!   write), raw or encoded JPEG/PNG;
 //! - [`image_data_layer`] (`type: "ImageData"`): images named by a list
-//!   file, resized as OpenCV resizes them ([`resize_linear`], and the
-//!   forks' `interp_mode`s [`resize_area`] and [`resize_lanczos4`]);
+//!   file, resized as OpenCV resizes them ([`resize_linear`]);
+//! - [`annotated_data_layer`] (`type: "AnnotatedData"`, the SSD fork's,
+//!   with the YOLO fork's label layout and scales): annotated records
+//!   distorted, expanded, sampled or jittered, resized by `resize_param`
+//!   (warped or with their aspect kept, by OpenCV's LINEAR, AREA,
+//!   NEAREST or LANCZOS4: [`resize_area`], [`resize_lanczos4`]) and
+//!   mirrored, their boxes following;
 //! - [`dense_image_data_layer`] (`type: "DenseImageData"`, SegNet's
 //!   fork): images and their label images named in pairs by a list
 //!   file, mirrored and cropped alike, for nets that label each pixel;
