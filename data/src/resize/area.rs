@@ -3,7 +3,7 @@
 //! source pixel by the share of it an output pixel covers (`resizeArea_`,
 //! in float), and an enlargement is bilinear with AREA's own weights.
 
-use super::{Tap, two_taps};
+use super::{Tap, trivial, two_taps};
 
 /// Resizes C-H-W planes of `channels` x `height` x `width` bytes to
 /// `new_height` x `new_width` as `cv::resize(..., INTER_AREA)` does
@@ -23,16 +23,8 @@ pub fn resize_area(
     new_height: usize,
     new_width: usize,
 ) -> Vec<u8> {
-    assert_eq!(
-        planes.len(),
-        channels * height * width,
-        "planes of the size given"
-    );
-    if height == 0 || width == 0 || new_height == 0 || new_width == 0 {
-        return vec![0u8; channels * new_height * new_width];
-    }
-    if (height, width) == (new_height, new_width) {
-        return planes.to_vec();
+    if let Some(out) = trivial(planes, channels, (height, width), (new_height, new_width)) {
+        return out;
     }
     // cv::resize's scales: the inverse of new over old, in double.
     let scale_x = 1.0 / (new_width as f64 / width as f64);

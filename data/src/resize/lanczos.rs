@@ -5,6 +5,8 @@
 
 use std::f64::consts::PI;
 
+use super::trivial;
+
 /// OpenCV's `interpolateLanczos4`: the eight weights of a position `x`
 /// (0 to 1) past a source pixel, normalized to sum to 1, in its mix of
 /// double and float.
@@ -78,16 +80,8 @@ pub fn resize_lanczos4(
     new_height: usize,
     new_width: usize,
 ) -> Vec<u8> {
-    assert_eq!(
-        planes.len(),
-        channels * height * width,
-        "planes of the size given"
-    );
-    if height == 0 || width == 0 || new_height == 0 || new_width == 0 {
-        return vec![0u8; channels * new_height * new_width];
-    }
-    if (height, width) == (new_height, new_width) {
-        return planes.to_vec();
+    if let Some(out) = trivial(planes, channels, (height, width), (new_height, new_width)) {
+        return out;
     }
     let xs = taps(width, new_width);
     let ys = taps(height, new_height);

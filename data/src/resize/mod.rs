@@ -15,6 +15,26 @@ pub use lanczos::resize_lanczos4;
 const COEF_BITS: u32 = 11;
 const COEF_SCALE: i32 = 1 << COEF_BITS;
 
+/// Checks `planes` against their sizes, and gives what every resize
+/// gives where there is nothing to interpolate: zeros for an empty
+/// image, a copy at the same size.
+fn trivial(
+    planes: &[u8],
+    channels: usize,
+    (height, width): (usize, usize),
+    (new_height, new_width): (usize, usize),
+) -> Option<Vec<u8>> {
+    assert_eq!(
+        planes.len(),
+        channels * height * width,
+        "planes of the size given"
+    );
+    if height == 0 || width == 0 || new_height == 0 || new_width == 0 {
+        return Some(vec![0u8; channels * new_height * new_width]);
+    }
+    ((height, width) == (new_height, new_width)).then(|| planes.to_vec())
+}
+
 /// One output position's two source indices and their weights.
 type Tap = (usize, usize, i32, i32);
 
@@ -71,16 +91,8 @@ pub fn resize_linear(
     new_height: usize,
     new_width: usize,
 ) -> Vec<u8> {
-    assert_eq!(
-        planes.len(),
-        channels * height * width,
-        "planes of the size given"
-    );
-    if height == 0 || width == 0 || new_height == 0 || new_width == 0 {
-        return vec![0u8; channels * new_height * new_width];
-    }
-    if (height, width) == (new_height, new_width) {
-        return planes.to_vec();
+    if let Some(out) = trivial(planes, channels, (height, width), (new_height, new_width)) {
+        return out;
     }
     if width == 2 * new_width && height == 2 * new_height {
         // OpenCV takes INTER_AREA's 2x2 means for an exact halving.

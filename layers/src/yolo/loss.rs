@@ -42,8 +42,8 @@ use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
 use blob_runtime::{Blob, MathElement};
 
 use super::overlap::{CenterBox, IouLoss, overlap_gradient};
-use super::sigmoid;
 use super::truth::{cell_of, check_labels, class_of, rows, truth_of};
+use super::{delta_scale, sigmoid};
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
 
@@ -585,24 +585,11 @@ impl<T: MathElement> DynLayer<T> for Yolov3LossLayer {
     }
 
     fn backward(&mut self, tops: &[&Blob<T>], down: &[bool], bottoms: &[&Blob<T>]) -> Result<()> {
-        if down.get(1) == Some(&true) {
-            return Err(bad_param(
-                RUN,
-                "Yolov3 Layer cannot backpropagate to label inputs.",
-            ));
-        }
-        if !down[0] {
-            return Ok(());
-        }
-        if !self.ready {
-            return Err(bad_param(
-                RUN,
-                "backward before any forward: the deltas come from forward",
-            ));
-        }
         let shape = bottoms[0].shape();
+        let Some(alpha) = delta_scale((RUN, "Yolov3"), self.ready, down, tops[0], shape[0])? else {
+            return Ok(());
+        };
         let (len, stride) = (self.s.len(), shape[2] * shape[3]);
-        let alpha = tops[0].cpu_diff()?[0].to_f64() as f32 / shape[0] as f32;
         let mut diff = bottoms[0].mutable_cpu_diff()?;
         for (at, ((d, &delta), &a)) in diff
             .iter_mut()

@@ -42,6 +42,34 @@ pub use truth::YOLO_LABEL_ROWS;
 pub(crate) use v2::{YOLO_DETECTION_OUTPUT_FIELD, YoloV2};
 pub(crate) use v3::{YOLOV3_DETECTION_OUTPUT_FIELD, YoloV3};
 
+/// What the YOLO losses' backward passes share: the refusal of a
+/// gradient to the labels, and each delta's factor (the top's gradient
+/// over the batch); `None` where bottom 0 takes no gradient.
+fn delta_scale<T: MathElement>(
+    (op, layer): (&'static str, &str),
+    ready: bool,
+    down: &[bool],
+    top: &Blob<T>,
+    images: usize,
+) -> Result<Option<f32>> {
+    if down.get(1) == Some(&true) {
+        return Err(bad_param(
+            op,
+            format!("{layer} Layer cannot backpropagate to label inputs."),
+        ));
+    }
+    if !down[0] {
+        return Ok(None);
+    }
+    if !ready {
+        return Err(bad_param(
+            op,
+            "backward before any forward: the deltas come from forward",
+        ));
+    }
+    Ok(Some(top.cpu_diff()?[0].to_f64() as f32 / images as f32))
+}
+
 /// A box that passed the confidence threshold: centre and size relative
 /// to the image, its class (from 0) and confidence.
 #[derive(Clone, Copy, Debug)]

@@ -36,8 +36,8 @@ use blob_proto::schema::{FieldDefault, FieldKind, FieldSchema, MessageSchema};
 use blob_runtime::{Blob, MathElement};
 
 use super::overlap::CenterBox;
-use super::sigmoid;
 use super::truth::{cell_of, check_labels, class_of, rows, truth_of};
+use super::{delta_scale, sigmoid};
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
 
@@ -382,23 +382,11 @@ impl<T: MathElement> DynLayer<T> for RegionLossLayer {
     }
 
     fn backward(&mut self, tops: &[&Blob<T>], down: &[bool], bottoms: &[&Blob<T>]) -> Result<()> {
-        if down.get(1) == Some(&true) {
-            return Err(bad_param(
-                RUN,
-                "RegionLoss Layer cannot backpropagate to label inputs.",
-            ));
-        }
-        if !down[0] {
-            return Ok(());
-        }
-        if !self.ready {
-            return Err(bad_param(
-                RUN,
-                "backward before any forward: the deltas come from forward",
-            ));
-        }
         let images = bottoms[0].shape()[0];
-        let alpha = tops[0].cpu_diff()?[0].to_f64() as f32 / images as f32;
+        let Some(alpha) = delta_scale((RUN, "RegionLoss"), self.ready, down, tops[0], images)?
+        else {
+            return Ok(());
+        };
         let mut diff = bottoms[0].mutable_cpu_diff()?;
         for (d, &delta) in diff.iter_mut().zip(&self.delta) {
             *d = T::from_f64(f64::from(alpha * delta));
