@@ -26,9 +26,9 @@
 //! assert_eq!((Conv1Out::AXIS_C, Conv1Out::DIM_C), (1, 20));
 //! const OFF: usize = <blob!(f32; 64, 20, 24, 24)>::static_offset(&[1, 2, 3, 4]);
 //! assert_eq!(c.offset([1, 2, 3, 4]), OFF);
-//! // reshape checks the counts at compile time. An anonymous shape's
-//! // count is known for dims up to 4096; a declared one's has no limit.
+//! // reshape checks the counts at compile time, of any size.
 //! let flat: TypedBlob<f32, Conv1Flat> = c.reshape();
+//! let flat: blob!(f32; 64, 11520) = flat.reshape();
 //!
 //! // Dims can be constants, const expressions and, in generic code, type
 //! // parameters with arithmetic on them: a 5x5 valid convolution's output.
@@ -331,7 +331,8 @@
 //! | A named constant dim (`CLASSES`) against another size | `` error[E0308]: mismatched types `` | `` expected `10`, found `11` `` | `const_dim_mismatch` |
 //! | Reshape to a different count, declared shapes | `` error[E0277]: cannot reshape Conv1Out into FcIn: element counts differ (D<11520> vs D<11521>) `` |  | `reshape_named` |
 //! | Reshape to a different count, anonymous shapes | `` error[E0277]: cannot reshape (D<64>, D<3>, D<32>, D<32>) into (D<64>, D<3071>): element counts differ (CountOf<(D<64>, D<3>, D<32>, D<32>)> vs CountOf<(D<64>, D<3071>)>) `` |  | `reshape_count` |
-//! | Reshape of an anonymous shape with a dim above 4096 | `` error[E0277]: the element count of (D<2>, D<5000>) is not known at compile time: it has a dim above 4096 `` | `` element count unknown at compile time `` | `reshape_count_unknown` |
+//! | Reshape to a different count past 4096 (AlexNet's pool5 into 9000) | `` error[E0277]: cannot reshape (D<2>, D<256>, D<6>, D<6>) into (D<2>, Thousands<D<9>, D<0>>): element counts differ (CountOf<(D<2>, D<256>, D<6>, D<6>)> vs CountOf<(D<2>, Thousands<D<9>, D<0>>)>) `` | `` element counts differ `` | `reshape_large_count` |
+//! | Reshape of a shape with a named constant above 4096 | `` error[E0277]: the element count of (D<2>, D<5000>) is not known at compile time: it has a `D<N>` above 4096 `` | `` element count unknown at compile time `` | `reshape_count_unknown` |
 //! | Share memory with a different count | `` error[E0277]: cannot share memory between (D<5>,) and (D<6>,): element counts differ (CountOf<(D<5>,)> vs CountOf<(D<6>,)>) `` |  | `share_data_count` |
 //! | Copy between different shapes | `` error[E0277]: shapes differ: (D<3>, D<2>) is not (D<2>, D<3>) `` |  | `copy_shape` |
 //! | Copy between different declared shapes | `` error[E0277]: shapes differ: Pool1Out is not Conv2In `` |  | `copy_named` |
@@ -346,9 +347,9 @@
 //! | A static index out of bounds (reported by `cargo check`) | `` error[E0277]: Idx<2> is out of bounds on Axis<1>, whose dim is D<2> `` |  | `data_at4_out_of_bounds` |
 //! | `COUNT` of a shape with a dynamic dim | `` error[E0599]: the associated item `COUNT` exists for struct `TypedBlob<f32, (Dyn, D<3>, D<32>, D<32>)>`, but its trait bounds were not satisfied `` |  | `count_of_dynamic_shape` |
 //! | `new()` for a shape with a dynamic dim | `` error[E0277]: (Dyn, D<1>, D<28>, D<28>) has a dynamic dim: make it with `with_dynamic(n)` or `from_shape(..)` `` |  | `new_dynamic` |
-//! | Flatten a 1-axis shape | `` error[E0277]: cannot flatten (D<6>,): it needs at least 2 axes, every axis after the first static, and their product at most 4096 `` |  | `flatten_rank1` |
-//! | Flatten with a product above 4096 | `` error[E0277]: cannot flatten (Dyn, D<20>, D<24>, D<24>): it needs at least 2 axes, every axis after the first static, and their product at most 4096 `` |  | `flatten_product_too_large` |
-//! | Arithmetic on a generic dim without its bound | `` error[E0277]: W has no compile-time arithmetic: dims above 4096 have none `` |  | `generic_arithmetic_unbounded` |
+//! | Flatten a 1-axis shape | `` error[E0277]: cannot flatten (D<6>,): it needs at least 2 axes, and every axis after the first static with compile-time arithmetic `` |  | `flatten_rank1` |
+//! | Flatten over a named constant above 4096 | `` error[E0277]: cannot flatten (Dyn, D<5000>, D<2>): it needs at least 2 axes, and every axis after the first static with compile-time arithmetic `` | `` not flattenable `` | `flatten_constant_above_4096` |
+//! | Arithmetic on a generic dim without its bound | `` error[E0277]: W has no compile-time arithmetic `` | `` a generic dim without its bound, a run-time dim or a constant above 4096 `` | `generic_arithmetic_unbounded` |
 //! | A float as a dim | `` error: expected a dim: an integer literal (`64`), `_` for a dim known at run time, a constant (`CLASSES`, `{ H - 4 }`), or a type parameter bounded by `Dim` (`K`, `H - 4`) `` |  | `macro_float_dim` |
 //! | A batch read at run time written into a type | `` error: `batch` looks like a value known only at run time, and a type's dims are known when the program compiles: write `_` for that dim and give its value when the blob is made (`with_dynamic(batch)`, `from_shape(..)`) `` |  | `macro_runtime_batch` |
 //! | Two `_` dims | `` error: at most one dim can be `_` (known at run time): its value is the blob's only run-time dim `` |  | `macro_two_dynamic` |
@@ -361,7 +362,7 @@
 //! | One-hot labels to SoftmaxWithLoss | `` error[E0277]: labels OneHot do not fit scores (Dyn, D<10>) (the layer takes the scores first, then the labels) `` | `` not the labels of these scores `` | `net_labels_one_hot` |
 //! | A convolution declared on a flat (N, 500) blob | `` error[E0277]: a convolution with kernel 3, stride 1 and pad 0 cannot take Hidden `` | `` needs (N, C, H, W) with static H and W of at least the kernel `` | `net_conv_on_vector` |
 //! | A Slice that would leave no channels | `` error[E0277]: Slice cannot split (Dyn, D<8>, D<4>, D<4>) at 8 on axis 1 `` | `` no such split `` | `net_slice_past_the_channels` |
-//! | VGG's pool5 (512 x 7 x 7) through a typed net's Flatten | `` error[E0277]: cannot flatten Pool5: it needs at least 2 axes, every axis after the first static, and their product at most 4096 `` | `` not flattenable `` | `net_flatten_product_too_large` |
+//! | VGG's flattened pool5 (25088) named with a shape of 25000 | `` error[E0277]: shapes differ: Flat<Pool5> is not Fc6In `` | `` expected a blob of shape Fc6In `` | `net_large_named_wrong_dims` |
 //! | A typed net's Reshape into another element count | `` error[E0277]: cannot reshape Pool5 into Wrong: element counts differ (D<25088> vs D<25000>) `` | `` element counts differ `` | `net_reshape_count` |
 //! | A layer fed its own output (its handle does not exist yet) | `` error[E0425]: cannot find value `conv` in this scope `` | `` not found in this scope `` | `net_fed_its_own_output` |
 //! | A blob type where a net wants a shape | `` error[E0277]: TypedBlob<f32, (Dyn, D<8>)> is not a shape `` | `` expected a shape here `` | `net_shape_is_a_blob_type` |
@@ -369,13 +370,18 @@
 //! | A typed layer of 32 channels fed rows of 16 | `` error[E0277]: Gain<32> takes a bottom of shape (blobflow::typed::Dyn, blobflow::typed::D<32>), but is given Features `` | `` expected a bottom of shape (blobflow::typed::Dyn, blobflow::typed::D<32>) `` | `typed_layer_wrong_bottom` |
 //! | An f32 net's handle given to a layer of an f64 net | `` error[E0277]: a net of f64 cannot read &Top<f32, Features> `` | `` not handles on f64 blobs `` | `net_mixed_elements` |
 //! | SoftmaxWithLoss given (labels, scores) | `` error[E0277]: labels (Dyn, D<10>) do not fit scores Classes (the layer takes the scores first, then the labels) `` | `` not the labels of these scores `` | `net_loss_inputs_swapped` |
-//! | A 5x5 convolution on a 4x4 map | `` error[E0277]: no convolution output for D<4> with kernel 5, stride 1, pad 0 and dilation 1 at compile time `` | `` the input is smaller than the kernel, or a dim is dynamic or above 4096 `` | `net_kernel_larger_than_map` |
+//! | A 5x5 convolution on a 4x4 map | `` error[E0277]: no convolution output for D<4> with kernel 5, stride 1, pad 0 and dilation 1 at compile time `` | `` the input is smaller than the kernel, or a dim is dynamic or a constant above 4096 `` | `net_kernel_larger_than_map` |
 //! | `.named()` with other dims than the handle's | `` error[E0277]: shapes differ: (Dyn, D<32>, D<24>, D<24>) is not Conv1Out `` | `` expected a blob of shape Conv1Out `` | `net_named_wrong_dims` |
 //! | A layer's output no layer reads (a warning; here under `deny(unused_must_use)`) | `` error: unused return value of `blobflow::blob_layers::typed_net::NetSpec::<T>::add` that must be used `` | `` = note: no layer reads this output: it becomes an output of the net (Caffe's rule); bind it (`let _loss = ...`) to keep it so `` | `net_output_unread` |
 //!
-//! Anonymous shapes have a count at compile time when each dim is at most
-//! 4096 (`CountOf<..>` in a message stands for it); a shape declared with
-//! `blob!(shape Name = ..)` carries its count as a number, without limit.
+//! Counts, products (Flatten) and sums (Concat) are computed at compile
+//! time for dims of any size (`CountOf<..>` in a message stands for a
+//! count). A dim above 4096 prints in thousands: `blob!(f32; _, 25088)` is
+//! `(Dyn, Thousands<D<25>, D<88>>)`, and so is VGG's pool5 flattened by
+//! the compiler, so the two are one type. The one limit: a *named
+//! constant* above 4096 (`const WIDE: usize = 5000; blob!(f32; _, WIDE)`)
+//! stays a `D<5000>`, which stable Rust cannot take apart, and has no
+//! compile-time arithmetic; write the number instead.
 
 pub use blob_runtime::blob;
 pub use blob_runtime::typed::*;

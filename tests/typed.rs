@@ -106,3 +106,50 @@ fn reshape_flatten_and_inner_product_keep_memory_and_values() {
     let back: blob!(f32; 12) = flat.reshape();
     assert_eq!(back.data_at([11]), 11.0);
 }
+
+/// Dims above 4096 (`Thousands`): the literal `blob!` writes and the one
+/// compile-time arithmetic computes are one type, and their values, counts
+/// and strides are the number's. AlexNet's and VGG's flattened pool5.
+#[test]
+fn dims_above_4096_have_counts_and_arithmetic() {
+    use blobflow::typed::{D, Plus, SameAs, StaticDim, TWIN_MAX, Thousands, Times};
+    fn same<A: SameAs<B>, B>() {}
+    // The macro's threshold is the table's end.
+    assert_eq!(TWIN_MAX, 4096);
+    same::<<blob!(f32; 4096) as HasDims>::Dims, (D<4096>,)>();
+    same::<<blob!(f32; 4097) as HasDims>::Dims, (Thousands<D<4>, D<97>>,)>();
+    same::<Times<D<64>, D<64>>, D<4096>>();
+    same::<Plus<D<4096>, D<1>>, Thousands<D<4>, D<97>>>();
+    // Past a million the thousands are themselves in thousands.
+    same::<Times<Thousands<D<25>, D<88>>, D<1000>>, <blob!(f32; 25088000) as HasDims>::First>();
+    assert_eq!(
+        <Thousands<Thousands<D<25>, D<88>>, D<0>> as StaticDim>::VALUE,
+        25_088_000
+    );
+
+    let vgg = <blob!(f32; _, 512, 7, 7)>::with_dynamic(2).unwrap();
+    for (i, v) in vgg.mutable_cpu_data().unwrap().iter_mut().enumerate() {
+        *v = i as f32;
+    }
+    let flat: blob!(f32; _, 25088) = vgg.flatten().into_shape();
+    assert_eq!(flat.shape(), &[2, 25088]);
+    assert_eq!(flat.data_at([1, 25087]), (2 * 25088 - 1) as f32);
+    let alex: blob!(f32; 2, 9216) = <blob!(f32; 2, 256, 6, 6)>::new().unwrap().reshape();
+    assert_eq!(<blob!(f32; 2, 9216)>::COUNT, 18432);
+    assert_eq!(<blob!(f32; 2, 9216)>::STRIDES, &[9216, 1]);
+    assert_eq!(alex.count(), 18432);
+    let w = <blob!(f32; 3, 9216)>::new().unwrap();
+    let y: blob!(f32; 2, 3) = alex.inner_product(&w).unwrap();
+    assert_eq!(y.shape(), &[2, 3]);
+}
+
+/// The dims of a typed blob type, for the type equalities above.
+trait HasDims {
+    type Dims;
+    type First;
+}
+
+impl<S: Shape> HasDims for TypedBlob<f32, S> {
+    type Dims = S::Dims;
+    type First = <S::Dims as blobflow::typed::DimList>::First;
+}

@@ -672,3 +672,24 @@ fn every_neuron_layer_computes_its_formula() {
         }
     }
 }
+
+/// A flatten past 4096 (VGG's pool5 is 512 x 7 x 7 = 25088) and a Concat
+/// past it: the compiler computes both dims, which print in thousands
+/// (`Thousands<D<4>, D<608>>`), and the built net agrees with them.
+#[test]
+fn flatten_and_concat_past_4096_are_typed() {
+    blob!(pub shape Pool5 = _, 128, 6, 6);
+    blob!(pub shape Wide = _, 4608);
+    let mut n = NetSpec::<f32>::new("wide");
+    let x = n.input::<Pool5>("x");
+    let flat: Top<f32, Wide> = n.add("flat", &x, Flatten).named();
+    let joined = n.add("join", (&flat, &flat), Concat);
+    let joined: Top<f32, (Dyn, blobflow::typed::Thousands<D<9>, D<216>>)> = joined;
+    let _scores = n.add("fc", &joined, Fc::<3>::new());
+    let values: Vec<f32> = (0..2 * 4608).map(|v| v as f32).collect();
+    let net = forward_on(&mut n, 2, &values);
+    assert_eq!(flat.blob(&net).unwrap().shape(), [2, 4608]);
+    let both = joined.blob(&net).unwrap().to_vec().unwrap();
+    assert_eq!(joined.blob(&net).unwrap().shape(), [2, 9216]);
+    assert_eq!(both[4608..9216], values[..4608]);
+}

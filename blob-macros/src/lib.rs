@@ -88,11 +88,7 @@ const EXPECTED_DIM: &str = "expected a dim: an integer literal (`64`), `_` for a
 fn type_expr(krate: &TokenStream2, e: &Expr) -> syn::Result<TokenStream2> {
     Ok(match e {
         Expr::Lit(l) => match &l.lit {
-            Lit::Int(i) => {
-                let v = literal(i)?;
-                let lit = proc_macro2::Literal::u128_unsuffixed(v);
-                quote!(#krate::typed::D<#lit>)
-            }
+            Lit::Int(i) => static_dim(krate, literal(i)?),
             other => return Err(syn::Error::new(other.span(), EXPECTED_DIM)),
         },
         Expr::Path(p) => match p.path.get_ident() {
@@ -237,6 +233,24 @@ fn parse_dims(input: ParseStream) -> syn::Result<Vec<DimSpec>> {
     Ok(dims)
 }
 
+/// The largest dim written `D<N>`: blob-runtime's `TWIN_MAX`, the end of
+/// its compile-time arithmetic table (a test there holds the two equal).
+const TWIN_MAX: u128 = 4096;
+
+/// The dim type of a literal: `D<N>` up to [`TWIN_MAX`], above it
+/// `Thousands<N / 1000, N % 1000>`, the one form compile-time arithmetic
+/// gives such a number, so that written and computed dims are one type.
+fn static_dim(krate: &TokenStream2, v: u128) -> TokenStream2 {
+    if v <= TWIN_MAX {
+        let lit = proc_macro2::Literal::u128_unsuffixed(v);
+        quote!(#krate::typed::D<#lit>)
+    } else {
+        let hi = static_dim(krate, v / 1000);
+        let lo = static_dim(krate, v % 1000);
+        quote!(#krate::typed::Thousands<#hi, #lo>)
+    }
+}
+
 /// The typenum type of a literal: a binary `UInt` chain, any size.
 fn typenum_of(krate: &TokenStream2, v: u128) -> TokenStream2 {
     let mut ty = quote!(#krate::typed::typenum::UTerm);
@@ -258,8 +272,8 @@ fn typenum_of(krate: &TokenStream2, v: u128) -> TokenStream2 {
 fn dim_type(krate: &TokenStream2, d: &DimSpec) -> syn::Result<TokenStream2> {
     Ok(match &d.kind {
         DimKind::Literal(v) => {
-            let lit = proc_macro2::Literal::u128_unsuffixed(*v);
-            quote_spanned!(d.span=> #krate::typed::D<#lit>)
+            let ty = static_dim(krate, *v);
+            quote_spanned!(d.span=> #ty)
         }
         DimKind::Dynamic => quote_spanned!(d.span=> #krate::typed::Dyn),
         DimKind::Const(e) => quote_spanned!(d.span=> #krate::typed::D<#e>),

@@ -1,6 +1,6 @@
 //! The output shapes of layers, computed from their input shapes at
 //! compile time (stable Rust: the dims' typenum twins do the arithmetic,
-//! for dims up to 4096).
+//! for literal dims of any size and constants up to 4096).
 //!
 //! ```
 //! use blob_layers::shapes::{ConvDim, PoolDim};
@@ -30,8 +30,8 @@ use blob_runtime::typed::{
 /// extent `DIL (K - 1) + 1` (`K` without dilation).
 #[diagnostic::on_unimplemented(
     message = "no convolution output for {Self} with kernel {K}, stride {S}, pad {P} and dilation {DIL} at compile time",
-    label = "the input is smaller than the kernel, or a dim is dynamic or above 4096",
-    note = "a convolution's spatial dims must be static, at most 4096, and at least the kernel (with padding)"
+    label = "the input is smaller than the kernel, or a dim is dynamic or a constant above 4096",
+    note = "a convolution's spatial dims must be static (a literal, or a constant up to 4096), and at least the kernel (with padding)"
 )]
 pub trait ConvDim<const K: usize, const S: usize, const P: usize, const DIL: usize = 1>:
     Dim
@@ -96,7 +96,7 @@ where
 /// padding.
 #[diagnostic::on_unimplemented(
     message = "no pooling output for {Self} with kernel {K}, stride {S} and pad {P} at compile time",
-    label = "the input is smaller than the window, or a dim is dynamic or above 4096"
+    label = "the input is smaller than the window, or a dim is dynamic or a constant above 4096"
 )]
 pub trait PoolDim<const K: usize, const S: usize, const P: usize = 0>: Dim {
     /// The output dim.

@@ -6,13 +6,17 @@
 //! is (`expected D<32>, found D<16>`) and a named constant or a constant
 //! expression is a dim too (`D<CLASSES>`, `D<{ H - 4 }>`).
 
+use std::marker::PhantomData;
+
 mod sealed {
     pub trait Sealed {}
     impl<const N: usize> Sealed for super::D<N> {}
+    impl<Hi, Lo> Sealed for super::Thousands<Hi, Lo> {}
     impl Sealed for super::Dyn {}
 }
 
-/// One dim of a shape type: [`D<N>`](D) or [`Dyn`].
+/// One dim of a shape type: [`D<N>`](D), [`Thousands`] (a literal above
+/// 4096) or [`Dyn`].
 ///
 /// Generic code takes dims as type parameters: `fn ip<B: Dim, K: Dim>(..)`.
 ///
@@ -42,6 +46,42 @@ impl<const N: usize> Dim for D<N> {
     const STATIC: Option<usize> = Some(N);
 }
 
+/// A dim above 4096 known at compile time, as `blob!` writes a literal
+/// above 4096 and as compile-time arithmetic gives a result above it:
+/// `Thousands<Hi, Lo>` is `Hi * 1000 + Lo`, so diagnostics print 25088
+/// (VGG's flattened pool5) as `Thousands<D<25>, D<88>>`.
+///
+/// Stable Rust cannot turn a const generic into a type, so `D<N>` has
+/// compile-time arithmetic only up to 4096, through a table; a number
+/// above it is kept as digits in base 1000, each within the table, and
+/// every relation (reshape counts, Flatten, Concat, the layers' shape
+/// rules) works on it as on any dim. `blob!` writes it for you: write
+/// `blob!(f32; _, 25088)`, not the type. A named constant above 4096
+/// (`blob!(f32; _, FC6)`) or a layer's const parameter above it
+/// (`Fc::<21841>`'s output) stays a `D<N>`, which has no compile-time
+/// arithmetic (stable Rust cannot take a const generic apart).
+///
+/// ```
+/// use blob_runtime::blob;
+/// use blob_runtime::typed::{D, StaticDim, Thousands};
+/// assert_eq!(<Thousands<D<25>, D<88>> as StaticDim>::VALUE, 25088);
+/// // A flattened pool5 of VGG reshaped to the same count, at compile time.
+/// let pool5 = <blob!(f32; 2, 512, 7, 7)>::new()?;
+/// let flat: blob!(f32; 2, 25088) = pool5.reshape();
+/// assert_eq!(flat.shape(), &[2, 25088]);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Thousands<Hi, Lo>(PhantomData<fn() -> (Hi, Lo)>);
+
+impl<Hi: StaticDim, Lo: StaticDim> Dim for Thousands<Hi, Lo> {
+    const STATIC: Option<usize> = Some(Hi::VALUE * 1000 + Lo::VALUE);
+}
+
+impl<Hi: StaticDim, Lo: StaticDim> StaticDim for Thousands<Hi, Lo> {
+    const VALUE: usize = Hi::VALUE * 1000 + Lo::VALUE;
+}
+
 /// A dim known only at run time, written `_` in `blob!`: typically the
 /// batch. Its value is checked once, when the blob is made.
 ///
@@ -56,8 +96,8 @@ impl Dim for Dyn {
     const STATIC: Option<usize> = None;
 }
 
-/// A dim whose value is known at compile time: every [`D<N>`](D), never
-/// [`Dyn`].
+/// A dim whose value is known at compile time: every [`D<N>`](D) and
+/// [`Thousands`], never [`Dyn`].
 ///
 /// ```
 /// fn channels<C: blob_runtime::typed::StaticDim>() -> usize { C::VALUE }

@@ -27,7 +27,7 @@ mod twin;
 
 pub use crate::error::ShapeError;
 pub use blob::TypedBlob;
-pub use dims::{D, Dim, Dyn, StaticDim};
+pub use dims::{D, Dim, Dyn, StaticDim, Thousands};
 pub use relations::{
     AtMostFour, CountKnown, DimProduct, Flat, Flatten, FlattenDims, InnerProductOut,
     InnerProductWith, LegacyRank, MatrixInput, ReshapeFrom, ReshapeInto, SameAs, SameElement,
@@ -38,8 +38,8 @@ pub use shape::{
     strides,
 };
 pub use twin::{
-    Axis, DimAdd, DimDiv, DimMul, DimSub, FromTwin, Idx, Minus, Over, Plus, TWIN_MAX, Times, True,
-    Twin, Within, table,
+    Axis, DimAdd, DimDiv, DimMul, DimSub, FromTwin, Idx, Magnitude, Minus, Over, Plus,
+    SplitThousands, TWIN_MAX, TableDim, Times, True, Twin, Within, table,
 };
 
 /// typenum, re-exported for the counts `blob!` writes for named shapes;

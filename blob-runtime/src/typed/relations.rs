@@ -49,21 +49,27 @@ where
 {
 }
 
-/// `Self`'s element count is known at compile time: always for a
-/// declared shape, and for an anonymous one whose dims are all at most
-/// 4096. Checked before the counts are compared, so that an unknown count
-/// is reported as unknown rather than as a difference.
+/// `Self`'s element count is known at compile time: for a declared shape
+/// of literals, and for every shape whose dims are literals (of any size:
+/// `blob!` writes one above 4096 as a [`Thousands`](super::Thousands)) or
+/// `D<N>` up to 4096. A named constant above 4096 (`D<WIDE>`) has no
+/// count. Checked before the counts are compared, so that an unknown
+/// count is reported as unknown rather than as a difference.
 ///
 /// ```
-/// use blob_runtime::typed::{CountKnown, D};
+/// use blob_runtime::blob;
+/// use blob_runtime::typed::{CountKnown, D, Shape};
 /// fn count_known<S: CountKnown>() {}
 /// count_known::<(D<64>, D<4096>)>();
+/// fn of<S: CountKnown>(_: &blob_runtime::typed::TypedBlob<f32, S>) {}
+/// of(&<blob!(f32; 2, 25088)>::new()?);
 /// // count_known::<(D<2>, D<5000>)>(); // error: the element count of (D<2>, D<5000>) is not known at compile time
+/// # Ok::<(), blob_runtime::BlobError>(())
 /// ```
 #[diagnostic::on_unimplemented(
-    message = "the element count of {Self} is not known at compile time: it has a dim above 4096",
+    message = "the element count of {Self} is not known at compile time: it has a `D<N>` above 4096",
     label = "element count unknown at compile time",
-    note = "an anonymous shape with a dim above 4096 has no count at compile time; declare it with `blob!(shape Name = ..)`, whose count has no limit"
+    note = "write a dim above 4096 as a literal in `blob!` (`blob!(f32; 2, 5000)`), whose count is known; a named constant above 4096 has no compile-time arithmetic"
 )]
 pub trait CountKnown: Shape {}
 
@@ -150,9 +156,9 @@ impl<A: Dim, B: Dim, C: Dim, E: Dim> AtMostFour for (A, B, C, E) {}
 /// `(N, C, H, W, ...)` flattens to `(N, C*H*W*...)` (Caffe's Flatten and
 /// InnerProduct input).
 #[diagnostic::on_unimplemented(
-    message = "cannot flatten {Self}: it needs at least 2 axes, every axis after the first static, and their product at most 4096",
+    message = "cannot flatten {Self}: it needs at least 2 axes, and every axis after the first static with compile-time arithmetic",
     label = "not flattenable",
-    note = "for a larger product, declare the flattened shape with `blob!(shape Name = ..)` and `reshape` into it (in a typed net, `ReshapeAs::<Name>`)"
+    note = "a dim after the first must be a literal (any size) or a constant up to 4096; otherwise declare the flattened shape with `blob!(shape Name = ..)` and `reshape` into it (in a typed net, `ReshapeAs::<Name>`)"
 )]
 pub trait Flatten: Shape {
     /// `(first, product of the rest)`.
@@ -180,7 +186,7 @@ impl<S: Flatten> Shape for Flat<S> {
     type CountName = S::CountName;
 }
 
-/// The product of a dim list, as a dim (at most 4096).
+/// The product of a dim list, as a dim (`Thousands` above 4096).
 pub trait DimProduct {
     /// The product.
     type Product: Dim;

@@ -7,7 +7,7 @@ use std::ops::{Add, Mul};
 
 use typenum::{Prod, Sum, U0, U1, Unsigned};
 
-use super::dims::{D, Dim, Dyn, StaticDim};
+use super::dims::{D, Dim, Dyn, StaticDim, Thousands};
 use super::twin::Twin;
 
 /// A tuple of [`Dim`]s: the dims of a shape, outermost first. Every such
@@ -170,6 +170,14 @@ where
     D<N>: Twin,
 {
     type Factor = <D<N> as Twin>::T;
+    type Dynamic = U0;
+}
+
+impl<Hi, Lo> CountFactor for Thousands<Hi, Lo>
+where
+    Thousands<Hi, Lo>: Twin,
+{
+    type Factor = <Thousands<Hi, Lo> as Twin>::T;
     type Dynamic = U0;
 }
 

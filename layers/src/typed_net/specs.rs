@@ -4,7 +4,9 @@
 
 use std::fmt::Write as _;
 
-use blob_runtime::typed::{D, Dim, DimAdd, DimSub, Dyn, Minus, Plus, Rank2, Rank4, SameAs, Shape};
+use blob_runtime::typed::{
+    D, Dim, DimAdd, DimSub, Dyn, Minus, Plus, Rank2, Rank4, SameAs, Shape, Thousands,
+};
 
 use super::{Filler, Four, LayerFields, LayerSpec, Mult, One, Three, Two};
 use crate::shapes::{AtLeast, ConvDim, ConvOut, ConvShape, PoolShape};
@@ -996,6 +998,29 @@ where
     D<A>: DimAdd<D<B>>,
 {
     type Out = Plus<D<A>, D<B>>;
+}
+
+impl<const A: usize, H, L> JoinedDim<Thousands<H, L>> for D<A>
+where
+    Thousands<H, L>: Dim,
+    D<A>: DimAdd<Thousands<H, L>>,
+{
+    type Out = Plus<D<A>, Thousands<H, L>>;
+}
+
+impl<H, L, const B: usize> JoinedDim<D<B>> for Thousands<H, L>
+where
+    Thousands<H, L>: DimAdd<D<B>>,
+{
+    type Out = Plus<Thousands<H, L>, D<B>>;
+}
+
+impl<H, L, H2, L2> JoinedDim<Thousands<H2, L2>> for Thousands<H, L>
+where
+    Thousands<H2, L2>: Dim,
+    Thousands<H, L>: DimAdd<Thousands<H2, L2>>,
+{
+    type Out = Plus<Thousands<H, L>, Thousands<H2, L2>>;
 }
 
 impl JoinedDim<Dyn> for Dyn {

@@ -50,8 +50,15 @@ fn main() {
     let mut again = TypedBlob::<f32, Conv1Out>::new().unwrap();
     again.copy_from(&anon, false).unwrap();
     let _ = anon.data_at4::<63, 19, 23, 23>();
-    // A product above 4096 goes through a named shape.
+    // A count above 4096 into a named shape, and into an anonymous one.
     let flat: TypedBlob<f32, FcIn> = TypedBlob::<f32, Conv1Out>::new().unwrap().reshape();
+    let _wide: blob!(f32; 64, 11520) = TypedBlob::<f32, Conv1Out>::new().unwrap().reshape();
+    // Flatten past 4096 (VGG's pool5), and AlexNet's pool5 reshaped.
+    let vgg = <blob!(f32; _, 512, 7, 7)>::with_dynamic(2).unwrap();
+    let fc6_in: blob!(f32; _, 25088) = vgg.flatten().into_shape();
+    assert_eq!(fc6_in.shape(), &[2, 25088]);
+    let alex: blob!(f32; 2, 9216) = <blob!(f32; 2, 256, 6, 6)>::new().unwrap().reshape();
+    let _ = alex.data_at2::<1, 4000>();
     let w = <blob!(f32; 10, 11520)>::new().unwrap();
     let y: blob!(f32; 64, 10) = flat.inner_product(&w).unwrap();
     relu(&y);
