@@ -35,7 +35,7 @@ fn main() -> Result<(), BlobError> {
 
     // Mistakes are errors that name the shapes.
     let other = Blob::<f32>::new(&[64, 3, 32, 32])?;
-    if let Err(e) = blob.copy_from(&other, false, false) {
+    if let Err(e) = blob.copy_from(&other, false) {
         println!("as expected: {e}");
     }
     Ok(())

@@ -174,13 +174,13 @@ fn legacy_offset_is_strict() {
 fn copy_from_refuses_different_shapes_of_equal_count() {
     let src = Blob::<f32>::new(&[2, 3, 4, 5]).unwrap();
     let mut dst = Blob::<f32>::new(&[2, 3, 20]).unwrap();
-    let err = dst.copy_from(&src, false, false).unwrap_err();
+    let err = dst.copy_from(&src, false).unwrap_err();
     assert_eq!(
         err.to_string(),
         "cannot copy blob of shape 2 3 4 5 (120) into 2 3 20 (120): shapes differ"
     );
     src.mutable_cpu_diff().unwrap().fill(-1.0);
-    dst.copy_from(&src, true, true).unwrap();
+    dst.copy_from_reshaping(&src, true).unwrap();
     assert_eq!(dst.shape(), src.shape());
     assert_eq!(dst.asum_diff().unwrap(), 120.0);
     assert_eq!(
@@ -259,7 +259,7 @@ fn integer_blobs_store_and_copy() {
         .unwrap()
         .copy_from_slice(&[3, -1, 4, 1]);
     let mut copy = Blob::<i32>::default();
-    copy.copy_from(&labels, false, true).unwrap();
+    copy.copy_from_reshaping(&labels, false).unwrap();
     assert_eq!(&*copy.cpu_data().unwrap(), &[3, -1, 4, 1]);
     labels.shrink_to_fit().unwrap();
 }

@@ -209,7 +209,7 @@ fn device_blobs_copy_on_the_device(dev: &Arc<CudaBackend>) -> Result<(), Failed>
         .for_each(|(i, v)| *v = i as f64);
     drop(src.mutable_gpu_data().map_err(fail)?);
     let mut dst = Blob::<f64>::with_device(&[1000], dev.clone()).map_err(fail)?;
-    dst.copy_from(&src, false, false).map_err(fail)?;
+    dst.copy_from(&src, false).map_err(fail)?;
     ensure(dst.data_head() == Head::AtGpu, "copied on the device")?;
     ensure(dst.data_at(&[999]) == 999.0, "copied values")
 }

@@ -17,7 +17,7 @@ use crate::head::Head;
 /// use blob_runtime::{Blob, BlobError};
 /// let mut dst = Blob::<f32>::new(&[2, 3, 20]).unwrap();
 /// let src = Blob::<f32>::new(&[2, 3, 4, 5]).unwrap();
-/// let err = dst.copy_from(&src, false, false).unwrap_err();
+/// let err = dst.copy_from(&src, false).unwrap_err();
 /// assert_eq!(
 ///     err.to_string(),
 ///     "cannot copy blob of shape 2 3 4 5 (120) into 2 3 20 (120): shapes differ"

@@ -481,7 +481,7 @@ impl TensorFile {
                 expected: target.shape_string(),
             });
         }
-        target.copy_from(&blob, false, false)
+        target.copy_from(&blob, false)
     }
 
     /// The file as a Caffe model: tensors named `layer.index` become the

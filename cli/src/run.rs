@@ -417,7 +417,7 @@ pub fn run(args: &RunArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> {
                         values.shape_string()
                     ));
                 }
-                blob.copy_from(values, false, false)?;
+                blob.copy_from(values, false)?;
             }
             None => {
                 blob.mutable_cpu_data()?.fill(0.0);

@@ -42,7 +42,7 @@ fn run(net: &mut Net<f32>, input: &str, outputs: &[(&str, &str)]) {
     let x: Blob<f32> = npy::read(fixture(input)).unwrap();
     let data = net.blob_mut("data").unwrap();
     data.reshape(x.shape()).unwrap();
-    data.copy_from(&x, false, false).unwrap();
+    data.copy_from(&x, false).unwrap();
     net.forward().unwrap();
     for (blob, file) in outputs {
         let want: Blob<f32> = npy::read(fixture(file)).unwrap();
@@ -131,7 +131,7 @@ fn a_pyramid_largest_first_allocates_once_and_matches_fresh_nets() {
         let x = Blob::from_vec(&[1, 3, h, w], values).unwrap();
         let data = pnet.blob_mut("data").unwrap();
         data.reshape(x.shape()).unwrap();
-        data.copy_from(&x, false, false).unwrap();
+        data.copy_from(&x, false).unwrap();
         pnet.forward().unwrap();
         let bytes = pnet.memory_bytes();
         assert_eq!(
@@ -143,7 +143,7 @@ fn a_pyramid_largest_first_allocates_once_and_matches_fresh_nets() {
         let mut fresh = mtcnn("det1");
         let data = fresh.blob_mut("data").unwrap();
         data.reshape(x.shape()).unwrap();
-        data.copy_from(&x, false, false).unwrap();
+        data.copy_from(&x, false).unwrap();
         fresh.forward().unwrap();
         for out in ["conv4-2", "prob1"] {
             let (a, b) = (pnet.blob(out).unwrap(), fresh.blob(out).unwrap());

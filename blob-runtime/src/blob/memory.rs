@@ -405,33 +405,56 @@ impl<T: Element> Blob<T> {
     }
 
     /// Copies `source`'s data (or diff, with `copy_diff`) into this blob
-    /// (Caffe `CopyFrom`). Shapes must be equal unless `reshape` is set,
-    /// in which case this blob takes the source's shape. The copy runs on
-    /// the device when the source's newest copy is there and both blobs
-    /// live on that device, else through the host.
+    /// of the same shape: Caffe `CopyFrom(source, copy_diff)` (its
+    /// `reshape` left false), the same call as
+    /// [`TypedBlob::copy_from`](crate::typed::TypedBlob::copy_from), where
+    /// the compiler checks the shapes. A blob of another shape is an
+    /// error naming both; [`copy_from_reshaping`](Self::copy_from_reshaping)
+    /// takes the source's shape first. The copy runs on the device when
+    /// the source's newest copy is there and both blobs live on that
+    /// device, else through the host.
+    ///
+    /// ```
+    /// use blob_runtime::Blob;
+    /// let src = Blob::<f32>::new(&[2, 2])?;
+    /// src.mutable_cpu_data()?.fill(3.0);
+    /// let mut dst = Blob::<f32>::new(&[2, 2])?;
+    /// dst.copy_from(&src, false)?;
+    /// assert_eq!(dst.data_at(&[1, 1]), 3.0);
+    /// assert!(Blob::<f32>::default().copy_from(&src, false).is_err());
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn copy_from(&mut self, source: &Blob<T>, copy_diff: bool) -> Result<()> {
+        if source.shape != self.shape || source.count != self.count {
+            return Err(BlobError::ShapeMismatch {
+                op: "copy",
+                src: source.shape_string(),
+                dst: self.shape_string(),
+            });
+        }
+        self.copy_same_shape(source, copy_diff)
+    }
+
+    /// Takes `source`'s shape, then copies its data (or diff) in: Caffe
+    /// `CopyFrom(source, copy_diff, /*reshape=*/true)`.
     ///
     /// ```
     /// use blob_runtime::Blob;
     /// let src = Blob::<f32>::new(&[2, 2])?;
     /// src.mutable_cpu_data()?.fill(3.0);
     /// let mut dst = Blob::<f32>::default();
-    /// assert!(dst.copy_from(&src, false, false).is_err());
-    /// dst.copy_from(&src, false, true)?;
-    /// assert_eq!(dst.data_at(&[1, 1]), 3.0);
+    /// dst.copy_from_reshaping(&src, false)?;
+    /// assert_eq!((dst.shape(), dst.data_at(&[1, 1])), (&[2, 2][..], 3.0));
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
-    pub fn copy_from(&mut self, source: &Blob<T>, copy_diff: bool, reshape: bool) -> Result<()> {
+    pub fn copy_from_reshaping(&mut self, source: &Blob<T>, copy_diff: bool) -> Result<()> {
         if source.shape != self.shape || source.count != self.count {
-            if reshape {
-                self.reshape_like(source)?;
-            } else {
-                return Err(BlobError::ShapeMismatch {
-                    op: "copy",
-                    src: source.shape_string(),
-                    dst: self.shape_string(),
-                });
-            }
+            self.reshape_like(source)?;
         }
+        self.copy_same_shape(source, copy_diff)
+    }
+
+    fn copy_same_shape(&mut self, source: &Blob<T>, copy_diff: bool) -> Result<()> {
         let (src, dst) = if copy_diff {
             (&source.diff, &self.diff)
         } else {

@@ -159,10 +159,10 @@ impl<T: Element> Blob<T> {
         }
         let mut fresh = Self::with_device(&self.shape, device)?;
         if self.data_head() != Head::Uninitialized {
-            fresh.copy_from(self, false, false)?;
+            fresh.copy_from(self, false)?;
         }
         if self.diff_head() != Head::Uninitialized {
-            fresh.copy_from(self, true, false)?;
+            fresh.copy_from(self, true)?;
         }
         *self = fresh;
         Ok(())

@@ -127,8 +127,8 @@ impl<T: Element> Blob<T> {
             Some(device) => Self::with_device(self.shape(), device.clone())?,
             None => Self::new(self.shape())?,
         };
-        copy.copy_from(self, false, false)?;
-        copy.copy_from(self, true, false)?;
+        copy.copy_from(self, false)?;
+        copy.copy_from(self, true)?;
         Ok(copy)
     }
 }

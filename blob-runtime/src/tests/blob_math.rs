@@ -214,7 +214,7 @@ fn copy_from_on_the_device_side() {
     super::device_bytes(&mut src.mutable_gpu_data().unwrap())
         .copy_from_slice(bytemuck::cast_slice(&[1.0f64, 2.0, 3.0]));
     let mut dst = Blob::<f64>::with_device(&[3], dev).unwrap();
-    dst.copy_from(&src, false, false).unwrap();
+    dst.copy_from(&src, false).unwrap();
     assert_eq!(dst.data_head(), Head::AtGpu);
     assert_eq!(counts.math_calls(), 1, "device-to-device copy");
     assert_eq!(&*dst.cpu_data().unwrap(), &[1.0, 2.0, 3.0]);
@@ -262,7 +262,7 @@ fn copy_and_move_between_two_devices() {
     super::device_bytes(&mut src.mutable_gpu_data().unwrap())
         .copy_from_slice(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0]));
     let mut dst = Blob::<f32>::with_device(&[3], dev2.clone()).unwrap();
-    dst.copy_from(&src, false, false).unwrap();
+    dst.copy_from(&src, false).unwrap();
     assert_eq!(dst.to_vec().unwrap(), [1.0, 2.0, 3.0]);
     assert_eq!((first.math_calls(), second.math_calls()), (0, 0));
     assert_eq!(first.downloads(), 1);

@@ -512,9 +512,8 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
     }
 
     /// Copies `source`'s data (or diff) in (Caffe `CopyFrom`); shapes and
-    /// element types must match at compile time. [`Blob::copy_from`]'s
-    /// third argument, Caffe's `reshape`, has no place here: the shapes
-    /// are equal by type, so there is never anything to reshape.
+    /// element types must match at compile time. The same call as
+    /// [`Blob::copy_from`], which checks the shapes at run time.
     ///
     /// ```
     /// type B = blob_runtime::blob!(f32; 2);
@@ -530,7 +529,7 @@ impl<T: Element, S: Shape> TypedBlob<T, S> {
         S2: SameShapeAs<S>,
     {
         self.blob
-            .copy_from(as_same::<T, U>(&source.blob), copy_diff, false)
+            .copy_from(as_same::<T, U>(&source.blob), copy_diff)
     }
 
     /// Shares `other`'s data memory (Caffe `ShareData`); equal counts are

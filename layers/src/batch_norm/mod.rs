@@ -146,7 +146,7 @@ impl<T: MathElement> BatchNormLayer<T> {
         cuda::forward(gpu, (c, spatial), input, as_f32(&self.gpu_stats), as_f32(y))?;
         self.normalized.clear();
         crate::softmax::place_with(&mut self.gpu_normalized, y, y.shape())?;
-        self.gpu_normalized.copy_from(y, false, false)
+        self.gpu_normalized.copy_from(y, false)
     }
 
     /// Both backward passes on `gpu`, from the statistics the forward

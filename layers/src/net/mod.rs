@@ -662,7 +662,7 @@ impl<T: MathElement> Net<T> {
                     target_shape: target.shape_string(),
                 });
             }
-            target.copy_from(&source, false, false)?;
+            target.copy_from(&source, false)?;
         }
         entry.param.clear("blobs");
         Ok(())

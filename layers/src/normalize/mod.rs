@@ -223,7 +223,7 @@ impl<T: MathElement> DynLayer<T> for NormalizeLayer<T> {
         let dims = Self::dims(x)?;
         if in_place(x, y) && self.keep_input {
             crate::softmax::place_with(&mut self.saved, x, x.shape())?;
-            self.saved.copy_from(x, false, false)?;
+            self.saved.copy_from(x, false)?;
         }
         #[cfg(feature = "cuda")]
         if let Some(gpu) = crate::gpu::gpu_for("normalize", x, &[("scale", &self.blobs[0])])? {

@@ -150,7 +150,7 @@ impl<T: MathElement> DynLayer<T> for PReLULayer<T> {
         let copy = in_place(x, y) && (self.keep_input || gpu.is_some());
         if copy {
             crate::softmax::place_with(&mut self.saved, x, x.shape())?;
-            self.saved.copy_from(x, false, false)?;
+            self.saved.copy_from(x, false)?;
         }
         let input = if copy { &self.saved } else { x };
         let slope = &self.blobs[0];

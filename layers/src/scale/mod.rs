@@ -265,7 +265,7 @@ impl<T: MathElement> DynLayer<T> for ScaleLayer<T> {
         let save = in_place(x, y) && self.keep_input;
         if save {
             crate::softmax::place_with(&mut self.saved, x, x.shape())?;
-            self.saved.copy_from(x, false, false)?;
+            self.saved.copy_from(x, false)?;
         }
         let (sp, scale, bias) = self.layout(bottoms)?;
         #[cfg(feature = "cuda")]
