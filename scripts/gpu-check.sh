@@ -15,6 +15,8 @@
 #       compute-sanitizer memcheck (with leak check) on the GPU suite,
 #       racecheck and initcheck on it less its training runs and LeNet's
 #       10,000 digits; "all" (the default) both. A summary at the end.
+#       "measure" also runs tests/downstream/candle-cuda's round trip (a
+#       blob to a candle tensor and back on one stream).
 #   scripts/gpu-check.sh                on a machine with both: bundle, run.
 #
 # The GPU machine needs libcuda (driver 580), and libnvrtc.so.13,
@@ -27,6 +29,70 @@ set -uo pipefail
 
 mode="${1:-all}"
 here="$(cd "$(dirname "$0")" && pwd)"
+
+# tests/downstream/candle-cuda's round trip (a blob to a candle tensor and
+# back on one stream), built here for the GPU machine. candle's kernels
+# need nvcc: NVIDIA's 13.0 wheels, as .ci/run installs them, for compute
+# capability 9.0 (H100/H200). candle links CUDA at build time and there is
+# no CUDA library here: the test links against stand-ins that carry the
+# real libraries' names (SONAMEs) and the symbols the test uses, sorted
+# by prefix, so that the GPU machine's own libraries resolve them.
+candle_round_trip() {
+    local root="$1" dest="$2"
+    local nvcc_dir="$root/target/nvcc" stubs="$root/target/cuda-stubs"
+    local cuda="$nvcc_dir/nvidia/cu13"
+    python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$nvcc_dir" \
+        nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.88 nvidia-cuda-crt==13.0.88 \
+        nvidia-cuda-cccl==13.0.85
+    mkdir -p "$stubs"
+    # The same flags for both links (other flags would rebuild every
+    # crate, candle's kernels too): symbols nothing defines are exported
+    # for the loader to find, which the second link's stand-ins make moot.
+    local build=(env PATH="$cuda/bin:$PATH" CUDA_ROOT="$cuda" CUDA_COMPUTE_CAP=90
+        CARGO_TARGET_DIR="$root/target/candle-cuda"
+        RUSTFLAGS="-L native=$stubs -C link-arg=-Wl,--unresolved-symbols=ignore-in-object-files -C link-arg=-Wl,--export-dynamic"
+        cargo test --release --locked --no-run --message-format=json
+        --manifest-path "$root/tests/downstream/candle-cuda/Cargo.toml")
+    # First link against empty stand-ins, to list the CUDA symbols the
+    # test uses; the second against stand-ins that define them.
+    : >"$stubs/symbols.txt"
+    stub_libraries "$stubs"
+    "${build[@]}" >"$stubs/cargo.json"
+    nm -D --undefined-only "$(test_executable "$stubs/cargo.json")" | awk '{print $2}' | grep -v '@' >"$stubs/symbols.txt" || true
+    stub_libraries "$stubs"
+    touch "$root/tests/downstream/candle-cuda/tests/round_trip.rs"
+    "${build[@]}" >"$stubs/cargo.json"
+    cp "$(test_executable "$stubs/cargo.json")" "$dest"
+    echo "bundled $dest ($(wc -l <"$stubs/symbols.txt") CUDA symbols; needs $(readelf -d "$dest" | grep -o 'lib[a-zA-Z]*\.so\.[0-9]*' | tr '\n' ' '))"
+}
+
+# The round-trip test's executable, from cargo's JSON messages.
+test_executable() {
+    python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "round_trip":
+        print(m["executable"])
+PY
+}
+
+# Libraries named as CUDA's (their SONAMEs), each defining the symbols of
+# symbols.txt that have its library's prefix (the driver's cu*, the
+# runtime's cuda*, ...), and one of its own so that the linker keeps it.
+stub_libraries() {
+    local stubs="$1"
+    local spec lib soname prefix exclude
+    for spec in "cuda libcuda.so.1 ^cu[A-Z] ^$" "cudart libcudart.so.13 ^_*cuda ^$" \
+        "cublas libcublas.so.13 ^cublas ^cublasLt" "cublasLt libcublasLt.so.13 ^cublasLt ^$" \
+        "curand libcurand.so.10 ^curand ^$" "nvrtc libnvrtc.so.13 ^nvrtc ^$"; do
+        read -r lib soname prefix exclude <<<"$spec"
+        { echo "void blobflow_stand_in_$lib(void) {}"
+          grep -E "$prefix" "$stubs/symbols.txt" | grep -vE "$exclude" | sed 's/.*/void &(void) {}/' || true
+        } >"$stubs/$lib.c"
+        gcc -shared -fPIC -o "$stubs/lib$lib.so" -Wl,-soname,"$soname" "$stubs/$lib.c"
+    done
+}
 
 bundle() {
     local out="$1"
@@ -68,6 +134,7 @@ for line in open(msgs):
         print("bundled", target)
 PY
     rm -f "$msgs"
+    candle_round_trip "$root" "$out/bin/test-candle-round-trip"
     strip "$out"/bin/*
     # The data: copied, or with BUNDLE_LINKS=1 linked to the repository's
     # own (for a bundle inside the checkout, carried with it: the
@@ -142,6 +209,7 @@ run() {
         step train "$b/example-train_lenet" --device cuda --iters 1000 --out "$dir/train" --images "$im" --labels "$lb"
         export BLOBFLOW_BIN="$b/bin-blobflow"
         step train-lmdb "$b/cli-test-train" --exact train_on_the_gpu_retraces_caffes_losses --nocapture
+        step candle "$b/test-candle-round-trip" --nocapture
         step nets python3 "$dir/gpu_nets.py" "$b/bin-blobflow" "$dir/tests/fixtures/nets" "${TMPDIR:-/tmp}/blobflow-gpu-nets"
     fi
     local errors
@@ -165,6 +233,7 @@ run() {
     printf '%s\n' "${summary[@]}"
     grep -hs "test result" "$logs/suite.log" | sed 's/^/  suite: /'
     grep -hsE "GB/s|TFLOP/s" "$logs/bench.log" | sed 's/^/  bench: /'
+    grep -hs "test result" "$logs/candle.log" | sed 's/^/  blob -> candle -> blob on the GPU: /'
     grep -hs "convolutions:" "$logs/lenet-bench.log" | sed 's/^/  lenet: /'
     grep -hs "^gpu " "$logs/solver-bench.log" | sed 's/^/  solver: /'
     grep -hsE "images/s" "$logs/lenet-bench.log" "$logs/torch.log" | sed 's/^/  lenet: /'
