@@ -234,7 +234,8 @@ fn parse_dims(input: ParseStream) -> syn::Result<Vec<DimSpec>> {
 }
 
 /// The largest dim written `D<N>`: blob-runtime's `TWIN_MAX`, the end of
-/// its compile-time arithmetic table (a test there holds the two equal).
+/// its compile-time arithmetic table (`tests/typed.rs` holds the two
+/// equal).
 const TWIN_MAX: u128 = 4096;
 
 /// The dim type of a literal: `D<N>` up to [`TWIN_MAX`], above it
