@@ -464,6 +464,16 @@ fn digits() -> Result<blobflow_mnist::Mnist, Failed> {
     .map_err(fail)
 }
 
+/// A TRAIN-phase net of `text`, on `dev` when `on_gpu`, for the cases
+/// that run one net on the host and on the device and compare.
+fn train_net(text: &str, dev: &Arc<CudaBackend>, on_gpu: bool) -> Result<Net<f32>, Failed> {
+    let mut net = Net::<f32>::from_prototxt(text, NetState::train()).map_err(fail)?;
+    if on_gpu {
+        net.to_device(dev.clone()).map_err(fail)?;
+    }
+    Ok(net)
+}
+
 /// Caffe's deploy LeNet for `batch` digits with Caffe's trained weights.
 fn deploy_lenet(batch: usize) -> Result<blobflow::layers::net::Net<f32>, Failed> {
     use blobflow::layers::net::{Net, NetState};
@@ -1271,10 +1281,7 @@ fn softmax_loss_and_dropout_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Fail
     for (text, labels) in cases {
         let mut results = Vec::new();
         for on_gpu in [false, true] {
-            let mut net = Net::<f32>::from_prototxt(text, NetState::train()).map_err(fail)?;
-            if on_gpu {
-                net.to_device(dev.clone()).map_err(fail)?;
-            }
+            let mut net = train_net(text, dev, on_gpu)?;
             let logits = net.blob("x").ok_or_else(|| fail("no blob x"))?;
             cpu::set_seed(5);
             cpu::uniform(-3.0, 3.0, &mut logits.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
@@ -1359,10 +1366,7 @@ fn losses_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         let text = format!("{inputs} force_backward: true {layer}");
         let mut results = Vec::new();
         for on_gpu in [false, true] {
-            let mut net = Net::<f32>::from_prototxt(&text, NetState::train()).map_err(fail)?;
-            if on_gpu {
-                net.to_device(dev.clone()).map_err(fail)?;
-            }
+            let mut net = train_net(&text, dev, on_gpu)?;
             let a = net.blob("a").ok_or_else(|| fail("no blob a"))?;
             cpu::set_seed(11);
             cpu::uniform(-4.0, 4.0, &mut a.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
@@ -1434,10 +1438,7 @@ fn yolo_losses_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
         let text = format!("{input} {labels} force_backward: true {layer}");
         let mut results = Vec::new();
         for on_gpu in [false, true] {
-            let mut net = Net::<f32>::from_prototxt(&text, NetState::train()).map_err(fail)?;
-            if on_gpu {
-                net.to_device(dev.clone()).map_err(fail)?;
-            }
+            let mut net = train_net(&text, dev, on_gpu)?;
             let p = net.blob("p").ok_or_else(|| fail("no blob p"))?;
             cpu::set_seed(21);
             cpu::uniform(-2.0, 2.0, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
