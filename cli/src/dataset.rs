@@ -151,7 +151,8 @@ pub struct ConvertAnnosetArgs {
     list_file: PathBuf,
     /// The store to create
     db_name: PathBuf,
-    /// The annotation kind: detection (boxes)
+    /// The annotation kind: detection (boxes), or detection_with_segmentation (boxes and a
+    /// label image: `IMAGE ANNOTATION LABEL_IMAGE` lines, the YOLO fork's)
     #[arg(long = "anno-type", alias = "anno_type", default_value = "detection")]
     anno_type: String,
     /// The annotation files' format: xml (PASCAL VOC's)
@@ -175,14 +176,14 @@ pub struct ConvertAnnosetArgs {
 
 /// The SSD fork's `convert_annoset` (what its `create_annoset.py` runs).
 pub fn convert_annoset(args: &ConvertAnnosetArgs) -> Result<(), Failure> {
-    if args.anno_type != "detection" {
+    let Some(kind) = blobflow::data::AnnotationKind::from_name(&args.anno_type) else {
         return Err(format!(
-            "--anno-type {}: detection is the kind written (for classification, \
-             convert-imageset writes the Datum records Data reads)",
+            "--anno-type {}: detection and detection_with_segmentation are the kinds written \
+             (for classification, convert-imageset writes the Datum records Data reads)",
             args.anno_type
         )
         .into());
-    }
+    };
     if args.label_type != "xml" {
         return Err(format!(
             "--label-type {}: xml (PASCAL VOC's) is the format read",
@@ -204,6 +205,7 @@ pub fn convert_annoset(args: &ConvertAnnosetArgs) -> Result<(), Failure> {
         &args.db_name,
         args.images.backend.into(),
         &options,
+        kind,
         &args.label_map_file,
         args.check_label,
         &mut log_events(&mut log, &mut skipped),

@@ -4,6 +4,8 @@
 //! object's box is divided by the annotation's image size, its name
 //! turned into a label by the label map, and the objects grouped by
 //! label in the order they first appear, each numbered within its group.
+//! The YOLO fork's `detection_with_segmentation` adds each image's
+//! segmentation label image (a PNG of class values) to its record.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,7 +14,7 @@ use blob_proto::{AnnotatedDatum, Annotation, AnnotationGroup, NormalizedBBox};
 use prost::Message;
 
 use crate::imageset::{ImageSetEvent, ImageSetOptions, ImageStore, ToolError};
-use crate::list::{PairLine, read_pair_list};
+use crate::list::read_name_lines;
 use crate::store::Backend;
 
 /// A label map (`labelmap_voc.prototxt`: `item { name: "dog" label: 12
@@ -171,6 +173,33 @@ fn voc_groups(
     Ok(groups)
 }
 
+/// What `convert_annoset` stores with each image (`--anno_type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnnotationKind {
+    /// `detection`: the objects' boxes; the list's lines are `IMAGE
+    /// ANNOTATION`.
+    #[default]
+    Detection,
+    /// The YOLO fork's `detection_with_segmentation`: the boxes and a
+    /// segmentation label image (a PNG whose pixels are class values,
+    /// stored as it is in the datum's `seg_label`, the record's type
+    /// `BBOXandSeg`); the lines are `IMAGE ANNOTATION LABEL_IMAGE`.
+    /// Its records must be `encoded`, as the fork reads them.
+    DetectionWithSegmentation,
+}
+
+impl AnnotationKind {
+    /// The kind by the fork's `--anno_type` name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "detection" => Some(Self::Detection),
+            "detection_with_segmentation" => Some(Self::DetectionWithSegmentation),
+            _ => None,
+        }
+    }
+}
+
 /// The SSD fork's `convert_annoset --anno_type=detection
 /// --label_type=xml --label_map_file=MAP ROOTFOLDER/ LISTFILE DB_NAME`:
 /// each `IMAGE ANNOTATION` pair of the list (both names after `root` as
@@ -180,11 +209,13 @@ fn voc_groups(
 /// be read is passed over and reported, as the fork passes it over; a
 /// missing annotation file gives a record without objects, as the fork
 /// gives it; an unknown object name or a file that is not VOC's is an
-/// error naming it. The store appears only when complete; returns how
-/// many records it holds.
+/// error naming it. With [`AnnotationKind::DetectionWithSegmentation`]
+/// each line names a label image too, stored with its record; one that
+/// is missing or not a PNG is an error naming it. The store appears only
+/// when complete; returns how many records it holds.
 ///
 /// ```
-/// use blob_data::{Backend, ImageSetOptions, convert_annoset};
+/// use blob_data::{AnnotationKind, Backend, ImageSetOptions, convert_annoset};
 /// let dir = std::env::temp_dir().join(format!("blobflow-annoset-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir)?;
 /// image::RgbImage::new(40, 20).save(dir.join("a.png"))?;
@@ -195,7 +226,8 @@ fn voc_groups(
 /// std::fs::write(dir.join("labelmap.prototxt"), r#"item { name: "dog" label: 1 }"#)?;
 /// let root = format!("{}/", dir.display());
 /// let stored = convert_annoset(&root, &dir.join("list.txt"), &dir.join("db"), Backend::Lmdb,
-///     &ImageSetOptions::default(), &dir.join("labelmap.prototxt"), false, &mut |_| {})?;
+///     &ImageSetOptions::default(), AnnotationKind::Detection, &dir.join("labelmap.prototxt"),
+///     false, &mut |_| {})?;
 /// assert_eq!(stored, 1);
 /// std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -207,14 +239,33 @@ pub fn convert_annoset(
     db: &Path,
     backend: Backend,
     options: &ImageSetOptions,
+    kind: AnnotationKind,
     label_map: &Path,
     check_label: bool,
     report: &mut dyn FnMut(ImageSetEvent),
 ) -> Result<usize, ToolError> {
     let names = read_label_map(label_map, check_label)?;
-    let lines = read_pair_list(list)?
+    let segmentation = kind == AnnotationKind::DetectionWithSegmentation;
+    if segmentation && !(options.encoded || options.encode_type.is_some()) {
+        return Err(
+            "detection_with_segmentation stores encoded images alone (--encoded): the \
+                    YOLO fork reads a record's seg_label only where its image is encoded"
+                .into(),
+        );
+    }
+    let form = if segmentation {
+        "IMAGE ANNOTATION LABEL_IMAGE"
+    } else {
+        "IMAGE ANNOTATION"
+    };
+    let lines = read_name_lines(list, form)?
         .into_iter()
-        .map(|PairLine { line, image, label }| (line, image.clone(), (image, label)))
+        .map(|(line, mut names)| {
+            let label_image = segmentation.then(|| names.pop().unwrap_or_default());
+            let annotation = names.pop().unwrap_or_default();
+            let image = names.pop().unwrap_or_default();
+            (line, image.clone(), (image, annotation, label_image))
+        })
         .collect();
     let store = ImageStore {
         root,
@@ -224,8 +275,8 @@ pub fn convert_annoset(
         options,
     };
     let mut record = |line: usize,
-                      (image, annotation): &(String, String),
-                      datum,
+                      (image, annotation, label_image): &(String, String, Option<String>),
+                      mut datum: blob_proto::Datum,
                       report: &mut dyn FnMut(ImageSetEvent)| {
         let (path, annotation) = (format!("{root}{image}"), format!("{root}{annotation}"));
         let groups = if Path::new(&annotation).exists() {
@@ -245,9 +296,22 @@ pub fn convert_annoset(
         } else {
             Vec::new()
         };
+        if let Some(label_image) = label_image {
+            let path = format!("{root}{label_image}");
+            let bytes = std::fs::read(&path)
+                .map_err(|e| format!("{}, line {line}: {path}: {e}", list.display()))?;
+            if !bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+                return Err(format!(
+                    "{}, line {line}: {path} is not a PNG: a segmentation label image's pixels \
+                     are class values, which only a lossless PNG keeps",
+                    list.display()
+                ));
+            }
+            datum.seg_label = Some(bytes);
+        }
         let record = AnnotatedDatum {
             datum: Some(datum),
-            r#type: Some(0),
+            r#type: Some(if segmentation { 1 } else { 0 }),
             annotation_group: groups,
         };
         Ok(record.encode_to_vec())

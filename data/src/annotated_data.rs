@@ -8,7 +8,8 @@
 //! (MultiBoxLoss's ground truth), one row of -1 where there is none.
 //! Before all this each record is distorted in colour (`distort_param`,
 //! in `distort.rs`). The YOLO fork's additions (its label layout, crop
-//! jitter and multi-scale `resize_param`s) are in `yolo_labels.rs`.
+//! jitter and multi-scale `resize_param`s) are in `yolo_labels.rs`, its
+//! segmentation labels (a third top) in `segmentation_labels.rs`.
 
 use std::sync::Arc;
 
@@ -19,10 +20,11 @@ use blob_runtime::{BlobError, MathElement};
 use prost::Message;
 
 use crate::data_layer::StoreSource;
-use crate::datum::{ColorMode, Example, Pixels, datum_example};
+use crate::datum::{ColorMode, Example, Pixels, datum_example, decode_image};
 use crate::distort::Distortion;
 use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Setup};
 use crate::resize_policy::ResizePolicy;
+use crate::segmentation_labels::SegmentationLabels;
 use crate::transform::{DataTransformer, Placement};
 use crate::yolo_labels::{LabelLayout, jitter_crop};
 
@@ -53,7 +55,7 @@ impl Rect {
     }
 
     /// The fork's `ClipBBox`: each coordinate into 0 to 1.
-    fn clip(&self) -> Rect {
+    pub(crate) fn clip(&self) -> Rect {
         let c = |v: f32| v.clamp(0.0, 1.0);
         Rect {
             xmin: c(self.xmin),
@@ -147,27 +149,58 @@ impl Object {
     }
 }
 
-/// Decodes a serialized `AnnotatedDatum`: the image, and its objects in
+/// Decodes a serialized `AnnotatedDatum` into its image, its objects in
 /// group order where the record is annotated (`type` set, or
-/// `anno_type` in the layer); `None` for a record labelled by its
-/// datum's `label` alone.
+/// `anno_type` in the layer; `None` for a record labelled by its
+/// datum's `label` alone), and where `segmentation` asks, its label
+/// image (`seg_label`, decoded to one channel).
 pub(crate) fn decode_annotated(
     bytes: &[u8],
     mode: ColorMode,
     annotated: bool,
-) -> Result<(Example, Option<Vec<Object>>), String> {
+    segmentation: bool,
+) -> Result<Decoded, String> {
     let record =
         AnnotatedDatum::decode(bytes).map_err(|e| format!("not an AnnotatedDatum record: {e}"))?;
-    let datum = record
+    let mut datum = record
         .datum
         .ok_or("an AnnotatedDatum record without its datum")?;
+    let label_image = datum.seg_label.take();
+    let encoded = datum.encoded == Some(true);
     let example = datum_example(datum, mode)?;
+    let segmentation = if segmentation {
+        let bytes = label_image.ok_or(
+            "it has no seg_label, and the layer's third top wants segmentation labels              (convert-annoset --anno-type detection_with_segmentation writes them)",
+        )?;
+        if !encoded {
+            return Err("its datum is not encoded: the YOLO fork reads seg_label as an                         encoded image, of encoded records alone"
+                .into());
+        }
+        let (_, height, width, pixels) =
+            decode_image(&bytes, ColorMode::Gray).map_err(|e| format!("its seg_label: {e}"))?;
+        Some(Example {
+            channels: 1,
+            height,
+            width,
+            pixels: Pixels::Bytes(pixels),
+            label: 0,
+        })
+    } else {
+        None
+    };
+    let decoded = |objects| Decoded {
+        example,
+        label_plane: None,
+        objects,
+        segmentation,
+    };
     if !(annotated || record.r#type.is_some()) {
-        return Ok((example, None));
+        return Ok(decoded(None));
     }
-    if let Some(t) = record.r#type.filter(|&t| t != 0) {
+    if let Some(t) = record.r#type.filter(|&t| t != 0 && t != 1) {
         return Err(format!(
-            "annotation type {t}: BBOX (0) is the only type the fork knows"
+            "annotation type {t}: BBOX (0) and the YOLO fork's BBOXandSeg (1) are the types \
+             the forks know"
         ));
     }
     let mut objects = Vec::new();
@@ -197,7 +230,7 @@ pub(crate) fn decode_annotated(
             });
         }
     }
-    Ok((example, Some(objects)))
+    Ok(decoded(Some(objects)))
 }
 
 /// A uniform float in `[a, b)` (Caffe's `caffe_rng_uniform`), `a` where
@@ -361,6 +394,10 @@ impl Emit {
     }
 }
 
+/// A record's image and boxes after [`Geometry::apply`]'s steps, and the
+/// patch its image was cropped to, if it was.
+type Reshaped = (Example, Option<Vec<Object>>, Option<Rect>);
+
 /// What AnnotatedData does to a record before Caffe's transform:
 /// `expand_param`, the batch samplers (or the YOLO fork's jitter),
 /// `resize_param` (in `resize_policy.rs`) and `emit_constraint`.
@@ -377,6 +414,9 @@ pub(crate) struct Geometry {
     emit: Option<Emit>,
     /// How the label top holds the boxes.
     pub(crate) labels: LabelLayout,
+    /// The YOLO fork's segmentation labels, where the layer has a third
+    /// top.
+    pub(crate) segmentation: Option<SegmentationLabels>,
     /// The canvas an expansion paints (`mean_value`), per channel.
     fill: Vec<f32>,
 }
@@ -500,6 +540,26 @@ impl Geometry {
                 "annotated_data_param.yolo_data_jitter {j} must be from 0 to below 1"
             )));
         }
+        let segmentation = if layer.strings("top").count() > 2 {
+            let why = if expand.is_some() {
+                Some("expand_param: the fork crops the label image by the expanded image's patch")
+            } else if resize.iter().any(|r| !r.warps()) {
+                Some("a resize_param that keeps the aspect: the fork warps the labels all the same")
+            } else if t.uint("crop_size") > 0 {
+                Some("crop_size: the fork's labels are not cropped with the image")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(refused(format!(
+                    "segmentation labels (a third top) with {why}, so labels and image would \
+                     not match"
+                )));
+            }
+            Some(SegmentationLabels::from_param(&p).map_err(refused)?)
+        } else {
+            None
+        };
         Ok(Self {
             distort,
             expand,
@@ -507,6 +567,7 @@ impl Geometry {
             resize,
             jitter,
             labels,
+            segmentation,
             emit,
             fill: t.floats("mean_value").iter().map(|&v| v as f32).collect(),
         })
@@ -533,22 +594,46 @@ impl Geometry {
 
     /// Expansion, sampling and resizing of one record (the fork's
     /// `ExpandImage`, `GenerateBatchSamples` with `CropImage`, and
-    /// `ApplyResize`), its boxes moved along; the draws from `rng`.
+    /// `ApplyResize`), its boxes moved along and its label image (where
+    /// it has one) cut as its image was; the draws from `rng`.
     pub(crate) fn apply(
+        &self,
+        decoded: Decoded,
+        rng: &mut SeededRng,
+        policy: usize,
+    ) -> Result<Decoded, String> {
+        let (example, objects, patch) =
+            self.reshape(decoded.example, decoded.objects, rng, policy)?;
+        let segmentation = match (&decoded.segmentation, patch) {
+            (Some(label), Some(patch)) => Some(SegmentationLabels::crop(label, &patch)?),
+            (label, _) => label.clone(),
+        };
+        Ok(Decoded {
+            example,
+            objects,
+            segmentation,
+            ..decoded
+        })
+    }
+
+    /// [`apply`](Self::apply)'s image and boxes, and the patch the image
+    /// was cropped to, if it was.
+    fn reshape(
         &self,
         mut example: Example,
         mut objects: Option<Vec<Object>>,
         rng: &mut SeededRng,
         policy: usize,
-    ) -> Result<(Example, Option<Vec<Object>>), String> {
+    ) -> Result<Reshaped, String> {
         let plain = self.distort.is_none()
             && self.expand.is_none()
             && self.samplers.is_empty()
             && self.jitter.is_none()
             && self.resize.is_empty();
         if plain {
-            return Ok((example, objects));
+            return Ok((example, objects, None));
         }
+        let mut cropped = None;
         let Pixels::Bytes(pixels) = &mut example.pixels else {
             return Err(
                 "a record of float_data: distortion, expansion, sampling and resizing \
@@ -588,12 +673,14 @@ impl Geometry {
                 let patch = found[(rng.next_u32() as usize) % found.len()].clip();
                 example = crop_image(&example, &patch);
                 objects = objects.map(|o| self.move_boxes(&o, &patch, false));
+                cropped = Some(patch);
             }
         } else if let Some(jitter) = self.jitter {
             let keep = self.resize.get(policy).is_some_and(|p| p.keeps_aspect());
             let patch = jitter_crop(rng, jitter, keep);
             example = crop_image(&example, &patch);
             objects = objects.map(|o| self.move_boxes(&o, &patch, false));
+            cropped = Some(patch);
         }
         if let Some(policy) = self.resize.get(policy) {
             let mut boxes: Vec<Rect> = objects.iter().flatten().map(|o| o.rect).collect();
@@ -604,7 +691,7 @@ impl Geometry {
                 }
             }
         }
-        Ok((example, objects))
+        Ok((example, objects, cropped))
     }
 
     /// The fork's `ExpandImage`: `example` at a random place on a canvas
@@ -720,7 +807,7 @@ fn reshaped(example: &Example, height: usize, width: usize, pixels: Vec<u8>) -> 
 
 /// The fork's `CropImage`: the pixels under `patch` (clipped), their
 /// offsets and sizes truncated as the fork's integer casts truncate.
-fn crop_image(example: &Example, patch: &Rect) -> Example {
+pub(crate) fn crop_image(example: &Example, patch: &Rect) -> Example {
     let (c, h, w) = (example.channels, example.height, example.width);
     let (xmin, ymin) = (patch.xmin * w as f32, patch.ymin * h as f32);
     let (xmax, ymax) = (patch.xmax * w as f32, patch.ymax * h as f32);
@@ -772,7 +859,15 @@ fn crop_image(example: &Example, patch: &Rect) -> Example {
 /// `prob`s for each ten batches. The fork jitters every record of a
 /// layer without samplers; here a layer jitters only with
 /// `yolo_data_type: 1` or a `yolo_data_jitter` of its own, so that SSD's
-/// prototxts read as the SSD fork reads them.
+/// prototxts read as the SSD fork reads them. A third top holds the
+/// fork's segmentation labels (its cityscapes set-ups): each record's
+/// label image (`seg_label`, written by `convert-annoset --anno-type
+/// detection_with_segmentation`) cut, warped and mirrored as its image,
+/// as `(N, classes, H / seg_scales, W / seg_scales)` planes of each
+/// class's share of a pixel, the classes from `label_map_file` in the
+/// fork's format (`item { name: "road" label: 7 label_id: 1 }`), or
+/// one plane with `single_class` (the fork's default); see
+/// `segmentation_labels.rs`.
 ///
 /// Departures from the fork: the crops and expansions are not
 /// re-encoded as JPEG between steps (the fork's are, losing detail);
@@ -819,14 +914,9 @@ pub fn annotated_data_layer<T: MathElement>(
         .message("annotated_data_param")
         .is_some_and(|a| a.has("anno_type"));
     let color = transformer.color_mode();
-    let decode: Decoder = Arc::new(move |raw: Raw| {
-        let (example, objects) = decode_annotated(&raw.bytes, color, annotated)?;
-        Ok(Decoded {
-            example,
-            label_plane: None,
-            objects,
-        })
-    });
+    let segmentation = geometry.segmentation.is_some();
+    let decode: Decoder =
+        Arc::new(move |raw: Raw| decode_annotated(&raw.bytes, color, annotated, segmentation));
     let store = StoreSource::open(layer, decode, refused)?;
     PrefetchingDataLayer::start(
         Setup {
@@ -834,7 +924,7 @@ pub fn annotated_data_layer<T: MathElement>(
             transformer,
             batch_size: store.batch_size,
             prefetch: store.prefetch,
-            tops: Arity::range(1, 2),
+            tops: Arity::range(1, 3),
             geometry: Some(Arc::new(geometry)),
         },
         store.records,
@@ -914,6 +1004,7 @@ mod tests {
             resize: Vec::new(),
             jitter: None,
             labels: LabelLayout::Ssd,
+            segmentation: None,
             emit: None,
             fill: vec![7.4],
             distort: None,
@@ -932,7 +1023,7 @@ mod tests {
             difficult: true,
         }];
         let mut rng = SeededRng::new(11);
-        let (out, moved) = g.apply(e, Some(objects), &mut rng, 0).unwrap();
+        let (out, moved, _) = g.reshape(e, Some(objects), &mut rng, 0).unwrap();
         let Pixels::Bytes(px) = &out.pixels else {
             panic!()
         };

@@ -190,6 +190,7 @@ fn decode_pair(raw: Raw, decoding: Decoding) -> Result<Decoded, String> {
             values: label,
         }),
         objects: None,
+        segmentation: None,
     })
 }
 

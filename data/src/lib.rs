@@ -68,12 +68,13 @@ mod order;
 mod prefetch;
 mod resize;
 mod resize_policy;
+mod segmentation_labels;
 mod store;
 mod transform;
 mod window_data;
 mod yolo_labels;
 
-pub use annoset::{convert_annoset, read_label_map};
+pub use annoset::{AnnotationKind, convert_annoset, read_label_map};
 pub use annotated_data::annotated_data_layer;
 pub use data_layer::data_layer;
 pub use datum::{ColorMode, Example, Pixels, decode_datum};

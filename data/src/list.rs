@@ -64,26 +64,41 @@ pub(crate) struct PairLine {
 /// error naming it (Caffe would pair every later name with the wrong
 /// one).
 pub(crate) fn read_pair_list(list: &Path) -> Result<Vec<PairLine>, String> {
+    Ok(read_name_lines(list, "IMAGE LABEL_IMAGE")?
+        .into_iter()
+        .map(|(line, mut names)| {
+            let label = names.pop().unwrap_or_default();
+            let image = names.pop().unwrap_or_default();
+            PairLine { line, image, label }
+        })
+        .collect())
+}
+
+/// The lines of a list of names without spaces, as many a line as
+/// `form` (`IMAGE ANNOTATION`) has words, each with its number from 1;
+/// blank lines are passed over, and a line of another count is an error
+/// naming it.
+pub(crate) fn read_name_lines(
+    list: &Path,
+    form: &str,
+) -> Result<Vec<(usize, Vec<String>)>, String> {
+    let count = form.split_whitespace().count();
     let text = blob_runtime::read_text_file(list).map_err(|e| e.to_string())?;
     let mut lines = Vec::new();
     for (i, text) in text.lines().enumerate() {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        match words[..] {
-            [] => continue,
-            [image, label] => lines.push(PairLine {
-                line: i + 1,
-                image: image.to_string(),
-                label: label.to_string(),
-            }),
-            _ => {
-                return Err(format!(
-                    "{}, line {}: {:?} is not two names (each line is `IMAGE LABEL_IMAGE`)",
-                    list.display(),
-                    i + 1,
-                    blob_proto::excerpt(text)
-                ));
-            }
+        let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+        if words.is_empty() {
+            continue;
         }
+        if words.len() != count {
+            return Err(format!(
+                "{}, line {}: {:?} is not {count} names (each line is `{form}`)",
+                list.display(),
+                i + 1,
+                blob_proto::excerpt(text)
+            ));
+        }
+        lines.push((i + 1, words));
     }
     Ok(lines)
 }

@@ -25,11 +25,14 @@ pub(crate) struct Raw {
 }
 
 /// A record decoded: its image and, where its label is an image of its
-/// own, the label's plane, or where it is annotated, its objects.
+/// own, the label's plane, or where it is annotated, its objects (and
+/// the YOLO fork's segmentation label image, one channel, where the
+/// layer has a top for it).
 pub(crate) struct Decoded {
     pub example: Example,
     pub label_plane: Option<LabelPlane>,
     pub objects: Option<Vec<Object>>,
+    pub segmentation: Option<Example>,
 }
 
 /// A label image's values, `height x width`.
@@ -45,6 +48,7 @@ impl From<Example> for Decoded {
             example,
             label_plane: None,
             objects: None,
+            segmentation: None,
         }
     }
 }
@@ -73,12 +77,15 @@ pub(crate) trait Records: Send + 'static {
 }
 
 /// One batch as the thread made it: the data's shape, its values and
-/// its labels (one an item, or a label image's plane an item).
+/// its labels (one an item, or a label image's plane an item), and
+/// AnnotatedData's segmentation labels where it has a third top.
 struct Batch<T> {
     shape: Vec<usize>,
     data: Vec<T>,
     label_shape: Vec<usize>,
     labels: Vec<T>,
+    segmentation_shape: Vec<usize>,
+    segmentation: Vec<T>,
 }
 
 type Made<T> = Result<Batch<T>, BlobError>;
@@ -296,6 +303,13 @@ impl<T: MathElement> Fill<T> {
     }
 }
 
+/// One record of a batch as made: its boxes where it is annotated, its
+/// segmentation label planes where the layer makes them.
+struct Item {
+    boxes: Vec<Object>,
+    segmentation: Vec<f32>,
+}
+
 /// What making a batch reads, shared by the decoding threads.
 struct Shaping<'a, T: MathElement> {
     type_name: &'static str,
@@ -329,10 +343,9 @@ impl<T: MathElement> Shaping<'_, T> {
             let mut rng = blob_kernels::cpu::SeededRng::new(seed);
             let mut decoded = raw.and_then(|r| decoder(r)).map_err(|e| error(key, &e))?;
             if let Some(geometry) = self.geometry {
-                let (example, objects) = geometry
-                    .apply(decoded.example, decoded.objects, &mut rng, self.policy)
+                decoded = geometry
+                    .apply(decoded, &mut rng, self.policy)
                     .map_err(|e| error(key, &e))?;
-                (decoded.example, decoded.objects) = (example, objects);
             }
             Ok::<_, BlobError>((decoded, rng))
         };
@@ -351,12 +364,26 @@ impl<T: MathElement> Shaping<'_, T> {
         let label_dims = first.label_plane.as_ref().map(|l| (l.height, l.width));
         let annotated = first.objects.is_some();
         let per_label = label_dims.map_or(1, |(h, w)| h * w);
+        let segmentation = self.geometry.and_then(|g| g.segmentation.as_ref());
+        let planes = match segmentation {
+            Some(s) => Some((
+                s.planes(),
+                s.plane_size(dims[1], dims[2])
+                    .map_err(|e| error(&key, &e))?,
+            )),
+            None => None,
+        };
         let mut batch = recycled.unwrap_or(Batch {
             shape: Vec::new(),
             data: Vec::new(),
             label_shape: Vec::new(),
             labels: Vec::new(),
+            segmentation_shape: Vec::new(),
+            segmentation: Vec::new(),
         });
+        batch.segmentation_shape =
+            planes.map_or_else(Vec::new, |(c, (h, w))| vec![self.batch_size, c, h, w]);
+        batch.segmentation.clear();
         batch.shape = vec![self.batch_size, dims[0], dims[1], dims[2]];
         batch.label_shape = match label_dims {
             Some((h, w)) => vec![self.batch_size, 1, h, w],
@@ -367,17 +394,18 @@ impl<T: MathElement> Shaping<'_, T> {
         batch.labels.clear();
         batch.labels.resize(self.batch_size * per_label, T::ZERO);
         // One record into its slot; an annotated record's boxes as the
-        // transform left them.
+        // transform left them, and its segmentation labels.
         let one = |key: &str,
                    decoded: Decoded,
                    mut rng: blob_kernels::cpu::SeededRng,
                    slot: &mut [T],
                    label: &mut [T]|
-         -> Result<Vec<Object>, BlobError> {
+         -> Result<Item, BlobError> {
             let Decoded {
                 example,
                 label_plane,
                 objects,
+                segmentation: label_image,
             } = decoded;
             let here = self
                 .transformer
@@ -431,7 +459,11 @@ impl<T: MathElement> Shaping<'_, T> {
                     ));
                 }
             }
-            Ok(match (objects, self.geometry) {
+            let segmentation = match (segmentation, planes, label_image) {
+                (Some(s), Some((_, size)), Some(image)) => s.make(&image, placement.mirrored, size),
+                _ => Vec::new(),
+            };
+            let boxes = match (objects, self.geometry) {
                 (Some(objects), Some(geometry)) => {
                     let placed =
                         geometry.place_boxes(&objects, &placement, (example.height, example.width));
@@ -439,11 +471,15 @@ impl<T: MathElement> Shaping<'_, T> {
                     placed
                 }
                 _ => Vec::new(),
+            };
+            Ok(Item {
+                boxes,
+                segmentation,
             })
         };
         let (first_slot, rest_slots) = batch.data.split_at_mut(per_item);
         let (first_label, rest_labels) = batch.labels.split_at_mut(per_label);
-        let mut boxes = vec![one(&key, first, first_rng, first_slot, first_label)?];
+        let mut made = vec![one(&key, first, first_rng, first_slot, first_label)?];
         let rest: Vec<Pending> = items.collect();
         // Raw records take microseconds: threads would cost more than
         // they save below half a millisecond a batch.
@@ -456,21 +492,21 @@ impl<T: MathElement> Shaping<'_, T> {
         let per_thread = rest.len().div_ceil(threads).max(1);
         let mut work = rest.into_iter();
         let chunk = |mine: Vec<Pending>, slots: &mut [T], labels: &mut [T]| {
-            let mut boxes = Vec::with_capacity(mine.len());
+            let mut made = Vec::with_capacity(mine.len());
             for (((key, raw, seed), slot), label) in mine
                 .into_iter()
                 .zip(slots.chunks_mut(per_item))
                 .zip(labels.chunks_mut(per_label))
             {
                 let (decoded, rng) = prepare(&key, raw, seed)?;
-                boxes.push(one(&key, decoded, rng, slot, label)?);
+                made.push(one(&key, decoded, rng, slot, label)?);
             }
-            Ok(boxes)
+            Ok(made)
         };
         let mut parts = rest_slots
             .chunks_mut(per_item * per_thread)
             .zip(rest_labels.chunks_mut(per_label * per_thread));
-        let outcomes: Vec<Result<Vec<Vec<Object>>, BlobError>> = std::thread::scope(|scope| {
+        let outcomes: Vec<Result<Vec<Item>, BlobError>> = std::thread::scope(|scope| {
             // This thread takes the first part itself, helpers the others.
             let own = parts.next().map(|(slots, labels)| {
                 let mine: Vec<Pending> = work.by_ref().take(labels.len() / per_label).collect();
@@ -494,7 +530,14 @@ impl<T: MathElement> Shaping<'_, T> {
         });
         // Chunks are in batch order: the first error is the first bad record.
         for outcome in outcomes {
-            boxes.extend(outcome?);
+            made.extend(outcome?);
+        }
+        let mut boxes = Vec::with_capacity(made.len());
+        for item in made {
+            boxes.push(item.boxes);
+            batch
+                .segmentation
+                .extend(item.segmentation.iter().map(|&v| T::from_f64(f64::from(v))));
         }
         if let (true, Some(geometry)) = (annotated, self.geometry) {
             let (shape, values) = geometry.labels.top(&boxes);
@@ -540,8 +583,11 @@ impl<T: MathElement> DynLayer<T> for PrefetchingDataLayer<T> {
     ) -> Result<Vec<TopShape>, BlobError> {
         let batch = self.next_batch()?;
         let mut shapes = vec![TopShape::new(batch.shape.clone())];
-        if tops.len() == 2 {
+        if tops.len() >= 2 {
             shapes.push(TopShape::new(batch.label_shape.clone()));
+        }
+        if tops.len() == 3 {
+            shapes.push(TopShape::new(batch.segmentation_shape.clone()));
         }
         Ok(shapes)
     }
@@ -562,6 +608,11 @@ impl<T: MathElement> DynLayer<T> for PrefetchingDataLayer<T> {
         tops[0].mutable_cpu_data()?.copy_from_slice(&batch.data);
         if let Some(labels) = tops.get(1) {
             labels.mutable_cpu_data()?.copy_from_slice(&batch.labels);
+        }
+        if let Some(segmentation) = tops.get(2) {
+            segmentation
+                .mutable_cpu_data()?
+                .copy_from_slice(&batch.segmentation);
         }
         let _ = self.recycle.send(batch);
         Ok(())

@@ -101,6 +101,11 @@ impl ResizePolicy {
         matches!(self.mode, Mode::FitLargeAndPad(_))
     }
 
+    /// Whether it warps to its size (`WARP`), keeping no aspect.
+    pub(crate) fn warps(&self) -> bool {
+        matches!(self.mode, Mode::Warp)
+    }
+
     /// `ApplyResize` of an 8-bit record, and `UpdateBBoxByResizePolicy`
     /// of each of its boxes; the interpolation drawn from `rng`.
     pub(crate) fn apply(

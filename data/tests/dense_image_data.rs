@@ -233,7 +233,7 @@ fn bad_settings_lists_and_pairs_are_named() {
     assert!(e.contains("more than the 16384 pixels a side"), "{e}");
     let e = err("a.png a_label.png\na.png\n", "batch_size: 1", "");
     assert!(
-        e.contains("list.txt, line 2: \"a.png\" is not two names"),
+        e.contains("list.txt, line 2: \"a.png\" is not 2 names"),
         "{e}"
     );
     let e = err("a.png small_label.png\n", "batch_size: 1", "");

@@ -3,9 +3,11 @@
 //! first byte picks (the warp alone, SSD's whole augmentation:
 //! distortion, expansion, samplers, mirror, or the YOLO fork's label
 //! layout with its jitter and two scales, resized by OpenCV's AREA and
-//! LANCZOS4, or fitted with its aspect kept and mirrored margins). An error or batches whose
-//! label rows are boxes of the batch's items inside the image; never a
-//! panic, never more memory than the limit (256 MiB).
+//! LANCZOS4, or fitted with its aspect kept and mirrored margins, or with
+//! its segmentation labels, a third top, from the record's `seg_label`).
+//! An error or batches whose label rows are boxes of the batch's items
+//! inside the image and whose label planes are shares from 0 to 1;
+//! never a panic, never more memory than the limit (256 MiB).
 #![no_main]
 
 use std::sync::Once;
@@ -14,7 +16,7 @@ use blob_data::{Backend, StoreWriter, data_registry};
 use blob_layers::net::{Net, NetState};
 use libfuzzer_sys::fuzz_target;
 
-const SETTINGS: [&str; 5] = [
+const SETTINGS: [&str; 6] = [
     "transform_param { resize_param { height: 6 width: 5 } }",
     r#"transform_param { mirror: true mean_value: 104 mean_value: 117 mean_value: 123
          resize_param { height: 8 width: 8 interp_mode: LINEAR interp_mode: NEAREST }
@@ -35,7 +37,13 @@ const SETTINGS: [&str; 5] = [
        annotated_data_param { yolo_data_type: 1 yolo_data_jitter: 0.7 train_diffcult: false }"#,
     r#"transform_param { resize_param { resize_mode: FIT_LARGE_SIZE_AND_PAD pad_mode: MIRRORED
          height: 7 width: 9 interp_mode: LANCZOS4 interp_mode: AREA } }"#,
+    // Segmentation labels: the layer gets a third top.
+    r#"transform_param { mirror: true resize_param { height: 8 width: 6 interp_mode: LINEAR } }
+       annotated_data_param { yolo_data_type: 1 yolo_data_jitter: 0.5 seg_scales: 2 }"#,
 ];
+
+/// The setting that makes segmentation labels.
+const SEGMENTATION: usize = 5;
 
 fuzz_target!(|data: &[u8]| {
     static LIMIT: Once = Once::new();
@@ -48,10 +56,12 @@ fuzz_target!(|data: &[u8]| {
     let mut store = StoreWriter::create(&dir, Backend::Lmdb).unwrap();
     store.put(b"0", record).unwrap();
     store.finish().unwrap();
+    let setting = usize::from(knobs) % SETTINGS.len();
     let text = format!(
-        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label" {}
+        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label" {} {}
              data_param {{ source: "{}" batch_size: 2 backend: LMDB }} }}"#,
-        SETTINGS[usize::from(knobs) % SETTINGS.len()],
+        if setting == SEGMENTATION { r#"top: "seg""# } else { "" },
+        SETTINGS[setting],
         dir.display()
     );
     let Ok(mut net) = Net::<f32>::builder()
@@ -64,6 +74,11 @@ fuzz_target!(|data: &[u8]| {
     for _ in 0..2 {
         if net.forward().is_err() {
             return;
+        }
+        if let Some(seg) = net.blob("seg") {
+            assert_eq!(seg.shape(), [2, 1, 4, 3]);
+            let planes = seg.to_vec().unwrap();
+            assert!(planes.iter().all(|v| (0.0..=1.0).contains(v)), "{planes:?}");
         }
         let label = net.blob("label").unwrap().to_vec().unwrap();
         if net.blob("label").unwrap().shape() == [2, 1, 300, 5] {

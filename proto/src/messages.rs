@@ -49,6 +49,11 @@ pub struct Datum {
     /// Whether `data` is an encoded image (field 7).
     #[prost(bool, optional, tag = "7")]
     pub encoded: Option<bool>,
+    /// The YOLO fork's segmentation label image, encoded (PNG), its
+    /// pixels the classes of the image's pixels (field 8,
+    /// eric612/MobileNet-YOLO).
+    #[prost(bytes = "vec", optional, tag = "8")]
+    pub seg_label: Option<Vec<u8>>,
 }
 
 /// Caffe's `SolverState`: what a `.solverstate` snapshot holds (iteration,

@@ -292,8 +292,8 @@ enums! {
     INTERP_MODE "Interp_mode" { LINEAR = 1, AREA = 2, NEAREST = 3, CUBIC = 4, LANCZOS4 = 5 }
     /// `EmitConstraint.EmitType` (SSD fork).
     EMIT_TYPE "EmitType" { CENTER = 0, MIN_OVERLAP = 1 }
-    /// `AnnotatedDatum.AnnotationType` (SSD fork).
-    ANNOTATION_TYPE "AnnotationType" { BBOX = 0 }
+    /// `AnnotatedDatum.AnnotationType` (SSD fork; `BBOXandSeg` the YOLO fork's).
+    ANNOTATION_TYPE "AnnotationType" { BBOX = 0, BBOXandSeg = 1 }
     /// `SolverParameter.SnapshotFormat`.
     SNAPSHOT_FORMAT "SnapshotFormat" { HDF5 = 0, BINARYPROTO = 1 }
     /// `SolverParameter.SolverMode`.
