@@ -25,8 +25,9 @@ use crate::roi_pooling::{ROI_POOLING_FIELD, RoiPoolingLayer};
 use crate::shuffle_channel::{SHUFFLE_CHANNEL_FIELD, ShuffleChannelLayer};
 use crate::upsample::{UPSAMPLE_FIELD, UpsampleLayer};
 use crate::yolo::{
-    REGION_LOSS_FIELD, RegionLossLayer, YOLO_DETECTION_OUTPUT_FIELD, YOLOV3_DETECTION_OUTPUT_FIELD,
-    YOLOV3_FIELD, YoloDetectionOutputLayer, YoloV2, YoloV3, Yolov3LossLayer,
+    REGION_LOSS_FIELD, RegionLossLayer, SEGMENTATION_EVALUATE_FIELD, SegmentationEvaluateLayer,
+    YOLO_DETECTION_OUTPUT_FIELD, YOLO_SEG_FIELD, YOLOV3_DETECTION_OUTPUT_FIELD, YOLOV3_FIELD,
+    YoloDetectionOutputLayer, YoloSegLayer, YoloV2, YoloV3, Yolov3LossLayer,
 };
 
 /// A Caffe fork that gives one of Caffe's own layer types other
@@ -191,6 +192,12 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
     })?;
     r.register_with_param("RegionLoss", REGION_LOSS_FIELD, |p| {
         Ok(Box::new(RegionLossLayer::from_param(p)?))
+    })?;
+    r.register_with_param("YoloSeg", YOLO_SEG_FIELD, |p| {
+        Ok(Box::new(YoloSegLayer::from_param(p)?))
+    })?;
+    r.register_with_param("SegmentationEvaluate", SEGMENTATION_EVALUATE_FIELD, |p| {
+        Ok(Box::new(SegmentationEvaluateLayer::from_param(p)?))
     })?;
     r.register("Axpy", |_| Ok(Box::new(AxpyLayer)));
     r.register("ReLU6", |p| Ok(Box::new(NeuronLayer::from_param(p)?)));

@@ -6,7 +6,8 @@
 //! boxes worked out by hand; the `Yolov3` and `RegionLoss` training
 //! losses against deltas worked out by hand from the fork's
 //! `yolov3_layer.cpp` and `region_loss_layer.cpp`, the overlap losses,
-//! and their refusals.
+//! and their refusals; the segmentation head's `YoloSeg` and
+//! `SegmentationEvaluate` against values worked out by hand.
 
 use blob_layers::DynLayer;
 use blob_layers::check::GradientChecker;
@@ -964,4 +965,109 @@ fn region_loss_refuses_what_it_cannot_read() {
     );
     let e = refused(&text(anchors), &[&[2, 14, 2, 2], &[1, 1, 300, 5]]);
     assert!(e.contains("2 x 1 x 300 x 5"), "{e}");
+}
+
+fn logit(p: f32) -> f32 {
+    (p / (1.0 - p)).ln()
+}
+
+fn filled(shape: &[usize], values: &[f32]) -> Blob<f32> {
+    let b = Blob::<f32>::new(shape).unwrap();
+    b.mutable_cpu_data().unwrap().copy_from_slice(values);
+    b
+}
+
+#[test]
+fn yoloseg_deltas_are_the_scaled_sigmoid_errors() {
+    let mut l = layer::<f32>(
+        r#"name: "seg" type: "YoloSeg" bottom: "pred" bottom: "seg_label" top: "loss"
+           yolo_seg_param { object_scale: 0.2 }"#,
+    );
+    // Two images, one class, two pixels.
+    let x = filled(&[2, 1, 1, 2], &[logit(0.75), logit(0.5), logit(0.25), 0.0]);
+    let y = filled(&[2, 1, 1, 2], &[1.0, 0.0, 0.0, 1.0]);
+    let top = run(l.as_mut(), &[&x, &y]);
+    let deltas = [0.2 * -0.25, 0.2 * 0.5, 0.2 * 0.25, 0.2 * -0.5];
+    let loss: f32 = deltas.iter().map(|d| d * d).sum::<f32>() / 2.0;
+    assert!((top.to_vec().unwrap()[0] - loss).abs() < 1e-6);
+    top.mutable_cpu_diff().unwrap()[0] = 3.0;
+    l.backward(&[&top], &[true, false], &[&x, &y]).unwrap();
+    for (g, d) in x.cpu_diff().unwrap().iter().zip(deltas) {
+        // Not through the sigmoid: the delta times the top's gradient
+        // over the batch.
+        assert!((g - 1.5 * d).abs() < 1e-6, "{g} {d}");
+    }
+    let e = l
+        .backward(&[&top], &[true, true], &[&x, &y])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot backpropagate to label inputs"), "{e}");
+}
+
+#[test]
+fn yoloseg_weighs_a_class_by_its_share_of_the_pixels() {
+    let mut l = layer::<f32>(
+        r#"name: "seg" type: "YoloSeg" bottom: "pred" bottom: "seg_label" bottom: "counts"
+           top: "loss" yolo_seg_param { object_scale: 1 }"#,
+    );
+    // One image, two classes of four pixels; class 0 covers one pixel
+    // (its share r = 1 / 3 of the others), class 1 none.
+    let x = filled(&[1, 2, 2, 2], &[0.0; 8]);
+    let y = filled(&[1, 2, 2, 2], &[1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    let counts = filled(&[1, 2], &[1.0, 0.0]);
+    let top = run(l.as_mut(), &[&x, &y, &counts]);
+    top.mutable_cpu_diff().unwrap()[0] = 1.0;
+    l.backward(&[&top], &[true, false, false], &[&x, &y, &counts])
+        .unwrap();
+    let g = x.cpu_diff().unwrap().to_vec();
+    // The class's pixel: (0.5 - 1) * (2 - 1/3); the others 0.5 * 1.
+    assert!((g[0] - (-0.5 * (2.0 - 1.0 / 3.0))).abs() < 1e-6, "{g:?}");
+    assert!(g[1..].iter().all(|&v| (v - 0.5).abs() < 1e-6), "{g:?}");
+    let loss = (0.5f32 * (2.0 - 1.0 / 3.0)).powi(2) + 7.0 * 0.25;
+    assert!((top.to_vec().unwrap()[0] - loss).abs() < 1e-5);
+    let e = refused(
+        r#"name: "seg" type: "YoloSeg" bottom: "p" bottom: "l" bottom: "c" top: "loss""#,
+        &[&[1, 2, 2, 2], &[1, 2, 2, 2], &[1, 3]],
+    );
+    assert!(e.contains("1 x 2, not [1, 3]"), "{e}");
+    let e = refused(
+        r#"name: "seg" type: "YoloSeg" bottom: "p" bottom: "l" top: "loss""#,
+        &[&[1, 2, 2, 2], &[1, 2, 4, 4]],
+    );
+    assert!(
+        e.contains("the label planes are [1, 2, 4, 4] but the predictions [1, 2, 2, 2]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn segmentation_evaluate_gives_each_class_its_overlap() {
+    let mut l = layer::<f32>(
+        r#"name: "eval" type: "SegmentationEvaluate" bottom: "sigmoid" bottom: "seg_label"
+           top: "eval" segmentation_evaluate_param { num_classes: 2 threshold: 0.3 }"#,
+    );
+    // Class 0: truth at pixels 0 and 1, found at 1 and 2 (0.3 is not
+    // above the threshold): 1 / 3. Class 1: truth at 3, nothing found.
+    let p = filled(&[1, 2, 2, 2], &[0.1, 0.9, 0.31, 0.3, 0.0, 0.0, 0.0, 0.2]);
+    let y = filled(&[1, 2, 2, 2], &[1.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+    let top = run(l.as_mut(), &[&p, &y]);
+    assert_eq!(top.shape(), [1, 1, 1, 2]);
+    assert_eq!(top.to_vec().unwrap(), [1.0 / 3.0, 0.0]);
+    // A second image adds its pixels to each class's counts.
+    let p2 = filled(
+        &[2, 2, 2, 2],
+        &[[0.1, 0.9, 0.31, 0.3, 0.0, 0.0, 0.0, 0.2], [0.9; 8]].concat(),
+    );
+    let y2 = filled(
+        &[2, 2, 2, 2],
+        &[[1.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], [1.0; 8]].concat(),
+    );
+    let top = run(l.as_mut(), &[&p2, &y2]);
+    assert_eq!(top.to_vec().unwrap(), [5.0 / 7.0, 4.0 / 5.0]);
+    let e = LayerRegistry::<f32>::with_caffe_layers()
+        .build_text(r#"name: "eval" type: "SegmentationEvaluate" bottom: "a" bottom: "b" top: "e""#)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("Must provide num_classes"), "{e}");
 }

@@ -1,6 +1,7 @@
 //! The layers of the YOLO Caffe forks (eric612/MobileNet-YOLO, after
 //! darknet): the training losses `Yolov3` (in [`loss`]) and YOLOv2's
-//! `RegionLoss` (in [`region_loss`]), and the detection outputs
+//! `RegionLoss` (in [`region_loss`]), the segmentation head's `YoloSeg`
+//! and `SegmentationEvaluate` (in [`segmentation`]), and the detection outputs
 //! `YoloDetectionOutput` (YOLOv2's region boxes, a
 //! softmax over the classes) and `Yolov3DetectionOutput` (YOLOv3's boxes
 //! at several scales, a sigmoid per class, and Gaussian YOLOv3's
@@ -24,6 +25,7 @@
 mod loss;
 mod overlap;
 mod region_loss;
+mod segmentation;
 mod truth;
 mod v2;
 mod v3;
@@ -38,6 +40,9 @@ use crate::layer::Result;
 
 pub(crate) use loss::{YOLOV3_FIELD, Yolov3LossLayer};
 pub(crate) use region_loss::{REGION_LOSS_FIELD, RegionLossLayer};
+pub(crate) use segmentation::{
+    SEGMENTATION_EVALUATE_FIELD, SegmentationEvaluateLayer, YOLO_SEG_FIELD, YoloSegLayer,
+};
 pub use truth::YOLO_LABEL_ROWS;
 pub(crate) use v2::{YOLO_DETECTION_OUTPUT_FIELD, YoloV2};
 pub(crate) use v3::{YOLOV3_DETECTION_OUTPUT_FIELD, YoloV3};
@@ -68,6 +73,16 @@ fn delta_scale<T: MathElement>(
         ));
     }
     Ok(Some(top.cpu_diff()?[0].to_f64() as f32 / images as f32))
+}
+
+/// Bottom 0's gradient from a YOLO loss's deltas: each times `alpha`
+/// (what [`delta_scale`] gave).
+fn write_gradient<T: MathElement>(bottom: &Blob<T>, alpha: f32, deltas: &[f32]) -> Result<()> {
+    let mut diff = bottom.mutable_cpu_diff()?;
+    for (d, &delta) in diff.iter_mut().zip(deltas) {
+        *d = T::from_f64(f64::from(alpha * delta));
+    }
+    Ok(())
 }
 
 /// A box that passed the confidence threshold: centre and size relative

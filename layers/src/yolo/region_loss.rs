@@ -37,7 +37,7 @@ use blob_runtime::{Blob, MathElement};
 
 use super::overlap::CenterBox;
 use super::truth::{cell_of, check_labels, class_of, rows, truth_of};
-use super::{delta_scale, sigmoid};
+use super::{delta_scale, sigmoid, write_gradient};
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
 
@@ -387,11 +387,7 @@ impl<T: MathElement> DynLayer<T> for RegionLossLayer {
         else {
             return Ok(());
         };
-        let mut diff = bottoms[0].mutable_cpu_diff()?;
-        for (d, &delta) in diff.iter_mut().zip(&self.delta) {
-            *d = T::from_f64(f64::from(alpha * delta));
-        }
-        Ok(())
+        write_gradient(bottoms[0], alpha, &self.delta)
     }
 
     fn allow_force_backward(&self, bottom: usize) -> bool {
