@@ -296,8 +296,16 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
                     net,
                     outputs,
                     per_class,
+                    segmentation,
                 } => {
                     log.info(&format!("Iteration {iter}, Testing net (#{net})"));
+                    for (class, iou) in segmentation.iter().enumerate() {
+                        log.info(&format!("Seg Classes {class} IOU : {}", g6(*iou)));
+                    }
+                    if !segmentation.is_empty() {
+                        let mean = segmentation.iter().sum::<f64>() / segmentation.len() as f64;
+                        log.info(&format!("Seg mIOU : {}", g6(mean)));
+                    }
                     for (_, label, ap) in per_class {
                         log.info(&format!("class{label}: {}", g6(ap)));
                     }

@@ -772,6 +772,15 @@ fn mobilenet_ssd_trains_from_its_own_voc_files() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `text` with each `(from, to)` of `edits` made, each `from` found.
+fn edited(mut text: String, edits: &[(&str, &str)]) -> String {
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    text
+}
+
 /// A YOLO fork's VOC training set-up (eric612/MobileNet-YOLO,
 /// `tests/fixtures/nets/yolo/PREFIX_{train,test,solver}.prototxt`) on the
 /// five annotated photos: its batches of `batches` (train, test) cut to
@@ -805,13 +814,9 @@ fn train_yolo_set_up(prefix: &str, batches: (usize, usize), edits: &[(&str, &str
         assert!(text.contains("batch_size: 2"));
         std::fs::write(dir.join(format!("{net}.prototxt")), text).unwrap();
     }
-    let mut solver =
+    let solver =
         std::fs::read_to_string(fixture.join(format!("{prefix}_solver.prototxt"))).unwrap();
-    for (from, to) in edits {
-        assert!(solver.contains(from), "{from}");
-        solver = solver.replace(from, to);
-    }
-    std::fs::write(dir.join("solver.prototxt"), solver).unwrap();
+    std::fs::write(dir.join("solver.prototxt"), edited(solver, edits)).unwrap();
     let lines = blobflow_ok(&dir, &["train", "--solver", "solver.prototxt"]);
     let map: Vec<f64> = lines
         .iter()
@@ -906,4 +911,180 @@ fn mobilenet_yolo_v2_trains_from_its_own_voc_set_up() {
             .starts_with("Train net output #0: det_loss = ")),
         "{lines:#?}"
     );
+}
+
+/// The YOLO fork's detection-with-segmentation set-up
+/// (`models/cityscapes`: MobileNet-YOLOv3 with a segmentation head
+/// trained by `YoloSeg`, its pixel counts by two `Reduction`s, tested
+/// by `SegmentationEvaluate` beside DetectionEvaluate under `eval_type:
+/// "detection_segmentation"`) on the five photos, each with a label
+/// image painted from its boxes (cars) and a road below, stored by
+/// `convert_annoset --anno_type=detection_with_segmentation` as the
+/// fork's `create_data.sh` stores cityscapes. The fork's train net gives
+/// its segmentation head 19 planes where its label map and test net
+/// have 3; the test makes it 3 (the fork refuses the pair as it is).
+#[test]
+fn mobilenet_yolov3_trains_detection_with_segmentation_from_its_cityscapes_set_up() {
+    let fixture = root().join("tests/fixtures/nets/yolo");
+    let dir = voc_folder("cityscapes");
+    let mut list = String::new();
+    for i in 1..=5 {
+        let xml = std::fs::read_to_string(dir.join(format!("Labels/{i}.xml"))).unwrap();
+        let number = |text: &str, tag: &str| -> u32 {
+            let from = text.find(&format!("<{tag}>")).unwrap() + tag.len() + 2;
+            let to = from + text[from..].find('<').unwrap();
+            text[from..to].trim().parse::<f32>().unwrap() as u32
+        };
+        let (w, h) = (number(&xml, "width"), number(&xml, "height"));
+        let boxes: Vec<[u32; 4]> = xml
+            .split("<bndbox>")
+            .skip(1)
+            .map(|b| ["xmin", "ymin", "xmax", "ymax"].map(|t| number(b, t)))
+            .collect();
+        // Cityscapes' values: 26 is a car (class 3), 7 the road (class 1).
+        let label = image::GrayImage::from_fn(w, h, |x, y| {
+            let car = boxes
+                .iter()
+                .any(|b| (b[0]..b[2]).contains(&x) && (b[1]..b[3]).contains(&y));
+            image::Luma([if car {
+                26
+            } else if y > 2 * h / 3 {
+                7
+            } else {
+                0
+            }])
+        });
+        label.save(dir.join(format!("Labels/{i}_seg.png"))).unwrap();
+        list.push_str(&format!(
+            "Images/{i}.jpg Labels/{i}.xml Labels/{i}_seg.png\n"
+        ));
+    }
+    std::fs::write(dir.join("cityscapes.txt"), list).unwrap();
+    // Its detector has one class: every object is label 1.
+    let labels = std::fs::read_to_string(dir.join("labelmap.prototxt")).unwrap();
+    let one_class: String = labels
+        .lines()
+        .map(|l| match l.trim() {
+            "label: 0" => l.to_string(),
+            t if t.starts_with("label: ") => "  label: 1".to_string(),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(dir.join("labelmap_one.prototxt"), one_class).unwrap();
+    let lines = blobflow_ok(
+        &dir,
+        &[
+            "convert_annoset",
+            "--anno_type=detection_with_segmentation",
+            "--label_type=xml",
+            "--label_map_file=labelmap_one.prototxt",
+            "--encoded",
+            "--encode_type=jpg",
+            "./",
+            "cityscapes.txt",
+            "cityscapes_lmdb",
+        ],
+    );
+    assert!(
+        lines.iter().any(|l| l == "Processed 5 files."),
+        "{lines:#?}"
+    );
+    std::fs::copy(
+        fixture.join("cityscapes_labelmap_seg.prototxt"),
+        dir.join("labelmap_seg.prototxt"),
+    )
+    .unwrap();
+    for (net, edits) in [
+        (
+            "train",
+            &[
+                ("batch_size: 4", "batch_size: 1"),
+                (
+                    "examples/cityscapes/cityscapes_train_lmdb",
+                    "cityscapes_lmdb",
+                ),
+                (
+                    "num_output: 19 # channel = class number",
+                    "num_output: 3 # channel = class number",
+                ),
+            ][..],
+        ),
+        (
+            "test",
+            &[("examples/cityscapes/cityscapes_val_lmdb", "cityscapes_lmdb")][..],
+        ),
+    ] {
+        let text = std::fs::read_to_string(
+            fixture.join(format!("cityscapes_mobilenet_yolov3_{net}.prototxt")),
+        )
+        .unwrap()
+        .replace(
+            "data/cityscapes/labelmap_seg.prototxt",
+            "labelmap_seg.prototxt",
+        );
+        std::fs::write(dir.join(format!("{net}.prototxt")), edited(text, edits)).unwrap();
+    }
+    let solver =
+        std::fs::read_to_string(fixture.join("cityscapes_mobilenet_yolov3_solver.prototxt"))
+            .unwrap();
+    let solver = edited(
+        solver,
+        &[
+            (
+                "models/cityscapes/mobilenet_yolov3_train.prototxt",
+                "train.prototxt",
+            ),
+            (
+                "models/cityscapes/mobilenet_yolov3_test.prototxt",
+                "test.prototxt",
+            ),
+            ("test_iter: 500", "test_iter: 5"),
+            ("test_interval: 1000", "test_interval: 2"),
+            ("display: 10", "display: 1"),
+            ("max_iter: 120000", "max_iter: 2"),
+            ("snapshot: 1000", "snapshot: 0"),
+            ("solver_mode: GPU", "solver_mode: CPU"),
+            ("average_loss: 10", "average_loss: 1"),
+            ("iter_size: 16", "iter_size: 1"),
+            ("snapshot_after_train: true", "snapshot_after_train: false"),
+        ],
+    );
+    std::fs::write(dir.join("solver.prototxt"), solver).unwrap();
+    let lines = blobflow_ok(&dir, &["train", "--solver", "solver.prototxt"]);
+    let seg_losses: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| after(l, "Train net output #0: Seg_loss = "))
+        .collect();
+    assert_eq!(seg_losses.len(), 2, "{lines:#?}");
+    assert!(
+        seg_losses.iter().all(|l| l.is_finite() && *l > 0.0),
+        "{seg_losses:?}"
+    );
+    // Each class's overlap, their mean, and the detector's mAP.
+    let ious: Vec<f64> = (0..3)
+        .map(|c| {
+            let key = format!("Seg Classes {c} IOU : ");
+            let found: Vec<f64> = lines.iter().filter_map(|l| after(l, &key)).collect();
+            assert_eq!(found.len(), 1, "{key}: {lines:#?}");
+            found[0]
+        })
+        .collect();
+    assert!(ious.iter().all(|v| (0.0..=1.0).contains(v)), "{ious:?}");
+    let mean: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| after(l, "Seg mIOU : "))
+        .collect();
+    assert_eq!(mean.len(), 1, "{lines:#?}");
+    assert!(
+        (mean[0] - ious.iter().sum::<f64>() / 3.0).abs() < 1e-5,
+        "{mean:?} {ious:?}"
+    );
+    let map: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| after(l, "Test net output #0: detection_eval = "))
+        .collect();
+    assert_eq!(map.len(), 1, "{lines:#?}");
+    assert!((0.0..=1.0).contains(&map[0]), "{map:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -127,6 +127,16 @@ pub enum Evaluation {
         /// `show_per_class_result`.
         per_class: bool,
     },
+    /// The YOLO fork's `"detection_segmentation"`: output 0 holds
+    /// DetectionEvaluate's rows (scored as `Detection` scores them),
+    /// output 1 `SegmentationEvaluate`'s overlap of each class, averaged
+    /// over the test's passes (its "Seg Classes 0 IOU" and "Seg mIOU").
+    DetectionSegmentation {
+        /// How each class's average precision is taken.
+        ap_version: ApVersion,
+        /// `show_per_class_result`.
+        per_class: bool,
+    },
 }
 
 /// The fields of Caffe's `SolverParameter` this reader accepts and leaves
@@ -435,10 +445,15 @@ fn evaluation_of(f: &Fields<'_>) -> Result<Evaluation, BlobError> {
             ap_version,
             per_class,
         }),
+        Some((_, "detection_segmentation")) => Ok(Evaluation::DetectionSegmentation {
+            ap_version,
+            per_class,
+        }),
         Some((field, other)) => Err(f.error(
             field,
             format!(
-                "Unknown evaluation type: {} (classification or detection)",
+                "Unknown evaluation type: {} (classification, detection or \
+                 detection_segmentation)",
                 excerpt(other)
             ),
         )),

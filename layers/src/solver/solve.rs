@@ -28,6 +28,11 @@ pub enum SolveEvent {
         /// each output's classes' average precisions, `(output, label,
         /// AP)` (Caffe's "class1: 0.7").
         per_class: Vec<ClassPrecision>,
+        /// With `eval_type: "detection_segmentation"`: each class's
+        /// overlap from `SegmentationEvaluate` (output 1), averaged over
+        /// the passes (the YOLO fork's "Seg Classes 0 IOU : 0.8"); empty
+        /// otherwise.
+        segmentation: Vec<f64>,
     },
     /// The loss at an iteration shown (`display`): this iteration's and
     /// the mean of the last `average_loss`, the train net's outputs and
@@ -391,17 +396,29 @@ fn test_all<T: MathElement>(
     report: &mut dyn FnMut(SolveEvent),
 ) -> Result<()> {
     for (k, (net, &passes)) in tests.iter_mut().zip(&file.test_iter).enumerate() {
-        if let super::Evaluation::Detection {
-            ap_version,
-            per_class,
-        } = file.evaluation
-        {
-            let (outputs, classes) = test_detection(net, k, passes, ap_version, feed)?;
+        let scored = match file.evaluation {
+            super::Evaluation::Classification => None,
+            super::Evaluation::Detection {
+                ap_version,
+                per_class,
+            } => Some((ap_version, per_class, false)),
+            super::Evaluation::DetectionSegmentation {
+                ap_version,
+                per_class,
+            } => Some((ap_version, per_class, true)),
+        };
+        if let Some((ap_version, per_class, segmentation)) = scored {
+            let tested = test_detection(net, k, passes, ap_version, segmentation, feed)?;
             report(SolveEvent::Test {
                 iter,
                 net: k,
-                outputs,
-                per_class: if per_class { classes } else { Vec::new() },
+                outputs: tested.outputs,
+                per_class: if per_class {
+                    tested.classes
+                } else {
+                    Vec::new()
+                },
+                segmentation: tested.segmentation,
             });
             continue;
         }
@@ -421,6 +438,7 @@ fn test_all<T: MathElement>(
             net: k,
             outputs,
             per_class: Vec::new(),
+            segmentation: Vec::new(),
         });
     }
     Ok(())
@@ -438,23 +456,63 @@ struct DetectionTally {
     positives: std::collections::BTreeMap<i64, usize>,
 }
 
+/// What a detection test found: each output's mean average precision,
+/// each class's, and with segmentation each class's mean overlap.
+struct DetectionTest {
+    outputs: Vec<NetOutput>,
+    classes: Vec<ClassPrecision>,
+    segmentation: Vec<f64>,
+}
+
 /// The SSD fork's `Solver::TestDetection`: `passes` forward passes of a
 /// test net whose outputs are DetectionEvaluate's rows, tallied per
 /// class; each output's mean average precision (over every class the
 /// rows count ground truth for, as the fork divides), and each class's.
+/// With `segmentation` (the YOLO fork's `TestDetectionSeg`), output 0
+/// alone is scored so and output 1 holds each class's overlap, averaged.
 fn test_detection<T: MathElement>(
     net: &mut Net<T>,
     k: usize,
     passes: usize,
     ap_version: super::ApVersion,
+    segmentation: bool,
     feed: &mut Feed<'_, T>,
-) -> Result<(Vec<NetOutput>, Vec<ClassPrecision>)> {
-    let names: Vec<String> = net.outputs().iter().map(|s| s.to_string()).collect();
+) -> Result<DetectionTest> {
+    let mut names: Vec<String> = net.outputs().iter().map(|s| s.to_string()).collect();
+    let overlaps = if segmentation {
+        if names.len() < 2 {
+            return Err(BlobError::InvalidParameter {
+                op: "test detection and segmentation",
+                detail: format!(
+                    "test net #{k} has {} output(s): eval_type \"detection_segmentation\" reads \
+                     DetectionEvaluate's rows from the first and SegmentationEvaluate's overlaps \
+                     from the second",
+                    names.len()
+                ),
+            });
+        }
+        names.truncate(2);
+        names.pop()
+    } else {
+        None
+    };
+    // Each class's overlaps summed, and how many passes gave one.
+    let mut overlap_sums: Vec<(f64, usize)> = Vec::new();
     let mut tallies: Vec<DetectionTally> =
         names.iter().map(|_| DetectionTally::default()).collect();
     for pass in 0..passes {
         feed(net, Phase::Test, pass)?;
         net.forward()?;
+        if let Some(name) = &overlaps {
+            let values = net.blob(name).expect("an output is a blob").to_vec()?;
+            overlap_sums.resize(values.len(), (0.0, 0));
+            for (sum, v) in overlap_sums.iter_mut().zip(values) {
+                // The fork's -1: a class with no pixel to compare.
+                if v.to_f64() >= 0.0 {
+                    *sum = (sum.0 + v.to_f64(), sum.1 + 1);
+                }
+            }
+        }
         for (name, tally) in names.iter().zip(&mut tallies) {
             let blob = net.blob(name).expect("an output is a blob");
             if blob.shape().last() != Some(&5) {
@@ -508,7 +566,15 @@ fn test_detection<T: MathElement>(
             values: vec![f64::from(map)],
         });
     }
-    Ok((outputs, classes))
+    let segmentation = overlap_sums
+        .iter()
+        .map(|&(sum, n)| if n > 0 { sum / n as f64 } else { 0.0 })
+        .collect();
+    Ok(DetectionTest {
+        outputs,
+        classes,
+        segmentation,
+    })
 }
 
 /// Writes `PREFIX_iter_N.caffemodel` and `.solverstate` (Caffe's
