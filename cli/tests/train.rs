@@ -1088,3 +1088,35 @@ fn mobilenet_yolov3_trains_detection_with_segmentation_from_its_cityscapes_set_u
     assert!((0.0..=1.0).contains(&map[0]), "{map:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Assisted excitation as the YOLO fork trains it: MobileNetV3-YOLOv3's
+/// VOC set-up with `AssistedExcitation` (`models/mobilenetv3_voc`:
+/// `train_AE.prototxt`, its solver's `multifixed` warm-up, RMSProp and
+/// `iter_size: 4` cut to 1), the excitation scheduled by the solver's
+/// iteration, tested into a mean average precision.
+#[test]
+fn mobilenetv3_yolo_trains_with_assisted_excitation() {
+    let lines = train_yolo_set_up(
+        "mobilenetv3_ae",
+        (8, 1),
+        &[
+            ("models/mobilenet-v3-voc/train.prototxt", "train.prototxt"),
+            ("models/mobilenet-v3-voc/test.prototxt", "test.prototxt"),
+            ("test_iter: 4952", "test_iter: 1"),
+            ("test_interval: 1000", "test_interval: 2"),
+            ("display: 10", "display: 1"),
+            ("max_iter: 120000", "max_iter: 2"),
+            ("snapshot: 1000", "snapshot: 0"),
+            ("solver_mode: GPU", "solver_mode: CPU"),
+            ("average_loss: 10", "average_loss: 1"),
+            ("iter_size: 4", "iter_size: 1"),
+            ("snapshot_after_train: true", "snapshot_after_train: false"),
+        ],
+    );
+    let losses = printed_losses(&lines);
+    assert_eq!(losses.len(), 3, "{lines:#?}");
+    assert!(
+        losses.iter().all(|&(_, l)| l.is_finite() && l > 0.0),
+        "{losses:?}"
+    );
+}

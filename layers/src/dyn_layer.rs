@@ -236,6 +236,12 @@ pub trait DynLayer<T: MathElement>: Send {
     /// `true` before this, and never where a layer is run by hand.
     fn backward_will_run(&mut self, _will: bool) {}
 
+    /// Told the training iteration before each of a solver's passes
+    /// and the iteration it trains to (the YOLO fork's
+    /// `Layer::set_iter`), for a layer whose arithmetic follows the
+    /// schedule (its `AssistedExcitation`). Most layers ignore it.
+    fn set_iteration(&mut self, _iter: usize, _max_iter: usize) {}
+
     /// The layer as its own type, for a caller holding it through a net
     /// ([`Net::layer_mut`](crate::net::Net::layer_mut)): a layer with
     /// methods of its own (MemoryData's `reset`) returns itself; others

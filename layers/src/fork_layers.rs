@@ -25,9 +25,10 @@ use crate::roi_pooling::{ROI_POOLING_FIELD, RoiPoolingLayer};
 use crate::shuffle_channel::{SHUFFLE_CHANNEL_FIELD, ShuffleChannelLayer};
 use crate::upsample::{UPSAMPLE_FIELD, UpsampleLayer};
 use crate::yolo::{
-    REGION_LOSS_FIELD, RegionLossLayer, SEGMENTATION_EVALUATE_FIELD, SegmentationEvaluateLayer,
-    YOLO_DETECTION_OUTPUT_FIELD, YOLO_SEG_FIELD, YOLOV3_DETECTION_OUTPUT_FIELD, YOLOV3_FIELD,
-    YoloDetectionOutputLayer, YoloSegLayer, YoloV2, YoloV3, Yolov3LossLayer,
+    AssistedExcitationLayer, REGION_LOSS_FIELD, RegionLossLayer, SEGMENTATION_EVALUATE_FIELD,
+    SegmentationEvaluateLayer, YOLO_DETECTION_OUTPUT_FIELD, YOLO_SEG_FIELD,
+    YOLOV3_DETECTION_OUTPUT_FIELD, YOLOV3_FIELD, YoloDetectionOutputLayer, YoloSegLayer, YoloV2,
+    YoloV3, Yolov3LossLayer,
 };
 
 /// A Caffe fork that gives one of Caffe's own layer types other
@@ -199,6 +200,9 @@ pub(crate) fn register_forks<T: MathElement>(r: &mut LayerRegistry<T>) -> Result
     r.register_with_param("SegmentationEvaluate", SEGMENTATION_EVALUATE_FIELD, |p| {
         Ok(Box::new(SegmentationEvaluateLayer::from_param(p)?))
     })?;
+    r.register("AssistedExcitation", |p| {
+        Ok(Box::new(AssistedExcitationLayer::from_param(p)?))
+    });
     r.register("Axpy", |_| Ok(Box::new(AxpyLayer)));
     r.register("ReLU6", |p| Ok(Box::new(NeuronLayer::from_param(p)?)));
     for depthwise in ["DepthwiseConvolution", "ConvolutionDepthwise"] {

@@ -735,3 +735,97 @@ fn multifixed_takes_each_stages_rate_as_the_yolo_fork_does() {
     let e = none.learning_rate().unwrap_err().to_string();
     assert!(e.contains("at least one stagelr"), "{e}");
 }
+
+/// A layer that keeps the iterations a solver tells it.
+struct IterationSpy(std::sync::Arc<std::sync::Mutex<Vec<(usize, usize)>>>);
+
+impl blob_layers::DynLayer<f32> for IterationSpy {
+    fn type_name(&self) -> &str {
+        "IterationSpy"
+    }
+
+    fn reshape(
+        &mut self,
+        bottoms: &[&Blob<f32>],
+        _tops: &[&Blob<f32>],
+    ) -> blob_runtime::Result<Vec<blob_layers::TopShape>> {
+        Ok(vec![blob_layers::TopShape::new(
+            bottoms[0].shape().to_vec(),
+        )])
+    }
+
+    fn forward(&mut self, bottoms: &[&Blob<f32>], tops: &[&Blob<f32>]) -> blob_runtime::Result<()> {
+        tops[0]
+            .mutable_cpu_data()?
+            .copy_from_slice(&bottoms[0].cpu_data()?);
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        tops: &[&Blob<f32>],
+        down: &[bool],
+        bottoms: &[&Blob<f32>],
+    ) -> blob_runtime::Result<()> {
+        if down[0] {
+            bottoms[0]
+                .mutable_cpu_diff()?
+                .copy_from_slice(&tops[0].cpu_diff()?);
+        }
+        Ok(())
+    }
+
+    fn set_iteration(&mut self, iter: usize, max_iter: usize) {
+        self.0.lock().unwrap().push((iter, max_iter));
+    }
+}
+
+/// The solver tells every layer the iteration before each one's passes
+/// and the iteration it trains to (the YOLO fork's `set_iter`, which
+/// its AssistedExcitation schedules by), resumed runs included.
+#[test]
+fn the_solver_tells_each_layer_its_iteration() {
+    use blob_layers::net::{Net, NetState};
+    use blob_layers::solver::{SolverFile, solve};
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut registry = blob_layers::registry::LayerRegistry::<f32>::with_caffe_layers();
+    let spy = told.clone();
+    registry.register("IterationSpy", move |_| {
+        Ok(Box::new(IterationSpy(spy.clone())))
+    });
+    let mut net = Net::<f32>::builder()
+        .registry(&registry)
+        .state(NetState::train())
+        .from_prototxt(
+            r#"layer { name: "d" type: "DummyData" top: "x" top: "y"
+                 dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }
+               layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s"
+                 inner_product_param { num_output: 2 } }
+               layer { name: "spy" type: "IterationSpy" bottom: "s" top: "t" }
+               layer { name: "loss" type: "SoftmaxWithLoss" bottom: "t" bottom: "y" top: "loss" }"#,
+        )
+        .unwrap();
+    let mut file = SolverFile::<f32>::parse(
+        "base_lr: 0.1 lr_policy: \"fixed\" max_iter: 3 iter_size: 2 snapshot_after_train: false",
+    )
+    .unwrap();
+    solve(
+        &mut file,
+        &mut net,
+        &mut [],
+        &mut |_, _, _| Ok(()),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(*told.lock().unwrap(), [(0, 3), (1, 3), (2, 3)]);
+    file.max_iter = 5;
+    solve(
+        &mut file,
+        &mut net,
+        &mut [],
+        &mut |_, _, _| Ok(()),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(told.lock().unwrap()[3..], [(3, 5), (4, 5)]);
+}

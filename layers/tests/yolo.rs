@@ -7,7 +7,8 @@
 //! losses against deltas worked out by hand from the fork's
 //! `yolov3_layer.cpp` and `region_loss_layer.cpp`, the overlap losses,
 //! and their refusals; the segmentation head's `YoloSeg` and
-//! `SegmentationEvaluate` against values worked out by hand.
+//! `SegmentationEvaluate`, and `AssistedExcitation` along its schedule,
+//! against values worked out by hand.
 
 use blob_layers::DynLayer;
 use blob_layers::check::GradientChecker;
@@ -1070,4 +1071,77 @@ fn segmentation_evaluate_gives_each_class_its_overlap() {
         .unwrap()
         .to_string();
     assert!(e.contains("Must provide num_classes"), "{e}");
+}
+
+#[test]
+fn assisted_excitation_adds_the_map_under_the_boxes_along_its_schedule() {
+    let mut l = layer::<f32>(
+        r#"name: "AE" type: "AssistedExcitation" bottom: "f" bottom: "label" bottom: "mean"
+           top: "AE""#,
+    );
+    // Two images of two channels over a 4 x 4 map. Image 0's box covers
+    // x 0.25..0.75 (cells 1 and 2; 3 * 0.75 + 0.95 truncates to 3) and
+    // y 0..0.5 (cells 0 and 1); image 1's a sliver at (0.9, 0.5): column
+    // 3, and row 1 (its top edge, 0.495 * 4, truncates to 1; its bottom,
+    // 0.505 * 4 + 0.95, to 2).
+    let features = filled(&[2, 2, 4, 4], &values(64, 7, -1.0, 1.0));
+    let mut rows = vec![[0.0f32; 5]; 600];
+    rows[0] = [0.0, 0.5, 0.25, 0.5, 0.5];
+    rows[300] = [0.0, 0.9, 0.5, 0.01, 0.01];
+    let labels = filled(&[2, 1, 300, 5], rows.as_flattened());
+    let map = filled(&[2, 4, 4], &values(32, 8, 0.0, 2.0));
+    let covered = |b: usize, cell: usize| {
+        let (y, x) = (cell / 4, cell % 4);
+        match b {
+            0 => (1..3).contains(&x) && y < 2,
+            _ => x == 3 && y == 1,
+        }
+    };
+    let expect = |alpha: f32| -> Vec<f32> {
+        let (f, m) = (features.to_vec().unwrap(), map.to_vec().unwrap());
+        (0..64)
+            .map(|i| {
+                let (b, cell) = (i / 32, i % 16);
+                f[i] + if covered(b, cell) {
+                    alpha * m[b * 16 + cell]
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    };
+    // Outside a solver: iteration 0's excitation, alpha 1.
+    let top = run(l.as_mut(), &[&features, &labels, &map]);
+    assert_eq!(top.to_vec().unwrap(), expect(1.0));
+    // A third of the way through training: cos(pi/2 * 1/3 / 0.75).
+    l.set_iteration(100, 300);
+    let top = run(l.as_mut(), &[&features, &labels, &map]);
+    let alpha = ((100.0f32 / 225.0) as f64 * std::f64::consts::PI / 2.0).cos() as f32;
+    for (got, want) in top.to_vec().unwrap().iter().zip(expect(alpha)) {
+        assert!((got - want).abs() < 1e-6, "{got} {want}");
+    }
+    // Past three quarters, none.
+    l.set_iteration(250, 300);
+    let top = run(l.as_mut(), &[&features, &labels, &map]);
+    assert_eq!(top.to_vec().unwrap(), features.to_vec().unwrap());
+    // The gradient passes to the features alone.
+    top.mutable_cpu_diff()
+        .unwrap()
+        .copy_from_slice(&values(64, 9, -1.0, 1.0));
+    map.mutable_cpu_diff().unwrap().fill(5.0);
+    l.backward(&[&top], &[true, false, true], &[&features, &labels, &map])
+        .unwrap();
+    assert_eq!(
+        features.cpu_diff().unwrap().to_vec(),
+        values(64, 9, -1.0, 1.0)
+    );
+    assert!(map.cpu_diff().unwrap().iter().all(|&v| v == 0.0));
+    let e = refused(
+        r#"name: "AE" type: "AssistedExcitation" bottom: "f" bottom: "l" bottom: "m" top: "AE""#,
+        &[&[2, 2, 4, 4], &[2, 1, 300, 5], &[2, 4, 3]],
+    );
+    assert!(
+        e.contains("one value a cell of each image, 2 x 4 x 4, not [2, 4, 3]"),
+        "{e}"
+    );
 }

@@ -1413,6 +1413,23 @@ impl<T: MathElement> Net<T> {
             .collect()
     }
 
+    /// Tells every layer the training iteration and the one training
+    /// goes to (the YOLO fork's `Net::set_iter`, which its solver calls
+    /// before each iteration's passes; the solvers here do too).
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let mut net = Net::<f32>::builder().state(NetState::train()).from_prototxt(
+    ///     r#"input: "x" input_shape { dim: 1 } layer { name: "r" type: "ReLU" bottom: "x" top: "y" }"#)?;
+    /// net.set_iteration(10, 100);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn set_iteration(&mut self, iter: usize, max_iter: usize) {
+        for l in &mut self.layers {
+            l.layer.set_iteration(iter, max_iter);
+        }
+    }
+
     /// Caffe's `ClearParamDiffs`: every learnable parameter's gradient
     /// zeroed (layers add theirs to it in backward), on the device it
     /// lives on.

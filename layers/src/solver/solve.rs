@@ -238,7 +238,8 @@ fn build<T: MathElement>(
 }
 
 /// Caffe's `Solver::Solve` from the solver's iteration to `max_iter`:
-/// each iteration clears the parameters' gradients, runs `iter_size`
+/// each iteration clears the parameters' gradients, tells the train
+/// net's layers the iteration ([`Net::set_iteration`]), runs `iter_size`
 /// forward and backward passes of `train` (each after `feed(train,
 /// Phase::Train, iter)` fills its inputs) and updates; the test nets
 /// (sharing the train net's weights) run every `test_interval`
@@ -337,6 +338,7 @@ pub fn solve_until<T: MathElement>(
             test_all(file, tests, iter, feed, report)?;
         }
         train.clear_param_diffs()?;
+        train.set_iteration(iter, file.max_iter);
         let mut loss = 0.0;
         for _ in 0..iter_size {
             feed(train, Phase::Train, iter)?;

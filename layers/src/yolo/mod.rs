@@ -1,7 +1,8 @@
 //! The layers of the YOLO Caffe forks (eric612/MobileNet-YOLO, after
 //! darknet): the training losses `Yolov3` (in [`loss`]) and YOLOv2's
 //! `RegionLoss` (in [`region_loss`]), the segmentation head's `YoloSeg`
-//! and `SegmentationEvaluate` (in [`segmentation`]), and the detection outputs
+//! and `SegmentationEvaluate` (in [`segmentation`]), the training-time
+//! `AssistedExcitation` (in [`assisted_excitation`]), and the detection outputs
 //! `YoloDetectionOutput` (YOLOv2's region boxes, a
 //! softmax over the classes) and `Yolov3DetectionOutput` (YOLOv3's boxes
 //! at several scales, a sigmoid per class, and Gaussian YOLOv3's
@@ -22,6 +23,7 @@
 //! divides by the map's own height and width (the fork takes its width
 //! for both, so only square maps decoded right there).
 
+mod assisted_excitation;
 mod loss;
 mod overlap;
 mod region_loss;
@@ -38,6 +40,7 @@ use crate::detection_output::{nothing_detected, write_rows};
 use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param};
 use crate::layer::Result;
 
+pub(crate) use assisted_excitation::AssistedExcitationLayer;
 pub(crate) use loss::{YOLOV3_FIELD, Yolov3LossLayer};
 pub(crate) use region_loss::{REGION_LOSS_FIELD, RegionLossLayer};
 pub(crate) use segmentation::{
