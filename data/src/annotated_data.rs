@@ -871,8 +871,8 @@ pub(crate) fn crop_image(example: &Example, patch: &Rect) -> Example {
 ///
 /// Departures from the fork: the crops and expansions are not
 /// re-encoded as JPEG between steps (the fork's are, losing detail);
-/// CUBIC is drawn as the fork draws it and resized bilinearly (LINEAR,
-/// AREA, NEAREST and LANCZOS4 are OpenCV's bytes); `noise_param`,
+/// every `interp_mode` (LINEAR, AREA, NEAREST, CUBIC and LANCZOS4)
+/// gives OpenCV's bytes; `noise_param`,
 /// `crop_h`/`crop_w` and `difficult_label_warmup` are refused. The draws come from each
 /// record's own generator (seeded in record order), so a batch is the
 /// same on any number of decoding threads, though not Caffe's draws.

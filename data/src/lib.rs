@@ -88,7 +88,7 @@ pub use imageset::{
 pub use memory_data::MemoryDataLayer;
 pub use name_size::image_sizes;
 pub use prefetch::{PrefetchingDataLayer, set_decoding_threads};
-pub use resize::{resize_area, resize_lanczos4, resize_linear};
+pub use resize::{resize_area, resize_cubic, resize_lanczos4, resize_linear};
 pub use store::{Backend, StoreError, StoreReader, StoreWriter};
 pub use transform::DataTransformer;
 pub use window_data::window_data_layer;

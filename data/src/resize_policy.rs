@@ -11,7 +11,7 @@ use blob_runtime::BlobError;
 
 use crate::annotated_data::{Rect, uniform};
 use crate::datum::{Example, Pixels};
-use crate::resize::{resize_area, resize_lanczos4, resize_linear, resize_nearest};
+use crate::resize::{resize_area, resize_cubic, resize_lanczos4, resize_linear, resize_nearest};
 
 /// How `resize_param` draws OpenCV's interpolation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -19,6 +19,7 @@ enum Interp {
     Linear,
     Area,
     Nearest,
+    Cubic,
     Lanczos4,
 }
 
@@ -75,7 +76,6 @@ impl ResizePolicy {
             }),
             _ => Mode::Warp,
         };
-        // CUBIC is drawn as the fork draws it, and resized bilinearly.
         let modes = r
             .values("interp_mode")
             .map(|v| match v {
@@ -83,6 +83,7 @@ impl ResizePolicy {
                 // CUBIC 4, LANCZOS4 5.
                 blob_proto::ParamValue::Enum(2) => Interp::Area,
                 blob_proto::ParamValue::Enum(3) => Interp::Nearest,
+                blob_proto::ParamValue::Enum(4) => Interp::Cubic,
                 blob_proto::ParamValue::Enum(5) => Interp::Lanczos4,
                 _ => Interp::Linear,
             })
@@ -249,6 +250,7 @@ fn resize_image(example: &Example, (height, width): (usize, usize), interp: Inte
         Interp::Linear => resize_linear(src, c, h, w, height, width),
         Interp::Area => resize_area(src, c, h, w, height, width),
         Interp::Nearest => resize_nearest(src, c, (h, w), (height, width)),
+        Interp::Cubic => resize_cubic(src, c, h, w, height, width),
         Interp::Lanczos4 => resize_lanczos4(src, c, h, w, height, width),
     };
     Example {

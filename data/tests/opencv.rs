@@ -1,12 +1,14 @@
 //! The data crate's image steps against OpenCV 4.14's own output
 //! (`tests/fixtures/make_opencv_fixtures.py`): a JPEG record decoded as
 //! Caffe's `imdecode` decodes it, and resized as `cv::resize` bilinear
-//! resizes it for `convert_imageset` and `ImageData`, and as its AREA and
-//! LANCZOS4 resize it for the SSD and YOLO forks' `interp_mode`s.
+//! resizes it for `convert_imageset` and `ImageData`, and as its AREA,
+//! CUBIC and LANCZOS4 resize it for the SSD and YOLO forks' `interp_mode`s.
 
 use std::path::PathBuf;
 
-use blob_data::{ColorMode, Pixels, decode_datum, resize_area, resize_lanczos4, resize_linear};
+use blob_data::{
+    ColorMode, Pixels, decode_datum, resize_area, resize_cubic, resize_lanczos4, resize_linear,
+};
 use prost::Message;
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -106,5 +108,25 @@ fn lanczos4_resizes_are_opencvs_bytes() {
         "lanczos4",
         &[(96, 128), (32, 32), (31, 50), (7, 5), (60, 20)],
         resize_lanczos4,
+    );
+}
+
+#[test]
+fn cubic_resizes_are_opencvs_bytes() {
+    // Rows of B, G, R values that end in a part group of eight (OpenCV
+    // sums those last values in integers, the rest in float) and ones
+    // that do not; enlarging and shrinking.
+    same_bytes_as_opencv(
+        "cubic",
+        &[
+            (96, 128),
+            (32, 32),
+            (31, 50),
+            (7, 5),
+            (60, 20),
+            (45, 67),
+            (1, 3),
+        ],
+        resize_cubic,
     );
 }

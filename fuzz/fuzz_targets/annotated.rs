@@ -19,7 +19,7 @@ use libfuzzer_sys::fuzz_target;
 const SETTINGS: [&str; 6] = [
     "transform_param { resize_param { height: 6 width: 5 } }",
     r#"transform_param { mirror: true mean_value: 104 mean_value: 117 mean_value: 123
-         resize_param { height: 8 width: 8 interp_mode: LINEAR interp_mode: NEAREST }
+         resize_param { height: 8 width: 8 interp_mode: LINEAR interp_mode: NEAREST interp_mode: CUBIC }
          emit_constraint { emit_type: CENTER }
          distort_param { brightness_prob: 0.5 brightness_delta: 32 contrast_prob: 0.5
            contrast_lower: 0.5 contrast_upper: 1.5 hue_prob: 0.5 hue_delta: 18

@@ -2,13 +2,15 @@
 //! bilinear (`INTER_LINEAR`, what Caffe's `ReadImageToCVMat` does to an
 //! image given `new_height` / `new_width`: `convert_imageset
 //! --resize_height/--resize_width`, `ImageData`), nearest, and the SSD
-//! and YOLO forks' `interp_mode`s AREA (in [`area`]) and LANCZOS4 (in
-//! [`lanczos`]).
+//! and YOLO forks' `interp_mode`s AREA (in [`area`]), CUBIC (in
+//! [`cubic`]) and LANCZOS4 (in [`lanczos`]).
 
 mod area;
+mod cubic;
 mod lanczos;
 
 pub use area::resize_area;
+pub use cubic::resize_cubic;
 pub use lanczos::resize_lanczos4;
 
 /// OpenCV's `INTER_RESIZE_COEF_BITS`: weights are multiples of 1/2048.
