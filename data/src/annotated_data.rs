@@ -170,11 +170,15 @@ pub(crate) fn decode_annotated(
     let example = datum_example(datum, mode)?;
     let segmentation = if segmentation {
         let bytes = label_image.ok_or(
-            "it has no seg_label, and the layer's third top wants segmentation labels              (convert-annoset --anno-type detection_with_segmentation writes them)",
+            "it has no seg_label, and the layer's third top wants segmentation labels \
+             (convert-annoset --anno-type detection_with_segmentation writes them)",
         )?;
         if !encoded {
-            return Err("its datum is not encoded: the YOLO fork reads seg_label as an                         encoded image, of encoded records alone"
-                .into());
+            return Err(
+                "its datum is not encoded: the YOLO fork reads seg_label as an \
+                        encoded image, of encoded records alone"
+                    .into(),
+            );
         }
         let (_, height, width, pixels) =
             decode_image(&bytes, ColorMode::Gray).map_err(|e| format!("its seg_label: {e}"))?;

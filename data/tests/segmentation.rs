@@ -271,6 +271,69 @@ fn segmentation_labels_refuse_what_would_not_match_the_image() {
             .map(|e| e.to_string())
             .unwrap_or_default()
     };
+    // The converter's refusals: records it would write unreadable.
+    let convert = |list: &str, encoded: bool| {
+        std::fs::write(dir.join("other.txt"), list).unwrap();
+        let options = ImageSetOptions {
+            encoded,
+            ..Default::default()
+        };
+        convert_annoset(
+            &format!("{}/", dir.display()),
+            &dir.join("other.txt"),
+            &dir.join("other_db"),
+            Backend::Lmdb,
+            &options,
+            AnnotationKind::DetectionWithSegmentation,
+            &dir.join("labelmap.prototxt"),
+            false,
+            &mut |_| {},
+        )
+        .unwrap_err()
+    };
+    let e = convert("0.jpg 0.xml 0_label.png\n", false);
+    assert!(e.contains("stores encoded images alone (--encoded)"), "{e}");
+    let e = convert("0.jpg 0.xml 1.jpg\n", true);
+    assert!(
+        e.contains("other.txt, line 1:") && e.contains("1.jpg is not a PNG"),
+        "{e}"
+    );
+    let e = convert("0.jpg 0.xml\n", true);
+    assert!(
+        e.contains("is not 3 names (each line is `IMAGE ANNOTATION LABEL_IMAGE`)"),
+        "{e}"
+    );
+    assert!(!dir.join("other_db").exists());
+    // A record without its label image.
+    let plain = dir.join("plain");
+    let mut store = blob_data::StoreWriter::create(&plain, Backend::Lmdb).unwrap();
+    let jpeg = std::fs::read(dir.join("0.jpg")).unwrap();
+    let record = blob_proto::AnnotatedDatum {
+        datum: Some(blob_proto::Datum {
+            data: Some(jpeg),
+            encoded: Some(true),
+            ..Default::default()
+        }),
+        r#type: Some(0),
+        annotation_group: Vec::new(),
+    };
+    store
+        .put(b"0", &prost::Message::encode_to_vec(&record))
+        .unwrap();
+    store.finish().unwrap();
+    let text = format!(
+        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label" top: "seg"
+             transform_param {{ resize_param {{ height: 16 width: 16 }} }}
+             data_param {{ source: "{}" batch_size: 1 backend: LMDB }} }}"#,
+        plain.display()
+    );
+    let e = Net::<f32>::builder()
+        .registry(&data_registry())
+        .from_prototxt(&text)
+        .and_then(|mut n| n.forward().map(|_| ()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("key \"0\": it has no seg_label"), "{e}");
     for (transform, param, words) in [
         (
             "expand_param { prob: 0.5 max_expand_ratio: 2 }",
