@@ -1430,45 +1430,119 @@ fn yolo_losses_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
                region_loss_param { num_class: 2 num: 2 biases: 0.8 biases: 1.0 biases: 2.0 biases: 1.5 } }",
         ),
     ];
-    // Two boxes in image 0, one in image 1, then zeros.
+    let truth = yolo_truth();
+    for (input, layer) in cases {
+        let text = format!("{input} {labels} force_backward: true {layer}");
+        host_layers_agree(dev, &text, &[("label", &truth)], ("p", 0.0))?;
+    }
+    Ok(())
+}
+
+/// Two boxes in image 0, one in image 1, then zeros: YOLO labels of two
+/// images.
+fn yolo_truth() -> Vec<f32> {
     let mut truth = vec![0.0f32; 2 * 300 * 5];
     truth[..10].copy_from_slice(&[0.0, 0.3, 0.4, 0.2, 0.3, 1.0, 0.7, 0.6, 0.5, 0.4]);
     truth[1500..1505].copy_from_slice(&[1.0, 0.5, 0.5, 0.6, 0.6]);
-    for (input, layer) in cases {
-        let text = format!("{input} {labels} force_backward: true {layer}");
-        let mut results = Vec::new();
-        for on_gpu in [false, true] {
-            let mut net = train_net(&text, dev, on_gpu)?;
-            let p = net.blob("p").ok_or_else(|| fail("no blob p"))?;
-            cpu::set_seed(21);
-            cpu::uniform(-2.0, 2.0, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
-            net.blob("label")
-                .ok_or_else(|| fail("no blob label"))?
+    truth
+}
+
+/// The YOLO fork's segmentation head (`YoloSeg` with its pixel counts
+/// from two `Reduction`s, `SegmentationEvaluate`) and its
+/// `AssistedExcitation` in a net on the GPU against the same net on the
+/// host: host layers in both, beside layers with CUDA sides (Reduction,
+/// Sigmoid, EuclideanLoss), so the same loss, scores and gradients
+/// within f32's tolerance.
+fn yolo_segmentation_matches_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    let planes: Vec<f32> = (0..64).map(|i| ((i * 5 + 1) % 4) as f32 / 3.0).collect();
+    let seg = "input: 'p' input_shape { dim: 2 dim: 2 dim: 4 dim: 4 }
+        input: 'seg' input_shape { dim: 2 dim: 2 dim: 4 dim: 4 } force_backward: true
+        layer { name: 'rh' type: 'Reduction' bottom: 'seg' top: 'rh' reduction_param { axis: 3 } }
+        layer { name: 'rw' type: 'Reduction' bottom: 'rh' top: 'rw' reduction_param { axis: 2 } }
+        layer { name: 'loss' type: 'YoloSeg' bottom: 'p' bottom: 'seg' bottom: 'rw' top: 'loss'
+          yolo_seg_param { object_scale: 0.2 } }
+        layer { name: 's' type: 'Sigmoid' bottom: 'p' top: 's' }
+        layer { name: 'eval' type: 'SegmentationEvaluate' bottom: 's' bottom: 'seg' top: 'eval'
+          segmentation_evaluate_param { num_classes: 2 threshold: 0.3 } }";
+    host_layers_agree(dev, seg, &[("seg", &planes)], ("p", F32_TOLERANCE))?;
+    let excite = "input: 'p' input_shape { dim: 2 dim: 2 dim: 4 dim: 4 }
+        input: 'label' input_shape { dim: 2 dim: 1 dim: 300 dim: 5 }
+        input: 'mean' input_shape { dim: 2 dim: 4 dim: 4 }
+        input: 'target' input_shape { dim: 2 dim: 2 dim: 4 dim: 4 } force_backward: true
+        layer { name: 'ae' type: 'AssistedExcitation' bottom: 'p' bottom: 'label' bottom: 'mean'
+          top: 'ae' }
+        layer { name: 'loss' type: 'EuclideanLoss' bottom: 'ae' bottom: 'target' top: 'loss' }";
+    host_layers_agree(
+        dev,
+        excite,
+        &[
+            ("label", &yolo_truth()),
+            ("mean", &planes[..32]),
+            ("target", &planes),
+        ],
+        ("p", F32_TOLERANCE),
+    )
+}
+
+/// The TRAIN net of `text` on the host and on the GPU, `x` drawn from
+/// one seed and the other `inputs` given: the same loss, the same
+/// values in every blob and the same gradient of `x`, within `tolerance`
+/// of their scale (0: to the bit, where every layer runs on the host
+/// either way).
+fn host_layers_agree(
+    dev: &Arc<CudaBackend>,
+    text: &str,
+    inputs: &[(&str, &[f32])],
+    (x, tolerance): (&str, f64),
+) -> Result<(), Failed> {
+    let mut results = Vec::new();
+    for on_gpu in [false, true] {
+        let mut net = train_net(text, dev, on_gpu)?;
+        let p = net.blob(x).ok_or_else(|| fail(format!("no blob {x}")))?;
+        cpu::set_seed(21);
+        cpu::uniform(-2.0, 2.0, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+        for (name, values) in inputs {
+            net.blob(name)
+                .ok_or_else(|| fail(format!("no blob {name}")))?
                 .mutable_cpu_data()
                 .map_err(fail)?
-                .copy_from_slice(&truth);
-            let value = net.forward().map_err(fail)?;
-            net.backward().map_err(fail)?;
-            let p = net.blob("p").ok_or_else(|| fail("no blob p"))?;
-            ensure(
-                p.device().is_some() == on_gpu,
-                "the predictions stay where the net was put",
-            )?;
-            results.push((value, p.diff_to_vec().map_err(fail)?));
+                .copy_from_slice(values);
         }
+        let value = net.forward().map_err(fail)?;
+        net.backward().map_err(fail)?;
+        let p = net.blob(x).ok_or_else(|| fail(format!("no blob {x}")))?;
         ensure(
-            results[0].0 == results[1].0 && results[0].0 > 0.0,
-            format!(
-                "{layer}: loss {} on the host, {} on the GPU",
-                results[0].0, results[1].0
-            ),
+            p.device().is_some() == on_gpu,
+            "the predictions stay where the net was put",
         )?;
+        let mut blobs = Vec::new();
+        for name in net.blob_names() {
+            let blob = net
+                .blob(name)
+                .ok_or_else(|| fail(format!("no blob {name}")))?;
+            blobs.push((name.to_string(), blob.to_vec().map_err(fail)?));
+        }
+        results.push((value, p.diff_to_vec().map_err(fail)?, blobs));
+    }
+    ensure(results[0].0 > 0.0, format!("no loss:\n{text}"))?;
+    near(
+        f64::from(results[1].0),
+        f64::from(results[0].0),
+        tolerance,
+        &format!("the loss of\n{text}"),
+    )?;
+    for ((name, host), (_, gpu)) in results[0].2.iter().zip(&results[1].2) {
+        let err = max_rel(gpu, host);
         ensure(
-            results[0].1 == results[1].1,
-            format!("{layer}: the gradients differ"),
+            err <= tolerance,
+            format!("blob {name} differs by {err:.2e}:\n{text}"),
         )?;
     }
-    Ok(())
+    let err = max_rel(&results[1].1, &results[0].1);
+    ensure(
+        err <= tolerance,
+        format!("the gradients differ by {err:.2e}:\n{text}"),
+    )
 }
 
 /// 200 iterations of Caffe's LeNet recipe from one seed, on the CPU and
@@ -2233,6 +2307,10 @@ const CHECKS: &[(&str, Check)] = &[
     ),
     ("layers::losses_on_gpu", losses_match_cpu),
     ("layers::yolo_losses_on_gpu", yolo_losses_match_cpu),
+    (
+        "layers::yolo_segmentation_on_gpu",
+        yolo_segmentation_matches_cpu,
+    ),
     ("layers::mixed_devices_refused", mixed_devices_are_refused),
     ("net::gpu_matches_cpu", nets_match_cpu),
     ("net::folded_matches_cpu", folded_net_matches_cpu),
