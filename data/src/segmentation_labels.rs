@@ -62,6 +62,10 @@ static YOLO_SEG_LABEL: MessageSchema = MessageSchema {
 /// The most classes a label map may give planes to.
 const MOST_CLASSES: usize = 1024;
 
+/// The tallest and widest label planes `seg_resize_height` and
+/// `seg_resize_width` may ask for (`resize_param`'s bound).
+const MOST_SIDE: i64 = 16384;
+
 /// Which label pixels make which plane.
 #[derive(Clone, Debug, PartialEq)]
 enum Classes {
@@ -111,6 +115,12 @@ impl SegmentationLabels {
             mapped_classes(&text).map_err(|e| format!("label_map_file {path}: {e}"))?
         };
         let (height, width) = (p.int("seg_resize_height"), p.int("seg_resize_width"));
+        if height > MOST_SIDE || width > MOST_SIDE {
+            return Err(format!(
+                "annotated_data_param.seg_resize_height / seg_resize_width {height} x {width}: \
+                 each at most {MOST_SIDE}"
+            ));
+        }
         let size = if height > 0 && width > 0 {
             PlaneSize::Fixed {
                 height: height as usize,
@@ -147,6 +157,12 @@ impl SegmentationLabels {
             return Err(format!(
                 "segmentation labels of {h} x {w} for a {height} x {width} image: seg_scales is \
                  larger than the image"
+            ));
+        }
+        if self.planes().saturating_mul(h).saturating_mul(w) > crate::datum::MOST_VALUES {
+            return Err(format!(
+                "{} planes of segmentation labels of {h} x {w} are more than a record may hold",
+                self.planes()
             ));
         }
         Ok((h, w))

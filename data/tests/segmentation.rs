@@ -354,6 +354,11 @@ fn segmentation_labels_refuse_what_would_not_match_the_image() {
         ),
         ("", "seg_scales: 0", "seg_scales 0"),
         ("", "seg_scales: 100", "seg_scales is larger than the image"),
+        (
+            "",
+            "seg_resize_height: 100000 seg_resize_width: 4",
+            "100000 x 4: each at most 16384",
+        ),
     ] {
         let e = build(transform, param);
         assert!(e.contains(words), "{transform} {param}: {e}");
