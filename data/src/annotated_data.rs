@@ -606,17 +606,22 @@ impl Geometry {
         rng: &mut SeededRng,
         policy: usize,
     ) -> Result<Decoded, String> {
-        let (example, objects, patch) =
-            self.reshape(decoded.example, decoded.objects, rng, policy)?;
-        let segmentation = match (&decoded.segmentation, patch) {
-            (Some(label), Some(patch)) => Some(SegmentationLabels::crop(label, &patch)?),
-            (label, _) => label.clone(),
+        let Decoded {
+            example,
+            label_plane,
+            objects,
+            segmentation,
+        } = decoded;
+        let (example, objects, patch) = self.reshape(example, objects, rng, policy)?;
+        let segmentation = match (segmentation, patch) {
+            (Some(label), Some(patch)) => Some(SegmentationLabels::crop(&label, &patch)?),
+            (label, _) => label,
         };
         Ok(Decoded {
             example,
+            label_plane,
             objects,
             segmentation,
-            ..decoded
         })
     }
 
