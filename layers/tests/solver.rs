@@ -829,3 +829,51 @@ fn the_solver_tells_each_layer_its_iteration() {
     .unwrap();
     assert_eq!(told.lock().unwrap()[3..], [(3, 5), (4, 5)]);
 }
+
+/// The YOLO fork's `eval_type: "detection_segmentation"` reads
+/// DetectionEvaluate's rows from a test net's first output and
+/// SegmentationEvaluate's overlaps from its second: a test net of one
+/// output is refused with both named.
+#[test]
+fn detection_segmentation_tests_want_two_outputs() {
+    use blob_layers::net::{Net, NetState};
+    use blob_layers::solver::{ApVersion, Evaluation, SolverFile, solve};
+    let mut file = SolverFile::<f32>::parse(
+        r#"base_lr: 0.1 lr_policy: "fixed" max_iter: 1 test_iter: 1 test_interval: 1
+           eval_type: "detection_segmentation" ap_version: "11point" snapshot_after_train: false"#,
+    )
+    .unwrap();
+    assert_eq!(
+        file.evaluation,
+        Evaluation::DetectionSegmentation {
+            ap_version: ApVersion::ElevenPoint,
+            per_class: false
+        }
+    );
+    let text = r#"layer { name: "d" type: "DummyData" top: "x" top: "y"
+                    dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }
+                  layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s"
+                    inner_product_param { num_output: 2 } }
+                  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "y" top: "loss" }"#;
+    let build = |state| {
+        Net::<f32>::builder()
+            .state(state)
+            .from_prototxt(text)
+            .unwrap()
+    };
+    let mut train = build(NetState::train());
+    let mut tests = [build(NetState::test())];
+    let e = solve(
+        &mut file,
+        &mut train,
+        &mut tests,
+        &mut |_, _, _| Ok(()),
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("test net #0 has 1 output(s)") && e.contains("SegmentationEvaluate's overlaps"),
+        "{e}"
+    );
+}
