@@ -6,7 +6,7 @@
 //! (`VResizeCubicVec_32s8u`, eight values at a time) and in integers for
 //! those (`VResizeCubic`), which round differently: both are kept.
 
-use super::trivial;
+use super::{kernel_taps, trivial};
 
 /// OpenCV's `interpolateCubic`: the four weights of a position `x` (0 to
 /// 1) past a source pixel, in float.
@@ -16,24 +16,6 @@ fn cubic(x: f32) -> [f32; 4] {
     let c1 = ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
     let c2 = ((A + 2.0) * (1.0 - x) - (A + 3.0)) * (1.0 - x) * (1.0 - x) + 1.0;
     [c0, c1, c2, 1.0 - c0 - c1 - c2]
-}
-
-/// Each output position's first source index (less 1) and its four
-/// weights in 1/2048ths, as `cv::resize` computes them for `src` to `dst`.
-fn taps(src: usize, dst: usize) -> Vec<(i64, [i32; 4])> {
-    let scale = 1.0 / (dst as f64 / src as f64);
-    (0..dst)
-        .map(|d| {
-            let f = ((d as f64 + 0.5) * scale - 0.5) as f32;
-            let s = f.floor();
-            let weights = cubic(f - s).map(|w| {
-                (w * 2048.0)
-                    .round_ties_even()
-                    .clamp(f32::from(i16::MIN), f32::from(i16::MAX)) as i32
-            });
-            (s as i64 - 1, weights)
-        })
-        .collect()
 }
 
 /// One output value down a column from four row sums `s` and the
@@ -81,8 +63,8 @@ pub fn resize_cubic(
     if let Some(out) = trivial(planes, channels, (height, width), (new_height, new_width)) {
         return out;
     }
-    let xs = taps(width, new_width);
-    let ys = taps(height, new_height);
+    let xs = kernel_taps(width, new_width, cubic);
+    let ys = kernel_taps(height, new_height, cubic);
     let clamp = |i: i64, n: usize| i.clamp(0, n as i64 - 1) as usize;
     // OpenCV interleaves the channels: value `x * channels + c` of an
     // output row is summed in float when it lies before the row's last

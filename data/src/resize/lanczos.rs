@@ -5,7 +5,7 @@
 
 use std::f64::consts::PI;
 
-use super::trivial;
+use super::{kernel_taps, trivial};
 
 /// OpenCV's `interpolateLanczos4`: the eight weights of a position `x`
 /// (0 to 1) past a source pixel, normalized to sum to 1, in its mix of
@@ -41,24 +41,6 @@ fn lanczos4(x: f32) -> [f32; 8] {
     c.map(|v| v * inverse)
 }
 
-/// Each output position's first source index (less 3) and its eight
-/// weights in 1/2048ths, as `cv::resize` computes them for `src` to `dst`.
-fn taps(src: usize, dst: usize) -> Vec<(i64, [i32; 8])> {
-    let scale = 1.0 / (dst as f64 / src as f64);
-    (0..dst)
-        .map(|d| {
-            let f = ((d as f64 + 0.5) * scale - 0.5) as f32;
-            let s = f.floor();
-            let weights = lanczos4(f - s).map(|w| {
-                (w * 2048.0)
-                    .round_ties_even()
-                    .clamp(f32::from(i16::MIN), f32::from(i16::MAX)) as i32
-            });
-            (s as i64 - 3, weights)
-        })
-        .collect()
-}
-
 /// Resizes C-H-W planes of `channels` x `height` x `width` bytes to
 /// `new_height` x `new_width` as `cv::resize(..., INTER_LANCZOS4)` does
 /// in OpenCV's own code (the bytes OpenCV 4.14 gives with IPP off, held
@@ -83,8 +65,8 @@ pub fn resize_lanczos4(
     if let Some(out) = trivial(planes, channels, (height, width), (new_height, new_width)) {
         return out;
     }
-    let xs = taps(width, new_width);
-    let ys = taps(height, new_height);
+    let xs = kernel_taps(width, new_width, lanczos4);
+    let ys = kernel_taps(height, new_height, lanczos4);
     let clamp = |i: i64, n: usize| i.clamp(0, n as i64 - 1) as usize;
     let mut out = Vec::with_capacity(channels * new_height * new_width);
     let mut rows = vec![0i32; height * new_width];

@@ -37,6 +37,31 @@ fn trivial(
     ((height, width) == (new_height, new_width)).then(|| planes.to_vec())
 }
 
+/// For each output position of `src` to `dst` along one axis, as
+/// `cv::resize` computes it for a kernel of `K` taps (CUBIC's 4,
+/// LANCZOS4's 8): the first source index (`K / 2 - 1` before the
+/// position's pixel) and the `weights` of the position's fraction in
+/// 1/2048ths, each rounded and held to a 16-bit integer.
+fn kernel_taps<const K: usize>(
+    src: usize,
+    dst: usize,
+    weights: fn(f32) -> [f32; K],
+) -> Vec<(i64, [i32; K])> {
+    let scale = 1.0 / (dst as f64 / src as f64);
+    (0..dst)
+        .map(|d| {
+            let f = ((d as f64 + 0.5) * scale - 0.5) as f32;
+            let s = f.floor();
+            let w = weights(f - s).map(|w| {
+                (w * COEF_SCALE as f32)
+                    .round_ties_even()
+                    .clamp(f32::from(i16::MIN), f32::from(i16::MAX)) as i32
+            });
+            (s as i64 - (K / 2 - 1) as i64, w)
+        })
+        .collect()
+}
+
 /// One output position's two source indices and their weights.
 type Tap = (usize, usize, i32, i32);
 
