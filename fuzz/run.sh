@@ -8,7 +8,7 @@
 # reference outputs; then the solver prototxt reader; then a store's
 # Datum records (raw, JPEG, PNG) through decoding and transform_param;
 # then AnnotatedData's records through the layer; then convert_annoset's
-# VOC XML files; then WindowData's
+# VOC XML and TuSimple JSON files; then WindowData's
 # window files and DenseImageData's pair lists; then the SSD test set's
 # name-size files and label maps. Each corpus also
 # holds fuzz/seeds' files that once found a fault. Usage: fuzz/run.sh [seconds per target] (600).
@@ -78,6 +78,7 @@ cargo +nightly fuzz run annotated "$annotated" -- -max_total_time="${1:-600}" -r
 voc=corpus/voc
 mkdir -p "$voc"
 cp ../tests/fixtures/nets/mobilenet_ssd/dataset/Labels/*.xml "$voc/"
+cp seeds/tusimple_lanes.json "$voc/"
 cargo +nightly fuzz run voc "$voc" -- -max_total_time="${1:-600}" -rss_limit_mb=4096 -print_final_stats=1
 
 # WindowData's window files (its first byte: context, square mode,

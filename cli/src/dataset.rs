@@ -147,20 +147,22 @@ fn report_skipped(log: &mut Log, skipped: usize, db: &std::path::Path) {
 pub struct ConvertAnnosetArgs {
     /// The folder put before each name of the list, as written (end it with /)
     root_folder: String,
-    /// The list: `IMAGE ANNOTATION` a line (VOC XML files)
+    /// The list: `IMAGE ANNOTATION` a line (VOC XML files, or TuSimple JSON files for lanes)
     list_file: PathBuf,
     /// The store to create
     db_name: PathBuf,
-    /// The annotation kind: detection (boxes), or detection_with_segmentation (boxes and a
-    /// label image: `IMAGE ANNOTATION LABEL_IMAGE` lines, the YOLO fork's)
+    /// The annotation kind: detection (boxes), detection_with_segmentation (boxes and a
+    /// label image: `IMAGE ANNOTATION LABEL_IMAGE` lines, the YOLO fork's), or
+    /// lane_detection (TuSimple's lanes, with --label-type json: the YOLO fork's LaneData)
     #[arg(long = "anno-type", alias = "anno_type", default_value = "detection")]
     anno_type: String,
-    /// The annotation files' format: xml (PASCAL VOC's)
+    /// The annotation files' format: xml (PASCAL VOC's) for detection, json (TuSimple's)
+    /// for lane_detection
     #[arg(long = "label-type", alias = "label_type", default_value = "xml")]
     label_type: String,
-    /// The LabelMap prototxt naming each label (labelmap_voc.prototxt)
+    /// The LabelMap prototxt naming each label (labelmap_voc.prototxt); lanes need none
     #[arg(long = "label-map-file", alias = "label_map_file")]
-    label_map_file: PathBuf,
+    label_map_file: Option<PathBuf>,
     /// Refuse a label map giving a name or a label twice
     #[arg(long = "check-label", alias = "check_label")]
     check_label: bool,
@@ -178,16 +180,20 @@ pub struct ConvertAnnosetArgs {
 pub fn convert_annoset(args: &ConvertAnnosetArgs) -> Result<(), Failure> {
     let Some(kind) = blobflow::data::AnnotationKind::from_name(&args.anno_type) else {
         return Err(format!(
-            "--anno-type {}: detection and detection_with_segmentation are the kinds written \
-             (for classification, convert-imageset writes the Datum records Data reads)",
+            "--anno-type {}: detection, detection_with_segmentation and lane_detection are \
+             the kinds written (for classification, convert-imageset writes the Datum records \
+             Data reads)",
             args.anno_type
         )
         .into());
     };
-    if args.label_type != "xml" {
+    let lanes = kind == blobflow::data::AnnotationKind::LaneDetection;
+    let format = if lanes { "json" } else { "xml" };
+    if args.label_type != format {
         return Err(format!(
-            "--label-type {}: xml (PASCAL VOC's) is the format read",
-            args.label_type
+            "--label-type {}: {format} is the format read for --anno-type {} (xml: PASCAL \
+             VOC's boxes; json: TuSimple's lanes)",
+            args.label_type, args.anno_type
         )
         .into());
     }
@@ -206,7 +212,7 @@ pub fn convert_annoset(args: &ConvertAnnosetArgs) -> Result<(), Failure> {
         args.images.backend.into(),
         &options,
         kind,
-        &args.label_map_file,
+        args.label_map_file.as_deref(),
         args.check_label,
         &mut log_events(&mut log, &mut skipped),
     )?;

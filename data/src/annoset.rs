@@ -5,12 +5,13 @@
 //! turned into a label by the label map, and the objects grouped by
 //! label in the order they first appear, each numbered within its group.
 //! The YOLO fork's `detection_with_segmentation` adds each image's
-//! segmentation label image (a PNG of class values) to its record.
+//! segmentation label image (a PNG of class values) to its record; its
+//! `lane_detection` stores TuSimple's lanes (JSON) instead of boxes.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use blob_proto::{AnnotatedDatum, Annotation, AnnotationGroup, NormalizedBBox};
+use blob_proto::{AnnotatedDatum, Annotation, AnnotationGroup, LaneInfo, NormalizedBBox};
 use prost::Message;
 
 use crate::imageset::{ImageSetEvent, ImageSetOptions, ImageStore, ToolError};
@@ -125,6 +126,7 @@ fn voc_groups(
                     groups[g].annotation.push(Annotation {
                         instance_id: Some(instance),
                         bbox: None,
+                        lanes: None,
                     });
                     current = Some((g, groups[g].annotation.len() - 1));
                 }
@@ -173,6 +175,107 @@ fn voc_groups(
     Ok(groups)
 }
 
+/// The most lanes a record's label top holds (the YOLO fork's LaneData
+/// writes five rows a record).
+pub(crate) const MOST_LANES: usize = 5;
+/// The most points of a lane the label top holds.
+pub(crate) const MOST_LANE_POINTS: usize = 64;
+
+/// The YOLO fork's `ReadJSONToAnnotatedDatum` for lanes: a TuSimple
+/// label file (`{"lanes": [[x, ...], ...], "h_samples": [y, ...]}`,
+/// pixels; an `x` of -2 where the lane is not at that height) as one
+/// group a lane, each point `(x / width, y / height)` numbered by its
+/// place. The size is `image.height` / `image.width` where the file
+/// gives them, else the image's (`image`: height, width); `warn` hears
+/// what the fork warns of. More lanes or points than LaneData's label
+/// top holds are refused (the fork writes past it).
+fn tusimple_groups(
+    json: &Path,
+    image: (usize, usize),
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<AnnotationGroup>, String> {
+    let name = json.display();
+    let text = blob_runtime::read_text_file(json).map_err(|e| e.to_string())?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{name}: {e}"))?;
+    let whole = |v: &serde_json::Value, what: &str| {
+        v.as_i64()
+            .ok_or_else(|| format!("{name}: {what} {v} is not a whole number"))
+    };
+    let list = |key: &str| {
+        doc.get(key)
+            .and_then(serde_json::Value::as_array)
+            .ok_or_else(|| format!("{name}: no \"{key}\" array (TuSimple's label files have one)"))
+    };
+    let size = |key: &str| {
+        doc.get("image")
+            .and_then(|i| i.get(key))
+            .and_then(serde_json::Value::as_u64)
+            .map(|v| v as usize)
+    };
+    let (height, width) = match (size("height"), size("width")) {
+        (Some(h), Some(w)) => (h, w),
+        _ => image,
+    };
+    if height != image.0 {
+        warn(format!("{name} inconsistent image height."));
+    }
+    if width != image.1 {
+        warn(format!("{name} inconsistent image width."));
+    }
+    if height == 0 || width == 0 {
+        return Err(format!("{name} no valid image width/height."));
+    }
+    let heights = list("h_samples")?
+        .iter()
+        .map(|v| whole(v, "an h_samples value"))
+        .collect::<Result<Vec<i64>, String>>()?;
+    if heights.len() > MOST_LANE_POINTS {
+        return Err(format!(
+            "{name}: {} h_samples, more than the {MOST_LANE_POINTS} points a lane may have in \
+             LaneData's label top",
+            heights.len()
+        ));
+    }
+    let lanes = list("lanes")?;
+    if lanes.len() > MOST_LANES {
+        return Err(format!(
+            "{name}: {} lanes, more than the {MOST_LANES} LaneData's label top holds",
+            lanes.len()
+        ));
+    }
+    let mut groups = Vec::with_capacity(lanes.len());
+    for (l, lane) in lanes.iter().enumerate() {
+        let xs = lane
+            .as_array()
+            .ok_or_else(|| format!("{name}: lane {l} is not an array"))?;
+        if xs.len() != heights.len() {
+            return Err(format!(
+                "{name}: lane {l} has {} points for {} h_samples",
+                xs.len(),
+                heights.len()
+            ));
+        }
+        let mut annotation = Vec::with_capacity(xs.len());
+        for (i, (x, &y)) in xs.iter().zip(&heights).enumerate() {
+            let x = whole(x, &format!("lane {l}'s point"))?;
+            annotation.push(Annotation {
+                instance_id: Some(i as i32),
+                bbox: None,
+                lanes: Some(LaneInfo {
+                    x: Some(x as f32 / width as f32),
+                    y: Some(y as f32 / height as f32),
+                    id: None,
+                }),
+            });
+        }
+        groups.push(AnnotationGroup {
+            group_label: None,
+            annotation,
+        });
+    }
+    Ok(groups)
+}
+
 /// What `convert_annoset` stores with each image (`--anno_type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -187,6 +290,12 @@ pub enum AnnotationKind {
     /// `BBOXandSeg`); the lines are `IMAGE ANNOTATION LABEL_IMAGE`.
     /// Its records must be `encoded`, as the fork reads them.
     DetectionWithSegmentation,
+    /// The YOLO fork's `lane_detection`: TuSimple's lanes (a JSON label
+    /// file each; `--label_type json`), one group a lane, a point an
+    /// annotation, the record's type `LANE` (what its `LaneData`
+    /// reads); the lines are `IMAGE ANNOTATION`, and no label map is
+    /// read.
+    LaneDetection,
 }
 
 impl AnnotationKind {
@@ -195,6 +304,7 @@ impl AnnotationKind {
         match name {
             "detection" => Some(Self::Detection),
             "detection_with_segmentation" => Some(Self::DetectionWithSegmentation),
+            "lane_detection" => Some(Self::LaneDetection),
             _ => None,
         }
     }
@@ -211,8 +321,11 @@ impl AnnotationKind {
 /// gives it; an unknown object name or a file that is not VOC's is an
 /// error naming it. With [`AnnotationKind::DetectionWithSegmentation`]
 /// each line names a label image too, stored with its record; one that
-/// is missing or not a PNG is an error naming it. The store appears only
-/// when complete; returns how many records it holds.
+/// is missing or not a PNG is an error naming it. With
+/// [`AnnotationKind::LaneDetection`] the annotations are TuSimple's
+/// JSON lanes and `label_map` is not read (`None` will do); the
+/// detection kinds need it. The store appears only when complete;
+/// returns how many records it holds.
 ///
 /// ```
 /// use blob_data::{AnnotationKind, Backend, ImageSetOptions, convert_annoset};
@@ -226,7 +339,7 @@ impl AnnotationKind {
 /// std::fs::write(dir.join("labelmap.prototxt"), r#"item { name: "dog" label: 1 }"#)?;
 /// let root = format!("{}/", dir.display());
 /// let stored = convert_annoset(&root, &dir.join("list.txt"), &dir.join("db"), Backend::Lmdb,
-///     &ImageSetOptions::default(), AnnotationKind::Detection, &dir.join("labelmap.prototxt"),
+///     &ImageSetOptions::default(), AnnotationKind::Detection, Some(&dir.join("labelmap.prototxt")),
 ///     false, &mut |_| {})?;
 /// assert_eq!(stored, 1);
 /// std::fs::remove_dir_all(&dir)?;
@@ -240,11 +353,22 @@ pub fn convert_annoset(
     backend: Backend,
     options: &ImageSetOptions,
     kind: AnnotationKind,
-    label_map: &Path,
+    label_map: Option<&Path>,
     check_label: bool,
     report: &mut dyn FnMut(ImageSetEvent),
 ) -> Result<usize, ToolError> {
-    let names = read_label_map(label_map, check_label)?;
+    let lanes = kind == AnnotationKind::LaneDetection;
+    let names = match label_map {
+        _ if lanes => HashMap::new(),
+        Some(path) => read_label_map(path, check_label)?,
+        None => {
+            return Err(
+                "a label map file (--label_map_file) names the objects' labels of \
+                        detection annotations"
+                    .into(),
+            );
+        }
+    };
     let segmentation = kind == AnnotationKind::DetectionWithSegmentation;
     if segmentation && !(options.encoded || options.encode_type.is_some()) {
         return Err(
@@ -286,12 +410,12 @@ pub fn convert_annoset(
                 .and_then(|r| r.into_dimensions().map_err(|e| e.to_string()))
                 .map_err(|e| format!("{}, line {line}: {path}: {e}", list.display()))?;
             let mut warn = |what: String| report(ImageSetEvent::Warning { line, what });
-            voc_groups(
-                Path::new(&annotation),
-                (size.1 as usize, size.0 as usize),
-                &names,
-                &mut warn,
-            )
+            let size = (size.1 as usize, size.0 as usize);
+            if lanes {
+                tusimple_groups(Path::new(&annotation), size, &mut warn)
+            } else {
+                voc_groups(Path::new(&annotation), size, &names, &mut warn)
+            }
             .map_err(|e| format!("{}, line {line}: {e}", list.display()))?
         } else {
             Vec::new()
@@ -311,7 +435,11 @@ pub fn convert_annoset(
         }
         let record = AnnotatedDatum {
             datum: Some(datum),
-            r#type: Some(if segmentation { 1 } else { 0 }),
+            r#type: Some(match kind {
+                AnnotationKind::Detection => 0,
+                AnnotationKind::DetectionWithSegmentation => 1,
+                AnnotationKind::LaneDetection => 2,
+            }),
             annotation_group: groups,
         };
         Ok(record.encode_to_vec())

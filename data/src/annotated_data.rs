@@ -899,7 +899,7 @@ pub(crate) fn crop_image(example: &Example, patch: &Rect) -> Example {
 /// let bbox = NormalizedBBox { xmin: Some(0.0), ymin: Some(0.0), xmax: Some(0.5), ymax: Some(1.0), ..Default::default() };
 /// let record = AnnotatedDatum { datum: Some(datum), r#type: Some(0),
 ///     annotation_group: vec![AnnotationGroup { group_label: Some(3),
-///         annotation: vec![Annotation { instance_id: Some(0), bbox: Some(bbox) }] }] };
+///         annotation: vec![Annotation { instance_id: Some(0), bbox: Some(bbox), lanes: None }] }] };
 /// store.put(b"0", &record.encode_to_vec())?;
 /// store.finish()?;
 /// let text = format!(r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label"

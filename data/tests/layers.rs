@@ -540,6 +540,7 @@ fn annotated(w: u32, h: u32, label: i32, rect: [f32; 4]) -> Vec<u8> {
             annotation: vec![blob_proto::Annotation {
                 instance_id: Some(0),
                 bbox: Some(bbox),
+                lanes: None,
             }],
         }],
     }

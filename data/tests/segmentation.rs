@@ -86,7 +86,7 @@ fn segmentation_store(dir: &Path) -> PathBuf {
         Backend::Lmdb,
         &options,
         AnnotationKind::DetectionWithSegmentation,
-        &dir.join("labelmap.prototxt"),
+        Some(&dir.join("labelmap.prototxt")),
         true,
         &mut |_| {},
     )
@@ -285,7 +285,7 @@ fn segmentation_labels_refuse_what_would_not_match_the_image() {
             Backend::Lmdb,
             &options,
             AnnotationKind::DetectionWithSegmentation,
-            &dir.join("labelmap.prototxt"),
+            Some(&dir.join("labelmap.prototxt")),
             false,
             &mut |_| {},
         )

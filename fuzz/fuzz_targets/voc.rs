@@ -1,12 +1,13 @@
 //! `convert_annoset` on an arbitrary annotation file: the bytes are a
-//! VOC XML file beside a small PNG and a label map, converted into a
-//! store. An error naming the list's line, or a store whose records
+//! VOC XML file (where the first byte is even, as `<` is) or a TuSimple
+//! lane JSON file (odd, as `{` is) beside a small PNG and a label map,
+//! converted into a store. An error naming the list's line, or a store whose records
 //! decode; never a panic, never more memory than the limit (256 MiB).
 #![no_main]
 
 use std::sync::Once;
 
-use blob_data::{Backend, ImageSetOptions, convert_annoset};
+use blob_data::{AnnotationKind, Backend, ImageSetOptions, convert_annoset};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -24,6 +25,14 @@ fuzz_target!(|data: &[u8]| {
         )
         .unwrap();
     });
+    let Some(&choice) = data.first() else {
+        return;
+    };
+    let kind = if choice % 2 == 0 {
+        AnnotationKind::Detection
+    } else {
+        AnnotationKind::LaneDetection
+    };
     std::fs::write(dir.join("a.xml"), data).unwrap();
     let db = dir.join("db");
     let _ = std::fs::remove_dir_all(&db);
@@ -34,7 +43,8 @@ fuzz_target!(|data: &[u8]| {
         &db,
         Backend::Lmdb,
         &ImageSetOptions::default(),
-        &dir.join("labelmap.prototxt"),
+        kind,
+        Some(&dir.join("labelmap.prototxt")),
         false,
         &mut |_| {},
     ) {

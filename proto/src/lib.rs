@@ -51,7 +51,7 @@ pub use extend::{Extension, Schemas};
 pub use label_map::{LabelItem, LabelMap};
 pub use limits::{MAX_FIELDS, MAX_LAYERS, MAX_TEXT_FIELDS, ReadLimits};
 pub use messages::{
-    AnnotatedDatum, Annotation, AnnotationGroup, BlobProtoVector, Datum, NormalizedBBox,
+    AnnotatedDatum, Annotation, AnnotationGroup, BlobProtoVector, Datum, LaneInfo, NormalizedBBox,
     SolverState,
 };
 pub use net::{LayerFormat, LayerParameter, NetFormat, NetParameter, v1_layer_type_name};

@@ -111,15 +111,41 @@ pub struct NormalizedBBox {
     pub size: Option<f32>,
 }
 
-/// The SSD fork's `Annotation`: one object.
+/// The YOLO fork's `LaneInfo`: one point of a lane (TuSimple's), in
+/// image-relative coordinates (0 to 1; a point the lane does not reach
+/// lies outside).
+///
+/// ```
+/// use prost::Message;
+/// let p = blob_proto::LaneInfo { x: Some(0.25), y: Some(0.5), id: None };
+/// assert_eq!(blob_proto::LaneInfo::decode(&p.encode_to_vec()[..]).unwrap(), p);
+/// ```
+#[derive(Clone, PartialEq, Message)]
+pub struct LaneInfo {
+    /// Across (field 1).
+    #[prost(float, optional, tag = "1")]
+    pub x: Option<f32>,
+    /// Down (field 2).
+    #[prost(float, optional, tag = "2")]
+    pub y: Option<f32>,
+    /// The fork declares it and never writes it (field 3).
+    #[prost(int32, optional, tag = "3")]
+    pub id: Option<i32>,
+}
+
+/// The SSD fork's `Annotation`: one object (its box), or in the YOLO
+/// fork's lane records one point of a lane.
 #[derive(Clone, PartialEq, Message)]
 pub struct Annotation {
-    /// The object's instance (field 1).
+    /// The object's instance (field 1); a lane point's place in its lane.
     #[prost(int32, optional, tag = "1")]
     pub instance_id: Option<i32>,
     /// Its box (field 2).
     #[prost(message, optional, tag = "2")]
     pub bbox: Option<NormalizedBBox>,
+    /// The YOLO fork's lane point (field 3).
+    #[prost(message, optional, tag = "3")]
+    pub lanes: Option<LaneInfo>,
 }
 
 /// The SSD fork's `AnnotationGroup`: the objects of one label.
@@ -144,7 +170,7 @@ pub struct AnnotationGroup {
 ///     r#type: Some(0),
 ///     annotation_group: vec![AnnotationGroup {
 ///         group_label: Some(3),
-///         annotation: vec![Annotation { instance_id: Some(0), bbox: Some(bbox) }],
+///         annotation: vec![Annotation { instance_id: Some(0), bbox: Some(bbox), lanes: None }],
 ///     }],
 ///     ..Default::default()
 /// };
@@ -155,7 +181,8 @@ pub struct AnnotatedDatum {
     /// The image (field 1).
     #[prost(message, optional, tag = "1")]
     pub datum: Option<Datum>,
-    /// `AnnotationType` (field 2; 0 is `BBOX`, the only one).
+    /// `AnnotationType` (field 2: 0 `BBOX`, the YOLO fork's 1 `BBOXandSeg`
+    /// and 2 `LANE`).
     #[prost(int32, optional, tag = "2")]
     pub r#type: Option<i32>,
     /// The objects, grouped by label (field 3).

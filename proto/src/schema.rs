@@ -292,8 +292,9 @@ enums! {
     INTERP_MODE "Interp_mode" { LINEAR = 1, AREA = 2, NEAREST = 3, CUBIC = 4, LANCZOS4 = 5 }
     /// `EmitConstraint.EmitType` (SSD fork).
     EMIT_TYPE "EmitType" { CENTER = 0, MIN_OVERLAP = 1 }
-    /// `AnnotatedDatum.AnnotationType` (SSD fork; `BBOXandSeg` the YOLO fork's).
-    ANNOTATION_TYPE "AnnotationType" { BBOX = 0, BBOXandSeg = 1 }
+    /// `AnnotatedDatum.AnnotationType` (SSD fork; `BBOXandSeg` and `LANE`
+    /// the YOLO fork's).
+    ANNOTATION_TYPE "AnnotationType" { BBOX = 0, BBOXandSeg = 1, LANE = 2 }
     /// `SolverParameter.SnapshotFormat`.
     SNAPSHOT_FORMAT "SnapshotFormat" { HDF5 = 0, BINARYPROTO = 1 }
     /// `SolverParameter.SolverMode`.
