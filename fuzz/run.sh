@@ -7,8 +7,8 @@
 # and run from prototxts; then the .npy reader, seeded with the
 # reference outputs; then the solver prototxt reader; then a store's
 # Datum records (raw, JPEG, PNG) through decoding and transform_param;
-# then AnnotatedData's records through the layer; then convert_annoset's
-# VOC XML and TuSimple JSON files; then WindowData's
+# then AnnotatedData's (and LaneData's) records through the layer; then
+# convert_annoset's VOC XML and TuSimple JSON files; then WindowData's
 # window files and DenseImageData's pair lists; then the SSD test set's
 # name-size files and label maps. Each corpus also
 # holds fuzz/seeds' files that once found a fault. Usage: fuzz/run.sh [seconds per target] (600).

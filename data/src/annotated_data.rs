@@ -22,6 +22,7 @@ use prost::Message;
 use crate::data_layer::StoreSource;
 use crate::datum::{ColorMode, Example, Pixels, datum_example, decode_image};
 use crate::distort::Distortion;
+use crate::lane_data::{self, LaneLabels};
 use crate::prefetch::{Decoded, Decoder, PrefetchingDataLayer, Raw, Setup};
 use crate::resize_policy::ResizePolicy;
 use crate::segmentation_labels::SegmentationLabels;
@@ -197,6 +198,7 @@ pub(crate) fn decode_annotated(
         label_plane: None,
         objects,
         segmentation,
+        lanes: None,
     };
     if !(annotated || record.r#type.is_some()) {
         return Ok(decoded(None));
@@ -421,12 +423,28 @@ pub(crate) struct Geometry {
     /// The YOLO fork's segmentation labels, where the layer has a third
     /// top.
     pub(crate) segmentation: Option<SegmentationLabels>,
+    /// The YOLO fork's lane labels (LaneData).
+    pub(crate) lanes: Option<LaneLabels>,
     /// The canvas an expansion paints (`mean_value`), per channel.
     fill: Vec<f32>,
 }
 
 impl Geometry {
-    fn from_param(layer: &ParamMessage) -> Result<Self, BlobError> {
+    /// AnnotatedData's steps from its parameters; with `lanes`,
+    /// LaneData's (its records hold lanes, and its tops are the lanes'
+    /// labels), its errors naming LaneData.
+    pub(crate) fn from_param(layer: &ParamMessage, lanes: bool) -> Result<Self, BlobError> {
+        Self::parse(layer, lanes).map_err(|e| match e {
+            BlobError::InvalidParameter { detail, .. } if lanes => BlobError::InvalidParameter {
+                op: "set up LaneData",
+                detail,
+            },
+            e => e,
+        })
+    }
+
+    /// [`from_param`](Self::from_param), its errors AnnotatedData's.
+    fn parse(layer: &ParamMessage, lanes: bool) -> Result<Self, BlobError> {
         let t = layer
             .message("transform_param")
             .cloned()
@@ -544,7 +562,8 @@ impl Geometry {
                 "annotated_data_param.yolo_data_jitter {j} must be from 0 to below 1"
             )));
         }
-        let segmentation = if layer.strings("top").count() > 2 {
+        let label_planes = layer.strings("top").count() > 2;
+        let segmentation = if lanes || label_planes {
             let why = if expand.is_some() {
                 Some("expand_param: the fork crops the label image by the expanded image's patch")
             } else if resize.iter().any(|r| !r.warps()) {
@@ -555,12 +574,25 @@ impl Geometry {
                 None
             };
             if let Some(why) = why {
+                let what = if lanes {
+                    "lane labels (LaneData)"
+                } else {
+                    "segmentation labels (a third top)"
+                };
                 return Err(refused(format!(
-                    "segmentation labels (a third top) with {why}, so labels and image would \
-                     not match"
+                    "{what} with {why}, so labels and image would not match"
                 )));
             }
-            Some(SegmentationLabels::from_param(&p).map_err(refused)?)
+            if lanes {
+                None
+            } else {
+                Some(SegmentationLabels::from_param(&p).map_err(refused)?)
+            }
+        } else {
+            None
+        };
+        let lanes = if lanes {
+            Some(LaneLabels::from_param(&p).map_err(refused)?)
         } else {
             None
         };
@@ -572,6 +604,7 @@ impl Geometry {
             jitter,
             labels,
             segmentation,
+            lanes,
             emit,
             fill: t.floats("mean_value").iter().map(|&v| v as f32).collect(),
         })
@@ -611,17 +644,23 @@ impl Geometry {
             label_plane,
             objects,
             segmentation,
+            lanes,
         } = decoded;
         let (example, objects, patch) = self.reshape(example, objects, rng, policy)?;
         let segmentation = match (segmentation, patch) {
             (Some(label), Some(patch)) => Some(SegmentationLabels::crop(&label, &patch)?),
             (label, _) => label,
         };
+        let lanes = match (lanes, patch) {
+            (Some(lanes), Some(patch)) => Some(lane_data::project(lanes, &patch)),
+            (lanes, _) => lanes,
+        };
         Ok(Decoded {
             example,
             label_plane,
             objects,
             segmentation,
+            lanes,
         })
     }
 
@@ -917,7 +956,7 @@ pub(crate) fn crop_image(example: &Example, patch: &Rect) -> Example {
 pub fn annotated_data_layer<T: MathElement>(
     layer: &ParamMessage,
 ) -> Result<PrefetchingDataLayer<T>, BlobError> {
-    let geometry = Geometry::from_param(layer)?;
+    let geometry = Geometry::from_param(layer, false)?;
     let transformer = DataTransformer::<T>::from_layer(layer)?;
     let annotated = layer
         .message("annotated_data_param")
@@ -1014,6 +1053,7 @@ mod tests {
             jitter: None,
             labels: LabelLayout::Ssd,
             segmentation: None,
+            lanes: None,
             emit: None,
             fill: vec![7.4],
             distort: None,

@@ -191,6 +191,7 @@ fn decode_pair(raw: Raw, decoding: Decoding) -> Result<Decoded, String> {
         }),
         objects: None,
         segmentation: None,
+        lanes: None,
     })
 }
 

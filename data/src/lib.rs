@@ -11,6 +11,9 @@
 //!   (warped or with their aspect kept, by OpenCV's LINEAR, AREA,
 //!   NEAREST or LANCZOS4: [`resize_area`], [`resize_lanczos4`]) and
 //!   mirrored, their boxes following;
+//! - [`lane_data_layer`] (`type: "LaneData"`, the YOLO fork's): TuSimple
+//!   lane records through AnnotatedData's steps, the lanes as points
+//!   and drawn one pixel wide;
 //! - [`dense_image_data_layer`] (`type: "DenseImageData"`, SegNet's
 //!   fork): images and their label images named in pairs by a list
 //!   file, mirrored and cropped alike, for nets that label each pixel;
@@ -32,7 +35,7 @@
 //! - [`StoreReader`], [`StoreWriter`]: LMDB and LevelDB stores, read
 //!   and written as Caffe's `db::LMDB` and `db::LevelDB` do;
 //! - Caffe's dataset tools: [`convert_imageset`], [`compute_image_mean`],
-//!   and the SSD fork's [`convert_annoset`] and `get_image_size`
+//!   and the SSD fork's [`convert_annoset`] (and the YOLO fork's lanes) and `get_image_size`
 //!   ([`image_sizes`]).
 //!
 //! A net reads its stores when it is built with [`data_registry`] (or a
@@ -60,6 +63,7 @@ mod distort;
 mod hdf5;
 mod image_data;
 mod imageset;
+mod lane_data;
 mod leveldb;
 mod list;
 mod memory_data;
@@ -85,6 +89,7 @@ pub use image_data::image_data_layer;
 pub use imageset::{
     ImageSetEvent, ImageSetOptions, ToolError, compute_image_mean, convert_imageset,
 };
+pub use lane_data::lane_data_layer;
 pub use memory_data::MemoryDataLayer;
 pub use name_size::image_sizes;
 pub use prefetch::{PrefetchingDataLayer, set_decoding_threads};
@@ -115,6 +120,7 @@ pub fn register_data_layers<T: MathElement>(
     registry.register("AnnotatedData", |p| {
         Ok(Box::new(annotated_data_layer::<T>(p)?))
     });
+    registry.register("LaneData", |p| Ok(Box::new(lane_data_layer::<T>(p)?)));
     registry.register("ImageData", |p| Ok(Box::new(image_data_layer::<T>(p)?)));
     registry.register_with_param(
         "DenseImageData",

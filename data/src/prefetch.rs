@@ -9,8 +9,10 @@ use std::thread::JoinHandle;
 use blob_layers::{Arity, DynLayer, TopShape};
 use blob_runtime::{Blob, BlobError, MathElement};
 
+use crate::annoset::{MOST_LANE_POINTS, MOST_LANES};
 use crate::annotated_data::{Geometry, Object};
 use crate::datum::Example;
+use crate::lane_data::Lane;
 use crate::transform::DataTransformer;
 
 /// A record as its source read it, before decoding: a store's value, an
@@ -27,12 +29,13 @@ pub(crate) struct Raw {
 /// A record decoded: its image and, where its label is an image of its
 /// own, the label's plane, or where it is annotated, its objects (and
 /// the YOLO fork's segmentation label image, one channel, where the
-/// layer has a top for it).
+/// layer has a top for it), or the YOLO fork's lanes (LaneData).
 pub(crate) struct Decoded {
     pub example: Example,
     pub label_plane: Option<LabelPlane>,
     pub objects: Option<Vec<Object>>,
     pub segmentation: Option<Example>,
+    pub lanes: Option<Vec<Lane>>,
 }
 
 /// A label image's values, `height x width`.
@@ -49,6 +52,7 @@ impl From<Example> for Decoded {
             label_plane: None,
             objects: None,
             segmentation: None,
+            lanes: None,
         }
     }
 }
@@ -131,6 +135,7 @@ fn refused(type_name: &str, detail: impl Into<String>) -> BlobError {
             "WindowData" => "run WindowData",
             "DenseImageData" => "run DenseImageData",
             "AnnotatedData" => "run AnnotatedData",
+            "LaneData" => "run LaneData",
             _ => "run ImageData",
         },
         detail: detail.into(),
@@ -304,10 +309,12 @@ impl<T: MathElement> Fill<T> {
 }
 
 /// One record of a batch as made: its boxes where it is annotated, its
-/// segmentation label planes where the layer makes them.
+/// segmentation label planes (or drawn lanes) where the layer makes
+/// them, its lanes' label values (LaneData).
 struct Item {
     boxes: Vec<Object>,
     segmentation: Vec<f32>,
+    lane_labels: Vec<f32>,
 }
 
 /// What making a batch reads, shared by the decoding threads.
@@ -365,13 +372,19 @@ impl<T: MathElement> Shaping<'_, T> {
         let annotated = first.objects.is_some();
         let per_label = label_dims.map_or(1, |(h, w)| h * w);
         let segmentation = self.geometry.and_then(|g| g.segmentation.as_ref());
-        let planes = match segmentation {
-            Some(s) => Some((
+        let lanes = self.geometry.and_then(|g| g.lanes.as_ref());
+        let planes = match (segmentation, lanes) {
+            (Some(s), _) => Some((
                 s.planes(),
                 s.plane_size(dims[1], dims[2])
                     .map_err(|e| error(&key, &e))?,
             )),
-            None => None,
+            (None, Some(l)) => Some((
+                1,
+                l.plane_size(dims[1], dims[2])
+                    .map_err(|e| error(&key, &e))?,
+            )),
+            (None, None) => None,
         };
         let mut batch = recycled.unwrap_or(Batch {
             shape: Vec::new(),
@@ -406,6 +419,7 @@ impl<T: MathElement> Shaping<'_, T> {
                 label_plane,
                 objects,
                 segmentation: label_image,
+                lanes: record_lanes,
             } = decoded;
             let here = self
                 .transformer
@@ -459,9 +473,20 @@ impl<T: MathElement> Shaping<'_, T> {
                     ));
                 }
             }
-            let segmentation = match (segmentation, planes, label_image) {
-                (Some(s), Some((_, size)), Some(image)) => s.make(&image, placement.mirrored, size),
-                _ => Vec::new(),
+            let (segmentation, lane_labels) = match (segmentation, lanes, planes) {
+                (Some(s), _, Some((_, size))) => match label_image {
+                    Some(image) => (s.make(&image, placement.mirrored, size), Vec::new()),
+                    None => (Vec::new(), Vec::new()),
+                },
+                (None, Some(l), Some((_, size))) => {
+                    let (rows, plane) = l.make(
+                        record_lanes.as_deref().unwrap_or_default(),
+                        placement.mirrored,
+                        size,
+                    );
+                    (plane, rows)
+                }
+                _ => (Vec::new(), Vec::new()),
             };
             let boxes = match (objects, self.geometry) {
                 (Some(objects), Some(geometry)) => {
@@ -475,6 +500,7 @@ impl<T: MathElement> Shaping<'_, T> {
             Ok(Item {
                 boxes,
                 segmentation,
+                lane_labels,
             })
         };
         let (first_slot, rest_slots) = batch.data.split_at_mut(per_item);
@@ -533,11 +559,20 @@ impl<T: MathElement> Shaping<'_, T> {
             made.extend(outcome?);
         }
         let mut boxes = Vec::with_capacity(made.len());
+        let mut lane_labels = Vec::new();
         for item in made {
             boxes.push(item.boxes);
             batch
                 .segmentation
                 .extend(item.segmentation.iter().map(|&v| T::from_f64(f64::from(v))));
+            lane_labels.extend(item.lane_labels);
+        }
+        if lanes.is_some() {
+            batch.label_shape = vec![self.batch_size, MOST_LANES, MOST_LANE_POINTS, 3];
+            batch.labels.clear();
+            batch
+                .labels
+                .extend(lane_labels.iter().map(|&v| T::from_f64(f64::from(v))));
         }
         if let (true, Some(geometry)) = (annotated, self.geometry) {
             let (shape, values) = geometry.labels.top(&boxes);

@@ -76,15 +76,71 @@ enum Classes {
     Mapped { planes: usize, class_of: Vec<usize> },
 }
 
-/// How big the label planes are.
+/// How big the label planes are (the YOLO fork's `seg_scales`, or
+/// `seg_resize_height` x `seg_resize_width`): its segmentation labels'
+/// and its LaneData's drawn lanes'.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum PlaneSize {
+pub(crate) enum PlaneSize {
     /// The image's height and width over this.
     Divided(usize),
     Fixed {
         height: usize,
         width: usize,
     },
+}
+
+impl PlaneSize {
+    /// From `annotated_data_param`'s `seg_resize_height` /
+    /// `seg_resize_width` where both are set, else `seg_scales`.
+    pub(crate) fn from_param(p: &ParamMessage) -> Result<Self, String> {
+        let (height, width) = (p.int("seg_resize_height"), p.int("seg_resize_width"));
+        if height > MOST_SIDE || width > MOST_SIDE {
+            return Err(format!(
+                "annotated_data_param.seg_resize_height / seg_resize_width {height} x {width}: \
+                 each at most {MOST_SIDE}"
+            ));
+        }
+        if height > 0 && width > 0 {
+            return Ok(PlaneSize::Fixed {
+                height: height as usize,
+                width: width as usize,
+            });
+        }
+        let scales = p.int("seg_scales");
+        if scales <= 0 {
+            return Err(format!(
+                "annotated_data_param.seg_scales {scales}: the image's size is divided by it, \
+                 so it must be at least 1"
+            ));
+        }
+        Ok(PlaneSize::Divided(scales as usize))
+    }
+
+    /// The height and width of `planes` label planes for images of
+    /// `height x width`.
+    pub(crate) fn of(
+        self,
+        planes: usize,
+        height: usize,
+        width: usize,
+    ) -> Result<(usize, usize), String> {
+        let (h, w) = match self {
+            PlaneSize::Fixed { height, width } => (height, width),
+            PlaneSize::Divided(s) => (height / s, width / s),
+        };
+        if h == 0 || w == 0 {
+            return Err(format!(
+                "label planes of {h} x {w} for a {height} x {width} image: seg_scales is \
+                 larger than the image"
+            ));
+        }
+        if planes.saturating_mul(h).saturating_mul(w) > crate::datum::MOST_VALUES {
+            return Err(format!(
+                "{planes} label planes of {h} x {w} are more than a record may hold"
+            ));
+        }
+        Ok((h, w))
+    }
 }
 
 /// An `AnnotatedData` layer's segmentation labels: see the
@@ -114,28 +170,7 @@ impl SegmentationLabels {
                 .map_err(|e| format!("annotated_data_param.label_map_file {path}: {e}"))?;
             mapped_classes(&text).map_err(|e| format!("label_map_file {path}: {e}"))?
         };
-        let (height, width) = (p.int("seg_resize_height"), p.int("seg_resize_width"));
-        if height > MOST_SIDE || width > MOST_SIDE {
-            return Err(format!(
-                "annotated_data_param.seg_resize_height / seg_resize_width {height} x {width}: \
-                 each at most {MOST_SIDE}"
-            ));
-        }
-        let size = if height > 0 && width > 0 {
-            PlaneSize::Fixed {
-                height: height as usize,
-                width: width as usize,
-            }
-        } else {
-            let scales = p.int("seg_scales");
-            if scales <= 0 {
-                return Err(format!(
-                    "annotated_data_param.seg_scales {scales}: the image's size is divided by \
-                     it, so it must be at least 1"
-                ));
-            }
-            PlaneSize::Divided(scales as usize)
-        };
+        let size = PlaneSize::from_param(p)?;
         Ok(Self { classes, size })
     }
 
@@ -149,23 +184,7 @@ impl SegmentationLabels {
 
     /// The planes' height and width for images of `height x width`.
     pub(crate) fn plane_size(&self, height: usize, width: usize) -> Result<(usize, usize), String> {
-        let (h, w) = match self.size {
-            PlaneSize::Fixed { height, width } => (height, width),
-            PlaneSize::Divided(s) => (height / s, width / s),
-        };
-        if h == 0 || w == 0 {
-            return Err(format!(
-                "segmentation labels of {h} x {w} for a {height} x {width} image: seg_scales is \
-                 larger than the image"
-            ));
-        }
-        if self.planes().saturating_mul(h).saturating_mul(w) > crate::datum::MOST_VALUES {
-            return Err(format!(
-                "{} planes of segmentation labels of {h} x {w} are more than a record may hold",
-                self.planes()
-            ));
-        }
-        Ok((h, w))
+        self.size.of(self.planes(), height, width)
     }
 
     /// A record's label image cut as its image was cut (the fork's

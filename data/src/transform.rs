@@ -46,7 +46,7 @@ pub struct DataTransformer<T: MathElement> {
 }
 
 /// The SSD fork's fields of `transform_param`, which only its
-/// AnnotatedData applies here.
+/// AnnotatedData (and the YOLO fork's LaneData) applies here.
 const SSD_GEOMETRY: [&str; 7] = [
     "resize_param",
     "noise_param",
@@ -115,7 +115,7 @@ impl<T: MathElement> DataTransformer<T> {
             }
         }
         let kind = layer.string("type");
-        if kind != "AnnotatedData" {
+        if kind != "AnnotatedData" && kind != "LaneData" {
             refuse_ssd_geometry(&p, kind)?;
         }
         Self::from_param(&p, layer.enum_name("phase") == "TRAIN")

@@ -4,9 +4,11 @@
 //! distortion, expansion, samplers, mirror, or the YOLO fork's label
 //! layout with its jitter and two scales, resized by OpenCV's AREA and
 //! LANCZOS4, or fitted with its aspect kept and mirrored margins, or with
-//! its segmentation labels, a third top, from the record's `seg_label`).
+//! its segmentation labels, a third top, from the record's `seg_label`),
+//! or read by the YOLO fork's LaneData as a record of lanes.
 //! An error or batches whose label rows are boxes of the batch's items
-//! inside the image and whose label planes are shares from 0 to 1;
+//! inside the image (or lane points, those inside the crop numbered by
+//! their lane) and whose label planes are shares from 0 to 1;
 //! never a panic, never more memory than the limit (256 MiB).
 #![no_main]
 
@@ -16,7 +18,7 @@ use blob_data::{Backend, StoreWriter, data_registry};
 use blob_layers::net::{Net, NetState};
 use libfuzzer_sys::fuzz_target;
 
-const SETTINGS: [&str; 6] = [
+const SETTINGS: [&str; 7] = [
     "transform_param { resize_param { height: 6 width: 5 } }",
     r#"transform_param { mirror: true mean_value: 104 mean_value: 117 mean_value: 123
          resize_param { height: 8 width: 8 interp_mode: LINEAR interp_mode: NEAREST interp_mode: CUBIC }
@@ -40,10 +42,16 @@ const SETTINGS: [&str; 6] = [
     // Segmentation labels: the layer gets a third top.
     r#"transform_param { mirror: true resize_param { height: 8 width: 6 interp_mode: LINEAR } }
        annotated_data_param { yolo_data_type: 1 yolo_data_jitter: 0.5 seg_scales: 2 }"#,
+    // LaneData: lanes' points and their lines, a third top.
+    r#"transform_param { mirror: true resize_param { height: 8 width: 6 interp_mode: AREA }
+         distort_param { brightness_prob: 0.5 brightness_delta: 32 } }
+       annotated_data_param { yolo_data_type: 1 yolo_data_jitter: 0.4 seg_scales: 2 }"#,
 ];
 
 /// The setting that makes segmentation labels.
 const SEGMENTATION: usize = 5;
+/// The setting read by LaneData.
+const LANES: usize = 6;
 
 fuzz_target!(|data: &[u8]| {
     static LIMIT: Once = Once::new();
@@ -58,9 +66,10 @@ fuzz_target!(|data: &[u8]| {
     store.finish().unwrap();
     let setting = usize::from(knobs) % SETTINGS.len();
     let text = format!(
-        r#"layer {{ name: "data" type: "AnnotatedData" top: "data" top: "label" {} {}
+        r#"layer {{ name: "data" type: "{}" top: "data" top: "label" {} {}
              data_param {{ source: "{}" batch_size: 2 backend: LMDB }} }}"#,
-        if setting == SEGMENTATION { r#"top: "seg""# } else { "" },
+        if setting == LANES { "LaneData" } else { "AnnotatedData" },
+        if setting >= SEGMENTATION { r#"top: "seg""# } else { "" },
         SETTINGS[setting],
         dir.display()
     );
@@ -81,6 +90,17 @@ fuzz_target!(|data: &[u8]| {
             assert!(planes.iter().all(|v| (0.0..=1.0).contains(v)), "{planes:?}");
         }
         let label = net.blob("label").unwrap().to_vec().unwrap();
+        if setting == LANES {
+            assert_eq!(net.blob("label").unwrap().shape(), [2, 5, 64, 3]);
+            for point in label.chunks(3) {
+                let inside = (0.0..=1.0).contains(&point[0]) && (0.0..=1.0).contains(&point[1]);
+                assert!(
+                    point[2] == -1.0 || (inside && (0.0..5.0).contains(&point[2])),
+                    "{point:?}"
+                );
+            }
+            continue;
+        }
         if net.blob("label").unwrap().shape() == [2, 1, 300, 5] {
             // YOLO's rows: class, centre and size inside the image.
             for row in label.chunks(5).filter(|r| r[3] != 0.0) {

@@ -50,13 +50,14 @@ use crate::spp::SppLayer;
 use crate::tile::TileLayer;
 
 /// The data layers a net built here reads as inputs its caller fills.
-pub(crate) const DATA_LAYERS: [&str; 6] = [
+pub(crate) const DATA_LAYERS: [&str; 7] = [
     "Data",
     "ImageData",
     "HDF5Data",
     "MemoryData",
     "WindowData",
     "AnnotatedData",
+    "LaneData",
 ];
 
 pub(crate) fn register_all<T: MathElement>(r: &mut LayerRegistry<T>) {
