@@ -1120,3 +1120,103 @@ fn mobilenetv3_yolo_trains_with_assisted_excitation() {
         "{losses:?}"
     );
 }
+
+/// Lane detection as the YOLO fork trains it: MobileNet-YOLOv3 lite's
+/// TuSimple set-up (`models/tusimple`: `LaneData` with its jitter,
+/// distortion and three resize interpolations, the lanes drawn a pixel
+/// wide at a quarter of the 512 x 512 input and learnt by `YoloSeg`,
+/// their pixel counts by two `Reduction`s, the point labels silenced;
+/// RMSProp) on the five photos, each given two TuSimple lanes (a JSON
+/// file as TuSimple's, `-2` where a lane does not reach) and stored by
+/// `convert_annoset --anno_type=lane_detection --label_type=json` as
+/// the fork's `create_data.sh` stores TuSimple.
+#[test]
+fn mobilenet_yolov3_trains_lane_detection_from_its_tusimple_set_up() {
+    let fixture = root().join("tests/fixtures/nets/yolo");
+    let dir = voc_folder("tusimple");
+    let mut list = String::new();
+    for i in 1..=5 {
+        let (w, h) = image::image_dimensions(dir.join(format!("Images/{i}.jpg"))).unwrap();
+        let heights: Vec<u32> = (0..12).map(|s| h / 3 + s * (h - 1 - h / 3) / 11).collect();
+        // Two lanes meeting towards the horizon; the left one starts low.
+        let lane = |from: f64, to: f64, skip: usize| -> Vec<i64> {
+            (0..heights.len())
+                .map(|s| {
+                    let t = s as f64 / (heights.len() - 1) as f64;
+                    if s < skip {
+                        -2
+                    } else {
+                        (f64::from(w) * (from + (to - from) * t)) as i64
+                    }
+                })
+                .collect()
+        };
+        let json = format!(
+            "{{\"lanes\": [{:?}, {:?}], \"h_samples\": {heights:?}, \"raw_file\": \"clips/{i}.jpg\"}}",
+            lane(0.45, 0.1, 3),
+            lane(0.55, 0.9, 0)
+        );
+        std::fs::write(dir.join(format!("Labels/{i}.json")), json).unwrap();
+        list.push_str(&format!("Images/{i}.jpg Labels/{i}.json\n"));
+    }
+    std::fs::write(dir.join("train.txt"), list).unwrap();
+    let lines = blobflow_ok(
+        &dir,
+        &[
+            "convert_annoset",
+            "--anno_type=lane_detection",
+            "--label_type=json",
+            "--encoded",
+            "--encode_type=jpg",
+            "./",
+            "train.txt",
+            "tusimple_lmdb",
+        ],
+    );
+    assert!(
+        lines.iter().any(|l| l == "Processed 5 files."),
+        "{lines:#?}"
+    );
+    let train =
+        std::fs::read_to_string(fixture.join("tusimple_mobilenet_yolov3_lite_train.prototxt"))
+            .unwrap();
+    let train = edited(
+        train,
+        &[
+            ("batch_size: 8", "batch_size: 1"),
+            ("examples/tusimple/tusimple_train_lmdb", "tusimple_lmdb"),
+        ],
+    );
+    std::fs::write(dir.join("train.prototxt"), train).unwrap();
+    let solver =
+        std::fs::read_to_string(fixture.join("tusimple_mobilenet_yolov3_lite_solver.prototxt"))
+            .unwrap();
+    let solver = edited(
+        solver,
+        &[
+            (
+                "models/tusimple/mobilenet_yolov3_lite_train.prototxt",
+                "train.prototxt",
+            ),
+            ("display: 10", "display: 1"),
+            ("max_iter: 50000", "max_iter: 2"),
+            ("snapshot: 1000", "snapshot: 0"),
+            ("solver_mode: GPU", "solver_mode: CPU"),
+            ("average_loss: 10", "average_loss: 1"),
+            ("iter_size: 8", "iter_size: 1"),
+            ("snapshot_after_train: true", "snapshot_after_train: false"),
+        ],
+    );
+    std::fs::write(dir.join("solver.prototxt"), solver).unwrap();
+    let lines = blobflow_ok(&dir, &["train", "--solver", "solver.prototxt"]);
+    let seg_losses: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| after(l, "Train net output #0: Seg_loss = "))
+        .collect();
+    assert_eq!(seg_losses.len(), 2, "{lines:#?}");
+    assert!(
+        seg_losses.iter().all(|l| l.is_finite() && *l > 0.0),
+        "{seg_losses:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
