@@ -905,13 +905,16 @@ fn forks_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
 
 /// Caffe's mainline layers with CUDA sides of their own (Tile, Reduction
 /// in its four operations, MVN, Embed, BatchReindex, Filter, Parameter,
-/// Im2col, SPP, LSTMUnit)
+/// Im2col, SPP, LSTMUnit, and LSTM and RNN plain, with a static input
+/// and with their state exposed, over sequences that restart midway)
 /// on device blobs against host blobs.
 fn mainline_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     let rows: Vec<f32> = vec![3., 0., 6., 3., 3., 1., 0., 6.];
     let items: Vec<f32> = vec![2., 0., 2., 3., 2.];
     let selector: Vec<f32> = vec![1., 0., 1., 1.];
     let cont: Vec<f32> = vec![1., 0., 1.];
+    // Three steps of two sequences: the first restarts at step 2.
+    let steps: Vec<f32> = vec![0., 0., 1., 1., 0., 1.];
     let mut cases: Vec<LayerCase> = vec![
         (
             "type: 'Tile' tile_param { axis: 1 tiles: 3 }",
@@ -980,6 +983,42 @@ fn mainline_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
             None,
             true,
         ),
+        (
+            "type: 'LSTM' recurrent_param { num_output: 3 }",
+            &[&[3, 2, 2], &[3, 2]],
+            Some((1, &steps)),
+            true,
+        ),
+        (
+            "type: 'LSTM' recurrent_param { num_output: 3 }",
+            &[&[3, 2, 2], &[3, 2], &[2, 4]],
+            Some((1, &steps)),
+            true,
+        ),
+        (
+            "type: 'LSTM' recurrent_param { num_output: 3 expose_hidden: true }",
+            &[&[3, 2, 2], &[3, 2], &[1, 2, 3], &[1, 2, 3]],
+            Some((1, &steps)),
+            true,
+        ),
+        (
+            "type: 'RNN' recurrent_param { num_output: 3 }",
+            &[&[3, 2, 2], &[3, 2]],
+            Some((1, &steps)),
+            true,
+        ),
+        (
+            "type: 'RNN' recurrent_param { num_output: 3 }",
+            &[&[3, 2, 2], &[3, 2], &[2, 4]],
+            Some((1, &steps)),
+            true,
+        ),
+        (
+            "type: 'RNN' recurrent_param { num_output: 3 expose_hidden: true }",
+            &[&[3, 2, 2], &[3, 2], &[1, 2, 3]],
+            Some((1, &steps)),
+            true,
+        ),
     ];
     let reductions = [
         "type: 'Reduction' reduction_param { operation: SUM axis: 1 coeff: -1.5 }",
@@ -992,6 +1031,59 @@ fn mainline_match_cpu(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
     }
     for case in cases {
         layer_case_matches_cpu(dev, case)?;
+    }
+    Ok(())
+}
+
+/// LSTM and RNN carry the state a pass ends in into the next pass on the
+/// GPU as on the CPU: two passes of sequences that go on (`cont` 1 at
+/// the second pass's first step), the second pass's outputs alike, and
+/// unlike a first pass's.
+fn recurrent_state_carries_across_passes(dev: &Arc<CudaBackend>) -> Result<(), Failed> {
+    for kind in ["LSTM", "RNN"] {
+        let text = format!("type: '{kind}' recurrent_param {{ num_output: 3 }}");
+        let mut outputs = Vec::new();
+        for on_gpu in [false, true] {
+            let mut layer = LayerRegistry::<f32>::with_caffe_layers()
+                .build_text(&text)
+                .map_err(fail)?;
+            let blob = |shape: &[usize]| {
+                if on_gpu {
+                    Blob::<f32>::with_device(shape, dev.clone())
+                } else {
+                    Blob::<f32>::new(shape)
+                }
+            };
+            let (x, cont, mut y) = (
+                blob(&[2, 2, 3]).map_err(fail)?,
+                blob(&[2, 2]).map_err(fail)?,
+                blob(&[1]).map_err(fail)?,
+            );
+            cpu::set_seed(4);
+            cpu::uniform(-1.0, 1.0, &mut x.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+            cont.mutable_cpu_data().map_err(fail)?.fill(1.0);
+            let shapes = layer.reshape(&[&x, &cont], &[&y]).map_err(fail)?;
+            y.reshape(&shapes[0].dims).map_err(fail)?;
+            for (k, p) in layer.blobs_mut().iter_mut().enumerate() {
+                cpu::set_seed(30 + k as u64);
+                cpu::uniform(-0.5, 0.5, &mut p.mutable_cpu_data().map_err(fail)?).map_err(fail)?;
+                if on_gpu {
+                    p.move_to(dev.clone()).map_err(fail)?;
+                }
+            }
+            let mut passes = Vec::new();
+            for _ in 0..2 {
+                layer.forward(&[&x, &cont], &[&y]).map_err(fail)?;
+                passes.push(y.to_vec().map_err(fail)?);
+            }
+            ensure(
+                max_rel(&passes[1], &passes[0]) > 1e-3,
+                format!("{kind}: the second pass did not start from the first's end"),
+            )?;
+            outputs.push(passes);
+        }
+        let (host, gpu) = (&outputs[0], &outputs[1]);
+        results_agree(&text, &[host.clone(), gpu.clone()], F32_TOLERANCE)?;
     }
     Ok(())
 }
@@ -2301,6 +2393,10 @@ const CHECKS: &[(&str, Check)] = &[
     ("layers::gpu_match_cpu", layers_match_cpu),
     ("layers::forks_match_cpu", forks_match_cpu),
     ("layers::mainline_match_cpu", mainline_match_cpu),
+    (
+        "layers::recurrent_state_carries_across_passes",
+        recurrent_state_carries_across_passes,
+    ),
     (
         "layers::softmax_loss_dropout_on_gpu",
         softmax_loss_and_dropout_match_cpu,

@@ -125,7 +125,7 @@ mod yolo;
 /// assert!(blob_layers::KERNEL_SOURCES.iter().any(|s| s.file == "conv.cu"));
 /// ```
 #[cfg(feature = "cuda")]
-pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 30] = [
+pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 31] = [
     &conv::CONV,
     &pool::POOL,
     &activation::ACTIVATION,
@@ -156,6 +156,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 30] = [
     &embed::EMBED,
     &batch_reindex::BATCH_REINDEX,
     &recurrent::LSTM_UNIT,
+    &recurrent::RECURRENT,
 ];
 
 pub use channel_affine::ChannelAffine;

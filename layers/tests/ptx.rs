@@ -61,6 +61,7 @@ fn every_layer_launcher_matches_its_kernel_in_the_ptx() {
             "embed.cu",
             "batch_reindex.cu",
             "lstm_unit.cu",
+            "recurrent.cu",
         ]
     );
 }

@@ -3,7 +3,7 @@
 //! one blob into another of the same shape.
 
 #[cfg(feature = "cuda")]
-mod cuda;
+pub(crate) mod cuda;
 
 use std::marker::PhantomData;
 

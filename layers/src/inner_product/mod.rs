@@ -2,7 +2,7 @@
 //! `transpose: true`), with `x` flattened to `(B, K)`.
 
 #[cfg(feature = "cuda")]
-mod cuda;
+pub(crate) mod cuda;
 
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::{Blob, MathElement};

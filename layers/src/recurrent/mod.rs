@@ -16,6 +16,11 @@
 //!
 //! Backward runs through time (no gradient to `cont`, as in Caffe).
 //!
+//! On a GPU (`f32` blobs on a CUDA device, feature `cuda`) the same
+//! passes run there in `f32` (`cuda.rs`), the cells' arithmetic and
+//! TanH's gradient in double; the state a pass ends in is carried on the
+//! device, as on the host it is carried on the host.
+//!
 //! The state a pass starts from (`h_0`, and `c_0` for LSTM, each (1, N,
 //! num_output)) is, as in Caffe, the state the previous pass ended in
 //! (zeros before the first pass): a sequence may run on across batches
@@ -30,7 +35,7 @@
 mod cuda;
 
 #[cfg(feature = "cuda")]
-pub(crate) use cuda::LSTM_UNIT;
+pub(crate) use cuda::{LSTM_UNIT, RECURRENT};
 
 use blob_kernels::cpu::Transpose::{No, Yes};
 use blob_kernels::cpu::gemm;
@@ -41,7 +46,7 @@ use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
 use crate::layer::Result;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Cell {
+pub(crate) enum Cell {
     Lstm,
     Rnn,
 }
@@ -119,11 +124,15 @@ pub(crate) struct RecurrentLayer<T: MathElement> {
     carried: State,
     /// The first exposed state bottom, as the last reshape found it.
     state_at: Option<usize>,
+    /// The GPU side's trace and carried state, where the passes run on
+    /// a GPU.
+    #[cfg(feature = "cuda")]
+    gpu_trace: cuda::GpuTrace,
 }
 
 /// The sizes of one pass.
 #[derive(Clone, Copy, Debug)]
-struct Dims {
+pub(crate) struct Dims {
     steps: usize,
     items: usize,
     input: usize,
@@ -179,6 +188,8 @@ impl<T: MathElement> RecurrentLayer<T> {
             expose_hidden: p.boolean("expose_hidden"),
             carried: State::default(),
             state_at: None,
+            #[cfg(feature = "cuda")]
+            gpu_trace: cuda::GpuTrace::default(),
         })
     }
 
@@ -348,6 +359,32 @@ impl<T: MathElement> RecurrentLayer<T> {
         }
     }
 
+    /// The GPU a pass runs on: the input's, where every other blob of
+    /// the layer (bottoms, tops, weights) is there too.
+    #[cfg(feature = "cuda")]
+    fn gpu(
+        &self,
+        bottoms: &[&Blob<T>],
+        tops: &[&Blob<T>],
+    ) -> Result<Option<std::sync::Arc<blob_kernels::cuda::Gpu>>> {
+        let mut others: Vec<(&str, &Blob<T>)> = Vec::new();
+        others.extend(bottoms[1..].iter().map(|b| ("other inputs", *b)));
+        others.extend(tops.iter().map(|t| ("outputs", *t)));
+        others.extend(self.blobs.iter().map(|b| ("weights", b)));
+        crate::gpu::gpu_for(self.name(), bottoms[0], &others)
+    }
+
+    /// This pass's shapes for the GPU side.
+    #[cfg(feature = "cuda")]
+    fn pass(&self, dims: Dims) -> cuda::Pass {
+        cuda::Pass {
+            cell: self.cell,
+            hidden: self.hidden,
+            rows: self.rows(),
+            dims,
+        }
+    }
+
     fn values(&self) -> Result<Vec<Vec<f64>>> {
         self.blobs
             .iter()
@@ -403,6 +440,17 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
         let d = self.dims(bottoms)?;
         self.check_blobs(d)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = self.gpu(bottoms, tops)? {
+            let pass = self.pass(d);
+            return cuda::forward(
+                &gpu,
+                &pass,
+                (bottoms, tops),
+                &self.blobs,
+                &mut self.gpu_trace,
+            );
+        }
         let (h, rows, n) = (self.hidden, self.rows(), d.items);
         let positions = d.steps * n;
         let x = wide(bottoms[0])?;
@@ -531,6 +579,21 @@ impl<T: MathElement> DynLayer<T> for RecurrentLayer<T> {
     ) -> Result<()> {
         let d = self.dims(bottoms)?;
         self.check_blobs(d)?;
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = self.gpu(bottoms, tops)? {
+            if !self.gpu_trace.traced(d.steps, d.items) {
+                return Err(bad_param(
+                    self.name(),
+                    format!(
+                        "backward needs the GPU forward pass of this input ({}) first",
+                        bottoms[0].shape_string()
+                    ),
+                ));
+            }
+            let pass = self.pass(d);
+            let passes = (tops, propagate_down, bottoms);
+            return cuda::backward(&gpu, &pass, passes, &self.blobs, &mut self.gpu_trace);
+        }
         let (h, rows, n) = (self.hidden, self.rows(), d.items);
         let positions = d.steps * n;
         let x = wide(bottoms[0])?;
@@ -826,7 +889,7 @@ impl<T: MathElement> DynLayer<T> for LstmUnitLayer {
                 cont: &cont,
             };
             let (mut c, mut hid) = (write(&mut c, n * h)?, write(&mut hid, n * h)?);
-            return cuda::forward(&gpu, (n, h), inputs, &mut c, &mut hid);
+            return cuda::unit_forward(&gpu, (n, h), inputs, &mut c, &mut hid);
         }
         let (c_prev, x, cont) = (wide(bottoms[0])?, wide(bottoms[1])?, wide(bottoms[2])?);
         let mut c = tops[0].mutable_cpu_data()?;
@@ -875,7 +938,7 @@ impl<T: MathElement> DynLayer<T> for LstmUnitLayer {
             };
             let tops_diff = (&read(&dc_top, n * h)?, &read(&dh_top, n * h)?);
             let (mut dc_prev, mut dx) = (write(&mut dc_prev, n * h)?, write(&mut dx, 4 * n * h)?);
-            return cuda::backward(&gpu, (n, h), inputs, tops_diff, &mut dc_prev, &mut dx);
+            return cuda::unit_backward(&gpu, (n, h), inputs, tops_diff, &mut dc_prev, &mut dx);
         }
         let (c_prev, x, cont) = (wide(bottoms[0])?, wide(bottoms[1])?, wide(bottoms[2])?);
         let dc_top: Vec<f64> = tops[0].cpu_diff()?.iter().map(|v| v.to_f64()).collect();
