@@ -37,12 +37,14 @@ pub(crate) fn forward<T: MathElement>(
     if g.ow < NARROW
         && let (Some(x), Some(weight), Some(bias), Some(y32)) =
             (as_f32(x), as_f32(weight), as_f32(bias), as_f32_mut(&mut *y))
-        && interleaved(g, x, weight, bias, y32)
     {
-        for plane in y[..g.batch * channels * plane_out].chunks_mut(plane_out) {
-            finish.activate(plane);
+        let finish = Finish {
+            bias,
+            activation: finish.activation,
+        };
+        if interleaved(g, x, weight, finish, y32) {
+            return;
         }
-        return;
     }
     // Planes in one run per core (small planes: a task each would cost
     // more to hand out than to compute).
@@ -76,9 +78,18 @@ const NARROW: usize = 24;
 
 /// [`forward`] with 16 channels of an image at a time laid side by side,
 /// one pixel a 16-lane vector, through `cpu::depthwise_interleaved` (the
-/// same bits as the planes'); says whether it ran (AVX-512 or AVX2).
-/// MobileNet's 10 x 10 and 20 x 20 layers lit 10 or 4 of a row's 16 lanes.
-fn interleaved(g: &ConvGeometry, x: &[f32], weight: &[f32], bias: &[f32], y: &mut [f32]) -> bool {
+/// same bits as the planes'), each group's planes finished (activated)
+/// by the core that wrote them, while they are in its cache; says whether
+/// it ran (AVX-512 or AVX2). MobileNet's 10 x 10 and 20 x 20 layers lit
+/// 10 or 4 of a row's 16 lanes.
+fn interleaved(
+    g: &ConvGeometry,
+    x: &[f32],
+    weight: &[f32],
+    finish: Finish<'_, f32>,
+    y: &mut [f32],
+) -> bool {
+    let bias = finish.bias;
     const LANES: usize = cpu::INTERLEAVED_LANES;
     if cpu::isa() < cpu::Isa::Avx2 {
         return false;
@@ -153,6 +164,7 @@ fn interleaved(g: &ConvGeometry, x: &[f32], weight: &[f32], bias: &[f32], y: &mu
             }
             let mut runs: Vec<&mut [f32]> = planes.chunks_mut(plane_out).collect();
             cpu::deinterleave_runs(&out, plane_out, &mut runs);
+            finish.activate(planes);
         }
     });
     ran.into_inner()
