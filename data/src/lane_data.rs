@@ -41,12 +41,20 @@ use crate::transform::DataTransformer;
 /// lane records from an LMDB or LevelDB store, each image distorted
 /// (`distort_param`), cropped by the fork's jitter
 /// (`annotated_data_param { yolo_data_type: 1 yolo_data_jitter }`) or a
-/// batch sampler, warped by `resize_param` and mirrored; the second top
-/// `(batch, 5, 64, 3)` holds each lane's points `[x, y, lane]` in the
-/// crop, the third the lanes drawn one pixel wide at the image's size
-/// over `seg_scales` (see the [module](self) documentation for the
-/// layout and the departures). Refused: `expand_param`, a resize that
-/// keeps the aspect, `crop_size` (the fork would misplace the lanes).
+/// batch sampler, warped by `resize_param` and mirrored. The second top
+/// `(batch, 5, 64, 3)` holds each lane's points (in record order, each
+/// lane's from its last) as `[x, y, lane]` in the crop's coordinates,
+/// `lane` -1 for a point outside the crop and `[0, 0, -1]` where no point
+/// is; the third, `(batch, 1, H, W)` at the image's size over
+/// `seg_scales` (or `seg_resize_height` x `seg_resize_width`), the
+/// consecutive points inside the crop joined by OpenCV's one-pixel
+/// 8-connected `cv::line`, 1 on a line, mirrored with the image (what
+/// the fork's `YoloSeg` learns from). Departures from the fork: a record
+/// with no crop keeps its coordinates (the fork divides by an empty
+/// crop), the label top's `x` is mirrored with the image, and empty
+/// places are not the previous batch's. Refused: `expand_param`, a
+/// resize that keeps the aspect, `crop_size` (the fork would misplace
+/// the lanes).
 ///
 /// ```
 /// use blob_data::{Backend, StoreWriter, data_registry};
