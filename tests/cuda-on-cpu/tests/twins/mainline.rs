@@ -1,5 +1,5 @@
 //! Caffe's mainline layers' kernels (`tile.cu`, `reduction.cu`, `mvn.cu`,
-//! `embed.cu`, `batch_reindex.cu`, `lstm_unit.cu`) against the CPU sides of
+//! `embed.cu`, `batch_reindex.cu`, `lstm_unit.cu`, `recurrent.cu`) against the CPU sides of
 //! their layers.
 
 use blob_layers::registry::LayerRegistry;
@@ -241,4 +241,46 @@ fn lstm_unit_steps_and_differentiates_as_the_cpu() {
         1e-7,
     );
     assert_close("LSTMUnit dx", &dx, &bottoms[1].diff_to_vec().unwrap(), 1e-7);
+}
+
+/// The recurrent layers' step glue (`recurrent.cu`): the previous
+/// state masked by `cont`, one flag an item, as RNN's and LSTM's CPU side
+/// masks it (out of place and in place), and TanH's gradient from its
+/// input in double, as RNN's CPU side takes it (`1 - tanh(x)^2` in f64).
+#[test]
+fn recurrent_glue_masks_and_differentiates_as_the_cpu() {
+    let (items, hidden) = (3, 5);
+    let n = items * hidden;
+    let src = random(n, 16, -1.0, 1.0);
+    let cont: Vec<f32> = vec![1., 0., 1.];
+    let want: Vec<f32> = src
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * cont[i / hidden])
+        .collect();
+    let (mut dst, mut y) = (vec![f32::NAN; n], src.clone());
+    let (total, h) = (n as i64, hidden as i64);
+    // SAFETY: src, dst and y hold items x hidden values, cont items.
+    unsafe {
+        k::mask_rows_f32(n, total, h, &src, &cont, &mut dst);
+        k::mask_rows_inplace_f32(n, total, h, &cont, &mut y);
+    }
+    assert_close("masked state", &dst, &want, 0.0);
+    assert_close("masked state in place", &y, &want, 0.0);
+    // Saturated units included: from an f32 output, 1 - y^2 would keep
+    // few digits there.
+    let x = random(n, 17, -6.0, 6.0);
+    let dy = random(n, 18, -1.0, 1.0);
+    let want: Vec<f32> = x
+        .iter()
+        .zip(&dy)
+        .map(|(&x, &d)| {
+            let t = f64::from(x).tanh();
+            (f64::from(d) * (1.0 - t * t)) as f32
+        })
+        .collect();
+    let mut dx = vec![f32::NAN; n];
+    // SAFETY: x, dy and dx hold n values.
+    unsafe { k::tanh_backward_from_input_f32(n, total, &x, &dy, &mut dx) };
+    assert_close("TanH gradient from its input", &dx, &want, 1e-7);
 }
