@@ -842,6 +842,12 @@ fn gemm_packed_gives_gemms_bits() {
         cpu::gemm_packed_suits(512, 49, 2048),
         cpu::isa() >= cpu::Isa::Avx2
     );
+    // Deep and tall, where it fills any more of them (YOLO's 1x1 layers
+    // at 13 x 13).
+    assert_eq!(
+        cpu::gemm_packed_suits(1024, 169, 512),
+        cpu::isa() >= cpu::Isa::Avx2
+    );
     assert!(!cpu::gemm_packed_suits(256, 196, 1024));
     assert!(!cpu::gemm_packed_suits(512, 300, 1024));
 }

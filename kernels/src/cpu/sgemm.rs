@@ -228,6 +228,71 @@ thread_local! {
 /// (`NR` values; those past `cols` in a row are never read).
 pub(crate) type FilledB<'f> = &'f mut dyn FnMut(Range<usize>, Range<usize>, &mut [f32]);
 
+/// Where the kernel finds A's rows.
+#[derive(Clone, Copy)]
+enum Rows {
+    /// A matrix at the pointer, with its [row, column] strides.
+    Strided(*const f32, [isize; 2]),
+    /// Copied in tiles of `mr` rows (those of [`rows_per_tile`]): tile
+    /// `t` at `at + t depth mr`, `depth` runs of `mr` values, run `p`
+    /// the tile's column `p`; a tile of another height (a narrow one,
+    /// `2 mr` high) reads the `strided` matrix the tiles hold.
+    Tiled {
+        at: *const f32,
+        depth: usize,
+        mr: usize,
+        strided: (*const f32, [isize; 2]),
+    },
+}
+
+impl Rows {
+    /// The same rows from column `p` on (the first `p` columns skipped).
+    ///
+    /// # Safety
+    /// Column `p` is inside A (or one past its last, read by no one).
+    unsafe fn past_columns(self, p: usize) -> Rows {
+        // SAFETY: as the caller promises.
+        unsafe {
+            match self {
+                Rows::Strided(a, sa) => Rows::Strided(a.offset(p as isize * sa[1]), sa),
+                Rows::Tiled {
+                    at,
+                    depth,
+                    mr,
+                    strided: (a, sa),
+                } => Rows::Tiled {
+                    at: at.add(p * mr),
+                    depth,
+                    mr,
+                    strided: (a.offset(p as isize * sa[1]), sa),
+                },
+            }
+        }
+    }
+
+    /// The pointer and [row, column] strides a tile from row `i` reads:
+    /// its tile where `tiled` (a tile of the pack's height, from a
+    /// multiple of it), the matrix otherwise.
+    ///
+    /// # Safety
+    /// Row `i` is inside A.
+    unsafe fn tile(self, i: usize, tiled: bool) -> (*const f32, [isize; 2]) {
+        // SAFETY: as the caller promises.
+        unsafe {
+            match self {
+                Rows::Tiled { at, depth, mr, .. } if tiled => {
+                    debug_assert_eq!(i % mr, 0, "a tile starts at a multiple of its height");
+                    (at.add(i / mr * depth * mr), [1, mr as isize])
+                }
+                Rows::Tiled {
+                    strided: (a, sa), ..
+                }
+                | Rows::Strided(a, sa) => (a.offset(i as isize * sa[0]), sa),
+            }
+        }
+    }
+}
+
 /// Where the kernel finds B.
 enum Source<'f> {
     /// A matrix at the pointer, with its [row, column] strides.
@@ -351,13 +416,28 @@ fn filled(len: usize, piece: usize) -> f64 {
 /// 2.8x on 3 x 3 and 2 x 2 outputs); where it fills an eighth more (14 x
 /// 14, 13 x 13), 0.94x-1.09x, and 0.71x-0.77x for SqueezeNet's
 /// expand layers of depth 48-64.
+///
+/// Once its rows were read from tiles ([`run_transposed`]), products
+/// both deep and tall gained where the transpose fills any more of its
+/// tiles (one Zen 4 core, 2026-11-30, chains of 1x1 layers, each
+/// layer's time): 1024 <-> 512 at 13 x 13 (YOLO's) 1.03x-1.12x on
+/// AVX-512 (fills 1.13x), 1.04x-1.07x on AVX2 (1.01x); 512 <-> 1024 at 10
+/// x 10 on AVX2 (1.10x) 1.12x; where one side is 256 or less, it lost or
+/// tied (ResNet-50's res4 at 14 x 14 on AVX2, 0.93x; SqueezeNet's
+/// layers at 13 x 13, 0.80x).
 pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
     // A tile is two registers wide: C's columns on AVX2 are computed 16
     // at a time.
     let width = if isa() == Isa::Avx2 { 2 * Avx2::N } else { NR };
     let as_is = filled(n, width) * filled(m, rows_per_tile_here(m));
     let transposed = filled(n, rows_per_tile_here(n)) * filled(m, width);
-    runs_here() && k > 0 && m > 1 && n > 1 && n < 256 && transposed >= 1.2 * as_is
+    let deep_and_tall = m >= 512 && k >= 512;
+    runs_here()
+        && k > 0
+        && m > 1
+        && n > 1
+        && n < 256
+        && (transposed >= 1.2 * as_is || deep_and_tall && transposed > as_is)
 }
 
 /// Packs the row-major `m x k` A as the B of `C^T = B^T A^T`: panel `q`
@@ -383,6 +463,9 @@ pub(crate) unsafe fn pack_transposed(a: *const f32, (m, k): (usize, usize), pack
 thread_local! {
     /// One panel's `C^T` in [`run_transposed`], kept between calls.
     static PANEL_OF_CT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// `B^T` in [`run_transposed`], its rows in tiles ([`Rows::Tiled`]),
+    /// kept between calls.
+    static TILED_ROWS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `C = A B` for the `rows` rows of A packed at `packed` by
@@ -393,41 +476,115 @@ thread_local! {
 /// over C through memory: 800 KB for ResNet-50's 1x1 layers at 14 x 14).
 /// Panel by panel, the pack is read front to back.
 ///
+/// `B^T`, the rows of every panel's product, is first copied into the
+/// tiles the kernel reads ([`Rows::Tiled`]), once for all the panels:
+/// read in place, each step of a tile took a value from each of its
+/// rows, a cache line `4 n` bytes from the last, and on AVX2 (a tile of
+/// 6 rows against AVX-512's 10, so 2.5 times the steps a product) that
+/// stream is what the kernel waited on: a chain of four 1024 -> 1024
+/// layers at 10 x 10 ran 1.16x-1.19x faster with the copy, on AVX-512
+/// 1.01x-1.05x (one Zen 4 core, 2026-11-30).
+///
 /// # Safety
 /// The kernels run here ([`runs_here`]); `packed` holds `rows.div_ceil(32)` panels of
 /// `k * 32` values, `b` holds `k * n` values, `c` `rows * n`, written by
 /// no one else and aliasing neither.
 pub(crate) unsafe fn run_transposed(
+    shape: (usize, usize, usize),
+    packed: *const f32,
+    b: *const f32,
+    c: *mut f32,
+) {
+    #[target_feature(enable = "avx512f")]
+    unsafe fn avx512(shape: (usize, usize, usize), packed: *const f32, b: *const f32, c: *mut f32) {
+        // SAFETY: the caller's, and the features are enabled.
+        unsafe { transposed_panels::<Avx512>(shape, packed, b, c) }
+    }
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2(shape: (usize, usize, usize), packed: *const f32, b: *const f32, c: *mut f32) {
+        // SAFETY: the caller's, and the features are enabled.
+        unsafe { transposed_panels::<Avx2>(shape, packed, b, c) }
+    }
+    // SAFETY: as the caller promises; each family runs only where `isa`
+    // chose it.
+    unsafe {
+        match isa() {
+            Isa::Avx512 => avx512(shape, packed, b, c),
+            _ => avx2(shape, packed, b, c),
+        }
+    }
+}
+
+/// [`run_transposed`] on the family `L`.
+///
+/// # Safety
+/// As [`run_transposed`], `L`'s instructions available.
+#[inline(always)]
+unsafe fn transposed_panels<L: Tiles>(
     (rows, k, n): (usize, usize, usize),
     packed: *const f32,
     b: *const f32,
     c: *mut f32,
 ) {
-    PANEL_OF_CT.with(|ct| {
-        let mut ct = ct.borrow_mut();
-        if ct.len() < n * NR {
-            ct.resize(n * NR, 0.0);
-        }
-        for q in 0..rows.div_ceil(NR) {
-            let cols = NR.min(rows - q * NR);
-            let ct = &mut ct[..n * cols];
-            // SAFETY: as the caller promises: B^T is B's values with
-            // strides [1, n], and panel q of the pack holds A^T's rows
-            // q 32..q 32 + cols; `ct` holds n x cols values.
-            unsafe {
-                product_here(
-                    (n, k, cols),
-                    1.0,
-                    (b, [1, n as isize]),
-                    Source::Packed(packed.add(q * k * NR), k),
-                    0.0,
-                    (ct.as_mut_ptr(), cols as isize),
-                );
-                let c = std::slice::from_raw_parts_mut(c.add(q * NR * n), cols * n);
-                super::transpose(ct, [n, cols], c);
+    TILED_ROWS.with(|tiled| {
+        let mut tiled = tiled.borrow_mut();
+        let mr = rows_per_tile::<L>(n);
+        // SAFETY: `b` holds k x n values, per the caller.
+        let b_rows = unsafe { std::slice::from_raw_parts(b, k * n) };
+        tile_columns(b_rows, (k, n), mr, &mut tiled);
+        let b_transposed = Rows::Tiled {
+            at: tiled.as_ptr(),
+            depth: k,
+            mr,
+            strided: (b, [1, n as isize]),
+        };
+        PANEL_OF_CT.with(|ct| {
+            let mut ct = ct.borrow_mut();
+            if ct.len() < n * NR {
+                ct.resize(n * NR, 0.0);
             }
-        }
+            for q in 0..rows.div_ceil(NR) {
+                let cols = NR.min(rows - q * NR);
+                let ct = &mut ct[..n * cols];
+                // SAFETY: as the caller promises: the tiles hold B^T's
+                // values, B^T is B's values with strides [1, n], and panel
+                // q of the pack holds A^T's rows q 32..q 32 + cols; `ct`
+                // holds n x cols values.
+                unsafe {
+                    product::<L>(
+                        (n, k, cols),
+                        1.0,
+                        b_transposed,
+                        Source::Packed(packed.add(q * k * NR), k),
+                        0.0,
+                        (ct.as_mut_ptr(), cols as isize),
+                    );
+                    let c = std::slice::from_raw_parts_mut(c.add(q * NR * n), cols * n);
+                    super::transpose(ct, [n, cols], c);
+                }
+            }
+        });
     });
+}
+
+/// Copies the columns of the row-major `k x n` matrix `b` (the rows of
+/// `B^T`) into tiles of `mr`: tile `t` holds columns `t mr..t mr + mr`
+/// as `k` runs of `mr` values, run `p` from row `p` (past the last
+/// column, the last column again), the layout [`Rows::Tiled`] reads.
+fn tile_columns(b: &[f32], (k, n): (usize, usize), mr: usize, tiled: &mut Vec<f32>) {
+    let tiles = n.div_ceil(mr);
+    if tiled.len() < tiles * k * mr {
+        tiled.resize(tiles * k * mr, 0.0);
+    }
+    for (p, row) in b.chunks_exact(n).take(k).enumerate() {
+        for t in 0..tiles {
+            let run = &mut tiled[(t * k + p) * mr..][..mr];
+            let from = t * mr;
+            let whole = mr.min(n - from);
+            run[..whole].copy_from_slice(&row[from..from + whole]);
+            run[whole..].fill(row[n - 1]);
+        }
+    }
 }
 
 /// `C = A B` for a row-major `m x k` A and the `k x n` B packed in
@@ -476,8 +633,8 @@ unsafe fn product_here(
     // chose it.
     unsafe {
         match isa() {
-            Isa::Avx512 => product::<Avx512>(shape, alpha, a, b, beta, c),
-            Isa::Avx2 => product::<Avx2>(shape, alpha, a, b, beta, c),
+            Isa::Avx512 => product::<Avx512>(shape, alpha, Rows::Strided(a.0, a.1), b, beta, c),
+            Isa::Avx2 => product::<Avx2>(shape, alpha, Rows::Strided(a.0, a.1), b, beta, c),
             Isa::Baseline => return false,
         }
     }
@@ -517,7 +674,7 @@ pub(super) unsafe fn transpose_columns_here(
 unsafe fn product<L: Tiles>(
     (m, k, n): (usize, usize, usize),
     alpha: f32,
-    (a, sa): (*const f32, [isize; 2]),
+    a: Rows,
     mut b: Source<'_>,
     beta: f32,
     (c, rsc): (*mut f32, isize),
@@ -530,7 +687,7 @@ unsafe fn product<L: Tiles>(
             let beta = if pc == 0 { beta } else { 1.0 };
             // SAFETY: column pc of A is inside it (or one past the end
             // with nothing read from there, when k == 0).
-            let a = unsafe { a.offset(pc as isize * sa[1]) };
+            let a = unsafe { a.past_columns(pc) };
             // A B read in place is read a chunk of columns at a time by
             // one tile's rows of C after another (`IN_PLACE_CHUNK_BYTES`).
             let chunk = match &b {
@@ -618,7 +775,7 @@ unsafe fn product<L: Tiles>(
                         unsafe {
                             panel_tiles::<L>(
                                 (ib..m.min(ib + group), m),
-                                (kc, a, sa),
+                                (kc, a),
                                 (panel, rsb, cols),
                                 (next_panel, next_stride),
                                 (alpha, beta),
@@ -646,7 +803,7 @@ unsafe fn product<L: Tiles>(
 #[inline(always)]
 unsafe fn panel_tiles<L: Tiles>(
     (rows, m): (Range<usize>, usize),
-    (kc, a, sa): (usize, *const f32, [isize; 2]),
+    (kc, a): (usize, Rows),
     (panel, rsb, cols): (*const f32, isize, usize),
     (next_panel, next_stride): (*const f32, isize),
     (alpha, beta): (f32, f32),
@@ -679,7 +836,7 @@ unsafe fn panel_tiles<L: Tiles>(
         // columns j0..cols and that tile of C are inside them, per the
         // caller, who found `L`'s instructions.
         unsafe {
-            let a = a.offset(i as isize * sa[0]);
+            let (a, sa) = a.tile(i, height == mr);
             let c = c.offset(i as isize * rsc + j0 as isize);
             let ahead = i == first && j0 == 0 && !next_panel.is_null();
             let tile = Tile {
