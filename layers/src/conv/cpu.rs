@@ -443,8 +443,15 @@ impl<T: Clone + Default + 'static> PartScratch<T> {
         if g.is_pointwise() {
             return Ok(());
         }
+        // One image's column buffer where the weights are packed (see
+        // `forward_part`).
+        let packed_col = if g.takes_packed_weights::<T>() {
+            g.patch().saturating_mul(g.oh * g.ow)
+        } else {
+            0
+        };
         if let Some(direct) = g.direct::<T>() {
-            return ensure(&mut self.col, direct.scratch_size(1));
+            return ensure(&mut self.col, direct.scratch_size(1).max(packed_col));
         }
         let round = g.images_per_round();
         let cols = round.saturating_mul(g.oh * g.ow);
@@ -452,7 +459,7 @@ impl<T: Clone + Default + 'static> PartScratch<T> {
             Some(copies) => copies.scratch_size(round),
             None => g.patch().saturating_mul(cols),
         };
-        ensure(&mut self.col, col)?;
+        ensure(&mut self.col, col.max(packed_col))?;
         ensure(&mut self.tmp, g.channels_out.saturating_mul(cols))
     }
 
@@ -597,7 +604,7 @@ pub(crate) fn forward<T: MathElement>(
     bias: Finish<'_, T>,
     y: &mut [T],
 ) -> Result<()> {
-    if g.batch == 1 && split_channels(g, g.takes_phase_copies::<T>()) {
+    if g.batch == 1 && packed.is_none() && split_channels(g, g.takes_phase_copies::<T>()) {
         return forward_channels(g, scratch, x, weight, bias, y);
     }
     let per_image = g.channels_out * g.oh * g.ow;
@@ -761,6 +768,18 @@ fn forward_part<T: MathElement>(
     y: &mut [T],
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
+    if packed.is_some() && !g.is_pointwise() {
+        // A plane narrower than a gemm panel, from packed weights
+        // (`takes_packed_weights`): each image's im2col, then the
+        // transposed product, which cuts its panels across the cores.
+        let col = &mut s.col[..ckk * p];
+        for img in 0..count {
+            g.im2col(x, first + img, 1, col);
+            let yi = &mut y[img * cout * p..][..cout * p];
+            image_product((weight, packed), (cout, p, ckk), col, bias, yi);
+        }
+        return;
+    }
     if let Some(direct) = g.direct::<T>() {
         let operands = (x, weight, bias);
         super::direct::forward(g, &direct, operands, (first, count), y, &mut s.col);
@@ -799,21 +818,7 @@ fn forward_part<T: MathElement>(
         for img in 0..count {
             let xi = &x[(first + img) * cin * p..][..cin * p];
             let yi = &mut y[img * cout * p..][..cout * p];
-            if !product_from_packed(packed, (cout, p, cin), xi, yi) {
-                cpu::gemm(
-                    Transpose::No,
-                    Transpose::No,
-                    cout,
-                    p,
-                    cin,
-                    T::ONE,
-                    weight,
-                    xi,
-                    T::ZERO,
-                    yi,
-                );
-            }
-            add_bias(yi, bias, p);
+            image_product((weight, packed), (cout, p, cin), xi, bias, yi);
         }
         return;
     }
@@ -853,6 +858,32 @@ fn forward_part<T: MathElement>(
             add_bias_by_image(g, &s.tmp[..cout * cols], bias, start, n, y);
         }
     }
+}
+
+/// One image's `y = W col + bias`, finished (`W` of `cout x ckk`, `col`
+/// of `ckk x p`), from the packed weights where there are some.
+fn image_product<T: MathElement>(
+    (weight, packed): (&[T], Option<&[f32]>),
+    (cout, p, ckk): (usize, usize, usize),
+    col: &[T],
+    bias: Finish<'_, T>,
+    y: &mut [T],
+) {
+    if !product_from_packed(packed, (cout, p, ckk), col, y) {
+        cpu::gemm(
+            Transpose::No,
+            Transpose::No,
+            cout,
+            p,
+            ckk,
+            T::ONE,
+            weight,
+            col,
+            T::ZERO,
+            y,
+        );
+    }
+    add_bias(y, bias, p);
 }
 
 /// `y = W x` (`W` of `m x k`, packed; `x` of `k x n`) through
