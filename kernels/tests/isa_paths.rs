@@ -305,7 +305,9 @@ fn own_kernels() -> Option<Vec<u64>> {
         columns: 37,
     };
     let mut y = vec![0.0f32; 20 * 37];
-    assert!(cpu::depthwise_plane(&x, taps, &x[..9], 0.5, &mut y));
+    assert!(cpu::depthwise_plane(&x, taps, &x[..9], 0.5, false, &mut y));
+    push(&y);
+    assert!(cpu::depthwise_plane(&x, taps, &x[..9], 0.5, true, &mut y));
     push(&y);
     let taps = cpu::InterleavedTaps {
         offsets: &offsets,
@@ -321,6 +323,7 @@ fn own_kernels() -> Option<Vec<u64>> {
         taps,
         &x[200..][..9 * 16],
         &bias,
+        true,
         &mut y
     ));
     push(&y);

@@ -57,7 +57,9 @@ impl DepthwiseTaps<'_> {
 /// `out[r][q] = bias + the sum over taps p, in order, of weights[p] *
 /// input[offsets[p] + r * row_step + q]`, each product rounded and then
 /// added, the bias last, as a plain loop computes it (Caffe's depthwise `Convolution`, `group` =
-/// channels, on one channel's plane). Says whether it ran (`false`:
+/// channels, on one channel's plane); with `rectify`, each output then
+/// through Caffe's `ReLU` (its bits: [`relu`]) before it is stored, rather
+/// than in a pass of its own over the plane. Says whether it ran (`false`:
 /// neither AVX-512 nor AVX2, and nothing was written).
 ///
 /// ```
@@ -69,7 +71,7 @@ impl DepthwiseTaps<'_> {
 /// input[20..24].copy_from_slice(&[5.0, 6.0, 7.0, 8.0]);
 /// let taps = DepthwiseTaps { offsets: &[0, 1], row_step: 20, rows: 2, columns: 3 };
 /// let mut out = [0.0f32; 6];
-/// if depthwise_plane(&input, taps, &[1.0, 10.0], 0.5, &mut out) {
+/// if depthwise_plane(&input, taps, &[1.0, 10.0], 0.5, false, &mut out) {
 ///     assert_eq!(out, [21.5, 32.5, 43.5, 65.5, 76.5, 87.5]);
 /// }
 /// ```
@@ -83,6 +85,7 @@ pub fn depthwise_plane(
     taps: DepthwiseTaps<'_>,
     weights: &[f32],
     bias: f32,
+    rectify: bool,
     out: &mut [f32],
 ) -> bool {
     assert!(
@@ -109,14 +112,21 @@ pub fn depthwise_plane(
         // SAFETY: the assert above proves every read (up to `reach`, a
         // row's columns rounded up to the widest register) and write (up
         // to rows x columns) inside the slices.
-        unsafe { plane::<L>(input.as_ptr(), taps, weights, bias, out.as_mut_ptr()) }
+        unsafe {
+            let (input, out) = (input.as_ptr(), out.as_mut_ptr());
+            if rectify {
+                plane::<L, true>(input, taps, weights, bias, out)
+            } else {
+                plane::<L, false>(input, taps, weights, bias, out)
+            }
+        }
     })
     .is_some();
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
-/// [`depthwise_plane`] in registers of `L`.
+/// [`depthwise_plane`] in registers of `L`, rectified with `RECTIFY`.
 ///
 /// # Safety
 /// `L`'s instructions are enabled; `input` must hold
@@ -124,7 +134,7 @@ pub fn depthwise_plane(
 /// a tap.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn plane<L: Lanes>(
+unsafe fn plane<L: Lanes, const RECTIFY: bool>(
     input: *const f32,
     taps: DepthwiseTaps<'_>,
     weights: &[f32],
@@ -147,7 +157,7 @@ unsafe fn plane<L: Lanes>(
             let acc = unsafe { sums::<L, STRIPS>(line, q, taps.offsets, weights) };
             for (s, acc) in acc.iter().enumerate() {
                 // SAFETY: the whole register is inside this row.
-                unsafe { L::store(dst.add(q + L::N * s), L::add(*acc, bias)) };
+                unsafe { L::store(dst.add(q + L::N * s), finish::<L, RECTIFY>(*acc, bias)) };
             }
             q += STRIPS * L::N;
         }
@@ -165,7 +175,7 @@ unsafe fn plane<L: Lanes>(
             for (s, acc) in acc.iter().enumerate().take(left) {
                 let at = q + L::N * s;
                 // SAFETY: as above.
-                let v = unsafe { L::add(*acc, bias) };
+                let v = unsafe { finish::<L, RECTIFY>(*acc, bias) };
                 if at + L::N <= columns {
                     // SAFETY: the whole register is inside this row.
                     unsafe { L::store(dst.add(at), v) };
@@ -206,6 +216,48 @@ unsafe fn sums<L: Lanes, const S: usize>(
         }
     }
     acc
+}
+
+/// Caffe's `ReLU` of one value, `std::max(x, 0) + 0 * std::min(x, 0)`,
+/// its bits: `x` above 0 and NaN kept, -0 kept, other negatives +0, and
+/// -inf NaN (the `0 * -inf` of its sum).
+///
+/// ```
+/// use blob_kernels::cpu::relu;
+/// assert_eq!(relu(2.5), 2.5);
+/// assert_eq!(relu(-2.5).to_bits(), 0.0f32.to_bits());
+/// assert_eq!(relu(-0.0).to_bits(), (-0.0f32).to_bits());
+/// assert!(relu(f32::NEG_INFINITY).is_nan() && relu(f32::INFINITY) == f32::INFINITY);
+/// ```
+#[inline(always)]
+pub fn relu(x: f32) -> f32 {
+    let high = if x < 0.0 { 0.0 } else { x };
+    let low = if 0.0 < x { 0.0 } else { x };
+    high + 0.0 * low
+}
+
+/// `acc + bias`, through [`relu`] with `RECTIFY`, in registers: `max(0,
+/// v)` (NaN and -0 kept, as x86's `max` returns its second operand for
+/// them) is [`relu`] but where `v` is -inf, which [`relu`] makes the NaN
+/// of `0 * -inf`.
+///
+/// # Safety
+/// `L`'s instructions are enabled.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn finish<L: Lanes, const RECTIFY: bool>(acc: L::V, bias: L::V) -> L::V {
+    // SAFETY: the caller has `L`.
+    unsafe {
+        let v = L::add(acc, bias);
+        if !RECTIFY {
+            return v;
+        }
+        let kept = L::max(L::zero(), v);
+        // What x86 makes of `0 * -inf` at run time (the compiler,
+        // folding `relu(-inf)`, would make a positive NaN).
+        let nan = L::splat(f32::from_bits(0xffc0_0000));
+        L::where_greater(L::splat(-f32::MAX), v, nan, kept)
+    }
 }
 
 /// `S` registers as [`STRIPS`] (the rest zero).
@@ -271,9 +323,9 @@ const PIXELS: usize = 4;
 /// `out[o * 16 + l]` is `bias[l]` plus the sum over taps `p`, in order,
 /// of `weights[p * 16 + l]` times the tap's input of channel `l`, each
 /// product rounded and then added, the bias last, as the plain loop and
-/// [`depthwise_plane`] compute it, so the same bits.
-/// Says whether it ran (`false`: neither AVX-512 nor AVX2, nothing
-/// written).
+/// [`depthwise_plane`] compute it, so the same bits; with `rectify`,
+/// each output then through Caffe's `ReLU` ([`relu`]). Says whether it
+/// ran (`false`: neither AVX-512 nor AVX2, nothing written).
 ///
 /// ```
 /// use blob_kernels::cpu::{InterleavedTaps, depthwise_interleaved};
@@ -282,7 +334,7 @@ const PIXELS: usize = 4;
 /// let weights: Vec<f32> = [1.0f32, 10.0].iter().flat_map(|&w| [w; 16]).collect();
 /// let taps = InterleavedTaps { offsets: &[0, 1], row_step: 3, column_step: 1, rows: 1, columns: 2 };
 /// let mut out = vec![0.0f32; 2 * 16];
-/// if depthwise_interleaved(&input, taps, &weights, &[0.5; 16], &mut out) {
+/// if depthwise_interleaved(&input, taps, &weights, &[0.5; 16], false, &mut out) {
 ///     assert_eq!(out[16 + 2], 3.0 + 30.0 + 0.5); // output 1, channel 2
 /// }
 /// ```
@@ -296,6 +348,7 @@ pub fn depthwise_interleaved(
     taps: InterleavedTaps<'_>,
     weights: &[f32],
     bias: &[f32; 16],
+    rectify: bool,
     out: &mut [f32],
 ) -> bool {
     const L16: usize = super::INTERLEAVED_LANES;
@@ -320,13 +373,13 @@ pub fn depthwise_interleaved(
         // SAFETY: the assert above proves every read (pixels below
         // `reach`, weights below taps x 16) and write inside the slices.
         unsafe {
-            interleaved::<L>(
-                input.as_ptr(),
-                taps,
-                weights.as_ptr(),
-                bias.as_ptr(),
-                out.as_mut_ptr(),
-            )
+            let (input, weights) = (input.as_ptr(), weights.as_ptr());
+            let (bias, out) = (bias.as_ptr(), out.as_mut_ptr());
+            if rectify {
+                interleaved::<L, true>(input, taps, weights, bias, out)
+            } else {
+                interleaved::<L, false>(input, taps, weights, bias, out)
+            }
         }
     })
     .is_some();
@@ -342,7 +395,7 @@ pub fn depthwise_interleaved(
 /// as [`depthwise_interleaved`] checks them.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn interleaved<L: Lanes>(
+unsafe fn interleaved<L: Lanes, const RECTIFY: bool>(
     input: *const f32,
     taps: InterleavedTaps<'_>,
     weights: *const f32,
@@ -359,12 +412,14 @@ unsafe fn interleaved<L: Lanes>(
             while q + PIXELS <= columns {
                 // SAFETY: L is enabled; the strip's reads are below
                 // `reach` and its writes inside row r (caller).
-                unsafe { strip::<L, PIXELS>(input, taps, weights, bias, (r, q, part), out) };
+                unsafe {
+                    strip::<L, PIXELS, RECTIFY>(input, taps, weights, bias, (r, q, part), out)
+                };
                 q += PIXELS;
             }
             while q < columns {
                 // SAFETY: as above.
-                unsafe { strip::<L, 1>(input, taps, weights, bias, (r, q, part), out) };
+                unsafe { strip::<L, 1, RECTIFY>(input, taps, weights, bias, (r, q, part), out) };
                 q += 1;
             }
         }
@@ -378,7 +433,7 @@ unsafe fn interleaved<L: Lanes>(
 /// As [`interleaved`], for these outputs.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn strip<L: Lanes, const S: usize>(
+unsafe fn strip<L: Lanes, const S: usize, const RECTIFY: bool>(
     input: *const f32,
     taps: InterleavedTaps<'_>,
     weights: *const f32,
@@ -400,7 +455,7 @@ unsafe fn strip<L: Lanes, const S: usize>(
         }
         for (j, acc) in acc.iter().enumerate() {
             let o = r * taps.columns + q + j;
-            L::store(out.add(o * L16 + part), L::add(*acc, bias));
+            L::store(out.add(o * L16 + part), finish::<L, RECTIFY>(*acc, bias));
         }
     }
 }
@@ -457,7 +512,7 @@ mod tests {
             let input: Vec<f32> = (0..taps.reach()).map(|_| value()).collect();
             let weights: Vec<f32> = (0..k * k).map(|_| value()).collect();
             let mut out = vec![f32::NAN; rows * columns + 5];
-            let ran = depthwise_plane(&input, taps, &weights, 0.25, &mut out);
+            let ran = depthwise_plane(&input, taps, &weights, 0.25, false, &mut out);
             if !ran {
                 assert!(
                     out.iter().all(|v| v.is_nan()),
@@ -479,6 +534,59 @@ mod tests {
         }
     }
 
+    /// With `rectify`, each output is [`relu`] of the plain one, bit for
+    /// bit (run time's, not the compiler's folding), -inf, NaN and
+    /// negatives among them, in both kernels.
+    #[test]
+    fn rectified_outputs_are_relus_bits() {
+        let specials = [
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -0.0,
+            0.0,
+            f32::INFINITY,
+            -3.0,
+            2.0,
+        ];
+        // A 1 x 1 window of weight 1 over a 1 x 40 row, bias 0: the
+        // output is the input.
+        let mut input = vec![0.0f32; 40 + LANES];
+        for (i, v) in input.iter_mut().take(40).enumerate() {
+            *v = specials[i % specials.len()] * if i % 3 == 0 { 1.0 } else { 0.5 };
+        }
+        let taps = DepthwiseTaps {
+            offsets: &[0],
+            row_step: 40,
+            rows: 1,
+            columns: 40,
+        };
+        let relu_now = |v: f32| relu(std::hint::black_box(v)).to_bits();
+        let mut plain = vec![0.0f32; 40];
+        if !depthwise_plane(&input, taps, &[1.0], 0.0, false, &mut plain) {
+            return;
+        }
+        let want: Vec<u32> = plain.iter().map(|&v| relu_now(v)).collect();
+        let mut out = vec![0.0f32; 40];
+        if depthwise_plane(&input, taps, &[1.0], 0.0, true, &mut out) {
+            let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "depthwise_plane");
+        }
+        // The same values as 16 channels of 40 / 16 pixels, interleaved.
+        let pixels = input[..32].to_vec();
+        let taps = InterleavedTaps {
+            offsets: &[0],
+            row_step: 2,
+            column_step: 1,
+            rows: 1,
+            columns: 2,
+        };
+        let mut out = vec![0.0f32; 32];
+        if depthwise_interleaved(&pixels, taps, &[1.0; 16], &[0.0; 16], true, &mut out) {
+            let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want[..32], "depthwise_interleaved");
+        }
+    }
+
     #[test]
     #[should_panic(expected = "need an input of")]
     fn a_short_input_is_refused() {
@@ -488,6 +596,6 @@ mod tests {
             rows: 2,
             columns: 3,
         };
-        depthwise_plane(&[0.0; 37], taps, &[1.0; 3], 0.0, &mut [0.0; 6]);
+        depthwise_plane(&[0.0; 37], taps, &[1.0; 3], 0.0, false, &mut [0.0; 6]);
     }
 }

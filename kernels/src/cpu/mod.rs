@@ -34,7 +34,7 @@ pub use blas::{
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};
-pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depthwise_plane};
+pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depthwise_plane, relu};
 pub use elementwise::*;
 pub use interleave::{INTERLEAVED_LANES, deinterleave_runs, interleave_runs};
 pub use isa::{Isa, isa, limit_isa, vectorized};

@@ -278,7 +278,7 @@ fn unit_input_gradient<T: MathElement>(
             rows: g.h,
             columns: g.w,
         };
-        if cpu::depthwise_plane(input, plane, weights, 0.0, out) {
+        if cpu::depthwise_plane(input, plane, weights, 0.0, false, out) {
             return;
         }
     }
