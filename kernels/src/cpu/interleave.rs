@@ -32,22 +32,114 @@ pub const INTERLEAVED_LANES: usize = 16;
 /// than `len * 16`.
 #[track_caller]
 pub fn interleave_runs(runs: &[&[f32]], len: usize, lanes: &mut [f32]) {
-    check(runs.len(), runs.iter().map(|r| r.len()), len, lanes.len());
-    let lanes = &mut lanes[..len * INTERLEAVED_LANES];
+    interleave_rows(runs, (1, len), len, lanes);
+}
+
+/// [`interleave_runs`] for runs that are planes of `rows x width`, each
+/// row of vectors `row_stride` pixels from the last in `lanes`:
+/// `lanes[(y * row_stride + x) * 16 + l] = runs[l][y * width + x]`, the
+/// pixels between the rows untouched. Channel `l`'s plane, for 16
+/// channels, becomes the interior of a padded plane of 16-lane vectors
+/// in one pass (a depthwise layer's input, whose padding stays zero).
+///
+/// ```
+/// use blob_kernels::cpu::{INTERLEAVED_LANES, interleave_rows};
+/// // A 2 x 2 plane into rows of 3 pixels: the third pixel of each row
+/// // is left as it was.
+/// let a = [1.0f32, 2.0, 3.0, 4.0];
+/// let mut lanes = vec![-1.0f32; 5 * INTERLEAVED_LANES];
+/// interleave_rows(&[&a], (2, 2), 3, &mut lanes);
+/// assert_eq!(lanes[3 * INTERLEAVED_LANES], 3.0); // row 1, pixel 0
+/// assert_eq!(lanes[2 * INTERLEAVED_LANES], -1.0); // between the rows
+/// ```
+///
+/// # Panics
+/// With more than 16 runs, a run shorter than `rows * width`, a
+/// `row_stride` below `width`, or `lanes` shorter than the last row's
+/// end.
+#[track_caller]
+pub fn interleave_rows(
+    runs: &[&[f32]],
+    (rows, width): (usize, usize),
+    row_stride: usize,
+    lanes: &mut [f32],
+) {
+    let len = rows * width;
+    let reach = if len == 0 {
+        0
+    } else {
+        (rows - 1) * row_stride + width
+    };
+    assert!(
+        row_stride >= width,
+        "rows of {width} pixels cannot lie {row_stride} pixels apart"
+    );
+    check(runs.len(), runs.iter().map(|r| r.len()), len, usize::MAX);
+    assert!(
+        lanes.len() >= reach * INTERLEAVED_LANES,
+        "{rows} rows of {width} pixels, {row_stride} apart, of {INTERLEAVED_LANES} lanes need \
+         {} values, got {}",
+        reach * INTERLEAVED_LANES,
+        lanes.len()
+    );
+    let lanes = &mut lanes[..reach * INTERLEAVED_LANES];
+    let place = Rows { width, row_stride };
     #[cfg(target_arch = "x86_64")]
     match isa() {
         // SAFETY: `check` proved every run holds `len` values and `lanes`
-        // `len * 16`; the family is there, as `isa` found.
-        Isa::Avx512 => return unsafe { x86::interleave_avx512(runs, len, lanes) },
+        // reaches the last row's end; the family is there, as `isa` found.
+        Isa::Avx512 => return unsafe { x86::interleave_avx512(runs, len, place, lanes) },
         // SAFETY: as above.
-        Isa::Avx2 => return unsafe { x86::interleave_avx2(runs, len, lanes) },
+        Isa::Avx2 => return unsafe { x86::interleave_avx2(runs, len, place, lanes) },
         Isa::Baseline => {}
     }
-    for (x, pixel) in lanes.chunks_exact_mut(INTERLEAVED_LANES).enumerate() {
+    for x in 0..len {
+        let pixel = &mut lanes[place.of(x) * INTERLEAVED_LANES..][..INTERLEAVED_LANES];
         for (l, v) in pixel.iter_mut().enumerate() {
             *v = runs.get(l).map_or(0.0, |run| run[x]);
         }
     }
+}
+
+/// Where [`interleave_rows`] puts the pixels of a plane `width` wide:
+/// rows `row_stride` pixels apart.
+#[derive(Clone, Copy)]
+struct Rows {
+    width: usize,
+    row_stride: usize,
+}
+
+impl Rows {
+    /// The place of pixel `x`.
+    fn of(self, x: usize) -> usize {
+        x / self.width * self.row_stride + x % self.width
+    }
+
+    /// The first pixel's place, for [`Rows::next`] to walk from.
+    #[cfg(target_arch = "x86_64")]
+    fn walk(self) -> Walk {
+        Walk { at: 0, column: 0 }
+    }
+
+    /// Moves `walk` from a pixel's place to the next pixel's, without
+    /// a division.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn next(self, walk: &mut Walk) {
+        walk.at += 1;
+        walk.column += 1;
+        if walk.column == self.width {
+            walk.column = 0;
+            walk.at += self.row_stride - self.width;
+        }
+    }
+}
+
+/// A pixel's place in [`Rows`], and its column.
+#[cfg(target_arch = "x86_64")]
+struct Walk {
+    at: usize,
+    column: usize,
 }
 
 /// `runs[l][x] = lanes[x * 16 + l]` for `x < len`: the reverse of
@@ -108,12 +200,19 @@ mod x86 {
 
     use super::super::lanes::{Avx2, Lanes, transpose8, transpose16};
     use super::INTERLEAVED_LANES as LANES;
+    use super::Rows;
 
     /// # Safety
     /// AVX-512 F is available; each run holds `len` values, `lanes`
     /// `len * 16`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn interleave_avx512(runs: &[&[f32]], len: usize, lanes: &mut [f32]) {
+    pub(super) unsafe fn interleave_avx512(
+        runs: &[&[f32]],
+        len: usize,
+        place: Rows,
+        lanes: &mut [f32],
+    ) {
+        let mut walk = place.walk();
         for x0 in (0..len).step_by(LANES) {
             let n = (len - x0).min(LANES);
             let mask = ((1u32 << n) - 1) as __mmask16;
@@ -123,9 +222,11 @@ mod x86 {
                 Some(run) => unsafe { _mm512_maskz_loadu_ps(mask, run.as_ptr().add(x0)) },
                 None => _mm512_setzero_ps(),
             });
-            for (i, pixel) in transpose16(block).iter().enumerate().take(n) {
-                // SAFETY: pixel x0 + i < len holds 16 values of `lanes`.
-                unsafe { _mm512_storeu_ps(lanes.as_mut_ptr().add((x0 + i) * LANES), *pixel) };
+            for pixel in transpose16(block).iter().take(n) {
+                // SAFETY: pixel x0 + i < len's place holds 16 values of
+                // `lanes`.
+                unsafe { _mm512_storeu_ps(lanes.as_mut_ptr().add(walk.at * LANES), *pixel) };
+                place.next(&mut walk);
             }
         }
     }
@@ -158,9 +259,15 @@ mod x86 {
     /// AVX2 and FMA are available; each run holds `len` values, `lanes`
     /// `len * 16`.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn interleave_avx2(runs: &[&[f32]], len: usize, lanes: &mut [f32]) {
+    pub(super) unsafe fn interleave_avx2(
+        runs: &[&[f32]],
+        len: usize,
+        place: Rows,
+        lanes: &mut [f32],
+    ) {
         for half in 0..LANES / Avx2::N {
             let first = half * Avx2::N;
+            let mut walk = place.walk();
             for x0 in (0..len).step_by(Avx2::N) {
                 let n = (len - x0).min(Avx2::N);
                 // SAFETY: AVX2 is enabled here.
@@ -173,12 +280,13 @@ mod x86 {
                 });
                 // SAFETY: AVX2 is enabled here.
                 let turned = unsafe { transpose8(block) };
-                for (i, pixel) in turned.iter().enumerate().take(n) {
-                    // SAFETY: pixel x0 + i < len holds 16 values, of
-                    // which this half's 8 start at `first`.
+                for pixel in turned.iter().take(n) {
+                    // SAFETY: pixel x0 + i < len's place holds 16 values,
+                    // of which this half's 8 start at `first`.
                     unsafe {
-                        _mm256_storeu_ps(lanes.as_mut_ptr().add((x0 + i) * LANES + first), *pixel)
+                        _mm256_storeu_ps(lanes.as_mut_ptr().add(walk.at * LANES + first), *pixel)
                     };
+                    place.next(&mut walk);
                 }
             }
         }
@@ -211,5 +319,53 @@ mod x86 {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `interleave_rows` against its definition, on this machine's path:
+    /// planes narrower and wider than a register's 16 pixels, ragged
+    /// ends, fewer runs than lanes, rows packed and apart; the pixels
+    /// between the rows are left as they were.
+    #[test]
+    fn rows_land_where_the_definition_puts_them() {
+        for (rows, width, stride, count) in [
+            (19, 19, 21, 16),
+            (10, 10, 12, 16),
+            (3, 40, 40, 5),
+            (1, 7, 7, 16),
+            (4, 17, 30, 3),
+        ] {
+            let runs: Vec<Vec<f32>> = (0..count)
+                .map(|l| (0..rows * width).map(|x| (l * 1000 + x) as f32).collect())
+                .collect();
+            let runs: Vec<&[f32]> = runs.iter().map(Vec::as_slice).collect();
+            let len = ((rows - 1) * stride + width) * INTERLEAVED_LANES + 3;
+            let mut got = vec![-1.0f32; len];
+            interleave_rows(&runs, (rows, width), stride, &mut got);
+            let mut want = vec![-1.0f32; len];
+            for y in 0..rows {
+                for x in 0..width {
+                    for l in 0..INTERLEAVED_LANES {
+                        want[(y * stride + x) * INTERLEAVED_LANES + l] =
+                            runs.get(l).map_or(0.0, |run| run[y * width + x]);
+                    }
+                }
+            }
+            assert_eq!(
+                got, want,
+                "{rows} x {width} rows {stride} apart, {count} runs"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "need")]
+    fn a_short_destination_is_refused() {
+        let run = [0.0f32; 4];
+        interleave_rows(&[&run], (2, 2), 3, &mut [0.0; 4 * INTERLEAVED_LANES]);
     }
 }

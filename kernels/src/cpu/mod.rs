@@ -36,7 +36,7 @@ pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};
 pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depthwise_plane, relu};
 pub use elementwise::*;
-pub use interleave::{INTERLEAVED_LANES, deinterleave_runs, interleave_runs};
+pub use interleave::{INTERLEAVED_LANES, deinterleave_runs, interleave_rows, interleave_runs};
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};
 pub use pool_stride1::{Stride1Pool, max_pool_stride1};

@@ -150,20 +150,19 @@ fn interleaved(
         // The padding's zeros, written once, stay: every group writes
         // the same interior pixels.
         let mut input = vec![0.0f32; hp * wp * LANES];
-        let mut dense = vec![0.0f32; plane_in * LANES];
         let mut out = vec![0.0f32; plane_out * LANES];
         for (image, group, planes) in part {
             let count = planes.len() / plane_out;
             let first = image * channels + group * LANES;
-            // Whole planes at once: a transpose of rows as narrow as
-            // these is mostly its ragged end.
+            // Whole planes at once (a transpose of rows as narrow as these
+            // would be mostly its ragged end), each pixel put straight into
+            // its padded row: through a dense copy and a copy of each row,
+            // the copies took 15% of a chain of 512-channel 19 x 19 layers.
             let runs: Vec<&[f32]> = x[first * plane_in..][..count * plane_in]
                 .chunks_exact(plane_in)
                 .collect();
-            cpu::interleave_runs(&runs, plane_in, &mut dense);
-            for (iy, row) in dense.chunks_exact(g.w * LANES).enumerate() {
-                input[((iy + ph) * wp + pw) * LANES..][..row.len()].copy_from_slice(row);
-            }
+            let interior = &mut input[(ph * wp + pw) * LANES..];
+            cpu::interleave_rows(&runs, (g.h, g.w), wp, interior);
             let weights = &lane_weights[group * ntaps * LANES..][..ntaps * LANES];
             let bias: &[f32; LANES] = lane_bias[group * LANES..][..LANES]
                 .try_into()
