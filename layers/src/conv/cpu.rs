@@ -888,7 +888,7 @@ fn image_product<T: MathElement>(
 
 /// `y = W x` (`W` of `m x k`, packed; `x` of `k x n`) through
 /// `cpu::gemm_packed`; says whether it ran (`packed` is `Some` only for
-/// `f32` 1x1 layers, on AVX-512 or AVX2).
+/// `f32` layers that take packed weights, on AVX-512 or AVX2).
 fn product_from_packed<T: 'static>(
     packed: Option<&[f32]>,
     (m, n, k): (usize, usize, usize),
