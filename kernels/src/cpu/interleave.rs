@@ -74,7 +74,7 @@ pub fn interleave_rows(
         row_stride >= width,
         "rows of {width} pixels cannot lie {row_stride} pixels apart"
     );
-    check(runs.len(), runs.iter().map(|r| r.len()), len, usize::MAX);
+    check_runs(runs.len(), runs.iter().map(|r| r.len()), len);
     assert!(
         lanes.len() >= reach * INTERLEAVED_LANES,
         "{rows} rows of {width} pixels, {row_stride} apart, of {INTERLEAVED_LANES} lanes need \
@@ -86,7 +86,7 @@ pub fn interleave_rows(
     let place = Rows { width, row_stride };
     #[cfg(target_arch = "x86_64")]
     match isa() {
-        // SAFETY: `check` proved every run holds `len` values and `lanes`
+        // SAFETY: the asserts proved every run holds `len` values and `lanes`
         // reaches the last row's end; the family is there, as `isa` found.
         Isa::Avx512 => return unsafe { x86::interleave_avx512(runs, len, place, lanes) },
         // SAFETY: as above.
@@ -159,11 +159,17 @@ struct Walk {
 /// than `len * 16`.
 #[track_caller]
 pub fn deinterleave_runs(lanes: &[f32], len: usize, runs: &mut [&mut [f32]]) {
-    check(runs.len(), runs.iter().map(|r| r.len()), len, lanes.len());
+    check_runs(runs.len(), runs.iter().map(|r| r.len()), len);
+    assert!(
+        lanes.len() >= len * INTERLEAVED_LANES,
+        "{len} values of {INTERLEAVED_LANES} lanes need {} values, got {}",
+        len * INTERLEAVED_LANES,
+        lanes.len()
+    );
     let lanes = &lanes[..len * INTERLEAVED_LANES];
     #[cfg(target_arch = "x86_64")]
     match isa() {
-        // SAFETY: `check` proved every run holds `len` values and `lanes`
+        // SAFETY: the asserts proved every run holds `len` values and `lanes`
         // `len * 16`; the family is there, as `isa` found.
         Isa::Avx512 => return unsafe { x86::deinterleave_avx512(lanes, len, runs) },
         // SAFETY: as above.
@@ -178,7 +184,7 @@ pub fn deinterleave_runs(lanes: &[f32], len: usize, runs: &mut [&mut [f32]]) {
 }
 
 #[track_caller]
-fn check(runs: usize, mut lens: impl Iterator<Item = usize>, len: usize, lanes: usize) {
+fn check_runs(runs: usize, mut lens: impl Iterator<Item = usize>, len: usize) {
     assert!(
         runs <= INTERLEAVED_LANES,
         "{runs} runs cannot lie side by side in {INTERLEAVED_LANES} lanes"
@@ -186,11 +192,6 @@ fn check(runs: usize, mut lens: impl Iterator<Item = usize>, len: usize, lanes: 
     assert!(
         lens.all(|l| l >= len),
         "every run must hold the {len} values laid side by side"
-    );
-    assert!(
-        lanes >= len * INTERLEAVED_LANES,
-        "{len} values of {INTERLEAVED_LANES} lanes need {} values, got {lanes}",
-        len * INTERLEAVED_LANES
     );
 }
 
