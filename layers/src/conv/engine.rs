@@ -154,9 +154,9 @@ impl<T: MathElement> ConvEngine<T> {
     /// (Caffe's `group`: group `i` reads input channels `i C/G..(i+1)
     /// C/G` and writes outputs `i M/G..`). On a GPU, one gemm per group
     /// (cuDNN takes ungrouped convolutions, a kernel of its own depthwise
-    /// ones); on the CPU, ungrouped f32
-    /// 3x3 layers at stride 1 take Winograd where it pays and `choice`
-    /// allows it.
+    /// ones); on the CPU, f32 3x3 layers at stride 1 take Winograd where
+    /// it pays and `choice` allows it, grouped ones (CaffeNet's conv4 and
+    /// conv5) a group after another.
     ///
     /// With an `activation`, it follows in place, in the pass that adds
     /// the bias where the path has one (a net's Convolution with the
@@ -206,7 +206,12 @@ impl<T: MathElement> ConvEngine<T> {
             return cuda::forward((g, None), groups, &mut self.gpu_scratch, &gpu, blobs)
                 .map(|()| false);
         }
-        if groups == 1 && choice.winograd && g.suits_winograd::<T>() {
+        let group = ConvGeometry {
+            channels_in: g.channels_in / groups.max(1),
+            channels_out: g.channels_out / groups.max(1),
+            ..*g
+        };
+        if choice.winograd && group.suits_winograd::<T>() {
             let stamp = weight.data().write_stamp();
             let (x, w, b) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
             let mut y = y.mutable_cpu_data()?;
@@ -218,8 +223,17 @@ impl<T: MathElement> ConvEngine<T> {
                     bias: b,
                     activation,
                 };
-                return winograd::forward(g, &mut self.winograd, stamp, x, w, finish, y)
-                    .map(|()| true);
+                return winograd::forward(
+                    &group,
+                    groups,
+                    &mut self.winograd,
+                    stamp,
+                    x,
+                    w,
+                    finish,
+                    y,
+                )
+                .map(|()| true);
             }
         }
         if groups == 1 {

@@ -117,7 +117,7 @@ impl ConvGeometry {
             && (POINTS * self.channels_in * self.channels_out <= CACHED_WEIGHTS
                 || (self.batch * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE) >= MIN_TILES
                     && self.batch * self.oh * self.ow
-                        >= MIN_OUTPUTS_PER_WEIGHT_READ * Tiling::of(self).blocks()))
+                        >= MIN_OUTPUTS_PER_WEIGHT_READ * Tiling::of(self, 1).blocks()))
     }
 }
 
@@ -126,10 +126,12 @@ impl ConvGeometry {
 /// buffers (grow-only).
 #[derive(Default)]
 pub(crate) struct WinogradScratch {
-    /// `U[point][ci][co]`: each point's `(cin x cout)` matrix.
+    /// `U[group][point][ci][co]`: each group's and point's `(cin x
+    /// cout)` matrix.
     weights: Vec<f32>,
-    /// The weights' write stamp and the channels `weights` was made for.
-    made_from: Option<(u64, usize, usize)>,
+    /// The weights' write stamp, and the channels of a group and the
+    /// groups `weights` was made for.
+    made_from: Option<(u64, usize, usize, usize)>,
     parts: Vec<BlockBuffers>,
 }
 
@@ -167,6 +169,10 @@ struct Tiling {
     across: usize,
     /// Tiles in the whole batch.
     tiles: usize,
+    /// The groups the blobs' channels are cut into (Caffe's `group`): a
+    /// pass convolves one group's, and the next image's channels of that
+    /// group lie `groups` times as far on as one image's of the group.
+    groups: usize,
     /// Tiles per block (the last block may hold fewer).
     per_block: usize,
     /// Blocks per core's part.
@@ -179,7 +185,9 @@ struct Tiling {
 }
 
 impl Tiling {
-    fn of(g: &ConvGeometry) -> Tiling {
+    /// The tiling of a pass of `g`, one group's geometry (its channels,
+    /// the whole batch) of `groups`.
+    fn of(g: &ConvGeometry, groups: usize) -> Tiling {
         let (down, across) = (g.oh.div_ceil(TILE), g.ow.div_ceil(TILE));
         let tiles = g.batch * down * across;
         let per_tile = POINTS * (g.channels_in + g.channels_out);
@@ -211,6 +219,7 @@ impl Tiling {
             down,
             across,
             tiles,
+            groups,
             per_block,
             blocks_per_part: blocks.div_ceil(parts).max(1),
             streamed,
@@ -265,11 +274,15 @@ struct Strip {
     tx: usize,
 }
 
-/// `y = conv(x) + bias`, finished as `finish` says, through F(4x4, 3x3) for a `g` that
-/// [`suits_winograd`](ConvGeometry::suits_winograd); `weights_stamp` is
+/// `y = conv(x) + bias`, finished as `finish` says, through F(4x4, 3x3),
+/// the channels cut into `groups` (Caffe's `group`; `g` is one group's
+/// geometry, its channels over the whole batch, and
+/// [`suits_winograd`](ConvGeometry::suits_winograd)); `weights_stamp` is
 /// the weight blob's [`write_stamp`](blob_runtime::SyncedMemory::write_stamp).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn forward(
     g: &ConvGeometry,
+    groups: usize,
     scratch: &mut WinogradScratch,
     weights_stamp: u64,
     x: &[f32],
@@ -278,59 +291,87 @@ pub(crate) fn forward(
     y: &mut [f32],
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
-    if scratch.made_from != Some((weights_stamp, cin, cout)) {
-        ensure(&mut scratch.weights, POINTS * cpu::panels_len(cin, cout))?;
-        transform_weights(cin, cout, weight, &mut scratch.weights);
-        scratch.made_from = Some((weights_stamp, cin, cout));
+    let len = POINTS * cpu::panels_len(cin, cout);
+    if scratch.made_from != Some((weights_stamp, cin, cout, groups)) {
+        ensure(&mut scratch.weights, groups * len)?;
+        let per_group = cout * cin * 9;
+        for (gi, u) in scratch.weights[..groups * len]
+            .chunks_exact_mut(len)
+            .enumerate()
+        {
+            transform_weights(cin, cout, &weight[gi * per_group..][..per_group], u);
+        }
+        scratch.made_from = Some((weights_stamp, cin, cout, groups));
     }
-    let tiling = Tiling::of(g);
+    let tiling = Tiling::of(g, groups);
     if tiling.tiles == 0 {
         return Ok(());
     }
-    let out = Output::new(&mut y[..g.batch * cout * g.oh * g.ow]);
-    let (u, x) = (
-        &scratch.weights[..POINTS * cpu::panels_len(cin, cout)],
-        &x[..g.batch * cin * g.h * g.w],
+    let (x, y) = (
+        &x[..g.batch * groups * cin * g.h * g.w],
+        &mut y[..g.batch * groups * cout * g.oh * g.ow],
     );
-    if tiling.streamed {
-        return STREAMED.with(|buffers| {
-            let buffers = &mut *buffers.borrow_mut();
-            streamed_blocks(g, &tiling, (u, x), finish, buffers, &out)
-        });
+    for gi in 0..groups {
+        // Each group's channels from its first, to the end of the blobs:
+        // its later images lie past the other groups'.
+        let out = Output::new(&mut y[gi * cout * g.oh * g.ow..]);
+        let group = (
+            &scratch.weights[gi * len..][..len],
+            &x[gi * cin * g.h * g.w..],
+        );
+        let finish = finish.channels(gi * cout, cout);
+        if tiling.streamed {
+            STREAMED.with(|buffers| {
+                let buffers = &mut *buffers.borrow_mut();
+                streamed_blocks(g, &tiling, group, finish, buffers, &out)
+            })?;
+        } else {
+            cached_blocks(g, &tiling, group, finish, &mut scratch.parts, &out)?;
+        }
     }
+    Ok(())
+}
+
+/// The blocks of a pass whose transformed weights `u` stay in cache,
+/// shared among the cores, each block transformed, multiplied and
+/// transformed back by one core in its own `parts`.
+fn cached_blocks(
+    g: &ConvGeometry,
+    tiling: &Tiling,
+    (u, x): (&[f32], &[f32]),
+    finish: Finish<'_, f32>,
+    parts: &mut Vec<BlockBuffers>,
+    out: &Output<'_>,
+) -> Result<()> {
+    let (cin, cout) = (g.channels_in, g.channels_out);
     let blocks = tiling.blocks();
-    let parts = blocks.div_ceil(tiling.blocks_per_part);
-    if scratch.parts.len() < parts {
-        scratch.parts.resize_with(parts, BlockBuffers::default);
+    let count = blocks.div_ceil(tiling.blocks_per_part);
+    if parts.len() < count {
+        parts.resize_with(count, BlockBuffers::default);
     }
-    for b in &mut scratch.parts[..parts] {
+    for b in &mut parts[..count] {
         ensure(&mut b.input, POINTS * cin * tiling.per_block)?;
         ensure(&mut b.products, POINTS * cout * tiling.per_block)?;
         ensure(&mut b.rows, tiling.row_values())?;
     }
-    cpu::on_cores(
-        scratch.parts[..parts].iter_mut().enumerate(),
-        |(p, buffers)| {
-            for block in p * tiling.blocks_per_part..((p + 1) * tiling.blocks_per_part).min(blocks)
-            {
-                let first = block * tiling.per_block;
-                let count = tiling.per_block.min(tiling.tiles - first);
-                let (v, m) = (&mut buffers.input[..], &mut buffers.products[..]);
-                transform_input(g, &tiling, x, (first, count), v, &mut buffers.rows);
-                multiply(u, (v, cin), 0..cout, count, m);
-                let tiles = (first, count);
-                transform_output(
-                    g,
-                    &tiling,
-                    (m, 0..cout),
-                    finish,
-                    tiles,
-                    &mut buffers.rows,
-                    &out,
-                );
-            }
-        },
-    );
+    cpu::on_cores(parts[..count].iter_mut().enumerate(), |(p, buffers)| {
+        for block in p * tiling.blocks_per_part..((p + 1) * tiling.blocks_per_part).min(blocks) {
+            let first = block * tiling.per_block;
+            let tiles = (first, tiling.per_block.min(tiling.tiles - first));
+            let (v, m) = (&mut buffers.input[..], &mut buffers.products[..]);
+            transform_input(g, tiling, x, tiles, v, &mut buffers.rows);
+            multiply(u, (v, cin), 0..cout, tiles.1, m);
+            transform_output(
+                g,
+                tiling,
+                (m, 0..cout),
+                finish,
+                tiles,
+                &mut buffers.rows,
+                out,
+            );
+        }
+    });
     Ok(())
 }
 
@@ -436,7 +477,7 @@ fn transform_input(
                 let lanes = LANES.min(cin - c0);
                 for strip in tiling.strips(first, count) {
                     let width = TILE * strip.len + SPAN - TILE;
-                    input_rows(g, x, strip, c0..c0 + lanes, width, rows);
+                    input_rows((g, tiling.groups), x, strip, c0..c0 + lanes, width, rows);
                     for k in 0..strip.len {
                         for (p, values) in d.iter_mut().enumerate() {
                             let at = ((p / SPAN) * width + TILE * k + p % SPAN) * LANES;
@@ -528,7 +569,7 @@ fn transform_output(
                     }
                     // The strip's rows are in L1.
                     finish.activate(&mut rows[..TILE * width * LANES]);
-                    output_rows(g, strip, c0..c0 + lanes, width, rows, out);
+                    output_rows((g, tiling.groups), strip, c0..c0 + lanes, width, rows, out);
                 }
             }
         },
@@ -538,9 +579,10 @@ fn transform_output(
 /// The 6 input rows under `strip` (from its first tile's top-left input
 /// pixel, `width` pixels) of channels `channels` (at most 16), side by
 /// side into `rows`: row `r`, pixel `i`, lane `l` at `(r * width + i) *
-/// 16 + l`, padding and lanes past the channels zero.
+/// 16 + l`, padding and lanes past the channels zero. `x` holds one
+/// group's channels of `groups` from its first.
 fn input_rows(
-    g: &ConvGeometry,
+    (g, groups): (&ConvGeometry, usize),
     x: &[f32],
     strip: Strip,
     channels: std::ops::Range<usize>,
@@ -570,7 +612,8 @@ fn input_rows(
         let ix = left + from - g.pad[1];
         let mut runs: [&[f32]; LANES] = [&[]; LANES];
         for (run, c) in runs.iter_mut().zip(channels.clone()) {
-            *run = &x[(strip.image * g.channels_in + c) * plane + iy * g.w + ix..][..to - from];
+            *run = &x[(strip.image * groups * g.channels_in + c) * plane + iy * g.w + ix..]
+                [..to - from];
         }
         cpu::interleave_runs(
             &runs[..channels.len()],
@@ -581,10 +624,10 @@ fn input_rows(
 }
 
 /// The 4 output rows of `strip` in `rows` (`width` pixels a row, 16
-/// lanes a pixel) into channels `channels` of `out`, clipped to the
-/// output plane.
+/// lanes a pixel) into channels `channels` of `out` (one group's of
+/// `groups`, from its first), clipped to the output plane.
 fn output_rows(
-    g: &ConvGeometry,
+    (g, groups): (&ConvGeometry, usize),
     strip: Strip,
     channels: std::ops::Range<usize>,
     width: usize,
@@ -597,7 +640,7 @@ fn output_rows(
     for r in 0..TILE.min(g.oh - oy) {
         let mut runs: [&mut [f32]; LANES] = std::array::from_fn(|_| <&mut [f32]>::default());
         for (run, c) in runs.iter_mut().zip(channels.clone()) {
-            let at = (strip.image * g.channels_out + c) * plane + (oy + r) * g.ow + ox;
+            let at = (strip.image * groups * g.channels_out + c) * plane + (oy + r) * g.ow + ox;
             // SAFETY: these pixels belong to this strip's tiles, which
             // only this block writes, and each run is a different
             // channel's row.
@@ -839,7 +882,7 @@ mod tests {
             .unwrap();
         pool.install(|| {
             let mut s = WinogradScratch::default();
-            forward(g, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+            forward(g, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
         });
         let scale = (9 * cin) as f64;
         for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
@@ -847,6 +890,42 @@ mod tests {
                 (got as f64 - want).abs() <= 2e-6 * scale,
                 "{g:?} on {cores} cores: output {i} is {got}, want {want}"
             );
+        }
+    }
+
+    #[test]
+    fn each_group_matches_its_direct_sum() {
+        // Caffe's `group`: group i reads input channels i C/G.. of each
+        // image and writes outputs i M/G..; cached and streamed weights,
+        // a batch of 3 so that each group's images lie apart.
+        for (groups, batch, cin, cout, side) in [(2, 3, 16, 24, 9), (3, 2, 96, 80, 13)] {
+            let g = geometry(batch, cin, cout, side, side, [1, 1]);
+            let (plane, out_plane) = (side * side, g.oh * g.ow);
+            let x = values(batch * groups * cin * plane, 1);
+            let wt = values(groups * cout * cin * 9, 2);
+            let b = values(groups * cout, 3);
+            let mut y = vec![f32::NAN; batch * groups * cout * out_plane];
+            let mut s = WinogradScratch::default();
+            forward(&g, groups, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+            for gi in 0..groups {
+                // The group's channels alone, as an ungrouped layer's.
+                let xg: Vec<f32> = (0..batch)
+                    .flat_map(|n| &x[((n * groups + gi) * cin) * plane..][..cin * plane])
+                    .copied()
+                    .collect();
+                let wg = &wt[gi * cout * cin * 9..][..cout * cin * 9];
+                let want = direct(&g, &xg, wg, &b[gi * cout..][..cout]);
+                for n in 0..batch {
+                    let got = &y[((n * groups + gi) * cout) * out_plane..][..cout * out_plane];
+                    let want = &want[n * cout * out_plane..][..cout * out_plane];
+                    for (i, (&got, &want)) in got.iter().zip(want).enumerate() {
+                        assert!(
+                            (got as f64 - want).abs() <= 2e-6 * (9 * cin) as f64,
+                            "group {gi} of {groups}, image {n}: output {i} is {got}, want {want}"
+                        );
+                    }
+                }
+            }
         }
     }
 
@@ -861,7 +940,7 @@ mod tests {
             (3, 1, 90, 96, 13, 13),
         ] {
             let g = geometry(batch, cin, cout, h, w, [1, 1]);
-            assert!(Tiling::of(&g).streamed);
+            assert!(Tiling::of(&g, 1).streamed);
             matches_the_direct_sum(&g, cores);
         }
     }
@@ -914,7 +993,7 @@ mod tests {
         assert!(g.suits_winograd::<f32>());
         let (w, b) = (values(16 * 16 * 9, 1), vec![0.0; 16]);
         let mut s = WinogradScratch::default();
-        forward(&g, &mut s, 1, &[], &w, no_relu(&b), &mut []).unwrap();
+        forward(&g, 1, &mut s, 1, &[], &w, no_relu(&b), &mut []).unwrap();
     }
 
     #[test]
@@ -924,12 +1003,12 @@ mod tests {
         let (w1, w2, b) = (values(8 * 8 * 9, 5), values(8 * 8 * 9, 6), vec![0.0; 8]);
         let mut s = WinogradScratch::default();
         let (mut first, mut again, mut other) = (vec![0.0; 512], vec![0.0; 512], vec![0.0; 512]);
-        forward(&g, &mut s, 7, &x, &w1, no_relu(&b), &mut first).unwrap();
+        forward(&g, 1, &mut s, 7, &x, &w1, no_relu(&b), &mut first).unwrap();
         // Same stamp: the transform kept (new weights unseen).
-        forward(&g, &mut s, 7, &x, &w2, no_relu(&b), &mut again).unwrap();
+        forward(&g, 1, &mut s, 7, &x, &w2, no_relu(&b), &mut again).unwrap();
         assert_eq!(first, again);
         // A new stamp: the new weights used.
-        forward(&g, &mut s, 8, &x, &w2, no_relu(&b), &mut other).unwrap();
+        forward(&g, 1, &mut s, 8, &x, &w2, no_relu(&b), &mut other).unwrap();
         let want = direct(&g, &x, &w2, &b);
         assert!(
             other
