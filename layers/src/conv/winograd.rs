@@ -33,10 +33,14 @@ use blob_runtime::{MathElement, Precision};
 use super::cpu::{ConvGeometry, Finish};
 use crate::layer::{Result, ensure};
 
-/// Output tile side.
-const TILE: usize = 4;
-/// Input tile side: `TILE + 3 - 1`.
+/// Input tile side: the output tile's and the kernel's, less one (4 + 3
+/// - 1 for F(4x4, 3x3), 2 + 5 - 1 for F(2x2, 5x5)).
 const SPAN: usize = 6;
+/// The interpolation points of the transforms but infinity (Toom-Cook's):
+/// both variants have 6, so they share the input transform, `B^T d B`.
+const FINITE_POINTS: [f64; SPAN - 1] = [0.0, 1.0, -1.0, 2.0, -2.0];
+/// The widest kernel taken.
+const MOST_TAPS: usize = 5;
 /// Points of the transformed domain.
 const POINTS: usize = SPAN * SPAN;
 /// Channels transformed side by side, one per lane of an AVX-512 register.
@@ -83,23 +87,15 @@ const CACHED_WEIGHTS: usize = 1 << 18;
 /// 1024 at 13 x 13 9.9-10.0 / 16.2-16.4.
 const MIN_OUTPUTS_PER_WEIGHT_READ: usize = 120;
 
-/// `G`, the kernel's transform (6x3), in the points 0, 1, -1, 2, -2, inf.
-const G: [[f64; 3]; SPAN] = [
-    [1.0 / 4.0, 0.0, 0.0],
-    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
-    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
-    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
-    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
-    [0.0, 0.0, 1.0],
-];
-
 impl ConvGeometry {
-    /// Whether the forward pass over `T` goes through Winograd: a 3x3
-    /// window at stride 1 without dilation, f32, and enough channels on
-    /// both sides for the transforms to pay.
+    /// Whether the forward pass over `T` goes through Winograd: a 3x3 or
+    /// 5x5 window at stride 1 without dilation, f32, and enough channels
+    /// on both sides for the transforms to pay.
     pub fn suits_winograd<T: MathElement>(&self) -> bool {
+        let Some(tile) = self.winograd_tile() else {
+            return false;
+        };
         T::PRECISION == Precision::F32
-            && self.kernel == [3, 3]
             && self.stride == [1, 1]
             && self.dilation == [1, 1]
             && self.channels_in >= MIN_CHANNELS
@@ -112,12 +108,22 @@ impl ConvGeometry {
             // products are the cost, and F(4x4, 3x3)'s are fewer than
             // im2col's even so (13 x 13: 2.6x fewer).
             && (self.oh * self.ow * 4
-                >= 3 * TILE * TILE * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE)
+                >= 3 * tile * tile * self.oh.div_ceil(tile) * self.ow.div_ceil(tile)
                 || POINTS * self.channels_in * self.channels_out > CACHED_WEIGHTS)
             && (POINTS * self.channels_in * self.channels_out <= CACHED_WEIGHTS
-                || (self.batch * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE) >= MIN_TILES
+                || (self.batch * self.oh.div_ceil(tile) * self.ow.div_ceil(tile) >= MIN_TILES
                     && self.batch * self.oh * self.ow
                         >= MIN_OUTPUTS_PER_WEIGHT_READ * Tiling::of(self, 1).blocks()))
+    }
+
+    /// The output tile side of this window's Winograd variant: F(4x4,
+    /// 3x3) or F(2x2, 5x5); none for other windows.
+    fn winograd_tile(&self) -> Option<usize> {
+        match self.kernel {
+            [3, 3] => Some(4),
+            [5, 5] => Some(2),
+            _ => None,
+        }
     }
 }
 
@@ -164,6 +170,8 @@ struct BlockBuffers {
 /// How the tiles of a pass are cut.
 #[derive(Clone, Copy, Debug)]
 struct Tiling {
+    /// Output tile side: 4 for 3x3 windows, 2 for 5x5 ones.
+    tile: usize,
     /// Tiles down and across one output plane.
     down: usize,
     across: usize,
@@ -188,7 +196,8 @@ impl Tiling {
     /// The tiling of a pass of `g`, one group's geometry (its channels,
     /// the whole batch) of `groups`.
     fn of(g: &ConvGeometry, groups: usize) -> Tiling {
-        let (down, across) = (g.oh.div_ceil(TILE), g.ow.div_ceil(TILE));
+        let tile = SPAN + 1 - g.kernel[0];
+        let (down, across) = (g.oh.div_ceil(tile), g.ow.div_ceil(tile));
         let tiles = g.batch * down * across;
         let per_tile = POINTS * (g.channels_in + g.channels_out);
         let streamed = POINTS * g.channels_in * g.channels_out > CACHED_WEIGHTS;
@@ -216,6 +225,7 @@ impl Tiling {
         let blocks = tiles.div_ceil(per_block);
         let parts = cpu::cores().clamp(1, blocks.max(1));
         Tiling {
+            tile,
             down,
             across,
             tiles,
@@ -255,11 +265,11 @@ impl Tiling {
         })
     }
 
-    /// Values of [`BlockBuffers::rows`] a block needs: 6 input rows or 4
-    /// output rows of a strip of `across` tiles, 16 lanes a pixel.
+    /// Values of [`BlockBuffers::rows`] a block needs: 6 input rows or a
+    /// tile's output rows of a strip of `across` tiles, 16 lanes a pixel.
     fn row_values(&self) -> usize {
-        let input = SPAN * (TILE * self.across + SPAN - TILE);
-        let output = TILE * TILE * self.across;
+        let input = SPAN * (self.tile * self.across + SPAN - self.tile);
+        let output = self.tile * self.tile * self.across;
         input.max(output) * LANES
     }
 }
@@ -294,12 +304,13 @@ pub(crate) fn forward(
     let len = POINTS * cpu::panels_len(cin, cout);
     if scratch.made_from != Some((weights_stamp, cin, cout, groups)) {
         ensure(&mut scratch.weights, groups * len)?;
-        let per_group = cout * cin * 9;
+        let taps = g.kernel[0];
+        let per_group = cout * cin * taps * taps;
         for (gi, u) in scratch.weights[..groups * len]
             .chunks_exact_mut(len)
             .enumerate()
         {
-            transform_weights(cin, cout, &weight[gi * per_group..][..per_group], u);
+            transform_weights((cin, cout, taps), &weight[gi * per_group..][..per_group], u);
         }
         scratch.made_from = Some((weights_stamp, cin, cout, groups));
     }
@@ -416,13 +427,13 @@ fn streamed_blocks(
     Ok(())
 }
 
-/// `U = G g G^T` for every (output, input) channel pair, in f64, stored
-/// point-major, each point's matrix the `(cin x cout)` right side of its
-/// gemm packed in panels ([`cpu::pack_panels`]): `u[point * len + (co /
-/// 32 * cin + ci) * 32 + co % 32]`, zero past the last output. Read
-/// panel by panel, weights that do not stay in cache stream from memory
-/// front to back.
-fn transform_weights(cin: usize, cout: usize, weight: &[f32], u: &mut [f32]) {
+/// `U = G g G^T` for every (output, input) channel pair of `taps x
+/// taps` kernels, in f64, stored point-major, each point's matrix the
+/// `(cin x cout)` right side of its gemm packed in panels
+/// ([`cpu::pack_panels`]): `u[point * len + (co / 32 * cin + ci) * 32 +
+/// co % 32]`, zero past the last output. Read panel by panel, weights
+/// that do not stay in cache stream from memory front to back.
+fn transform_weights((cin, cout, taps): (usize, usize, usize), weight: &[f32], u: &mut [f32]) {
     let len = cpu::panels_len(cin, cout);
     u[..POINTS * len].fill(0.0);
     let at = |point: usize, ci: usize, co: usize| {
@@ -430,24 +441,47 @@ fn transform_weights(cin: usize, cout: usize, weight: &[f32], u: &mut [f32]) {
             + (co / cpu::PANEL_COLUMNS * cin + ci) * cpu::PANEL_COLUMNS
             + co % cpu::PANEL_COLUMNS
     };
+    let g = kernel_transform(taps);
     for co in 0..cout {
         for ci in 0..cin {
-            let k = &weight[(co * cin + ci) * 9..][..9];
-            // G g: 6x3.
-            let mut gk = [[0.0f64; 3]; SPAN];
-            for (row, gr) in gk.iter_mut().zip(&G) {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = (0..3).map(|a| gr[a] * f64::from(k[a * 3 + j])).sum();
+            let k = &weight[(co * cin + ci) * taps * taps..][..taps * taps];
+            // G g: 6 x taps.
+            let mut gk = [[0.0f64; MOST_TAPS]; SPAN];
+            for (row, gr) in gk.iter_mut().zip(&g) {
+                for (j, v) in row[..taps].iter_mut().enumerate() {
+                    *v = (0..taps).map(|a| gr[a] * f64::from(k[a * taps + j])).sum();
                 }
             }
             for (r, row) in gk.iter().enumerate() {
-                for (c, gc) in G.iter().enumerate() {
-                    let v: f64 = (0..3).map(|b| row[b] * gc[b]).sum();
+                for (c, gc) in g.iter().enumerate() {
+                    let v: f64 = (0..taps).map(|b| row[b] * gc[b]).sum();
                     u[at(r * SPAN + c, ci, co)] = v as f32;
                 }
             }
         }
     }
+}
+
+/// `G`, the kernel's transform (6 x `taps`), in Lavin's normalisation:
+/// the row of finite point `a` is `a^k / prod(a - b)` over the other
+/// finite points `b`, for the taps `k`; infinity's picks the last tap.
+/// For 3 taps, rows 1/4 (1, 0, 0), -1/6 (1, 1, 1), -1/6 (1, -1, 1), 1/24
+/// (1, 2, 4), 1/24 (1, -2, 4) and (0, 0, 1).
+fn kernel_transform(taps: usize) -> [[f64; MOST_TAPS]; SPAN] {
+    let mut g = [[0.0; MOST_TAPS]; SPAN];
+    for (j, &a) in FINITE_POINTS.iter().enumerate() {
+        let norm: f64 = FINITE_POINTS
+            .iter()
+            .enumerate()
+            .filter(|&(l, _)| l != j)
+            .map(|(_, &b)| a - b)
+            .product();
+        for (k, v) in g[j][..taps].iter_mut().enumerate() {
+            *v = a.powi(k as i32) / norm;
+        }
+    }
+    g[SPAN - 1][taps - 1] = 1.0;
+    g
 }
 
 /// Lanes of values: one per channel of a group of 16.
@@ -476,11 +510,11 @@ fn transform_input(
             for c0 in (0..cin).step_by(LANES) {
                 let lanes = LANES.min(cin - c0);
                 for strip in tiling.strips(first, count) {
-                    let width = TILE * strip.len + SPAN - TILE;
-                    input_rows((g, tiling.groups), x, strip, c0..c0 + lanes, width, rows);
+                    let width = tiling.tile * strip.len + SPAN - tiling.tile;
+                    input_rows((g, tiling), x, strip, c0..c0 + lanes, width, rows);
                     for k in 0..strip.len {
                         for (p, values) in d.iter_mut().enumerate() {
-                            let at = ((p / SPAN) * width + TILE * k + p % SPAN) * LANES;
+                            let at = ((p / SPAN) * width + tiling.tile * k + p % SPAN) * LANES;
                             *values = *rows[at..].first_chunk().expect("a strip's rows hold it");
                         }
                         input_transform(&d, &mut e);
@@ -529,6 +563,22 @@ fn multiply(
 fn transform_output(
     g: &ConvGeometry,
     tiling: &Tiling,
+    products: (&[f32], Range<usize>),
+    finish: Finish<'_, f32>,
+    tiles: (usize, usize),
+    rows: &mut [f32],
+    out: &Output<'_>,
+) {
+    match tiling.tile {
+        2 => output_tiles::<2>(g, tiling, products, finish, tiles, rows, out),
+        _ => output_tiles::<4>(g, tiling, products, finish, tiles, rows, out),
+    }
+}
+
+/// [`transform_output`] for `TILE`, the tiling's tile side.
+fn output_tiles<const TILE: usize>(
+    g: &ConvGeometry,
+    tiling: &Tiling,
     (m, channels): (&[f32], Range<usize>),
     finish: Finish<'_, f32>,
     (first, count): (usize, usize),
@@ -540,7 +590,7 @@ fn transform_output(
         #[inline(always)]
         || {
             let mut s = [[0.0; LANES]; POINTS];
-            let mut o = [[0.0; LANES]; TILE * TILE];
+            let mut o = [[0.0; LANES]; 16];
             for c0 in channels.clone().step_by(LANES) {
                 let lanes = LANES.min(channels.end - c0);
                 let mut b = [0.0; LANES];
@@ -556,8 +606,8 @@ fn transform_output(
                                 None => values[..lanes].copy_from_slice(&from[..lanes]),
                             }
                         }
-                        output_transform(&s, &mut o);
-                        for (p, values) in o.iter().enumerate() {
+                        output_transform::<TILE>(&s, &mut o);
+                        for (p, values) in o[..TILE * TILE].iter().enumerate() {
                             let at = ((p / TILE) * width + TILE * k + p % TILE) * LANES;
                             let to: &mut Lanes = rows[at..]
                                 .first_chunk_mut()
@@ -569,7 +619,7 @@ fn transform_output(
                     }
                     // The strip's rows are in L1.
                     finish.activate(&mut rows[..TILE * width * LANES]);
-                    output_rows((g, tiling.groups), strip, c0..c0 + lanes, width, rows, out);
+                    output_rows((g, tiling), strip, c0..c0 + lanes, width, rows, out);
                 }
             }
         },
@@ -580,9 +630,9 @@ fn transform_output(
 /// pixel, `width` pixels) of channels `channels` (at most 16), side by
 /// side into `rows`: row `r`, pixel `i`, lane `l` at `(r * width + i) *
 /// 16 + l`, padding and lanes past the channels zero. `x` holds one
-/// group's channels of `groups` from its first.
+/// group's channels of the tiling's groups from its first.
 fn input_rows(
-    (g, groups): (&ConvGeometry, usize),
+    (g, tiling): (&ConvGeometry, &Tiling),
     x: &[f32],
     strip: Strip,
     channels: std::ops::Range<usize>,
@@ -592,7 +642,7 @@ fn input_rows(
     let plane = g.h * g.w;
     // The strip's first input column, in padded coordinates: columns
     // `left..left + width` of the padded image.
-    let left = strip.tx * TILE;
+    let left = strip.tx * tiling.tile;
     // Its columns inside the image, as offsets into the strip's row.
     let (from, to) = (
         g.pad[1].saturating_sub(left).min(width),
@@ -600,7 +650,7 @@ fn input_rows(
     );
     for r in 0..SPAN {
         let row = &mut rows[r * width * LANES..][..width * LANES];
-        let iy = (strip.ty * TILE + r)
+        let iy = (strip.ty * tiling.tile + r)
             .checked_sub(g.pad[0])
             .filter(|&iy| iy < g.h);
         let Some(iy) = iy.filter(|_| to > from) else {
@@ -612,7 +662,7 @@ fn input_rows(
         let ix = left + from - g.pad[1];
         let mut runs: [&[f32]; LANES] = [&[]; LANES];
         for (run, c) in runs.iter_mut().zip(channels.clone()) {
-            *run = &x[(strip.image * groups * g.channels_in + c) * plane + iy * g.w + ix..]
+            *run = &x[(strip.image * tiling.groups * g.channels_in + c) * plane + iy * g.w + ix..]
                 [..to - from];
         }
         cpu::interleave_runs(
@@ -623,11 +673,11 @@ fn input_rows(
     }
 }
 
-/// The 4 output rows of `strip` in `rows` (`width` pixels a row, 16
-/// lanes a pixel) into channels `channels` of `out` (one group's of
-/// `groups`, from its first), clipped to the output plane.
+/// A tile's output rows of `strip` in `rows` (`width` pixels a row, 16
+/// lanes a pixel) into channels `channels` of `out` (one group's of the
+/// tiling's groups, from its first), clipped to the output plane.
 fn output_rows(
-    (g, groups): (&ConvGeometry, usize),
+    (g, tiling): (&ConvGeometry, &Tiling),
     strip: Strip,
     channels: std::ops::Range<usize>,
     width: usize,
@@ -635,12 +685,13 @@ fn output_rows(
     out: &Output<'_>,
 ) {
     let plane = g.oh * g.ow;
-    let (oy, ox) = (strip.ty * TILE, strip.tx * TILE);
+    let (oy, ox) = (strip.ty * tiling.tile, strip.tx * tiling.tile);
     let len = width.min(g.ow - ox);
-    for r in 0..TILE.min(g.oh - oy) {
+    for r in 0..tiling.tile.min(g.oh - oy) {
         let mut runs: [&mut [f32]; LANES] = std::array::from_fn(|_| <&mut [f32]>::default());
         for (run, c) in runs.iter_mut().zip(channels.clone()) {
-            let at = (strip.image * groups * g.channels_out + c) * plane + (oy + r) * g.ow + ox;
+            let at =
+                (strip.image * tiling.groups * g.channels_out + c) * plane + (oy + r) * g.ow + ox;
             // SAFETY: these pixels belong to this strip's tiles, which
             // only this block writes, and each run is a different
             // channel's row.
@@ -702,33 +753,41 @@ fn input_1d(
 }
 
 /// `A^T m A` of each lane's 36 products: Winograd's output transform to
-/// the 4x4 tile, point `row * 4 + column`.
+/// the `TILE x TILE` tile, point `row * TILE + column`. Row `i` of `A^T`
+/// is each finite point to the power `i` (0, 1, -1, 2, -2), and 1 for
+/// infinity in the last row.
 #[inline(always)]
-fn output_transform(m: &[Lanes; POINTS], y: &mut [Lanes; TILE * TILE]) {
-    let (two, four, eight) = (2.0f32, 4.0f32, 8.0f32);
-    // Down each column (A^T m, 4x6), then along each row of that.
-    let mut t = [[0.0; LANES]; TILE * SPAN];
+fn output_transform<const TILE: usize>(m: &[Lanes; POINTS], y: &mut [Lanes; 16]) {
+    // Down each column (A^T m, TILE x 6), then along each row of that.
+    let mut t = [[0.0; LANES]; 4 * SPAN];
     for c in 0..SPAN {
         for l in 0..LANES {
             let at = |i: usize| m[i * SPAN + c][l];
-            let (sum12, dif12, sum34, dif34) =
-                (at(1) + at(2), at(1) - at(2), at(3) + at(4), at(3) - at(4));
-            t[c][l] = at(0) + sum12 + sum34;
-            t[SPAN + c][l] = dif12 + two * dif34;
-            t[2 * SPAN + c][l] = sum12 + four * sum34;
-            t[3 * SPAN + c][l] = dif12 + eight * dif34 + at(5);
+            let mut put = |i: usize, v: f32| t[i * SPAN + c][l] = v;
+            output_1d::<TILE>(at, &mut put);
         }
     }
     for i in 0..TILE {
         for l in 0..LANES {
             let at = |j: usize| t[i * SPAN + j][l];
-            let (sum12, dif12, sum34, dif34) =
-                (at(1) + at(2), at(1) - at(2), at(3) + at(4), at(3) - at(4));
-            y[i * TILE][l] = at(0) + sum12 + sum34;
-            y[i * TILE + 1][l] = dif12 + two * dif34;
-            y[i * TILE + 2][l] = sum12 + four * sum34;
-            y[i * TILE + 3][l] = dif12 + eight * dif34 + at(5);
+            let mut put = |j: usize, v: f32| y[i * TILE + j][l] = v;
+            output_1d::<TILE>(at, &mut put);
         }
+    }
+}
+
+/// `A^T` of one line of 6 products, `at(0..6)`, into `put(0..TILE)`.
+#[inline(always)]
+fn output_1d<const TILE: usize>(at: impl Fn(usize) -> f32, put: &mut impl FnMut(usize, f32)) {
+    let (two, four, eight) = (2.0f32, 4.0f32, 8.0f32);
+    let (sum12, dif12, sum34, dif34) = (at(1) + at(2), at(1) - at(2), at(3) + at(4), at(3) - at(4));
+    put(0, at(0) + sum12 + sum34);
+    if TILE == 2 {
+        put(1, dif12 + two * dif34 + at(5));
+    } else {
+        put(1, dif12 + two * dif34);
+        put(2, sum12 + four * sum34);
+        put(3, dif12 + eight * dif34 + at(5));
     }
 }
 
@@ -792,9 +851,10 @@ mod tests {
                 for r in 0..g.oh {
                     for q in 0..g.ow {
                         let mut s = b[co] as f64;
+                        let k = g.kernel[0];
                         for ci in 0..g.channels_in {
-                            for ki in 0..3 {
-                                for kj in 0..3 {
+                            for ki in 0..k {
+                                for kj in 0..k {
                                     let (iy, ix) = (r + ki, q + kj);
                                     if iy < g.pad[0] || ix < g.pad[1] {
                                         continue;
@@ -804,7 +864,7 @@ mod tests {
                                         continue;
                                     }
                                     s += x[((n * g.channels_in + ci) * g.h + iy) * g.w + ix] as f64
-                                        * w[((co * g.channels_in + ci) * 3 + ki) * 3 + kj] as f64;
+                                        * w[((co * g.channels_in + ci) * k + ki) * k + kj] as f64;
                                 }
                             }
                         }
@@ -824,15 +884,28 @@ mod tests {
         w: usize,
         pad: [usize; 2],
     ) -> ConvGeometry {
+        windowed(3, batch, cin, cout, h, w, pad)
+    }
+
+    /// [`geometry`] of a `k x k` window.
+    fn windowed(
+        k: usize,
+        batch: usize,
+        cin: usize,
+        cout: usize,
+        h: usize,
+        w: usize,
+        pad: [usize; 2],
+    ) -> ConvGeometry {
         ConvGeometry {
             batch,
             channels_in: cin,
             channels_out: cout,
             h,
             w,
-            oh: ConvGeometry::output_size(h, 3, 1, pad[0], 1),
-            ow: ConvGeometry::output_size(w, 3, 1, pad[1], 1),
-            kernel: [3, 3],
+            oh: ConvGeometry::output_size(h, k, 1, pad[0], 1),
+            ow: ConvGeometry::output_size(w, k, 1, pad[1], 1),
+            kernel: [k, k],
             stride: [1, 1],
             pad,
             dilation: [1, 1],
@@ -867,12 +940,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn five_by_five_matches_the_direct_sum() {
+        // F(2x2, 5x5): odd and even planes, padding 0 to 2 (CaffeNet's
+        // conv2 pads 2), cached and streamed weights, one core and two.
+        for (batch, cin, cout, h, w, pad) in [
+            (1, 8, 8, 6, 6, [0, 0]),
+            (2, 9, 11, 7, 12, [2, 1]),
+            (1, 48, 128, 27, 27, [2, 2]),
+            (2, 96, 80, 9, 10, [1, 2]),
+        ] {
+            let g = windowed(5, batch, cin, cout, h, w, pad);
+            for cores in [1, 2] {
+                matches_the_direct_sum(&g, cores);
+            }
+        }
+    }
+
     /// `forward` on `cores` cores against Caffe's sum, within the
-    /// rounding of 9 cin products of values in [-1, 1].
+    /// rounding of the window's cin products of values in [-1, 1].
     fn matches_the_direct_sum(g: &ConvGeometry, cores: usize) {
         let (cin, cout) = (g.channels_in, g.channels_out);
         let x = values(g.batch * cin * g.h * g.w, 1);
-        let wt = values(cout * cin * 9, 2);
+        let taps = g.kernel[0] * g.kernel[1];
+        let wt = values(cout * cin * taps, 2);
         let b = values(cout, 3);
         let want = direct(g, &x, &wt, &b);
         let mut y = vec![f32::NAN; want.len()];
@@ -884,7 +975,7 @@ mod tests {
             let mut s = WinogradScratch::default();
             forward(g, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
         });
-        let scale = (9 * cin) as f64;
+        let scale = (taps * cin) as f64;
         for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
             assert!(
                 (got as f64 - want).abs() <= 2e-6 * scale,
