@@ -1,4 +1,4 @@
-//! The CPU's Winograd path for 3x3 convolutions, through the run-time
+//! The CPU's Winograd path for 3x3 and 5x5 convolutions, through the run-time
 //! layer: within 1e-5 of Caffe's own engine (`engine: CAFFE`, im2col)
 //! on the same weights, grouped or not, and following the weights when
 //! they change between passes, as a solver's update or a weight load
@@ -9,10 +9,11 @@ use blob_layers::registry::LayerRegistry;
 use blob_proto::{ParamMessage, TextMessage, schema};
 use blob_runtime::Blob;
 
-fn layer(engine: &str, outputs: usize, group: usize) -> Box<dyn DynLayer<f32>> {
+fn layer(engine: &str, outputs: usize, group: usize, kernel: usize) -> Box<dyn DynLayer<f32>> {
+    let pad = kernel / 2;
     let text = format!(
         "name: 'conv' type: 'Convolution' convolution_param {{ num_output: {outputs} \
-         kernel_size: 3 pad: 1 group: {group} engine: {engine} }}"
+         kernel_size: {kernel} pad: {pad} group: {group} engine: {engine} }}"
     );
     let param = ParamMessage::from_text(
         &schema::LAYER_PARAMETER,
@@ -65,20 +66,22 @@ fn winograd_matches_caffes_engine_and_follows_new_weights() {
     // 2 images of 21 x 26: outputs 21 x 26, 6 x 7 tiles each, the last
     // row and column of tiles partly outside; 16 channels in and 24 out,
     // and 2 groups of 16 in and out (CaffeNet's conv4 and conv5 are
-    // grouped).
-    for (channels, outputs, group) in [(16, 24, 1), (32, 32, 2)] {
-        matches_caffes_engine(channels, outputs, group);
+    // grouped); 5x5 windows, CaffeNet's conv2's 2 groups among them.
+    for kernel in [3, 5] {
+        for (channels, outputs, group) in [(16, 24, 1), (32, 32, 2)] {
+            matches_caffes_engine(channels, outputs, group, kernel);
+        }
     }
 }
 
-fn matches_caffes_engine(channels: usize, outputs: usize, group: usize) {
+fn matches_caffes_engine(channels: usize, outputs: usize, group: usize, kernel: usize) {
     let x = Blob::new(&[2, channels, 21, 26]).unwrap();
     x.mutable_cpu_data()
         .unwrap()
         .copy_from_slice(&values(x.count(), 1));
     let (mut fast, mut caffe) = (
-        layer("DEFAULT", outputs, group),
-        layer("CAFFE", outputs, group),
+        layer("DEFAULT", outputs, group, kernel),
+        layer("CAFFE", outputs, group, kernel),
     );
     let (mut y_fast, mut y_caffe) = (Blob::default(), Blob::default());
     reshape(&mut *fast, &x, &mut y_fast);
@@ -93,12 +96,12 @@ fn matches_caffes_engine(channels: usize, outputs: usize, group: usize) {
         let gap = relative_gap(&a, &b);
         assert!(
             gap < 1e-5,
-            "groups {group}, weights {seed}: Winograd is {gap:e} off im2col"
+            "{kernel}x{kernel}, groups {group}, weights {seed}: Winograd is {gap:e} off im2col"
         );
         // The two engines do round differently: the fast one did run.
         assert_ne!(
             a, b,
-            "groups {group}, weights {seed}: the same bits as im2col"
+            "{kernel}x{kernel}, groups {group}, weights {seed}: the same bits as im2col"
         );
         passes.push(a);
     }

@@ -1,17 +1,21 @@
-//! Winograd's minimal filtering F(4x4, 3x3) (Lavin and Gray, "Fast
-//! Algorithms for Convolutional Neural Networks", 2015) for the CPU
-//! forward pass of 3x3, stride-1 convolutions: SqueezeNet's, GoogLeNet's
-//! and ResNet's 3x3 layers, MTCNN's.
+//! Winograd's minimal filtering F(4x4, 3x3) and F(4x4, 5x5) (Lavin and
+//! Gray, "Fast Algorithms for Convolutional Neural Networks", 2015) for
+//! the CPU forward pass of 3x3 and 5x5, stride-1 convolutions:
+//! SqueezeNet's, GoogLeNet's and ResNet's 3x3 layers, MTCNN's, CaffeNet's
+//! and GoogLeNet's 5x5 ones.
 //!
 //! Each 6x6 input tile (overlapping by two) and each 3x3 kernel are carried
 //! into a 36-point domain where the convolution becomes a product point by
 //! point, and back to a 4x4 output tile. Summed over the input channels,
 //! the products are 36 gemms of `(cout x cin)` by `(cin x tiles)`: 2.25
 //! multiply-adds per output and input channel where im2col's gemm does 9.
+//! A 5x5 kernel takes 8x8 input tiles (overlapping by four) and 64 points:
+//! 4 multiply-adds where im2col does 25.
 //!
 //! The results differ from im2col's in the last bits (the transforms add
 //! and scale before multiplying): within 1e-6 of the magnitudes involved
-//! on trained weights. Only f32 passes come here; f64 passes, which the
+//! on trained weights for 3x3 kernels, about 3e-6 for 5x5 ones, whose
+//! points 1/2 and -1/2 scale more. Only f32 passes come here; f64 passes, which the
 //! gradient checks use as the exact reference, keep im2col, as do the
 //! backward passes.
 //!
@@ -33,16 +37,17 @@ use blob_runtime::{MathElement, Precision};
 use super::cpu::{ConvGeometry, Finish};
 use crate::layer::{Result, ensure};
 
-/// Input tile side: the output tile's and the kernel's, less one (4 + 3
-/// - 1 for F(4x4, 3x3), 2 + 5 - 1 for F(2x2, 5x5)).
-const SPAN: usize = 6;
+/// Output tile side.
+const TILE: usize = 4;
 /// The interpolation points of the transforms but infinity (Toom-Cook's):
-/// both variants have 6, so they share the input transform, `B^T d B`.
-const FINITE_POINTS: [f64; SPAN - 1] = [0.0, 1.0, -1.0, 2.0, -2.0];
-/// The widest kernel taken.
+/// an input tile of side `span` (the output tile's and the kernel's, less
+/// one) takes the first `span - 1`, 6 for 3x3 kernels and 8 for 5x5 ones.
+const FINITE_POINTS: [f64; 7] = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5];
+/// The widest input tile's side, and kernel's.
+const MOST_SPAN: usize = 8;
 const MOST_TAPS: usize = 5;
-/// Points of the transformed domain.
-const POINTS: usize = SPAN * SPAN;
+/// Points of the widest transformed domain.
+const MOST_POINTS: usize = MOST_SPAN * MOST_SPAN;
 /// Channels transformed side by side, one per lane of an AVX-512 register.
 const LANES: usize = 16;
 /// Tiles a block holds at least (where there are as many): the gemm
@@ -92,9 +97,10 @@ impl ConvGeometry {
     /// 5x5 window at stride 1 without dilation, f32, and enough channels
     /// on both sides for the transforms to pay.
     pub fn suits_winograd<T: MathElement>(&self) -> bool {
-        let Some(tile) = self.winograd_tile() else {
+        let Some(span) = self.winograd_span() else {
             return false;
         };
+        let points = span * span;
         T::PRECISION == Precision::F32
             && self.stride == [1, 1]
             && self.dilation == [1, 1]
@@ -108,20 +114,20 @@ impl ConvGeometry {
             // products are the cost, and F(4x4, 3x3)'s are fewer than
             // im2col's even so (13 x 13: 2.6x fewer).
             && (self.oh * self.ow * 4
-                >= 3 * tile * tile * self.oh.div_ceil(tile) * self.ow.div_ceil(tile)
-                || POINTS * self.channels_in * self.channels_out > CACHED_WEIGHTS)
-            && (POINTS * self.channels_in * self.channels_out <= CACHED_WEIGHTS
-                || (self.batch * self.oh.div_ceil(tile) * self.ow.div_ceil(tile) >= MIN_TILES
+                >= 3 * TILE * TILE * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE)
+                || points * self.channels_in * self.channels_out > CACHED_WEIGHTS)
+            && (points * self.channels_in * self.channels_out <= CACHED_WEIGHTS
+                || (self.batch * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE) >= MIN_TILES
                     && self.batch * self.oh * self.ow
                         >= MIN_OUTPUTS_PER_WEIGHT_READ * Tiling::of(self, 1).blocks()))
     }
 
-    /// The output tile side of this window's Winograd variant: F(4x4,
-    /// 3x3) or F(2x2, 5x5); none for other windows.
-    fn winograd_tile(&self) -> Option<usize> {
+    /// The input tile side of this window's Winograd variant: 6 for
+    /// F(4x4, 3x3), 8 for F(4x4, 5x5); none for other windows.
+    fn winograd_span(&self) -> Option<usize> {
         match self.kernel {
-            [3, 3] => Some(4),
-            [5, 5] => Some(2),
+            [3, 3] => Some(6),
+            [5, 5] => Some(8),
             _ => None,
         }
     }
@@ -170,8 +176,8 @@ struct BlockBuffers {
 /// How the tiles of a pass are cut.
 #[derive(Clone, Copy, Debug)]
 struct Tiling {
-    /// Output tile side: 4 for 3x3 windows, 2 for 5x5 ones.
-    tile: usize,
+    /// Input tile side: 6 for 3x3 windows, 8 for 5x5 ones.
+    span: usize,
     /// Tiles down and across one output plane.
     down: usize,
     across: usize,
@@ -196,11 +202,12 @@ impl Tiling {
     /// The tiling of a pass of `g`, one group's geometry (its channels,
     /// the whole batch) of `groups`.
     fn of(g: &ConvGeometry, groups: usize) -> Tiling {
-        let tile = SPAN + 1 - g.kernel[0];
-        let (down, across) = (g.oh.div_ceil(tile), g.ow.div_ceil(tile));
+        let span = TILE + g.kernel[0] - 1;
+        let (down, across) = (g.oh.div_ceil(TILE), g.ow.div_ceil(TILE));
         let tiles = g.batch * down * across;
-        let per_tile = POINTS * (g.channels_in + g.channels_out);
-        let streamed = POINTS * g.channels_in * g.channels_out > CACHED_WEIGHTS;
+        let points = span * span;
+        let per_tile = points * (g.channels_in + g.channels_out);
+        let streamed = points * g.channels_in * g.channels_out > CACHED_WEIGHTS;
         let (most, cores) = if streamed {
             // Weights that come from memory are read once a block: the
             // block takes as many tiles as its buffers allow in L3, and
@@ -225,7 +232,7 @@ impl Tiling {
         let blocks = tiles.div_ceil(per_block);
         let parts = cpu::cores().clamp(1, blocks.max(1));
         Tiling {
-            tile,
+            span,
             down,
             across,
             tiles,
@@ -265,11 +272,17 @@ impl Tiling {
         })
     }
 
-    /// Values of [`BlockBuffers::rows`] a block needs: 6 input rows or a
-    /// tile's output rows of a strip of `across` tiles, 16 lanes a pixel.
+    /// Points of the transformed domain.
+    fn points(&self) -> usize {
+        self.span * self.span
+    }
+
+    /// Values of [`BlockBuffers::rows`] a block needs: a tile's input rows
+    /// or its 4 output rows of a strip of `across` tiles, 16 lanes a
+    /// pixel.
     fn row_values(&self) -> usize {
-        let input = SPAN * (self.tile * self.across + SPAN - self.tile);
-        let output = self.tile * self.tile * self.across;
+        let input = self.span * (TILE * self.across + self.span - TILE);
+        let output = TILE * TILE * self.across;
         input.max(output) * LANES
     }
 }
@@ -301,7 +314,8 @@ pub(crate) fn forward(
     y: &mut [f32],
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
-    let len = POINTS * cpu::panels_len(cin, cout);
+    let tiling = Tiling::of(g, groups);
+    let len = tiling.points() * cpu::panels_len(cin, cout);
     if scratch.made_from != Some((weights_stamp, cin, cout, groups)) {
         ensure(&mut scratch.weights, groups * len)?;
         let taps = g.kernel[0];
@@ -314,7 +328,6 @@ pub(crate) fn forward(
         }
         scratch.made_from = Some((weights_stamp, cin, cout, groups));
     }
-    let tiling = Tiling::of(g, groups);
     if tiling.tiles == 0 {
         return Ok(());
     }
@@ -361,8 +374,8 @@ fn cached_blocks(
         parts.resize_with(count, BlockBuffers::default);
     }
     for b in &mut parts[..count] {
-        ensure(&mut b.input, POINTS * cin * tiling.per_block)?;
-        ensure(&mut b.products, POINTS * cout * tiling.per_block)?;
+        ensure(&mut b.input, tiling.points() * cin * tiling.per_block)?;
+        ensure(&mut b.products, tiling.points() * cout * tiling.per_block)?;
         ensure(&mut b.rows, tiling.row_values())?;
     }
     cpu::on_cores(parts[..count].iter_mut().enumerate(), |(p, buffers)| {
@@ -371,7 +384,7 @@ fn cached_blocks(
             let tiles = (first, tiling.per_block.min(tiling.tiles - first));
             let (v, m) = (&mut buffers.input[..], &mut buffers.products[..]);
             transform_input(g, tiling, x, tiles, v, &mut buffers.rows);
-            multiply(u, (v, cin), 0..cout, tiles.1, m);
+            multiply(tiling, u, (v, cin), 0..cout, tiles.1, m);
             transform_output(
                 g,
                 tiling,
@@ -406,10 +419,13 @@ fn streamed_blocks(
     if parts.len() < count {
         parts.resize_with(count, BlockBuffers::default);
     }
-    ensure(v, POINTS * cin * tiling.per_block)?;
+    ensure(v, tiling.points() * cin * tiling.per_block)?;
     for (i, b) in parts[..count].iter_mut().enumerate() {
         let channels = per_part.min(cout - i * per_part);
-        ensure(&mut b.products, POINTS * channels * tiling.per_block)?;
+        ensure(
+            &mut b.products,
+            tiling.points() * channels * tiling.per_block,
+        )?;
         ensure(&mut b.rows, tiling.row_values())?;
     }
     for block in 0..tiling.blocks() {
@@ -420,7 +436,7 @@ fn streamed_blocks(
         cpu::on_cores(parts[..count].iter_mut().enumerate(), |(i, b)| {
             let channels = i * per_part..cout.min((i + 1) * per_part);
             let m = &mut b.products[..];
-            multiply(u, (v, cin), channels.clone(), tiles.1, m);
+            multiply(tiling, u, (v, cin), channels.clone(), tiles.1, m);
             transform_output(g, tiling, (m, channels), finish, tiles, &mut b.rows, out);
         });
     }
@@ -435,7 +451,8 @@ fn streamed_blocks(
 /// that do not stay in cache stream from memory front to back.
 fn transform_weights((cin, cout, taps): (usize, usize, usize), weight: &[f32], u: &mut [f32]) {
     let len = cpu::panels_len(cin, cout);
-    u[..POINTS * len].fill(0.0);
+    let span = TILE + taps - 1;
+    u[..span * span * len].fill(0.0);
     let at = |point: usize, ci: usize, co: usize| {
         point * len
             + (co / cpu::PANEL_COLUMNS * cin + ci) * cpu::PANEL_COLUMNS
@@ -445,32 +462,35 @@ fn transform_weights((cin, cout, taps): (usize, usize, usize), weight: &[f32], u
     for co in 0..cout {
         for ci in 0..cin {
             let k = &weight[(co * cin + ci) * taps * taps..][..taps * taps];
-            // G g: 6 x taps.
-            let mut gk = [[0.0f64; MOST_TAPS]; SPAN];
-            for (row, gr) in gk.iter_mut().zip(&g) {
+            // G g: span x taps.
+            let mut gk = [[0.0f64; MOST_TAPS]; MOST_SPAN];
+            for (row, gr) in gk[..span].iter_mut().zip(&g) {
                 for (j, v) in row[..taps].iter_mut().enumerate() {
                     *v = (0..taps).map(|a| gr[a] * f64::from(k[a * taps + j])).sum();
                 }
             }
-            for (r, row) in gk.iter().enumerate() {
-                for (c, gc) in g.iter().enumerate() {
+            for (r, row) in gk[..span].iter().enumerate() {
+                for (c, gc) in g[..span].iter().enumerate() {
                     let v: f64 = (0..taps).map(|b| row[b] * gc[b]).sum();
-                    u[at(r * SPAN + c, ci, co)] = v as f32;
+                    u[at(r * span + c, ci, co)] = v as f32;
                 }
             }
         }
     }
 }
 
-/// `G`, the kernel's transform (6 x `taps`), in Lavin's normalisation:
-/// the row of finite point `a` is `a^k / prod(a - b)` over the other
-/// finite points `b`, for the taps `k`; infinity's picks the last tap.
-/// For 3 taps, rows 1/4 (1, 0, 0), -1/6 (1, 1, 1), -1/6 (1, -1, 1), 1/24
-/// (1, 2, 4), 1/24 (1, -2, 4) and (0, 0, 1).
-fn kernel_transform(taps: usize) -> [[f64; MOST_TAPS]; SPAN] {
-    let mut g = [[0.0; MOST_TAPS]; SPAN];
-    for (j, &a) in FINITE_POINTS.iter().enumerate() {
-        let norm: f64 = FINITE_POINTS
+/// `G`, the kernel's transform (`span x taps`, `span = 4 + taps - 1`),
+/// in Lavin's normalisation: the row of finite point `a` is `a^k /
+/// prod(a - b)` over the other finite points `b`, for the taps `k`;
+/// infinity's picks the last tap. For 3 taps, rows 1/4 (1, 0, 0), -1/6
+/// (1, 1, 1), -1/6 (1, -1, 1), 1/24 (1, 2, 4), 1/24 (1, -2, 4) and (0, 0,
+/// 1).
+fn kernel_transform(taps: usize) -> [[f64; MOST_TAPS]; MOST_SPAN] {
+    let span = TILE + taps - 1;
+    let finite = &FINITE_POINTS[..span - 1];
+    let mut g = [[0.0; MOST_TAPS]; MOST_SPAN];
+    for (j, &a) in finite.iter().enumerate() {
+        let norm: f64 = finite
             .iter()
             .enumerate()
             .filter(|&(l, _)| l != j)
@@ -480,7 +500,7 @@ fn kernel_transform(taps: usize) -> [[f64; MOST_TAPS]; SPAN] {
             *v = a.powi(k as i32) / norm;
         }
     }
-    g[SPAN - 1][taps - 1] = 1.0;
+    g[span - 1][taps - 1] = 1.0;
     g
 }
 
@@ -496,30 +516,45 @@ fn transform_input(
     g: &ConvGeometry,
     tiling: &Tiling,
     x: &[f32],
+    tiles: (usize, usize),
+    v: &mut [f32],
+    rows: &mut [f32],
+) {
+    match tiling.span {
+        8 => input_tiles::<8>(g, tiling, x, tiles, v, rows),
+        _ => input_tiles::<6>(g, tiling, x, tiles, v, rows),
+    }
+}
+
+/// [`transform_input`] for `SPAN`, the tiling's input tile side.
+fn input_tiles<const SPAN: usize>(
+    g: &ConvGeometry,
+    tiling: &Tiling,
+    x: &[f32],
     (first, count): (usize, usize),
     v: &mut [f32],
     rows: &mut [f32],
 ) {
     let cin = g.channels_in;
-    let v = &mut v[..POINTS * cin * count];
+    let v = &mut v[..SPAN * SPAN * cin * count];
     cpu::vectorized(
         #[inline(always)]
         || {
-            let mut d = [[0.0; LANES]; POINTS];
-            let mut e = [[0.0; LANES]; POINTS];
+            let mut d = [[0.0; LANES]; MOST_POINTS];
+            let mut e = [[0.0; LANES]; MOST_POINTS];
             for c0 in (0..cin).step_by(LANES) {
                 let lanes = LANES.min(cin - c0);
                 for strip in tiling.strips(first, count) {
-                    let width = tiling.tile * strip.len + SPAN - tiling.tile;
+                    let width = TILE * strip.len + SPAN - TILE;
                     input_rows((g, tiling), x, strip, c0..c0 + lanes, width, rows);
                     for k in 0..strip.len {
-                        for (p, values) in d.iter_mut().enumerate() {
-                            let at = ((p / SPAN) * width + tiling.tile * k + p % SPAN) * LANES;
+                        for (p, values) in d[..SPAN * SPAN].iter_mut().enumerate() {
+                            let at = ((p / SPAN) * width + TILE * k + p % SPAN) * LANES;
                             *values = *rows[at..].first_chunk().expect("a strip's rows hold it");
                         }
-                        input_transform(&d, &mut e);
+                        input_transform::<SPAN>(&d, &mut e);
                         let t = strip.start + k;
-                        for (p, values) in e.iter().enumerate() {
+                        for (p, values) in e[..SPAN * SPAN].iter().enumerate() {
                             copy_lanes(&mut v[(p * count + t) * cin + c0..], values, lanes);
                         }
                     }
@@ -529,21 +564,22 @@ fn transform_input(
     );
 }
 
-/// The 36 products of `count` tiles' transformed input `v` (`cin`
+/// The products, point by point, of `count` tiles' transformed input `v` (`cin`
 /// channels) by the transformed weights `u`, for the output channels
 /// `channels` (whole panels of `u` from its first): `(count x cin)` by
 /// `(cin x channels)` into `m` (`M[point][tile][channel - first]`).
 fn multiply(
+    tiling: &Tiling,
     u: &[f32],
     (v, cin): (&[f32], usize),
     channels: Range<usize>,
     count: usize,
     m: &mut [f32],
 ) {
-    let len = u.len() / POINTS;
+    let len = u.len() / tiling.points();
     let from = channels.start * cin;
     let width = channels.len();
-    for p in 0..POINTS {
+    for p in 0..tiling.points() {
         cpu::gemm_panels(
             count,
             width,
@@ -569,14 +605,14 @@ fn transform_output(
     rows: &mut [f32],
     out: &Output<'_>,
 ) {
-    match tiling.tile {
-        2 => output_tiles::<2>(g, tiling, products, finish, tiles, rows, out),
-        _ => output_tiles::<4>(g, tiling, products, finish, tiles, rows, out),
+    match tiling.span {
+        8 => output_tiles::<8>(g, tiling, products, finish, tiles, rows, out),
+        _ => output_tiles::<6>(g, tiling, products, finish, tiles, rows, out),
     }
 }
 
-/// [`transform_output`] for `TILE`, the tiling's tile side.
-fn output_tiles<const TILE: usize>(
+/// [`transform_output`] for `SPAN`, the tiling's input tile side.
+fn output_tiles<const SPAN: usize>(
     g: &ConvGeometry,
     tiling: &Tiling,
     (m, channels): (&[f32], Range<usize>),
@@ -589,8 +625,8 @@ fn output_tiles<const TILE: usize>(
     cpu::vectorized(
         #[inline(always)]
         || {
-            let mut s = [[0.0; LANES]; POINTS];
-            let mut o = [[0.0; LANES]; 16];
+            let mut s = [[0.0; LANES]; MOST_POINTS];
+            let mut o = [[0.0; LANES]; TILE * TILE];
             for c0 in channels.clone().step_by(LANES) {
                 let lanes = LANES.min(channels.end - c0);
                 let mut b = [0.0; LANES];
@@ -599,15 +635,15 @@ fn output_tiles<const TILE: usize>(
                     let width = TILE * strip.len;
                     for k in 0..strip.len {
                         let t = strip.start + k;
-                        for (p, values) in s.iter_mut().enumerate() {
+                        for (p, values) in s[..SPAN * SPAN].iter_mut().enumerate() {
                             let from = &m[(p * count + t) * width_m + c0 - channels.start..];
                             match from.first_chunk::<LANES>() {
                                 Some(all) => *values = *all,
                                 None => values[..lanes].copy_from_slice(&from[..lanes]),
                             }
                         }
-                        output_transform::<TILE>(&s, &mut o);
-                        for (p, values) in o[..TILE * TILE].iter().enumerate() {
+                        output_transform::<SPAN>(&s, &mut o);
+                        for (p, values) in o.iter().enumerate() {
                             let at = ((p / TILE) * width + TILE * k + p % TILE) * LANES;
                             let to: &mut Lanes = rows[at..]
                                 .first_chunk_mut()
@@ -626,7 +662,7 @@ fn output_tiles<const TILE: usize>(
     );
 }
 
-/// The 6 input rows under `strip` (from its first tile's top-left input
+/// The input tile's rows under `strip` (from its first tile's top-left input
 /// pixel, `width` pixels) of channels `channels` (at most 16), side by
 /// side into `rows`: row `r`, pixel `i`, lane `l` at `(r * width + i) *
 /// 16 + l`, padding and lanes past the channels zero. `x` holds one
@@ -642,15 +678,15 @@ fn input_rows(
     let plane = g.h * g.w;
     // The strip's first input column, in padded coordinates: columns
     // `left..left + width` of the padded image.
-    let left = strip.tx * tiling.tile;
+    let left = strip.tx * TILE;
     // Its columns inside the image, as offsets into the strip's row.
     let (from, to) = (
         g.pad[1].saturating_sub(left).min(width),
         (g.w + g.pad[1]).saturating_sub(left).min(width),
     );
-    for r in 0..SPAN {
+    for r in 0..tiling.span {
         let row = &mut rows[r * width * LANES..][..width * LANES];
-        let iy = (strip.ty * tiling.tile + r)
+        let iy = (strip.ty * TILE + r)
             .checked_sub(g.pad[0])
             .filter(|&iy| iy < g.h);
         let Some(iy) = iy.filter(|_| to > from) else {
@@ -673,7 +709,7 @@ fn input_rows(
     }
 }
 
-/// A tile's output rows of `strip` in `rows` (`width` pixels a row, 16
+/// The 4 output rows of `strip` in `rows` (`width` pixels a row, 16
 /// lanes a pixel) into channels `channels` of `out` (one group's of the
 /// tiling's groups, from its first), clipped to the output plane.
 fn output_rows(
@@ -685,9 +721,9 @@ fn output_rows(
     out: &Output<'_>,
 ) {
     let plane = g.oh * g.ow;
-    let (oy, ox) = (strip.ty * tiling.tile, strip.tx * tiling.tile);
+    let (oy, ox) = (strip.ty * TILE, strip.tx * TILE);
     let len = width.min(g.ow - ox);
-    for r in 0..tiling.tile.min(g.oh - oy) {
+    for r in 0..TILE.min(g.oh - oy) {
         let mut runs: [&mut [f32]; LANES] = std::array::from_fn(|_| <&mut [f32]>::default());
         for (run, c) in runs.iter_mut().zip(channels.clone()) {
             let at =
@@ -715,79 +751,110 @@ fn copy_lanes(to: &mut [f32], values: &Lanes, lanes: usize) {
     }
 }
 
-/// `B^T d B` of each lane's 6x6 patch, point `row * 6 + column`:
-/// Winograd's input transform, down the columns and then along the rows.
+/// `B^T d B` of each lane's `SPAN x SPAN` patch, point `row * SPAN +
+/// column`: Winograd's input transform, down the columns and then along
+/// the rows.
 #[inline(always)]
-fn input_transform(d: &[Lanes; POINTS], v: &mut [Lanes; POINTS]) {
-    let mut t = [[0.0; LANES]; POINTS];
+fn input_transform<const SPAN: usize>(d: &[Lanes; MOST_POINTS], v: &mut [Lanes; MOST_POINTS]) {
+    let mut t = [[0.0; LANES]; MOST_POINTS];
     for c in 0..SPAN {
-        input_1d(d, c, SPAN, &mut t, c, SPAN);
+        for l in 0..LANES {
+            let at = |i: usize| d[c + i * SPAN][l];
+            let mut put = |i: usize, value: f32| t[c + i * SPAN][l] = value;
+            input_1d::<SPAN>(at, &mut put);
+        }
     }
     for k in 0..SPAN {
-        input_1d(&t, k * SPAN, 1, v, k * SPAN, 1);
+        for l in 0..LANES {
+            let at = |i: usize| t[k * SPAN + i][l];
+            let mut put = |i: usize, value: f32| v[k * SPAN + i][l] = value;
+            input_1d::<SPAN>(at, &mut put);
+        }
     }
 }
 
-/// `B^T d` along one axis: the 6 values at `from + i * step` of `d` to
-/// the 6 at `to + i * step_to` of `v`.
+/// `B^T d` of one line of `SPAN` values, `at(0..SPAN)`, into
+/// `put(0..SPAN)`: row `j` of `B^T` holds the coefficients of the
+/// product of `(x - b)` over the finite points `b` but the `j`-th, the
+/// last row those of the product over them all.
 #[inline(always)]
-fn input_1d(
-    d: &[Lanes; POINTS],
-    from: usize,
-    step: usize,
-    v: &mut [Lanes; POINTS],
-    to: usize,
-    step_to: usize,
-) {
-    let (two, four, five) = (2.0f32, 4.0f32, 5.0f32);
-    for l in 0..LANES {
-        let at = |i: usize| d[from + i * step][l];
+fn input_1d<const SPAN: usize>(at: impl Fn(usize) -> f32, put: &mut impl FnMut(usize, f32)) {
+    if SPAN == 6 {
+        let (two, four, five) = (2.0f32, 4.0f32, 5.0f32);
         let (d0, d1, d2, d3, d4, d5) = (at(0), at(1), at(2), at(3), at(4), at(5));
-        v[to][l] = four * d0 - five * d2 + d4;
-        v[to + step_to][l] = d3 + d4 - four * (d1 + d2);
-        v[to + 2 * step_to][l] = four * (d1 - d2) + d4 - d3;
-        v[to + 3 * step_to][l] = two * (d3 - d1) + d4 - d2;
-        v[to + 4 * step_to][l] = two * (d1 - d3) + d4 - d2;
-        v[to + 5 * step_to][l] = four * d1 - five * d3 + d5;
+        put(0, four * d0 - five * d2 + d4);
+        put(1, d3 + d4 - four * (d1 + d2));
+        put(2, four * (d1 - d2) + d4 - d3);
+        put(3, two * (d3 - d1) + d4 - d2);
+        put(4, two * (d1 - d3) + d4 - d2);
+        put(5, four * d1 - five * d3 + d5);
+    } else {
+        // Points 0, 1, -1, 2, -2, 1/2, -1/2: each pair's rows share their
+        // odd and even parts.
+        let (d0, d1, d2, d3, d4, d5, d6, d7) =
+            (at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7));
+        let (half, quarter, five4, five2, five, twenty1) =
+            (0.5f32, 0.25f32, 1.25f32, 2.5f32, 5.0f32, 5.25f32);
+        let seventeen4 = 4.25f32;
+        put(0, d6 - d0 + twenty1 * (d2 - d4));
+        let (odd, even) = (d1 + d5 - seventeen4 * d3, d2 + d6 - seventeen4 * d4);
+        put(1, even + odd);
+        put(2, even - odd);
+        let (odd, even) = (
+            half * d1 - five2 * d3 + 2.0 * d5,
+            quarter * d2 - five4 * d4 + d6,
+        );
+        put(3, even + odd);
+        put(4, even - odd);
+        let (odd, even) = (2.0 * d1 - five2 * d3 + half * d5, 4.0 * d2 - five * d4 + d6);
+        put(5, even + odd);
+        put(6, even - odd);
+        put(7, d7 - d1 + twenty1 * (d3 - d5));
     }
 }
 
-/// `A^T m A` of each lane's 36 products: Winograd's output transform to
-/// the `TILE x TILE` tile, point `row * TILE + column`. Row `i` of `A^T`
-/// is each finite point to the power `i` (0, 1, -1, 2, -2), and 1 for
-/// infinity in the last row.
+/// `A^T m A` of each lane's `SPAN x SPAN` products: Winograd's output
+/// transform to the 4x4 tile, point `row * 4 + column`. Row `i` of `A^T`
+/// is each finite point to the power `i` (0, 1, -1, 2, -2, 1/2, -1/2),
+/// and 1 for infinity in the last row.
 #[inline(always)]
-fn output_transform<const TILE: usize>(m: &[Lanes; POINTS], y: &mut [Lanes; 16]) {
-    // Down each column (A^T m, TILE x 6), then along each row of that.
-    let mut t = [[0.0; LANES]; 4 * SPAN];
+fn output_transform<const SPAN: usize>(m: &[Lanes; MOST_POINTS], y: &mut [Lanes; TILE * TILE]) {
+    // Down each column (A^T m, 4 x SPAN), then along each row of that.
+    let mut t = [[0.0; LANES]; TILE * MOST_SPAN];
     for c in 0..SPAN {
         for l in 0..LANES {
             let at = |i: usize| m[i * SPAN + c][l];
             let mut put = |i: usize, v: f32| t[i * SPAN + c][l] = v;
-            output_1d::<TILE>(at, &mut put);
+            output_1d::<SPAN>(at, &mut put);
         }
     }
     for i in 0..TILE {
         for l in 0..LANES {
             let at = |j: usize| t[i * SPAN + j][l];
             let mut put = |j: usize, v: f32| y[i * TILE + j][l] = v;
-            output_1d::<TILE>(at, &mut put);
+            output_1d::<SPAN>(at, &mut put);
         }
     }
 }
 
-/// `A^T` of one line of 6 products, `at(0..6)`, into `put(0..TILE)`.
+/// `A^T` of one line of `SPAN` products, `at(0..SPAN)`, into
+/// `put(0..4)`.
 #[inline(always)]
-fn output_1d<const TILE: usize>(at: impl Fn(usize) -> f32, put: &mut impl FnMut(usize, f32)) {
+fn output_1d<const SPAN: usize>(at: impl Fn(usize) -> f32, put: &mut impl FnMut(usize, f32)) {
     let (two, four, eight) = (2.0f32, 4.0f32, 8.0f32);
     let (sum12, dif12, sum34, dif34) = (at(1) + at(2), at(1) - at(2), at(3) + at(4), at(3) - at(4));
-    put(0, at(0) + sum12 + sum34);
-    if TILE == 2 {
-        put(1, dif12 + two * dif34 + at(5));
-    } else {
+    if SPAN == 6 {
+        put(0, at(0) + sum12 + sum34);
         put(1, dif12 + two * dif34);
         put(2, sum12 + four * sum34);
         put(3, dif12 + eight * dif34 + at(5));
+    } else {
+        let (sum56, dif56) = (at(5) + at(6), at(5) - at(6));
+        let (half, quarter, eighth) = (0.5f32, 0.25f32, 0.125f32);
+        put(0, at(0) + sum12 + sum34 + sum56);
+        put(1, dif12 + two * dif34 + half * dif56);
+        put(2, sum12 + four * sum34 + quarter * sum56);
+        put(3, dif12 + eight * dif34 + eighth * dif56 + at(7));
     }
 }
 
@@ -1071,6 +1138,14 @@ mod tests {
             assert!(geometry(1, 256, 512, 26, 26, [1, 1]).suits_winograd::<f32>());
             assert!(geometry(1, 128, 256, 52, 52, [1, 1]).suits_winograd::<f32>());
             assert!(geometry(1, 512, 1024, 13, 13, [1, 1]).suits_winograd::<f32>());
+            // 5x5 windows: a group of CaffeNet's conv2 and GoogLeNet's
+            // inception_3b/5x5 take F(4x4, 5x5); an RGB image's first
+            // layer does not, nor inception_5b/5x5 at 7 x 7 (4 tiles
+            // for 1.6 MB of transformed weights).
+            assert!(windowed(5, 1, 48, 128, 31, 31, [2, 2]).suits_winograd::<f32>());
+            assert!(windowed(5, 1, 32, 96, 32, 32, [2, 2]).suits_winograd::<f32>());
+            assert!(!windowed(5, 1, 3, 32, 36, 36, [2, 2]).suits_winograd::<f32>());
+            assert!(!windowed(5, 1, 48, 128, 11, 11, [2, 2]).suits_winograd::<f32>());
             let mut strided = geometry(1, 32, 64, 23, 23, [0, 0]);
             strided.stride = [2, 2];
             assert!(!strided.suits_winograd::<f32>());
