@@ -355,7 +355,7 @@ fn gemv_f64() {
 }
 
 /// `A x` row by row against sums written out, on shapes that leave rows
-/// over a group of four and values over the lanes, and on a matrix large
+/// over a group of eight and values over the lanes, and on a matrix large
 /// enough to be cut across cores. Small integers: every sum is exact.
 #[test]
 fn gemv_rows_in_groups_and_tails() {
@@ -365,7 +365,10 @@ fn gemv_rows_in_groups_and_tails() {
         (4, 16),
         (5, 17),
         (7, 40),
+        (8, 8),
         (9, 100),
+        (15, 33),
+        (17, 7),
         (257, 300),
     ] {
         let a: Vec<f32> = (0..m * n).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();

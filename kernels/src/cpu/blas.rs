@@ -553,41 +553,41 @@ pub fn gemm<T: Real>(
     }
 }
 
-/// Rows of a gemv computed together: `x` is read once for all four, and
-/// four streams of the matrix are in flight at once (CaffeNet's fc6 at
-/// batch 1, 4096 x 9216, same runs: 4.9 -> 4.15 ms on two threads, 8.2
-/// -> 6.0 on one).
-const ROWS_AT_ONCE: usize = 4;
+/// Rows of a gemv computed together: `x` is read once for all of them,
+/// and as many streams of the matrix are in flight at once. On a Zen 4
+/// core (2026-11-30, one thread, 4096 x 4096 from memory, prefetching 2
+/// KB ahead into L2): 4 rows 24.1 GB/s, 6 27.3, 8 27.0, 12 24.2.
+/// Earlier, 1 row to 4 took CaffeNet's fc6 at batch 1 from 8.2 to 6.0 ms.
+const ROWS_AT_ONCE: usize = 8;
 
 /// The dot products of `x` with each of the (up to [`ROWS_AT_ONCE`])
-/// rows of `n` values in `a`; unused entries are 0. Each row sums in 16
-/// lanes, added pairwise at the end, then its tail.
+/// rows of `n` values in `a`; unused entries are 0. Each row sums in 8
+/// lanes (a ymm register: the gemv waits on memory, and 8 rows of 16
+/// lanes would not fit AVX2's 16 registers), added pairwise at the end,
+/// then its tail.
 #[inline(always)]
 fn row_dots<T: Real, const AHEAD: bool>(a: &[T], n: usize, x: &[T]) -> [T; ROWS_AT_ONCE] {
-    const L: usize = 16;
+    const L: usize = 8;
     let count = a.len() / n.max(1);
     // Missing rows repeat the first: the loop stays one shape.
-    let row = |i: usize| &a[if i < count { i } else { 0 } * n..][..n];
-    let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+    let rows: [&[T]; ROWS_AT_ONCE] =
+        std::array::from_fn(|i| &a[if i < count { i } else { 0 } * n..][..n]);
     let (xc, xt) = x.as_chunks::<L>();
+    let chunks = rows.map(|r| &r.as_chunks::<L>().0[..xc.len()]);
     let mut acc = [[T::ZERO; L]; ROWS_AT_ONCE];
-    let chunks = r0.as_chunks::<L>().0.iter().zip(r1.as_chunks::<L>().0);
-    let chunks = chunks.zip(r2.as_chunks::<L>().0).zip(r3.as_chunks::<L>().0);
-    for ((((c0, c1), c2), c3), xv) in chunks.zip(xc) {
-        if AHEAD {
-            for c in [c0, c1, c2, c3] {
-                super::vector::prefetch_ahead::<GEMV_PREFETCH_BYTES, T>(c);
+    for (j, xv) in xc.iter().enumerate() {
+        for (acc, chunks) in acc.iter_mut().zip(&chunks) {
+            let c = &chunks[j];
+            if AHEAD && (j * L * size_of::<T>()).is_multiple_of(64) {
+                // One request a 64-byte line.
+                super::vector::prefetch_to_l2_ahead::<GEMV_PREFETCH_BYTES, T>(c);
             }
-        }
-        for l in 0..L {
-            acc[0][l] += c0[l] * xv[l];
-            acc[1][l] += c1[l] * xv[l];
-            acc[2][l] += c2[l] * xv[l];
-            acc[3][l] += c3[l] * xv[l];
+            for l in 0..L {
+                acc[l] += c[l] * xv[l];
+            }
         }
     }
     let tail = xc.len() * L;
-    let rows = [r0, r1, r2, r3];
     std::array::from_fn(|i| {
         if i >= count {
             return T::ZERO;
@@ -607,12 +607,14 @@ fn row_dots<T: Real, const AHEAD: bool>(a: &[T], n: usize, x: &[T]) -> [T; ROWS_
     })
 }
 
-/// How far ahead of its reads a gemv asks for each row's lines, when
-/// the matrix is [`GEMV_PREFETCH_MIN_BYTES`] or more: the hardware's own
-/// prefetching, following four rows at once, left CaffeNet's fc6 (4096 x
-/// 9216, 151 MB) at 28 GB/s on a Zen 5 core, where one stream reads 41
-/// (2026-11-27, one thread: fc6 5.32 -> 4.42 ms, fc7 2.69 -> 2.18, fc8
-/// 0.70 -> 0.55; 1 KB ahead 34 GB/s, 2 KB 36, 4 KB 33).
+/// How far ahead of its reads a gemv asks for each row's lines into
+/// L2, when the matrix is [`GEMV_PREFETCH_MIN_BYTES`] or more: the
+/// hardware's own prefetching, following four rows at once, left
+/// CaffeNet's fc6 (4096 x 9216, 151 MB) at 28 GB/s on a Zen 5 core,
+/// where one stream reads 41 (2026-11-27, one thread, into L1: fc6 5.32
+/// -> 4.42 ms, fc7 2.69 -> 2.18, fc8 0.70 -> 0.55; 1 KB ahead 34 GB/s, 2
+/// KB 36, 4 KB 33). On a Zen 4 core, into L1 cost 10% with 4 rows and
+/// 30% with 8; into L2 gained 20% and 4% (2026-11-30).
 const GEMV_PREFETCH_BYTES: usize = 2048;
 
 /// The smallest matrix, in bytes, a gemv reads ahead in: smaller ones

@@ -165,6 +165,20 @@ pub(super) fn prefetch_ahead<const BYTES: usize, T>(chunk: &[T]) {
     }
 }
 
+/// Asks for the cache line at `chunk`'s start `BYTES` on, into L2 alone:
+/// a stream read once from memory, whose lines would crowd L1's misses
+/// in flight (a gemv's rows).
+#[inline(always)]
+pub(super) fn prefetch_to_l2_ahead<const BYTES: usize, T>(chunk: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let at = chunk.as_ptr().cast::<i8>().wrapping_add(BYTES);
+        // SAFETY: a prefetch reads nothing the program sees and never
+        // faults, whatever the address (past the slice's end included).
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(at) };
+    }
+}
+
 /// A block's sum of `f(x)`, reading ahead where `ahead`.
 #[inline(always)]
 fn block_sum1<T: Real>(x: &[T], lanes: &mut [f64; LANES], ahead: bool, f: impl Fn(T) -> T) -> f64 {
