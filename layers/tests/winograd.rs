@@ -12,8 +12,8 @@ use blob_runtime::Blob;
 fn layer(engine: &str, outputs: usize, group: usize, kernel: usize) -> Box<dyn DynLayer<f32>> {
     let pad = kernel / 2;
     let text = format!(
-        "name: 'conv' type: 'Convolution' convolution_param {{ num_output: {outputs} \
-         kernel_size: {kernel} pad: {pad} group: {group} engine: {engine} }}"
+        "name: 'conv' type: 'Convolution' phase: TEST convolution_param {{ \
+         num_output: {outputs} kernel_size: {kernel} pad: {pad} group: {group} engine: {engine} }}"
     );
     let param = ParamMessage::from_text(
         &schema::LAYER_PARAMETER,
@@ -62,11 +62,48 @@ fn relative_gap(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[test]
+fn a_training_net_keeps_im2col_for_5x5_layers() {
+    // F(4x4, 5x5) rounds ten times as coarsely as im2col: the TRAIN phase
+    // (a layer's default) keeps Caffe's sums for 5x5 layers, and takes
+    // F(4x4, 3x3) as before.
+    let x = Blob::new(&[1, 16, 12, 12]).unwrap();
+    x.mutable_cpu_data()
+        .unwrap()
+        .copy_from_slice(&values(x.count(), 1));
+    for (kernel, winograd) in [(5, false), (3, true)] {
+        let build = |engine: &str| {
+            let text = format!(
+                "name: 'conv' type: 'Convolution' phase: TRAIN convolution_param {{ \
+                 num_output: 16 kernel_size: {kernel} pad: {} engine: {engine} }}",
+                kernel / 2
+            );
+            let param = ParamMessage::from_text(
+                &schema::LAYER_PARAMETER,
+                &TextMessage::parse(&text).unwrap(),
+            )
+            .unwrap();
+            LayerRegistry::with_caffe_layers()
+                .build("Convolution", &param)
+                .unwrap()
+        };
+        let (mut fast, mut caffe) = (build("DEFAULT"), build("CAFFE"));
+        let (mut y_fast, mut y_caffe) = (Blob::default(), Blob::default());
+        reshape(&mut *fast, &x, &mut y_fast);
+        reshape(&mut *caffe, &x, &mut y_caffe);
+        set_weights(&*fast, 10);
+        set_weights(&*caffe, 10);
+        let same = forward(&mut *fast, &x, &y_fast) == forward(&mut *caffe, &x, &y_caffe);
+        assert_eq!(same, !winograd, "{kernel}x{kernel} in TRAIN");
+    }
+}
+
+#[test]
 fn winograd_matches_caffes_engine_and_follows_new_weights() {
     // 2 images of 21 x 26: outputs 21 x 26, 6 x 7 tiles each, the last
     // row and column of tiles partly outside; 16 channels in and 24 out,
     // and 2 groups of 16 in and out (CaffeNet's conv4 and conv5 are
-    // grouped); 5x5 windows, CaffeNet's conv2's 2 groups among them.
+    // grouped); 5x5 windows, CaffeNet's conv2's 2 groups among them, in
+    // a TEST-phase net as a deployed one runs.
     for kernel in [3, 5] {
         for (channels, outputs, group) in [(16, 24, 1), (32, 32, 2)] {
             matches_caffes_engine(channels, outputs, group, kernel);

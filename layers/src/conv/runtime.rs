@@ -9,7 +9,7 @@ use super::engine::{ConvEngine, EngineChoice};
 use super::volume::VolumeGeometry;
 use crate::Activation;
 use crate::ChannelAffine;
-use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, sub_param};
+use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, is_train, sub_param};
 use crate::layer::Result;
 
 const OP: &str = "set up Convolution";
@@ -251,6 +251,7 @@ impl ConvParam {
             bias_filler: sub_param(&p, "bias_filler"),
             choice: EngineChoice {
                 winograd: !own_engine,
+                winograd_5x5: !own_engine && !is_train(layer),
                 #[cfg(feature = "cudnn")]
                 use_cudnn: !own_engine,
                 #[cfg(feature = "cudnn")]

@@ -1088,6 +1088,32 @@ mod tests {
     }
 
     #[test]
+    fn the_cores_do_not_change_the_bits() {
+        // However a pass cuts its tiles into blocks, each tile's sums are
+        // the same: training on 2 cores and on 3 stays on one trajectory
+        // as far as the forward pass goes (LeNet's conv2 at batch 64).
+        let g = windowed(5, 64, 20, 50, 12, 12, [0, 0]);
+        let x = values(g.batch * 20 * 144, 1);
+        let (wt, b) = (values(50 * 20 * 25, 2), values(50, 3));
+        let run = |cores: usize| {
+            let mut y = vec![0.0; g.batch * 50 * 64];
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(cores)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut s = WinogradScratch::default();
+                forward(&g, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+            });
+            y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let one = run(1);
+        for cores in [2, 3] {
+            assert!(one == run(cores), "{cores} cores differ from one");
+        }
+    }
+
+    #[test]
     fn streamed_weights_match_the_direct_sum_on_any_cores() {
         // Weights beyond CACHED_WEIGHTS: the block's output channels cut
         // across the cores in panels (80 outputs in 3 panels, the last
