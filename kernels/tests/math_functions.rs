@@ -915,3 +915,29 @@ fn a_gemv_read_ahead_gives_the_same_bits_as_one_in_cache() {
         assert_eq!(bits(&y[rows.clone()]), bits(&want), "rows {rows:?}");
     }
 }
+
+/// The whole-store maps give each value `f`'s result, blocks and tails
+/// alike (lengths around the 16-value block), and leave `x` past `y`'s
+/// end alone.
+#[test]
+fn whole_store_maps_match_plain_loops() {
+    let relu = |v: f32| if v > 0.0 { v } else { 0.0 };
+    let larger = |a: f32, b: f32| if b > a { b } else { a };
+    for len in [0, 1, 15, 16, 17, 33, 40] {
+        let x: Vec<f32> = (0..len).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+        let y: Vec<f32> = (0..len).map(|i| ((i * 5) % 9) as f32 - 4.0).collect();
+        let mut mapped = x.clone();
+        cpu::map_whole_in_place(&mut mapped, relu);
+        assert_eq!(
+            mapped,
+            x.iter().map(|&v| relu(v)).collect::<Vec<_>>(),
+            "{len}"
+        );
+        let mut zipped = x.clone();
+        zipped.push(9.0);
+        cpu::zip_whole_in_place(&mut zipped, &y, larger);
+        let mut want: Vec<f32> = x.iter().zip(&y).map(|(&a, &b)| larger(a, b)).collect();
+        want.push(9.0);
+        assert_eq!(zipped, want, "{len}");
+    }
+}

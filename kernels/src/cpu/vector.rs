@@ -772,9 +772,62 @@ pub fn map_in_place<T: Real>(x: &mut [T], f: impl Fn(T) -> T + Sync) {
     chunks(
         x,
         #[inline(always)]
-        |x| x.iter_mut().for_each(|v| *v = f(*v)),
+        |x| map_whole_in_place(x, &f),
     );
 }
+
+/// `x[i] = f(x[i])` on the calling core, every value stored whatever `f`
+/// returns. Written as a plain loop, an `f` that gives back its input on
+/// some values (ReLU's positives, a max) lets the compiler store only the
+/// others, through AVX2's masked stores, which AMD's cores run an order
+/// of magnitude slower than whole ones (MTCNN O-Net's PReLU on 32 x 46 x
+/// 46: 0.004 ms on AVX-512, 0.030 on AVX2); a block computed apart and
+/// stored whole keeps them plain.
+///
+/// ```
+/// let mut x = [-1.0f32, 2.0];
+/// blob_kernels::cpu::map_whole_in_place(&mut x, |v| if v > 0.0 { v } else { 0.0 });
+/// assert_eq!(x, [0.0, 2.0]);
+/// ```
+#[inline(always)]
+pub fn map_whole_in_place<T: Copy>(x: &mut [T], f: impl Fn(T) -> T) {
+    let (blocks, tail) = x.as_chunks_mut::<WHOLE_STORES>();
+    for block in blocks {
+        let values: [T; WHOLE_STORES] = std::array::from_fn(|i| f(block[i]));
+        *std::hint::black_box(block) = values;
+    }
+    for v in tail {
+        *std::hint::black_box(&mut *v) = f(*v);
+    }
+}
+
+/// `x[i] = f(x[i], y[i])` over the shorter of the two, every value of `x`
+/// stored, as [`map_whole_in_place`] (a running maximum: pooling's).
+///
+/// ```
+/// let mut m = [1.0f32, 5.0];
+/// blob_kernels::cpu::zip_whole_in_place(&mut m, &[3.0, 4.0], |a, b| if b > a { b } else { a });
+/// assert_eq!(m, [3.0, 5.0]);
+/// ```
+#[inline(always)]
+pub fn zip_whole_in_place<T: Copy>(x: &mut [T], y: &[T], f: impl Fn(T, T) -> T) {
+    let len = x.len().min(y.len());
+    let (blocks, tail) = x[..len].as_chunks_mut::<WHOLE_STORES>();
+    let (others, other_tail) = y[..len].as_chunks::<WHOLE_STORES>();
+    for (block, other) in blocks.iter_mut().zip(others) {
+        let values: [T; WHOLE_STORES] = std::array::from_fn(|i| f(block[i], other[i]));
+        *std::hint::black_box(block) = values;
+    }
+    for (v, &o) in tail.iter_mut().zip(other_tail) {
+        *std::hint::black_box(&mut *v) = f(*v, o);
+    }
+}
+
+/// Values [`map_whole_in_place`] computes before storing them. The
+/// store goes through [`std::hint::black_box`]: to the compiler the
+/// block may have changed since it was read, so no value can be left
+/// unstored.
+const WHOLE_STORES: usize = 16;
 
 /// `y[i] = alpha` (Caffe `caffe_set`); any `Copy` element, integers included.
 ///

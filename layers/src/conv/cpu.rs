@@ -530,12 +530,11 @@ fn map_into<T: Copy>(src: &[T], dst: &mut [T], f: impl Fn(T) -> T) {
     }
 }
 
-/// `values[i] = f(values[i])`, as [`map_into`].
+/// `values[i] = f(values[i])`, every value stored
+/// ([`cpu::map_whole_in_place`]: AVX2's masked stores are slow).
 #[inline(always)]
 fn map_in_place<T: Copy>(values: &mut [T], f: impl Fn(T) -> T) {
-    for v in values {
-        *v = f(*v);
-    }
+    cpu::map_whole_in_place(values, f);
 }
 
 impl<'a, T: MathElement> Finish<'a, T> {

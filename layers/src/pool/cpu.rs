@@ -347,9 +347,7 @@ fn max_values_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
                     // From -FLT_MAX, as Caffe's scan starts: a NaN never wins.
                     colmax[..w].fill(neg);
                     for hh in h0..h1 {
-                        for (m, &v) in colmax.iter_mut().zip(&plane[hh * w..][..w]) {
-                            *m = larger(*m, v);
-                        }
+                        cpu::zip_whole_in_place(&mut colmax, &plane[hh * w..][..w], larger);
                     }
                     let run = &mut out[first_whole..end_whole];
                     if let Some(&(first_start, _)) = columns.get(first_whole) {

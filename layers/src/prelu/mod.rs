@@ -55,7 +55,7 @@ fn forward_cpu<T: MathElement>(y: &mut [T], x: Option<&[T]>, a: &[T], channels: 
                                 *o = prelu(v, a);
                             }
                         }
-                        None => out.iter_mut().for_each(|o| *o = prelu(*o, a)),
+                        None => cpu::map_whole_in_place(out, |v| prelu(v, a)),
                     }
                 }
             },
