@@ -793,7 +793,10 @@ pub fn map_in_place<T: Real>(x: &mut [T], f: impl Fn(T) -> T + Sync) {
 pub fn map_whole_in_place<T: Copy>(x: &mut [T], f: impl Fn(T) -> T) {
     let (blocks, tail) = x.as_chunks_mut::<WHOLE_STORES>();
     for block in blocks {
-        let values: [T; WHOLE_STORES] = std::array::from_fn(|i| f(block[i]));
+        let mut values = *block;
+        for v in &mut values {
+            *v = f(*v);
+        }
         *std::hint::black_box(block) = values;
     }
     for v in tail {
@@ -815,7 +818,10 @@ pub fn zip_whole_in_place<T: Copy>(x: &mut [T], y: &[T], f: impl Fn(T, T) -> T) 
     let (blocks, tail) = x[..len].as_chunks_mut::<WHOLE_STORES>();
     let (others, other_tail) = y[..len].as_chunks::<WHOLE_STORES>();
     for (block, other) in blocks.iter_mut().zip(others) {
-        let values: [T; WHOLE_STORES] = std::array::from_fn(|i| f(block[i], other[i]));
+        let mut values = *block;
+        for (v, &o) in values.iter_mut().zip(other) {
+            *v = f(*v, o);
+        }
         *std::hint::black_box(block) = values;
     }
     for (v, &o) in tail.iter_mut().zip(other_tail) {
@@ -827,7 +833,7 @@ pub fn zip_whole_in_place<T: Copy>(x: &mut [T], y: &[T], f: impl Fn(T, T) -> T) 
 /// store goes through [`std::hint::black_box`]: to the compiler the
 /// block may have changed since it was read, so no value can be left
 /// unstored.
-const WHOLE_STORES: usize = 16;
+const WHOLE_STORES: usize = 64;
 
 /// `y[i] = alpha` (Caffe `caffe_set`); any `Copy` element, integers included.
 ///
