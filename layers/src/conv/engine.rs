@@ -161,9 +161,9 @@ impl<T: MathElement> ConvEngine<T> {
     /// (Caffe's `group`: group `i` reads input channels `i C/G..(i+1)
     /// C/G` and writes outputs `i M/G..`). On a GPU, one gemm per group
     /// (cuDNN takes ungrouped convolutions, a kernel of its own depthwise
-    /// ones); on the CPU, f32 3x3 layers at stride 1 take Winograd where
-    /// it pays and `choice` allows it, grouped ones (CaffeNet's conv4 and
-    /// conv5) a group after another.
+    /// ones); on the CPU, f32 3x3 and 5x5 layers at stride 1 take
+    /// Winograd where it pays and `choice` allows it, grouped ones
+    /// (CaffeNet's conv4 and conv5) a group after another.
     ///
     /// With an `activation`, it follows in place, in the pass that adds
     /// the bias where the path has one (a net's Convolution with the
