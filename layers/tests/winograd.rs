@@ -9,10 +9,17 @@ use blob_layers::registry::LayerRegistry;
 use blob_proto::{ParamMessage, TextMessage, schema};
 use blob_runtime::Blob;
 
-fn layer(engine: &str, outputs: usize, group: usize, kernel: usize) -> Box<dyn DynLayer<f32>> {
+/// A convolution of `outputs` channels in `group` groups, `kernel x
+/// kernel` padded to keep the plane, in the net phase `phase`.
+fn layer(
+    (engine, phase): (&str, &str),
+    outputs: usize,
+    group: usize,
+    kernel: usize,
+) -> Box<dyn DynLayer<f32>> {
     let pad = kernel / 2;
     let text = format!(
-        "name: 'conv' type: 'Convolution' phase: TEST convolution_param {{ \
+        "name: 'conv' type: 'Convolution' phase: {phase} convolution_param {{ \
          num_output: {outputs} kernel_size: {kernel} pad: {pad} group: {group} engine: {engine} }}"
     );
     let param = ParamMessage::from_text(
@@ -71,22 +78,10 @@ fn a_training_net_keeps_im2col_for_5x5_layers() {
         .unwrap()
         .copy_from_slice(&values(x.count(), 1));
     for (kernel, winograd) in [(5, false), (3, true)] {
-        let build = |engine: &str| {
-            let text = format!(
-                "name: 'conv' type: 'Convolution' phase: TRAIN convolution_param {{ \
-                 num_output: 16 kernel_size: {kernel} pad: {} engine: {engine} }}",
-                kernel / 2
-            );
-            let param = ParamMessage::from_text(
-                &schema::LAYER_PARAMETER,
-                &TextMessage::parse(&text).unwrap(),
-            )
-            .unwrap();
-            LayerRegistry::with_caffe_layers()
-                .build("Convolution", &param)
-                .unwrap()
-        };
-        let (mut fast, mut caffe) = (build("DEFAULT"), build("CAFFE"));
+        let (mut fast, mut caffe) = (
+            layer(("DEFAULT", "TRAIN"), 16, 1, kernel),
+            layer(("CAFFE", "TRAIN"), 16, 1, kernel),
+        );
         let (mut y_fast, mut y_caffe) = (Blob::default(), Blob::default());
         reshape(&mut *fast, &x, &mut y_fast);
         reshape(&mut *caffe, &x, &mut y_caffe);
@@ -117,8 +112,8 @@ fn matches_caffes_engine(channels: usize, outputs: usize, group: usize, kernel: 
         .unwrap()
         .copy_from_slice(&values(x.count(), 1));
     let (mut fast, mut caffe) = (
-        layer("DEFAULT", outputs, group, kernel),
-        layer("CAFFE", outputs, group, kernel),
+        layer(("DEFAULT", "TEST"), outputs, group, kernel),
+        layer(("CAFFE", "TEST"), outputs, group, kernel),
     );
     let (mut y_fast, mut y_caffe) = (Blob::default(), Blob::default());
     reshape(&mut *fast, &x, &mut y_fast);
