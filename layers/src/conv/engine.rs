@@ -17,19 +17,19 @@ use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::Result;
 
 /// Which algorithms a convolution may take beyond Caffe's im2col: on the
-/// CPU Winograd for f32 3x3 layers, and 5x5 ones where `winograd_5x5`
-/// allows it, on the GPU cuDNN, with or without TF32 (feature `cudnn`).
+/// CPU Winograd for f32 3x3 layers, its 8-point variants (5x5 layers,
+/// 3x3 ones in 6x6 tiles) where `winograd_wide` allows them, on the GPU cuDNN, with or without TF32 (feature `cudnn`).
 /// Caffe's `engine: CAFFE` keeps both sides on im2col, so that the
 /// results are Caffe's own to the bit on the CPU.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct EngineChoice {
     pub winograd: bool,
-    /// F(4x4, 5x5) rounds to about 4e-6 of the outputs' scale, ten times
-    /// im2col's: in a TRAIN-phase net, where that shortened how long two
-    /// runs of different summation orders track each other (LeNet on 2
-    /// cores and on 3: from past 200 iterations to 22), 5x5 layers keep
-    /// im2col.
-    pub winograd_5x5: bool,
+    /// F(4x4, 5x5) and F(6x6, 3x3) round to about 4e-6 of the outputs'
+    /// scale, ten times im2col's: in a TRAIN-phase net, where that
+    /// shortened how long two runs of different summation orders track
+    /// each other (LeNet on 2 cores and on 3: from past 200 iterations
+    /// to 22), 5x5 layers keep im2col and 3x3 ones F(4x4, 3x3).
+    pub winograd_wide: bool,
     #[cfg(feature = "cudnn")]
     pub use_cudnn: bool,
     #[cfg(feature = "cudnn")]
@@ -218,15 +218,15 @@ impl<T: MathElement> ConvEngine<T> {
             channels_out: g.channels_out / groups.max(1),
             ..*g
         };
-        let allowed = match g.kernel {
-            [5, 5] => choice.winograd_5x5,
-            _ => choice.winograd,
-        };
-        if allowed && group.suits_winograd::<T>() {
+        let tile = choice
+            .winograd
+            .then(|| group.winograd_tile::<T>(choice.winograd_wide))
+            .flatten();
+        if let Some(tile) = tile {
             let stamp = weight.data().write_stamp();
             let (x, w, b) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
             let mut y = y.mutable_cpu_data()?;
-            // `suits_winograd` takes f32 alone.
+            // `winograd_tile` takes f32 alone.
             if let (Some(x), Some(w), Some(b), Some(y)) =
                 (as_f32(&x), as_f32(&w), as_f32(&b), as_f32_mut(&mut y))
             {
@@ -236,6 +236,7 @@ impl<T: MathElement> ConvEngine<T> {
                 };
                 return winograd::forward(
                     &group,
+                    tile,
                     groups,
                     &mut self.winograd,
                     stamp,

@@ -251,7 +251,7 @@ impl ConvParam {
             bias_filler: sub_param(&p, "bias_filler"),
             choice: EngineChoice {
                 winograd: !own_engine,
-                winograd_5x5: !own_engine && !is_train(layer),
+                winograd_wide: !own_engine && !is_train(layer),
                 #[cfg(feature = "cudnn")]
                 use_cudnn: !own_engine,
                 #[cfg(feature = "cudnn")]

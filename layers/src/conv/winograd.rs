@@ -1,6 +1,6 @@
-//! Winograd's minimal filtering F(4x4, 3x3) and F(4x4, 5x5) (Lavin and
-//! Gray, "Fast Algorithms for Convolutional Neural Networks", 2015) for
-//! the CPU forward pass of 3x3 and 5x5, stride-1 convolutions:
+//! Winograd's minimal filtering F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5)
+//! (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
+//! 2015) for the CPU forward pass of 3x3 and 5x5, stride-1 convolutions:
 //! SqueezeNet's, GoogLeNet's and ResNet's 3x3 layers, MTCNN's, CaffeNet's
 //! and GoogLeNet's 5x5 ones.
 //!
@@ -10,12 +10,17 @@
 //! the products are 36 gemms of `(cout x cin)` by `(cin x tiles)`: 2.25
 //! multiply-adds per output and input channel where im2col's gemm does 9.
 //! A 5x5 kernel takes 8x8 input tiles (overlapping by four) and 64 points:
-//! 4 multiply-adds where im2col does 25.
+//! 4 multiply-adds where im2col does 25. The same 64 points carry a 3x3
+//! kernel to 6x6 output tiles: 1.78 multiply-adds where F(4x4, 3x3) does
+//! 2.25, taken where the plane's tiles waste fewer of them (O-Net's 21 x
+//! 21 outputs: 16 tiles of 36 outputs against 36 of 16).
 //!
 //! The results differ from im2col's in the last bits (the transforms add
 //! and scale before multiplying): within 1e-6 of the magnitudes involved
-//! on trained weights for 3x3 kernels, about 3e-6 for 5x5 ones, whose
-//! points 1/2 and -1/2 scale more. Only f32 passes come here; f64 passes, which the
+//! on trained weights for F(4x4, 3x3), about 3e-6 for the 8-point
+//! variants, whose points 1/2 and -1/2 scale more (which is why a
+//! TRAIN-phase net keeps to F(4x4, 3x3): [`ConvGeometry::winograd_tile`]'s
+//! `wide`). Only f32 passes come here; f64 passes, which the
 //! gradient checks use as the exact reference, keep im2col, as do the
 //! backward passes.
 //!
@@ -37,14 +42,18 @@ use blob_runtime::{MathElement, Precision};
 use super::cpu::{ConvGeometry, Finish};
 use crate::layer::{Result, ensure};
 
-/// Output tile side.
+/// The output tile side of F(4x4, 3x3) and F(4x4, 5x5).
 const TILE: usize = 4;
+/// The output tile side of F(6x6, 3x3).
+const WIDE_TILE: usize = 6;
 /// The interpolation points of the transforms but infinity (Toom-Cook's):
 /// an input tile of side `span` (the output tile's and the kernel's, less
-/// one) takes the first `span - 1`, 6 for 3x3 kernels and 8 for 5x5 ones.
+/// one) takes the first `span - 1`: 6 for F(4x4, 3x3), 8 for F(4x4, 5x5)
+/// and F(6x6, 3x3).
 const FINITE_POINTS: [f64; 7] = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5];
-/// The widest input tile's side, and kernel's.
+/// The widest input tile's side, output tile's side and kernel's.
 const MOST_SPAN: usize = 8;
+const MOST_TILE: usize = WIDE_TILE;
 const MOST_TAPS: usize = 5;
 /// Points of the widest transformed domain.
 const MOST_POINTS: usize = MOST_SPAN * MOST_SPAN;
@@ -92,15 +101,52 @@ const CACHED_WEIGHTS: usize = 1 << 18;
 /// 1024 at 13 x 13 9.9-10.0 / 16.2-16.4.
 const MIN_OUTPUTS_PER_WEIGHT_READ: usize = 120;
 
+/// How many fewer products, in hundredths, F(6x6, 3x3) must do than
+/// F(4x4, 3x3) on a plane, its tiles' waste counted, to be taken: its
+/// 64-point transforms cost more a point than the 36-point ones, and
+/// round about three times as coarsely. One thread, AVX2, ms, F(6x6,
+/// 3x3) against F(4x4, 3x3): O-Net's conv2 (21 x 21, 21% fewer) 0.103 /
+/// 0.115; darknet19's 3x3 layers at 208 x 208 (19.5% fewer) 9.1 / 10.0,
+/// at 52 x 52 (14.8%) 6.0 / 6.8 and 6.0 / 7.2; ResNet-50's at 56 x 56
+/// and 28 x 28 (9%) and darknet19's at 26 x 26 (9%) level. 13 x 13 and
+/// 14 x 14 planes do as many either way, 7 x 7 ones 78% more.
+const WIDE_TILE_SAVING: usize = 14;
+/// Input channels (of a group) past which F(6x6, 3x3) is not taken: its
+/// rounding grows with the channels summed. Against im2col, over the
+/// outputs' largest, on values uniform in [-1, 1): 16 and 32 channels
+/// 6e-6 to 7.5e-6, 64 9e-6, 128 1.4e-5 to 1.6e-5 (F(4x4, 5x5) 9e-6 at
+/// 128); O-Net's conv2 on its trained weights 3.4e-6.
+const WIDE_TILE_MOST_CHANNELS: usize = 32;
+
 impl ConvGeometry {
-    /// Whether the forward pass over `T` goes through Winograd: a 3x3 or
-    /// 5x5 window at stride 1 without dilation, f32, and enough channels
-    /// on both sides for the transforms to pay.
-    pub fn suits_winograd<T: MathElement>(&self) -> bool {
-        let Some(span) = self.winograd_span() else {
-            return false;
+    /// The output tile side of the Winograd variant the forward pass over
+    /// `T` takes, if any: a 3x3 or 5x5 window at stride 1 without
+    /// dilation, f32, and enough channels on both sides for the
+    /// transforms to pay. `wide` allows the 8-point variants, F(4x4, 5x5)
+    /// and F(6x6, 3x3), whose rounding is about three times F(4x4,
+    /// 3x3)'s; without it 5x5 windows take none, 3x3 ones F(4x4, 3x3).
+    pub fn winograd_tile<T: MathElement>(&self, wide: bool) -> Option<usize> {
+        let (first, then) = match self.kernel {
+            [3, 3]
+                if wide && self.channels_in <= WIDE_TILE_MOST_CHANNELS && self.wide_tiles_pay() =>
+            {
+                (WIDE_TILE, Some(TILE))
+            }
+            [3, 3] => (TILE, None),
+            [5, 5] if wide => (TILE, None),
+            _ => return None,
         };
+        std::iter::once(first)
+            .chain(then)
+            .find(|&tile| self.winograd_pays::<T>(tile))
+    }
+
+    /// Whether Winograd's forward pass in output tiles of side `tile`
+    /// pays over im2col's.
+    fn winograd_pays<T: MathElement>(&self, tile: usize) -> bool {
+        let span = tile + self.kernel[0] - 1;
         let points = span * span;
+        let covered = tile * tile * self.oh.div_ceil(tile) * self.ow.div_ceil(tile);
         T::PRECISION == Precision::F32
             && self.stride == [1, 1]
             && self.dilation == [1, 1]
@@ -113,23 +159,22 @@ impl ConvGeometry {
             // the products they save. Where the weights are many, the
             // products are the cost, and F(4x4, 3x3)'s are fewer than
             // im2col's even so (13 x 13: 2.6x fewer).
-            && (self.oh * self.ow * 4
-                >= 3 * TILE * TILE * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE)
+            && (self.oh * self.ow * 4 >= 3 * covered
                 || points * self.channels_in * self.channels_out > CACHED_WEIGHTS)
             && (points * self.channels_in * self.channels_out <= CACHED_WEIGHTS
-                || (self.batch * self.oh.div_ceil(TILE) * self.ow.div_ceil(TILE) >= MIN_TILES
+                || (self.batch * covered / (tile * tile) >= MIN_TILES
                     && self.batch * self.oh * self.ow
-                        >= MIN_OUTPUTS_PER_WEIGHT_READ * Tiling::of(self, 1).blocks()))
+                        >= MIN_OUTPUTS_PER_WEIGHT_READ * Tiling::of(self, tile, 1).blocks()))
     }
 
-    /// The input tile side of this window's Winograd variant: 6 for
-    /// F(4x4, 3x3), 8 for F(4x4, 5x5); none for other windows.
-    fn winograd_span(&self) -> Option<usize> {
-        match self.kernel {
-            [3, 3] => Some(6),
-            [5, 5] => Some(8),
-            _ => None,
-        }
+    /// Whether F(6x6, 3x3) does [`WIDE_TILE_SAVING`] fewer products than
+    /// F(4x4, 3x3) over this plane's tiles.
+    fn wide_tiles_pay(&self) -> bool {
+        let products = |tile: usize| {
+            let span = tile + 2;
+            span * span * self.oh.div_ceil(tile) * self.ow.div_ceil(tile)
+        };
+        products(WIDE_TILE) * 100 <= products(TILE) * (100 - WIDE_TILE_SAVING)
     }
 }
 
@@ -141,9 +186,9 @@ pub(crate) struct WinogradScratch {
     /// `U[group][point][ci][co]`: each group's and point's `(cin x
     /// cout)` matrix.
     weights: Vec<f32>,
-    /// The weights' write stamp, and the channels of a group and the
-    /// groups `weights` was made for.
-    made_from: Option<(u64, usize, usize, usize)>,
+    /// The weights' write stamp, and the channels of a group, the groups
+    /// and the input tile side `weights` was made for.
+    made_from: Option<(u64, usize, usize, usize, usize)>,
     parts: Vec<BlockBuffers>,
 }
 
@@ -176,7 +221,9 @@ struct BlockBuffers {
 /// How the tiles of a pass are cut.
 #[derive(Clone, Copy, Debug)]
 struct Tiling {
-    /// Input tile side: 6 for 3x3 windows, 8 for 5x5 ones.
+    /// Output tile side: 4, or 6 for F(6x6, 3x3).
+    tile: usize,
+    /// Input tile side: the output tile's and the window's, less one.
     span: usize,
     /// Tiles down and across one output plane.
     down: usize,
@@ -200,10 +247,10 @@ struct Tiling {
 
 impl Tiling {
     /// The tiling of a pass of `g`, one group's geometry (its channels,
-    /// the whole batch) of `groups`.
-    fn of(g: &ConvGeometry, groups: usize) -> Tiling {
-        let span = TILE + g.kernel[0] - 1;
-        let (down, across) = (g.oh.div_ceil(TILE), g.ow.div_ceil(TILE));
+    /// the whole batch) of `groups`, in output tiles of side `tile`.
+    fn of(g: &ConvGeometry, tile: usize, groups: usize) -> Tiling {
+        let span = tile + g.kernel[0] - 1;
+        let (down, across) = (g.oh.div_ceil(tile), g.ow.div_ceil(tile));
         let tiles = g.batch * down * across;
         let points = span * span;
         let per_tile = points * (g.channels_in + g.channels_out);
@@ -232,6 +279,7 @@ impl Tiling {
         let blocks = tiles.div_ceil(per_block);
         let parts = cpu::cores().clamp(1, blocks.max(1));
         Tiling {
+            tile,
             span,
             down,
             across,
@@ -278,11 +326,10 @@ impl Tiling {
     }
 
     /// Values of [`BlockBuffers::rows`] a block needs: a tile's input rows
-    /// or its 4 output rows of a strip of `across` tiles, 16 lanes a
-    /// pixel.
+    /// or its output rows of a strip of `across` tiles, 16 lanes a pixel.
     fn row_values(&self) -> usize {
-        let input = self.span * (TILE * self.across + self.span - TILE);
-        let output = TILE * TILE * self.across;
+        let input = self.span * (self.tile * self.across + self.span - self.tile);
+        let output = self.tile * self.tile * self.across;
         input.max(output) * LANES
     }
 }
@@ -297,14 +344,16 @@ struct Strip {
     tx: usize,
 }
 
-/// `y = conv(x) + bias`, finished as `finish` says, through F(4x4, 3x3),
-/// the channels cut into `groups` (Caffe's `group`; `g` is one group's
-/// geometry, its channels over the whole batch, and
-/// [`suits_winograd`](ConvGeometry::suits_winograd)); `weights_stamp` is
-/// the weight blob's [`write_stamp`](blob_runtime::SyncedMemory::write_stamp).
+/// `y = conv(x) + bias`, finished as `finish` says, through Winograd's
+/// transforms of output tile side `tile`, the channels cut into `groups`
+/// (Caffe's `group`; `g` is one group's geometry, its channels over the
+/// whole batch, and `tile` its [`winograd_tile`](ConvGeometry::winograd_tile));
+/// `weights_stamp` is the weight blob's
+/// [`write_stamp`](blob_runtime::SyncedMemory::write_stamp).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn forward(
     g: &ConvGeometry,
+    tile: usize,
     groups: usize,
     scratch: &mut WinogradScratch,
     weights_stamp: u64,
@@ -314,9 +363,10 @@ pub(crate) fn forward(
     y: &mut [f32],
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
-    let tiling = Tiling::of(g, groups);
+    let tiling = Tiling::of(g, tile, groups);
     let len = tiling.points() * cpu::panels_len(cin, cout);
-    if scratch.made_from != Some((weights_stamp, cin, cout, groups)) {
+    let made_from = Some((weights_stamp, cin, cout, groups, tiling.span));
+    if scratch.made_from != made_from {
         ensure(&mut scratch.weights, groups * len)?;
         let taps = g.kernel[0];
         let per_group = cout * cin * taps * taps;
@@ -324,9 +374,10 @@ pub(crate) fn forward(
             .chunks_exact_mut(len)
             .enumerate()
         {
-            transform_weights((cin, cout, taps), &weight[gi * per_group..][..per_group], u);
+            let w = &weight[gi * per_group..][..per_group];
+            transform_weights((cin, cout, taps), tiling.span, w, u);
         }
-        scratch.made_from = Some((weights_stamp, cin, cout, groups));
+        scratch.made_from = made_from;
     }
     if tiling.tiles == 0 {
         return Ok(());
@@ -374,8 +425,14 @@ fn cached_blocks(
         parts.resize_with(count, BlockBuffers::default);
     }
     for b in &mut parts[..count] {
-        ensure(&mut b.input, tiling.points() * cin * tiling.per_block)?;
-        ensure(&mut b.products, tiling.points() * cout * tiling.per_block)?;
+        ensure(
+            &mut b.input,
+            tiling.points() * point_stride(cin, tiling.per_block),
+        )?;
+        ensure(
+            &mut b.products,
+            tiling.points() * point_stride(cout, tiling.per_block),
+        )?;
         ensure(&mut b.rows, tiling.row_values())?;
     }
     cpu::on_cores(parts[..count].iter_mut().enumerate(), |(p, buffers)| {
@@ -419,12 +476,12 @@ fn streamed_blocks(
     if parts.len() < count {
         parts.resize_with(count, BlockBuffers::default);
     }
-    ensure(v, tiling.points() * cin * tiling.per_block)?;
+    ensure(v, tiling.points() * point_stride(cin, tiling.per_block))?;
     for (i, b) in parts[..count].iter_mut().enumerate() {
         let channels = per_part.min(cout - i * per_part);
         ensure(
             &mut b.products,
-            tiling.points() * channels * tiling.per_block,
+            tiling.points() * point_stride(channels, tiling.per_block),
         )?;
         ensure(&mut b.rows, tiling.row_values())?;
     }
@@ -444,21 +501,26 @@ fn streamed_blocks(
 }
 
 /// `U = G g G^T` for every (output, input) channel pair of `taps x
-/// taps` kernels, in f64, stored point-major, each point's matrix the
-/// `(cin x cout)` right side of its gemm packed in panels
+/// taps` kernels, for input tiles of side `span`, in f64, stored
+/// point-major, each point's matrix the `(cin x cout)` right side of its
+/// gemm packed in panels
 /// ([`cpu::pack_panels`]): `u[point * len + (co / 32 * cin + ci) * 32 +
 /// co % 32]`, zero past the last output. Read panel by panel, weights
 /// that do not stay in cache stream from memory front to back.
-fn transform_weights((cin, cout, taps): (usize, usize, usize), weight: &[f32], u: &mut [f32]) {
+fn transform_weights(
+    (cin, cout, taps): (usize, usize, usize),
+    span: usize,
+    weight: &[f32],
+    u: &mut [f32],
+) {
     let len = cpu::panels_len(cin, cout);
-    let span = TILE + taps - 1;
     u[..span * span * len].fill(0.0);
     let at = |point: usize, ci: usize, co: usize| {
         point * len
             + (co / cpu::PANEL_COLUMNS * cin + ci) * cpu::PANEL_COLUMNS
             + co % cpu::PANEL_COLUMNS
     };
-    let g = kernel_transform(taps);
+    let g = kernel_transform(taps, span);
     for co in 0..cout {
         for ci in 0..cin {
             let k = &weight[(co * cin + ci) * taps * taps..][..taps * taps];
@@ -479,14 +541,14 @@ fn transform_weights((cin, cout, taps): (usize, usize, usize), weight: &[f32], u
     }
 }
 
-/// `G`, the kernel's transform (`span x taps`, `span = 4 + taps - 1`),
-/// in Lavin's normalisation: the row of finite point `a` is `a^k /
+/// `G`, the kernel's transform into input tiles of side `span` (`span x
+/// taps`; the output tile's side is `span - taps + 1`), in Lavin's
+/// normalisation: the row of finite point `a` is `a^k /
 /// prod(a - b)` over the other finite points `b`, for the taps `k`;
 /// infinity's picks the last tap. For 3 taps, rows 1/4 (1, 0, 0), -1/6
 /// (1, 1, 1), -1/6 (1, -1, 1), 1/24 (1, 2, 4), 1/24 (1, -2, 4) and (0, 0,
 /// 1).
-fn kernel_transform(taps: usize) -> [[f64; MOST_TAPS]; MOST_SPAN] {
-    let span = TILE + taps - 1;
+fn kernel_transform(taps: usize, span: usize) -> [[f64; MOST_TAPS]; MOST_SPAN] {
     let finite = &FINITE_POINTS[..span - 1];
     let mut g = [[0.0; MOST_TAPS]; MOST_SPAN];
     for (j, &a) in finite.iter().enumerate() {
@@ -502,6 +564,17 @@ fn kernel_transform(taps: usize) -> [[f64; MOST_TAPS]; MOST_SPAN] {
     }
     g[span - 1][taps - 1] = 1.0;
     g
+}
+
+/// Values from one point's matrix of a block's transformed input or
+/// products (`tiles x channels`) to the next's: one cache line more than
+/// the matrix, so that a tile's points, read or written one after
+/// another, do not all fall in the same few sets of L1 (at 16 tiles of
+/// 64 channels the matrices are 4 KiB apart, and the 64 points of an
+/// F(6x6, 3x3) tile's products would share one set's 8 ways).
+#[inline(always)]
+fn point_stride(channels: usize, tiles: usize) -> usize {
+    channels * tiles + 16
 }
 
 /// Lanes of values: one per channel of a group of 16.
@@ -520,14 +593,16 @@ fn transform_input(
     v: &mut [f32],
     rows: &mut [f32],
 ) {
-    match tiling.span {
-        8 => input_tiles::<8>(g, tiling, x, tiles, v, rows),
-        _ => input_tiles::<6>(g, tiling, x, tiles, v, rows),
+    match (tiling.span, tiling.tile) {
+        (8, WIDE_TILE) => input_tiles::<8, WIDE_TILE>(g, tiling, x, tiles, v, rows),
+        (8, _) => input_tiles::<8, TILE>(g, tiling, x, tiles, v, rows),
+        _ => input_tiles::<6, TILE>(g, tiling, x, tiles, v, rows),
     }
 }
 
-/// [`transform_input`] for `SPAN`, the tiling's input tile side.
-fn input_tiles<const SPAN: usize>(
+/// [`transform_input`] for `SPAN` and `OUT`, the tiling's input and
+/// output tile sides.
+fn input_tiles<const SPAN: usize, const OUT: usize>(
     g: &ConvGeometry,
     tiling: &Tiling,
     x: &[f32],
@@ -536,26 +611,40 @@ fn input_tiles<const SPAN: usize>(
     rows: &mut [f32],
 ) {
     let cin = g.channels_in;
-    let v = &mut v[..SPAN * SPAN * cin * count];
+    let v = &mut v[..SPAN * SPAN * point_stride(cin, count)];
     cpu::vectorized(
         #[inline(always)]
         || {
+            // The transforms' buffers, made once a call: `between`, made
+            // inside each tile's transform, was zeroed there for every
+            // tile (3-4 KiB).
             let mut d = [[0.0; LANES]; MOST_POINTS];
             let mut e = [[0.0; LANES]; MOST_POINTS];
+            let mut between = [[0.0; LANES]; MOST_POINTS];
             for c0 in (0..cin).step_by(LANES) {
                 let lanes = LANES.min(cin - c0);
                 for strip in tiling.strips(first, count) {
-                    let width = TILE * strip.len + SPAN - TILE;
+                    let width = OUT * strip.len + SPAN - OUT;
                     input_rows((g, tiling), x, strip, c0..c0 + lanes, width, rows);
                     for k in 0..strip.len {
                         for (p, values) in d[..SPAN * SPAN].iter_mut().enumerate() {
-                            let at = ((p / SPAN) * width + TILE * k + p % SPAN) * LANES;
+                            let at = ((p / SPAN) * width + OUT * k + p % SPAN) * LANES;
                             *values = *rows[at..].first_chunk().expect("a strip's rows hold it");
                         }
-                        input_transform::<SPAN>(&d, &mut e);
+                        input_transform::<SPAN>(&d, &mut between, &mut e);
                         let t = strip.start + k;
-                        for (p, values) in e[..SPAN * SPAN].iter().enumerate() {
-                            copy_lanes(&mut v[(p * count + t) * cin + c0..], values, lanes);
+                        let at = |p: usize| p * point_stride(cin, count) + t * cin + c0;
+                        // Whole registers apart from the last channels':
+                        // one copy of either length, which the compiler
+                        // would make of the two, is a call to `memcpy`.
+                        if lanes == LANES {
+                            for (p, values) in e[..SPAN * SPAN].iter().enumerate() {
+                                *first_lanes_mut(&mut v[at(p)..]) = *values;
+                            }
+                        } else {
+                            for (p, values) in e[..SPAN * SPAN].iter().enumerate() {
+                                v[at(p)..][..lanes].copy_from_slice(&values[..lanes]);
+                            }
                         }
                     }
                 }
@@ -584,9 +673,9 @@ fn multiply(
             count,
             width,
             cin,
-            &v[p * count * cin..][..count * cin],
+            &v[p * point_stride(cin, count)..][..count * cin],
             &u[p * len + from..][..cpu::panels_len(cin, width)],
-            &mut m[p * count * width..][..count * width],
+            &mut m[p * point_stride(width, count)..][..count * width],
         );
     }
 }
@@ -605,14 +694,18 @@ fn transform_output(
     rows: &mut [f32],
     out: &Output<'_>,
 ) {
-    match tiling.span {
-        8 => output_tiles::<8>(g, tiling, products, finish, tiles, rows, out),
-        _ => output_tiles::<6>(g, tiling, products, finish, tiles, rows, out),
+    match (tiling.span, tiling.tile) {
+        (8, WIDE_TILE) => {
+            output_tiles::<8, WIDE_TILE>(g, tiling, products, finish, tiles, rows, out)
+        }
+        (8, _) => output_tiles::<8, TILE>(g, tiling, products, finish, tiles, rows, out),
+        _ => output_tiles::<6, TILE>(g, tiling, products, finish, tiles, rows, out),
     }
 }
 
-/// [`transform_output`] for `SPAN`, the tiling's input tile side.
-fn output_tiles<const SPAN: usize>(
+/// [`transform_output`] for `SPAN` and `OUT`, the tiling's input and
+/// output tile sides.
+fn output_tiles<const SPAN: usize, const OUT: usize>(
     g: &ConvGeometry,
     tiling: &Tiling,
     (m, channels): (&[f32], Range<usize>),
@@ -625,26 +718,34 @@ fn output_tiles<const SPAN: usize>(
     cpu::vectorized(
         #[inline(always)]
         || {
+            // Made once a call, as in `input_tiles`.
             let mut s = [[0.0; LANES]; MOST_POINTS];
-            let mut o = [[0.0; LANES]; TILE * TILE];
+            let mut o = [[0.0; LANES]; MOST_TILE * MOST_TILE];
+            let mut between = [[0.0; LANES]; MOST_TILE * MOST_SPAN];
             for c0 in channels.clone().step_by(LANES) {
                 let lanes = LANES.min(channels.end - c0);
                 let mut b = [0.0; LANES];
                 b[..lanes].copy_from_slice(&finish.bias[c0..c0 + lanes]);
                 for strip in tiling.strips(first, count) {
-                    let width = TILE * strip.len;
+                    let width = OUT * strip.len;
                     for k in 0..strip.len {
                         let t = strip.start + k;
-                        for (p, values) in s[..SPAN * SPAN].iter_mut().enumerate() {
-                            let from = &m[(p * count + t) * width_m + c0 - channels.start..];
-                            match from.first_chunk::<LANES>() {
-                                Some(all) => *values = *all,
-                                None => values[..lanes].copy_from_slice(&from[..lanes]),
+                        let at = |p: usize| {
+                            p * point_stride(width_m, count) + t * width_m + c0 - channels.start
+                        };
+                        // As in `input_tiles`: no `memcpy` of either length.
+                        if lanes == LANES {
+                            for (p, values) in s[..SPAN * SPAN].iter_mut().enumerate() {
+                                *values = *first_lanes(&m[at(p)..]);
+                            }
+                        } else {
+                            for (p, values) in s[..SPAN * SPAN].iter_mut().enumerate() {
+                                values[..lanes].copy_from_slice(&m[at(p)..][..lanes]);
                             }
                         }
-                        output_transform::<SPAN>(&s, &mut o);
-                        for (p, values) in o.iter().enumerate() {
-                            let at = ((p / TILE) * width + TILE * k + p % TILE) * LANES;
+                        output_transform::<SPAN, OUT>(&s, &mut between, &mut o);
+                        for (p, values) in o[..OUT * OUT].iter().enumerate() {
+                            let at = ((p / OUT) * width + OUT * k + p % OUT) * LANES;
                             let to: &mut Lanes = rows[at..]
                                 .first_chunk_mut()
                                 .expect("a strip's rows hold it");
@@ -654,7 +755,7 @@ fn output_tiles<const SPAN: usize>(
                         }
                     }
                     // The strip's rows are in L1.
-                    finish.activate(&mut rows[..TILE * width * LANES]);
+                    finish.activate(&mut rows[..OUT * width * LANES]);
                     output_rows((g, tiling), strip, c0..c0 + lanes, width, rows, out);
                 }
             }
@@ -678,7 +779,7 @@ fn input_rows(
     let plane = g.h * g.w;
     // The strip's first input column, in padded coordinates: columns
     // `left..left + width` of the padded image.
-    let left = strip.tx * TILE;
+    let left = strip.tx * tiling.tile;
     // Its columns inside the image, as offsets into the strip's row.
     let (from, to) = (
         g.pad[1].saturating_sub(left).min(width),
@@ -686,7 +787,7 @@ fn input_rows(
     );
     for r in 0..tiling.span {
         let row = &mut rows[r * width * LANES..][..width * LANES];
-        let iy = (strip.ty * TILE + r)
+        let iy = (strip.ty * tiling.tile + r)
             .checked_sub(g.pad[0])
             .filter(|&iy| iy < g.h);
         let Some(iy) = iy.filter(|_| to > from) else {
@@ -709,7 +810,7 @@ fn input_rows(
     }
 }
 
-/// The 4 output rows of `strip` in `rows` (`width` pixels a row, 16
+/// The output rows of `strip` in `rows` (`width` pixels a row, 16
 /// lanes a pixel) into channels `channels` of `out` (one group's of the
 /// tiling's groups, from its first), clipped to the output plane.
 fn output_rows(
@@ -721,9 +822,9 @@ fn output_rows(
     out: &Output<'_>,
 ) {
     let plane = g.oh * g.ow;
-    let (oy, ox) = (strip.ty * TILE, strip.tx * TILE);
+    let (oy, ox) = (strip.ty * tiling.tile, strip.tx * tiling.tile);
     let len = width.min(g.ow - ox);
-    for r in 0..TILE.min(g.oh - oy) {
+    for r in 0..tiling.tile.min(g.oh - oy) {
         let mut runs: [&mut [f32]; LANES] = std::array::from_fn(|_| <&mut [f32]>::default());
         for (run, c) in runs.iter_mut().zip(channels.clone()) {
             let at =
@@ -741,22 +842,27 @@ fn output_rows(
     }
 }
 
-/// `to[..lanes] = values[..lanes]`, a whole register's worth as one
-/// move (a copy of unknown length calls `memcpy`).
+/// The first 16 values of `from`.
 #[inline(always)]
-fn copy_lanes(to: &mut [f32], values: &Lanes, lanes: usize) {
-    match to.first_chunk_mut::<LANES>() {
-        Some(all) if lanes == LANES => *all = *values,
-        _ => to[..lanes].copy_from_slice(&values[..lanes]),
-    }
+fn first_lanes(from: &[f32]) -> &Lanes {
+    from.first_chunk().expect("a whole register's channels")
+}
+
+/// The first 16 values of `to`.
+#[inline(always)]
+fn first_lanes_mut(to: &mut [f32]) -> &mut Lanes {
+    to.first_chunk_mut().expect("a whole register's channels")
 }
 
 /// `B^T d B` of each lane's `SPAN x SPAN` patch, point `row * SPAN +
 /// column`: Winograd's input transform, down the columns and then along
-/// the rows.
+/// the rows, `t` holding the columns' transforms between the two.
 #[inline(always)]
-fn input_transform<const SPAN: usize>(d: &[Lanes; MOST_POINTS], v: &mut [Lanes; MOST_POINTS]) {
-    let mut t = [[0.0; LANES]; MOST_POINTS];
+fn input_transform<const SPAN: usize>(
+    d: &[Lanes; MOST_POINTS],
+    t: &mut [Lanes; MOST_POINTS],
+    v: &mut [Lanes; MOST_POINTS],
+) {
     for c in 0..SPAN {
         for l in 0..LANES {
             let at = |i: usize| d[c + i * SPAN][l];
@@ -814,47 +920,63 @@ fn input_1d<const SPAN: usize>(at: impl Fn(usize) -> f32, put: &mut impl FnMut(u
 }
 
 /// `A^T m A` of each lane's `SPAN x SPAN` products: Winograd's output
-/// transform to the 4x4 tile, point `row * 4 + column`. Row `i` of `A^T`
-/// is each finite point to the power `i` (0, 1, -1, 2, -2, 1/2, -1/2),
-/// and 1 for infinity in the last row.
+/// transform to the `OUT x OUT` tile, point `row * OUT + column`. Row
+/// `i` of `A^T` is each finite point to the power `i` (0, 1, -1, 2, -2,
+/// 1/2, -1/2), and 1 for infinity in the last row. `t` holds `A^T m`
+/// between the two.
 #[inline(always)]
-fn output_transform<const SPAN: usize>(m: &[Lanes; MOST_POINTS], y: &mut [Lanes; TILE * TILE]) {
-    // Down each column (A^T m, 4 x SPAN), then along each row of that.
-    let mut t = [[0.0; LANES]; TILE * MOST_SPAN];
+fn output_transform<const SPAN: usize, const OUT: usize>(
+    m: &[Lanes; MOST_POINTS],
+    t: &mut [Lanes; MOST_TILE * MOST_SPAN],
+    y: &mut [Lanes; MOST_TILE * MOST_TILE],
+) {
+    // Down each column (A^T m, OUT x SPAN), then along each row of that.
     for c in 0..SPAN {
         for l in 0..LANES {
             let at = |i: usize| m[i * SPAN + c][l];
             let mut put = |i: usize, v: f32| t[i * SPAN + c][l] = v;
-            output_1d::<SPAN>(at, &mut put);
+            output_1d::<SPAN, OUT>(at, &mut put);
         }
     }
-    for i in 0..TILE {
+    for i in 0..OUT {
         for l in 0..LANES {
             let at = |j: usize| t[i * SPAN + j][l];
-            let mut put = |j: usize, v: f32| y[i * TILE + j][l] = v;
-            output_1d::<SPAN>(at, &mut put);
+            let mut put = |j: usize, v: f32| y[i * OUT + j][l] = v;
+            output_1d::<SPAN, OUT>(at, &mut put);
         }
     }
 }
 
 /// `A^T` of one line of `SPAN` products, `at(0..SPAN)`, into
-/// `put(0..4)`.
+/// `put(0..OUT)`: output `i` weighs the products at points 1, 2 and 1/2
+/// by their `i`-th powers, the pairs of opposite points together
+/// (their sums for even powers, their differences for odd ones).
 #[inline(always)]
-fn output_1d<const SPAN: usize>(at: impl Fn(usize) -> f32, put: &mut impl FnMut(usize, f32)) {
-    let (two, four, eight) = (2.0f32, 4.0f32, 8.0f32);
+fn output_1d<const SPAN: usize, const OUT: usize>(
+    at: impl Fn(usize) -> f32,
+    put: &mut impl FnMut(usize, f32),
+) {
     let (sum12, dif12, sum34, dif34) = (at(1) + at(2), at(1) - at(2), at(3) + at(4), at(3) - at(4));
-    if SPAN == 6 {
-        put(0, at(0) + sum12 + sum34);
-        put(1, dif12 + two * dif34);
-        put(2, sum12 + four * sum34);
-        put(3, dif12 + eight * dif34 + at(5));
+    let (sum56, dif56) = if SPAN == 8 {
+        (at(5) + at(6), at(5) - at(6))
     } else {
-        let (sum56, dif56) = (at(5) + at(6), at(5) - at(6));
-        let (half, quarter, eighth) = (0.5f32, 0.25f32, 0.125f32);
-        put(0, at(0) + sum12 + sum34 + sum56);
-        put(1, dif12 + two * dif34 + half * dif56);
-        put(2, sum12 + four * sum34 + quarter * sum56);
-        put(3, dif12 + eight * dif34 + eighth * dif56 + at(7));
+        (0.0, 0.0)
+    };
+    for i in 0..OUT {
+        // 2^i and 2^-i, exact.
+        let (up, down) = ((1u32 << i) as f32, 1.0 / (1u32 << i) as f32);
+        let mut v = match i {
+            0 => at(0) + sum12 + sum34,
+            _ if i % 2 == 0 => sum12 + up * sum34,
+            _ => dif12 + up * dif34,
+        };
+        if SPAN == 8 {
+            v += down * if i % 2 == 0 { sum56 } else { dif56 };
+        }
+        if i == OUT - 1 {
+            v += at(SPAN - 1);
+        }
+        put(i, v);
     }
 }
 
@@ -1001,15 +1123,34 @@ mod tests {
             (1, 32, 64, 23, 23, [1, 0]),
             (2, 64, 8, 3, 3, [1, 1]),
         ] {
-            // Any geometry computes right; `suits_winograd` only says
-            // where it pays.
-            matches_the_direct_sum(&geometry(batch, cin, cout, h, w, pad), 2);
+            // Any geometry computes right, in either tile; `winograd_tile`
+            // only says where it pays.
+            for tile in [TILE, WIDE_TILE] {
+                matches_the_direct_sum(&geometry(batch, cin, cout, h, w, pad), tile, 2);
+            }
+        }
+    }
+
+    #[test]
+    fn six_by_six_tiles_match_the_direct_sum() {
+        // F(6x6, 3x3): planes of whole tiles and of 1-5 columns and rows
+        // over, cached and streamed weights, one core and two.
+        for (batch, cin, cout, h, w, pad) in [
+            (1, 16, 16, 8, 8, [0, 0]),
+            (2, 9, 11, 11, 14, [1, 1]),
+            (1, 32, 64, 23, 23, [0, 0]),
+            (1, 64, 128, 28, 28, [1, 1]),
+        ] {
+            let g = geometry(batch, cin, cout, h, w, pad);
+            for cores in [1, 2] {
+                matches_the_direct_sum(&g, WIDE_TILE, cores);
+            }
         }
     }
 
     #[test]
     fn five_by_five_matches_the_direct_sum() {
-        // F(2x2, 5x5): odd and even planes, padding 0 to 2 (CaffeNet's
+        // F(4x4, 5x5): odd and even planes, padding 0 to 2 (CaffeNet's
         // conv2 pads 2), cached and streamed weights, one core and two.
         for (batch, cin, cout, h, w, pad) in [
             (1, 8, 8, 6, 6, [0, 0]),
@@ -1019,14 +1160,15 @@ mod tests {
         ] {
             let g = windowed(5, batch, cin, cout, h, w, pad);
             for cores in [1, 2] {
-                matches_the_direct_sum(&g, cores);
+                matches_the_direct_sum(&g, TILE, cores);
             }
         }
     }
 
-    /// `forward` on `cores` cores against Caffe's sum, within the
-    /// rounding of the window's cin products of values in [-1, 1].
-    fn matches_the_direct_sum(g: &ConvGeometry, cores: usize) {
+    /// `forward` in output tiles of side `tile` on `cores` cores against
+    /// Caffe's sum, within the rounding of the window's cin products of
+    /// values in [-1, 1].
+    fn matches_the_direct_sum(g: &ConvGeometry, tile: usize, cores: usize) {
         let (cin, cout) = (g.channels_in, g.channels_out);
         let x = values(g.batch * cin * g.h * g.w, 1);
         let taps = g.kernel[0] * g.kernel[1];
@@ -1040,7 +1182,7 @@ mod tests {
             .unwrap();
         pool.install(|| {
             let mut s = WinogradScratch::default();
-            forward(g, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+            forward(g, tile, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
         });
         let scale = (taps * cin) as f64;
         for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
@@ -1064,7 +1206,7 @@ mod tests {
             let b = values(groups * cout, 3);
             let mut y = vec![f32::NAN; batch * groups * cout * out_plane];
             let mut s = WinogradScratch::default();
-            forward(&g, groups, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+            forward(&g, TILE, groups, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
             for gi in 0..groups {
                 // The group's channels alone, as an ungrouped layer's.
                 let xg: Vec<f32> = (0..batch)
@@ -1103,7 +1245,7 @@ mod tests {
                 .unwrap();
             pool.install(|| {
                 let mut s = WinogradScratch::default();
-                forward(&g, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+                forward(&g, TILE, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
             });
             y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
@@ -1124,8 +1266,8 @@ mod tests {
             (3, 1, 90, 96, 13, 13),
         ] {
             let g = geometry(batch, cin, cout, h, w, [1, 1]);
-            assert!(Tiling::of(&g, 1).streamed);
-            matches_the_direct_sum(&g, cores);
+            assert!(Tiling::of(&g, TILE, 1).streamed);
+            matches_the_direct_sum(&g, TILE, cores);
         }
     }
 
@@ -1139,42 +1281,173 @@ mod tests {
             .unwrap();
         pool.install(|| {
             // O-Net's conv2 and conv3, ResNet-50's res3 3x3 at batch 1.
-            assert!(geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
-            assert!(geometry(1, 64, 64, 10, 10, [0, 0]).suits_winograd::<f32>());
-            assert!(geometry(1, 128, 128, 28, 28, [1, 1]).suits_winograd::<f32>());
+            assert!(
+                geometry(1, 32, 64, 23, 23, [0, 0])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                geometry(1, 64, 64, 10, 10, [0, 0])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                geometry(1, 128, 128, 28, 28, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
             // f64 stays exact; too few channels (an RGB image's first layer,
             // P-Net's 10 -> 16); R-Net's 9x9 outputs (tiles
             // 44% wasted); res5 at batch 1 and 2 (4 and 8 tiles: 38 MB
             // of weights read for too few products).
-            assert!(!geometry(1, 32, 64, 23, 23, [0, 0]).suits_winograd::<f64>());
-            assert!(!geometry(1, 3, 64, 23, 23, [0, 0]).suits_winograd::<f32>());
-            assert!(!geometry(1, 10, 16, 30, 30, [0, 0]).suits_winograd::<f32>());
-            assert!(geometry(1, 16, 16, 48, 48, [0, 0]).suits_winograd::<f32>());
-            assert!(!geometry(1, 28, 48, 11, 11, [0, 0]).suits_winograd::<f32>());
-            assert!(!geometry(1, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
-            assert!(!geometry(2, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
+            assert!(
+                geometry(1, 32, 64, 23, 23, [0, 0])
+                    .winograd_tile::<f64>(true)
+                    .is_none()
+            );
+            assert!(
+                geometry(1, 3, 64, 23, 23, [0, 0])
+                    .winograd_tile::<f32>(true)
+                    .is_none()
+            );
+            assert!(
+                geometry(1, 10, 16, 30, 30, [0, 0])
+                    .winograd_tile::<f32>(true)
+                    .is_none()
+            );
+            assert!(
+                geometry(1, 16, 16, 48, 48, [0, 0])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                geometry(1, 28, 48, 11, 11, [0, 0])
+                    .winograd_tile::<f32>(true)
+                    .is_none()
+            );
+            assert!(
+                geometry(1, 512, 512, 7, 7, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_none()
+            );
+            assert!(
+                geometry(2, 512, 512, 7, 7, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_none()
+            );
             // Streamed weights read once a pass: res5 at batch 4 and 8,
             // res4 at batch 1 (16 tiles), darknet19's 256 -> 512 at 26 x
             // 26 and 128 -> 256 at 52 x 52, YOLOv3-tiny's 512 -> 1024 at
             // 13 x 13 (a third of its tiles' outputs past the plane, but
             // 2.6x fewer products than im2col's).
-            assert!(geometry(4, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
-            assert!(geometry(8, 512, 512, 7, 7, [1, 1]).suits_winograd::<f32>());
-            assert!(geometry(1, 256, 256, 14, 14, [1, 1]).suits_winograd::<f32>());
-            assert!(geometry(1, 256, 512, 26, 26, [1, 1]).suits_winograd::<f32>());
-            assert!(geometry(1, 128, 256, 52, 52, [1, 1]).suits_winograd::<f32>());
-            assert!(geometry(1, 512, 1024, 13, 13, [1, 1]).suits_winograd::<f32>());
+            assert!(
+                geometry(4, 512, 512, 7, 7, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                geometry(8, 512, 512, 7, 7, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                geometry(1, 256, 256, 14, 14, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                geometry(1, 256, 512, 26, 26, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                geometry(1, 128, 256, 52, 52, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                geometry(1, 512, 1024, 13, 13, [1, 1])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
             // 5x5 windows: a group of CaffeNet's conv2 and GoogLeNet's
             // inception_3b/5x5 take F(4x4, 5x5); an RGB image's first
             // layer does not, nor inception_5b/5x5 at 7 x 7 (4 tiles
             // for 1.6 MB of transformed weights).
-            assert!(windowed(5, 1, 48, 128, 31, 31, [2, 2]).suits_winograd::<f32>());
-            assert!(windowed(5, 1, 32, 96, 32, 32, [2, 2]).suits_winograd::<f32>());
-            assert!(!windowed(5, 1, 3, 32, 36, 36, [2, 2]).suits_winograd::<f32>());
-            assert!(!windowed(5, 1, 48, 128, 11, 11, [2, 2]).suits_winograd::<f32>());
+            assert!(
+                windowed(5, 1, 48, 128, 31, 31, [2, 2])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                windowed(5, 1, 32, 96, 32, 32, [2, 2])
+                    .winograd_tile::<f32>(true)
+                    .is_some()
+            );
+            assert!(
+                windowed(5, 1, 3, 32, 36, 36, [2, 2])
+                    .winograd_tile::<f32>(true)
+                    .is_none()
+            );
+            assert!(
+                windowed(5, 1, 48, 128, 11, 11, [2, 2])
+                    .winograd_tile::<f32>(true)
+                    .is_none()
+            );
             let mut strided = geometry(1, 32, 64, 23, 23, [0, 0]);
             strided.stride = [2, 2];
-            assert!(!strided.suits_winograd::<f32>());
+            assert!(strided.winograd_tile::<f32>(true).is_none());
+        });
+    }
+
+    #[test]
+    fn six_by_six_tiles_where_they_waste_fewer_products() {
+        // O-Net's conv2 (21 x 21 outputs: 16 tiles of 6 x 6 against 36
+        // of 4 x 4) and darknet19's 32 -> 64 at 208 x 208 (19.5% fewer
+        // products) take F(6x6, 3x3) where the 8-point transforms are
+        // allowed, F(4x4, 3x3) where not; darknet19's 128 -> 256 at 52 x
+        // 52 (15% fewer, but too many channels for its rounding),
+        // ResNet-50's res3 3x3 (28 x 28, 9% fewer), 13 x 13 and 14 x 14
+        // planes (as many either way) and 7 x 7 ones (78% more) keep
+        // F(4x4, 3x3); a 5x5 window takes none without them. Where 6x6
+        // tiles are too few to pay for reading weights that do not stay
+        // in cache (32 -> 512 at 18 x 18: 9 tiles), 4x4 ones (25) are
+        // taken.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let tile = |g: ConvGeometry, wide| g.winograd_tile::<f32>(wide);
+            assert_eq!(
+                tile(geometry(1, 32, 64, 23, 23, [0, 0]), true),
+                Some(WIDE_TILE)
+            );
+            assert_eq!(tile(geometry(1, 32, 64, 23, 23, [0, 0]), false), Some(TILE));
+            assert_eq!(
+                tile(geometry(1, 32, 64, 208, 208, [1, 1]), true),
+                Some(WIDE_TILE)
+            );
+            assert_eq!(
+                tile(geometry(1, 32, 64, 208, 208, [1, 1]), false),
+                Some(TILE)
+            );
+            assert_eq!(
+                tile(geometry(1, 128, 256, 52, 52, [1, 1]), true),
+                Some(TILE)
+            );
+            assert_eq!(
+                tile(geometry(1, 128, 128, 28, 28, [1, 1]), true),
+                Some(TILE)
+            );
+            assert_eq!(tile(geometry(1, 64, 256, 13, 13, [1, 1]), true), Some(TILE));
+            assert_eq!(
+                tile(geometry(1, 256, 256, 14, 14, [1, 1]), true),
+                Some(TILE)
+            );
+            assert_eq!(tile(geometry(8, 512, 512, 7, 7, [1, 1]), true), Some(TILE));
+            assert_eq!(tile(geometry(1, 32, 512, 18, 18, [1, 1]), true), Some(TILE));
+            assert_eq!(tile(windowed(5, 1, 48, 128, 31, 31, [2, 2]), false), None);
         });
     }
 
@@ -1182,10 +1455,10 @@ mod tests {
     fn an_empty_batch_has_nothing_to_tile() {
         // A net's input of batch 0 (fuzzing found it dividing by zero).
         let g = geometry(0, 16, 16, 13, 12, [1, 1]);
-        assert!(g.suits_winograd::<f32>());
+        assert!(g.winograd_tile::<f32>(true).is_some());
         let (w, b) = (values(16 * 16 * 9, 1), vec![0.0; 16]);
         let mut s = WinogradScratch::default();
-        forward(&g, 1, &mut s, 1, &[], &w, no_relu(&b), &mut []).unwrap();
+        forward(&g, TILE, 1, &mut s, 1, &[], &w, no_relu(&b), &mut []).unwrap();
     }
 
     #[test]
@@ -1195,12 +1468,12 @@ mod tests {
         let (w1, w2, b) = (values(8 * 8 * 9, 5), values(8 * 8 * 9, 6), vec![0.0; 8]);
         let mut s = WinogradScratch::default();
         let (mut first, mut again, mut other) = (vec![0.0; 512], vec![0.0; 512], vec![0.0; 512]);
-        forward(&g, 1, &mut s, 7, &x, &w1, no_relu(&b), &mut first).unwrap();
+        forward(&g, TILE, 1, &mut s, 7, &x, &w1, no_relu(&b), &mut first).unwrap();
         // Same stamp: the transform kept (new weights unseen).
-        forward(&g, 1, &mut s, 7, &x, &w2, no_relu(&b), &mut again).unwrap();
+        forward(&g, TILE, 1, &mut s, 7, &x, &w2, no_relu(&b), &mut again).unwrap();
         assert_eq!(first, again);
         // A new stamp: the new weights used.
-        forward(&g, 1, &mut s, 8, &x, &w2, no_relu(&b), &mut other).unwrap();
+        forward(&g, TILE, 1, &mut s, 8, &x, &w2, no_relu(&b), &mut other).unwrap();
         let want = direct(&g, &x, &w2, &b);
         assert!(
             other
