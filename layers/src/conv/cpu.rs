@@ -768,8 +768,8 @@ fn forward_part<T: MathElement>(
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     if packed.is_some() && !g.is_pointwise() {
-        // A plane narrower than a gemm panel, from packed weights
-        // (`takes_packed_weights`): each image's im2col, then the
+        // A plane of fewer than two gemm panels' columns, from packed
+        // weights (`takes_packed_weights`): each image's im2col, then the
         // transposed product, which cuts its panels across the cores.
         let col = &mut s.col[..ckk * p];
         for img in 0..count {

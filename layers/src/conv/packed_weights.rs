@@ -1,7 +1,7 @@
-//! The CPU forward product of a 1x1 convolution whose output planes are
-//! small (ResNet-50's last stage at 7 x 7, MobileNet-SSD's layers at 10 x
-//! 10 and its heads at 3 x 3 and 2 x 2), from weights packed once and
-//! kept while they stay unchanged.
+//! The CPU forward product of a convolution whose output planes are
+//! small (ResNet-50's last stage at 7 x 7, MobileNet-SSD's 1x1 layers at
+//! 10 x 10 and its heads at 5 x 5, 3 x 3 and 2 x 2), from weights packed
+//! once and kept while they stay unchanged.
 //!
 //! Such a product `(cout x p) = W (cout x cin) · x (cin x p)` fills the
 //! kernel's panels of 32 columns badly (49 outputs fill 49 of 64). As
@@ -17,12 +17,17 @@
 //!
 //! The price is memory: each such layer keeps its weights twice (21 MB
 //! more for ResNet-50's 102 MB, 8 MB for MobileNet-SSD's 23 MB).
-//! Wider windows on planes of more than half a panel stay with the phase
-//! copies: built through im2col (4,608 runs of 7 values for ResNet's 3 x
-//! 3 layers at 7 x 7), the transposed product ran 0.87x-1.07x of theirs.
-//! On planes of at most 16 outputs (the SSD heads' 3 x 3 layers at 3 x 3
-//! and 2 x 2), where the product as it is lights half of its tiles'
-//! columns or fewer, they take packed weights through im2col too.
+//! Other layers (wider windows, strides) on planes of fewer than two
+//! panels' columns take packed weights through im2col, one image at a
+//! time. With the transposed product reading its rows from tiles, that
+//! beat the phase copies and the strided copies on one Zen 4 core
+//! (2026-11-30, one thread, ms, AVX2 / AVX-512): ResNet-50's res5a_branch1
+//! (1x1, stride 2, 1024 -> 2048 at 7 x 7) 4.3 -> 2.5 / 2.9 -> 2.2, its res5
+//! 3x3 layers 3.3 -> 3.1 / 2.95 -> 2.6, MobileNet-SSD's conv14_2 (3x3,
+//! stride 2, at 5 x 5) 0.91 -> 0.81 (AVX-512); the whole of ResNet-50
+//! 79.4 -> 77.7 / 71 -> 66.7. On larger planes the copy costs more than
+//! the fuller tiles save: res4a_branch1 (1x1, stride 2, at 14 x 14) ran
+//! 2.23 -> 2.37 on AVX2.
 
 use std::any::TypeId;
 
@@ -36,22 +41,22 @@ use crate::layer::{Result, ensure};
 impl ConvGeometry {
     /// Whether this convolution's forward product runs from packed
     /// weights: `f32`, more than one output, in a shape
-    /// [`cpu::gemm_packed_suits`], and either a 1x1 layer (each image's
-    /// input its own column buffer) or a wider window over a plane of at
-    /// most half a gemm panel's columns (through im2col).
+    /// [`cpu::gemm_packed_suits`], and either a 1x1 layer of stride 1 (each
+    /// image's input its own column buffer) or any other over a plane of
+    /// fewer than two gemm panels' columns (through im2col).
     ///
-    /// The second are the SSD heads' 3 x 3 layers at 3 x 3 and 2 x 2
-    /// (MobileNet-SSD's conv15_2 and conv16_2): as they are, each tile
+    /// Among the second are the SSD heads' 3 x 3 layers at 3 x 3 and 2 x
+    /// 2 (MobileNet-SSD's conv15_2 and conv16_2): as they are, each tile
     /// of the product lit 9 or 4 of its 32 columns. Through im2col and
     /// the transposed product, in the net on one Zen 4 core (2026-11-30,
     /// AVX-512): conv15_2 0.18 -> 0.12 ms, conv16_2 0.175 -> 0.108, both
-    /// then bound by reading their 1.2 MB of weights. Its 5 x 5 conv14_2
-    /// (25 of 32 columns lit) ran slower so, 0.84 -> 0.90 ms.
+    /// then bound by reading their 1.2 MB of weights. The module's text
+    /// has the 7 x 7 and 5 x 5 planes'.
     pub(super) fn takes_packed_weights<T: 'static>(&self) -> bool {
         let p = self.oh * self.ow;
         TypeId::of::<T>() == TypeId::of::<f32>()
             && p > 1
-            && (self.is_pointwise() || 2 * p <= cpu::PANEL_COLUMNS && self.patch() > 0)
+            && (self.is_pointwise() || p < 2 * cpu::PANEL_COLUMNS && self.patch() > 0)
             && cpu::gemm_packed_suits(self.channels_out, p, self.patch())
     }
 }
@@ -100,14 +105,19 @@ mod tests {
 
     /// Each layer that takes packed weights gives the bits of the same
     /// layer run from its weights as they are (the product is `gemm`'s,
-    /// in the same order): 1x1 layers on small planes and the SSD heads'
-    /// 3 x 3 windows over 3 x 3 and 2 x 2 outputs, one image and three;
-    /// after a new write of the weights, the pack is made again.
+    /// in the same order): 1x1 layers on small planes, strided ones (as
+    /// ResNet-50's res5a_branch1), 3 x 3 windows over 7 x 7 outputs (its
+    /// res5 layers, two images) and the SSD heads' over 5 x 5, 3 x 3 and
+    /// 2 x 2 ones, one image and three; after a new write of the
+    /// weights, the pack is made again.
     #[test]
     fn packed_weights_give_the_unpacked_products_bits() {
         // (cin, (h, w), kernel, cout, images, stride, pad, dilation)
         let windows = [
             (512, (7, 7), [1, 1], 512, 1, [1, 1], [0, 0], [1, 1]),
+            (256, (14, 14), [1, 1], 512, 1, [2, 2], [0, 0], [1, 1]),
+            (128, (7, 7), [3, 3], 512, 2, [1, 1], [1, 1], [1, 1]),
+            (256, (10, 10), [3, 3], 512, 1, [2, 2], [1, 1], [1, 1]),
             (128, (5, 5), [3, 3], 256, 1, [2, 2], [1, 1], [1, 1]),
             (128, (3, 3), [3, 3], 256, 3, [2, 2], [1, 1], [1, 1]),
             (64, (4, 4), [3, 3], 70, 1, [1, 1], [0, 0], [1, 1]),
