@@ -17,14 +17,15 @@ use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::Result;
 
 /// Which algorithms a convolution may take beyond Caffe's im2col: on the
-/// CPU Winograd for f32 3x3 layers, its 8-point variants (5x5 layers,
-/// 3x3 ones in 6x6 tiles) where `winograd_wide` allows them, on the GPU cuDNN, with or without TF32 (feature `cudnn`).
+/// CPU Winograd for f32 3x3 layers, and its 8-point variants (5x5
+/// layers, 3x3 ones in 6x6 tiles) where `winograd_wide` allows them; on
+/// the GPU cuDNN, with or without TF32 (feature `cudnn`).
 /// Caffe's `engine: CAFFE` keeps both sides on im2col, so that the
 /// results are Caffe's own to the bit on the CPU.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct EngineChoice {
     pub winograd: bool,
-    /// F(4x4, 5x5) and F(6x6, 3x3) round to about 4e-6 of the outputs'
+    /// F(4x4, 5x5) and F(6x6, 3x3) round to 3e-6 to 8e-6 of the outputs'
     /// scale, ten times im2col's: in a TRAIN-phase net, where that
     /// shortened how long two runs of different summation orders track
     /// each other (LeNet on 2 cores and on 3: from past 200 iterations
