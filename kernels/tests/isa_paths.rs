@@ -170,6 +170,9 @@ fn gemm_matches_reference(isa: Isa) {
         // products up to a million values of C: partial tiles and
         // panels, two depth blocks.
         (70, 300, 260),
+        // Few rows of a deep, wide product: B read in place, two depth
+        // blocks, chunks of columns, a partial panel.
+        (16, 1100, 260),
     ];
     for (m, n, k) in shapes {
         let (a, _) = inputs::<f32>(m * k);

@@ -858,10 +858,22 @@ unsafe fn panel_tiles<L: Tiles>(
 /// Whether [`product`] reads a matrix B with strides `sb` in place
 /// rather than packing each panel: adjacent columns, and a shallow,
 /// narrow or short product (a deep, wide B read in place would thrash
-/// L1, its rows a panel's width apart in pages of their own).
+/// L1, its rows a panel's width apart in pages of their own), or one of
+/// at most [`FEW_ROWS`] rows of C.
 fn reads_in_place<L: Lanes>((m, k, n): (usize, usize, usize), sb: [isize; 2]) -> bool {
-    sb[1] == 1 && !(m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128)
+    sb[1] == 1 && (m <= FEW_ROWS || !(m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128))
 }
+
+/// The most rows of C for which [`product`] reads even a deep, wide B in
+/// place: a packed panel served too few tiles to pay for its copy. So
+/// read, SqueezeNet's eight squeeze layers (four of 16-32 rows, over
+/// 128-256 channels) took 0.94-0.97 -> 0.84-0.85 ms on AVX-512 and
+/// 1.11-1.14 -> 0.99-1.02 on AVX2, its batch-10 pass 79-81 -> 78-79 / 87
+/// -> 85-87 ms, GoogLeNet's 5x5_reduce layers (16-32 rows; 48 stay packed)
+/// 0.73-0.74 -> 0.67 / 0.88-0.92 -> 0.83-0.85 (one Zen 4 core, batch 1,
+/// all layers of each kind in the net, 2026-12-01); at 64 rows,
+/// SqueezeNet's fire9 ran level.
+const FEW_ROWS: usize = 32;
 
 /// The bytes of B read in place that a tile's rows of C read before the
 /// next tile's: a chunk that stays in L2 while C's rows pass over it.
