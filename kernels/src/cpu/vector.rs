@@ -6,6 +6,8 @@
 //! group of blocks, which keeps `asum`/`dot` of 10^7 `f32` values within
 //! 1e-6 of an exact sum.
 
+#[cfg(target_arch = "x86_64")]
+use super::lanes::{Lanes, on_lanes};
 use super::{check_len, cores, on_cores, vectorized};
 use crate::Real;
 
@@ -577,9 +579,9 @@ unsafe fn copy_rows_avx512(
 /// `dst[i] = src[i * stride]` for each `i < dst.len()`: one row of a
 /// strided window's im2col (the first layers of CaffeNet, GoogLeNet,
 /// ResNet, SqueezeNet and MobileNet read every second or fourth input
-/// column). On AVX-512, strides 1, 2 and 4 move 16 values at a time
-/// (picked out of two or four registers); other strides go value by
-/// value.
+/// column). On AVX-512 and AVX2, strides 1, 2 and 4 move a register of
+/// values at a time (picked out of two or four registers); other strides
+/// go value by value.
 ///
 /// ```
 /// let src = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
@@ -605,10 +607,11 @@ pub fn copy_strided(src: &[f32], stride: usize, dst: &mut [f32]) {
         src.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if matches!(stride, 1 | 2 | 4) && super::isa() == super::Isa::Avx512 {
-        // SAFETY: AVX-512 F is there; the assert put value `reach` inside
-        // `src`, and every value the kernel reads is at or before it.
-        unsafe { copy_strided_avx512(src.as_ptr(), src.len(), stride, dst) };
+    if matches!(stride, 1 | 2 | 4)
+        // SAFETY: the assert put value `reach` inside `src`, and every
+        // value the kernel reads is at or before it.
+        && on_lanes!(|L| unsafe { copy_strided_lanes::<L>(src, stride, dst) }).is_some()
+    {
         return;
     }
     for (d, s) in dst.iter_mut().zip(src.iter().step_by(stride)) {
@@ -616,51 +619,59 @@ pub fn copy_strided(src: &[f32], stride: usize, dst: &mut [f32]) {
     }
 }
 
-/// [`copy_strided`] for strides 1, 2 and 4: 16 values picked from the
-/// `16 * stride` that follow their first, loaded under masks that stop
-/// at `src_len`.
+/// [`copy_strided`] for strides 1, 2 and 4 in registers of `L`: `N`
+/// values picked from the `N * stride` that follow their first (the
+/// even lanes of two registers, or of two such picks), loaded under
+/// masks that stop at `src`'s end. AVX2's rows of SqueezeNet's and
+/// MobileNet's first layers, copied value by value, took a quarter of
+/// those layers.
 ///
 /// # Safety
-/// AVX-512 F is available; `src` holds `src_len` readable values, at
-/// least `(dst.len() - 1) * stride + 1`.
+/// `L`'s instructions are enabled; `src` holds at least `(dst.len() - 1)
+/// * stride + 1` values.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn copy_strided_avx512(src: *const f32, src_len: usize, stride: usize, dst: &mut [f32]) {
-    use std::arch::x86_64::*;
-    // Lane i of the pick takes lane 2i of the pair (lo, hi): 0, 2, ..., 30.
-    let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    // Lanes 0..8 of (a, b) then lanes 0..8 of (c, d), each the first 8 of
-    // a stride-4 pick: 0, 4, ..., 28 of a pair.
-    let fourths = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-    let load = |at: usize| -> __m512 {
-        if at + 16 <= src_len {
-            // SAFETY: values at..at + 16 are inside `src`.
-            return unsafe { _mm512_loadu_ps(src.add(at)) };
+#[inline(always)]
+unsafe fn copy_strided_lanes<L: Lanes>(src: &[f32], stride: usize, dst: &mut [f32]) {
+    /// The register at `at`, its values past `src` zero.
+    ///
+    /// # Safety
+    /// `L`'s instructions are enabled.
+    #[inline(always)]
+    unsafe fn load<L: Lanes>(src: &[f32], at: usize) -> L::V {
+        // SAFETY: `L` is enabled (caller); the load keeps to values
+        // at..src.len(), whole or under the mask.
+        unsafe {
+            if at + L::N <= src.len() {
+                return L::load(src.as_ptr().add(at));
+            }
+            let left = L::first(src.len().saturating_sub(at));
+            L::load_masked_or(left, L::zero(), src.as_ptr().wrapping_add(at))
         }
-        let left = src_len.saturating_sub(at).min(16);
-        let mask = ((1u32 << left) - 1) as __mmask16;
-        // SAFETY: the mask keeps the load to values at..src_len.
-        unsafe { _mm512_maskz_loadu_ps(mask, src.wrapping_add(at)) }
+    }
+    let load = |at: usize| -> L::V {
+        // SAFETY: `L` is enabled (caller).
+        unsafe { load::<L>(src, at) }
     };
-    for (i, out) in dst.chunks_mut(16).enumerate() {
-        let at = i * 16 * stride;
-        let picked = if stride == 1 {
-            load(at)
-        } else if stride == 2 {
-            _mm512_permutex2var_ps(load(at), evens, load(at + 16))
-        } else {
-            let low = _mm512_permutex2var_ps(load(at), fourths, load(at + 16));
-            let high = _mm512_permutex2var_ps(load(at + 32), fourths, load(at + 48));
-            // Low's lanes 0..8, then high's 0..8 (its 128-bit lanes 0, 1).
-            _mm512_shuffle_f32x4::<0b0100_0100>(low, high)
+    for (i, out) in dst.chunks_mut(L::N).enumerate() {
+        let at = i * L::N * stride;
+        // SAFETY: `L` is enabled (caller).
+        let picked = unsafe {
+            match stride {
+                1 => load(at),
+                2 => L::even(load(at), load(at + L::N)),
+                _ => L::even(
+                    L::even(load(at), load(at + L::N)),
+                    L::even(load(at + 2 * L::N), load(at + 3 * L::N)),
+                ),
+            }
         };
-        if out.len() == 16 {
-            // SAFETY: `out` holds 16 values.
-            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), picked) };
-        } else {
-            let mask = ((1u32 << out.len()) - 1) as __mmask16;
-            // SAFETY: the mask keeps the store to `out`'s values.
-            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), mask, picked) };
+        // SAFETY: the store keeps to `out`'s values, whole or masked.
+        unsafe {
+            if out.len() == L::N {
+                L::store(out.as_mut_ptr(), picked);
+            } else {
+                L::store_masked(L::first(out.len()), out.as_mut_ptr(), picked);
+            }
         }
     }
 }
