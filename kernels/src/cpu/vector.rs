@@ -622,9 +622,8 @@ pub fn copy_strided(src: &[f32], stride: usize, dst: &mut [f32]) {
 /// [`copy_strided`] for strides 1, 2 and 4 in registers of `L`: `N`
 /// values picked from the `N * stride` that follow their first (the
 /// even lanes of two registers, or of two such picks), loaded under
-/// masks that stop at `src`'s end. AVX2's rows of SqueezeNet's and
-/// MobileNet's first layers, copied value by value, took a quarter of
-/// those layers.
+/// masks that stop at `src`'s end. On AVX2, copied value by value, the
+/// rows of MobileNet-SSD's conv0 took a quarter of that layer.
 ///
 /// # Safety
 /// `L`'s instructions are enabled; `src` holds at least `(dst.len() - 1)

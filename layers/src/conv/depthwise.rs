@@ -308,11 +308,12 @@ impl<T: MathElement> CacheLines<T> {
     }
 }
 
-/// `dst = src`, 16 values a move: `copy_from_slice` calls `memcpy`,
-/// whose entry cost a quarter of MobileNet-SSD's 75 x 75 depthwise layer
-/// on rows of 300 bytes.
+/// `dst = src` (of the same length), 16 values a move:
+/// `copy_from_slice` calls `memcpy`, whose entry cost a quarter of
+/// MobileNet-SSD's 75 x 75 depthwise layer on rows of 300 bytes.
 #[inline(always)]
 fn copy_row<T: Copy>(dst: &mut [T], src: &[T]) {
+    debug_assert_eq!(dst.len(), src.len(), "copy_row: runs of unequal length");
     let len = src.len();
     let (whole, rest) = src.as_chunks::<16>();
     {
