@@ -453,20 +453,16 @@ unsafe fn interleaved<L: Lanes, const RECTIFY: bool>(
     out: *mut f32,
 ) {
     const L16: usize = super::INTERLEAVED_LANES;
+    debug_assert!(
+        L::N == L16 || 2 * L::N == L16,
+        "a pixel in one or two registers"
+    );
     // SAFETY: as the caller promises.
     unsafe {
-        if L::N * 2 == L16 {
+        if 2 * L::N == L16 {
             interleaved_parts::<L, 2, RECTIFY>(input, taps, weights, bias, out)
         } else {
-            for part in (0..L16).step_by(L::N) {
-                interleaved_parts::<L, 1, RECTIFY>(
-                    input,
-                    taps,
-                    weights.add(part),
-                    bias.add(part),
-                    out.add(part),
-                )
-            }
+            interleaved_parts::<L, 1, RECTIFY>(input, taps, weights, bias, out)
         }
     }
 }
@@ -488,7 +484,7 @@ unsafe fn interleaved_parts<L: Lanes, const P: usize, const RECTIFY: bool>(
     let columns = taps.columns;
     // SAFETY: `P * L::N <= 16`: inside the bias.
     let bias: [L::V; P] = std::array::from_fn(|i| unsafe { L::load(bias.add(i * L::N)) });
-    let (input, weights) = ((input, taps), weights);
+    let input = (input, taps);
     for r in 0..taps.rows {
         let mut q = 0;
         while q + PIXELS <= columns {
