@@ -282,6 +282,7 @@ fn own_kernels() -> Option<Vec<u64>> {
         cpu::pack_panels(&x[5..][..k * n], k, n, &mut panels);
         cpu::gemm_panels(m, n, k, &x[..m * k], &panels, &mut c);
         push(&c);
+        finished_products((m, n, k), &x, &mut push);
     }
     let offsets: Vec<usize> = (0..27).map(|p| p * 61).collect();
     let taps = cpu::Taps {
@@ -357,6 +358,68 @@ fn own_kernels() -> Option<Vec<u64>> {
     assert!(cpu::max_pool_stride1(&x, shape, &mut y));
     out.extend(y.iter().map(|v| u64::from(v.to_bits())));
     Some(out)
+}
+
+/// [`cpu::gemm_finished`] with each rectifier gives the bits of
+/// [`cpu::gemm`] and then [`cpu::RowFinish::apply`] on each value, with
+/// -inf, +inf and NaN in C (A's first row holds -inf, its second NaN)
+/// and values past 6; each result pushed.
+fn finished_products((m, n, k): (usize, usize, usize), x: &[f32], push: &mut impl FnMut(&[f32])) {
+    let mut a = x[..m * k].to_vec();
+    a[0] = f32::NEG_INFINITY;
+    a[k] = f32::NAN;
+    let a: Vec<f32> = a
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if i % 5 == 0 { v * 4.0 } else { *v })
+        .collect();
+    let b = &x[11..][..k * n];
+    let bias: Vec<f32> = x[40_000..][..m].to_vec();
+    let mut plain = vec![0.0f32; m * n];
+    cpu::gemm(
+        Transpose::No,
+        Transpose::No,
+        m,
+        n,
+        k,
+        1.0,
+        &a,
+        b,
+        0.0,
+        &mut plain,
+    );
+    for rectifier in [
+        cpu::Rectifier::None,
+        cpu::Rectifier::Relu,
+        cpu::Rectifier::Relu6,
+    ] {
+        let finish = cpu::RowFinish {
+            bias: &bias,
+            rectifier,
+        };
+        let mut c = vec![f32::NAN; m * n];
+        assert!(
+            cpu::gemm_finished(m, n, k, &a, b, finish, &mut c),
+            "{m} x {n} x {k} runs the kernel"
+        );
+        let want: Vec<u32> = plain
+            .iter()
+            .enumerate()
+            .map(|(at, &v)| finish.apply(at / n, std::hint::black_box(v)).to_bits())
+            .collect();
+        let got: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
+        if let Some(at) = (0..got.len()).find(|&at| got[at] != want[at]) {
+            panic!(
+                "{rectifier:?} finish of {m} x {n} x {k} differs at row {}, column {}: {} vs {}",
+                at / n,
+                at % n,
+                c[at],
+                f32::from_bits(want[at])
+            );
+        }
+        assert!(c.iter().any(|v| v.is_nan()) && c.iter().any(|&v| v > 0.0));
+        push(&c);
+    }
 }
 
 #[test]

@@ -537,20 +537,130 @@ pub fn gemm<T: Real>(
             )
         }
     };
+    on_blocks(m, n, k, block);
+}
+
+/// The blocks of an `m x n` C of depth `k` that [`gemm`] computes one a
+/// core: `(first row, rows, first column, columns)`, whole rows or whole
+/// columns of C cut along its longer side.
+fn blocks(m: usize, n: usize, k: usize) -> impl Iterator<Item = [usize; 4]> + Clone {
     let pieces = gemm_pieces(m, n, k);
-    if pieces == 1 {
-        block(0, m, 0, n);
+    let (rows, cols) = if pieces == 1 {
+        (m, n)
     } else if m >= n {
-        let rows = m.div_ceil(pieces).next_multiple_of(8);
-        on_cores(0..m.div_ceil(rows), |p| {
-            block(p * rows, rows.min(m - p * rows), 0, n)
-        });
+        (m.div_ceil(pieces).next_multiple_of(8), n)
     } else {
-        let cols = n.div_ceil(pieces).next_multiple_of(16);
-        on_cores(0..n.div_ceil(cols), |p| {
-            block(0, m, p * cols, cols.min(n - p * cols))
-        });
+        (m, n.div_ceil(pieces).next_multiple_of(16))
+    };
+    let (rows, cols) = (rows.max(1), cols.max(1));
+    (0..m.div_ceil(rows)).flat_map(move |i| {
+        (0..n.div_ceil(cols)).map(move |j| {
+            let (i0, j0) = (i * rows, j * cols);
+            [i0, rows.min(m - i0), j0, cols.min(n - j0)]
+        })
+    })
+}
+
+/// Runs `block(first row, rows, first column, columns)` over [`blocks`],
+/// on the cores where there are several.
+fn on_blocks(m: usize, n: usize, k: usize, block: impl Fn(usize, usize, usize, usize) + Sync) {
+    let all = blocks(m, n, k);
+    if all.clone().nth(1).is_none() {
+        for [i0, mi, j0, nj] in all {
+            block(i0, mi, j0, nj);
+        }
+        return;
     }
+    on_cores(all, |[i0, mi, j0, nj]| block(i0, mi, j0, nj));
+}
+
+/// Row-major `C = A B` (`A` of `m x k`, `B` of `k x n`, `C` of `m x n`,
+/// overwritten), each value of row `i` then finished by `finish` (its
+/// bias added, then rectified): Caffe's convolution forward
+/// (`forward_cpu_gemm`, then `forward_cpu_bias` and the `ReLU` a net
+/// folds into it) with C written once, each tile finished as the
+/// kernel stores it, rather than written by the product and passed
+/// over again. The same bits as [`gemm`] and then `finish` on each
+/// value. Returns `false`, and writes nothing, where `gemm` would not
+/// run this crate's kernel for the shape (no AVX-512 or AVX2, a
+/// product of one row or column, a C too large): the caller then runs
+/// both.
+///
+/// ```
+/// use blob_kernels::cpu::{gemm, gemm_finished, Rectifier, RowFinish, Transpose};
+/// let (m, n, k) = (12, 40, 16);
+/// let a: Vec<f32> = (0..m * k).map(|v| (v % 7) as f32 - 3.0).collect();
+/// let b: Vec<f32> = (0..k * n).map(|v| (v % 5) as f32 * 0.5 - 1.0).collect();
+/// let bias: Vec<f32> = (0..m).map(|i| i as f32 - 6.0).collect();
+/// let finish = RowFinish { bias: &bias, rectifier: Rectifier::Relu };
+/// let mut c = vec![0.0; m * n];
+/// if gemm_finished(m, n, k, &a, &b, finish, &mut c) {
+///     let mut want = vec![0.0; m * n];
+///     gemm(Transpose::No, Transpose::No, m, n, k, 1.0, &a, &b, 0.0, &mut want);
+///     for (i, row) in want.chunks_mut(n).enumerate() {
+///         row.iter_mut().for_each(|v| *v = finish.apply(i, *v));
+///     }
+///     assert_eq!(c, want);
+/// }
+/// ```
+///
+/// # Panics
+/// If a slice is shorter than its matrix, or the bias than C's rows.
+#[track_caller]
+pub fn gemm_finished(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    finish: super::RowFinish<'_>,
+    c: &mut [f32],
+) -> bool {
+    assert!(
+        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n && finish.bias.len() >= m,
+        "gemm_finished: {m}x{k} * {k}x{n} needs A, B, C and a bias of {}, {}, {} and {m} \
+         values, got {}, {}, {} and {}",
+        m * k,
+        k * n,
+        m * n,
+        a.len(),
+        b.len(),
+        c.len(),
+        finish.bias.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::sgemm;
+        // Each block as `gemm` would compute it, so each through the
+        // kernel or none.
+        if m < 2 || n < 2 || !blocks(m, n, k).all(|[_, mi, _, nj]| sgemm::finished_suits(mi, nj, k))
+        {
+            return false;
+        }
+        let (a, b, c) = (
+            Operand(a.as_ptr(), [k as isize, 1]),
+            Operand(b.as_ptr(), [n as isize, 1]),
+            Output(c.as_mut_ptr()),
+        );
+        on_blocks(m, n, k, |i0, mi, j0, nj| {
+            // SAFETY: the assert proves A's, B's and C's matrices and the
+            // bias of C's rows inside their slices, so each block's; `c`
+            // is a unique borrow, and blocks share no element of C; the
+            // kernel runs each block's shape (`finished_suits`).
+            unsafe {
+                sgemm::run_finished(
+                    (mi, k, nj),
+                    (a.at(i0 * k), k),
+                    (b.at(j0), n),
+                    (c.at(i0 * n + j0), n),
+                    sgemm::Finish::of(&finish, i0),
+                )
+            }
+        });
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Rows of a gemv computed together: `x` is read once for all of them,

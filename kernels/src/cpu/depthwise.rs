@@ -9,7 +9,11 @@
 //! every tap.
 
 #[cfg(target_arch = "x86_64")]
+use super::finish::{Rectifier, finished};
+#[cfg(target_arch = "x86_64")]
 use super::lanes::{Lanes, on_lanes};
+#[cfg(doc)]
+use super::relu;
 
 /// The widest register's outputs: a row's reads are rounded up to it.
 const LANES: usize = 16;
@@ -262,46 +266,21 @@ unsafe fn sums<L: Lanes, const R: usize, const S: usize>(
     acc
 }
 
-/// Caffe's `ReLU` of one value, `std::max(x, 0) + 0 * std::min(x, 0)`,
-/// its bits: `x` above 0 and NaN kept, -0 kept, other negatives +0, and
-/// -inf NaN (the `0 * -inf` of its sum).
-///
-/// ```
-/// use blob_kernels::cpu::relu;
-/// assert_eq!(relu(2.5), 2.5);
-/// assert_eq!(relu(-2.5).to_bits(), 0.0f32.to_bits());
-/// assert_eq!(relu(-0.0).to_bits(), (-0.0f32).to_bits());
-/// assert!(relu(f32::NEG_INFINITY).is_nan() && relu(f32::INFINITY) == f32::INFINITY);
-/// ```
-#[inline(always)]
-pub fn relu(x: f32) -> f32 {
-    let high = if x < 0.0 { 0.0 } else { x };
-    let low = if 0.0 < x { 0.0 } else { x };
-    high + 0.0 * low
-}
-
-/// `acc + bias`, through [`relu`] with `RECTIFY`, in registers: `max(0,
-/// v)` (NaN and -0 kept, as x86's `max` returns its second operand for
-/// them) is [`relu`] but where `v` is -inf, which [`relu`] makes the NaN
-/// of `0 * -inf`.
+/// `acc + bias`, rectified by Caffe's `ReLU` with `RECTIFY`
+/// ([`finished`]).
 ///
 /// # Safety
 /// `L`'s instructions are enabled.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn finish<L: Lanes, const RECTIFY: bool>(acc: L::V, bias: L::V) -> L::V {
+    let rectifier = if RECTIFY {
+        Rectifier::Relu
+    } else {
+        Rectifier::None
+    };
     // SAFETY: the caller has `L`.
-    unsafe {
-        let v = L::add(acc, bias);
-        if !RECTIFY {
-            return v;
-        }
-        let kept = L::max(L::zero(), v);
-        // What x86 makes of `0 * -inf` at run time (the compiler,
-        // folding `relu(-inf)`, would make a positive NaN).
-        let nan = L::splat(f32::from_bits(0xffc0_0000));
-        L::where_greater(L::splat(-f32::MAX), v, nan, kept)
-    }
+    unsafe { finished::<L>(acc, bias, rectifier) }
 }
 
 /// Each row's `S` registers as [`STRIPS`] (the rest zero).
@@ -543,6 +522,7 @@ unsafe fn strip<L: Lanes, const S: usize, const P: usize, const RECTIFY: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::relu;
 
     /// The plain loop: each output's taps in order, product then add.
     fn reference(input: &[f32], taps: DepthwiseTaps<'_>, weights: &[f32], bias: f32) -> Vec<f32> {

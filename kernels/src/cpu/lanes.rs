@@ -66,6 +66,9 @@ pub(crate) trait Lanes: Copy + 'static {
     /// `b` where `a` is not greater, else `a`, lane by lane (a NaN in
     /// either gives `b`: a pooling's held value is `b`).
     unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
+    /// `b` where `a` is not less, else `a`, lane by lane (a NaN in
+    /// either gives `b`).
+    unsafe fn min(a: Self::V, b: Self::V) -> Self::V;
     /// `then` in the lanes where `v > held` (ordered: never where either
     /// is NaN), `otherwise` in the others.
     unsafe fn where_greater(
@@ -235,6 +238,10 @@ impl Lanes for Avx512 {
         _mm512_max_ps(a, b)
     }
     #[inline(always)]
+    unsafe fn min(a: __m512, b: __m512) -> __m512 {
+        _mm512_min_ps(a, b)
+    }
+    #[inline(always)]
     unsafe fn where_greater(v: __m512, held: __m512, then: __m512, otherwise: __m512) -> __m512 {
         let greater = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, held);
         _mm512_mask_blend_ps(greater, otherwise, then)
@@ -371,6 +378,10 @@ impl Lanes for Avx2 {
     #[inline(always)]
     unsafe fn max(a: __m256, b: __m256) -> __m256 {
         _mm256_max_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn min(a: __m256, b: __m256) -> __m256 {
+        _mm256_min_ps(a, b)
     }
     #[inline(always)]
     unsafe fn where_greater(v: __m256, held: __m256, then: __m256, otherwise: __m256) -> __m256 {

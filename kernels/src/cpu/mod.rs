@@ -13,6 +13,7 @@ pub mod cores;
 mod correlate;
 mod depthwise;
 pub mod elementwise;
+mod finish;
 mod interleave;
 pub mod isa;
 #[cfg(target_arch = "x86_64")]
@@ -27,15 +28,16 @@ pub(crate) mod sgemm;
 pub mod vector;
 
 pub use blas::{
-    PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_suits, gemm_packed, gemm_packed_len,
-    gemm_packed_suits, gemm_panels, gemv, pack_for_gemm_packed, pack_panels, panel_from_columns,
-    panels_len,
+    PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_suits, gemm_finished, gemm_packed,
+    gemm_packed_len, gemm_packed_suits, gemm_panels, gemv, pack_for_gemm_packed, pack_panels,
+    panel_from_columns, panels_len,
 };
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};
-pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depthwise_plane, relu};
+pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depthwise_plane};
 pub use elementwise::*;
+pub use finish::{Rectifier, RowFinish, relu};
 pub use interleave::{INTERLEAVED_LANES, deinterleave_runs, interleave_rows, interleave_runs};
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};

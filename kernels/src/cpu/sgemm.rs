@@ -30,6 +30,7 @@ use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1};
 use std::cell::RefCell;
 use std::ops::Range;
 
+use super::finish::{Rectifier, RowFinish, finished};
 use super::lanes::{Avx2, Avx512, Lanes};
 use super::{Isa, isa};
 
@@ -356,8 +357,47 @@ pub(crate) unsafe fn run_if_suited(
             Source::Matrix(b, sb),
             beta,
             (c, sc[0]),
+            None,
         )
     }
+}
+
+/// Whether [`run_finished`] runs the `m x n` product of depth `k`: the
+/// one [`run_if_suited`] runs through this kernel for a row-major A and
+/// B (never its dots: a row-major B's columns are not adjacent).
+pub(crate) fn finished_suits(m: usize, n: usize, k: usize) -> bool {
+    runs_here() && k > 0 && m > 1 && n > 1 && suits(m, n, k, false)
+}
+
+/// `C = A B` for a row-major `m x k` A (rows `lda` apart) and `k x n` B
+/// (rows `ldb` apart) into C (rows `ldc` apart), each value finished by
+/// `finish` as the last depth block stores it: [`run_if_suited`]'s sums
+/// for the same shape (where [`finished_suits`]), then `finish`'s, so
+/// the bits of that product and a pass of `finish` after it.
+///
+/// # Safety
+/// As [`run_if_suited`]; `finish`'s bias is readable for C's `m` rows;
+/// [`finished_suits`] holds.
+pub(crate) unsafe fn run_finished(
+    (m, k, n): (usize, usize, usize),
+    (a, lda): (*const f32, usize),
+    (b, ldb): (*const f32, usize),
+    (c, ldc): (*mut f32, usize),
+    finish: Finish,
+) {
+    debug_assert!(finished_suits(m, n, k));
+    // SAFETY: as the caller promises.
+    unsafe {
+        product_here(
+            (m, k, n),
+            1.0,
+            (a, [lda as isize, 1]),
+            Source::Matrix(b, [ldb as isize, 1]),
+            0.0,
+            (c, ldc as isize),
+            Some(finish),
+        )
+    };
 }
 
 /// Whether [`run_filled`]'s `m x n` product of depth `k` is the one [`run_if_suited`] runs for that shape on this machine.
@@ -390,6 +430,7 @@ pub(crate) unsafe fn run_filled(
             Source::Filled(fill),
             beta,
             (c, n as isize),
+            None,
         )
     }
 }
@@ -558,6 +599,7 @@ unsafe fn transposed_panels<L: Tiles>(
                         Source::Packed(packed.add(q * k * NR), k),
                         0.0,
                         (ct.as_mut_ptr(), cols as isize),
+                        None,
                     );
                     let c = std::slice::from_raw_parts_mut(c.add(q * NR * n), cols * n);
                     super::transpose(ct, [n, cols], c);
@@ -612,6 +654,7 @@ pub(crate) unsafe fn run_panels(
             Source::Packed(panels, k),
             0.0,
             (c, ldc),
+            None,
         )
     }
 }
@@ -628,13 +671,16 @@ unsafe fn product_here(
     b: Source<'_>,
     beta: f32,
     c: (*mut f32, isize),
+    finish: Option<Finish>,
 ) -> bool {
     // SAFETY: as the caller promises; each family runs only where `isa`
     // chose it.
     unsafe {
         match isa() {
-            Isa::Avx512 => product::<Avx512>(shape, alpha, Rows::Strided(a.0, a.1), b, beta, c),
-            Isa::Avx2 => product::<Avx2>(shape, alpha, Rows::Strided(a.0, a.1), b, beta, c),
+            Isa::Avx512 => {
+                product::<Avx512>(shape, alpha, Rows::Strided(a.0, a.1), b, beta, c, finish)
+            }
+            Isa::Avx2 => product::<Avx2>(shape, alpha, Rows::Strided(a.0, a.1), b, beta, c, finish),
             Isa::Baseline => return false,
         }
     }
@@ -678,13 +724,16 @@ unsafe fn product<L: Tiles>(
     mut b: Source<'_>,
     beta: f32,
     (c, rsc): (*mut f32, isize),
+    finish: Option<Finish>,
 ) {
     PACK.with(|pack| {
         let mut pack = pack.borrow_mut();
         for pc in (0..k).step_by(KC) {
             let kc = KC.min(k - pc);
-            // Later depth blocks add to what the first one wrote.
+            // Later depth blocks add to what the first one wrote; the
+            // last one finishes each value as it stores it.
             let beta = if pc == 0 { beta } else { 1.0 };
+            let finish = finish.filter(|_| pc + kc == k);
             // SAFETY: column pc of A is inside it (or one past the end
             // with nothing read from there, when k == 0).
             let a = unsafe { a.past_columns(pc) };
@@ -780,6 +829,7 @@ unsafe fn product<L: Tiles>(
                                 (next_panel, next_stride),
                                 (alpha, beta),
                                 (c.add(j), rsc),
+                                finish,
                             )
                         };
                     }
@@ -808,6 +858,7 @@ unsafe fn panel_tiles<L: Tiles>(
     (next_panel, next_stride): (*const f32, isize),
     (alpha, beta): (f32, f32),
     (c, rsc): (*mut f32, isize),
+    finish: Option<Finish>,
 ) {
     let mr = rows_per_tile::<L>(m);
     // A tile is two registers wide: the panel's 32 columns in one on
@@ -848,6 +899,7 @@ unsafe fn panel_tiles<L: Tiles>(
                 rsc,
                 next_panel: if ahead { next_panel } else { std::ptr::null() },
                 next_stride,
+                finish: finish.map(|f| f.past_rows(i)),
             };
             let shape = (mr, height > mr, ahead);
             L::tile(shape, (kc, a, sa, panel.add(j0), rsb), &tile);
@@ -964,6 +1016,51 @@ struct Tile {
     /// How far apart the rows of `next_panel` lie: `NR` in a pack, B's
     /// row stride in B itself.
     next_stride: isize,
+    /// What each stored value of the tile's rows becomes, or `None`
+    /// where the product is not done with them yet (or has no finish).
+    finish: Option<Finish>,
+}
+
+/// A product's [`RowFinish`] as the kernel reads it: the bias of C's
+/// first row at `bias`, the next row's after it.
+#[derive(Clone, Copy)]
+pub(crate) struct Finish {
+    bias: *const f32,
+    rectifier: Rectifier,
+}
+
+impl Finish {
+    /// `finish`'s bias from C's row `first` on, for a product whose C
+    /// starts there.
+    ///
+    /// # Safety
+    /// `finish.bias` holds row `first`'s bias and every later row's.
+    pub(crate) unsafe fn of(finish: &RowFinish<'_>, first: usize) -> Finish {
+        Finish {
+            // SAFETY: as the caller promises.
+            bias: unsafe { finish.bias.as_ptr().add(first) },
+            rectifier: finish.rectifier,
+        }
+    }
+
+    /// The same finish for a C that starts at row `row`.
+    fn past_rows(self, row: usize) -> Finish {
+        Finish {
+            bias: self.bias.wrapping_add(row),
+            ..self
+        }
+    }
+
+    /// `v`, a register of row `row`'s values, plus its bias, rectified
+    /// ([`finished`]).
+    ///
+    /// # Safety
+    /// `L`'s instructions are enabled; row `row` has a bias.
+    #[inline(always)]
+    unsafe fn apply<L: Lanes>(self, row: usize, v: L::V) -> L::V {
+        // SAFETY: as the caller promises.
+        unsafe { finished::<L>(v, L::splat(*self.bias.add(row)), self.rectifier) }
+    }
 }
 
 /// A family's tile kernels, each compiled for it: the heights of
@@ -1128,6 +1225,10 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
                 } else {
                     let old = L::load_masked(mask, dst);
                     L::fmadd(alpha, v, L::mul(beta, old))
+                };
+                let out = match tile.finish {
+                    Some(finish) => finish.apply::<L>(i, out),
+                    None => out,
                 };
                 L::store_masked(mask, dst, out);
             }
