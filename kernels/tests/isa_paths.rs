@@ -173,6 +173,10 @@ fn gemm_matches_reference(isa: Isa) {
         // Few rows of a deep, wide product: B read in place, two depth
         // blocks, chunks of columns, a partial panel.
         (16, 1100, 260),
+        // A shallow B under a C of more than 2^19 values on each of two
+        // cores: packed a chunk at a time, the last chunk and panel
+        // partial.
+        (40, 26_400, 40),
     ];
     for (m, n, k) in shapes {
         let (a, _) = inputs::<f32>(m * k);

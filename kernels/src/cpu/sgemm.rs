@@ -710,10 +710,11 @@ pub(super) unsafe fn transpose_columns_here(
     true
 }
 
-/// The product behind both entries: depth blocks of `KC`, B a panel of
+/// The product behind every entry: depth blocks of `KC`, B a panel of
 /// `NR` columns at a time, tiles of C down each panel; a B read in
-/// place a chunk of panels at a time for one tile's rows of C after
-/// another ([`IN_PLACE_CHUNK_BYTES`]).
+/// place or packed a chunk at a time ([`Access`]) is read a chunk of
+/// panels at a time for one tile's rows of C after another
+/// ([`CHUNK_BYTES`]).
 ///
 /// # Safety
 /// `L`'s instructions are available; as [`run_if_suited`], for a matrix B.
@@ -737,24 +738,51 @@ unsafe fn product<L: Tiles>(
             // SAFETY: column pc of A is inside it (or one past the end
             // with nothing read from there, when k == 0).
             let a = unsafe { a.past_columns(pc) };
-            // A B read in place is read a chunk of columns at a time by
-            // one tile's rows of C after another (`IN_PLACE_CHUNK_BYTES`).
-            let chunk = match &b {
-                Source::Matrix(_, sb) if reads_in_place::<L>((m, k, n), *sb) => {
-                    in_place_chunk::<L>(m, kc).unwrap_or(n).max(1)
-                }
-                _ => n.max(1),
+            // A B read in place, or packed a chunk at a time, is read a
+            // chunk of columns at a time by one tile's rows of C after
+            // another (`CHUNK_BYTES`).
+            let access = match &b {
+                Source::Matrix(_, sb) => matrix_access::<L>((m, k, n), *sb),
+                _ => Access::PackedPanels,
             };
+            let chunk = match access {
+                Access::InPlace | Access::PackedChunks => chunk_columns::<L>(m, kc).unwrap_or(n),
+                Access::PackedPanels => n,
+            }
+            .max(1);
             let group = if chunk < n {
                 rows_per_tile::<L>(m)
             } else {
                 m.max(1)
             };
             for jb in (0..n).step_by(chunk) {
+                let columns = jb..n.min(jb + chunk);
+                if let (Access::PackedChunks, Source::Matrix(b, sb)) = (access, &b) {
+                    // SAFETY: rows pc..pc + kc of B's columns `columns`
+                    // are inside B, per the caller.
+                    unsafe {
+                        pack_chunk::<L>(
+                            &mut pack,
+                            b.offset(pc as isize * sb[0] + jb as isize * sb[1]),
+                            *sb,
+                            kc,
+                            columns.len(),
+                        )
+                    };
+                }
                 for ib in (0..m).step_by(group) {
-                    for j in (jb..n.min(jb + chunk)).step_by(NR) {
+                    for j in columns.clone().step_by(NR) {
                         let cols = NR.min(n - j);
                         let ((panel, rsb), in_place) = match &mut b {
+                            // SAFETY: the chunk's panel (j - jb) / NR is
+                            // inside the pack.
+                            Source::Matrix(..) if access == Access::PackedChunks => (
+                                (
+                                    unsafe { pack.as_ptr().add((j - jb) / NR * kc * NR) },
+                                    NR as isize,
+                                ),
+                                false,
+                            ),
                             Source::Matrix(b, sb) => {
                                 // SAFETY: row pc of B is inside it, per the caller.
                                 let b = unsafe { b.offset(pc as isize * sb[0]) };
@@ -762,11 +790,11 @@ unsafe fn product<L: Tiles>(
                                 // transposed one is packed so the kernel's loads
                                 // are adjacent. A panel is packed just before its
                                 // tiles use it, so it is still in L1.
-                                if !reads_in_place::<L>((m, k, n), *sb) {
+                                if access == Access::PackedPanels {
                                     // SAFETY: the kc x cols block at row 0, column
                                     // j of `b` is inside B, per the caller.
                                     unsafe {
-                                        pack_panel::<L>(
+                                        pack_chunk::<L>(
                                             &mut pack,
                                             b.offset(j as isize * sb[1]),
                                             *sb,
@@ -907,13 +935,35 @@ unsafe fn panel_tiles<L: Tiles>(
     }
 }
 
-/// Whether [`product`] reads a matrix B with strides `sb` in place
-/// rather than packing each panel: adjacent columns, and a shallow,
-/// narrow or short product (a deep, wide B read in place would thrash
-/// L1, its rows a panel's width apart in pages of their own), or one of
-/// at most [`FEW_ROWS`] rows of C.
-fn reads_in_place<L: Lanes>((m, k, n): (usize, usize, usize), sb: [isize; 2]) -> bool {
-    sb[1] == 1 && (m <= FEW_ROWS || !(m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128))
+/// How [`product`] reads a matrix B.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Where it lies, a chunk of columns at a time ([`chunk_columns`]).
+    InPlace,
+    /// Packed a chunk of columns at a time, each chunk's panels side by
+    /// side, before one tile's rows of C after another pass over it.
+    PackedChunks,
+    /// Packed a panel at a time, just before all of C's rows pass over
+    /// it.
+    PackedPanels,
+}
+
+/// How [`product`] reads a matrix B with strides `sb`: in place where
+/// its columns are adjacent and the product shallow, narrow or short (a
+/// deep, wide B read in place would thrash L1, its rows a panel's width
+/// apart in pages of their own), or of at most [`FEW_ROWS`] rows of C;
+/// of those, a C of at least [`PACKED_CHUNKS_MIN_C`] values and more
+/// rows packs its chunks; the rest, its panels.
+fn matrix_access<L: Lanes>((m, k, n): (usize, usize, usize), sb: [isize; 2]) -> Access {
+    let in_place =
+        sb[1] == 1 && (m <= FEW_ROWS || !(m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128));
+    if !in_place {
+        Access::PackedPanels
+    } else if m > FEW_ROWS && m * n >= PACKED_CHUNKS_MIN_C {
+        Access::PackedChunks
+    } else {
+        Access::InPlace
+    }
 }
 
 /// The most rows of C for which [`product`] reads even a deep, wide B in
@@ -927,45 +977,86 @@ fn reads_in_place<L: Lanes>((m, k, n): (usize, usize, usize), sb: [isize; 2]) ->
 /// SqueezeNet's fire9 ran level.
 const FEW_ROWS: usize = 32;
 
-/// The bytes of B read in place that a tile's rows of C read before the
-/// next tile's: a chunk that stays in L2 while C's rows pass over it.
-/// Panel by panel for all of C's rows, C's tiles are written a panel's
-/// width at a time into as many pages as C has rows, and MobileNet-SSD's
-/// conv1 (64 x 22,500 x 32, B from memory) took 2.1-2.3 ms in the net on
-/// a Zen 4 core; a chunk of 128 KiB at a time for two tiles' rows (16 on
-/// AVX-512), 1.6-2.3 ms; for one tile's (8 rows, C written as 8 runs of
-/// 4 KiB), 1.53-1.61 ms on AVX-512, 1.78-1.92 on AVX2 (two tiles' 1.97-
-/// 2.04). Chunks of 64 to 256 KiB ran within 0.05 ms of it.
-const IN_PLACE_CHUNK_BYTES: usize = 128 << 10;
+/// The fewest values of C (2 MiB, beyond L2) for which a shallow B that
+/// would be read in place is packed a chunk at a time instead: read in
+/// place, its rows lie a row of the image apart, each in its own page,
+/// while C's stores stream past L2. Chains of three 1x1 layers on one
+/// Zen 4 core (2026-12-01, the fastest of 7 alternating runs, ms a
+/// layer, AVX-512 / AVX2): 64 -> 256 at 56 x 56 1.19 -> 1.07 / 1.19 ->
+/// 1.16, 32 -> 64 at 150 x 150 (MobileNet's conv1) 1.30 -> 1.19 / 1.57 ->
+/// 1.43, 64 -> 64 at 112 x 112 1.30 -> 1.23 / 1.40 -> 1.38; at 2^18
+/// values of C and fewer packing lost 2-7% (64 -> 64 at 56 x 56 0.261 ->
+/// 0.278 / 0.299 -> 0.314), and at 401,408 values it gained 2-3% over 64
+/// channels (64 -> 128 at 56 x 56) and lost 2% over 32 (32 -> 128).
+const PACKED_CHUNKS_MIN_C: usize = 1 << 19;
 
-/// The columns of an in-place B of depth `kc` that [`product`] takes at
-/// a time for an `m`-row C, or `None` where every row of C passes over
-/// each panel before the next (C's rows fill one tile).
-fn in_place_chunk<L: Lanes>(m: usize, kc: usize) -> Option<usize> {
+/// The bytes of B that a tile's rows of C read before the next tile's,
+/// read in place or packed: a chunk that stays in L2 while C's rows pass
+/// over it. Panel by panel for all of C's rows, C's tiles are written a
+/// panel's width at a time into as many pages as C has rows, and
+/// MobileNet-SSD's conv1 (64 x 22,500 x 32, B from memory) took 2.1-2.3
+/// ms in the net on a Zen 4 core; a chunk of 128 KiB at a time for two
+/// tiles' rows (16 on AVX-512), 1.6-2.3 ms; for one tile's (8 rows, C
+/// written as 8 runs of 4 KiB), 1.53-1.61 ms on AVX-512, 1.78-1.92 on
+/// AVX2 (two tiles' 1.97- 2.04). Chunks of 64 to 256 KiB ran within 0.05
+/// ms of it.
+const CHUNK_BYTES: usize = 128 << 10;
+
+/// The columns of B of depth `kc` that [`product`] takes at a time for
+/// an `m`-row C, or `None` where every row of C passes over each panel
+/// before the next (C's rows fill one tile).
+fn chunk_columns<L: Lanes>(m: usize, kc: usize) -> Option<usize> {
     if m <= rows_per_tile::<L>(m) {
         return None;
     }
-    let columns = IN_PLACE_CHUNK_BYTES / (kc.max(1) * std::mem::size_of::<f32>());
+    let columns = CHUNK_BYTES / (kc.max(1) * std::mem::size_of::<f32>());
     Some((columns / NR).max(1) * NR)
 }
 
-/// Packs the `kc x cols` block of B at `b` into one panel of `kc` rows
-/// of `NR` values, zero-padded past `cols`.
+/// Packs the `kc x cols` block of B at `b` (strides `sb`) as its panels
+/// side by side, each `kc` rows of `NR` values ([`pack_panel`]).
 ///
 /// # Safety
 /// `L`'s instructions are available; every element of the `kc x cols`
 /// block at `b` with strides `sb` is readable.
-unsafe fn pack_panel<L: Lanes>(
+unsafe fn pack_chunk<L: Lanes>(
     pack: &mut Vec<f32>,
     b: *const f32,
     sb: [isize; 2],
     kc: usize,
     cols: usize,
 ) {
-    if pack.len() < kc * NR {
-        pack.resize(kc * NR, 0.0);
+    let panels = cols.div_ceil(NR);
+    if pack.len() < panels * kc * NR {
+        pack.resize(panels * kc * NR, 0.0);
     }
-    let panel = &mut pack[..kc * NR];
+    for (q, panel) in pack.chunks_exact_mut(kc * NR).take(panels).enumerate() {
+        // SAFETY: the panel's columns are inside the block, per the caller.
+        unsafe {
+            pack_panel::<L>(
+                panel,
+                b.offset((q * NR) as isize * sb[1]),
+                sb,
+                kc,
+                NR.min(cols - q * NR),
+            )
+        };
+    }
+}
+
+/// Packs the `kc x cols` block of B at `b` (`cols` at most `NR`) into
+/// `panel`: `kc` rows of `NR` values, zero past `cols`.
+///
+/// # Safety
+/// `L`'s instructions are available; every element of the `kc x cols`
+/// block at `b` with strides `sb` is readable.
+unsafe fn pack_panel<L: Lanes>(
+    panel: &mut [f32],
+    b: *const f32,
+    sb: [isize; 2],
+    kc: usize,
+    cols: usize,
+) {
     if sb[1] == 1 {
         for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
             // SAFETY: columns 0..cols of row p are inside the block.
