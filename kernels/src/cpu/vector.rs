@@ -384,6 +384,27 @@ pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
 /// ```
 #[track_caller]
 pub fn sum_of_scaled<T: Real>(alpha: T, x: &[T], beta: T, z: &[T], y: &mut [T]) {
+    sum_of_scaled_then(alpha, x, beta, z, y, |v| v);
+}
+
+/// [`sum_of_scaled`] with `then` applied to each sum before it is
+/// stored: Caffe's Eltwise SUM and the in-place ReLU after it (ResNet's
+/// residual adds) in one pass over `y` rather than two.
+///
+/// ```
+/// let mut y = [9.0f32; 2];
+/// blob_kernels::cpu::sum_of_scaled_then(1.0, &[1.0, -3.0], 1.0, &[0.5, 1.0], &mut y, |v| v.max(0.0));
+/// assert_eq!(y, [1.5, 0.0]);
+/// ```
+#[track_caller]
+pub fn sum_of_scaled_then<T: Real>(
+    alpha: T,
+    x: &[T],
+    beta: T,
+    z: &[T],
+    y: &mut [T],
+    then: impl Fn(T) -> T + Sync,
+) {
     check_len("sum_of_scaled", "x", x.len(), y.len());
     check_len("sum_of_scaled", "z", z.len(), y.len());
     let len = part_len_for(y.len());
@@ -394,7 +415,7 @@ pub fn sum_of_scaled<T: Real>(alpha: T, x: &[T], beta: T, z: &[T], y: &mut [T]) 
                 #[inline(always)]
                 || {
                     for ((yi, &xi), &zi) in y.iter_mut().zip(x).zip(z) {
-                        *yi = (T::ZERO + alpha * xi) + beta * zi;
+                        *yi = then((T::ZERO + alpha * xi) + beta * zi);
                     }
                 },
             )
