@@ -235,7 +235,7 @@ fn gemm_matches_reference(isa: Isa) {
 /// runs none of them (the baseline): gemm's own kernel (tiles of every
 /// height, partial panels, two depth blocks, a transposed B), the filled
 /// and the packed products, the product of a B packed in panels, the
-/// shallow correlation, a depthwise plane and 16 channels of one side by
+/// products finished by each rectifier, the shallow correlation, a depthwise plane and 16 channels of one side by
 /// side, and MAX pooling 2x2 (with positions), at stride 2 and at stride
 /// 1.
 /// AVX2 and AVX-512 add the same products in the same order, so they
