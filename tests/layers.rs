@@ -476,7 +476,7 @@ fn f32_convolutions_at_stride_1_match_the_definition() {
         ([1, 2, 11, 9], 13, 3, 2, 2),
         ([2, 3, 5, 4], 7, 2, 0, 1),
         // 54 taps, dilated and padded; 72 outputs a plane, so the weight
-        // gradient's depth blocks of 256 end inside an image (a core
+        // gradient's depth blocks of 512 end inside an image (a core
         // takes 4 images or more on up to 4 cores).
         ([16, 6, 11, 10], 9, 3, 1, 2),
         // Windows over the whole input (MTCNN P-Net's conv3 at 12 x 12),

@@ -169,10 +169,10 @@ fn gemm_matches_reference(isa: Isa) {
         // Large enough for matrixmultiply before the own kernel took
         // products up to a million values of C: partial tiles and
         // panels, two depth blocks.
-        (70, 300, 260),
+        (70, 300, 600),
         // Few rows of a deep, wide product: B read in place, two depth
         // blocks, chunks of columns, a partial panel.
-        (16, 1100, 260),
+        (16, 1100, 600),
         // A shallow B under a C of more than 2^19 values on each of two
         // cores: packed a chunk at a time, the last chunk and panel
         // partial.
@@ -248,7 +248,7 @@ fn own_kernels() -> Option<Vec<u64>> {
         .collect();
     let mut out = Vec::new();
     let mut push = |v: &[f32]| out.extend(v.iter().map(|v| u64::from(v.to_bits())));
-    for (m, n, k) in [(20, 576, 25), (50, 70, 500), (7, 33, 300), (12, 100, 64)] {
+    for (m, n, k) in [(20, 576, 25), (50, 70, 600), (7, 33, 300), (12, 100, 64)] {
         for tb in [Transpose::No, Transpose::Yes] {
             let mut c = vec![0.25f32; m * n];
             cpu::gemm(

@@ -36,8 +36,18 @@ use super::{Isa, isa};
 
 /// Columns of a panel of B: two AVX-512 registers, four AVX2 ones.
 const NR: usize = super::PANEL_COLUMNS;
-/// Depth of one packed block: a `KC x NR` panel of B (32 KiB) stays in L1.
-const KC: usize = 256;
+/// Depth of one block of the product: a `KC x NR` panel of B (64 KiB)
+/// stays in L2 while C's rows pass over it. At 256 (a panel of 32 KiB,
+/// all of L1 with no room for A's rows) each tile of C was read and
+/// written again for every 256 of the depth; at 512, one Zen 4 core,
+/// batch 1 unless the net declares more, medians of 5 alternating runs,
+/// AVX-512 / AVX2 (2026-12-01): 512 x 361 x 512 (MobileNet-SSD's 1x1
+/// layers at 19 x 19) 1.82 -> 1.77 / 2.04 -> 1.90 ms, MobileNet-SSD 27.3 ->
+/// 26.4 / 29.2 -> 28.5, ResNet-50 66.4 -> 65.9 / 75.2 -> 74.5, CaffeNet
+/// (10 images) 101.7 -> 99.0 / 111.7 -> 107.2, darknet19 144.7 -> 137.2 /
+/// 173.4 -> 168.2, YOLOv3-tiny 34.4 -> 32.6 / 40.5 -> 39.1; 3x3 layers
+/// ran level. At 1024, level or 0.3% slower.
+const KC: usize = 512;
 /// The smallest B, in values, read in place whose next panel the first
 /// tile of each panel asks for (1 MiB of f32: smaller ones stay in L2
 /// across a layer's tiles).

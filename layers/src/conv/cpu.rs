@@ -1236,11 +1236,12 @@ mod tests {
 
     #[test]
     fn products_from_the_image_give_im2cols_bits() {
-        // LeNet's conv2 (two depth blocks), rows of 6 outputs that
-        // straddle the 32-column panels with a 3 x 2 window, and a
-        // partial last image's panel.
+        // LeNet's conv2, a depth of 576 (two of the kernel's depth
+        // blocks), rows of 6 outputs that straddle the 32-column panels
+        // with a 3 x 2 window, and a partial last image's panel.
         for (cin, (h, w), [kh, kw], cout, images) in [
             (20, (12, 12), [5, 5], 50, 4),
+            (64, (8, 7), [3, 3], 20, 2),
             (3, (9, 7), [3, 2], 13, 3),
             (40, (6, 5), [3, 3], 9, 5),
         ] {
