@@ -235,7 +235,7 @@ fn gemm_matches_reference(isa: Isa) {
 /// runs none of them (the baseline): gemm's own kernel (tiles of every
 /// height, partial panels, two depth blocks, a transposed B), the filled
 /// and the packed products, the product of a B packed in panels, the
-/// products finished by each rectifier, the shallow correlation, a depthwise plane and 16 channels of one side by
+/// products finished by each rectifier, the shallow correlation, depthwise planes (a window at stride 1, and at 2 along its rows) and 16 channels of one side by
 /// side, and MAX pooling 2x2 (with positions), at stride 2 and at stride
 /// 1.
 /// AVX2 and AVX-512 add the same products in the same order, so they
@@ -317,6 +317,26 @@ fn own_kernels() -> Option<Vec<u64>> {
     push(&y);
     assert!(cpu::depthwise_plane(&x, taps, &x[..9], 0.5, true, &mut y));
     push(&y);
+    // At stride 1 along both axes, the 3 x 3 window's own loop: rows past
+    // its blocks of rows, a strip and a masked register past its strips.
+    let taps = cpu::DepthwiseTaps {
+        row_step: 60,
+        rows: 23,
+        columns: 45,
+        ..taps
+    };
+    let mut y = vec![0.0f32; 23 * 45];
+    for rectify in [false, true] {
+        assert!(cpu::depthwise_plane(
+            &x,
+            taps,
+            &x[..9],
+            0.5,
+            rectify,
+            &mut y
+        ));
+        push(&y);
+    }
     let taps = cpu::InterleavedTaps {
         offsets: &offsets,
         row_step: 120,

@@ -496,6 +496,10 @@ mod tests {
             (3, 35, [2, 2], [1, 2], [0, 0], [2, 1]),
             (3, 113, [3, 3], [1, 1], [1, 1], [1, 1]),
             (4, 150, [3, 3], [1, 1], [1, 1], [1, 1]),
+            // The unstrided 3x3 loop's blocks of rows and the rows past
+            // them, its strips and the masked register past them.
+            (7, 45, [3, 3], [1, 1], [1, 1], [1, 1]),
+            (9, 30, [3, 3], [1, 1], [0, 0], [1, 1]),
         ];
         for ((h, w, kernel, stride, pad, dilation), channels) in
             cases.into_iter().flat_map(|case| [(case, 3), (case, 21)])
