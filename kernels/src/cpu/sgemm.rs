@@ -1040,6 +1040,28 @@ unsafe fn pack_chunk<L: Lanes>(
     if pack.len() < panels * kc * NR {
         pack.resize(panels * kc * NR, 0.0);
     }
+    if sb[1] == 1 && panels > 1 {
+        // Row by row, each row's run of the chunk read once, front to
+        // back: panel by panel, each of a panel's rows was a page of its
+        // own (an image row apart), and the packing of MobileNet's
+        // 128 -> 128 layer at 75 x 75 took a fifth of its time.
+        for p in 0..kc {
+            // SAFETY: row p's columns 0..cols are inside the block.
+            let src = unsafe { std::slice::from_raw_parts(b.offset(p as isize * sb[0]), cols) };
+            for (q, run) in src.chunks(NR).enumerate() {
+                let row = &mut pack[(q * kc + p) * NR..][..NR];
+                // A whole row as one fixed-size move the compiler inlines.
+                match <&[f32; NR]>::try_from(run) {
+                    Ok(run) => *<&mut [f32; NR]>::try_from(row).expect("a row of NR") = *run,
+                    Err(_) => {
+                        row[..run.len()].copy_from_slice(run);
+                        row[run.len()..].fill(0.0);
+                    }
+                }
+            }
+        }
+        return;
+    }
     for (q, panel) in pack.chunks_exact_mut(kc * NR).take(panels).enumerate() {
         // SAFETY: the panel's columns are inside the block, per the caller.
         unsafe {
