@@ -1024,7 +1024,9 @@ fn chunk_columns<L: Lanes>(m: usize, kc: usize) -> Option<usize> {
 }
 
 /// Packs the `kc x cols` block of B at `b` (strides `sb`) as its panels
-/// side by side, each `kc` rows of `NR` values ([`pack_panel`]).
+/// side by side, each `kc` rows of `NR` values, zero past `cols`: row by
+/// row where B's columns are adjacent, otherwise a panel at a time
+/// ([`pack_panel`]).
 ///
 /// # Safety
 /// `L`'s instructions are available; every element of the `kc x cols`
@@ -1040,7 +1042,7 @@ unsafe fn pack_chunk<L: Lanes>(
     if pack.len() < panels * kc * NR {
         pack.resize(panels * kc * NR, 0.0);
     }
-    if sb[1] == 1 && panels > 1 {
+    if sb[1] == 1 {
         // Row by row, each row's run of the chunk read once, front to
         // back: panel by panel, each of a panel's rows was a page of its
         // own (an image row apart), and the packing of MobileNet's
@@ -1050,7 +1052,9 @@ unsafe fn pack_chunk<L: Lanes>(
             let src = unsafe { std::slice::from_raw_parts(b.offset(p as isize * sb[0]), cols) };
             for (q, run) in src.chunks(NR).enumerate() {
                 let row = &mut pack[(q * kc + p) * NR..][..NR];
-                // A whole row as one fixed-size move the compiler inlines.
+                // A whole row as one fixed-size move the compiler inlines
+                // (a copy of unknown length calls memcpy, 5% of LeNet's
+                // pass).
                 match <&[f32; NR]>::try_from(run) {
                     Ok(run) => *<&mut [f32; NR]>::try_from(row).expect("a row of NR") = *run,
                     Err(_) => {
@@ -1076,8 +1080,9 @@ unsafe fn pack_chunk<L: Lanes>(
     }
 }
 
-/// Packs the `kc x cols` block of B at `b` (`cols` at most `NR`) into
-/// `panel`: `kc` rows of `NR` values, zero past `cols`.
+/// Packs the `kc x cols` block of B at `b` (`cols` at most `NR`), whose
+/// columns are not adjacent, into `panel`: `kc` rows of `NR` values,
+/// zero past `cols`.
 ///
 /// # Safety
 /// `L`'s instructions are available; every element of the `kc x cols`
@@ -1089,23 +1094,7 @@ unsafe fn pack_panel<L: Lanes>(
     kc: usize,
     cols: usize,
 ) {
-    if sb[1] == 1 {
-        for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
-            // SAFETY: columns 0..cols of row p are inside the block.
-            let src = unsafe { std::slice::from_raw_parts(b.offset(p as isize * sb[0]), cols) };
-            // A whole row as one fixed-size move the compiler inlines
-            // (a copy of unknown length calls memcpy, 5% of LeNet's pass).
-            if let (Ok(row), Ok(src)) = (
-                <&mut [f32; NR]>::try_from(&mut *row),
-                <&[f32; NR]>::try_from(src),
-            ) {
-                *row = *src;
-                continue;
-            }
-            row[..cols].copy_from_slice(src);
-            row[cols..].fill(0.0);
-        }
-    } else if sb[0] == 1 {
+    if sb[0] == 1 {
         // A transposed B (a gemm's `Transpose::Yes`): each column is a
         // run of adjacent values, moved a square block at a time through
         // registers (gathers read 16 cache lines for 16 values).
