@@ -235,9 +235,10 @@ fn gemm_matches_reference(isa: Isa) {
 /// runs none of them (the baseline): gemm's own kernel (tiles of every
 /// height, partial panels, two depth blocks, a transposed B), the filled
 /// and the packed products, the product of a B packed in panels, the
-/// products finished by each rectifier, the shallow correlation, depthwise planes (a window at stride 1, and at 2 along its rows) and 16 channels of one side by
-/// side, and MAX pooling 2x2 (with positions), at stride 2 and at stride
-/// 1.
+/// products finished by each rectifier, the shallow correlation,
+/// depthwise planes (a window at stride 1, and at 2 along its rows) and
+/// 16 channels of one side by side, and MAX pooling 2x2 (with
+/// positions), at stride 2 and at stride 1.
 /// AVX2 and AVX-512 add the same products in the same order, so they
 /// give the same bits.
 fn own_kernels() -> Option<Vec<u64>> {
