@@ -236,8 +236,9 @@ fn gemm_matches_reference(isa: Isa) {
 /// height, partial panels, two depth blocks, a transposed B), the filled
 /// and the packed products, the product of a B packed in panels, the
 /// products finished by each rectifier, the shallow correlation,
-/// depthwise planes (a window at stride 1, and at 2 along its rows) and
-/// 16 channels of one side by side, and MAX pooling 2x2 (with
+/// depthwise planes (a window at stride 1, and at 2 along its rows; the
+/// 3 x 3 window at stride 2 read in place) and 16 channels of one side
+/// by side, and MAX pooling 2x2 (with
 /// positions), at stride 2 and at stride 1.
 /// AVX2 and AVX-512 add the same products in the same order, so they
 /// give the same bits.
@@ -331,6 +332,20 @@ fn own_kernels() -> Option<Vec<u64>> {
         assert!(cpu::depthwise_plane(
             &x,
             taps,
+            &x[..9],
+            0.5,
+            rectify,
+            &mut y
+        ));
+        push(&y);
+    }
+    // The strided 3 x 3 window read in place: an odd plane, so a last
+    // output row of its own and a masked register past the whole ones.
+    let mut y = vec![0.0f32; 11 * 38];
+    for rectify in [false, true] {
+        assert!(cpu::depthwise_3x3_stride2(
+            &x,
+            (21, 75),
             &x[..9],
             0.5,
             rectify,

@@ -459,7 +459,7 @@ unsafe fn sums<L: Lanes, const R: usize, const S: usize>(
 /// `L`'s instructions are enabled.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn finish<L: Lanes, const RECTIFY: bool>(acc: L::V, bias: L::V) -> L::V {
+pub(super) unsafe fn finish<L: Lanes, const RECTIFY: bool>(acc: L::V, bias: L::V) -> L::V {
     let rectifier = if RECTIFY {
         Rectifier::Relu
     } else {

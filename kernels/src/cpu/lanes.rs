@@ -88,6 +88,9 @@ pub(crate) trait Lanes: Copy + 'static {
     /// `a`'s lanes moved down one, `b`'s first lane in the last: lanes
     /// `1..N + 1` of `a` then `b`.
     unsafe fn shift_in(a: Self::V, b: Self::V) -> Self::V;
+    /// `b`'s lanes moved up one, `a`'s last lane in the first: lanes
+    /// `N - 1..2 N - 1` of `a` then `b`.
+    unsafe fn shift_up(a: Self::V, b: Self::V) -> Self::V;
     /// The sum of the lanes, in an order fixed by the family.
     unsafe fn reduce_add(v: Self::V) -> f32;
     /// Fills `kc` rows of a gemm panel (`PANEL_COLUMNS` values a row)
@@ -269,6 +272,13 @@ impl Lanes for Avx512 {
         ))
     }
     #[inline(always)]
+    unsafe fn shift_up(a: __m512, b: __m512) -> __m512 {
+        _mm512_castsi512_ps(_mm512_alignr_epi32::<15>(
+            _mm512_castps_si512(b),
+            _mm512_castps_si512(a),
+        ))
+    }
+    #[inline(always)]
     unsafe fn reduce_add(v: __m512) -> f32 {
         _mm512_reduce_add_ps(v)
     }
@@ -422,6 +432,13 @@ impl Lanes for Avx2 {
         // behind a's by one lane.
         let middle = _mm256_castps_si256(_mm256_permute2f128_ps::<0x21>(a, b));
         _mm256_castsi256_ps(_mm256_alignr_epi8::<4>(middle, _mm256_castps_si256(a)))
+    }
+    #[inline(always)]
+    unsafe fn shift_up(a: __m256, b: __m256) -> __m256 {
+        // a's high half and b's low one, then each 128-bit half of b
+        // behind that's by one lane.
+        let middle = _mm256_castps_si256(_mm256_permute2f128_ps::<0x21>(a, b));
+        _mm256_castsi256_ps(_mm256_alignr_epi8::<12>(_mm256_castps_si256(b), middle))
     }
     #[inline(always)]
     unsafe fn reduce_add(v: __m256) -> f32 {
@@ -660,21 +677,24 @@ mod tests {
     }
 
     #[test]
-    fn shift_in_moves_the_lanes_down_one_and_takes_the_next_registers_first() {
+    fn shifts_move_the_lanes_one_down_or_up_across_two_registers() {
         fn check<L: Lanes>() {
             if !L::ISA.is_available() {
                 return;
             }
             let values: Vec<f32> = (0..2 * L::N).map(|v| v as f32).collect();
-            let mut out = vec![0f32; L::N];
-            // SAFETY: the family is there; 2 N values read, N written.
+            let (mut down, mut up) = (vec![0f32; L::N], vec![0f32; L::N]);
+            // SAFETY: the family is there; 2 N values read, N written to
+            // each.
             unsafe {
                 Available::<L>::new().run(|| {
                     let (a, b) = (L::load(values.as_ptr()), L::load(values.as_ptr().add(L::N)));
-                    L::store(out.as_mut_ptr(), L::shift_in(a, b));
+                    L::store(down.as_mut_ptr(), L::shift_in(a, b));
+                    L::store(up.as_mut_ptr(), L::shift_up(a, b));
                 })
             };
-            assert_eq!(out, values[1..=L::N], "{}", L::ISA);
+            assert_eq!(down, values[1..=L::N], "{}: shift_in", L::ISA);
+            assert_eq!(up, values[L::N - 1..2 * L::N - 1], "{}: shift_up", L::ISA);
         }
         check::<Avx512>();
         check::<Avx2>();
