@@ -237,8 +237,8 @@ fn gemm_matches_reference(isa: Isa) {
 /// and the packed products, the product of a B packed in panels, the
 /// products finished by each rectifier, the shallow correlation,
 /// depthwise planes (a window at stride 1, and at 2 along its rows; the
-/// 3 x 3 window at stride 2 read in place) and 16 channels of one side
-/// by side, and MAX pooling 2x2 (with
+/// 3 x 3 window at stride 2 read in place, and at stride 1 along a
+/// plane's run) and 16 channels of one side by side, and MAX pooling 2x2 (with
 /// positions), at stride 2 and at stride 1.
 /// AVX2 and AVX-512 add the same products in the same order, so they
 /// give the same bits.
@@ -348,6 +348,20 @@ fn own_kernels() -> Option<Vec<u64>> {
             (21, 75),
             &x[..9],
             0.5,
+            rectify,
+            &mut y
+        ));
+        push(&y);
+    }
+    // The unstrided 3 x 3 window along a run of planes: rows shorter
+    // than a register, runs of four registers and a masked one past them.
+    let mut y = vec![0.0f32; 2 * 9 * 19];
+    for rectify in [false, true] {
+        assert!(cpu::depthwise_3x3_flat(
+            &x,
+            (9, 19),
+            &x[300..][..18],
+            &x[400..][..2],
             rectify,
             &mut y
         ));

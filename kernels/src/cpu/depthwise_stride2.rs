@@ -286,38 +286,12 @@ unsafe fn input_row<L: Lanes, const R: usize, const MASKED: bool, const I: usize
 
 #[cfg(test)]
 mod tests {
+    use super::super::window_3x3_checks::{assert_bits, reference, values};
     use super::*;
-
-    /// The definition: each output's taps in order, zeros outside the
-    /// plane, then the bias.
-    fn reference(input: &[f32], (h, w): (usize, usize), weights: &[f32], bias: f32) -> Vec<f32> {
-        let mut out = Vec::new();
-        for r in 0..h.div_ceil(2) {
-            for q in 0..w.div_ceil(2) {
-                let mut acc = 0.0f32;
-                for ki in 0..3 {
-                    for kj in 0..3 {
-                        let (iy, ix) = ((2 * r + ki).checked_sub(1), (2 * q + kj).checked_sub(1));
-                        let v = match (iy, ix) {
-                            (Some(iy), Some(ix)) if iy < h && ix < w => input[iy * w + ix],
-                            _ => 0.0,
-                        };
-                        acc += weights[ki * 3 + kj] * v;
-                    }
-                }
-                out.push(acc + bias);
-            }
-        }
-        out
-    }
 
     #[test]
     fn planes_give_the_definitions_bits() {
-        let mut seed = 11u32;
-        let mut value = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        };
+        let mut value = values(11);
         // Planes of one row and column, odd and even sides, blocks of two
         // output rows and the rows past them, whole registers and the
         // masked ones past them (a second one where a row's last pair
@@ -337,23 +311,11 @@ mod tests {
             let input: Vec<f32> = (0..h * w).map(|_| value()).collect();
             let weights: Vec<f32> = (0..9).map(|_| value()).collect();
             let bias = value();
-            let want = reference(&input, (h, w), &weights, bias);
-            for rectify in [false, true] {
-                let mut out = vec![f32::NAN; want.len() + 3];
-                if !depthwise_3x3_stride2(&input, (h, w), &weights, bias, rectify, &mut out) {
-                    return;
-                }
-                let want: Vec<u32> = want
-                    .iter()
-                    .map(|&v| if rectify { super::super::relu(v) } else { v }.to_bits())
-                    .collect();
-                let got: Vec<u32> = out[..want.len()].iter().map(|v| v.to_bits()).collect();
-                assert_eq!(got, want, "{h} x {w}, rectify {rectify}");
-                assert!(
-                    out[want.len()..].iter().all(|v| v.is_nan()),
-                    "{h} x {w}: wrote past"
-                );
-            }
+            let want = reference(&input, (h, w), 2, &weights, bias);
+            let kernel = |rectify, out: &mut [f32]| {
+                depthwise_3x3_stride2(&input, (h, w), &weights, bias, rectify, out)
+            };
+            assert_bits(&want, kernel, &format!("{h} x {w}"));
         }
     }
 

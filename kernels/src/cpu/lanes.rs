@@ -63,6 +63,9 @@ pub(crate) trait Lanes: Copy + 'static {
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
     /// `a * b`.
     unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    /// The bits of `a` and `b` anded, lane by lane (a lane anded with
+    /// all ones stays, with zeros becomes +0).
+    unsafe fn and(a: Self::V, b: Self::V) -> Self::V;
     /// `b` where `a` is not greater, else `a`, lane by lane (a NaN in
     /// either gives `b`: a pooling's held value is `b`).
     unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
@@ -237,6 +240,14 @@ impl Lanes for Avx512 {
         _mm512_mul_ps(a, b)
     }
     #[inline(always)]
+    unsafe fn and(a: __m512, b: __m512) -> __m512 {
+        // The integer form is AVX-512F's own (the float one is DQ's).
+        _mm512_castsi512_ps(_mm512_and_si512(
+            _mm512_castps_si512(a),
+            _mm512_castps_si512(b),
+        ))
+    }
+    #[inline(always)]
     unsafe fn max(a: __m512, b: __m512) -> __m512 {
         _mm512_max_ps(a, b)
     }
@@ -384,6 +395,10 @@ impl Lanes for Avx2 {
     #[inline(always)]
     unsafe fn mul(a: __m256, b: __m256) -> __m256 {
         _mm256_mul_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn and(a: __m256, b: __m256) -> __m256 {
+        _mm256_and_ps(a, b)
     }
     #[inline(always)]
     unsafe fn max(a: __m256, b: __m256) -> __m256 {

@@ -12,6 +12,7 @@ mod col2im;
 pub mod cores;
 mod correlate;
 mod depthwise;
+mod depthwise_flat;
 mod depthwise_stride2;
 pub mod elementwise;
 mod finish;
@@ -27,6 +28,8 @@ pub mod rng;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm;
 pub mod vector;
+#[cfg(test)]
+mod window_3x3_checks;
 
 pub use blas::{
     PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_suits, gemm_finished, gemm_packed,
@@ -37,6 +40,7 @@ pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};
 pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depthwise_plane};
+pub use depthwise_flat::depthwise_3x3_flat;
 pub use depthwise_stride2::depthwise_3x3_stride2;
 pub use elementwise::*;
 pub use finish::{Rectifier, RowFinish, relu};

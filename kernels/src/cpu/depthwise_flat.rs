@@ -1,0 +1,316 @@
+//! Narrow planes of a 3 x 3 depthwise convolution at stride 1 with a row
+//! and a column of zeros around each (MobileNet's unstrided depthwise
+//! layers at 19 x 19 and 10 x 10, Caffe's `Convolution` with `group` =
+//! channels, `kernel_size: 3`, `pad: 1`), on AVX-512 and on AVX2 + FMA,
+//! each plane computed as one run of `height * width` outputs.
+//!
+//! Row by row, a 19-wide row lights 19 of two registers' 32 lanes; with
+//! 16 channels laid side by side instead ([`super::depthwise_interleaved`])
+//! every lane works, but the transposes into and out of that layout took
+//! 45% of MobileNet-SSD's 512 x 19 x 19 layers. Read as one run, a
+//! register's 16 outputs may span two rows, yet each of the window's
+//! taps is still one load at a fixed distance (`width` a row of the
+//! window): only the window's left and right columns wrap to the row
+//! before or after at the plane's edges, and those lanes are zeroed, as
+//! the padding would be.
+
+#[cfg(target_arch = "x86_64")]
+use super::depthwise::finish;
+#[cfg(target_arch = "x86_64")]
+use super::lanes::{Lanes, on_lanes};
+
+/// `out[r][q] = bias + sum` for each of the `biases.len()` planes of
+/// `height x width` (one after another in `input` and in `out`), the sum
+/// over the window's rows `ki` and columns `kj` in order of
+/// `weights[9 plane + 3 ki + kj] * input[r + ki - 1][q + kj - 1]`, zeros
+/// outside the plane, each product rounded and then added (the bits of
+/// [`super::depthwise_plane`] over a padded copy): Caffe's depthwise
+/// `Convolution` (`group` = channels, `kernel_size: 3`, `pad: 1`) on
+/// those channels. With `rectify`, each output then goes through Caffe's
+/// `ReLU` (its bits: [`super::relu`]) as it is stored. Says whether it
+/// ran (`false`: neither AVX-512 nor AVX2, and nothing was written).
+///
+/// ```
+/// use blob_kernels::cpu::depthwise_3x3_flat;
+/// // One 2 x 3 plane, the window's centre and right column of its
+/// // middle row: each output plus its right neighbour.
+/// let input = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// let mut weights = [0.0f32; 9];
+/// weights[4] = 1.0;
+/// weights[5] = 1.0;
+/// let mut out = [0.0f32; 6];
+/// if depthwise_3x3_flat(&input, (2, 3), &weights, &[0.5], false, &mut out) {
+///     assert_eq!(out, [3.5, 5.5, 3.5, 9.5, 11.5, 6.5]);
+/// }
+/// ```
+///
+/// # Panics
+/// If `input` or `out` holds fewer than `biases.len() * height * width`
+/// values, or `weights` fewer than 9 a plane.
+#[track_caller]
+pub fn depthwise_3x3_flat(
+    input: &[f32],
+    (height, width): (usize, usize),
+    weights: &[f32],
+    biases: &[f32],
+    rectify: bool,
+    out: &mut [f32],
+) -> bool {
+    let (planes, plane) = (biases.len(), height * width);
+    assert!(
+        input.len() >= planes * plane && weights.len() >= 9 * planes && out.len() >= planes * plane,
+        "depthwise_3x3_flat: {planes} planes of {height} x {width} need an input and an \
+         output of {} and {} weights, got {}, {} and {}",
+        planes * plane,
+        9 * planes,
+        input.len(),
+        out.len(),
+        weights.len()
+    );
+    if planes * plane == 0 {
+        return super::isa() >= super::Isa::Avx2;
+    }
+    #[cfg(target_arch = "x86_64")]
+    return on_lanes!(|L| {
+        let run = Run::new::<L>(height, width);
+        let mut padded = vec![0.0f32; run.padded_len];
+        for (((x, y), w), &bias) in input
+            .chunks_exact(plane)
+            .zip(out.chunks_exact_mut(plane))
+            .zip(weights.chunks_exact(9))
+            .zip(biases)
+        {
+            // Between the margins of zeros, which stay: every plane
+            // writes the same places.
+            padded[run.margin..][..plane].copy_from_slice(x);
+            // SAFETY: `padded` holds the margins around the plane and a
+            // register past its run (`Run::new`), the keeps a register
+            // past the outputs' run, `y` the plane's outputs.
+            unsafe {
+                if rectify {
+                    flat_plane::<L, true>(&run, padded.as_ptr(), w, bias, y.as_mut_ptr());
+                } else {
+                    flat_plane::<L, false>(&run, padded.as_ptr(), w, bias, y.as_mut_ptr());
+                }
+            }
+        }
+    })
+    .is_some();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// A plane's geometry as the kernel reads it, shared by every plane.
+#[cfg(target_arch = "x86_64")]
+struct Run {
+    width: usize,
+    /// Outputs a plane.
+    outputs: usize,
+    /// Zeros before the plane in the padded copy: at least a row and a
+    /// value (the window's top-left tap of the first output).
+    margin: usize,
+    /// The padded copy's length: the margin, the plane rounded up to
+    /// whole registers, and a row, a value and a register past it.
+    padded_len: usize,
+    /// All ones where an output's left neighbour is in its row, zeros at
+    /// the row's first column (the window's left column reads the
+    /// padding there), a register past the outputs.
+    keep_left: Vec<f32>,
+    /// The same for the right neighbour, zeros at each row's last column.
+    keep_right: Vec<f32>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Run {
+    fn new<L: Lanes>(height: usize, width: usize) -> Run {
+        let outputs = height * width;
+        let whole = outputs.next_multiple_of(L::N);
+        let keep = |edge: usize| -> Vec<f32> {
+            (0..whole)
+                .map(|f| f32::from_bits(if f % width == edge { 0 } else { !0 }))
+                .collect()
+        };
+        let margin = width + 1;
+        Run {
+            width,
+            outputs,
+            margin,
+            padded_len: margin + whole + width + 1 + L::N,
+            keep_left: keep(0),
+            keep_right: keep(width - 1),
+        }
+    }
+}
+
+/// One plane: four registers of outputs at a time (each sums its nine
+/// taps one add after another, so four chains are in flight), then one
+/// at a time, the last masked to the plane's end.
+///
+/// # Safety
+/// `L`'s instructions are enabled; `padded` holds `run.padded_len`
+/// values, the plane from `run.margin`; `weights` 9; `out` the plane's
+/// outputs.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn flat_plane<L: Lanes, const RECTIFY: bool>(
+    run: &Run,
+    padded: *const f32,
+    weights: &[f32],
+    bias: f32,
+    out: *mut f32,
+) {
+    // SAFETY: `L`'s instructions are enabled, and `weights` holds 9
+    // (caller).
+    let (w, bias): ([L::V; 9], L::V) = unsafe {
+        (
+            std::array::from_fn(
+                #[inline(always)]
+                |p| L::splat(weights[p]),
+            ),
+            L::splat(bias),
+        )
+    };
+    // SAFETY: the plane starts `margin` in (caller).
+    let first = unsafe { padded.add(run.margin) };
+    let mut f = 0;
+    while f + 4 * L::N <= run.outputs {
+        // SAFETY: reads reach a row and a value either side of the
+        // outputs' run, inside the margins (caller).
+        let acc = unsafe { sums::<L, 4>(run, first, f, &w) };
+        for (s, acc) in acc.iter().enumerate() {
+            // SAFETY: the four registers are the plane's outputs.
+            unsafe { L::store(out.add(f + s * L::N), finish::<L, RECTIFY>(*acc, bias)) };
+        }
+        f += 4 * L::N;
+    }
+    while f < run.outputs {
+        // SAFETY: as above; a whole register from f < outputs stays
+        // inside the margin past the plane and the keeps.
+        let [acc] = unsafe { sums::<L, 1>(run, first, f, &w) };
+        // SAFETY: as above; the mask stops at the plane's end.
+        unsafe {
+            let mask = L::first(run.outputs - f);
+            L::store_masked(mask, out.add(f), finish::<L, RECTIFY>(acc, bias));
+        }
+        f += L::N;
+    }
+}
+
+/// `S` registers of outputs from `f` on: each tap one load at `f` plus
+/// the tap's distance (a row of the window `width`), the window's left
+/// and right columns anded with the keeps, in the order of the taps,
+/// product rounded, then added.
+///
+/// # Safety
+/// `L`'s instructions are enabled; `first` is the plane's start in a
+/// padded copy as [`flat_plane`] has it, `f + S N` at most the outputs
+/// rounded up to whole registers.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn sums<L: Lanes, const S: usize>(
+    run: &Run,
+    first: *const f32,
+    f: usize,
+    w: &[L::V; 9],
+) -> [L::V; S] {
+    // SAFETY: the caller has `L`.
+    let mut acc = [unsafe { L::zero() }; S];
+    for (s, acc) in acc.iter_mut().enumerate() {
+        let at = f + s * L::N;
+        // SAFETY: the keeps run a register past the outputs (caller).
+        let (left, right) = unsafe {
+            (
+                L::load(run.keep_left.as_ptr().add(at)),
+                L::load(run.keep_right.as_ptr().add(at)),
+            )
+        };
+        for ki in 0..3 {
+            // SAFETY: row ki - 1 of the window, a value either side,
+            // lies inside the margins (caller).
+            unsafe {
+                let centre = first.add(at + ki * run.width).sub(run.width);
+                let taps = [
+                    L::and(L::load(centre.sub(1)), left),
+                    L::load(centre),
+                    L::and(L::load(centre.add(1)), right),
+                ];
+                for (kj, x) in taps.into_iter().enumerate() {
+                    *acc = L::add(*acc, L::mul(w[ki * 3 + kj], x));
+                }
+            }
+        }
+    }
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::window_3x3_checks::{assert_bits, reference, values};
+    use super::*;
+
+    #[test]
+    fn planes_give_the_definitions_bits() {
+        let mut value = values(5);
+        // One value, a column, a row, MobileNet's 19 x 19 and 10 x 10,
+        // rows longer and shorter than a register, planes of whole runs
+        // of four registers and of a masked register past them.
+        for (h, w) in [
+            (1, 1),
+            (5, 1),
+            (1, 7),
+            (19, 19),
+            (10, 10),
+            (3, 23),
+            (8, 8),
+            (4, 33),
+        ] {
+            let planes = 3;
+            let input: Vec<f32> = (0..planes * h * w).map(|_| value()).collect();
+            let weights: Vec<f32> = (0..9 * planes).map(|_| value()).collect();
+            let biases: Vec<f32> = (0..planes).map(|_| value()).collect();
+            let want: Vec<f32> = (0..planes)
+                .flat_map(|p| {
+                    let plane = &input[p * h * w..][..h * w];
+                    reference(plane, (h, w), 1, &weights[9 * p..][..9], biases[p])
+                })
+                .collect();
+            let kernel = |rectify, out: &mut [f32]| {
+                depthwise_3x3_flat(&input, (h, w), &weights, &biases, rectify, out)
+            };
+            assert_bits(&want, kernel, &format!("{h} x {w}"));
+        }
+    }
+
+    #[test]
+    fn values_beyond_a_rows_edge_are_never_read_as_its_neighbours() {
+        // -inf down the first column, +inf down the last: a wrapped tap
+        // would add one to the other at the row's far side (NaN where the
+        // definition has an infinity).
+        let (h, w) = (6, 19);
+        let input: Vec<f32> = (0..h * w)
+            .map(|f| match f % w {
+                0 => f32::NEG_INFINITY,
+                q if q == w - 1 => f32::INFINITY,
+                _ => 1.0,
+            })
+            .collect();
+        let mut out = vec![0.0f32; h * w];
+        if depthwise_3x3_flat(&input, (h, w), &[1.0; 9], &[0.0], false, &mut out) {
+            assert!(out.iter().all(|v| !v.is_nan()), "{out:?}");
+            assert_eq!(out, reference(&input, (h, w), 1, &[1.0; 9], 0.0));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "2 planes of 3 x 3 need an input and an output of 18")]
+    fn a_short_input_is_refused() {
+        depthwise_3x3_flat(
+            &[0.0; 17],
+            (3, 3),
+            &[0.0; 18],
+            &[0.0; 2],
+            false,
+            &mut [0.0; 18],
+        );
+    }
+}
