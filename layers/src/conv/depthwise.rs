@@ -39,7 +39,8 @@ pub(crate) fn forward<T: MathElement>(
         return;
     }
     let in_place = is_3x3_stride2_pad1(g) && g.ow >= STRIDED_IN_PLACE_MIN;
-    if g.ow < NARROW
+    let flat_here = is_3x3_unit_stride_pad1(g) && g.ow < FLAT_BELOW;
+    if (g.ow < NARROW || flat_here)
         && !in_place
         && let (Some(x), Some(weight), Some(bias), Some(y32)) =
             (as_f32(x), as_f32(weight), as_f32(bias), as_f32_mut(&mut *y))
@@ -48,7 +49,7 @@ pub(crate) fn forward<T: MathElement>(
             bias,
             activation: finish.activation,
         };
-        let ran = if is_3x3_unit_stride_pad1(g) {
+        let ran = if flat_here {
             flat(g, x, weight, finish, y32)
         } else {
             interleaved(g, x, weight, finish, y32)
@@ -101,7 +102,7 @@ fn is_3x3_unit_stride_pad1(g: &ConvGeometry) -> bool {
 }
 
 /// [`forward`] for an [`is_3x3_unit_stride_pad1`] layer whose rows are
-/// narrow, each plane one run of outputs through
+/// narrower than [`FLAT_BELOW`], each plane one run of outputs through
 /// `cpu::depthwise_3x3_flat` (the same bits as the planes'), a run of
 /// planes a core, each finished (activated) by the core that wrote it;
 /// says whether it ran (AVX-512 or AVX2). In place of 16 channels side
@@ -149,6 +150,15 @@ fn flat(
 /// ([`flat`]) or 16 channels side by side ([`interleaved`]): a row's
 /// register would be mostly empty.
 const NARROW: usize = 24;
+
+/// Output rows of an [`is_3x3_unit_stride_pad1`] layer narrower than
+/// this run as one run of outputs ([`flat`]) rather than row by row over
+/// a padded copy. Three layers, ms, one Zen 4 core, medians of 3, flat
+/// against rows, AVX-512 / AVX2: 256 x 28 x 28 0.253 / 0.319 and 0.292
+/// / 0.463, 256 x 38 x 38 0.486 / 0.542 and 0.560 / 0.667; from 56 wide
+/// the rows' shared loads win: 128 x 56 x 56 0.541 / 0.511 and 0.630 /
+/// 0.597, 128 x 75 x 75 1.07 / 0.93.
+const FLAT_BELOW: usize = 48;
 
 /// [`forward`] with 16 channels of an image at a time laid side by side,
 /// one pixel a 16-lane vector, through `cpu::depthwise_interleaved` (the
@@ -598,10 +608,11 @@ mod tests {
             (3, 35, [2, 2], [1, 2], [0, 0], [2, 1]),
             (3, 113, [3, 3], [1, 1], [1, 1], [1, 1]),
             (4, 150, [3, 3], [1, 1], [1, 1], [1, 1]),
-            // MobileNet's unstrided window on narrow planes (one run of
-            // outputs a plane).
+            // MobileNet's unstrided window on planes narrower than
+            // FLAT_BELOW (one run of outputs a plane).
             (10, 10, [3, 3], [1, 1], [1, 1], [1, 1]),
             (6, 23, [3, 3], [1, 1], [1, 1], [1, 1]),
+            (5, 40, [3, 3], [1, 1], [1, 1], [1, 1]),
             // MobileNet's strided window wide enough to be read in place
             // (odd and even sides, a masked register past the whole ones,
             // rows of 19).
@@ -611,7 +622,7 @@ mod tests {
             (6, 38, [3, 3], [2, 2], [1, 1], [1, 1]),
             // The unstrided 3x3 loop's blocks of rows and the rows past
             // them, its strips and the masked register past them.
-            (7, 45, [3, 3], [1, 1], [1, 1], [1, 1]),
+            (7, 50, [3, 3], [1, 1], [1, 1], [1, 1]),
             (9, 30, [3, 3], [1, 1], [0, 0], [1, 1]),
         ];
         for ((h, w, kernel, stride, pad, dilation), channels) in
