@@ -29,7 +29,10 @@ optimisations; OpenVINO: latency hint, the same threads; MNN: a CPU
 session at high precision; ncnn: fp32 storage and arithmetic, batch 1
 only, as ncnn runs one image a pass). The two sides
 alternate --repeat times; medians and the range of the ratios are
-printed. ONNX Runtime chooses its own instructions (AVX-512 where the
+printed. With --layers each net's forward pass is then compared layer by
+layer at batch 1: `blobflow time`'s table beside ONNX Runtime's profile
+of the same passes (its nodes carry the layers' names), the largest
+gaps first. ONNX Runtime chooses its own instructions (AVX-512 where the
 CPU has it: on an AVX-512 machine with BLOBFLOW_CPU=avx2 that
 comparison favours it). OpenVINO is held to the same family as
 blobflow where BLOBFLOW_CPU=avx2 asks for it (its oneDNN reads
@@ -41,9 +44,10 @@ they are installed under target/python-* if pip can; the script says so
 and exits 0 where they cannot be had. A peer that cannot read a net, or
 whose outputs differ, is named and left out of that net's timing.
 
-Run: python3 scripts/onnx_peer.py [--blobflow target/release/blobflow] [--bench] [--threads N] [--repeat N] [--only LABEL] [--peers ort,openvino,mnn,ncnn]
+Run: python3 scripts/onnx_peer.py [--blobflow target/release/blobflow] [--bench [--layers]] [--threads N] [--repeat N] [--only LABEL] [--peers ort,openvino,mnn,ncnn]
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -251,6 +255,8 @@ def main():
     ap.add_argument("--only", help="the one case to run, by its label")
     ap.add_argument("--repeat", type=int, default=1, help="timings of each side, alternating")
     ap.add_argument("--no-openvino", action="store_true", help="ONNX Runtime alone")
+    ap.add_argument("--layers", action="store_true",
+                    help="with --bench: each layer's time, blobflow's beside ONNX Runtime's (its profiler), batch 1")
     ap.add_argument("--peers", default="ort,openvino,mnn,ncnn",
                     help="the peers to run, of ort, openvino, mnn, ncnn (ONNX Runtime always checks the export)")
     args = ap.parse_args()
@@ -375,6 +381,8 @@ def main():
                     with open(timed, "w") as f:
                         f.write(shared.without_layers(text, shared.DETECTION_OUTPUTS))
                 bench(np, cmd, env, label, (timed, saved), sessions, name, text, args.threads, args.repeat)
+                if args.layers:
+                    layer_table(np, ort, cmd, env, label, (timed, saved), model, name, text, args.threads, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{compared} nets compared, {failed} failed")
@@ -436,6 +444,84 @@ def bench(np, cmd, env, label, ours, sessions, name, text, threads, repeat):
             parts.append(f"{peer} {theirs:.1f} images/s, ratio {ours / theirs:.2f}x{spread}")
         print(f"  {label} batch {batch} ({threads} thread(s), forward, zeros, blobflow on {path[0]}, reusing memory): "
               f"blobflow {ours:.1f} images/s; " + "; ".join(parts))
+
+
+def blobflow_layers(stdout):
+    """`blobflow time`'s table: layer -> (type, forward ms, the layer it
+    is folded into or None)."""
+    rows = {}
+    for line in stdout.splitlines():
+        m = re.match(r"^(\S+)\s+(\S+)\s+([0-9.]+)\s+[0-9.]+(?:\s+\(forward folded into (\S+)\))?\s*$", line)
+        if m:
+            rows[m.group(1)] = (m.group(2), float(m.group(3)), m.group(4))
+    return rows
+
+
+def ort_layers(ort, model, feeds, threads, iters, work):
+    """ONNX Runtime's profile of `iters` passes: node -> (op, mean ms),
+    its nodes named as blobflow's export named them (the NCHWc
+    transform's copies carry a `_nchwc` suffix, taken off)."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.enable_profiling = True
+    opts.profile_file_prefix = os.path.join(work, "ort-profile")
+    session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    for _ in range(max(3, iters // 10) + iters):
+        session.run(None, feeds)
+    path = session.end_profiling()
+    with open(path) as f:
+        events = json.load(f)
+    os.remove(path)
+    times, kinds = {}, {}
+    for e in events:
+        if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time"):
+            continue
+        node = e["name"][: -len("_kernel_time")]
+        node = node[: -len("_nchwc")] if node.endswith("_nchwc") else node
+        times.setdefault(node, []).append(e["dur"] / 1e3)
+        kinds[node] = e.get("args", {}).get("op_name", "?")
+    # The profile lists the passes in order: the last `iters` of each
+    # node are the timed ones, the warm-up's before them.
+    return {n: (kinds[n], sum(t[-iters:]) / len(t[-iters:])) for n, t in times.items()}
+
+
+def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work):
+    """Each layer's forward time at batch 1: blobflow's (`blobflow time`,
+    layers folded into another counted with it) beside ONNX Runtime's
+    nodes of the same name (speed: ONNX Runtime's time over blobflow's,
+    as the images/s ratios), the largest gaps first, and what neither
+    side names alike (ONNX Runtime's layout reorders, blobflow's
+    layers the export leaves out) in totals."""
+    proto, weights = ours
+    _, declared = shared.declared_input(np, text)
+    iters = 50
+    r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters), "--batch", "1",
+                              "--reuse-memory"], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        print(f"  {label} layers: blobflow time failed: {r.stderr.strip()[-200:]}")
+        return
+    ours_rows = blobflow_layers(r.stdout)
+    feeds = {name: np.zeros([1] + declared[1:], dtype=np.float32)}
+    theirs = ort_layers(ort, model, feeds, threads, iters, work)
+    rows, ours_only = [], 0.0
+    for layer, (kind, ms, into) in ours_rows.items():
+        if layer in theirs:
+            rows.append((layer, kind, ms, theirs[layer][1]))
+        elif into is None:
+            ours_only += ms
+    theirs_only = sum(ms for node, (_, ms) in theirs.items() if node not in ours_rows)
+    rows.sort(key=lambda row: row[3] - row[2])
+    print(f"  {label} layer by layer (batch 1, {threads} thread(s), ms a pass, the largest gaps first):")
+    print(f"    {'layer':<32} {'type':<14} {'blobflow':>9} {'ONNX Runtime':>13} {'speed':>6}")
+    for layer, kind, ms, ort_ms in rows[:20]:
+        ratio = f"{ort_ms / ms:.2f}x" if ms > 0 else "-"
+        print(f"    {layer:<32} {kind:<14} {ms:>9.3f} {ort_ms:>13.3f} {ratio:>6}")
+    both = (sum(r[2] for r in rows), sum(r[3] for r in rows))
+    print(f"    {len(rows)} layers both name: blobflow {both[0]:.2f} ms, ONNX Runtime {both[1]:.2f} ms; "
+          f"blobflow's others {ours_only:.2f} ms, ONNX Runtime's others (reorders, fused nodes) {theirs_only:.2f} ms")
 
 
 if __name__ == "__main__":
