@@ -649,6 +649,16 @@ fn im2col_lays_each_window_out_as_caffe_does() {
             [1, 1],
             [2, 2],
         ),
+        // A strided 1x1 window (ResNet's), and a step of 3 with a window
+        // whose last run ends at the image's last value.
+        ("kernel_size: 1 stride: 2", [1, 1], [2, 2], [0, 0], [1, 1]),
+        (
+            "kernel_h: 1 kernel_w: 3 stride: 3",
+            [1, 3],
+            [3, 3],
+            [0, 0],
+            [1, 1],
+        ),
     ] {
         let mut l = layer(&format!("type: 'Im2col' convolution_param {{ {text} }}"));
         let y = run(l.as_mut(), &[&x]);

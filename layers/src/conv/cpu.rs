@@ -58,6 +58,33 @@ pub(super) fn copy_run<T: Copy>(col: &mut [T], to: usize, x: &[T], from: usize, 
     }
 }
 
+/// `len` values of `x`, `step` apart from `from`, into `col` from `to`:
+/// a strided window's im2col run. A step of 2 (ResNet-50's strided 1x1
+/// layers) is a fixed stride the compiler vectorizes; each value looked
+/// up on its own took 30% of the 256 -> 128 layer at 56 x 56.
+#[inline(always)]
+fn copy_every<T: Copy>(
+    col: &mut [T],
+    to: usize,
+    x: &[T],
+    (from, step): (usize, usize),
+    len: usize,
+) {
+    let dst = &mut col[to..to + len];
+    match x.get(from..from + 2 * len) {
+        Some(pairs) if step == 2 => {
+            for (d, pair) in dst.iter_mut().zip(pairs.chunks_exact(2)) {
+                *d = pair[0];
+            }
+        }
+        _ => {
+            for (d, s) in dst.iter_mut().zip(x[from..].iter().step_by(step)) {
+                *d = *s;
+            }
+        }
+    }
+}
+
 /// Up to a panel's worth of runs, `(panel column, source, length)`, and
 /// how many of them there are ([`ConvGeometry::panel_runs`]).
 pub(super) type PanelRuns = ([(usize, usize, usize); cpu::PANEL_COLUMNS], usize);
@@ -156,29 +183,34 @@ impl ConvGeometry {
             return self.im2col_unpadded(x, first, count, col);
         }
         let ow = self.ow;
-        self.for_each_run(first, count, |run| {
-            let Some(row) = run.row else {
-                col[run.col..run.col + ow].fill(T::ZERO);
-                return;
-            };
-            let len = run.valid.len();
-            if self.stride[1] == 1 && len > 0 {
-                let from = self.pixel(row, run.valid.start, run.shift);
-                copy_run(col, run.col + run.valid.start, x, from, len);
-            } else {
-                for q in run.valid.clone() {
-                    col[run.col + q] = x[self.pixel(row, q, run.shift)];
-                }
-            }
-            // After the copy: padding it ran over is zeroed here.
-            let dst = &mut col[run.col..run.col + ow];
-            if run.valid.start > 0 {
-                dst[..run.valid.start].fill(T::ZERO);
-            }
-            if run.valid.end < ow {
-                dst[run.valid.end..].fill(T::ZERO);
-            }
-        });
+        cpu::vectorized(
+            #[inline(always)]
+            || {
+                self.for_each_run(first, count, |run| {
+                    let Some(row) = run.row else {
+                        col[run.col..run.col + ow].fill(T::ZERO);
+                        return;
+                    };
+                    let len = run.valid.len();
+                    if len > 0 {
+                        let from = self.pixel(row, run.valid.start, run.shift);
+                        let to = run.col + run.valid.start;
+                        match self.stride[1] {
+                            1 => copy_run(col, to, x, from, len),
+                            step => copy_every(col, to, x, (from, step), len),
+                        }
+                    }
+                    // After the copy: padding it ran over is zeroed here.
+                    let dst = &mut col[run.col..run.col + ow];
+                    if run.valid.start > 0 {
+                        dst[..run.valid.start].fill(T::ZERO);
+                    }
+                    if run.valid.end < ow {
+                        dst[run.valid.end..].fill(T::ZERO);
+                    }
+                })
+            },
+        );
     }
 
     /// A dense window: stride 1, no padding or dilation. Each im2col run
@@ -1232,6 +1264,30 @@ mod tests {
         cpu::set_seed(seed);
         cpu::gaussian(0.0, 1.0, &mut v).unwrap();
         v
+    }
+
+    #[test]
+    fn strided_runs_take_every_step_th_value_to_the_last() {
+        let x: Vec<f32> = (0..40).map(|v| v as f32).collect();
+        for step in [2, 3, 5] {
+            for (from, len) in [(0, 1), (1, 7), (3, 12), (40 - 1 - 6 * step, 7)] {
+                if from + (len - 1) * step >= x.len() {
+                    continue;
+                }
+                let mut col = vec![f32::NAN; len + 2];
+                copy_every(&mut col, 1, &x, (from, step), len);
+                let want: Vec<f32> = (0..len).map(|q| x[from + q * step]).collect();
+                assert_eq!(
+                    col[1..=len],
+                    want[..],
+                    "step {step}, from {from}, {len} values"
+                );
+                assert!(
+                    col[0].is_nan() && col[len + 1].is_nan(),
+                    "nothing written around the run"
+                );
+            }
+        }
     }
 
     #[test]
