@@ -1,7 +1,8 @@
 //! `Net::reuse_memory` on real nets (branches, splits, concats, in-place
-//! layers, detection outputs): the outputs of a net whose intermediate
-//! blobs share memory are the bits of the same net with its own, pass
-//! after pass with new inputs, and the memory it holds is smaller.
+//! layers, detection outputs, residual adds folded into convolutions):
+//! the outputs of a net whose intermediate blobs share memory are the
+//! bits of the same net with its own, pass after pass with new inputs,
+//! and the memory it holds is smaller.
 
 use blobflow::kernels::cpu;
 use blobflow::layers::net::{Net, NetState};
@@ -30,14 +31,19 @@ fn fill_inputs(a: &mut Net<f32>, b: &mut Net<f32>) {
 }
 
 fn same_outputs_with_shared_memory(prototxt: &str, input: &[usize]) {
-    cpu::set_seed(11);
     let path = digits::root().join(prototxt);
+    let text = std::fs::read_to_string(&path).unwrap();
+    same_outputs_of_text(prototxt, &text, input);
+}
+
+fn same_outputs_of_text(prototxt: &str, text: &str, input: &[usize]) -> (Net<f32>, Net<f32>) {
+    cpu::set_seed(11);
     let build = || {
         let mut builder = Net::<f32>::builder().state(NetState::test());
         if !input.is_empty() {
             builder = builder.input_shape("data", input);
         }
-        builder.from_file(&path).unwrap()
+        builder.from_prototxt(text).unwrap()
     };
     let mut own = build();
     randomize_params(&own);
@@ -52,20 +58,24 @@ fn same_outputs_with_shared_memory(prototxt: &str, input: &[usize]) {
     );
     assert!(shared.memory_bytes() <= before, "{prototxt}");
     for pass in 0..2 {
-        fill_inputs(&mut own, &mut shared);
-        own.forward().unwrap();
-        shared.forward().unwrap();
-        for name in own.outputs() {
-            let (want, got) = (
-                own.blob(name).unwrap().to_vec().unwrap(),
-                shared.blob(name).unwrap().to_vec().unwrap(),
-            );
-            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-            assert!(
-                bits(&want) == bits(&got),
-                "{prototxt}, pass {pass}: output '{name}' differs"
-            );
-        }
+        same_outputs_of_pass(&mut own, &mut shared, &format!("{prototxt}, pass {pass}"));
+    }
+    (own, shared)
+}
+
+/// Fills both nets' inputs alike, runs both, and compares every output
+/// bit for bit.
+fn same_outputs_of_pass(own: &mut Net<f32>, shared: &mut Net<f32>, what: &str) {
+    fill_inputs(own, shared);
+    own.forward().unwrap();
+    shared.forward().unwrap();
+    for name in own.outputs() {
+        let (want, got) = (
+            own.blob(name).unwrap().to_vec().unwrap(),
+            shared.blob(name).unwrap().to_vec().unwrap(),
+        );
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert!(bits(&want) == bits(&got), "{what}: output '{name}' differs");
     }
 }
 
@@ -116,6 +126,81 @@ fn mobilenet_ssd_detections() {
 #[test]
 fn yolov3_tiny_upsample_and_route() {
     same_outputs_with_shared_memory("tests/fixtures/nets/yolo/yolov3-tiny.prototxt", &[]);
+}
+
+#[test]
+fn yolov3_shortcuts_after_3x3_layers() {
+    same_outputs_with_shared_memory(
+        "tests/fixtures/nets/yolo/yolov3.prototxt",
+        &[1, 3, 160, 160],
+    );
+}
+
+/// Residual blocks: a 1x1 branch through BatchNorm and Scale into a sum
+/// with the shortcut as its second bottom, and a 3x3 one (not added as
+/// the product stores) with it first; a sum of a blob with itself, and
+/// a sum whose branch another layer reads too, are left alone.
+const RESIDUAL_BLOCKS: &str = "
+    input: 'data' input_shape { dim: 2 dim: 8 dim: 6 dim: 6 }
+    layer { name: 'short' type: 'Convolution' bottom: 'data' top: 'short'
+            convolution_param { num_output: 16 kernel_size: 1 } }
+    layer { name: 'branch' type: 'Convolution' bottom: 'data' top: 'branch'
+            convolution_param { num_output: 16 kernel_size: 1 } }
+    layer { name: 'bn' type: 'BatchNorm' bottom: 'branch' top: 'branch' }
+    layer { name: 'scale' type: 'Scale' bottom: 'branch' top: 'branch' scale_param { bias_term: true } }
+    layer { name: 'sum' type: 'Eltwise' bottom: 'short' bottom: 'branch' top: 'sum' }
+    layer { name: 'relu' type: 'ReLU' bottom: 'sum' top: 'sum' }
+    layer { name: 'wide' type: 'Convolution' bottom: 'sum' top: 'wide'
+            convolution_param { num_output: 16 kernel_size: 3 pad: 1 } }
+    layer { name: 'sum2' type: 'Eltwise' bottom: 'wide' bottom: 'sum' top: 'sum2' }
+    layer { name: 'relu2' type: 'ReLU' bottom: 'sum2' top: 'sum2' }
+    layer { name: 'twice' type: 'Convolution' bottom: 'sum2' top: 'twice'
+            convolution_param { num_output: 16 kernel_size: 1 } }
+    layer { name: 'sum3' type: 'Eltwise' bottom: 'twice' bottom: 'twice' top: 'sum3' }
+    layer { name: 'read' type: 'Convolution' bottom: 'sum3' top: 'read'
+            convolution_param { num_output: 16 kernel_size: 1 } }
+    layer { name: 'sum4' type: 'Eltwise' bottom: 'sum3' bottom: 'read' top: 'sum4' }
+    layer { name: 'also' type: 'AbsVal' bottom: 'read' top: 'also' }";
+
+#[test]
+fn residual_adds_folded_into_the_convolutions() {
+    let (mut own, mut shared) = same_outputs_of_text("residual blocks", RESIDUAL_BLOCKS, &[]);
+    let folded = |net: &mut Net<f32>| -> Vec<(String, Option<String>)> {
+        let timing = net.time(1).unwrap();
+        timing
+            .layers
+            .into_iter()
+            .map(|l| (l.name, l.folded_into))
+            .filter(|(name, _)| {
+                (name.starts_with("sum") || name.starts_with("relu")) && !name.ends_with("split")
+            })
+            .collect()
+    };
+    let into = |layer: &str| Some(layer.to_string());
+    assert_eq!(
+        folded(&mut shared),
+        [
+            ("sum".to_string(), into("branch")),
+            ("relu".to_string(), into("branch")),
+            ("sum2".to_string(), into("wide")),
+            ("relu2".to_string(), into("wide")),
+            ("sum3".to_string(), None),
+            ("sum4".to_string(), None),
+        ]
+    );
+    assert_eq!(folded(&mut own)[0], ("sum".to_string(), None));
+    assert_eq!(folded(&mut own)[1], ("relu".to_string(), into("sum")));
+    // A new input shape: the first pass reshapes the sums after the
+    // layers that add them, and runs them apart.
+    for net in [&mut own, &mut shared] {
+        net.blob_mut("data")
+            .unwrap()
+            .reshape(&[1, 8, 5, 7])
+            .unwrap();
+    }
+    for pass in 0..2 {
+        same_outputs_of_pass(&mut own, &mut shared, &format!("reshaped, pass {pass}"));
+    }
 }
 
 #[test]

@@ -414,10 +414,11 @@ fn own_kernels() -> Option<Vec<u64>> {
     Some(out)
 }
 
-/// [`cpu::gemm_finished`] with each rectifier gives the bits of
-/// [`cpu::gemm`] and then [`cpu::RowFinish::apply`] on each value, with
-/// -inf, +inf and NaN in C (A's first row holds -inf, its second NaN)
-/// and values past 6; each result pushed.
+/// [`cpu::gemm_finished`] with each rectifier, without a shortcut and
+/// with one (first bottom or second, -0 among its values), gives the
+/// bits of [`cpu::gemm`] and then [`cpu::RowFinish::apply`] on each
+/// value, with -inf, +inf and NaN in C (A's first row holds -inf, its
+/// second NaN) and values past 6; each result pushed.
 fn finished_products((m, n, k): (usize, usize, usize), x: &[f32], push: &mut impl FnMut(&[f32])) {
     let mut a = x[..m * k].to_vec();
     a[0] = f32::NEG_INFINITY;
@@ -442,13 +443,37 @@ fn finished_products((m, n, k): (usize, usize, usize), x: &[f32], push: &mut imp
         0.0,
         &mut plain,
     );
-    for rectifier in [
+    let shortcut: Vec<f32> = (0..m * n)
+        .map(|at| {
+            if at % 7 == 3 {
+                -0.0
+            } else {
+                x[at % 30_000] * 3.0
+            }
+        })
+        .collect();
+    let shortcuts = [
+        None,
+        Some(cpu::Shortcut {
+            values: &shortcut,
+            first: true,
+        }),
+        Some(cpu::Shortcut {
+            values: &shortcut,
+            first: false,
+        }),
+    ];
+    for (rectifier, shortcut) in [
         cpu::Rectifier::None,
         cpu::Rectifier::Relu,
         cpu::Rectifier::Relu6,
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|r| shortcuts.map(|s| (r, s)))
+    {
         let finish = cpu::RowFinish {
             bias: &bias,
+            shortcut,
             rectifier,
         };
         let mut c = vec![f32::NAN; m * n];
@@ -459,12 +484,14 @@ fn finished_products((m, n, k): (usize, usize, usize), x: &[f32], push: &mut imp
         let want: Vec<u32> = plain
             .iter()
             .enumerate()
-            .map(|(at, &v)| finish.apply(at / n, std::hint::black_box(v)).to_bits())
+            .map(|(at, &v)| finish.apply(at / n, at, std::hint::black_box(v)).to_bits())
             .collect();
         let got: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
         if let Some(at) = (0..got.len()).find(|&at| got[at] != want[at]) {
             panic!(
-                "{rectifier:?} finish of {m} x {n} x {k} differs at row {}, column {}: {} vs {}",
+                "{rectifier:?} finish (shortcut first: {:?}) of {m} x {n} x {k} differs at row {}, \
+                 column {}: {} vs {}",
+                shortcut.map(|s| s.first),
                 at / n,
                 at % n,
                 c[at],

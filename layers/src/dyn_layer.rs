@@ -8,6 +8,8 @@
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, BlobError, MathElement};
 
+use crate::activation::{Activate, Rectify};
+use crate::folded_activation::{leaky, relu6};
 use crate::layer::Result;
 use crate::{Activation, ChannelAffine};
 
@@ -349,6 +351,56 @@ pub trait DynLayer<T: MathElement>: Send {
         affine_then(tops, affine, activation)
     }
 
+    /// Whether this layer's forward pass is the plain sum of its bottoms
+    /// (Caffe's `Eltwise` SUM, every `coeff` 1): a net that
+    /// [reuses memory](crate::net::Net::reuse_memory) folds such a sum
+    /// of two, where one bottom is the only top of a layer that
+    /// [`folds_shortcut`](Self::folds_shortcut), into that layer.
+    fn sums_bottoms(&self) -> bool {
+        false
+    }
+
+    /// Whether [`forward_then_shortcut`](Self::forward_then_shortcut)
+    /// costs less than the passes apart (a 1x1 Convolution adds the
+    /// shortcut as its product stores each value: ResNet's residual add).
+    fn folds_shortcut(&self) -> bool {
+        false
+    }
+
+    /// Caffe's `Forward` with `top` as the only top, then `affine` over
+    /// its channels, then the `shortcut` added, then the `activation`:
+    /// what the layer, the BatchNorms and Scales after it, an Eltwise SUM
+    /// and a ReLU give, within the rounding of the affine map. The
+    /// default runs the passes one after the other.
+    ///
+    /// ```
+    /// use blob_layers::{Activation, Shortcut};
+    /// use blob_layers::registry::LayerRegistry;
+    /// use blob_runtime::Blob;
+    /// let reg = LayerRegistry::<f32>::with_caffe_layers();
+    /// let mut same = reg.build_text(r#"type: "Power""#)?;
+    /// let (x, y) = (Blob::from_vec(&[1, 2], vec![1.0, 2.0])?, Blob::new(&[1, 2])?);
+    /// let added = Blob::from_vec(&[1, 2], vec![0.5, -3.0])?;
+    /// let shortcut = Shortcut { blob: &added, first: false };
+    /// same.forward_then_shortcut(&[&x], &y, shortcut, None, Some(Activation::Relu))?;
+    /// assert_eq!(y.to_vec()?, [1.5, 0.0]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    fn forward_then_shortcut(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        top: &Blob<T>,
+        shortcut: Shortcut<'_, T>,
+        affine: Option<&ChannelAffine>,
+        activation: Option<Activation>,
+    ) -> Result<()> {
+        match affine {
+            Some(affine) => self.forward_then_affine(bottoms, &[top], affine, None)?,
+            None => self.forward(bottoms, &[top])?,
+        }
+        add_shortcut_then(top, shortcut, activation)
+    }
+
     /// Lets the layer's cuDNN convolutions run f32 on TF32 tensor cores
     /// (Ampere and later GPUs): faster, with inputs rounded to a 10-bit
     /// mantissa (about 1e-3 relative off f32). Off by default, so a GPU
@@ -359,7 +411,6 @@ pub trait DynLayer<T: MathElement>: Send {
     fn allow_tf32(&mut self, _allowed: bool) {}
 }
 
-/// The error of a layer built from a bad parameter.
 /// `affine`, then the `activation`, over each top in place: the layers
 /// a net folds, run apart.
 pub(crate) fn affine_then<T: MathElement>(
@@ -376,6 +427,80 @@ pub(crate) fn affine_then<T: MathElement>(
     Ok(())
 }
 
+/// What a net's Eltwise SUM adds to a layer's only top when the net
+/// folds the sum into the layer ([`DynLayer::forward_then_shortcut`]):
+/// ResNet's shortcut into the residual branch.
+///
+/// ```
+/// use blob_layers::Shortcut;
+/// use blob_runtime::Blob;
+/// let added = Blob::<f32>::from_vec(&[2], vec![1.0, 2.0])?;
+/// let shortcut = Shortcut { blob: &added, first: true };
+/// assert_eq!(shortcut.blob.count(), 2);
+/// # Ok::<(), blob_runtime::BlobError>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct Shortcut<'a, T: MathElement> {
+    /// The Eltwise's other bottom, of the top's shape.
+    pub blob: &'a Blob<T>,
+    /// Whether it is the Eltwise's first bottom: Caffe's SUM is a zero
+    /// fill and an axpy a bottom, `(0 + first) + second`, whose bits
+    /// depend on the order at -0.
+    pub first: bool,
+}
+
+/// `top` plus `shortcut` in Caffe's order, then the `activation`, in
+/// place: the passes a layer that cannot add the shortcut as it writes
+/// runs after its own (on the host, where a net folds shortcuts).
+pub(crate) fn add_shortcut_then<T: MathElement>(
+    top: &Blob<T>,
+    shortcut: Shortcut<'_, T>,
+    activation: Option<Activation>,
+) -> Result<()> {
+    if shortcut.blob.shape() != top.shape() {
+        return Err(bad_param(
+            "add a shortcut",
+            format!(
+                "the shortcut's shape {} is not the output's {}",
+                shortcut.blob.shape_string(),
+                top.shape_string()
+            ),
+        ));
+    }
+    let added = shortcut.blob.cpu_data()?;
+    let mut y = top.mutable_cpu_data()?;
+    let (y, first) = (&mut y[..], shortcut.first);
+    // One loop a variant, the choice outside it, so that it vectorises.
+    match activation {
+        None => sum_then(y, &added, first, |v| v),
+        Some(Activation::Relu) => sum_then(y, &added, first, Rectify::apply),
+        Some(Activation::Relu6) => sum_then(y, &added, first, relu6),
+        Some(Activation::LeakyRelu { negative_slope }) => {
+            sum_then(y, &added, first, |v| leaky(negative_slope, v))
+        }
+    }
+    Ok(())
+}
+
+/// `y = then(y + added)`, the sum in Caffe's Eltwise order (`added`
+/// first where `first`).
+fn sum_then<T: MathElement>(y: &mut [T], added: &[T], first: bool, then: impl Fn(T) -> T) {
+    blob_kernels::cpu::vectorized(
+        #[inline(always)]
+        || {
+            for (v, &s) in y.iter_mut().zip(added) {
+                let sum = if first {
+                    (T::ZERO + s) + *v
+                } else {
+                    (T::ZERO + *v) + s
+                };
+                *v = then(sum);
+            }
+        },
+    )
+}
+
+/// The error of a layer built from a bad parameter.
 pub(crate) fn bad_param(op: &'static str, detail: impl Into<String>) -> BlobError {
     BlobError::InvalidParameter {
         op,

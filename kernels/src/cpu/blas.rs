@@ -576,9 +576,10 @@ fn on_blocks(m: usize, n: usize, k: usize, block: impl Fn(usize, usize, usize, u
 
 /// Row-major `C = A B` (`A` of `m x k`, `B` of `k x n`, `C` of `m x n`,
 /// overwritten), each value of row `i` then finished by `finish` (its
-/// bias added, then rectified): Caffe's convolution forward
-/// (`forward_cpu_gemm`, then `forward_cpu_bias` and the `ReLU` a net
-/// folds into it) with C written once, each tile finished as the
+/// bias added, then its shortcut where there is one, then rectified):
+/// Caffe's convolution forward (`forward_cpu_gemm`, then
+/// `forward_cpu_bias`, and the Eltwise SUM and `ReLU` a net folds into
+/// it) with C written once, each tile finished as the
 /// kernel stores it, rather than written by the product and passed
 /// over again. The same bits as [`gemm`] and then `finish` on each
 /// value. Returns `false`, and writes nothing, where `gemm` would not
@@ -587,25 +588,28 @@ fn on_blocks(m: usize, n: usize, k: usize, block: impl Fn(usize, usize, usize, u
 /// both.
 ///
 /// ```
-/// use blob_kernels::cpu::{gemm, gemm_finished, Rectifier, RowFinish, Transpose};
+/// use blob_kernels::cpu::{gemm, gemm_finished, Rectifier, RowFinish, Shortcut, Transpose};
 /// let (m, n, k) = (12, 40, 16);
 /// let a: Vec<f32> = (0..m * k).map(|v| (v % 7) as f32 - 3.0).collect();
 /// let b: Vec<f32> = (0..k * n).map(|v| (v % 5) as f32 * 0.5 - 1.0).collect();
 /// let bias: Vec<f32> = (0..m).map(|i| i as f32 - 6.0).collect();
-/// let finish = RowFinish { bias: &bias, rectifier: Rectifier::Relu };
+/// let shortcut: Vec<f32> = (0..m * n).map(|v| (v % 3) as f32 - 1.0).collect();
+/// let shortcut = Some(Shortcut { values: &shortcut, first: true });
+/// let finish = RowFinish { bias: &bias, shortcut, rectifier: Rectifier::Relu };
 /// let mut c = vec![0.0; m * n];
 /// if gemm_finished(m, n, k, &a, &b, finish, &mut c) {
 ///     let mut want = vec![0.0; m * n];
 ///     gemm(Transpose::No, Transpose::No, m, n, k, 1.0, &a, &b, 0.0, &mut want);
-///     for (i, row) in want.chunks_mut(n).enumerate() {
-///         row.iter_mut().for_each(|v| *v = finish.apply(i, *v));
+///     for (at, v) in want.iter_mut().enumerate() {
+///         *v = finish.apply(at / n, at, *v);
 ///     }
 ///     assert_eq!(c, want);
 /// }
 /// ```
 ///
 /// # Panics
-/// If a slice is shorter than its matrix, or the bias than C's rows.
+/// If a slice is shorter than its matrix, the bias than C's rows, or
+/// the shortcut than C.
 #[track_caller]
 pub fn gemm_finished(
     m: usize,
@@ -617,16 +621,22 @@ pub fn gemm_finished(
     c: &mut [f32],
 ) -> bool {
     assert!(
-        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n && finish.bias.len() >= m,
-        "gemm_finished: {m}x{k} * {k}x{n} needs A, B, C and a bias of {}, {}, {} and {m} \
-         values, got {}, {}, {} and {}",
+        a.len() >= m * k
+            && b.len() >= k * n
+            && c.len() >= m * n
+            && finish.bias.len() >= m
+            && finish.shortcut.is_none_or(|s| s.values.len() >= m * n),
+        "gemm_finished: {m}x{k} * {k}x{n} needs A, B, C, a bias and a shortcut of {}, {}, {}, \
+         {m} and {} values, got {}, {}, {}, {} and {:?}",
         m * k,
         k * n,
+        m * n,
         m * n,
         a.len(),
         b.len(),
         c.len(),
-        finish.bias.len()
+        finish.bias.len(),
+        finish.shortcut.map(|s| s.values.len())
     );
     #[cfg(target_arch = "x86_64")]
     {
@@ -653,7 +663,7 @@ pub fn gemm_finished(
                     (a.at(i0 * k), k),
                     (b.at(j0), n),
                     (c.at(i0 * n + j0), n),
-                    sgemm::Finish::of(&finish, i0),
+                    sgemm::Finish::of(&finish, (i0, j0, n)),
                 )
             }
         });

@@ -43,7 +43,7 @@ pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depth
 pub use depthwise_flat::depthwise_3x3_flat;
 pub use depthwise_stride2::depthwise_3x3_stride2;
 pub use elementwise::*;
-pub use finish::{Rectifier, RowFinish, relu};
+pub use finish::{Rectifier, RowFinish, Shortcut, relu};
 pub use interleave::{INTERLEAVED_LANES, deinterleave_runs, interleave_rows, interleave_runs};
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};

@@ -936,12 +936,8 @@ fn product_finished<T: MathElement>(
     finish: Finish<'_, T>,
     y: &mut [T],
 ) -> bool {
-    let rectifier = match finish.activation {
-        None => cpu::Rectifier::None,
-        Some(Activation::Relu) => cpu::Rectifier::Relu,
-        Some(Activation::Relu6) => cpu::Rectifier::Relu6,
-        // Its product in double stays in the pass of its own.
-        Some(Activation::LeakyRelu { .. }) => return false,
+    let Some(rectifier) = rectifier_of(finish.activation) else {
+        return false;
     };
     let (Some(weight), Some(col), Some(bias), Some(y)) = (
         as_f32(weight),
@@ -958,9 +954,80 @@ fn product_finished<T: MathElement>(
             ckk,
             weight,
             col,
-            cpu::RowFinish { bias, rectifier },
+            cpu::RowFinish {
+                bias,
+                shortcut: None,
+                rectifier,
+            },
             y,
         )
+}
+
+/// The rectifier the gemm's stores apply for `activation`; `None` for a
+/// leaky ReLU, whose product in double stays in a pass of its own.
+fn rectifier_of(activation: Option<Activation>) -> Option<cpu::Rectifier> {
+    match activation {
+        None => Some(cpu::Rectifier::None),
+        Some(Activation::Relu) => Some(cpu::Rectifier::Relu),
+        Some(Activation::Relu6) => Some(cpu::Rectifier::Relu6),
+        Some(Activation::LeakyRelu { .. }) => None,
+    }
+}
+
+/// A 1x1 layer's (stride 1, no padding) `y = act(shortcut + W x +
+/// bias)`, image by image, each value finished as the gemm stores it
+/// ([`product_finished`]'s product, so its bits, and the shortcut added
+/// in Caffe's Eltwise order: `first` where it is the sum's first
+/// bottom). Says whether it ran; where it did not, it wrote nothing.
+pub(crate) fn forward_pointwise_shortcut<T: MathElement>(
+    g: &ConvGeometry,
+    (x, weight): (&[T], &[T]),
+    finish: Finish<'_, T>,
+    (shortcut, first): (&[T], bool),
+    y: &mut [T],
+) -> bool {
+    let (cin, cout, p) = (g.channels_in, g.channels_out, g.oh * g.ow);
+    let Some(rectifier) = rectifier_of(finish.activation) else {
+        return false;
+    };
+    let (Some(x), Some(weight), Some(bias), Some(shortcut), Some(y)) = (
+        as_f32(x),
+        as_f32(weight),
+        as_f32(finish.bias),
+        as_f32(shortcut),
+        as_f32_mut(y),
+    ) else {
+        return false;
+    };
+    let out = g.batch * cout * p;
+    if !g.is_pointwise()
+        || bias.len() < cout
+        || x.len() < g.batch * cin * p
+        || weight.len() < cout * cin
+        || shortcut.len() < out
+        || y.len() < out
+    {
+        return false;
+    }
+    for img in 0..g.batch {
+        let at = img * cout * p;
+        let finish = cpu::RowFinish {
+            bias,
+            shortcut: Some(cpu::Shortcut {
+                values: &shortcut[at..][..cout * p],
+                first,
+            }),
+            rectifier,
+        };
+        let xi = &x[img * cin * p..][..cin * p];
+        // Whether the kernel takes the product depends on its shape
+        // alone: the first image's answer is every image's.
+        if !cpu::gemm_finished(cout, p, cin, weight, xi, finish, &mut y[at..][..cout * p]) {
+            debug_assert_eq!(img, 0, "one shape, one answer");
+            return false;
+        }
+    }
+    true
 }
 
 /// `y = W x` (`W` of `m x k`, packed; `x` of `k x n`) through

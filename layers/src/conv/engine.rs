@@ -13,6 +13,7 @@ use super::packed_weights::PackedWeights;
 use super::volume::{self, VolumeGeometry, VolumeScratch};
 use super::winograd::{self, WinogradScratch};
 use crate::Activation;
+use crate::dyn_layer::Shortcut;
 use crate::f32_view::{as_f32, as_f32_mut};
 use crate::layer::Result;
 
@@ -168,15 +169,24 @@ impl<T: MathElement> ConvEngine<T> {
     ///
     /// With an `activation`, it follows in place, in the pass that adds
     /// the bias where the path has one (a net's Convolution with the
-    /// in-place activation after it folded in).
+    /// in-place activation after it folded in); with a `shortcut`, that
+    /// is added before it (an Eltwise SUM folded in).
     pub fn forward_grouped(
         &mut self,
         g: &ConvGeometry,
         groups: usize,
         choice: EngineChoice,
         (x, weight, bias, y): (&Blob<T>, &Blob<T>, &Blob<T>, &Blob<T>),
-        activation: Option<Activation>,
+        (activation, shortcut): (Option<Activation>, Option<Shortcut<'_, T>>),
     ) -> Result<()> {
+        if let Some(shortcut) = shortcut {
+            let blobs = (x, weight, bias, y);
+            if !self.forward_pointwise_shortcut(g, groups, blobs, activation, shortcut)? {
+                self.forward_paths(g, groups, choice, blobs, None)?;
+                crate::dyn_layer::add_shortcut_then(y, shortcut, activation)?;
+            }
+            return Ok(());
+        }
         let folded = self.forward_paths(g, groups, choice, (x, weight, bias, y), activation)?;
         if let Some(activation) = activation
             && !folded
@@ -184,6 +194,43 @@ impl<T: MathElement> ConvEngine<T> {
             activation.run_in_place(y)?;
         }
         Ok(())
+    }
+
+    /// A 1x1 layer's forward pass on the CPU with the shortcut and the
+    /// activation added as its product stores each value, where
+    /// [`forward_paths`](Self::forward_paths) would run that product
+    /// (f32, one group, weights not packed): ResNet-50's residual adds,
+    /// a pass over 3.4 ms of its 65 on an Intel core (AVX-512, one
+    /// thread), go into its 1x1 layers' stores. Says whether it ran.
+    fn forward_pointwise_shortcut(
+        &mut self,
+        g: &ConvGeometry,
+        groups: usize,
+        (x, weight, bias, y): (&Blob<T>, &Blob<T>, &Blob<T>, &Blob<T>),
+        activation: Option<Activation>,
+        shortcut: Shortcut<'_, T>,
+    ) -> Result<bool> {
+        #[cfg(feature = "cuda")]
+        if crate::gpu::gpu_for_learned("convolve", x, y, weight, bias)?.is_some() {
+            return Ok(false);
+        }
+        if groups != 1 || !g.is_pointwise() || g.takes_packed_weights::<T>() {
+            return Ok(false);
+        }
+        let (xd, w, b) = (x.cpu_data()?, weight.cpu_data()?, bias.cpu_data()?);
+        let added = shortcut.blob.cpu_data()?;
+        let finish = Finish {
+            bias: &b,
+            activation,
+        };
+        let mut yd = y.mutable_cpu_data()?;
+        Ok(cpu::forward_pointwise_shortcut(
+            g,
+            (&xd, &w),
+            finish,
+            (&added, shortcut.first),
+            &mut yd,
+        ))
     }
 
     /// [`forward_grouped`](Self::forward_grouped)'s paths; says whether

@@ -9,7 +9,7 @@ use super::engine::{ConvEngine, EngineChoice};
 use super::volume::VolumeGeometry;
 use crate::Activation;
 use crate::ChannelAffine;
-use crate::dyn_layer::{Arity, DynLayer, TopShape, bad_param, is_train, sub_param};
+use crate::dyn_layer::{Arity, DynLayer, Shortcut, TopShape, bad_param, is_train, sub_param};
 use crate::layer::Result;
 
 const OP: &str = "set up Convolution";
@@ -480,15 +480,17 @@ fn weight_and_bias<'a, T: MathElement>(
 }
 
 impl<T: MathElement> ConvolutionLayer<T> {
-    /// Caffe's `Forward`, then the `activation` over each top in place,
-    /// applied as the bias is added where the path can, from the layer's
-    /// weights or (`folded`) from [`Folded`]'s.
+    /// Caffe's `Forward`, then the `shortcut` added and the `activation`
+    /// over each top in place, applied as the bias is added where the
+    /// path can, from the layer's weights or (`folded`) from
+    /// [`Folded`]'s.
     fn forward_finished(
         &mut self,
         bottoms: &[&Blob<T>],
         tops: &[&Blob<T>],
         activation: Option<Activation>,
         folded: bool,
+        shortcut: Option<Shortcut<'_, T>>,
     ) -> Result<()> {
         self.place_zero_bias(bottoms[0])?;
         for (x, y) in bottoms.iter().zip(tops) {
@@ -501,13 +503,21 @@ impl<T: MathElement> ConvolutionLayer<T> {
             match plan {
                 Plan::Planar(g) => {
                     let (group, choice) = (self.p.group, self.p.choice);
+                    let finish = (activation, shortcut);
                     self.engine
-                        .forward_grouped(&g, group, choice, (x, w, b, y), activation)?
+                        .forward_grouped(&g, group, choice, (x, w, b, y), finish)?
                 }
                 Plan::Volume(g) => {
                     self.engine.forward_volume(&g, x, w, b, y)?;
-                    if let Some(activation) = activation {
-                        activation.run_in_place(y)?;
+                    match shortcut {
+                        Some(shortcut) => {
+                            crate::dyn_layer::add_shortcut_then(y, shortcut, activation)?
+                        }
+                        None => {
+                            if let Some(activation) = activation {
+                                activation.run_in_place(y)?;
+                            }
+                        }
                     }
                 }
             }
@@ -608,7 +618,7 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     }
 
     fn forward(&mut self, bottoms: &[&Blob<T>], tops: &[&Blob<T>]) -> Result<()> {
-        self.forward_finished(bottoms, tops, None, false)
+        self.forward_finished(bottoms, tops, None, false, None)
     }
 
     fn folds_activation(&self) -> bool {
@@ -621,7 +631,7 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         tops: &[&Blob<T>],
         activation: Activation,
     ) -> Result<()> {
-        self.forward_finished(bottoms, tops, Some(activation), false)
+        self.forward_finished(bottoms, tops, Some(activation), false, None)
     }
 
     /// Not with `engine: CAFFE`, which keeps Caffe's own sums.
@@ -644,7 +654,42 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
             return crate::dyn_layer::affine_then(tops, affine, activation);
         }
         self.fold(bottoms[0], affine)?;
-        self.forward_finished(bottoms, tops, activation, true)
+        self.forward_finished(bottoms, tops, activation, true, None)
+    }
+
+    fn folds_shortcut(&self) -> bool {
+        true
+    }
+
+    /// The map folded as in
+    /// [`forward_then_affine`](DynLayer::forward_then_affine), then the
+    /// pass with the shortcut and the activation added as the bias is,
+    /// where the path can (a 1x1 layer's product on the CPU), else after.
+    fn forward_then_shortcut(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        top: &Blob<T>,
+        shortcut: Shortcut<'_, T>,
+        affine: Option<&ChannelAffine>,
+        activation: Option<Activation>,
+    ) -> Result<()> {
+        let folded = match affine {
+            None => false,
+            Some(affine)
+                if !self.p.own_engine
+                    && affine.channels() == self.p.num_output
+                    && !bottoms.is_empty() =>
+            {
+                self.fold(bottoms[0], affine)?;
+                true
+            }
+            Some(affine) => {
+                self.forward(bottoms, &[top])?;
+                crate::dyn_layer::affine_then(&[top], affine, None)?;
+                return crate::dyn_layer::add_shortcut_then(top, shortcut, activation);
+            }
+        };
+        self.forward_finished(bottoms, &[top], activation, folded, Some(shortcut))
     }
 
     fn backward(

@@ -206,6 +206,11 @@ impl<T: MathElement> DynLayer<T> for EltwiseLayer<T> {
         self.forward_summed(bottoms, tops, None)
     }
 
+    /// SUM with every coefficient 1 (ResNet's residual add).
+    fn sums_bottoms(&self) -> bool {
+        self.op == Op::Sum && self.coeffs.iter().all(|&c| c == 1.0)
+    }
+
     /// SUM applies a folded ReLU (leaky or not, ReLU6) to each sum of
     /// two bottoms as it stores it: ResNet-50's residual adds and the
     /// ReLUs after them in one pass over the output.

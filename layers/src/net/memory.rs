@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use blob_runtime::{BlobError, MathElement, Result, SyncedMemory};
 
-use super::Net;
+use super::{Fold, Net, ShortcutFold};
 
 /// What [`Net::reuse_memory`] did: the blobs that now share memory, and
 /// their bytes before and after.
@@ -32,10 +32,17 @@ impl<T: MathElement> Net<T> {
     /// last blob to use their memory left. The net's results are the
     /// same bits.
     ///
+    /// It also lets a layer add the Eltwise SUM after it as it writes
+    /// (ResNet's residual adds, [`DynLayer::forward_then_shortcut`]):
+    /// where a layer's only top feeds only that sum (through BatchNorms
+    /// and Scales in place), with an earlier blob, the layer writes the
+    /// sum's top (and the ReLU after it) in one pass, and its own top
+    /// is left unwritten.
+    ///
     /// For nets no backward pass runs through (deploy nets, TEST
-    /// phase); a blob another blob shares memory with already (a
-    /// `Split`'s, a `Flatten`'s) keeps its own, and one that grows past
-    /// its shared memory at a reshape gets its own again. Calling it
+    /// phase); a blob and the views of it (a `Split`'s tops, a
+    /// `Flatten`'s) take one memory, and one that grows past its shared
+    /// memory at a reshape gets its own again. Calling it
     /// again changes nothing; [`to_device`](Net::to_device) gives every
     /// blob its own memory again, so reuse after moving a net.
     ///
@@ -75,39 +82,79 @@ impl<T: MathElement> Net<T> {
                 ),
             });
         }
+        self.fold_shortcuts();
         let count = self.blobs.len();
-        // Each blob's first writer and its last user.
-        let (mut first, mut last) = (vec![usize::MAX; count], vec![0; count]);
-        for (at, layer) in self.layers.iter().enumerate() {
-            for &b in &layer.tops {
-                first[b] = first[b].min(at);
-            }
-            for &b in layer.tops.iter().chain(&layer.bottoms) {
-                last[b] = last[b].max(at);
-            }
-        }
-        let pinned: Vec<bool> = (0..count)
-            .map(|b| {
-                self.inputs.contains(&b)
-                    || self.outputs.contains(&b)
-                    || first[b] == usize::MAX
-                    || self.blobs[b].count() == 0
-                    // Shared already (a Split's tops, a Flatten's): the
-                    // layer keeps them one memory.
-                    || Arc::strong_count(self.blobs[b].data()) > 1
+        // The blobs each layer writes: a layer that adds a shortcut
+        // writes the sum's top.
+        let writes: Vec<Vec<usize>> = self
+            .layers
+            .iter()
+            .map(|l| match l.fold.shortcut {
+                Some(s) => vec![s.sum],
+                None => l.tops.clone(),
             })
             .collect();
+        // A view that shares a bottom's memory (a Split's tops, a
+        // Flatten's) is one with it: the memory goes to the first, and the
+        // view takes it again at each reshape.
+        let mut root: Vec<usize> = (0..count).collect();
+        for layer in &self.layers {
+            for &t in &layer.tops {
+                let viewed = layer
+                    .bottoms
+                    .iter()
+                    .find(|&&b| b != t && Arc::ptr_eq(self.blobs[t].data(), self.blobs[b].data()));
+                if let Some(&b) = viewed {
+                    root[t] = root[b];
+                }
+            }
+        }
+        let mut members = vec![0usize; count];
+        for &r in &root {
+            members[r] += 1;
+        }
+        // Each memory's first writer and its last user.
+        let (mut first, mut last) = (vec![usize::MAX; count], vec![0; count]);
+        for (at, layer) in self.layers.iter().enumerate() {
+            for &b in layer.tops.iter().chain(&writes[at]) {
+                first[root[b]] = first[root[b]].min(at);
+            }
+            for &b in layer.tops.iter().chain(&layer.bottoms).chain(&writes[at]) {
+                last[root[b]] = last[root[b]].max(at);
+            }
+        }
+        let kept = |b: usize| {
+            self.inputs.contains(&b) || self.outputs.contains(&b) || self.blobs[b].count() == 0
+        };
+        let mut pinned: Vec<bool> = (0..count)
+            .map(|b| {
+                root[b] != b
+                    || first[b] == usize::MAX
+                    // Held by more than the views of it: someone else
+                    // keeps it.
+                    || Arc::strong_count(self.blobs[b].data()) > members[b]
+            })
+            .collect();
+        for b in 0..count {
+            if kept(b) {
+                pinned[root[b]] = true;
+            }
+        }
         let mut free: Vec<Arc<SyncedMemory>> = Vec::new();
         let mut held: Vec<Option<Arc<SyncedMemory>>> = vec![None; count];
         let mut reuse = MemoryReuse::default();
-        for at in 0..self.layers.len() {
-            let tops = self.layers[at].tops.clone();
-            for b in tops {
+        for (at, written) in writes.iter().enumerate() {
+            let tops = self.layers[at].tops.iter().chain(written);
+            for &b in tops {
+                let b = root[b];
                 if pinned[b] || first[b] != at || held[b].is_some() {
                     continue;
                 }
-                let blob = &mut self.blobs[b];
-                let need = blob.count() * size_of::<T>();
+                let need = (0..count)
+                    .filter(|&v| root[v] == b)
+                    .map(|v| self.blobs[v].count() * size_of::<T>())
+                    .max()
+                    .unwrap_or(0);
                 // The smallest free memory that holds it, else a new one.
                 let fit = free
                     .iter()
@@ -119,7 +166,7 @@ impl<T: MathElement> Net<T> {
                     Some(i) => free.swap_remove(i),
                     None => {
                         reuse.bytes_after += need;
-                        Arc::new(match blob.device() {
+                        Arc::new(match self.blobs[b].device() {
                             Some(device) => SyncedMemory::with_device(need, device.clone()),
                             None => SyncedMemory::new(need),
                         })
@@ -127,13 +174,16 @@ impl<T: MathElement> Net<T> {
                 };
                 reuse.bytes_before += need;
                 reuse.blobs += 1;
-                blob.share_data_memory(&memory)?;
+                self.blobs[b].share_data_memory(&memory)?;
+                for view in (0..count).filter(|&v| v != b && root[v] == b) {
+                    self.blobs[view].share_data_memory(&memory)?;
+                }
                 held[b] = Some(memory);
             }
             let layer = &self.layers[at];
             for &b in layer.bottoms.iter().chain(&layer.tops) {
-                if last[b] == at
-                    && let Some(memory) = held[b].take()
+                if last[root[b]] == at
+                    && let Some(memory) = held[root[b]].take()
                 {
                     free.push(memory);
                 }
@@ -141,5 +191,72 @@ impl<T: MathElement> Net<T> {
         }
         self.reused = Some(reuse);
         Ok(reuse)
+    }
+
+    /// Marks the Eltwise SUMs each layer's pass adds
+    /// ([`reuse_memory`](Self::reuse_memory)'s): after a layer `L` that
+    /// [folds shortcuts](crate::DynLayer::folds_shortcut), with no
+    /// activation of its own, and the BatchNorms and Scales it folds,
+    /// a [plain sum](crate::DynLayer::sums_bottoms) of `L`'s only top `t`
+    /// and another blob written before `L`, into a third blob, on the
+    /// host; `t` read by no other layer and not an output of the net.
+    /// The ReLU in place after the sum goes in too.
+    fn fold_shortcuts(&mut self) {
+        let reads = |blob: usize, layers: std::ops::Range<usize>, net: &Self| {
+            net.layers
+                .iter()
+                .enumerate()
+                .filter(|(at, _)| !layers.contains(at))
+                .any(|(_, l)| l.bottoms.contains(&blob) || l.tops.contains(&blob))
+        };
+        for at in 0..self.layers.len() {
+            let layer = &self.layers[at];
+            let fold = layer.fold;
+            let sum_at = at + 1 + fold.affine;
+            let (Some(sum), [top]) = (self.layers.get(sum_at), layer.tops.as_slice()) else {
+                continue;
+            };
+            let top = *top;
+            let others: Vec<usize> = sum.bottoms.iter().copied().filter(|&b| b != top).collect();
+            let ([bottom0, _], [added], [out]) = (
+                sum.bottoms.as_slice(),
+                others.as_slice(),
+                sum.tops.as_slice(),
+            ) else {
+                continue;
+            };
+            let (added, out) = (*added, *out);
+            let on_host = |b: usize| self.blobs[b].data().device().is_none();
+            let written_before = self.inputs.contains(&added)
+                || self.layers[..at].iter().any(|l| l.tops.contains(&added));
+            if fold.activation.is_some()
+                || fold.shortcut.is_some()
+                || !layer.layer.folds_shortcut()
+                || !sum.layer.sums_bottoms()
+                || out == added
+                || out == top
+                || !written_before
+                || self.outputs.contains(&top)
+                || self.inputs.contains(&top)
+                || reads(top, at..sum_at + 1, self)
+                || ![top, added, out].into_iter().all(on_host)
+            {
+                continue;
+            }
+            let activation = self
+                .layers
+                .get(sum_at + 1)
+                .filter(|l| l.bottoms == [out] && l.tops == [out])
+                .and_then(|l| l.layer.activation());
+            self.layers[at].fold = Fold {
+                affine: fold.affine,
+                shortcut: Some(ShortcutFold {
+                    added,
+                    first: *bottom0 == added,
+                    sum: out,
+                }),
+                activation,
+            };
+        }
     }
 }

@@ -82,21 +82,38 @@ struct NetLayer<T: MathElement> {
 }
 
 /// What a layer's pass applies of the layers after it
-/// ([`DynLayer::forward_then_affine`], [`DynLayer::forward_then`]).
+/// ([`DynLayer::forward_then_affine`], [`DynLayer::forward_then`],
+/// [`DynLayer::forward_then_shortcut`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Fold {
     /// Layers whose [channel map](DynLayer::channel_affine) it folds in
     /// (BatchNorm, Scale), no backward running through them.
     affine: usize,
-    /// The activation layer (ReLU, leaky or not, ReLU6) after them.
+    /// The Eltwise SUM after them, in a net that reuses memory.
+    shortcut: Option<ShortcutFold>,
+    /// The activation layer (ReLU, leaky or not, ReLU6) after them (after
+    /// the Eltwise, where there is one).
     activation: Option<crate::Activation>,
 }
 
 impl Fold {
     /// The layers it covers.
     fn layers(self) -> usize {
-        self.affine + usize::from(self.activation.is_some())
+        self.affine + usize::from(self.shortcut.is_some()) + usize::from(self.activation.is_some())
     }
+}
+
+/// An Eltwise SUM of a layer's only top `t` and an earlier blob, which
+/// the layer's pass adds as it writes: it writes the sum's top in place
+/// of `t`, which stays unwritten.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ShortcutFold {
+    /// The Eltwise's other bottom.
+    added: usize,
+    /// Whether that is its first bottom.
+    first: bool,
+    /// The Eltwise's top.
+    sum: usize,
 }
 
 /// A learnable parameter of a [`Net`] with the settings its `param`
@@ -940,7 +957,7 @@ impl<T: MathElement> Net<T> {
         for at in start..=end {
             let skip = covered > 0;
             covered = covered.saturating_sub(1);
-            let fold = self.layers[at].fold;
+            let mut fold = self.layers[at].fold;
             // Only where the layers folded run in this pass too: a pass
             // that stops among them leaves the top as Caffe does. The
             // map is read now, from the values the layers hold.
@@ -953,10 +970,43 @@ impl<T: MathElement> Net<T> {
             let (layers, blobs) = (&mut self.layers, &mut self.blobs);
             let entry = &mut layers[at];
             let wrap = in_layer(&entry.name, entry.layer.type_name());
-            let run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<()> {
+            let mut run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<()> {
                 Self::reshape_layer(blobs, entry)?;
                 if skip {
                     return Ok(());
+                }
+                if let (Some(shortcut), true) = (fold.shortcut, folding) {
+                    // The Eltwise reshapes its top after this layer runs:
+                    // until the shapes agree (a pass after the input's
+                    // shape changed), the sum runs apart.
+                    let top = entry.tops[0];
+                    let shape = blobs[top].shape();
+                    if blobs[shortcut.sum].shape() == shape
+                        && blobs[shortcut.added].shape() == shape
+                    {
+                        let map = affine.as_ref().filter(|_| fold.affine > 0);
+                        let lists = (
+                            entry.bottoms.as_slice(),
+                            &[shortcut.sum, shortcut.added][..],
+                        );
+                        return with_layer_blobs(blobs, lists, |bottoms, ends| {
+                            let shortcut = crate::Shortcut {
+                                blob: ends[1],
+                                first: shortcut.first,
+                            };
+                            entry.layer.forward_then_shortcut(
+                                bottoms,
+                                ends[0],
+                                shortcut,
+                                map,
+                                fold.activation,
+                            )
+                        });
+                    }
+                    fold = Fold {
+                        affine: fold.affine,
+                        ..Fold::default()
+                    };
                 }
                 let lists = (entry.bottoms.as_slice(), entry.tops.as_slice());
                 with_layer_blobs(blobs, lists, |bottoms, tops| match &affine {
@@ -1026,7 +1076,11 @@ impl<T: MathElement> Net<T> {
                     .get(next)
                     .filter(|l| layer.layer.folds_activation() && on_top(l))
                     .and_then(|l| l.layer.activation());
-                Fold { affine, activation }
+                Fold {
+                    affine,
+                    shortcut: None,
+                    activation,
+                }
             } else {
                 Fold::default()
             };
@@ -1037,7 +1091,9 @@ impl<T: MathElement> Net<T> {
     /// The layer whose pass applies layer `at`'s forward, where a net
     /// run folds it there.
     pub(crate) fn folded_into(&self, at: usize) -> Option<&str> {
-        (1..=at).find_map(|back| {
+        // The earliest that covers it: a ReLU after an Eltwise that
+        // folds it is covered by the Convolution that folds both.
+        (1..=at).rev().find_map(|back| {
             let before = &self.layers[at - back];
             (before.fold.layers() >= back).then_some(before.name.as_str())
         })
@@ -1609,8 +1665,10 @@ impl<T: MathElement> Net<T> {
     /// # Ok::<(), blob_runtime::BlobError>(())
     /// ```
     pub fn to_device(&mut self, device: Arc<dyn DeviceBackend>) -> Result<()> {
-        // Each blob moves to memory of its own: any reuse is undone.
+        // Each blob moves to memory of its own: any reuse is undone, and
+        // with it the shortcuts folded, which leave blobs unwritten.
         self.reused = None;
+        self.fold_layers();
         for b in &mut self.blobs {
             b.move_to(device.clone())?;
         }
