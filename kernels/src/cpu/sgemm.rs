@@ -1190,31 +1190,25 @@ impl Finish {
         }
     }
 
-    /// Asks for the shortcut of a tile of `rows x cols` values into L1.
-    fn fetch_shortcut(self, rows: usize, cols: usize) {
-        if self.shortcut.is_null() {
-            return;
-        }
-        for i in 0..rows {
-            let row = self
-                .shortcut
-                .wrapping_offset(i as isize * self.shortcut_stride);
-            for at in (0..cols).step_by(16) {
-                // SAFETY: a prefetch reads nothing.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(at) as *const i8) };
-            }
-        }
-    }
-
     /// `v`, a register of row `row`'s values from column `column`, plus
     /// its bias and its shortcut (the columns `mask` keeps), rectified
-    /// ([`finished`]).
+    /// ([`finished`]). The shortcut `ahead` rows on (the next tile's, in
+    /// the same columns) is asked for meanwhile: read from memory as the
+    /// tile is stored, the shortcut cost more than the Eltwise pass it
+    /// replaces; asked for before the tile's products, its pointers stayed
+    /// in registers through them, and AVX2's 6-row tiles ran 12% slower
+    /// even with no shortcut (SqueezeNet's conv10).
     ///
     /// # Safety
     /// `L`'s instructions are enabled; row `row` has a bias, and the
     /// shortcut's values `mask` keeps there are readable.
     #[inline(always)]
-    unsafe fn apply<L: Lanes>(self, (row, column, mask): (usize, usize, L::M), v: L::V) -> L::V {
+    unsafe fn apply<L: Lanes>(
+        self,
+        (row, column, mask): (usize, usize, L::M),
+        ahead: usize,
+        v: L::V,
+    ) -> L::V {
         // SAFETY: as the caller promises.
         unsafe {
             let bias = L::splat(*self.bias.add(row));
@@ -1222,11 +1216,14 @@ impl Finish {
                 return finished::<L>(v, bias, self.rectifier);
             }
             let v = L::add(v, bias);
-            let s = L::load_masked(
-                mask,
-                self.shortcut
-                    .offset(row as isize * self.shortcut_stride + column as isize),
+            let at = self
+                .shortcut
+                .wrapping_offset(row as isize * self.shortcut_stride + column as isize);
+            // A prefetch reads nothing.
+            _mm_prefetch::<_MM_HINT_T0>(
+                at.wrapping_offset(ahead as isize * self.shortcut_stride) as *const i8
             );
+            let s = L::load_masked(mask, at);
             // Caffe's SUM: a zero fill, then an axpy a bottom.
             let sum = if self.shortcut_first {
                 L::add(L::add(L::zero(), s), v)
@@ -1370,13 +1367,6 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
             }
         }
     }
-    if let Some(finish) = tile.finish {
-        // The shortcut is read as the tile is stored, a row a page: ask
-        // for it now, so it is in L1 by then (read at the stores, it cost
-        // more than the Eltwise pass it replaces: ResNet-50's res3a_branch2c
-        // and res3a 0.75 + 0.24 ms -> 1.03).
-        finish.fetch_shortcut(tile.rows, tile.cols);
-    }
     let whole = masks.iter().take(WIDE).all(|&m| L::whole(m));
     // SAFETY: as the caller promises, and the masks keep B's columns
     // below `cols`; a tile of whole registers needs none.
@@ -1409,7 +1399,7 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
                     L::fmadd(alpha, v, L::mul(beta, old))
                 };
                 let out = match tile.finish {
-                    Some(finish) => finish.apply::<L>((i, L::N * half, mask), out),
+                    Some(finish) => finish.apply::<L>((i, L::N * half, mask), ROWS, out),
                     None => out,
                 };
                 L::store_masked(mask, dst, out);
