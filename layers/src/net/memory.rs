@@ -33,7 +33,8 @@ impl<T: MathElement> Net<T> {
     /// same bits.
     ///
     /// It also lets a layer add the Eltwise SUM after it as it writes
-    /// (ResNet's residual adds, [`DynLayer::forward_then_shortcut`]):
+    /// (ResNet's residual adds,
+    /// [`DynLayer::forward_then_shortcut`](crate::DynLayer::forward_then_shortcut)):
     /// where a layer's only top feeds only that sum (through BatchNorms
     /// and Scales in place), with an earlier blob, the layer writes the
     /// sum's top (and the ReLU after it) in one pass, and its own top
