@@ -525,6 +525,13 @@ impl<T: MathElement> ConvolutionLayer<T> {
         Ok(())
     }
 
+    /// Whether `affine` folds into the weights and bias for a pass over
+    /// `bottoms`: not with `engine: CAFFE`, and only a map of the
+    /// layer's output channels.
+    fn folds_map(&self, affine: &ChannelAffine, bottoms: &[&Blob<T>]) -> bool {
+        !self.p.own_engine && affine.channels() == self.p.num_output && !bottoms.is_empty()
+    }
+
     /// Makes [`Folded`]'s weights and bias for `affine` on `x`'s device,
     /// unless those of the same weights, bias and map are still there.
     fn fold(&mut self, x: &Blob<T>, affine: &ChannelAffine) -> Result<()> {
@@ -649,7 +656,7 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         affine: &ChannelAffine,
         activation: Option<Activation>,
     ) -> Result<()> {
-        if self.p.own_engine || affine.channels() != self.p.num_output || bottoms.is_empty() {
+        if !self.folds_map(affine, bottoms) {
             self.forward(bottoms, tops)?;
             return crate::dyn_layer::affine_then(tops, affine, activation);
         }
@@ -675,17 +682,12 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     ) -> Result<()> {
         let folded = match affine {
             None => false,
-            Some(affine)
-                if !self.p.own_engine
-                    && affine.channels() == self.p.num_output
-                    && !bottoms.is_empty() =>
-            {
+            Some(affine) if self.folds_map(affine, bottoms) => {
                 self.fold(bottoms[0], affine)?;
                 true
             }
             Some(affine) => {
-                self.forward(bottoms, &[top])?;
-                crate::dyn_layer::affine_then(&[top], affine, None)?;
+                self.forward_then_affine(bottoms, &[top], affine, None)?;
                 return crate::dyn_layer::add_shortcut_then(top, shortcut, activation);
             }
         };
