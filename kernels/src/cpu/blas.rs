@@ -68,15 +68,51 @@ pub fn gemm_filled(
     n: usize,
     k: usize,
     a: &[f32],
-    mut fill: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>, &mut [f32]),
+    fill: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>, &mut [f32]),
     beta: f32,
     c: &mut [f32],
 ) -> bool {
+    gemm_filled_into(m, n, k, a, fill, beta, (c, n))
+}
+
+/// [`gemm_filled`] into an `m x n` block of a larger row-major matrix,
+/// its rows `ldc` apart from `c[0]`: a band of a convolution's output
+/// rows, whose channels' planes lie a whole plane apart. The same sums,
+/// so the same bits, as the product of the whole.
+///
+/// ```
+/// use blob_kernels::cpu::{PANEL_COLUMNS, gemm_filled_into};
+/// // C's columns 1..3 of a 1 x 4 row: A = [[2]], B = [[1, 2]].
+/// let mut c = [9.0f32; 4];
+/// let fill = |_: std::ops::Range<usize>, cols: std::ops::Range<usize>, panel: &mut [f32]| {
+///     for (j, q) in cols.enumerate() {
+///         panel[j] = (q + 1) as f32;
+///     }
+/// };
+/// if gemm_filled_into(1, 2, 1, &[2.0], fill, 0.0, (&mut c[1..], 4)) {
+///     assert_eq!(c, [9.0, 2.0, 4.0, 9.0]);
+/// }
+/// ```
+///
+/// # Panics
+/// If `a` is shorter than its matrix, `ldc` less than `n`, or `c`
+/// shorter than the block.
+#[track_caller]
+pub fn gemm_filled_into(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    mut fill: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>, &mut [f32]),
+    beta: f32,
+    (c, ldc): (&mut [f32], usize),
+) -> bool {
+    let c_len = if m == 0 { 0 } else { (m - 1) * ldc + n };
     assert!(
-        a.len() >= m * k && c.len() >= m * n,
-        "gemm_filled: {m}x{k} * {k}x{n} needs A and C of {} and {} elements, got {} and {}",
+        a.len() >= m * k && ldc >= n && c.len() >= c_len,
+        "gemm_filled: {m}x{k} * {k}x{n} needs A of {} elements and C of {c_len} with rows at \
+         least {n} apart, got {}, {} and {ldc}",
         m * k,
-        m * n,
         a.len(),
         c.len()
     );
@@ -84,15 +120,16 @@ pub fn gemm_filled(
         return false;
     }
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the assert above proves A's `m x k` and C's `m x n` values
-    // inside their slices; `c` is a unique borrow, aliasing nothing.
+    // SAFETY: the assert above proves A's `m x k` values and C's `m` rows
+    // of `n`, `ldc` apart, inside their slices; `c` is a unique borrow,
+    // aliasing nothing.
     return unsafe {
         super::sgemm::run_filled(
             (m, k, n),
             (a.as_ptr(), [k as isize, 1]),
             &mut fill,
             beta,
-            c.as_mut_ptr(),
+            (c.as_mut_ptr(), ldc),
         )
     };
     #[cfg(not(target_arch = "x86_64"))]

@@ -417,19 +417,19 @@ pub(crate) fn filled_suits(m: usize, n: usize, k: usize) -> bool {
 
 /// [`run_if_suited`] for a B that `fill` writes a panel at a time (a
 /// convolution's im2col, taken straight from the image), `c` row-major
-/// (`m x n`, rows `n` apart). Runs on an AVX-512 or AVX2 machine, any
+/// (`m x n`, rows `ldc` apart). Runs on an AVX-512 or AVX2 machine, any
 /// shape, and says whether it ran.
 ///
 /// # Safety
 /// A's `m x k` elements at `a` with strides `sa` are readable; `c` holds
-/// `m * n` values written by no one else meanwhile, aliasing nothing
-/// `fill` reads.
+/// `m` rows of `n` values `ldc` apart, written by no one else meanwhile,
+/// aliasing nothing `fill` reads.
 pub(crate) unsafe fn run_filled(
     (m, k, n): (usize, usize, usize),
     (a, sa): (*const f32, [isize; 2]),
     fill: FilledB<'_>,
     beta: f32,
-    c: *mut f32,
+    (c, ldc): (*mut f32, usize),
 ) -> bool {
     // SAFETY: as the caller promises; every panel is one of `pack`.
     unsafe {
@@ -439,7 +439,7 @@ pub(crate) unsafe fn run_filled(
             (a, sa),
             Source::Filled(fill),
             beta,
-            (c, n as isize),
+            (c, ldc as isize),
             None,
         )
     }

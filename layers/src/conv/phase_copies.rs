@@ -34,13 +34,31 @@ pub(super) struct PhaseCopies {
     /// Values of a copy's row: the output's width and the widest column
     /// offset a tap adds.
     row_len: usize,
-    /// Rows of a copy: the padded input's.
+    /// Rows of a copy: the padded input's, or a band's.
     rows: usize,
-    /// Values of one image's copies.
+    /// Values of one image's copies, or of one band's.
     per_image: usize,
     /// Each tap's offset, in im2col's order (channel, row, column).
     offsets: Vec<usize>,
+    /// Output rows a band takes, where an image's copies are made a band
+    /// of output rows at a time ([`BAND_VALUES`]).
+    band: Option<usize>,
 }
+
+/// The most values of phase copies made at a time (1 MiB of f32, half
+/// an Intel core's L2): an image whose copies are more is taken a band
+/// of output rows at a time, each band's copies made just before its
+/// product reads them, where the weights are few enough to be read once
+/// a band. Made whole, YOLOv3's 3x3 stride-2 layers' copies (22 MB for
+/// its 32 -> 64 at 416 x 416) were out of cache by the time the
+/// product's panels read them, a tap's row from each of hundreds of
+/// pages: that layer ran at 63 GFLOP/s on one Intel core, the same
+/// layer on a 96 x 96 image (copies of 1.2 MB) at 102. In bands, in
+/// YOLOv3 (one Intel core, medians of 3 alternating runs, ms): 32 -> 64
+/// at 416 x 416 23.5 -> 17.9, 64 -> 128 at 208 x 208 15.4 -> 14.1; its
+/// 512 -> 1024 at 26 x 26, whose 19 MB of weights two bands read twice,
+/// 14.2 -> 16.3, so left whole.
+const BAND_VALUES: usize = 1 << 18;
 
 const F32: &str = "ConvGeometry::phase_copies found f32";
 
@@ -70,9 +88,27 @@ impl ConvGeometry {
         if !self.takes_phase_copies::<T>() {
             return None;
         }
-        let ([kh, kw], sw, [dh, dw]) = (self.kernel, self.stride[1], self.dilation);
+        let ([kh, kw], [sh, sw], [dh, dw]) = (self.kernel, self.stride, self.dilation);
         let row_len = self.ow + (kw - 1) * dw / sw;
-        let rows = self.h + 2 * self.pad[0];
+        let padded_rows = self.h + 2 * self.pad[0];
+        // Copy rows a band of `r` output rows reads.
+        let band_rows = |r: usize| (r - 1) * sh + (kh - 1) * dh + 1;
+        let per_row = self.channels_in * sw * row_len;
+        let whole = per_row * padded_rows;
+        let band = (whole > BAND_VALUES)
+            .then(|| {
+                let fit = BAND_VALUES / per_row.max(1);
+                (1..self.oh)
+                    .rev()
+                    .find(|&r| band_rows(r) <= fit)
+                    .unwrap_or(1)
+            })
+            // Each band reads all the weights again: bands pay while those
+            // reads are fewer values than the whole copies.
+            .filter(|&r| {
+                r < self.oh && self.channels_out * self.patch() * self.oh.div_ceil(r) <= whole
+            });
+        let rows = band.map_or(padded_rows, band_rows);
         let mut offsets = Vec::with_capacity(self.patch());
         for c in 0..self.channels_in {
             for i in 0..kh {
@@ -87,38 +123,46 @@ impl ConvGeometry {
             rows,
             per_image: self.channels_in * sw * rows * row_len,
             offsets,
+            band,
         })
     }
 }
 
 impl PhaseCopies {
-    /// The scratch the copies of `images` images need.
+    /// The scratch the copies of `images` images need (of one band, where
+    /// an image is taken in bands: one image at a time).
     pub(super) fn scratch_size(&self, images: usize) -> usize {
-        self.per_image.saturating_mul(images)
+        match self.band {
+            Some(_) => self.per_image,
+            None => self.per_image.saturating_mul(images),
+        }
     }
 
     /// Writes the image `x` (`channels_in` planes of `h x w`) as its
-    /// phase copies into `out`: copy `(c, b)` row `R` column `Q` holds
-    /// input row `R - pad`, column `Q * stride + b - pad`, or 0 where that
-    /// is padding.
-    fn write(&self, g: &ConvGeometry, x: &[f32], out: &mut [f32]) {
+    /// phase copies into `out`, their rows from padded row `first` on:
+    /// copy `(c, b)` row `R` column `Q` holds input row `first + R -
+    /// pad`, column `Q * stride + b - pad`, or 0 where that is padding.
+    fn write(&self, g: &ConvGeometry, x: &[f32], first: usize, out: &mut [f32]) {
         let (h, w, sw, [ph, pw]) = (g.h, g.w, g.stride[1], g.pad);
         let len = self.row_len;
         let copies = out.chunks_exact_mut(self.rows * len);
         let channel_phases = (0..g.channels_in).flat_map(|c| (0..sw).map(move |b| (c, b)));
+        // Copy rows top..bottom read the image's rows.
+        let top = ph.saturating_sub(first).min(self.rows);
+        let bottom = (h + ph).saturating_sub(first).clamp(top, self.rows);
         for (copy, (c, b)) in copies.zip(channel_phases) {
             // Columns lo..hi of each row read the image.
             let lo = pw.saturating_sub(b).div_ceil(sw).min(len);
             let hi = (w + pw).saturating_sub(b).div_ceil(sw).clamp(lo, len);
-            let (above, image) = copy.split_at_mut(ph * len);
-            let (image, below) = image.split_at_mut(h * len);
+            let (above, image) = copy.split_at_mut(top * len);
+            let (image, below) = image.split_at_mut((bottom - top) * len);
             above.fill(0.0);
             below.fill(0.0);
             for (r, row) in image.chunks_exact_mut(len).enumerate() {
                 row[..lo].fill(0.0);
                 row[hi..].fill(0.0);
                 if hi > lo {
-                    let from = (c * h + r) * w + lo * sw + b - pw;
+                    let from = (c * h + first + top + r - ph) * w + lo * sw + b - pw;
                     cpu::copy_strided(&x[from..], sw, &mut row[lo..hi]);
                 }
             }
@@ -142,25 +186,46 @@ pub(super) fn product<T: MathElement>(
     let (x, weight) = (as_f32(x).expect(F32), as_f32(weight).expect(F32));
     let (out, scratch) = (as_f32_mut(out).expect(F32), as_f32_mut(scratch).expect(F32));
     let image_in = g.channels_in * g.h * g.w;
-    let made = &mut scratch[..copies.per_image * count];
-    for (img, out) in made.chunks_exact_mut(copies.per_image).enumerate() {
-        copies.write(g, &x[(first + img) * image_in..][..image_in], out);
-    }
-    let made = &*made;
+    let (m, k, plane) = (g.channels_out, g.patch(), g.oh * g.ow);
     let row_step = g.stride[0] * copies.row_len;
-    let fill = |taps: Range<usize>, cols: Range<usize>, panel: &mut [f32]| {
-        let (runs, count) =
-            g.panel_runs(cols, |img, r, q| img * copies.per_image + r * row_step + q);
-        let rows = panel.chunks_exact_mut(cpu::PANEL_COLUMNS);
-        for (&tap, row) in copies.offsets[taps].iter().zip(rows) {
-            for &(to, from, len) in &runs[..count] {
-                copy_run(row, to, made, tap + from, len);
+    // The product of `images` images' copies (or of `rows` output rows of
+    // one image, from output row `rows.start`), `made`, into `out`'s
+    // columns from `at`.
+    let mut run = |made: &[f32], (images, rows): (usize, Range<usize>), at: usize| {
+        let fill = |taps: Range<usize>, cols: Range<usize>, panel: &mut [f32]| {
+            let (runs, count) =
+                g.panel_runs(cols, |img, r, q| img * copies.per_image + r * row_step + q);
+            let rows = panel.chunks_exact_mut(cpu::PANEL_COLUMNS);
+            for (&tap, row) in copies.offsets[taps].iter().zip(rows) {
+                for &(to, from, len) in &runs[..count] {
+                    copy_run(row, to, made, tap + from, len);
+                }
             }
-        }
+        };
+        let n = images * rows.len() * g.ow;
+        let ldc = count * plane;
+        let ran = cpu::gemm_filled_into(m, n, k, weight, fill, 0.0, (&mut out[at..], ldc));
+        debug_assert!(ran, "ConvGeometry::phase_copies found AVX-512 or AVX2");
     };
-    let (m, n, k) = (g.channels_out, count * g.oh * g.ow, g.patch());
-    let ran = cpu::gemm_filled(m, n, k, weight, fill, 0.0, out);
-    debug_assert!(ran, "ConvGeometry::phase_copies found AVX-512 or AVX2");
+    let Some(band) = copies.band else {
+        let made = &mut scratch[..copies.per_image * count];
+        for (img, out) in made.chunks_exact_mut(copies.per_image).enumerate() {
+            copies.write(g, &x[(first + img) * image_in..][..image_in], 0, out);
+        }
+        run(made, (count, 0..g.oh), 0);
+        return;
+    };
+    // An image's copies a band at a time: each band's rows are a run of
+    // output rows, its product a block of each channel's plane.
+    let made = &mut scratch[..copies.per_image];
+    for img in 0..count {
+        let image = &x[(first + img) * image_in..][..image_in];
+        for start in (0..g.oh).step_by(band) {
+            let rows = start..g.oh.min(start + band);
+            copies.write(g, image, start * g.stride[0], made);
+            run(made, (1, rows), img * plane + start * g.ow);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -190,6 +255,12 @@ mod tests {
             (6, (7, 7), [5, 5], 10, 3, [1, 1], [2, 2], [1, 1]),
             (2, (11, 12), [3, 2], 9, 2, [1, 1], [0, 0], [2, 3]),
             (3, (40, 40), [7, 7], 64, 1, [2, 2], [3, 3], [1, 1]),
+            // Copies made a band of output rows at a time: 40, 40 and 20
+            // rows; two images side by side in the product's columns;
+            // a dilated window at stride 1.
+            (16, (200, 200), [3, 3], 8, 1, [2, 2], [1, 1], [1, 1]),
+            (16, (180, 150), [3, 3], 12, 2, [2, 2], [1, 1], [1, 1]),
+            (24, (130, 130), [3, 3], 8, 1, [1, 1], [2, 2], [2, 2]),
         ] {
             let g = geometry(window);
             let (cin, (h, w), cout, images) = (window.0, window.1, window.3, window.4);
@@ -197,6 +268,7 @@ mod tests {
                 assert_eq!(cpu::isa(), cpu::Isa::Baseline, "{g:?}");
                 continue;
             };
+            assert_eq!(copies.band.is_some(), cin >= 16, "{g:?}: {:?}", copies.band);
             let x = values(images * cin * h * w, 1);
             let weight = values(cout * g.patch(), 2);
             let (k, n) = (g.patch(), images * g.oh * g.ow);
