@@ -81,7 +81,7 @@ pub fn gemm_filled(
 /// so the same bits, as the product of the whole.
 ///
 /// ```
-/// use blob_kernels::cpu::{PANEL_COLUMNS, gemm_filled_into};
+/// use blob_kernels::cpu::gemm_filled_into;
 /// // C's columns 1..3 of a 1 x 4 row: A = [[2]], B = [[1, 2]].
 /// let mut c = [9.0f32; 4];
 /// let fill = |_: std::ops::Range<usize>, cols: std::ops::Range<usize>, panel: &mut [f32]| {
