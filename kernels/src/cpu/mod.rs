@@ -7,6 +7,7 @@
 //! Slices of mismatched lengths are a caller bug and panic with both lengths,
 //! as `copy_from_slice` does; every function accepts empty slices.
 
+mod aligned_vec;
 pub mod blas;
 mod col2im;
 pub mod cores;
@@ -31,6 +32,7 @@ pub mod vector;
 #[cfg(test)]
 mod window_3x3_checks;
 
+pub use aligned_vec::{AlignedVec, CACHE_LINE};
 pub use blas::{
     PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_into, gemm_filled_suits,
     gemm_finished, gemm_packed, gemm_packed_len, gemm_packed_suits, gemm_panels, gemv,

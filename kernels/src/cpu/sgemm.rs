@@ -30,6 +30,7 @@ use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1};
 use std::cell::RefCell;
 use std::ops::Range;
 
+use super::aligned_vec::AlignedVec;
 use super::finish::{Rectifier, RowFinish, finished, rectified};
 use super::lanes::{Avx2, Avx512, Lanes};
 use super::{Isa, isa};
@@ -231,7 +232,7 @@ unsafe fn dot_step<L: Lanes, const T: usize>(
 thread_local! {
     /// The pack of a transposed B, kept between calls so a net's gemms
     /// never allocate.
-    static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PACK: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// Writes rows `rows` and columns `cols` of a B that exists nowhere as a
@@ -513,7 +514,7 @@ pub(crate) unsafe fn pack_transposed(a: *const f32, (m, k): (usize, usize), pack
 
 thread_local! {
     /// One panel's `C^T` in [`run_transposed`], kept between calls.
-    static PANEL_OF_CT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PANEL_OF_CT: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
     /// `B^T` in [`run_transposed`], its rows in tiles ([`Rows::Tiled`]),
     /// kept between calls.
     static TILED_ROWS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -592,7 +593,7 @@ unsafe fn transposed_panels<L: Tiles>(
         PANEL_OF_CT.with(|ct| {
             let mut ct = ct.borrow_mut();
             if ct.len() < n * NR {
-                ct.resize(n * NR, 0.0);
+                ct.resize(n * NR);
             }
             for q in 0..rows.div_ceil(NR) {
                 let cols = NR.min(rows - q * NR);
@@ -829,7 +830,7 @@ unsafe fn product<L: Tiles>(
                             ),
                             Source::Filled(fill) => {
                                 if pack.len() < kc * NR {
-                                    pack.resize(kc * NR, 0.0);
+                                    pack.resize(kc * NR);
                                 }
                                 fill(pc..pc + kc, j..j + cols, &mut pack[..kc * NR]);
                                 ((pack.as_ptr(), NR as isize), false)
@@ -1042,7 +1043,7 @@ fn chunk_columns<L: Lanes>(m: usize, kc: usize) -> Option<usize> {
 /// `L`'s instructions are available; every element of the `kc x cols`
 /// block at `b` with strides `sb` is readable.
 unsafe fn pack_chunk<L: Lanes>(
-    pack: &mut Vec<f32>,
+    pack: &mut AlignedVec<f32>,
     b: *const f32,
     sb: [isize; 2],
     kc: usize,
@@ -1050,7 +1051,7 @@ unsafe fn pack_chunk<L: Lanes>(
 ) {
     let panels = cols.div_ceil(NR);
     if pack.len() < panels * kc * NR {
-        pack.resize(panels * kc * NR, 0.0);
+        pack.resize(panels * kc * NR);
     }
     if sb[1] == 1 {
         // Row by row, each row's run of the chunk read once, front to

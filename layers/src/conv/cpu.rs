@@ -4,6 +4,7 @@
 //! column gradient fits L1, the input gradient goes image by image, a
 //! block at a time, so col2im reads what the gemm has just written.
 
+use blob_kernels::cpu::AlignedVec;
 use std::ops::Range;
 
 use blob_kernels::cpu::{self, Transpose};
@@ -447,7 +448,7 @@ pub(crate) struct ConvScratch<T> {
     parts: Vec<PartScratch<T>>,
     /// The weights transposed, `(cin * kh * kw, cout)`, for the input
     /// gradient's products.
-    weight_t: Vec<T>,
+    weight_t: AlignedVec<T>,
 }
 
 /// One part's buffers: the column buffer and gemm output of a round, the
@@ -456,15 +457,15 @@ pub(crate) struct ConvScratch<T> {
 /// one sum per output position (`db_planes`).
 #[derive(Default)]
 struct PartScratch<T> {
-    col: Vec<T>,
-    tmp: Vec<T>,
-    dcol: Vec<T>,
-    dw: Vec<T>,
-    db: Vec<T>,
-    db_planes: Vec<T>,
+    col: AlignedVec<T>,
+    tmp: AlignedVec<T>,
+    dcol: AlignedVec<T>,
+    dw: AlignedVec<T>,
+    db: AlignedVec<T>,
+    db_planes: AlignedVec<T>,
 }
 
-impl<T: Clone + Default + 'static> PartScratch<T> {
+impl<T: Copy + Default + 'static> PartScratch<T> {
     /// Grows the buffers a forward pass over `g` needs, before the parts
     /// run: a refusal (the host memory limit) fails the whole pass, not
     /// one core's share of it.

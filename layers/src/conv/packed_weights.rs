@@ -29,6 +29,7 @@
 //! the fuller tiles save: res4a_branch1 (1x1, stride 2, at 14 x 14) ran
 //! 2.23 -> 2.37 on AVX2.
 
+use blob_kernels::cpu::AlignedVec;
 use std::any::TypeId;
 
 use blob_kernels::cpu;
@@ -65,7 +66,7 @@ impl ConvGeometry {
 /// weights' write stamp and shape they were packed from.
 #[derive(Default)]
 pub(crate) struct PackedWeights {
-    values: Vec<f32>,
+    values: AlignedVec<f32>,
     made_from: Option<(u64, usize, usize)>,
 }
 

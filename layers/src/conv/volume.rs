@@ -3,6 +3,7 @@
 //! gemm per image and group. Two axes or fewer take the planar engine;
 //! on a GPU, the planar kernels' passes read this file's tables of taps.
 
+use blob_kernels::cpu::AlignedVec;
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::MathElement;
 
@@ -39,7 +40,7 @@ impl VolumeGeometry {
     /// For each kernel offset `k` and output point `p`, the input point
     /// it reads at `k * P + p`, or `usize::MAX` where that is padding:
     /// the same for every channel, so worked out once a pass.
-    pub(crate) fn taps(&self, taps: &mut Vec<usize>) -> Result<()> {
+    pub(crate) fn taps(&self, taps: &mut AlignedVec<usize>) -> Result<()> {
         let (kernel_points, points) = (self.kernel_points(), self.output_points());
         ensure(taps, kernel_points.saturating_mul(points))?;
         let w = &self.window;
@@ -84,8 +85,8 @@ fn step(at: &mut [usize], dims: &[usize]) {
 /// The buffers a volume convolution keeps between passes.
 #[derive(Default)]
 pub(crate) struct VolumeScratch<T> {
-    taps: Vec<usize>,
-    col: Vec<T>,
+    taps: AlignedVec<usize>,
+    col: AlignedVec<T>,
 }
 
 /// `col[(c K + k) P + p] = x[c][tap(k, p)]`, zero for padding.

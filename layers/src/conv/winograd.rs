@@ -33,6 +33,7 @@
 //! memory once a pass, in panels read front to back, and the cores share
 //! the block's output channels rather than its tiles.
 
+use blob_kernels::cpu::AlignedVec;
 use std::marker::PhantomData;
 use std::ops::Range;
 
@@ -185,7 +186,7 @@ impl ConvGeometry {
 pub(crate) struct WinogradScratch {
     /// `U[group][point][ci][co]`: each group's and point's `(cin x
     /// cout)` matrix.
-    weights: Vec<f32>,
+    weights: AlignedVec<f32>,
     /// The weights' write stamp, and the channels of a group, the groups
     /// and the input tile side `weights` was made for.
     made_from: Option<(u64, usize, usize, usize, usize)>,
@@ -196,7 +197,7 @@ pub(crate) struct WinogradScratch {
 /// reads, and each core's products and rows.
 #[derive(Default)]
 struct StreamedBuffers {
-    input: Vec<f32>,
+    input: AlignedVec<f32>,
     parts: Vec<BlockBuffers>,
 }
 
@@ -213,9 +214,9 @@ thread_local! {
 /// 16 channels side by side ([`cpu::interleave_runs`]).
 #[derive(Default)]
 struct BlockBuffers {
-    input: Vec<f32>,
-    products: Vec<f32>,
-    rows: Vec<f32>,
+    input: AlignedVec<f32>,
+    products: AlignedVec<f32>,
+    rows: AlignedVec<f32>,
 }
 
 /// How the tiles of a pass are cut.

@@ -9,6 +9,7 @@ mod cuda;
 mod spatial;
 
 use blob_kernels::cpu;
+use blob_kernels::cpu::AlignedVec;
 use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::layer::{Result, ensure, expect_shape, in_place};
@@ -22,7 +23,7 @@ pub(crate) struct DropoutEngine {
     /// `scale_train`: the kept values scaled in training (Caffe), or
     /// every value in testing (the Fast R-CNN fork's `false`).
     scale_train: bool,
-    mask: Vec<u32>,
+    mask: AlignedVec<u32>,
     #[cfg(feature = "cuda")]
     gpu_mask: blob_kernels::cuda::Scratch<u32>,
 }
@@ -39,7 +40,7 @@ impl DropoutEngine {
         Ok(Self {
             ratio,
             scale_train,
-            mask: Vec::new(),
+            mask: AlignedVec::new(),
             #[cfg(feature = "cuda")]
             gpu_mask: blob_kernels::cuda::Scratch::new(),
         })

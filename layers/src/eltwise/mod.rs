@@ -5,6 +5,7 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 
+use blob_kernels::cpu::AlignedVec;
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
@@ -30,7 +31,7 @@ pub(crate) struct EltwiseLayer<T: MathElement> {
     coeffs: Vec<f64>,
     stable_prod_grad: bool,
     /// MAX: which bottom gave each value.
-    mask: Vec<u32>,
+    mask: AlignedVec<u32>,
     /// The same on the GPU, each index as a float.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     gpu_mask: Blob<T>,
@@ -65,7 +66,7 @@ impl<T: MathElement> EltwiseLayer<T> {
             op,
             coeffs,
             stable_prod_grad: p.boolean("stable_prod_grad"),
-            mask: Vec::new(),
+            mask: AlignedVec::new(),
             gpu_mask: Blob::default(),
         })
     }
@@ -280,7 +281,7 @@ impl<T: MathElement> DynLayer<T> for EltwiseLayer<T> {
                     }
                 }
                 Op::Max => {
-                    for ((d, &g), &m) in dx.iter_mut().zip(dy.iter()).zip(&self.mask) {
+                    for ((d, &g), &m) in dx.iter_mut().zip(dy.iter()).zip(self.mask.iter()) {
                         *d = if m as usize == i { g } else { T::ZERO };
                     }
                 }

@@ -4,6 +4,7 @@
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
+use blob_kernels::cpu::AlignedVec;
 use blob_kernels::cpu::{self, Transpose};
 use blob_runtime::{Blob, MathElement};
 
@@ -20,9 +21,9 @@ mod runtime;
 /// bias, on the device the blobs live on.
 #[derive(Default)]
 pub(crate) struct InnerProductEngine<T> {
-    ones: Vec<T>,
+    ones: AlignedVec<T>,
     /// A product written transposed, before it is turned into its blob.
-    turned: Vec<T>,
+    turned: AlignedVec<T>,
 }
 
 /// Whether an `f32` product with `m` batch rows is run with the weights

@@ -6,6 +6,7 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 
+use blob_kernels::cpu::AlignedVec;
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
@@ -30,9 +31,9 @@ pub(crate) struct Lrn {
 pub(crate) struct LrnLayer<T: MathElement> {
     lrn: Lrn,
     /// The forward pass's denominators (before `^-beta`), for backward.
-    scale: Vec<T>,
+    scale: AlignedVec<T>,
     /// Each channel block's window sums, across channels.
-    windows: Vec<f64>,
+    windows: AlignedVec<f64>,
     #[cfg(feature = "cuda")]
     gpu_scale: blob_kernels::cuda::Scratch<f32>,
 }
@@ -56,8 +57,8 @@ impl<T: MathElement> LrnLayer<T> {
                 k: p.float("k"),
                 within_channel: p.enum_name("norm_region") == "WITHIN_CHANNEL",
             },
-            scale: Vec::new(),
-            windows: Vec::new(),
+            scale: AlignedVec::new(),
+            windows: AlignedVec::new(),
             #[cfg(feature = "cuda")]
             gpu_scale: blob_kernels::cuda::Scratch::new(),
         })

@@ -7,6 +7,7 @@ mod cuda;
 
 mod runtime;
 
+use blob_kernels::cpu::AlignedVec;
 use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::layer::{Result, ensure};
@@ -28,7 +29,7 @@ pub enum PoolMethod {
 /// The positions of a MAX pass's maxima, kept for its backward pass
 /// (unless told no backward follows).
 pub(crate) struct PoolEngine {
-    argmax: Vec<u32>,
+    argmax: AlignedVec<u32>,
     /// Whether a MAX pass keeps its positions (not in a deploy net).
     pub keep_positions: bool,
     #[cfg(feature = "cuda")]
@@ -38,7 +39,7 @@ pub(crate) struct PoolEngine {
 impl Default for PoolEngine {
     fn default() -> Self {
         Self {
-            argmax: Vec::new(),
+            argmax: AlignedVec::new(),
             keep_positions: true,
             #[cfg(feature = "cuda")]
             gpu_argmax: Default::default(),
