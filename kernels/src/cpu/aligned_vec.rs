@@ -108,6 +108,22 @@ impl<T: Copy + Default> AlignedVec<T> {
         Ok(())
     }
 
+    /// `len` values of `T::default()` (zeros, for numbers).
+    ///
+    /// ```
+    /// let v = blob_kernels::cpu::AlignedVec::<f32>::with_len(3);
+    /// assert_eq!(v[..], [0.0; 3]);
+    /// ```
+    ///
+    /// # Panics
+    /// If the allocation fails.
+    #[track_caller]
+    pub fn with_len(len: usize) -> Self {
+        let mut v = Self::new();
+        v.resize(len);
+        v
+    }
+
     /// [`try_resize`](Self::try_resize), panicking where the allocation
     /// fails (as `Vec::resize`).
     ///

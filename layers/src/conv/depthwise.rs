@@ -4,7 +4,7 @@
 //! across the cores. im2col and a gemm of one row per group would spend
 //! their time copying.
 
-use blob_kernels::cpu;
+use blob_kernels::cpu::{self, AlignedVec};
 use blob_runtime::MathElement;
 
 use super::cpu::{ConvGeometry, Finish};
@@ -228,9 +228,9 @@ fn interleaved(
         // On cache lines, so that no pixel's load spans two (a 16-byte
         // aligned buffer had three in four do so: MobileNet's 19 x 19
         // layers ran 1.1x-1.2x slower).
-        let mut input = CacheLines::zeroed(hp * wp * LANES);
-        let mut out = CacheLines::zeroed(plane_out * LANES);
-        let (input, out) = (input.values_mut(), out.values_mut());
+        let mut input = AlignedVec::with_len(hp * wp * LANES);
+        let mut out = AlignedVec::with_len(plane_out * LANES);
+        let (input, out) = (&mut input[..], &mut out[..]);
         for (image, group, planes) in part {
             let count = planes.len() / plane_out;
             let first = image * channels + group * LANES;
@@ -271,7 +271,7 @@ const STRIP: usize = 16;
 /// one contiguous run, with room past each row for a whole strip; and
 /// where each tap starts in it. A part's buffer, reused plane by plane.
 struct Padded<T> {
-    phases: CacheLines<T>,
+    phases: AlignedVec<T>,
     /// The length of a phase's row.
     row: usize,
     /// Tap (ki, kj) of output (r, q) reads padded row r * sh + ki * dh,
@@ -298,7 +298,7 @@ impl<T: MathElement> Padded<T> {
             .map(|(ki, column)| ((column % sw) * hp + ki * dh) * row + column / sw)
             .collect();
         Padded {
-            phases: CacheLines::zeroed(0),
+            phases: AlignedVec::with_len(0),
             row,
             taps,
         }
@@ -314,10 +314,10 @@ impl<T: MathElement> Padded<T> {
         // Every plane writes the same places, so the padding's zeros,
         // written once, stay (zeroing it all a plane cost MobileNet's
         // 150 x 150 layer a quarter of its time).
-        if self.phases.values().len() != sw * hp * row {
-            self.phases = CacheLines::zeroed(sw * hp * row);
+        if self.phases.len() != sw * hp * row {
+            self.phases = AlignedVec::with_len(sw * hp * row);
         }
-        let phases = self.phases.values_mut();
+        let phases = &mut self.phases[..];
         // Where input row iy's column ix lands: padded column pw + ix.
         let at =
             |phase: usize, iy: usize, column: usize| (phase * hp + iy + ph) * row + column / sw;
@@ -356,31 +356,6 @@ impl<T: MathElement> Padded<T> {
                 }
             }
         }
-    }
-}
-
-/// Zeroed values whose first starts a cache line (64 bytes), so that
-/// loads of whole registers from every 64 bytes on span one line each.
-struct CacheLines<T> {
-    values: Vec<T>,
-    start: usize,
-    len: usize,
-}
-
-impl<T: MathElement> CacheLines<T> {
-    fn zeroed(len: usize) -> Self {
-        let spare = 64 / size_of::<T>();
-        let values = vec![T::ZERO; len + spare];
-        let start = values.as_ptr().align_offset(64).min(spare);
-        CacheLines { values, start, len }
-    }
-
-    fn values(&self) -> &[T] {
-        &self.values[self.start..][..self.len]
-    }
-
-    fn values_mut(&mut self) -> &mut [T] {
-        &mut self.values[self.start..][..self.len]
     }
 }
 
@@ -427,7 +402,7 @@ fn plane_f32<T: MathElement>(
     y: &mut [T],
 ) -> bool {
     let (Some(input), Some(w), Some(&[bias]), Some(y)) = (
-        as_f32(padded.phases.values()),
+        as_f32(&padded.phases),
         as_f32(w),
         as_f32(bias),
         as_f32_mut(y),
@@ -493,7 +468,7 @@ fn plane<T: MathElement>(g: &ConvGeometry, padded: &Padded<T>, w: &[T], bias: T,
         for (q, out) in (0..ow).step_by(STRIP).zip(out.chunks_mut(STRIP)) {
             let mut acc = [T::ZERO; STRIP];
             for (&at, &wv) in padded.taps.iter().zip(w) {
-                let src = &padded.phases.values()[at + line + q..][..STRIP];
+                let src = &padded.phases[at + line + q..][..STRIP];
                 for i in 0..STRIP {
                     acc[i] += wv * src[i];
                 }
@@ -519,22 +494,6 @@ fn plane<T: MathElement>(g: &ConvGeometry, padded: &Padded<T>, w: &[T], bias: T,
 mod tests {
     use super::*;
     use crate::activation::{Activate, Rectify};
-
-    #[test]
-    fn cache_lines_start_a_line_and_hold_zeros() {
-        for len in [0, 1, 15, 16, 17, 1000] {
-            let mut f = CacheLines::<f32>::zeroed(len);
-            assert_eq!(f.values().len(), len);
-            assert!(f.values().iter().all(|&v| v == 0.0));
-            assert_eq!(
-                f.values_mut().as_ptr() as usize % 64,
-                0,
-                "f32, {len} values"
-            );
-            let d = CacheLines::<f64>::zeroed(len);
-            assert_eq!(d.values().as_ptr() as usize % 64, 0, "f64, {len} values");
-        }
-    }
 
     #[test]
     fn copy_row_copies_every_length() {

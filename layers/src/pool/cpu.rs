@@ -499,8 +499,8 @@ fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
 thread_local! {
     /// [`ave_forward_side_by_side`]'s planes and outputs, 16 side by
     /// side, kept between passes.
-    static SIDE_BY_SIDE: std::cell::RefCell<(Vec<f32>, Vec<f32>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    static SIDE_BY_SIDE: std::cell::RefCell<(cpu::AlignedVec<f32>, cpu::AlignedVec<f32>)> =
+        const { std::cell::RefCell::new((cpu::AlignedVec::new(), cpu::AlignedVec::new())) };
 }
 
 /// [`ave_forward_part`] for f32: 16 planes at once, laid side by side
@@ -513,8 +513,8 @@ fn ave_forward_side_by_side(g: &PoolGeometry, x: &[f32], y: &mut [f32]) {
     let (plane, out_plane) = (g.h * g.w, g.oh * g.ow);
     SIDE_BY_SIDE.with(|buffers| {
         let (inputs, outputs) = &mut *buffers.borrow_mut();
-        inputs.resize(plane * LANES, 0.0);
-        outputs.resize(out_plane * LANES, 0.0);
+        inputs.resize(plane * LANES);
+        outputs.resize(out_plane * LANES);
         for p0 in (0..g.planes).step_by(LANES) {
             let n = LANES.min(g.planes - p0);
             let mut runs: [&[f32]; LANES] = [&[]; LANES];
