@@ -4,10 +4,9 @@
 //! column gradient fits L1, the input gradient goes image by image, a
 //! block at a time, so col2im reads what the gemm has just written.
 
-use blob_kernels::cpu::AlignedVec;
 use std::ops::Range;
 
-use blob_kernels::cpu::{self, Transpose};
+use blob_kernels::cpu::{self, AlignedVec, Transpose};
 use blob_runtime::MathElement;
 
 use crate::Activation;

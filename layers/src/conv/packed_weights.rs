@@ -29,10 +29,9 @@
 //! the fuller tiles save: res4a_branch1 (1x1, stride 2, at 14 x 14) ran
 //! 2.23 -> 2.37 on AVX2.
 
-use blob_kernels::cpu::AlignedVec;
 use std::any::TypeId;
 
-use blob_kernels::cpu;
+use blob_kernels::cpu::{self, AlignedVec};
 use blob_runtime::MathElement;
 
 use super::cpu::ConvGeometry;

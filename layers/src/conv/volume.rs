@@ -3,8 +3,7 @@
 //! gemm per image and group. Two axes or fewer take the planar engine;
 //! on a GPU, the planar kernels' passes read this file's tables of taps.
 
-use blob_kernels::cpu::AlignedVec;
-use blob_kernels::cpu::{self, Transpose};
+use blob_kernels::cpu::{self, AlignedVec, Transpose};
 use blob_runtime::MathElement;
 
 use super::ConvGradients;

@@ -33,11 +33,10 @@
 //! memory once a pass, in panels read front to back, and the cores share
 //! the block's output channels rather than its tiles.
 
-use blob_kernels::cpu::AlignedVec;
 use std::marker::PhantomData;
 use std::ops::Range;
 
-use blob_kernels::cpu;
+use blob_kernels::cpu::{self, AlignedVec};
 use blob_runtime::{MathElement, Precision};
 
 use super::cpu::{ConvGeometry, Finish};

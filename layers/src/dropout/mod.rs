@@ -8,8 +8,7 @@
 mod cuda;
 mod spatial;
 
-use blob_kernels::cpu;
-use blob_kernels::cpu::AlignedVec;
+use blob_kernels::cpu::{self, AlignedVec};
 use blob_runtime::{Blob, BlobError, MathElement};
 
 use crate::layer::{Result, ensure, expect_shape, in_place};

@@ -4,8 +4,7 @@
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
-use blob_kernels::cpu::AlignedVec;
-use blob_kernels::cpu::{self, Transpose};
+use blob_kernels::cpu::{self, AlignedVec, Transpose};
 use blob_runtime::{Blob, MathElement};
 
 use crate::f32_view::as_f32;

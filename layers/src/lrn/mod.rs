@@ -6,11 +6,10 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 
-use blob_kernels::cpu::AlignedVec;
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
-use blob_kernels::cpu;
+use blob_kernels::cpu::{self, AlignedVec};
 
 use crate::dyn_layer::{DynLayer, TopShape, bad_param, like_first_bottom, sub_param};
 use crate::layer::{Result, ensure};
