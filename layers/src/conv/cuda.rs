@@ -142,7 +142,7 @@ pub(crate) struct TapTables {
 impl TapTables {
     fn new(gpu: &Gpu, g: &VolumeGeometry) -> Result<Self> {
         const WHAT: &str = "a volume's im2col tables";
-        let mut taps = Vec::new();
+        let mut taps = blob_kernels::cpu::AlignedVec::new();
         g.taps(&mut taps)?;
         let plane = g.input_points();
         let narrow = |v: usize| u32::try_from(v).map_err(|_| crate::gpu::too_big(WHAT, v));
