@@ -4,7 +4,7 @@
 //! `cpu::correlate_gradient` against the weight gradient summed in f64.
 //! Elsewhere both decline.
 
-use blob_kernels::cpu::{self, Isa, Taps, Transpose};
+use blob_kernels::cpu::{self, Isa, Rectifier, Taps, Transpose};
 
 /// A convolution at stride 1: `channels_in` planes of `rows x width`
 /// (padding included, as zeros), a `kh x kw` kernel at dilation `d`.
@@ -65,8 +65,20 @@ fn gaussian(n: usize, sd: f32) -> Vec<f32> {
 
 // LeNet's conv1, MTCNN's (3 channels, 3x3), a dilated 2-channel one;
 // channel counts that leave a partial step (13, 7, 3); planes shorter
-// than a vector and not a multiple of one.
-const CASES: [(Window, usize); 6] = [
+// than a vector and not a multiple of one; a plane of 2,450 outputs,
+// past two of the chunks every block of 32 channels takes in turn.
+const CASES: [(Window, usize); 7] = [
+    (
+        Window {
+            channels_in: 3,
+            rows: 37,
+            width: 72,
+            kh: 3,
+            kw: 3,
+            d: 1,
+        },
+        32,
+    ),
     (
         Window {
             channels_in: 1,
@@ -175,14 +187,23 @@ fn correlate_gives_im2col_and_gemms_bits() {
             len,
         };
         assert_eq!(at.reach(), copies.len(), "{win:?}");
-        let mut got = vec![f32::NAN; channels * len];
-        let ran = cpu::correlate(&copies, at, &weight, &bias, channels, &mut got);
-        assert_eq!(ran, cpu::isa() >= Isa::Avx2, "ran on {:?}", cpu::isa());
-        if !ran {
-            continue;
-        }
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&got), bits(&want), "{win:?}, {channels} channels");
+        // Each rectifier folded into the stores gives the bits of the
+        // layer's own pass after them.
+        for rectifier in [Rectifier::None, Rectifier::Relu, Rectifier::Relu6] {
+            let mut got = vec![f32::NAN; channels * len];
+            let ran = cpu::correlate(&copies, at, &weight, &bias, rectifier, channels, &mut got);
+            assert_eq!(ran, cpu::isa() >= Isa::Avx2, "ran on {:?}", cpu::isa());
+            if !ran {
+                break;
+            }
+            let want: Vec<f32> = want.iter().map(|&v| rectifier.apply(v)).collect();
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "{win:?}, {channels} channels, {rectifier:?}"
+            );
+        }
     }
 }
 
@@ -251,7 +272,15 @@ fn an_input_short_of_its_reach_is_refused() {
         offsets: &[0, 1],
         len: 16,
     };
-    if !cpu::correlate(&input, at, &[1.0, 1.0], &[0.0], 1, &mut out) {
+    if !cpu::correlate(
+        &input,
+        at,
+        &[1.0, 1.0],
+        &[0.0],
+        Rectifier::None,
+        1,
+        &mut out,
+    ) {
         // No AVX-512: nothing is read; refuse as the kernel would.
         panic!("correlate: declined without AVX-512");
     }

@@ -301,6 +301,7 @@ fn own_kernels() -> Option<Vec<u64>> {
         taps,
         &x[9000..][..270],
         &x[..10],
+        cpu::Rectifier::Relu,
         10,
         &mut y
     ));

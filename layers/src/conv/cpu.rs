@@ -965,7 +965,7 @@ fn product_finished<T: MathElement>(
 
 /// The rectifier the gemm's stores apply for `activation`; `None` for a
 /// leaky ReLU, whose product in double stays in a pass of its own.
-fn rectifier_of(activation: Option<Activation>) -> Option<cpu::Rectifier> {
+pub(super) fn rectifier_of(activation: Option<Activation>) -> Option<cpu::Rectifier> {
     match activation {
         None => Some(cpu::Rectifier::None),
         Some(Activation::Relu) => Some(cpu::Rectifier::Relu),

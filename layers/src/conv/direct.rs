@@ -23,7 +23,7 @@ use blob_runtime::MathElement;
 
 use crate::f32_view::{as_f32, as_f32_mut};
 
-use super::cpu::{ConvGeometry, Finish};
+use super::cpu::{ConvGeometry, Finish, rectifier_of};
 
 /// The deepest patch whose forward pass is taken directly: LeNet's conv2
 /// (500 deep) ran 2.27-2.31 -> 2.15-2.16 ms a batch of 64 taken so
@@ -229,15 +229,20 @@ pub(super) fn forward<T: MathElement>(
         offsets: &direct.offsets,
         len: plane_out,
     };
+    // The rectifier is applied as each value is stored; a leaky ReLU
+    // keeps its own pass.
+    let (rectifier, after) = match rectifier_of(finish.activation) {
+        Some(rectifier) => (rectifier, None),
+        None => (cpu::Rectifier::None, finish.activation),
+    };
     for img in 0..count {
         g.shift_image(direct, &x[(first + img) * image_in..][..image_in], copies);
         let yi = &mut y[img * g.channels_out * plane_out..][..g.channels_out * plane_out];
-        let ran = cpu::correlate(copies, taps, weight, bias, g.channels_out, yi);
+        let ran = cpu::correlate(copies, taps, weight, bias, rectifier, g.channels_out, yi);
         debug_assert!(ran, "ConvGeometry::direct found AVX-512 or AVX2");
-        // The image's output is still in cache.
         Finish {
             bias: &[],
-            activation: finish.activation,
+            activation: after,
         }
         .activate(yi);
     }
@@ -335,6 +340,7 @@ mod tests {
 
     use super::super::test_support::{geometry, values};
     use super::*;
+    use crate::folded_activation::Activation;
 
     #[test]
     fn strided_copies_give_im2cols_sums_and_gradients() {
@@ -376,25 +382,47 @@ mod tests {
                 for (plane, b) in want.chunks_exact_mut(p).zip(&bias) {
                     plane.iter_mut().for_each(|v| *v += b);
                 }
-                let mut got = vec![f32::NAN; cout * p];
-                let finish = Finish {
-                    bias: &bias,
-                    activation: None,
-                };
-                forward(
-                    &g,
-                    &direct,
-                    (&x, &weight, finish),
-                    (img, 1),
-                    &mut got,
-                    &mut scratch,
-                );
-                assert_eq!(bits(&got), bits(&want), "{g:?}, image {img}");
-                // The weight gradient of dy = y, as Caffe's
-                // weight_cpu_gemm sums it: dw += dy col^T.
+                // None, and each activation a net folds in, as its own
+                // layer would apply it after (the rectifiers in the
+                // stores, the leaky ReLU in a pass).
+                for activation in [
+                    None,
+                    Some(Activation::Relu),
+                    Some(Activation::Relu6),
+                    Some(Activation::LeakyRelu {
+                        negative_slope: 0.1,
+                    }),
+                ] {
+                    let mut got = vec![f32::NAN; cout * p];
+                    let finish = Finish {
+                        bias: &bias,
+                        activation,
+                    };
+                    forward(
+                        &g,
+                        &direct,
+                        (&x, &weight, finish),
+                        (img, 1),
+                        &mut got,
+                        &mut scratch,
+                    );
+                    let activated: Vec<f32> = match activation {
+                        Some(act) => want.iter().map(|&v| act.apply(v)).collect(),
+                        None => want.clone(),
+                    };
+                    let at = (img, activation);
+                    assert_eq!(
+                        bits(&got),
+                        bits(&activated),
+                        "{g:?}, image and activation {at:?}"
+                    );
+                }
+                // The weight gradient of dy = y (without activation, the
+                // bits forward gave), as Caffe's weight_cpu_gemm sums it:
+                // dw += dy col^T.
                 let (a, b) = (Transpose::No, Transpose::Yes);
-                cpu::gemm(a, b, cout, k, p, 1.0, &got, &col, 1.0, &mut dw_want);
-                dy.extend(got);
+                cpu::gemm(a, b, cout, k, p, 1.0, &want, &col, 1.0, &mut dw_want);
+                dy.extend(want);
             }
             let mut dw = vec![0.0f32; cout * k];
             weight_gradient(&g, &direct, (&x, &dy), (0, images), &mut dw, &mut scratch);
