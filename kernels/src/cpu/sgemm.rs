@@ -1392,22 +1392,40 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
     };
     // SAFETY: as above.
     let (alpha, beta) = unsafe { (L::splat(tile.alpha), L::splat(tile.beta)) };
-    let shortcut = tile.finish.is_some_and(|f| !f.shortcut.is_null());
-    if whole && tile.rows == ROWS && tile.beta == 0.0 && !shortcut {
+    if whole && tile.rows == ROWS && tile.beta == 0.0 {
         let c = (tile.c, tile.rsc);
         let bias = tile.finish.map_or(std::ptr::null(), |f| f.bias);
+        let (shortcut, kind) = match tile.finish {
+            Some(f) if !f.shortcut.is_null() => (
+                (f.shortcut, f.shortcut_stride),
+                if f.shortcut_first {
+                    SHORTCUT_FIRST
+                } else {
+                    SHORTCUT_SECOND
+                },
+            ),
+            _ => ((std::ptr::null(), 0), NO_SHORTCUT),
+        };
+        macro_rules! store {
+            ($finish:ident, $shortcut:ident) => {
+                whole_stores::<L, ROWS, WIDE, $finish, $shortcut>(&acc, alpha, c, bias, shortcut)
+            };
+        }
         // SAFETY: the tile's rows and columns are all C's (whole
-        // registers, every row); a finish holds each row's bias.
+        // registers, every row); a finish holds each row's bias and, where
+        // it has one, the shortcut each value of the tile.
         unsafe {
-            match tile.finish.map(|f| f.rectifier) {
-                None => whole_stores::<L, ROWS, WIDE, PLAIN>(&acc, alpha, c, bias),
-                Some(Rectifier::None) => {
-                    whole_stores::<L, ROWS, WIDE, BIASED>(&acc, alpha, c, bias)
-                }
-                Some(Rectifier::Relu) => whole_stores::<L, ROWS, WIDE, RELU>(&acc, alpha, c, bias),
-                Some(Rectifier::Relu6) => {
-                    whole_stores::<L, ROWS, WIDE, RELU6>(&acc, alpha, c, bias)
-                }
+            match (tile.finish.map(|f| f.rectifier), kind) {
+                (None, _) => store!(PLAIN, NO_SHORTCUT),
+                (Some(Rectifier::None), NO_SHORTCUT) => store!(BIASED, NO_SHORTCUT),
+                (Some(Rectifier::None), SHORTCUT_FIRST) => store!(BIASED, SHORTCUT_FIRST),
+                (Some(Rectifier::None), _) => store!(BIASED, SHORTCUT_SECOND),
+                (Some(Rectifier::Relu), NO_SHORTCUT) => store!(RELU, NO_SHORTCUT),
+                (Some(Rectifier::Relu), SHORTCUT_FIRST) => store!(RELU, SHORTCUT_FIRST),
+                (Some(Rectifier::Relu), _) => store!(RELU, SHORTCUT_SECOND),
+                (Some(Rectifier::Relu6), NO_SHORTCUT) => store!(RELU6, NO_SHORTCUT),
+                (Some(Rectifier::Relu6), SHORTCUT_FIRST) => store!(RELU6, SHORTCUT_FIRST),
+                (Some(Rectifier::Relu6), _) => store!(RELU6, SHORTCUT_SECOND),
             }
         }
         return;
@@ -1451,34 +1469,53 @@ const RELU: u8 = 2;
 /// [`BIASED`]'s, then `ReLU6`.
 const RELU6: u8 = 3;
 
+/// Whether and how [`whole_stores`] adds a shortcut (a residual add
+/// folded into the layer) after the bias: none, or in Caffe's Eltwise
+/// order with the shortcut as the sum's first or second bottom.
+const NO_SHORTCUT: u8 = 0;
+/// The shortcut the Eltwise sum's first bottom.
+const SHORTCUT_FIRST: u8 = 1;
+/// The shortcut the Eltwise sum's second bottom.
+const SHORTCUT_SECOND: u8 = 2;
+
 /// Stores a whole tile (every row of `ROWS`, every lane of its `WIDE`
 /// registers) of a product with `beta` 0 into C at `c` (rows `rsc`
 /// apart), each sum finished as `FINISH` says ([`PLAIN`], [`BIASED`],
-/// [`RELU`], [`RELU6`]), row `i`'s bias at `bias + i`: the operations
-/// of [`kernel`]'s general stores and [`Finish::apply`], so their bits,
-/// with the row count and every choice known at compile time. Through
-/// the general loop, whose row count is known only at run time, the
-/// sums went through the stack and each store tested beta, the finish
-/// and the shortcut: shallow products, whose tiles are mostly their
-/// stores, ran 8-15% faster so (one thread, AVX-512, warm, 2026-12-02):
-/// 64 x 3,025 x 16 (SqueezeNet's fire2/expand1x1) 0.080-0.086 -> 0.070-0.075
-/// ms, 128 x 729 x 32 0.055-0.060 -> 0.048-0.050, 16 x 3,025 x 64
-/// 0.053-0.058 -> 0.047-0.054, 64 x 2,048 x 32 0.075-0.084 -> 0.067-0.071;
-/// deep products level or a little faster (512 x 361 x 512 1.29-1.35 ->
-/// 1.24-1.27). In the nets, medians of 3-4 alternating runs:
-/// MobileNet-SSD on AVX2 35.3 -> 33.3 ms (its conv1, 64 x 22,500 x 32,
-/// 2.04 -> 1.77), on AVX-512 conv1 1.25 -> 1.20; SqueezeNet (10 images)
-/// 73.0 -> 71.3; ResNet-50 62.2 -> 61.6.
+/// [`RELU`], [`RELU6`]) with row `i`'s bias at `bias + i`, and the
+/// shortcut laid out as C (rows `shortcut_stride` apart) added as
+/// `SHORTCUT` says ([`NO_SHORTCUT`], [`SHORTCUT_FIRST`],
+/// [`SHORTCUT_SECOND`]): the operations of [`kernel`]'s general stores
+/// and [`Finish::apply`], so their bits, with the row count and every
+/// choice known at compile time. Through the general loop, whose row
+/// count is known only at run time, the sums went through the stack and
+/// each store tested beta, the finish and the shortcut. Shallow
+/// products, whose tiles are mostly their stores, gain most (one thread,
+/// AVX-512, warm, 2026-12-02, two builds alternated 4-6 times): 128 x
+/// 729 x 32 0.057-0.060 -> 0.050-0.053 ms, 64 x 3,025 x 16 (SqueezeNet's
+/// fire2/expand1x1) 0.089-0.094 -> 0.082, 512 x 361 x 512 1.29-1.35 ->
+/// 1.24-1.27 (64 x 2,048 x 32 moved either way between builds). In the
+/// nets, medians of 3-4 alternating runs: MobileNet-SSD on AVX2 35.3 ->
+/// 33.9 ms (its conv1, 64 x 22,500 x 32, 2.14 -> 1.82), on AVX-512
+/// conv1 1.29 -> 1.23; SqueezeNet (10 images) 73.0 -> 71.3; ResNet-50
+/// 62.2 -> 61.6.
 ///
 /// # Safety
 /// `L`'s instructions are enabled; the `ROWS x WIDE N` values of C at
-/// `c` are writable; unless `PLAIN`, `bias` holds `ROWS` values.
+/// `c` are writable; unless `PLAIN`, `bias` holds `ROWS` values; with a
+/// shortcut, it holds the tile's values.
 #[inline(always)]
-unsafe fn whole_stores<L: Lanes, const ROWS: usize, const WIDE: usize, const FINISH: u8>(
+unsafe fn whole_stores<
+    L: Lanes,
+    const ROWS: usize,
+    const WIDE: usize,
+    const FINISH: u8,
+    const SHORTCUT: u8,
+>(
     acc: &[[L::V; WIDE]; ROWS],
     alpha: L::V,
     (c, rsc): (*mut f32, isize),
     bias: *const f32,
+    (shortcut, shortcut_stride): (*const f32, isize),
 ) {
     let rectifier = match FINISH {
         RELU => Rectifier::Relu,
@@ -1487,15 +1524,32 @@ unsafe fn whole_stores<L: Lanes, const ROWS: usize, const WIDE: usize, const FIN
     };
     for (i, row) in acc.iter().enumerate() {
         for (h, &sum) in row.iter().enumerate() {
-            // SAFETY: as the caller promises.
+            let column = (L::N * h) as isize;
+            // SAFETY: as the caller promises; a prefetch reads nothing.
             unsafe {
                 let v = L::mul(alpha, sum);
                 let v = if FINISH == PLAIN {
                     v
-                } else {
+                } else if SHORTCUT == NO_SHORTCUT {
                     finished::<L>(v, L::splat(*bias.add(i)), rectifier)
+                } else {
+                    // `Finish::apply`'s steps: the bias, the shortcut in
+                    // Caffe's Eltwise order, then the rectifier; the next
+                    // tile's shortcut asked for meanwhile.
+                    let v = L::add(v, L::splat(*bias.add(i)));
+                    let at = shortcut.wrapping_offset(i as isize * shortcut_stride + column);
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        at.wrapping_offset(ROWS as isize * shortcut_stride) as *const i8,
+                    );
+                    let s = L::load(at);
+                    let sum = if SHORTCUT == SHORTCUT_FIRST {
+                        L::add(L::add(L::zero(), s), v)
+                    } else {
+                        L::add(L::add(L::zero(), v), s)
+                    };
+                    rectified::<L>(sum, rectifier)
                 };
-                L::store(c.offset(i as isize * rsc + (L::N * h) as isize), v);
+                L::store(c.offset(i as isize * rsc + column), v);
             }
         }
     }
