@@ -298,7 +298,7 @@ impl<T: MathElement> Padded<T> {
             .map(|(ki, column)| ((column % sw) * hp + ki * dh) * row + column / sw)
             .collect();
         Padded {
-            phases: AlignedVec::with_len(0),
+            phases: AlignedVec::new(),
             row,
             taps,
         }
