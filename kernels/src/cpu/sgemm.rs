@@ -1226,23 +1226,44 @@ impl Finish {
             if self.shortcut.is_null() {
                 return finished::<L>(v, bias, self.rectifier);
             }
-            let v = L::add(v, bias);
             let at = self
                 .shortcut
                 .wrapping_offset(row as isize * self.shortcut_stride + column as isize);
-            // A prefetch reads nothing.
-            _mm_prefetch::<_MM_HINT_T0>(
-                at.wrapping_offset(ahead as isize * self.shortcut_stride) as *const i8
-            );
-            let s = L::load_masked(mask, at);
-            // Caffe's SUM: a zero fill, then an axpy a bottom.
-            let sum = if self.shortcut_first {
-                L::add(L::add(L::zero(), s), v)
-            } else {
-                L::add(L::add(L::zero(), v), s)
-            };
-            rectified::<L>(sum, self.rectifier)
+            shortcut_finished::<L>(
+                (v, bias),
+                (L::load_masked(mask, at), self.shortcut_first),
+                at.wrapping_offset(ahead as isize * self.shortcut_stride),
+                self.rectifier,
+            )
         }
+    }
+}
+
+/// `v` plus its `bias` and the shortcut `s` in Caffe's Eltwise order (the
+/// shortcut the sum's first bottom where `first`), rectified; the
+/// shortcut at `next` (the next tile's) asked for meanwhile. The one
+/// finish of a shortcut, for [`Finish::apply`] and [`whole_stores`].
+///
+/// # Safety
+/// `L`'s instructions are enabled.
+#[inline(always)]
+unsafe fn shortcut_finished<L: Lanes>(
+    (v, bias): (L::V, L::V),
+    (s, first): (L::V, bool),
+    next: *const f32,
+    rectifier: Rectifier,
+) -> L::V {
+    // SAFETY: as the caller promises; a prefetch reads nothing.
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T0>(next as *const i8);
+        let v = L::add(v, bias);
+        // Caffe's SUM: a zero fill, then an axpy a bottom.
+        let sum = if first {
+            L::add(L::add(L::zero(), s), v)
+        } else {
+            L::add(L::add(L::zero(), v), s)
+        };
+        rectified::<L>(sum, rectifier)
     }
 }
 
@@ -1525,7 +1546,7 @@ unsafe fn whole_stores<
     for (i, row) in acc.iter().enumerate() {
         for (h, &sum) in row.iter().enumerate() {
             let column = (L::N * h) as isize;
-            // SAFETY: as the caller promises; a prefetch reads nothing.
+            // SAFETY: as the caller promises.
             unsafe {
                 let v = L::mul(alpha, sum);
                 let v = if FINISH == PLAIN {
@@ -1533,21 +1554,13 @@ unsafe fn whole_stores<
                 } else if SHORTCUT == NO_SHORTCUT {
                     finished::<L>(v, L::splat(*bias.add(i)), rectifier)
                 } else {
-                    // `Finish::apply`'s steps: the bias, the shortcut in
-                    // Caffe's Eltwise order, then the rectifier; the next
-                    // tile's shortcut asked for meanwhile.
-                    let v = L::add(v, L::splat(*bias.add(i)));
                     let at = shortcut.wrapping_offset(i as isize * shortcut_stride + column);
-                    _mm_prefetch::<_MM_HINT_T0>(
-                        at.wrapping_offset(ROWS as isize * shortcut_stride) as *const i8,
-                    );
-                    let s = L::load(at);
-                    let sum = if SHORTCUT == SHORTCUT_FIRST {
-                        L::add(L::add(L::zero(), s), v)
-                    } else {
-                        L::add(L::add(L::zero(), v), s)
-                    };
-                    rectified::<L>(sum, rectifier)
+                    shortcut_finished::<L>(
+                        (v, L::splat(*bias.add(i))),
+                        (L::load(at), SHORTCUT == SHORTCUT_FIRST),
+                        at.wrapping_offset(ROWS as isize * shortcut_stride),
+                        rectifier,
+                    )
                 };
                 L::store(c.offset(i as isize * rsc + column), v);
             }
