@@ -5,7 +5,7 @@
 //! and the memory it holds is smaller.
 
 use blobflow::kernels::cpu;
-use blobflow::layers::net::{Net, NetState};
+use blobflow::layers::net::{LayerTime, Net, NetState};
 
 #[path = "support/digits.rs"]
 mod digits;
@@ -77,6 +77,21 @@ fn same_outputs_of_pass(own: &mut Net<f32>, shared: &mut Net<f32>, what: &str) {
         let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         assert!(bits(&want) == bits(&got), "{what}: output '{name}' differs");
     }
+}
+
+/// Each layer `keep` keeps, by name, with the layer `time` says its
+/// forward is folded into.
+fn folded_into(
+    net: &mut Net<f32>,
+    keep: impl Fn(&LayerTime) -> bool,
+) -> Vec<(String, Option<String>)> {
+    let timing = net.time(1).unwrap();
+    timing
+        .layers
+        .into_iter()
+        .filter(|l| keep(l))
+        .map(|l| (l.name, l.folded_into))
+        .collect()
 }
 
 #[test]
@@ -165,16 +180,10 @@ const RESIDUAL_BLOCKS: &str = "
 #[test]
 fn residual_adds_folded_into_the_convolutions() {
     let (mut own, mut shared) = same_outputs_of_text("residual blocks", RESIDUAL_BLOCKS, &[]);
-    let folded = |net: &mut Net<f32>| -> Vec<(String, Option<String>)> {
-        let timing = net.time(1).unwrap();
-        timing
-            .layers
-            .into_iter()
-            .map(|l| (l.name, l.folded_into))
-            .filter(|(name, _)| {
-                (name.starts_with("sum") || name.starts_with("relu")) && !name.ends_with("split")
-            })
-            .collect()
+    let folded = |net: &mut Net<f32>| {
+        folded_into(net, |l| {
+            (l.name.starts_with("sum") || l.name.starts_with("relu")) && !l.name.ends_with("split")
+        })
     };
     let into = |layer: &str| Some(layer.to_string());
     assert_eq!(
@@ -196,6 +205,69 @@ fn residual_adds_folded_into_the_convolutions() {
         net.blob_mut("data")
             .unwrap()
             .reshape(&[1, 8, 5, 7])
+            .unwrap();
+    }
+    for pass in 0..2 {
+        same_outputs_of_pass(&mut own, &mut shared, &format!("reshaped, pass {pass}"));
+    }
+}
+
+/// Two Concats along the channels: one of three Convolutions (one with
+/// its BatchNorm, Scale and ReLU folded, one 3x3, one grouped), which
+/// they write into, and one of a Convolution and a pooling, which stays a
+/// pass of its own; a Concat along the height, which stays too.
+const CONCATS: &str = "
+    input: 'data' input_shape { dim: 2 dim: 4 dim: 9 dim: 9 }
+    layer { name: 'a' type: 'Convolution' bottom: 'data' top: 'a'
+            convolution_param { num_output: 3 kernel_size: 1 } }
+    layer { name: 'a_bn' type: 'BatchNorm' bottom: 'a' top: 'a' }
+    layer { name: 'a_scale' type: 'Scale' bottom: 'a' top: 'a' scale_param { bias_term: true } }
+    layer { name: 'a_relu' type: 'ReLU' bottom: 'a' top: 'a' }
+    layer { name: 'b' type: 'Convolution' bottom: 'data' top: 'b'
+            convolution_param { num_output: 5 kernel_size: 3 pad: 1 } }
+    layer { name: 'c' type: 'Convolution' bottom: 'data' top: 'c'
+            convolution_param { num_output: 4 kernel_size: 3 pad: 1 group: 2 } }
+    layer { name: 'c_relu' type: 'ReLU' bottom: 'c' top: 'c' }
+    layer { name: 'joined' type: 'Concat' bottom: 'b' bottom: 'a' bottom: 'c' top: 'joined' }
+    layer { name: 'd' type: 'Convolution' bottom: 'joined' top: 'd'
+            convolution_param { num_output: 6 kernel_size: 3 pad: 1 } }
+    layer { name: 'pool' type: 'Pooling' bottom: 'joined' top: 'pool'
+            pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 } }
+    layer { name: 'mixed' type: 'Concat' bottom: 'd' bottom: 'pool' top: 'mixed' }
+    layer { name: 'e' type: 'Convolution' bottom: 'mixed' top: 'e'
+            convolution_param { num_output: 2 kernel_size: 1 } }
+    layer { name: 'f' type: 'Convolution' bottom: 'mixed' top: 'f'
+            convolution_param { num_output: 2 kernel_size: 1 } }
+    layer { name: 'rows' type: 'Concat' bottom: 'e' bottom: 'f' top: 'rows'
+            concat_param { axis: 2 } }";
+
+#[test]
+fn concats_written_by_the_convolutions_before_them() {
+    let (mut own, mut shared) = same_outputs_of_text("concats", CONCATS, &[]);
+    let folded = |net: &mut Net<f32>| folded_into(net, |l| l.kind == "Concat");
+    assert_eq!(
+        folded(&mut shared),
+        [
+            ("joined".to_string(), Some("b, a, c".to_string())),
+            ("mixed".to_string(), None),
+            ("rows".to_string(), None),
+        ]
+    );
+    assert!(folded(&mut own).iter().all(|(_, into)| into.is_none()));
+    // `time` runs the layers a pass at a time: the same bits.
+    for name in own.outputs() {
+        let (want, got) = (
+            own.blob(name).unwrap().to_vec().unwrap(),
+            shared.blob(name).unwrap().to_vec().unwrap(),
+        );
+        assert_eq!(want, got, "after time: output '{name}'");
+    }
+    // A new input shape: the first pass finds the Concat's top of the old
+    // one and joins apart; the next writes into it again.
+    for net in [&mut own, &mut shared] {
+        net.blob_mut("data")
+            .unwrap()
+            .reshape(&[3, 4, 7, 11])
             .unwrap();
     }
     for pass in 0..2 {

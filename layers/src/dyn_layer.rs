@@ -401,6 +401,59 @@ pub trait DynLayer<T: MathElement>: Send {
         add_shortcut_then(top, shortcut, activation)
     }
 
+    /// Whether this layer's forward pass joins its bottoms along the
+    /// channel axis (Caffe's `Concat` at axis 1, two bottoms or more,
+    /// these `bottoms`): a net that [reuses
+    /// memory](crate::net::Net::reuse_memory) has the layers that write
+    /// them [write their channels of its top](Self::forward_into_channels)
+    /// instead, and the join costs nothing.
+    fn joins_channels(&self, _bottoms: &[&Blob<T>]) -> bool {
+        false
+    }
+
+    /// Whether [`forward_into_channels`](Self::forward_into_channels)
+    /// can write this layer's only top into another blob's channels (a
+    /// Convolution on the host).
+    fn folds_concat(&self) -> bool {
+        false
+    }
+
+    /// Caffe's `Forward` with one bottom and one top, then `affine` over
+    /// its channels and the `activation`, written not into the top but
+    /// into channels `first..` of `into` (a `Concat`'s top, whose other
+    /// axes are the top's): image `n` of the top goes to image `n` of
+    /// `into` from channel `first` on. Says whether it wrote; where it
+    /// cannot, or would run slower so (a path off the host, a map it does
+    /// not fold, a batch its path joins), it writes nothing and the net
+    /// runs the layer as it is and copies its top into the Concat's.
+    ///
+    /// ```
+    /// use blob_layers::registry::LayerRegistry;
+    /// use blob_runtime::Blob;
+    /// let reg = LayerRegistry::<f32>::with_caffe_layers();
+    /// let mut conv = reg.build_text(
+    ///     r#"type: "Convolution"
+    ///        convolution_param { num_output: 1 kernel_size: 1
+    ///          weight_filler { type: "constant" value: 2 } }"#,
+    /// )?;
+    /// let x = Blob::from_vec(&[1, 1, 1, 2], vec![1.0, -3.0])?;
+    /// let (top, joined) = (Blob::new(&[1, 1, 1, 2])?, Blob::new(&[1, 3, 1, 2])?);
+    /// conv.reshape(&[&x], &[&top])?;
+    /// let relu = Some(blob_layers::Activation::Relu);
+    /// assert!(conv.forward_into_channels(&[&x], (&joined, 1), None, relu)?);
+    /// assert_eq!(joined.to_vec()?, [0.0, 0.0, 2.0, 0.0, 0.0, 0.0]);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    fn forward_into_channels(
+        &mut self,
+        _bottoms: &[&Blob<T>],
+        _into: (&Blob<T>, usize),
+        _affine: Option<&ChannelAffine>,
+        _activation: Option<Activation>,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Lets the layer's cuDNN convolutions run f32 on TF32 tensor cores
     /// (Ampere and later GPUs): faster, with inputs rounded to a 10-bit
     /// mantissa (about 1e-3 relative off f32). Off by default, so a GPU

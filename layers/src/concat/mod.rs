@@ -179,6 +179,10 @@ impl<T: MathElement> DynLayer<T> for ConcatLayer {
         "Concat"
     }
 
+    fn joins_channels(&self, bottoms: &[&Blob<T>]) -> bool {
+        bottoms.len() > 1 && matches!(self.axis.of(bottoms[0], "concat"), Ok(1))
+    }
+
     fn bottoms(&self) -> Arity {
         Arity::at_least(1)
     }

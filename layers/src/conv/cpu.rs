@@ -409,6 +409,15 @@ impl ConvGeometry {
         );
     }
 
+    /// Whether the host's im2col + gemm pass over this geometry's images
+    /// takes each on its own, as the pass over that image alone would:
+    /// one image, or rounds of one image and no window over the whole
+    /// input (whose images are the columns of one product).
+    pub(super) fn takes_images_apart(&self) -> bool {
+        self.batch == 1
+            || (self.images_per_round() == 1 && !(self.is_dense() && self.oh * self.ow == 1))
+    }
+
     /// Images per im2col + gemm round: enough columns for gemm to run at
     /// speed, few enough that the column buffer stays in the core's cache
     /// (a whole-batch im2col of conv2 at batch 1000 is 128 MB and leaves

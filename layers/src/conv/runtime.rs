@@ -694,6 +694,72 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         self.forward_finished(bottoms, &[top], activation, folded, Some(shortcut))
     }
 
+    fn folds_concat(&self) -> bool {
+        true
+    }
+
+    /// The map folded as in
+    /// [`forward_then_affine`](DynLayer::forward_then_affine), then the
+    /// host's pass of each image into its run of `into`, the activation
+    /// applied as the bias is added: the same values as the layers apart.
+    fn forward_into_channels(
+        &mut self,
+        bottoms: &[&Blob<T>],
+        (into, first): (&Blob<T>, usize),
+        affine: Option<&ChannelAffine>,
+        activation: Option<Activation>,
+    ) -> Result<bool> {
+        let [x] = bottoms else { return Ok(false) };
+        if x.data().device().is_some() || into.data().device().is_some() {
+            return Ok(false);
+        }
+        let folded = match affine {
+            None => false,
+            Some(affine) if self.folds_map(affine, bottoms) => true,
+            Some(_) => return Ok(false),
+        };
+        let Plan::Planar(g) = self.plan(x)?.plan.clone() else {
+            return Ok(false);
+        };
+        if !ConvEngine::<T>::runs_images_apart(&g, self.p.group, self.p.choice) {
+            return Ok(false);
+        }
+        let per_image = g.channels_out * g.oh * g.ow;
+        let (images, into_count) = (into.shape().first().copied().unwrap_or(0), into.count());
+        let stride = into_count / images.max(1);
+        if images != g.batch || per_image == 0 || (first * g.oh * g.ow) + per_image > stride {
+            return Err(bad_param(
+                "convolve into a Concat's top",
+                format!(
+                    "{} values of {} images from channel {first} do not fit a top of shape {}",
+                    per_image,
+                    g.batch,
+                    into.shape_string()
+                ),
+            ));
+        }
+        if let Some(affine) = affine.filter(|_| folded) {
+            self.fold(x, affine)?;
+        }
+        self.place_zero_bias(x)?;
+        let (w, b) = if folded {
+            (&self.folded.weights, &self.folded.bias)
+        } else {
+            weight_and_bias(&self.blobs, &self.zero_bias, self.p.bias_term)
+        };
+        let (xd, mut yd) = (x.cpu_data()?, into.mutable_cpu_data()?);
+        let image = ConvGeometry { batch: 1, ..g };
+        let per_input = xd.len() / g.batch.max(1);
+        let setting = (&image, self.p.group, self.p.choice);
+        for n in 0..g.batch {
+            let x = &xd[n * per_input..][..per_input];
+            let y = &mut yd[n * stride + first * g.oh * g.ow..][..per_image];
+            self.engine
+                .forward_into(setting, (x, w, b), y, activation)?;
+        }
+        Ok(true)
+    }
+
     fn backward(
         &mut self,
         tops: &[&Blob<T>],

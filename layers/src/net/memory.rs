@@ -38,7 +38,10 @@ impl<T: MathElement> Net<T> {
     /// where a layer's only top feeds only that sum (through BatchNorms
     /// and Scales in place), with an earlier blob, the layer writes the
     /// sum's top (and the ReLU after it) in one pass, and its own top
-    /// is left unwritten.
+    /// is left unwritten. Likewise the Convolutions whose tops a Concat
+    /// joins along the channels (SqueezeNet's fire modules, GoogLeNet's
+    /// inceptions) each write their channels of the Concat's top, which
+    /// then copies nothing.
     ///
     /// For nets no backward pass runs through (deploy nets, TEST
     /// phase); a blob and the views of it (a `Split`'s tops, a
@@ -84,15 +87,18 @@ impl<T: MathElement> Net<T> {
             });
         }
         self.fold_shortcuts();
+        self.fold_concats();
         let count = self.blobs.len();
         // The blobs each layer writes: a layer that adds a shortcut
-        // writes the sum's top.
+        // writes the sum's top, one that writes a Concat's channels its
+        // top.
         let writes: Vec<Vec<usize>> = self
             .layers
             .iter()
-            .map(|l| match l.fold.shortcut {
-                Some(s) => vec![s.sum],
-                None => l.tops.clone(),
+            .map(|l| match (l.fold.shortcut, l.fold.into) {
+                (Some(s), _) => vec![s.sum],
+                (None, Some(into)) => vec![into.top],
+                (None, None) => l.tops.clone(),
             })
             .collect();
         // A view that shares a bottom's memory (a Split's tops, a
@@ -257,6 +263,7 @@ impl<T: MathElement> Net<T> {
                     sum: out,
                 }),
                 activation,
+                into: None,
             };
         }
     }

@@ -22,6 +22,7 @@
 //! # Ok::<(), blob_runtime::BlobError>(())
 //! ```
 
+mod concat_fold;
 mod init;
 mod memory;
 mod timing;
@@ -38,6 +39,7 @@ use blob_runtime::{Blob, BlobError, CaffeModel, CopyReport, DeviceBackend, MathE
 use crate::dyn_layer::{DynLayer, Sharing};
 use crate::per_element::compiled;
 use crate::registry::LayerRegistry;
+use concat_fold::{ConcatInto, concat_offsets, join_unwritten};
 pub use init::{NetState, Phase};
 pub use memory::MemoryReuse;
 
@@ -79,6 +81,12 @@ struct NetLayer<T: MathElement> {
     /// pass applies as it writes it: a pass running them all skips
     /// their forward.
     fold: Fold,
+    /// For a Concat whose bottoms the layers that write them write into
+    /// its top instead (a net that reuses memory): those layers.
+    joined_by: Vec<usize>,
+    /// Whether the last pass of this layer wrote into a Concat's top
+    /// ([`Fold::into`]) rather than its own.
+    wrote_into: bool,
 }
 
 /// What a layer's pass applies of the layers after it
@@ -94,6 +102,10 @@ struct Fold {
     /// The activation layer (ReLU, leaky or not, ReLU6) after them (after
     /// the Eltwise, where there is one).
     activation: Option<crate::Activation>,
+    /// The Concat, later in the net, whose top the pass writes its
+    /// channels of, in a net that reuses memory
+    /// ([`DynLayer::forward_into_channels`]).
+    into: Option<ConcatInto>,
 }
 
 impl Fold {
@@ -636,6 +648,8 @@ impl<T: MathElement> Net<T> {
             need_backward,
             loss_weights,
             fold: Fold::default(),
+            joined_by: Vec::new(),
+            wrote_into: false,
         };
         Self::reshape_layer(&mut self.blobs, &mut entry).map_err(wrap())?;
         Self::load_embedded(&mut entry).map_err(wrap())?;
@@ -967,6 +981,18 @@ impl<T: MathElement> Net<T> {
                 None
             };
             let folding = affine.is_some();
+            // A Concat's top this layer writes its channels of, with the
+            // Concat's bottoms; or, for a Concat, which of its bottoms'
+            // layers wrote into its top when they last ran.
+            let into = fold
+                .into
+                .filter(|_| fold.layers() == 0 || folding)
+                .map(|i| (i.top, self.layers[i.concat].bottoms.clone()));
+            let joined: Vec<bool> = self.layers[at]
+                .joined_by
+                .iter()
+                .map(|&l| self.layers[l].wrote_into)
+                .collect();
             let (layers, blobs) = (&mut self.layers, &mut self.blobs);
             let entry = &mut layers[at];
             let wrap = in_layer(&entry.name, entry.layer.type_name());
@@ -974,6 +1000,30 @@ impl<T: MathElement> Net<T> {
                 Self::reshape_layer(blobs, entry)?;
                 if skip {
                     return Ok(());
+                }
+                entry.wrote_into = false;
+                if let Some((top, bottoms)) = &into {
+                    let own = entry.tops[0];
+                    if let Some(first) = concat_offsets(blobs, bottoms, *top).and_then(|offsets| {
+                        bottoms.iter().position(|&b| b == own).map(|i| offsets[i])
+                    }) {
+                        let map = affine.as_ref().filter(|_| fold.affine > 0);
+                        let lists = (entry.bottoms.as_slice(), std::slice::from_ref(top));
+                        entry.wrote_into = with_layer_blobs(blobs, lists, |bottoms, into| {
+                            entry.layer.forward_into_channels(
+                                bottoms,
+                                (into[0], first),
+                                map,
+                                fold.activation,
+                            )
+                        })?;
+                        if entry.wrote_into {
+                            return Ok(());
+                        }
+                    }
+                }
+                if joined.contains(&true) {
+                    return join_unwritten(blobs, entry, &joined);
                 }
                 if let (Some(shortcut), true) = (fold.shortcut, folding) {
                     // The Eltwise reshapes its top after this layer runs:
@@ -1078,24 +1128,34 @@ impl<T: MathElement> Net<T> {
                     .and_then(|l| l.layer.activation());
                 Fold {
                     affine,
-                    shortcut: None,
                     activation,
+                    ..Fold::default()
                 }
             } else {
                 Fold::default()
             };
             self.layers[at].fold = fold;
+            self.layers[at].joined_by.clear();
         }
     }
 
     /// The layer whose pass applies layer `at`'s forward, where a net
-    /// run folds it there.
-    pub(crate) fn folded_into(&self, at: usize) -> Option<&str> {
+    /// run folds it there; for a Concat whose bottoms' layers write its
+    /// top, those layers.
+    pub(crate) fn folded_into(&self, at: usize) -> Option<String> {
+        let joined_by = &self.layers.get(at)?.joined_by;
+        if !joined_by.is_empty() {
+            let names: Vec<&str> = joined_by
+                .iter()
+                .map(|&l| self.layers[l].name.as_str())
+                .collect();
+            return Some(names.join(", "));
+        }
         // The earliest that covers it: a ReLU after an Eltwise that
         // folds it is covered by the Convolution that folds both.
         (1..=at).rev().find_map(|back| {
             let before = &self.layers[at - back];
-            (before.fold.layers() >= back).then_some(before.name.as_str())
+            (before.fold.layers() >= back).then(|| before.name.clone())
         })
     }
 

@@ -20,8 +20,9 @@ pub struct LayerTime {
     /// Milliseconds of its backward pass (0 where it has none to run).
     pub backward_ms: f64,
     /// The layer whose forward pass applies this one (an in-place ReLU
-    /// folded into the Convolution before it): its forward time is
-    /// counted there, and this one's is 0.
+    /// folded into the Convolution before it; for a Concat whose
+    /// bottoms' layers write its top, those layers, comma-separated):
+    /// its forward time is counted there, and this one's is 0.
     pub folded_into: Option<String>,
 }
 
@@ -124,7 +125,7 @@ impl<T: MathElement> Net<T> {
                 kind: layer.layer.type_name().to_string(),
                 forward_ms: per(f),
                 backward_ms: per(b),
-                folded_into: self.folded_into(at).map(String::from),
+                folded_into: self.folded_into(at),
             })
             .collect();
         Ok(NetTiming {
