@@ -727,7 +727,7 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         let per_image = g.channels_out * g.oh * g.ow;
         let (images, into_count) = (into.shape().first().copied().unwrap_or(0), into.count());
         let stride = into_count / images.max(1);
-        if images != g.batch || per_image == 0 || (first * g.oh * g.ow) + per_image > stride {
+        if images != g.batch || first * g.oh * g.ow + per_image > stride {
             return Err(bad_param(
                 "convolve into a Concat's top",
                 format!(
