@@ -94,6 +94,16 @@ fn folded_into(
         .collect()
 }
 
+/// Both nets' input reshaped to `shape`, then two passes compared.
+fn same_outputs_reshaped(own: &mut Net<f32>, shared: &mut Net<f32>, shape: &[usize]) {
+    for net in [&mut *own, &mut *shared] {
+        net.blob_mut("data").unwrap().reshape(shape).unwrap();
+    }
+    for pass in 0..2 {
+        same_outputs_of_pass(own, shared, &format!("reshaped to {shape:?}, pass {pass}"));
+    }
+}
+
 #[test]
 fn lenet() {
     same_outputs_with_shared_memory("models/lenet/lenet.prototxt", &[]);
@@ -201,15 +211,7 @@ fn residual_adds_folded_into_the_convolutions() {
     assert_eq!(folded(&mut own)[1], ("relu".to_string(), into("sum")));
     // A new input shape: the first pass reshapes the sums after the
     // layers that add them, and runs them apart.
-    for net in [&mut own, &mut shared] {
-        net.blob_mut("data")
-            .unwrap()
-            .reshape(&[1, 8, 5, 7])
-            .unwrap();
-    }
-    for pass in 0..2 {
-        same_outputs_of_pass(&mut own, &mut shared, &format!("reshaped, pass {pass}"));
-    }
+    same_outputs_reshaped(&mut own, &mut shared, &[1, 8, 5, 7]);
 }
 
 /// Two Concats along the channels: one of three Convolutions (one with
@@ -264,15 +266,7 @@ fn concats_written_by_the_convolutions_before_them() {
     }
     // A new input shape: the first pass finds the Concat's top of the old
     // one and joins apart; the next writes into it again.
-    for net in [&mut own, &mut shared] {
-        net.blob_mut("data")
-            .unwrap()
-            .reshape(&[3, 4, 7, 11])
-            .unwrap();
-    }
-    for pass in 0..2 {
-        same_outputs_of_pass(&mut own, &mut shared, &format!("reshaped, pass {pass}"));
-    }
+    same_outputs_reshaped(&mut own, &mut shared, &[3, 4, 7, 11]);
 }
 
 #[test]
