@@ -262,7 +262,7 @@ impl<T: MathElement> ConvEngine<T> {
                 .map(|()| false);
         }
         let (x, y) = (x.cpu_data()?, &mut y.mutable_cpu_data()?);
-        self.forward_on_host(g, groups, choice, (&x, weight, bias), y, activation)?;
+        self.forward_into(g, groups, choice, (&x, weight, bias), y, activation)?;
         Ok(true)
     }
 
@@ -288,26 +288,12 @@ impl<T: MathElement> ConvEngine<T> {
     }
 
     /// [`forward_grouped`](Self::forward_grouped) on the host with no
-    /// shortcut, into `y` rather than a top: `x` and `y` laid out as the
-    /// layer's bottom and top of `g.batch` images. A Concat's top holds
-    /// the layer's images among its other bottoms', and the net runs
-    /// this on each image's run of it (the Concat folded into the layers
-    /// before it).
+    /// shortcut, into `y`, the `activation` applied as each value is
+    /// stored: `x` and `y` laid out as the layer's bottom and top of
+    /// `g.batch` images. [`forward_paths`](Self::forward_paths) runs it on
+    /// a layer's top; a net that folds a Concat into the layers before it
+    /// on each image's run of the Concat's top.
     pub fn forward_into(
-        &mut self,
-        (g, groups, choice): (&ConvGeometry, usize, EngineChoice),
-        (x, weight, bias): (&[T], &Blob<T>, &Blob<T>),
-        y: &mut [T],
-        activation: Option<Activation>,
-    ) -> Result<()> {
-        self.forward_on_host(g, groups, choice, (x, weight, bias), y, activation)
-    }
-
-    /// The forward pass into `y` on the host, the `activation` applied as
-    /// each value is stored: [`forward_paths`](Self::forward_paths)' CPU
-    /// paths, for a `y` that is a layer's top or a run of another blob's
-    /// values (a Concat's top, [`forward_into`](Self::forward_into)).
-    fn forward_on_host(
         &mut self,
         g: &ConvGeometry,
         groups: usize,

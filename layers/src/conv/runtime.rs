@@ -750,12 +750,12 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         let (xd, mut yd) = (x.cpu_data()?, into.mutable_cpu_data()?);
         let image = ConvGeometry { batch: 1, ..g };
         let per_input = xd.len() / g.batch.max(1);
-        let setting = (&image, self.p.group, self.p.choice);
+        let (group, choice) = (self.p.group, self.p.choice);
         for n in 0..g.batch {
             let x = &xd[n * per_input..][..per_input];
             let y = &mut yd[n * stride + first * g.oh * g.ow..][..per_image];
             self.engine
-                .forward_into(setting, (x, w, b), y, activation)?;
+                .forward_into(&image, group, choice, (x, w, b), y, activation)?;
         }
         Ok(true)
     }
