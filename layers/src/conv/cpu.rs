@@ -409,13 +409,12 @@ impl ConvGeometry {
         );
     }
 
-    /// Whether the host's im2col + gemm pass over this geometry's images
-    /// takes each on its own, as the pass over that image alone would:
-    /// one image, or rounds of one image and no window over the whole
-    /// input (whose images are the columns of one product).
-    pub(super) fn takes_images_apart(&self) -> bool {
-        self.batch == 1
-            || (self.images_per_round() == 1 && !(self.is_dense() && self.oh * self.ow == 1))
+    /// Whether the host's pass over this geometry's images can write each
+    /// at a stride other than its own size ([`forward`]'s `stride`): all
+    /// but a window over the whole input of several images, whose images
+    /// are the rows of one product.
+    pub(super) fn writes_at_stride(&self) -> bool {
+        self.batch == 1 || !(self.is_dense() && self.oh * self.ow == 1)
     }
 
     /// Images per im2col + gemm round: enough columns for gemm to run at
@@ -635,19 +634,33 @@ impl<'a, T: MathElement> Finish<'a, T> {
 
 /// `y = conv(x) + bias`, finished as `finish` says, `weight` `(cout,
 /// cin, kh, kw)`; `packed`, the weights packed where the layer
-/// [`takes packed weights`](ConvGeometry::takes_packed_weights).
+/// [`takes packed weights`](ConvGeometry::takes_packed_weights). Image
+/// `n`'s output goes to `y[n * stride..]`: `stride` is one image's
+/// output where `y` is the layer's top, more where each image is a run of
+/// a larger blob's (a Concat's top, its other channels left as they are).
+/// A window over the whole input (one output per channel) takes its
+/// images together and writes them packed alone
+/// ([`writes_at_stride`](ConvGeometry::writes_at_stride)).
 pub(crate) fn forward<T: MathElement>(
     g: &ConvGeometry,
     scratch: &mut ConvScratch<T>,
     x: &[T],
     (weight, packed): (&[T], Option<&[f32]>),
     bias: Finish<'_, T>,
-    y: &mut [T],
+    (y, stride): (&mut [T], usize),
 ) -> Result<()> {
+    let per_image = g.channels_out * g.oh * g.ow;
+    assert!(
+        stride == per_image || g.writes_at_stride(),
+        "a window over the whole input writes its images packed"
+    );
+    if g.batch == 0 || per_image == 0 {
+        return Ok(());
+    }
+    let y = &mut y[..(g.batch - 1) * stride + per_image];
     if g.batch == 1 && packed.is_none() && split_channels(g, g.takes_phase_copies::<T>()) {
         return forward_channels(g, scratch, x, weight, bias, y);
     }
-    let per_image = g.channels_out * g.oh * g.ow;
     let (per_part, parts, _) = scratch.parts(g.batch);
     for s in parts.iter_mut() {
         s.reserve_forward(g)?;
@@ -660,20 +673,19 @@ pub(crate) fn forward<T: MathElement>(
             x,
             (weight, packed),
             bias,
-            0,
-            g.batch,
-            &mut y[..g.batch * per_image],
+            (0, g.batch),
+            (y, stride),
         );
         return Ok(());
     }
-    let items = y[..g.batch * per_image]
-        .chunks_mut((per_part * per_image).max(1))
+    let items = y
+        .chunks_mut(per_part * stride)
         .zip(parts.iter_mut())
         .enumerate();
     cpu::on_cores(items, |(i, (y, s))| {
         let first = i * per_part;
-        let count = y.len() / per_image.max(1);
-        forward_part(g, s, x, (weight, packed), bias, first, count, y);
+        let count = per_part.min(g.batch - first);
+        forward_part(g, s, x, (weight, packed), bias, (first, count), (y, stride));
     });
     Ok(())
 }
@@ -743,9 +755,8 @@ fn forward_channels<T: MathElement>(
             x,
             (w, None),
             bias.channels(first, channels),
-            0,
-            1,
-            y,
+            (0, 1),
+            (y, channels * p),
         );
     });
     Ok(())
@@ -789,23 +800,22 @@ pub(crate) fn forward_groups<T: MathElement>(
             let gi = u % groups;
             let w = &weight[gi * ws..][..ws];
             let b = bias.channels(gi * bs, bs);
-            forward_part(sub, s, &x[u * xs..][..xs], (w, None), b, 0, 1, yu);
+            forward_part(sub, s, &x[u * xs..][..xs], (w, None), b, (0, 1), (yu, ys));
         }
     });
     Ok(())
 }
 
-/// [`forward`] of images `first..first + count`, into `y` (theirs alone).
-#[allow(clippy::too_many_arguments)]
+/// [`forward`] of images `first..first + count`, into `y` (theirs alone,
+/// each `stride` values after the one before).
 fn forward_part<T: MathElement>(
     g: &ConvGeometry,
     s: &mut PartScratch<T>,
     x: &[T],
     (weight, packed): (&[T], Option<&[f32]>),
     bias: Finish<'_, T>,
-    first: usize,
-    count: usize,
-    y: &mut [T],
+    (first, count): (usize, usize),
+    (y, stride): (&mut [T], usize),
 ) {
     let (cout, p, ckk) = (g.channels_out, g.oh * g.ow, g.patch());
     if packed.is_some() && !g.is_pointwise() {
@@ -815,14 +825,21 @@ fn forward_part<T: MathElement>(
         let col = &mut s.col[..ckk * p];
         for img in 0..count {
             g.im2col(x, first + img, 1, col);
-            let yi = &mut y[img * cout * p..][..cout * p];
+            let yi = &mut y[img * stride..][..cout * p];
             image_product((weight, packed), (cout, p, ckk), col, bias, yi);
         }
         return;
     }
     if let Some(direct) = g.direct::<T>() {
         let operands = (x, weight, bias);
-        super::direct::forward(g, &direct, operands, (first, count), y, &mut s.col);
+        super::direct::forward(
+            g,
+            &direct,
+            operands,
+            (first, count),
+            (y, stride),
+            &mut s.col,
+        );
         return;
     }
     if g.is_dense() && p == 1 {
@@ -857,7 +874,7 @@ fn forward_part<T: MathElement>(
         let cin = g.channels_in;
         for img in 0..count {
             let xi = &x[(first + img) * cin * p..][..cin * p];
-            let yi = &mut y[img * cout * p..][..cout * p];
+            let yi = &mut y[img * stride..][..cout * p];
             image_product((weight, packed), (cout, p, cin), xi, bias, yi);
         }
         return;
@@ -869,7 +886,7 @@ fn forward_part<T: MathElement>(
         let cols = n * p;
         // One image: the product's (cout, p) is the image's layout.
         let out = if n == 1 {
-            &mut y[start * cout * p..][..cout * p]
+            &mut y[start * stride..][..cout * p]
         } else {
             &mut s.tmp[..cout * cols]
         };
@@ -896,9 +913,9 @@ fn forward_part<T: MathElement>(
             );
         }
         if n == 1 {
-            add_bias(&mut y[start * cout * p..][..cout * p], bias, p);
+            add_bias(&mut y[start * stride..][..cout * p], bias, p);
         } else {
-            add_bias_by_image(g, &s.tmp[..cout * cols], bias, start, n, y);
+            add_bias_by_image(g, &s.tmp[..cout * cols], bias, (start, n), (y, stride));
         }
     }
 }
@@ -1057,16 +1074,16 @@ fn product_from_packed<T: 'static>(
 }
 
 /// `tmp`, the `(cout, image, p)` product of images `start..start + n` of
-/// a part, into `y` as `(image, cout, p)`, the bias added.
+/// a part, into `y` as `(image, cout, p)`, each image `stride` values
+/// after the one before, the bias added.
 fn add_bias_by_image<T: MathElement>(
     g: &ConvGeometry,
     tmp: &[T],
     finish: Finish<'_, T>,
-    start: usize,
-    n: usize,
-    y: &mut [T],
+    (start, n): (usize, usize),
+    (y, stride): (&mut [T], usize),
 ) {
-    let (cout, p) = (g.channels_out, g.oh * g.ow);
+    let p = g.oh * g.ow;
     let cols = n * p;
     cpu::vectorized(
         #[inline(always)]
@@ -1074,7 +1091,7 @@ fn add_bias_by_image<T: MathElement>(
             for img in 0..n {
                 for (co, &b) in finish.bias.iter().enumerate() {
                     let src = &tmp[co * cols + img * p..][..p];
-                    let dst = &mut y[((start + img) * cout + co) * p..][..p];
+                    let dst = &mut y[(start + img) * stride + co * p..][..p];
                     finish.apply(b, src, dst);
                 }
             }
@@ -1415,6 +1432,68 @@ mod tests {
             if ran {
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{g:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn images_written_at_a_stride_keep_their_bits() {
+        // A Concat's top folded into the Convolutions before it: each
+        // image's output a run of a larger image, the values between left
+        // as they were. A 1x1 layer, a 3x3 one, rounds of small images, a
+        // strided first layer, with and without packed weights, on one
+        // core and shared among two.
+        use super::super::packed_weights::PackedWeights;
+        use super::super::test_support::geometry;
+        let one = [1, 1];
+        for window in [
+            (32, (14, 14), one, 48, 3, one, [0, 0], one),
+            (16, (20, 20), [3, 3], 32, 3, one, one, one),
+            (8, (6, 6), [5, 5], 12, 5, one, [2, 2], one),
+            (3, (23, 23), [3, 3], 16, 3, [2, 2], [0, 0], one),
+        ] {
+            let g = geometry(window);
+            let (cout, per_image) = (g.channels_out, g.channels_out * g.oh * g.ow);
+            let x = values(g.batch * g.channels_in * g.h * g.w, 1);
+            let (w, b) = (values(cout * g.patch(), 2), values(cout, 3));
+            let finish = Finish {
+                bias: &b,
+                activation: Some(Activation::Relu),
+            };
+            let mut packs = PackedWeights::default();
+            let packed = packs.for_layer(&g, 1, &w).unwrap().map(<[f32]>::to_vec);
+            let (lead, stride) = (5, per_image + 11);
+            for packed in [packed.as_deref(), None] {
+                for cores in [1, 2] {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(cores)
+                        .build()
+                        .unwrap();
+                    let (want, got) = pool.install(|| {
+                        let mut scratch = ConvScratch::default();
+                        let mut want = vec![f32::NAN; g.batch * per_image];
+                        let y = (&mut want[..], per_image);
+                        forward(&g, &mut scratch, &x, (&w, packed), finish, y).unwrap();
+                        let mut got = vec![f32::NAN; lead + g.batch * stride];
+                        let y = (&mut got[lead..], stride);
+                        forward(&g, &mut scratch, &x, (&w, packed), finish, y).unwrap();
+                        (want, got)
+                    });
+                    let what = format!("{g:?}, packed {}, {cores} cores", packed.is_some());
+                    for (n, image) in want.chunks_exact(per_image).enumerate() {
+                        let at = lead + n * stride;
+                        let run = &got[at..][..per_image];
+                        assert!(
+                            run.iter()
+                                .zip(image)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{what}: image {n}"
+                        );
+                        let gap = &got[at + per_image..(at + stride).min(got.len())];
+                        assert!(gap.iter().all(|v| v.is_nan()), "{what}: after image {n}");
+                    }
+                    assert!(got[..lead].iter().all(|v| v.is_nan()), "{what}: before");
+                }
             }
         }
     }

@@ -206,7 +206,8 @@ impl Direct {
 }
 
 /// `y = conv(x) + bias` for images `first..first + count` of `x` into
-/// `y` (those images' outputs), through `scratch` (at least
+/// `y` (those images' outputs, each `stride` values after the one
+/// before), through `scratch` (at least
 /// [`Direct::scratch_size`] of one image). `T` is `f32`, as
 /// [`ConvGeometry::direct`] found.
 pub(super) fn forward<T: MathElement>(
@@ -214,7 +215,7 @@ pub(super) fn forward<T: MathElement>(
     direct: &Direct,
     (x, weight, finish): (&[T], &[T], Finish<'_, T>),
     (first, count): (usize, usize),
-    y: &mut [T],
+    (y, stride): (&mut [T], usize),
     scratch: &mut [T],
 ) {
     let (x, weight, bias) = (
@@ -237,7 +238,7 @@ pub(super) fn forward<T: MathElement>(
     };
     for img in 0..count {
         g.shift_image(direct, &x[(first + img) * image_in..][..image_in], copies);
-        let yi = &mut y[img * g.channels_out * plane_out..][..g.channels_out * plane_out];
+        let yi = &mut y[img * stride..][..g.channels_out * plane_out];
         let ran = cpu::correlate(copies, taps, weight, bias, rectifier, g.channels_out, yi);
         debug_assert!(ran, "ConvGeometry::direct found AVX-512 or AVX2");
         Finish {
@@ -403,7 +404,7 @@ mod tests {
                         &direct,
                         (&x, &weight, finish),
                         (img, 1),
-                        &mut got,
+                        (&mut got, cout * p),
                         &mut scratch,
                     );
                     let activated: Vec<f32> = match activation {

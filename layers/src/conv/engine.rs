@@ -262,44 +262,43 @@ impl<T: MathElement> ConvEngine<T> {
                 .map(|()| false);
         }
         let (x, y) = (x.cpu_data()?, &mut y.mutable_cpu_data()?);
-        self.forward_into(g, groups, choice, (&x, weight, bias), y, activation)?;
+        let per_image = g.channels_out * g.oh * g.ow;
+        self.forward_into(
+            g,
+            groups,
+            choice,
+            (&x, weight, bias),
+            (y, per_image),
+            activation,
+        )?;
         Ok(true)
     }
 
-    /// Whether [`forward_into`](Self::forward_into) of `g`'s images one
-    /// at a time takes the host's path for all of them at once: where
-    /// that path joins images (Winograd's tiles or im2col's columns of
-    /// several, on small planes), one image a pass ran GoogLeNet's
-    /// inception_5b/3x3 at 10 images 2.2 -> 5.4 ms.
-    pub fn runs_images_apart(g: &ConvGeometry, groups: usize, choice: EngineChoice) -> bool {
-        let group = |batch: usize| ConvGeometry {
-            channels_in: g.channels_in / groups.max(1),
-            channels_out: g.channels_out / groups.max(1),
-            batch,
-            ..*g
-        };
-        let tile = |batch: usize| {
-            choice
-                .winograd
-                .then(|| group(batch).winograd_tile::<T>(choice.winograd_wide))
-                .flatten()
-        };
-        g.batch == 1 || (group(g.batch).takes_images_apart() && tile(g.batch) == tile(1))
+    /// Whether [`forward_into`](Self::forward_into) writes `g`'s images
+    /// at a stride of more than their own size with the values of the
+    /// pass that writes them packed: all but a window over the whole
+    /// input of several images, whose images are the rows of one product
+    /// (one image at a time would be other products: a gemv's sums).
+    pub fn writes_at_stride(g: &ConvGeometry, groups: usize) -> bool {
+        groups != 1 || g.writes_at_stride()
     }
 
     /// [`forward_grouped`](Self::forward_grouped) on the host with no
-    /// shortcut, into `y`, the `activation` applied as each value is
-    /// stored: `x` and `y` laid out as the layer's bottom and top of
-    /// `g.batch` images. [`forward_paths`](Self::forward_paths) runs it on
-    /// a layer's top; a net that folds a Concat into the layers before it
-    /// on each image's run of the Concat's top.
+    /// shortcut, the `activation` applied as each value is stored: `x`
+    /// laid out as the layer's bottom of `g.batch` images, image `n`'s
+    /// output written to `y[n * stride..]`.
+    /// [`forward_paths`](Self::forward_paths) runs it on a layer's top
+    /// (`stride` one image's output); a net that folds a Concat into the
+    /// layers before it on the Concat's top from the layer's first
+    /// channel (`stride` one image of that top), where
+    /// [`writes_at_stride`](Self::writes_at_stride).
     pub fn forward_into(
         &mut self,
         g: &ConvGeometry,
         groups: usize,
         choice: EngineChoice,
         (x, weight, bias): (&[T], &Blob<T>, &Blob<T>),
-        y: &mut [T],
+        (y, stride): (&mut [T], usize),
         activation: Option<Activation>,
     ) -> Result<()> {
         let group = ConvGeometry {
@@ -331,7 +330,7 @@ impl<T: MathElement> ConvEngine<T> {
                     x,
                     w,
                     finish,
-                    y,
+                    (y, stride),
                 );
             }
         }
@@ -343,7 +342,26 @@ impl<T: MathElement> ConvEngine<T> {
                 bias: &bias,
                 activation,
             };
-            return cpu::forward(g, &mut self.scratch, x, (&w, packed), finish, y);
+            return cpu::forward(g, &mut self.scratch, x, (&w, packed), finish, (y, stride));
+        }
+        let per_image = g.channels_out * g.oh * g.ow;
+        if stride != per_image && g.batch > 1 {
+            // The grouped and depthwise passes take each image (and
+            // group) on its own: one image at a time, the same sums.
+            let image = ConvGeometry { batch: 1, ..*g };
+            let per_input = g.channels_in * g.h * g.w;
+            for n in 0..g.batch {
+                let (x, y) = (&x[n * per_input..][..per_input], &mut y[n * stride..]);
+                self.forward_into(
+                    &image,
+                    groups,
+                    choice,
+                    (x, weight, bias),
+                    (y, per_image),
+                    activation,
+                )?;
+            }
+            return Ok(());
         }
         if g.is_depthwise(groups) {
             let bias = bias.cpu_data()?;
@@ -563,7 +581,7 @@ impl<T: MathElement> ConvEngine<T> {
                             bias: &no_bias,
                             activation: None,
                         },
-                        &mut dx[xo..xo + xs],
+                        (&mut dx[xo..xo + xs], xs),
                     )?;
                 }
             }

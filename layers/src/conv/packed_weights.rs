@@ -127,13 +127,15 @@ mod tests {
             let x = values(g.batch * g.channels_in * g.h * g.w, 1 + n as u32);
             let bias = values(g.channels_out, 40 + n as u32);
             let run = |weight: &[f32], packed: Option<&[f32]>| {
-                let mut y = vec![f32::NAN; g.batch * g.channels_out * g.oh * g.ow];
+                let per_image = g.channels_out * g.oh * g.ow;
+                let mut y = vec![f32::NAN; g.batch * per_image];
                 let finish = Finish {
                     bias: &bias,
                     activation: None,
                 };
                 let mut scratch = ConvScratch::default();
-                forward(&g, &mut scratch, &x, (weight, packed), finish, &mut y).unwrap();
+                let out = (&mut y[..], per_image);
+                forward(&g, &mut scratch, &x, (weight, packed), finish, out).unwrap();
                 y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
             };
             let mut pack = PackedWeights::default();

@@ -700,8 +700,10 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
 
     /// The map folded as in
     /// [`forward_then_affine`](DynLayer::forward_then_affine), then the
-    /// host's pass of each image into its run of `into`, the activation
-    /// applied as the bias is added: the same values as the layers apart.
+    /// host's pass over the batch, each image written into its run of
+    /// `into` (the cores sharing the images as for the layer's own top),
+    /// the activation applied as the bias is added: the same values as
+    /// the layers apart.
     fn forward_into_channels(
         &mut self,
         bottoms: &[&Blob<T>],
@@ -721,11 +723,14 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         let Plan::Planar(g) = self.plan(x)?.plan.clone() else {
             return Ok(false);
         };
-        if !ConvEngine::<T>::runs_images_apart(&g, self.p.group, self.p.choice) {
+        if !ConvEngine::<T>::writes_at_stride(&g, self.p.group) {
             return Ok(false);
         }
         let per_image = g.channels_out * g.oh * g.ow;
         let (images, into_count) = (into.shape().first().copied().unwrap_or(0), into.count());
+        if g.batch == 0 && images == 0 {
+            return Ok(true);
+        }
         let stride = into_count / images.max(1);
         if images != g.batch || first * g.oh * g.ow + per_image > stride {
             return Err(bad_param(
@@ -748,15 +753,10 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
             weight_and_bias(&self.blobs, &self.zero_bias, self.p.bias_term)
         };
         let (xd, mut yd) = (x.cpu_data()?, into.mutable_cpu_data()?);
-        let image = ConvGeometry { batch: 1, ..g };
-        let per_input = xd.len() / g.batch.max(1);
+        let y = &mut yd[first * g.oh * g.ow..];
         let (group, choice) = (self.p.group, self.p.choice);
-        for n in 0..g.batch {
-            let x = &xd[n * per_input..][..per_input];
-            let y = &mut yd[n * stride + first * g.oh * g.ow..][..per_image];
-            self.engine
-                .forward_into(&image, group, choice, (x, w, b), y, activation)?;
-        }
+        self.engine
+            .forward_into(&g, group, choice, (&xd, w, b), (y, stride), activation)?;
         Ok(true)
     }
 

@@ -349,7 +349,9 @@ struct Strip {
 /// (Caffe's `group`; `g` is one group's geometry, its channels over the
 /// whole batch, and `tile` its [`winograd_tile`](ConvGeometry::winograd_tile));
 /// `weights_stamp` is the weight blob's
-/// [`write_stamp`](blob_runtime::SyncedMemory::write_stamp).
+/// [`write_stamp`](blob_runtime::SyncedMemory::write_stamp). Image `n`'s
+/// output goes to `y[n * stride..]`, `stride` at least an image's output
+/// (all its groups').
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn forward(
     g: &ConvGeometry,
@@ -360,7 +362,7 @@ pub(crate) fn forward(
     x: &[f32],
     weight: &[f32],
     finish: Finish<'_, f32>,
-    y: &mut [f32],
+    (y, stride): (&mut [f32], usize),
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
     let tiling = Tiling::of(g, tile, groups);
@@ -384,12 +386,12 @@ pub(crate) fn forward(
     }
     let (x, y) = (
         &x[..g.batch * groups * cin * g.h * g.w],
-        &mut y[..g.batch * groups * cout * g.oh * g.ow],
+        &mut y[..g.batch.saturating_sub(1) * stride + groups * cout * g.oh * g.ow],
     );
     for gi in 0..groups {
         // Each group's channels from its first, to the end of the blobs:
         // its later images lie past the other groups'.
-        let out = Output::new(&mut y[gi * cout * g.oh * g.ow..]);
+        let out = Output::new(&mut y[gi * cout * g.oh * g.ow..], stride);
         let group = (
             &scratch.weights[gi * len..][..len],
             &x[gi * cin * g.h * g.w..],
@@ -827,8 +829,7 @@ fn output_rows(
     for r in 0..tiling.tile.min(g.oh - oy) {
         let mut runs: [&mut [f32]; LANES] = std::array::from_fn(|_| <&mut [f32]>::default());
         for (run, c) in runs.iter_mut().zip(channels.clone()) {
-            let at =
-                (strip.image * tiling.groups * g.channels_out + c) * plane + (oy + r) * g.ow + ox;
+            let at = strip.image * out.image_stride + c * plane + (oy + r) * g.ow + ox;
             // SAFETY: these pixels belong to this strip's tiles, which
             // only this block writes, and each run is a different
             // channel's row.
@@ -985,6 +986,8 @@ fn output_1d<const SPAN: usize, const OUT: usize>(
 struct Output<'a> {
     ptr: *mut f32,
     len: usize,
+    /// From one image's output to the next's.
+    image_stride: usize,
     _borrow: PhantomData<&'a mut [f32]>,
 }
 
@@ -994,10 +997,11 @@ struct Output<'a> {
 unsafe impl Sync for Output<'_> {}
 
 impl<'a> Output<'a> {
-    fn new(y: &'a mut [f32]) -> Self {
+    fn new(y: &'a mut [f32], image_stride: usize) -> Self {
         Output {
             ptr: y.as_mut_ptr(),
             len: y.len(),
+            image_stride,
             _borrow: PhantomData,
         }
     }
@@ -1182,13 +1186,25 @@ mod tests {
         let b = values(cout, 3);
         let want = direct(g, &x, &wt, &b);
         let mut y = vec![f32::NAN; want.len()];
+        let per_image = cout * g.oh * g.ow;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(cores)
             .build()
             .unwrap();
         pool.install(|| {
             let mut s = WinogradScratch::default();
-            forward(g, tile, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+            forward(
+                g,
+                tile,
+                1,
+                &mut s,
+                1,
+                &x,
+                &wt,
+                no_relu(&b),
+                (&mut y, per_image),
+            )
+            .unwrap();
         });
         let scale = (taps * cin) as f64;
         for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
@@ -1212,7 +1228,19 @@ mod tests {
             let b = values(groups * cout, 3);
             let mut y = vec![f32::NAN; batch * groups * cout * out_plane];
             let mut s = WinogradScratch::default();
-            forward(&g, TILE, groups, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+            let stride = groups * cout * out_plane;
+            forward(
+                &g,
+                TILE,
+                groups,
+                &mut s,
+                1,
+                &x,
+                &wt,
+                no_relu(&b),
+                (&mut y, stride),
+            )
+            .unwrap();
             for gi in 0..groups {
                 // The group's channels alone, as an ungrouped layer's.
                 let xg: Vec<f32> = (0..batch)
@@ -1236,6 +1264,53 @@ mod tests {
     }
 
     #[test]
+    fn images_written_at_a_stride_keep_their_bits() {
+        // A Concat's top folded into the Convolutions before it: image n
+        // at y[n * stride..], the values between left as they were; one
+        // group and two, cached and streamed weights, F(4x4) and F(6x6).
+        for (groups, batch, cin, cout, side, tile) in [
+            (1, 3, 16, 24, 11, TILE),
+            (2, 3, 16, 24, 9, TILE),
+            (1, 2, 16, 32, 20, WIDE_TILE),
+            (1, 2, 256, 256, 13, TILE),
+        ] {
+            let g = geometry(batch, cin, cout, side, side, [1, 1]);
+            let per_image = groups * cout * g.oh * g.ow;
+            let x = values(batch * groups * cin * side * side, 1);
+            let (wt, b) = (values(groups * cout * cin * 9, 2), values(groups * cout, 3));
+            let run = |y: &mut [f32], stride: usize| {
+                let mut s = WinogradScratch::default();
+                forward(
+                    &g,
+                    tile,
+                    groups,
+                    &mut s,
+                    1,
+                    &x,
+                    &wt,
+                    no_relu(&b),
+                    (y, stride),
+                )
+                .unwrap();
+            };
+            let mut want = vec![f32::NAN; batch * per_image];
+            run(&mut want, per_image);
+            let stride = per_image + 7;
+            let mut got = vec![f32::NAN; batch * stride];
+            run(&mut got, stride);
+            for (n, image) in want.chunks_exact(per_image).enumerate() {
+                let (run, gap) = got[n * stride..][..stride].split_at(per_image);
+                let same = run
+                    .iter()
+                    .zip(image)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{groups} groups, {side} x {side}: image {n}");
+                assert!(gap.iter().all(|v| v.is_nan()), "written past image {n}");
+            }
+        }
+    }
+
+    #[test]
     fn the_cores_do_not_change_the_bits() {
         // However a pass cuts its tiles into blocks, each tile's sums are
         // the same: training on 2 cores and on 3 stays on one trajectory
@@ -1251,7 +1326,18 @@ mod tests {
                 .unwrap();
             pool.install(|| {
                 let mut s = WinogradScratch::default();
-                forward(&g, TILE, 1, &mut s, 1, &x, &wt, no_relu(&b), &mut y).unwrap();
+                forward(
+                    &g,
+                    TILE,
+                    1,
+                    &mut s,
+                    1,
+                    &x,
+                    &wt,
+                    no_relu(&b),
+                    (&mut y, 50 * 64),
+                )
+                .unwrap();
             });
             y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
@@ -1388,7 +1474,18 @@ mod tests {
         assert!(taken(g));
         let (w, b) = (values(16 * 16 * 9, 1), vec![0.0; 16]);
         let mut s = WinogradScratch::default();
-        forward(&g, TILE, 1, &mut s, 1, &[], &w, no_relu(&b), &mut []).unwrap();
+        forward(
+            &g,
+            TILE,
+            1,
+            &mut s,
+            1,
+            &[],
+            &w,
+            no_relu(&b),
+            (&mut [], 16 * 13 * 12),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -1398,12 +1495,15 @@ mod tests {
         let (w1, w2, b) = (values(8 * 8 * 9, 5), values(8 * 8 * 9, 6), vec![0.0; 8]);
         let mut s = WinogradScratch::default();
         let (mut first, mut again, mut other) = (vec![0.0; 512], vec![0.0; 512], vec![0.0; 512]);
-        forward(&g, TILE, 1, &mut s, 7, &x, &w1, no_relu(&b), &mut first).unwrap();
+        let mut run = |stamp: u64, w: &[f32], y: &mut [f32]| {
+            forward(&g, TILE, 1, &mut s, stamp, &x, w, no_relu(&b), (y, 512)).unwrap();
+        };
+        run(7, &w1, &mut first);
         // Same stamp: the transform kept (new weights unseen).
-        forward(&g, TILE, 1, &mut s, 7, &x, &w2, no_relu(&b), &mut again).unwrap();
+        run(7, &w2, &mut again);
         assert_eq!(first, again);
         // A new stamp: the new weights used.
-        forward(&g, TILE, 1, &mut s, 8, &x, &w2, no_relu(&b), &mut other).unwrap();
+        run(8, &w2, &mut other);
         let want = direct(&g, &x, &w2, &b);
         assert!(
             other
