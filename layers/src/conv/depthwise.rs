@@ -38,7 +38,10 @@ pub(crate) fn forward<T: MathElement>(
     if plane_out == 0 {
         return;
     }
-    let in_place = is_3x3_stride2_pad1(g) && g.ow >= STRIDED_IN_PLACE_MIN;
+    // Planes read where they lie: the strided layers' but the narrowest,
+    // the unstrided ones' that `flat` does not take.
+    let in_place = (is_3x3_stride2_pad1(g) && g.ow >= STRIDED_IN_PLACE_MIN)
+        || (is_3x3_unit_stride_pad1(g) && g.ow >= FLAT_BELOW);
     let flat_here = is_3x3_unit_stride_pad1(g) && g.ow < FLAT_BELOW;
     if (g.ow < NARROW || flat_here)
         && !in_place
@@ -74,7 +77,7 @@ pub(crate) fn forward<T: MathElement>(
                 for (i, out) in (part * per_part..).zip(out.chunks_mut(plane_out)) {
                     let c = i % channels;
                     let (x, w) = (&x[i * plane_in..][..plane_in], &weight[c * taps..][..taps]);
-                    if in_place && stride2_f32(g, x, w, &bias[c..=c], rectify, out) {
+                    if in_place && in_place_f32(g, x, w, &bias[c..=c], rectify, out) {
                         if !rectify {
                             finish.activate(out);
                         }
@@ -152,12 +155,14 @@ fn flat(
 const NARROW: usize = 24;
 
 /// Output rows of an [`is_3x3_unit_stride_pad1`] layer narrower than
-/// this run as one run of outputs ([`flat`]) rather than row by row over
-/// a padded copy. Three layers, ms, one Zen 4 core, medians of 3, flat
-/// against rows, AVX-512 / AVX2: 256 x 28 x 28 0.253 / 0.319 and 0.292
-/// / 0.463, 256 x 38 x 38 0.486 / 0.542 and 0.560 / 0.667; from 56 wide
-/// the rows' shared loads win: 128 x 56 x 56 0.541 / 0.511 and 0.630 /
-/// 0.597, 128 x 75 x 75 1.07 / 0.93.
+/// this run as one run of outputs ([`flat`]) rather than row by row
+/// (then over a padded copy). Three layers, ms, one Zen 4 core, medians
+/// of 3, flat against rows, AVX-512 / AVX2: 256 x 28 x 28 0.253 / 0.319
+/// and 0.292 / 0.463, 256 x 38 x 38 0.486 / 0.542 and 0.560 / 0.667;
+/// from 56 wide the rows' shared loads win: 128 x 56 x 56 0.541 / 0.511
+/// and 0.630 / 0.597, 128 x 75 x 75 1.07 / 0.93. With the rows read in
+/// place ([`in_place_f32`]), MobileNet-SSD's 256 x 38 x 38 in the net on
+/// an Intel core (2026-12-02): flat 0.211 / 0.238, rows 0.192 / 0.282.
 const FLAT_BELOW: usize = 48;
 
 /// [`forward`] with 16 channels of an image at a time laid side by side,
@@ -419,7 +424,7 @@ fn plane_f32<T: MathElement>(
 }
 
 /// The narrowest output rows of an [`is_3x3_stride2_pad1`] layer read in
-/// place ([`stride2_f32`]) rather than 16 channels side by side
+/// place ([`in_place_f32`]) rather than 16 channels side by side
 /// ([`interleaved`]). 256 x 38 x 38 -> 19 x 19 planes, ms, in place
 /// against side by side (one Zen 4 core, medians of 3): AVX-512 0.234 /
 /// 0.352, AVX2 0.321 / 0.398; 512 x 19 x 19 -> 10 x 10: 0.202 / 0.176 and
@@ -428,17 +433,18 @@ const STRIDED_IN_PLACE_MIN: usize = 16;
 
 /// Whether `g` is MobileNet's strided depthwise window: 3 x 3 at stride
 /// 2 with a row and a column of zeros around the plane, which
-/// [`stride2_f32`] reads where it lies.
+/// [`in_place_f32`] reads where it lies.
 fn is_3x3_stride2_pad1(g: &ConvGeometry) -> bool {
     (g.kernel, g.stride, g.pad, g.dilation) == ([3, 3], [2, 2], [1, 1], [1, 1])
 }
 
-/// A plane of an [`is_3x3_stride2_pad1`] layer through
-/// `cpu::depthwise_3x3_stride2`, from the input plane itself, where `T`
-/// is `f32` and the machine has AVX-512 or AVX2 (the bits of [`plane`]
-/// over the padded copy, which MobileNet-SSD's 64 x 150 x 150 layer spent
-/// 62% of its time making); says whether it ran.
-fn stride2_f32<T: MathElement>(
+/// A plane of an [`is_3x3_stride2_pad1`] or [`is_3x3_unit_stride_pad1`]
+/// layer through `cpu::depthwise_3x3_stride2` or `_stride1`, from the
+/// input plane itself, where `T` is `f32` and the machine has AVX-512 or
+/// AVX2 (the bits of [`plane`] over the padded copy, whose making took
+/// 62% of MobileNet-SSD's 64 x 150 x 150 strided layer, a third of its
+/// 32 x 150 x 150 unstrided one); says whether it ran.
+fn in_place_f32<T: MathElement>(
     g: &ConvGeometry,
     x: &[T],
     w: &[T],
@@ -451,7 +457,11 @@ fn stride2_f32<T: MathElement>(
     else {
         return false;
     };
-    cpu::depthwise_3x3_stride2(x, (g.h, g.w), w, bias, rectify, y)
+    let kernel = match g.stride {
+        [1, 1] => cpu::depthwise_3x3_stride1,
+        _ => cpu::depthwise_3x3_stride2,
+    };
+    kernel(x, (g.h, g.w), w, bias, rectify, y)
 }
 
 /// One channel's plane from its [`Padded`] input: each strip of
@@ -579,8 +589,9 @@ mod tests {
             (6, 150, [3, 3], [2, 2], [1, 1], [1, 1]),
             (5, 64, [3, 3], [2, 2], [1, 1], [1, 1]),
             (6, 38, [3, 3], [2, 2], [1, 1], [1, 1]),
-            // The unstrided 3x3 loop's blocks of rows and the rows past
-            // them, its strips and the masked register past them.
+            // The unstrided window read in place (as 113 and 150 wide
+            // above): blocks of two rows and the row past them, whole
+            // registers and the masked one past them.
             (7, 50, [3, 3], [1, 1], [1, 1], [1, 1]),
             (9, 30, [3, 3], [1, 1], [0, 0], [1, 1]),
         ];
