@@ -61,18 +61,11 @@ pub fn depthwise_3x3_stride1(
     window::<1>(input, plane, (weights, bias), rectify, out)
 }
 
-/// `out[r][q] = bias + sum`, the sum over the window's rows `ki` and
-/// columns `kj` in order of
-/// `weights[3 ki + kj] * input[2 r + ki - 1][2 q + kj - 1]`,
-/// zeros outside the `height x width` plane, each product
-/// rounded and then added (as a plain loop computes it, and as
-/// [`super::depthwise_plane`] does over a padded copy): Caffe's
-/// depthwise `Convolution` (`group` = channels, `kernel_size: 3`,
-/// `stride: 2`, `pad: 1`) on one channel's plane. `out` has
-/// `height.div_ceil(2)` rows of `width.div_ceil(2)`. With `rectify`,
-/// each output then goes through Caffe's `ReLU` (its bits:
-/// [`super::relu`]) as it is stored. Says whether it ran (`false`:
-/// neither AVX-512 nor AVX2, and nothing was written).
+/// [`depthwise_3x3_stride1`] at stride 2 (Caffe's `stride: 2`): the sum
+/// of `weights[3 ki + kj] * input[2 r + ki - 1][2 q + kj - 1]` in the
+/// same order, the same rounding, the bias and `rectify` after it; `out`
+/// has `height.div_ceil(2)` rows of `width.div_ceil(2)`. Says whether it
+/// ran.
 ///
 /// ```
 /// use blob_kernels::cpu::depthwise_3x3_stride2;
