@@ -365,6 +365,13 @@ pub(crate) fn forward(
     (y, stride): (&mut [f32], usize),
 ) -> Result<()> {
     let (cin, cout) = (g.channels_in, g.channels_out);
+    // The cores write their tiles through `Output` at once: images that
+    // overlapped would be written by two.
+    assert!(
+        stride >= groups * cout * g.oh * g.ow,
+        "a Winograd pass's images of {} values each, {stride} apart",
+        groups * cout * g.oh * g.ow
+    );
     let tiling = Tiling::of(g, tile, groups);
     let len = tiling.points() * cpu::panels_len(cin, cout);
     let made_from = Some((weights_stamp, cin, cout, groups, tiling.span));
@@ -1308,6 +1315,20 @@ mod tests {
                 assert!(gap.iter().all(|v| v.is_nan()), "written past image {n}");
             }
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "a Winograd pass's images of 384 values each, 383 apart")]
+    fn images_closer_than_their_size_are_refused() {
+        let g = geometry(2, 16, 24, 4, 4, [1, 1]);
+        let (x, wt, b) = (
+            values(2 * 16 * 16, 1),
+            values(24 * 16 * 9, 2),
+            values(24, 3),
+        );
+        let mut y = vec![0.0; 2 * 384];
+        let mut s = WinogradScratch::default();
+        forward(&g, TILE, 1, &mut s, 1, &x, &wt, no_relu(&b), (&mut y, 383)).unwrap();
     }
 
     #[test]
