@@ -1460,20 +1460,17 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
         }
     }
     let whole = masks.iter().take(WIDE).all(|&m| L::whole(m));
-    // SAFETY: as the caller promises, and the masks keep B's columns
-    // below `cols`; a tile of whole registers needs none.
-    let acc = unsafe {
-        let ab = (kc, rows, sa[1], (b, rsb));
-        let ahead = tile.ahead;
-        if whole {
-            products::<L, ROWS, WIDE, AHEAD, true>(ab, masks, ahead)
-        } else {
-            products::<L, ROWS, WIDE, AHEAD, false>(ab, masks, ahead)
-        }
-    };
+    let ab = (kc, rows, sa[1], (b, rsb));
     // SAFETY: as above.
     let (alpha, beta) = unsafe { (L::splat(tile.alpha), L::splat(tile.beta)) };
+    // The whole tile's sums are their own value, apart from the general
+    // stores' (which index them by a run-time row and so keep them in
+    // memory): computed once for both, every tile wrote its 16 or 24
+    // registers to the stack and read them back before its stores.
     if whole && tile.rows == ROWS && tile.beta == 0.0 {
+        // SAFETY: as the caller promises; a tile of whole registers
+        // needs no mask.
+        let acc = unsafe { products::<L, ROWS, WIDE, AHEAD, true>(ab, masks, tile.ahead) };
         let c = (tile.c, tile.rsc);
         let bias = tile.finish.map_or(std::ptr::null(), |f| f.bias);
         let (shortcut, kind) = match tile.finish {
@@ -1489,7 +1486,15 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
         };
         macro_rules! store {
             ($finish:ident, $shortcut:ident) => {
-                whole_stores::<L, ROWS, WIDE, $finish, $shortcut>(&acc, alpha, c, bias, shortcut)
+                if tile.alpha == 1.0 {
+                    whole_stores::<L, ROWS, WIDE, $finish, $shortcut, false>(
+                        &acc, alpha, c, bias, shortcut,
+                    )
+                } else {
+                    whole_stores::<L, ROWS, WIDE, $finish, $shortcut, true>(
+                        &acc, alpha, c, bias, shortcut,
+                    )
+                }
             };
         }
         // SAFETY: the tile's rows and columns are all C's (whole
@@ -1511,6 +1516,15 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
         }
         return;
     }
+    // SAFETY: as the caller promises, and the masks keep B's columns
+    // below `cols`; a tile of whole registers needs none.
+    let acc = unsafe {
+        if whole {
+            products::<L, ROWS, WIDE, AHEAD, true>(ab, masks, tile.ahead)
+        } else {
+            products::<L, ROWS, WIDE, AHEAD, false>(ab, masks, tile.ahead)
+        }
+    };
     let live = [tile.cols > 0, tile.cols > L::N];
     for (i, pair) in acc.iter().take(tile.rows).enumerate() {
         for (half, (&v, &mask)) in pair.iter().zip(&masks).enumerate() {
@@ -1561,7 +1575,9 @@ const SHORTCUT_SECOND: u8 = 2;
 
 /// Stores a whole tile (every row of `ROWS`, every lane of its `WIDE`
 /// registers) of a product with `beta` 0 into C at `c` (rows `rsc`
-/// apart), each sum finished as `FINISH` says ([`PLAIN`], [`BIASED`],
+/// apart), each sum times `alpha` where `SCALED` (an `alpha` of 1, every
+/// convolution's, leaves each sum's bits as they are, so its tiles skip
+/// the multiplies), then finished as `FINISH` says ([`PLAIN`], [`BIASED`],
 /// [`RELU`], [`RELU6`]) with row `i`'s bias at `bias + i`, and the
 /// shortcut laid out as C (rows `shortcut_stride` apart) added as
 /// `SHORTCUT` says ([`NO_SHORTCUT`], [`SHORTCUT_FIRST`],
@@ -1591,6 +1607,7 @@ unsafe fn whole_stores<
     const WIDE: usize,
     const FINISH: u8,
     const SHORTCUT: u8,
+    const SCALED: bool,
 >(
     acc: &[[L::V; WIDE]; ROWS],
     alpha: L::V,
@@ -1608,7 +1625,7 @@ unsafe fn whole_stores<
             let column = (L::N * h) as isize;
             // SAFETY: as the caller promises.
             unsafe {
-                let v = L::mul(alpha, sum);
+                let v = if SCALED { L::mul(alpha, sum) } else { sum };
                 let v = if FINISH == PLAIN {
                     v
                 } else if SHORTCUT == NO_SHORTCUT {
