@@ -629,13 +629,46 @@ fn tile_columns(b: &[f32], (k, n): (usize, usize), mr: usize, tiled: &mut Vec<f3
     if tiled.len() < tiles * k * mr {
         tiled.resize(tiles * k * mr, 0.0);
     }
+    // Each run a copy of a length known at compile time, which the
+    // compiler moves in registers: of a run-time length, each of
+    // SqueezeNet's conv10's 11,264 runs called memcpy (6% of the layer).
+    match mr {
+        4 => tile_columns_of::<4>(b, (k, n), tiled),
+        5 => tile_columns_of::<5>(b, (k, n), tiled),
+        6 => tile_columns_of::<6>(b, (k, n), tiled),
+        8 => tile_columns_of::<8>(b, (k, n), tiled),
+        10 => tile_columns_of::<10>(b, (k, n), tiled),
+        12 => tile_columns_of::<12>(b, (k, n), tiled),
+        _ => {
+            for (p, row) in b.chunks_exact(n).take(k).enumerate() {
+                for t in 0..tiles {
+                    let run = &mut tiled[(t * k + p) * mr..][..mr];
+                    let from = t * mr;
+                    let whole = mr.min(n - from);
+                    run[..whole].copy_from_slice(&row[from..from + whole]);
+                    run[whole..].fill(row[n - 1]);
+                }
+            }
+        }
+    }
+}
+
+/// [`tile_columns`] for tiles of `MR` columns.
+fn tile_columns_of<const MR: usize>(b: &[f32], (k, n): (usize, usize), tiled: &mut [f32]) {
+    let whole_tiles = n / MR;
     for (p, row) in b.chunks_exact(n).take(k).enumerate() {
-        for t in 0..tiles {
-            let run = &mut tiled[(t * k + p) * mr..][..mr];
-            let from = t * mr;
-            let whole = mr.min(n - from);
-            run[..whole].copy_from_slice(&row[from..from + whole]);
-            run[whole..].fill(row[n - 1]);
+        for (t, from) in row.chunks_exact(MR).enumerate() {
+            let from: &[f32; MR] = from.try_into().expect("a run of MR");
+            let run: &mut [f32; MR] = (&mut tiled[(t * k + p) * MR..][..MR])
+                .try_into()
+                .expect("a run of MR");
+            *run = *from;
+        }
+        if whole_tiles * MR < n {
+            let run = &mut tiled[(whole_tiles * k + p) * MR..][..MR];
+            let rest = &row[whole_tiles * MR..];
+            run[..rest.len()].copy_from_slice(rest);
+            run[rest.len()..].fill(row[n - 1]);
         }
     }
 }
