@@ -639,17 +639,7 @@ fn tile_columns(b: &[f32], (k, n): (usize, usize), mr: usize, tiled: &mut Vec<f3
         8 => tile_columns_of::<8>(b, (k, n), tiled),
         10 => tile_columns_of::<10>(b, (k, n), tiled),
         12 => tile_columns_of::<12>(b, (k, n), tiled),
-        _ => {
-            for (p, row) in b.chunks_exact(n).take(k).enumerate() {
-                for t in 0..tiles {
-                    let run = &mut tiled[(t * k + p) * mr..][..mr];
-                    let from = t * mr;
-                    let whole = mr.min(n - from);
-                    run[..whole].copy_from_slice(&row[from..from + whole]);
-                    run[whole..].fill(row[n - 1]);
-                }
-            }
-        }
+        _ => unreachable!("a tile's height is one of the families' TILE_ROWS, not {mr}"),
     }
 }
 
@@ -1739,4 +1729,34 @@ unsafe fn products<
         }
     }
     acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every height the families tile by, on widths that fill their
+    /// tiles, leave a short last one, or give no whole one: tile `t`'s
+    /// run `p` holds row `p`'s columns from `t mr`, the last column again
+    /// past the row's end.
+    #[test]
+    fn tiles_of_columns_hold_their_rows_values() {
+        for mr in Avx512::TILE_ROWS.into_iter().chain(Avx2::TILE_ROWS) {
+            for n in [1, mr - 1, mr, mr + 1, 3 * mr, 3 * mr + 2] {
+                let k = 5;
+                let b: Vec<f32> = (0..k * n).map(|v| v as f32).collect();
+                let mut tiled = Vec::new();
+                tile_columns(&b, (k, n), mr, &mut tiled);
+                for t in 0..n.div_ceil(mr) {
+                    for p in 0..k {
+                        let run = &tiled[(t * k + p) * mr..][..mr];
+                        let want: Vec<f32> = (0..mr)
+                            .map(|r| b[p * n + (t * mr + r).min(n - 1)])
+                            .collect();
+                        assert_eq!(run, &want[..], "mr {mr}, n {n}, tile {t}, run {p}");
+                    }
+                }
+            }
+        }
+    }
 }
