@@ -250,7 +250,15 @@ fn own_kernels() -> Option<Vec<u64>> {
         .collect();
     let mut out = Vec::new();
     let mut push = |v: &[f32]| out.extend(v.iter().map(|v| u64::from(v.to_bits())));
-    for (m, n, k) in [(20, 576, 25), (50, 70, 600), (7, 33, 300), (12, 100, 64)] {
+    // From 20 rows, AVX-512 writes C afresh in wide tiles (bands of 5 and
+    // 6 rows over two panels): 23 rows are a band of 5 and three of 6.
+    for (m, n, k) in [
+        (20, 576, 25),
+        (50, 70, 600),
+        (7, 33, 300),
+        (12, 100, 64),
+        (23, 200, 40),
+    ] {
         for tb in [Transpose::No, Transpose::Yes] {
             let mut c = vec![0.25f32; m * n];
             cpu::gemm(

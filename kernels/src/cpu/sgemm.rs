@@ -8,7 +8,8 @@
 //! (packing B only when its columns are not adjacent, or when a deep,
 //! wide B would otherwise thrash L1), keeps a tile of C of two registers
 //! a row in registers (8-12 rows of 32 on AVX-512, 4-6 rows of 16 on
-//! AVX2, twice across each panel of [`NR`] columns), and handles every
+//! AVX2, twice across each panel of [`NR`] columns; on AVX-512, where C
+//! is written afresh, 5-6 rows of 64 across two panels), and handles every
 //! edge with lane masks, so any shape runs the one kernel. [`suits`]
 //! keeps it to the shapes where it measured faster.
 //!
@@ -804,6 +805,26 @@ unsafe fn product<L: Tiles>(
                         )
                     };
                 }
+                // Pairs of whole panels in wide tiles first; the rest of
+                // the columns (fewer than two panels) as before.
+                let wide_end = if wide_tiles_suit::<L>(m, beta, a, &b) {
+                    columns.start + columns.len() / (2 * NR) * (2 * NR)
+                } else {
+                    columns.start
+                };
+                // SAFETY: as the caller promises; the pack holds this
+                // chunk where B is packed in chunks.
+                unsafe {
+                    wide_panels::<L>(
+                        (m, pc, kc, a),
+                        (&mut b, access, &mut pack),
+                        (jb, columns.start..wide_end),
+                        alpha,
+                        (c, rsc),
+                        finish,
+                    )
+                };
+                let columns = wide_end..columns.end;
                 for ib in (0..m).step_by(group) {
                     for j in columns.clone().step_by(NR) {
                         let cols = NR.min(n - j);
@@ -914,6 +935,154 @@ unsafe fn product<L: Tiles>(
             }
         }
     });
+}
+
+/// The fewest rows of C [`wide_panels`] takes: every count from 20 on
+/// is a sum of 5s and 6s.
+const WIDE_MIN_ROWS: usize = 20;
+
+/// Whether [`product`] runs a depth block's pairs of whole panels in
+/// [`Tiles::wide_tile`]s: on a family that has them, for a C of at least
+/// [`WIDE_MIN_ROWS`] rows written afresh (`beta` 0: a convolution's
+/// product, and the first depth block of a deeper one; the general
+/// stores, which read C, keep to two registers a row), A read through
+/// its strides (B^T tiled at the two-register heights is not) and B a
+/// matrix or filled (a pack made beforehand keeps its read-ahead).
+fn wide_tiles_suit<L: Tiles>(m: usize, beta: f32, a: Rows, b: &Source<'_>) -> bool {
+    !L::WIDE_ROWS.is_empty()
+        && m >= WIDE_MIN_ROWS
+        && beta == 0.0
+        && matches!(a, Rows::Strided(..))
+        && !matches!(b, Source::Packed(..))
+}
+
+/// Bands of C's `m` rows (at least [`WIDE_MIN_ROWS`]) for wide tiles,
+/// as `(first row, rows)`: as few of 5 rows as leave the rest in 6s.
+fn wide_bands(m: usize) -> impl Iterator<Item = (usize, usize)> + Clone {
+    let fives = (0..6)
+        .find(|f| {
+            m.checked_sub(5 * f)
+                .is_some_and(|rest| rest.is_multiple_of(6))
+        })
+        .unwrap_or(0);
+    let heights = std::iter::repeat_n(5, fives).chain(std::iter::repeat_n(6, (m - 5 * fives) / 6));
+    heights.scan(0, |first, rows| {
+        let band = (*first, rows);
+        *first += rows;
+        Some(band)
+    })
+}
+
+/// C's `columns` (whole pairs of panels, from column `jb` of the chunk)
+/// of a depth block `pc..pc + kc` in wide tiles (AVX-512: 5 or 6 rows
+/// of four registers, 64 columns, against two panels side by side):
+/// per step 20 or 24 multiply-adds for 9 or 10 loads, where the
+/// two-register tile of 8 rows has 16 for 10 (12 rows: 24 for 14).
+/// Read in place or packed in chunks, B's chunk is passed by one band of
+/// rows after another; packed a panel at a time or filled, two panels
+/// are made at a time and every band passes over them. The sums are
+/// the same chain of multiply-adds, so the same bits. One Intel core
+/// (AVX-512, 2026-12-02, the same build with and without, 2 alternating
+/// rounds, `cpu::gemm_finished`, warm): 64 x 22,500 x 32 (MobileNet's
+/// conv1) 0.88-0.90 -> 0.80-0.83 ms, 128 x 5,625 x 128 1.29-1.33 ->
+/// 1.21-1.23, 256 x 3,136 x 64 0.74-0.76 -> 0.66-0.68, 512 x 361 x 512
+/// 1.22-1.27 -> 1.10-1.11. In the nets, two builds, medians of 4-5
+/// alternating runs (a busier hour): MobileNet-SSD 20.8 -> 20.0 ms (its
+/// conv1 1.06 -> 0.98, conv9 1.30 -> 1.15; at two threads 12.9 ->
+/// 12.5), ResNet-50 61.7 -> 61.1, SqueezeNet (10 images) 66.7 -> 65.2,
+/// GoogLeNet (10 images) 236 -> 218.
+///
+/// # Safety
+/// `L`'s instructions are available; as [`product`]'s caller promises,
+/// for the block; a pack in chunks holds this chunk's panels.
+#[inline(always)]
+unsafe fn wide_panels<L: Tiles>(
+    (m, pc, kc, a): (usize, usize, usize, Rows),
+    (b, access, pack): (&mut Source<'_>, Access, &mut AlignedVec<f32>),
+    (jb, columns): (usize, Range<usize>),
+    alpha: f32,
+    (c, rsc): (*mut f32, isize),
+    finish: Option<Finish>,
+) {
+    if columns.is_empty() {
+        return;
+    }
+    let gap_packed = (kc * NR) as isize;
+    let tile = |(i, rows): (usize, usize), j: usize, b: (*const f32, isize, isize)| {
+        // SAFETY: rows i..i + rows of A, C's 64 columns from j and the
+        // two panels at `b` are inside them, per the caller.
+        unsafe {
+            let (a, sa) = a.tile(i, false);
+            let tile = Tile {
+                rows,
+                cols: 4 * L::N,
+                alpha,
+                beta: 0.0,
+                c: c.offset(i as isize * rsc + j as isize),
+                rsc,
+                ahead: Ahead::NONE,
+                finish: finish.map(|f| f.past(i, j)),
+            };
+            L::wide_tile(rows, (kc, a, sa, b), &tile);
+        }
+    };
+    let pairs = columns.step_by(2 * NR);
+    match (b, access) {
+        (Source::Matrix(b, sb), Access::InPlace | Access::PackedChunks) => {
+            for band in wide_bands(m) {
+                for j in pairs.clone() {
+                    let panels = if access == Access::PackedChunks {
+                        // SAFETY: the chunk's panel (j - jb) / NR is inside the pack.
+                        (
+                            unsafe { pack.as_ptr().add((j - jb) / NR * kc * NR) },
+                            NR as isize,
+                            gap_packed,
+                        )
+                    } else {
+                        // SAFETY: row pc, column j of B is inside it.
+                        (
+                            unsafe { b.offset(pc as isize * sb[0]).add(j) },
+                            sb[0],
+                            NR as isize,
+                        )
+                    };
+                    tile(band, j, panels);
+                }
+            }
+        }
+        (Source::Matrix(b, sb), Access::PackedPanels) => {
+            for j in pairs {
+                // SAFETY: the block's kc x 64 values from row pc, column
+                // j are inside B.
+                unsafe {
+                    pack_chunk::<L>(
+                        pack,
+                        b.offset(pc as isize * sb[0] + j as isize * sb[1]),
+                        *sb,
+                        kc,
+                        2 * NR,
+                    )
+                };
+                for band in wide_bands(m) {
+                    tile(band, j, (pack.as_ptr(), NR as isize, gap_packed));
+                }
+            }
+        }
+        (Source::Filled(fill), _) => {
+            for j in pairs {
+                if pack.len() < 2 * kc * NR {
+                    pack.resize(2 * kc * NR);
+                }
+                let (first, second) = pack[..2 * kc * NR].split_at_mut(kc * NR);
+                fill(pc..pc + kc, j..j + NR, first);
+                fill(pc..pc + kc, j + NR..j + 2 * NR, second);
+                for band in wide_bands(m) {
+                    tile(band, j, (pack.as_ptr(), NR as isize, gap_packed));
+                }
+            }
+        }
+        (Source::Packed(..), _) => unreachable!("a pack made beforehand takes no wide tiles"),
+    }
 }
 
 /// The tiles of C's rows `rows` (of `m`) over one panel of B: `cols`
@@ -1365,6 +1534,25 @@ trait Tiles: Lanes {
         tile: &Tile,
     );
 
+    /// The heights of [`Tiles::wide_tile`], none where the family has no
+    /// wide tile (AVX2's 16 registers hold no tile of four a row).
+    const WIDE_ROWS: &'static [usize];
+
+    /// [`kernel`] with `rows` rows (one of `WIDE_ROWS`) four registers
+    /// wide over two panels, `b = (first panel, row stride, gap)` with
+    /// the second `gap` values past the first.
+    ///
+    /// # Safety
+    /// As [`kernel`]; the tile is whole (every row, `4 N` columns) with
+    /// beta 0; `rows` is one of `WIDE_ROWS`.
+    unsafe fn wide_tile(
+        rows: usize,
+        _ab: (usize, *const f32, [isize; 2], (*const f32, isize, isize)),
+        _tile: &Tile,
+    ) {
+        unreachable!("no wide tile of {rows} rows")
+    }
+
     /// [`dots`] in this family's tile of dots; returns `true`.
     ///
     /// # Safety
@@ -1386,8 +1574,34 @@ type DotsArgs = (
 /// Implements [`Tiles`] for a family: `$features` enabled in each
 /// kernel's copy, `$rows` its three heights, `$dot` its tile of dots.
 macro_rules! tiles {
-    ($lanes:ty, $features:literal, [$r0:literal, $r1:literal, $r2:literal], $dot:literal) => {
+    ($lanes:ty, $features:literal, [$r0:literal, $r1:literal, $r2:literal], $dot:literal $(, wide [$($w:literal),+])?) => {
         impl Tiles for $lanes {
+            const WIDE_ROWS: &'static [usize] = &[$($($w),+)?];
+            $(
+            #[inline]
+            unsafe fn wide_tile(
+                rows: usize,
+                (kc, a, sa, b): (usize, *const f32, [isize; 2], (*const f32, isize, isize)),
+                tile: &Tile,
+            ) {
+                #[target_feature(enable = $features)]
+                unsafe fn run<const ROWS: usize>(
+                    (kc, a, sa, b): (usize, *const f32, [isize; 2], (*const f32, isize, isize)),
+                    tile: &Tile,
+                ) {
+                    // SAFETY: the caller's, and the features are enabled.
+                    unsafe { kernel::<$lanes, ROWS, 4, false>(kc, a, sa, b, tile) }
+                }
+                // SAFETY: the caller's.
+                unsafe {
+                    match rows {
+                        $($w => run::<$w>((kc, a, sa, b), tile),)+
+                        _ => unreachable!("no wide tile of {rows} rows"),
+                    }
+                }
+            }
+            )?
+
             #[inline]
             unsafe fn tile(
                 (mr, narrow, ahead): (usize, bool, bool),
@@ -1400,7 +1614,7 @@ macro_rules! tiles {
                     tile: &Tile,
                 ) {
                     // SAFETY: the caller's, and the features are enabled.
-                    unsafe { kernel::<$lanes, ROWS, WIDE, AHEAD>(kc, a, sa, b, rsb, tile) }
+                    unsafe { kernel::<$lanes, ROWS, WIDE, AHEAD>(kc, a, sa, (b, rsb, NR as isize), tile) }
                 }
                 let ab = (kc, a, sa, b, rsb);
                 // SAFETY: the caller's.
@@ -1436,12 +1650,13 @@ macro_rules! tiles {
     };
 }
 
-tiles!(Avx512, "avx512f", [8, 10, 12], 4);
+tiles!(Avx512, "avx512f", [8, 10, 12], 4, wide [5, 6]);
 tiles!(Avx2, "avx2,fma", [4, 5, 6], 3);
 
 /// `C[..rows, ..cols] = alpha * A[..rows, ..kc] * B[..kc, ..cols] + beta * C`
 /// for one tile of `WIDE` registers a row (2, or 1 for at most `N`
-/// columns), A read through its strides (rows
+/// columns; or 4, across two panels `gap` values apart, for a whole tile
+/// with beta 0 alone: [`wide_panels`]), A read through its strides (rows
 /// past `rows` read the last row again, and are not written), B by rows
 /// `rsb` apart; with `AHEAD`, the runs of `tile.ahead` are asked for, one
 /// a step (a constant, so the other products carry no test in their
@@ -1456,8 +1671,7 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
     kc: usize,
     a: *const f32,
     sa: [isize; 2],
-    b: *const f32,
-    rsb: isize,
+    (b, rsb, gap): (*const f32, isize, isize),
     tile: &Tile,
 ) {
     // SAFETY: `L`'s instructions are enabled, per the caller.
@@ -1483,7 +1697,11 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
         }
     }
     let whole = masks.iter().take(WIDE).all(|&m| L::whole(m));
-    let ab = (kc, rows, sa[1], (b, rsb));
+    debug_assert!(
+        WIDE <= 2 || whole && tile.rows == ROWS && tile.beta == 0.0,
+        "a tile four registers wide is whole, with beta 0"
+    );
+    let ab = (kc, rows, sa[1], (b, rsb, gap));
     // SAFETY: as above.
     let (alpha, beta) = unsafe { (L::splat(tile.alpha), L::splat(tile.beta)) };
     // The whole tile's sums are their own value, apart from the general
@@ -1669,7 +1887,9 @@ unsafe fn whole_stores<
 }
 
 /// The `ROWS x WIDE` registers of [`kernel`]'s sums: A's `rows` (column
-/// `p` at `p * csa`) against B's `kc` rows from `b`, `rsb` apart, their
+/// `p` at `p * csa`) against B's `kc` rows from `b`, `rsb` apart (the
+/// third and fourth registers' columns `gap` values past the first and
+/// second's), their
 /// columns those `masks` keep, or whole registers with `WHOLE` (plain
 /// loads, no test in the loop); with `AHEAD`, the runs of `ahead` asked
 /// for, one a step.
@@ -1684,7 +1904,7 @@ unsafe fn products<
     const AHEAD: bool,
     const WHOLE: bool,
 >(
-    (kc, rows, csa, (b, rsb)): (usize, [*const f32; ROWS], isize, (*const f32, isize)),
+    (kc, rows, csa, (b, rsb, gap)): (usize, [*const f32; ROWS], isize, (*const f32, isize, isize)),
     masks: [L::M; 2],
     ahead: Ahead,
 ) -> [[L::V; WIDE]; ROWS] {
@@ -1712,7 +1932,9 @@ unsafe fn products<
             }
             let mut bv = [L::zero(); WIDE];
             for (half, v) in bv.iter_mut().enumerate() {
-                let at = row.wrapping_add(half * L::N);
+                let at = row
+                    .wrapping_offset(gap * (half / 2) as isize)
+                    .wrapping_add(half % 2 * L::N);
                 *v = if WHOLE {
                     L::load(at)
                 } else {
