@@ -137,7 +137,6 @@ fn window<const S: usize>(
     false
 }
 
-/// The padding's rows of planes up to 992 wide.
 /// The narrowest plane whose input rows a pass of two output rows asks
 /// for two passes ahead. A layer of wide planes (MobileNet's 150 x 150
 /// and 75 x 75) is beyond L2 and its planes cross a page every few rows,
@@ -145,11 +144,12 @@ fn window<const S: usize>(
 /// 2026-12-02, one build with and without, medians of 5 alternating
 /// runs of MobileNet-SSD): the 64 x 150 x 150 layer at stride 2 0.56-0.60
 /// -> 0.36-0.38 ms, 128 x 75 x 75 at stride 2 0.16-0.18 -> 0.14-0.15, the
-/// stride-1 layers at 150 x 150 and 75 x 75 2-5% faster; the 38 x 38
+/// stride-1 layers at 150 x 150 and 75 x 75 2-10% faster; the 38 x 38
 /// planes (a layer within L2) ran 5-7% slower with it, 19 x 19 level.
 #[cfg(target_arch = "x86_64")]
 const AHEAD_MIN_WIDTH: usize = 64;
 
+/// The padding's rows of planes up to 992 wide.
 #[cfg(target_arch = "x86_64")]
 static ZERO_ROW: [f32; 1024] = [0.0; 1024];
 
