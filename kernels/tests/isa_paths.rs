@@ -177,6 +177,10 @@ fn gemm_matches_reference(isa: Isa) {
         // cores: packed a chunk at a time, the last chunk and panel
         // partial.
         (40, 26_400, 40),
+        // B packed whole, its 200 rows one depth block, passed by two
+        // groups of rows (120 and 110), each wide pairs then a last
+        // partial panel.
+        (230, 90, 200),
     ];
     for (m, n, k) in shapes {
         let (a, _) = inputs::<f32>(m * k);
@@ -258,6 +262,11 @@ fn own_kernels() -> Option<Vec<u64>> {
         (7, 33, 300),
         (12, 100, 64),
         (23, 200, 40),
+        // B packed whole and passed by two groups of rows, each in wide
+        // tiles and then a partial panel (50 x 70 x 600: one depth block);
+        // 30 rows 600 deep: two blocks.
+        (230, 90, 200),
+        (30, 70, 600),
     ] {
         for tb in [Transpose::No, Transpose::Yes] {
             let mut c = vec![0.25f32; m * n];

@@ -774,10 +774,16 @@ fn gemm_of(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
 
 #[test]
 fn gemm_filled_gives_gemms_bits() {
-    // LeNet's conv2 round (50 x 256 x 500), one 600 deep (two depth
-    // blocks), a product whose last panel is partial (n = 70), one row
-    // short of a tile.
-    for (m, n, k) in [(50, 256, 500), (50, 256, 600), (20, 70, 25), (9, 33, 300)] {
+    // LeNet's conv2 round (50 x 256 x 500), one 600 deep (one depth
+    // block, B small enough), one 1100 deep (three blocks), a product
+    // whose last panel is partial (n = 70), one row short of a tile.
+    for (m, n, k) in [
+        (50, 256, 500),
+        (50, 256, 600),
+        (50, 256, 1100),
+        (20, 70, 25),
+        (9, 33, 300),
+    ] {
         let a: Vec<f32> = gaussian_data(m * k);
         let b: Vec<f32> = gaussian_data(k * n);
         let want = gemm_of(m, n, k, &a, &b);

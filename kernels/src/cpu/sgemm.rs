@@ -38,7 +38,8 @@ use super::{Isa, isa};
 
 /// Columns of a panel of B: two AVX-512 registers, four AVX2 ones.
 const NR: usize = super::PANEL_COLUMNS;
-/// Depth of one block of the product: a `KC x NR` panel of B (64 KiB)
+/// Depth of one block of a product deeper than [`ONE_BLOCK_DEPTH`]
+/// ([`depth_block`]): a `KC x NR` panel of B (64 KiB)
 /// stays in L2 while C's rows pass over it. At 256 (a panel of 32 KiB,
 /// all of L1 with no room for A's rows) each tile of C was read and
 /// written again for every 256 of the depth; at 512, one Zen 4 core,
@@ -745,11 +746,12 @@ pub(super) unsafe fn transpose_columns_here(
     true
 }
 
-/// The product behind every entry: depth blocks of `KC`, B a panel of
-/// `NR` columns at a time, tiles of C down each panel; a B read in
-/// place or packed a chunk at a time ([`Access`]) is read a chunk of
+/// The product behind every entry: depth blocks of [`depth_block`], B a
+/// panel of `NR` columns at a time, tiles of C down each panel; a B read
+/// in place or packed a chunk at a time ([`Access`]) is read a chunk of
 /// panels at a time for one tile's rows of C after another
-/// ([`CHUNK_BYTES`]).
+/// ([`CHUNK_BYTES`]), and a B packed whole ([`whole_b_suits`]) by one
+/// group of C's rows after another ([`row_groups`]).
 ///
 /// # Safety
 /// `L`'s instructions are available; as [`run_if_suited`], for a matrix B.
@@ -764,8 +766,10 @@ unsafe fn product<L: Tiles>(
 ) {
     PACK.with(|pack| {
         let mut pack = pack.borrow_mut();
-        for pc in (0..k).step_by(KC) {
-            let kc = KC.min(k - pc);
+        let whole = whole_b_suits((m, k, n), beta, a, &b);
+        let block = depth_block(k);
+        for pc in (0..k).step_by(block) {
+            let kc = block.min(k - pc);
             // Later depth blocks add to what the first one wrote; the
             // last one finishes each value as it stores it.
             let beta = if pc == 0 { beta } else { 1.0 };
@@ -777,10 +781,12 @@ unsafe fn product<L: Tiles>(
             // chunk of columns at a time by one tile's rows of C after
             // another (`CHUNK_BYTES`).
             let access = match &b {
+                Source::Matrix(..) if whole => Access::PackedChunks,
                 Source::Matrix(_, sb) => matrix_access::<L>((m, k, n), *sb),
                 _ => Access::PackedPanels,
             };
             let chunk = match access {
+                Access::InPlace | Access::PackedChunks if whole => n,
                 Access::InPlace | Access::PackedChunks => chunk_columns::<L>(m, kc).unwrap_or(n),
                 Access::PackedPanels => n,
             }
@@ -812,124 +818,136 @@ unsafe fn product<L: Tiles>(
                 } else {
                     columns.start
                 };
-                // SAFETY: as the caller promises; the pack holds this
-                // chunk where B is packed in chunks.
-                unsafe {
-                    wide_panels::<L>(
-                        (m, pc, kc, a),
-                        (&mut b, access, &mut pack),
-                        (jb, columns.start..wide_end),
-                        alpha,
-                        (c, rsc),
-                        finish,
-                    )
+                // With B whole, a group of C's rows passes its wide
+                // pairs and then the rest of the columns before the next
+                // group's: its rows of A are read from memory once.
+                let groups = if whole && wide_end > columns.start && wide_end < columns.end {
+                    row_groups(m, rows_per_tile::<L>(m))
+                } else {
+                    RowGroups { m, size: m.max(1) }
                 };
-                let columns = wide_end..columns.end;
-                for ib in (0..m).step_by(group) {
-                    for j in columns.clone().step_by(NR) {
-                        let cols = NR.min(n - j);
-                        let ((panel, rsb), in_place) = match &mut b {
-                            // SAFETY: the chunk's panel (j - jb) / NR is
-                            // inside the pack.
-                            Source::Matrix(..) if access == Access::PackedChunks => (
-                                (
-                                    unsafe { pack.as_ptr().add((j - jb) / NR * kc * NR) },
-                                    NR as isize,
+                let narrow = wide_end..columns.end;
+                for rows in groups.iter() {
+                    // SAFETY: as the caller promises; the pack holds this
+                    // chunk where B is packed in chunks.
+                    unsafe {
+                        wide_panels::<L>(
+                            (rows.clone(), m, pc, kc, a),
+                            (&mut b, access, &mut pack),
+                            (jb, columns.start..wide_end),
+                            alpha,
+                            (c, rsc),
+                            finish,
+                        )
+                    };
+                    let columns = narrow.clone();
+                    let group = group.min(rows.len()).max(1);
+                    for ib in rows.clone().step_by(group) {
+                        for j in columns.clone().step_by(NR) {
+                            let cols = NR.min(n - j);
+                            let ((panel, rsb), in_place) = match &mut b {
+                                // SAFETY: the chunk's panel (j - jb) / NR is
+                                // inside the pack.
+                                Source::Matrix(..) if access == Access::PackedChunks => (
+                                    (
+                                        unsafe { pack.as_ptr().add((j - jb) / NR * kc * NR) },
+                                        NR as isize,
+                                    ),
+                                    false,
                                 ),
-                                false,
-                            ),
-                            Source::Matrix(b, sb) => {
-                                // SAFETY: row pc of B is inside it, per the caller.
-                                let b = unsafe { b.offset(pc as isize * sb[0]) };
-                                // A B with adjacent columns is read in place; a
-                                // transposed one is packed so the kernel's loads
-                                // are adjacent. A panel is packed just before its
-                                // tiles use it, so it is still in L1.
-                                if access == Access::PackedPanels {
-                                    // SAFETY: the kc x cols block at row 0, column
-                                    // j of `b` is inside B, per the caller.
-                                    unsafe {
-                                        pack_chunk::<L>(
-                                            &mut pack,
-                                            b.offset(j as isize * sb[1]),
-                                            *sb,
-                                            kc,
-                                            cols,
-                                        )
-                                    };
+                                Source::Matrix(b, sb) => {
+                                    // SAFETY: row pc of B is inside it, per the caller.
+                                    let b = unsafe { b.offset(pc as isize * sb[0]) };
+                                    // A B with adjacent columns is read in place; a
+                                    // transposed one is packed so the kernel's loads
+                                    // are adjacent. A panel is packed just before its
+                                    // tiles use it, so it is still in L1.
+                                    if access == Access::PackedPanels {
+                                        // SAFETY: the kc x cols block at row 0, column
+                                        // j of `b` is inside B, per the caller.
+                                        unsafe {
+                                            pack_chunk::<L>(
+                                                &mut pack,
+                                                b.offset(j as isize * sb[1]),
+                                                *sb,
+                                                kc,
+                                                cols,
+                                            )
+                                        };
+                                        ((pack.as_ptr(), NR as isize), false)
+                                    } else {
+                                        // SAFETY: column j is inside B's rows.
+                                        ((unsafe { b.add(j) }, sb[0]), true)
+                                    }
+                                }
+                                // SAFETY: panel j / NR of the pack holds `depth`
+                                // rows, of which rows pc..pc + kc are inside it.
+                                Source::Packed(packed, depth) => (
+                                    (
+                                        unsafe { packed.add((j / NR * *depth + pc) * NR) },
+                                        NR as isize,
+                                    ),
+                                    false,
+                                ),
+                                Source::Filled(fill) => {
+                                    if pack.len() < kc * NR {
+                                        pack.resize(kc * NR);
+                                    }
+                                    fill(pc..pc + kc, j..j + cols, &mut pack[..kc * NR]);
                                     ((pack.as_ptr(), NR as isize), false)
-                                } else {
-                                    // SAFETY: column j is inside B's rows.
-                                    ((unsafe { b.add(j) }, sb[0]), true)
                                 }
-                            }
-                            // SAFETY: panel j / NR of the pack holds `depth`
-                            // rows, of which rows pc..pc + kc are inside it.
-                            Source::Packed(packed, depth) => (
-                                (
-                                    unsafe { packed.add((j / NR * *depth + pc) * NR) },
-                                    NR as isize,
-                                ),
-                                false,
-                            ),
-                            Source::Filled(fill) => {
-                                if pack.len() < kc * NR {
-                                    pack.resize(kc * NR);
+                            };
+                            // A pack made beforehand lives beyond the caches (a net's
+                            // weights, read once a pass): the first tile of each panel
+                            // asks for the rows the product reads next as it reads its
+                            // own, so two streams are in flight (one alone ran
+                            // ResNet-50's 1x1 layers at 7 x 7 0.71x-0.75x slower in
+                            // the net than alone). Those are the next panel's rows of
+                            // this depth block, or after the last panel the first
+                            // panel's next block. Asked for the same panel's next
+                            // block, read only after every other panel's, darknet19's
+                            // Winograd products (1024 -> 1024 at 13 x 13, 1024 deep
+                            // over 32 panels) took 39 ms a layer on one core, against
+                            // 21 so. Past the pack's end, the requests fetch nothing.
+                            // A wide B read in place (a 1x1 convolution's image over
+                            // few channels: MobileNet's 32 x 22,500) has each row of
+                            // a panel in its own page; its next panel's rows are
+                            // asked for the same way.
+                            let next_panel = match &b {
+                                Source::Packed(packed, depth) => {
+                                    let next = if j + NR < n {
+                                        ((j / NR + 1) * *depth + pc) * NR
+                                    } else {
+                                        (pc + kc) * NR
+                                    };
+                                    Ahead::packed(packed.wrapping_add(next))
                                 }
-                                fill(pc..pc + kc, j..j + cols, &mut pack[..kc * NR]);
-                                ((pack.as_ptr(), NR as isize), false)
-                            }
-                        };
-                        // A pack made beforehand lives beyond the caches (a net's
-                        // weights, read once a pass): the first tile of each panel
-                        // asks for the rows the product reads next as it reads its
-                        // own, so two streams are in flight (one alone ran
-                        // ResNet-50's 1x1 layers at 7 x 7 0.71x-0.75x slower in
-                        // the net than alone). Those are the next panel's rows of
-                        // this depth block, or after the last panel the first
-                        // panel's next block. Asked for the same panel's next
-                        // block, read only after every other panel's, darknet19's
-                        // Winograd products (1024 -> 1024 at 13 x 13, 1024 deep
-                        // over 32 panels) took 39 ms a layer on one core, against
-                        // 21 so. Past the pack's end, the requests fetch nothing.
-                        // A wide B read in place (a 1x1 convolution's image over
-                        // few channels: MobileNet's 32 x 22,500) has each row of
-                        // a panel in its own page; its next panel's rows are
-                        // asked for the same way.
-                        let next_panel = match &b {
-                            Source::Packed(packed, depth) => {
-                                let next = if j + NR < n {
-                                    ((j / NR + 1) * *depth + pc) * NR
-                                } else {
-                                    (pc + kc) * NR
-                                };
-                                Ahead::packed(packed.wrapping_add(next))
-                            }
-                            Source::Matrix(..)
-                                if in_place && j + NR < n && k * n >= IN_PLACE_AHEAD_MIN =>
-                            {
-                                Ahead {
-                                    at: panel.wrapping_add(NR),
-                                    row_stride: rsb,
-                                    rows: usize::MAX,
-                                    runs: 1,
+                                Source::Matrix(..)
+                                    if in_place && j + NR < n && k * n >= IN_PLACE_AHEAD_MIN =>
+                                {
+                                    Ahead {
+                                        at: panel.wrapping_add(NR),
+                                        row_stride: rsb,
+                                        rows: usize::MAX,
+                                        runs: 1,
+                                    }
                                 }
-                            }
-                            _ => Ahead::NONE,
-                        };
-                        // SAFETY: as the caller promises; the panel is
-                        // rows pc..pc + kc of B's columns j..j + cols.
-                        unsafe {
-                            panel_tiles::<L>(
-                                (ib..m.min(ib + group), m),
-                                (kc, a),
-                                (panel, rsb, cols),
-                                (next_panel, j == jb),
-                                (alpha, beta),
-                                (c.add(j), rsc),
-                                finish.map(|f| f.past(0, j)),
-                            )
-                        };
+                                _ => Ahead::NONE,
+                            };
+                            // SAFETY: as the caller promises; the panel is
+                            // rows pc..pc + kc of B's columns j..j + cols.
+                            unsafe {
+                                panel_tiles::<L>(
+                                    (ib..rows.end.min(ib + group), m),
+                                    (kc, a),
+                                    (panel, rsb, cols),
+                                    (next_panel, j == jb),
+                                    (alpha, beta),
+                                    (c.add(j), rsc),
+                                    finish.map(|f| f.past(0, j)),
+                                )
+                            };
+                        }
                     }
                 }
             }
@@ -956,6 +974,91 @@ fn wide_tiles_suit<L: Tiles>(m: usize, beta: f32, a: Rows, b: &Source<'_>) -> bo
         && !matches!(b, Source::Packed(..))
 }
 
+/// The most bytes of B that [`product`] packs whole, for one pass of
+/// C's bands of rows over all of it (half of L2).
+const WHOLE_B_BYTES: usize = 1 << 20;
+
+/// The deepest product [`product`] takes in one depth block.
+const ONE_BLOCK_DEPTH: usize = 1024;
+
+/// The depth of [`product`]'s blocks for a product `k` deep: the whole
+/// depth up to [`ONE_BLOCK_DEPTH`], [`KC`] past it. Past [`KC`], a second
+/// block ran in the narrower tiles that read C again (ResNet-50's 1024
+/// -> 256 layers). The depth alone decides, as it is the one side no
+/// caller cuts into pieces: every family, every form of B or A and
+/// every count of cores sums the same blocks.
+fn depth_block(k: usize) -> usize {
+    if k <= ONE_BLOCK_DEPTH { k.max(1) } else { KC }
+}
+
+/// Whether [`product`] packs all of B at once: for a C written afresh
+/// (`beta` 0) of more than [`FEW_ROWS`] rows and more than two panels'
+/// columns, A read through its strides, and a matrix B with adjacent
+/// columns, at least 128 deep (one that would be packed a panel at a
+/// time), in one depth block ([`depth_block`]) that fits
+/// [`WHOLE_B_BYTES`] (a 1x1 layer at 14 x 14 or 28 x 28). On a family
+/// with wide tiles, each band of C's rows then passes over all of B
+/// before the next ([`wide_panels`]). Panel by panel, every pair of
+/// panels read all of A (a net's weights, 1 MB for ResNet-50's 256 ->
+/// 1024 layers) from beyond L2 again.
+///
+/// With the one depth block and the wide tiles' read-ahead of A, one
+/// Intel core (2026-12-03, `cpu::gemm_finished` with a shortcut and
+/// ReLU, 48 weights cycled so that A comes from beyond L2 as in a net,
+/// best of 5): AVX-512 1024 x 196 x 256 0.70-0.75 -> 0.57 ms, 256 x 196
+/// x 1024 0.62 -> 0.57, 512 x 196 x 1024 1.35 -> 1.13, 256 x 784 x 128
+/// 0.30 -> 0.28; AVX2 1024 x 196 x 256 1.03 -> 0.99, 512 x 196 x 1024
+/// 2.15 -> 2.06. In the nets, medians of 4-6 alternating runs of two
+/// builds, one thread: ResNet-50 43.0 -> 41.4 ms (its 256 -> 1024 layers
+/// with their shortcut 0.73-0.78 -> 0.62-0.65), GoogLeNet (10 images)
+/// 164 -> 155, SqueezeNet (10) 48.0 -> 46.5, MobileNet-SSD 15.5 -> 15.2,
+/// CaffeNet (10) 85.5 -> 84.2; on AVX2 ResNet-50 74.5 -> 73.1,
+/// SqueezeNet 70.4 -> 68.8, MobileNet-SSD 26.5 -> 26.0, GoogLeNet level;
+/// two threads ResNet-50 26.9 -> 26.2, GoogLeNet 90.8 -> 88.0.
+fn whole_b_suits((m, k, n): (usize, usize, usize), beta: f32, a: Rows, b: &Source<'_>) -> bool {
+    beta == 0.0
+        && m > FEW_ROWS
+        && n > 2 * NR
+        && k >= 128
+        && depth_block(k) == k
+        && k * n * std::mem::size_of::<f32>() <= WHOLE_B_BYTES
+        && matches!(a, Rows::Strided(..))
+        && matches!(b, Source::Matrix(_, sb) if sb[1] == 1)
+}
+
+/// Groups of C's `m` rows, `size` at a time, the last taking the rest.
+#[derive(Clone, Copy)]
+struct RowGroups {
+    m: usize,
+    size: usize,
+}
+
+impl RowGroups {
+    fn iter(self) -> impl Iterator<Item = Range<usize>> {
+        let RowGroups { m, size } = self;
+        let count = (m / size).max(1);
+        (0..count).map(move |g| g * size..if g + 1 == count { m } else { (g + 1) * size })
+    }
+}
+
+/// The groups of rows in which [`product`] passes a whole B: bands of
+/// wide tiles (6 rows) and tiles of `mr` rows end together at each
+/// group's end, a group's rows of A (96-120 of them) stay in L2 from its
+/// wide tiles to its narrow ones, and the last group, which takes the
+/// rest, has at least [`WIDE_MIN_ROWS`].
+fn row_groups(m: usize, mr: usize) -> RowGroups {
+    let both = mr * 6 / gcd(mr, 6);
+    let size = 96usize.div_ceil(both) * both;
+    if m < size + WIDE_MIN_ROWS {
+        return RowGroups { m, size: m.max(1) };
+    }
+    RowGroups { m, size }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 /// Bands of C's `m` rows (at least [`WIDE_MIN_ROWS`]) for wide tiles,
 /// as `(first row, rows)`: as few of 5 rows as leave the rest in 6s.
 fn wide_bands(m: usize) -> impl Iterator<Item = (usize, usize)> + Clone {
@@ -974,7 +1077,7 @@ fn wide_bands(m: usize) -> impl Iterator<Item = (usize, usize)> + Clone {
 }
 
 /// C's `columns` (whole pairs of panels, from column `jb` of the chunk)
-/// of a depth block `pc..pc + kc` in wide tiles (AVX-512: 5 or 6 rows
+/// of a depth block `pc..pc + kc`, for C's `rows` (of `m`), in wide tiles (AVX-512: 5 or 6 rows
 /// of four registers, 64 columns, against two panels side by side):
 /// per step 20 or 24 multiply-adds for 9 or 10 loads, where the
 /// two-register tile of 8 rows has 16 for 10 (12 rows: 24 for 14).
@@ -997,7 +1100,7 @@ fn wide_bands(m: usize) -> impl Iterator<Item = (usize, usize)> + Clone {
 /// for the block; a pack in chunks holds this chunk's panels.
 #[inline(always)]
 unsafe fn wide_panels<L: Tiles>(
-    (m, pc, kc, a): (usize, usize, usize, Rows),
+    (rows, m, pc, kc, a): (Range<usize>, usize, usize, usize, Rows),
     (b, access, pack): (&mut Source<'_>, Access, &mut AlignedVec<f32>),
     (jb, columns): (usize, Range<usize>),
     alpha: f32,
@@ -1007,29 +1110,27 @@ unsafe fn wide_panels<L: Tiles>(
     if columns.is_empty() {
         return;
     }
+    let bands = wide_bands(rows.len()).map(move |(i, height)| (rows.start + i, height));
     let gap_packed = (kc * NR) as isize;
-    let tile = |(i, rows): (usize, usize), j: usize, b: (*const f32, isize, isize)| {
-        // SAFETY: rows i..i + rows of A, C's 64 columns from j and the
+    let first_pair = columns.start;
+    let tile = |band: (usize, usize), j: usize, b: (*const f32, isize, isize)| {
+        // SAFETY: the band's rows of A, C's 64 columns from j and the
         // two panels at `b` are inside them, per the caller.
         unsafe {
-            let (a, sa) = a.tile(i, false);
-            let tile = Tile {
-                rows,
-                cols: 4 * L::N,
+            wide_tile_at::<L>(
+                (m, kc, a, j == first_pair),
+                band,
+                (j, b),
                 alpha,
-                beta: 0.0,
-                c: c.offset(i as isize * rsc + j as isize),
-                rsc,
-                ahead: Ahead::NONE,
-                finish: finish.map(|f| f.past(i, j)),
-            };
-            L::wide_tile(rows, (kc, a, sa, b), &tile);
+                (c, rsc),
+                finish,
+            )
         }
     };
     let pairs = columns.step_by(2 * NR);
     match (b, access) {
         (Source::Matrix(b, sb), Access::InPlace | Access::PackedChunks) => {
-            for band in wide_bands(m) {
+            for band in bands {
                 for j in pairs.clone() {
                     let panels = if access == Access::PackedChunks {
                         // SAFETY: the chunk's panel (j - jb) / NR is inside the pack.
@@ -1063,7 +1164,7 @@ unsafe fn wide_panels<L: Tiles>(
                         2 * NR,
                     )
                 };
-                for band in wide_bands(m) {
+                for band in bands.clone() {
                     tile(band, j, (pack.as_ptr(), NR as isize, gap_packed));
                 }
             }
@@ -1076,12 +1177,60 @@ unsafe fn wide_panels<L: Tiles>(
                 let (first, second) = pack[..2 * kc * NR].split_at_mut(kc * NR);
                 fill(pc..pc + kc, j..j + NR, first);
                 fill(pc..pc + kc, j + NR..j + 2 * NR, second);
-                for band in wide_bands(m) {
+                for band in bands.clone() {
                     tile(band, j, (pack.as_ptr(), NR as isize, gap_packed));
                 }
             }
         }
         (Source::Packed(..), _) => unreachable!("a pack made beforehand takes no wide tiles"),
+    }
+}
+
+/// [`wide_panels`]' tile of the band `(i, rows)` at C's column `j`
+/// against the two panels `b`; on the `first_pair` (where the band reads
+/// its rows of A for the first time), it asks for the next band's rows
+/// as it runs (a net's weights lie beyond the caches, and the tiles
+/// waited for them). A function of its own, always inlined: as a
+/// closure, it was called and reloaded what it captured from the stack.
+///
+/// # Safety
+/// As [`wide_panels`]: `L`'s instructions are available, and the
+/// band's rows of A, C's 64 columns from `j` and the panels at `b` are
+/// inside them.
+#[inline(always)]
+unsafe fn wide_tile_at<L: Tiles>(
+    (m, kc, a, first_pair): (usize, usize, Rows, bool),
+    (i, rows): (usize, usize),
+    (j, b): (usize, (*const f32, isize, isize)),
+    alpha: f32,
+    (c, rsc): (*mut f32, isize),
+    finish: Option<Finish>,
+) {
+    // SAFETY: as the caller promises.
+    unsafe {
+        let (a, sa) = a.tile(i, false);
+        let next = i + rows;
+        let ahead = if first_pair && next < m && sa[1] == 1 {
+            Ahead {
+                at: a.offset(rows as isize * sa[0]),
+                row_stride: sa[0],
+                rows: (m - next).min(*L::WIDE_ROWS.last().unwrap_or(&1)),
+                runs: kc.div_ceil(NR),
+            }
+        } else {
+            Ahead::NONE
+        };
+        let tile = Tile {
+            rows,
+            cols: 4 * L::N,
+            alpha,
+            beta: 0.0,
+            c: c.offset(i as isize * rsc + j as isize),
+            rsc,
+            ahead,
+            finish: finish.map(|f| f.past(i, j)),
+        };
+        L::wide_tile(rows, (kc, a, sa, b), &tile);
     }
 }
 
@@ -1585,17 +1734,18 @@ macro_rules! tiles {
                 tile: &Tile,
             ) {
                 #[target_feature(enable = $features)]
-                unsafe fn run<const ROWS: usize>(
+                unsafe fn run<const ROWS: usize, const AHEAD: bool>(
                     (kc, a, sa, b): (usize, *const f32, [isize; 2], (*const f32, isize, isize)),
                     tile: &Tile,
                 ) {
                     // SAFETY: the caller's, and the features are enabled.
-                    unsafe { kernel::<$lanes, ROWS, 4, false>(kc, a, sa, b, tile) }
+                    unsafe { kernel::<$lanes, ROWS, 4, AHEAD>(kc, a, sa, b, tile) }
                 }
                 // SAFETY: the caller's.
                 unsafe {
-                    match rows {
-                        $($w => run::<$w>((kc, a, sa, b), tile),)+
+                    match (rows, tile.ahead.is_none()) {
+                        $(($w, true) => run::<$w, false>((kc, a, sa, b), tile),
+                          ($w, false) => run::<$w, true>((kc, a, sa, b), tile),)+
                         _ => unreachable!("no wide tile of {rows} rows"),
                     }
                 }
@@ -1910,45 +2060,63 @@ unsafe fn products<
 ) -> [[L::V; WIDE]; ROWS] {
     // SAFETY: `L`'s instructions are enabled, per the caller.
     let mut acc = [[unsafe { L::zero() }; WIDE]; ROWS];
+    // One step of the depth: a macro rather than a closure, so that it
+    // is compiled with the caller's instructions.
+    macro_rules! step {
+        ($p:expr) => {
+            // SAFETY: p < kc, so row p of B's block (its first `cols`
+            // values, the masks keep the rest unread) and column p of
+            // A's rows are inside them.
+            unsafe {
+                let p: usize = $p;
+                let row = b.offset(p as isize * rsb);
+                let mut bv = [L::zero(); WIDE];
+                for (half, v) in bv.iter_mut().enumerate() {
+                    let at = row
+                        .wrapping_offset(gap * (half / 2) as isize)
+                        .wrapping_add(half % 2 * L::N);
+                    *v = if WHOLE {
+                        L::load(at)
+                    } else {
+                        L::load_masked(masks[half], at)
+                    };
+                }
+                let col = p as isize * csa;
+                for (acc, row) in acc.iter_mut().zip(rows) {
+                    let ai = L::splat(*row.offset(col));
+                    for (acc, &b) in acc.iter_mut().zip(&bv) {
+                        *acc = L::fmadd(ai, b, *acc);
+                    }
+                }
+            }
+        };
+    }
+    // The steps that ask for the runs of `ahead` run first, in a loop
+    // of their own, so the others carry no test.
+    let asking = if AHEAD {
+        kc.min(ahead.rows.saturating_mul(ahead.runs))
+    } else {
+        0
+    };
     let (mut ahead_row, mut ahead_column) = (0, 0);
-    let ahead_steps = ahead.rows.saturating_mul(ahead.runs);
-    for p in 0..kc {
-        // SAFETY: p < kc, so row p of B's block (its first `cols` values,
-        // the masks keep the rest unread) and column p of A's rows are
-        // inside them.
+    for p in 0..asking {
+        let at = ahead
+            .at
+            .wrapping_offset(ahead_row as isize * ahead.row_stride + ahead_column);
+        // SAFETY: a prefetch reads nothing.
         unsafe {
-            let row = b.offset(p as isize * rsb);
-            if AHEAD && p < ahead_steps {
-                let at = ahead
-                    .at
-                    .wrapping_offset(ahead_row as isize * ahead.row_stride + ahead_column);
-                _mm_prefetch::<_MM_HINT_T1>(at as *const i8);
-                _mm_prefetch::<_MM_HINT_T1>(at.wrapping_add(16) as *const i8);
-                ahead_row += 1;
-                if ahead_row == ahead.rows {
-                    ahead_row = 0;
-                    ahead_column += NR as isize;
-                }
-            }
-            let mut bv = [L::zero(); WIDE];
-            for (half, v) in bv.iter_mut().enumerate() {
-                let at = row
-                    .wrapping_offset(gap * (half / 2) as isize)
-                    .wrapping_add(half % 2 * L::N);
-                *v = if WHOLE {
-                    L::load(at)
-                } else {
-                    L::load_masked(masks[half], at)
-                };
-            }
-            let col = p as isize * csa;
-            for (acc, row) in acc.iter_mut().zip(rows) {
-                let ai = L::splat(*row.offset(col));
-                for (acc, &b) in acc.iter_mut().zip(&bv) {
-                    *acc = L::fmadd(ai, b, *acc);
-                }
-            }
+            _mm_prefetch::<_MM_HINT_T1>(at as *const i8);
+            _mm_prefetch::<_MM_HINT_T1>(at.wrapping_add(16) as *const i8);
         }
+        ahead_row += 1;
+        if ahead_row == ahead.rows {
+            ahead_row = 0;
+            ahead_column += NR as isize;
+        }
+        step!(p);
+    }
+    for p in asking..kc {
+        step!(p);
     }
     acc
 }
