@@ -44,7 +44,7 @@ they are installed under target/python-* if pip can; the script says so
 and exits 0 where they cannot be had. A peer that cannot read a net, or
 whose outputs differ, is named and left out of that net's timing.
 
-Run: python3 scripts/onnx_peer.py [--blobflow target/release/blobflow] [--bench [--layers]] [--threads N] [--repeat N] [--only LABEL] [--peers ort,openvino,mnn,ncnn]
+Run: python3 scripts/onnx_peer.py [--blobflow target/release/blobflow] [--bench [--layers [--layer-rows N]]] [--threads N] [--repeat N] [--only LABEL] [--peers ort,openvino,mnn,ncnn]
 """
 import argparse
 import json
@@ -255,6 +255,8 @@ def main():
     ap.add_argument("--only", help="the one case to run, by its label")
     ap.add_argument("--repeat", type=int, default=1, help="timings of each side, alternating")
     ap.add_argument("--no-openvino", action="store_true", help="ONNX Runtime alone")
+    ap.add_argument("--layer-rows", type=int, default=20,
+                    help="with --layers: how many layers to list, the largest gaps first (default 20)")
     ap.add_argument("--layers", action="store_true",
                     help="with --bench: each layer's time, blobflow's beside ONNX Runtime's (its profiler), batch 1")
     ap.add_argument("--peers", default="ort,openvino,mnn,ncnn",
@@ -382,7 +384,8 @@ def main():
                         f.write(shared.without_layers(text, shared.DETECTION_OUTPUTS))
                 bench(np, cmd, env, label, (timed, saved), sessions, name, text, args.threads, args.repeat)
                 if args.layers:
-                    layer_table(np, ort, cmd, env, label, (timed, saved), model, name, text, args.threads, work)
+                    layer_table(np, ort, cmd, env, label, (timed, saved), model, name, text, args.threads, work,
+                                args.layer_rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{compared} nets compared, {failed} failed")
@@ -488,7 +491,7 @@ def ort_layers(ort, model, feeds, threads, iters, work):
     return {n: (kinds[n], sum(t[-iters:]) / len(t[-iters:])) for n, t in times.items()}
 
 
-def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work):
+def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work, rows_shown=20):
     """Each layer's forward time at batch 1: blobflow's (`blobflow time`,
     layers folded into another counted with it) beside ONNX Runtime's
     nodes of the same name (speed: ONNX Runtime's time over blobflow's,
@@ -516,7 +519,7 @@ def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work
     rows.sort(key=lambda row: row[3] - row[2])
     print(f"  {label} layer by layer (batch 1, {threads} thread(s), ms a pass, the largest gaps first):")
     print(f"    {'layer':<32} {'type':<14} {'blobflow':>9} {'ONNX Runtime':>13} {'speed':>6}")
-    for layer, kind, ms, ort_ms in rows[:20]:
+    for layer, kind, ms, ort_ms in rows[:rows_shown]:
         ratio = f"{ort_ms / ms:.2f}x" if ms > 0 else "-"
         print(f"    {layer:<32} {kind:<14} {ms:>9.3f} {ort_ms:>13.3f} {ratio:>6}")
     both = (sum(r[2] for r in rows), sum(r[3] for r in rows))
