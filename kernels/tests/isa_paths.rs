@@ -168,11 +168,12 @@ fn gemm_matches_reference(isa: Isa) {
         (70, 100, 129),
         // Large enough for matrixmultiply before the own kernel took
         // products up to a million values of C: partial tiles and
-        // panels, two depth blocks.
+        // panels, one depth block of 600.
         (70, 300, 600),
-        // Few rows of a deep, wide product: B read in place, two depth
-        // blocks, chunks of columns, a partial panel.
+        // Few rows of a deep, wide product: B read in place, chunks of
+        // columns, a partial panel; 1,200 deep: three depth blocks.
         (16, 1100, 600),
+        (16, 1100, 1200),
         // A shallow B under a C of more than 2^19 values on each of two
         // cores: packed a chunk at a time, the last chunk and panel
         // partial.
@@ -237,7 +238,7 @@ fn gemm_matches_reference(isa: Isa) {
 
 /// The hand-written kernels' results, as bits, or `None` where this path
 /// runs none of them (the baseline): gemm's own kernel (tiles of every
-/// height, partial panels, two depth blocks, a transposed B), the filled
+/// height, partial panels, three depth blocks, a transposed B), the filled
 /// and the packed products, the product of a B packed in panels, the
 /// products finished by each rectifier, the shallow correlation,
 /// depthwise planes (a window at stride 1, and at 2 along its rows; the
@@ -263,10 +264,9 @@ fn own_kernels() -> Option<Vec<u64>> {
         (12, 100, 64),
         (23, 200, 40),
         // B packed whole and passed by two groups of rows, each in wide
-        // tiles and then a partial panel (50 x 70 x 600: one depth block);
-        // 30 rows 600 deep: two blocks.
+        // tiles and then a partial panel; 1,100 deep: three depth blocks.
         (230, 90, 200),
-        (30, 70, 600),
+        (20, 40, 1100),
     ] {
         for tb in [Transpose::No, Transpose::Yes] {
             let mut c = vec![0.25f32; m * n];

@@ -775,7 +775,7 @@ fn gemm_of(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
 #[test]
 fn gemm_filled_gives_gemms_bits() {
     // LeNet's conv2 round (50 x 256 x 500), one 600 deep (one depth
-    // block, B small enough), one 1100 deep (three blocks), a product
+    // block), one 1100 deep (three blocks), a product
     // whose last panel is partial (n = 70), one row short of a tile.
     for (m, n, k) in [
         (50, 256, 500),

@@ -1077,8 +1077,9 @@ fn wide_bands(m: usize) -> impl Iterator<Item = (usize, usize)> + Clone {
 }
 
 /// C's `columns` (whole pairs of panels, from column `jb` of the chunk)
-/// of a depth block `pc..pc + kc`, for C's `rows` (of `m`), in wide tiles (AVX-512: 5 or 6 rows
-/// of four registers, 64 columns, against two panels side by side):
+/// of a depth block `pc..pc + kc`, for C's `rows` (of `m`), in wide
+/// tiles (AVX-512: 5 or 6 rows of four registers, 64 columns, against
+/// two panels side by side):
 /// per step 20 or 24 multiply-adds for 9 or 10 loads, where the
 /// two-register tile of 8 rows has 16 for 10 (12 rows: 24 for 14).
 /// Read in place or packed in chunks, B's chunk is passed by one band of
