@@ -479,7 +479,20 @@ fn filled(len: usize, piece: usize) -> f64 {
 /// x 10 on AVX2 (1.10x) 1.12x; where one side is 256 or less, it lost or
 /// tied (ResNet-50's res4 at 14 x 14 on AVX2, 0.93x; SqueezeNet's
 /// layers at 13 x 13, 0.80x).
+///
+/// Since AVX-512's wide tiles ([`wide_panels`]) take C's pairs of panels
+/// as they are, a C of two pairs or more ([`WIDE_PAIRS_BEAT_TRANSPOSE`]
+/// columns) is left as it is there. One Intel core (2026-12-03, batch 1,
+/// the same build with and without, medians of 8 alternating runs):
+/// SqueezeNet's conv10 (1000 x 169 x 512) 1.21 -> 1.11 ms, its pass 4.51
+/// -> 4.40; darknet19's 1x1 layers at 13 x 13 level; at 10 x 10 (one pair
+/// and a narrow rest) the transpose stays faster (MobileNet-SSD's
+/// conv14_1, 256 x 100 x 1024, 0.39 against 0.42 ms), as at 7 x 7
+/// (ResNet-50's res5 1x1 layers, 0.87-0.96 against 1.06-1.34 ms).
 pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
+    if isa() == Isa::Avx512 && n >= WIDE_PAIRS_BEAT_TRANSPOSE {
+        return false;
+    }
     // A tile is two registers wide: C's columns on AVX2 are computed 16
     // at a time.
     let width = if isa() == Isa::Avx2 { 2 * Avx2::N } else { NR };
@@ -493,6 +506,10 @@ pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
         && n < 256
         && (transposed >= 1.2 * as_is || deep_and_tall && transposed > as_is)
 }
+
+/// The fewest columns of C, two pairs of panels, that [`transposed_suits`]
+/// leaves to AVX-512's wide tiles.
+const WIDE_PAIRS_BEAT_TRANSPOSE: usize = 4 * NR;
 
 /// Packs the row-major `m x k` A as the B of `C^T = B^T A^T`: panel `q`
 /// (A's rows `32 q..32 q + 32`) holds `k` rows of `NR` values, row `p`
