@@ -200,11 +200,22 @@ fn operands<T: Real>(seed: u64, m: usize, n: usize, k: usize) -> (Vec<T>, Vec<T>
 /// Products of long dots (A's rows and B's columns adjacent along a deep
 /// k, into a small C: a convolution's weight gradient), which AVX-512
 /// machines take as dot products: LeNet's conv1, tails in every
-/// dimension, C at the largest side taken, a single dot; beta 0 (C is
-/// never read) and 2.
+/// dimension, C at the largest side taken, a single dot; and C of a few
+/// columns over a shallower depth, of any height (a convolution onto 1 x
+/// 1 to 3 x 3 pixels: MobileNet-SSD's conv17_2, conv16_2, conv15_2, and
+/// tails); beta 0 (C is never read) and 2.
 #[test]
 fn gemm_of_long_dots_matches_naive() {
-    for (m, n, k) in [(20, 25, 5184), (5, 7, 2051), (64, 64, 2048), (1, 1, 4096)] {
+    for (m, n, k) in [
+        (20, 25, 5184),
+        (5, 7, 2051),
+        (64, 64, 2048),
+        (1, 1, 4096),
+        (128, 1, 576),
+        (256, 4, 1152),
+        (257, 9, 1153),
+        (3, 5, 256),
+    ] {
         for beta in [0.0f32, 2.0] {
             let (a, b, mut c) = operands::<f32>(11, m, n, k);
             let c0 = c.clone();

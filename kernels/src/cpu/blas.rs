@@ -154,6 +154,28 @@ pub fn gemm_filled_suits(m: usize, n: usize, k: usize) -> bool {
     false
 }
 
+/// Whether [`gemm`] takes an `f32` product `C = A B^T` (`A` of `m x k`
+/// and `B` of `n x k`, both row-major: `Transpose::No, Transpose::Yes`)
+/// of few columns as dot products of A's and B's rows, A read once where
+/// it lies: an AVX-512 or AVX2 machine, at most 9 columns, a depth of
+/// 256 or more, any height. A convolution onto a 1 x 1 to 3 x 3 output
+/// (SSD's last layers) passes its im2col by pixel as B.
+///
+/// ```
+/// use blob_kernels::cpu::{Isa, gemm_few_columns_as_dots, isa};
+/// assert_eq!(gemm_few_columns_as_dots(4, 1152), isa() >= Isa::Avx2);
+/// assert!(!gemm_few_columns_as_dots(25, 1152));
+/// assert!(!gemm_few_columns_as_dots(4, 100));
+/// ```
+pub fn gemm_few_columns_as_dots(n: usize, k: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::isa() >= super::Isa::Avx2
+        && n <= super::sgemm::DOTS_FEW_COLUMNS
+        && k >= super::sgemm::DOTS_FEW_MIN_DEPTH;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Whether an `f32` product `C = A B` (`A` of `m x k`, `C` of `m x n`)
 /// runs faster through [`gemm_packed`], A packed once by
 /// [`pack_for_gemm_packed`]: an AVX-512 or AVX2 machine, a C with few columns for

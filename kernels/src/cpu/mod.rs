@@ -34,9 +34,9 @@ mod window_3x3_checks;
 
 pub use aligned_vec::{AlignedVec, CACHE_LINE};
 pub use blas::{
-    PANEL_COLUMNS, Transpose, gemm, gemm_filled, gemm_filled_into, gemm_filled_suits,
-    gemm_finished, gemm_packed, gemm_packed_len, gemm_packed_suits, gemm_panels, gemv,
-    pack_for_gemm_packed, pack_panels, panel_from_columns, panels_len,
+    PANEL_COLUMNS, Transpose, gemm, gemm_few_columns_as_dots, gemm_filled, gemm_filled_into,
+    gemm_filled_suits, gemm_finished, gemm_packed, gemm_packed_len, gemm_packed_suits, gemm_panels,
+    gemv, pack_for_gemm_packed, pack_panels, panel_from_columns, panels_len,
 };
 pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};

@@ -128,9 +128,28 @@ const C_MAX: usize = 1 << 20;
 /// gradient over many pixels: LeNet's conv1, 20 x 25 of depth 5184 a
 /// round of 9 images, where packing B's 25 columns 32 wide and
 /// transposing them cost more than the products).
+///
+/// And a C of a few columns ([`DOTS_FEW_COLUMNS`]) over a depth of
+/// [`DOTS_FEW_MIN_DEPTH`] or more, of any height: a convolution onto a
+/// 1 x 1, 2 x 2 or 3 x 3 output (SSD's last extra layers), its A the
+/// weights, read once where they lie, row after row, rather than packed
+/// into 32-wide panels for a C a few columns wide.
 fn dots_suit(m: usize, n: usize, k: usize, sa: [isize; 2], sb: [isize; 2]) -> bool {
-    sa[1] == 1 && sb[0] == 1 && k >= DOTS_MIN_DEPTH && m <= DOTS_MAX_SIDE && n <= DOTS_MAX_SIDE
+    let small_c = k >= DOTS_MIN_DEPTH && m <= DOTS_MAX_SIDE && n <= DOTS_MAX_SIDE;
+    let few_columns = n <= DOTS_FEW_COLUMNS && k >= DOTS_FEW_MIN_DEPTH;
+    sa[1] == 1 && sb[0] == 1 && (small_c || few_columns)
 }
+
+/// The most columns of C [`dots_suit`] takes at any height. MobileNet-SSD's
+/// last three 3 x 3 stride-2 layers in the net, batch 1, one Intel core
+/// (2026-12-03, medians of 6 alternating runs, AVX-512 / AVX2 ms), as
+/// dots against the packed products, each with its own im2col: 128 x 1 x
+/// 576 0.077 -> 0.041 / 0.080 -> 0.041, 256 x 4 x 1152 0.158 -> 0.123 /
+/// 0.187 -> 0.151, 256 x 9 x 1152 0.178 -> 0.174 / 0.243 -> 0.186; 512 x
+/// 25 x 2304 ran slower as dots (0.92 -> 0.96 ms).
+pub(crate) const DOTS_FEW_COLUMNS: usize = 9;
+/// The least depth at which [`DOTS_FEW_COLUMNS`] columns are taken as dots.
+pub(crate) const DOTS_FEW_MIN_DEPTH: usize = 256;
 
 /// The depth from which a product of dots beats packing B: each dot's
 /// 16 lanes are summed once at its end.

@@ -51,11 +51,14 @@ impl ConvGeometry {
     /// the transposed product, in the net on one Zen 4 core (2026-11-30,
     /// AVX-512): conv15_2 0.18 -> 0.12 ms, conv16_2 0.175 -> 0.108, both
     /// then bound by reading their 1.2 MB of weights. The module's text
-    /// has the 7 x 7 and 5 x 5 planes'.
+    /// has the 7 x 7 and 5 x 5 planes'. Outputs of 9 pixels or fewer over
+    /// a deep window are now taken as dots against the weights where they
+    /// lie ([`ConvGeometry::takes_pixel_dots`]), faster again.
     pub(super) fn takes_packed_weights<T: 'static>(&self) -> bool {
         let p = self.oh * self.ow;
         TypeId::of::<T>() == TypeId::of::<f32>()
             && p > 1
+            && !self.takes_pixel_dots::<T>()
             && (self.is_pointwise() || p < 2 * cpu::PANEL_COLUMNS && self.patch() > 0)
             && cpu::gemm_packed_suits(self.channels_out, p, self.patch())
     }
@@ -107,8 +110,9 @@ mod tests {
     /// layer run from its weights as they are (the product is `gemm`'s,
     /// in the same order): 1x1 layers on small planes, strided ones (as
     /// ResNet-50's res5a_branch1), 3 x 3 windows over 7 x 7 outputs (its
-    /// res5 layers, two images) and the SSD heads' over 5 x 5, 3 x 3 and
-    /// 2 x 2 ones, one image and three; after a new write of the
+    /// res5 layers, two images) and the SSD heads' over 5 x 5 ones, one
+    /// image and three (9 pixels or fewer take dots instead,
+    /// [`ConvGeometry::takes_pixel_dots`]); after a new write of the
     /// weights, the pack is made again.
     #[test]
     fn packed_weights_give_the_unpacked_products_bits() {
@@ -118,9 +122,8 @@ mod tests {
             (256, (14, 14), [1, 1], 512, 1, [2, 2], [0, 0], [1, 1]),
             (128, (7, 7), [3, 3], 512, 2, [1, 1], [1, 1], [1, 1]),
             (256, (10, 10), [3, 3], 512, 1, [2, 2], [1, 1], [1, 1]),
-            (128, (5, 5), [3, 3], 256, 1, [2, 2], [1, 1], [1, 1]),
-            (128, (3, 3), [3, 3], 256, 3, [2, 2], [1, 1], [1, 1]),
-            (64, (4, 4), [3, 3], 70, 1, [1, 1], [0, 0], [1, 1]),
+            (128, (10, 10), [3, 3], 512, 3, [2, 2], [1, 1], [1, 1]),
+            (24, (4, 4), [3, 3], 70, 1, [1, 1], [0, 0], [1, 1]),
         ];
         for (n, window) in windows.into_iter().enumerate() {
             let g = geometry(window);
