@@ -5,6 +5,7 @@
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 
+use blob_kernels::cpu;
 use blob_proto::ParamMessage;
 use blob_runtime::{Blob, MathElement};
 
@@ -22,6 +23,58 @@ pub(crate) struct PermuteLayer {
     order: Vec<usize>,
     /// For each top axis, the bottom stride it walks.
     strides: Vec<usize>,
+    /// Where the order is a batch of transposes ([`transposes`]).
+    transposes: Option<Transposes>,
+}
+
+/// An order that keeps the leading axes and rotates the rest (SSD's
+/// NCHW to NHWC, `[0, 2, 3, 1]`): each of `matrices` bottom blocks is a
+/// row-major `rows x columns` matrix (its axes before and from the
+/// rotation's point), the top's block its transpose.
+#[derive(Clone, Copy, Debug)]
+struct Transposes {
+    matrices: usize,
+    rows: usize,
+    columns: usize,
+}
+
+/// The [`Transposes`] `order` makes of a bottom of `shape`, if it is one.
+fn transposes(order: &[usize], shape: &[usize]) -> Option<Transposes> {
+    let rank = order.len();
+    let kept = order
+        .iter()
+        .enumerate()
+        .take_while(|&(i, &a)| i == a)
+        .count();
+    let from = *order.get(kept)?;
+    let rotated = (from..rank).chain(kept..from);
+    if !order[kept..].iter().copied().eq(rotated) {
+        return None;
+    }
+    let size = |axes: std::ops::Range<usize>| shape[axes].iter().product::<usize>();
+    Some(Transposes {
+        matrices: size(0..kept),
+        rows: size(kept..from),
+        columns: size(from..rank),
+    })
+}
+
+impl Transposes {
+    /// `to`'s blocks, each `from`'s block transposed: `[rows, columns]`
+    /// forward, `[columns, rows]` backward.
+    fn apply<T: Copy + 'static>(self, from: &[T], [rows, columns]: [usize; 2], to: &mut [T]) {
+        let block = rows * columns;
+        if block == 0 {
+            return;
+        }
+        for (from, to) in from
+            .chunks_exact(block)
+            .zip(to.chunks_exact_mut(block))
+            .take(self.matrices)
+        {
+            cpu::transpose(from, [rows, columns], to);
+        }
+    }
 }
 
 impl PermuteLayer {
@@ -40,6 +93,7 @@ impl PermuteLayer {
             given,
             order: Vec::new(),
             strides: Vec::new(),
+            transposes: None,
         })
     }
 
@@ -118,6 +172,7 @@ impl<T: MathElement> DynLayer<T> for PermuteLayer {
             bottom_strides[a] = bottom_strides[a + 1] * shape[a + 1];
         }
         self.strides = self.order.iter().map(|&a| bottom_strides[a]).collect();
+        self.transposes = transposes(&self.order, shape);
         Ok(vec![TopShape::new(dims)])
     }
 
@@ -137,7 +192,13 @@ impl<T: MathElement> DynLayer<T> for PermuteLayer {
         }
         let x = bottoms[0].cpu_data()?;
         let mut y = tops[0].mutable_cpu_data()?;
-        self.walk(tops[0].shape(), |to, from| y[to] = x[from]);
+        match self.transposes {
+            // A transpose a block, through the cache-sized tiles of
+            // `cpu::transpose`: a value at a time, MobileNet-SSD's 63 x
+            // 361 conv11_mbox_conf_perm took 0.060 ms.
+            Some(t) => t.apply(&x, [t.rows, t.columns], &mut y),
+            None => self.walk(tops[0].shape(), |to, from| y[to] = x[from]),
+        }
         Ok(())
     }
 
@@ -157,11 +218,62 @@ impl<T: MathElement> DynLayer<T> for PermuteLayer {
         }
         let dy = tops[0].cpu_diff()?;
         let mut dx = bottoms[0].mutable_cpu_diff()?;
-        self.walk(tops[0].shape(), |to, from| dx[from] = dy[to]);
+        match self.transposes {
+            Some(t) => t.apply(&dy, [t.columns, t.rows], &mut dx),
+            None => self.walk(tops[0].shape(), |to, from| dx[from] = dy[to]),
+        }
         Ok(())
     }
 
     fn allows_in_place(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each order that keeps leading axes and rotates the rest moves
+    /// every value where the value-by-value walk does, and back; other
+    /// orders are left to the walk.
+    #[test]
+    fn transposes_move_each_value_where_the_walk_does() {
+        let shape = [2, 17, 6, 5];
+        let count: usize = shape.iter().product();
+        let mut bottom_strides = [1; 4];
+        for a in (0..3).rev() {
+            bottom_strides[a] = bottom_strides[a + 1] * shape[a + 1];
+        }
+        let x: Vec<f32> = (0..count).map(|v| v as f32).collect();
+        for order in [
+            [0, 2, 3, 1],
+            [1, 2, 3, 0],
+            [2, 3, 0, 1],
+            [0, 1, 3, 2],
+            [3, 0, 1, 2],
+            [0, 2, 1, 3],
+            [1, 0, 3, 2],
+        ] {
+            let layer = PermuteLayer {
+                given: order.to_vec(),
+                order: order.to_vec(),
+                strides: order.iter().map(|&a| bottom_strides[a]).collect(),
+                transposes: transposes(&order, &shape),
+            };
+            let rotation = !matches!(order, [0, 2, 1, 3] | [1, 0, 3, 2]);
+            assert_eq!(layer.transposes.is_some(), rotation, "{order:?}");
+            let dims: Vec<usize> = order.iter().map(|&a| shape[a]).collect();
+            let mut want = vec![f32::NAN; count];
+            layer.walk(&dims, |to, from| want[to] = x[from]);
+            if let Some(t) = layer.transposes {
+                let mut got = vec![f32::NAN; count];
+                t.apply(&x, [t.rows, t.columns], &mut got);
+                assert_eq!(got, want, "{order:?}");
+                let mut back = vec![f32::NAN; count];
+                t.apply(&got, [t.columns, t.rows], &mut back);
+                assert_eq!(back, x, "{order:?}, backward");
+            }
+        }
     }
 }
