@@ -4,6 +4,9 @@
 //! Each has an `_inplace` form for Caffe's common `caffe_exp(n, y, y)` use,
 //! which Rust's borrow rules would otherwise forbid.
 
+use std::any::TypeId;
+
+use super::exp::exp_f32;
 use super::{check_len, vectorized};
 use crate::Real;
 
@@ -121,16 +124,66 @@ unary_op!(
     /// ```
     sqrt, sqrt_inplace, |a| a.sqrt()
 );
-unary_op!(
-    /// `y = e^a` (Caffe `caffe_exp`).
-    ///
-    /// ```
-    /// let mut y = [0.0f64; 1];
-    /// blob_kernels::cpu::exp(&[0.0], &mut y);
-    /// assert_eq!(y, [1.0]);
-    /// ```
-    exp, exp_inplace, |a| a.exp()
-);
+/// `y = e^a` (Caffe `caffe_exp`): `f32` through [`exp_f32`] (within 2
+/// ulp, vectorized; 0 below -87.33), `f64` through libm.
+///
+/// ```
+/// let mut y = [0.0f64; 1];
+/// blob_kernels::cpu::exp(&[0.0], &mut y);
+/// assert_eq!(y, [1.0]);
+/// ```
+#[track_caller]
+pub fn exp<T: Real>(a: &[T], y: &mut [T]) {
+    check_len("exp", "y", y.len(), a.len());
+    if let (Some(a), Some(y)) = (as_f32(a), as_f32_mut(y)) {
+        vectorized(
+            #[inline(always)]
+            || {
+                for (yi, &a) in y.iter_mut().zip(a) {
+                    *yi = exp_f32(a);
+                }
+            },
+        );
+        return;
+    }
+    for (yi, &a) in y.iter_mut().zip(a) {
+        *yi = a.exp();
+    }
+}
+
+/// In-place [`exp`].
+pub fn exp_inplace<T: Real>(y: &mut [T]) {
+    if let Some(y) = as_f32_mut(y) {
+        vectorized(
+            #[inline(always)]
+            || {
+                for yi in y.iter_mut() {
+                    *yi = exp_f32(*yi);
+                }
+            },
+        );
+        return;
+    }
+    for yi in y.iter_mut() {
+        *yi = yi.exp();
+    }
+}
+
+/// `values` as `f32`s, where `T` is `f32`.
+fn as_f32<T: 'static>(values: &[T]) -> Option<&[f32]> {
+    (TypeId::of::<T>() == TypeId::of::<f32>())
+        // SAFETY: T is f32: the same values, length and alignment.
+        .then(|| unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) })
+}
+
+/// [`as_f32`] of a mutable slice.
+fn as_f32_mut<T: 'static>(values: &mut [T]) -> Option<&mut [f32]> {
+    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| {
+        // SAFETY: T is f32: the same values, length and alignment; the
+        // borrow is unique.
+        unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), values.len()) }
+    })
+}
 unary_op!(
     /// `y = ln(a)` (Caffe `caffe_log`).
     ///

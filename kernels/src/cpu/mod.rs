@@ -16,6 +16,7 @@ mod depthwise;
 mod depthwise_flat;
 mod depthwise_in_place;
 pub mod elementwise;
+mod exp;
 mod finish;
 mod interleave;
 pub mod isa;
@@ -45,6 +46,7 @@ pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depth
 pub use depthwise_flat::depthwise_3x3_flat;
 pub use depthwise_in_place::{depthwise_3x3_stride1, depthwise_3x3_stride2};
 pub use elementwise::*;
+pub use exp::exp_f32;
 pub use finish::{Rectifier, RowFinish, Shortcut, relu};
 pub use interleave::{INTERLEAVED_LANES, deinterleave_runs, interleave_rows, interleave_runs};
 pub use isa::{Isa, isa, limit_isa, vectorized};
