@@ -81,16 +81,27 @@ pub fn depthwise_3x3_flat(
             .zip(biases)
         {
             // Between the margins of zeros, which stay: every plane
-            // writes the same places.
-            padded[run.margin..][..plane].copy_from_slice(x);
+            // writes the same places. Only the registers whose window
+            // reaches past the plane's ends read the copy
+            // (`Run::reads_in_place`), so only its ends are copied.
+            let plane_len = x.len();
+            if run.edge * 2 >= plane_len {
+                padded[run.margin..][..plane_len].copy_from_slice(x);
+            } else {
+                padded[run.margin..][..run.edge].copy_from_slice(&x[..run.edge]);
+                let tail = plane_len - run.edge;
+                padded[run.margin + tail..][..run.edge].copy_from_slice(&x[tail..]);
+            }
+            let planes = (padded.as_ptr(), x.as_ptr());
             // SAFETY: `padded` holds the margins around the plane and a
-            // register past its run (`Run::new`), the keeps a register
-            // past the outputs' run, `y` the plane's outputs.
+            // register past its run (`Run::new`), its ends as `x` has
+            // them; the keeps a register past the outputs' run, `y` the
+            // plane's outputs.
             unsafe {
                 if rectify {
-                    flat_plane::<L, true>(&run, padded.as_ptr(), w, bias, y.as_mut_ptr());
+                    flat_plane::<L, true>(&run, planes, w, bias, y.as_mut_ptr());
                 } else {
-                    flat_plane::<L, false>(&run, padded.as_ptr(), w, bias, y.as_mut_ptr());
+                    flat_plane::<L, false>(&run, planes, w, bias, y.as_mut_ptr());
                 }
             }
         }
@@ -118,6 +129,11 @@ struct Run {
     keep_left: Vec<f32>,
     /// The same for the right neighbour, zeros at each row's last column.
     keep_right: Vec<f32>,
+    /// The values at each end of the plane that the registers reading
+    /// past its ends read: up to a row and a value past the reach of
+    /// four registers from the first output that reads in place, and as
+    /// many at the end.
+    edge: usize,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -138,7 +154,15 @@ impl Run {
             padded_len: margin + whole + width + 1 + L::N,
             keep_left: keep(0),
             keep_right: keep(width - 1),
+            edge: margin + 4 * L::N + margin + L::N,
         }
+    }
+
+    /// Whether `registers` registers of outputs from `f` read only
+    /// inside the plane (a row and a value either side), and so from
+    /// the input itself rather than its padded copy.
+    fn reads_in_place(&self, f: usize, registers: usize, lanes: usize) -> bool {
+        f >= self.margin && f + registers * lanes + self.margin <= self.outputs
     }
 }
 
@@ -154,7 +178,7 @@ impl Run {
 #[inline(always)]
 unsafe fn flat_plane<L: Lanes, const RECTIFY: bool>(
     run: &Run,
-    padded: *const f32,
+    (padded, plane): (*const f32, *const f32),
     weights: &[f32],
     bias: f32,
     out: *mut f32,
@@ -171,11 +195,17 @@ unsafe fn flat_plane<L: Lanes, const RECTIFY: bool>(
         )
     };
     // SAFETY: the plane starts `margin` in (caller).
-    let first = unsafe { padded.add(run.margin) };
+    let copy = unsafe { padded.add(run.margin) };
     let mut f = 0;
     while f + 4 * L::N <= run.outputs {
+        let first = if run.reads_in_place(f, 4, L::N) {
+            plane
+        } else {
+            copy
+        };
         // SAFETY: reads reach a row and a value either side of the
-        // outputs' run, inside the margins (caller).
+        // outputs' run: inside the plane where it reads in place, else
+        // inside the margins and the copied ends (caller).
         let acc = unsafe { sums::<L, 4>(run, first, f, &w) };
         for (s, acc) in acc.iter().enumerate() {
             // SAFETY: the four registers are the plane's outputs.
@@ -184,6 +214,11 @@ unsafe fn flat_plane<L: Lanes, const RECTIFY: bool>(
         f += 4 * L::N;
     }
     while f < run.outputs {
+        let first = if run.reads_in_place(f, 1, L::N) {
+            plane
+        } else {
+            copy
+        };
         // SAFETY: as above; a whole register from f < outputs stays
         // inside the margin past the plane and the keeps.
         let [acc] = unsafe { sums::<L, 1>(run, first, f, &w) };
@@ -203,8 +238,9 @@ unsafe fn flat_plane<L: Lanes, const RECTIFY: bool>(
 ///
 /// # Safety
 /// `L`'s instructions are enabled; `first` is the plane's start in a
-/// padded copy as [`flat_plane`] has it, `f + S N` at most the outputs
-/// rounded up to whole registers.
+/// padded copy as [`flat_plane`] has it, or in the input itself where
+/// the `S` registers [read in place](Run::reads_in_place); `f + S N` at
+/// most the outputs rounded up to whole registers.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn sums<L: Lanes, const S: usize>(
@@ -251,15 +287,19 @@ mod tests {
     #[test]
     fn planes_give_the_definitions_bits() {
         let mut value = values(5);
-        // One value, a column, a row, MobileNet's 19 x 19 and 10 x 10,
-        // rows longer and shorter than a register, planes of whole runs
-        // of four registers and of a masked register past them.
+        // One value, a column, a row, MobileNet's 38 x 38, 19 x 19 and
+        // 10 x 10 (the larger two read their middles in place, between
+        // copied ends), rows longer and shorter than a register, planes
+        // of whole runs of four registers and of a masked register past
+        // them, a long narrow plane read in place.
         for (h, w) in [
             (1, 1),
             (5, 1),
             (1, 7),
+            (38, 38),
             (19, 19),
             (10, 10),
+            (30, 7),
             (3, 23),
             (8, 8),
             (4, 33),
