@@ -84,24 +84,23 @@ pub fn depthwise_3x3_flat(
             // writes the same places. Only the registers whose window
             // reaches past the plane's ends read the copy
             // (`Run::reads_in_place`), so only its ends are copied.
-            let plane_len = x.len();
-            if run.edge * 2 >= plane_len {
-                padded[run.margin..][..plane_len].copy_from_slice(x);
+            if run.edge * 2 >= plane {
+                padded[run.margin..][..plane].copy_from_slice(x);
             } else {
                 padded[run.margin..][..run.edge].copy_from_slice(&x[..run.edge]);
-                let tail = plane_len - run.edge;
+                let tail = plane - run.edge;
                 padded[run.margin + tail..][..run.edge].copy_from_slice(&x[tail..]);
             }
-            let planes = (padded.as_ptr(), x.as_ptr());
+            let sources = (padded.as_ptr(), x.as_ptr());
             // SAFETY: `padded` holds the margins around the plane and a
             // register past its run (`Run::new`), its ends as `x` has
             // them; the keeps a register past the outputs' run, `y` the
             // plane's outputs.
             unsafe {
                 if rectify {
-                    flat_plane::<L, true>(&run, planes, w, bias, y.as_mut_ptr());
+                    flat_plane::<L, true>(&run, sources, w, bias, y.as_mut_ptr());
                 } else {
-                    flat_plane::<L, false>(&run, planes, w, bias, y.as_mut_ptr());
+                    flat_plane::<L, false>(&run, sources, w, bias, y.as_mut_ptr());
                 }
             }
         }

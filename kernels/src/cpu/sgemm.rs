@@ -1301,7 +1301,8 @@ fn spread_ahead(next_panel: Ahead, kc: usize, (t, share): (usize, usize)) -> Ahe
 
 /// The tiles of C's rows `rows` (of `m`) over one panel of B: `cols`
 /// columns of `kc` rows `rsb` apart at `panel`, into C's columns from
-/// `c`; the first tile asks for `next_panel` (where there is one). A
+/// `c`; the tiles ask for `next_panel` (where there is one), a packed
+/// one each its share ([`spread_ahead`]), another the first tile. A
 /// narrow tile taller than `rows` computes rows past them and writes
 /// none of them (only C's last panel has one).
 ///
