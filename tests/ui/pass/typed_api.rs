@@ -34,9 +34,9 @@ fn relu<B: Dim, K: Dim>(x: &blob!(f32; B, K)) {
 }
 
 /// Type-level arithmetic on a generic dim.
-fn crop<N: Dim, W: Dim>(x: &blob!(f32; N, W)) -> blob!(f32; N, W - 4)
+fn crop<N: Dim, W>(x: &blob!(f32; N, W)) -> blob!(f32; N, W - 4)
 where
-    W: DimSub<D<4>>,
+    W: Dim + DimSub<D<4>>,
 {
     let n = x.shape()[0];
     TypedBlob::from_shape(&[n, x.shape()[1] - 4]).unwrap()
@@ -71,7 +71,10 @@ fn main() {
     let logits = Logits::with_dynamic(3).unwrap();
     assert_eq!(logits.shape(), &[3, 10]);
     assert_eq!(Cropped::with_dynamic(1).unwrap().shape(), &[1, 1, 24, 24]);
-    assert_eq!(<(Dyn, D<1>, D<24>, D<24>) as Shape>::describe(), "_ 1 24 24");
+    assert_eq!(
+        <(Dyn, D<1>, D<24>, D<24>) as Shape>::describe(),
+        "_ 1 24 24"
+    );
     let lin = Linear::<D<16>, D<4>> {
         w: TypedBlob::new().unwrap(),
         b: TypedBlob::new().unwrap(),
