@@ -112,13 +112,16 @@ fn moves() -> Vec<u64> {
         out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
     }
     // Strided picks from a source that ends at the last value read (the
-    // loads' masks stop there), into a run whose neighbours must stay.
-    for stride in 1..=5 {
+    // loads' masks stop there), into runs whose neighbours must stay: one
+    // run, and three whose source runs overlap or lie apart.
+    for step in 1..=5 {
         for len in [1, 15, 16, 17, 40] {
-            let src = &x[..(len - 1) * stride + 1];
-            let mut dst = vec![f32::NAN; len + 2];
-            cpu::copy_strided(src, stride, &mut dst[1..=len]);
-            out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
+            for (rows, src_stride) in [(1, 0), (3, len), (3, 2 * len * step + 3)] {
+                let src = &x[..(rows - 1) * src_stride + (len - 1) * step + 1];
+                let mut dst = vec![f32::NAN; rows * (len + 2)];
+                cpu::copy_strided_rows(src, src_stride, step, &mut dst[1..], len + 2, [rows, len]);
+                out.extend(dst.iter().map(|v| u64::from(v.to_bits())));
+            }
         }
     }
     for shape in [[60, 64], [17, 33], [1, 5]] {

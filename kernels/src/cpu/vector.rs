@@ -597,100 +597,139 @@ unsafe fn copy_rows_avx512(
     }
 }
 
-/// `dst[i] = src[i * stride]` for each `i < dst.len()`: one row of a
-/// strided window's im2col (the first layers of CaffeNet, GoogLeNet,
-/// ResNet, SqueezeNet and MobileNet read every second or fourth input
-/// column). On AVX-512 and AVX2, strides 1, 2 and 4 move a register of
-/// values at a time (picked out of two or four registers); other strides
-/// go value by value.
+/// `dst[r * dst_stride + i] = src[r * src_stride + i * step]` for each
+/// of `rows` runs of `len` values: a convolution's shifted copies of its
+/// image through a strided window (the first layers of CaffeNet,
+/// GoogLeNet, ResNet, SqueezeNet and MobileNet read every second or
+/// fourth input column). On AVX-512 and AVX2, steps 1, 2 and 4 move a
+/// register of values at a time (picked out of two or four registers);
+/// other steps go value by value. One call takes all the runs: called a
+/// run at a time, MobileNet-SSD's conv0 (2,700 runs of 150 values) spent
+/// a fifth of its time there on AVX2, much of it in each call's checks.
 ///
 /// ```
-/// let src = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-/// let mut dst = [0.0f32; 3];
-/// blob_kernels::cpu::copy_strided(&src, 3, &mut dst);
-/// assert_eq!(dst, [0.0, 3.0, 6.0]);
+/// let src = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
+/// let mut dst = [0.0f32; 4];
+/// // Two runs of two values, every third value, from src[0] and src[1].
+/// blob_kernels::cpu::copy_strided_rows(&src, 1, 3, &mut dst, 2, [2, 2]);
+/// assert_eq!(dst, [0.0, 3.0, 1.0, 4.0]);
 /// ```
 ///
 /// # Panics
-/// If `stride` is 0 or `src` holds no value `(dst.len() - 1) * stride`.
+/// If `step` is 0 or a run lies outside its slice.
 #[track_caller]
-pub fn copy_strided(src: &[f32], stride: usize, dst: &mut [f32]) {
-    let Some(last) = dst.len().checked_sub(1) else {
+pub fn copy_strided_rows(
+    src: &[f32],
+    src_stride: usize,
+    step: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+    [rows, len]: [usize; 2],
+) {
+    if rows == 0 || len == 0 {
         return;
-    };
-    assert!(stride > 0, "copy_strided: the stride is 0");
-    let reach = last.saturating_mul(stride);
+    }
+    assert!(step > 0, "copy_strided_rows: the step is 0");
+    let src_reach = ((rows - 1).saturating_mul(src_stride))
+        .saturating_add((len - 1).saturating_mul(step))
+        .saturating_add(1);
+    let dst_reach = ((rows - 1).saturating_mul(dst_stride)).saturating_add(len);
     assert!(
-        reach < src.len(),
-        "copy_strided: {} values {stride} apart need {} source values, got {}",
-        dst.len(),
-        reach.saturating_add(1),
-        src.len()
+        src_reach <= src.len() && dst_reach <= dst.len(),
+        "copy_strided_rows: {rows} runs of {len} values {step} apart need {src_reach} source and \
+         {dst_reach} destination values, got {} and {}",
+        src.len(),
+        dst.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if matches!(stride, 1 | 2 | 4)
-        // SAFETY: the assert put value `reach` inside `src`, and every
-        // value the kernel reads is at or before it.
-        && on_lanes!(|L| unsafe { copy_strided_lanes::<L>(src, stride, dst) }).is_some()
+    if matches!(step, 1 | 2 | 4)
+        // SAFETY: the assert put every run inside its slice, and every
+        // value the kernel reads is at or before its run's last.
+        && on_lanes!(|L| unsafe {
+            match step {
+                1 => copy_strided_lanes::<L, 1>(src, src_stride, dst, dst_stride, [rows, len]),
+                2 => copy_strided_lanes::<L, 2>(src, src_stride, dst, dst_stride, [rows, len]),
+                _ => copy_strided_lanes::<L, 4>(src, src_stride, dst, dst_stride, [rows, len]),
+            }
+        })
+        .is_some()
     {
         return;
     }
-    for (d, s) in dst.iter_mut().zip(src.iter().step_by(stride)) {
-        *d = *s;
+    for r in 0..rows {
+        let run = &mut dst[r * dst_stride..][..len];
+        for (d, s) in run
+            .iter_mut()
+            .zip(src[r * src_stride..].iter().step_by(step))
+        {
+            *d = *s;
+        }
     }
 }
 
-/// [`copy_strided`] for strides 1, 2 and 4 in registers of `L`: `N`
-/// values picked from the `N * stride` that follow their first (the
-/// even lanes of two registers, or of two such picks), loaded under
-/// masks that stop at `src`'s end. On AVX2, copied value by value, the
-/// rows of MobileNet-SSD's conv0 took a quarter of that layer.
+/// [`copy_strided_rows`] for steps 1, 2 and 4 in registers of `L`: `N`
+/// values picked from the `N * STEP` that follow their first (the even
+/// lanes of two registers, or of two such picks), loaded under masks that
+/// stop at `src`'s end. On AVX2, copied value by value, the rows
+/// of MobileNet-SSD's conv0 took a quarter of that layer.
 ///
 /// # Safety
-/// `L`'s instructions are enabled; `src` holds at least `(dst.len() - 1)
-/// * stride + 1` values.
+/// `L`'s instructions are enabled; each of the `rows` runs lies inside
+/// its slice, as [`copy_strided_rows`] asserts.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn copy_strided_lanes<L: Lanes>(src: &[f32], stride: usize, dst: &mut [f32]) {
-    /// The register at `at`, its values past `src` zero.
+unsafe fn copy_strided_lanes<L: Lanes, const STEP: usize>(
+    src: &[f32],
+    src_stride: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+    [rows, len]: [usize; 2],
+) {
+    /// The register at `at` of `run`, its values past the run's end zero.
     ///
     /// # Safety
     /// `L`'s instructions are enabled.
     #[inline(always)]
-    unsafe fn load<L: Lanes>(src: &[f32], at: usize) -> L::V {
+    unsafe fn load<L: Lanes>(run: &[f32], at: usize) -> L::V {
         // SAFETY: `L` is enabled (caller); the load keeps to values
-        // at..src.len(), whole or under the mask.
+        // at..run.len(), whole or under the mask.
         unsafe {
-            if at + L::N <= src.len() {
-                return L::load(src.as_ptr().add(at));
+            if at + L::N <= run.len() {
+                return L::load(run.as_ptr().add(at));
             }
-            let left = L::first(src.len().saturating_sub(at));
-            L::load_masked_or(left, L::zero(), src.as_ptr().wrapping_add(at))
+            let left = L::first(run.len().saturating_sub(at));
+            L::load_masked_or(left, L::zero(), run.as_ptr().wrapping_add(at))
         }
     }
-    let load = |at: usize| -> L::V {
-        // SAFETY: `L` is enabled (caller).
-        unsafe { load::<L>(src, at) }
-    };
-    for (i, out) in dst.chunks_mut(L::N).enumerate() {
-        let at = i * L::N * stride;
-        // SAFETY: `L` is enabled (caller).
-        let picked = unsafe {
-            match stride {
-                1 => load(at),
-                2 => L::even(load(at), load(at + L::N)),
-                _ => L::even(
-                    L::even(load(at), load(at + L::N)),
-                    L::even(load(at + 2 * L::N), load(at + 3 * L::N)),
-                ),
-            }
+    for r in 0..rows {
+        // Loads may read past the run's last value up to `src`'s end
+        // (values no lane keeps); masks stop them there.
+        let run = &src[r * src_stride..];
+        let out = &mut dst[r * dst_stride..][..len];
+        let load = |at: usize| -> L::V {
+            // SAFETY: `L` is enabled (caller).
+            unsafe { load::<L>(run, at) }
         };
-        // SAFETY: the store keeps to `out`'s values, whole or masked.
-        unsafe {
-            if out.len() == L::N {
-                L::store(out.as_mut_ptr(), picked);
-            } else {
-                L::store_masked(L::first(out.len()), out.as_mut_ptr(), picked);
+        for (i, out) in out.chunks_mut(L::N).enumerate() {
+            let at = i * L::N * STEP;
+            // SAFETY: `L` is enabled (caller).
+            let picked = unsafe {
+                match STEP {
+                    1 => load(at),
+                    2 => L::even(load(at), load(at + L::N)),
+                    _ => L::even(
+                        L::even(load(at), load(at + L::N)),
+                        L::even(load(at + 2 * L::N), load(at + 3 * L::N)),
+                    ),
+                }
+            };
+            // SAFETY: the store keeps to `out`'s values, whole or masked.
+            unsafe {
+                if out.len() == L::N {
+                    L::store(out.as_mut_ptr(), picked);
+                } else {
+                    L::store_masked(L::first(out.len()), out.as_mut_ptr(), picked);
+                }
             }
         }
     }

@@ -178,9 +178,14 @@ impl ConvGeometry {
                 if sw == 1 && sh == 1 {
                     cpu::copy_rows(&x[from..], w, &mut image[lo..], ow, [bottom - top, hi - lo]);
                 } else {
-                    for (r, row) in image.chunks_exact_mut(ow).enumerate() {
-                        cpu::copy_strided(&x[from + r * sh * w..], sw, &mut row[lo..hi]);
-                    }
+                    cpu::copy_strided_rows(
+                        &x[from..],
+                        sh * w,
+                        sw,
+                        &mut image[lo..],
+                        ow,
+                        [bottom - top, hi - lo],
+                    );
                 }
             }
             if lo > 0 || hi < ow {

@@ -158,13 +158,20 @@ impl PhaseCopies {
             let (image, below) = image.split_at_mut((bottom - top) * len);
             above.fill(0.0);
             below.fill(0.0);
-            for (r, row) in image.chunks_exact_mut(len).enumerate() {
+            for row in image.chunks_exact_mut(len) {
                 row[..lo].fill(0.0);
                 row[hi..].fill(0.0);
-                if hi > lo {
-                    let from = (c * h + first + top + r - ph) * w + lo * sw + b - pw;
-                    cpu::copy_strided(&x[from..], sw, &mut row[lo..hi]);
-                }
+            }
+            if hi > lo && bottom > top {
+                let from = (c * h + first + top - ph) * w + lo * sw + b - pw;
+                cpu::copy_strided_rows(
+                    &x[from..],
+                    w,
+                    sw,
+                    &mut image[lo..],
+                    len,
+                    [bottom - top, hi - lo],
+                );
             }
         }
     }
