@@ -181,6 +181,9 @@ fn gemm_matches_reference(isa: Isa) {
         // cores: packed a chunk at a time, the last chunk and panel
         // partial.
         (40, 26_400, 40),
+        // MobileNet's conv1 (64 rows, 32 deep), its B packed a chunk at a
+        // time: on AVX2, tiles of 5 and 6 rows.
+        (64, 8_300, 32),
         // B packed whole, its 200 rows one depth block, passed by two
         // groups of rows (120 and 110), each wide pairs then a last
         // partial panel.
