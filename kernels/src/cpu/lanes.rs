@@ -367,20 +367,32 @@ impl Lanes for Avx2 {
     }
     #[inline(always)]
     unsafe fn store_masked(m: Avx2Mask, p: *mut f32, v: __m256) {
-        // A masked store is microcoded on AMD's cores: the edge goes
-        // through the stack instead.
+        // A masked store is microcoded on AMD's cores (about 20 cycles on
+        // a Zen 3); the edge is stored as a half, a quarter and a value,
+        // as the bits of its length say. Through a copy on the stack and
+        // a store a value, the edge took about 15 cycles there, against 4.
+        // MobileNet-SSD on one Zen 3 core (2026-12-04, medians of 8
+        // alternating runs): its 3 x 3 depthwise layers 3-12% faster
+        // (128 x 75 x 75 0.509 -> 0.459 ms), the pass 34.2 -> 33.5 ms.
         // SAFETY: the caller's; only the first `n` values are written.
         unsafe {
             if m.n == 8 {
                 _mm256_storeu_ps(p, v);
-            } else if m.n > 0 {
-                let mut lanes = [0f32; 8];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), v);
-                // Value by value: a copy of unknown length calls memcpy,
-                // which costs more than the few values take to move.
-                for (i, &x) in lanes.iter().enumerate().take(m.n) {
-                    *p.add(i) = x;
-                }
+                return;
+            }
+            let (mut p, mut x) = (p, _mm256_castps256_ps128(v));
+            if m.n & 4 != 0 {
+                _mm_storeu_ps(p, x);
+                x = _mm256_extractf128_ps::<1>(v);
+                p = p.add(4);
+            }
+            if m.n & 2 != 0 {
+                _mm_storel_epi64(p.cast(), _mm_castps_si128(x));
+                x = _mm_movehl_ps(x, x);
+                p = p.add(2);
+            }
+            if m.n & 1 != 0 {
+                _mm_store_ss(p, x);
             }
         }
     }
