@@ -53,8 +53,20 @@ const NR: usize = super::PANEL_COLUMNS;
 const KC: usize = 512;
 /// The smallest B, in values, read in place whose next panel the first
 /// tile of each panel asks for (1 MiB of f32: smaller ones stay in L2
-/// across a layer's tiles).
+/// across a layer's tiles), but see [`FEW_TILES_AHEAD_MIN`].
 const IN_PLACE_AHEAD_MIN: usize = 1 << 18;
+
+/// The smallest B, in values (256 KiB of f32), read in place whose next
+/// panel is asked for where C is at most two tiles high: so few tiles
+/// read each panel that their time is the panel's fetch, and a B that
+/// fits L2 may still come from beyond it (an SSD's box layers read a
+/// feature map written a dozen layers before). MobileNet-SSD's
+/// conv11_mbox_loc (12 x 361 x 512) on one Zen 3 core (AVX2,
+/// 2026-12-04, medians of 6 alternating runs in the net): 0.279 -> 0.134
+/// ms. Asked for at every C of 64 KiB of B and more, ResNet-50's
+/// res2a_branch2a (64 x 3,136 x 64) ran 22% slower and SqueezeNet's
+/// expand1x1 layers of 64 rows 16-18% slower.
+const FEW_TILES_AHEAD_MIN: usize = 1 << 16;
 
 /// Rows of C a tile takes for an `m`-row product: of the heights
 /// `L::TILE_ROWS` (8, 10 or 12 on AVX-512; 4, 5 or 6 on AVX2), on
@@ -961,7 +973,10 @@ unsafe fn product<L: Tiles>(
                                     Ahead::packed(packed.wrapping_add(next))
                                 }
                                 Source::Matrix(..)
-                                    if in_place && j + NR < n && k * n >= IN_PLACE_AHEAD_MIN =>
+                                    if in_place
+                                        && j + NR < n
+                                        && (k * n >= IN_PLACE_AHEAD_MIN
+                                            || m <= 2 * mr && k * n >= FEW_TILES_AHEAD_MIN) =>
                                 {
                                     Ahead {
                                         at: panel.wrapping_add(NR),
