@@ -1,7 +1,8 @@
 //! The CPU layers cut a batch (convolution), one image's output channels
 //! (convolution) or its planes (pooling) into one part per core; the
 //! results must not depend on how many cores there are. Each layer runs
-//! forward and backward in a pool of 1 thread and of 3 (uneven parts), on inputs large enough to be cut.
+//! forward and backward in a pool of 1 thread and of 3 (uneven parts), on
+//! inputs large enough to be cut. Softmax cuts its rows.
 
 use blob_layers::DynLayer;
 use blob_layers::registry::LayerRegistry;
@@ -99,4 +100,17 @@ fn pooling_gives_the_same_on_one_core_and_three() {
     let ave = r#"type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 3 }"#;
     let pooled = same_on_one_core_and_three("average pooling", ave, BATCH);
     assert_eq!(pooled[0].len(), BATCH * 8 * 16 * 16);
+}
+
+#[test]
+fn softmax_over_rows_gives_the_same_on_one_core_and_three() {
+    // Rows of 48 adjacent values (the last axis), 1,920 of them: cut into
+    // one run of rows a core.
+    let softmax = r#"type: "Softmax" softmax_param { axis: 3 }"#;
+    let results = same_on_one_core_and_three("softmax over rows", softmax, BATCH);
+    assert_eq!(results[0].len(), BATCH * 8 * 48 * 48);
+    for (r, row) in results[0].chunks_exact(48).enumerate() {
+        let sum: f64 = row.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-12, "row {r} sums to {sum}");
+    }
 }
