@@ -192,7 +192,14 @@ fn correlate_gives_im2col_and_gemms_bits() {
         // layer's own pass after them.
         for rectifier in [Rectifier::None, Rectifier::Relu, Rectifier::Relu6] {
             let mut got = vec![f32::NAN; channels * len];
-            let ran = cpu::correlate(&copies, at, &weight, &bias, rectifier, channels, &mut got);
+            let ran = cpu::correlate(
+                &copies,
+                at,
+                &weight,
+                &bias,
+                rectifier,
+                &mut got.chunks_exact_mut(len).collect::<Vec<_>>(),
+            );
             assert_eq!(ran, cpu::isa() >= Isa::Avx2, "ran on {:?}", cpu::isa());
             if !ran {
                 break;
@@ -203,6 +210,29 @@ fn correlate_gives_im2col_and_gemms_bits() {
                 bits(&want),
                 "{win:?}, {channels} channels, {rectifier:?}"
             );
+        }
+        // Runs of outputs further apart than their length (a band of
+        // each plane's rows): each channel's outputs land in its run, and
+        // the values after them are left as they were.
+        let plane = len + 37;
+        let mut spaced = vec![-3.5f32; channels * plane];
+        let mut runs: Vec<&mut [f32]> = spaced.chunks_exact_mut(plane).collect();
+        if cpu::correlate(&copies, at, &weight, &bias, Rectifier::None, &mut runs) {
+            for (c, (want, got)) in want
+                .chunks_exact(len)
+                .zip(spaced.chunks_exact(plane))
+                .enumerate()
+            {
+                assert_eq!(
+                    bits(&got[..len]),
+                    bits(want),
+                    "{win:?}, channel {c} of {channels}"
+                );
+                assert!(
+                    got[len..].iter().all(|&v| v == -3.5),
+                    "{win:?}: channel {c} wrote past its outputs"
+                );
+            }
         }
     }
 }
@@ -278,8 +308,7 @@ fn an_input_short_of_its_reach_is_refused() {
         &[1.0, 1.0],
         &[0.0],
         Rectifier::None,
-        1,
-        &mut out,
+        &mut [&mut out],
     ) {
         // No AVX-512: nothing is read; refuse as the kernel would.
         panic!("correlate: declined without AVX-512");

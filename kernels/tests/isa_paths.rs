@@ -325,8 +325,7 @@ fn own_kernels() -> Option<Vec<u64>> {
         &x[9000..][..270],
         &x[..10],
         cpu::Rectifier::Relu,
-        10,
-        &mut y
+        &mut y.chunks_exact_mut(150).collect::<Vec<_>>()
     ));
     push(&y);
     let offsets: Vec<usize> = (0..3)

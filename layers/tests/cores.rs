@@ -114,3 +114,59 @@ fn softmax_over_rows_gives_the_same_on_one_core_and_three() {
         assert!((sum - 1.0).abs() < 1e-12, "row {r} sums to {sum}");
     }
 }
+
+/// Forward of the `f32` layer `text` describes over one `shape` image
+/// in a pool of `threads`.
+fn forward_f32(text: &str, shape: &[usize], threads: usize) -> Vec<f32> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let mut layer: Box<dyn DynLayer<f32>> =
+            LayerRegistry::with_caffe_layers().build_text(text).unwrap();
+        let x = Blob::<f32>::new(shape).unwrap();
+        let mut y = Blob::<f32>::default();
+        let top = layer.reshape(&[&x], &[&y]).unwrap().remove(0);
+        y.reshape(&top.dims).unwrap();
+        let fill32 = |b: &Blob<f32>, seed: u64| {
+            let wide = Blob::<f64>::new(b.shape()).unwrap();
+            fill(&wide, seed);
+            let values = wide.to_vec().unwrap();
+            for (v, w) in b.mutable_cpu_data().unwrap().iter_mut().zip(values) {
+                *v = w as f32;
+            }
+        };
+        fill32(&x, 5);
+        for (k, p) in layer.blobs().iter().enumerate() {
+            fill32(p, 7 + k as u64);
+        }
+        layer.forward(&[&x], &[&y]).unwrap();
+        y.to_vec().unwrap()
+    })
+}
+
+#[test]
+fn one_images_rows_give_the_same_bits_on_one_core_and_three() {
+    // A net's first layer (3 x 3 at stride 2, as MobileNet's and
+    // SqueezeNet's), taken directly on AVX2 and AVX-512: one image's 23
+    // output rows cut into bands of 8, 8 and 7, each core shifting its
+    // own band's copies; and a 5 x 5 window at stride 1 over 16
+    // channels (GoogLeNet's 5x5 layers), whose bands overlap by 4 rows.
+    for (text, shape) in [
+        (
+            r#"type: "Convolution" convolution_param { num_output: 32 kernel_size: 3 stride: 2 }"#,
+            [1, 3, 48, 48],
+        ),
+        (
+            r#"type: "Convolution" convolution_param { num_output: 24 kernel_size: 5 pad: 2 }"#,
+            [1, 16, 29, 31],
+        ),
+    ] {
+        let one = forward_f32(text, &shape, 1);
+        let three = forward_f32(text, &shape, 3);
+        assert!(one.iter().all(|v| v.is_finite()) && one.iter().any(|&v| v != 0.0));
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&one), bits(&three), "{text}");
+    }
+}

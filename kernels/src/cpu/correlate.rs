@@ -72,13 +72,14 @@ impl Taps<'_> {
 }
 
 /// `out[c][t] = rectifier(bias[c] + sum over taps p of weight[c][p] *
-/// input[t + offsets[p]])` for `c < channels` and `t < len`, on AVX-512
+/// input[t + offsets[p]])` for each channel `c < out.len()` and `t <
+/// len`, on AVX-512
 /// or AVX2 (Caffe's convolution, read from an input laid out as
 /// [`Taps`] describes, as im2col and gemm compute it, and the `ReLU` a
-/// net folds into it). `weight` holds `channels` rows of
-/// `offsets.len()` values, `out` `channels` planes of `len`. Says
-/// whether it ran (`false`: neither AVX-512 nor AVX2, and nothing was
-/// written).
+/// net folds into it). `weight` holds a row of `offsets.len()` values a
+/// channel, `out` a run of at least `len` outputs a channel: its whole
+/// plane, or the band of the plane's rows one core takes. Says whether
+/// it ran (`false`: neither AVX-512 nor AVX2, and nothing was written).
 ///
 /// ```
 /// use blob_kernels::cpu::{Rectifier, Taps, correlate};
@@ -87,32 +88,32 @@ impl Taps<'_> {
 /// let input = [1.0f32, 2.0, 3.0, 5.0, 6.0, 7.0, 2.0, 3.0, 4.0, 6.0, 7.0, 8.0];
 /// let taps = Taps { offsets: &[0, 6], len: 6 };
 /// let mut out = [0.0f32; 6];
-/// if correlate(&input, taps, &[1.0, 10.0], &[0.5], Rectifier::None, 1, &mut out) {
+/// if correlate(&input, taps, &[1.0, 10.0], &[0.5], Rectifier::None, &mut [&mut out]) {
 ///     assert_eq!(out, [21.5, 32.5, 43.5, 65.5, 76.5, 87.5]);
 /// }
 /// // With a bias of -40 and Caffe's ReLU folded in.
-/// if correlate(&input, taps, &[1.0, 10.0], &[-40.0], Rectifier::Relu, 1, &mut out) {
+/// if correlate(&input, taps, &[1.0, 10.0], &[-40.0], Rectifier::Relu, &mut [&mut out]) {
 ///     assert_eq!(out, [0.0, 0.0, 3.0, 25.0, 36.0, 47.0]);
 /// }
 /// ```
 ///
 /// # Panics
-/// If `input` is shorter than [`Taps::reach`], or `weight`, `bias` or
-/// `out` shorter than the channels need.
+/// If `input` is shorter than [`Taps::reach`], `weight` or `bias`
+/// shorter than the channels need, or a run of `out` shorter than `len`.
 pub fn correlate(
     input: &[f32],
     taps: Taps<'_>,
     weight: &[f32],
     bias: &[f32],
     rectifier: Rectifier,
-    channels: usize,
-    out: &mut [f32],
+    out: &mut [&mut [f32]],
 ) -> bool {
     if isa() < Isa::Avx2 {
         return false;
     }
     let Taps { offsets, len } = taps;
     let count = offsets.len();
+    let channels = out.len();
     if channels == 0 || len == 0 {
         return true;
     }
@@ -123,14 +124,13 @@ pub fn correlate(
         taps.reach(),
         input.len()
     );
+    let shortest = out.iter().map(|run| run.len()).min().unwrap_or(len);
     assert!(
-        weight.len() >= channels * count && bias.len() >= channels && out.len() >= channels * len,
-        "correlate: {channels} channels of {count} taps and {len} outputs need {} weights, {channels} biases and {} outputs, got {}, {} and {}",
+        weight.len() >= channels * count && bias.len() >= channels && shortest >= len,
+        "correlate: {channels} channels of {count} taps and {len} outputs need {} weights, {channels} biases and {len} outputs a channel, got {}, {} and {shortest}",
         channels * count,
-        channels * len,
         weight.len(),
         bias.len(),
-        out.len()
     );
     #[cfg(not(target_arch = "x86_64"))]
     return false;
@@ -141,9 +141,9 @@ pub fn correlate(
     #[cfg(target_arch = "x86_64")]
     unsafe {
         if isa() == Isa::Avx512 {
-            Avx512::correlate(input, taps, (weight, bias, rectifier), channels, out)
+            Avx512::correlate(input, taps, (weight, bias, rectifier), out)
         } else {
-            Avx2::correlate(input, taps, (weight, bias, rectifier), channels, out)
+            Avx2::correlate(input, taps, (weight, bias, rectifier), out)
         }
     };
     #[cfg(target_arch = "x86_64")]
@@ -178,8 +178,7 @@ trait Correlations: Lanes {
         input: &[f32],
         taps: Taps<'_>,
         finish: Finishing<'_>,
-        channels: usize,
-        out: &mut [f32],
+        out: &mut [&mut [f32]],
     );
 
     /// [`gradient_tiles`] with the tile width that leaves the fewest
@@ -208,26 +207,24 @@ macro_rules! correlations {
                 input: &[f32],
                 taps: Taps<'_>,
                 finish: Finishing<'_>,
-                channels: usize,
-                out: &mut [f32],
+                out: &mut [&mut [f32]],
             ) {
                 #[target_feature(enable = $features)]
                 unsafe fn run<const ROWS: usize>(
                     input: &[f32],
                     taps: Taps<'_>,
                     finish: Finishing<'_>,
-                    channels: usize,
-                    out: &mut [f32],
+                    out: &mut [&mut [f32]],
                 ) {
                     // SAFETY: the caller's, and the features are enabled.
-                    unsafe { steps::<$lanes, ROWS>(input, taps, finish, channels, out) }
+                    unsafe { steps::<$lanes, ROWS>(input, taps, finish, out) }
                 }
                 // SAFETY: the caller's.
                 unsafe {
-                    match super::sgemm::rows_per_tile::<$lanes>(channels) {
-                        $r1 => run::<$r1>(input, taps, finish, channels, out),
-                        $r2 => run::<$r2>(input, taps, finish, channels, out),
-                        _ => run::<$r0>(input, taps, finish, channels, out),
+                    match super::sgemm::rows_per_tile::<$lanes>(out.len()) {
+                        $r1 => run::<$r1>(input, taps, finish, out),
+                        $r2 => run::<$r2>(input, taps, finish, out),
+                        _ => run::<$r0>(input, taps, finish, out),
                     }
                 }
             }
@@ -293,9 +290,12 @@ unsafe fn steps<L: Lanes, const ROWS: usize>(
     input: &[f32],
     Taps { offsets, len }: Taps<'_>,
     (weight, bias, rectifier): Finishing<'_>,
-    channels: usize,
-    out: &mut [f32],
+    out: &mut [&mut [f32]],
 ) {
+    let channels = out.len();
+    // Each run's pointer taken once: its slice is not borrowed again
+    // while the pointer writes.
+    let runs: Vec<*mut f32> = out.iter_mut().map(|run| run.as_mut_ptr()).collect();
     let span = 2 * L::N;
     let chunk = CHUNK_OUTPUTS.next_multiple_of(span);
     for t1 in (0..len).step_by(chunk) {
@@ -308,7 +308,7 @@ unsafe fn steps<L: Lanes, const ROWS: usize>(
             // through the taps would not leave AVX2's 16 for the sums.
             let bias: [f32; ROWS] = std::array::from_fn(|r| bias[(c0 + r).min(last)]);
             let live = (channels - c0).min(ROWS);
-            let plane = out.as_mut_ptr().wrapping_add(c0 * len);
+            let planes: [*mut f32; ROWS] = std::array::from_fn(|r| runs[(c0 + r).min(last)]);
             for t0 in (t1..len.min(t1 + chunk)).step_by(span) {
                 // The lanes of each register below `len`: all of them but in
                 // the last step.
@@ -328,7 +328,7 @@ unsafe fn steps<L: Lanes, const ROWS: usize>(
                     live,
                     (t0, len),
                     masks,
-                    plane,
+                    planes,
                 );
                 // SAFETY: the masks keep the outputs below `len`; a step of
                 // whole registers needs none.
@@ -346,7 +346,7 @@ unsafe fn steps<L: Lanes, const ROWS: usize>(
 
 /// [`step`]'s arguments: the input, the taps' offsets, the weight rows,
 /// their biases and the rectifier, the live channels, the first output
-/// and the plane's length, the masks and where the planes start.
+/// and the plane's length, the masks and each channel's run of outputs.
 #[cfg(target_arch = "x86_64")]
 type Step<'a, L, const ROWS: usize> = (
     &'a [f32],
@@ -356,29 +356,29 @@ type Step<'a, L, const ROWS: usize> = (
     usize,
     (usize, usize),
     [<L as Lanes>::M; 2],
-    *mut f32,
+    [*mut f32; ROWS],
 );
 
 #[cfg(target_arch = "x86_64")]
 /// Outputs `t0..t0 + 2 N` (the lanes `masks` keep, low register first,
 /// or every lane with `WHOLE`) of the `live` channels whose weight rows
-/// are `rows`, into their planes of `len` from `plane`.
+/// are `rows`, into their runs of `len` at `planes`.
 ///
 /// # Safety
 /// `L`'s instructions are enabled; each kept output reads inside `input`
 /// at every offset and is written inside `out`.
 #[inline(always)]
 unsafe fn step<L: Lanes, const ROWS: usize, const WHOLE: bool>(
-    (input, offsets, rows, (bias, rectifier), live, (t0, len), masks, plane): Step<'_, L, ROWS>,
+    (input, offsets, rows, (bias, rectifier), live, (t0, len), masks, planes): Step<'_, L, ROWS>,
 ) {
     if WHOLE {
         // The planes' lines a few steps on, asked for as writes, as the
         // gemm's tiles ask for theirs: MobileNet-SSD's conv0 writes 2.9 MB
         // into memory last written a pass ago.
-        // SAFETY: a prefetch reads nothing; the instructions are enabled.
-        unsafe {
-            super::sgemm::ask_for_c_ahead::<L, ROWS, 2>(plane.wrapping_add(t0), len as isize)
-        };
+        for plane in planes {
+            // SAFETY: a prefetch reads nothing; the instructions are enabled.
+            unsafe { super::sgemm::ask_for_c_ahead::<L, 1, 2>(plane.wrapping_add(t0), 0) };
+        }
     }
     // SAFETY: `L`'s instructions are enabled, per the caller.
     let mut acc = [[unsafe { L::zero() }; 2]; ROWS];
@@ -406,7 +406,7 @@ unsafe fn step<L: Lanes, const ROWS: usize, const WHOLE: bool>(
         }
     }
     for (r, (acc, b)) in acc.iter().zip(bias).enumerate().take(live) {
-        let at = plane.wrapping_add(r * len + t0);
+        let at = planes[r].wrapping_add(t0);
         for half in 0..2 {
             let to = at.wrapping_add(L::N * half);
             // SAFETY: the kept lanes are outputs of a live channel.

@@ -100,9 +100,13 @@ impl ConvGeometry {
             && (self.patch() <= SHALLOW_PATCH_MAX || self.oh * self.ow >= DIRECT_PLANE_MIN)
             && self.oh > 0
             && self.ow > 0;
-        if !suited {
-            return None;
-        }
+        suited.then(|| self.direct_rows(self.oh))
+    }
+
+    /// The layout of the shifted copies that `out_rows` rows of the
+    /// output read (all `oh` of them for a whole image, a band of them
+    /// for one core's share of it).
+    fn direct_rows(&self, out_rows: usize) -> Direct {
         let [kh, kw] = self.kernel;
         let ([sh, _], [dh, _]) = (self.stride, self.dilation);
         let mut phases: Vec<usize> = (0..kh).map(|i| i * dh % sh).collect();
@@ -111,7 +115,7 @@ impl ConvGeometry {
         // Copy (c, j, phase) row R holds padded row R * sh + phase, so tap
         // (c, i, j) reads output row r from row r + i * dh / sh of the
         // copy of its phase.
-        let rows = self.oh + (kh - 1) * dh / sh;
+        let rows = out_rows + (kh - 1) * dh / sh;
         let copy = rows * self.ow;
         let mut offsets = Vec::with_capacity(self.patch());
         for c in 0..self.channels_in {
@@ -123,12 +127,12 @@ impl ConvGeometry {
                 }
             }
         }
-        Some(Direct {
+        Direct {
             per_image: self.channels_in * kw * phases.len() * copy,
             offsets,
             rows,
             phases,
-        })
+        }
     }
 
     /// Whether the weight gradient is taken from the shifted copies too:
@@ -139,10 +143,11 @@ impl ConvGeometry {
     }
 
     /// Writes the image `x` (`channels_in` planes of `h x w`) as its
-    /// shifted copies into `out` (`direct`'s layout): copy `(c, j,
-    /// phase)` row `R` holds padded row `R * stride + phase`'s values at
-    /// columns `q * stride + j * dilation` for `q < ow`, padding as zero.
-    fn shift_image(&self, direct: &Direct, x: &[f32], out: &mut [f32]) {
+    /// shifted copies into `out` (`direct`'s layout) for the output rows
+    /// from `first_row` on: copy `(c, j, phase)` row `R` holds padded row
+    /// `(first_row + R) * stride + phase`'s values at columns `q * stride
+    /// + j * dilation` for `q < ow`, padding as zero.
+    fn shift_image(&self, direct: &Direct, x: &[f32], first_row: usize, out: &mut [f32]) {
         let Self {
             h,
             w,
@@ -163,18 +168,22 @@ impl ConvGeometry {
             let lo = pw.saturating_sub(shift).div_ceil(sw).min(ow);
             let hi = (w + pw).saturating_sub(shift).div_ceil(sw).clamp(lo, ow);
             // Rows top..bottom of the copy read the image's rows.
-            let top = (ph.saturating_sub(phase)).div_ceil(sh).min(direct.rows);
+            let top = (ph.saturating_sub(phase))
+                .div_ceil(sh)
+                .saturating_sub(first_row)
+                .min(direct.rows);
             let bottom = (h + ph)
                 .saturating_sub(phase)
                 .div_ceil(sh)
+                .saturating_sub(first_row)
                 .clamp(top, direct.rows);
             let (above, image) = copy.split_at_mut(top * ow);
             let (image, below) = image.split_at_mut((bottom - top) * ow);
             above.fill(0.0);
             below.fill(0.0);
             if hi > lo && bottom > top {
-                let first_row = top * sh + phase - ph;
-                let from = (c * h + first_row) * w + lo * sw + shift - pw;
+                let image_row = (first_row + top) * sh + phase - ph;
+                let from = (c * h + image_row) * w + lo * sw + shift - pw;
                 if sw == 1 && sh == 1 {
                     cpu::copy_rows(&x[from..], w, &mut image[lo..], ow, [bottom - top, hi - lo]);
                 } else {
@@ -223,17 +232,56 @@ pub(super) fn forward<T: MathElement>(
     (y, stride): (&mut [T], usize),
     scratch: &mut [T],
 ) {
+    let (image_in, plane_out) = (g.channels_in * g.h * g.w, g.oh * g.ow);
+    for img in 0..count {
+        let image = &x[(first + img) * image_in..][..image_in];
+        let yi = &mut y[img * stride..][..g.channels_out * plane_out];
+        let mut planes: Vec<&mut [T]> = yi.chunks_exact_mut(plane_out.max(1)).collect();
+        correlate_rows(g, direct, (image, weight, finish), 0, &mut planes, scratch);
+    }
+}
+
+/// One image's `y = conv(x) + bias` for its output rows `rows`, into
+/// `runs` (each output channel's run of those rows), through `scratch`
+/// (at least [`Direct::scratch_size`] of one image): one core's share
+/// of an image whose rows the cores cut, each making the shifted copies
+/// its rows read. `T` is `f32`, as [`ConvGeometry::direct`] found.
+pub(super) fn forward_rows<T: MathElement>(
+    g: &ConvGeometry,
+    (x, weight, finish): (&[T], &[T], Finish<'_, T>),
+    rows: Range<usize>,
+    runs: &mut [&mut [T]],
+    scratch: &mut [T],
+) {
+    let band = g.direct_rows(rows.len());
+    correlate_rows(g, &band, (x, weight, finish), rows.start, runs, scratch);
+}
+
+/// [`forward_rows`] of the `direct.rows` output rows' band from
+/// `first_row`, laid out as `direct`.
+fn correlate_rows<T: MathElement>(
+    g: &ConvGeometry,
+    direct: &Direct,
+    (x, weight, finish): (&[T], &[T], Finish<'_, T>),
+    first_row: usize,
+    runs: &mut [&mut [T]],
+    scratch: &mut [T],
+) {
     let (x, weight, bias) = (
         as_f32(x).expect(F32),
         as_f32(weight).expect(F32),
         as_f32(finish.bias).expect(F32),
     );
-    let (y, scratch) = (as_f32_mut(y).expect(F32), as_f32_mut(scratch).expect(F32));
+    let scratch = as_f32_mut(scratch).expect(F32);
+    let mut runs: Vec<&mut [f32]> = runs
+        .iter_mut()
+        .map(|run| as_f32_mut(run).expect(F32))
+        .collect();
     let copies = &mut scratch[..direct.per_image];
-    let (image_in, plane_out) = (g.channels_in * g.h * g.w, g.oh * g.ow);
+    let out_rows = direct.rows - (g.kernel[0] - 1) * g.dilation[0] / g.stride[0];
     let taps = cpu::Taps {
         offsets: &direct.offsets,
-        len: plane_out,
+        len: out_rows * g.ow,
     };
     // The rectifier is applied as each value is stored; a leaky ReLU
     // keeps its own pass.
@@ -241,16 +289,15 @@ pub(super) fn forward<T: MathElement>(
         Some(rectifier) => (rectifier, None),
         None => (cpu::Rectifier::None, finish.activation),
     };
-    for img in 0..count {
-        g.shift_image(direct, &x[(first + img) * image_in..][..image_in], copies);
-        let yi = &mut y[img * stride..][..g.channels_out * plane_out];
-        let ran = cpu::correlate(copies, taps, weight, bias, rectifier, g.channels_out, yi);
-        debug_assert!(ran, "ConvGeometry::direct found AVX-512 or AVX2");
-        Finish {
-            bias: &[],
-            activation: after,
-        }
-        .activate(yi);
+    g.shift_image(direct, x, first_row, copies);
+    let ran = cpu::correlate(copies, taps, weight, bias, rectifier, &mut runs);
+    debug_assert!(ran, "ConvGeometry::direct found AVX-512 or AVX2");
+    let after = Finish::<f32> {
+        bias: &[],
+        activation: after,
+    };
+    for run in runs {
+        after.activate(&mut run[..taps.len]);
     }
 }
 
@@ -266,7 +313,7 @@ fn shift_images<'s>(
     let image_in = g.channels_in * g.h * g.w;
     let copies = &mut scratch[..direct.per_image * count];
     for (img, out) in copies.chunks_exact_mut(direct.per_image).enumerate() {
-        g.shift_image(direct, &x[(first + img) * image_in..][..image_in], out);
+        g.shift_image(direct, &x[(first + img) * image_in..][..image_in], 0, out);
     }
     copies
 }
