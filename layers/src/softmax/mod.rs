@@ -39,23 +39,49 @@ fn softmax_rows<T: MathElement>(x: &[T], prob: &mut [T], classes: usize) {
 /// [`softmax_rows`] on one core: each row shifted by its largest value,
 /// then `e^` of the whole run at once (`cpu::exp` vectorizes `f32`
 /// across the rows, whatever their length: MobileNet-SSD's 1,917 rows of
-/// 21 took 0.17 ms a value at a time), then each row scaled.
+/// 21 took 0.17 ms a value at a time), then each row scaled by its sum's
+/// reciprocal. A row's largest value and its sum are taken in
+/// [`PARTIALS`] interleaved runs: one chain of compares and adds a row
+/// waited on each step's latency, and MobileNet-SSD's `mbox_conf_softmax`
+/// took 0.145 ms on one Zen 3 core against ONNX Runtime's 0.068.
 fn softmax_row_run<T: MathElement>(x: &[T], prob: &mut [T], classes: usize) {
     for (row, out) in x.chunks_exact(classes).zip(prob.chunks_exact_mut(classes)) {
-        let max =
-            row.iter().copied().fold(
-                T::from_f64(f64::NEG_INFINITY),
-                |a, b| if b > a { b } else { a },
-            );
+        let max = partial_folds(row, T::from_f64(f64::NEG_INFINITY), |a, b| {
+            if b > a { b } else { a }
+        });
         for (o, &v) in out.iter_mut().zip(row) {
             *o = v - max;
         }
     }
     cpu::exp_inplace(prob);
     for out in prob.chunks_exact_mut(classes) {
-        let sum: T = out.iter().copied().sum();
-        cpu::scal(T::ONE / sum, out);
+        let scale = T::ONE / partial_folds(out, T::ZERO, |a, b| a + b);
+        for v in out.iter_mut() {
+            *v = scale * *v;
+        }
     }
+}
+
+/// Independent chains a row's fold is split into (an AVX2 register of
+/// `f32`).
+const PARTIALS: usize = 8;
+
+/// `values` folded by `f` from `start` as [`PARTIALS`] chains, value `i`
+/// into chain `i % PARTIALS`, then the chains folded in order: the
+/// chains run side by side, where one chain waits on each step.
+#[inline(always)]
+fn partial_folds<T: Copy>(values: &[T], start: T, f: impl Fn(T, T) -> T) -> T {
+    let mut chains = [start; PARTIALS];
+    let mut runs = values.chunks_exact(PARTIALS);
+    for run in &mut runs {
+        for (chain, &v) in chains.iter_mut().zip(run) {
+            *chain = f(*chain, v);
+        }
+    }
+    for (chain, &v) in chains.iter_mut().zip(runs.remainder()) {
+        *chain = f(*chain, v);
+    }
+    chains.into_iter().fold(start, &f)
 }
 
 /// `prob = softmax(x)` over the `classes` values of each of `outer x
@@ -189,4 +215,47 @@ pub(crate) fn place_with<T: MathElement>(
         blob.reshape(shape)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_in_partial_chains_give_each_rows_softmax() {
+        // Rows shorter than, as long as and longer than the chains, with
+        // a remainder or none; the largest value anywhere in the row.
+        for classes in [1, 3, 8, 16, 21, 37] {
+            let rows = 5;
+            let x: Vec<f32> = (0..rows * classes)
+                .map(|i| ((i * 7919) % 113) as f32 * 0.25 - 9.0)
+                .collect();
+            let mut prob = vec![f32::NAN; x.len()];
+            softmax_row_run(&x, &mut prob, classes);
+            for (r, (row, got)) in x.chunks(classes).zip(prob.chunks(classes)).enumerate() {
+                let max = row
+                    .iter()
+                    .copied()
+                    .fold(f64::NEG_INFINITY, |a, b| a.max(b as f64));
+                let e: Vec<f64> = row.iter().map(|&v| (v as f64 - max).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                for (c, (&g, w)) in got.iter().zip(e.iter().map(|v| v / sum)).enumerate() {
+                    assert!(
+                        (g as f64 - w).abs() <= 1e-6 * w.max(1e-3),
+                        "{classes} classes, row {r}, class {c}: {g} against {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn partial_folds_take_every_value() {
+        for len in 0..20 {
+            let v: Vec<f64> = (0..len).map(|i| (i * i) as f64).collect();
+            assert_eq!(partial_folds(&v, 0.0, |a, b| a + b), v.iter().sum::<f64>());
+            let largest = partial_folds(&v, f64::NEG_INFINITY, f64::max);
+            assert_eq!(largest, v.last().copied().unwrap_or(f64::NEG_INFINITY));
+        }
+    }
 }
