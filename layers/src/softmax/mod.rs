@@ -40,10 +40,12 @@ fn softmax_rows<T: MathElement>(x: &[T], prob: &mut [T], classes: usize) {
 /// then `e^` of the whole run at once (`cpu::exp` vectorizes `f32`
 /// across the rows, whatever their length: MobileNet-SSD's 1,917 rows of
 /// 21 took 0.17 ms a value at a time), then each row scaled by its sum's
-/// reciprocal. A row's largest value and its sum are taken in
-/// [`PARTIALS`] interleaved runs: one chain of compares and adds a row
-/// waited on each step's latency, and MobileNet-SSD's `mbox_conf_softmax`
-/// took 0.145 ms on one Zen 3 core against ONNX Runtime's 0.068.
+/// reciprocal. A row's largest value is taken in [`PARTIALS`]
+/// interleaved chains (the same value, in any order): one chain of
+/// compares a row waited on each step's latency. The sum stays one
+/// chain in the row's order: summed in eight, LeNet's losses resumed
+/// from Caffe's snapshot drifted past 1e-5 of Caffe's within 3
+/// iterations.
 fn softmax_row_run<T: MathElement>(x: &[T], prob: &mut [T], classes: usize) {
     for (row, out) in x.chunks_exact(classes).zip(prob.chunks_exact_mut(classes)) {
         let max = partial_folds(row, T::from_f64(f64::NEG_INFINITY), |a, b| {
@@ -55,15 +57,16 @@ fn softmax_row_run<T: MathElement>(x: &[T], prob: &mut [T], classes: usize) {
     }
     cpu::exp_inplace(prob);
     for out in prob.chunks_exact_mut(classes) {
-        let scale = T::ONE / partial_folds(out, T::ZERO, |a, b| a + b);
+        let sum: T = out.iter().copied().sum();
+        let scale = T::ONE / sum;
         for v in out.iter_mut() {
             *v = scale * *v;
         }
     }
 }
 
-/// Independent chains a row's fold is split into (an AVX2 register of
-/// `f32`).
+/// Independent chains a row's largest value is taken in (an AVX2
+/// register of `f32`).
 const PARTIALS: usize = 8;
 
 /// `values` folded by `f` from `start` as [`PARTIALS`] chains, value `i`
