@@ -20,15 +20,20 @@ fn fill(b: &Blob<f64>, seed: u64) {
     }
 }
 
+/// `f` in a rayon pool of `threads`.
+fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
 /// Forward and backward of the layer `text` describes on fixed data in a
 /// pool of `threads`: the output, the input gradient and every parameter
 /// gradient.
 fn run(text: &str, batch: usize, threads: usize) -> Vec<Vec<f64>> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    pool.install(|| {
+    in_pool(threads, || {
         let mut layer: Box<dyn DynLayer<f64>> =
             LayerRegistry::with_caffe_layers().build_text(text).unwrap();
         let x = Blob::<f64>::new(&[batch, 8, 48, 48]).unwrap();
@@ -118,11 +123,7 @@ fn softmax_over_rows_gives_the_same_on_one_core_and_three() {
 /// Forward of the `f32` layer `text` describes over one `shape` image
 /// in a pool of `threads`.
 fn forward_f32(text: &str, shape: &[usize], threads: usize) -> Vec<f32> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    pool.install(|| {
+    in_pool(threads, || {
         let mut layer: Box<dyn DynLayer<f32>> =
             LayerRegistry::with_caffe_layers().build_text(text).unwrap();
         let x = Blob::<f32>::new(shape).unwrap();
