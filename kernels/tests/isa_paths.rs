@@ -273,6 +273,10 @@ fn own_kernels() -> Option<Vec<u64>> {
         // tiles and then a partial panel; 1,100 deep: three depth blocks.
         (230, 90, 200),
         (20, 40, 1100),
+        // A shallow B under more than 2^19 values of C, packed a chunk
+        // at a time: each band's whole panels after the first in one
+        // call, the last band of a tiled A 2 rows high.
+        (38, 14_000, 4),
     ] {
         for tb in [Transpose::No, Transpose::Yes] {
             let mut c = vec![0.25f32; m * n];
