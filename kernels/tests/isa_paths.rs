@@ -188,6 +188,9 @@ fn gemm_matches_reference(isa: Isa) {
         // groups of rows (120 and 110), each wide pairs then a last
         // partial panel.
         (230, 90, 200),
+        // B packed several panels at a time (seven of 130 rows), the
+        // last group partial, its last panel too.
+        (40, 600, 130),
     ];
     for (m, n, k) in shapes {
         let (a, _) = inputs::<f32>(m * k);

@@ -980,20 +980,34 @@ unsafe fn product<L: Tiles>(
                                     // A B with adjacent columns is read in place; a
                                     // transposed one is packed so the kernel's loads
                                     // are adjacent. A panel is packed just before its
-                                    // tiles use it, so it is still in L1.
+                                    // tiles use it (with the few after it), so it is
+                                    // still in L2.
                                     if access == Access::PackedPanels {
-                                        // SAFETY: the kc x cols block at row 0, column
-                                        // j of `b` is inside B, per the caller.
-                                        unsafe {
-                                            pack_chunk::<L>(
-                                                &mut pack,
-                                                b.offset(j as isize * sb[1]),
-                                                *sb,
-                                                kc,
-                                                cols,
-                                            )
-                                        };
-                                        ((pack.as_ptr(), NR as isize), false)
+                                        let at_once = panels_packed_at_once(kc);
+                                        let index = (j - columns.start) / NR;
+                                        if index.is_multiple_of(at_once) {
+                                            // SAFETY: the kc x cols block at row 0, column
+                                            // j of `b` is inside B, per the caller.
+                                            unsafe {
+                                                pack_chunk::<L>(
+                                                    &mut pack,
+                                                    b.offset(j as isize * sb[1]),
+                                                    *sb,
+                                                    kc,
+                                                    (at_once * NR).min(columns.end - j),
+                                                )
+                                            };
+                                        }
+                                        // SAFETY: the pack holds this panel.
+                                        (
+                                            (
+                                                unsafe {
+                                                    pack.as_ptr().add(index % at_once * kc * NR)
+                                                },
+                                                NR as isize,
+                                            ),
+                                            false,
+                                        )
                                     } else {
                                         // SAFETY: column j is inside B's rows.
                                         ((unsafe { b.add(j) }, sb[0]), true)
@@ -1733,6 +1747,21 @@ const PACKED_CHUNKS_MIN_C: usize = 1 << 19;
 /// AVX2 (two tiles' 1.97- 2.04). Chunks of 64 to 256 KiB ran within 0.05
 /// ms of it.
 const CHUNK_BYTES: usize = 128 << 10;
+
+/// How many panels of depth `kc` [`product`] packs at a time where it
+/// packs B a panel at a time ([`CHUNK_BYTES`] of them): each row of B is
+/// then read a run of several panels at once, rather than two cache
+/// lines of as many pages a panel (`perf` put the packing at 28% of
+/// MobileNet-SSD's conv3, 128 x 5,625 x 128). One Zen 3 core, AVX2,
+/// 2026-12-04: best of 300 runs, medians of 6 alternations, 128 x 5,625
+/// x 128 3.22 -> 2.85 ms, 256 x 1,444 x 128 1.33 -> 1.29; in the net
+/// (medians of 6 alternating runs) conv3 4.95 -> 3.88 ms, conv4 2.15 ->
+/// 2.04, conv5 (512 x 361 x 256, two panels at a time) 3.92 -> 3.58, the
+/// 512-deep layers level; two threads conv3 2.69 -> 2.38, conv4 1.36 ->
+/// 1.25; GoogLeNet's pass 57.0 -> 52.3 (4 runs, a noisy day).
+fn panels_packed_at_once(kc: usize) -> usize {
+    (CHUNK_BYTES / (kc.max(1) * NR * std::mem::size_of::<f32>())).max(1)
+}
 
 /// The columns of B of depth `kc` that [`product`] takes at a time for
 /// an `m`-row C, or `None` where every row of C passes over each panel
