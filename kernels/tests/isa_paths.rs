@@ -191,6 +191,10 @@ fn gemm_matches_reference(isa: Isa) {
         // B packed several panels at a time (seven of 130 rows), the
         // last group partial, its last panel too.
         (40, 600, 130),
+        // B read in place a chunk of columns at a time, each band's
+        // panels in one call (with beta, where AVX-512 has no wide
+        // tiles): on AVX-512 bands of 10 rows, the last 9 rows of C.
+        (29, 1000, 64),
     ];
     for (m, n, k) in shapes {
         let (a, _) = inputs::<f32>(m * k);

@@ -952,7 +952,7 @@ unsafe fn product<L: Tiles>(
                                     // this chunk.
                                     unsafe {
                                         strip_tiles::<L>(
-                                            (ib..rows.end.min(ib + height), mr),
+                                            (ib, height, rows.end, mr),
                                             (kc, a),
                                             (panel, rsb, step, strip.len() / NR),
                                             (alpha, beta),
@@ -1500,35 +1500,36 @@ unsafe fn panel_tiles<L: Tiles>(
     }
 }
 
-/// [`panel_tiles`] for one band of C's `rows` (a tile high) across
-/// `panels` whole panels of B from `panel`, each `kc` rows `rsb` apart,
-/// `step` values after the one before, C from column 0 at `c`: no tile
-/// reads ahead.
+/// [`panel_tiles`] for the band of C's rows from `first`, `height` high
+/// (at most `mr`; rows from `end` on are not C's), across `panels` whole
+/// panels of B from `panel`, each `kc` rows `rsb` apart, `step` values
+/// after the one before, C from column 0 at `c`: no tile reads ahead.
 ///
 /// # Safety
 /// As [`panel_tiles`], for each panel.
 #[inline(always)]
 unsafe fn strip_tiles<L: Tiles>(
-    (rows, mr): (Range<usize>, usize),
+    (first, height, end, mr): (usize, usize, usize, usize),
     (kc, a): (usize, Rows),
     (panel, rsb, step, panels): (*const f32, isize, usize, usize),
     (alpha, beta): (f32, f32),
     (c, rsc): (*mut f32, isize),
     finish: Option<Finish>,
 ) {
-    let height = rows.len();
     // SAFETY: as the caller promises.
     unsafe {
-        let (a, sa) = a.tile(rows.start, height == mr);
+        // As `TileAt::run`: the kernel's height is the band's, and a last
+        // band that C's rows end inside stores only those rows.
+        let (a, sa) = a.tile(first, height == mr);
         let tile = Tile {
-            rows: height,
+            rows: height.min(end - first),
             cols: 2 * L::N,
             alpha,
             beta,
-            c: c.offset(rows.start as isize * rsc),
+            c: c.offset(first as isize * rsc),
             rsc,
             ahead: Ahead::NONE,
-            finish: finish.map(|f| f.past(rows.start, 0)),
+            finish: finish.map(|f| f.past(first, 0)),
         };
         L::strip(height, (kc, a, sa), (panel, rsb, step, panels), &tile);
     }
