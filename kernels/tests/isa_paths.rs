@@ -195,6 +195,11 @@ fn gemm_matches_reference(isa: Isa) {
         // panels in one call (with beta, where AVX-512 has no wide
         // tiles): on AVX-512 bands of 10 rows, the last 9 rows of C.
         (29, 1000, 64),
+        // All of C's rows one band, read in place with no read-ahead,
+        // its panels after the first in one call: on AVX-512 bands of 11
+        // and 9 rows, which no tile is exactly as tall as.
+        (11, 195, 30),
+        (9, 130, 40),
     ];
     for (m, n, k) in shapes {
         let (a, _) = inputs::<f32>(m * k);

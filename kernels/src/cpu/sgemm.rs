@@ -2217,12 +2217,17 @@ macro_rules! tiles {
                         }
                     }
                 }
+                debug_assert!(rows <= $r2, "a strip of {rows} rows");
+                // The shortest kernel at least as tall as the band: a band
+                // of all of C's rows can be of any height up to the
+                // tallest tile (9 or 11 rows on AVX-512), and the kernel
+                // computes the rows past it without storing them.
                 // SAFETY: the caller's.
                 unsafe {
                     match rows {
-                        $r1 => run::<$r1>(a, b, tile),
-                        $r2 => run::<$r2>(a, b, tile),
-                        _ => run::<$r0>(a, b, tile),
+                        r if r <= $r0 => run::<$r0>(a, b, tile),
+                        r if r <= $r1 => run::<$r1>(a, b, tile),
+                        _ => run::<$r2>(a, b, tile),
                     }
                 }
             }
