@@ -1815,7 +1815,8 @@ unsafe fn pack_chunk<L: Lanes>(
         for first in (0..panels).step_by(PANELS_PACKED_BY_ROWS) {
             let columns = first * NR..cols.min((first + PANELS_PACKED_BY_ROWS) * NR);
             for p in 0..kc {
-                // SAFETY: row p's columns 0..cols are inside the block.
+                // SAFETY: row p's `columns` (within 0..cols) are inside
+                // the block.
                 let src = unsafe {
                     std::slice::from_raw_parts(
                         b.offset(p as isize * sb[0]).add(columns.start),
