@@ -977,16 +977,9 @@ fn forward_part<T: MathElement>(
         }
         return;
     }
-    if let Some(direct) = g.direct::<T>() {
+    if g.direct::<T>().is_some() {
         let operands = (x, weight, bias);
-        super::direct::forward(
-            g,
-            &direct,
-            operands,
-            (first, count),
-            (y, stride),
-            &mut s.col,
-        );
+        super::direct::forward(g, operands, (first, count), (y, stride), &mut s.col);
         return;
     }
     if g.is_dense() && p == 1 {

@@ -135,6 +135,18 @@ impl ConvGeometry {
         }
     }
 
+    /// The output rows that [`forward_rows`] takes at a time: as many
+    /// as keep their shifted copies within [`BAND_COPIES_BYTES`], at
+    /// least [`BAND_ROWS_MIN`].
+    fn band_rows(&self) -> usize {
+        let one = self.direct_rows(1);
+        let per_row = one.per_image / one.rows.max(1);
+        let extra = one.rows - 1;
+        (BAND_COPIES_BYTES / std::mem::size_of::<f32>() / per_row.max(1))
+            .saturating_sub(extra)
+            .max(BAND_ROWS_MIN)
+    }
+
     /// Whether the weight gradient is taken from the shifted copies too:
     /// a patch of at most [`SHALLOW_PATCH_MAX`].
     pub(super) fn direct_gradient<T: 'static>(&self) -> Option<Direct> {
@@ -207,6 +219,23 @@ impl ConvGeometry {
     }
 }
 
+/// The bytes of shifted copies [`forward_rows`] makes before it reads
+/// them: a band's copies stay in L2 (half of a Zen 3 core's) while its
+/// channels read them. A whole image's copies (MobileNet-SSD's conv0: 18
+/// copies of 151 x 150, 1.6 MB) were written out to L3 and read back
+/// from it. In the nets, one Zen 5 core, AVX-512, medians of 3-5
+/// alternating runs (2026-12-05), ms: MobileNet-SSD's conv0 0.41 ->
+/// 0.30 (the pass 12.10 -> 11.60; two threads 0.23 -> 0.19; AVX2 0.54
+/// -> 0.52), SqueezeNet's conv1 0.33 -> 0.29, GoogLeNet's and ResNet-50's
+/// 7 x 7 conv1 1.31 -> 1.10 and 1.27 -> 1.10. Bands of 128 and 512 KiB
+/// ran within the noise of 256.
+const BAND_COPIES_BYTES: usize = 256 << 10;
+
+/// The fewest output rows of a band: a wide image's band still makes
+/// few enough copies of the rows its window overlaps with the next
+/// band's.
+const BAND_ROWS_MIN: usize = 4;
+
 impl Direct {
     /// Images a weight-gradient round takes, of a part of `count`.
     pub(super) fn images_per_round(&self, count: usize) -> usize {
@@ -221,12 +250,11 @@ impl Direct {
 
 /// `y = conv(x) + bias` for images `first..first + count` of `x` into
 /// `y` (those images' outputs, each `stride` values after the one
-/// before), through `scratch` (at least
-/// [`Direct::scratch_size`] of one image). `T` is `f32`, as
-/// [`ConvGeometry::direct`] found.
+/// before), through `scratch` (at least [`Direct::scratch_size`] of one
+/// image): each image's output rows a band at a time ([`forward_rows`]).
+/// `T` is `f32`, as [`ConvGeometry::direct`] found.
 pub(super) fn forward<T: MathElement>(
     g: &ConvGeometry,
-    direct: &Direct,
     (x, weight, finish): (&[T], &[T], Finish<'_, T>),
     (first, count): (usize, usize),
     (y, stride): (&mut [T], usize),
@@ -237,15 +265,17 @@ pub(super) fn forward<T: MathElement>(
         let image = &x[(first + img) * image_in..][..image_in];
         let yi = &mut y[img * stride..][..g.channels_out * plane_out];
         let mut planes: Vec<&mut [T]> = yi.chunks_exact_mut(plane_out.max(1)).collect();
-        correlate_rows(g, direct, (image, weight, finish), 0, &mut planes, scratch);
+        forward_rows(g, (image, weight, finish), 0..g.oh, &mut planes, scratch);
     }
 }
 
 /// One image's `y = conv(x) + bias` for its output rows `rows`, into
 /// `runs` (each output channel's run of those rows), through `scratch`
-/// (at least [`Direct::scratch_size`] of one image): one core's share
-/// of an image whose rows the cores cut, each making the shifted copies
-/// its rows read. `T` is `f32`, as [`ConvGeometry::direct`] found.
+/// (at least [`Direct::scratch_size`] of one image): the whole image, or
+/// one core's share of an image whose rows the cores cut. The rows are
+/// taken a band at a time ([`ConvGeometry::band_rows`]), each band's
+/// shifted copies made just before they are read. `T` is `f32`, as
+/// [`ConvGeometry::direct`] found.
 pub(super) fn forward_rows<T: MathElement>(
     g: &ConvGeometry,
     (x, weight, finish): (&[T], &[T], Finish<'_, T>),
@@ -253,8 +283,22 @@ pub(super) fn forward_rows<T: MathElement>(
     runs: &mut [&mut [T]],
     scratch: &mut [T],
 ) {
-    let band = g.direct_rows(rows.len());
-    correlate_rows(g, &band, (x, weight, finish), rows.start, runs, scratch);
+    let band = g.band_rows();
+    for start in rows.clone().step_by(band) {
+        let end = rows.end.min(start + band);
+        let cut = (start - rows.start) * g.ow..(end - rows.start) * g.ow;
+        let mut band_runs: Vec<&mut [T]> =
+            runs.iter_mut().map(|run| &mut run[cut.clone()]).collect();
+        let layout = g.direct_rows(end - start);
+        correlate_rows(
+            g,
+            &layout,
+            (x, weight, finish),
+            start,
+            &mut band_runs,
+            scratch,
+        );
+    }
 }
 
 /// [`forward_rows`] of the `direct.rows` output rows' band from
@@ -408,8 +452,17 @@ mod tests {
             (1, (21, 18), [3, 3], 8, 1, [2, 2], [2, 2], [2, 2]),
             (2, (19, 16), [3, 2], 12, 2, [3, 1], [1, 0], [2, 3]),
             (3, (12, 13), [3, 3], 10, 2, [1, 1], [1, 1], [1, 1]),
+            // Images whose copies outgrow a band: MobileNet's first
+            // layer on 200 x 200 (three bands of 35 rows, each making
+            // one more row of copies than it has outputs), and a 5 x 5
+            // window at stride 1 (bands of 24 rows, overlapping by 4).
+            (3, (200, 200), [3, 3], 16, 1, [2, 2], [1, 1], [1, 1]),
+            (4, (120, 120), [5, 5], 8, 1, [1, 1], [0, 0], [1, 1]),
         ] {
             let g = geometry(window);
+            if g.oh > 50 {
+                assert!(g.band_rows() < g.oh / 2, "{g:?} in bands");
+            }
             let Some(direct) = g.direct::<f32>() else {
                 assert_eq!(cpu::isa(), cpu::Isa::Baseline, "{g:?}");
                 continue;
@@ -453,7 +506,6 @@ mod tests {
                     };
                     forward(
                         &g,
-                        &direct,
                         (&x, &weight, finish),
                         (img, 1),
                         (&mut got, cout * p),
