@@ -163,9 +163,10 @@ const AHEAD_MIN_WIDTH: usize = 64;
 #[cfg(target_arch = "x86_64")]
 static ZERO_ROW: [f32; 1024] = [0.0; 1024];
 
-/// [`window`] in registers of `L`: two output rows at a time (sharing
-/// input rows, and two sums in flight where one waits on its nine adds
-/// in turn), then the row left. At stride 2 on a Zen 4 core, 64 planes
+/// [`window`] in registers of `L`: [`BLOCK_ROWS`] output rows at a time
+/// at stride 1, two at stride 2 (sharing input rows, and several sums in
+/// flight where one waits on its nine adds in turn), then the rows
+/// left, two and one. At stride 2 on a Zen 4 core, 64 planes
 /// of 150 x 150 (ms, rows a block 1 / 2 / 4): AVX-512 0.19 / 0.18 / 0.19,
 /// AVX2 0.31 / 0.30 / 0.31; 128 of 75 x 75: 0.117 / 0.111 / 0.114 and
 /// 0.178 / 0.158 / 0.161.
@@ -216,11 +217,28 @@ unsafe fn plane<L: Lanes, const S: usize, const RECTIFY: bool>(
     };
     let mut r = 0;
     while r < rows {
-        let lines: [*const f32; 5] = std::array::from_fn(|i| line(S * r + i));
+        let lines: [*const f32; LINES] = std::array::from_fn(|i| line(S * r + i));
+        // The output rows of this pass: `BLOCK_ROWS` at stride 1, two at
+        // stride 2, fewer at the plane's end.
+        let block = match S {
+            1 => BLOCK_ROWS,
+            _ => 2,
+        };
+        let block = if r + block <= rows {
+            block
+        } else if r + 2 <= rows {
+            2
+        } else {
+            1
+        };
         if width >= AHEAD_MIN_WIDTH {
-            // The input rows the pass after next reads first (past the
-            // plane's last row, the next channel's first: a prefetch
-            // reads nothing, wherever it points).
+            // The 2 S input rows that output rows r + 4 and r + 5 read
+            // last (past the plane's last row, the next channel's first:
+            // a prefetch reads nothing, wherever it points); in blocks of
+            // four rows, half of the rows the next block reads first.
+            // Asking for every row of the block after next ran 4-9%
+            // slower (the layers alone, Zen 5, 2026-12-05), and level in
+            // MobileNet-SSD.
             let first = S * r + 3 + 2 * S;
             for y in first..first + 2 * S {
                 let row = input.wrapping_add(y * width);
@@ -229,8 +247,8 @@ unsafe fn plane<L: Lanes, const S: usize, const RECTIFY: bool>(
                     unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(at) as *const i8) };
                 }
             }
-            // The output rows the next pass writes, asked for as writes
-            // (past the plane's last row, the next plane's first).
+            // Output rows r + 2 and r + 3, asked for as writes (past the
+            // plane's last row, the next plane's first).
             for y in r + 2..r + 4 {
                 let row = out.wrapping_add(y * columns);
                 for at in (0..columns).step_by(16) {
@@ -240,21 +258,36 @@ unsafe fn plane<L: Lanes, const S: usize, const RECTIFY: bool>(
             }
         }
         // SAFETY: each line holds `width` values (the plane's rows or the
-        // zeros), and output rows r.. (two where two are left) are rows
-        // of `out` (caller).
+        // zeros), and output rows r..r + block are rows of `out`
+        // (caller).
         unsafe {
             let dst = out.add(r * columns);
-            if r + 2 <= rows {
-                let dsts = [dst, dst.add(columns)];
-                rows_3x3::<L, S, 2, RECTIFY>(&lines, width, &w, bias, dsts);
-                r += 2;
-            } else {
-                rows_3x3::<L, S, 1, RECTIFY>(&lines, width, &w, bias, [dst]);
-                r += 1;
+            let dsts: [*mut f32; BLOCK_ROWS] =
+                std::array::from_fn(|i| dst.wrapping_add(i * columns));
+            match block {
+                BLOCK_ROWS => rows_3x3::<L, S, BLOCK_ROWS, RECTIFY>(&lines, width, &w, bias, dsts),
+                2 => rows_3x3::<L, S, 2, RECTIFY>(&lines, width, &w, bias, [dsts[0], dsts[1]]),
+                _ => rows_3x3::<L, S, 1, RECTIFY>(&lines, width, &w, bias, [dst]),
             }
         }
+        r += block;
     }
 }
+
+/// The output rows a pass of [`plane`] takes at stride 1: its input
+/// rows are read once for up to three output rows each, and each
+/// register's four sums are independent chains of adds. Four rather
+/// than two, one core, AVX-512 / AVX2, medians of 5 alternating runs of
+/// the layer alone (2026-12-05, Zen 5), ms: 32 x 150 x 150 0.125 / 0.214
+/// -> 0.117 / 0.191, 128 x 75 x 75 0.147 / 0.248 -> 0.133 / 0.217; six
+/// ran 7-14% slower than four. At stride 2 three rows a pass ran within
+/// the noise of two (an input row serves at most two output rows).
+#[cfg(target_arch = "x86_64")]
+const BLOCK_ROWS: usize = 4;
+
+/// The input rows a pass reads: `S (R - 1) + 3` for `R` output rows.
+#[cfg(target_arch = "x86_64")]
+const LINES: usize = BLOCK_ROWS + 2;
 
 /// Output rows `0..R` of a block, each `width.div_ceil(S)` long at
 /// `dsts`, whose input rows are `lines[0..S (R - 1) + 3]` (each `width`
@@ -267,7 +300,7 @@ unsafe fn plane<L: Lanes, const S: usize, const RECTIFY: bool>(
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn rows_3x3<L: Lanes, const S: usize, const R: usize, const RECTIFY: bool>(
-    lines: &[*const f32; 5],
+    lines: &[*const f32; LINES],
     width: usize,
     w: &[L::V; 9],
     bias: L::V,
@@ -278,7 +311,7 @@ unsafe fn rows_3x3<L: Lanes, const S: usize, const R: usize, const RECTIFY: bool
     // (its last is the window's left column for the next register's
     // first output), zero before the first: the left padding.
     // SAFETY: the caller has `L`.
-    let mut odd_before = [unsafe { L::zero() }; 5];
+    let mut odd_before = [unsafe { L::zero() }; LINES];
     let mut q = 0;
     while q < columns {
         // Whole loads where every load of the register's window lies
@@ -327,16 +360,14 @@ unsafe fn rows_3x3<L: Lanes, const S: usize, const R: usize, const RECTIFY: bool
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn sums<L: Lanes, const S: usize, const R: usize, const MASKED: bool>(
-    at: (&[*const f32; 5], usize, usize),
-    odd_before: &mut [L::V; 5],
+    at: (&[*const f32; LINES], usize, usize),
+    odd_before: &mut [L::V; LINES],
     w: &[L::V; 9],
 ) -> [L::V; R] {
-    const {
-        assert!(
-            R <= 2 && S <= 2,
-            "five input rows serve at most two output rows"
-        )
-    };
+    debug_assert!(
+        S * (R - 1) + 3 <= LINES,
+        "a pass reads at most LINES input rows"
+    );
     // SAFETY: the caller has `L`.
     let mut acc = [unsafe { L::zero() }; R];
     // One call an input row, each its own constant, so that every test
@@ -348,6 +379,7 @@ unsafe fn sums<L: Lanes, const S: usize, const R: usize, const MASKED: bool>(
         input_row::<L, S, R, MASKED, 2>(&mut acc, odd_before, at, w);
         input_row::<L, S, R, MASKED, 3>(&mut acc, odd_before, at, w);
         input_row::<L, S, R, MASKED, 4>(&mut acc, odd_before, at, w);
+        input_row::<L, S, R, MASKED, 5>(&mut acc, odd_before, at, w);
     }
     acc
 }
@@ -370,8 +402,8 @@ unsafe fn input_row<
     const I: usize,
 >(
     acc: &mut [L::V; R],
-    odd_before: &mut [L::V; 5],
-    (lines, q, width): (&[*const f32; 5], usize, usize),
+    odd_before: &mut [L::V; LINES],
+    (lines, q, width): (&[*const f32; LINES], usize, usize),
     w: &[L::V; 9],
 ) {
     if I > S * (R - 1) + 2 {
