@@ -163,7 +163,13 @@ const NARROW: usize = 24;
 /// and 0.630 / 0.597, 128 x 75 x 75 1.07 / 0.93. With the rows read in
 /// place ([`in_place_f32`]), MobileNet-SSD's 256 x 38 x 38 in the net on
 /// an Intel core (2026-12-02): flat 0.211 / 0.238, rows 0.192 / 0.282.
-const FLAT_BELOW: usize = 48;
+/// With four rows a pass at stride 1, the layers alone on one Zen 5 core
+/// (2026-12-05, medians of 5), flat against rows, AVX-512 / AVX2, ms:
+/// 256 x 38 x 38 0.099 / 0.155 and 0.080 / 0.125, 256 x 32 x 32 0.068 /
+/// 0.102 and 0.048 / 0.086; 512 x 26 x 26 (MobileNet-YOLO's) 0.093 /
+/// 0.141 and 0.087 / 0.154, 256 x 22 x 22 0.035 and 0.037, 512 x 19 x
+/// 19 0.053 and 0.067.
+const FLAT_BELOW: usize = 32;
 
 /// [`forward`] with 16 channels of an image at a time laid side by side,
 /// one pixel a 16-lane vector, through `cpu::depthwise_interleaved` (the
