@@ -40,7 +40,7 @@ pub(crate) fn forward<T: MathElement>(
     }
     // Planes read where they lie: the strided layers' but the narrowest,
     // the unstrided ones' that `flat` does not take.
-    let in_place = (is_3x3_stride2_pad1(g) && g.ow >= STRIDED_IN_PLACE_MIN)
+    let in_place = (is_3x3_stride2_pad1(g) && g.ow >= strided_in_place_min())
         || (is_3x3_unit_stride_pad1(g) && g.ow >= FLAT_BELOW);
     let flat_here = is_3x3_unit_stride_pad1(g) && g.ow < FLAT_BELOW;
     if (g.ow < NARROW || flat_here)
@@ -435,7 +435,23 @@ fn plane_f32<T: MathElement>(
 /// against side by side (one Zen 4 core, medians of 3): AVX-512 0.234 /
 /// 0.352, AVX2 0.321 / 0.398; 512 x 19 x 19 -> 10 x 10: 0.202 / 0.176 and
 /// 0.298 / 0.211, where a row of 10 fills 10 of 16 lanes.
+///
+/// On AVX-512 every width now reads in place ([`strided_in_place_min`]):
+/// one Zen 5 core (2026-12-05, medians of 5 alternating runs, ms), 512 x 19 x 19 -> 10 x 10 0.041
+/// side by side, 0.035 in place (in MobileNet-SSD, conv12/dw 0.086 ->
+/// 0.069), 512 x 26 x 26 -> 13 x 13 (MobileNet-YOLO's) 0.075 -> 0.052;
+/// on AVX2 the 10 x 10 planes ran 0.038 side by side, 0.047 in place.
 const STRIDED_IN_PLACE_MIN: usize = 16;
+
+/// [`STRIDED_IN_PLACE_MIN`] on this machine's widest path: none on
+/// AVX-512.
+fn strided_in_place_min() -> usize {
+    if cpu::isa() == cpu::Isa::Avx512 {
+        0
+    } else {
+        STRIDED_IN_PLACE_MIN
+    }
+}
 
 /// Whether `g` is MobileNet's strided depthwise window: 3 x 3 at stride
 /// 2 with a row and a column of zeros around the plane, which
