@@ -437,10 +437,11 @@ fn plane_f32<T: MathElement>(
 /// 0.298 / 0.211, where a row of 10 fills 10 of 16 lanes.
 ///
 /// On AVX-512 every width now reads in place ([`strided_in_place_min`]):
-/// one Zen 5 core (2026-12-05, medians of 5 alternating runs, ms), 512 x 19 x 19 -> 10 x 10 0.041
-/// side by side, 0.035 in place (in MobileNet-SSD, conv12/dw 0.086 ->
-/// 0.069), 512 x 26 x 26 -> 13 x 13 (MobileNet-YOLO's) 0.075 -> 0.052;
-/// on AVX2 the 10 x 10 planes ran 0.038 side by side, 0.047 in place.
+/// one Zen 5 core (2026-12-05, medians of 5 alternating runs, ms), 512
+/// x 19 x 19 -> 10 x 10 0.041 side by side, 0.035 in place (in
+/// MobileNet-SSD, conv12/dw 0.086 -> 0.069), 512 x 26 x 26 -> 13 x 13
+/// (MobileNet-YOLO's) 0.075 -> 0.052; on AVX2 the 10 x 10 planes ran
+/// 0.038 side by side, 0.047 in place.
 const STRIDED_IN_PLACE_MIN: usize = 16;
 
 /// [`STRIDED_IN_PLACE_MIN`] on this machine's widest path: none on

@@ -25,9 +25,9 @@ pub struct MemoryReuse {
 impl<T: MathElement> Net<T> {
     /// Lets intermediate blobs that are never in use at once share
     /// memory, the largest first (`share_by_size`): a forward pass then
-    /// writes into memory a recent layer left in the cache, and the net
-    /// holds less. Caffe has no such
-    /// step (its blobs all keep their values, which pycaffe users read);
+    /// writes into memory an earlier layer of the same pass used, and
+    /// the net holds less. Caffe has no such step (its blobs all keep
+    /// their values, which pycaffe users read);
     /// after it, only the net's inputs and outputs are sure to keep
     /// theirs after a pass, and the intermediate blobs hold whatever the
     /// last blob to use their memory left. The net's results are the
