@@ -449,7 +449,14 @@ fn cached_blocks(
             let first = block * tiling.per_block;
             let tiles = (first, tiling.per_block.min(tiling.tiles - first));
             let (v, m) = (&mut buffers.input[..], &mut buffers.products[..]);
-            transform_input(g, tiling, x, tiles, v, &mut buffers.rows);
+            transform_input(
+                g,
+                tiling,
+                x,
+                tiles,
+                (&Output::new(v, 0), 0..cin),
+                &mut buffers.rows,
+            );
             multiply(tiling, u, (v, cin), 0..cout, tiles.1, m);
             transform_output(
                 g,
@@ -497,7 +504,16 @@ fn streamed_blocks(
     for block in 0..tiling.blocks() {
         let first = block * tiling.per_block;
         let tiles = (first, tiling.per_block.min(tiling.tiles - first));
-        transform_input(g, tiling, x, tiles, v, &mut parts[0].rows);
+        // Each core transforms its share of the input's groups of 16
+        // channels: one alone left the others waiting (ResNet-50's
+        // res3 and res4 3 x 3 layers).
+        let lane_groups = cin.div_ceil(LANES);
+        let per_transform = lane_groups.div_ceil(count) * LANES;
+        let shared = Output::new(v, 0);
+        cpu::on_cores(parts[..count].iter_mut().enumerate(), |(i, b)| {
+            let channels = (i * per_transform).min(cin)..cin.min((i + 1) * per_transform);
+            transform_input(g, tiling, x, tiles, (&shared, channels), &mut b.rows);
+        });
         let v = &v[..];
         cpu::on_cores(parts[..count].iter_mut().enumerate(), |(i, b)| {
             let channels = i * per_part..cout.min((i + 1) * per_part);
@@ -599,7 +615,7 @@ fn transform_input(
     tiling: &Tiling,
     x: &[f32],
     tiles: (usize, usize),
-    v: &mut [f32],
+    v: (&Output<'_>, Range<usize>),
     rows: &mut [f32],
 ) {
     match (tiling.span, tiling.tile) {
@@ -616,11 +632,16 @@ fn input_tiles<const SPAN: usize, const OUT: usize>(
     tiling: &Tiling,
     x: &[f32],
     (first, count): (usize, usize),
-    v: &mut [f32],
+    (v, channels): (&Output<'_>, Range<usize>),
     rows: &mut [f32],
 ) {
     let cin = g.channels_in;
-    let v = &mut v[..SPAN * SPAN * point_stride(cin, count)];
+    assert!(
+        v.len >= SPAN * SPAN * point_stride(cin, count),
+        "a Winograd block's transformed input holds {} values, not {}",
+        v.len,
+        SPAN * SPAN * point_stride(cin, count)
+    );
     cpu::vectorized(
         #[inline(always)]
         || {
@@ -630,7 +651,7 @@ fn input_tiles<const SPAN: usize, const OUT: usize>(
             let mut d = [[0.0; LANES]; MOST_POINTS];
             let mut e = [[0.0; LANES]; MOST_POINTS];
             let mut between = [[0.0; LANES]; MOST_POINTS];
-            for c0 in (0..cin).step_by(LANES) {
+            for c0 in channels.clone().step_by(LANES) {
                 let lanes = LANES.min(cin - c0);
                 for strip in tiling.strips(first, count) {
                     let width = OUT * strip.len + SPAN - OUT;
@@ -643,16 +664,21 @@ fn input_tiles<const SPAN: usize, const OUT: usize>(
                         input_transform::<SPAN>(&d, &mut between, &mut e);
                         let t = strip.start + k;
                         let at = |p: usize| p * point_stride(cin, count) + t * cin + c0;
+                        // The lanes of this tile's channels `c0..c0 +
+                        // lanes`, which no other caller writes (each takes
+                        // its own channels).
+                        // SAFETY: as above.
+                        let lanes_at = |p: usize, len: usize| unsafe { v.run(at(p), len) };
                         // Whole registers apart from the last channels':
                         // one copy of either length, which the compiler
                         // would make of the two, is a call to `memcpy`.
                         if lanes == LANES {
                             for (p, values) in e[..SPAN * SPAN].iter().enumerate() {
-                                *first_lanes_mut(&mut v[at(p)..]) = *values;
+                                *first_lanes_mut(lanes_at(p, LANES)) = *values;
                             }
                         } else {
                             for (p, values) in e[..SPAN * SPAN].iter().enumerate() {
-                                v[at(p)..][..lanes].copy_from_slice(&values[..lanes]);
+                                lanes_at(p, lanes).copy_from_slice(&values[..lanes]);
                             }
                         }
                     }
@@ -988,8 +1014,10 @@ fn output_1d<const SPAN: usize, const OUT: usize>(
     }
 }
 
-/// The output blob, written by the cores at once: each core writes only
-/// the pixels of its own tiles, and tiles never share a pixel.
+/// A buffer written by the cores at once in runs no two share: the
+/// output blob (each core writes only the pixels of its own tiles, and
+/// tiles never share a pixel), or a block's transformed input (each core
+/// its own channels).
 struct Output<'a> {
     ptr: *mut f32,
     len: usize,
