@@ -178,11 +178,12 @@ fn gemm_matches_reference(isa: Isa) {
         (16, 1100, 600),
         (16, 1100, 1200),
         // A shallow B under a C of more than 2^19 values on each of two
-        // cores: packed a chunk at a time, the last chunk and panel
-        // partial.
+        // cores: packed a chunk at a time where the tiles are narrow
+        // (AVX2, or a beta), read in place by AVX-512's wide tiles; the
+        // last chunk and panel partial.
         (40, 26_400, 40),
         // MobileNet's conv1 (64 rows, 32 deep), its B packed a chunk at a
-        // time: on AVX2, tiles of 5 and 6 rows.
+        // time on AVX2, in tiles of 5 and 6 rows.
         (64, 8_300, 32),
         // B packed whole, its 200 rows one depth block, passed by two
         // groups of rows (120 and 110), each wide pairs then a last
@@ -286,8 +287,9 @@ fn own_kernels() -> Option<Vec<u64>> {
         (230, 90, 200),
         (20, 40, 1100),
         // A shallow B under more than 2^19 values of C, packed a chunk
-        // at a time: each band's whole panels after the first in one
-        // call, the last band of a tiled A 2 rows high.
+        // at a time (with beta; AVX-512's wide tiles read it in place
+        // where C is written afresh): each band's whole panels after the
+        // first in one call, the last band of a tiled A 2 rows high.
         (38, 14_000, 4),
     ] {
         for tb in [Transpose::No, Transpose::Yes] {

@@ -835,7 +835,10 @@ unsafe fn product<L: Tiles>(
             // another (`CHUNK_BYTES`).
             let access = match &b {
                 Source::Matrix(..) if whole => Access::PackedChunks,
-                Source::Matrix(_, sb) => matrix_access::<L>((m, k, n), *sb),
+                Source::Matrix(_, sb) => {
+                    let wide = wide_tiles_suit::<L>(m, beta, a, &b);
+                    matrix_access::<L>((m, k, n), *sb, wide)
+                }
                 _ => Access::PackedPanels,
             };
             let chunk = match access {
@@ -1700,13 +1703,14 @@ enum Access {
 /// deep, wide B read in place would thrash L1, its rows a panel's width
 /// apart in pages of their own), or of at most [`FEW_ROWS`] rows of C;
 /// of those, a C of at least [`PACKED_CHUNKS_MIN_C`] values and more
-/// rows packs its chunks; the rest, its panels.
-fn matrix_access<L: Lanes>((m, k, n): (usize, usize, usize), sb: [isize; 2]) -> Access {
+/// rows packs its chunks, unless its pairs of panels run in `wide` tiles;
+/// the rest, its panels.
+fn matrix_access<L: Lanes>((m, k, n): (usize, usize, usize), sb: [isize; 2], wide: bool) -> Access {
     let in_place =
         sb[1] == 1 && (m <= FEW_ROWS || !(m > L::TILE_ROWS[0] && n > 2 * NR && k >= 128));
     if !in_place {
         Access::PackedPanels
-    } else if m > FEW_ROWS && m * n >= PACKED_CHUNKS_MIN_C {
+    } else if m > FEW_ROWS && m * n >= PACKED_CHUNKS_MIN_C && !wide {
         Access::PackedChunks
     } else {
         Access::InPlace
@@ -1735,6 +1739,18 @@ const FEW_ROWS: usize = 32;
 /// values of C and fewer packing lost 2-7% (64 -> 64 at 56 x 56 0.261 ->
 /// 0.278 / 0.299 -> 0.314), and at 401,408 values it gained 2-3% over 64
 /// channels (64 -> 128 at 56 x 56) and lost 2% over 32 (32 -> 128).
+///
+/// AVX-512's wide tiles (four registers a row against two panels) read
+/// such a B in place faster than packed: its copy, a tenth of MobileNet's
+/// conv1, is gone, and the tiles' loads of its rows keep up. One Zen 5
+/// core (2026-12-05, in the nets, medians of 6-8 alternating runs of
+/// one build, the choice switched at run time): MobileNet-SSD's conv1
+/// (64 x 22,500 x 32) 0.550-0.577 -> 0.508-0.536 ms, conv2 (128 x 5,625
+/// x 64) 0.450-0.456 -> 0.430-0.442 (the pass within the day's noise of
+/// 2-4%); two threads conv1 0.422 -> 0.376; MobileNet-YOLOv3-lite's
+/// conv1 0.650 -> 0.615, conv2 0.487 -> 0.469; ResNet-50's res2 256 x
+/// 3,136 x 64 layers 2-5%. On AVX2, whose narrow tiles take the same B,
+/// in place ran 24% slower.
 const PACKED_CHUNKS_MIN_C: usize = 1 << 19;
 
 /// The bytes of B that a tile's rows of C read before the next tile's,
