@@ -442,7 +442,14 @@ fn plane_f32<T: MathElement>(
 /// MobileNet-SSD, conv12/dw 0.086 -> 0.069), 512 x 26 x 26 -> 13 x 13
 /// (MobileNet-YOLO's) 0.075 -> 0.052; on AVX2 the 10 x 10 planes ran
 /// 0.038 side by side, 0.047 in place.
-const STRIDED_IN_PLACE_MIN: usize = 16;
+///
+/// Since rows of one or two registers run in one loop over the plane
+/// (`cpu::depthwise_3x3_stride2`), AVX2 reads MobileNet-YOLO's 13 x 13
+/// in place too: one Zen 5 core (2026-12-05, medians of 5 alternating
+/// runs, ms) 512 x 26 x 26 0.062 side by side, 0.056 in place (in the
+/// net, level: 0.060 and 0.059); 10 x 10 0.037 side by side, 0.040 in
+/// place.
+const STRIDED_IN_PLACE_MIN: usize = 13;
 
 /// [`STRIDED_IN_PLACE_MIN`] on this machine's widest path: none on
 /// AVX-512.
