@@ -195,18 +195,6 @@ unsafe fn plane<L: Lanes, const S: usize, const RECTIFY: bool>(
             L::splat(bias),
         )
     };
-    // The padding's rows: read as whole registers up to the plane's width.
-    // A row of zeros allocated for each plane cost MobileNet's 256 x 38
-    // x 38 layer 12% of its time (three such layers, medians of 5 on a
-    // Zen 4 core: 0.249 -> 0.207 ms with the shared row; 128 x 75 x 75
-    // 0.309 -> 0.290): the widest planes alone allocate theirs.
-    let wide;
-    let zeros: &[f32] = if width + 2 * L::N <= ZERO_ROW.len() {
-        &ZERO_ROW
-    } else {
-        wide = vec![0.0f32; width + 2 * L::N];
-        &wide
-    };
     let (rows, columns) = (height.div_ceil(S), width.div_ceil(S));
     if S == 2 && columns <= 2 * L::N {
         // SAFETY: as the caller promises; the rows fit one register or
@@ -221,6 +209,18 @@ unsafe fn plane<L: Lanes, const S: usize, const RECTIFY: bool>(
         }
         return;
     }
+    // The padding's rows: read as whole registers up to the plane's width.
+    // A row of zeros allocated for each plane cost MobileNet's 256 x 38
+    // x 38 layer 12% of its time (three such layers, medians of 5 on a
+    // Zen 4 core: 0.249 -> 0.207 ms with the shared row; 128 x 75 x 75
+    // 0.309 -> 0.290): the widest planes alone allocate theirs.
+    let wide;
+    let zeros: &[f32] = if width + 2 * L::N <= ZERO_ROW.len() {
+        &ZERO_ROW
+    } else {
+        wide = vec![0.0f32; width + 2 * L::N];
+        &wide
+    };
     // Output row r reads input rows S r - 1 ..= S r + 1.
     let line = |iy: usize| -> *const f32 {
         match iy.checked_sub(1) {

@@ -857,12 +857,10 @@ unsafe fn product<L: Tiles>(
             // A B read in place, or packed a chunk at a time, is read a
             // chunk of columns at a time by one tile's rows of C after
             // another (`CHUNK_BYTES`).
+            let wide = wide_tiles_suit::<L>(m, beta, a, &b);
             let access = match &b {
                 Source::Matrix(..) if whole => Access::PackedChunks,
-                Source::Matrix(_, sb) => {
-                    let wide = wide_tiles_suit::<L>(m, beta, a, &b);
-                    matrix_access::<L>((m, k, n), *sb, wide)
-                }
+                Source::Matrix(_, sb) => matrix_access::<L>((m, k, n), *sb, wide),
                 _ => Access::PackedPanels,
             };
             let chunk = match access {
@@ -889,7 +887,7 @@ unsafe fn product<L: Tiles>(
                 }
                 // Pairs of whole panels in wide tiles first; the rest of
                 // the columns (fewer than two panels) as before.
-                let wide_end = if wide_tiles_suit::<L>(m, beta, a, &b) {
+                let wide_end = if wide {
                     columns.start + columns.len() / (2 * NR) * (2 * NR)
                 } else {
                     columns.start
