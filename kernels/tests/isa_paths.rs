@@ -99,7 +99,7 @@ fn all_results<T: Real>() -> Vec<u64> {
 
 /// What the f32-only moves write (a convolution's shifted and phase
 /// copies, an inner product's turned result and the panels of a weight
-/// gradient),
+/// gradient), and the in-order sums of runs side by side,
 /// as bits: runs shorter than a
 /// register, whole ones with a tail, and panels of fewer than 16, 16 and
 /// more columns over depths with a partial last block of 16.
@@ -148,6 +148,19 @@ fn moves() -> Vec<u64> {
             );
             assert!(row[len].is_nan(), "a run's value past {len} was written");
         }
+    }
+    // Runs added in order side by side: fewer runs than a register, a
+    // set of 16 and a partial one after it; lengths with and without a
+    // partial block.
+    for (count, len) in [(3, 5), (16, 16), (37, 169), (20, 49)] {
+        let runs: Vec<&[f32]> = (0..count).map(|l| &x[l * 89..][..len]).collect();
+        let mut sums = vec![f32::NAN; count + 1];
+        cpu::run_sums(&runs, len, &mut sums);
+        assert!(
+            sums[count].is_nan(),
+            "a sum past the {count} runs was written"
+        );
+        out.extend(sums.iter().map(|v| u64::from(v.to_bits())));
     }
     for (columns, rows) in [(3, 5), (16, 16), (20, 64), (32, 37)] {
         let cols: Vec<&[f32]> = (0..columns).map(|j| &x[j * 97..][..rows]).collect();

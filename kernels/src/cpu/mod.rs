@@ -48,7 +48,9 @@ pub use depthwise_in_place::{depthwise_3x3_stride1, depthwise_3x3_stride2};
 pub use elementwise::*;
 pub use exp::exp_f32;
 pub use finish::{Rectifier, RowFinish, Shortcut, relu};
-pub use interleave::{INTERLEAVED_LANES, deinterleave_runs, interleave_rows, interleave_runs};
+pub use interleave::{
+    INTERLEAVED_LANES, deinterleave_runs, interleave_rows, interleave_runs, run_sums,
+};
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};
 pub use pool_stride1::{Stride1Pool, max_pool_stride1};

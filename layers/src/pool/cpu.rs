@@ -511,6 +511,19 @@ thread_local! {
 fn ave_forward_side_by_side(g: &PoolGeometry, x: &[f32], y: &mut [f32]) {
     const LANES: usize = cpu::INTERLEAVED_LANES;
     let (plane, out_plane) = (g.h * g.w, g.oh * g.ow);
+    if out_plane == 1 && g.window(0, 0) == (0, g.h, 0, g.w) && g.divisor(0, 0) != 0 {
+        // One window over each whole plane (a global pool): its planes'
+        // sums, in the same order, without laying the planes side by
+        // side in memory first.
+        let size = g.divisor(0, 0) as f32;
+        let planes: Vec<&[f32]> = x.chunks(plane).take(g.planes).collect();
+        let y = &mut y[..g.planes];
+        cpu::run_sums(&planes, plane, y);
+        for out in y {
+            *out /= size;
+        }
+        return;
+    }
     SIDE_BY_SIDE.with(|buffers| {
         let (inputs, outputs) = &mut *buffers.borrow_mut();
         inputs.resize(plane * LANES);
