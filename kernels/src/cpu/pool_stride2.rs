@@ -207,10 +207,11 @@ unsafe fn pool_planes<L: Lanes>(x: &[f32], shape: Stride2Pool, y: &mut [f32]) {
 /// and the hardware's prefetcher fetched it at half of what the cache
 /// gives. One Zen 5 core (2026-12-05, medians of 3-5 alternating runs in
 /// the nets, ms, AVX-512 / AVX2): SqueezeNet's pool1 (64 planes of 113 x
-/// 113) 0.072 -> 0.059 / 0.064 level, GoogLeNet's four 3x3 pools 0.305
-/// -> 0.188 / 0.248 -> 0.235 (pool1 0.125 -> 0.080, pool3 and pool4,
-/// planes of 28 and 14, 0.008 slower), O-Net's pools 0.0110 -> 0.0102.
-/// One row ahead ran the same.
+/// 113) 0.101 -> 0.072 (behind its conv1 alone 0.072 -> 0.059 / 0.064
+/// level), GoogLeNet's four 3x3 pools 0.305 -> 0.188 / 0.248 -> 0.215
+/// (AVX2's pool1 0.125 -> 0.080, its pool3 and pool4, planes of 28 and
+/// 14, 0.007 and 0.004 slower), O-Net's pools 0.0110 -> 0.0102. One row
+/// ahead ran the same.
 const ROWS_AHEAD: usize = 2;
 
 /// The registers of output columns whose masks [`pool_planes`] makes
