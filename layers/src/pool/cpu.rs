@@ -476,7 +476,10 @@ fn max_backward_part<T: MathElement>(g: &PoolGeometry, dy: &[T], argmax: &[u32],
 /// [`ave_forward`] on one part.
 fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     if let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y)) {
-        return ave_forward_side_by_side(g, x, y);
+        if !ave_forward_global(g, x, y) {
+            ave_forward_side_by_side(g, x, y);
+        }
+        return;
     }
     let (h, w) = (g.h, g.w);
     g.for_each_output(|pl, o, (h0, h1, w0, w1)| {
@@ -496,6 +499,27 @@ fn ave_forward_part<T: MathElement>(g: &PoolGeometry, x: &[T], y: &mut [T]) {
     });
 }
 
+/// [`ave_forward_part`] for f32 where one window covers each whole plane
+/// (a global pool: SqueezeNet's pool10, GoogLeNet's and ResNet-50's
+/// pool5): each plane's sum in Caffe's order ([`cpu::run_sums`], the
+/// planes turned side by side in registers, not in memory), over the
+/// divisor. Says whether the shape was one; nothing is written if not.
+fn ave_forward_global(g: &PoolGeometry, x: &[f32], y: &mut [f32]) -> bool {
+    let plane = g.h * g.w;
+    let whole = g.oh * g.ow == 1 && g.window(0, 0) == (0, g.h, 0, g.w);
+    if !whole || g.divisor(0, 0) == 0 {
+        return false;
+    }
+    let size = g.divisor(0, 0) as f32;
+    let planes: Vec<&[f32]> = x.chunks(plane).take(g.planes).collect();
+    let y = &mut y[..g.planes];
+    cpu::run_sums(&planes, plane, y);
+    for out in y {
+        *out /= size;
+    }
+    true
+}
+
 thread_local! {
     /// [`ave_forward_side_by_side`]'s planes and outputs, 16 side by
     /// side, kept between passes.
@@ -511,19 +535,6 @@ thread_local! {
 fn ave_forward_side_by_side(g: &PoolGeometry, x: &[f32], y: &mut [f32]) {
     const LANES: usize = cpu::INTERLEAVED_LANES;
     let (plane, out_plane) = (g.h * g.w, g.oh * g.ow);
-    if out_plane == 1 && g.window(0, 0) == (0, g.h, 0, g.w) && g.divisor(0, 0) != 0 {
-        // One window over each whole plane (a global pool): its planes'
-        // sums, in the same order, without laying the planes side by
-        // side in memory first.
-        let size = g.divisor(0, 0) as f32;
-        let planes: Vec<&[f32]> = x.chunks(plane).take(g.planes).collect();
-        let y = &mut y[..g.planes];
-        cpu::run_sums(&planes, plane, y);
-        for out in y {
-            *out /= size;
-        }
-        return;
-    }
     SIDE_BY_SIDE.with(|buffers| {
         let (inputs, outputs) = &mut *buffers.borrow_mut();
         inputs.resize(plane * LANES);
