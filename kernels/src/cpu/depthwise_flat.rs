@@ -73,26 +73,30 @@ pub fn depthwise_3x3_flat(
     #[cfg(target_arch = "x86_64")]
     return on_lanes!(|L| {
         let run = Run::new::<L>(height, width);
-        let mut padded = vec![0.0f32; run.padded_len];
-        for (((x, y), w), &bias) in input
-            .chunks_exact(plane)
+        // Two padded copies in turn, the next plane's ends copied before
+        // this plane is read: a plane's taps, read straight after the
+        // copy's stores, waited for them (loads that span two stores
+        // are not forwarded). MobileNet's 1024 x 10 x 10 layer alone, one
+        // Zen 5 core, AVX-512, 3 alternating runs: 0.037 -> 0.032 ms; in
+        // MobileNet-SSD (medians of 5) 0.0425 -> 0.0376, AVX2 0.0486 ->
+        // 0.0460; at 19 x 19 level.
+        let mut padded = [vec![0.0f32; run.padded_len], vec![0.0f32; run.padded_len]];
+        let planes_in = || input.chunks_exact(plane).take(planes);
+        run.copy_ends(&input[..plane], &mut padded[0]);
+        let mut ahead = planes_in().skip(1);
+        for (p, (((x, y), w), &bias)) in planes_in()
             .zip(out.chunks_exact_mut(plane))
             .zip(weights.chunks_exact(9))
             .zip(biases)
+            .enumerate()
         {
-            // Between the margins of zeros, which stay: every plane
-            // writes the same places. Only the registers whose window
-            // reaches past the plane's ends read the copy
-            // (`Run::reads_in_place`), so only its ends are copied.
-            if run.edge * 2 >= plane {
-                padded[run.margin..][..plane].copy_from_slice(x);
-            } else {
-                padded[run.margin..][..run.edge].copy_from_slice(&x[..run.edge]);
-                let tail = plane - run.edge;
-                padded[run.margin + tail..][..run.edge].copy_from_slice(&x[tail..]);
+            let [even, odd] = &mut padded;
+            let (this, next) = if p % 2 == 0 { (even, odd) } else { (odd, even) };
+            if let Some(next_plane) = ahead.next() {
+                run.copy_ends(next_plane, next);
             }
-            let sources = (padded.as_ptr(), x.as_ptr());
-            // SAFETY: `padded` holds the margins around the plane and a
+            let sources = (this.as_ptr(), x.as_ptr());
+            // SAFETY: `this` holds the margins around the plane and a
             // register past its run (`Run::new`), its ends as `x` has
             // them; the keeps a register past the outputs' run, `y` the
             // plane's outputs.
@@ -154,6 +158,22 @@ impl Run {
             keep_left: keep(0),
             keep_right: keep(width - 1),
             edge: margin + 4 * L::N + margin + L::N,
+        }
+    }
+
+    /// Copies the ends of plane `x` that registers reading past its ends
+    /// read into `padded`, between its margins of zeros (which stay: every
+    /// plane writes the same places). Only the registers whose window
+    /// reaches past the plane's ends read the copy
+    /// ([`Run::reads_in_place`]), so only its ends are copied.
+    fn copy_ends(&self, x: &[f32], padded: &mut [f32]) {
+        let plane = x.len();
+        if self.edge * 2 >= plane {
+            padded[self.margin..][..plane].copy_from_slice(x);
+        } else {
+            padded[self.margin..][..self.edge].copy_from_slice(&x[..self.edge]);
+            let tail = plane - self.edge;
+            padded[self.margin + tail..][..self.edge].copy_from_slice(&x[tail..]);
         }
     }
 
