@@ -33,7 +33,7 @@ use std::ops::Range;
 
 use super::aligned_vec::AlignedVec;
 use super::finish::{Rectifier, RowFinish, finished, rectified};
-use super::lanes::{Avx2, Avx512, Lanes};
+use super::lanes::{Available, Avx2, Avx512, Lanes};
 use super::{Isa, isa};
 
 /// Columns of a panel of B: two AVX-512 registers, four AVX2 ones.
@@ -1850,32 +1850,48 @@ unsafe fn pack_chunk<L: Lanes>(
         // 128 -> 128 layer at 75 x 75 took a fifth of its time. A few
         // panels at a time ([`PANELS_PACKED_BY_ROWS`]), all rows of them
         // before the next few.
-        for first in (0..panels).step_by(PANELS_PACKED_BY_ROWS) {
-            let columns = first * NR..cols.min((first + PANELS_PACKED_BY_ROWS) * NR);
-            for p in 0..kc {
-                // SAFETY: row p's `columns` (within 0..cols) are inside
-                // the block.
-                let src = unsafe {
-                    std::slice::from_raw_parts(
-                        b.offset(p as isize * sb[0]).add(columns.start),
-                        columns.len(),
-                    )
-                };
-                for (q, run) in (first..).zip(src.chunks(NR)) {
-                    let row = &mut pack[(q * kc + p) * NR..][..NR];
-                    // A whole row as one fixed-size move the compiler
-                    // inlines (a copy of unknown length calls memcpy, 5%
-                    // of LeNet's pass).
-                    match <&[f32; NR]>::try_from(run) {
-                        Ok(run) => *<&mut [f32; NR]>::try_from(row).expect("a row of NR") = *run,
-                        Err(_) => {
-                            row[..run.len()].copy_from_slice(run);
-                            row[run.len()..].fill(0.0);
+        let pack = &mut pack[..panels * kc * NR];
+        // SAFETY: the caller found `L`'s instructions.
+        let here = unsafe { Available::<L>::new() };
+        here.run(
+            #[inline(always)]
+            || {
+                for first in (0..panels).step_by(PANELS_PACKED_BY_ROWS) {
+                    let columns = first * NR..cols.min((first + PANELS_PACKED_BY_ROWS) * NR);
+                    for p in 0..kc {
+                        // SAFETY: row p's `columns` (within 0..cols) are
+                        // inside the block.
+                        let src = unsafe {
+                            std::slice::from_raw_parts(
+                                b.offset(p as isize * sb[0]).add(columns.start),
+                                columns.len(),
+                            )
+                        };
+                        for (q, run) in (first..).zip(src.chunks(NR)) {
+                            let row = &mut pack[(q * kc + p) * NR..][..NR];
+                            if run.len() == NR {
+                                // A whole row in the family's registers:
+                                // compiled without them, the copy moved
+                                // 16 bytes at a time.
+                                for h in (0..NR).step_by(L::N) {
+                                    // SAFETY: lanes h..h + N of both rows
+                                    // are inside them.
+                                    unsafe {
+                                        L::store(
+                                            row.as_mut_ptr().add(h),
+                                            L::load(run.as_ptr().add(h)),
+                                        )
+                                    };
+                                }
+                            } else {
+                                row[..run.len()].copy_from_slice(run);
+                                row[run.len()..].fill(0.0);
+                            }
                         }
                     }
                 }
-            }
-        }
+            },
+        );
         return;
     }
     for (q, panel) in pack.chunks_exact_mut(kc * NR).take(panels).enumerate() {
