@@ -253,6 +253,25 @@ mod tests {
     /// Every length, grown from every earlier one, starts on a cache line
     /// and keeps its values; shrinking keeps the first ones; growing
     /// again within the allocation gives defaults, not what was there.
+    /// A buffer grown past a huge page starts on one, holds its earlier
+    /// values and defaults after them, and frees what it held before.
+    #[test]
+    fn grows_onto_a_huge_page() {
+        let last = HUGE_PAGE / size_of::<u64>();
+        let mut v = AlignedVec::<u64>::new();
+        v.resize(3);
+        v.copy_from_slice(&[7, 8, 9]);
+        v.resize(last + 1);
+        assert_eq!(v.as_ptr() as usize % HUGE_PAGE, 0);
+        assert_eq!((v[..4].to_vec(), v[last]), (vec![7, 8, 9, 0], 0));
+        v[last] = 5;
+        v.resize(2);
+        v.resize(last + 1);
+        assert_eq!((v[1], v[2], v[last]), (8, 0, 0));
+        v.clear();
+        assert!(v.is_empty());
+    }
+
     #[test]
     fn grows_aligned_and_keeps_its_values() {
         let mut v = AlignedVec::<f32>::new();
