@@ -966,7 +966,7 @@ fn forward_part<T: MathElement>(
         return;
     }
     if packed.is_some() && !g.is_pointwise() {
-        // A plane of fewer than two gemm panels' columns, from packed
+        // A small plane (fewer than four gemm panels' columns), from packed
         // weights (`takes_packed_weights`): each image's im2col, then the
         // transposed product, which cuts its panels across the cores.
         let col = &mut s.col[..ckk * p];

@@ -17,9 +17,9 @@
 //!
 //! The price is memory: each such layer keeps its weights twice (21 MB
 //! more for ResNet-50's 102 MB, 8 MB for MobileNet-SSD's 23 MB).
-//! Other layers (wider windows, strides) on planes of fewer than two
-//! panels' columns take packed weights through im2col, one image at a
-//! time. With the transposed product reading its rows from tiles, that
+//! Other layers (wider windows, strides) on small planes take packed
+//! weights through im2col, one image at a time. With the transposed
+//! product reading its rows from tiles, that
 //! beat the phase copies and the strided copies on one Zen 4 core
 //! (2026-11-30, one thread, ms, AVX2 / AVX-512): ResNet-50's res5a_branch1
 //! (1x1, stride 2, 1024 -> 2048 at 7 x 7) 4.3 -> 2.5 / 2.9 -> 2.2, its res5
@@ -27,7 +27,8 @@
 //! stride 2, at 5 x 5) 0.91 -> 0.81 (AVX-512); the whole of ResNet-50
 //! 79.4 -> 77.7 / 71 -> 66.7. On larger planes the copy costs more than
 //! the fuller tiles save: res4a_branch1 (1x1, stride 2, at 14 x 14) ran
-//! 2.23 -> 2.37 on AVX2.
+//! 2.23 -> 2.37 on AVX2 ([`SMALL_PLANE`] has the planes of 8 x 8 to 11 x
+//! 11).
 
 use std::any::TypeId;
 
@@ -38,12 +39,26 @@ use super::cpu::ConvGeometry;
 use crate::f32_view::as_f32;
 use crate::layer::{Result, ensure};
 
+/// The largest planes (in outputs, exclusive) whose layers other than
+/// 1x1 at stride 1 take packed weights through im2col: four panels'
+/// columns, as many as AVX-512's wide tiles leave to the transposed
+/// product in `cpu::gemm_packed_suits`. At 10 x 10, 100 outputs filled
+/// 100 of 112 columns in tiles of 16 (the last panel 4 of 16) and each
+/// depth block past the first read C again; as the transpose, 10 tiles
+/// of 10 rows and all of the channels. MobileNet-YOLOv2-lite's conv21
+/// (3x3, 256 -> 1024 at 10 x 10, 9.4 MB of weights), one Zen 5 core
+/// (2026-12-05, medians of alternating runs, ms): alone 2.27 -> 2.04 on
+/// AVX-512 and 4.14 -> 4.05 on AVX2; in the net 2.34 -> 2.08, the pass
+/// 13.16 -> 12.97 (AVX2 level, 24.57 -> 24.60); two threads 1.27 ->
+/// 1.18, the pass level (7.13 -> 7.16).
+const SMALL_PLANE: usize = 4 * cpu::PANEL_COLUMNS;
+
 impl ConvGeometry {
     /// Whether this convolution's forward product runs from packed
     /// weights: `f32`, more than one output, in a shape
     /// [`cpu::gemm_packed_suits`], and either a 1x1 layer of stride 1 (each
     /// image's input its own column buffer) or any other over a plane of
-    /// fewer than two gemm panels' columns (through im2col).
+    /// fewer than [`SMALL_PLANE`] outputs (through im2col).
     ///
     /// Among the second are the SSD heads' 3 x 3 layers at 3 x 3 and 2 x
     /// 2 (MobileNet-SSD's conv15_2 and conv16_2): as they are, each tile
@@ -59,7 +74,7 @@ impl ConvGeometry {
         TypeId::of::<T>() == TypeId::of::<f32>()
             && p > 1
             && !self.takes_pixel_dots::<T>()
-            && (self.is_pointwise() || p < 2 * cpu::PANEL_COLUMNS && self.patch() > 0)
+            && (self.is_pointwise() || p < SMALL_PLANE && self.patch() > 0)
             && cpu::gemm_packed_suits(self.channels_out, p, self.patch())
     }
 }
@@ -110,8 +125,8 @@ mod tests {
     /// layer run from its weights as they are (the product is `gemm`'s,
     /// in the same order): 1x1 layers on small planes, strided ones (as
     /// ResNet-50's res5a_branch1), 3 x 3 windows over 7 x 7 outputs (its
-    /// res5 layers, two images) and the SSD heads' over 5 x 5 ones, one
-    /// image and three (9 pixels or fewer take dots instead,
+    /// res5 layers, two images), over 10 x 10 (MobileNet-YOLOv2-lite's
+    /// conv21) and the SSD heads' over 5 x 5 ones, one image and three (9 pixels or fewer take dots instead,
     /// [`ConvGeometry::takes_pixel_dots`]); after a new write of the
     /// weights, the pack is made again.
     #[test]
@@ -124,6 +139,7 @@ mod tests {
             (256, (10, 10), [3, 3], 512, 1, [2, 2], [1, 1], [1, 1]),
             (128, (10, 10), [3, 3], 512, 3, [2, 2], [1, 1], [1, 1]),
             (24, (4, 4), [3, 3], 70, 1, [1, 1], [0, 0], [1, 1]),
+            (64, (10, 10), [3, 3], 512, 1, [1, 1], [1, 1], [1, 1]),
         ];
         for (n, window) in windows.into_iter().enumerate() {
             let g = geometry(window);
