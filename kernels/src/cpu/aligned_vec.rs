@@ -147,15 +147,13 @@ impl<T: Copy + Default> AlignedVec<T> {
     /// pages before any of it is touched.
     fn grow(&mut self, capacity: usize) -> Result<(), TryReserveError> {
         let Some(layout) = Self::layout(capacity) else {
-            // Past what any allocation can hold: the error Vec gives.
-            return Vec::<T>::new().try_reserve_exact(usize::MAX);
+            return Err(too_large());
         };
         // SAFETY: the layout's size is not zero (`capacity` > 0 values of
         // a type with a size).
         let raw = unsafe { alloc(layout) }.cast::<T>();
         let Some(ptr) = NonNull::new(raw) else {
-            // The allocator's refusal, as Vec reports it.
-            return Vec::<T>::new().try_reserve_exact(layout.size());
+            return Err(refused());
         };
         if layout.size() >= HUGE_PAGE {
             advise_huge_pages(ptr.as_ptr().cast(), layout.size());
@@ -194,6 +192,24 @@ impl<T: Copy + Default> AlignedVec<T> {
             panic!("AlignedVec: cannot hold {len} values: {e}");
         }
     }
+}
+
+/// The error of a size past what any allocation can hold, as `Vec`
+/// gives it (its kinds cannot be made outside the standard library).
+fn too_large() -> TryReserveError {
+    Vec::<u8>::new()
+        .try_reserve_exact(usize::MAX)
+        .expect_err("more than isize::MAX bytes is never allowed")
+}
+
+/// An allocator's refusal, as `Vec` gives it: asked for as many bytes as
+/// an allocation may have, which no machine holds; should one grant
+/// them, [`too_large`] still says no.
+fn refused() -> TryReserveError {
+    Vec::<u8>::new()
+        .try_reserve_exact(isize::MAX as usize)
+        .err()
+        .unwrap_or_else(too_large)
 }
 
 /// Asks the kernel to back the `len` bytes at `at` (a huge page's
