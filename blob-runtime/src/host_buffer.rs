@@ -8,6 +8,7 @@ use std::ptr::NonNull;
 
 use crate::error::{BlobError, Result};
 use crate::host_limit;
+use blob_kernels::cpu::{HUGE_PAGE, advise_huge_pages};
 
 /// Alignment of every host buffer: a cache line, and enough for AVX-512.
 pub const HOST_ALIGN: usize = 64;
@@ -82,7 +83,8 @@ impl HostBuffer {
         // allocation has spare (`layout`), so `base + lead .. + len`
         // stays inside it.
         let ptr = unsafe { base.add(lead) };
-        advise_huge_pages(ptr.as_ptr(), len);
+        // SAFETY: `ptr .. + len` is inside the allocation just made.
+        unsafe { advise_huge_pages(ptr.as_ptr(), len) };
         Ok(Self {
             ptr,
             len,
@@ -277,48 +279,18 @@ impl HostBuffer {
     }
 }
 
-/// The size of a huge page on x86-64.
-const HUGE: usize = blob_kernels::cpu::HUGE_PAGE;
-
 /// Where a buffer of `len` bytes starts: on a cache line, or from
-/// [`HUGE`] bytes on at a huge page's start, so that all its whole 2 MiB
-/// blocks can be huge pages ([`advise_huge_pages`]). Where the allocator
-/// put it, a 2.9 MB blob (MobileNet-SSD's largest images) held a whole
-/// aligned 2 MiB block 44% of the time, and its pages on 4 KiB pages
-/// spanned more of the TLB.
+/// [`HUGE_PAGE`] bytes on at a huge page's start, so that all its whole
+/// 2 MiB blocks can be huge pages ([`advise_huge_pages`]). Where the
+/// allocator put it, a 2.9 MB blob (MobileNet-SSD's largest images) held
+/// a whole aligned 2 MiB block 44% of the time, and its pages on 4 KiB
+/// pages spanned more of the TLB.
 fn start_alignment(len: usize) -> usize {
-    if len >= HUGE { HUGE } else { HOST_ALIGN }
-}
-
-/// Asks the kernel to back the 2 MiB-aligned middle of a large, still
-/// untouched allocation with huge pages. Where transparent huge pages are
-/// in `madvise` mode, this makes first touch of a big blob several times
-/// faster (one fault per 2 MiB instead of per 4 KiB), and each pass over
-/// it needs one TLB entry for each 2 MiB. Advice only: a kernel that
-/// declines changes nothing but speed.
-pub(crate) fn advise_huge_pages(ptr: *mut u8, len: usize) {
-    if len < HUGE || cfg!(miri) {
-        return;
+    if len >= HUGE_PAGE {
+        HUGE_PAGE
+    } else {
+        HOST_ALIGN
     }
-    #[cfg(all(target_os = "linux", not(miri)))]
-    {
-        let start = ptr.align_offset(HUGE);
-        if start >= len {
-            return;
-        }
-        let span = (len - start) / HUGE * HUGE;
-        if span == 0 {
-            return;
-        }
-        // SAFETY: madvise only changes how the kernel backs pages inside
-        // `ptr .. ptr + len`, an allocation the caller owns; the range is
-        // inside it and page-aligned. No memory is read or written.
-        unsafe {
-            libc::madvise(ptr.add(start).cast(), span, libc::MADV_HUGEPAGE);
-        }
-    }
-    #[cfg(not(all(target_os = "linux", not(miri))))]
-    let _ = ptr;
 }
 
 fn dangling_aligned() -> NonNull<u8> {
@@ -326,8 +298,8 @@ fn dangling_aligned() -> NonNull<u8> {
 }
 
 /// The allocation behind `len` usable bytes. It asks for 16-byte alignment
-/// plus spare bytes for the start's ([`start_alignment`]), because the system allocator serves that
-/// with calloc, whose large blocks are fresh zero pages: a 64-byte aligned
+/// plus spare bytes for the start's ([`start_alignment`]), because the
+/// system allocator serves that with calloc, whose large blocks are fresh zero pages: a 64-byte aligned
 /// request would go through posix_memalign + memset, paying for zeroing
 /// twice on first touch.
 fn layout(len: usize) -> Result<Layout> {

@@ -294,7 +294,8 @@ impl<T: MathElement> Blob<T> {
         let mut out = Vec::new();
         let bytes = (data.len() + diff_slice.len()) * size_of::<T>() + 64;
         out.reserve(bytes);
-        crate::host_buffer::advise_huge_pages(out.as_mut_ptr(), out.capacity());
+        // SAFETY: the Vec owns its `capacity` bytes.
+        unsafe { blob_kernels::cpu::advise_huge_pages(out.as_mut_ptr(), out.capacity()) };
         r.encode(&mut out).map_err(|source| BlobError::Proto {
             path: "<blob>".into(),
             source,

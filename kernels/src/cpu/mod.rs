@@ -33,7 +33,7 @@ pub mod vector;
 #[cfg(test)]
 mod window_3x3_checks;
 
-pub use aligned_vec::{AlignedVec, CACHE_LINE, HUGE_PAGE};
+pub use aligned_vec::{AlignedVec, CACHE_LINE, HUGE_PAGE, advise_huge_pages};
 pub use blas::{
     PANEL_COLUMNS, Transpose, gemm, gemm_few_columns_as_dots, gemm_filled, gemm_filled_into,
     gemm_filled_suits, gemm_finished, gemm_packed, gemm_packed_len, gemm_packed_suits, gemm_panels,

@@ -19,12 +19,12 @@
 //! more for ResNet-50's 102 MB, 8 MB for MobileNet-SSD's 23 MB).
 //! Other layers (wider windows, strides) on small planes take packed
 //! weights through im2col, one image at a time. With the transposed
-//! product reading its rows from tiles, that
-//! beat the phase copies and the strided copies on one Zen 4 core
-//! (2026-11-30, one thread, ms, AVX2 / AVX-512): ResNet-50's res5a_branch1
-//! (1x1, stride 2, 1024 -> 2048 at 7 x 7) 4.3 -> 2.5 / 2.9 -> 2.2, its res5
-//! 3x3 layers 3.3 -> 3.1 / 2.95 -> 2.6, MobileNet-SSD's conv14_2 (3x3,
-//! stride 2, at 5 x 5) 0.91 -> 0.81 (AVX-512); the whole of ResNet-50
+//! product reading its rows from tiles, that beat the phase copies and
+//! the strided copies on one Zen 4 core (2026-11-30, one thread, ms,
+//! AVX2 / AVX-512): ResNet-50's res5a_branch1 (1x1, stride 2, 1024 ->
+//! 2048 at 7 x 7) 4.3 -> 2.5 / 2.9 -> 2.2, its res5 3x3 layers 3.3 ->
+//! 3.1 / 2.95 -> 2.6, MobileNet-SSD's conv14_2 (3x3, stride 2, at 5 x 5)
+//! 0.91 -> 0.81 (AVX-512); the whole of ResNet-50
 //! 79.4 -> 77.7 / 71 -> 66.7. On larger planes the copy costs more than
 //! the fuller tiles save: res4a_branch1 (1x1, stride 2, at 14 x 14) ran
 //! 2.23 -> 2.37 on AVX2 ([`SMALL_PLANE`] has the planes of 8 x 8 to 11 x
@@ -126,7 +126,8 @@ mod tests {
     /// in the same order): 1x1 layers on small planes, strided ones (as
     /// ResNet-50's res5a_branch1), 3 x 3 windows over 7 x 7 outputs (its
     /// res5 layers, two images), over 10 x 10 (MobileNet-YOLOv2-lite's
-    /// conv21) and the SSD heads' over 5 x 5 ones, one image and three (9 pixels or fewer take dots instead,
+    /// conv21) and the SSD heads' over 5 x 5 ones, one image and three
+    /// (9 pixels or fewer take dots instead,
     /// [`ConvGeometry::takes_pixel_dots`]); after a new write of the
     /// weights, the pack is made again.
     #[test]
