@@ -649,6 +649,17 @@ unsafe fn interleaved_parts<L: Lanes, const P: usize, const RECTIFY: bool>(
     let columns = taps.columns;
     // SAFETY: `P * L::N <= 16`: inside the bias.
     let bias: [L::V; P] = std::array::from_fn(|i| unsafe { L::load(bias.add(i * L::N)) });
+    if let Some(pitch) = window_3x3_pitch(taps.offsets) {
+        // SAFETY: as the caller promises; the window is 3 x 3.
+        unsafe {
+            match taps.column_step {
+                1 => interleaved_3x3::<L, P, 1, RECTIFY>((input, taps, pitch), weights, bias, out),
+                2 => interleaved_3x3::<L, P, 2, RECTIFY>((input, taps, pitch), weights, bias, out),
+                _ => interleaved_3x3::<L, P, 0, RECTIFY>((input, taps, pitch), weights, bias, out),
+            }
+        }
+        return;
+    }
     let input = (input, taps);
     for r in 0..taps.rows {
         let mut q = 0;
@@ -662,6 +673,121 @@ unsafe fn interleaved_parts<L: Lanes, const P: usize, const RECTIFY: bool>(
             // SAFETY: as above.
             unsafe { strip::<L, 1, P, RECTIFY>(input, weights, bias, (r, q), out) };
             q += 1;
+        }
+    }
+}
+
+/// The distance between a 3 x 3 window's rows, where `offsets` are such
+/// a window's taps (undilated, row by row), one pixel apart along each
+/// row: the windows [`interleaved_3x3`] takes.
+#[cfg(target_arch = "x86_64")]
+fn window_3x3_pitch(offsets: &[usize]) -> Option<usize> {
+    let pitch = *offsets.get(3)?;
+    let window = (0..3).flat_map(|ki| (0..3).map(move |kj| ki * pitch + kj));
+    (offsets.len() == 9 && pitch >= 3 && window.eq(offsets.iter().copied())).then_some(pitch)
+}
+
+/// [`interleaved_parts`] for a 3 x 3 window whose rows lie `pitch`
+/// pixels apart and whose outputs step `CS` pixels along a row (0: the
+/// step `taps` gives, one output at a time): the nine taps' weights
+/// loaded once, and [`PIXELS`] outputs of a row at a time reading each
+/// pixel of their window rows once (six pixels a row at stride 1, nine
+/// at stride 2, where every output loading its own nine took twelve
+/// and eighteen).
+///
+/// # Safety
+/// As [`interleaved_parts`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn interleaved_3x3<L: Lanes, const P: usize, const CS: usize, const RECTIFY: bool>(
+    (input, taps, pitch): (*const f32, InterleavedTaps<'_>, usize),
+    weights: *const f32,
+    bias: [L::V; P],
+    out: *mut f32,
+) {
+    const L16: usize = super::INTERLEAVED_LANES;
+    // SAFETY: the weights hold nine taps of 16 (caller), and `L` is
+    // enabled.
+    let w: [[L::V; P]; 9] = unsafe {
+        let mut w = [[L::zero(); P]; 9];
+        for (p, w) in w.iter_mut().enumerate() {
+            for (i, w) in w.iter_mut().enumerate() {
+                *w = L::load(weights.add(p * L16 + i * L::N));
+            }
+        }
+        w
+    };
+    let window = (input, taps, pitch);
+    for r in 0..taps.rows {
+        let mut q = 0;
+        if CS > 0 {
+            while q + PIXELS <= taps.columns {
+                // SAFETY: as the caller promises: the outputs' reads lie
+                // below `reach`, their writes inside row r.
+                unsafe { strip_3x3::<L, PIXELS, P, CS, RECTIFY>(window, &w, bias, (r, q), out) };
+                q += PIXELS;
+            }
+        }
+        while q < taps.columns {
+            // SAFETY: as above.
+            unsafe { strip_3x3::<L, 1, P, 1, RECTIFY>(window, &w, bias, (r, q), out) };
+            q += 1;
+        }
+    }
+}
+
+/// `S` outputs of row `r` from column `q` of [`interleaved_3x3`], `CS`
+/// pixels apart (one output alone at any step): the pixels of each
+/// window row that they read, `(S - 1) CS + 3` of them, loaded once and
+/// multiplied into every output that reads them, each output's taps in
+/// order (row of the window, then column), product rounded, then added;
+/// stored with the bias, as [`strip`] stores.
+///
+/// # Safety
+/// As [`interleaved_3x3`], for these outputs.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn strip_3x3<
+    L: Lanes,
+    const S: usize,
+    const P: usize,
+    const CS: usize,
+    const RECTIFY: bool,
+>(
+    (input, taps, pitch): (*const f32, InterleavedTaps<'_>, usize),
+    w: &[[L::V; P]; 9],
+    bias: [L::V; P],
+    (r, q): (usize, usize),
+    out: *mut f32,
+) {
+    const L16: usize = super::INTERLEAVED_LANES;
+    const MOST: usize = (PIXELS - 1) * 2 + 3;
+    let reach = (S - 1) * CS + 3;
+    debug_assert!(reach <= MOST, "a window row of at most {MOST} pixels");
+    // SAFETY: as the caller promises.
+    unsafe {
+        let mut acc = [[L::zero(); P]; S];
+        let first = r * taps.row_step + q * taps.column_step;
+        for ki in 0..3 {
+            let row = input.add((first + ki * pitch) * L16);
+            for i in 0..P {
+                let mut pixels = [L::zero(); MOST];
+                for (x, pixel) in pixels.iter_mut().take(reach).enumerate() {
+                    *pixel = L::load(row.add(x * L16 + i * L::N));
+                }
+                for kj in 0..3 {
+                    for (j, acc) in acc.iter_mut().enumerate() {
+                        let x = pixels[j * CS + kj];
+                        acc[i] = L::add(acc[i], L::mul(w[ki * 3 + kj][i], x));
+                    }
+                }
+            }
+        }
+        for (j, acc) in acc.iter().enumerate() {
+            let o = out.add((r * taps.columns + q + j) * L16);
+            for (i, acc) in acc.iter().enumerate() {
+                L::store(o.add(i * L::N), finish::<L, RECTIFY>(*acc, bias[i]));
+            }
         }
     }
 }
@@ -777,6 +903,67 @@ mod tests {
                 out[rows * columns..].iter().all(|v| v.is_nan()),
                 "wrote past the plane"
             );
+        }
+    }
+
+    /// Each channel of 16 side by side gives the plain loop's bits: 3 x 3
+    /// windows at strides 1, 2 and 3 (groups of four outputs and the
+    /// ones left, rows of fewer than four), a dilated 3 x 3 and a 5 x 5
+    /// (taps read one by one).
+    #[test]
+    fn interleaved_channels_give_the_plain_loops_bits() {
+        let mut value = super::super::window_3x3_checks::values(5);
+        // (rows, columns, padded row, stride, window, dilation)
+        let cases = [
+            (3, 19, 21, 1, 3, 1),
+            (2, 10, 21, 2, 3, 1),
+            (4, 3, 5, 1, 3, 1),
+            (3, 13, 27, 2, 3, 1),
+            (2, 6, 20, 3, 3, 1),
+            (2, 9, 13, 1, 3, 2),
+            (2, 5, 9, 1, 5, 1),
+        ];
+        for (rows, columns, row, stride, k, dilation) in cases {
+            let offsets: Vec<usize> = (0..k)
+                .flat_map(|i| (0..k).map(move |j| (i * row + j) * dilation))
+                .collect();
+            let taps = InterleavedTaps {
+                offsets: &offsets,
+                row_step: stride * row,
+                column_step: stride,
+                rows,
+                columns,
+            };
+            let input: Vec<f32> = (0..taps.reach() * LANES).map(|_| value()).collect();
+            let weights: Vec<f32> = (0..k * k * LANES).map(|_| value()).collect();
+            let bias: [f32; LANES] = std::array::from_fn(|_| value());
+            for rectify in [false, true] {
+                let mut out = vec![f32::NAN; (rows * columns + 1) * LANES];
+                if !depthwise_interleaved(&input, taps, &weights, &bias, rectify, &mut out) {
+                    return;
+                }
+                let mut want = Vec::new();
+                for o in 0..rows * columns {
+                    let first = o / columns * taps.row_step + o % columns * stride;
+                    for l in 0..LANES {
+                        let mut acc = 0.0f32;
+                        for (p, &at) in offsets.iter().enumerate() {
+                            let x = std::hint::black_box(input[(first + at) * LANES + l]);
+                            acc += weights[p * LANES + l] * x;
+                        }
+                        let v = acc + bias[l];
+                        want.push(if rectify { relu(v) } else { v }.to_bits());
+                    }
+                }
+                let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+                let what =
+                    format!("{rows} x {columns}, stride {stride}, {k} x {k}, dilation {dilation}");
+                assert_eq!(got[..want.len()], want, "{what}");
+                assert!(
+                    out[want.len()..].iter().all(|v| v.is_nan()),
+                    "{what}: wrote past"
+                );
+            }
         }
     }
 
