@@ -1457,11 +1457,13 @@ unsafe fn panel_tiles<L: Tiles>(
     // A tile is two registers wide: the panel's 32 columns in one on
     // AVX-512, in two side by side on AVX2. Where the last tile of a
     // panel fits one register (C's last columns: 9 of SqueezeNet's 169),
-    // it is one register wide and twice as high, rather than half empty.
+    // it is one register wide and twice as high, rather than half empty,
+    // on a family whose loads keep up with such tiles
+    // (`Tiles::NARROW_TILES`).
     let width = 2 * L::N;
     let narrow = match cols % width {
         0 => cols,
-        rest if rest <= L::N => cols - rest,
+        rest if rest <= L::N && L::NARROW_TILES => cols - rest,
         _ => cols,
     };
     let (first, end) = (rows.start, rows.end);
@@ -2162,6 +2164,21 @@ trait Tiles: Lanes {
     /// wide tile (AVX2's 16 registers hold no tile of four a row).
     const WIDE_ROWS: &'static [usize];
 
+    /// Whether a panel's last columns that fit one register run in
+    /// tiles one register wide and twice as high ([`panel_tiles`]),
+    /// rather than two registers wide and mostly empty. Such a tile
+    /// broadcasts a value of A for each multiply-add, and AVX2's
+    /// multiply-adds, two a cycle, outran the loads: on one Zen 4 core
+    /// (2026-12-06, one build, the choice switched at run time, medians
+    /// of 6-8 alternating runs) MobileNet-SSD's 10 x 10 layers on AVX2
+    /// ran faster without them (conv14_1, 256 x 100 x 1024, 0.718 ->
+    /// 0.676 ms; conv13_mbox_loc 0.140 -> 0.124, conv13_mbox_conf 0.336
+    /// -> 0.313; conv13 level), as did 512 x 49 x 2048 alone (1.38 ->
+    /// 1.17) and ResNet-50 within its noise (73.1 -> 72.3 ms); on
+    /// AVX-512 one a cycle keeps them fed, and without them 256 x 169 x
+    /// 512 ran 0.430 -> 0.469.
+    const NARROW_TILES: bool;
+
     /// [`kernel`] with `rows` rows (one of `WIDE_ROWS`) four registers
     /// wide over two panels, `b = (first panel, row stride, gap)` with
     /// the second `gap` values past the first.
@@ -2211,11 +2228,13 @@ type DotsArgs = (
 );
 
 /// Implements [`Tiles`] for a family: `$features` enabled in each
-/// kernel's copy, `$rows` its three heights, `$dot` its tile of dots.
+/// kernel's copy, `$rows` its three heights, `$dot` its tile of dots,
+/// `narrow` its [`Tiles::NARROW_TILES`], `wide` its wide tiles' heights.
 macro_rules! tiles {
-    ($lanes:ty, $features:literal, [$r0:literal, $r1:literal, $r2:literal], $dot:literal $(, wide [$($w:literal),+])?) => {
+    ($lanes:ty, $features:literal, [$r0:literal, $r1:literal, $r2:literal], $dot:literal, narrow $narrow:literal $(, wide [$($w:literal),+])?) => {
         impl Tiles for $lanes {
             const WIDE_ROWS: &'static [usize] = &[$($($w),+)?];
+            const NARROW_TILES: bool = $narrow;
             $(
             #[inline]
             unsafe fn wide_tile(
@@ -2341,8 +2360,8 @@ macro_rules! tiles {
     };
 }
 
-tiles!(Avx512, "avx512f", [8, 10, 12], 4, wide [5, 6]);
-tiles!(Avx2, "avx2,fma", [4, 5, 6], 3);
+tiles!(Avx512, "avx512f", [8, 10, 12], 4, narrow true, wide [5, 6]);
+tiles!(Avx2, "avx2,fma", [4, 5, 6], 3, narrow false);
 
 /// `C[..rows, ..cols] = alpha * A[..rows, ..kc] * B[..kc, ..cols] + beta * C`
 /// for one tile of `WIDE` registers a row (2, or 1 for at most `N`
