@@ -2285,6 +2285,11 @@ macro_rules! tiles {
                         ($r1, false, true) => run::<$r1, 2, true>(ab, tile),
                         ($r2, false, true) => run::<$r2, 2, true>(ab, tile),
                         (_, false, true) => run::<$r0, 2, true>(ab, tile),
+                        // A family without narrow tiles is never asked
+                        // for one, and its copies of them are dropped.
+                        (_, true, _) if !$narrow => {
+                            unreachable!("{} runs no narrow tiles", <$lanes as Lanes>::ISA)
+                        }
                         ($r1, true, false) => run::<{ 2 * $r1 }, 1, false>(ab, tile),
                         ($r2, true, false) => run::<{ 2 * $r2 }, 1, false>(ab, tile),
                         (_, true, false) => run::<{ 2 * $r0 }, 1, false>(ab, tile),
