@@ -775,12 +775,7 @@ unsafe fn strip_3x3<
                 for (x, pixel) in pixels.iter_mut().take(reach).enumerate() {
                     *pixel = L::load(row.add(x * L16 + i * L::N));
                 }
-                for kj in 0..3 {
-                    for (j, acc) in acc.iter_mut().enumerate() {
-                        let x = pixels[j * CS + kj];
-                        acc[i] = L::add(acc[i], L::mul(w[ki * 3 + kj][i], x));
-                    }
-                }
+                window_row::<L, P, S, MOST>(&mut acc, &pixels, &w[ki * 3..][..3], (i, CS));
             }
         }
         for (j, acc) in acc.iter().enumerate() {
@@ -788,6 +783,28 @@ unsafe fn strip_3x3<
             for (i, acc) in acc.iter().enumerate() {
                 L::store(o.add(i * L::N), finish::<L, RECTIFY>(*acc, bias[i]));
             }
+        }
+    }
+}
+
+/// One row of a 3 x 3 window into `S` outputs' sums, register `i` of
+/// each: output `j` reads `pixels[j * step + kj]` for the row's taps
+/// `kj` in order, each product rounded, then added.
+///
+/// # Safety
+/// `L`'s instructions are enabled; `(S - 1) step + 3 <= M`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn window_row<L: Lanes, const P: usize, const S: usize, const M: usize>(
+    acc: &mut [[L::V; P]; S],
+    pixels: &[L::V; M],
+    w: &[[L::V; P]],
+    (i, step): (usize, usize),
+) {
+    for (kj, w) in w.iter().enumerate() {
+        for (j, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: the caller has `L`.
+            acc[i] = unsafe { L::add(acc[i], L::mul(w[i], pixels[j * step + kj])) };
         }
     }
 }

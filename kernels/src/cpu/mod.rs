@@ -13,6 +13,7 @@ mod col2im;
 pub mod cores;
 mod correlate;
 mod depthwise;
+mod depthwise_blocked;
 mod depthwise_flat;
 mod depthwise_in_place;
 pub mod elementwise;
@@ -23,6 +24,7 @@ pub mod isa;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod lanes;
 mod peak;
+mod pointwise_blocked;
 mod pool2x2;
 mod pool_stride1;
 mod pool_stride2;
@@ -43,6 +45,7 @@ pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};
 pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depthwise_plane};
+pub use depthwise_blocked::{BlockedPlane, depthwise_3x3_blocked};
 pub use depthwise_flat::depthwise_3x3_flat;
 pub use depthwise_in_place::{depthwise_3x3_stride1, depthwise_3x3_stride2};
 pub use elementwise::*;
@@ -53,6 +56,9 @@ pub use interleave::{
 };
 pub use isa::{Isa, isa, limit_isa, vectorized};
 pub use peak::{FmaPeak, fma_peak};
+pub use pointwise_blocked::{
+    POINTWISE_BLOCKED_MAX_DEPTH, PointwiseShape, block_pointwise_weights, pointwise_blocked,
+};
 pub use pool_stride1::{Stride1Pool, max_pool_stride1};
 pub use pool_stride2::{Stride2Pool, max_pool_stride2};
 pub use pool2x2::{max_pool_2x2, max_pool_2x2_positions, max_unpool_2x2};
