@@ -554,6 +554,16 @@ pub fn time(args: &TimeArgs) -> Result<Vec<String>, Box<dyn std::error::Error>> 
             reuse.bytes_after as f64 / 1e6,
             reuse.bytes_before as f64 / 1e6
         ));
+        let blocked = net.blobs_in_channel_blocks();
+        if !blocked.is_empty() {
+            log.push(format!(
+                "channel blocks: {} blobs handed from layer to layer 16 channels side by side \
+                 ({} .. {})",
+                blocked.len(),
+                blocked[0],
+                blocked[blocked.len() - 1]
+            ));
+        }
     }
     let timing = net.time_with(args.iterations, || sync.wait())?;
     let width = timing

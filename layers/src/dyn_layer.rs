@@ -454,6 +454,23 @@ pub trait DynLayer<T: MathElement>: Send {
         Ok(false)
     }
 
+    /// Where the layer runs faster with its only bottom and its only top
+    /// in [`ChannelBlocks`] (an f32 Convolution on the host, 4-D, its
+    /// channels in whole blocks of 16): `input`, it reads the bottom in
+    /// blocks (and then writes its top in them at no cost); `output`, it
+    /// writes its top in blocks at no cost from a bottom in Caffe's
+    /// layout too. A net that [reuses memory](crate::net::Net::reuse_memory)
+    /// hands a blob from layer to layer in blocks, as MobileNet's 1x1 and
+    /// depthwise layers chain.
+    fn channel_blocks(&self) -> ChannelBlocks {
+        ChannelBlocks::default()
+    }
+
+    /// The layout of the next passes' bottom and top: Caffe's, or, where
+    /// set, 16 channels side by side ([`ChannelBlocks`]). A layer that
+    /// [takes none](Self::channel_blocks) leaves them Caffe's.
+    fn set_channel_blocks(&mut self, _blocks: ChannelBlocks) {}
+
     /// Lets the layer's cuDNN convolutions run f32 on TF32 tensor cores
     /// (Ampere and later GPUs): faster, with inputs rounded to a 10-bit
     /// mantissa (about 1e-3 relative off f32). Off by default, so a GPU
@@ -624,4 +641,34 @@ pub(crate) fn axis_of<T: MathElement>(
 /// to.
 pub(crate) fn like_first_bottom<T: MathElement>(bottoms: &[&Blob<T>]) -> Vec<TopShape> {
     vec![TopShape::new(bottoms[0].shape().to_vec())]
+}
+
+/// The layout of a layer's bottom and top between two layers of a net
+/// ([`DynLayer::set_channel_blocks`]): where set, each image's channels
+/// in blocks of 16, a block's pixels one after another with its 16
+/// channels side by side (`value[((n C/16 + b) H W + p) 16 + l]` is
+/// channel `16 b + l` of pixel `p`), the layout the inference engines
+/// call NCHW16c. A depthwise layer then reads each pixel's 16 channels
+/// as one register, and a 1x1 layer broadcasts its inputs from them; the
+/// blob's shape stays Caffe's.
+///
+/// ```
+/// use blob_layers::ChannelBlocks;
+/// let blocks = ChannelBlocks { input: true, output: false };
+/// assert!(blocks.any() && !ChannelBlocks::default().any());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelBlocks {
+    /// The bottom (or, from [`DynLayer::channel_blocks`], whether the
+    /// layer reads one so).
+    pub input: bool,
+    /// The top (or whether the layer writes one so from Caffe's layout).
+    pub output: bool,
+}
+
+impl ChannelBlocks {
+    /// Whether either side is in blocks.
+    pub fn any(self) -> bool {
+        self.input || self.output
+    }
 }

@@ -162,7 +162,7 @@ pub static KERNEL_SOURCES: [&blob_kernels::cuda::KernelSource; 31] = [
 pub use channel_affine::ChannelAffine;
 #[cfg(feature = "cuda")]
 pub use conv::gpu_convolution_path;
-pub use dyn_layer::{Arity, DynLayer, Sharing, Shortcut, TopShape};
+pub use dyn_layer::{Arity, ChannelBlocks, DynLayer, Sharing, Shortcut, TopShape};
 pub use folded_activation::Activation;
 pub use fork_layers::Fork;
 pub use pool::PoolMethod;

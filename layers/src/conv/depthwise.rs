@@ -8,8 +8,8 @@ use blob_kernels::cpu::{self, AlignedVec};
 use blob_runtime::MathElement;
 
 use super::cpu::{ConvGeometry, Finish};
-use crate::Activation;
 use crate::f32_view::{as_f32, as_f32_mut};
+use crate::{Activation, ChannelBlocks};
 
 impl ConvGeometry {
     /// One kernel per channel (`groups` = input = output channels).
@@ -55,7 +55,7 @@ pub(crate) fn forward<T: MathElement>(
         let ran = if flat_here {
             flat(g, x, weight, finish, y32)
         } else {
-            interleaved(g, x, weight, finish, y32)
+            interleaved(g, x, weight, finish, y32, ChannelBlocks::default())
         };
         if ran {
             return;
@@ -178,12 +178,18 @@ const FLAT_BELOW: usize = 32;
 /// it ran (AVX-512 or AVX2): the narrow layers [`flat`] does not take
 /// (MobileNet's strided ones), whose 10- and 19-wide rows lit 10 or 3 of
 /// a row's 16 lanes.
+///
+/// With `blocks`, the input, the output or both are already in blocks of
+/// 16 channels ([`ChannelBlocks`]): a block's pixels are copied row by
+/// row into the padded plane, and the kernel writes the output block
+/// where it lies, with no transpose on either side.
 fn interleaved(
     g: &ConvGeometry,
     x: &[f32],
     weight: &[f32],
     finish: Finish<'_, f32>,
     y: &mut [f32],
+    blocks: ChannelBlocks,
 ) -> bool {
     let bias = finish.bias;
     const LANES: usize = cpu::INTERLEAVED_LANES;
@@ -203,17 +209,8 @@ fn interleaved(
         rows: g.oh,
         columns: g.ow,
     };
-    // Each group's weights and biases side by side, as its pixels are.
     let ntaps = offsets.len();
-    let mut lane_weights = vec![0.0f32; channels.div_ceil(LANES) * ntaps * LANES];
-    let mut lane_bias = vec![0.0f32; channels.div_ceil(LANES) * LANES];
-    for c in 0..channels {
-        let (group, l) = (c / LANES, c % LANES);
-        lane_bias[group * LANES + l] = bias[c];
-        for p in 0..ntaps {
-            lane_weights[(group * ntaps + p) * LANES + l] = weight[c * ntaps + p];
-        }
-    }
+    let (lane_weights, lane_bias) = lane_weights(weight, bias, channels, ntaps);
     // An image's channels in groups of 16, its output planes side by side.
     let groups: Vec<(usize, usize, &mut [f32])> = y[..g.batch * channels * plane_out]
         .chunks_mut(channels * plane_out)
@@ -249,27 +246,143 @@ fn interleaved(
             // would be mostly its ragged end), each pixel put straight into
             // its padded row: through a dense copy and a copy of each row,
             // the copies took 15% of a chain of 512-channel 19 x 19 layers.
-            let runs: Vec<&[f32]> = x[first * plane_in..][..count * plane_in]
-                .chunks_exact(plane_in)
-                .collect();
             let interior = &mut input[(ph * wp + pw) * LANES..];
-            cpu::interleave_rows(&runs, (g.h, g.w), wp, interior);
+            if blocks.input {
+                let block = &x[first * plane_in..][..LANES * plane_in];
+                let rows = block.chunks_exact(g.w * LANES);
+                for (row, to) in rows.zip(interior.chunks_mut(wp * LANES)) {
+                    to[..row.len()].copy_from_slice(row);
+                }
+            } else {
+                let runs: Vec<&[f32]> = x[first * plane_in..][..count * plane_in]
+                    .chunks_exact(plane_in)
+                    .collect();
+                cpu::interleave_rows(&runs, (g.h, g.w), wp, interior);
+            }
             let weights = &lane_weights[group * ntaps * LANES..][..ntaps * LANES];
             let bias: &[f32; LANES] = lane_bias[group * LANES..][..LANES]
                 .try_into()
                 .expect("a group's 16 biases");
-            if !cpu::depthwise_interleaved(input, taps, weights, bias, rectify, out) {
+            let to: &mut [f32] = if blocks.output { planes } else { out };
+            if !cpu::depthwise_interleaved(input, taps, weights, bias, rectify, to) {
                 ran.store(false, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
-            let mut runs: Vec<&mut [f32]> = planes.chunks_mut(plane_out).collect();
-            cpu::deinterleave_runs(out, plane_out, &mut runs);
+            if !blocks.output {
+                let mut runs: Vec<&mut [f32]> = planes.chunks_mut(plane_out).collect();
+                cpu::deinterleave_runs(out, plane_out, &mut runs);
+            }
             if !rectify {
                 finish.activate(planes);
             }
         }
     });
     ran.into_inner()
+}
+
+/// [`forward`] with its input, its output or both in [`ChannelBlocks`]
+/// (f32, channels in whole blocks of 16): [`interleaved`], every plane
+/// size. Says whether it ran (AVX-512 or AVX2).
+pub(super) fn forward_blocked(
+    g: &ConvGeometry,
+    x: &[f32],
+    weight: &[f32],
+    finish: Finish<'_, f32>,
+    y: &mut [f32],
+    blocks: ChannelBlocks,
+) -> bool {
+    if !blocks.input || !g.channels_out.is_multiple_of(cpu::INTERLEAVED_LANES) {
+        return false;
+    }
+    let square = g.stride[0] == g.stride[1] && matches!(g.stride[0], 1 | 2);
+    if (g.kernel, g.pad, g.dilation) == ([3, 3], [1, 1], [1, 1]) && square {
+        return blocks_in_place(g, x, weight, finish, y, blocks.output);
+    }
+    interleaved(g, x, weight, finish, y, blocks)
+}
+
+/// [`forward_blocked`] for MobileNet's 3 x 3 windows (padding 1, stride
+/// 1 or 2) through `cpu::depthwise_3x3_blocked`, each block read where
+/// it lies and, `into_blocks`, written where it goes (else into a
+/// buffer and out to Caffe's planes); a run of blocks a core, each
+/// finished by the core that wrote it. Says whether it ran (AVX-512 or
+/// AVX2).
+fn blocks_in_place(
+    g: &ConvGeometry,
+    x: &[f32],
+    weight: &[f32],
+    finish: Finish<'_, f32>,
+    y: &mut [f32],
+    into_blocks: bool,
+) -> bool {
+    const LANES: usize = cpu::INTERLEAVED_LANES;
+    if cpu::isa() < cpu::Isa::Avx2 {
+        return false;
+    }
+    let plane = cpu::BlockedPlane {
+        height: g.h,
+        width: g.w,
+        stride: g.stride[0],
+    };
+    let (plane_in, plane_out, channels) = (g.h * g.w, g.oh * g.ow, g.channels_out);
+    let (lane_weights, lane_bias) = lane_weights(weight, finish.bias, channels, 9);
+    let per_image = channels / LANES;
+    let blocks_total = g.batch * per_image;
+    let per_part = blocks_total.div_ceil(cpu::cores()).max(1);
+    let parts = y[..blocks_total * LANES * plane_out]
+        .chunks_mut(per_part * LANES * plane_out)
+        .enumerate();
+    let rectify = finish.activation == Some(Activation::Relu);
+    let ran = std::sync::atomic::AtomicBool::new(true);
+    cpu::on_cores(parts, |(part, outs)| {
+        let mut buffer = if into_blocks {
+            AlignedVec::new()
+        } else {
+            AlignedVec::with_len(LANES * plane_out)
+        };
+        for (i, planes) in (part * per_part..).zip(outs.chunks_mut(LANES * plane_out)) {
+            let group = i % per_image;
+            let input = &x[i * LANES * plane_in..][..LANES * plane_in];
+            let weights = &lane_weights[group * 9 * LANES..][..9 * LANES];
+            let bias: &[f32; LANES] = lane_bias[group * LANES..][..LANES]
+                .try_into()
+                .expect("a group's 16 biases");
+            let to: &mut [f32] = if into_blocks { planes } else { &mut buffer };
+            if !cpu::depthwise_3x3_blocked(input, plane, weights, bias, rectify, to) {
+                ran.store(false, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+            if !into_blocks {
+                let mut runs: Vec<&mut [f32]> = planes.chunks_mut(plane_out).collect();
+                cpu::deinterleave_runs(&buffer, plane_out, &mut runs);
+            }
+            if !rectify {
+                finish.activate(planes);
+            }
+        }
+    });
+    ran.into_inner()
+}
+
+/// Each group's weights (`taps` a channel) and biases side by side, as
+/// its pixels are.
+fn lane_weights(
+    weight: &[f32],
+    bias: &[f32],
+    channels: usize,
+    taps: usize,
+) -> (Vec<f32>, Vec<f32>) {
+    const LANES: usize = cpu::INTERLEAVED_LANES;
+    let mut lane_weights = vec![0.0f32; channels.div_ceil(LANES) * taps * LANES];
+    let mut lane_bias = vec![0.0f32; channels.div_ceil(LANES) * LANES];
+    for c in 0..channels {
+        let (group, l) = (c / LANES, c % LANES);
+        lane_bias[group * LANES + l] = bias[c];
+        for p in 0..taps {
+            lane_weights[(group * taps + p) * LANES + l] = weight[c * taps + p];
+        }
+    }
+    (lane_weights, lane_bias)
 }
 
 /// Outputs of a row computed together, their sums kept in registers

@@ -43,6 +43,7 @@ pub(crate) struct EngineChoice {
 pub(crate) struct ConvEngine<T: MathElement> {
     scratch: ConvScratch<T>,
     packed: PackedWeights,
+    pub(super) blocks: super::channel_blocks::BlockScratch,
     winograd: WinogradScratch,
     volume: VolumeScratch<T>,
     #[cfg(feature = "cuda")]

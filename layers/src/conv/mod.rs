@@ -3,6 +3,7 @@
 //! the CPU; cuBLAS, cuDNN and kernels of its own on a GPU) and their
 //! geometry.
 
+mod channel_blocks;
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;

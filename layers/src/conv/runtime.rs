@@ -8,9 +8,9 @@ use super::ConvGeometry;
 use super::engine::{ConvEngine, EngineChoice};
 use super::volume::VolumeGeometry;
 use crate::Activation;
-use crate::ChannelAffine;
 use crate::dyn_layer::{Arity, DynLayer, Shortcut, TopShape, bad_param, is_train, sub_param};
 use crate::layer::Result;
+use crate::{ChannelAffine, ChannelBlocks};
 
 const OP: &str = "set up Convolution";
 
@@ -54,6 +54,9 @@ pub(crate) struct ConvolutionLayer<T: MathElement> {
     /// The weights and bias with a folded channel map in them, and what
     /// they were made from.
     folded: Folded<T>,
+    /// The layout of the next passes' bottom and top
+    /// ([`DynLayer::set_channel_blocks`]).
+    blocks: ChannelBlocks,
 }
 
 /// A convolution's weights and bias times a [`ChannelAffine`]'s factors,
@@ -450,6 +453,7 @@ impl<T: MathElement> ConvolutionLayer<T> {
             engine: ConvEngine::default(),
             last_plan: None,
             folded: Folded::default(),
+            blocks: ChannelBlocks::default(),
         })
     }
 
@@ -501,6 +505,18 @@ impl<T: MathElement> ConvolutionLayer<T> {
                 weight_and_bias(&self.blobs, &self.zero_bias, self.p.bias_term)
             };
             match plan {
+                Plan::Planar(g) if self.blocks.any() && shortcut.is_none() => {
+                    let (group, choice) = (self.p.group, self.p.choice);
+                    let blobs = (*x, w, b, *y);
+                    self.engine.forward_blocked(
+                        &g,
+                        group,
+                        choice,
+                        blobs,
+                        activation,
+                        self.blocks,
+                    )?
+                }
                 Plan::Planar(g) => {
                     let (group, choice) = (self.p.group, self.p.choice);
                     let finish = (activation, shortcut);
@@ -632,6 +648,38 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         true
     }
 
+    /// A depthwise or 1x1 layer over 4-D f32 blobs, its channels in whole
+    /// blocks ([`blocks_suit`](super::channel_blocks::blocks_suit)), as
+    /// last planned; a 1x1 layer writes blocks from Caffe's planes too
+    /// (its tiles broadcast from either), a depthwise one would transpose
+    /// its output.
+    fn channel_blocks(&self) -> ChannelBlocks {
+        let suits = match &self.last_plan {
+            Some((
+                shape,
+                _,
+                Planned {
+                    plan: Plan::Planar(g),
+                    ..
+                },
+            )) => {
+                std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+                    && shape.len() == 4
+                    && matches!(self.p.axis, 1 | -3)
+                    && super::channel_blocks::blocks_suit(g, self.p.group)
+            }
+            _ => false,
+        };
+        ChannelBlocks {
+            input: suits,
+            output: suits && self.p.group == 1,
+        }
+    }
+
+    fn set_channel_blocks(&mut self, blocks: ChannelBlocks) {
+        self.blocks = blocks;
+    }
+
     fn forward_then(
         &mut self,
         bottoms: &[&Blob<T>],
@@ -657,8 +705,18 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
         activation: Option<Activation>,
     ) -> Result<()> {
         if !self.folds_map(affine, bottoms) {
-            self.forward(bottoms, tops)?;
-            return crate::dyn_layer::affine_then(tops, affine, activation);
+            // The map runs over Caffe's layout: the top goes into blocks
+            // after it.
+            let blocks = self.blocks;
+            self.blocks.output = false;
+            let ran = self.forward(bottoms, tops);
+            self.blocks = blocks;
+            ran?;
+            crate::dyn_layer::affine_then(tops, affine, activation)?;
+            if blocks.output {
+                super::channel_blocks::into_blocks(tops)?;
+            }
+            return Ok(());
         }
         self.fold(bottoms[0], affine)?;
         self.forward_finished(bottoms, tops, activation, true, None)

@@ -89,6 +89,7 @@ impl<T: MathElement> Net<T> {
         }
         self.fold_shortcuts();
         self.fold_concats();
+        self.fold_channel_blocks();
         let count = self.blobs.len();
         // The blobs each layer writes: a layer that adds a shortcut
         // writes the sum's top, one that writes a Concat's channels its
@@ -242,6 +243,104 @@ impl<T: MathElement> Net<T> {
                 into: None,
             };
         }
+    }
+}
+
+impl<T: MathElement> Net<T> {
+    /// Marks the layers that hand their only top to the next layer in
+    /// [`ChannelBlocks`](crate::ChannelBlocks) ([`reuse_memory`](Self::reuse_memory)'s):
+    /// a layer that [writes blocks](crate::DynLayer::channel_blocks)
+    /// from Caffe's layout (a 1x1 Convolution) into one that gains from
+    /// them alone (a depthwise one), or that reads them and is handed
+    /// them (the depthwise layer, the 1x1 one after it), no shortcut or Concat
+    /// folded into it, whose top, after the layers in place it folds,
+    /// goes to one layer alone that reads blocks and folds neither, on
+    /// the host, not an input or output of the net. In MobileNet-SSD,
+    /// the chains from conv1 to conv11/dw and from conv12 to conv13/dw.
+    fn fold_channel_blocks(&mut self) {
+        // Which blobs the layers before hand on in blocks.
+        let mut planned = vec![false; self.blobs.len()];
+        for at in 0..self.layers.len() {
+            let layer = &self.layers[at];
+            let fold = layer.fold;
+            let next = at + 1 + fold.layers();
+            let (Some(consumer), [top], [_]) = (
+                self.layers.get(next),
+                layer.tops.as_slice(),
+                layer.bottoms.as_slice(),
+            ) else {
+                continue;
+            };
+            let top = *top;
+            let read_elsewhere = self
+                .layers
+                .iter()
+                .enumerate()
+                .filter(|(l, _)| !(at..=next).contains(l))
+                .any(|(_, l)| l.bottoms.contains(&top) || l.tops.contains(&top));
+            let plain = |f: Fold| f.shortcut.is_none() && f.into.is_none();
+            let (writes, reads) = (
+                layer.layer.channel_blocks(),
+                consumer.layer.channel_blocks(),
+            );
+            // Into a layer that gains from blocks alone (a depthwise one),
+            // or on from a layer handed blocks: not between two layers
+            // that each run as fast in Caffe's layout (two 1x1 layers).
+            let starts = writes.output && !reads.output;
+            let goes_on = writes.input && planned[layer.bottoms[0]];
+            if !plain(fold)
+                || !plain(consumer.fold)
+                || !(starts || goes_on)
+                || !reads.input
+                || consumer.bottoms != [top]
+                || consumer.tops.len() != 1
+                || consumer.tops == [top]
+                || self.outputs.contains(&top)
+                || self.inputs.contains(&top)
+                || read_elsewhere
+                || self.blobs[top].data().device().is_some()
+            {
+                continue;
+            }
+            self.layers[at].blocks_to = Some(next);
+            planned[top] = true;
+        }
+    }
+
+    /// The blobs a pass hands from one layer to the next in
+    /// [`ChannelBlocks`](crate::ChannelBlocks) (none before
+    /// [`reuse_memory`](Self::reuse_memory)). Each holds that layout
+    /// after its layer's pass (whether or not the pass went on to the
+    /// layer that reads it), unless the pass stopped among the layers in
+    /// place that the writing layer folds; the layer that reads it knows
+    /// which.
+    ///
+    /// ```
+    /// use blob_layers::net::{Net, NetState};
+    /// let mut net = Net::<f32>::from_prototxt(
+    ///     "input: 'x' input_shape { dim: 1 dim: 16 dim: 4 dim: 4 }
+    ///      layer { name: 'pw' type: 'Convolution' bottom: 'x' top: 'pw'
+    ///        convolution_param { num_output: 16 kernel_size: 1 } }
+    ///      layer { name: 'dw' type: 'Convolution' bottom: 'pw' top: 'dw'
+    ///        convolution_param { num_output: 16 group: 16 kernel_size: 3 pad: 1 } }
+    ///      layer { name: 'out' type: 'Convolution' bottom: 'dw' top: 'out'
+    ///        convolution_param { num_output: 16 kernel_size: 1 } }",
+    ///     NetState::test(),
+    /// )?;
+    /// net.reuse_memory()?;
+    /// let fast = blob_kernels::cpu::isa() >= blob_kernels::cpu::Isa::Avx2;
+    /// // The 1x1 layer writes blocks; the depthwise layer reads them and
+    /// // hands its own on to the last.
+    /// let chain = if fast { vec!["pw", "dw"] } else { vec![] };
+    /// assert_eq!(net.blobs_in_channel_blocks(), chain);
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    pub fn blobs_in_channel_blocks(&self) -> Vec<&str> {
+        self.layers
+            .iter()
+            .filter(|l| l.blocks_to.is_some())
+            .map(|l| self.blob_names[l.tops[0]].as_str())
+            .collect()
     }
 }
 

@@ -87,6 +87,9 @@ struct NetLayer<T: MathElement> {
     /// Whether the last pass of this layer wrote into a Concat's top
     /// ([`Fold::into`]) rather than its own.
     wrote_into: bool,
+    /// The layer this one hands its only top to in channel blocks, in a
+    /// net that reuses memory ([`crate::ChannelBlocks`]).
+    blocks_to: Option<usize>,
 }
 
 /// What a layer's pass applies of the layers after it
@@ -256,6 +259,8 @@ pub struct Net<T: MathElement> {
     shared: Vec<Shared>,
     /// What [`Net::reuse_memory`] did, once it has.
     reused: Option<MemoryReuse>,
+    /// Which blobs the last layer to write them left in channel blocks.
+    in_blocks: Vec<bool>,
 }
 
 /// The net's name, phase, inputs, outputs, and each layer with its type
@@ -477,6 +482,7 @@ impl<T: MathElement> Net<T> {
             learnable: Vec::new(),
             shared: Vec::new(),
             reused: None,
+            in_blocks: Vec::new(),
         };
         let mut available: BTreeSet<String> = BTreeSet::new();
         let mut blob_need_backward: Vec<bool> = Vec::new();
@@ -652,6 +658,7 @@ impl<T: MathElement> Net<T> {
             fold: Fold::default(),
             joined_by: Vec::new(),
             wrote_into: false,
+            blocks_to: None,
         };
         Self::reshape_layer(&mut self.blobs, &mut entry).map_err(wrap())?;
         Self::load_embedded(&mut entry).map_err(wrap())?;
@@ -995,8 +1002,19 @@ impl<T: MathElement> Net<T> {
                 .iter()
                 .map(|&l| self.layers[l].wrote_into)
                 .collect();
+            // A top handed on in channel blocks only where the layers in
+            // place after it run folded into this pass: they would read
+            // it in Caffe's layout.
+            self.in_blocks.resize(self.blobs.len(), false);
+            let blocks = crate::ChannelBlocks {
+                input: matches!(self.layers[at].bottoms.as_slice(), [b] if self.in_blocks[*b]),
+                output: self.layers[at].blocks_to.is_some() && (fold.layers() == 0 || folding),
+            };
             let (layers, blobs) = (&mut self.layers, &mut self.blobs);
             let entry = &mut layers[at];
+            if !skip {
+                entry.layer.set_channel_blocks(blocks);
+            }
             let mut run = |blobs: &mut [Blob<T>], entry: &mut NetLayer<T>| -> Result<()> {
                 Self::reshape_layer(blobs, entry)?;
                 if skip {
@@ -1074,6 +1092,11 @@ impl<T: MathElement> Net<T> {
                 })
             };
             run(blobs, entry).map_err(|e| in_layer(e, &entry.name, entry.layer.type_name()))?;
+            if !skip {
+                for &t in &entry.tops {
+                    self.in_blocks[t] = blocks.output;
+                }
+            }
             if !skip && folding {
                 covered = fold.layers();
             }
@@ -1137,7 +1160,9 @@ impl<T: MathElement> Net<T> {
             };
             self.layers[at].fold = fold;
             self.layers[at].joined_by.clear();
+            self.layers[at].blocks_to = None;
         }
+        self.in_blocks.clear();
     }
 
     /// The layer whose pass applies layer `at`'s forward, where a net
