@@ -76,30 +76,23 @@ const STREAMED_BLOCK_VALUES: usize = 1 << 22;
 /// 47 / 27.
 const MIN_CHANNELS: usize = 16;
 
-/// Tiles a pass needs to reuse its transformed weights enough, when they
-/// do not stay in cache: each weight is read from memory once a block
-/// (a pass, but for large batches) and used once per tile. One thread,
-/// Zen 4, 2026-11-29, ms, Winograd against im2col: ResNet-50's res5 3x3
-/// (512 -> 512 at 7 x 7, 38 MB of transformed weights) at batch 1 (4
-/// tiles) 3.3-3.5 / 3.0-3.1, at batch 2 (8) not taken, at batch 4 (16)
-/// 6.9 / 12.4-13.4; res4's (256 -> 256 at 14 x 14, 16 tiles) 0.87-0.92 /
-/// 2.3-2.5.
-const MIN_TILES: usize = 16;
 /// Transformed weights, in values, that stay in a core's L2 between
 /// passes (1 MiB of f32): with these, even a few tiles pay (O-Net's
 /// conv3, 4 tiles of 64 x 64 channels, 1.5x).
 const CACHED_WEIGHTS: usize = 1 << 18;
 /// Outputs each reading of transformed weights that do not stay in cache
-/// must serve (a block reads them all): below this, im2col's gemm, which
-/// reads its packed weights once, is faster. Measured when a block held
-/// what fit in L2 (2026-11-25, one thread, ms, Winograd against im2col):
-/// darknet19's 256 -> 512 at 26 x 26 (7 blocks, 97 outputs a read) 10.5
-/// / 7.2; its 128 -> 256 at 52 x 52 (19 blocks, 142) 4.6 / 4.5-5.0. With
-/// a block as large as L3 allows and the weights packed in panels, read
-/// front to back (2026-11-29, Zen 4, one thread): the same layers in one
-/// block, 6.6-6.8 / 15.2-15.4 and 1.5-1.6 / 3.9; YOLOv3-tiny's 512 ->
-/// 1024 at 13 x 13 9.9-10.0 / 16.2-16.4.
-const MIN_OUTPUTS_PER_WEIGHT_READ: usize = 120;
+/// must serve, for each core the pass runs on (a block reads them all
+/// from memory): below this, im2col's gemm, which reads its packed
+/// weights once and a quarter as many of them, is faster. Its cores
+/// share the products where they share the memory's bandwidth, so a
+/// pass on more cores needs more outputs a reading. The layers in their
+/// nets, ms, Zen 4, 2026-12-06, Winograd against im2col, one core /
+/// two: ResNet-50's res5 3x3 (512 -> 512 at 7 x 7, 49 outputs, 38 MB of
+/// transformed weights) 1.66 / 2.42 and 1.28 / 1.40; MobileNet-YOLOv2
+/// lite's conv21 (256 -> 1024 at 10 x 10) 2.20 / 4.50 and 1.44 / 2.43;
+/// YOLOv3-tiny's 512 -> 1024 at 13 x 13 (2026-11-29, one core) 9.9 /
+/// 16.2; res4's (256 -> 256 at 14 x 14) 0.87-0.92 / 2.3-2.5.
+const OUTPUTS_PER_WEIGHT_READ_A_CORE: usize = 24;
 
 /// How many fewer products, in hundredths, F(6x6, 3x3) must do than
 /// F(4x4, 3x3) on a plane, its tiles' waste counted, to be taken: its
@@ -162,9 +155,10 @@ impl ConvGeometry {
             && (self.oh * self.ow * 4 >= 3 * covered
                 || points * self.channels_in * self.channels_out > CACHED_WEIGHTS)
             && (points * self.channels_in * self.channels_out <= CACHED_WEIGHTS
-                || (self.batch * covered / (tile * tile) >= MIN_TILES
-                    && self.batch * self.oh * self.ow
-                        >= MIN_OUTPUTS_PER_WEIGHT_READ * Tiling::of(self, tile, 1).blocks()))
+                || self.batch * self.oh * self.ow
+                    >= OUTPUTS_PER_WEIGHT_READ_A_CORE
+                        * cpu::cores()
+                        * Tiling::of(self, tile, 1).blocks())
     }
 
     /// Whether F(6x6, 3x3) does [`WIDE_TILE_SAVING`] fewer products than
@@ -1427,8 +1421,8 @@ mod tests {
             assert!(taken(geometry(1, 128, 128, 28, 28, [1, 1])));
             // f64 stays exact; too few channels (an RGB image's first layer,
             // P-Net's 10 -> 16); R-Net's 9x9 outputs (tiles
-            // 44% wasted); res5 at batch 1 and 2 (4 and 8 tiles: 38 MB
-            // of weights read for too few products).
+            // 44% wasted); 512 -> 512 at 6 x 6 (36 outputs for 38 MB of
+            // transformed weights read, fewer than two cores need).
             assert!(
                 geometry(1, 32, 64, 23, 23, [0, 0])
                     .winograd_tile::<f64>(true)
@@ -1438,31 +1432,48 @@ mod tests {
             assert!(!taken(geometry(1, 10, 16, 30, 30, [0, 0])));
             assert!(taken(geometry(1, 16, 16, 48, 48, [0, 0])));
             assert!(!taken(geometry(1, 28, 48, 11, 11, [0, 0])));
-            assert!(!taken(geometry(1, 512, 512, 7, 7, [1, 1])));
-            assert!(!taken(geometry(2, 512, 512, 7, 7, [1, 1])));
-            // Streamed weights read once a pass: res5 at batch 4 and 8,
-            // res4 at batch 1 (16 tiles), darknet19's 256 -> 512 at 26 x
+            assert!(!taken(geometry(1, 512, 512, 6, 6, [1, 1])));
+            // Streamed weights read once a pass: res5 at batch 1, 2, 4
+            // and 8 (49 outputs and more), MobileNet-YOLOv2 lite's conv21
+            // (256 -> 1024 at 10 x 10), res4 at batch 1 (16 tiles), darknet19's 256 -> 512 at 26 x
             // 26 and 128 -> 256 at 52 x 52, YOLOv3-tiny's 512 -> 1024 at
             // 13 x 13 (a third of its tiles' outputs past the plane, but
             // 2.6x fewer products than im2col's).
+            assert!(taken(geometry(1, 512, 512, 7, 7, [1, 1])));
+            assert!(taken(geometry(2, 512, 512, 7, 7, [1, 1])));
             assert!(taken(geometry(4, 512, 512, 7, 7, [1, 1])));
             assert!(taken(geometry(8, 512, 512, 7, 7, [1, 1])));
+            assert!(taken(geometry(1, 256, 1024, 10, 10, [1, 1])));
             assert!(taken(geometry(1, 256, 256, 14, 14, [1, 1])));
             assert!(taken(geometry(1, 256, 512, 26, 26, [1, 1])));
             assert!(taken(geometry(1, 128, 256, 52, 52, [1, 1])));
             assert!(taken(geometry(1, 512, 1024, 13, 13, [1, 1])));
             // 5x5 windows: a group of CaffeNet's conv2 and GoogLeNet's
-            // inception_3b/5x5 take F(4x4, 5x5); an RGB image's first
-            // layer does not, nor inception_5b/5x5 at 7 x 7 (4 tiles
-            // for 1.6 MB of transformed weights).
+            // inception_3b/5x5 and inception_5b/5x5 at 7 x 7 take F(4x4,
+            // 5x5); an RGB image's first layer does not.
             assert!(taken(windowed(5, 1, 48, 128, 31, 31, [2, 2])));
             assert!(taken(windowed(5, 1, 32, 96, 32, 32, [2, 2])));
             assert!(!taken(windowed(5, 1, 3, 32, 36, 36, [2, 2])));
-            assert!(!taken(windowed(5, 1, 48, 128, 11, 11, [2, 2])));
+            assert!(taken(windowed(5, 1, 48, 128, 7, 7, [2, 2])));
             let mut strided = geometry(1, 32, 64, 23, 23, [0, 0]);
             strided.stride = [2, 2];
             assert!(!taken(strided));
         });
+        // Streamed weights want more outputs a reading the more cores
+        // share the memory: res5 at batch 1 (49 outputs) on one core, not
+        // on four; conv21's 100 outputs on four, not on eight.
+        let on = |cores: usize, g: ConvGeometry| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(cores)
+                .build()
+                .unwrap();
+            pool.install(|| taken(g))
+        };
+        assert!(on(1, geometry(1, 512, 512, 7, 7, [1, 1])));
+        assert!(!on(4, geometry(1, 512, 512, 7, 7, [1, 1])));
+        assert!(on(4, geometry(1, 256, 1024, 10, 10, [1, 1])));
+        assert!(!on(8, geometry(1, 256, 1024, 10, 10, [1, 1])));
+        assert!(on(8, geometry(4, 512, 512, 7, 7, [1, 1])));
     }
 
     #[test]
@@ -1474,10 +1485,11 @@ mod tests {
         // 52 (15% fewer, but too many channels for its rounding),
         // ResNet-50's res3 3x3 (28 x 28, 9% fewer), 13 x 13 and 14 x 14
         // planes (as many either way) and 7 x 7 ones (78% more) keep
-        // F(4x4, 3x3); a 5x5 window takes none without them. Where 6x6
-        // tiles are too few to pay for reading weights that do not stay
-        // in cache (32 -> 512 at 18 x 18: 9 tiles), 4x4 ones (25) are
-        // taken.
+        // F(4x4, 3x3); a 5x5 window takes none without them. Weights
+        // that do not stay in cache take 6x6 tiles where their outputs
+        // are enough (32 -> 512 at 18 x 18: 9 tiles, 324 outputs; one
+        // Zen 4 core / two, 2026-12-06, ms: 0.36 / 0.19 against 4x4
+        // tiles' 0.50 / 0.27).
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
@@ -1511,7 +1523,10 @@ mod tests {
                 Some(TILE)
             );
             assert_eq!(tile(geometry(8, 512, 512, 7, 7, [1, 1]), true), Some(TILE));
-            assert_eq!(tile(geometry(1, 32, 512, 18, 18, [1, 1]), true), Some(TILE));
+            assert_eq!(
+                tile(geometry(1, 32, 512, 18, 18, [1, 1]), true),
+                Some(WIDE_TILE)
+            );
             assert_eq!(tile(windowed(5, 1, 48, 128, 31, 31, [2, 2]), false), None);
         });
     }
