@@ -191,13 +191,9 @@ fn interleaved(
     y: &mut [f32],
     blocks: ChannelBlocks,
 ) -> bool {
-    let bias = finish.bias;
     const LANES: usize = cpu::INTERLEAVED_LANES;
-    if cpu::isa() < cpu::Isa::Avx2 {
-        return false;
-    }
     let ([kh, kw], [dh, dw], [ph, pw]) = (g.kernel, g.dilation, g.pad);
-    let (plane_in, plane_out, channels) = (g.h * g.w, g.oh * g.ow, g.channels_out);
+    let plane_in = g.h * g.w;
     let (hp, wp) = (g.h + 2 * ph, g.w + 2 * pw);
     let offsets: Vec<usize> = (0..kh)
         .flat_map(|ki| (0..kw).map(move |kj| ki * dh * wp + kj * dw))
@@ -209,75 +205,38 @@ fn interleaved(
         rows: g.oh,
         columns: g.ow,
     };
-    let ntaps = offsets.len();
-    let (lane_weights, lane_bias) = lane_weights(weight, bias, channels, ntaps);
-    // An image's channels in groups of 16, its output planes side by side.
-    let groups: Vec<(usize, usize, &mut [f32])> = y[..g.batch * channels * plane_out]
-        .chunks_mut(channels * plane_out)
-        .enumerate()
-        .flat_map(|(image, planes)| {
-            planes
-                .chunks_mut(LANES * plane_out)
-                .enumerate()
-                .map(move |(group, out)| (image, group, out))
-        })
-        .collect();
-    let per_part = groups.len().div_ceil(cpu::cores()).max(1);
-    let mut parts: Vec<Vec<_>> = Vec::new();
-    let mut groups = groups.into_iter().peekable();
-    while groups.peek().is_some() {
-        parts.push(groups.by_ref().take(per_part).collect());
-    }
-    let rectify = finish.activation == Some(Activation::Relu);
-    let ran = std::sync::atomic::AtomicBool::new(true);
-    cpu::on_cores(parts, |part| {
-        // The padding's zeros, written once, stay: every group writes
-        // the same interior pixels.
-        // On cache lines, so that no pixel's load spans two (a 16-byte
-        // aligned buffer had three in four do so: MobileNet's 19 x 19
-        // layers ran 1.1x-1.2x slower).
-        let mut input = AlignedVec::with_len(hp * wp * LANES);
-        let mut out = AlignedVec::with_len(plane_out * LANES);
-        let (input, out) = (&mut input[..], &mut out[..]);
-        for (image, group, planes) in part {
-            let count = planes.len() / plane_out;
-            let first = image * channels + group * LANES;
-            // Whole planes at once (a transpose of rows as narrow as these
-            // would be mostly its ragged end), each pixel put straight into
-            // its padded row: through a dense copy and a copy of each row,
-            // the copies took 15% of a chain of 512-channel 19 x 19 layers.
-            let interior = &mut input[(ph * wp + pw) * LANES..];
-            if blocks.input {
-                let block = &x[first * plane_in..][..LANES * plane_in];
-                let rows = block.chunks_exact(g.w * LANES);
-                for (row, to) in rows.zip(interior.chunks_mut(wp * LANES)) {
-                    to[..row.len()].copy_from_slice(row);
-                }
-            } else {
-                let runs: Vec<&[f32]> = x[first * plane_in..][..count * plane_in]
-                    .chunks_exact(plane_in)
-                    .collect();
-                cpu::interleave_rows(&runs, (g.h, g.w), wp, interior);
+    // The padding's zeros, written once, stay: every group writes the
+    // same interior pixels. On cache lines, so that no pixel's load
+    // spans two (a 16-byte aligned buffer had three in four do so:
+    // MobileNet's 19 x 19 layers ran 1.1x-1.2x slower).
+    let padded = || AlignedVec::<f32>::with_len(hp * wp * LANES);
+    let frame = GroupFrame {
+        g,
+        weight,
+        taps: offsets.len(),
+        finish,
+        into_blocks: blocks.output,
+    };
+    frame.run(y, padded, |input, group, to| {
+        // Whole planes at once (a transpose of rows as narrow as these
+        // would be mostly its ragged end), each pixel put straight into
+        // its padded row: through a dense copy and a copy of each row,
+        // the copies took 15% of a chain of 512-channel 19 x 19 layers.
+        let interior = &mut input[(ph * wp + pw) * LANES..];
+        if blocks.input {
+            let block = &x[group.first * plane_in..][..LANES * plane_in];
+            let rows = block.chunks_exact(g.w * LANES);
+            for (row, to) in rows.zip(interior.chunks_mut(wp * LANES)) {
+                to[..row.len()].copy_from_slice(row);
             }
-            let weights = &lane_weights[group * ntaps * LANES..][..ntaps * LANES];
-            let bias: &[f32; LANES] = lane_bias[group * LANES..][..LANES]
-                .try_into()
-                .expect("a group's 16 biases");
-            let to: &mut [f32] = if blocks.output { planes } else { out };
-            if !cpu::depthwise_interleaved(input, taps, weights, bias, rectify, to) {
-                ran.store(false, std::sync::atomic::Ordering::Relaxed);
-                return;
-            }
-            if !blocks.output {
-                let mut runs: Vec<&mut [f32]> = planes.chunks_mut(plane_out).collect();
-                cpu::deinterleave_runs(out, plane_out, &mut runs);
-            }
-            if !rectify {
-                finish.activate(planes);
-            }
+        } else {
+            let runs: Vec<&[f32]> = x[group.first * plane_in..][..group.count * plane_in]
+                .chunks_exact(plane_in)
+                .collect();
+            cpu::interleave_rows(&runs, (g.h, g.w), wp, interior);
         }
-    });
-    ran.into_inner()
+        cpu::depthwise_interleaved(input, taps, group.weights, group.bias, group.rectify, to)
+    })
 }
 
 /// [`forward`] with its input, its output or both in [`ChannelBlocks`]
@@ -304,8 +263,7 @@ pub(super) fn forward_blocked(
 /// [`forward_blocked`] for MobileNet's 3 x 3 windows (padding 1, stride
 /// 1 or 2) through `cpu::depthwise_3x3_blocked`, each block read where
 /// it lies and, `into_blocks`, written where it goes (else into a
-/// buffer and out to Caffe's planes); a run of blocks a core, each
-/// finished by the core that wrote it. Says whether it ran (AVX-512 or
+/// buffer and out to Caffe's planes). Says whether it ran (AVX-512 or
 /// AVX2).
 fn blocks_in_place(
     g: &ConvGeometry,
@@ -316,52 +274,134 @@ fn blocks_in_place(
     into_blocks: bool,
 ) -> bool {
     const LANES: usize = cpu::INTERLEAVED_LANES;
-    if cpu::isa() < cpu::Isa::Avx2 {
-        return false;
-    }
     let plane = cpu::BlockedPlane {
         height: g.h,
         width: g.w,
         stride: g.stride[0],
     };
-    let (plane_in, plane_out, channels) = (g.h * g.w, g.oh * g.ow, g.channels_out);
-    let (lane_weights, lane_bias) = lane_weights(weight, finish.bias, channels, 9);
-    let per_image = channels / LANES;
-    let blocks_total = g.batch * per_image;
-    let per_part = blocks_total.div_ceil(cpu::cores()).max(1);
-    let parts = y[..blocks_total * LANES * plane_out]
-        .chunks_mut(per_part * LANES * plane_out)
-        .enumerate();
-    let rectify = finish.activation == Some(Activation::Relu);
-    let ran = std::sync::atomic::AtomicBool::new(true);
-    cpu::on_cores(parts, |(part, outs)| {
-        let mut buffer = if into_blocks {
-            AlignedVec::new()
-        } else {
-            AlignedVec::with_len(LANES * plane_out)
-        };
-        for (i, planes) in (part * per_part..).zip(outs.chunks_mut(LANES * plane_out)) {
-            let group = i % per_image;
-            let input = &x[i * LANES * plane_in..][..LANES * plane_in];
-            let weights = &lane_weights[group * 9 * LANES..][..9 * LANES];
-            let bias: &[f32; LANES] = lane_bias[group * LANES..][..LANES]
-                .try_into()
-                .expect("a group's 16 biases");
-            let to: &mut [f32] = if into_blocks { planes } else { &mut buffer };
-            if !cpu::depthwise_3x3_blocked(input, plane, weights, bias, rectify, to) {
-                ran.store(false, std::sync::atomic::Ordering::Relaxed);
-                return;
-            }
-            if !into_blocks {
-                let mut runs: Vec<&mut [f32]> = planes.chunks_mut(plane_out).collect();
-                cpu::deinterleave_runs(&buffer, plane_out, &mut runs);
-            }
-            if !rectify {
-                finish.activate(planes);
-            }
+    let plane_in = g.h * g.w;
+    let frame = GroupFrame {
+        g,
+        weight,
+        taps: 9,
+        finish,
+        into_blocks,
+    };
+    frame.run(
+        y,
+        || (),
+        |_, group, to| {
+            let input = &x[group.first * plane_in..][..LANES * plane_in];
+            cpu::depthwise_3x3_blocked(input, plane, group.weights, group.bias, group.rectify, to)
+        },
+    )
+}
+
+/// What the 16-lane depthwise paths ([`interleaved`],
+/// [`blocks_in_place`]) share: a layer's channels in groups of 16 (a
+/// core a run of them), each group's weights and biases side by side as
+/// its pixels are, its outputs written into blocks where they go or,
+/// through a core's buffer, into Caffe's planes, and activated by the
+/// core that wrote them while they are in its cache.
+struct GroupFrame<'a> {
+    g: &'a ConvGeometry,
+    weight: &'a [f32],
+    /// Weights a channel (the window's taps).
+    taps: usize,
+    finish: Finish<'a, f32>,
+    /// Whether the output is in [`ChannelBlocks`].
+    into_blocks: bool,
+}
+
+/// One group of (up to) 16 channels, as [`GroupFrame::run`] hands it to
+/// its kernel.
+struct LaneGroup<'a> {
+    /// The group's first channel, counted over the whole batch: where its
+    /// input starts, in planes.
+    first: usize,
+    /// Its channels (16 but for an image's last group in Caffe's planes).
+    count: usize,
+    weights: &'a [f32],
+    bias: &'a [f32; cpu::INTERLEAVED_LANES],
+    /// Whether the kernel applies the ReLU as it stores.
+    rectify: bool,
+}
+
+impl GroupFrame<'_> {
+    /// Runs `kernel(scratch, group, to)` on each group, `scratch` a
+    /// core's own from `make_scratch`, `to` the group's 16-lane output
+    /// (its block, or the core's buffer); says whether every call ran
+    /// (AVX-512 or AVX2).
+    fn run<S>(
+        &self,
+        y: &mut [f32],
+        make_scratch: impl Fn() -> S + Sync,
+        kernel: impl Fn(&mut S, &LaneGroup<'_>, &mut [f32]) -> bool + Sync,
+    ) -> bool {
+        const LANES: usize = cpu::INTERLEAVED_LANES;
+        if cpu::isa() < cpu::Isa::Avx2 {
+            return false;
         }
-    });
-    ran.into_inner()
+        let (g, finish) = (self.g, self.finish);
+        let (plane_out, channels) = (g.oh * g.ow, g.channels_out);
+        let (lane_weights, lane_bias) = lane_weights(self.weight, finish.bias, channels, self.taps);
+        // An image's channels in groups of 16, its output planes side by
+        // side.
+        let groups: Vec<(usize, usize, &mut [f32])> = y[..g.batch * channels * plane_out]
+            .chunks_mut(channels * plane_out)
+            .enumerate()
+            .flat_map(|(image, planes)| {
+                planes
+                    .chunks_mut(LANES * plane_out)
+                    .enumerate()
+                    .map(move |(group, out)| (image, group, out))
+            })
+            .collect();
+        let per_part = groups.len().div_ceil(cpu::cores()).max(1);
+        let mut parts: Vec<Vec<_>> = Vec::new();
+        let mut groups = groups.into_iter().peekable();
+        while groups.peek().is_some() {
+            parts.push(groups.by_ref().take(per_part).collect());
+        }
+        let rectify = finish.activation == Some(Activation::Relu);
+        let ran = std::sync::atomic::AtomicBool::new(true);
+        cpu::on_cores(parts, |part| {
+            let mut scratch = make_scratch();
+            let mut buffer = if self.into_blocks {
+                AlignedVec::new()
+            } else {
+                AlignedVec::with_len(plane_out * LANES)
+            };
+            for (image, group, planes) in part {
+                let lanes = LaneGroup {
+                    first: image * channels + group * LANES,
+                    count: planes.len() / plane_out,
+                    weights: &lane_weights[group * self.taps * LANES..][..self.taps * LANES],
+                    bias: lane_bias[group * LANES..][..LANES]
+                        .try_into()
+                        .expect("a group's 16 biases"),
+                    rectify,
+                };
+                let to: &mut [f32] = if self.into_blocks {
+                    planes
+                } else {
+                    &mut buffer
+                };
+                if !kernel(&mut scratch, &lanes, to) {
+                    ran.store(false, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                if !self.into_blocks {
+                    let mut runs: Vec<&mut [f32]> = planes.chunks_mut(plane_out).collect();
+                    cpu::deinterleave_runs(&buffer, plane_out, &mut runs);
+                }
+                if !rectify {
+                    finish.activate(planes);
+                }
+            }
+        });
+        ran.into_inner()
+    }
 }
 
 /// Each group's weights (`taps` a channel) and biases side by side, as
