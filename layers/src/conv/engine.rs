@@ -494,9 +494,13 @@ impl<T: MathElement> ConvEngine<T> {
             let blobs = (as_f32(x), as_f32(weight), bias.map(as_f32), as_f32(y));
             return cuda::deconv_forward((g, None), groups, &mut self.gpu_scratch, &gpu, blobs);
         }
-        let (sub, ys, xs, ws) = per_group(g, groups);
         let (xd, wd) = (x.cpu_data()?, weight.cpu_data()?);
         let mut yd = y.mutable_cpu_data()?;
+        if super::deconv_pointwise::suits(g, groups) {
+            super::deconv_pointwise::forward(g, groups, &xd, &wd, &mut yd);
+            return add_channel_bias(bias, &mut yd, g.h * g.w, g.channels_in);
+        }
+        let (sub, ys, xs, ws) = per_group(g, groups);
         for n in 0..g.batch {
             for gi in 0..groups {
                 let (xo, yo) = ((n * groups + gi) * xs, (n * groups + gi) * ys);

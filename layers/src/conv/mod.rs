@@ -9,6 +9,7 @@ mod cpu;
 mod cuda;
 #[cfg(feature = "cudnn")]
 mod cudnn;
+mod deconv_pointwise;
 mod depthwise;
 mod depthwise_gradient;
 mod direct;
