@@ -7,27 +7,18 @@
 //! the whole windows, the clipped ones at each edge one by one) cost 2.3
 //! ns an output on those planes, 10% of GoogLeNet's pass. Here a row's
 //! column maxima are made a register at a time. Where the row and its
-//! padding fit two AVX-512 registers (planes up to 30 wide, padded by
-//! 1), the windows' maxima
-//! come from them shifted a window column at a time by lane permutes:
-//! 0.21 -> 0.04 ms for 480 planes of 14 x 14, 0.12 -> 0.075 for 480 of
-//! 28 x 28. Wider rows go through a buffer whose padding columns hold
+//! padding fit two registers (planes up to 30 wide on AVX-512, 14 on
+//! AVX2, padded by 1), the windows' maxima come from them shifted a
+//! window column at a time by lane shifts: 0.21 -> 0.04 ms for 480
+//! planes of 14 x 14, 0.12 -> 0.075 for 480 of 28 x 28 (AVX-512).
+//! Wider rows go through a buffer whose padding columns hold
 //! -FLT_MAX (Caffe's start), every row's column maxima before any window's, since loads
 //! across the stores just made wait for them (1 ns an output row by row,
 //! 0.33 ns so).
 
 #[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
-
-#[cfg(target_arch = "x86_64")]
-use super::lanes::{Avx512, Lanes, on_lanes};
+use super::lanes::{Lanes, on_lanes};
 use super::{Isa, isa};
-
-/// The first `n` of 16 lanes.
-#[cfg(target_arch = "x86_64")]
-fn first_lanes(n: usize) -> __mmask16 {
-    ((1u32 << n.min(16)) - 1) as __mmask16
-}
 
 /// The shape [`max_pool_stride1`] pools: `planes` planes of `input[0] x
 /// input[1]` into planes of `output[0] x output[1]`, windows of `kernel`
@@ -76,11 +67,11 @@ impl Stride1Pool {
 /// `y[p][r][q]` = the largest value of plane `p` of `x` in rows `r - pad[0]
 /// .. r - pad[0] + kernel[0]` and columns `q - pad[1] .. q - pad[1] +
 /// kernel[1]`, each clipped to the plane (Caffe's MAX pooling at stride
-/// 1), on AVX-512. The comparisons are a general MAX pooling's, in its
+/// 1), on AVX-512 or AVX2. The comparisons are a general MAX pooling's, in its
 /// order: each column's largest from -FLT_MAX down the window's rows, then
 /// across the window's columns left to right, each step keeping the value
 /// held unless the new one is greater (so a NaN never wins, and the bits
-/// are the general loop's). Says whether it ran (`false`: no AVX-512, or
+/// are the general loop's). Says whether it ran (`false`: neither of those, or
 /// a shape [`Stride1Pool::is_taken`] refuses; nothing was written).
 ///
 /// ```
@@ -122,15 +113,30 @@ pub fn max_pool_stride1(x: &[f32], shape: Stride1Pool, y: &mut [f32]) -> bool {
         // Each output row's column maxima after `pad[1]` columns of -FLT_MAX,
         // and -FLT_MAX to the furthest value the row's last 16 windows read.
         let [_, kw] = shape.kernel;
-        let row = (shape.pad[1] + w).max(ow + kw) + 16;
-        let mut columns = vec![f32::MIN; oh * row];
         let [_, pw] = shape.pad;
-        if isa() == Isa::Avx512 && pw + w <= 32 && ow + kw <= 33 {
-            // SAFETY: `isa` found AVX-512 F; the assert put every plane
-            // inside `x` and `y`; the row fits two registers.
-            unsafe { narrow_planes(x.as_ptr(), shape, y.as_mut_ptr()) };
+        let narrow = on_lanes!(|L| {
+            if pw + w <= 2 * L::N && ow <= 2 * L::N {
+                let (x, y) = (x.as_ptr(), y.as_mut_ptr());
+                // SAFETY: the assert put every plane inside `x` and `y`;
+                // the padded row and the outputs fit two registers (one
+                // where `TWO` is false).
+                unsafe {
+                    if pw + w > L::N || ow > L::N {
+                        narrow_planes::<L, true>(x, shape, y)
+                    } else {
+                        narrow_planes::<L, false>(x, shape, y)
+                    }
+                };
+                true
+            } else {
+                false
+            }
+        });
+        if narrow == Some(true) {
             return true;
         }
+        let row = (pw + w).max(ow + kw) + 16;
+        let mut columns = vec![f32::MIN; oh * row];
         on_lanes!(|L| {
             // SAFETY: the assert put every plane inside `x` and `y`;
             // `columns` holds what the kernel reads and writes.
@@ -237,18 +243,23 @@ unsafe fn column_maxima<L: Lanes>(
     m
 }
 
-/// [`pool_planes`] on AVX-512 for rows that fit two registers, padding included,
-/// and whose windows read no further than their 32 lanes (GoogLeNet's
-/// 28 x 28, 14 x 14 and 7 x 7 planes): the row's column maxima are moved
-/// into place and shifted by a window column with lane permutes, never
-/// through memory; a row that fits one register uses one.
+/// [`pool_planes`] for rows that fit two registers of `L`, padding
+/// included, whose outputs fit two too (GoogLeNet's 28 x 28, 14 x 14
+/// and 7 x 7 planes on AVX-512, its 14 x 14 and 7 x 7 ones on AVX2):
+/// the row's column maxima are moved past the padding and shifted by a
+/// window column at a time with lane shifts, never through memory. On
+/// AVX2, GoogLeNet's inception pools in the net (one Zen 4 core,
+/// 2026-12-06, alternating runs, ms) 14 x 14 0.074-0.076 -> 0.051-0.060,
+/// 7 x 7 0.043-0.044 -> 0.033-0.038, through the column buffer before;
+/// on AVX-512 no slower than the lane permutes of two registers it
+/// replaced (4a 0.031-0.039 -> 0.024-0.025).
 ///
 /// # Safety
-/// AVX-512 F is available; as [`pool_planes`], with `pad[1] + w <= 32` and `output[1] +
-/// kernel[1] <= 33`.
+/// `L`'s instructions are enabled; as [`pool_planes`], with `pad[1] + w`
+/// and `output[1]` at most `2 N` (at most `N` unless `TWO`).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn narrow_planes(x: *const f32, shape: Stride1Pool, y: *mut f32) {
+#[inline(always)]
+unsafe fn narrow_planes<L: Lanes, const TWO: bool>(x: *const f32, shape: Stride1Pool, y: *mut f32) {
     let Stride1Pool {
         planes,
         input: [h, w],
@@ -256,57 +267,56 @@ unsafe fn narrow_planes(x: *const f32, shape: Stride1Pool, y: *mut f32) {
         pad: [ph, pw],
         output: [oh, ow],
     } = shape;
-    let neg = _mm512_set1_ps(f32::MIN);
-    // Indices into the 32 lanes of two registers, past the last clamped.
-    let lanes = |f: &dyn Fn(usize) -> usize| {
-        let index: [i32; 16] = std::array::from_fn(|l| f(l).min(31) as i32);
-        // SAFETY: 16 i32 are one 512-bit load.
-        unsafe { _mm512_loadu_si512(index.as_ptr().cast()) }
+    let n = L::N;
+    // SAFETY: the caller has `L`.
+    let neg = unsafe { L::splat(f32::MIN) };
+    // SAFETY: as above.
+    let (keep_in, keep_out) = unsafe {
+        (
+            [L::first(w), L::first(w.saturating_sub(n))],
+            [L::first(ow), L::first(ow.saturating_sub(n))],
+        )
     };
-    let mask = |f: &dyn Fn(usize) -> bool| -> __mmask16 {
-        (0..16).filter(|&l| f(l)).fold(0, |m, l| m | (1 << l))
-    };
-    // Lane pw + c of the padded row (two registers) holds column c (lane
-    // c of the column maxima's two); the others -FLT_MAX.
-    let holds = |lane: usize| (pw..pw + w).contains(&lane);
-    let into_place = [0, 16].map(|half| lanes(&|l| (half + l).saturating_sub(pw)));
-    let columns = [0, 16].map(|half| mask(&|l| holds(half + l)));
-    // Window column j of output q: lane q + j of the padded row.
-    let shifts: [[__m512i; 2]; 32] =
-        std::array::from_fn(|j| [0, 16].map(|half| lanes(&|l| half + l + j)));
-    let keep_in = [first_lanes(w), first_lanes(w.saturating_sub(16))];
-    let keep_out = [first_lanes(ow), first_lanes(ow.saturating_sub(16))];
-    let wide = pw + w > 16 || ow + kw > 17;
     for p in 0..planes {
         let plane = x.wrapping_add(p * h * w);
         for r in 0..oh {
             let rows = r.saturating_sub(ph)..(r + kh - ph).min(h);
             // SAFETY: the rows are inside the plane (`is_taken`), the
-            // kept columns inside its rows.
-            let m = unsafe {
-                [
-                    column_maxima::<Avx512>(plane, w, rows.clone(), 0, keep_in[0]),
-                    if w > 16 {
-                        column_maxima::<Avx512>(plane, w, rows, 16, keep_in[1])
+            // kept columns inside its rows; `L`'s instructions are
+            // enabled, per the caller.
+            unsafe {
+                let mut row = [
+                    column_maxima::<L>(plane, w, rows.clone(), 0, keep_in[0]),
+                    if TWO && w > n {
+                        column_maxima::<L>(plane, w, rows, n, keep_in[1])
                     } else {
                         neg
                     },
-                ]
-            };
-            let place = |half: usize| {
-                let moved = _mm512_permutex2var_ps(m[0], into_place[half], m[1]);
-                _mm512_mask_blend_ps(columns[half], neg, moved)
-            };
-            let padded = [place(0), if wide { place(1) } else { neg }];
-            for half in 0..if ow > 16 { 2 } else { 1 } {
-                let mut best = padded[half];
-                for shift in &shifts[1..kw] {
-                    let window = _mm512_permutex2var_ps(padded[0], shift[half], padded[1]);
-                    best = _mm512_max_ps(window, best);
+                ];
+                // Lane pw + c holds column c; the padding's lanes
+                // -FLT_MAX, as the masked loads left past the plane.
+                for _ in 0..pw {
+                    let second = if TWO {
+                        L::shift_up(row[0], row[1])
+                    } else {
+                        neg
+                    };
+                    row = [L::shift_up(neg, row[0]), second];
                 }
-                let out = y.wrapping_add((p * oh + r) * ow + 16 * half);
-                // SAFETY: the kept lanes are outputs of row r of plane p.
-                unsafe { _mm512_mask_storeu_ps(out, keep_out[half], best) };
+                // Window column j of output q: lane q + j of the row.
+                let mut best = row;
+                for _ in 1..kw {
+                    row = [L::shift_in(row[0], row[1]), L::shift_in(row[1], neg)];
+                    best[0] = L::max(row[0], best[0]);
+                    if TWO {
+                        best[1] = L::max(row[1], best[1]);
+                    }
+                }
+                let out = y.wrapping_add((p * oh + r) * ow);
+                L::store_masked(keep_out[0], out, best[0]);
+                if TWO && ow > n {
+                    L::store_masked(keep_out[1], out.add(n), best[1]);
+                }
             }
         }
     }
@@ -354,7 +364,7 @@ mod tests {
             (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
         };
         // (h, w, kernel, pad, output): GoogLeNet's 3x3 pad 1 (rows in
-        // one register and in two), planes wider than two registers,
+        // one register and in two of either width), planes wider than two registers,
         // Caffe's rounding up past the input, no padding, rectangular
         // windows and padding, one column.
         let cases = [
@@ -368,6 +378,13 @@ mod tests {
             // The widest rows two registers take, and one column more.
             (4, 30, [3, 3], [1, 1], [4, 30]),
             (3, 31, [3, 3], [1, 1], [3, 31]),
+            // AVX2's two registers: a row of 15 and its padding, a 2x2
+            // window padded by 1 past both edges (MobileNet-YOLOv3 lite's
+            // pool at 19 x 19, two AVX-512 registers), one register.
+            (5, 15, [3, 3], [1, 1], [5, 15]),
+            (3, 9, [2, 2], [1, 1], [4, 10]),
+            (19, 19, [2, 2], [1, 1], [20, 20]),
+            (4, 5, [3, 3], [1, 1], [4, 5]),
         ];
         for (h, w, kernel, pad, output) in cases {
             let shape = Stride1Pool {
@@ -387,7 +404,7 @@ mod tests {
             if !max_pool_stride1(&x, shape, &mut y) {
                 assert!(
                     y.iter().all(|v| v.is_nan()),
-                    "nothing written without AVX-512"
+                    "nothing written without AVX-512 or AVX2"
                 );
                 continue;
             }
