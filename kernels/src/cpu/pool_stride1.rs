@@ -1,20 +1,21 @@
 //! MAX pooling at stride 1, padded or not, on AVX-512 and AVX2:
-//! GoogLeNet's 3x3
-//! pools inside its inception blocks (480-832 planes of 14 x 14 or 28 x
-//! 28, padding 1).
+//! GoogLeNet's 3x3 pools inside its inception blocks (192-832 planes of
+//! 28 x 28, 14 x 14 and 7 x 7, padding 1), MobileNet-YOLOv3 lite's 2x2
+//! (padding 1 past both edges of 19 x 19), an SPP block's 5x5, 9x9 and
+//! 13x13.
 //!
 //! The general loop's pieces of a row (the column maxima over 14 values,
 //! the whole windows, the clipped ones at each edge one by one) cost 2.3
-//! ns an output on those planes, 10% of GoogLeNet's pass. Here a row's
+//! ns an output on GoogLeNet's planes, 10% of its pass. Here a row's
 //! column maxima are made a register at a time. Where the row and its
-//! padding fit two registers (planes up to 30 wide on AVX-512, 14 on
-//! AVX2, padded by 1), the windows' maxima come from them shifted a
-//! window column at a time by lane shifts: 0.21 -> 0.04 ms for 480
-//! planes of 14 x 14, 0.12 -> 0.075 for 480 of 28 x 28 (AVX-512).
-//! Wider rows go through a buffer whose padding columns hold
-//! -FLT_MAX (Caffe's start), every row's column maxima before any window's, since loads
-//! across the stores just made wait for them (1 ns an output row by row,
-//! 0.33 ns so).
+//! padding fit four registers (up to 62 wide on AVX-512, 30 on AVX2,
+//! padded by 1) and a window is narrower than a register, the windows'
+//! maxima come from those registers shifted a window column at a time by
+//! lane shifts, never through memory. Wider rows and windows go through
+//! a buffer whose padding columns hold -FLT_MAX (Caffe's start), every
+//! row's column maxima before any window's, since loads across the
+//! stores just made wait for them (1 ns an output row by row, 0.33 ns
+//! so).
 
 #[cfg(target_arch = "x86_64")]
 use super::lanes::{Lanes, on_lanes};
@@ -110,31 +111,54 @@ pub fn max_pool_stride1(x: &[f32], shape: Stride1Pool, y: &mut [f32]) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // Each output row's column maxima after `pad[1]` columns of -FLT_MAX,
-        // and -FLT_MAX to the furthest value the row's last 16 windows read.
-        let [_, kw] = shape.kernel;
+        let [kh, kw] = shape.kernel;
         let [_, pw] = shape.pad;
-        let narrow = on_lanes!(|L| {
-            if pw + w <= 2 * L::N && ow <= 2 * L::N {
-                let (x, y) = (x.as_ptr(), y.as_mut_ptr());
+        // Each count of registers a padded row and an output row take,
+        // and each window of the nets' pools (padded to keep the plane's
+        // size but MobileNet-YOLOv3 lite's 2x2), is a function of its
+        // own: a count known keeps the row in registers, a window known
+        // leaves no loop in a row but the clipped rows'. (With the
+        // window's loops the row loop's counters went to the stack, and
+        // one-register rows ran 40% slower on AVX-512.)
+        let lanes = on_lanes!(|L| L::N).unwrap_or(usize::MAX);
+        let (from, to) = (x.as_ptr(), y.as_mut_ptr());
+        macro_rules! in_registers {
+            ($registers:literal) => {
+                match (kh, kw, pw) {
+                    (3, 3, 1) => in_registers!($registers, 3, 3, 1),
+                    (2, 2, 1) => in_registers!($registers, 2, 2, 1),
+                    (5, 5, 2) => in_registers!($registers, 5, 5, 2),
+                    (9, 9, 4) => in_registers!($registers, 9, 9, 4),
+                    (13, 13, 6) => in_registers!($registers, 13, 13, 6),
+                    _ => in_registers!($registers, 0, 0, 0),
+                }
+            };
+            ($registers:literal, $kh:literal, $kw:literal, $pw:literal) => {
                 // SAFETY: the assert put every plane inside `x` and `y`;
-                // the padded row and the outputs fit two registers (one
-                // where `TWO` is false).
-                unsafe {
-                    if pw + w > L::N || ow > L::N {
-                        narrow_planes::<L, true>(x, shape, y)
-                    } else {
-                        narrow_planes::<L, false>(x, shape, y)
-                    }
-                };
-                true
-            } else {
-                false
-            }
-        });
-        if narrow == Some(true) {
+                // the padded row and the outputs fit the registers, the
+                // window one.
+                on_lanes!(|L| unsafe {
+                    register_planes::<L, $registers, $kh, $kw, $pw>(from, shape, to)
+                })
+            };
+        }
+        // A window as wide as a register costs more in shifts than in
+        // the buffer's loads (AVX2's 9x9 on 13 x 13 planes 0.052 ms
+        // through the buffer, 0.060 shifted).
+        let registers = (pw + w).max(ow).div_ceil(lanes);
+        let in_registers = match registers {
+            _ if kw >= lanes => None,
+            1 => in_registers!(1),
+            2 => in_registers!(2),
+            3 => in_registers!(3),
+            4 => in_registers!(4),
+            _ => None,
+        };
+        if in_registers.is_some() {
             return true;
         }
+        // Each output row's column maxima after `pad[1]` columns of -FLT_MAX,
+        // and -FLT_MAX to the furthest value the row's last 16 windows read.
         let row = (pw + w).max(ow + kw) + 16;
         let mut columns = vec![f32::MIN; oh * row];
         on_lanes!(|L| {
@@ -186,7 +210,7 @@ unsafe fn pool_planes<L: Lanes>(
                 // instructions are enabled, per the caller.
                 unsafe {
                     let keep = L::first(w - x0);
-                    let m = column_maxima::<L>(plane, w, rows.clone(), x0, keep);
+                    let m = column_maxima::<L, 0>(plane, w, rows.clone(), x0, keep);
                     L::store_masked(keep, maxima.add(x0), m);
                 }
             }
@@ -222,7 +246,7 @@ unsafe fn pool_planes<L: Lanes>(
 /// inside the plane.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn column_maxima<L: Lanes>(
+unsafe fn column_maxima<L: Lanes, const KH: usize>(
     plane: *const f32,
     w: usize,
     rows: std::ops::Range<usize>,
@@ -232,9 +256,26 @@ unsafe fn column_maxima<L: Lanes>(
     // SAFETY: the caller has `L`.
     let neg = unsafe { L::splat(f32::MIN) };
     let mut m = neg;
-    for row in rows {
-        // SAFETY: the kept lanes are inside the plane; the others read
-        // nothing.
+    if KH == 0 {
+        for row in rows {
+            // SAFETY: the kept lanes are inside the plane; the others
+            // read nothing.
+            unsafe {
+                let v = L::load_masked_or(keep, neg, plane.add(row * w + x0));
+                m = L::max(v, m);
+            }
+        }
+        return m;
+    }
+    // With the window's height known the loop unrolls into that many
+    // guarded steps; unrolled in four from a count, its addresses took
+    // registers the row loop's counters needed.
+    for j in 0..KH {
+        let row = rows.start + j;
+        if row >= rows.end {
+            break;
+        }
+        // SAFETY: as above.
         unsafe {
             let v = L::load_masked_or(keep, neg, plane.add(row * w + x0));
             m = L::max(v, m);
@@ -243,23 +284,36 @@ unsafe fn column_maxima<L: Lanes>(
     m
 }
 
-/// [`pool_planes`] for rows that fit two registers of `L`, padding
-/// included, whose outputs fit two too (GoogLeNet's 28 x 28, 14 x 14
-/// and 7 x 7 planes on AVX-512, its 14 x 14 and 7 x 7 ones on AVX2):
-/// the row's column maxima are moved past the padding and shifted by a
-/// window column at a time with lane shifts, never through memory. On
-/// AVX2, GoogLeNet's inception pools in the net (one Zen 4 core,
-/// 2026-12-06, alternating runs, ms) 14 x 14 0.074-0.076 -> 0.051-0.060,
-/// 7 x 7 0.043-0.044 -> 0.033-0.038, through the column buffer before;
-/// on AVX-512 no slower than the lane permutes of two registers it
-/// replaced (4a 0.031-0.039 -> 0.024-0.025).
+/// [`pool_planes`] for rows that fit `R` registers of `L`, padding
+/// included, whose outputs fit `R` too, and windows narrower than a
+/// register: the row's column maxima are moved past the padding and
+/// shifted by a window column at a time with lane shifts, never through
+/// memory. A window of `KH x KW` padded by `PW` columns, or any (the
+/// shape's) where `KW` is 0. On one Zen 4 core (2026-12-06, best of 2000
+/// calls, ms, against two registers at most with the window's loops):
+/// AVX-512 256 planes of 7 x 7 0.0054 -> 0.0037, of 14 x 14 0.0122 ->
+/// 0.0094, of 28 x 28 0.044 -> 0.031, 512 of 19 x 19 (2x2 padded by 1)
+/// 0.045 -> 0.024, 128 of 56 x 56 0.138 -> 0.067 (a buffer before);
+/// AVX2 the same 0.0100 -> 0.0050, 0.026 -> 0.018, 0.126 -> 0.065, 0.122
+/// -> 0.055.
 ///
 /// # Safety
 /// `L`'s instructions are enabled; as [`pool_planes`], with `pad[1] + w`
-/// and `output[1]` at most `2 N` (at most `N` unless `TWO`).
+/// and `output[1]` at most `R N`; the window `KH x KW` padded by `PW`
+/// columns unless `KW` is 0.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn narrow_planes<L: Lanes, const TWO: bool>(x: *const f32, shape: Stride1Pool, y: *mut f32) {
+unsafe fn register_planes<
+    L: Lanes,
+    const R: usize,
+    const KH: usize,
+    const KW: usize,
+    const PW: usize,
+>(
+    x: *const f32,
+    shape: Stride1Pool,
+    y: *mut f32,
+) {
     let Stride1Pool {
         planes,
         input: [h, w],
@@ -267,16 +321,21 @@ unsafe fn narrow_planes<L: Lanes, const TWO: bool>(x: *const f32, shape: Stride1
         pad: [ph, pw],
         output: [oh, ow],
     } = shape;
+    let (kw, pw) = if KW == 0 { (kw, pw) } else { (KW, PW) };
     let n = L::N;
     // SAFETY: the caller has `L`.
     let neg = unsafe { L::splat(f32::MIN) };
+    // The columns and outputs each register keeps (no closure: it would
+    // be compiled without `L`'s instructions).
     // SAFETY: as above.
-    let (keep_in, keep_out) = unsafe {
-        (
-            [L::first(w), L::first(w.saturating_sub(n))],
-            [L::first(ow), L::first(ow.saturating_sub(n))],
-        )
-    };
+    let (mut keep_in, mut keep_out) = unsafe { ([L::first(0); R], [L::first(0); R]) };
+    for i in 0..R {
+        // SAFETY: as above.
+        unsafe {
+            keep_in[i] = L::first(w.saturating_sub(i * n));
+            keep_out[i] = L::first(ow.saturating_sub(i * n));
+        }
+    }
     for p in 0..planes {
         let plane = x.wrapping_add(p * h * w);
         for r in 0..oh {
@@ -285,37 +344,33 @@ unsafe fn narrow_planes<L: Lanes, const TWO: bool>(x: *const f32, shape: Stride1
             // kept columns inside its rows; `L`'s instructions are
             // enabled, per the caller.
             unsafe {
-                let mut row = [
-                    column_maxima::<L>(plane, w, rows.clone(), 0, keep_in[0]),
-                    if TWO && w > n {
-                        column_maxima::<L>(plane, w, rows, n, keep_in[1])
-                    } else {
-                        neg
-                    },
-                ];
+                let mut row = [neg; R];
+                for (i, register) in row.iter_mut().enumerate() {
+                    if i == 0 || w > i * n {
+                        *register =
+                            column_maxima::<L, KH>(plane, w, rows.clone(), i * n, keep_in[i]);
+                    }
+                }
                 // Lane pw + c holds column c; the padding's lanes
                 // -FLT_MAX, as the masked loads left past the plane.
                 for _ in 0..pw {
-                    let second = if TWO {
-                        L::shift_up(row[0], row[1])
-                    } else {
-                        neg
-                    };
-                    row = [L::shift_up(neg, row[0]), second];
+                    for i in (0..R).rev() {
+                        row[i] = L::shift_up(if i == 0 { neg } else { row[i - 1] }, row[i]);
+                    }
                 }
                 // Window column j of output q: lane q + j of the row.
                 let mut best = row;
                 for _ in 1..kw {
-                    row = [L::shift_in(row[0], row[1]), L::shift_in(row[1], neg)];
-                    best[0] = L::max(row[0], best[0]);
-                    if TWO {
-                        best[1] = L::max(row[1], best[1]);
+                    for i in 0..R {
+                        row[i] = L::shift_in(row[i], if i + 1 < R { row[i + 1] } else { neg });
+                        best[i] = L::max(row[i], best[i]);
                     }
                 }
                 let out = y.wrapping_add((p * oh + r) * ow);
-                L::store_masked(keep_out[0], out, best[0]);
-                if TWO && ow > n {
-                    L::store_masked(keep_out[1], out.add(n), best[1]);
+                for (i, best) in best.into_iter().enumerate() {
+                    if i == 0 || ow > i * n {
+                        L::store_masked(keep_out[i], out.add(i * n), best);
+                    }
                 }
             }
         }
@@ -363,8 +418,8 @@ mod tests {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
         };
-        // (h, w, kernel, pad, output): GoogLeNet's 3x3 pad 1 (rows in
-        // one register and in two of either width), planes wider than two registers,
+        // (h, w, kernel, pad, output): GoogLeNet's 3x3 pad 1 (rows in one
+        // to four registers of either width), planes wider than four,
         // Caffe's rounding up past the input, no padding, rectangular
         // windows and padding, one column.
         let cases = [
@@ -375,16 +430,32 @@ mod tests {
             (9, 20, [2, 4], [0, 0], [8, 17]),
             (7, 19, [5, 3], [2, 0], [7, 17]),
             (4, 1, [3, 3], [1, 2], [4, 3]),
-            // The widest rows two registers take, and one column more.
-            (4, 30, [3, 3], [1, 1], [4, 30]),
-            (3, 31, [3, 3], [1, 1], [3, 31]),
-            // AVX2's two registers: a row of 15 and its padding, a 2x2
-            // window padded by 1 past both edges (MobileNet-YOLOv3 lite's
-            // pool at 19 x 19, two AVX-512 registers), one register.
+            // The widest rows (padded by 1) two, three and four registers
+            // take, and one column more: 15, 23 and 31 on AVX2, 31, 47
+            // and 63 on AVX-512.
             (5, 15, [3, 3], [1, 1], [5, 15]),
+            (4, 16, [3, 3], [1, 1], [4, 16]),
+            (4, 23, [3, 3], [1, 1], [4, 23]),
+            (4, 24, [3, 3], [1, 1], [4, 24]),
+            (3, 31, [3, 3], [1, 1], [3, 31]),
+            (3, 32, [3, 3], [1, 1], [3, 32]),
+            (4, 47, [3, 3], [1, 1], [4, 47]),
+            (4, 48, [3, 3], [1, 1], [4, 48]),
+            (3, 63, [3, 3], [1, 1], [3, 63]),
+            (3, 64, [3, 3], [1, 1], [3, 64]),
+            // A 2x2 window padded by 1 past both edges (MobileNet-YOLOv3
+            // lite's pool at 19 x 19: two AVX-512 registers, three AVX2),
+            // one register.
             (3, 9, [2, 2], [1, 1], [4, 10]),
             (19, 19, [2, 2], [1, 1], [20, 20]),
             (4, 5, [3, 3], [1, 1], [4, 5]),
+            // SPP's windows, each through its own function (AVX2's 9x9
+            // and 13x13 through the buffer), and one 7x7 through the
+            // general window's.
+            (13, 13, [5, 5], [2, 2], [13, 13]),
+            (13, 13, [9, 9], [4, 4], [13, 13]),
+            (19, 19, [13, 13], [6, 6], [19, 19]),
+            (10, 12, [7, 7], [3, 3], [10, 12]),
         ];
         for (h, w, kernel, pad, output) in cases {
             let shape = Stride1Pool {
