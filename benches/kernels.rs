@@ -1,9 +1,13 @@
 //! Throughput of the CPU kernels against a memcpy-style copy measured in the
-//! same run, and gemm GFLOP/s.
+//! same run, gemm GFLOP/s, and the stride-1 MAX pools.
 //!
 //! For n = 1e3, 1e5, 1e7, 1e8 and f32/f64, each memory-bound op prints GB/s
 //! (every byte read and written counted) and its ratio to `copy_from_slice`
-//! on the same n. Then gemm (f32, f64) at 256, 1024, 2048.
+//! on the same n. Then gemm (f32, f64) at 256, 1024, 2048. Then Caffe's
+//! stride-1 MAX pooling (`max_pool_stride1`: GoogLeNet's 3x3, MobileNet-
+//! YOLOv3 lite's 2x2, SPP's windows) on one thread, against copying its
+//! input, with the instruction set it ran on (`BLOBFLOW_CPU=avx2` for
+//! AVX2 on an AVX-512 machine).
 //!
 //! Run: `cargo bench --bench kernels` (add `-- quick` to skip n = 1e8).
 
@@ -155,6 +159,46 @@ fn gemm<T: Real>(n: usize) -> f64 {
     rate
 }
 
+/// Caffe's stride-1 MAX pooling of the nets' shapes, and the time to copy
+/// each shape's input in the same run.
+fn stride1_pools() {
+    println!("stride-1 MAX pools on {} (one thread):", cpu::isa());
+    // (planes, side, window, padding, output side)
+    let shapes = [
+        (256, 7, 3, 1, 7),
+        (256, 14, 3, 1, 14),
+        (256, 28, 3, 1, 28),
+        (512, 19, 2, 1, 20),
+        (128, 56, 3, 1, 56),
+        (256, 13, 5, 2, 13),
+        (256, 13, 9, 4, 13),
+        (256, 19, 13, 6, 19),
+    ];
+    for (planes, side, window, pad, out) in shapes {
+        let shape = cpu::Stride1Pool {
+            planes,
+            input: [side, side],
+            kernel: [window, window],
+            pad: [pad, pad],
+            output: [out, out],
+        };
+        let x: Vec<f32> = (0..planes * side * side)
+            .map(|i| ((i * 7919) % 1000) as f32)
+            .collect();
+        let mut y = vec![0.0f32; planes * out * out];
+        let mut copy = vec![0.0f32; x.len()];
+        let mut taken = true;
+        let pool_t = time_per_call(|| taken &= cpu::max_pool_stride1(black_box(&x), shape, &mut y));
+        let copy_t = time_per_call(|| copy.copy_from_slice(black_box(&x)));
+        println!(
+            "  {planes} planes of {side} x {side}, {window}x{window} pad {pad}: {:.4} ms, {:.2}x its input's copy{}",
+            pool_t * 1e3,
+            pool_t / copy_t,
+            if taken { "" } else { " (general loop)" }
+        );
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let mut sizes = vec![1_000, 100_000, 10_000_000];
@@ -177,4 +221,5 @@ fn main() {
         );
         gemm::<f64>(n);
     }
+    stride1_pools();
 }
