@@ -256,6 +256,9 @@ unsafe fn column_maxima<L: Lanes, const KH: usize>(
     // SAFETY: the caller has `L`.
     let neg = unsafe { L::splat(f32::MIN) };
     let mut m = neg;
+    // The buffer's loop (`KH` 0) stays a plain loop over the rows: as the
+    // guarded one below with a run-time count, AVX2's 56 x 56 planes took
+    // 0.21 ms against 0.18.
     if KH == 0 {
         for row in rows {
             // SAFETY: the kept lanes are inside the plane; the others
