@@ -12,6 +12,8 @@ use super::finish::Rectifier;
 use super::finish::finished;
 #[cfg(target_arch = "x86_64")]
 use super::lanes::{Lanes, on_lanes};
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
 
 const BLOCK: usize = super::INTERLEAVED_LANES;
 
@@ -217,6 +219,67 @@ fn plain(
 #[cfg(target_arch = "x86_64")]
 const TILE_PIXELS: usize = 6;
 
+/// The deepest layer whose tiles on AVX-512 take one output block, not
+/// four: a block's weights (64 bytes an input channel, 16 KB at this
+/// depth) stay in L1 beside the tile's input, and one block's tile ran
+/// faster over the large planes. One Zen 4 core (2026-12-06, the same
+/// build, the choice switched at run time, medians of 4-5 alternating
+/// runs in the net, ms): MobileNet-SSD's conv1 (32 -> 64 at 150 x 150)
+/// 1.06 -> 1.00, conv2 0.876 -> 0.825, conv3 1.68 -> 1.62, conv4 0.875
+/// -> 0.846, conv5 (256 deep) 1.70 -> 1.67, the 512-deep conv7 1.70 ->
+/// 1.72 (so left at four); MobileNet-YOLOv3-lite's conv2 1.00 -> 0.94,
+/// conv3 1.94 -> 1.84, conv4 0.98 -> 0.93.
+#[cfg(target_arch = "x86_64")]
+const ONE_BLOCK_MAX_DEPTH: usize = 256;
+
+/// L1's sets of lines (32 KB of 8 ways, or 48 KB of 12, in lines of 64
+/// bytes) and how many lines of one set a tile's input may take.
+#[cfg(target_arch = "x86_64")]
+const L1_SETS: usize = 64;
+#[cfg(target_arch = "x86_64")]
+const INPUT_LINES_A_SET: usize = 4;
+
+/// Whether the tile of one output block suits `shape` (else four, where
+/// the layer has them). From Caffe's planes, each step of a tile reads
+/// its pixels from the next plane, `4 pixels` bytes on: where that is
+/// a multiple of 4 KB (MobileNet-YOLOv3-lite's conv1 at 160 x 160, 128
+/// x 128, 224 x 224), every plane's line falls in the same set of L1,
+/// no line outlived the tile that read it, and the one-block tile, with
+/// a quarter of the multiply-adds a line, ran 1.6-1.7x slower than four
+/// blocks' (32 -> 64 at 160 x 160: 1.07 -> 1.80 ms). So from planes, it
+/// takes one block only where the planes' lines spread over the sets.
+#[cfg(target_arch = "x86_64")]
+fn one_block_tiles(shape: &PointwiseShape) -> bool {
+    if shape.depth > ONE_BLOCK_MAX_DEPTH {
+        return false;
+    }
+    if shape.blocked_input {
+        return true;
+    }
+    let plane_bytes = shape.pixels * size_of::<f32>();
+    let mut lines = [0usize; L1_SETS];
+    for k in 0..shape.depth {
+        lines[k * plane_bytes / 64 % L1_SETS] += 1;
+    }
+    lines.iter().all(|&n| n <= INPUT_LINES_A_SET)
+}
+
+/// How many pixels past its own a tile of one block asks for the lines
+/// of its output block, as writes, where the output is
+/// [`OUT_AHEAD_MIN_BYTES`] or more: a net's large outputs lie beyond the
+/// caches when a pass reaches them, and the tiles waited for their
+/// stores' lines. MobileNet-SSD's conv1 (64 x 150 x 150, 5.8 MB) in the
+/// net, one Zen 4 core (2026-12-06, medians of 5 alternating runs):
+/// AVX-512 1.00 -> 0.905 ms, AVX2 1.045 -> 1.030; the layers of 2.9 MB
+/// and less were level or slower with it, as were tiles of four blocks
+/// (MobileNet-YOLOv3-lite's conv1, 64 x 160 x 160, 1.17 -> 1.21).
+#[cfg(target_arch = "x86_64")]
+const OUT_AHEAD_PIXELS: usize = 12;
+
+/// The fewest output bytes whose tiles ask ahead ([`OUT_AHEAD_PIXELS`]).
+#[cfg(target_arch = "x86_64")]
+const OUT_AHEAD_MIN_BYTES: usize = 4 << 20;
+
 /// The input bytes of the pixels whose tiles run before the next output
 /// blocks take their turn: a chunk of the input stays in L2 while each
 /// group of blocks passes over it, and each group's weights stay there
@@ -226,12 +289,12 @@ const CHUNK_BYTES: usize = 256 << 10;
 
 /// [`pointwise_blocked`] in registers of `L`: tiles of [`TILE_PIXELS`]
 /// pixels by four output blocks on AVX-512 (24 sums, four weight loads
-/// and six broadcasts a step) and one block of two registers on AVX2
-/// (12 sums in its 16 registers); a chunk of pixels ([`CHUNK_BYTES`] of
-/// input) at a time, each group of blocks over all of its tiles. Pixels
-/// outermost, every tile read all the weights again: MobileNet-SSD's
-/// conv13 (1024 -> 1024 at 10 x 10, 4 MB of weights) ran 1.15x slower
-/// than the gemm of its Caffe layout.
+/// and six broadcasts a step), or one ([`one_block_tiles`]), and one
+/// block of two registers on AVX2 (12 sums in its 16 registers); a chunk
+/// of pixels ([`CHUNK_BYTES`] of input) at a time, each group of blocks
+/// over all of its tiles. Pixels outermost, every tile read all the
+/// weights again: MobileNet-SSD's conv13 (1024 -> 1024 at 10 x 10, 4 MB
+/// of weights) ran 1.15x slower than the gemm of its Caffe layout.
 ///
 /// # Safety
 /// `L`'s instructions are enabled; the pointers are as
@@ -252,6 +315,9 @@ unsafe fn blocks<L: Lanes>(
         .div_ceil(CHUNK_BYTES)
         .max(1);
     let chunk = count.div_ceil(chunks).next_multiple_of(TILE_PIXELS);
+    let four_blocks = L::N == BLOCK && !one_block_tiles(&shape);
+    let ask_ahead =
+        !four_blocks && shape.outputs * shape.pixels * size_of::<f32>() >= OUT_AHEAD_MIN_BYTES;
 
     let mut start = 0;
     // SAFETY: as the caller promises; each tile's pixels are below
@@ -261,7 +327,7 @@ unsafe fn blocks<L: Lanes>(
             let end = (start + chunk).min(count);
             let mut b = 0;
             while b < outs.len() {
-                let wide = L::N == BLOCK && outs.len() - b >= 4;
+                let wide = four_blocks && outs.len() - b >= 4;
                 let mut q = start;
                 while q < end {
                     let pixels = [TILE_PIXELS, 3, 1]
@@ -273,9 +339,13 @@ unsafe fn blocks<L: Lanes>(
                     macro_rules! tile {
                         ($b:literal, $p:literal, $r:literal) => {
                             if shape.blocked_input {
-                                tile::<L, $b, $p, $r, BLOCK>(shape, args, rectifier, at, outs)
+                                tile::<L, $b, $p, $r, BLOCK>(
+                                    shape, args, rectifier, at, outs, ask_ahead,
+                                )
                             } else {
-                                tile::<L, $b, $p, $r, 1>(shape, args, rectifier, at, outs)
+                                tile::<L, $b, $p, $r, 1>(
+                                    shape, args, rectifier, at, outs, ask_ahead,
+                                )
                             }
                         };
                     }
@@ -301,7 +371,8 @@ unsafe fn blocks<L: Lanes>(
 
 /// One tile: `B` output blocks (`R` registers each) by `P` pixels, from
 /// pixel `pixel` of the input (`PS` values apart: 16 in blocks, 1 in
-/// Caffe's planes) and `q` of the output slices, blocks from `b`.
+/// Caffe's planes) and `q` of the output slices, blocks from `b`; with
+/// `ask_ahead`, it asks for the output's lines [`OUT_AHEAD_PIXELS`] on.
 ///
 /// # Safety
 /// As [`blocks`]; the tile's pixels and blocks exist.
@@ -313,6 +384,7 @@ unsafe fn tile<L: Lanes, const B: usize, const P: usize, const R: usize, const P
     rectifier: Rectifier,
     (pixel, q, b): (usize, usize, usize),
     outs: &[*mut f32],
+    ask_ahead: bool,
 ) {
     // SAFETY: as the caller promises: input block `kb`'s pixels
     // `pixel..pixel + P`, weight rows of blocks `b..b + B` and their
@@ -327,6 +399,13 @@ unsafe fn tile<L: Lanes, const B: usize, const P: usize, const R: usize, const P
             let bias: [L::V; R] =
                 std::array::from_fn(|r| L::load(bias.add((b + i) * BLOCK + r * L::N)));
             let out = outs[b + i].add(q * BLOCK);
+            if ask_ahead {
+                for p in 0..P {
+                    let line = out.wrapping_add((p + OUT_AHEAD_PIXELS) * BLOCK);
+                    // A prefetch reads nothing, past the block's end too.
+                    _mm_prefetch::<_MM_HINT_ET0>(line as *const i8);
+                }
+            }
             for (p, acc) in acc.iter().enumerate() {
                 for r in 0..R {
                     L::store(
@@ -419,6 +498,25 @@ mod tests {
         out
     }
 
+    /// One block's tiles up to 256 deep, in blocks or from planes whose
+    /// lines spread over L1's sets; four past it, or from planes 4 KB
+    /// apart (160 x 160), each of whose lines falls in one set.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn one_block_tiles_where_their_input_stays_in_l1() {
+        let shape = |depth, pixels, blocked_input| PointwiseShape {
+            depth,
+            outputs: 64,
+            pixels,
+            blocked_input,
+        };
+        assert!(one_block_tiles(&shape(32, 150 * 150, false)));
+        assert!(one_block_tiles(&shape(256, 160 * 160, true)));
+        assert!(!one_block_tiles(&shape(32, 160 * 160, false)));
+        assert!(!one_block_tiles(&shape(32, 128 * 128, false)));
+        assert!(!one_block_tiles(&shape(512, 19 * 19, true)));
+    }
+
     fn values(len: usize, seed: u32) -> Vec<f32> {
         (0..len)
             .map(|i| {
@@ -430,11 +528,13 @@ mod tests {
             .collect()
     }
 
-    /// Every tile (four blocks and one; six, three and one pixels), the
-    /// input in blocks and in Caffe's planes, a range of pixels cut out of
-    /// the middle, each rectifier, on the ISA this run has and in plain
-    /// loops: the bits of the plain product in Caffe's layout. A
-    /// tap order changed, or a sum begun from its first product, fails.
+    /// Every tile (four blocks, past [`ONE_BLOCK_MAX_DEPTH`] or from
+    /// planes whose lines share a set, and one; six, three and one
+    /// pixels), the input in blocks and in Caffe's planes, a range of
+    /// pixels cut out of the middle, each rectifier, on the ISA this run
+    /// has and in plain loops: the bits of the plain product in Caffe's
+    /// layout. A tap order changed, or a sum begun from its first
+    /// product, fails.
     #[test]
     fn blocks_give_the_caffe_layouts_bits() {
         let shapes = [
@@ -443,6 +543,10 @@ mod tests {
             (48, 64, 25),
             (64, 96, 7),
             (32, 64, 100),
+            (272, 80, 13),
+            (288, 64, 7),
+            (48, 64, 1024),
+            (32, 80, 1024),
         ];
         let layouts = [true, false].into_iter().cycle();
         for ((depth, outputs, pixels), blocked_input) in shapes.into_iter().zip(layouts) {
