@@ -239,29 +239,37 @@ const L1_SETS: usize = 64;
 #[cfg(target_arch = "x86_64")]
 const INPUT_LINES_A_SET: usize = 4;
 
-/// Whether the tile of one output block suits `shape` (else four, where
-/// the layer has them). From Caffe's planes, each step of a tile reads
-/// its pixels from the next plane, `4 pixels` bytes on: where that is
-/// a multiple of 4 KB (MobileNet-YOLOv3-lite's conv1 at 160 x 160, 128
-/// x 128, 224 x 224), every plane's line falls in the same set of L1,
-/// no line outlived the tile that read it, and the one-block tile, with
-/// a quarter of the multiply-adds a line, ran 1.6-1.7x slower than four
-/// blocks' (32 -> 64 at 160 x 160: 1.07 -> 1.80 ms). So from planes, it
-/// takes one block only where the planes' lines spread over the sets.
+/// Whether a tile reading `shape`'s input from Caffe's planes would find
+/// its lines crowded into a few sets of L1, so that [`blocks`] lays each
+/// chunk of the input in blocks first. Each step of a tile reads its
+/// pixels from the next plane, `4 pixels` bytes on: where that is a
+/// multiple of 4 KB (MobileNet-YOLOv3-lite's conv1 at 160 x 160, or 128
+/// x 128, 224 x 224), every plane's line falls in the same set, no line
+/// outlived the tile that read it, and the tiles ran 1.3x (AVX2) to
+/// 1.7x (AVX-512's one block) slower than over other planes. There
+/// AVX-512 takes four blocks' tiles, as fast as laying the chunk in
+/// blocks for one block's (32 -> 64 at 160 x 160, 1.06 against 1.19
+/// ms), and AVX2 lays it: MobileNet-YOLOv3-lite's conv1 in the net, one
+/// Zen 4 core (2026-12-06, medians of 5 alternating runs), 1.33 -> 1.18
+/// ms; over 150 x 150 planes, laid in blocks ran slower (0.93 -> 0.97).
 #[cfg(target_arch = "x86_64")]
-fn one_block_tiles(shape: &PointwiseShape) -> bool {
-    if shape.depth > ONE_BLOCK_MAX_DEPTH {
-        return false;
-    }
+fn planes_share_sets(shape: &PointwiseShape) -> bool {
     if shape.blocked_input {
-        return true;
+        return false;
     }
     let plane_bytes = shape.pixels * size_of::<f32>();
     let mut lines = [0usize; L1_SETS];
     for k in 0..shape.depth {
         lines[k * plane_bytes / 64 % L1_SETS] += 1;
     }
-    lines.iter().all(|&n| n <= INPUT_LINES_A_SET)
+    lines.iter().any(|&n| n > INPUT_LINES_A_SET)
+}
+
+thread_local! {
+    /// A chunk of a 1x1 layer's input laid in blocks by [`blocks`],
+    /// kept between calls.
+    #[cfg(target_arch = "x86_64")]
+    static CHUNK_IN_BLOCKS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// How many pixels past its own a tile of one block asks for the lines
@@ -289,7 +297,7 @@ const CHUNK_BYTES: usize = 256 << 10;
 
 /// [`pointwise_blocked`] in registers of `L`: tiles of [`TILE_PIXELS`]
 /// pixels by four output blocks on AVX-512 (24 sums, four weight loads
-/// and six broadcasts a step), or one ([`one_block_tiles`]), and one
+/// and six broadcasts a step) or, up to [`ONE_BLOCK_MAX_DEPTH`], one, and one
 /// block of two registers on AVX2 (12 sums in its 16 registers); a chunk
 /// of pixels ([`CHUNK_BYTES`] of input) at a time, each group of blocks
 /// over all of its tiles. Pixels outermost, every tile read all the
@@ -315,9 +323,19 @@ unsafe fn blocks<L: Lanes>(
         .div_ceil(CHUNK_BYTES)
         .max(1);
     let chunk = count.div_ceil(chunks).next_multiple_of(TILE_PIXELS);
-    let four_blocks = L::N == BLOCK && !one_block_tiles(&shape);
+    // Planes whose lines share L1's sets are read by tiles of four
+    // blocks (four times the multiply-adds a line), or where a register
+    // holds half a block (AVX2), laid in blocks a chunk at a time.
+    let crowded = planes_share_sets(&shape);
+    let four_blocks = L::N == BLOCK && (shape.depth > ONE_BLOCK_MAX_DEPTH || crowded);
+    let lay_in_blocks = crowded && L::N < BLOCK;
     let ask_ahead =
         !four_blocks && shape.outputs * shape.pixels * size_of::<f32>() >= OUT_AHEAD_MIN_BYTES;
+    let mut laid = if lay_in_blocks {
+        CHUNK_IN_BLOCKS.with(|c| std::mem::take(&mut *c.borrow_mut()))
+    } else {
+        Vec::new()
+    };
 
     let mut start = 0;
     // SAFETY: as the caller promises; each tile's pixels are below
@@ -325,6 +343,28 @@ unsafe fn blocks<L: Lanes>(
     unsafe {
         while start < count {
             let end = (start + chunk).min(count);
+            // The tiles' input: the layer's, or this chunk's laid in
+            // blocks, its pixels from `start`.
+            let (shape, args, pixel_of_q) = if lay_in_blocks {
+                let len = end - start;
+                laid.resize(shape.depth * len, 0.0);
+                for (kb, to) in laid.chunks_exact_mut(BLOCK * len).enumerate() {
+                    // Plane kb 16 + l holds pixels first + start..first + end.
+                    let runs: [&[f32]; BLOCK] = std::array::from_fn(|l| {
+                        let plane = input.add((kb * BLOCK + l) * shape.pixels + first + start);
+                        std::slice::from_raw_parts(plane, len)
+                    });
+                    super::interleave_runs(&runs, len, to);
+                }
+                let shape = PointwiseShape {
+                    pixels: len,
+                    blocked_input: true,
+                    ..shape
+                };
+                (shape, (laid.as_ptr(), weights, bias), start.wrapping_neg())
+            } else {
+                (shape, args, first)
+            };
             let mut b = 0;
             while b < outs.len() {
                 let wide = four_blocks && outs.len() - b >= 4;
@@ -334,7 +374,7 @@ unsafe fn blocks<L: Lanes>(
                         .into_iter()
                         .find(|&p| p <= end - q)
                         .unwrap_or(1);
-                    let at = (first + q, q, b);
+                    let at = (pixel_of_q.wrapping_add(q), q, b);
                     // A tile of `B` blocks, `P` pixels, `R` registers a block.
                     macro_rules! tile {
                         ($b:literal, $p:literal, $r:literal) => {
@@ -366,6 +406,9 @@ unsafe fn blocks<L: Lanes>(
             }
             start = end;
         }
+    }
+    if lay_in_blocks {
+        CHUNK_IN_BLOCKS.with(|c| *c.borrow_mut() = laid);
     }
 }
 
@@ -498,23 +541,25 @@ mod tests {
         out
     }
 
-    /// One block's tiles up to 256 deep, in blocks or from planes whose
-    /// lines spread over L1's sets; four past it, or from planes 4 KB
-    /// apart (160 x 160), each of whose lines falls in one set.
+    /// Planes 4 KB apart (160 x 160, 128 x 128) crowd L1's sets, as do
+    /// many planes over a few; others (150 x 150), or an input in blocks,
+    /// do not.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn one_block_tiles_where_their_input_stays_in_l1() {
+    fn planes_of_4_kb_share_sets() {
         let shape = |depth, pixels, blocked_input| PointwiseShape {
             depth,
             outputs: 64,
             pixels,
             blocked_input,
         };
-        assert!(one_block_tiles(&shape(32, 150 * 150, false)));
-        assert!(one_block_tiles(&shape(256, 160 * 160, true)));
-        assert!(!one_block_tiles(&shape(32, 160 * 160, false)));
-        assert!(!one_block_tiles(&shape(32, 128 * 128, false)));
-        assert!(!one_block_tiles(&shape(512, 19 * 19, true)));
+        assert!(planes_share_sets(&shape(32, 160 * 160, false)));
+        assert!(planes_share_sets(&shape(32, 128 * 128, false)));
+        assert!(!planes_share_sets(&shape(32, 150 * 150, false)));
+        // 152 x 152: planes 4 lines past a multiple of 4 KB, 16 sets.
+        assert!(!planes_share_sets(&shape(32, 152 * 152, false)));
+        assert!(planes_share_sets(&shape(256, 152 * 152, false)));
+        assert!(!planes_share_sets(&shape(32, 160 * 160, true)));
     }
 
     fn values(len: usize, seed: u32) -> Vec<f32> {
@@ -530,11 +575,12 @@ mod tests {
 
     /// Every tile (four blocks, past [`ONE_BLOCK_MAX_DEPTH`] or from
     /// planes whose lines share a set, and one; six, three and one
-    /// pixels), the input in blocks and in Caffe's planes, a range of
-    /// pixels cut out of the middle, each rectifier, on the ISA this run
-    /// has and in plain loops: the bits of the plain product in Caffe's
-    /// layout. A tap order changed, or a sum begun from its first
-    /// product, fails.
+    /// pixels), the input in blocks and in Caffe's planes (those of 4 KB
+    /// laid in blocks a chunk at a time on AVX2, over three chunks), a
+    /// range of pixels cut out of the middle, each rectifier, on the ISA
+    /// this run has and in plain loops: the bits of the plain product in
+    /// Caffe's layout. A tap order changed, a sum begun from its first
+    /// product or a chunk laid from the wrong pixels fails.
     #[test]
     fn blocks_give_the_caffe_layouts_bits() {
         let shapes = [
@@ -546,7 +592,8 @@ mod tests {
             (272, 80, 13),
             (288, 64, 7),
             (48, 64, 1024),
-            (32, 80, 1024),
+            (16, 16, 9),
+            (64, 32, 5120),
         ];
         let layouts = [true, false].into_iter().cycle();
         for ((depth, outputs, pixels), blocked_input) in shapes.into_iter().zip(layouts) {
