@@ -545,8 +545,23 @@ fn filled(len: usize, piece: usize) -> f64 {
 /// and a narrow rest) the transpose stays faster (MobileNet-SSD's
 /// conv14_1, 256 x 100 x 1024, 0.39 against 0.42 ms), as at 7 x 7
 /// (ResNet-50's res5 1x1 layers, 0.87-0.96 against 1.06-1.34 ms).
+///
+/// Once the copy of B^T's columns wrote one stream ([`tile_columns_of`]),
+/// products of 256 to 511 rows at least 512 deep gained from the
+/// transpose too, where it fills any more of its tiles, against the wide
+/// tiles as well (one Zen 4 core, 2026-12-06, the same build, the choice
+/// switched at run time, medians of 5-7 runs, ms): alone, 256 x 100 x
+/// 1024 on AVX2 0.562 -> 0.506, 256 x 196 x 1024 1.042 -> 0.993 on
+/// AVX2 and 1.073 -> 0.987 on AVX-512, 256 x 169 x 512 on AVX-512 0.430
+/// -> 0.416; in MobileNet-SSD, conv14_1 on AVX2 0.628 -> 0.603; in ResNet-50, its res4 branch2a layers on AVX-512 1.11 ->
+/// 1.03, the pass 59.0 -> 57.9. SqueezeNet's conv10 (1000 rows) stayed
+/// faster in wide tiles (1.917 against 1.935).
 pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
-    if isa() == Isa::Avx512 && n >= WIDE_PAIRS_BEAT_TRANSPOSE {
+    // A product at least 512 deep with at least 256 rows takes the
+    // transpose wherever it fills any more of its tiles; on AVX-512,
+    // against C's pairs of panels too where it has fewer than 512 rows.
+    let deep = m >= 256 && k >= 512;
+    if isa() == Isa::Avx512 && n >= WIDE_PAIRS_BEAT_TRANSPOSE && !(deep && m < 512) {
         return false;
     }
     // A tile is two registers wide: C's columns on AVX2 are computed 16
@@ -554,13 +569,12 @@ pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
     let width = if isa() == Isa::Avx2 { 2 * Avx2::N } else { NR };
     let as_is = filled(n, width) * filled(m, rows_per_tile_here(m));
     let transposed = filled(n, rows_per_tile_here(n)) * filled(m, width);
-    let deep_and_tall = m >= 512 && k >= 512;
     runs_here()
         && k > 0
         && m > 1
         && n > 1
         && n < 256
-        && (transposed >= 1.2 * as_is || deep_and_tall && transposed > as_is)
+        && (transposed >= 1.2 * as_is || deep && transposed > as_is)
 }
 
 /// The fewest columns of C, two pairs of panels, that [`transposed_suits`]
