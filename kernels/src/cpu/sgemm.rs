@@ -553,9 +553,10 @@ fn filled(len: usize, piece: usize) -> f64 {
 /// switched at run time, medians of 5-7 runs, ms): alone, 256 x 100 x
 /// 1024 on AVX2 0.562 -> 0.506, 256 x 196 x 1024 1.042 -> 0.993 on
 /// AVX2 and 1.073 -> 0.987 on AVX-512, 256 x 169 x 512 on AVX-512 0.430
-/// -> 0.416; in MobileNet-SSD, conv14_1 on AVX2 0.628 -> 0.603; in ResNet-50, its res4 branch2a layers on AVX-512 1.11 ->
-/// 1.03, the pass 59.0 -> 57.9. SqueezeNet's conv10 (1000 rows) stayed
-/// faster in wide tiles (1.917 against 1.935).
+/// -> 0.416; in MobileNet-SSD, conv14_1 on AVX2 0.628 -> 0.603; in
+/// ResNet-50, its res4 branch2a layers on AVX-512 1.11 -> 1.03, the pass
+/// 59.0 -> 57.9. SqueezeNet's conv10 (1000 rows) stayed faster in wide
+/// tiles (1.917 against 1.935).
 pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
     // A product at least 512 deep with at least 256 rows takes the
     // transpose wherever it fills any more of its tiles; on AVX-512,
@@ -578,7 +579,8 @@ pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
 }
 
 /// The fewest columns of C, two pairs of panels, that [`transposed_suits`]
-/// leaves to AVX-512's wide tiles.
+/// leaves to AVX-512's wide tiles (but for products of 256 to 511 rows,
+/// 512 deep or more).
 const WIDE_PAIRS_BEAT_TRANSPOSE: usize = 4 * NR;
 
 /// Packs the row-major `m x k` A as the B of `C^T = B^T A^T`: panel `q`
