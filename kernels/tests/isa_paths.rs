@@ -214,6 +214,16 @@ fn gemm_matches_reference(isa: Isa) {
         // and 9 rows, which no tile is exactly as tall as.
         (11, 195, 30),
         (9, 130, 40),
+        // On AVX-512, A's rows 4 KB apart (or 8): the columns after C's
+        // pairs of panels in the wide tiles' bands too, in tiles of as
+        // many registers as they fill (45 columns in three, 48 whole,
+        // 56 in four, 6 in one; 40 with no pair before them).
+        (26, 109, 1024),
+        (20, 112, 1024),
+        (20, 120, 1024),
+        (22, 70, 1024),
+        (21, 40, 1024),
+        (24, 80, 2048),
     ];
     for (m, n, k) in shapes {
         let (a, _) = inputs::<f32>(m * k);
@@ -304,6 +314,10 @@ fn own_kernels() -> Option<Vec<u64>> {
         // where C is written afresh): each band's whole panels after the
         // first in one call, the last band of a tiled A 2 rows high.
         (38, 14_000, 4),
+        // A's rows 4 KB apart: on AVX-512, 40 columns in tiles of three
+        // registers, 60 in tiles of four.
+        (21, 40, 1024),
+        (20, 60, 1024),
     ] {
         for tb in [Transpose::No, Transpose::Yes] {
             let mut c = vec![0.25f32; m * n];

@@ -907,12 +907,13 @@ unsafe fn product<L: Tiles>(
                         )
                     };
                 }
-                // Pairs of whole panels in wide tiles first; the rest of
-                // the columns (fewer than two panels) as before.
-                let wide_end = if wide {
-                    columns.start + columns.len() / (2 * NR) * (2 * NR)
-                } else {
-                    columns.start
+                // Pairs of whole panels in wide tiles first (and the
+                // rest where it suits them too); the rest of the columns
+                // (fewer than two panels) as before.
+                let wide_end = match columns.start + columns.len() / (2 * NR) * (2 * NR) {
+                    _ if !wide => columns.start,
+                    pairs_end if rest_suits_wide_bands(columns.end - pairs_end, a) => columns.end,
+                    pairs_end => pairs_end,
                 };
                 // With B whole, a group of C's rows passes its wide
                 // pairs and then the rest of the columns before the next
@@ -1154,6 +1155,28 @@ fn wide_tiles_suit<L: Tiles>(m: usize, beta: f32, a: Rows, b: &Source<'_>) -> bo
         && !matches!(b, Source::Packed(..))
 }
 
+/// Whether C's last `rest` columns after its pairs of panels (1-63) run
+/// in [`wide_panels`]' bands of 5 and 6 rows too, in tiles of as many
+/// registers as they fill, rather than in two-register tiles of up to 12
+/// rows and one-register tiles of up to 24: where A's rows, read in
+/// place, lie a multiple of 4 KB apart (1024 or 2048 deep), every row's
+/// line of a step falls in the same set of L1, which holds 8 (12 on
+/// Intel's 48 KB), and the taller tiles read A from L2. One Zen 4 core,
+/// AVX-512, 2026-12-06, the layer alone, the choice switched at run
+/// time, medians of 5 alternating runs, ms: 1024 -> 75 at 10 x 10
+/// (MobileNet-YOLOv3 lite's conv19, 36 columns left) 0.209 -> 0.172,
+/// at 20 x 20 (conv20, 16 left) 0.651 -> 0.621, at 14 x 14 0.345 ->
+/// 0.318, at 12 x 12 0.257 -> 0.225, at 11 x 11 0.206 -> 0.196. With A's
+/// rows 2 KB apart (512 deep: MobileNet-SSD's conv11_mbox_conf, 512 ->
+/// 63 at 19 x 19; SqueezeNet's conv10) level, and shallower products
+/// (SqueezeNet's 1x1 layers, 16-128 deep) slower by 3-20%.
+fn rest_suits_wide_bands(rest: usize, a: Rows) -> bool {
+    const SET_BYTES: isize = 4096;
+    let crowded =
+        matches!(a, Rows::Strided(_, sa) if sa[1] == 1 && sa[0] * 4 % SET_BYTES == 0 && sa[0] > 0);
+    crowded && rest > 0 && rest < 2 * NR
+}
+
 /// The most bytes of B that [`product`] packs whole, for one pass of
 /// C's bands of rows over all of it (half of L2).
 const WHOLE_B_BYTES: usize = 1 << 20;
@@ -1256,10 +1279,11 @@ fn wide_bands(m: usize) -> impl Iterator<Item = (usize, usize)> + Clone {
     })
 }
 
-/// C's `columns` (whole pairs of panels, from column `jb` of the chunk)
-/// of a depth block `pc..pc + kc`, for C's `rows` (of `m`), in wide
-/// tiles (AVX-512: 5 or 6 rows of four registers, 64 columns, against
-/// two panels side by side):
+/// C's `columns` (whole pairs of panels, from column `jb` of the chunk,
+/// and where [`rest_suits_wide_bands`] the last 1-63 after them, in a
+/// tile of as many registers as they fill) of a depth block `pc..pc +
+/// kc`, for C's `rows` (of `m`), in wide tiles (AVX-512: 5 or 6 rows of
+/// four registers, 64 columns, against two panels side by side):
 /// per step 20 or 24 multiply-adds for 9 or 10 loads, where the
 /// two-register tile of 8 rows has 16 for 10 (12 rows: 24 for 14).
 /// Read in place or packed in chunks, B's chunk is passed by one band of
@@ -1294,14 +1318,16 @@ unsafe fn wide_panels<L: Tiles>(
     let bands = wide_bands(rows.len()).map(move |(i, height)| (rows.start + i, height));
     let gap_packed = (kc * NR) as isize;
     let first_pair = columns.start;
+    let end = columns.end;
     let tile = |band: (usize, usize), j: usize, b: (*const f32, isize, isize)| {
-        // SAFETY: the band's rows of A, C's 64 columns from j and the
-        // two panels at `b` are inside them, per the caller.
+        // SAFETY: the band's rows of A, C's columns from j (64, or the
+        // last 33-48) and the two panels at `b` are inside them, per the
+        // caller.
         unsafe {
             wide_tile_at::<L>(
                 (m, kc, a, j == first_pair),
                 band,
-                (j, b),
+                (j, (2 * NR).min(end - j), b),
                 alpha,
                 (c, rsc),
                 finish,
@@ -1342,7 +1368,7 @@ unsafe fn wide_panels<L: Tiles>(
                         b.offset(pc as isize * sb[0] + j as isize * sb[1]),
                         *sb,
                         kc,
-                        2 * NR,
+                        (2 * NR).min(end - j),
                     )
                 };
                 for band in bands.clone() {
@@ -1356,8 +1382,10 @@ unsafe fn wide_panels<L: Tiles>(
                     pack.resize(2 * kc * NR);
                 }
                 let (first, second) = pack[..2 * kc * NR].split_at_mut(kc * NR);
-                fill(pc..pc + kc, j..j + NR, first);
-                fill(pc..pc + kc, j + NR..j + 2 * NR, second);
+                fill(pc..pc + kc, j..end.min(j + NR), first);
+                if end > j + NR {
+                    fill(pc..pc + kc, j + NR..end.min(j + 2 * NR), second);
+                }
                 for band in bands.clone() {
                     tile(band, j, (pack.as_ptr(), NR as isize, gap_packed));
                 }
@@ -1367,8 +1395,8 @@ unsafe fn wide_panels<L: Tiles>(
     }
 }
 
-/// [`wide_panels`]' tile of the band `(i, rows)` at C's column `j`
-/// against the two panels `b`; on the `first_pair` (where the band reads
+/// [`wide_panels`]' tile of the band `(i, rows)` at C's column `j`, `cols`
+/// columns (64, or the last 1-63), against the two panels `b`; on the `first_pair` (where the band reads
 /// its rows of A for the first time), it asks for the next band's rows
 /// as it runs (a net's weights lie beyond the caches, and the tiles
 /// waited for them). A function of its own, always inlined: as a
@@ -1376,13 +1404,13 @@ unsafe fn wide_panels<L: Tiles>(
 ///
 /// # Safety
 /// As [`wide_panels`]: `L`'s instructions are available, and the
-/// band's rows of A, C's 64 columns from `j` and the panels at `b` are
+/// band's rows of A, C's `cols` columns from `j` and the panels at `b` are
 /// inside them.
 #[inline(always)]
 unsafe fn wide_tile_at<L: Tiles>(
     (m, kc, a, first_pair): (usize, usize, Rows, bool),
     (i, rows): (usize, usize),
-    (j, b): (usize, (*const f32, isize, isize)),
+    (j, cols, b): (usize, usize, (*const f32, isize, isize)),
     alpha: f32,
     (c, rsc): (*mut f32, isize),
     finish: Option<Finish>,
@@ -1405,7 +1433,7 @@ unsafe fn wide_tile_at<L: Tiles>(
         };
         let tile = Tile {
             rows,
-            cols: 4 * L::N,
+            cols,
             alpha,
             beta: 0.0,
             c: c.offset(i as isize * rsc + j as isize),
@@ -2202,12 +2230,14 @@ trait Tiles: Lanes {
     const NARROW_TILES: bool;
 
     /// [`kernel`] with `rows` rows (one of `WIDE_ROWS`) four registers
-    /// wide over two panels, `b = (first panel, row stride, gap)` with
-    /// the second `gap` values past the first.
+    /// wide over two panels, or three where the tile has at most `3 N`
+    /// columns, `b = (first panel, row stride, gap)` with the second
+    /// `gap` values past the first.
     ///
     /// # Safety
-    /// As [`kernel`]; the tile is whole (every row, `4 N` columns) with
-    /// beta 0; `rows` is one of `WIDE_ROWS`.
+    /// As [`kernel`]; the tile has every row, with beta 0, and `4 N`
+    /// columns, or more than `2 N` in three registers; `rows` is one of
+    /// `WIDE_ROWS`.
     unsafe fn wide_tile(
         rows: usize,
         _ab: (usize, *const f32, [isize; 2], (*const f32, isize, isize)),
@@ -2265,18 +2295,26 @@ macro_rules! tiles {
                 tile: &Tile,
             ) {
                 #[target_feature(enable = $features)]
-                unsafe fn run<const ROWS: usize, const AHEAD: bool>(
+                unsafe fn run<const ROWS: usize, const WIDE: usize, const AHEAD: bool>(
                     (kc, a, sa, b): (usize, *const f32, [isize; 2], (*const f32, isize, isize)),
                     tile: &Tile,
                 ) {
                     // SAFETY: the caller's, and the features are enabled.
-                    unsafe { kernel::<$lanes, ROWS, 4, AHEAD>(kc, a, sa, b, tile) }
+                    unsafe { kernel::<$lanes, ROWS, WIDE, AHEAD>(kc, a, sa, b, tile) }
                 }
+                let ab = (kc, a, sa, b);
+                let registers = tile.cols.div_ceil(<$lanes as Lanes>::N);
                 // SAFETY: the caller's.
                 unsafe {
-                    match (rows, tile.ahead.is_none()) {
-                        $(($w, true) => run::<$w, false>((kc, a, sa, b), tile),
-                          ($w, false) => run::<$w, true>((kc, a, sa, b), tile),)+
+                    match (rows, registers, tile.ahead.is_none()) {
+                        $(($w, 4, true) => run::<$w, 4, false>(ab, tile),
+                          ($w, 4, false) => run::<$w, 4, true>(ab, tile),
+                          ($w, 3, true) => run::<$w, 3, false>(ab, tile),
+                          ($w, 3, false) => run::<$w, 3, true>(ab, tile),
+                          ($w, 2, true) => run::<$w, 2, false>(ab, tile),
+                          ($w, 2, false) => run::<$w, 2, true>(ab, tile),
+                          ($w, _, true) => run::<$w, 1, false>(ab, tile),
+                          ($w, _, false) => run::<$w, 1, true>(ab, tile),)+
                         _ => unreachable!("no wide tile of {rows} rows"),
                     }
                 }
@@ -2392,12 +2430,12 @@ tiles!(Avx2, "avx2,fma", [4, 5, 6], 3, narrow false);
 
 /// `C[..rows, ..cols] = alpha * A[..rows, ..kc] * B[..kc, ..cols] + beta * C`
 /// for one tile of `WIDE` registers a row (2, or 1 for at most `N`
-/// columns; or 4, across two panels `gap` values apart, for a whole tile
-/// with beta 0 alone: [`wide_panels`]), A read through its strides (rows
-/// past `rows` read the last row again, and are not written), B by rows
-/// `rsb` apart; with `AHEAD`, the runs of `tile.ahead` are asked for, one
-/// a step (a constant, so the other products carry no test in their
-/// loop: one cost SqueezeNet 3%).
+/// columns; or up to 4, the third and fourth across the next panel `gap`
+/// values on, for a tile of every row with beta 0: [`wide_panels`]), A
+/// read through its strides (rows past `rows` read the last row again,
+/// and are not written), B by rows `rsb` apart; with `AHEAD`, the runs
+/// of `tile.ahead` are asked for, one a step (a constant, so the other
+/// products carry no test in their loop: one cost SqueezeNet 3%).
 ///
 /// # Safety
 /// `L`'s instructions are enabled; the `rows x kc` block of A, the `kc x
@@ -2411,13 +2449,10 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
     (b, rsb, gap): (*const f32, isize, isize),
     tile: &Tile,
 ) {
-    // SAFETY: `L`'s instructions are enabled, per the caller.
-    let masks = unsafe {
-        [
-            L::first(tile.cols),
-            L::first(tile.cols.saturating_sub(L::N)),
-        ]
-    };
+    let masks: [L::M; WIDE] = std::array::from_fn(|h| {
+        // SAFETY: `L`'s instructions are enabled, per the caller.
+        unsafe { L::first(tile.cols.saturating_sub(h * L::N)) }
+    });
     let rows: [*const f32; ROWS] =
         // SAFETY: row min(i, rows - 1) is inside A.
         std::array::from_fn(|i| unsafe { a.offset(i.min(tile.rows - 1) as isize * sa[0]) });
@@ -2433,11 +2468,7 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
             }
         }
     }
-    let whole = masks.iter().take(WIDE).all(|&m| L::whole(m));
-    debug_assert!(
-        WIDE <= 2 || whole && tile.rows == ROWS && tile.beta == 0.0,
-        "a tile four registers wide is whole, with beta 0"
-    );
+    let whole = masks.iter().all(|&m| L::whole(m));
     let ab = (kc, rows, sa[1], (b, rsb, gap));
     // SAFETY: as above.
     let (alpha, beta) = unsafe { (L::splat(tile.alpha), L::splat(tile.beta)) };
@@ -2540,10 +2571,9 @@ unsafe fn kernel<L: Lanes, const ROWS: usize, const WIDE: usize, const AHEAD: bo
             products::<L, ROWS, WIDE, AHEAD, false>(ab, masks, tile.ahead)
         }
     };
-    let live = [tile.cols > 0, tile.cols > L::N];
     for (i, pair) in acc.iter().take(tile.rows).enumerate() {
         for (half, (&v, &mask)) in pair.iter().zip(&masks).enumerate() {
-            if !live[half] {
+            if tile.cols <= half * L::N {
                 continue;
             }
             // SAFETY: row i < rows, and the mask keeps columns below cols.
@@ -2717,7 +2747,7 @@ unsafe fn products<
     const WHOLE: bool,
 >(
     (kc, rows, csa, (b, rsb, gap)): (usize, [*const f32; ROWS], isize, (*const f32, isize, isize)),
-    masks: [L::M; 2],
+    masks: [L::M; WIDE],
     ahead: Ahead,
 ) -> [[L::V; WIDE]; ROWS] {
     // SAFETY: `L`'s instructions are enabled, per the caller.
