@@ -354,7 +354,7 @@ fn own_kernels() -> Option<Vec<u64>> {
         push(&c);
         let mut panels = vec![0.0; cpu::panels_len(k, n)];
         cpu::pack_panels(&x[5..][..k * n], k, n, &mut panels);
-        cpu::gemm_panels(m, n, k, &x[..m * k], &panels, &mut c);
+        cpu::gemm_panels(m, n, k, &x[..m * k], (&panels, None), &mut c);
         push(&c);
         finished_products((m, n, k), &x, &mut push);
     }

@@ -688,7 +688,7 @@ fn gemm_panels_gives_gemms_bits() {
         let mut panels = vec![f32::NAN; cpu::panels_len(k, n)];
         cpu::pack_panels(&b, k, n, &mut panels);
         let mut got = vec![f32::NAN; m * n];
-        cpu::gemm_panels(m, n, k, &a, &panels, &mut got);
+        cpu::gemm_panels(m, n, k, &a, (&panels, None), &mut got);
         // Off the kernels' machines, matrixmultiply sums in its own
         // order, by panel or whole.
         if cpu::isa() >= cpu::Isa::Avx2 {
@@ -698,10 +698,26 @@ fn gemm_panels_gives_gemms_bits() {
                 assert!((g - w).abs() <= 1e-4 * (k as f32).sqrt(), "{m}x{n}x{k}");
             }
         }
+        // Asking for the next pack (here another copy) as it ends
+        // changes no value.
+        let next = panels.clone();
         let mut pieces = vec![f32::NAN; m * n];
-        pool.install(|| cpu::gemm_panels(m, n, k, &a, &panels, &mut pieces));
+        pool.install(|| cpu::gemm_panels(m, n, k, &a, (&panels, Some(&next)), &mut pieces));
         assert_eq!(bits(&pieces), bits(&got), "{m}x{n}x{k} in 3 pieces");
     }
+    // A next pack shorter than the product's is refused.
+    let short = std::panic::catch_unwind(|| {
+        let (panels, next) = (vec![0.0; cpu::panels_len(8, 40)], vec![0.0; 8]);
+        cpu::gemm_panels(
+            4,
+            40,
+            8,
+            &[0.0; 32],
+            (&panels, Some(&next)),
+            &mut [0.0; 160],
+        );
+    });
+    assert!(short.is_err());
 }
 
 /// Products of a wide, shallow B (a 1x1 convolution's image over few

@@ -369,7 +369,11 @@ pub fn pack_panels(b: &[f32], k: usize, n: usize, panels: &mut [f32]) {
 /// [`gemm`], its panels read from the pack instead of from B, so with
 /// the same sums in the same order as `gemm` where `gemm` runs this
 /// crate's kernel. Large products are cut across the cores by whole
-/// panels.
+/// panels. `then`, where the caller multiplies another pack of the
+/// same shape next (Winograd's points, one after another), is asked
+/// for as the last tiles run, each core its own panels of it: a pack
+/// that lives beyond the caches is then on its way when its product
+/// starts.
 ///
 /// ```
 /// use blob_kernels::cpu::{gemm, gemm_panels, pack_panels, panels_len, Transpose};
@@ -379,19 +383,29 @@ pub fn pack_panels(b: &[f32], k: usize, n: usize, panels: &mut [f32]) {
 /// let mut panels = vec![0.0; panels_len(k, n)];
 /// pack_panels(&b, k, n, &mut panels);
 /// let mut c = vec![0.0; m * n];
-/// gemm_panels(m, n, k, &a, &panels, &mut c);
+/// gemm_panels(m, n, k, &a, (&panels, None), &mut c);
 /// let mut want = vec![0.0; m * n];
 /// gemm(Transpose::No, Transpose::No, m, n, k, 1.0, &a, &b, 0.0, &mut want);
 /// assert_eq!(c, want);
 /// ```
 ///
 /// # Panics
-/// If `a` or `c` is shorter than its matrix, or `panels` than
-/// [`panels_len`]`(k, n)`.
+/// If `a` or `c` is shorter than its matrix, or `panels` or `then`
+/// than [`panels_len`]`(k, n)`.
 #[track_caller]
-pub fn gemm_panels(m: usize, n: usize, k: usize, a: &[f32], panels: &[f32], c: &mut [f32]) {
+pub fn gemm_panels(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    (panels, then): (&[f32], Option<&[f32]>),
+    c: &mut [f32],
+) {
     assert!(
-        a.len() >= m * k && panels.len() >= panels_len(k, n) && c.len() >= m * n,
+        a.len() >= m * k
+            && panels.len() >= panels_len(k, n)
+            && then.is_none_or(|t| t.len() >= panels_len(k, n))
+            && c.len() >= m * n,
         "gemm_panels: {m}x{k} * {k}x{n} needs A of {}, panels of {} and C of {} values, \
          got {}, {}, {}",
         m * k,
@@ -411,9 +425,10 @@ pub fn gemm_panels(m: usize, n: usize, k: usize, a: &[f32], panels: &[f32], c: &
     }
     let count = n.div_ceil(PANEL_COLUMNS);
     let per_piece = count.div_ceil(gemm_pieces(m, n, k).min(count));
-    let (a, panels, c) = (
+    let (a, panels, then, c) = (
         Operand(a.as_ptr(), [k as isize, 1]),
         Operand(panels.as_ptr(), [PANEL_COLUMNS as isize, 1]),
+        then.map(|t| Operand(t.as_ptr(), [PANEL_COLUMNS as isize, 1])),
         Output(c.as_mut_ptr()),
     );
     on_cores(0..count.div_ceil(per_piece), |piece| {
@@ -426,7 +441,13 @@ pub fn gemm_panels(m: usize, n: usize, k: usize, a: &[f32], panels: &[f32], c: &
         unsafe {
             let (a_at, panels_at, c_at) = (a.at(0), panels.at(first * k), c.at(first));
             #[cfg(target_arch = "x86_64")]
-            if super::sgemm::run_panels((m, k, cols), a_at, panels_at, (c_at, n as isize)) {
+            let then_at = then.map_or(std::ptr::null(), |t| t.at(first * k));
+            if super::sgemm::run_panels(
+                (m, k, cols),
+                a_at,
+                (panels_at, then_at),
+                (c_at, n as isize),
+            ) {
                 return;
             }
             for q in 0..cols.div_ceil(PANEL_COLUMNS) {

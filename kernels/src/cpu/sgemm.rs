@@ -369,9 +369,11 @@ enum Source<'f> {
     Matrix(*const f32, [isize; 2]),
     /// Panels a caller writes.
     Filled(FilledB<'f>),
-    /// Panels packed beforehand by [`pack_transposed`], for a B of the
-    /// given depth.
-    Packed(*const f32, usize),
+    /// Panels packed beforehand (by [`pack_transposed`], or a caller's
+    /// `blas::pack_panels`), for a B of the given depth; then the pack
+    /// the caller multiplies next, laid out as this one (null where
+    /// none), whose panels the last tiles ask for.
+    Packed(*const f32, usize, *const f32),
 }
 
 /// `c = alpha * a * b + beta * c` for `a` of `m x k`, `b` of `k x n` and
@@ -698,7 +700,7 @@ unsafe fn transposed_panels<L: Tiles>(
                         (n, k, cols),
                         1.0,
                         b_transposed,
-                        Source::Packed(packed.add(q * k * NR), k),
+                        Source::Packed(packed.add(q * k * NR), k, std::ptr::null()),
                         0.0,
                         (ct.as_mut_ptr(), cols as isize),
                         None,
@@ -762,8 +764,9 @@ fn tile_columns_of<const MR: usize>(b: &[f32], (k, n): (usize, usize), tiled: &m
 
 /// `C = A B` for a row-major `m x k` A and the `k x n` B packed in
 /// panels of `NR` columns at `panels` (`blas::pack_panels`), into C's
-/// first `n` columns (rows `ldc` apart); says whether it ran (`false`
-/// on the baseline, where nothing is read or written).
+/// first `n` columns (rows `ldc` apart), the last tiles asking for the
+/// pack at `then` (null where none); says whether it ran (`false` on
+/// the baseline, where nothing is read or written).
 ///
 /// # Safety
 /// A's `m x k` values are readable; `panels` holds `n.div_ceil(NR)`
@@ -772,17 +775,17 @@ fn tile_columns_of<const MR: usize>(b: &[f32], (k, n): (usize, usize), tiled: &m
 pub(crate) unsafe fn run_panels(
     (m, k, n): (usize, usize, usize),
     a: *const f32,
-    panels: *const f32,
+    (panels, then): (*const f32, *const f32),
     (c, ldc): (*mut f32, isize),
 ) -> bool {
     // SAFETY: as the caller promises; panel j / NR of the pack holds
-    // `k` rows of NR values.
+    // `k` rows of NR values; a prefetch of `then` reads nothing.
     unsafe {
         product_here(
             (m, k, n),
             1.0,
             (a, [k as isize, 1]),
-            Source::Packed(panels, k),
+            Source::Packed(panels, k, then),
             0.0,
             (c, ldc),
             None,
@@ -1063,7 +1066,7 @@ unsafe fn product<L: Tiles>(
                                 }
                                 // SAFETY: panel j / NR of the pack holds `depth`
                                 // rows, of which rows pc..pc + kc are inside it.
-                                Source::Packed(packed, depth) => (
+                                Source::Packed(packed, depth, _) => (
                                     (
                                         unsafe { packed.add((j / NR * *depth + pc) * NR) },
                                         NR as isize,
@@ -1085,23 +1088,28 @@ unsafe fn product<L: Tiles>(
                             // ResNet-50's 1x1 layers at 7 x 7 0.71x-0.75x slower in
                             // the net than alone). Those are the next panel's rows of
                             // this depth block, or after the last panel the first
-                            // panel's next block. Asked for the same panel's next
-                            // block, read only after every other panel's, darknet19's
-                            // Winograd products (1024 -> 1024 at 13 x 13, 1024 deep
-                            // over 32 panels) took 39 ms a layer on one core, against
-                            // 21 so. Past the pack's end, the requests fetch nothing.
+                            // panel's next block, or after the last block the pack
+                            // the caller multiplies next (Winograd's next point).
+                            // Asked for the same panel's next block, read only after
+                            // every other panel's, darknet19's Winograd products (1024
+                            // -> 1024 at 13 x 13, 1024 deep over 32 panels) took 39 ms
+                            // a layer on one core, against 21 so. Past the pack's
+                            // end, the requests fetch nothing.
                             // A wide B read in place (a 1x1 convolution's image over
                             // few channels: MobileNet's 32 x 22,500) has each row of
                             // a panel in its own page; its next panel's rows are
                             // asked for the same way.
                             let next_panel = match &b {
-                                Source::Packed(packed, depth) => {
-                                    let next = if j + NR < n {
-                                        ((j / NR + 1) * *depth + pc) * NR
+                                Source::Packed(packed, depth, then) => {
+                                    if j + NR < n {
+                                        Ahead::packed(
+                                            packed.wrapping_add(((j / NR + 1) * *depth + pc) * NR),
+                                        )
+                                    } else if pc + kc < *depth || then.is_null() {
+                                        Ahead::packed(packed.wrapping_add((pc + kc) * NR))
                                     } else {
-                                        (pc + kc) * NR
-                                    };
-                                    Ahead::packed(packed.wrapping_add(next))
+                                        Ahead::packed(*then)
+                                    }
                                 }
                                 Source::Matrix(..) if in_place && j + NR < n && in_place_ahead => {
                                     Ahead {
@@ -2230,14 +2238,13 @@ trait Tiles: Lanes {
     const NARROW_TILES: bool;
 
     /// [`kernel`] with `rows` rows (one of `WIDE_ROWS`) four registers
-    /// wide over two panels, or three where the tile has at most `3 N`
-    /// columns, `b = (first panel, row stride, gap)` with the second
-    /// `gap` values past the first.
+    /// wide over two panels, or as many as a last tile's columns fill,
+    /// `b = (first panel, row stride, gap)` with the second `gap` values
+    /// past the first.
     ///
     /// # Safety
-    /// As [`kernel`]; the tile has every row, with beta 0, and `4 N`
-    /// columns, or more than `2 N` in three registers; `rows` is one of
-    /// `WIDE_ROWS`.
+    /// As [`kernel`]; the tile has every row, with beta 0, and at most
+    /// `4 N` columns; `rows` is one of `WIDE_ROWS`.
     unsafe fn wide_tile(
         rows: usize,
         _ab: (usize, *const f32, [isize; 2], (*const f32, isize, isize)),
