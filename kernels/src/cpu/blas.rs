@@ -406,13 +406,14 @@ pub fn gemm_panels(
             && panels.len() >= panels_len(k, n)
             && then.is_none_or(|t| t.len() >= panels_len(k, n))
             && c.len() >= m * n,
-        "gemm_panels: {m}x{k} * {k}x{n} needs A of {}, panels of {} and C of {} values, \
-         got {}, {}, {}",
+        "gemm_panels: {m}x{k} * {k}x{n} needs A of {}, panels (and the next pack) of {} and \
+         C of {} values, got {}, {} (next {:?}), {}",
         m * k,
         panels_len(k, n),
         m * n,
         a.len(),
         panels.len(),
+        then.map(<[f32]>::len),
         c.len()
     );
     let c = &mut c[..m * n];
