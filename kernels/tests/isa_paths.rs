@@ -187,7 +187,8 @@ fn gemm_matches_reference(isa: Isa) {
         // panels, one depth block of 600.
         (70, 300, 600),
         // Few rows of a deep, wide product: B read in place, chunks of
-        // columns, a partial panel; 1,200 deep: three depth blocks.
+        // columns on AVX-512, a panel at a time by all of C's rows on
+        // AVX2; a partial panel; 1,200 deep: three depth blocks.
         (16, 1100, 600),
         (16, 1100, 1200),
         // A shallow B under a C of more than 2^19 values on each of two
@@ -207,7 +208,8 @@ fn gemm_matches_reference(isa: Isa) {
         (40, 600, 130),
         // B read in place a chunk of columns at a time, each band's
         // panels in one call (with beta, where AVX-512 has no wide
-        // tiles): on AVX-512 bands of 10 rows, the last 9 rows of C.
+        // tiles): on AVX-512 bands of 10 rows, the last 9 rows of C; on
+        // AVX2 a panel at a time by all 29 rows.
         (29, 1000, 64),
         // All of C's rows one band, read in place with no read-ahead,
         // its panels after the first in one call: on AVX-512 bands of 11

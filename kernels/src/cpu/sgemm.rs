@@ -890,7 +890,9 @@ unsafe fn product<L: Tiles>(
             };
             let chunk = match access {
                 Access::InPlace | Access::PackedChunks if whole => n,
-                Access::InPlace | Access::PackedChunks => chunk_columns::<L>(m, kc).unwrap_or(n),
+                Access::InPlace | Access::PackedChunks => {
+                    chunk_columns::<L>(m, kc, access).unwrap_or(n)
+                }
                 Access::PackedPanels => n,
             }
             .max(1);
@@ -1867,10 +1869,26 @@ fn panels_packed_at_once(kc: usize) -> usize {
 }
 
 /// The columns of B of depth `kc` that [`product`] takes at a time for
-/// an `m`-row C, or `None` where every row of C passes over each panel
-/// before the next (C's rows fill one tile).
-fn chunk_columns<L: Lanes>(m: usize, kc: usize) -> Option<usize> {
-    if m <= rows_per_tile::<L>(m) {
+/// an `m`-row C read through `access`, or `None` where every row of C
+/// passes over each panel before the next: where C's rows fill one
+/// tile, and on AVX2 where B is read in place for at most [`FEW_ROWS`]
+/// rows.
+///
+/// Those few rows are three to eight of AVX2's tiles high, and a chunk
+/// at a time each band of them read the chunk's panels again from L2,
+/// a row of B a row of the image apart and across two cache lines; a
+/// panel at a time, the bands after the first read it from L1 while the
+/// next one is asked for. One Zen 3 core (AVX2, 2026-12-06, medians of
+/// 5-6 alternating runs of one build, the choice switched at run time):
+/// 16 x 3,025 x 128 (SqueezeNet's fire3/squeeze1x1) alone 0.336 -> 0.246
+/// ms, 16 x 3,025 x 96 0.34 -> 0.24; in the net fire3/squeeze1x1 0.38 ->
+/// 0.23-0.29; GoogLeNet's eight 5x5_reduce layers of 16-32 rows
+/// (192-832 deep) 1.03 -> 0.90 together, its 48-row one 4% faster and a
+/// 64-row layer beside them 6% (the day's noise). For 64 rows (SqueezeNet's 64 x 3,025 x 16 layers) it
+/// ran 14% slower: C's stores then go to too many rows at once.
+fn chunk_columns<L: Lanes>(m: usize, kc: usize, access: Access) -> Option<usize> {
+    let few_rows_in_place = L::ISA == Isa::Avx2 && access == Access::InPlace && m <= FEW_ROWS;
+    if m <= rows_per_tile::<L>(m) || few_rows_in_place {
         return None;
     }
     let columns = CHUNK_BYTES / (kc.max(1) * std::mem::size_of::<f32>());
