@@ -1874,7 +1874,7 @@ fn panels_packed_at_once(kc: usize) -> usize {
 /// tile, and on AVX2 where B is read in place for at most [`FEW_ROWS`]
 /// rows.
 ///
-/// Those few rows are three to eight of AVX2's tiles high, and a chunk
+/// Those few rows are two to eight of AVX2's tiles high, and a chunk
 /// at a time each band of them read the chunk's panels again from L2,
 /// a row of B a row of the image apart and across two cache lines; a
 /// panel at a time, the bands after the first read it from L1 while the
@@ -1884,8 +1884,9 @@ fn panels_packed_at_once(kc: usize) -> usize {
 /// ms, 16 x 3,025 x 96 0.34 -> 0.24; in the net fire3/squeeze1x1 0.38 ->
 /// 0.23-0.29; GoogLeNet's eight 5x5_reduce layers of 16-32 rows
 /// (192-832 deep) 1.03 -> 0.90 together, its 48-row one 4% faster and a
-/// 64-row layer beside them 6% (the day's noise). For 64 rows (SqueezeNet's 64 x 3,025 x 16 layers) it
-/// ran 14% slower: C's stores then go to too many rows at once.
+/// 64-row layer beside them 6% (the day's noise). For 64 rows
+/// (SqueezeNet's 64 x 3,025 x 16 layers) it ran 14% slower: C's stores
+/// then go to too many rows at once.
 fn chunk_columns<L: Lanes>(m: usize, kc: usize, access: Access) -> Option<usize> {
     let few_rows_in_place = L::ISA == Isa::Avx2 && access == Access::InPlace && m <= FEW_ROWS;
     if m <= rows_per_tile::<L>(m) || few_rows_in_place {
