@@ -1,5 +1,5 @@
-//! Winograd's minimal filtering F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5)
-//! (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
+//! Winograd's minimal filtering F(4x4, 3x3), F(6x6, 3x3), F(2x2, 3x3) and
+//! F(4x4, 5x5) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
 //! 2015) for the CPU forward pass of 3x3 and 5x5, stride-1 convolutions:
 //! SqueezeNet's, GoogLeNet's and ResNet's 3x3 layers, MTCNN's, CaffeNet's
 //! and GoogLeNet's 5x5 ones.
@@ -14,6 +14,13 @@
 //! kernel to 6x6 output tiles: 1.78 multiply-adds where F(4x4, 3x3) does
 //! 2.25, taken where the plane's tiles waste fewer of them (O-Net's 21 x
 //! 21 outputs: 16 tiles of 36 outputs against 36 of 16).
+//!
+//! F(2x2, 3x3) goes the other way: 4x4 input tiles, 16 points, 4
+//! multiply-adds per output and input channel, but 16 transformed weights
+//! per channel pair where F(4x4, 3x3) has 36. It is taken where those
+//! weights come from memory each pass to serve few tiles (ResNet-50's
+//! res5 at batch 1, 7 x 7 outputs; MobileNet-YOLOv2 lite's conv21, 10 x
+//! 10), and the reading, not the products, is the cost.
 //!
 //! The results differ from im2col's in the last bits (the transforms add
 //! and scale before multiplying): within 1e-6 of the magnitudes involved
@@ -46,10 +53,12 @@ use crate::layer::{Result, ensure};
 const TILE: usize = 4;
 /// The output tile side of F(6x6, 3x3).
 const WIDE_TILE: usize = 6;
+/// The output tile side of F(2x2, 3x3).
+const NARROW_TILE: usize = 2;
 /// The interpolation points of the transforms but infinity (Toom-Cook's):
 /// an input tile of side `span` (the output tile's and the kernel's, less
-/// one) takes the first `span - 1`: 6 for F(4x4, 3x3), 8 for F(4x4, 5x5)
-/// and F(6x6, 3x3).
+/// one) takes the first `span - 1`: 4 for F(2x2, 3x3), 6 for F(4x4,
+/// 3x3), 8 for F(4x4, 5x5) and F(6x6, 3x3).
 const FINITE_POINTS: [f64; 7] = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5];
 /// The widest input tile's side, output tile's side and kernel's.
 const MOST_SPAN: usize = 8;
@@ -93,6 +102,32 @@ const CACHED_WEIGHTS: usize = 1 << 18;
 /// YOLOv3-tiny's 512 -> 1024 at 13 x 13 (2026-11-29, one core) 9.9 /
 /// 16.2; res4's (256 -> 256 at 14 x 14) 0.87-0.92 / 2.3-2.5.
 const OUTPUTS_PER_WEIGHT_READ_A_CORE: usize = 24;
+/// Tiles whose products, point by point, cost as much as reading their
+/// transformed weights from memory (4 bytes at about 12 GB/s a core
+/// against one lane of the FMA peak's multiply-adds): what decides
+/// between F(4x4, 3x3) and F(2x2, 3x3) where the weights stream.
+/// Zen 3, AVX2, 2026-12-07, one core / two, ms, F(4x4, 3x3) against
+/// F(2x2, 3x3), batch 1, each tile count F(4x4)'s / F(2x2)'s: 512 ->
+/// 512 at 7 x 7 (4 / 16 tiles) 4.27 / 3.29 and 3.34 / 2.24; 256 -> 256
+/// at 8 x 8 (4 / 16) 1.14 / 0.97 and 0.79 / 0.65; at 10 x 10 (9 / 25)
+/// 1.56 / 1.33 and 1.04 / 0.79; 512 -> 512 at 10 x 10 5.39 / 4.42 and
+/// 4.20 / 2.99; 256 -> 256 at 12 x 12 (9 / 36) 1.49 / 1.68 and 1.02 /
+/// 1.09; at 14 x 14 (16 / 49) 2.42 / 2.33 and 1.53 / 1.53; at 16 x 16
+/// (16 / 64) 2.20 / 2.85 and 1.45 / 1.78. F(4x4)'s 36 points times r
+/// and its tiles against F(2x2)'s 16 times r and its fit them with r
+/// from 10 (one core) to 12 (two).
+const TILES_A_WEIGHT_READ_COSTS: usize = 10;
+/// F(4x4, 3x3)'s transformed weights, in values, past which they come
+/// from memory on each pass rather than from L3 (4 MiB of f32, an eighth
+/// of a Zen 3's or Zen 4's L3), in the nets measured: below it F(2x2,
+/// 3x3)'s fewer weights save little and its products cost. Zen 3, AVX2,
+/// one core, 2026-12-07, batch 1, ms, F(4x4, 3x3) against F(2x2, 3x3):
+/// GoogLeNet's inception_5a/3x3 and 5b/3x3 (160 -> 320 and 192 -> 384
+/// at 7 x 7, 7.4 and 10.6 MB) 0.83 / 0.72 and 1.17 / 0.85; SqueezeNet
+/// v1.1's fire8/expand3x3 and fire9 (64 -> 256 at 13 x 13, 2.4 MB) 0.67
+/// / 0.87 and 0.72 / 0.93; in a net of 12 MB in all, 128 -> 128 and 128
+/// -> 160 at 7 x 7 (2.4 and 2.9 MB) 0.26 / 0.32 and 0.31 / 0.40.
+const WEIGHTS_FROM_MEMORY: usize = 1 << 20;
 
 /// How many fewer products, in hundredths, F(6x6, 3x3) must do than
 /// F(4x4, 3x3) on a plane, its tiles' waste counted, to be taken: its
@@ -117,7 +152,9 @@ impl ConvGeometry {
     /// dilation, f32, and enough channels on both sides for the
     /// transforms to pay. `wide` allows the 8-point variants, F(4x4, 5x5)
     /// and F(6x6, 3x3), whose rounding is about three times F(4x4,
-    /// 3x3)'s; without it 5x5 windows take none, 3x3 ones F(4x4, 3x3).
+    /// 3x3)'s; without it 5x5 windows take none, 3x3 ones F(4x4, 3x3),
+    /// or F(2x2, 3x3) where its weights, fewer, are what the pass waits
+    /// on.
     pub fn winograd_tile<T: MathElement>(&self, wide: bool) -> Option<usize> {
         let (first, then) = match self.kernel {
             [3, 3]
@@ -129,9 +166,32 @@ impl ConvGeometry {
             [5, 5] if wide => (TILE, None),
             _ => return None,
         };
-        std::iter::once(first)
+        let chosen = std::iter::once(first)
             .chain(then)
-            .find(|&tile| self.winograd_pays::<T>(tile))
+            .find(|&tile| self.winograd_pays::<T>(tile))?;
+        Some(if chosen == TILE && self.narrow_tiles_pay() {
+            NARROW_TILE
+        } else {
+            chosen
+        })
+    }
+
+    /// Whether F(2x2, 3x3) costs less than F(4x4, 3x3): where F(4x4,
+    /// 3x3)'s transformed weights come from memory on each pass and serve
+    /// few tiles a reading, F(2x2, 3x3)'s 16 points read 2.25 times fewer
+    /// of them, for more products over its 4-output tiles (1.78 times as
+    /// many where neither wastes outputs past the plane's edge).
+    fn narrow_tiles_pay(&self) -> bool {
+        // Past `WEIGHTS_FROM_MEMORY`, either tiling's weights stream
+        // (F(2x2, 3x3)'s are 16/36 of them, past `CACHED_WEIGHTS`), read
+        // once a block.
+        let cost = |tile: usize| {
+            let tiling = Tiling::of(self, tile, 1);
+            tiling.span * tiling.span * (tiling.blocks() * TILES_A_WEIGHT_READ_COSTS + tiling.tiles)
+        };
+        self.kernel == [3, 3]
+            && 36 * self.channels_in * self.channels_out > WEIGHTS_FROM_MEMORY
+            && cost(NARROW_TILE) < cost(TILE)
     }
 
     /// Whether Winograd's forward pass in output tiles of side `tile`
@@ -215,7 +275,7 @@ struct BlockBuffers {
 /// How the tiles of a pass are cut.
 #[derive(Clone, Copy, Debug)]
 struct Tiling {
-    /// Output tile side: 4, or 6 for F(6x6, 3x3).
+    /// Output tile side: 4, 2 for F(2x2, 3x3) or 6 for F(6x6, 3x3).
     tile: usize,
     /// Input tile side: the output tile's and the window's, less one.
     span: usize,
@@ -614,6 +674,7 @@ fn transform_input(
 ) {
     match (tiling.span, tiling.tile) {
         (8, WIDE_TILE) => input_tiles::<8, WIDE_TILE>(g, tiling, x, tiles, v, rows),
+        (4, _) => input_tiles::<4, NARROW_TILE>(g, tiling, x, tiles, v, rows),
         (8, _) => input_tiles::<8, TILE>(g, tiling, x, tiles, v, rows),
         _ => input_tiles::<6, TILE>(g, tiling, x, tiles, v, rows),
     }
@@ -737,6 +798,7 @@ fn transform_output(
             output_tiles::<8, WIDE_TILE>(g, tiling, products, finish, tiles, rows, out)
         }
         (8, _) => output_tiles::<8, TILE>(g, tiling, products, finish, tiles, rows, out),
+        (4, _) => output_tiles::<4, NARROW_TILE>(g, tiling, products, finish, tiles, rows, out),
         _ => output_tiles::<6, TILE>(g, tiling, products, finish, tiles, rows, out),
     }
 }
@@ -922,7 +984,13 @@ fn input_transform<const SPAN: usize>(
 /// last row those of the product over them all.
 #[inline(always)]
 fn input_1d<const SPAN: usize>(at: impl Fn(usize) -> f32, put: &mut impl FnMut(usize, f32)) {
-    if SPAN == 6 {
+    if SPAN == 4 {
+        let (d0, d1, d2, d3) = (at(0), at(1), at(2), at(3));
+        put(0, d2 - d0);
+        put(1, d1 + d2);
+        put(2, d2 - d1);
+        put(3, d3 - d1);
+    } else if SPAN == 6 {
         let (two, four, five) = (2.0f32, 4.0f32, 5.0f32);
         let (d0, d1, d2, d3, d4, d5) = (at(0), at(1), at(2), at(3), at(4), at(5));
         put(0, four * d0 - five * d2 + d4);
@@ -993,7 +1061,12 @@ fn output_1d<const SPAN: usize, const OUT: usize>(
     at: impl Fn(usize) -> f32,
     put: &mut impl FnMut(usize, f32),
 ) {
-    let (sum12, dif12, sum34, dif34) = (at(1) + at(2), at(1) - at(2), at(3) + at(4), at(3) - at(4));
+    let (sum12, dif12) = (at(1) + at(2), at(1) - at(2));
+    let (sum34, dif34) = if SPAN > 4 {
+        (at(3) + at(4), at(3) - at(4))
+    } else {
+        (0.0, 0.0)
+    };
     let (sum56, dif56) = if SPAN == 8 {
         (at(5) + at(6), at(5) - at(6))
     } else {
@@ -1173,26 +1246,86 @@ mod tests {
         ] {
             // Any geometry computes right, in either tile; `winograd_tile`
             // only says where it pays.
-            for tile in [TILE, WIDE_TILE] {
+            for tile in [NARROW_TILE, TILE, WIDE_TILE] {
                 matches_the_direct_sum(&geometry(batch, cin, cout, h, w, pad), tile, 2);
             }
         }
     }
 
     #[test]
-    fn six_by_six_tiles_match_the_direct_sum() {
+    fn six_by_six_and_two_by_two_tiles_match_the_direct_sum() {
         // F(6x6, 3x3): planes of whole tiles and of 1-5 columns and rows
-        // over, cached and streamed weights, one core and two.
-        for (batch, cin, cout, h, w, pad) in [
+        // over; F(2x2, 3x3): of whole tiles and of a row and column over
+        // (128 -> 160: 16 points of 20480 channel pairs stream). Cached
+        // and streamed weights, one core and two.
+        let six: &[_] = &[
             (1, 16, 16, 8, 8, [0, 0]),
             (2, 9, 11, 11, 14, [1, 1]),
             (1, 32, 64, 23, 23, [0, 0]),
             (1, 64, 128, 28, 28, [1, 1]),
-        ] {
-            let g = geometry(batch, cin, cout, h, w, pad);
-            for cores in [1, 2] {
-                matches_the_direct_sum(&g, WIDE_TILE, cores);
+        ];
+        let two: &[_] = &[
+            (1, 16, 16, 8, 8, [1, 1]),
+            (2, 9, 11, 7, 6, [0, 1]),
+            (1, 128, 160, 7, 7, [1, 1]),
+            (3, 128, 160, 5, 4, [1, 0]),
+        ];
+        for (tile, cases) in [(WIDE_TILE, six), (NARROW_TILE, two)] {
+            for &(batch, cin, cout, h, w, pad) in cases {
+                let g = geometry(batch, cin, cout, h, w, pad);
+                for cores in [1, 2] {
+                    matches_the_direct_sum(&g, tile, cores);
+                }
             }
+        }
+    }
+
+    #[test]
+    fn two_by_two_tiles_where_the_weights_read_costs_most() {
+        // Streamed weights serving few tiles a reading take F(2x2, 3x3):
+        // ResNet-50's res5 at batch 1 (7 x 7: 4 tiles of F(4x4, 3x3)),
+        // MobileNet-YOLOv2 lite's conv21 (256 -> 1024 at 10 x 10, 9),
+        // 256 -> 256 at 8 x 8, GoogLeNet's inception_5b/3x3 (192 -> 384
+        // at 7 x 7). More tiles a reading keep F(4x4, 3x3):
+        // 256 -> 256 and 512 -> 512 at 12 x 12 (9 tiles, but 4 times as
+        // many of F(2x2)'s), res4 at 14 x 14 (16 tiles; level, measured),
+        // res5 at batch 8 (32 tiles), darknet19's 256 -> 512 at 26 x 26.
+        // Cached weights keep F(4x4, 3x3) however few their tiles
+        // (O-Net's conv3: 64 -> 64 at 10 x 10), as do those L3 keeps
+        // (SqueezeNet's fire9/expand3x3: 64 -> 256 at 13 x 13, 16 tiles;
+        // 128 -> 160 at 7 x 7, 4) and 5x5 windows.
+        for cores in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(cores)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let tile = |g: ConvGeometry| g.winograd_tile::<f32>(true);
+                for narrow in [
+                    geometry(1, 512, 512, 7, 7, [1, 1]),
+                    geometry(1, 256, 1024, 10, 10, [1, 1]),
+                    geometry(1, 256, 256, 8, 8, [1, 1]),
+                    geometry(1, 192, 384, 7, 7, [1, 1]),
+                ] {
+                    assert_eq!(tile(narrow), Some(NARROW_TILE), "{narrow:?}");
+                    // F(2x2, 3x3) rounds less: no reason to keep it from
+                    // a TRAIN-phase net.
+                    assert_eq!(narrow.winograd_tile::<f32>(false), Some(NARROW_TILE));
+                }
+                for four in [
+                    geometry(1, 256, 256, 12, 12, [1, 1]),
+                    geometry(1, 512, 512, 12, 12, [1, 1]),
+                    geometry(1, 256, 256, 14, 14, [1, 1]),
+                    geometry(8, 512, 512, 7, 7, [1, 1]),
+                    geometry(1, 256, 512, 26, 26, [1, 1]),
+                    geometry(1, 64, 64, 10, 10, [0, 0]),
+                    geometry(1, 64, 256, 13, 13, [1, 1]),
+                    geometry(1, 128, 160, 7, 7, [1, 1]),
+                ] {
+                    assert_eq!(tile(four), Some(TILE), "{four:?}");
+                }
+                assert_eq!(tile(windowed(5, 1, 512, 512, 7, 7, [2, 2])), Some(TILE));
+            });
         }
     }
 
