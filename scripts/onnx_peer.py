@@ -31,8 +31,11 @@ only, as ncnn runs one image a pass). The two sides
 alternate --repeat times; medians and the range of the ratios are
 printed. With --layers each net's forward pass is then compared layer by
 layer at batch 1: `blobflow time`'s table beside ONNX Runtime's profile
-of the same passes (its nodes carry the layers' names), the largest
-gaps first. ONNX Runtime chooses its own instructions (AVX-512 where the
+of the same passes (its nodes carry the layers' names) and, where MNN
+runs, MNN's ops timed from its session's callbacks (its converter keeps
+the Caffe layers' names; a callback's few microseconds are counted in,
+and a Convolution's folded residual sum is blobflow's alone), the
+largest gaps to the faster peer first. ONNX Runtime chooses its own instructions (AVX-512 where the
 CPU has it: on an AVX-512 machine with BLOBFLOW_CPU=avx2 that
 comparison favours it). OpenVINO is held to the same family as
 blobflow where BLOBFLOW_CPU=avx2 asks for it (its oneDNN reads
@@ -201,6 +204,29 @@ class Mnn:
             result[name] = np.array(host.getNumpyData()).copy()
         return result
 
+    def layer_times(self, feeds, iters):
+        """Each op's mean ms over `iters` passes (after a warm-up), timed
+        from MNN's callbacks around it: op -> (type, ms). The callbacks'
+        own cost (a few microseconds an op, Python's) is counted in."""
+        self.run(feeds)
+        started, spent, kinds = [0.0], {}, {}
+
+        def begin(_tensors, op):
+            started[0] = time.perf_counter()
+            return True
+
+        def end(_tensors, op):
+            name = op.getName()
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - started[0]
+            kinds[name] = op.getType()
+            return True
+
+        for _ in range(max(3, iters // 10)):
+            self.interpreter.runSession(self.session)
+        for _ in range(iters):
+            self.interpreter.runSessionWithCallBackInfo(self.session, begin, end)
+        return {name: (kinds[name], spent[name] * 1e3 / iters) for name in spent}
+
 
 class Ncnn:
     name = "ncnn"
@@ -258,7 +284,8 @@ def main():
     ap.add_argument("--layer-rows", type=int, default=20,
                     help="with --layers: how many layers to list, the largest gaps first (default 20)")
     ap.add_argument("--layers", action="store_true",
-                    help="with --bench: each layer's time, blobflow's beside ONNX Runtime's (its profiler), batch 1")
+                    help="with --bench: each layer's time, blobflow's beside ONNX Runtime's (its profiler) "
+                         "and MNN's (its callbacks), batch 1")
     ap.add_argument("--peers", default="ort,openvino,mnn,ncnn",
                     help="the peers to run, of ort, openvino, mnn, ncnn (ONNX Runtime always checks the export)")
     args = ap.parse_args()
@@ -384,8 +411,9 @@ def main():
                         f.write(shared.without_layers(text, shared.DETECTION_OUTPUTS))
                 bench(np, cmd, env, label, (timed, saved), sessions, name, text, args.threads, args.repeat)
                 if args.layers:
+                    mnn_session = next((p for p in sessions if isinstance(p, Mnn)), None)
                     layer_table(np, ort, cmd, env, label, (timed, saved), model, name, text, args.threads, work,
-                                args.layer_rows)
+                                mnn_session, args.layer_rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{compared} nets compared, {failed} failed")
@@ -491,12 +519,13 @@ def ort_layers(ort, model, feeds, threads, iters, work):
     return {n: (kinds[n], sum(t[-iters:]) / len(t[-iters:])) for n, t in times.items()}
 
 
-def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work, rows_shown=20):
+def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work, mnn=None, rows_shown=20):
     """Each layer's forward time at batch 1: blobflow's (`blobflow time`,
     layers folded into another counted with it) beside ONNX Runtime's
-    nodes of the same name (speed: ONNX Runtime's time over blobflow's,
-    as the images/s ratios), the largest gaps first, and what neither
-    side names alike (ONNX Runtime's layout reorders, blobflow's
+    nodes of the same name and, where `mnn` is a session, MNN's ops of
+    the same name (speed: the peer's time over blobflow's, as the
+    images/s ratios), the largest gaps to the faster peer first, and
+    what no side names alike (layout reorders, fused nodes, blobflow's
     layers the export leaves out) in totals."""
     proto, weights = ours
     _, declared = shared.declared_input(np, text)
@@ -508,23 +537,32 @@ def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work
         return
     ours_rows = blobflow_layers(r.stdout)
     feeds = {name: np.zeros([1] + declared[1:], dtype=np.float32)}
-    theirs = ort_layers(ort, model, feeds, threads, iters, work)
+    peers = {"ONNX Runtime": ort_layers(ort, model, feeds, threads, iters, work)}
+    if mnn is not None:
+        peers["MNN"] = mnn.layer_times(feeds, iters)
     rows, ours_only = [], 0.0
     for layer, (kind, ms, into) in ours_rows.items():
-        if layer in theirs:
-            rows.append((layer, kind, ms, theirs[layer][1]))
+        theirs = [times[layer][1] if layer in times else None for times in peers.values()]
+        if any(t is not None for t in theirs):
+            rows.append((layer, kind, ms, theirs))
         elif into is None:
             ours_only += ms
-    theirs_only = sum(ms for node, (_, ms) in theirs.items() if node not in ours_rows)
-    rows.sort(key=lambda row: row[3] - row[2])
+    rows.sort(key=lambda row: min(t for t in row[3] if t is not None) - row[2])
+    head = "".join(f" {peer:>13} {'speed':>6}" for peer in peers)
     print(f"  {label} layer by layer (batch 1, {threads} thread(s), ms a pass, the largest gaps first):")
-    print(f"    {'layer':<32} {'type':<14} {'blobflow':>9} {'ONNX Runtime':>13} {'speed':>6}")
-    for layer, kind, ms, ort_ms in rows[:rows_shown]:
-        ratio = f"{ort_ms / ms:.2f}x" if ms > 0 else "-"
-        print(f"    {layer:<32} {kind:<14} {ms:>9.3f} {ort_ms:>13.3f} {ratio:>6}")
-    both = (sum(r[2] for r in rows), sum(r[3] for r in rows))
-    print(f"    {len(rows)} layers both name: blobflow {both[0]:.2f} ms, ONNX Runtime {both[1]:.2f} ms; "
-          f"blobflow's others {ours_only:.2f} ms, ONNX Runtime's others (reorders, fused nodes) {theirs_only:.2f} ms")
+    print(f"    {'layer':<32} {'type':<14} {'blobflow':>9}{head}")
+    for layer, kind, ms, theirs in rows[:rows_shown]:
+        cells = ""
+        for t in theirs:
+            ratio = f"{t / ms:.2f}x" if t is not None and ms > 0 else "-"
+            cells += f" {t:>13.3f} {ratio:>6}" if t is not None else f" {'-':>13} {ratio:>6}"
+        print(f"    {layer:<32} {kind:<14} {ms:>9.3f}{cells}")
+    for i, (peer, times) in enumerate(peers.items()):
+        named = [(row[2], row[3][i]) for row in rows if row[3][i] is not None]
+        others = sum(ms for node, (_, ms) in times.items() if node not in ours_rows)
+        print(f"    {len(named)} layers blobflow and {peer} both name: blobflow {sum(o for o, _ in named):.2f} ms, "
+              f"{peer} {sum(t for _, t in named):.2f} ms; {peer}'s others (reorders, fused nodes) {others:.2f} ms")
+    print(f"    blobflow's layers no peer names: {ours_only:.2f} ms")
 
 
 if __name__ == "__main__":
