@@ -900,6 +900,13 @@ fn gemm_packed_gives_gemms_bits() {
     );
     assert!(!cpu::gemm_packed_suits(128, 196, 1024));
     assert!(!cpu::gemm_packed_suits(512, 300, 1024));
+    // On AVX2 from 256 deep (ResNet-50's res4 branch2c layers, 256 ->
+    // 1024 at 14 x 14); AVX-512's wide tiles keep them.
+    assert_eq!(
+        cpu::gemm_packed_suits(1024, 196, 256),
+        cpu::isa() == cpu::Isa::Avx2
+    );
+    assert!(!cpu::gemm_packed_suits(1024, 196, 128));
 }
 
 /// A convolution's weight gradient: `C += A B` with B's columns read

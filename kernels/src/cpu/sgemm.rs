@@ -559,11 +559,22 @@ fn filled(len: usize, piece: usize) -> f64 {
 /// ResNet-50, its res4 branch2a layers on AVX-512 1.11 -> 1.03, the pass
 /// 59.0 -> 57.9. SqueezeNet's conv10 (1000 rows) stayed faster in wide
 /// tiles (1.917 against 1.935).
+///
+/// On AVX2, where C as it is takes tiles of 6 rows of A read in place,
+/// six streams of A against the transpose's one of tiled rows, products
+/// from 256 deep gain too. One Zen 3 core, 2026-12-07, the choice
+/// switched at run time, medians of 5-8 alternating runs, ms: a chain
+/// of 256 -> 1024 and 1024 -> 256 layers at 14 x 14 (1024 x 196 x 256
+/// and 256 x 196 x 1024), the first 1.61 -> 1.35-1.42; in ResNet-50 at
+/// batch 1 its res4 branch2c layers (1024 x 196 x 256) 12-14% faster
+/// against the layers the choice leaves alone (res2's and res3's
+/// branch2c), on a machine whose passes wandered 88-139 ms.
 pub(crate) fn transposed_suits(m: usize, n: usize, k: usize) -> bool {
-    // A product at least 512 deep with at least 256 rows takes the
-    // transpose wherever it fills any more of its tiles; on AVX-512,
-    // against C's pairs of panels too where it has fewer than 512 rows.
-    let deep = m >= 256 && k >= 512;
+    // A product at least 512 deep (256 on AVX2) with at least 256 rows
+    // takes the transpose wherever it fills any more of its tiles; on
+    // AVX-512, against C's pairs of panels too where it has fewer than
+    // 512 rows.
+    let deep = m >= 256 && k >= if isa() == Isa::Avx2 { 256 } else { 512 };
     if isa() == Isa::Avx512 && n >= WIDE_PAIRS_BEAT_TRANSPOSE && !(deep && m < 512) {
         return false;
     }
