@@ -35,8 +35,9 @@ of the same passes (its nodes carry the layers' names) and, where MNN
 runs, MNN's ops timed from its session's callbacks (its converter keeps
 the Caffe layers' names; a callback's few microseconds are counted in,
 and a Convolution's folded residual sum is blobflow's alone), the
-largest gaps to the faster peer first. ONNX Runtime chooses its own instructions (AVX-512 where the
-CPU has it: on an AVX-512 machine with BLOBFLOW_CPU=avx2 that
+largest gaps to the faster peer first. ONNX Runtime chooses its own
+instructions (AVX-512 where the CPU has it: on an AVX-512 machine with
+BLOBFLOW_CPU=avx2 that
 comparison favours it). OpenVINO is held to the same family as
 blobflow where BLOBFLOW_CPU=avx2 asks for it (its oneDNN reads
 ONEDNN_MAX_CPU_ISA=AVX2, which this script then sets): like with like,

@@ -1,6 +1,7 @@
 //! Winograd's minimal filtering F(4x4, 3x3), F(6x6, 3x3), F(2x2, 3x3) and
-//! F(4x4, 5x5) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
-//! 2015) for the CPU forward pass of 3x3 and 5x5, stride-1 convolutions:
+//! F(4x4, 5x5) (Lavin and Gray, "Fast Algorithms for Convolutional
+//! Neural Networks", 2015) for the CPU forward pass of 3x3 and 5x5,
+//! stride-1 convolutions:
 //! SqueezeNet's, GoogLeNet's and ResNet's 3x3 layers, MTCNN's, CaffeNet's
 //! and GoogLeNet's 5x5 ones.
 //!
