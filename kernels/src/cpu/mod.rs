@@ -31,6 +31,8 @@ mod pool_stride2;
 pub mod rng;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm;
+#[cfg(target_arch = "x86_64")]
+mod shallow_panels;
 pub mod vector;
 #[cfg(test)]
 mod window_3x3_checks;
