@@ -1,7 +1,7 @@
 //! Shallow products from packed panels: Winograd's point-by-point gemms
 //! ([`gemm_panels`](super::gemm_panels)), whose depth is a layer's input
-//! channels, 16 to 128 in the nets that take them. A tile of such a
-//! product does a few hundred multiply-adds, and the general kernel's
+//! channels (16 in SqueezeNet's fire2, 64 in ResNet-50's res2). A tile of
+//! such a product does a few hundred multiply-adds, and the general kernel's
 //! machinery around each tile (its choice of tile, its requests for
 //! lines ahead, its finishes and masks) cost as much again; here each
 //! tile is the plain loop and its stores.
@@ -28,10 +28,11 @@ pub(crate) const SHALLOW_MAX_DEPTH: usize = 64;
 /// [`SHALLOW_MAX_DEPTH`]) and the `k x n` B packed in panels of
 /// [`PANEL_COLUMNS`] at `panels`, into C's first `n` columns (rows `ldc`
 /// apart), the first band of tiles asking for the pack at `then` (null
-/// where none: the next point's, which comes from memory where a layer's
-/// transformed weights stream); says whether it ran (`false` on the baseline, where nothing is
-/// read or written). Each value of C is its products summed in depth
-/// order, as the general kernel sums them: the same bits.
+/// where none: the next point's, which comes from memory where a
+/// layer's transformed weights stream); says whether it ran (`false` on
+/// the baseline, where nothing is read or written). Each value of C is
+/// its products summed in depth order, as the general kernel sums them:
+/// the same bits.
 ///
 /// # Safety
 /// A's `m x k` values are readable; `panels` holds `n.div_ceil(32)`
@@ -50,9 +51,10 @@ pub(crate) unsafe fn run(
     .is_some()
 }
 
-/// [`run`] on `L`: two registers' columns of a panel after another
-/// (their `k` rows stay in L1), each down C's rows in bands of
-/// [`rows_per_tile`](super::sgemm::rows_per_tile).
+/// [`run`] on `L`: band after band of
+/// [`rows_per_tile`](super::sgemm::rows_per_tile) rows of C (their rows
+/// of A stay in L1), each across the panels two registers' columns at a
+/// time.
 ///
 /// # Safety
 /// As [`run`], and `L`'s instructions are enabled.
@@ -103,7 +105,7 @@ unsafe fn panel_bands<L: Lanes>(
 /// One tile: `ROWS` rows of A (`k` apart) by two registers' columns of a
 /// panel (rows [`PANEL_COLUMNS`] apart), into C's first `cols` of them;
 /// where `ahead` is some, it asks for the same columns of the pack there
-/// into L2, a line each step.
+/// into L2, a row of them each step.
 ///
 /// # Safety
 /// As [`panel_bands`]; `ROWS` rows of A and C and `cols` columns of C
