@@ -777,9 +777,9 @@ fn tile_columns_of<const MR: usize>(b: &[f32], (k, n): (usize, usize), tiled: &m
 /// panels of `NR` columns at `panels` (`blas::pack_panels`), into C's
 /// first `n` columns (rows `ldc` apart), the tiles asking for the pack
 /// at `then` (null where none); says whether it ran (`false` on the
-/// baseline, where nothing is read or written). Products at most
-/// [`SHALLOW_MAX_DEPTH`](super::shallow_panels::SHALLOW_MAX_DEPTH) deep
-/// take [`shallow_panels`](super::shallow_panels)' plain tiles.
+/// baseline, where nothing is read or written). Shallow products (as
+/// [`suits`](super::shallow_panels::suits) says) take
+/// [`shallow_panels`](super::shallow_panels)' plain tiles.
 ///
 /// # Safety
 /// A's `m x k` values are readable; `panels` holds `n.div_ceil(NR)`
@@ -791,7 +791,7 @@ pub(crate) unsafe fn run_panels(
     (panels, then): (*const f32, *const f32),
     (c, ldc): (*mut f32, isize),
 ) -> bool {
-    if k <= super::shallow_panels::SHALLOW_MAX_DEPTH {
+    if super::shallow_panels::suits(m, k) {
         // SAFETY: as the caller promises.
         return unsafe { super::shallow_panels::run((m, k, n), a, (panels, then), (c, ldc)) };
     }

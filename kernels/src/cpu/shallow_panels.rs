@@ -10,24 +10,42 @@ use super::PANEL_COLUMNS;
 use super::lanes::{Lanes, on_lanes};
 use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
 
-/// The deepest product [`run`] takes. One Zen 3 core (AVX2,
-/// 2026-12-07), 36 products from 36 packs as a Winograd block makes
-/// them, µs, the general kernel against this one: 40 x 64 x 16
+/// The deepest product [`run`] takes whatever its rows. One Zen 3 core
+/// (AVX2, 2026-12-07), 36 products from 36 packs as a Winograd block
+/// makes them, µs, the general kernel against this one: 40 x 64 x 16
 /// (SqueezeNet's fire2/expand3x3) 71 / 46, 20 x 128 x 32 120-135 / 77-84,
 /// 15 x 192 x 48 171 / 131-134, 30 x 64 x 64 (ResNet-50's res2) 145 /
-/// 105-110, 15 x 128 x 128 (res3) 287-417 / 226-241. In the nets at
-/// batch 1 (first quartiles of 8-16 alternating runs, ms): SqueezeNet
-/// v1.1's fire2/expand3x3 0.64 -> 0.49, fire4 0.49 -> 0.43, fire6 0.44
-/// -> 0.35, fire7 to fire9 level; ResNet-50's res2 3x3 layers 1.52-1.62
-/// -> 1.35-1.39; but its res3 ones, 128 deep, whose transformed weights
-/// come from memory, 1.23-1.39 -> 1.38-1.47: there the general kernel's
-/// requests for the next panels, spread over its tiles, keep ahead.
+/// 105-110. In the nets at batch 1 (first quartiles of 8-16 alternating
+/// runs, ms): SqueezeNet v1.1's fire2/expand3x3 0.64 -> 0.49, fire4 0.49
+/// -> 0.43, fire6 0.44 -> 0.35, fire7 to fire9 level; ResNet-50's res2
+/// 3x3 layers 1.52-1.62 -> 1.35-1.39.
 pub(crate) const SHALLOW_MAX_DEPTH: usize = 64;
 
+/// The deepest product [`run`] takes where it has at least
+/// [`TALL_MIN_ROWS`] rows: at 28 x 28 (49 tiles a block), GoogLeNet's
+/// inception_3a/3x3 (96 deep) and 3b (128) and ResNet-50's res3 3x3
+/// layers (128). At 14 x 14 (16 tiles), GoogLeNet's inception_4a-4c
+/// (96-128 deep) ran 5-14% slower here than in the general kernel, whose
+/// tiles pass each panel down all 16 rows while it is in L1, where
+/// these bands read the whole pack from L2 once each.
+pub(crate) const TALL_MAX_DEPTH: usize = 128;
+
+/// The fewest rows of a product deeper than [`SHALLOW_MAX_DEPTH`] that
+/// [`run`] takes (see [`TALL_MAX_DEPTH`]).
+pub(crate) const TALL_MIN_ROWS: usize = 32;
+
+/// Whether [`run`] is the kernel for an `m x k` by `k x n` product from
+/// packed panels: at most [`SHALLOW_MAX_DEPTH`] deep, or at most
+/// [`TALL_MAX_DEPTH`] with [`TALL_MIN_ROWS`] rows.
+pub(crate) fn suits(m: usize, k: usize) -> bool {
+    k <= SHALLOW_MAX_DEPTH || k <= TALL_MAX_DEPTH && m >= TALL_MIN_ROWS
+}
+
 /// `C = A B` for a row-major `m x k` A (`k` at most
-/// [`SHALLOW_MAX_DEPTH`]) and the `k x n` B packed in panels of
-/// [`PANEL_COLUMNS`] at `panels`, into C's first `n` columns (rows `ldc`
-/// apart), the first band of tiles asking for the pack at `then` (null
+/// [`TALL_MAX_DEPTH`]; [`suits`] says where this kernel is the faster
+/// one) and the `k x n` B packed in panels of [`PANEL_COLUMNS`] at
+/// `panels`, into C's first `n` columns (rows `ldc` apart), each band of
+/// tiles asking for its share of the rows of the pack at `then` (null
 /// where none: the next point's, which comes from memory where a
 /// layer's transformed weights stream); says whether it ran (`false` on
 /// the baseline, where nothing is read or written). Each value of C is
@@ -54,7 +72,11 @@ pub(crate) unsafe fn run(
 /// [`run`] on `L`: band after band of
 /// [`rows_per_tile`](super::sgemm::rows_per_tile) rows of C (their rows
 /// of A stay in L1), each across the panels two registers' columns at a
-/// time.
+/// time. Band `b` of `bands` asks for rows `b * share..` of the next
+/// pack, `share` its depth over the bands: asked for by the first band
+/// alone, the 128-deep packs of ResNet-50's res3 (64 KB a point) came
+/// too late, and the layers ran 6-12% slower than in the general
+/// kernel, whose requests are spread over its tiles.
 ///
 /// # Safety
 /// As [`run`], and `L`'s instructions are enabled.
@@ -67,14 +89,18 @@ unsafe fn panel_bands<L: Lanes>(
 ) {
     let mr = super::sgemm::rows_per_tile::<L>(m);
     let width = 2 * L::N;
+    let share = k.div_ceil(m.div_ceil(mr));
     let mut i = 0;
     while i < m {
         let rows = mr.min(m - i);
+        let first = (i / mr * share).min(k);
+        let asked = share.min(k - first);
         for j in (0..n).step_by(width) {
             let cols = width.min(n - j);
             let at = j / PANEL_COLUMNS * PANEL_COLUMNS * k + j % PANEL_COLUMNS;
-            // The first band asks for the next pack's same columns.
-            let ahead = (i == 0 && !then.is_null()).then_some(then.wrapping_add(at));
+            // This band's rows of the next pack, the same columns.
+            let ahead = (asked > 0 && !then.is_null())
+                .then_some((then.wrapping_add(at + first * PANEL_COLUMNS), asked));
             // SAFETY: column j's panel holds k rows of PANEL_COLUMNS
             // values, its two registers' columns among them; rows i..i +
             // rows of A and C, columns j..j + cols of C, inside them per
@@ -104,8 +130,8 @@ unsafe fn panel_bands<L: Lanes>(
 
 /// One tile: `ROWS` rows of A (`k` apart) by two registers' columns of a
 /// panel (rows [`PANEL_COLUMNS`] apart), into C's first `cols` of them;
-/// where `ahead` is some, it asks for the same columns of the pack there
-/// into L2, a row of them each step.
+/// where `ahead` is some `(rows, count)`, it asks for the same columns of
+/// the `count` rows there into L2, a row each of its first steps.
 ///
 /// # Safety
 /// As [`panel_bands`]; `ROWS` rows of A and C and `cols` columns of C
@@ -113,7 +139,7 @@ unsafe fn panel_bands<L: Lanes>(
 #[inline(always)]
 unsafe fn tile<L: Lanes, const ROWS: usize>(
     (k, a, b, (c, ldc), cols): (usize, *const f32, *const f32, (*mut f32, isize), usize),
-    ahead: Option<*const f32>,
+    ahead: Option<(*const f32, usize)>,
 ) {
     // SAFETY: as the caller promises: the panel's rows are whole
     // registers wide, A's rows k deep; a prefetch reads nothing.
@@ -133,18 +159,16 @@ unsafe fn tile<L: Lanes, const ROWS: usize>(
                 }
             }};
         }
-        if let Some(next) = ahead {
-            for p in 0..k {
-                let line = next.wrapping_add(p * PANEL_COLUMNS);
-                for at in (0..2 * L::N).step_by(16) {
-                    _mm_prefetch::<_MM_HINT_T1>(line.wrapping_add(at) as *const i8);
-                }
-                step!(p);
+        let (next, asked) = ahead.unwrap_or((std::ptr::null(), 0));
+        for p in 0..asked {
+            let line = next.wrapping_add(p * PANEL_COLUMNS);
+            for at in (0..2 * L::N).step_by(16) {
+                _mm_prefetch::<_MM_HINT_T1>(line.wrapping_add(at) as *const i8);
             }
-        } else {
-            for p in 0..k {
-                step!(p);
-            }
+            step!(p);
+        }
+        for p in asked..k {
+            step!(p);
         }
         for (r, sums) in acc.iter().enumerate() {
             let to = c.offset(r as isize * ldc);
@@ -195,6 +219,8 @@ mod tests {
                 (11, 33, 5),
                 (25, 8, 64),
                 (12, 31, 3),
+                (49, 40, 128),
+                (40, 20, 2),
             ] {
                 let a: Vec<f32> = (0..m * k)
                     .map(|v| ((v * 7 % 19) as f32 - 9.0) * 0.37)
