@@ -414,7 +414,7 @@ def main():
                 if args.layers:
                     mnn_session = next((p for p in sessions if isinstance(p, Mnn)), None)
                     layer_table(np, ort, cmd, env, label, (timed, saved), model, name, text, args.threads, work,
-                                mnn_session, args.layer_rows)
+                                mnn_session, args.layer_rows, args.repeat)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{compared} nets compared, {failed} failed")
@@ -520,27 +520,40 @@ def ort_layers(ort, model, feeds, threads, iters, work):
     return {n: (kinds[n], sum(t[-iters:]) / len(t[-iters:])) for n, t in times.items()}
 
 
-def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work, mnn=None, rows_shown=20):
+def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work, mnn=None, rows_shown=20,
+                repeat=1):
     """Each layer's forward time at batch 1: blobflow's (`blobflow time`,
     layers folded into another counted with it) beside ONNX Runtime's
     nodes of the same name and, where `mnn` is a session, MNN's ops of
     the same name (speed: the peer's time over blobflow's, as the
     images/s ratios), the largest gaps to the faster peer first, and
     what no side names alike (layout reorders, fused nodes, blobflow's
-    layers the export leaves out) in totals."""
+    layers the export leaves out) in totals. With `repeat` rounds, the
+    sides take turns and each layer's time is its fastest round's: a
+    neighbour's burst on a shared machine slows one round, not all."""
     proto, weights = ours
     _, declared = shared.declared_input(np, text)
     iters = 50
-    r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters), "--batch", "1",
-                              "--reuse-memory"], capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        print(f"  {label} layers: blobflow time failed: {r.stderr.strip()[-200:]}")
-        return
-    ours_rows = blobflow_layers(r.stdout)
     feeds = {name: np.zeros([1] + declared[1:], dtype=np.float32)}
-    peers = {"ONNX Runtime": ort_layers(ort, model, feeds, threads, iters, work)}
+    ours_rows, peers = {}, {"ONNX Runtime": {}}
     if mnn is not None:
-        peers["MNN"] = mnn.layer_times(feeds, iters)
+        peers["MNN"] = {}
+
+    def fastest(into, times):
+        for layer, (kind, ms, *rest) in times.items():
+            if layer not in into or ms < into[layer][1]:
+                into[layer] = (kind, ms, *rest)
+
+    for _ in range(max(1, repeat)):
+        r = subprocess.run(cmd + ["time", proto, "--weights", weights, "--iterations", str(iters), "--batch", "1",
+                                  "--reuse-memory"], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            print(f"  {label} layers: blobflow time failed: {r.stderr.strip()[-200:]}")
+            return
+        fastest(ours_rows, blobflow_layers(r.stdout))
+        fastest(peers["ONNX Runtime"], ort_layers(ort, model, feeds, threads, iters, work))
+        if mnn is not None:
+            fastest(peers["MNN"], mnn.layer_times(feeds, iters))
     rows, ours_only = [], 0.0
     for layer, (kind, ms, into) in ours_rows.items():
         theirs = [times[layer][1] if layer in times else None for times in peers.values()]
@@ -550,7 +563,8 @@ def layer_table(np, ort, cmd, env, label, ours, model, name, text, threads, work
             ours_only += ms
     rows.sort(key=lambda row: min(t for t in row[3] if t is not None) - row[2])
     head = "".join(f" {peer:>13} {'speed':>6}" for peer in peers)
-    print(f"  {label} layer by layer (batch 1, {threads} thread(s), ms a pass, the largest gaps first):")
+    rounds = f", the fastest of {repeat} alternating rounds" if repeat > 1 else ""
+    print(f"  {label} layer by layer (batch 1, {threads} thread(s), ms a pass{rounds}, the largest gaps first):")
     print(f"    {'layer':<32} {'type':<14} {'blobflow':>9}{head}")
     for layer, kind, ms, theirs in rows[:rows_shown]:
         cells = ""
