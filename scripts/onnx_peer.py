@@ -65,18 +65,21 @@ import opencv_peer as shared  # noqa: E402
 
 ROOT = shared.ROOT
 
-# The nets the speed issue names, by opencv_peer.py's labels, and a net
-# of the layers they do not reach (compared, not timed).
+# The nets the speed issue names, by opencv_peer.py's labels, a net of
+# the layers they do not reach (compared, not timed) and ResNet-50's 1x1
+# layers alone (timed layer by layer with --layers).
 LABELS = [
     "mtcnn det1", "mtcnn det2", "mtcnn det3", "caffenet", "squeezenet v1.1", "googlenet",
     "resnet-50", "mobilenet-ssd", "lenet", "onnx layers (synthetic)",
     "yolov2 darknet19", "yolov2 mobilenet lite", "yolov3 mobilenet lite", "yolov3-tiny", "yolov3",
+    "resnet 1x1 layers (synthetic)",
 ]
 CASES = shared.CASES + [("onnx layers (synthetic)", "scripts/peer_nets/onnx_layers.prototxt", None,
                          # Each layer's result is compared, not the last alone.
                          {"outputs": ["lrn_within", "ave", "max_ceil", "deconv", "crop", "prod", "sum",
                                       "power", "norm", "concat", "ip", "softmax", "dw", "reorg",
-                                      "unreorg", "up"]})]
+                                      "unreorg", "up"]}),
+                         ("resnet 1x1 layers (synthetic)", "scripts/peer_nets/resnet_1x1.prototxt", None)]
 UNTIMED = {"onnx layers (synthetic)"}
 
 
