@@ -24,10 +24,13 @@ pub(crate) const SHALLOW_MAX_DEPTH: usize = 64;
 /// The deepest product [`run`] takes where it has at least
 /// [`TALL_MIN_ROWS`] rows: at 28 x 28 (49 tiles a block), GoogLeNet's
 /// inception_3a/3x3 (96 deep) and 3b (128) and ResNet-50's res3 3x3
-/// layers (128). At 14 x 14 (16 tiles), GoogLeNet's inception_4a-4c
-/// (96-128 deep) ran 5-14% slower here than in the general kernel, whose
-/// tiles pass each panel down all 16 rows while it is in L1, where
-/// these bands read the whole pack from L2 once each.
+/// layers (128). One Zen 3 core (AVX2, 2026-12-07, batch 1, first
+/// quartiles of 10 alternating runs, ms): 3a 0.762 -> 0.726, 3b 1.402 ->
+/// 1.340, res3a-d 0.98-1.13 -> 0.92-1.08. At 14 x 14 (16 tiles),
+/// GoogLeNet's inception_4a-4c (96-128 deep) ran 5-14% slower here than
+/// in the general kernel (4c 0.651 -> 0.745), in the nets though not in
+/// the products alone; neither bands of 6, 5 and 5 rows nor passing each
+/// panel down all 16 rows before the next closed it.
 pub(crate) const TALL_MAX_DEPTH: usize = 128;
 
 /// The fewest rows of a product deeper than [`SHALLOW_MAX_DEPTH`] that
