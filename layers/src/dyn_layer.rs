@@ -466,6 +466,36 @@ pub trait DynLayer<T: MathElement>: Send {
         ChannelBlocks::default()
     }
 
+    /// Whether the layer, taking [`ChannelBlocks`], runs faster with
+    /// either side alone in them (a depthwise Convolution, whose window
+    /// sums 16 channels of a pixel as one register), not only where the
+    /// layers beside it hand them on (a 1x1 one, as fast in Caffe's
+    /// layout). A net starts handing blobs on in blocks at such a layer,
+    /// or into one.
+    ///
+    /// ```
+    /// use blob_layers::registry::LayerRegistry;
+    /// use blob_runtime::Blob;
+    /// let reg = LayerRegistry::<f32>::with_caffe_layers();
+    /// let conv = |group| {
+    ///     reg.build_text(&format!(
+    ///         "type: 'Convolution' convolution_param {{ num_output: 16 group: {group} \
+    ///          kernel_size: 3 pad: 1 }}"
+    ///     ))
+    /// };
+    /// let (mut depthwise, mut full) = (conv(16)?, conv(1)?);
+    /// let (x, top) = (Blob::new(&[1, 16, 8, 8])?, Blob::new(&[1, 16, 8, 8])?);
+    /// depthwise.reshape(&[&x], &[&top])?;
+    /// full.reshape(&[&x], &[&top])?;
+    /// let fast = blob_kernels::cpu::isa() >= blob_kernels::cpu::Isa::Avx2;
+    /// assert_eq!(depthwise.prefers_channel_blocks(), fast);
+    /// assert!(!full.prefers_channel_blocks());
+    /// # Ok::<(), blob_runtime::BlobError>(())
+    /// ```
+    fn prefers_channel_blocks(&self) -> bool {
+        false
+    }
+
     /// The layout of the next passes' bottom and top: Caffe's, or, where
     /// set, 16 channels side by side ([`ChannelBlocks`]). A layer that
     /// [takes none](Self::channel_blocks) leaves them Caffe's.

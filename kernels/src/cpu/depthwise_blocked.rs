@@ -81,42 +81,181 @@ pub fn depthwise_3x3_blocked(
     rectify: bool,
     out: &mut [f32],
 ) -> bool {
+    check_sizes("depthwise_3x3_blocked", (input, plane), weights, out);
+    let input = input.as_ptr();
+    let row_at = |y: usize| input.wrapping_add(y * plane.width * L16);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the assert above proves the plane's rows inside `input`.
+    return unsafe { on_rows(row_at, plane, (weights, bias, rectify), out) };
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (row_at, rectify);
+        false
+    }
+}
+
+/// Panics, naming `kernel`, unless the stride is 1 or 2, `input` holds
+/// the plane's 16 channels, `weights` nine taps of 16 and `out` the
+/// outputs.
+#[track_caller]
+fn check_sizes(kernel: &str, (input, plane): (&[f32], BlockedPlane), weights: &[f32], out: &[f32]) {
     let (oh, ow) = plane.output();
+    let pixels = plane.height * plane.width;
     assert!(
         matches!(plane.stride, 1 | 2)
-            && input.len() >= plane.height * plane.width * L16
+            && input.len() >= pixels * L16
             && weights.len() >= 9 * L16
             && out.len() >= oh * ow * L16,
-        "depthwise_3x3_blocked: a {} x {} plane at stride {} (1 or 2) needs {} input values, \
+        "{kernel}: a {} x {} plane of 16 channels at stride {} (1 or 2) needs {} input values, \
          {} weights and {} output values; got {}, {} and {}",
         plane.height,
         plane.width,
         plane.stride,
-        plane.height * plane.width * L16,
+        pixels * L16,
         9 * L16,
         oh * ow * L16,
         input.len(),
         weights.len(),
         out.len()
     );
+}
+
+/// The largest block of 16 planes (in bytes) that
+/// [`depthwise_3x3_planes_to_blocked`] lays in blocks whole before its
+/// window reads it, rather than a row at a time: a whole block this
+/// size stays in L2, and the layout's calls a row cost more than the
+/// rows' reuse saved over narrow planes.
+///
+/// One Zen 3 core (AVX2, 2026-12-07, the layers alone, the fastest of
+/// 300 alternating passes over three inputs in turn, ms, the planes' own
+/// kernels / a row at a time / whole): 512 x 26 x 26 0.22 / 0.24 / 0.20,
+/// 1024 x 13 x 13 0.129 / 0.174 / 0.127, 256 x 38 x 38 0.36 / 0.33 /
+/// 0.27; 128 x 75 x 75 0.79 / 0.66 / 0.55 and 32 x 150 x 150 0.79 / 0.58
+/// / 0.52 alone, but in MobileNet-SSD, where the block laid whole (1.4
+/// MB) passed L2 between the layer before and the 1x1 layer after,
+/// conv1/dw ran 0.84 -> 0.93 ms laid whole against 0.86 -> 0.62 a row
+/// at a time (first quartiles of 10-12 alternating runs of the builds
+/// before and after).
+pub const WHOLE_BLOCK_MAX_BYTES: usize = 256 << 10;
+
+/// [`depthwise_3x3_blocked`] from Caffe's planes: `input` holds the
+/// block's 16 channels one plane after another (`input[l * height *
+/// width + y * width + x]` is channel `l` of pixel `(y, x)`), and `out`
+/// becomes the same block of outputs, 16 channels a pixel, with the same
+/// bits. The block is laid side by side into `scratch` first: whole
+/// where it is at most [`WHOLE_BLOCK_MAX_BYTES`], else a row at a time
+/// into a ring of the window's three rows, which stays in L1, as the
+/// window reaches each row. The first depthwise layer of a MobileNet so
+/// writes the blocks that its 1x1 layer reads, from the planes of the 3
+/// x 3 layer before it. Says whether it ran.
+///
+/// ```
+/// use blob_kernels::cpu::{BlockedPlane, depthwise_3x3_planes_to_blocked};
+/// // Channel l's 2 x 2 plane holds l everywhere; every weight 1: a
+/// // corner's window sums four of them.
+/// let input: Vec<f32> = (0..16).flat_map(|l| [l as f32; 4]).collect();
+/// let plane = BlockedPlane { height: 2, width: 2, stride: 1 };
+/// let (mut out, mut scratch) = (vec![0.0f32; 4 * 16], Vec::new());
+/// let weights = [1.0; 144];
+/// if depthwise_3x3_planes_to_blocked(&input, plane, &weights, &[0.5; 16], false, &mut out, &mut scratch) {
+///     assert_eq!(out[3], 4.0 * 3.0 + 0.5); // pixel 0, channel 3
+/// }
+/// ```
+///
+/// # Panics
+/// As [`depthwise_3x3_blocked`].
+#[track_caller]
+pub fn depthwise_3x3_planes_to_blocked(
+    input: &[f32],
+    plane: BlockedPlane,
+    weights: &[f32],
+    bias: &[f32; 16],
+    rectify: bool,
+    out: &mut [f32],
+    scratch: &mut Vec<f32>,
+) -> bool {
+    check_sizes(
+        "depthwise_3x3_planes_to_blocked",
+        (input, plane),
+        weights,
+        out,
+    );
+    let pixels = plane.height * plane.width;
+    let planes: [&[f32]; L16] = std::array::from_fn(|l| &input[l * pixels..][..pixels]);
+    if pixels * L16 * size_of::<f32>() <= WHOLE_BLOCK_MAX_BYTES {
+        scratch.resize(pixels * L16, 0.0);
+        super::interleave_runs(&planes, pixels, scratch);
+        return depthwise_3x3_blocked(scratch, plane, weights, bias, rectify, out);
+    }
     #[cfg(target_arch = "x86_64")]
-    return on_lanes!(|L| {
-        // SAFETY: the assert above proves the plane's reads, the nine
-        // taps' weights, the 16 biases and the outputs' writes inside the
-        // slices.
+    return row_by_row(planes, plane, (weights, bias, rectify), out, scratch);
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`depthwise_3x3_planes_to_blocked`] a row at a time: row y of the
+/// planes laid in blocks into slot y % 3 of a ring in `scratch` (a
+/// window's three rows never share one) when the window first reaches
+/// it.
+#[cfg(target_arch = "x86_64")]
+fn row_by_row(
+    planes: [&[f32]; L16],
+    plane: BlockedPlane,
+    taps: (&[f32], &[f32; 16], bool),
+    out: &mut [f32],
+    scratch: &mut Vec<f32>,
+) -> bool {
+    let width = plane.width;
+    scratch.resize(3 * width * L16, 0.0);
+    let ring = scratch.as_mut_ptr();
+    let mut held = [usize::MAX; 3];
+    let row_at = move |y: usize| {
+        let slot = y % 3;
+        // SAFETY: slot `slot` of the ring holds `width * 16` values
+        // (resized above).
         unsafe {
-            let args = (input.as_ptr(), plane, weights.as_ptr(), bias.as_ptr());
+            let to = std::slice::from_raw_parts_mut(ring.add(slot * width * L16), width * L16);
+            if held[slot] != y {
+                let runs: [&[f32]; L16] = std::array::from_fn(|l| &planes[l][y * width..][..width]);
+                super::interleave_runs(&runs, width, to);
+                held[slot] = y;
+            }
+            to.as_ptr()
+        }
+    };
+    // SAFETY: each row the kernel reads is a slot of the ring, `width`
+    // pixels; the caller checked the weights, biases and outputs.
+    unsafe { on_rows(row_at, plane, taps, out) }
+}
+
+/// [`block`] on the widest family here (a pixel in one register of 16
+/// lanes or two of 8), its rows from `row_at`; says whether one ran.
+///
+/// # Safety
+/// `row_at(y)`, for each of the plane's rows `y`, points at its `width`
+/// pixels of 16 values; `taps` holds nine taps of 16 weights; `out` holds
+/// the outputs.
+#[cfg(target_arch = "x86_64")]
+unsafe fn on_rows(
+    row_at: impl FnMut(usize) -> *const f32,
+    plane: BlockedPlane,
+    (weights, bias, rectify): (&[f32], &[f32; 16], bool),
+    out: &mut [f32],
+) -> bool {
+    let args = (row_at, plane, weights.as_ptr(), bias.as_ptr());
+    let out = out.as_mut_ptr();
+    on_lanes!(|L| {
+        // SAFETY: as the caller promises.
+        unsafe {
             match (L::N == L16, rectify) {
-                (true, true) => block::<L, 1, true>(args, out.as_mut_ptr()),
-                (true, false) => block::<L, 1, false>(args, out.as_mut_ptr()),
-                (false, true) => block::<L, 2, true>(args, out.as_mut_ptr()),
-                (false, false) => block::<L, 2, false>(args, out.as_mut_ptr()),
+                (true, true) => block::<L, 1, true>(args, out),
+                (true, false) => block::<L, 1, false>(args, out),
+                (false, true) => block::<L, 2, true>(args, out),
+                (false, false) => block::<L, 2, false>(args, out),
             }
         }
     })
-    .is_some();
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    .is_some()
 }
 
 /// [`depthwise_3x3_blocked`] in registers of `L`, a pixel in `P` of them:
@@ -130,7 +269,12 @@ pub fn depthwise_3x3_blocked(
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn block<L: Lanes, const P: usize, const RECTIFY: bool>(
-    (input, plane, weights, bias): (*const f32, BlockedPlane, *const f32, *const f32),
+    (mut row_at, plane, weights, bias): (
+        impl FnMut(usize) -> *const f32,
+        BlockedPlane,
+        *const f32,
+        *const f32,
+    ),
     out: *mut f32,
 ) {
     let BlockedPlane {
@@ -152,7 +296,7 @@ unsafe fn block<L: Lanes, const P: usize, const RECTIFY: bool>(
         let rows: [*const f32; 3] = std::array::from_fn(|ki| {
             let y = (r * stride + ki).wrapping_sub(1);
             if y < height {
-                input.wrapping_add(y * width * L16)
+                row_at(y)
             } else {
                 std::ptr::null()
             }
@@ -276,10 +420,14 @@ mod tests {
     /// Planes wide and narrow, square and not, odd and even, at both
     /// strides, with and without ReLU, and some -0 and negative inputs:
     /// the bits of [`depthwise_interleaved`] over the plane padded with
-    /// zeros. Reading a pixel of the wrong column, or leaving a padding
-    /// tap out of a border output's sum, fails.
+    /// zeros, from blocks and from Caffe's planes (laid whole, and a row
+    /// at a time). Reading a pixel of the wrong column or row, or leaving
+    /// a padding tap out of a border output's sum, fails.
     #[test]
     fn blocks_in_place_give_the_padded_planes_bits() {
+        // 75 x 75 (360 KB a block) passes WHOLE_BLOCK_MAX_BYTES: its
+        // rows are laid in a ring.
+        assert!(75 * 75 * L16 * size_of::<f32>() > WHOLE_BLOCK_MAX_BYTES);
         for (n, (height, width)) in [
             (1, 1),
             (2, 3),
@@ -288,6 +436,7 @@ mod tests {
             (19, 19),
             (7, 24),
             (38, 38),
+            (75, 75),
         ]
         .into_iter()
         .enumerate()
@@ -296,6 +445,13 @@ mod tests {
             input.iter_mut().step_by(7).for_each(|v| *v = -0.0);
             let weights = values(9 * L16, 20 + n as u32);
             let bias: [f32; 16] = values(L16, 40 + n as u32).try_into().unwrap();
+            // The same block as Caffe's 16 planes.
+            let mut planes = vec![0.0f32; height * width * L16];
+            for (p, pixel) in input.chunks_exact(L16).enumerate() {
+                for (l, &v) in pixel.iter().enumerate() {
+                    planes[l * height * width + p] = v;
+                }
+            }
             let (hp, wp) = (height + 2, width + 2);
             let mut padded = vec![0.0f32; hp * wp * L16];
             for y in 0..height {
@@ -332,6 +488,22 @@ mod tests {
                     assert!(
                         bits(&want) == bits(&got),
                         "{height} x {width}, stride {stride}, rectify {rectify}"
+                    );
+                    let mut from_planes = vec![f32::NAN; oh * ow * L16];
+                    let mut scratch = Vec::new();
+                    let laid = depthwise_3x3_planes_to_blocked(
+                        &planes,
+                        plane,
+                        &weights,
+                        &bias,
+                        rectify,
+                        &mut from_planes,
+                        &mut scratch,
+                    );
+                    assert_eq!(laid, ran);
+                    assert!(
+                        bits(&want) == bits(&from_planes),
+                        "from planes: {height} x {width}, stride {stride}, rectify {rectify}"
                     );
                 }
             }

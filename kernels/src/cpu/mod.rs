@@ -47,7 +47,9 @@ pub use col2im::{DenseWindow, col2im_dense};
 pub use cores::{cores, on_cores};
 pub use correlate::{Taps, correlate, correlate_gradient};
 pub use depthwise::{DepthwiseTaps, InterleavedTaps, depthwise_interleaved, depthwise_plane};
-pub use depthwise_blocked::{BlockedPlane, depthwise_3x3_blocked};
+pub use depthwise_blocked::{
+    BlockedPlane, WHOLE_BLOCK_MAX_BYTES, depthwise_3x3_blocked, depthwise_3x3_planes_to_blocked,
+};
 pub use depthwise_flat::depthwise_3x3_flat;
 pub use depthwise_in_place::{depthwise_3x3_stride1, depthwise_3x3_stride2};
 pub use elementwise::*;

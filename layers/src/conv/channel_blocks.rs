@@ -285,7 +285,7 @@ mod tests {
     use crate::conv::test_support::{geometry, values};
 
     /// Depthwise layers (strides 1 and 2, a 150 x 150 plane and a 10 x
-    /// 10 one) and 1x1 layers (two images, pixels no multiple of a tile,
+    /// 10 one, a 5 x 5 window) and 1x1 layers (two images, pixels no multiple of a tile,
     /// each activation) with every combination of sides in blocks: the
     /// bits of the layer in Caffe's layout, converted; where
     /// [`blocks_suit`] refuses a layer, it does not run.
@@ -296,6 +296,8 @@ mod tests {
             ((32, (150, 150), [3, 3], 32, 1, [1, 1], [1, 1], [1, 1]), 32),
             ((64, (19, 19), [3, 3], 64, 2, [2, 2], [1, 1], [1, 1]), 64),
             ((32, (10, 10), [3, 3], 32, 1, [1, 1], [1, 1], [1, 1]), 32),
+            // Not MobileNet's window: from blocks alone.
+            ((16, (9, 7), [5, 5], 16, 2, [1, 1], [2, 2], [1, 1]), 16),
             ((32, (19, 19), [1, 1], 48, 2, [1, 1], [0, 0], [1, 1]), 1),
             ((64, (13, 11), [1, 1], 32, 1, [1, 1], [0, 0], [1, 1]), 1),
             // Packed weights' plane: refused.
@@ -314,7 +316,9 @@ mod tests {
         for (n, (window, groups)) in layers.into_iter().enumerate() {
             let g = geometry(window);
             let x = values(g.batch * g.channels_in * g.h * g.w, 1 + n as u32);
-            let weight = values(g.channels_out * g.channels_in / groups * 9, 20 + n as u32);
+            let patch = g.channels_in / groups * g.kernel[0] * g.kernel[1];
+            let weight = values(g.channels_out * patch, 20 + n as u32);
+            let weight = weight.as_slice();
             let bias = values(g.channels_out, 40 + n as u32);
             let (pixels_in, pixels_out) = (g.h * g.w, g.oh * g.ow);
             let per_image = g.channels_out * pixels_out;
@@ -324,8 +328,6 @@ mod tests {
                     activation,
                 };
                 let mut want = vec![f32::NAN; g.batch * per_image];
-                let patch = g.channels_in / groups * g.kernel[0] * g.kernel[1];
-                let weight = &weight[..g.channels_out * patch];
                 if groups == 1 {
                     let mut scratch = ConvScratch::default();
                     let out = (&mut want[..], per_image);
@@ -348,8 +350,10 @@ mod tests {
                         depthwise::forward_blocked(&g, x, weight, finish, &mut got, blocks)
                     };
                     // A depthwise layer reading Caffe's planes runs its
-                    // own path, then converts (the engine's).
-                    let runs = blocks_suit(&g, groups) && (groups == 1 || input);
+                    // own path, then converts (the engine's), but for
+                    // MobileNet's window.
+                    let runs = blocks_suit(&g, groups)
+                        && (groups == 1 || input || depthwise::mobilenet_window(&g));
                     assert_eq!(ran, runs, "{window:?}, {blocks:?}");
                     if !ran {
                         continue;

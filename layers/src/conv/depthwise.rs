@@ -240,8 +240,10 @@ fn interleaved(
 }
 
 /// [`forward`] with its input, its output or both in [`ChannelBlocks`]
-/// (f32, channels in whole blocks of 16): [`interleaved`], every plane
-/// size. Says whether it ran (AVX-512 or AVX2).
+/// (f32, channels in whole blocks of 16): MobileNet's window from either
+/// layout ([`blocks_in_place`]), any other from blocks alone
+/// ([`interleaved`], every plane size). Says whether it ran (AVX-512 or
+/// AVX2).
 pub(super) fn forward_blocked(
     g: &ConvGeometry,
     x: &[f32],
@@ -250,28 +252,36 @@ pub(super) fn forward_blocked(
     y: &mut [f32],
     blocks: ChannelBlocks,
 ) -> bool {
-    if !blocks.input || !g.channels_out.is_multiple_of(cpu::INTERLEAVED_LANES) {
+    if !g.channels_out.is_multiple_of(cpu::INTERLEAVED_LANES) {
         return false;
     }
-    let square = g.stride[0] == g.stride[1] && matches!(g.stride[0], 1 | 2);
-    if (g.kernel, g.pad, g.dilation) == ([3, 3], [1, 1], [1, 1]) && square {
-        return blocks_in_place(g, x, weight, finish, y, blocks.output);
+    if mobilenet_window(g) {
+        return blocks_in_place(g, x, weight, finish, y, blocks);
     }
-    interleaved(g, x, weight, finish, y, blocks)
+    blocks.input && interleaved(g, x, weight, finish, y, blocks)
+}
+
+/// Whether a depthwise layer's window is MobileNet's, 3 x 3 with
+/// padding 1 at stride 1 or 2 along both axes: the window that
+/// `cpu::depthwise_3x3_blocked` takes, from blocks or Caffe's planes.
+pub(super) fn mobilenet_window(g: &ConvGeometry) -> bool {
+    let square = g.stride[0] == g.stride[1] && matches!(g.stride[0], 1 | 2);
+    (g.kernel, g.pad, g.dilation) == ([3, 3], [1, 1], [1, 1]) && square
 }
 
 /// [`forward_blocked`] for MobileNet's 3 x 3 windows (padding 1, stride
 /// 1 or 2) through `cpu::depthwise_3x3_blocked`, each block read where
-/// it lies and, `into_blocks`, written where it goes (else into a
-/// buffer and out to Caffe's planes). Says whether it ran (AVX-512 or
-/// AVX2).
+/// it lies (from Caffe's planes, laid in blocks as its window reaches
+/// them: `cpu::depthwise_3x3_planes_to_blocked`) and, into blocks,
+/// written where it goes (else into a buffer and out to Caffe's
+/// planes). Says whether it ran (AVX-512 or AVX2).
 fn blocks_in_place(
     g: &ConvGeometry,
     x: &[f32],
     weight: &[f32],
     finish: Finish<'_, f32>,
     y: &mut [f32],
-    into_blocks: bool,
+    blocks: ChannelBlocks,
 ) -> bool {
     const LANES: usize = cpu::INTERLEAVED_LANES;
     let plane = cpu::BlockedPlane {
@@ -285,16 +295,19 @@ fn blocks_in_place(
         weight,
         taps: 9,
         finish,
-        into_blocks,
+        into_blocks: blocks.output,
     };
-    frame.run(
-        y,
-        || (),
-        |_, group, to| {
-            let input = &x[group.first * plane_in..][..LANES * plane_in];
-            cpu::depthwise_3x3_blocked(input, plane, group.weights, group.bias, group.rectify, to)
-        },
-    )
+    frame.run(y, Vec::new, |laid: &mut Vec<f32>, group, to| {
+        // A group's 16 channels start at the same value in blocks as
+        // in planes.
+        let input = &x[group.first * plane_in..][..LANES * plane_in];
+        let (weights, bias, rectify) = (group.weights, group.bias, group.rectify);
+        if blocks.input {
+            cpu::depthwise_3x3_blocked(input, plane, weights, bias, rectify, to)
+        } else {
+            cpu::depthwise_3x3_planes_to_blocked(input, plane, weights, bias, rectify, to, laid)
+        }
+    })
 }
 
 /// What the 16-lane depthwise paths ([`interleaved`],

@@ -444,6 +444,30 @@ impl ConvParam {
 }
 
 impl<T: MathElement> ConvolutionLayer<T> {
+    /// The geometry last planned, where the layer takes
+    /// [`ChannelBlocks`]: a depthwise or 1x1 layer over 4-D f32 blobs,
+    /// its channels in whole blocks
+    /// ([`blocks_suit`](super::channel_blocks::blocks_suit)).
+    fn blocked_geometry(&self) -> Option<&ConvGeometry> {
+        match &self.last_plan {
+            Some((
+                shape,
+                _,
+                Planned {
+                    plan: Plan::Planar(g),
+                    ..
+                },
+            )) if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+                && shape.len() == 4
+                && matches!(self.p.axis, 1 | -3)
+                && super::channel_blocks::blocks_suit(g, self.p.group) =>
+            {
+                Some(g)
+            }
+            _ => None,
+        }
+    }
+
     /// Reads the layer's `convolution_param`.
     pub(crate) fn from_param(layer: &ParamMessage) -> Result<Self> {
         Ok(Self {
@@ -651,29 +675,27 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     /// A depthwise or 1x1 layer over 4-D f32 blobs, its channels in whole
     /// blocks ([`blocks_suit`](super::channel_blocks::blocks_suit)), as
     /// last planned; a 1x1 layer writes blocks from Caffe's planes too
-    /// (its tiles broadcast from either), a depthwise one would transpose
-    /// its output.
+    /// (its tiles broadcast from either), as does a depthwise one of
+    /// MobileNet's 3 x 3 window (laying each input row in blocks as its
+    /// window reaches it); any other depthwise one would transpose its
+    /// output.
     fn channel_blocks(&self) -> ChannelBlocks {
-        let suits = match &self.last_plan {
-            Some((
-                shape,
-                _,
-                Planned {
-                    plan: Plan::Planar(g),
-                    ..
-                },
-            )) => {
-                std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
-                    && shape.len() == 4
-                    && matches!(self.p.axis, 1 | -3)
-                    && super::channel_blocks::blocks_suit(g, self.p.group)
-            }
-            _ => false,
+        let Some(g) = self.blocked_geometry() else {
+            return ChannelBlocks::default();
         };
+        let depthwise = g.is_depthwise(self.p.group);
         ChannelBlocks {
-            input: suits,
-            output: suits && self.p.group == 1,
+            input: true,
+            output: !depthwise || super::depthwise::mobilenet_window(g),
         }
+    }
+
+    /// A depthwise layer in blocks: each pixel's channels are one register
+    /// of its window's sums, so the layer gains from blocks on either side
+    /// alone, where a 1x1 layer runs as fast in Caffe's layout.
+    fn prefers_channel_blocks(&self) -> bool {
+        self.blocked_geometry()
+            .is_some_and(|g| g.is_depthwise(self.p.group))
     }
 
     fn set_channel_blocks(&mut self, blocks: ChannelBlocks) {
