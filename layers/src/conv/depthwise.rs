@@ -271,8 +271,8 @@ pub(super) fn mobilenet_window(g: &ConvGeometry) -> bool {
 
 /// [`forward_blocked`] for MobileNet's 3 x 3 windows (padding 1, stride
 /// 1 or 2) through `cpu::depthwise_3x3_blocked`, each block read where
-/// it lies (from Caffe's planes, laid in blocks as its window reaches
-/// them: `cpu::depthwise_3x3_planes_to_blocked`) and, into blocks,
+/// it lies (from Caffe's planes, laid in blocks first, a block whole or
+/// a row at a time: `cpu::depthwise_3x3_planes_to_blocked`) and, into blocks,
 /// written where it goes (else into a buffer and out to Caffe's
 /// planes). Says whether it ran (AVX-512 or AVX2).
 fn blocks_in_place(

@@ -676,9 +676,9 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     /// blocks ([`blocks_suit`](super::channel_blocks::blocks_suit)), as
     /// last planned; a 1x1 layer writes blocks from Caffe's planes too
     /// (its tiles broadcast from either), as does a depthwise one of
-    /// MobileNet's 3 x 3 window (laying each input row in blocks as its
-    /// window reaches it); any other depthwise one would transpose its
-    /// output.
+    /// MobileNet's 3 x 3 window (laying its input in blocks first, a
+    /// block whole or a row at a time); any other depthwise one would
+    /// transpose its output.
     fn channel_blocks(&self) -> ChannelBlocks {
         let Some(g) = self.blocked_geometry() else {
             return ChannelBlocks::default();
