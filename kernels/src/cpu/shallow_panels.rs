@@ -101,9 +101,13 @@ unsafe fn panel_bands<L: Lanes>(
         for j in (0..n).step_by(width) {
             let cols = width.min(n - j);
             let at = j / PANEL_COLUMNS * PANEL_COLUMNS * k + j % PANEL_COLUMNS;
-            // This band's rows of the next pack, the same columns.
-            let ahead = (asked > 0 && !then.is_null())
-                .then_some((then.wrapping_add(at + first * PANEL_COLUMNS), asked));
+            // This band's rows of the next pack, the same columns (none
+            // where there is no next pack).
+            let ahead = if then.is_null() {
+                (std::ptr::null(), 0)
+            } else {
+                (then.wrapping_add(at + first * PANEL_COLUMNS), asked)
+            };
             // SAFETY: column j's panel holds k rows of PANEL_COLUMNS
             // values, its two registers' columns among them; rows i..i +
             // rows of A and C, columns j..j + cols of C, inside them per
@@ -133,8 +137,9 @@ unsafe fn panel_bands<L: Lanes>(
 
 /// One tile: `ROWS` rows of A (`k` apart) by two registers' columns of a
 /// panel (rows [`PANEL_COLUMNS`] apart), into C's first `cols` of them;
-/// where `ahead` is some `(rows, count)`, it asks for the same columns of
-/// the `count` rows there into L2, a row each of its first steps.
+/// `ahead` is `(rows, count)`: it asks for the same columns of the
+/// `count` rows there into L2, a row each of its first steps (none where
+/// `count` is 0).
 ///
 /// # Safety
 /// As [`panel_bands`]; `ROWS` rows of A and C and `cols` columns of C
@@ -142,7 +147,7 @@ unsafe fn panel_bands<L: Lanes>(
 #[inline(always)]
 unsafe fn tile<L: Lanes, const ROWS: usize>(
     (k, a, b, (c, ldc), cols): (usize, *const f32, *const f32, (*mut f32, isize), usize),
-    ahead: Option<(*const f32, usize)>,
+    (next, asked): (*const f32, usize),
 ) {
     // SAFETY: as the caller promises: the panel's rows are whole
     // registers wide, A's rows k deep; a prefetch reads nothing.
@@ -162,7 +167,6 @@ unsafe fn tile<L: Lanes, const ROWS: usize>(
                 }
             }};
         }
-        let (next, asked) = ahead.unwrap_or((std::ptr::null(), 0));
         for p in 0..asked {
             let line = next.wrapping_add(p * PANEL_COLUMNS);
             for at in (0..2 * L::N).step_by(16) {
