@@ -151,8 +151,15 @@ fn mobilenet_ssd_detections() {
     let (own, mut shared) = same_outputs_of_text(prototxt, &text, &[]);
     let blocked = shared.blobs_in_channel_blocks();
     if cpu::isa() >= cpu::Isa::Avx2 {
-        // conv1/dw from conv0's planes: its window lays them in blocks.
-        for blob in ["conv1/dw", "conv1", "conv2/dw", "conv10", "conv11/dw"] {
+        // conv0 writes blocks from the image's three planes.
+        for blob in [
+            "conv0",
+            "conv1/dw",
+            "conv1",
+            "conv2/dw",
+            "conv10",
+            "conv11/dw",
+        ] {
             assert!(blocked.contains(&blob), "{blob} not in blocks: {blocked:?}");
         }
         // conv11's top goes to a Split, the heads read it in Caffe's layout.

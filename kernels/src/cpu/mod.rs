@@ -32,6 +32,7 @@ pub mod rng;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm;
 #[cfg(target_arch = "x86_64")]
+mod shallow_blocked;
 mod shallow_panels;
 pub mod vector;
 #[cfg(test)]
@@ -67,6 +68,7 @@ pub use pool_stride1::{Stride1Pool, max_pool_stride1};
 pub use pool_stride2::{Stride2Pool, max_pool_stride2};
 pub use pool2x2::{max_pool_2x2, max_pool_2x2_positions, max_unpool_2x2};
 pub use rng::{RngError, SeededRng, bernoulli, gaussian, rng_rand, set_seed, uniform};
+pub use shallow_blocked::{SHALLOW_BLOCKED_MAX_CHANNELS, ShallowWindow, shallow_3x3_to_blocked};
 pub use vector::*;
 
 #[track_caller]

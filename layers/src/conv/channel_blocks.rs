@@ -10,7 +10,7 @@
 use blob_kernels::cpu::{self, PointwiseShape, Rectifier};
 use blob_runtime::{Blob, MathElement};
 
-use super::cpu::{ConvGeometry, Finish};
+use super::cpu::{ConvGeometry, Finish, rectifier_of};
 use super::depthwise;
 use super::engine::{ConvEngine, EngineChoice};
 use crate::dyn_layer::bad_param;
@@ -20,15 +20,18 @@ use crate::{Activation, ChannelBlocks};
 
 const BLOCK: usize = cpu::INTERLEAVED_LANES;
 
-/// What a convolution keeps for its passes in blocks: its 1x1 weights
-/// laid in blocks, the stamp and shape they were laid from, and a buffer
-/// for a side it converts.
+/// What a convolution keeps for its passes in blocks: its 1x1 (or
+/// first layer's) weights laid in blocks, the stamp and shape they were
+/// laid from, a buffer for a side it converts, a depthwise layer's own
+/// buffers, and a first layer's rings of input rows (one a core's band).
 #[derive(Default)]
 pub(crate) struct BlockScratch {
     weights: Vec<f32>,
     made_from: Option<(u64, usize, usize)>,
     values: Vec<f32>,
     planes: Vec<f32>,
+    depthwise: depthwise::BlockedScratch,
+    rings: Vec<Vec<f32>>,
 }
 
 /// Whether a layer of `g` over `groups` takes [`ChannelBlocks`] and runs
@@ -54,6 +57,40 @@ pub(crate) fn blocks_suit(g: &ConvGeometry, groups: usize) -> bool {
                 && g.is_pointwise()
                 && pointwise.suits()
                 && !g.takes_packed_weights::<f32>())
+}
+
+/// Whether a layer of `g` over `groups` is a net's first layer that
+/// writes [`ChannelBlocks`] from Caffe's planes
+/// ([`cpu::shallow_3x3_to_blocked`]): MobileNet's 3 x 3 window (padding
+/// 1, stride 1 or 2) over at most [`cpu::SHALLOW_BLOCKED_MAX_CHANNELS`]
+/// channels, whole blocks out, on AVX-512 or AVX2. The depthwise layer
+/// after it then reads its blocks where they lie, rather than lay its
+/// 150 x 150 planes in blocks itself (MobileNet-SSD's conv1/dw).
+pub(crate) fn first_layer_suits(g: &ConvGeometry, groups: usize) -> bool {
+    cpu::isa() >= cpu::Isa::Avx2
+        && groups == 1
+        && g.channels_in <= cpu::SHALLOW_BLOCKED_MAX_CHANNELS
+        && g.channels_out.is_multiple_of(BLOCK)
+        && depthwise::mobilenet_window(g)
+        && shallow_window(g).suits()
+}
+
+/// `g`'s input as [`cpu::shallow_3x3_to_blocked`] reads it.
+fn shallow_window(g: &ConvGeometry) -> cpu::ShallowWindow {
+    cpu::ShallowWindow {
+        channels: g.channels_in,
+        height: g.h,
+        width: g.w,
+        stride: g.stride[0],
+    }
+}
+
+/// A core's share of a first layer's pass: an image's output rows, and
+/// their pixels in each output block.
+struct RowBand<'a> {
+    image: usize,
+    rows: std::ops::Range<usize>,
+    out: Vec<&'a mut [f32]>,
 }
 
 /// Caffe's planes (`channels` of `pixels` a image, whole blocks) into
@@ -89,17 +126,6 @@ pub(crate) fn into_blocks<T: MathElement>(tops: &[&Blob<T>]) -> Result<()> {
     Ok(())
 }
 
-/// The rectifier a 1x1 layer's kernel applies as it stores, where the
-/// activation is one (a leaky ReLU runs after, over the stored values).
-fn rectifier_of(activation: Option<Activation>) -> Option<Rectifier> {
-    match activation {
-        None => Some(Rectifier::None),
-        Some(Activation::Relu) => Some(Rectifier::Relu),
-        Some(Activation::Relu6) => Some(Rectifier::Relu6),
-        Some(_) => None,
-    }
-}
-
 impl<T: MathElement> ConvEngine<T> {
     /// [`forward_grouped`](Self::forward_grouped) on the host, no
     /// shortcut, with the bottom, the top or both in `blocks` (f32,
@@ -123,7 +149,9 @@ impl<T: MathElement> ConvEngine<T> {
                 ),
             )
         };
-        if !g.channels_in.is_multiple_of(BLOCK) || !g.channels_out.is_multiple_of(BLOCK) {
+        if (blocks.input && !g.channels_in.is_multiple_of(BLOCK))
+            || (blocks.output && !g.channels_out.is_multiple_of(BLOCK))
+        {
             return Err(refuse());
         }
         let (pixels_in, pixels_out) = (g.h * g.w, g.oh * g.ow);
@@ -139,12 +167,27 @@ impl<T: MathElement> ConvEngine<T> {
                 bias: b32,
                 activation,
             };
-            if g.is_depthwise(groups)
-                && depthwise::forward_blocked(g, x32, w32, finish, y32, blocks)
+            let stamp = weight.data().write_stamp();
+            if blocks.output
+                && !blocks.input
+                && first_layer_suits(g, groups)
+                && self.blocks.first_layer(g, (x32, (w32, stamp)), finish, y32)
             {
                 return Ok(());
             }
-            let stamp = weight.data().write_stamp();
+            if g.is_depthwise(groups)
+                && depthwise::forward_blocked(
+                    g,
+                    &mut self.blocks.depthwise,
+                    x32,
+                    w32,
+                    finish,
+                    y32,
+                    blocks,
+                )
+            {
+                return Ok(());
+            }
             if groups == 1
                 && self
                     .blocks
@@ -207,6 +250,85 @@ impl<T: MathElement> ConvEngine<T> {
 }
 
 impl BlockScratch {
+    /// The weights of `outputs x depth` in blocks
+    /// ([`cpu::block_pointwise_weights`]), laid again only when their
+    /// stamp or shape changed.
+    fn lay_weights(&mut self, weight: &[f32], stamp: u64, (outputs, depth): (usize, usize)) {
+        if self.made_from != Some((stamp, outputs, depth)) {
+            self.weights = cpu::block_pointwise_weights(weight, outputs, depth);
+            self.made_from = Some((stamp, outputs, depth));
+        }
+    }
+
+    /// A net's first layer ([`first_layer_suits`]) from Caffe's planes
+    /// into blocks, each core a band of each image's output rows. Says
+    /// whether it ran (AVX-512 or AVX2).
+    fn first_layer(
+        &mut self,
+        g: &ConvGeometry,
+        (x, (weight, stamp)): (&[f32], (&[f32], u64)),
+        finish: Finish<'_, f32>,
+        y: &mut [f32],
+    ) -> bool {
+        let (depth, outputs) = (g.patch(), g.channels_out);
+        let (pixels, per_in) = (g.oh * g.ow, g.channels_in * g.h * g.w);
+        self.lay_weights(weight, stamp, (outputs, depth));
+        let rectifier = rectifier_of(finish.activation);
+        let finish_pair = (finish.bias, rectifier.unwrap_or(Rectifier::None));
+        let bands = cpu::cores().clamp(1, g.oh.max(1));
+        let per_band = g.oh.div_ceil(bands).max(1);
+        let mut parts: Vec<RowBand<'_>> = Vec::new();
+        let out = &mut y[..g.batch * outputs * pixels];
+        for (image, planes) in out.chunks_exact_mut(outputs * pixels).enumerate() {
+            let first = parts.len();
+            for start in (0..g.oh).step_by(per_band) {
+                parts.push(RowBand {
+                    image,
+                    rows: start..(start + per_band).min(g.oh),
+                    out: Vec::new(),
+                });
+            }
+            for block in planes.chunks_exact_mut(BLOCK * pixels) {
+                let mut rest = block;
+                for band in &mut parts[first..] {
+                    let len = band.rows.len() * g.ow * BLOCK;
+                    let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                    band.out.push(head);
+                    rest = tail;
+                }
+            }
+        }
+        if self.rings.len() < parts.len() {
+            self.rings.resize_with(parts.len(), Vec::new);
+        }
+        let (window, weights) = (shallow_window(g), &self.weights);
+        let ran = std::sync::atomic::AtomicBool::new(true);
+        let items = parts.into_iter().zip(&mut self.rings);
+        cpu::on_cores(items, |(band, ring)| {
+            let RowBand {
+                image,
+                rows,
+                out: mut piece,
+            } = band;
+            let input = &x[image * per_in..][..per_in];
+            if !cpu::shallow_3x3_to_blocked(
+                input,
+                window,
+                weights,
+                finish_pair,
+                rows,
+                &mut piece,
+                ring,
+            ) {
+                ran.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        if rectifier.is_none() {
+            finish.activate(&mut y[..g.batch * outputs * pixels]);
+        }
+        ran.into_inner()
+    }
+
     /// A 1x1 layer's pass from blocks, into blocks or Caffe's planes
     /// (the kernel writes blocks; the other sides are converted). Says
     /// whether it ran: a 1x1 layer of a shape
@@ -230,10 +352,7 @@ impl BlockScratch {
         if !blocks_suit(g, 1) || !g.is_pointwise() || pixels == 0 {
             return false;
         }
-        if self.made_from != Some((stamp, outputs, depth)) {
-            self.weights = cpu::block_pointwise_weights(weight, outputs, depth);
-            self.made_from = Some((stamp, outputs, depth));
-        }
+        self.lay_weights(weight, stamp, (outputs, depth));
         let rectifier = rectifier_of(finish.activation);
         let (per_in, per_out) = (depth * pixels, outputs * pixels);
         let mut planes = std::mem::take(&mut self.planes);
@@ -285,10 +404,13 @@ mod tests {
     use crate::conv::test_support::{geometry, values};
 
     /// Depthwise layers (strides 1 and 2, a 150 x 150 plane and a 10 x
-    /// 10 one, a 5 x 5 window) and 1x1 layers (two images, pixels no multiple of a tile,
-    /// each activation) with every combination of sides in blocks: the
-    /// bits of the layer in Caffe's layout, converted; where
-    /// [`blocks_suit`] refuses a layer, it does not run.
+    /// 10 one, a 5 x 5 window), 1x1 layers (two images, pixels no
+    /// multiple of a tile, each activation) and a net's first layers
+    /// (3 and 1 channels, strides 2 and 1) with every combination of
+    /// sides in blocks: the
+    /// bits of the layer in Caffe's layout, converted, the depthwise
+    /// layers' buffers kept from one to the next; where [`blocks_suit`]
+    /// refuses a layer, it does not run.
     #[test]
     fn blocked_sides_give_the_caffe_layouts_bits() {
         // (cin, (h, w), kernel, cout, images, stride, pad, dilation), groups
@@ -302,6 +424,11 @@ mod tests {
             ((64, (13, 11), [1, 1], 32, 1, [1, 1], [0, 0], [1, 1]), 1),
             // Packed weights' plane: refused.
             ((64, (7, 5), [1, 1], 32, 1, [1, 1], [0, 0], [1, 1]), 1),
+            // A net's first layer: into blocks from Caffe's planes alone.
+            ((3, (61, 45), [3, 3], 32, 2, [2, 2], [1, 1], [1, 1]), 1),
+            ((1, (17, 13), [3, 3], 16, 1, [1, 1], [1, 1], [1, 1]), 1),
+            // Its window but too many channels: refused.
+            ((8, (9, 9), [3, 3], 16, 1, [2, 2], [1, 1], [1, 1]), 1),
         ];
         let activations = [
             None,
@@ -311,8 +438,12 @@ mod tests {
                 negative_slope: 0.1,
             }),
         ];
-        // Depthwise and 1x1 passes compared.
-        let mut checked = [0usize; 2];
+        // Depthwise, 1x1 and first layers' passes compared.
+        let mut checked = [0usize; 3];
+        // Kept over every depthwise pass, of each shape, as a layer keeps
+        // it over its reshapes.
+        let mut depthwise_scratch = depthwise::BlockedScratch::default();
+        let mut first_scratch = BlockScratch::default();
         for (n, (window, groups)) in layers.into_iter().enumerate() {
             let g = geometry(window);
             let x = values(g.batch * g.channels_in * g.h * g.w, 1 + n as u32);
@@ -343,22 +474,42 @@ mod tests {
                     let blocks = ChannelBlocks { input, output };
                     let x = if input { &x_blocks } else { &x };
                     let mut got = vec![f32::NAN; want.len()];
-                    let ran = if groups == 1 {
+                    let first = first_layer_suits(&g, groups);
+                    let ran = if first {
+                        // Each layer's weights their own stamp.
+                        let weights = (weight, n as u64 + 1);
+                        !input
+                            && output
+                            && first_scratch.first_layer(&g, (x, weights), finish, &mut got)
+                    } else if groups == 1 {
                         let mut scratch = BlockScratch::default();
                         scratch.pointwise(&g, (x, (weight, 1)), finish, &mut got, blocks)
                     } else {
-                        depthwise::forward_blocked(&g, x, weight, finish, &mut got, blocks)
+                        depthwise::forward_blocked(
+                            &g,
+                            &mut depthwise_scratch,
+                            x,
+                            weight,
+                            finish,
+                            &mut got,
+                            blocks,
+                        )
                     };
                     // A depthwise layer reading Caffe's planes runs its
                     // own path, then converts (the engine's), but for
                     // MobileNet's window.
-                    let runs = blocks_suit(&g, groups)
-                        && (groups == 1 || input || depthwise::mobilenet_window(&g));
+                    // A first layer writes blocks from planes alone.
+                    let runs = if first {
+                        !input && output
+                    } else {
+                        blocks_suit(&g, groups)
+                            && (groups == 1 || input || depthwise::mobilenet_window(&g))
+                    };
                     assert_eq!(ran, runs, "{window:?}, {blocks:?}");
                     if !ran {
                         continue;
                     }
-                    checked[usize::from(groups == 1)] += 1;
+                    checked[if first { 2 } else { usize::from(groups == 1) }] += 1;
                     let want = if output { &want_blocks } else { &want };
                     let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert!(

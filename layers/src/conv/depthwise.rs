@@ -217,7 +217,8 @@ fn interleaved(
         finish,
         into_blocks: blocks.output,
     };
-    frame.run(y, padded, |input, group, to| {
+    // Made anew each pass: its zeros stand where this geometry pads.
+    frame.run(y, &mut Vec::new(), padded, |input, group, to| {
         // Whole planes at once (a transpose of rows as narrow as these
         // would be mostly its ragged end), each pixel put straight into
         // its padded row: through a dense copy and a copy of each row,
@@ -246,6 +247,7 @@ fn interleaved(
 /// AVX2).
 pub(super) fn forward_blocked(
     g: &ConvGeometry,
+    scratch: &mut BlockedScratch,
     x: &[f32],
     weight: &[f32],
     finish: Finish<'_, f32>,
@@ -256,7 +258,7 @@ pub(super) fn forward_blocked(
         return false;
     }
     if mobilenet_window(g) {
-        return blocks_in_place(g, x, weight, finish, y, blocks);
+        return blocks_in_place(g, scratch, x, weight, finish, y, blocks);
     }
     blocks.input && interleaved(g, x, weight, finish, y, blocks)
 }
@@ -269,6 +271,15 @@ pub(super) fn mobilenet_window(g: &ConvGeometry) -> bool {
     (g.kernel, g.pad, g.dilation) == ([3, 3], [1, 1], [1, 1]) && square
 }
 
+/// What a depthwise layer keeps between its passes into or from
+/// [`ChannelBlocks`]: each core's blocks laid from Caffe's planes (up to
+/// `cpu::WHOLE_BLOCK_MAX_BYTES` a core), which, made anew, cost an
+/// allocation and its pages' faults a pass.
+#[derive(Default)]
+pub(crate) struct BlockedScratch {
+    laid: Vec<Vec<f32>>,
+}
+
 /// [`forward_blocked`] for MobileNet's 3 x 3 windows (padding 1, stride
 /// 1 or 2) through `cpu::depthwise_3x3_blocked`, each block read where
 /// it lies (from Caffe's planes, laid in blocks first, a block whole or
@@ -277,6 +288,7 @@ pub(super) fn mobilenet_window(g: &ConvGeometry) -> bool {
 /// planes). Says whether it ran (AVX-512 or AVX2).
 fn blocks_in_place(
     g: &ConvGeometry,
+    scratch: &mut BlockedScratch,
     x: &[f32],
     weight: &[f32],
     finish: Finish<'_, f32>,
@@ -297,7 +309,7 @@ fn blocks_in_place(
         finish,
         into_blocks: blocks.output,
     };
-    frame.run(y, Vec::new, |laid: &mut Vec<f32>, group, to| {
+    frame.run(y, &mut scratch.laid, Vec::new, |laid, group, to| {
         // A group's 16 channels start at the same value in blocks as
         // in planes.
         let input = &x[group.first * plane_in..][..LANES * plane_in];
@@ -342,13 +354,15 @@ struct LaneGroup<'a> {
 
 impl GroupFrame<'_> {
     /// Runs `kernel(scratch, group, to)` on each group, `scratch` a
-    /// core's own from `make_scratch`, `to` the group's 16-lane output
-    /// (its block, or the core's buffer); says whether every call ran
-    /// (AVX-512 or AVX2).
-    fn run<S>(
+    /// core's own among `scratches` (those missing from
+    /// `make_scratch`), `to` the group's 16-lane output (its block, or
+    /// the core's buffer); says whether every call ran (AVX-512 or
+    /// AVX2).
+    fn run<S: Send>(
         &self,
         y: &mut [f32],
-        make_scratch: impl Fn() -> S + Sync,
+        scratches: &mut Vec<S>,
+        make_scratch: impl FnMut() -> S,
         kernel: impl Fn(&mut S, &LaneGroup<'_>, &mut [f32]) -> bool + Sync,
     ) -> bool {
         const LANES: usize = cpu::INTERLEAVED_LANES;
@@ -376,10 +390,12 @@ impl GroupFrame<'_> {
         while groups.peek().is_some() {
             parts.push(groups.by_ref().take(per_part).collect());
         }
+        if scratches.len() < parts.len() {
+            scratches.resize_with(parts.len(), make_scratch);
+        }
         let rectify = finish.activation == Some(Activation::Relu);
         let ran = std::sync::atomic::AtomicBool::new(true);
-        cpu::on_cores(parts, |part| {
-            let mut scratch = make_scratch();
+        cpu::on_cores(parts.into_iter().zip(scratches), |(part, scratch)| {
             let mut buffer = if self.into_blocks {
                 AlignedVec::new()
             } else {
@@ -400,7 +416,7 @@ impl GroupFrame<'_> {
                 } else {
                     &mut buffer
                 };
-                if !kernel(&mut scratch, &lanes, to) {
+                if !kernel(scratch, &lanes, to) {
                     ran.store(false, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }

@@ -447,7 +447,9 @@ impl<T: MathElement> ConvolutionLayer<T> {
     /// The geometry last planned, where the layer takes
     /// [`ChannelBlocks`]: a depthwise or 1x1 layer over 4-D f32 blobs,
     /// its channels in whole blocks
-    /// ([`blocks_suit`](super::channel_blocks::blocks_suit)).
+    /// ([`blocks_suit`](super::channel_blocks::blocks_suit)), or a net's
+    /// first layer that writes them
+    /// ([`first_layer_suits`](super::channel_blocks::first_layer_suits)).
     fn blocked_geometry(&self) -> Option<&ConvGeometry> {
         match &self.last_plan {
             Some((
@@ -460,7 +462,8 @@ impl<T: MathElement> ConvolutionLayer<T> {
             )) if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
                 && shape.len() == 4
                 && matches!(self.p.axis, 1 | -3)
-                && super::channel_blocks::blocks_suit(g, self.p.group) =>
+                && (super::channel_blocks::blocks_suit(g, self.p.group)
+                    || super::channel_blocks::first_layer_suits(g, self.p.group)) =>
             {
                 Some(g)
             }
@@ -678,11 +681,18 @@ impl<T: MathElement> DynLayer<T> for ConvolutionLayer<T> {
     /// (its tiles broadcast from either), as does a depthwise one of
     /// MobileNet's 3 x 3 window (laying its input in blocks first, a
     /// block whole or a row at a time); any other depthwise one would
-    /// transpose its output.
+    /// transpose its output. A net's first layer of that window writes
+    /// blocks from its few planes.
     fn channel_blocks(&self) -> ChannelBlocks {
         let Some(g) = self.blocked_geometry() else {
             return ChannelBlocks::default();
         };
+        if super::channel_blocks::first_layer_suits(g, self.p.group) {
+            return ChannelBlocks {
+                input: false,
+                output: true,
+            };
+        }
         let depthwise = g.is_depthwise(self.p.group);
         ChannelBlocks {
             input: true,

@@ -411,6 +411,17 @@ mod tests {
     /// blocks where the 1x1 layer after it hands its own on to the next
     /// depthwise layer, and not where that 1x1 layer's top is the net's
     /// output.
+    /// The blobs a net of `text` hands on in channel blocks once it
+    /// reuses memory.
+    fn blobs_in_blocks(text: &str) -> Vec<String> {
+        let mut net = Net::<f32>::from_prototxt(text, NetState::test()).unwrap();
+        net.reuse_memory().unwrap();
+        net.blobs_in_channel_blocks()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
     #[test]
     fn a_depthwise_layer_from_planes_starts_a_chain_that_goes_on() {
         let blocked = |goes_on: bool| {
@@ -432,17 +443,37 @@ mod tests {
                     String::new()
                 }
             );
-            let mut net = Net::<f32>::from_prototxt(&text, NetState::test()).unwrap();
-            net.reuse_memory().unwrap();
-            net.blobs_in_channel_blocks()
-                .into_iter()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
+            blobs_in_blocks(&text)
         };
         let fast = blob_kernels::cpu::isa() >= blob_kernels::cpu::Isa::Avx2;
         let chain: &[&str] = if fast { &["dw", "pw", "dw2"] } else { &[] };
         assert_eq!(blocked(true), chain);
         assert!(blocked(false).is_empty());
+    }
+
+    /// A net's first layer (3 channels, MobileNet's window) writes
+    /// blocks for the depthwise layer after it, not for a 1x1 layer,
+    /// which runs as fast from Caffe's planes.
+    #[test]
+    fn a_first_layer_writes_blocks_for_a_depthwise_layer() {
+        let blocked = |group: usize, kernel: usize| {
+            let text = format!(
+                "input: 'x' input_shape {{ dim: 1 dim: 3 dim: 33 dim: 33 }}
+                 layer {{ name: 'conv0' type: 'Convolution' bottom: 'x' top: 'conv0'
+                   convolution_param {{ num_output: 16 kernel_size: 3 pad: 1 stride: 2 }} }}
+                 layer {{ name: 'next' type: 'Convolution' bottom: 'conv0' top: 'next'
+                   convolution_param {{ num_output: 16 group: {group} kernel_size: {kernel}
+                     pad: {} }} }}
+                 layer {{ name: 'out' type: 'Convolution' bottom: 'next' top: 'out'
+                   convolution_param {{ num_output: 16 kernel_size: 1 }} }}",
+                kernel / 2
+            );
+            blobs_in_blocks(&text)
+        };
+        let fast = blob_kernels::cpu::isa() >= blob_kernels::cpu::Isa::Avx2;
+        let chain: &[&str] = if fast { &["conv0", "next"] } else { &[] };
+        assert_eq!(blocked(16, 3), chain);
+        assert!(blocked(1, 1).is_empty());
     }
 
     #[test]
