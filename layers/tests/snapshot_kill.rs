@@ -112,6 +112,21 @@ fn killed_writers_leave_only_whole_snapshots_and_resume_takes_the_newest() {
         seed ^= seed << 17;
         seed % n
     };
+    // One writer left to finish a snapshot first, so that every later
+    // writer resumes after one: killed at random within 5-65 ms, none of
+    // 100 writers finished one on a CI machine loaded with the other
+    // tests (a process's start, a 4 MB net filled, written and synced).
+    let (started, cap) = (Instant::now(), Duration::from_secs(120));
+    let mut first = spawn_writer(&dir);
+    while newest_whole(&dir).is_none() && started.elapsed() < cap {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(
+        newest_whole(&dir).is_some(),
+        "a writer finished no snapshot in {cap:?}"
+    );
     let (mut mid_write, kills) = (0, 100);
     for kill in 0..kills {
         let mut child = spawn_writer(&dir);
